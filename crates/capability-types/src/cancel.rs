@@ -1,0 +1,137 @@
+//! A runtime-free cancellation token shared by a batch of tool calls and the tools themselves.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
+
+/// A cloneable flag that tells every holder to stop.
+///
+/// Cancelling is one-way and sticky. Tools that run long loops should check
+/// [`is_cancelled`](Self::is_cancelled) or race their work against
+/// [`cancelled`](Self::cancelled); the registry also drops a call's future when its batch is
+/// cancelled, so a tool that only awaits is stopped at its next `.await`.
+///
+/// This crate holds no runtime, so the token is a small atomic flag plus the wakers of the
+/// futures that wait on it.
+#[derive(Clone, Default)]
+pub struct CancellationToken {
+    inner: Arc<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    cancelled: AtomicBool,
+    waiters: Mutex<Vec<Waker>>,
+}
+
+impl CancellationToken {
+    /// A token that is not cancelled.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Cancels the token and wakes every future waiting on it.
+    pub fn cancel(&self) {
+        self.inner.cancelled.store(true, Ordering::SeqCst);
+        let waiters = std::mem::take(
+            &mut *self
+                .inner
+                .waiters
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for waker in waiters {
+            waker.wake();
+        }
+    }
+
+    /// Whether [`cancel`](Self::cancel) has been called on this token or a clone of it.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// A future that completes once the token is cancelled.
+    pub fn cancelled(&self) -> Cancelled {
+        Cancelled {
+            token: self.clone(),
+        }
+    }
+}
+
+impl fmt::Debug for CancellationToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CancellationToken")
+            .field("cancelled", &self.is_cancelled())
+            .finish()
+    }
+}
+
+/// The future returned by [`CancellationToken::cancelled`].
+#[derive(Debug)]
+#[must_use = "futures do nothing unless awaited"]
+pub struct Cancelled {
+    token: CancellationToken,
+}
+
+impl Future for Cancelled {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.token.is_cancelled() {
+            return Poll::Ready(());
+        }
+        let mut waiters = self
+            .token
+            .inner
+            .waiters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Checked again under the lock: `cancel` sets the flag before taking the lock, so either
+        // we see the flag here or `cancel` sees our waker.
+        if self.token.is_cancelled() {
+            return Poll::Ready(());
+        }
+        if !waiters.iter().any(|w| w.will_wake(cx.waker())) {
+            waiters.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::task::Wake;
+
+    struct CountingWaker(AtomicUsize);
+    impl Wake for CountingWaker {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn cancel_wakes_waiters_and_is_sticky() {
+        let token = CancellationToken::new();
+        let clone = token.clone();
+        let counter = Arc::new(CountingWaker(AtomicUsize::new(0)));
+        let waker = Waker::from(counter.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut fut = Box::pin(clone.cancelled());
+        assert_eq!(fut.as_mut().poll(&mut cx), Poll::Pending);
+        assert!(!clone.is_cancelled());
+        token.cancel();
+        assert_eq!(counter.0.load(Ordering::SeqCst), 1);
+        assert_eq!(fut.as_mut().poll(&mut cx), Poll::Ready(()));
+        assert!(clone.is_cancelled());
+        // A future created after cancellation is ready at once.
+        assert_eq!(
+            Box::pin(token.cancelled()).as_mut().poll(&mut cx),
+            Poll::Ready(())
+        );
+    }
+}

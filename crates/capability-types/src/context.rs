@@ -1,0 +1,164 @@
+//! The per-call context a tool receives: identity, working directory, cancellation, and the
+//! scoped objects its declaration and the personality allow.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::cancel::CancellationToken;
+use crate::error::CapabilityError;
+use crate::scoped::{KeyValueStore, ScopedFetch, ScopedFs, ScopedProcess, ScopedSecretsResolver};
+
+/// Everything a tool gets for one call.
+///
+/// The registry fills the scoped fields from the resolved capabilities: a field is `Some` only
+/// when the tool declared that category and a backend for it is configured (otherwise the call
+/// never reaches the tool). Plugin authors testing a tool by hand build one with
+/// [`ToolContext::new`] and the `with_*` methods.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct ToolContext {
+    /// The agent session this call belongs to.
+    pub session_id: String,
+    /// The active personality, if any.
+    pub personality_id: Option<String>,
+    /// The id of this call within its batch.
+    pub call_id: String,
+    /// The tool's name.
+    pub tool: String,
+    /// Relative paths resolve against this directory, never the process's.
+    pub working_dir: PathBuf,
+    /// Cancelled when the batch is cancelled or the call times out.
+    pub cancellation: CancellationToken,
+    /// HTTP(S), limited to the resolved hosts (`network`).
+    pub scoped_fetch: Option<Arc<dyn ScopedFetch>>,
+    /// Files, limited to the resolved reach (`fs_reach`).
+    pub scoped_fs: Option<Arc<dyn ScopedFs>>,
+    /// Secrets, limited to the declared refs (`secrets`).
+    pub secrets_resolver: Option<Arc<dyn ScopedSecretsResolver>>,
+    /// Child processes, limited to the resolved binaries (`process`).
+    pub scoped_process: Option<Arc<dyn ScopedProcess>>,
+    /// Key-value state in the declared scope's namespace (`storage`).
+    pub kv_store: Option<Arc<dyn KeyValueStore>>,
+}
+
+impl ToolContext {
+    /// A context with no scoped objects.
+    pub fn new(session_id: impl Into<String>, working_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            session_id: session_id.into(),
+            personality_id: None,
+            call_id: String::new(),
+            tool: String::new(),
+            working_dir: working_dir.into(),
+            cancellation: CancellationToken::new(),
+            scoped_fetch: None,
+            scoped_fs: None,
+            secrets_resolver: None,
+            scoped_process: None,
+            kv_store: None,
+        }
+    }
+
+    /// Sets the personality id.
+    pub fn with_personality(mut self, id: impl Into<String>) -> Self {
+        self.personality_id = Some(id.into());
+        self
+    }
+    /// Sets the call id and tool name.
+    pub fn with_call(mut self, call_id: impl Into<String>, tool: impl Into<String>) -> Self {
+        self.call_id = call_id.into();
+        self.tool = tool.into();
+        self
+    }
+    /// Sets the cancellation token.
+    pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
+        self.cancellation = token;
+        self
+    }
+    /// Sets the fetcher.
+    pub fn with_fetch(mut self, fetch: Arc<dyn ScopedFetch>) -> Self {
+        self.scoped_fetch = Some(fetch);
+        self
+    }
+    /// Sets the file system view.
+    pub fn with_fs(mut self, fs: Arc<dyn ScopedFs>) -> Self {
+        self.scoped_fs = Some(fs);
+        self
+    }
+    /// Sets the secrets resolver.
+    pub fn with_secrets(mut self, secrets: Arc<dyn ScopedSecretsResolver>) -> Self {
+        self.secrets_resolver = Some(secrets);
+        self
+    }
+    /// Sets the process spawner.
+    pub fn with_process(mut self, process: Arc<dyn ScopedProcess>) -> Self {
+        self.scoped_process = Some(process);
+        self
+    }
+    /// Sets the key-value store.
+    pub fn with_kv(mut self, kv: Arc<dyn KeyValueStore>) -> Self {
+        self.kv_store = Some(kv);
+        self
+    }
+
+    /// The fetcher, or `not_available` naming the undeclared `network` capability.
+    pub fn fetch(&self) -> Result<&dyn ScopedFetch, CapabilityError> {
+        self.scoped_fetch
+            .as_deref()
+            .ok_or_else(|| self.undeclared("network"))
+    }
+    /// The file system view, or `not_available` naming the undeclared `fs_reach` capability.
+    pub fn fs(&self) -> Result<&dyn ScopedFs, CapabilityError> {
+        self.scoped_fs
+            .as_deref()
+            .ok_or_else(|| self.undeclared("fs_reach"))
+    }
+    /// The secrets resolver, or `not_available` naming the undeclared `secrets` capability.
+    pub fn secrets(&self) -> Result<&dyn ScopedSecretsResolver, CapabilityError> {
+        self.secrets_resolver
+            .as_deref()
+            .ok_or_else(|| self.undeclared("secrets"))
+    }
+    /// The spawner, or `not_available` naming the undeclared `process` capability.
+    pub fn process(&self) -> Result<&dyn ScopedProcess, CapabilityError> {
+        self.scoped_process
+            .as_deref()
+            .ok_or_else(|| self.undeclared("process"))
+    }
+    /// The key-value store, or `not_available` naming the undeclared `storage` capability.
+    pub fn kv(&self) -> Result<&dyn KeyValueStore, CapabilityError> {
+        self.kv_store
+            .as_deref()
+            .ok_or_else(|| self.undeclared("storage"))
+    }
+
+    fn undeclared(&self, capability: &str) -> CapabilityError {
+        CapabilityError::not_available(format!(
+            "tool {} has no {capability} capability in this call (not declared, or no backend)",
+            if self.tool.is_empty() {
+                "<unnamed>"
+            } else {
+                &self.tool
+            }
+        ))
+    }
+}
+
+impl fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("session_id", &self.session_id)
+            .field("personality_id", &self.personality_id)
+            .field("call_id", &self.call_id)
+            .field("tool", &self.tool)
+            .field("working_dir", &self.working_dir)
+            .field("cancelled", &self.cancellation.is_cancelled())
+            .field("scoped_fetch", &self.scoped_fetch.is_some())
+            .field("scoped_fs", &self.scoped_fs.is_some())
+            .field("secrets_resolver", &self.secrets_resolver.is_some())
+            .field("scoped_process", &self.scoped_process.is_some())
+            .field("kv_store", &self.kv_store.is_some())
+            .finish()
+    }
+}

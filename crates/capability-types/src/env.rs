@@ -1,0 +1,117 @@
+//! Environment-variable names a child process may never receive, shared by policy loading,
+//! validation and the process backend.
+
+/// Exact names of variables that make a loader, shell or interpreter run code of the caller's
+/// choosing. They are refused whatever a policy or a call says.
+const REFUSED_EXACT: &[&str] = &[
+    "BASH_ENV",
+    "BASHOPTS",
+    "CDPATH",
+    "ENV",
+    "GCONV_PATH",
+    "GIT_ASKPASS",
+    "GIT_CONFIG",
+    "GIT_CONFIG_COUNT",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_SYSTEM",
+    "GIT_EDITOR",
+    "GIT_EXEC_PATH",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_PAGER",
+    "GIT_PROXY_COMMAND",
+    "GIT_SEQUENCE_EDITOR",
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_TEMPLATE_DIR",
+    "HOSTALIASES",
+    "IFS",
+    "JAVA_TOOL_OPTIONS",
+    "JDK_JAVA_OPTIONS",
+    "_JAVA_OPTIONS",
+    "LESSOPEN",
+    "LESSCLOSE",
+    "MALLOC_CHECK_",
+    "NODE_OPTIONS",
+    "NODE_PATH",
+    "PERL5DB",
+    "PERL5LIB",
+    "PERL5OPT",
+    "PERLLIB",
+    "PROMPT_COMMAND",
+    "PS4",
+    "PYTHONHOME",
+    "PYTHONINSPECT",
+    "PYTHONPATH",
+    "PYTHONSTARTUP",
+    "PYTHONUSERBASE",
+    "RUBYLIB",
+    "RUBYOPT",
+    "SHELLOPTS",
+];
+
+/// Prefixes of variable families that are refused: dynamic-loader hooks on Linux and macOS and
+/// git's per-key configuration injection.
+const REFUSED_PREFIXES: &[&str] = &["LD_", "DYLD_", "GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"];
+
+/// Whether `name` is a loader or interpreter hook that may never be passed to a child process.
+///
+/// The comparison is exact-case, as the environment is on Unix.
+///
+/// ```
+/// use capability_types::is_refused_env_name;
+/// assert!(is_refused_env_name("LD_PRELOAD"));
+/// assert!(is_refused_env_name("GIT_SSH_COMMAND"));
+/// assert!(!is_refused_env_name("LANG"));
+/// ```
+pub fn is_refused_env_name(name: &str) -> bool {
+    REFUSED_EXACT.contains(&name) || REFUSED_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// Whether `name` can be an environment variable name at all: non-empty, no `=`, no NUL.
+pub fn valid_env_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains(['=', '\0'])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hooks_are_refused() {
+        for name in [
+            "LD_PRELOAD",
+            "LD_LIBRARY_PATH",
+            "DYLD_INSERT_LIBRARIES",
+            "BASH_ENV",
+            "ENV",
+            "NODE_OPTIONS",
+            "PYTHONSTARTUP",
+            "PERL5OPT",
+            "RUBYOPT",
+            "GIT_SSH_COMMAND",
+            "GIT_CONFIG_KEY_0",
+        ] {
+            assert!(is_refused_env_name(name), "{name} must be refused");
+        }
+        for name in [
+            "LANG",
+            "TZ",
+            "HOME",
+            "PATH",
+            "ld_preload",
+            "GIT_AUTHOR_NAME",
+            "ENVIRONMENT",
+        ] {
+            assert!(!is_refused_env_name(name), "{name} must not be refused");
+        }
+    }
+
+    #[test]
+    fn env_names_are_checked() {
+        assert!(valid_env_name("LANG"));
+        assert!(!valid_env_name(""));
+        assert!(!valid_env_name("A=B"));
+        assert!(!valid_env_name("A\0"));
+    }
+}

@@ -1,0 +1,268 @@
+//! What the resolver grants a tool for one call, and the factories that turn a grant into a
+//! scoped object.
+//!
+//! The matching rules (hosts, paths, binaries, argv) are implemented once, in
+//! `capability-core`, and reach the backends as the policy objects below. A backend therefore
+//! never re-implements a rule: it asks the same matcher the validator and the resolver used.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::capabilities::StorageScope;
+use crate::error::CapabilityError;
+use crate::scoped::{KeyValueStore, ScopedFetch, ScopedFs, ScopedProcess, ScopedSecretsResolver};
+use crate::secret_ref::SecretRef;
+
+/// How a host was allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostMatch {
+    /// Through a wildcard (`*.example.com`, `*`). Loopback, private, link-local and metadata
+    /// addresses must still be refused.
+    Wildcard,
+    /// Through a pattern naming exactly this host or IP literal. Such addresses may be reached.
+    Explicit,
+}
+
+/// The resolved host set of one tool: the intersection of its declaration with the
+/// personality, minus the personality's deny list.
+pub trait HostPolicy: Send + Sync + fmt::Debug {
+    /// Whether `host` (as a WHATWG URL parser yields it; normalised again here) on `port` may
+    /// be fetched. Refusals carry [`DenialCode::HostNotAllowed`](crate::DenialCode).
+    fn check(&self, host: &str, port: u16) -> Result<HostMatch, CapabilityError>;
+    /// The allowed patterns, normalised, for display and manifests.
+    fn patterns(&self) -> Vec<String>;
+}
+
+/// Read or write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FsAccess {
+    /// Reading a file, listing a directory, reading metadata.
+    Read,
+    /// Creating, writing or removing.
+    Write,
+}
+
+impl fmt::Display for FsAccess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FsAccess::Read => "read",
+            FsAccess::Write => "write",
+        })
+    }
+}
+
+/// Where an allowed path lies: the root whose directory handle confines the open, and the
+/// path relative to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PathAccess {
+    /// The lexically normalised absolute path.
+    pub path: PathBuf,
+    /// The resolved root that covers it.
+    pub root: PathBuf,
+    /// `path` relative to `root` (empty when they are equal).
+    pub relative: PathBuf,
+}
+
+impl PathAccess {
+    /// A path access record.
+    pub fn new(path: PathBuf, root: PathBuf, relative: PathBuf) -> Self {
+        Self {
+            path,
+            root,
+            relative,
+        }
+    }
+}
+
+/// The resolved read and write reach of one tool for one call.
+///
+/// Lexical checks happen here; the backend then opens `relative` beneath a handle on `root`
+/// with the kernel refusing escapes, and calls [`check`](Self::check) again on the path the
+/// kernel actually reached, so a symlink inside a root cannot lead into a denied sub-tree.
+pub trait PathPolicy: Send + Sync + fmt::Debug {
+    /// Whether `path` (absolute, or relative to [`working_dir`](Self::working_dir)) may be
+    /// accessed. Refusals carry [`DenialCode::PathNotReachable`](crate::DenialCode).
+    fn check(&self, path: &Path, access: FsAccess) -> Result<PathAccess, CapabilityError>;
+    /// The resolved roots for `access`.
+    fn roots(&self, access: FsAccess) -> Vec<PathBuf>;
+    /// The directory relative paths resolve against.
+    fn working_dir(&self) -> &Path;
+}
+
+/// The resolved process rules of one tool.
+pub trait ProcessPolicy: Send + Sync + fmt::Debug {
+    /// The binaries the tool may spawn: bare names (to resolve through the trusted search path)
+    /// and absolute paths.
+    fn allowed_binaries(&self) -> &[String];
+    /// Whether the argv may run: `binary` as requested, `resolved` the canonical file it
+    /// resolved to. Refusals carry [`DenialCode::ArgsNotAllowed`](crate::DenialCode).
+    fn check_args(
+        &self,
+        binary: &str,
+        resolved: &Path,
+        args: &[String],
+    ) -> Result<(), CapabilityError>;
+    /// Whether a call may pass the variable `name` to the child. Refusals carry
+    /// [`DenialCode::EnvNotAllowed`](crate::DenialCode).
+    fn check_env(&self, name: &str) -> Result<(), CapabilityError>;
+    /// Variables the child may inherit from the host (`safety.env.allow`).
+    fn env_allow(&self) -> &[String];
+}
+
+/// The network grant of one tool.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct NetworkGrant {
+    /// The tool's name.
+    pub tool: String,
+    /// The resolved host set.
+    pub hosts: Arc<dyn HostPolicy>,
+}
+
+impl NetworkGrant {
+    /// A grant.
+    pub fn new(tool: impl Into<String>, hosts: Arc<dyn HostPolicy>) -> Self {
+        Self {
+            tool: tool.into(),
+            hosts,
+        }
+    }
+}
+
+/// The file system grant of one tool for one call.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct FsGrant {
+    /// The tool's name.
+    pub tool: String,
+    /// The resolved reach.
+    pub paths: Arc<dyn PathPolicy>,
+}
+
+impl FsGrant {
+    /// A grant.
+    pub fn new(tool: impl Into<String>, paths: Arc<dyn PathPolicy>) -> Self {
+        Self {
+            tool: tool.into(),
+            paths,
+        }
+    }
+}
+
+/// The secrets grant of one tool.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SecretsGrant {
+    /// The tool's name.
+    pub tool: String,
+    /// The declared refs; anything else is refused.
+    pub refs: Vec<SecretRef>,
+}
+
+impl SecretsGrant {
+    /// A grant.
+    pub fn new(tool: impl Into<String>, refs: Vec<SecretRef>) -> Self {
+        Self {
+            tool: tool.into(),
+            refs,
+        }
+    }
+}
+
+/// The process grant of one tool for one call.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ProcessGrant {
+    /// The tool's name.
+    pub tool: String,
+    /// Binaries, argv rules and environment.
+    pub process: Arc<dyn ProcessPolicy>,
+    /// The tool's file reach; a child's `cwd` must lie inside its read reach.
+    pub paths: Arc<dyn PathPolicy>,
+}
+
+impl ProcessGrant {
+    /// A grant.
+    pub fn new(
+        tool: impl Into<String>,
+        process: Arc<dyn ProcessPolicy>,
+        paths: Arc<dyn PathPolicy>,
+    ) -> Self {
+        Self {
+            tool: tool.into(),
+            process,
+            paths,
+        }
+    }
+}
+
+/// The storage grant of one tool: the namespace its keys live in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StorageGrant {
+    /// The tool's name.
+    pub tool: String,
+    /// The declared scope.
+    pub scope: StorageScope,
+    /// `tool:<tool>`, `session:<id>` or `personality:<id>`. Backends must keep keys inside it
+    /// without concatenating it with a separator a key may contain.
+    pub namespace: String,
+    /// TTL applied to every `set` that gives none.
+    pub ttl_default: Option<Duration>,
+}
+
+impl StorageGrant {
+    /// A grant.
+    pub fn new(
+        tool: impl Into<String>,
+        scope: StorageScope,
+        namespace: impl Into<String>,
+        ttl_default: Option<Duration>,
+    ) -> Self {
+        Self {
+            tool: tool.into(),
+            scope,
+            namespace: namespace.into(),
+            ttl_default,
+        }
+    }
+}
+
+/// Builds [`ScopedFetch`] objects. Implemented by `capability-fetch`.
+pub trait FetchFactory: Send + Sync + fmt::Debug {
+    /// A fetcher confined to `grant`.
+    fn scoped_fetch(&self, grant: NetworkGrant) -> Result<Arc<dyn ScopedFetch>, CapabilityError>;
+}
+
+/// Builds [`ScopedFs`] objects. Implemented by `capability-fs`.
+pub trait FsFactory: Send + Sync + fmt::Debug {
+    /// A file system view confined to `grant`.
+    fn scoped_fs(&self, grant: FsGrant) -> Result<Arc<dyn ScopedFs>, CapabilityError>;
+}
+
+/// Builds [`ScopedSecretsResolver`] objects. Implemented by `capability-secrets`.
+pub trait SecretsFactory: Send + Sync + fmt::Debug {
+    /// A resolver confined to `grant`.
+    fn secrets_resolver(
+        &self,
+        grant: SecretsGrant,
+    ) -> Result<Arc<dyn ScopedSecretsResolver>, CapabilityError>;
+}
+
+/// Builds [`ScopedProcess`] objects. Implemented by `capability-process`.
+pub trait ProcessFactory: Send + Sync + fmt::Debug {
+    /// A spawner confined to `grant`.
+    fn scoped_process(
+        &self,
+        grant: ProcessGrant,
+    ) -> Result<Arc<dyn ScopedProcess>, CapabilityError>;
+}
+
+/// Builds [`KeyValueStore`] objects for a namespace. Implemented by `capability-kv`.
+pub trait KvStoreFactory: Send + Sync + fmt::Debug {
+    /// A store confined to `grant`'s namespace.
+    fn kv_store(&self, grant: StorageGrant) -> Result<Arc<dyn KeyValueStore>, CapabilityError>;
+}

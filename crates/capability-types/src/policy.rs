@@ -1,0 +1,542 @@
+//! The personality policy file (design.md §4): what a session may touch, whatever its tools
+//! declare.
+
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::env::{is_refused_env_name, valid_env_name};
+use crate::error::PolicyError;
+
+/// A personality: the upper bound on what any tool may touch while it is active.
+///
+/// Loaded from TOML (or YAML / JSON with the same structure) by [`PersonalityPolicy::parse`],
+/// which rejects unknown fields, expands `~`, requires absolute paths and normalises them.
+/// Host patterns are checked by `capability-core` when the policy is compiled.
+///
+/// ```
+/// # #[cfg(feature = "toml")] {
+/// use capability_types::{PersonalityPolicy, PolicyFormat};
+/// let policy = PersonalityPolicy::parse(r#"
+///     id = "researcher"
+///     toolset = ["read_file", "fetch_url"]
+///     [fs_reach]
+///     read = ["~/notes", "/srv/data"]
+///     deny = ["/srv/data/private"]
+///     [safety.network]
+///     allow = ["api.github.com", "*.example.com"]
+/// "#, PolicyFormat::Toml, Some("/home/ada".as_ref())).unwrap();
+/// assert_eq!(policy.fs_reach.read[0], std::path::Path::new("/home/ada/notes"));
+///
+/// let err = PersonalityPolicy::parse("id = \"x\"\n[safety.netwrok]\n", PolicyFormat::Toml, None)
+///     .unwrap_err();
+/// assert!(err.to_string().contains("netwrok"), "{err}");
+/// # }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+#[non_exhaustive]
+pub struct PersonalityPolicy {
+    /// The personality's id; also names its storage namespace. `A-Z a-z 0-9 _ - .`, 1–128.
+    pub id: String,
+    /// Tools that may run under this personality. Absent: every registered tool; `[]`: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toolset: Option<Vec<String>>,
+    /// Paths tools may read and write, and paths that are always refused.
+    #[serde(default)]
+    pub fs_reach: PolicyFsReach,
+    /// Network, process and environment rules.
+    #[serde(default)]
+    pub safety: Safety,
+}
+
+/// `[fs_reach]` of a personality.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+#[non_exhaustive]
+pub struct PolicyFsReach {
+    /// Roots tools may read.
+    #[serde(default)]
+    pub read: Vec<PathBuf>,
+    /// Roots tools may write.
+    #[serde(default)]
+    pub write: Vec<PathBuf>,
+    /// Paths refused for both, whatever `read` and `write` say.
+    #[serde(default)]
+    pub deny: Vec<PathBuf>,
+}
+
+/// `[safety]` of a personality.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+#[non_exhaustive]
+pub struct Safety {
+    /// `[safety.network]`.
+    #[serde(default)]
+    pub network: NetworkRules,
+    /// `[safety.process]`.
+    #[serde(default)]
+    pub process: ProcessRules,
+    /// `[safety.env]`.
+    #[serde(default)]
+    pub env: EnvRules,
+}
+
+/// `[safety.network]`: host patterns. No `allow` (or an empty one) allows nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+#[non_exhaustive]
+pub struct NetworkRules {
+    /// Hosts tools may fetch from.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Hosts always refused; wins over `allow`.
+    #[serde(default)]
+    pub deny: Vec<String>,
+}
+
+/// `[safety.process]`: binaries and refused argument patterns.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+#[non_exhaustive]
+pub struct ProcessRules {
+    /// Binaries tools may spawn: bare names or absolute paths (`*` is not accepted here).
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Argv patterns always refused, token by token (`git push --force*`).
+    #[serde(default)]
+    pub deny_args: Vec<String>,
+}
+
+/// `[safety.env]`: variables a child may inherit.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+#[non_exhaustive]
+pub struct EnvRules {
+    /// Variable names; loader and interpreter hooks are refused at load time.
+    #[serde(default)]
+    pub allow: Vec<String>,
+}
+
+/// The syntax a policy file is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PolicyFormat {
+    /// TOML (feature `toml`).
+    Toml,
+    /// YAML (feature `yaml`).
+    Yaml,
+    /// JSON.
+    Json,
+}
+
+impl PolicyFormat {
+    /// The format named by a file's extension: `.toml`, `.yaml` / `.yml`, `.json`.
+    pub fn from_path(path: &Path) -> Result<Self, PolicyError> {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("toml") => Ok(PolicyFormat::Toml),
+            Some("yaml" | "yml") => Ok(PolicyFormat::Yaml),
+            Some("json") => Ok(PolicyFormat::Json),
+            _ => Err(PolicyError::UnsupportedFormat(format!(
+                "cannot tell the format of {} from its extension (use .toml, .yaml, .yml or .json)",
+                path.display()
+            ))),
+        }
+    }
+}
+
+impl PersonalityPolicy {
+    /// Parses and checks a policy. `home` expands a leading `~`; a `~` with no home is an error.
+    ///
+    /// Fails whole on the first problem, naming the field.
+    pub fn parse(
+        text: &str,
+        format: PolicyFormat,
+        home: Option<&Path>,
+    ) -> Result<Self, PolicyError> {
+        let mut policy: PersonalityPolicy = match format {
+            PolicyFormat::Json => {
+                let mut de = serde_json::Deserializer::from_str(text);
+                let policy = from_deserializer(&mut de)?;
+                de.end().map_err(|e| syntax(None, e.to_string()))?;
+                policy
+            }
+            PolicyFormat::Toml => parse_toml(text)?,
+            PolicyFormat::Yaml => parse_yaml(text)?,
+        };
+        policy.check(home)?;
+        Ok(policy)
+    }
+
+    /// Checks the structure of a policy built in code and normalises it as [`parse`](Self::parse)
+    /// does: expands `~`, requires absolute paths, folds `.` and `..`.
+    pub fn check(&mut self, home: Option<&Path>) -> Result<(), PolicyError> {
+        if self.id.is_empty()
+            || self.id.len() > 128
+            || !self
+                .id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        {
+            return Err(PolicyError::invalid(
+                "id",
+                format!(
+                    "{:?} must be 1-128 characters of A-Z a-z 0-9 _ - .",
+                    self.id
+                ),
+            ));
+        }
+        if let Some(toolset) = &self.toolset {
+            for (i, name) in toolset.iter().enumerate() {
+                if !valid_tool_name(name) {
+                    return Err(PolicyError::invalid(
+                        format!("toolset[{i}]"),
+                        format!("{name:?} is not a tool name (1-64 characters of a-z 0-9 _ -)"),
+                    ));
+                }
+            }
+        }
+        for (field, list) in [
+            ("fs_reach.read", &mut self.fs_reach.read),
+            ("fs_reach.write", &mut self.fs_reach.write),
+            ("fs_reach.deny", &mut self.fs_reach.deny),
+        ] {
+            for (i, path) in list.iter_mut().enumerate() {
+                *path = absolute_policy_path(path, home)
+                    .map_err(|why| PolicyError::invalid(format!("{field}[{i}]"), why))?;
+            }
+        }
+        for (i, bin) in self.safety.process.allow.iter().enumerate() {
+            check_binary_spec(bin, false)
+                .map_err(|why| PolicyError::invalid(format!("safety.process.allow[{i}]"), why))?;
+        }
+        for (i, pattern) in self.safety.process.deny_args.iter().enumerate() {
+            if pattern.split_ascii_whitespace().next().is_none() || pattern.contains('\0') {
+                return Err(PolicyError::invalid(
+                    format!("safety.process.deny_args[{i}]"),
+                    format!("{pattern:?} has no tokens"),
+                ));
+            }
+        }
+        for (i, name) in self.safety.env.allow.iter().enumerate() {
+            let field = format!("safety.env.allow[{i}]");
+            if !valid_env_name(name) {
+                return Err(PolicyError::invalid(
+                    field,
+                    format!("{name:?} is not a variable name"),
+                ));
+            }
+            if is_refused_env_name(name) {
+                return Err(PolicyError::invalid(
+                    field,
+                    format!(
+                        "{name} is a loader or interpreter hook and may never be passed to a child"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether `name` is a valid tool name: 1–64 characters of `a-z`, `0-9`, `_`, `-`.
+pub(crate) fn valid_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'-'))
+}
+
+/// Checks a binary spec: a bare name or an absolute path (and `*` when `allow_star`).
+pub(crate) fn check_binary_spec(spec: &str, allow_star: bool) -> Result<(), String> {
+    if spec == "*" {
+        return if allow_star {
+            Ok(())
+        } else {
+            Err("'*' is not accepted here: list the binaries by name or absolute path".to_owned())
+        };
+    }
+    if spec.is_empty() || spec.contains('\0') || spec.chars().any(char::is_whitespace) {
+        return Err(format!("{spec:?} is not a binary name or absolute path"));
+    }
+    if spec.contains('/') {
+        if !spec.starts_with('/') {
+            return Err(format!("{spec:?} must be a bare name or an absolute path"));
+        }
+        if Path::new(spec)
+            .components()
+            .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
+        {
+            return Err(format!("{spec:?} must not contain '.' or '..' components"));
+        }
+    } else if spec == "." || spec == ".." {
+        return Err(format!("{spec:?} is not a binary name"));
+    }
+    Ok(())
+}
+
+fn absolute_policy_path(path: &Path, home: Option<&Path>) -> Result<PathBuf, String> {
+    let text = path
+        .to_str()
+        .ok_or_else(|| format!("{} is not valid UTF-8", path.display()))?;
+    if text.contains('\0') {
+        return Err(format!("{text:?} contains a NUL byte"));
+    }
+    let expanded = if text == "~" || text.starts_with("~/") {
+        let home = home.ok_or_else(|| format!("{text:?} uses ~ but no home directory is known"))?;
+        home.join(text.trim_start_matches('~').trim_start_matches('/'))
+    } else if text.starts_with('~') {
+        return Err(format!("{text:?}: only ~ and ~/ are expanded, not ~user"));
+    } else {
+        path.to_path_buf()
+    };
+    if !expanded.is_absolute() {
+        return Err(format!("{text:?} is not absolute"));
+    }
+    Ok(normalize_lexically(&expanded))
+}
+
+/// Folds `.` and `..` components of an absolute path without touching the file system
+/// (`..` at the root stays at the root). Relative paths are returned with the same folding,
+/// keeping leading `..`.
+///
+/// ```
+/// use capability_types::normalize_lexically;
+/// use std::path::Path;
+/// assert_eq!(normalize_lexically(Path::new("/srv/data/../out/./x")), Path::new("/srv/out/x"));
+/// assert_eq!(normalize_lexically(Path::new("/../../etc")), Path::new("/etc"));
+/// ```
+pub fn normalize_lexically(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    let mut depth = 0usize; // normal components pushed
+    for component in path.components() {
+        match component {
+            Component::Prefix(p) => out.push(p.as_os_str()),
+            Component::RootDir => out.push(Component::RootDir.as_os_str()),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if depth > 0 {
+                    out.pop();
+                    depth -= 1;
+                } else if !path.has_root() {
+                    out.push("..");
+                }
+            }
+            Component::Normal(name) => {
+                out.push(name);
+                depth += 1;
+            }
+        }
+    }
+    if out.as_os_str().is_empty() {
+        out.push(".");
+    }
+    out
+}
+
+fn syntax(field: Option<String>, message: String) -> PolicyError {
+    PolicyError::Syntax {
+        field: field.filter(|f| !f.is_empty() && f != "."),
+        message,
+    }
+}
+
+fn from_deserializer<'de, D>(de: D) -> Result<PersonalityPolicy, PolicyError>
+where
+    D: serde::Deserializer<'de>,
+    D::Error: std::fmt::Display,
+{
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let field = e.path().to_string();
+        syntax(Some(field), e.into_inner().to_string())
+    })
+}
+
+#[cfg(feature = "toml")]
+fn parse_toml(text: &str) -> Result<PersonalityPolicy, PolicyError> {
+    let de = toml::Deserializer::parse(text).map_err(|e| syntax(None, e.to_string()))?;
+    from_deserializer(de)
+}
+
+#[cfg(not(feature = "toml"))]
+fn parse_toml(_: &str) -> Result<PersonalityPolicy, PolicyError> {
+    Err(PolicyError::UnsupportedFormat(
+        "TOML support is not compiled in (enable the `toml` feature of capability-types)"
+            .to_owned(),
+    ))
+}
+
+#[cfg(feature = "yaml")]
+fn parse_yaml(text: &str) -> Result<PersonalityPolicy, PolicyError> {
+    from_deserializer(serde_norway::Deserializer::from_str(text))
+}
+
+#[cfg(not(feature = "yaml"))]
+fn parse_yaml(_: &str) -> Result<PersonalityPolicy, PolicyError> {
+    Err(PolicyError::UnsupportedFormat(
+        "YAML support is not compiled in (enable the `yaml` feature of capability-types)"
+            .to_owned(),
+    ))
+}
+
+crate::serde_util::map_only!(
+    PersonalityPolicy,
+    PolicyFsReach,
+    Safety,
+    NetworkRules,
+    ProcessRules,
+    EnvRules
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(text: &str) -> Result<PersonalityPolicy, PolicyError> {
+        PersonalityPolicy::parse(text, PolicyFormat::Json, Some(Path::new("/home/ada")))
+    }
+
+    #[test]
+    fn full_json_policy_parses_and_normalises() {
+        let p = json(
+            r#"{"id":"coder","toolset":["read_file"],
+            "fs_reach":{"read":["~/work","/srv/a/../b"],"write":["~"],"deny":["/srv/b/secret/"]},
+            "safety":{"network":{"allow":["api.github.com"],"deny":["evil.com"]},
+                      "process":{"allow":["git","/usr/bin/ls"],"deny_args":["git push --force*"]},
+                      "env":{"allow":["LANG"]}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            p.fs_reach.read,
+            [PathBuf::from("/home/ada/work"), PathBuf::from("/srv/b")]
+        );
+        assert_eq!(p.fs_reach.write, [PathBuf::from("/home/ada")]);
+        assert_eq!(p.fs_reach.deny, [PathBuf::from("/srv/b/secret")]);
+        assert_eq!(p.toolset.as_deref(), Some(&["read_file".to_owned()][..]));
+    }
+
+    #[test]
+    fn errors_name_the_bad_field() {
+        let cases = [
+            (
+                r#"{"id":"x","safety":{"network":{"allow":["a"],"alow":[]}}}"#,
+                Some("safety.network.alow"),
+                "unknown field `alow`",
+            ),
+            (
+                r#"{"id":"x","fs_reach":{"read":"/srv"}}"#,
+                Some("fs_reach.read"),
+                "invalid type",
+            ),
+            (
+                r#"{"id":"x","fs_reach":{"read":["srv"]}}"#,
+                Some("fs_reach.read[0]"),
+                "not absolute",
+            ),
+            (
+                r#"{"id":"x","fs_reach":{"write":["/a","~bob/x"]}}"#,
+                Some("fs_reach.write[1]"),
+                "~user",
+            ),
+            (
+                r#"{"id":"x","fs_reach":{"deny":["/a\u0000"]}}"#,
+                Some("fs_reach.deny[0]"),
+                "NUL",
+            ),
+            (r#"{"id":""}"#, Some("id"), "must be 1-128"),
+            (r#"{"id":"a b"}"#, Some("id"), "must be 1-128"),
+            (
+                r#"{"id":"x","toolset":["Read File"]}"#,
+                Some("toolset[0]"),
+                "not a tool name",
+            ),
+            (
+                r#"{"id":"x","safety":{"process":{"allow":["*"]}}}"#,
+                Some("safety.process.allow[0]"),
+                "'*' is not accepted",
+            ),
+            (
+                r#"{"id":"x","safety":{"process":{"allow":["bin/git"]}}}"#,
+                Some("safety.process.allow[0]"),
+                "bare name or an absolute path",
+            ),
+            (
+                r#"{"id":"x","safety":{"process":{"allow":["/usr/../bin/sh"]}}}"#,
+                Some("safety.process.allow[0]"),
+                "'..'",
+            ),
+            (
+                r#"{"id":"x","safety":{"process":{"deny_args":["  "]}}}"#,
+                Some("safety.process.deny_args[0]"),
+                "no tokens",
+            ),
+            (
+                r#"{"id":"x","safety":{"env":{"allow":["LD_PRELOAD"]}}}"#,
+                Some("safety.env.allow[0]"),
+                "may never be passed",
+            ),
+            (
+                r#"{"id":"x","safety":{"env":{"allow":["A=B"]}}}"#,
+                Some("safety.env.allow[0]"),
+                "not a variable name",
+            ),
+            (r#"{"id":"x"} trailing"#, None, "trailing"),
+            (r#"{}"#, None, "missing field `id`"),
+        ];
+        for (text, field, message) in cases {
+            let err = json(text).unwrap_err();
+            assert_eq!(err.field(), field, "{text}: {err}");
+            assert!(err.to_string().contains(message), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn tilde_without_home_is_refused() {
+        let err = PersonalityPolicy::parse(
+            r#"{"id":"x","fs_reach":{"read":["~/a"]}}"#,
+            PolicyFormat::Json,
+            None,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("no home directory"), "{err}");
+    }
+
+    #[test]
+    fn format_from_extension() {
+        assert_eq!(
+            PolicyFormat::from_path(Path::new("a/p.toml")).unwrap(),
+            PolicyFormat::Toml
+        );
+        assert_eq!(
+            PolicyFormat::from_path(Path::new("p.yml")).unwrap(),
+            PolicyFormat::Yaml
+        );
+        assert_eq!(
+            PolicyFormat::from_path(Path::new("p.json")).unwrap(),
+            PolicyFormat::Json
+        );
+        assert!(matches!(
+            PolicyFormat::from_path(Path::new("p.ini")),
+            Err(PolicyError::UnsupportedFormat(_))
+        ));
+    }
+
+    #[test]
+    fn lexical_normalisation() {
+        for (input, expected) in [
+            ("/a/b/../c", "/a/c"),
+            ("/a/./b/", "/a/b"),
+            ("/..", "/"),
+            ("/a/../../..", "/"),
+            ("a/../../b", "../b"),
+            ("", "."),
+            ("/srv//data", "/srv/data"),
+        ] {
+            assert_eq!(
+                normalize_lexically(Path::new(input)),
+                Path::new(expected),
+                "{input}"
+            );
+        }
+    }
+}
