@@ -239,7 +239,7 @@ impl PersonalityPolicy {
 }
 
 /// Whether `name` is a valid tool name: 1–64 characters of `a-z`, `0-9`, `_`, `-`.
-pub(crate) fn valid_tool_name(name: &str) -> bool {
+pub fn valid_tool_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && name
@@ -247,8 +247,9 @@ pub(crate) fn valid_tool_name(name: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'-'))
 }
 
-/// Checks a binary spec: a bare name or an absolute path (and `*` when `allow_star`).
-pub(crate) fn check_binary_spec(spec: &str, allow_star: bool) -> Result<(), String> {
+/// Checks a binary spec: a bare name or an absolute path without `.` or `..` components (and
+/// `*` when `allow_star`). The error names the spec.
+pub fn check_binary_spec(spec: &str, allow_star: bool) -> Result<(), String> {
     if spec == "*" {
         return if allow_star {
             Ok(())

@@ -1,0 +1,258 @@
+//! Audit events: one per decision, to `tracing` (target `toolcap::audit`) and to an optional
+//! [`AuditSink`]. Events carry names, codes and our own reasons — never arguments, tool error
+//! text or secret values.
+
+use std::fmt;
+use std::io::Write;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use capability_types::{DenialCode, ErrorCode};
+use serde::{Deserialize, Serialize};
+
+/// What an event records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AuditKind {
+    /// The call passed every check and its `execute` is about to run.
+    ToolCalled,
+    /// The call was refused before `execute` (unknown tool, toolset, availability, missing
+    /// backend, cancelled batch, audit failure). A denied call never has a `ToolCalled`.
+    ToolDenied,
+    /// `execute` finished: with a value, an error, a timeout, a cancellation or a panic.
+    ToolCompleted,
+}
+
+/// One audit record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct AuditEvent {
+    /// Milliseconds since the Unix epoch.
+    pub timestamp_ms: u64,
+    /// What happened.
+    pub event: AuditKind,
+    /// The session.
+    pub session_id: String,
+    /// The personality, if any.
+    pub personality_id: Option<String>,
+    /// The call's id.
+    pub call_id: String,
+    /// The tool's name as the call gave it.
+    pub tool: String,
+    /// For `ToolDenied` and unsuccessful `ToolCompleted`: the result code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<ErrorCode>,
+    /// The policy code, when a policy refused something.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub denial_code: Option<DenialCode>,
+    /// The registry's own reason for a `ToolDenied` (never the tool's error text).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// For `ToolCompleted`: how long `execute` ran, in microseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_us: Option<u64>,
+}
+
+impl AuditEvent {
+    pub(crate) fn new(
+        event: AuditKind,
+        session_id: &str,
+        personality_id: Option<&str>,
+        call_id: &str,
+        tool: &str,
+    ) -> Self {
+        let timestamp_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or(0);
+        Self {
+            timestamp_ms,
+            event,
+            session_id: session_id.to_owned(),
+            personality_id: personality_id.map(str::to_owned),
+            call_id: call_id.to_owned(),
+            tool: tool.to_owned(),
+            code: None,
+            denial_code: None,
+            reason: None,
+            duration_us: None,
+        }
+    }
+
+    pub(crate) fn with_outcome(
+        mut self,
+        code: Option<ErrorCode>,
+        denial_code: Option<DenialCode>,
+    ) -> Self {
+        self.code = code;
+        self.denial_code = denial_code;
+        self
+    }
+
+    pub(crate) fn with_reason(mut self, reason: impl Into<String>) -> Self {
+        self.reason = Some(reason.into());
+        self
+    }
+
+    pub(crate) fn with_duration(mut self, d: Duration) -> Self {
+        self.duration_us = Some(u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        self
+    }
+}
+
+/// Writing an audit record failed.
+#[derive(Debug, thiserror::Error)]
+#[error("audit sink failed: {0}")]
+pub struct AuditError(String);
+
+impl AuditError {
+    /// An error with a message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self(message.into())
+    }
+}
+
+/// Where audit events go besides `tracing`.
+///
+/// When recording a `ToolCalled` event fails, the registry refuses the call: a call that cannot
+/// be audited does not run.
+pub trait AuditSink: Send + Sync + fmt::Debug {
+    /// Records one event.
+    fn record(&self, event: &AuditEvent) -> Result<(), AuditError>;
+}
+
+/// Appends each event as one JSON line to a writer and flushes it.
+///
+/// The sink holds no ambient authority: the caller opens the file (append mode is the
+/// caller's choice) and hands it over.
+pub struct JsonLinesAuditSink<W> {
+    writer: Mutex<W>,
+}
+
+impl<W: Write + Send> JsonLinesAuditSink<W> {
+    /// A sink writing to `writer`.
+    pub fn new(writer: W) -> Self {
+        Self {
+            writer: Mutex::new(writer),
+        }
+    }
+
+    /// Returns the writer.
+    pub fn into_inner(self) -> W {
+        self.writer
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<W> fmt::Debug for JsonLinesAuditSink<W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JsonLinesAuditSink").finish_non_exhaustive()
+    }
+}
+
+impl<W: Write + Send> AuditSink for JsonLinesAuditSink<W> {
+    fn record(&self, event: &AuditEvent) -> Result<(), AuditError> {
+        let mut line = serde_json::to_vec(event).map_err(|e| AuditError::new(e.to_string()))?;
+        line.push(b'\n');
+        let mut w = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        w.write_all(&line)
+            .and_then(|()| w.flush())
+            .map_err(|e| AuditError::new(e.to_string()))
+    }
+}
+
+/// Keeps events in memory; for tests and for hosts that forward events themselves.
+#[derive(Debug, Default)]
+pub struct MemoryAuditSink {
+    events: Mutex<Vec<AuditEvent>>,
+}
+
+impl MemoryAuditSink {
+    /// An empty sink.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The events recorded so far.
+    pub fn events(&self) -> Vec<AuditEvent> {
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl AuditSink for MemoryAuditSink {
+    fn record(&self, event: &AuditEvent) -> Result<(), AuditError> {
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(event.clone());
+        Ok(())
+    }
+}
+
+/// Emits `event` to `tracing` and to `sink`.
+pub(crate) fn emit(event: &AuditEvent, sink: Option<&dyn AuditSink>) -> Result<(), AuditError> {
+    let code = event.code.map(ErrorCode::as_str);
+    let denial = event.denial_code.map(DenialCode::as_str);
+    match event.event {
+        AuditKind::ToolDenied => tracing::warn!(
+            target: "toolcap::audit", event = "tool_denied", session = %event.session_id,
+            personality = event.personality_id.as_deref(), call_id = %event.call_id, tool = %event.tool,
+            code, denial_code = denial, reason = event.reason.as_deref(),
+        ),
+        AuditKind::ToolCalled => tracing::info!(
+            target: "toolcap::audit", event = "tool_called", session = %event.session_id,
+            personality = event.personality_id.as_deref(), call_id = %event.call_id, tool = %event.tool,
+        ),
+        AuditKind::ToolCompleted => tracing::info!(
+            target: "toolcap::audit", event = "tool_completed", session = %event.session_id,
+            personality = event.personality_id.as_deref(), call_id = %event.call_id, tool = %event.tool,
+            code, denial_code = denial, duration_us = event.duration_us,
+        ),
+    }
+    match sink {
+        Some(sink) => sink.record(event),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_lines_shape() {
+        let sink = JsonLinesAuditSink::new(Vec::new());
+        let e = AuditEvent::new(AuditKind::ToolDenied, "s1", Some("p"), "c1", "read_file")
+            .with_outcome(Some(ErrorCode::Denied), Some(DenialCode::ToolNotInToolset))
+            .with_reason("read_file is not in the toolset");
+        sink.record(&e).unwrap();
+        sink.record(&AuditEvent::new(
+            AuditKind::ToolCalled,
+            "s1",
+            None,
+            "c2",
+            "t",
+        ))
+        .unwrap();
+        let text = String::from_utf8(sink.into_inner()).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["event"], "tool_denied");
+        assert_eq!(lines[0]["code"], "denied");
+        assert_eq!(lines[0]["denial_code"], "TOOL_NOT_IN_TOOLSET");
+        assert_eq!(lines[1]["event"], "tool_called");
+        assert!(lines[1].get("code").is_none());
+        assert_eq!(
+            serde_json::from_value::<AuditEvent>(lines[0].clone()).unwrap(),
+            e
+        );
+    }
+}

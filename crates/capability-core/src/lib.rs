@@ -1,0 +1,48 @@
+//! toolcap's enforcement points: matching, registration validation, call-time resolution, the
+//! fail-closed guard, the registry and audit.
+//!
+//! `capability-core` depends on `capability-types` alone; it performs no I/O of its own. The
+//! backends that touch the world are passed in as [`CapabilityBackends`] (factories from the
+//! backend crates), and the audit file is a writer the caller opened.
+//!
+//! The three enforcement points:
+//!
+//! 1. **Registration** — [`validate_registration`] reports, as data, every declared entry the
+//!    personality will not grant.
+//! 2. **Call time** — [`resolve_capabilities`] intersects the declaration with the personality
+//!    and builds the scoped objects a tool receives; the intersection functions in
+//!    [`matching`] are the same ones the validator uses.
+//! 3. **Fail-closed guard** — [`check_backends`]: a tool that declares a category whose backend
+//!    is not configured fails with `not_available` and never runs.
+//!
+//! [`DefaultToolRegistry::execute_parallel`] runs all three for every call.
+//!
+//! # Denied by default
+//!
+//! No personality ([`CompiledPolicy::none`]) or an empty list allows nothing. Deny lists and
+//! the built-in deny floor win over allow lists.
+#![deny(missing_docs)]
+
+pub mod audit;
+pub mod matching;
+mod policy;
+mod registry;
+mod resolve;
+mod validate;
+
+pub use crate::audit::{
+    AuditError, AuditEvent, AuditKind, AuditSink, JsonLinesAuditSink, MemoryAuditSink,
+};
+pub use crate::policy::CompiledPolicy;
+pub use crate::registry::{
+    DefaultToolRegistry, ExecutionContext, RegistryConfig, RegistryError, ToolCall, ToolCallResult,
+    apply_budget,
+};
+pub use crate::resolve::{
+    Backend, CapabilityBackends, ResolvedCapabilities, ResolvedHosts, ResolvedPaths,
+    ResolvedProcess, ScopedObjects, build_scoped, check_backends, needs_backends, resolve,
+    resolve_capabilities,
+};
+pub use crate::validate::{
+    validate_declaration, validate_registration, validate_tools_for_personality,
+};

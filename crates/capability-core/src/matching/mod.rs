@@ -1,0 +1,44 @@
+//! The one implementation of toolcap's matching rules (design.md §5): hosts, paths, binaries
+//! and argv patterns. The validator, the resolver and — through the policy objects built from
+//! it — every backend call these functions; none of them has a second copy.
+
+pub mod binary;
+pub mod host;
+pub mod path;
+
+/// The outcome of intersecting a tool's declaration with a personality's rules for one
+/// category: what is granted, and what was dropped and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Intersection<T> {
+    /// The entries the tool may use.
+    pub granted: Vec<T>,
+    /// Declared entries that were dropped, with the reason (reported by the validator).
+    pub dropped: Vec<Dropped>,
+}
+
+impl<T> Default for Intersection<T> {
+    fn default() -> Self {
+        Self {
+            granted: Vec::new(),
+            dropped: Vec::new(),
+        }
+    }
+}
+
+/// A declared entry the intersection dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dropped {
+    /// The entry as declared.
+    pub entry: String,
+    /// Why it was dropped.
+    pub reason: String,
+}
+
+impl Dropped {
+    pub(crate) fn new(entry: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            entry: entry.into(),
+            reason: reason.into(),
+        }
+    }
+}

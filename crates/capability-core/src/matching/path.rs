@@ -1,0 +1,319 @@
+//! Paths: resolution against the context's working directory, component-wise coverage, the
+//! deny floor, and the file system intersection.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use capability_types::normalize_lexically;
+
+use super::{Dropped, Intersection};
+
+/// Resolves `path` for matching: relative paths join `working_dir` (never the process's
+/// directory), then `.` and `..` fold lexically. NUL bytes and a relative working directory are
+/// refused.
+///
+/// ```
+/// use capability_core::matching::path::resolve_path;
+/// use std::path::Path;
+/// let wd = Path::new("/srv/work");
+/// assert_eq!(resolve_path(Path::new("../data/x"), wd).unwrap(), Path::new("/srv/data/x"));
+/// assert_eq!(resolve_path(Path::new("/etc/../srv"), wd).unwrap(), Path::new("/srv"));
+/// ```
+pub fn resolve_path(path: &Path, working_dir: &Path) -> Result<PathBuf, String> {
+    if path.as_os_str().as_bytes().contains(&0) {
+        return Err(format!(
+            "path {:?} contains a NUL byte",
+            path.display().to_string()
+        ));
+    }
+    if path.as_os_str().is_empty() {
+        return Err("path is empty".to_owned());
+    }
+    let joined = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        if !working_dir.is_absolute() {
+            return Err(format!(
+                "working directory {} is not absolute",
+                working_dir.display()
+            ));
+        }
+        working_dir.join(path)
+    };
+    Ok(normalize_lexically(&joined))
+}
+
+/// Whether `path` lies at or under `root`, compared by component (`/srv/up` does not cover
+/// `/srv/uploads`). Both must be normalised.
+pub fn is_within(path: &Path, root: &Path) -> bool {
+    path.starts_with(root)
+}
+
+/// One protected area of the deny floor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum FloorEntry {
+    /// A path and everything under it, optionally except one exact path.
+    Tree {
+        root: PathBuf,
+        except: Option<PathBuf>,
+    },
+    /// Entries of `dir` whose name starts with `prefix` (`/etc/sudoers*`), and everything under them.
+    NamePrefix { dir: PathBuf, prefix: &'static str },
+    /// Any path with a component of this name (used for home-relative entries when the home
+    /// directory is unknown: failing closed means protecting every such directory).
+    Component(&'static str),
+}
+
+impl FloorEntry {
+    fn covers(&self, path: &Path) -> bool {
+        match self {
+            FloorEntry::Tree { root, except } => {
+                path.starts_with(root) && except.as_deref() != Some(path)
+            }
+            FloorEntry::NamePrefix { dir, prefix } => path
+                .strip_prefix(dir)
+                .ok()
+                .and_then(|rest| rest.components().next())
+                .is_some_and(|c| c.as_os_str().as_bytes().starts_with(prefix.as_bytes())),
+            FloorEntry::Component(name) => {
+                path.components().any(|c| c.as_os_str() == OsStr::new(name))
+            }
+        }
+    }
+}
+
+const HOME_ENTRIES: [&str; 4] = [".ssh", ".aws", ".gnupg", ".netrc"];
+
+/// The built-in deny floor of design.md §5: `~/.ssh`, `~/.aws`, `~/.gnupg`, `~/.netrc`,
+/// `/etc/shadow`, `/etc/gshadow`, `/etc/sudoers*`, `/proc`, `/sys`, `/dev` except `/dev/null`.
+///
+/// A floor entry is lifted only for paths under a personality root that lies inside the
+/// protected area itself (a personality that lists `/proc` may read `/proc/cpuinfo`; one that
+/// lists `/` may not). Deny rules are never lifted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DenyFloor {
+    entries: Vec<FloorEntry>,
+}
+
+impl DenyFloor {
+    /// The floor for a user whose home directory is `home`. With no home, the home entries
+    /// protect every directory of those names.
+    pub fn new(home: Option<&Path>) -> Self {
+        let mut entries: Vec<FloorEntry> = match home {
+            Some(home) => HOME_ENTRIES
+                .iter()
+                .map(|name| FloorEntry::Tree {
+                    root: normalize_lexically(&home.join(name)),
+                    except: None,
+                })
+                .collect(),
+            None => HOME_ENTRIES
+                .iter()
+                .map(|name| FloorEntry::Component(name))
+                .collect(),
+        };
+        let tree = |root: &str| FloorEntry::Tree {
+            root: PathBuf::from(root),
+            except: None,
+        };
+        entries.extend([
+            tree("/etc/shadow"),
+            tree("/etc/gshadow"),
+            FloorEntry::NamePrefix {
+                dir: PathBuf::from("/etc"),
+                prefix: "sudoers",
+            },
+            tree("/proc"),
+            tree("/sys"),
+            FloorEntry::Tree {
+                root: PathBuf::from("/dev"),
+                except: Some(PathBuf::from("/dev/null")),
+            },
+        ]);
+        Self { entries }
+    }
+
+    /// Whether `path` is protected, given the personality roots (of the access in question)
+    /// that could lift an entry.
+    pub fn blocks(&self, path: &Path, personality_roots: &[PathBuf]) -> bool {
+        self.entries.iter().any(|entry| {
+            entry.covers(path)
+                && !personality_roots
+                    .iter()
+                    .any(|root| path.starts_with(root) && entry.covers(root))
+        })
+    }
+}
+
+impl Default for DenyFloor {
+    /// The floor with no known home directory (the stricter one).
+    fn default() -> Self {
+        Self::new(None)
+    }
+}
+
+/// Intersects declared paths with a personality's list for one access. Each declared path
+/// under a personality root is kept; a declared path that contains personality roots is
+/// narrowed to them (and reported); one that meets no personality root is dropped. The result
+/// is never wider than either side.
+pub fn intersect_paths(
+    declared: &[PathBuf],
+    personality: &[PathBuf],
+    field: &str,
+) -> Intersection<PathBuf> {
+    let mut out = Intersection::default();
+    for d in declared {
+        let shown = d.display().to_string();
+        if !d.is_absolute() || d.components().any(|c| matches!(c, Component::ParentDir)) {
+            out.dropped.push(Dropped::new(
+                &shown,
+                format!("{shown} is not a normalised absolute path"),
+            ));
+            continue;
+        }
+        let d = normalize_lexically(d);
+        if personality.iter().any(|p| d.starts_with(p)) {
+            out.granted.push(d);
+            continue;
+        }
+        let inner: Vec<&PathBuf> = personality.iter().filter(|p| p.starts_with(&d)).collect();
+        if inner.is_empty() {
+            out.dropped.push(Dropped::new(
+                &shown,
+                format!("{shown} is outside every path of the personality's {field}"),
+            ));
+        } else {
+            out.dropped.push(Dropped::new(
+                &shown,
+                format!(
+                    "{shown} is wider than the personality's {field}; narrowed to {}",
+                    inner
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+            out.granted.extend(inner.into_iter().cloned());
+        }
+    }
+    out.granted.sort();
+    out.granted.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pb(s: &str) -> PathBuf {
+        PathBuf::from(s)
+    }
+
+    #[test]
+    fn component_coverage_not_string_prefix() {
+        assert!(is_within(Path::new("/srv/up/x"), Path::new("/srv/up")));
+        assert!(is_within(Path::new("/srv/up"), Path::new("/srv/up")));
+        assert!(!is_within(Path::new("/srv/uploads"), Path::new("/srv/up")));
+        assert!(!is_within(Path::new("/srv"), Path::new("/srv/up")));
+    }
+
+    #[test]
+    fn relative_and_dotdot_resolution() {
+        let wd = Path::new("/work/session");
+        assert_eq!(
+            resolve_path(Path::new("a.txt"), wd).unwrap(),
+            pb("/work/session/a.txt")
+        );
+        assert_eq!(
+            resolve_path(Path::new("./a/../b"), wd).unwrap(),
+            pb("/work/session/b")
+        );
+        assert_eq!(
+            resolve_path(Path::new("../../../../etc/passwd"), wd).unwrap(),
+            pb("/etc/passwd")
+        );
+        assert_eq!(
+            resolve_path(Path::new("/srv/data/../../etc"), wd).unwrap(),
+            pb("/etc")
+        );
+        assert!(
+            resolve_path(Path::new("a\0b"), wd)
+                .unwrap_err()
+                .contains("NUL")
+        );
+        assert!(resolve_path(Path::new(""), wd).is_err());
+        assert!(
+            resolve_path(Path::new("x"), Path::new("rel"))
+                .unwrap_err()
+                .contains("not absolute")
+        );
+    }
+
+    #[test]
+    fn deny_floor() {
+        let floor = DenyFloor::new(Some(Path::new("/home/ada")));
+        let root = [pb("/")];
+        for blocked in [
+            "/home/ada/.ssh/id_ed25519",
+            "/home/ada/.aws",
+            "/home/ada/.netrc",
+            "/etc/shadow",
+            "/etc/sudoers",
+            "/etc/sudoers.d/x",
+            "/proc/self/environ",
+            "/sys/kernel",
+            "/dev/sda",
+            "/dev",
+        ] {
+            assert!(floor.blocks(Path::new(blocked), &root), "{blocked}");
+        }
+        for open in [
+            "/dev/null",
+            "/etc/passwd",
+            "/home/ada/.sshx",
+            "/home/bob/.ssh",
+            "/etc/sudo.conf",
+            "/procfs",
+        ] {
+            assert!(!floor.blocks(Path::new(open), &root), "{open}");
+        }
+        // An explicit personality root inside a protected area lifts it for that subtree only.
+        assert!(!floor.blocks(Path::new("/proc/cpuinfo"), &[pb("/proc")]));
+        assert!(!floor.blocks(Path::new("/proc/cpuinfo"), &[pb("/proc/cpuinfo")]));
+        assert!(floor.blocks(Path::new("/proc/self/environ"), &[pb("/proc/cpuinfo")]));
+        assert!(floor.blocks(Path::new("/proc/cpuinfo"), &[pb("/")]));
+        // Without a home directory, every such directory is protected.
+        let blind = DenyFloor::new(None);
+        assert!(blind.blocks(Path::new("/home/bob/.ssh/id_rsa"), &root));
+        assert!(blind.blocks(Path::new("/srv/x/.aws/credentials"), &root));
+    }
+
+    #[test]
+    fn path_intersection_never_widens() {
+        let personality = [pb("/srv/data"), pb("/srv/out")];
+        let i = intersect_paths(
+            &[pb("/srv/data/a"), pb("/etc"), pb("/srv")],
+            &personality,
+            "fs_reach.read",
+        );
+        assert_eq!(
+            i.granted,
+            [pb("/srv/data"), pb("/srv/data/a"), pb("/srv/out")]
+        );
+        assert_eq!(i.dropped.len(), 2);
+        assert!(i.dropped[0].reason.contains("outside every path"));
+        assert!(
+            i.dropped[1]
+                .reason
+                .contains("narrowed to /srv/data, /srv/out")
+        );
+        let i = intersect_paths(&[pb("/srv/up")], &[pb("/srv/uploads")], "fs_reach.write");
+        assert!(i.granted.is_empty());
+        let i = intersect_paths(&[pb("/srv/data/../../etc")], &personality, "fs_reach.read");
+        assert!(i.granted.is_empty(), "{i:?}");
+        let i = intersect_paths(&[pb("/srv/data")], &[], "fs_reach.read");
+        assert!(i.granted.is_empty() && i.dropped.len() == 1);
+    }
+}

@@ -1,0 +1,527 @@
+//! Call-time resolution: the intersection of a declaration with the personality, the policy
+//! objects handed to backends, the fail-closed backend guard, and building the scoped objects.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use capability_types::{
+    CapabilityError, DenialCode, FetchFactory, FsAccess, FsFactory, FsGrant, FsPaths, HostMatch,
+    HostPolicy, KeyValueStore, KvStoreFactory, NetworkGrant, PathAccess, PathPolicy,
+    ProcessFactory, ProcessGrant, ProcessPolicy, ScopedFetch, ScopedFs, ScopedProcess,
+    ScopedSecretsResolver, SecretRef, SecretsFactory, SecretsGrant, StorageGrant, StorageScope,
+    ToolCapabilities, is_refused_env_name, valid_env_name,
+};
+
+use crate::matching::binary::{ArgvPattern, intersect_binaries};
+use crate::matching::host::{HostSet, intersect_hosts, normalize_host};
+use crate::matching::path::{DenyFloor, intersect_paths, resolve_path};
+use crate::policy::CompiledPolicy;
+
+/// A backend a declaration can need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Backend {
+    /// `network` → [`FetchFactory`].
+    Fetch,
+    /// `fs_reach` → [`FsFactory`].
+    Fs,
+    /// `secrets` → [`SecretsFactory`].
+    Secrets,
+    /// `process` → [`ProcessFactory`].
+    Process,
+    /// `storage` → [`KvStoreFactory`].
+    Kv,
+}
+
+impl Backend {
+    /// The declaration category that needs this backend.
+    pub fn capability(self) -> &'static str {
+        match self {
+            Backend::Fetch => "network",
+            Backend::Fs => "fs_reach",
+            Backend::Secrets => "secrets",
+            Backend::Process => "process",
+            Backend::Kv => "storage",
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backend::Fetch => "fetch",
+            Backend::Fs => "fs",
+            Backend::Secrets => "secrets",
+            Backend::Process => "process",
+            Backend::Kv => "kv",
+        })
+    }
+}
+
+/// The backends that build scoped objects. Starts empty; each `with_*` adds one.
+#[derive(Clone, Default)]
+pub struct CapabilityBackends {
+    fetch: Option<Arc<dyn FetchFactory>>,
+    fs: Option<Arc<dyn FsFactory>>,
+    secrets: Option<Arc<dyn SecretsFactory>>,
+    process: Option<Arc<dyn ProcessFactory>>,
+    kv: Option<Arc<dyn KvStoreFactory>>,
+}
+
+impl CapabilityBackends {
+    /// No backends.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Adds the fetch backend.
+    pub fn with_fetch(mut self, factory: Arc<dyn FetchFactory>) -> Self {
+        self.fetch = Some(factory);
+        self
+    }
+    /// Adds the file system backend.
+    pub fn with_fs(mut self, factory: Arc<dyn FsFactory>) -> Self {
+        self.fs = Some(factory);
+        self
+    }
+    /// Adds the secrets backend.
+    pub fn with_secrets(mut self, factory: Arc<dyn SecretsFactory>) -> Self {
+        self.secrets = Some(factory);
+        self
+    }
+    /// Adds the process backend.
+    pub fn with_process(mut self, factory: Arc<dyn ProcessFactory>) -> Self {
+        self.process = Some(factory);
+        self
+    }
+    /// Adds the key-value backend.
+    pub fn with_kv(mut self, factory: Arc<dyn KvStoreFactory>) -> Self {
+        self.kv = Some(factory);
+        self
+    }
+    /// Whether `backend` is configured.
+    pub fn has(&self, backend: Backend) -> bool {
+        match backend {
+            Backend::Fetch => self.fetch.is_some(),
+            Backend::Fs => self.fs.is_some(),
+            Backend::Secrets => self.secrets.is_some(),
+            Backend::Process => self.process.is_some(),
+            Backend::Kv => self.kv.is_some(),
+        }
+    }
+}
+
+impl fmt::Debug for CapabilityBackends {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CapabilityBackends")
+            .field("fetch", &self.fetch)
+            .field("fs", &self.fs)
+            .field("secrets", &self.secrets)
+            .field("process", &self.process)
+            .field("kv", &self.kv)
+            .finish()
+    }
+}
+
+/// The backends a declaration needs. A declared category counts even when its list is empty.
+pub fn needs_backends(caps: &ToolCapabilities) -> Vec<Backend> {
+    let mut needs = Vec::new();
+    if caps.network.is_some() {
+        needs.push(Backend::Fetch);
+    }
+    if caps.fs_reach.is_some() {
+        needs.push(Backend::Fs);
+    }
+    if caps.secrets.is_some() {
+        needs.push(Backend::Secrets);
+    }
+    if caps.process.is_some() {
+        needs.push(Backend::Process);
+    }
+    if caps.storage.is_some() {
+        needs.push(Backend::Kv);
+    }
+    needs
+}
+
+/// The fail-closed guard: `not_available` when the tool declares a category whose backend is
+/// not configured. The tool's `execute` must not run after an error.
+pub fn check_backends(
+    tool: &str,
+    caps: &ToolCapabilities,
+    backends: Option<&CapabilityBackends>,
+) -> Result<(), CapabilityError> {
+    let needs = needs_backends(caps);
+    if needs.is_empty() {
+        return Ok(());
+    }
+    let Some(backends) = backends else {
+        return Err(CapabilityError::not_available(format!(
+            "Tool {tool} declares capabilities but no capability backends are configured"
+        )));
+    };
+    let missing: Vec<String> = needs
+        .into_iter()
+        .filter(|b| !backends.has(*b))
+        .map(|b| format!("{} (for {})", b, b.capability()))
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(CapabilityError::not_available(format!(
+            "Tool {tool} declares capabilities whose backends are not configured: {}",
+            missing.join(", ")
+        )))
+    }
+}
+
+/// The intersection of one tool's declaration with the personality: data, before any backend
+/// is involved. Categories the tool did not declare are `None`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ResolvedCapabilities {
+    /// The tool's name.
+    pub tool: String,
+    /// The resolved host set.
+    pub network: Option<Arc<ResolvedHosts>>,
+    /// The resolved read and write reach.
+    pub fs: Option<Arc<ResolvedPaths>>,
+    /// The declared secret refs.
+    pub secrets: Option<Vec<SecretRef>>,
+    /// The resolved process rules.
+    pub process: Option<Arc<ResolvedProcess>>,
+    /// The storage namespace.
+    pub storage: Option<StorageGrant>,
+}
+
+/// Resolves `caps` under `policy` for one session: the same intersection functions the
+/// validator uses, so whatever is granted here the validator has reported as granted.
+pub fn resolve(
+    tool: &str,
+    caps: &ToolCapabilities,
+    policy: &CompiledPolicy,
+    session_id: &str,
+    working_dir: &Path,
+) -> ResolvedCapabilities {
+    let network = caps.network.as_ref().map(|n| {
+        let allow = if n.allowed_hosts.len() == 1 && n.allowed_hosts[0] == "*" {
+            Arc::clone(&policy.network_allow)
+        } else {
+            let granted = intersect_hosts(
+                &n.allowed_hosts,
+                &policy.network_allow,
+                &policy.network_deny,
+            )
+            .granted;
+            Arc::new(HostSet::new(granted))
+        };
+        Arc::new(ResolvedHosts {
+            allow,
+            deny: Arc::clone(&policy.network_deny),
+        })
+    });
+    // Built for `process` too: a child's cwd must lie inside the read reach.
+    let paths = (caps.fs_reach.is_some() || caps.process.is_some()).then(|| {
+        let reach = caps.fs_reach.clone().unwrap_or_default();
+        let side = |declared: &Option<FsPaths>,
+                    personality: &Arc<[PathBuf]>,
+                    field: &str|
+         -> Arc<[PathBuf]> {
+            match declared {
+                None => Arc::new([]),
+                Some(FsPaths::FromPersonality) => Arc::clone(personality),
+                Some(FsPaths::Paths(paths)) => {
+                    intersect_paths(paths, personality, field).granted.into()
+                }
+            }
+        };
+        Arc::new(ResolvedPaths {
+            read: side(&reach.read, &policy.fs_read, "fs_reach.read"),
+            write: side(&reach.write, &policy.fs_write, "fs_reach.write"),
+            deny: Arc::clone(&policy.fs_deny),
+            floor: Arc::clone(&policy.floor),
+            personality_read: Arc::clone(&policy.fs_read),
+            personality_write: Arc::clone(&policy.fs_write),
+            working_dir: working_dir.to_path_buf(),
+        })
+    });
+    let fs = caps.fs_reach.as_ref().and(paths.clone());
+    let process = caps.process.as_ref().map(|p| {
+        Arc::new(ResolvedProcess {
+            binaries: intersect_binaries(&p.allowed_binaries, &policy.process_allow).granted,
+            deny_args: Arc::clone(&policy.deny_args),
+            env_allow: Arc::clone(&policy.env_allow),
+            paths: paths.clone().unwrap_or_default(),
+        })
+    });
+    let storage = caps.storage.as_ref().map(|s| {
+        let namespace = match (s.scope, policy.id()) {
+            (StorageScope::ToolPrivate, _) => format!("tool:{tool}"),
+            (StorageScope::Session, _) | (StorageScope::Personality, None) => {
+                format!("session:{session_id}")
+            }
+            (StorageScope::Personality, Some(id)) => format!("personality:{id}"),
+        };
+        let ttl = s.ttl_seconds_default.map(|t| Duration::from_secs(t.get()));
+        StorageGrant::new(tool, s.scope, namespace, ttl)
+    });
+    ResolvedCapabilities {
+        tool: tool.to_owned(),
+        network,
+        fs,
+        secrets: caps.secrets.clone(),
+        process,
+        storage,
+    }
+}
+
+/// The scoped objects of one call, built by the backends from a [`ResolvedCapabilities`].
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub struct ScopedObjects {
+    /// Present when `network` was declared.
+    pub fetch: Option<Arc<dyn ScopedFetch>>,
+    /// Present when `fs_reach` was declared.
+    pub fs: Option<Arc<dyn ScopedFs>>,
+    /// Present when `secrets` was declared.
+    pub secrets: Option<Arc<dyn ScopedSecretsResolver>>,
+    /// Present when `process` was declared.
+    pub process: Option<Arc<dyn ScopedProcess>>,
+    /// Present when `storage` was declared.
+    pub kv: Option<Arc<dyn KeyValueStore>>,
+}
+
+impl fmt::Debug for ScopedObjects {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScopedObjects")
+            .field("fetch", &self.fetch.is_some())
+            .field("fs", &self.fs.is_some())
+            .field("secrets", &self.secrets.is_some())
+            .field("process", &self.process.is_some())
+            .field("kv", &self.kv.is_some())
+            .finish()
+    }
+}
+
+/// The call-time enforcement point: runs the guard, resolves the intersection and builds the
+/// scoped objects through the backends. A tool never receives an object for a category it did
+/// not declare.
+pub fn resolve_capabilities(
+    tool: &str,
+    caps: &ToolCapabilities,
+    policy: &CompiledPolicy,
+    session_id: &str,
+    working_dir: &Path,
+    backends: Option<&CapabilityBackends>,
+) -> Result<ScopedObjects, CapabilityError> {
+    check_backends(tool, caps, backends)?;
+    let Some(backends) = backends else {
+        return Ok(ScopedObjects::default()); // nothing declared
+    };
+    build_scoped(
+        &resolve(tool, caps, policy, session_id, working_dir),
+        backends,
+    )
+}
+
+/// Builds scoped objects from an existing resolution (the guard must already have passed).
+pub fn build_scoped(
+    resolved: &ResolvedCapabilities,
+    backends: &CapabilityBackends,
+) -> Result<ScopedObjects, CapabilityError> {
+    let tool = resolved.tool.as_str();
+    let missing = |b: Backend| {
+        CapabilityError::not_available(format!(
+            "Tool {tool} declares {} but no {b} backend is configured",
+            b.capability()
+        ))
+    };
+    let mut out = ScopedObjects::default();
+    if let Some(hosts) = &resolved.network {
+        let factory = backends
+            .fetch
+            .as_ref()
+            .ok_or_else(|| missing(Backend::Fetch))?;
+        let hosts: Arc<dyn HostPolicy> = Arc::clone(hosts) as Arc<dyn HostPolicy>;
+        out.fetch = Some(factory.scoped_fetch(NetworkGrant::new(tool, hosts))?);
+    }
+    if let Some(paths) = &resolved.fs {
+        let factory = backends.fs.as_ref().ok_or_else(|| missing(Backend::Fs))?;
+        out.fs =
+            Some(factory.scoped_fs(FsGrant::new(tool, Arc::clone(paths) as Arc<dyn PathPolicy>))?);
+    }
+    if let Some(refs) = &resolved.secrets {
+        let factory = backends
+            .secrets
+            .as_ref()
+            .ok_or_else(|| missing(Backend::Secrets))?;
+        out.secrets = Some(factory.secrets_resolver(SecretsGrant::new(tool, refs.clone()))?);
+    }
+    if let Some(process) = &resolved.process {
+        let factory = backends
+            .process
+            .as_ref()
+            .ok_or_else(|| missing(Backend::Process))?;
+        let paths = Arc::clone(&process.paths) as Arc<dyn PathPolicy>;
+        out.process = Some(factory.scoped_process(ProcessGrant::new(
+            tool,
+            Arc::clone(process) as Arc<dyn ProcessPolicy>,
+            paths,
+        ))?);
+    }
+    if let Some(storage) = &resolved.storage {
+        let factory = backends.kv.as_ref().ok_or_else(|| missing(Backend::Kv))?;
+        out.kv = Some(factory.kv_store(storage.clone())?);
+    }
+    Ok(out)
+}
+
+/// A tool's resolved host set; deny patterns win.
+#[derive(Debug)]
+pub struct ResolvedHosts {
+    allow: Arc<HostSet>,
+    deny: Arc<HostSet>,
+}
+
+impl ResolvedHosts {
+    /// The allowed set.
+    pub fn allow(&self) -> &HostSet {
+        &self.allow
+    }
+}
+
+impl HostPolicy for ResolvedHosts {
+    fn check(&self, host: &str, port: u16) -> Result<HostMatch, CapabilityError> {
+        let host = normalize_host(host)
+            .map_err(|why| CapabilityError::denied(DenialCode::HostNotAllowed, why))?;
+        if self.deny.lookup(&host, port).is_some() {
+            return Err(CapabilityError::denied(
+                DenialCode::HostNotAllowed,
+                format!("{host} is refused by policy"),
+            ));
+        }
+        match self.allow.lookup(&host, port) {
+            Some(true) => Ok(HostMatch::Explicit),
+            Some(false) => Ok(HostMatch::Wildcard),
+            None => Err(CapabilityError::denied(
+                DenialCode::HostNotAllowed,
+                format!("{host} is not in the declared allowedHosts"),
+            )),
+        }
+    }
+
+    fn patterns(&self) -> Vec<String> {
+        self.allow
+            .patterns()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+}
+
+/// A tool's resolved read and write reach for one call.
+#[derive(Debug, Default)]
+pub struct ResolvedPaths {
+    read: Arc<[PathBuf]>,
+    write: Arc<[PathBuf]>,
+    deny: Arc<[PathBuf]>,
+    floor: Arc<DenyFloor>,
+    personality_read: Arc<[PathBuf]>,
+    personality_write: Arc<[PathBuf]>,
+    working_dir: PathBuf,
+}
+
+impl PathPolicy for ResolvedPaths {
+    fn check(&self, path: &Path, access: FsAccess) -> Result<PathAccess, CapabilityError> {
+        let full = resolve_path(path, &self.working_dir).map_err(CapabilityError::invalid_input)?;
+        let refuse = || {
+            CapabilityError::denied(
+                DenialCode::PathNotReachable,
+                format!("{access} not permitted for {}", full.display()),
+            )
+        };
+        let (roots, personality) = match access {
+            FsAccess::Read => (&self.read, &self.personality_read),
+            FsAccess::Write => (&self.write, &self.personality_write),
+        };
+        let root = roots
+            .iter()
+            .filter(|r| full.starts_with(r))
+            .max_by_key(|r| r.as_os_str().len())
+            .ok_or_else(refuse)?;
+        if self.deny.iter().any(|d| full.starts_with(d)) || self.floor.blocks(&full, personality) {
+            return Err(refuse());
+        }
+        let relative = full
+            .strip_prefix(root)
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        Ok(PathAccess::new(full.clone(), root.clone(), relative))
+    }
+
+    fn roots(&self, access: FsAccess) -> Vec<PathBuf> {
+        match access {
+            FsAccess::Read => self.read.to_vec(),
+            FsAccess::Write => self.write.to_vec(),
+        }
+    }
+
+    fn working_dir(&self) -> &Path {
+        &self.working_dir
+    }
+}
+
+/// A tool's resolved process rules.
+#[derive(Debug)]
+pub struct ResolvedProcess {
+    binaries: Vec<String>,
+    deny_args: Arc<[ArgvPattern]>,
+    env_allow: Arc<[String]>,
+    /// The tool's reach (empty when it declared no `fs_reach`): a child's cwd must be readable.
+    paths: Arc<ResolvedPaths>,
+}
+
+impl ProcessPolicy for ResolvedProcess {
+    fn allowed_binaries(&self) -> &[String] {
+        &self.binaries
+    }
+
+    fn check_args(
+        &self,
+        binary: &str,
+        resolved: &Path,
+        args: &[String],
+    ) -> Result<(), CapabilityError> {
+        match self
+            .deny_args
+            .iter()
+            .find(|p| p.matches(binary, resolved, args))
+        {
+            None => Ok(()),
+            Some(_) => {
+                let shown = std::iter::once(binary)
+                    .chain(args.iter().map(String::as_str))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                Err(CapabilityError::denied(
+                    DenialCode::ArgsNotAllowed,
+                    format!("{shown} refused by policy"),
+                ))
+            }
+        }
+    }
+
+    fn check_env(&self, name: &str) -> Result<(), CapabilityError> {
+        if !valid_env_name(name) || is_refused_env_name(name) {
+            return Err(CapabilityError::denied(
+                DenialCode::EnvNotAllowed,
+                format!("{} may not be passed to a child", name.escape_debug()),
+            ));
+        }
+        Ok(())
+    }
+
+    fn env_allow(&self) -> &[String] {
+        &self.env_allow
+    }
+}
