@@ -1,0 +1,198 @@
+//! Property tests: whatever the resolved scope allows, both the declaration and the
+//! personality allow. The oracles below are deliberately naive string implementations, written
+//! apart from the library's matcher.
+
+use std::path::Path;
+
+use capability_core::matching::binary::intersect_binaries;
+use capability_core::{CompiledPolicy, resolve};
+use capability_types::{
+    FsAccess, FsPaths, HostPolicy, NetworkRules, PathPolicy, PersonalityPolicy, PolicyFsReach,
+    Safety, ToolCapabilities,
+};
+use proptest::prelude::*;
+
+// ---------- hosts ----------
+
+fn label() -> impl Strategy<Value = String> {
+    prop::sample::select(vec!["a", "b", "c", "api"]).prop_map(str::to_owned)
+}
+
+fn host() -> impl Strategy<Value = String> {
+    prop::collection::vec(label(), 1..=3).prop_map(|ls| format!("{}.com", ls.join(".")))
+}
+
+fn port_suffix() -> impl Strategy<Value = String> {
+    prop::sample::select(vec!["", ":80", ":443"]).prop_map(str::to_owned)
+}
+
+fn host_pattern() -> impl Strategy<Value = String> {
+    let body = prop_oneof![
+        host(),
+        prop::collection::vec(label(), 1..=2).prop_map(|ls| format!("*.{}.com", ls.join("."))),
+        Just("*".to_owned()),
+    ];
+    (body, port_suffix()).prop_map(|(b, p)| format!("{b}{p}"))
+}
+
+/// The oracle: a pattern matches `host:port` by plain string rules.
+fn oracle_host_matches(pattern: &str, host: &str, port: u16) -> bool {
+    let (h, p) = match pattern.rsplit_once(':') {
+        Some((h, p)) => (h, Some(p.parse::<u16>().unwrap())),
+        None => (pattern, None),
+    };
+    if p.is_some_and(|p| p != port) {
+        return false;
+    }
+    if h == "*" {
+        return true;
+    }
+    match h.strip_prefix("*.") {
+        Some(suffix) => host.ends_with(&format!(".{suffix}")),
+        None => h == host,
+    }
+}
+
+fn policy_with(
+    net_allow: Vec<String>,
+    net_deny: Vec<String>,
+    read: Vec<String>,
+    write: Vec<String>,
+    deny: Vec<String>,
+    bins: Vec<String>,
+) -> CompiledPolicy {
+    let mut p = PersonalityPolicy::default();
+    p.id = "prop".into();
+    let mut reach = PolicyFsReach::default();
+    reach.read = read.into_iter().map(Into::into).collect();
+    reach.write = write.into_iter().map(Into::into).collect();
+    reach.deny = deny.into_iter().map(Into::into).collect();
+    p.fs_reach = reach;
+    let mut network = NetworkRules::default();
+    network.allow = net_allow;
+    network.deny = net_deny;
+    let mut safety = Safety::default();
+    safety.network = network;
+    safety.process.allow = bins;
+    p.safety = safety;
+    CompiledPolicy::compile(p, Some(Path::new("/home/u"))).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+    #[test]
+    fn resolved_hosts_are_never_wider_than_either_side(
+        declared in prop::collection::vec(host_pattern(), 0..4),
+        allow in prop::collection::vec(host_pattern(), 0..4),
+        deny in prop::collection::vec(host_pattern(), 0..2),
+        request in host(),
+        port in prop::sample::select(vec![80u16, 443, 8080]),
+    ) {
+        let policy = policy_with(allow.clone(), deny.clone(), vec![], vec![], vec![], vec![]);
+        let caps = ToolCapabilities::none().with_network(declared.clone());
+        let hosts = resolve("t", &caps, &policy, "s", Path::new("/")).network.unwrap();
+        if hosts.check(&request, port).is_ok() {
+            prop_assert!(declared.iter().any(|d| oracle_host_matches(d, &request, port)), "declaration does not allow {request}:{port}");
+            prop_assert!(allow.iter().any(|p| oracle_host_matches(p, &request, port)), "personality does not allow {request}:{port}");
+            prop_assert!(!deny.iter().any(|n| oracle_host_matches(n, &request, port)), "deny list refuses {request}:{port}");
+        }
+    }
+
+    #[test]
+    fn a_host_both_sides_name_exactly_is_granted(request in host(), port in prop::sample::select(vec![80u16, 443])) {
+        let policy = policy_with(vec![request.clone()], vec![], vec![], vec![], vec![], vec![]);
+        let caps = ToolCapabilities::none().with_network([request.clone()]);
+        let hosts = resolve("t", &caps, &policy, "s", Path::new("/")).network.unwrap();
+        prop_assert!(hosts.check(&request, port).is_ok());
+        prop_assert!(hosts.check(&request.to_uppercase(), port).is_ok(), "case-insensitive");
+    }
+}
+
+// ---------- paths ----------
+
+fn abs_path() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(vec!["a", "b", "ab"]), 0..=3)
+        .prop_map(|c| format!("/{}", c.join("/")))
+}
+
+fn request_path() -> impl Strategy<Value = String> {
+    let comps = prop::collection::vec(prop::sample::select(vec!["a", "b", "ab", "..", "."]), 1..=5);
+    (any::<bool>(), comps).prop_map(|(absolute, c)| {
+        if absolute {
+            format!("/{}", c.join("/"))
+        } else {
+            c.join("/")
+        }
+    })
+}
+
+/// The oracle's normalisation: a stack of components.
+fn oracle_normalize(path: &str, working_dir: &str) -> Vec<String> {
+    let full = if path.starts_with('/') {
+        path.to_owned()
+    } else {
+        format!("{working_dir}/{path}")
+    };
+    let mut stack: Vec<String> = Vec::new();
+    for c in full.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                stack.pop();
+            }
+            c => stack.push(c.to_owned()),
+        }
+    }
+    stack
+}
+
+fn oracle_within(path: &[String], root: &str) -> bool {
+    let root = oracle_normalize(root, "/");
+    path.len() >= root.len() && path[..root.len()] == root[..]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+    #[test]
+    fn resolved_paths_are_never_wider_than_either_side(
+        declared in prop::option::of(prop::collection::vec(abs_path(), 0..3)),
+        read in prop::collection::vec(abs_path(), 0..3),
+        write in prop::collection::vec(abs_path(), 0..3),
+        deny in prop::collection::vec(abs_path(), 0..2),
+        request in request_path(),
+        write_access in any::<bool>(),
+    ) {
+        let policy = policy_with(vec![], vec![], read.clone(), write.clone(), deny.clone(), vec![]);
+        let side = match &declared {
+            None => FsPaths::FromPersonality,
+            Some(list) => FsPaths::Paths(list.iter().map(Into::into).collect()),
+        };
+        let caps = ToolCapabilities::none().with_fs_read(side.clone()).with_fs_write(side);
+        let paths = resolve("t", &caps, &policy, "s", Path::new("/a")).fs.unwrap();
+        let (access, personality) = if write_access { (FsAccess::Write, &write) } else { (FsAccess::Read, &read) };
+        if paths.check(Path::new(&request), access).is_ok() {
+            let normalized = oracle_normalize(&request, "/a");
+            prop_assert!(personality.iter().any(|r| oracle_within(&normalized, r)), "personality does not allow {request}");
+            if let Some(list) = &declared {
+                prop_assert!(list.iter().any(|d| oracle_within(&normalized, d)), "declaration does not allow {request}");
+            }
+            prop_assert!(!deny.iter().any(|d| oracle_within(&normalized, d)), "deny list refuses {request}");
+        }
+    }
+
+    #[test]
+    fn granted_binaries_are_in_both_lists(
+        declared in prop::collection::vec(prop::sample::select(vec!["git", "ls", "rm", "*", "/usr/bin/git", "../sh"]), 0..4),
+        allow in prop::collection::vec(prop::sample::select(vec!["git", "ls", "/usr/bin/git", "cat"]), 0..4),
+    ) {
+        let declared: Vec<String> = declared.into_iter().map(str::to_owned).collect();
+        let allow: Vec<String> = allow.into_iter().map(str::to_owned).collect();
+        let granted = intersect_binaries(&declared, &allow).granted;
+        for g in &granted {
+            prop_assert!(allow.contains(g), "{g} not in the personality");
+            prop_assert!(declared.contains(g) || declared.iter().any(|d| d == "*"), "{g} not declared");
+        }
+    }
+}
