@@ -39,9 +39,9 @@ pub use crate::registry::{
     apply_budget,
 };
 pub use crate::resolve::{
-    Backend, CapabilityBackends, ResolvedCapabilities, ResolvedHosts, ResolvedPaths,
-    ResolvedProcess, ScopedObjects, build_scoped, check_backends, needs_backends, resolve,
-    resolve_capabilities,
+    Backend, CapabilityBackends, Intersected, ResolutionCache, ResolvedCapabilities, ResolvedHosts,
+    ResolvedPaths, ResolvedProcess, ScopedObjects, build_scoped, check_backends, needs_backends,
+    resolve, resolve_capabilities,
 };
 pub use crate::validate::{
     validate_declaration, validate_registration, validate_tools_for_personality,

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use capability_types::{PersonalityPolicy, PolicyError, PolicyFormat};
 
@@ -16,6 +17,8 @@ use crate::matching::path::DenyFloor;
 /// binaries, so every declared category resolves to nothing (fail closed).
 #[derive(Debug, Clone)]
 pub struct CompiledPolicy {
+    /// Unique per compilation (clones share it): the key of resolution caches.
+    pub(crate) generation: u64,
     source: Option<Arc<PersonalityPolicy>>,
     pub(crate) network_allow: Arc<HostSet>,
     pub(crate) network_deny: Arc<HostSet>,
@@ -75,6 +78,7 @@ impl CompiledPolicy {
             })?);
         }
         Ok(Self {
+            generation: next_generation(),
             network_allow: Arc::new(network_allow),
             network_deny: Arc::new(network_deny),
             process_allow: policy.safety.process.allow.clone().into(),
@@ -92,6 +96,7 @@ impl CompiledPolicy {
     /// (and gets nothing it declared but secrets and storage).
     pub fn none(home: Option<&Path>) -> Self {
         Self {
+            generation: next_generation(),
             source: None,
             network_allow: Arc::default(),
             network_deny: Arc::default(),
@@ -122,4 +127,9 @@ impl CompiledPolicy {
             Some(toolset) => toolset.iter().any(|t| t == tool),
         }
     }
+}
+
+fn next_generation() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }

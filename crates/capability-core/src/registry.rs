@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::audit::{AuditEvent, AuditKind, AuditSink, emit};
 use crate::matching::host::HostPattern;
 use crate::policy::CompiledPolicy;
-use crate::resolve::{CapabilityBackends, ScopedObjects, resolve_capabilities};
+use crate::resolve::{CapabilityBackends, ResolutionCache, ScopedObjects};
 use crate::validate::validate_declaration;
 
 /// One call in a batch.
@@ -204,6 +204,7 @@ pub struct DefaultToolRegistry {
     backends: Option<CapabilityBackends>,
     config: RegistryConfig,
     audit: Option<Arc<dyn AuditSink>>,
+    cache: ResolutionCache,
 }
 
 impl fmt::Debug for DefaultToolRegistry {
@@ -249,6 +250,7 @@ impl DefaultToolRegistry {
             backends,
             config: RegistryConfig::default(),
             audit: None,
+            cache: ResolutionCache::new(),
         }
     }
 
@@ -396,7 +398,7 @@ impl DefaultToolRegistry {
             ))
             .into());
         }
-        let scoped = resolve_capabilities(
+        let scoped = self.cache.resolve_capabilities(
             name,
             &entry.capabilities,
             &ctx.policy,

@@ -1,9 +1,10 @@
 //! Call-time resolution: the intersection of a declaration with the personality, the policy
 //! objects handed to backends, the fail-closed backend guard, and building the scoped objects.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use capability_types::{
@@ -196,6 +197,9 @@ pub struct ResolvedCapabilities {
 
 /// Resolves `caps` under `policy` for one session: the same intersection functions the
 /// validator uses, so whatever is granted here the validator has reported as granted.
+///
+/// This recomputes the intersection; callers that resolve the same tool under the same
+/// personality repeatedly use a [`ResolutionCache`], as the registry does.
 pub fn resolve(
     tool: &str,
     caps: &ToolCapabilities,
@@ -203,75 +207,212 @@ pub fn resolve(
     session_id: &str,
     working_dir: &Path,
 ) -> ResolvedCapabilities {
-    let network = caps.network.as_ref().map(|n| {
-        let allow = if n.allowed_hosts.len() == 1 && n.allowed_hosts[0] == "*" {
-            Arc::clone(&policy.network_allow)
-        } else {
-            let granted = intersect_hosts(
-                &n.allowed_hosts,
-                &policy.network_allow,
-                &policy.network_deny,
-            )
-            .granted;
-            Arc::new(HostSet::new(granted))
-        };
-        Arc::new(ResolvedHosts {
-            allow,
-            deny: Arc::clone(&policy.network_deny),
-        })
-    });
-    // Built for `process` too: a child's cwd must lie inside the read reach.
-    let paths = (caps.fs_reach.is_some() || caps.process.is_some()).then(|| {
-        let reach = caps.fs_reach.clone().unwrap_or_default();
-        let side = |declared: &Option<FsPaths>,
-                    personality: &Arc<[PathBuf]>,
-                    field: &str|
-         -> Arc<[PathBuf]> {
-            match declared {
-                None => Arc::new([]),
-                Some(FsPaths::FromPersonality) => Arc::clone(personality),
-                Some(FsPaths::Paths(paths)) => {
-                    intersect_paths(paths, personality, field).granted.into()
+    Intersected::new(tool, caps, policy).for_call(session_id, working_dir)
+}
+
+/// The part of a resolution that depends only on the declaration and the personality: host
+/// sets, path roots and binaries, intersected once.
+#[derive(Debug)]
+pub struct Intersected {
+    tool: String,
+    network: Option<Arc<ResolvedHosts>>,
+    /// `Some` when `fs_reach` or `process` is declared (a child's cwd must be readable).
+    paths: Option<PathRoots>,
+    fs_declared: bool,
+    secrets: Option<Vec<SecretRef>>,
+    process: Option<(Arc<[String]>, Arc<[ArgvPattern]>, Arc<[String]>)>,
+    storage: Option<(StorageScope, String, Option<Duration>)>,
+}
+
+#[derive(Debug, Clone)]
+struct PathRoots {
+    read: Arc<[PathBuf]>,
+    write: Arc<[PathBuf]>,
+    deny: Arc<[PathBuf]>,
+    floor: Arc<DenyFloor>,
+    personality_read: Arc<[PathBuf]>,
+    personality_write: Arc<[PathBuf]>,
+}
+
+impl Intersected {
+    /// Intersects `caps` with `policy`.
+    pub fn new(tool: &str, caps: &ToolCapabilities, policy: &CompiledPolicy) -> Self {
+        let network = caps.network.as_ref().map(|n| {
+            let allow = if n.allowed_hosts.len() == 1 && n.allowed_hosts[0] == "*" {
+                Arc::clone(&policy.network_allow)
+            } else {
+                let granted = intersect_hosts(
+                    &n.allowed_hosts,
+                    &policy.network_allow,
+                    &policy.network_deny,
+                )
+                .granted;
+                Arc::new(HostSet::new(granted))
+            };
+            Arc::new(ResolvedHosts {
+                allow,
+                deny: Arc::clone(&policy.network_deny),
+            })
+        });
+        let paths = (caps.fs_reach.is_some() || caps.process.is_some()).then(|| {
+            let reach = caps.fs_reach.clone().unwrap_or_default();
+            let side = |declared: &Option<FsPaths>,
+                        personality: &Arc<[PathBuf]>,
+                        field: &str|
+             -> Arc<[PathBuf]> {
+                match declared {
+                    None => Arc::new([]),
+                    Some(FsPaths::FromPersonality) => Arc::clone(personality),
+                    Some(FsPaths::Paths(paths)) => {
+                        intersect_paths(paths, personality, field).granted.into()
+                    }
                 }
+            };
+            PathRoots {
+                read: side(&reach.read, &policy.fs_read, "fs_reach.read"),
+                write: side(&reach.write, &policy.fs_write, "fs_reach.write"),
+                deny: Arc::clone(&policy.fs_deny),
+                floor: Arc::clone(&policy.floor),
+                personality_read: Arc::clone(&policy.fs_read),
+                personality_write: Arc::clone(&policy.fs_write),
             }
-        };
-        Arc::new(ResolvedPaths {
-            read: side(&reach.read, &policy.fs_read, "fs_reach.read"),
-            write: side(&reach.write, &policy.fs_write, "fs_reach.write"),
-            deny: Arc::clone(&policy.fs_deny),
-            floor: Arc::clone(&policy.floor),
-            personality_read: Arc::clone(&policy.fs_read),
-            personality_write: Arc::clone(&policy.fs_write),
-            working_dir: working_dir.to_path_buf(),
-        })
-    });
-    let fs = caps.fs_reach.as_ref().and(paths.clone());
-    let process = caps.process.as_ref().map(|p| {
-        Arc::new(ResolvedProcess {
-            binaries: intersect_binaries(&p.allowed_binaries, &policy.process_allow).granted,
-            deny_args: Arc::clone(&policy.deny_args),
-            env_allow: Arc::clone(&policy.env_allow),
-            paths: paths.clone().unwrap_or_default(),
-        })
-    });
-    let storage = caps.storage.as_ref().map(|s| {
-        let namespace = match (s.scope, policy.id()) {
-            (StorageScope::ToolPrivate, _) => format!("tool:{tool}"),
-            (StorageScope::Session, _) | (StorageScope::Personality, None) => {
+        });
+        let process = caps.process.as_ref().map(|p| {
+            let binaries: Arc<[String]> =
+                intersect_binaries(&p.allowed_binaries, &policy.process_allow)
+                    .granted
+                    .into();
+            (
+                binaries,
+                Arc::clone(&policy.deny_args),
+                Arc::clone(&policy.env_allow),
+            )
+        });
+        let storage = caps.storage.as_ref().map(|s| {
+            // `{}` stands for the session id, filled in per call.
+            let namespace = match (s.scope, policy.id()) {
+                (StorageScope::ToolPrivate, _) => format!("tool:{tool}"),
+                (StorageScope::Session, _) | (StorageScope::Personality, None) => String::new(),
+                (StorageScope::Personality, Some(id)) => format!("personality:{id}"),
+            };
+            (
+                s.scope,
+                namespace,
+                s.ttl_seconds_default.map(|t| Duration::from_secs(t.get())),
+            )
+        });
+        Self {
+            tool: tool.to_owned(),
+            network,
+            paths,
+            fs_declared: caps.fs_reach.is_some(),
+            secrets: caps.secrets.clone(),
+            process,
+            storage,
+        }
+    }
+
+    /// Completes the resolution for one session and working directory.
+    pub fn for_call(&self, session_id: &str, working_dir: &Path) -> ResolvedCapabilities {
+        let paths = self.paths.as_ref().map(|r| {
+            Arc::new(ResolvedPaths {
+                read: Arc::clone(&r.read),
+                write: Arc::clone(&r.write),
+                deny: Arc::clone(&r.deny),
+                floor: Arc::clone(&r.floor),
+                personality_read: Arc::clone(&r.personality_read),
+                personality_write: Arc::clone(&r.personality_write),
+                working_dir: working_dir.to_path_buf(),
+            })
+        });
+        let process = self
+            .process
+            .as_ref()
+            .map(|(binaries, deny_args, env_allow)| {
+                Arc::new(ResolvedProcess {
+                    binaries: Arc::clone(binaries),
+                    deny_args: Arc::clone(deny_args),
+                    env_allow: Arc::clone(env_allow),
+                    paths: paths.clone().unwrap_or_default(),
+                })
+            });
+        let storage = self.storage.as_ref().map(|(scope, namespace, ttl)| {
+            let namespace = if namespace.is_empty() {
                 format!("session:{session_id}")
+            } else {
+                namespace.clone()
+            };
+            StorageGrant::new(self.tool.clone(), *scope, namespace, *ttl)
+        });
+        ResolvedCapabilities {
+            tool: self.tool.clone(),
+            network: self.network.clone(),
+            fs: if self.fs_declared { paths } else { None },
+            secrets: self.secrets.clone(),
+            process,
+            storage,
+        }
+    }
+}
+
+/// Remembers intersections per (tool, declaration, personality), so a call resolves with a
+/// lookup and a few reference-count bumps. Entries are checked against the declaration they
+/// were made from, so a stale entry is never used; the cache empties itself past 4,096 entries.
+#[derive(Debug, Default)]
+pub struct ResolutionCache {
+    entries: Mutex<HashMap<(String, u64), (ToolCapabilities, Arc<Intersected>)>>,
+}
+
+impl ResolutionCache {
+    const MAX_ENTRIES: usize = 4_096;
+
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The intersection of `caps` with `policy` for `tool`, computed at most once.
+    pub fn intersect(
+        &self,
+        tool: &str,
+        caps: &ToolCapabilities,
+        policy: &CompiledPolicy,
+    ) -> Arc<Intersected> {
+        let key = (tool.to_owned(), policy.generation);
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((cached_caps, hit)) = entries.get(&key) {
+            if cached_caps == caps {
+                return Arc::clone(hit);
             }
-            (StorageScope::Personality, Some(id)) => format!("personality:{id}"),
+        }
+        let fresh = Arc::new(Intersected::new(tool, caps, policy));
+        if entries.len() >= Self::MAX_ENTRIES {
+            entries.clear();
+        }
+        entries.insert(key, (caps.clone(), Arc::clone(&fresh)));
+        fresh
+    }
+
+    /// [`resolve_capabilities`] through the cache.
+    pub fn resolve_capabilities(
+        &self,
+        tool: &str,
+        caps: &ToolCapabilities,
+        policy: &CompiledPolicy,
+        session_id: &str,
+        working_dir: &Path,
+        backends: Option<&CapabilityBackends>,
+    ) -> Result<ScopedObjects, CapabilityError> {
+        check_backends(tool, caps, backends)?;
+        let Some(backends) = backends else {
+            return Ok(ScopedObjects::default());
         };
-        let ttl = s.ttl_seconds_default.map(|t| Duration::from_secs(t.get()));
-        StorageGrant::new(tool, s.scope, namespace, ttl)
-    });
-    ResolvedCapabilities {
-        tool: tool.to_owned(),
-        network,
-        fs,
-        secrets: caps.secrets.clone(),
-        process,
-        storage,
+        build_scoped(
+            &self
+                .intersect(tool, caps, policy)
+                .for_call(session_id, working_dir),
+            backends,
+        )
     }
 }
 
@@ -474,7 +615,7 @@ impl PathPolicy for ResolvedPaths {
 /// A tool's resolved process rules.
 #[derive(Debug)]
 pub struct ResolvedProcess {
-    binaries: Vec<String>,
+    binaries: Arc<[String]>,
     deny_args: Arc<[ArgvPattern]>,
     env_allow: Arc<[String]>,
     /// The tool's reach (empty when it declared no `fs_reach`): a child's cwd must be readable.

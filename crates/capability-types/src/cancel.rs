@@ -1,9 +1,10 @@
 //! A runtime-free cancellation token shared by a batch of tool calls and the tools themselves.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
 
@@ -24,7 +25,10 @@ pub struct CancellationToken {
 #[derive(Default)]
 struct Inner {
     cancelled: AtomicBool,
-    waiters: Mutex<Vec<Waker>>,
+    next_id: AtomicU64,
+    /// Wakers of pending `Cancelled` futures, by id; a future removes its entry when dropped,
+    /// so a long-lived token does not accumulate the wakers of finished calls.
+    waiters: Mutex<HashMap<u64, Waker>>,
 }
 
 impl CancellationToken {
@@ -43,7 +47,7 @@ impl CancellationToken {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner),
         );
-        for waker in waiters {
+        for waker in waiters.into_values() {
             waker.wake();
         }
     }
@@ -57,7 +61,17 @@ impl CancellationToken {
     pub fn cancelled(&self) -> Cancelled {
         Cancelled {
             token: self.clone(),
+            id: None,
         }
+    }
+
+    #[cfg(test)]
+    fn waiter_count(&self) -> usize {
+        self.inner
+            .waiters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 }
 
@@ -74,30 +88,48 @@ impl fmt::Debug for CancellationToken {
 #[must_use = "futures do nothing unless awaited"]
 pub struct Cancelled {
     token: CancellationToken,
+    id: Option<u64>,
 }
 
 impl Future for Cancelled {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.token.is_cancelled() {
+        let this = self.get_mut();
+        if this.token.is_cancelled() {
             return Poll::Ready(());
         }
-        let mut waiters = self
-            .token
-            .inner
-            .waiters
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let inner = &this.token.inner;
+        let mut waiters = inner.waiters.lock().unwrap_or_else(PoisonError::into_inner);
         // Checked again under the lock: `cancel` sets the flag before taking the lock, so either
         // we see the flag here or `cancel` sees our waker.
-        if self.token.is_cancelled() {
+        if this.token.is_cancelled() {
             return Poll::Ready(());
         }
-        if !waiters.iter().any(|w| w.will_wake(cx.waker())) {
-            waiters.push(cx.waker().clone());
+        let id = *this
+            .id
+            .get_or_insert_with(|| inner.next_id.fetch_add(1, Ordering::Relaxed));
+        match waiters.get_mut(&id) {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            Some(w) => w.clone_from(cx.waker()),
+            None => {
+                waiters.insert(id, cx.waker().clone());
+            }
         }
         Poll::Pending
+    }
+}
+
+impl Drop for Cancelled {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            self.token
+                .inner
+                .waiters
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+        }
     }
 }
 
@@ -128,10 +160,33 @@ mod tests {
         assert_eq!(counter.0.load(Ordering::SeqCst), 1);
         assert_eq!(fut.as_mut().poll(&mut cx), Poll::Ready(()));
         assert!(clone.is_cancelled());
+        drop(fut);
         // A future created after cancellation is ready at once.
         assert_eq!(
             Box::pin(token.cancelled()).as_mut().poll(&mut cx),
             Poll::Ready(())
+        );
+    }
+
+    #[test]
+    fn dropped_futures_deregister() {
+        let token = CancellationToken::new();
+        let waker = Waker::from(Arc::new(CountingWaker(AtomicUsize::new(0))));
+        let mut cx = Context::from_waker(&waker);
+        for _ in 0..1_000 {
+            let mut fut = Box::pin(token.cancelled());
+            assert_eq!(fut.as_mut().poll(&mut cx), Poll::Pending);
+            assert_eq!(
+                fut.as_mut().poll(&mut cx),
+                Poll::Pending,
+                "re-polling does not add a second entry"
+            );
+            assert_eq!(token.waiter_count(), 1);
+        }
+        assert_eq!(
+            token.waiter_count(),
+            0,
+            "a long-lived token keeps no wakers of finished waits"
         );
     }
 }

@@ -1,0 +1,152 @@
+//! `cargo xtask bench`: runs the criterion benchmarks, then prints each measurement against
+//! its baseline from the same run as a ratio.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+
+/// (benchmark, baseline, budget ratio or absolute budget in ns, what the budget means).
+struct Row {
+    subject: &'static str,
+    baseline: Option<&'static str>,
+    budget: Budget,
+}
+
+enum Budget {
+    /// subject − baseline must stay under this many nanoseconds.
+    AddedNs(f64),
+    /// subject must stay under this many nanoseconds.
+    AbsoluteNs(f64),
+}
+
+const ROWS: &[Row] = &[
+    Row {
+        subject: "call/resolve_guard_execute",
+        baseline: Some("call/bare_execute"),
+        budget: Budget::AddedNs(1_000.0),
+    },
+    Row {
+        subject: "call/resolve_guard_execute_wildcards",
+        baseline: Some("call/bare_execute"),
+        budget: Budget::AddedNs(1_000.0),
+    },
+    Row {
+        subject: "call/resolve_guard_execute_uncached",
+        baseline: Some("call/bare_execute"),
+        budget: Budget::AddedNs(f64::INFINITY),
+    },
+    Row {
+        subject: "hosts/match/10",
+        baseline: None,
+        budget: Budget::AbsoluteNs(200.0),
+    },
+    Row {
+        subject: "hosts/match/100",
+        baseline: None,
+        budget: Budget::AbsoluteNs(200.0),
+    },
+    Row {
+        subject: "hosts/match/1000",
+        baseline: None,
+        budget: Budget::AbsoluteNs(200.0),
+    },
+    Row {
+        subject: "hosts/check_with_normalize/1000",
+        baseline: None,
+        budget: Budget::AbsoluteNs(1_000.0),
+    },
+    Row {
+        subject: "registry/execute_parallel_1",
+        baseline: Some("call/bare_execute"),
+        budget: Budget::AddedNs(f64::INFINITY),
+    },
+    Row {
+        subject: "registry/execute_parallel_100_per_call",
+        baseline: Some("call/bare_execute"),
+        budget: Budget::AddedNs(f64::INFINITY),
+    },
+];
+
+pub(crate) fn run(root: &Path, extra: &[String]) -> Result<()> {
+    let mut cmd = super::cargo();
+    cmd.args([
+        "bench",
+        "-p",
+        "capability-core",
+        "--bench",
+        "core",
+        "--locked",
+        "--",
+    ])
+    .args(extra);
+    super::run(cmd)?;
+    report(root)
+}
+
+fn mean_ns(root: &Path, id: &str) -> Result<f64> {
+    let path = root
+        .join("target/criterion")
+        .join(id)
+        .join("new/estimates.json");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("no estimate at {}", path.display()))?;
+    let json: serde_json::Value = serde_json::from_str(&text)?;
+    json["mean"]["point_estimate"]
+        .as_f64()
+        .with_context(|| format!("no mean in {}", path.display()))
+}
+
+fn report(root: &Path) -> Result<()> {
+    println!("\n| benchmark | mean | baseline | ratio | added | budget |");
+    println!("|---|---:|---:|---:|---:|---|");
+    let mut over = Vec::new();
+    for row in ROWS {
+        let subject = mean_ns(root, row.subject)?;
+        let (baseline, ratio, added) = match row.baseline {
+            Some(b) => {
+                let base = mean_ns(root, b)?;
+                (
+                    format!("{} ({b})", fmt_ns(base)),
+                    format!("{:.2}×", subject / base),
+                    fmt_ns(subject - base),
+                )
+            }
+            None => ("—".to_owned(), "—".to_owned(), "—".to_owned()),
+        };
+        let (budget, ok) = match row.budget {
+            Budget::AddedNs(b) if b.is_infinite() => ("(reported)".to_owned(), true),
+            Budget::AddedNs(b) => {
+                let base = row
+                    .baseline
+                    .map(|b| mean_ns(root, b))
+                    .transpose()?
+                    .unwrap_or(0.0);
+                (format!("< {} added", fmt_ns(b)), subject - base < b)
+            }
+            Budget::AbsoluteNs(b) => (format!("< {}", fmt_ns(b)), subject < b),
+        };
+        if !ok {
+            over.push(row.subject);
+        }
+        println!(
+            "| {} | {} | {baseline} | {ratio} | {added} | {budget}{} |",
+            row.subject,
+            fmt_ns(subject),
+            if ok { "" } else { " **over**" }
+        );
+    }
+    if !over.is_empty() {
+        bail!("over budget: {}", over.join(", "));
+    }
+    Ok(())
+}
+
+fn fmt_ns(ns: f64) -> String {
+    if ns.abs() >= 1_000_000.0 {
+        format!("{:.2} ms", ns / 1_000_000.0)
+    } else if ns.abs() >= 1_000.0 {
+        format!("{:.2} µs", ns / 1_000.0)
+    } else {
+        format!("{ns:.1} ns")
+    }
+}

