@@ -229,10 +229,10 @@ fn implements_tool(ast: &syn::File) -> bool {
     struct V(bool);
     impl<'ast> Visit<'ast> for V {
         fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
-            if let Some((_, path, _)) = &i.trait_ {
-                if path.segments.last().is_some_and(|s| s.ident == "Tool") {
-                    self.0 = true;
-                }
+            if let Some((_, path, _)) = &i.trait_
+                && path.segments.last().is_some_and(|s| s.ident == "Tool")
+            {
+                self.0 = true;
             }
             syn::visit::visit_item_impl(self, i);
         }

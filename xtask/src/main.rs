@@ -65,7 +65,8 @@ fn root() -> PathBuf {
 }
 
 fn check() -> Result<()> {
-    let steps: [(&str, fn() -> Result<()>); 6] = [
+    type Step = fn() -> Result<()>;
+    let steps: [(&str, Step); 6] = [
         ("fmt", fmt),
         ("clippy", clippy),
         ("test", test),

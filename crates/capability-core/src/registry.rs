@@ -319,7 +319,7 @@ impl DefaultToolRegistry {
     /// Runs one call; see [`execute_parallel`](Self::execute_parallel).
     pub async fn execute(&self, call: ToolCall, ctx: &ExecutionContext) -> ToolCallResult {
         let mut results = self.execute_parallel(vec![call], ctx).await;
-        results.pop().unwrap_or_else(|| unreachable_result())
+        results.pop().unwrap_or_else(unreachable_result)
     }
 
     /// Runs a batch: one result per call, in input order, each with its id and duration.

@@ -220,8 +220,16 @@ pub struct Intersected {
     paths: Option<PathRoots>,
     fs_declared: bool,
     secrets: Option<Vec<SecretRef>>,
-    process: Option<(Arc<[String]>, Arc<[ArgvPattern]>, Arc<[String]>)>,
+    process: Option<ProcessRoots>,
     storage: Option<(StorageScope, String, Option<Duration>)>,
+}
+
+/// Binaries, argv deny patterns and the environment allow list of an intersection.
+#[derive(Debug, Clone)]
+struct ProcessRoots {
+    binaries: Arc<[String]>,
+    deny_args: Arc<[ArgvPattern]>,
+    env_allow: Arc<[String]>,
 }
 
 #[derive(Debug, Clone)]
@@ -277,16 +285,12 @@ impl Intersected {
                 personality_write: Arc::clone(&policy.fs_write),
             }
         });
-        let process = caps.process.as_ref().map(|p| {
-            let binaries: Arc<[String]> =
-                intersect_binaries(&p.allowed_binaries, &policy.process_allow)
-                    .granted
-                    .into();
-            (
-                binaries,
-                Arc::clone(&policy.deny_args),
-                Arc::clone(&policy.env_allow),
-            )
+        let process = caps.process.as_ref().map(|p| ProcessRoots {
+            binaries: intersect_binaries(&p.allowed_binaries, &policy.process_allow)
+                .granted
+                .into(),
+            deny_args: Arc::clone(&policy.deny_args),
+            env_allow: Arc::clone(&policy.env_allow),
         });
         let storage = caps.storage.as_ref().map(|s| {
             // `{}` stands for the session id, filled in per call.
@@ -325,17 +329,14 @@ impl Intersected {
                 working_dir: working_dir.to_path_buf(),
             })
         });
-        let process = self
-            .process
-            .as_ref()
-            .map(|(binaries, deny_args, env_allow)| {
-                Arc::new(ResolvedProcess {
-                    binaries: Arc::clone(binaries),
-                    deny_args: Arc::clone(deny_args),
-                    env_allow: Arc::clone(env_allow),
-                    paths: paths.clone().unwrap_or_default(),
-                })
-            });
+        let process = self.process.as_ref().map(|p| {
+            Arc::new(ResolvedProcess {
+                binaries: Arc::clone(&p.binaries),
+                deny_args: Arc::clone(&p.deny_args),
+                env_allow: Arc::clone(&p.env_allow),
+                paths: paths.clone().unwrap_or_default(),
+            })
+        });
         let storage = self.storage.as_ref().map(|(scope, namespace, ttl)| {
             let namespace = if namespace.is_empty() {
                 format!("session:{session_id}")
@@ -360,8 +361,13 @@ impl Intersected {
 /// were made from, so a stale entry is never used; the cache empties itself past 4,096 entries.
 #[derive(Debug, Default)]
 pub struct ResolutionCache {
-    entries: Mutex<HashMap<(String, u64), (ToolCapabilities, Arc<Intersected>)>>,
+    entries: Mutex<HashMap<CacheKey, CacheEntry>>,
 }
+
+/// (tool name, policy generation).
+type CacheKey = (String, u64);
+/// The declaration an intersection was made from, and the intersection.
+type CacheEntry = (ToolCapabilities, Arc<Intersected>);
 
 impl ResolutionCache {
     const MAX_ENTRIES: usize = 4_096;
@@ -380,10 +386,10 @@ impl ResolutionCache {
     ) -> Arc<Intersected> {
         let key = (tool.to_owned(), policy.generation);
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((cached_caps, hit)) = entries.get(&key) {
-            if cached_caps == caps {
-                return Arc::clone(hit);
-            }
+        if let Some((cached_caps, hit)) = entries.get(&key)
+            && cached_caps == caps
+        {
+            return Arc::clone(hit);
         }
         let fresh = Arc::new(Intersected::new(tool, caps, policy));
         if entries.len() >= Self::MAX_ENTRIES {

@@ -46,7 +46,7 @@ pub enum FsAccess {
 
 impl fmt::Display for FsAccess {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+        f.pad(match self {
             FsAccess::Read => "read",
             FsAccess::Write => "write",
         })

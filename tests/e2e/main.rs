@@ -1,0 +1,8 @@
+//! End-to-end tests across crates, wasmtime-style: one test binary, one module per area.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests read fixture files and example policies from disk"
+)]
+
+mod plugin;
+mod policy_files;
