@@ -1,3 +1,5 @@
 //! Cross-crate end-to-end and red-team tests for toolcap. The tests live in `e2e/`; this
-//! library is empty and exists so the package has a target of its own.
+//! library carries the README as its documentation so the README's example is compiled as a
+//! doctest and cannot drift from the API.
 #![deny(missing_docs)]
+#![doc = include_str!("../README.md")]
