@@ -81,8 +81,14 @@ fn check() -> Result<()> {
         eprintln!("==> xtask {name}: ok ({:.1?})", started.elapsed());
     }
     eprintln!("==> xtask check: all gates passed");
+    if let Some((passed, failed)) = TEST_TOTALS.get() {
+        println!("tests: {passed} passed, {failed} failed");
+    }
     Ok(())
 }
+
+/// Test totals of this run, repeated as the closing line of `check`.
+static TEST_TOTALS: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
 
 fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
@@ -122,9 +128,40 @@ fn clippy() -> Result<()> {
 }
 
 fn test() -> Result<()> {
+    use std::io::{BufRead, BufReader};
     let mut cmd = cargo();
-    cmd.args(["test", "--workspace", "--locked"]);
-    run(cmd)
+    cmd.args(["test", "--workspace", "--locked"])
+        .stdout(std::process::Stdio::piped());
+    let mut child = cmd.spawn().context("could not start cargo test")?;
+    let stdout = child.stdout.take().context("cargo test has no stdout")?;
+    let (mut passed, mut failed) = (0u64, 0u64);
+    for line in BufReader::new(stdout).lines() {
+        let line = line?;
+        println!("{line}");
+        if let Some(rest) = line.strip_prefix("test result: ") {
+            passed += count_before(rest, " passed");
+            failed += count_before(rest, " failed");
+        }
+    }
+    let status = child.wait()?;
+    // The one closing line a reader (or CI) needs: every test binary and doctest, summed.
+    println!("tests: {passed} passed, {failed} failed");
+    let _ = TEST_TOTALS.set((passed, failed));
+    if !status.success() {
+        bail!("cargo test exited with {status}");
+    }
+    if passed == 0 {
+        bail!("cargo test ran no test");
+    }
+    Ok(())
+}
+
+/// The number just before `label` in a `test result:` line (`ok. 13 passed; 0 failed; ...`).
+fn count_before(line: &str, label: &str) -> u64 {
+    line.find(label)
+        .and_then(|end| line[..end].rsplit([' ', '.']).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 fn doc() -> Result<()> {

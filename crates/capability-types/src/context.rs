@@ -28,7 +28,8 @@ pub struct ToolContext {
     pub tool: String,
     /// Relative paths resolve against this directory, never the process's.
     pub working_dir: PathBuf,
-    /// Cancelled when the batch is cancelled or the call times out.
+    /// The batch's token: cancelled when the batch is cancelled. A call that times out is
+    /// dropped at its next `.await` and never polled again.
     pub cancellation: CancellationToken,
     /// HTTP(S), limited to the resolved hosts (`network`).
     pub scoped_fetch: Option<Arc<dyn ScopedFetch>>,
