@@ -176,9 +176,7 @@ fn calls(c: &mut Criterion) {
     )
     .unwrap();
     let mut prebuilt = ToolContext::new("s", "/srv/data");
-    prebuilt.scoped_fetch = scoped.fetch;
-    prebuilt.scoped_fs = scoped.fs;
-    prebuilt.kv_store = scoped.kv;
+    scoped.install(&mut prebuilt);
     let mut group = c.benchmark_group("call");
     group.bench_function("bare_execute", |b| {
         b.iter(|| ready(explicit.execute(black_box(args.clone()), &prebuilt)))
@@ -203,9 +201,7 @@ fn calls(c: &mut Criterion) {
                     )
                     .unwrap();
                 let mut ctx = ToolContext::new("s", "/srv/data");
-                ctx.scoped_fetch = scoped.fetch;
-                ctx.scoped_fs = scoped.fs;
-                ctx.kv_store = scoped.kv;
+                scoped.install(&mut ctx);
                 ready(tool.execute(black_box(args.clone()), &ctx))
             })
         });
@@ -223,9 +219,7 @@ fn calls(c: &mut Criterion) {
             )
             .unwrap();
             let mut ctx = ToolContext::new("s", "/srv/data");
-            ctx.scoped_fetch = scoped.fetch;
-            ctx.scoped_fs = scoped.fs;
-            ctx.kv_store = scoped.kv;
+            scoped.install(&mut ctx);
             ready(explicit.execute(black_box(args.clone()), &ctx))
         })
     });

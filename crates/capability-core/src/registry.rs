@@ -460,16 +460,11 @@ impl DefaultToolRegistry {
             }));
         }
 
-        let scoped = ready.scoped;
         let mut tool_ctx = ToolContext::new(ctx.session_id.clone(), ctx.working_dir.clone())
             .with_call(call.id.clone(), call.tool.clone())
             .with_cancellation(ctx.cancellation.clone());
         tool_ctx.personality_id = personality.map(str::to_owned);
-        tool_ctx.scoped_fetch = scoped.fetch;
-        tool_ctx.scoped_fs = scoped.fs;
-        tool_ctx.secrets_resolver = scoped.secrets;
-        tool_ctx.scoped_process = scoped.process;
-        tool_ctx.kv_store = scoped.kv;
+        ready.scoped.install(&mut tool_ctx);
         let tool = ready.tool;
         let args = call.args.clone();
         let cancel = ctx.cancellation.clone();

@@ -12,7 +12,7 @@ use capability_types::{
     HostPolicy, KeyValueStore, KvStoreFactory, NetworkGrant, PathAccess, PathPolicy,
     ProcessFactory, ProcessGrant, ProcessPolicy, ScopedFetch, ScopedFs, ScopedProcess,
     ScopedSecretsResolver, SecretRef, SecretsFactory, SecretsGrant, StorageGrant, StorageScope,
-    ToolCapabilities, is_refused_env_name, valid_env_name,
+    ToolCapabilities, ToolContext, is_refused_env_name, valid_env_name,
 };
 
 use crate::matching::binary::{ArgvPattern, intersect_binaries};
@@ -436,6 +436,17 @@ pub struct ScopedObjects {
     pub process: Option<Arc<dyn ScopedProcess>>,
     /// Present when `storage` was declared.
     pub kv: Option<Arc<dyn KeyValueStore>>,
+}
+
+impl ScopedObjects {
+    /// Places the objects in `ctx`'s scoped fields (replacing whatever was there).
+    pub fn install(self, ctx: &mut ToolContext) {
+        ctx.scoped_fetch = self.fetch;
+        ctx.scoped_fs = self.fs;
+        ctx.secrets_resolver = self.secrets;
+        ctx.scoped_process = self.process;
+        ctx.kv_store = self.kv;
+    }
 }
 
 impl fmt::Debug for ScopedObjects {

@@ -14,19 +14,13 @@ use super::{Dropped, Intersection};
 /// decided by the process backend through its trusted search path, once, so two specs that are
 /// spelled differently are never assumed to be the same file here.
 pub fn intersect_binaries(declared: &[String], allow: &[String]) -> Intersection<String> {
-    let mut out = Intersection::default();
     if allow.is_empty() {
-        out.dropped = declared
-            .iter()
-            .map(|d| {
-                Dropped::new(
-                    d,
-                    "the personality allows no binaries (safety.process.allow is empty)",
-                )
-            })
-            .collect();
-        return out;
+        return Intersection::refuse_all(
+            declared,
+            "the personality allows no binaries (safety.process.allow is empty)",
+        );
     }
+    let mut out = Intersection::default();
     if declared.iter().any(|d| d == "*") {
         out.granted.extend(allow.iter().cloned());
     }

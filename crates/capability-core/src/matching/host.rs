@@ -364,19 +364,13 @@ pub fn intersect_hosts(
     allow: &HostSet,
     deny: &HostSet,
 ) -> Intersection<HostPattern> {
-    let mut out = Intersection::default();
     if allow.is_empty() {
-        out.dropped = declared
-            .iter()
-            .map(|d| {
-                Dropped::new(
-                    d,
-                    "the personality allows no network hosts (safety.network.allow is empty)",
-                )
-            })
-            .collect();
-        return out;
+        return Intersection::refuse_all(
+            declared,
+            "the personality allows no network hosts (safety.network.allow is empty)",
+        );
     }
+    let mut out = Intersection::default();
     let wildcard = declared.iter().any(|d| d == "*");
     if wildcard {
         out.granted

@@ -16,6 +16,16 @@ pub struct Intersection<T> {
     pub dropped: Vec<Dropped>,
 }
 
+impl<T> Intersection<T> {
+    /// Nothing granted: every declared entry dropped for `reason` (an empty personality list).
+    pub(crate) fn refuse_all(declared: &[String], reason: &str) -> Self {
+        Self {
+            granted: Vec::new(),
+            dropped: declared.iter().map(|d| Dropped::new(d, reason)).collect(),
+        }
+    }
+}
+
 impl<T> Default for Intersection<T> {
     fn default() -> Self {
         Self {
