@@ -1,0 +1,300 @@
+//! `ScopedSecrets` and the three backends against real files, real permissions and real
+//! symlinks.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests create secrets files and read the environment"
+)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use capability_secrets::{
+    BackendError, EnvSecrets, FileSecrets, MemorySecrets, ScopedSecrets, SecretsBackend,
+    SecretsFileFormat, SecretsResolverFactory,
+};
+use capability_types::{
+    CapabilityError, DenialCode, ExposeSecret, ScopedSecretsResolver, SecretRef, SecretString,
+    SecretsFactory, SecretsGrant, SpawnOptions,
+};
+
+const VALUE: &str = "sk-live-DO-NOT-PRINT";
+
+fn refs(list: &[&str]) -> Vec<SecretRef> {
+    list.iter().map(|r| SecretRef::parse(r).unwrap()).collect()
+}
+
+/// Counts how often it is asked, and has every secret.
+#[derive(Debug, Default)]
+struct Counting(AtomicUsize);
+#[async_trait]
+impl SecretsBackend for Counting {
+    async fn lookup(&self, _: &str) -> Result<Option<SecretString>, BackendError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(Some(SecretString::from(VALUE.to_owned())))
+    }
+}
+
+fn scoped(declared: &[&str], backend: Arc<dyn SecretsBackend>) -> Arc<dyn ScopedSecretsResolver> {
+    SecretsResolverFactory::new(vec![backend])
+        .secrets_resolver(SecretsGrant::new("tool", refs(declared)))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn undeclared_names_never_reach_a_backend() {
+    let counting = Arc::new(Counting::default());
+    let secrets = scoped(&["GITHUB_TOKEN", "providers/exa/*"], counting.clone());
+    assert_eq!(
+        secrets
+            .resolve("GITHUB_TOKEN")
+            .await
+            .unwrap()
+            .expose_secret(),
+        VALUE
+    );
+    assert_eq!(
+        secrets
+            .resolve("providers/exa/key")
+            .await
+            .unwrap()
+            .expose_secret(),
+        VALUE
+    );
+    assert_eq!(
+        secrets
+            .resolve("providers/exa/v2/key")
+            .await
+            .unwrap()
+            .expose_secret(),
+        VALUE
+    );
+    assert_eq!(counting.0.load(Ordering::SeqCst), 3);
+    let refused = [
+        "STRIPE_KEY",
+        "github_token",
+        "GITHUB_TOKEN/x",
+        "providers/exa",
+        "providers/exa/",
+        "providers/exa/../openai/key",
+        "providers/exa/./key",
+        "providers/exa//key",
+        "providers/exa-evil/key",
+        "providers/exa/*",
+        "providers/exa/key\0",
+        "../GITHUB_TOKEN",
+        "",
+        "*",
+    ];
+    for name in refused {
+        match secrets.resolve(name).await {
+            Err(CapabilityError::Denied {
+                code: DenialCode::SecretNotDeclared,
+                message,
+            }) => {
+                assert!(
+                    message.ends_with("is not in the tool's declared secrets"),
+                    "{message}"
+                );
+            }
+            other => panic!("{name:?}: {:?}", other.map(|_| "a value")),
+        }
+    }
+    assert_eq!(
+        counting.0.load(Ordering::SeqCst),
+        3,
+        "no refused name reached the backend"
+    );
+    assert_eq!(
+        secrets.resolve("STRIPE_KEY").await.unwrap_err().to_string(),
+        "SECRET_NOT_DECLARED: STRIPE_KEY is not in the tool's declared secrets"
+    );
+}
+
+#[tokio::test]
+async fn backends_chain_in_order_and_missing_is_not_available() {
+    let first = Arc::new(MemorySecrets::new().with("A", "from-first"));
+    let second = Arc::new(MemorySecrets::new().with("A", "from-second").with("B", "b"));
+    let secrets = ScopedSecrets::new("t", refs(&["A", "B", "C"]), vec![first, second]);
+    assert_eq!(
+        secrets.resolve("A").await.unwrap().expose_secret(),
+        "from-first"
+    );
+    assert_eq!(secrets.resolve("B").await.unwrap().expose_secret(), "b");
+    let err = secrets.resolve("C").await.unwrap_err();
+    assert_eq!(
+        err,
+        CapabilityError::not_available("secret C is not set in any configured secrets backend")
+    );
+    assert_eq!(secrets.declared(), &refs(&["A", "B", "C"])[..]);
+}
+
+#[tokio::test]
+async fn env_backend_maps_and_prefix_rule() {
+    let env = EnvSecrets::from_vars([
+        ("GH_TOKEN", "ghp"),
+        ("TOOLCAP_SECRET_PROVIDERS_EXA_API_KEY", "exa"),
+        ("SECRET_TOKEN", "never"),
+    ])
+    .map("GITHUB_TOKEN", "GH_TOKEN")
+    .with_prefix_rule("TOOLCAP_SECRET_");
+    let secrets = ScopedSecrets::new(
+        "t",
+        refs(&["GITHUB_TOKEN", "providers/*", "SECRET_TOKEN"]),
+        vec![Arc::new(env)],
+    );
+    assert_eq!(
+        secrets
+            .resolve("GITHUB_TOKEN")
+            .await
+            .unwrap()
+            .expose_secret(),
+        "ghp"
+    );
+    assert_eq!(
+        secrets
+            .resolve("providers/exa/api-key")
+            .await
+            .unwrap()
+            .expose_secret(),
+        "exa"
+    );
+    // Declared, but the prefix rule maps it to TOOLCAP_SECRET_SECRET_TOKEN: ordinary variables
+    // are unreachable without an explicit mapping.
+    assert_eq!(
+        secrets
+            .resolve("SECRET_TOKEN")
+            .await
+            .unwrap_err()
+            .result_code(),
+        capability_types::ErrorCode::NotAvailable
+    );
+
+    let home = std::env::var("HOME").unwrap();
+    let process = EnvSecrets::from_process_env().map("HOME_DIR", "HOME");
+    assert_eq!(
+        process
+            .lookup("HOME_DIR")
+            .await
+            .unwrap()
+            .unwrap()
+            .expose_secret(),
+        home
+    );
+    assert!(
+        process.lookup("PATH").await.unwrap().is_none(),
+        "unmapped variables are not secrets"
+    );
+}
+
+fn write_file(
+    dir: &tempfile::TempDir,
+    name: &str,
+    contents: &str,
+    mode: u32,
+) -> std::path::PathBuf {
+    let path = dir.path().join(name);
+    std::fs::write(&path, contents).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn secrets_file_permissions_links_and_formats() {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = write_file(
+        &dir,
+        "secrets.env",
+        &format!("GITHUB_TOKEN={VALUE}\n"),
+        0o600,
+    );
+    let file = FileSecrets::open(&ok).unwrap();
+    assert_eq!(
+        file.lookup("GITHUB_TOKEN")
+            .await
+            .unwrap()
+            .unwrap()
+            .expose_secret(),
+        VALUE
+    );
+    let toml = write_file(
+        &dir,
+        "secrets.toml",
+        "[providers.exa]\nkey = \"k\"\n",
+        0o400,
+    );
+    assert_eq!(
+        FileSecrets::open(&toml).unwrap().names(),
+        ["providers/exa/key"]
+    );
+
+    for mode in [0o644, 0o640, 0o604, 0o660, 0o606, 0o610, 0o601, 0o777] {
+        let path = write_file(
+            &dir,
+            &format!("exposed-{mode:o}.env"),
+            &format!("A={VALUE}\n"),
+            mode,
+        );
+        let err = FileSecrets::open(&path).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("accessible by group or others (mode {mode:04o})")),
+            "{err}"
+        );
+        assert!(err.contains("chmod 600"), "{err}");
+        assert!(!err.contains(VALUE));
+    }
+
+    let link = dir.path().join("link.env");
+    std::os::unix::fs::symlink(&ok, &link).unwrap();
+    let err = FileSecrets::open(&link).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!("cannot open secrets file {}", link.display())),
+        "a final symlink is not followed: {err}"
+    );
+
+    let err = FileSecrets::open(dir.path()).unwrap_err().to_string();
+    assert!(
+        err.contains("is not a regular file") || err.contains("accessible by group"),
+        "{err}"
+    );
+    let err = FileSecrets::open(dir.path().join("missing.env"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("No such file"), "{err}");
+
+    let bad = write_file(&dir, "bad.toml", &format!("A = {VALUE}\n"), 0o600);
+    let err = FileSecrets::open_as(&bad, SecretsFileFormat::Toml)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        format!("secrets file {}: not valid TOML (line 1)", bad.display())
+    );
+}
+
+#[test]
+fn debug_never_shows_a_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_file(&dir, "s.env", &format!("A={VALUE}\n"), 0o600);
+    let secret = SecretString::from(VALUE.to_owned());
+    let shown = [
+        format!("{:?}", MemorySecrets::new().with("A", VALUE)),
+        format!("{:?}", EnvSecrets::from_vars([("A", VALUE)]).map("A", "A")),
+        format!("{:?}", FileSecrets::open(&path).unwrap()),
+        format!(
+            "{:?}",
+            ScopedSecrets::new(
+                "t",
+                refs(&["A"]),
+                vec![Arc::new(MemorySecrets::new().with("A", VALUE))]
+            )
+        ),
+        format!("{secret:?}"),
+        format!("{:?}", SpawnOptions::default().env("TOKEN", VALUE)),
+        format!("{:?}", Some(secret.clone())),
+    ];
+    for s in shown {
+        assert!(!s.contains(VALUE), "{s}");
+    }
+}
