@@ -17,6 +17,8 @@ enum Budget {
     AddedNs(f64),
     /// subject must stay under this many nanoseconds.
     AbsoluteNs(f64),
+    /// subject / baseline must stay under this.
+    Ratio(f64),
 }
 
 const ROWS: &[Row] = &[
@@ -64,6 +66,13 @@ const ROWS: &[Row] = &[
         subject: "registry/execute_parallel_100_per_call",
         baseline: Some("call/bare_execute"),
         budget: Budget::AddedNs(f64::INFINITY),
+    },
+    // The scoped spawn does more than a plain one (resolution, a scratch HOME, its own process
+    // group, capped pipes, a group kill at the end); compared with the plain spawn of the run.
+    Row {
+        subject: "spawn/scoped_spawn_true",
+        baseline: Some("spawn/std_command_true"),
+        budget: Budget::Ratio(1.2),
     },
 ];
 
@@ -124,6 +133,14 @@ fn report(root: &Path) -> Result<()> {
                 (format!("< {} added", fmt_ns(b)), subject - base < b)
             }
             Budget::AbsoluteNs(b) => (format!("< {}", fmt_ns(b)), subject < b),
+            Budget::Ratio(r) => {
+                let base = row
+                    .baseline
+                    .map(|b| mean_ns(root, b))
+                    .transpose()?
+                    .unwrap_or(f64::INFINITY);
+                (format!("< {r:.2}×"), subject / base < r)
+            }
         };
         if !ok {
             over.push(row.subject);

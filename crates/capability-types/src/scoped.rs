@@ -197,6 +197,8 @@ pub struct ProcessOutput {
     pub stderr: Bytes,
     /// Whether stdout or stderr hit the cap.
     pub truncated: bool,
+    /// Whether the process group was killed because the timeout passed.
+    pub timed_out: bool,
 }
 
 impl ProcessOutput {
@@ -214,7 +216,14 @@ impl ProcessOutput {
             stdout,
             stderr,
             truncated,
+            timed_out: false,
         }
+    }
+
+    /// Marks the output as that of a process killed on timeout.
+    pub fn with_timed_out(mut self, timed_out: bool) -> Self {
+        self.timed_out = timed_out;
+        self
     }
 }
 

@@ -1,0 +1,272 @@
+//! `ScopedSpawner`: one tool's view of child processes.
+
+use std::fmt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use capability_types::{
+    CapabilityError, DenialCode, FsAccess, ProcessGrant, ProcessOutput, ScopedProcess,
+    SpawnOptions, check_binary_spec,
+};
+use rustix::process::Signal;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+use crate::{Inner, sys};
+
+/// Runs the child processes of one tool, within its grant.
+pub struct ScopedSpawner {
+    grant: ProcessGrant,
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for ScopedSpawner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScopedSpawner")
+            .field("tool", &self.grant.tool)
+            .field("allowed", &self.grant.process.allowed_binaries())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the checks decided: the file to run, the name it runs as, and its environment.
+struct Plan {
+    program: PathBuf,
+    arg0: String,
+    env: Vec<(String, String)>,
+    cwd: Option<PathBuf>,
+}
+
+impl ScopedSpawner {
+    pub(crate) fn new(grant: ProcessGrant, inner: Arc<Inner>) -> Self {
+        Self { grant, inner }
+    }
+
+    fn refuse_binary(binary: &str) -> CapabilityError {
+        CapabilityError::denied(
+            DenialCode::BinaryNotAllowed,
+            format!(
+                "{} is not in the declared allowedBinaries",
+                binary.escape_debug()
+            ),
+        )
+    }
+
+    /// Every check of design.md §5, before anything is started.
+    fn plan(
+        &self,
+        binary: &str,
+        args: &[String],
+        options: &SpawnOptions,
+    ) -> Result<Plan, CapabilityError> {
+        if check_binary_spec(binary, false).is_err() {
+            return Err(Self::refuse_binary(binary));
+        }
+        let program = self
+            .inner
+            .resolve(binary)
+            .ok_or_else(|| Self::refuse_binary(binary))?;
+        // The allowed spec whose canonical file this is; the child runs under that spec's name,
+        // so a multicall binary (busybox) allowed as `ls` cannot be run as `rm`.
+        let allowed = self
+            .grant
+            .process
+            .allowed_binaries()
+            .iter()
+            .find(|spec| self.inner.resolve(spec).as_deref() == Some(program.as_path()))
+            .ok_or_else(|| Self::refuse_binary(binary))?;
+        let arg0 = Path::new(allowed)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or(allowed)
+            .to_owned();
+        if args.iter().any(|a| a.contains('\0')) {
+            return Err(CapabilityError::invalid_input(
+                "an argument contains a NUL byte",
+            ));
+        }
+        self.grant.process.check_args(binary, &program, args)?;
+
+        let config = &self.inner.config;
+        let mut env: Vec<(String, String)> = vec![("PATH".to_owned(), config.child_path.clone())];
+        let lang = config
+            .host_env
+            .get("LANG")
+            .cloned()
+            .unwrap_or_else(|| "C.UTF-8".to_owned());
+        env.push(("LANG".to_owned(), lang));
+        for name in self.grant.process.env_allow() {
+            if let Some(value) = config.host_env.get(name) {
+                env.push((name.clone(), value.clone()));
+            }
+        }
+        for (name, value) in &options.env {
+            self.grant.process.check_env(name)?;
+            if name == "PATH" || name == "HOME" {
+                return Err(CapabilityError::denied(
+                    DenialCode::EnvNotAllowed,
+                    format!("{name} is set by toolcap and may not be passed to a child"),
+                ));
+            }
+            if value.contains('\0') {
+                return Err(CapabilityError::invalid_input(format!(
+                    "the value of {name} contains a NUL byte"
+                )));
+            }
+            env.retain(|(k, _)| k != name);
+            env.push((name.clone(), value.clone()));
+        }
+
+        let cwd = match &options.cwd {
+            None => None,
+            Some(cwd) => {
+                let checked = self.grant.paths.check(cwd, FsAccess::Read)?;
+                let real = sys::canonical_dir(&checked.path).map_err(|e| {
+                    CapabilityError::failed(format!(
+                        "working directory {}: {e}",
+                        checked.path.display()
+                    ))
+                })?;
+                // A symlink on the way must not lead out of the read reach.
+                self.grant.paths.check(&real, FsAccess::Read)?;
+                Some(real)
+            }
+        };
+        Ok(Plan {
+            program,
+            arg0,
+            env,
+            cwd,
+        })
+    }
+}
+
+#[async_trait]
+impl ScopedProcess for ScopedSpawner {
+    async fn spawn(
+        &self,
+        binary: &str,
+        args: &[String],
+        options: SpawnOptions,
+    ) -> Result<ProcessOutput, CapabilityError> {
+        let plan = self.plan(binary, args, &options)?;
+        let config = &self.inner.config;
+        let home = sys::scratch_home(&config.scratch_root)
+            .map_err(|e| CapabilityError::failed(format!("cannot create a scratch home: {e}")))?;
+        let timeout = options
+            .timeout
+            .unwrap_or(config.default_timeout)
+            .min(config.max_timeout);
+
+        let mut command = tokio::process::Command::new(&plan.program);
+        command
+            .arg0(&plan.arg0)
+            .args(args)
+            .env_clear()
+            .envs(plan.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env("HOME", home.path())
+            .current_dir(plan.cwd.as_deref().unwrap_or(home.path()))
+            .stdin(if options.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = command
+            .spawn()
+            .map_err(|e| CapabilityError::failed(format!("cannot start {binary}: {e}")))?;
+        let pgid = child.id().ok_or_else(|| {
+            CapabilityError::failed("the child exited before it could be tracked")
+        })?;
+        // Whatever happens below, nothing of this call may outlive it.
+        let _group = GroupGuard(pgid);
+
+        let stdin_task = match (child.stdin.take(), options.stdin) {
+            (Some(mut pipe), Some(bytes)) => Some(tokio::spawn(async move {
+                // A child that does not read its input closes the pipe; that is not an error.
+                let _ = pipe.write_all(&bytes).await;
+                drop(pipe);
+            })),
+            _ => None,
+        };
+        let cap = config.output_cap;
+        let stdout = tokio::spawn(read_capped(child.stdout.take(), cap));
+        let stderr = tokio::spawn(read_capped(child.stderr.take(), cap));
+
+        let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
+            Ok(status) => (
+                status
+                    .map_err(|e| CapabilityError::failed(format!("waiting for {binary}: {e}")))?,
+                false,
+            ),
+            Err(_) => {
+                sys::signal_group(pgid, Signal::TERM);
+                let status = match tokio::time::timeout(config.kill_grace, child.wait()).await {
+                    Ok(status) => status,
+                    Err(_) => {
+                        sys::signal_group(pgid, Signal::KILL);
+                        child.wait().await
+                    }
+                };
+                (
+                    status.map_err(|e| {
+                        CapabilityError::failed(format!("waiting for {binary}: {e}"))
+                    })?,
+                    true,
+                )
+            }
+        };
+        // The leader is gone; end what it left behind so the pipes close.
+        sys::signal_group(pgid, Signal::KILL);
+        if let Some(task) = stdin_task {
+            let _ = task.await;
+        }
+        let (out, out_cut) = stdout
+            .await
+            .map_err(|e| CapabilityError::failed(e.to_string()))?;
+        let (err, err_cut) = stderr
+            .await
+            .map_err(|e| CapabilityError::failed(e.to_string()))?;
+        Ok(
+            ProcessOutput::new(status.code(), status.signal(), out, err, out_cut || err_cut)
+                .with_timed_out(timed_out),
+        )
+    }
+}
+
+/// Kills the process group when dropped (a cancelled call, an error on the way).
+struct GroupGuard(u32);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        sys::signal_group(self.0, Signal::KILL);
+    }
+}
+
+/// Reads a pipe to its end, keeping the first `cap` bytes and draining the rest so the child
+/// never blocks on a full pipe. Returns the bytes and whether any were dropped.
+async fn read_capped<R: AsyncRead + Unpin>(pipe: Option<R>, cap: usize) -> (Bytes, bool) {
+    let Some(mut pipe) = pipe else {
+        return (Bytes::new(), false);
+    };
+    let mut kept = Vec::new();
+    let mut truncated = false;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = cap.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+                truncated |= n > room;
+            }
+        }
+    }
+    (Bytes::from(kept), truncated)
+}

@@ -1,0 +1,567 @@
+//! `ScopedSpawner` with real binaries, real process groups and real directories, wired the way
+//! the registry wires it: a personality compiled by capability-core, resolved, and built
+//! through `CapabilityBackends`.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests build fixture directories and inspect /proc"
+)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use capability_core::{CompiledPolicy, resolve};
+use capability_process::{ProcessBackend, ProcessConfig, TRUSTED_PATH};
+use capability_types::{
+    CapabilityError, DenialCode, FsPaths, PathPolicy, PolicyFormat, ProcessFactory, ProcessGrant,
+    ProcessOutput, ProcessPolicy, ScopedProcess, SpawnOptions, ToolCapabilities,
+};
+
+struct Fixture {
+    _dirs: Vec<tempfile::TempDir>,
+    root: PathBuf,
+    scratch: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let root = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    std::fs::create_dir(root.path().join("sub")).unwrap();
+    std::os::unix::fs::symlink("/etc", root.path().join("etc-link")).unwrap();
+    let (r, s) = (
+        root.path().canonicalize().unwrap(),
+        scratch.path().canonicalize().unwrap(),
+    );
+    Fixture {
+        _dirs: vec![root, scratch],
+        root: r,
+        scratch: s,
+    }
+}
+
+fn host_env() -> HashMap<String, String> {
+    [
+        ("SECRET_TOKEN", "planted-secret"),
+        ("LANG", "C.UTF-8"),
+        ("TZ", "UTC"),
+        ("PATH", "/tmp/evil:/usr/bin"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
+fn spawner_with(
+    fx: &Fixture,
+    allow: &str,
+    deny_args: &str,
+    config: ProcessConfig,
+) -> Arc<dyn ScopedProcess> {
+    let toml = format!(
+        "id = \"p\"\n[fs_reach]\nread = [\"{}\"]\n[safety.process]\nallow = [{allow}]\ndeny_args = [{deny_args}]\n[safety.env]\nallow = [\"TZ\"]\n",
+        fx.root.display()
+    );
+    let policy = CompiledPolicy::load(&toml, PolicyFormat::Toml, None).unwrap();
+    let caps = ToolCapabilities::none()
+        .with_process(["*"])
+        .with_fs_read(FsPaths::FromPersonality);
+    let resolved = resolve("run_command", &caps, &policy, "s", &fx.root);
+    let grant = ProcessGrant::new(
+        "run_command",
+        resolved.process.unwrap() as Arc<dyn ProcessPolicy>,
+        resolved.fs.unwrap() as Arc<dyn PathPolicy>,
+    );
+    ProcessBackend::new(config).scoped_process(grant).unwrap()
+}
+
+fn spawner(fx: &Fixture) -> Arc<dyn ScopedProcess> {
+    let config = ProcessConfig::with_host_env(host_env())
+        .scratch_root(fx.scratch.clone())
+        .output_cap(1024 * 1024)
+        .kill_grace(Duration::from_millis(200));
+    spawner_with(
+        fx,
+        "\"echo\", \"sh\", \"cat\", \"true\"",
+        "\"echo push --force*\"",
+        config,
+    )
+}
+
+fn argv(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| (*s).to_owned()).collect()
+}
+
+fn stdout(o: &ProcessOutput) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn denial(r: Result<ProcessOutput, CapabilityError>) -> (DenialCode, String) {
+    match r {
+        Err(CapabilityError::Denied { code, message }) => (code, message),
+        other => panic!("expected a denial, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn allowed_and_refused_binaries() {
+    let fx = fixture();
+    let p = spawner(&fx);
+    let out = p
+        .spawn("echo", &argv(&["hello"]), SpawnOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        (stdout(&out).as_str(), out.exit_code, out.signal),
+        ("hello\n", Some(0), None)
+    );
+    let same_file = p
+        .spawn(
+            "/bin/echo",
+            &argv(&["via", "path"]),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        stdout(&same_file),
+        "via path\n",
+        "an absolute path to the same canonical file is the same binary"
+    );
+    for (binary, shown) in [
+        ("rm", "rm"),
+        ("ls", "ls"),
+        ("no-such-binary", "no-such-binary"),
+        ("../bin/echo", "../bin/echo"),
+        ("bin/echo", "bin/echo"),
+        ("echo; rm -rf /", "echo; rm -rf /"),
+        ("", ""),
+        ("/usr/bin/env", "/usr/bin/env"),
+    ] {
+        assert_eq!(
+            denial(p.spawn(binary, &[], SpawnOptions::default()).await),
+            (
+                DenialCode::BinaryNotAllowed,
+                format!("{shown} is not in the declared allowedBinaries")
+            ),
+            "{binary:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_look_alike_binary_is_refused() {
+    let fx = fixture();
+    let fake_dir = fx.root.join("x");
+    std::fs::create_dir(&fake_dir).unwrap();
+    let fake = fake_dir.join("echo");
+    std::fs::write(&fake, "#!/bin/sh\necho pwned\n").unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let p = spawner(&fx);
+    let (code, message) = denial(
+        p.spawn(fake.to_str().unwrap(), &[], SpawnOptions::default())
+            .await,
+    );
+    assert_eq!(code, DenialCode::BinaryNotAllowed);
+    assert_eq!(
+        message,
+        format!("{} is not in the declared allowedBinaries", fake.display())
+    );
+}
+
+#[tokio::test]
+async fn the_child_environment_is_cleared_and_fixed() {
+    let fx = fixture();
+    let p = spawner(&fx);
+    let out = p
+        .spawn(
+            "sh",
+            &argv(&["-c", "env"]),
+            SpawnOptions::default().env("MY_FLAG", "1"),
+        )
+        .await
+        .unwrap();
+    let env: HashMap<String, String> = stdout(&out)
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
+        .collect();
+    assert_eq!(
+        env.get("PATH").map(String::as_str),
+        Some(TRUSTED_PATH),
+        "the host's PATH never reaches the child"
+    );
+    assert_eq!(env.get("LANG").map(String::as_str), Some("C.UTF-8"));
+    assert_eq!(
+        env.get("TZ").map(String::as_str),
+        Some("UTC"),
+        "safety.env.allow"
+    );
+    assert_eq!(
+        env.get("MY_FLAG").map(String::as_str),
+        Some("1"),
+        "passed by the call"
+    );
+    assert!(!env.contains_key("SECRET_TOKEN"), "{env:?}");
+    let home = PathBuf::from(&env["HOME"]);
+    assert!(
+        home.starts_with(&fx.scratch),
+        "HOME is a scratch directory: {home:?}"
+    );
+    assert!(!home.exists(), "the scratch home is removed after the call");
+    let allowed: Vec<&str> = env
+        .keys()
+        .map(String::as_str)
+        .filter(|k| {
+            ![
+                "PATH", "LANG", "TZ", "MY_FLAG", "HOME", "PWD", "SHLVL", "_", "OLDPWD",
+            ]
+            .contains(k)
+        })
+        .collect();
+    assert!(allowed.is_empty(), "unexpected variables {allowed:?}");
+
+    // The real host environment, too: cargo sets many variables for this test; none leak.
+    let real = spawner_with(
+        &fx,
+        "\"sh\"",
+        "",
+        ProcessConfig::from_process_env().scratch_root(fx.scratch.clone()),
+    );
+    let out = real
+        .spawn("sh", &argv(&["-c", "env"]), SpawnOptions::default())
+        .await
+        .unwrap();
+    assert!(!stdout(&out).contains("CARGO"), "{}", stdout(&out));
+}
+
+#[tokio::test]
+async fn hook_variables_and_path_overrides_are_refused() {
+    let fx = fixture();
+    let p = spawner(&fx);
+    for (name, message) in [
+        ("LD_PRELOAD", "LD_PRELOAD may not be passed to a child"),
+        (
+            "GIT_SSH_COMMAND",
+            "GIT_SSH_COMMAND may not be passed to a child",
+        ),
+        ("BASH_ENV", "BASH_ENV may not be passed to a child"),
+        (
+            "PATH",
+            "PATH is set by toolcap and may not be passed to a child",
+        ),
+        (
+            "HOME",
+            "HOME is set by toolcap and may not be passed to a child",
+        ),
+        ("A=B", "A=B may not be passed to a child"),
+    ] {
+        let r = p
+            .spawn(
+                "true",
+                &[],
+                SpawnOptions::default().env(name, "/tmp/evil.so"),
+            )
+            .await;
+        assert_eq!(
+            denial(r),
+            (DenialCode::EnvNotAllowed, message.to_owned()),
+            "{name}"
+        );
+    }
+    let r = p
+        .spawn("true", &[], SpawnOptions::default().env("OK", "a\0b"))
+        .await;
+    assert!(matches!(r, Err(CapabilityError::InvalidInput(_))), "{r:?}");
+}
+
+#[tokio::test]
+async fn deny_args_match_tokens() {
+    let fx = fixture();
+    let p = spawner(&fx);
+    let (code, message) = denial(
+        p.spawn(
+            "echo",
+            &argv(&["push", "--force-with-lease"]),
+            SpawnOptions::default(),
+        )
+        .await,
+    );
+    assert_eq!(
+        (code, message.as_str()),
+        (
+            DenialCode::ArgsNotAllowed,
+            "echo push --force-with-lease refused by policy"
+        )
+    );
+    assert_eq!(
+        denial(
+            p.spawn(
+                "/bin/echo",
+                &argv(&["push", "origin", "--force"]),
+                SpawnOptions::default()
+            )
+            .await
+        )
+        .0,
+        DenialCode::ArgsNotAllowed
+    );
+    let ok = p
+        .spawn("echo", &argv(&["push --force"]), SpawnOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        stdout(&ok),
+        "push --force\n",
+        "one argument containing a space is one token"
+    );
+    let ok = p
+        .spawn("echo", &argv(&["status"]), SpawnOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(stdout(&ok), "status\n");
+}
+
+#[tokio::test]
+async fn no_shell_is_involved() {
+    let fx = fixture();
+    let p = spawner(&fx);
+    let out = p
+        .spawn(
+            "echo",
+            &argv(&["a; rm -rf /", "$(id)", "`id`", "*"]),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(stdout(&out), "a; rm -rf / $(id) `id` *\n");
+    let r = p
+        .spawn("echo", &argv(&["a\0b"]), SpawnOptions::default())
+        .await;
+    assert!(matches!(r, Err(CapabilityError::InvalidInput(_))));
+}
+
+#[tokio::test]
+async fn cwd_must_be_inside_the_read_reach() {
+    let fx = fixture();
+    let p = spawner(&fx);
+    let out = p
+        .spawn(
+            "sh",
+            &argv(&["-c", "pwd"]),
+            SpawnOptions::default().cwd(fx.root.join("sub")),
+        )
+        .await
+        .unwrap();
+    assert_eq!(stdout(&out).trim(), fx.root.join("sub").to_str().unwrap());
+    let relative = p
+        .spawn(
+            "sh",
+            &argv(&["-c", "pwd"]),
+            SpawnOptions::default().cwd("sub"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        stdout(&relative).trim(),
+        fx.root.join("sub").to_str().unwrap(),
+        "relative to the context's working dir"
+    );
+    assert_eq!(
+        denial(
+            p.spawn("true", &[], SpawnOptions::default().cwd("/etc"))
+                .await
+        ),
+        (
+            DenialCode::PathNotReachable,
+            "read not permitted for /etc".to_owned()
+        )
+    );
+    assert_eq!(
+        denial(
+            p.spawn(
+                "true",
+                &[],
+                SpawnOptions::default().cwd(fx.root.join("etc-link"))
+            )
+            .await
+        ),
+        (
+            DenialCode::PathNotReachable,
+            "read not permitted for /etc".to_owned()
+        ),
+        "a symlink inside the root that leads out is refused"
+    );
+    assert_eq!(
+        denial(
+            p.spawn("true", &[], SpawnOptions::default().cwd("../.."))
+                .await
+        )
+        .0,
+        DenialCode::PathNotReachable
+    );
+}
+
+#[tokio::test]
+async fn stdin_is_written_and_closed() {
+    let fx = fixture();
+    let p = spawner(&fx);
+    let out = p
+        .spawn(
+            "cat",
+            &[],
+            SpawnOptions::default().stdin("line one\nline two\n"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(stdout(&out), "line one\nline two\n");
+    let out = p.spawn("cat", &[], SpawnOptions::default()).await.unwrap();
+    assert_eq!(
+        stdout(&out),
+        "",
+        "no stdin means /dev/null, not the host's stdin"
+    );
+}
+
+fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next())
+                .unwrap_or("");
+            state != "Z" && state != "X"
+        }
+    }
+}
+
+#[tokio::test]
+async fn timeout_kills_the_whole_group() {
+    let fx = fixture();
+    let p = spawner(&fx);
+    let out = p
+        .spawn(
+            "sh",
+            &argv(&["-c", "sleep 30 & echo $!; sleep 30 & echo $!; wait"]),
+            SpawnOptions::default().timeout(Duration::from_millis(300)),
+        )
+        .await
+        .unwrap();
+    assert!(out.timed_out);
+    assert_eq!(out.exit_code, None);
+    assert!(matches!(out.signal, Some(15) | Some(9)), "{out:?}");
+    let pids: Vec<u32> = stdout(&out)
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 2);
+    for _ in 0..50 {
+        if pids.iter().all(|p| !process_alive(*p)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for pid in pids {
+        assert!(!process_alive(pid), "grandchild {pid} survived the timeout");
+    }
+}
+
+#[tokio::test]
+async fn nothing_outlives_a_call_that_exits() {
+    let fx = fixture();
+    let p = spawner(&fx);
+    let out = p
+        .spawn(
+            "sh",
+            &argv(&["-c", "sleep 30 > /dev/null 2>&1 & echo $!"]),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, Some(0));
+    assert!(!out.timed_out);
+    let pid: u32 = stdout(&out).trim().parse().unwrap();
+    for _ in 0..50 {
+        if !process_alive(pid) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !process_alive(pid),
+        "background child {pid} outlived the call"
+    );
+}
+
+#[tokio::test]
+async fn output_is_capped_and_the_child_is_not_blocked() {
+    let fx = fixture();
+    let p = spawner(&fx);
+    let out = p
+        .spawn(
+            "sh",
+            &argv(&["-c", "head -c 104857600 /dev/zero; echo done >&2"]),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        out.exit_code,
+        Some(0),
+        "the child ran to the end: the rest of its output was drained"
+    );
+    assert!(out.truncated);
+    assert_eq!(out.stdout.len(), 1024 * 1024);
+    assert_eq!(out.stderr.as_ref(), b"done\n");
+}
+
+#[tokio::test]
+async fn death_by_signal_is_reported_as_a_signal() {
+    let fx = fixture();
+    let p = spawner(&fx);
+    let out = p
+        .spawn(
+            "sh",
+            &argv(&["-c", "kill -KILL $$"]),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.exit_code, out.signal, out.timed_out),
+        (None, Some(9), false)
+    );
+    let out = p
+        .spawn("sh", &argv(&["-c", "exit 3"]), SpawnOptions::default())
+        .await
+        .unwrap();
+    assert_eq!((out.exit_code, out.signal), (Some(3), None));
+}
+
+#[tokio::test]
+async fn a_multicall_binary_runs_under_the_allowed_name() {
+    let fx = fixture();
+    let bin = fx.root.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let shell = Path::new("/bin/sh").canonicalize().unwrap();
+    std::os::unix::fs::symlink(&shell, bin.join("allowedsh")).unwrap();
+    std::os::unix::fs::symlink(&shell, bin.join("othersh")).unwrap();
+    let config = ProcessConfig::with_host_env(host_env())
+        .scratch_root(fx.scratch.clone())
+        .search_path(vec![bin]);
+    let p = spawner_with(&fx, "\"allowedsh\"", "", config);
+    let out = p
+        .spawn(
+            "othersh",
+            &argv(&["-c", "echo $0"]),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        stdout(&out),
+        "allowedsh\n",
+        "same canonical file, but argv[0] is the allowed name"
+    );
+}
