@@ -69,6 +69,18 @@ const ROWS: &[Row] = &[
     },
     // The scoped spawn does more than a plain one (resolution, a scratch HOME, its own process
     // group, capped pipes, a group kill at the end); compared with the plain spawn of the run.
+    // A tool reads inside an async fn either way; the awaited plain read is the like-for-like
+    // baseline, and the raw one is reported beside it.
+    Row {
+        subject: "fs/scoped_read_4k",
+        baseline: Some("fs/std_read_4k_awaited"),
+        budget: Budget::Ratio(1.2),
+    },
+    Row {
+        subject: "fs/scoped_read_4k",
+        baseline: Some("fs/std_read_4k"),
+        budget: Budget::AddedNs(f64::INFINITY),
+    },
     Row {
         subject: "spawn/scoped_spawn_true",
         baseline: Some("spawn/std_command_true"),

@@ -2,7 +2,9 @@
 //! objects handed to backends, the fail-closed backend guard, and building the scoped objects.
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::fmt;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -17,7 +19,7 @@ use capability_types::{
 
 use crate::matching::binary::{ArgvPattern, intersect_binaries};
 use crate::matching::host::{HostSet, intersect_hosts, normalize_host};
-use crate::matching::path::{DenyFloor, intersect_paths, resolve_path};
+use crate::matching::path::{DenyFloor, intersect_paths, is_within, resolve_path};
 use crate::policy::CompiledPolicy;
 
 /// A backend a declaration can need.
@@ -236,6 +238,9 @@ struct ProcessRoots {
 struct PathRoots {
     read: Arc<[PathBuf]>,
     write: Arc<[PathBuf]>,
+    /// Per root of `read` / `write`: whether a deny rule or the floor overlaps it.
+    read_guarded: Arc<[bool]>,
+    write_guarded: Arc<[bool]>,
     deny: Arc<[PathBuf]>,
     floor: Arc<DenyFloor>,
     personality_read: Arc<[PathBuf]>,
@@ -276,9 +281,25 @@ impl Intersected {
                     }
                 }
             };
+            let read = side(&reach.read, &policy.fs_read, "fs_reach.read");
+            let write = side(&reach.write, &policy.fs_write, "fs_reach.write");
+            let guarded = |roots: &[PathBuf]| -> Arc<[bool]> {
+                roots
+                    .iter()
+                    .map(|r| {
+                        policy.floor.overlaps(r)
+                            || policy
+                                .fs_deny
+                                .iter()
+                                .any(|d| is_within(d, r) || is_within(r, d))
+                    })
+                    .collect()
+            };
             PathRoots {
-                read: side(&reach.read, &policy.fs_read, "fs_reach.read"),
-                write: side(&reach.write, &policy.fs_write, "fs_reach.write"),
+                read_guarded: guarded(&read),
+                write_guarded: guarded(&write),
+                read,
+                write,
                 deny: Arc::clone(&policy.fs_deny),
                 floor: Arc::clone(&policy.floor),
                 personality_read: Arc::clone(&policy.fs_read),
@@ -322,6 +343,8 @@ impl Intersected {
             Arc::new(ResolvedPaths {
                 read: Arc::clone(&r.read),
                 write: Arc::clone(&r.write),
+                read_guarded: Arc::clone(&r.read_guarded),
+                write_guarded: Arc::clone(&r.write_guarded),
                 deny: Arc::clone(&r.deny),
                 floor: Arc::clone(&r.floor),
                 personality_read: Arc::clone(&r.personality_read),
@@ -582,6 +605,8 @@ impl HostPolicy for ResolvedHosts {
 pub struct ResolvedPaths {
     read: Arc<[PathBuf]>,
     write: Arc<[PathBuf]>,
+    read_guarded: Arc<[bool]>,
+    write_guarded: Arc<[bool]>,
     deny: Arc<[PathBuf]>,
     floor: Arc<DenyFloor>,
     personality_read: Arc<[PathBuf]>,
@@ -598,22 +623,34 @@ impl PathPolicy for ResolvedPaths {
                 format!("{access} not permitted for {}", full.display()),
             )
         };
-        let (roots, personality) = match access {
-            FsAccess::Read => (&self.read, &self.personality_read),
-            FsAccess::Write => (&self.write, &self.personality_write),
+        let (roots, guarded, personality) = match access {
+            FsAccess::Read => (&self.read, &self.read_guarded, &self.personality_read),
+            FsAccess::Write => (&self.write, &self.write_guarded, &self.personality_write),
         };
-        let root = roots
+        let (index, root) = roots
             .iter()
-            .filter(|r| full.starts_with(r))
-            .max_by_key(|r| r.as_os_str().len())
+            .enumerate()
+            .filter(|(_, r)| is_within(&full, r))
+            .max_by_key(|(_, r)| r.as_os_str().len())
             .ok_or_else(refuse)?;
-        if self.deny.iter().any(|d| full.starts_with(d)) || self.floor.blocks(&full, personality) {
+        // Deny rules and the floor can only bite under a root they overlap (decided once per
+        // intersection); a missing flag counts as overlapping.
+        if guarded.get(index).copied().unwrap_or(true)
+            && (self.deny.iter().any(|d| is_within(&full, d))
+                || self.floor.blocks(&full, personality))
+        {
             return Err(refuse());
         }
-        let relative = full
-            .strip_prefix(root)
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
+        // Both normalised and `full` within `root`: the remainder is a byte slice after `root/`.
+        let (f, r) = (full.as_os_str().as_bytes(), root.as_os_str().as_bytes());
+        let rest = if f.len() == r.len() {
+            &f[f.len()..]
+        } else if r == b"/" {
+            &f[1..]
+        } else {
+            &f[r.len() + 1..]
+        };
+        let relative = PathBuf::from(OsStr::from_bytes(rest));
         Ok(PathAccess::new(full.clone(), root.clone(), relative))
     }
 

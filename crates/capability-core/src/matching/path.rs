@@ -1,7 +1,6 @@
 //! Paths: resolution against the context's working directory, component-wise coverage, the
 //! deny floor, and the file system intersection.
 
-use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -30,6 +29,9 @@ pub fn resolve_path(path: &Path, working_dir: &Path) -> Result<PathBuf, String> 
     if path.as_os_str().is_empty() {
         return Err("path is empty".to_owned());
     }
+    if is_normalized_absolute(path) {
+        return Ok(path.to_path_buf());
+    }
     let joined = if path.is_absolute() {
         path.to_path_buf()
     } else {
@@ -44,10 +46,32 @@ pub fn resolve_path(path: &Path, working_dir: &Path) -> Result<PathBuf, String> 
     Ok(normalize_lexically(&joined))
 }
 
+/// Whether an absolute path is already in the form [`normalize_lexically`] produces: no empty,
+/// `.` or `..` component and no trailing `/`. Such a path needs no rebuilding.
+fn is_normalized_absolute(path: &Path) -> bool {
+    let b = path.as_os_str().as_bytes();
+    if b.first() != Some(&b'/') {
+        return false;
+    }
+    if b.len() == 1 {
+        return true;
+    }
+    b.last() != Some(&b'/')
+        && b[1..]
+            .split(|c| *c == b'/')
+            .all(|c| !c.is_empty() && c != b"." && c != b"..")
+}
+
 /// Whether `path` lies at or under `root`, compared by component (`/srv/up` does not cover
-/// `/srv/uploads`). Both must be normalised.
+/// `/srv/uploads`). Both must be normalised absolute paths (as [`resolve_path`] and
+/// [`normalize_lexically`] produce), for which a byte prefix ending at a `/` boundary is the
+/// same as a component prefix, and much cheaper.
 pub fn is_within(path: &Path, root: &Path) -> bool {
-    path.starts_with(root)
+    let (p, r) = (path.as_os_str().as_bytes(), root.as_os_str().as_bytes());
+    if r == b"/" {
+        return p.first() == Some(&b'/');
+    }
+    p.starts_with(r) && (p.len() == r.len() || p[r.len()] == b'/')
 }
 
 /// One protected area of the deny floor.
@@ -69,15 +93,22 @@ impl FloorEntry {
     fn covers(&self, path: &Path) -> bool {
         match self {
             FloorEntry::Tree { root, except } => {
-                path.starts_with(root) && except.as_deref() != Some(path)
+                is_within(path, root) && except.as_deref() != Some(path)
             }
-            FloorEntry::NamePrefix { dir, prefix } => path
-                .strip_prefix(dir)
-                .ok()
-                .and_then(|rest| rest.components().next())
-                .is_some_and(|c| c.as_os_str().as_bytes().starts_with(prefix.as_bytes())),
+            FloorEntry::NamePrefix { dir, prefix } => {
+                // `dir/` followed by a name starting with `prefix`.
+                let (p, d) = (path.as_os_str().as_bytes(), dir.as_os_str().as_bytes());
+                p.len() > d.len() + 1
+                    && p.starts_with(d)
+                    && p[d.len()] == b'/'
+                    && p[d.len() + 1..].starts_with(prefix.as_bytes())
+            }
             FloorEntry::Component(name) => {
-                path.components().any(|c| c.as_os_str() == OsStr::new(name))
+                // A component equal to `name`: `/name/` inside, or `/name` at the end.
+                let (p, n) = (path.as_os_str().as_bytes(), name.as_bytes());
+                p.windows(n.len() + 2)
+                    .any(|w| w[0] == b'/' && &w[1..=n.len()] == n && w[n.len() + 1] == b'/')
+                    || (p.len() > n.len() && p.ends_with(n) && p[p.len() - n.len() - 1] == b'/')
             }
         }
     }
@@ -134,6 +165,16 @@ impl DenyFloor {
         Self { entries }
     }
 
+    /// Whether some protected area overlaps `root` (lies inside it, or contains it). When none
+    /// does, no path under `root` can be blocked by the floor, and the check can be skipped.
+    pub fn overlaps(&self, root: &Path) -> bool {
+        self.entries.iter().any(|entry| match entry {
+            FloorEntry::Tree { root: area, .. } => is_within(root, area) || is_within(area, root),
+            FloorEntry::NamePrefix { dir, .. } => entry.covers(root) || is_within(dir, root),
+            FloorEntry::Component(_) => true,
+        })
+    }
+
     /// Whether `path` is protected, given the personality roots (of the access in question)
     /// that could lift an entry.
     pub fn blocks(&self, path: &Path, personality_roots: &[PathBuf]) -> bool {
@@ -141,7 +182,7 @@ impl DenyFloor {
             entry.covers(path)
                 && !personality_roots
                     .iter()
-                    .any(|root| path.starts_with(root) && entry.covers(root))
+                    .any(|root| is_within(path, root) && entry.covers(root))
         })
     }
 }
@@ -221,6 +262,17 @@ mod tests {
 
     #[test]
     fn component_coverage_not_string_prefix() {
+        assert!(is_within(Path::new("/anything"), Path::new("/")));
+        assert!(is_within(Path::new("/"), Path::new("/")));
+        assert!(
+            is_normalized_absolute(Path::new("/a/b")) && is_normalized_absolute(Path::new("/"))
+        );
+        for not_normal in ["/a/", "/a//b", "/a/./b", "/a/..", "a/b", "", "/."] {
+            assert!(
+                !is_normalized_absolute(Path::new(not_normal)),
+                "{not_normal}"
+            );
+        }
         assert!(is_within(Path::new("/srv/up/x"), Path::new("/srv/up")));
         assert!(is_within(Path::new("/srv/up"), Path::new("/srv/up")));
         assert!(!is_within(Path::new("/srv/uploads"), Path::new("/srv/up")));
@@ -293,9 +345,23 @@ mod tests {
         assert!(floor.blocks(Path::new("/proc/self/environ"), &[pb("/proc/cpuinfo")]));
         assert!(floor.blocks(Path::new("/proc/cpuinfo"), &[pb("/")]));
         // Without a home directory, every such directory is protected.
+        assert!(
+            floor.overlaps(Path::new("/"))
+                && floor.overlaps(Path::new("/home/ada"))
+                && floor.overlaps(Path::new("/proc/1"))
+        );
+        assert!(floor.overlaps(Path::new("/etc")) && floor.overlaps(Path::new("/etc/sudoers.d")));
+        assert!(
+            !floor.overlaps(Path::new("/srv/data"))
+                && !floor.overlaps(Path::new("/etc/ssl"))
+                && !floor.overlaps(Path::new("/home/bob"))
+        );
         let blind = DenyFloor::new(None);
         assert!(blind.blocks(Path::new("/home/bob/.ssh/id_rsa"), &root));
         assert!(blind.blocks(Path::new("/srv/x/.aws/credentials"), &root));
+        assert!(blind.blocks(Path::new("/srv/x/.netrc"), &root));
+        assert!(!blind.blocks(Path::new("/srv/x/.netrcx"), &root));
+        assert!(!blind.blocks(Path::new("/srv/x.ssh/key"), &root));
     }
 
     #[test]

@@ -1,0 +1,413 @@
+//! `ScopedFiles`: one tool's view of the file system.
+
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use async_trait::async_trait;
+use capability_types::{
+    CapabilityError, DenialCode, DirEntry, FileKind, FsAccess, FsGrant, FsMetadata, PathAccess,
+    ScopedFs,
+};
+use rustix::fs::OFlags;
+
+use crate::FsConfig;
+use crate::sys::{self, SysError};
+
+/// Root directory handles, opened once per root path and shared by every tool of a backend.
+#[derive(Debug, Default)]
+pub(crate) struct RootHandles {
+    open: RwLock<HashMap<PathBuf, Arc<OwnedFd>>>,
+}
+
+impl RootHandles {
+    fn get(&self, root: &Path) -> Result<Arc<OwnedFd>, SysError> {
+        if let Some(fd) = self
+            .open
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(root)
+        {
+            return Ok(Arc::clone(fd));
+        }
+        let mut open = self.open.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(fd) = open.get(root) {
+            return Ok(Arc::clone(fd));
+        }
+        let fd = Arc::new(sys::open_root(root)?);
+        open.insert(root.to_path_buf(), Arc::clone(&fd));
+        Ok(fd)
+    }
+}
+
+/// The file system view of one tool, confined to its grant.
+#[derive(Clone)]
+pub struct ScopedFiles {
+    grant: FsGrant,
+    config: Arc<FsConfig>,
+    roots: Arc<RootHandles>,
+}
+
+impl fmt::Debug for ScopedFiles {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScopedFiles")
+            .field("tool", &self.grant.tool)
+            .field("read", &self.grant.paths.roots(FsAccess::Read))
+            .field("write", &self.grant.paths.roots(FsAccess::Write))
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+fn refuse(access: FsAccess, path: &Path) -> CapabilityError {
+    CapabilityError::denied(
+        DenialCode::PathNotReachable,
+        format!("{access} not permitted for {}", path.display()),
+    )
+}
+
+fn io_failure(path: &Path, e: &io::Error) -> CapabilityError {
+    match e.kind() {
+        io::ErrorKind::NotFound => {
+            CapabilityError::failed(format!("no such file or directory: {}", path.display()))
+        }
+        io::ErrorKind::PermissionDenied => CapabilityError::failed(format!(
+            "permission denied by the operating system: {}",
+            path.display()
+        )),
+        _ => CapabilityError::failed(format!("{}: {e}", path.display())),
+    }
+}
+
+/// Maps an OS failure: a refused escape is a policy refusal, anything else an I/O failure.
+fn sys_failure(access: FsAccess, path: &Path) -> impl Fn(SysError) -> CapabilityError + '_ {
+    move |e| match e {
+        SysError::Escape => refuse(access, path),
+        SysError::Io(e) => io_failure(path, &e),
+    }
+}
+
+fn is_not_found(e: &SysError) -> bool {
+    matches!(e, SysError::Io(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory))
+}
+
+impl ScopedFiles {
+    pub(crate) fn new(grant: FsGrant, config: Arc<FsConfig>, roots: Arc<RootHandles>) -> Self {
+        Self {
+            grant,
+            config,
+            roots,
+        }
+    }
+
+    fn root(&self, a: &PathAccess, access: FsAccess) -> Result<Arc<OwnedFd>, CapabilityError> {
+        self.roots
+            .get(&a.root)
+            .map_err(sys_failure(access, &a.path))
+    }
+
+    fn walk(&self) -> bool {
+        self.config.force_component_walk
+    }
+
+    /// The kernel reached `real` for a request the policy allowed lexically; the policy must
+    /// allow `real` too. The refusal names the requested path, not where a link led.
+    fn recheck(
+        &self,
+        real: &Path,
+        access: FsAccess,
+        requested: &Path,
+    ) -> Result<(), CapabilityError> {
+        match self.grant.paths.check(real, access) {
+            Ok(_) => Ok(()),
+            Err(CapabilityError::Denied { .. }) => Err(refuse(access, requested)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Opens `relative` beneath the opened `root`; when a symlink was followed on the way,
+    /// re-checks the place the kernel reached (as a path under the lexical root).
+    fn open_confined(
+        &self,
+        a: &PathAccess,
+        root: &OwnedFd,
+        relative: &Path,
+        flags: OFlags,
+        access: FsAccess,
+    ) -> Result<OwnedFd, CapabilityError> {
+        let fail = sys_failure(access, &a.path);
+        let (fd, followed) =
+            sys::open_beneath(root.as_fd(), relative, flags, self.walk()).map_err(&fail)?;
+        if followed {
+            let landed = sys::reached(root.as_fd(), fd.as_fd()).map_err(&fail)?;
+            self.recheck(&a.root.join(landed), access, &a.path)?;
+        }
+        Ok(fd)
+    }
+
+    /// Checks `path`, opens it beneath its root with `flags`, and re-checks where it landed.
+    fn open_checked(
+        &self,
+        path: &Path,
+        access: FsAccess,
+        flags: OFlags,
+    ) -> Result<(PathAccess, OwnedFd), CapabilityError> {
+        let a = self.grant.paths.check(path, access)?;
+        let root = self.root(&a, access)?;
+        let fd = self.open_confined(&a, &root, &a.relative, flags, access)?;
+        Ok((a, fd))
+    }
+
+    /// Checks `path` and opens its parent directory beneath the root, for operations that act
+    /// on a name inside a held directory (write, mkdir, remove, metadata).
+    fn open_parent(
+        &self,
+        path: &Path,
+        access: FsAccess,
+    ) -> Result<(PathAccess, OwnedFd, OsString), CapabilityError> {
+        let a = self.grant.paths.check(path, access)?;
+        let Some(name) = a.relative.file_name().map(OsStr::to_os_string) else {
+            return Err(CapabilityError::invalid_input(format!(
+                "{} is a root of the tool's reach; name a path inside it",
+                a.path.display()
+            )));
+        };
+        let parent = a.relative.parent().unwrap_or(Path::new("")).to_path_buf();
+        let root = self.root(&a, access)?;
+        // The name itself is acted on through `*at` calls that never follow it.
+        let dir = self.open_confined(&a, &root, &parent, sys::DIR_FLAGS, access)?;
+        Ok((a, dir, name))
+    }
+
+    /// Reads a regular file; returns its absolute path too, for messages.
+    fn read_bytes_blocking(&self, path: &Path) -> Result<(PathBuf, Vec<u8>), CapabilityError> {
+        let (a, fd) = self.open_checked(path, FsAccess::Read, OFlags::RDONLY | OFlags::NONBLOCK)?;
+        let fail = sys_failure(FsAccess::Read, &a.path);
+        let stat = sys::fstat(fd.as_fd()).map_err(&fail)?;
+        match stat.kind {
+            FileKind::File => {}
+            FileKind::Dir => {
+                return Err(CapabilityError::failed(format!(
+                    "{} is a directory",
+                    a.path.display()
+                )));
+            }
+            _ => {
+                return Err(CapabilityError::failed(format!(
+                    "{} is not a regular file",
+                    a.path.display()
+                )));
+            }
+        }
+        match sys::read_all(fd, stat.len, self.config.max_read).map_err(&fail)? {
+            Ok(bytes) => Ok((a.path.clone(), bytes)),
+            Err(cap) => Err(CapabilityError::failed(format!(
+                "{} is larger than the read limit of {cap} bytes",
+                a.path.display()
+            ))),
+        }
+    }
+
+    fn write_blocking(&self, path: &Path, contents: &[u8]) -> Result<u64, CapabilityError> {
+        if contents.len() as u64 > self.config.max_write {
+            return Err(CapabilityError::invalid_input(format!(
+                "{} bytes exceed the write limit of {} bytes",
+                contents.len(),
+                self.config.max_write
+            )));
+        }
+        let (a, dir, name) = self.open_parent(path, FsAccess::Write)?;
+        let fail = sys_failure(FsAccess::Write, &a.path);
+        let mode = match sys::stat_in(dir.as_fd(), &name).map_err(&fail)? {
+            None => 0o644,
+            Some(st) => match st.kind {
+                FileKind::File => st.mode,
+                FileKind::Symlink => {
+                    return Err(CapabilityError::denied(
+                        DenialCode::PathNotReachable,
+                        format!(
+                            "write not permitted for {}: it is a symbolic link",
+                            a.path.display()
+                        ),
+                    ));
+                }
+                FileKind::Dir => {
+                    return Err(CapabilityError::failed(format!(
+                        "{} is a directory",
+                        a.path.display()
+                    )));
+                }
+                _ => {
+                    return Err(CapabilityError::failed(format!(
+                        "{} is not a regular file",
+                        a.path.display()
+                    )));
+                }
+            },
+        };
+        sys::write_atomic(dir.as_fd(), &name, contents, mode).map_err(&fail)?;
+        Ok(contents.len() as u64)
+    }
+
+    fn exists_blocking(&self, path: &Path) -> Result<bool, CapabilityError> {
+        match self.open_checked(path, FsAccess::Read, OFlags::PATH) {
+            Ok(_) => Ok(true),
+            Err(CapabilityError::Failed(msg)) if msg.starts_with("no such file") => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn list_blocking(&self, path: &Path) -> Result<Vec<DirEntry>, CapabilityError> {
+        let (a, fd) = self.open_checked(path, FsAccess::Read, sys::DIR_FLAGS)?;
+        let mut entries: Vec<DirEntry> = sys::list(fd)
+            .map_err(sys_failure(FsAccess::Read, &a.path))?
+            .into_iter()
+            .map(|(name, kind)| DirEntry::new(String::from_utf8_lossy(&name).into_owned(), kind))
+            .collect();
+        entries.sort_by(|x, y| x.name.cmp(&y.name));
+        Ok(entries)
+    }
+
+    fn mkdir_blocking(&self, path: &Path) -> Result<(), CapabilityError> {
+        let a = self.grant.paths.check(path, FsAccess::Write)?;
+        let fail = sys_failure(FsAccess::Write, &a.path);
+        let root = self.root(&a, FsAccess::Write)?;
+        let mut prefix = PathBuf::new();
+        for component in a.relative.components() {
+            let parent = prefix.clone();
+            prefix.push(component);
+            match sys::open_beneath(
+                root.as_fd(),
+                &prefix,
+                OFlags::PATH | OFlags::DIRECTORY,
+                self.walk(),
+            ) {
+                Ok(_) => continue,
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => return Err(fail(e)),
+            }
+            // Create only where the policy allows the place the parent really is.
+            let dir = self.open_confined(&a, &root, &parent, sys::DIR_FLAGS, FsAccess::Write)?;
+            sys::mkdir_in(dir.as_fd(), component.as_os_str()).map_err(&fail)?;
+        }
+        self.open_confined(
+            &a,
+            &root,
+            &a.relative,
+            OFlags::PATH | OFlags::DIRECTORY,
+            FsAccess::Write,
+        )
+        .map(drop)
+    }
+
+    fn metadata_blocking(&self, path: &Path) -> Result<FsMetadata, CapabilityError> {
+        let a = self.grant.paths.check(path, FsAccess::Read)?;
+        if a.relative.as_os_str().is_empty() {
+            let (a, fd) = self.open_checked(path, FsAccess::Read, OFlags::PATH)?;
+            let st = sys::fstat(fd.as_fd()).map_err(sys_failure(FsAccess::Read, &a.path))?;
+            return Ok(FsMetadata::new(st.kind, st.len, st.modified));
+        }
+        let (a, dir, name) = self.open_parent(path, FsAccess::Read)?;
+        match sys::stat_in(dir.as_fd(), &name).map_err(sys_failure(FsAccess::Read, &a.path))? {
+            Some(st) => Ok(FsMetadata::new(st.kind, st.len, st.modified)),
+            None => Err(io_failure(
+                &a.path,
+                &io::Error::from(io::ErrorKind::NotFound),
+            )),
+        }
+    }
+
+    fn remove_blocking(&self, path: &Path) -> Result<(), CapabilityError> {
+        let (a, dir, name) = self.open_parent(path, FsAccess::Write)?;
+        let fail = sys_failure(FsAccess::Write, &a.path);
+        let Some(st) = sys::stat_in(dir.as_fd(), &name).map_err(&fail)? else {
+            return Err(io_failure(
+                &a.path,
+                &io::Error::from(io::ErrorKind::NotFound),
+            ));
+        };
+        sys::remove_in(dir.as_fd(), &name, st.kind == FileKind::Dir).map_err(|e| match e {
+            SysError::Io(e) if e.kind() == io::ErrorKind::DirectoryNotEmpty => {
+                CapabilityError::failed(format!("directory not empty: {}", a.path.display()))
+            }
+            e => fail(e),
+        })
+    }
+
+    /// Runs an operation inline, or on tokio's blocking pool when configured.
+    async fn blocking<T, F>(&self, op: F) -> Result<T, CapabilityError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&ScopedFiles) -> Result<T, CapabilityError> + Send + 'static,
+    {
+        if !self.config.offload_blocking {
+            return op(self);
+        }
+        let this = self.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => handle
+                .spawn_blocking(move || op(&this))
+                .await
+                .map_err(|e| {
+                    CapabilityError::failed(format!("file operation did not finish: {e}"))
+                })?,
+            // Outside a runtime (a synchronous host), run inline.
+            Err(_) => op(&this),
+        }
+    }
+}
+
+#[async_trait]
+impl ScopedFs for ScopedFiles {
+    async fn read(&self, path: &Path) -> Result<String, CapabilityError> {
+        let path = path.to_path_buf();
+        let (full, bytes) = self
+            .blocking(move |fs| fs.read_bytes_blocking(&path))
+            .await?;
+        String::from_utf8(bytes).map_err(|_| {
+            CapabilityError::failed(format!("{} is not valid UTF-8 text", full.display()))
+        })
+    }
+
+    async fn read_bytes(&self, path: &Path) -> Result<Vec<u8>, CapabilityError> {
+        let path = path.to_path_buf();
+        self.blocking(move |fs| fs.read_bytes_blocking(&path))
+            .await
+            .map(|(_, bytes)| bytes)
+    }
+
+    async fn write(&self, path: &Path, contents: &[u8]) -> Result<u64, CapabilityError> {
+        let (path, contents) = (path.to_path_buf(), contents.to_vec());
+        self.blocking(move |fs| fs.write_blocking(&path, &contents))
+            .await
+    }
+
+    async fn exists(&self, path: &Path) -> Result<bool, CapabilityError> {
+        let path = path.to_path_buf();
+        self.blocking(move |fs| fs.exists_blocking(&path)).await
+    }
+
+    async fn list(&self, path: &Path) -> Result<Vec<DirEntry>, CapabilityError> {
+        let path = path.to_path_buf();
+        self.blocking(move |fs| fs.list_blocking(&path)).await
+    }
+
+    async fn mkdir(&self, path: &Path) -> Result<(), CapabilityError> {
+        let path = path.to_path_buf();
+        self.blocking(move |fs| fs.mkdir_blocking(&path)).await
+    }
+
+    async fn metadata(&self, path: &Path) -> Result<FsMetadata, CapabilityError> {
+        let path = path.to_path_buf();
+        self.blocking(move |fs| fs.metadata_blocking(&path)).await
+    }
+
+    async fn remove(&self, path: &Path) -> Result<(), CapabilityError> {
+        let path = path.to_path_buf();
+        self.blocking(move |fs| fs.remove_blocking(&path)).await
+    }
+}

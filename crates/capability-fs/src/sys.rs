@@ -1,0 +1,374 @@
+//! The one module of this crate that touches the OS: directory handles, `openat2` beneath a
+//! root (or the `O_NOFOLLOW` walk), and the `*at` calls that act through held descriptors.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the file system backend's OS layer"
+)]
+
+use std::ffi::OsStr;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use capability_types::FileKind;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+
+/// Why an operation failed at the OS level.
+#[derive(Debug)]
+pub(crate) enum SysError {
+    /// The kernel refused to leave the root (`EXDEV`, `ELOOP`, a magic link, a symlink in the
+    /// component walk).
+    Escape,
+    /// Anything else.
+    Io(io::Error),
+}
+
+impl From<rustix::io::Errno> for SysError {
+    fn from(e: rustix::io::Errno) -> Self {
+        match e {
+            rustix::io::Errno::XDEV | rustix::io::Errno::LOOP => SysError::Escape,
+            e => SysError::Io(e.into()),
+        }
+    }
+}
+
+impl From<io::Error> for SysError {
+    fn from(e: io::Error) -> Self {
+        SysError::Io(e)
+    }
+}
+
+pub(crate) type SysResult<T> = Result<T, SysError>;
+
+/// Whether `openat2` was found missing once; then the walk is used from then on.
+static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
+
+/// Opens a root directory (following symlinks in the root path itself: roots come from the
+/// policy, not from the tool).
+pub(crate) fn open_root(root: &Path) -> SysResult<OwnedFd> {
+    Ok(rustix::fs::open(
+        root,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// Opens `relative` (normalised, only normal components; empty = the root) beneath `root`.
+///
+/// Returns the descriptor and whether a symlink inside the root was followed on the way. When
+/// none was, the object reached is exactly `root/relative`; when one was, the caller must ask
+/// where it landed ([`reached`]) and check that place.
+pub(crate) fn open_beneath(
+    root: BorrowedFd<'_>,
+    relative: &Path,
+    flags: OFlags,
+    walk: bool,
+) -> SysResult<(OwnedFd, bool)> {
+    // O_NOCTTY is meaningless for O_PATH, and openat2 refuses the pair with EINVAL.
+    let flags = if flags.contains(OFlags::PATH) {
+        flags | OFlags::CLOEXEC
+    } else {
+        flags | OFlags::CLOEXEC | OFlags::NOCTTY
+    };
+    let target: &Path = if relative.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        relative
+    };
+    if !walk && !NO_OPENAT2.load(Ordering::Relaxed) {
+        let strict =
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS | ResolveFlags::NO_SYMLINKS;
+        match openat2_retrying(root, target, flags, strict) {
+            Ok(fd) => return Ok((fd, false)),
+            // A symlink on the way (or a final one): resolve it, still beneath the root.
+            Err(rustix::io::Errno::LOOP) => {
+                let beneath = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+                match openat2_retrying(root, target, flags, beneath) {
+                    Ok(fd) => return Ok((fd, true)),
+                    Err(rustix::io::Errno::NOSYS) => NO_OPENAT2.store(true, Ordering::Relaxed),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Err(rustix::io::Errno::NOSYS) => NO_OPENAT2.store(true, Ordering::Relaxed),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    walk_beneath(root, relative, flags).map(|fd| (fd, false))
+}
+
+/// `openat2`, retried a few times on `EAGAIN` (a rename racing the lookup).
+fn openat2_retrying(
+    root: BorrowedFd<'_>,
+    target: &Path,
+    flags: OFlags,
+    resolve: ResolveFlags,
+) -> Result<OwnedFd, rustix::io::Errno> {
+    let mut last = rustix::io::Errno::AGAIN;
+    for _ in 0..8 {
+        match rustix::fs::openat2(root, target, flags, Mode::empty(), resolve) {
+            Err(rustix::io::Errno::AGAIN) => last = rustix::io::Errno::AGAIN,
+            other => return other,
+        }
+    }
+    Err(last)
+}
+
+/// The fallback: one `openat` per component with `O_NOFOLLOW`, so no symlink is ever followed.
+fn walk_beneath(root: BorrowedFd<'_>, relative: &Path, flags: OFlags) -> SysResult<OwnedFd> {
+    let mut names: Vec<&OsStr> = Vec::new();
+    for c in relative.components() {
+        match c {
+            Component::Normal(n) => names.push(n),
+            Component::CurDir => {}
+            _ => return Err(SysError::Escape),
+        }
+    }
+    let Some((last, parents)) = names.split_last() else {
+        return Ok(rustix::fs::openat(root, ".", flags, Mode::empty())?);
+    };
+    let mut current: Option<OwnedFd> = None;
+    for name in parents {
+        let base = current.as_ref().map_or(root, AsFd::as_fd);
+        let next = rustix::fs::openat(
+            base,
+            *name,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| {
+            if e == rustix::io::Errno::NOTDIR {
+                SysError::Escape
+            } else {
+                e.into()
+            }
+        })?;
+        current = Some(next);
+    }
+    let base = current.as_ref().map_or(root, AsFd::as_fd);
+    match rustix::fs::openat(base, *last, flags | OFlags::NOFOLLOW, Mode::empty()) {
+        Ok(fd) => Ok(fd),
+        // With O_DIRECTORY a final symlink gives ENOTDIR rather than ELOOP: still a link.
+        Err(rustix::io::Errno::NOTDIR)
+            if rustix::fs::statat(base, *last, AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink) =>
+        {
+            Err(SysError::Escape)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The path a descriptor refers to, as the kernel reports it.
+fn real_path(fd: BorrowedFd<'_>) -> SysResult<PathBuf> {
+    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    Ok(std::fs::read_link(link)?)
+}
+
+/// Where `fd` (opened beneath `root`) landed, relative to `root`: the kernel's paths of both,
+/// one stripped from the other. The caller joins it onto the *lexical* root, so a root that is
+/// itself reached through a symlink is handled. Fails closed when the kernel's answer is not
+/// beneath the root.
+pub(crate) fn reached(root: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> SysResult<PathBuf> {
+    let root_real = real_path(root)?;
+    let real = real_path(fd)?;
+    real.strip_prefix(&root_real)
+        .map(Path::to_path_buf)
+        .map_err(|_| SysError::Escape)
+}
+
+pub(crate) fn kind_of(file_type: FileType) -> FileKind {
+    match file_type {
+        FileType::RegularFile => FileKind::File,
+        FileType::Directory => FileKind::Dir,
+        FileType::Symlink => FileKind::Symlink,
+        _ => FileKind::Other,
+    }
+}
+
+pub(crate) struct Stat {
+    pub(crate) kind: FileKind,
+    pub(crate) len: u64,
+    pub(crate) mode: u32,
+    pub(crate) modified: Option<SystemTime>,
+}
+
+fn convert(st: &rustix::fs::Stat) -> Stat {
+    let modified = u64::try_from(st.st_mtime).ok().map(|secs| {
+        UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_nanos(st.st_mtime_nsec)
+    });
+    Stat {
+        kind: kind_of(FileType::from_raw_mode(st.st_mode)),
+        len: u64::try_from(st.st_size).unwrap_or(0),
+        mode: st.st_mode & 0o7777,
+        modified,
+    }
+}
+
+pub(crate) fn fstat(fd: BorrowedFd<'_>) -> SysResult<Stat> {
+    Ok(convert(&rustix::fs::fstat(fd)?))
+}
+
+/// `stat` of `name` in `dir` without following a final symlink; `None` when it does not exist.
+pub(crate) fn stat_in(dir: BorrowedFd<'_>, name: &OsStr) -> SysResult<Option<Stat>> {
+    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => Ok(Some(convert(&st))),
+        Err(rustix::io::Errno::NOENT) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Reads an opened regular file of (stat) size `size_hint`, refusing more than `cap` bytes.
+/// The buffer is sized from the hint, so a file that did not change is read in one call (plus
+/// the call that sees its end).
+pub(crate) fn read_all(fd: OwnedFd, size_hint: u64, cap: u64) -> SysResult<Result<Vec<u8>, u64>> {
+    let mut file = std::fs::File::from(fd);
+    let mut bytes = Vec::with_capacity(usize::try_from(size_hint.min(cap) + 1).unwrap_or(0));
+    let read = (&mut file).take(cap + 1).read_to_end(&mut bytes)?;
+    if read as u64 > cap {
+        return Ok(Err(cap));
+    }
+    Ok(Ok(bytes))
+}
+
+/// Entries of an opened directory: (name, kind), without `.` and `..`.
+pub(crate) fn list(dir: OwnedFd) -> SysResult<Vec<(Vec<u8>, FileKind)>> {
+    let mut entries = Vec::new();
+    let mut reader = rustix::fs::Dir::read_from(&dir)?;
+    while let Some(entry) = reader.read() {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let kind = match entry.file_type() {
+            FileType::Unknown => {
+                stat_in(dir.as_fd(), OsStr::from_bytes(name))?.map_or(FileKind::Other, |s| s.kind)
+            }
+            t => kind_of(t),
+        };
+        entries.push((name.to_vec(), kind));
+    }
+    Ok(entries)
+}
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Writes `contents` to `name` in `dir` atomically: a new temporary file in the same directory,
+/// written, synced and renamed over `name`. The temporary file is removed on any failure.
+pub(crate) fn write_atomic(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    contents: &[u8],
+    mode: u32,
+) -> SysResult<()> {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let temp = format!(
+        ".toolcap-write-{}-{}-{nanos}",
+        std::process::id(),
+        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    let fd = rustix::fs::openat(
+        dir,
+        temp.as_str(),
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(mode & 0o777),
+    )?;
+    let result = (|| -> SysResult<()> {
+        let mut file = std::fs::File::from(fd);
+        file.write_all(contents)?;
+        file.sync_all()?;
+        rustix::fs::renameat(dir, temp.as_str(), dir, name)?;
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = rustix::fs::unlinkat(dir, temp.as_str(), AtFlags::empty());
+    } else {
+        // Make the rename itself durable.
+        let _ = rustix::fs::fsync(dir);
+    }
+    result
+}
+
+/// Opens a directory for `*at` calls (not `O_PATH`: renames and unlinks need a real handle).
+pub(crate) const DIR_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY);
+
+pub(crate) fn mkdir_in(dir: BorrowedFd<'_>, name: &OsStr) -> SysResult<bool> {
+    match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o755)) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::EXIST) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub(crate) fn remove_in(dir: BorrowedFd<'_>, name: &OsStr, is_dir: bool) -> SysResult<()> {
+    let flags = if is_dir {
+        AtFlags::REMOVEDIR
+    } else {
+        AtFlags::empty()
+    };
+    Ok(rustix::fs::unlinkat(dir, name, flags)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel layer alone, without the policy's re-check: escapes must fail at the open.
+    #[test]
+    fn open_beneath_refuses_escapes_in_both_modes() {
+        let dir = tempfile_dir();
+        let root = dir.join("root");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(dir.join("outside.txt"), "x").unwrap();
+        std::fs::write(root.join("sub/in.txt"), "y").unwrap();
+        std::os::unix::fs::symlink(dir.join("outside.txt"), root.join("abs")).unwrap();
+        std::os::unix::fs::symlink("../outside.txt", root.join("rel")).unwrap();
+        std::os::unix::fs::symlink(&dir, root.join("dirlink")).unwrap();
+        std::os::unix::fs::symlink("sub/in.txt", root.join("inner")).unwrap();
+        let fd = open_root(&root).unwrap();
+        for walk in [false, true] {
+            for escape in ["abs", "rel", "dirlink/outside.txt"] {
+                let r = open_beneath(fd.as_fd(), Path::new(escape), OFlags::RDONLY, walk);
+                assert!(
+                    matches!(r, Err(SysError::Escape)),
+                    "walk={walk} {escape}: {r:?}"
+                );
+            }
+            assert!(
+                open_beneath(fd.as_fd(), Path::new("sub/in.txt"), OFlags::RDONLY, walk).is_ok()
+            );
+            let inner = open_beneath(fd.as_fd(), Path::new("inner"), OFlags::RDONLY, walk);
+            assert_eq!(
+                inner.is_ok(),
+                !walk,
+                "a symlink inside the root: followed by openat2, refused by the walk"
+            );
+        }
+        // Magic links: /proc/self/root leads to the real root, whatever the policy.
+        let proc = open_root(Path::new("/proc")).unwrap();
+        let r = open_beneath(
+            proc.as_fd(),
+            Path::new("self/root/etc/hostname"),
+            OFlags::RDONLY,
+            false,
+        );
+        assert!(matches!(r, Err(SysError::Escape)), "{r:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "toolcap-sys-test-{}-{}",
+            std::process::id(),
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.canonicalize().unwrap()
+    }
+}

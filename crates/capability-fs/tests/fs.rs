@@ -1,0 +1,520 @@
+//! `ScopedFiles` against real directories, real symlinks, hard links and FIFOs, in both modes:
+//! `openat2(RESOLVE_BENEATH)` and the forced `O_NOFOLLOW` component walk.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests build fixture trees and inspect them directly"
+)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use capability_core::{CompiledPolicy, resolve};
+use capability_fs::{FsBackend, FsConfig};
+use capability_types::{
+    CapabilityError, DenialCode, FileKind, FsFactory, FsGrant, FsPaths, PathPolicy, PolicyFormat,
+    ScopedFs, ToolCapabilities,
+};
+
+/// `base/root` is the tool's reach (`base/root/out` writable, `base/root/private` denied);
+/// `base/outside` is not.
+struct Tree {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    outside: PathBuf,
+}
+
+fn tree() -> Tree {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let root = base.join("root");
+    let outside = base.join("outside");
+    for d in [
+        &root,
+        &root.join("out"),
+        &root.join("docs"),
+        &root.join("private"),
+        &outside,
+        &base.join("uploads"),
+    ] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(root.join("docs/a.txt"), "inside").unwrap();
+    std::fs::write(root.join("private/key"), "private-key").unwrap();
+    std::fs::write(outside.join("secret.txt"), "outside-secret").unwrap();
+    std::fs::write(base.join("uploads/x"), "uploads").unwrap();
+    Tree {
+        _dir: dir,
+        root,
+        outside,
+    }
+}
+
+fn scoped(t: &Tree, config: FsConfig, extra_read: &str) -> Arc<dyn ScopedFs> {
+    let toml = format!(
+        "id = \"p\"\n[fs_reach]\nread = [\"{r}\"{extra_read}]\nwrite = [\"{r}/out\"]\ndeny = [\"{r}/private\"]\n",
+        r = t.root.display()
+    );
+    let policy =
+        CompiledPolicy::load(&toml, PolicyFormat::Toml, Some(Path::new("/home/nobody"))).unwrap();
+    let caps = ToolCapabilities::none()
+        .with_fs_read(FsPaths::FromPersonality)
+        .with_fs_write(FsPaths::FromPersonality);
+    let resolved = resolve("t", &caps, &policy, "s", &t.root.join("docs"));
+    FsBackend::new(config)
+        .scoped_fs(FsGrant::new(
+            "t",
+            resolved.fs.unwrap() as Arc<dyn PathPolicy>,
+        ))
+        .unwrap()
+}
+
+fn modes() -> [(&'static str, FsConfig); 2] {
+    [
+        ("openat2", FsConfig::default()),
+        ("walk", FsConfig::default().force_component_walk(true)),
+    ]
+}
+
+fn refused<T: std::fmt::Debug>(r: Result<T, CapabilityError>) -> String {
+    match r {
+        Err(CapabilityError::Denied {
+            code: DenialCode::PathNotReachable,
+            message,
+        }) => message,
+        other => panic!("expected PATH_NOT_REACHABLE, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn reads_inside_and_relative_paths() {
+    let t = tree();
+    for (mode, config) in modes() {
+        let fs = scoped(&t, config, "");
+        assert_eq!(
+            fs.read(&t.root.join("docs/a.txt")).await.unwrap(),
+            "inside",
+            "{mode}"
+        );
+        assert_eq!(
+            fs.read(Path::new("a.txt")).await.unwrap(),
+            "inside",
+            "{mode}: relative to the working dir"
+        );
+        assert_eq!(
+            fs.read(Path::new("./../docs/./a.txt")).await.unwrap(),
+            "inside",
+            "{mode}"
+        );
+        assert_eq!(fs.read_bytes(Path::new("a.txt")).await.unwrap(), b"inside");
+        assert!(fs.exists(Path::new("a.txt")).await.unwrap());
+        assert!(!fs.exists(Path::new("missing.txt")).await.unwrap());
+    }
+}
+
+#[tokio::test]
+async fn dotdot_and_prefix_confusion_are_refused() {
+    let t = tree();
+    for (mode, config) in modes() {
+        let fs = scoped(&t, config, "");
+        let up = t.outside.join("secret.txt");
+        assert_eq!(
+            refused(fs.read(Path::new("../../outside/secret.txt")).await),
+            format!("read not permitted for {}", up.display()),
+            "{mode}"
+        );
+        assert_eq!(
+            refused(fs.read(&t.root.join("docs/../../outside/secret.txt")).await),
+            format!("read not permitted for {}", up.display())
+        );
+        assert!(refused(fs.read(Path::new("/etc/passwd")).await).ends_with("/etc/passwd"));
+        // `root` must not cover `root-sibling`; `up` must not cover `uploads`.
+        let sibling = t.root.with_file_name("rootx");
+        std::fs::create_dir_all(&sibling).unwrap();
+        std::fs::write(sibling.join("f"), "x").unwrap();
+        refused(fs.read(&sibling.join("f")).await);
+        refused(fs.read(&t.root.with_file_name("uploads").join("x")).await);
+        // Deny list inside the root.
+        refused(fs.read(&t.root.join("private/key")).await);
+        refused(fs.list(&t.root.join("private")).await);
+    }
+}
+
+#[tokio::test]
+async fn symlinks_leading_out_are_refused_by_the_kernel() {
+    let t = tree();
+    let links = t.root.join("docs");
+    std::os::unix::fs::symlink(t.outside.join("secret.txt"), links.join("abs-file")).unwrap();
+    std::os::unix::fs::symlink("../../outside/secret.txt", links.join("rel-file")).unwrap();
+    std::os::unix::fs::symlink(&t.outside, links.join("abs-dir")).unwrap();
+    std::os::unix::fs::symlink("../../outside", links.join("rel-dir")).unwrap();
+    std::os::unix::fs::symlink("../private/key", links.join("to-denied")).unwrap();
+    std::os::unix::fs::symlink("../private", links.join("to-denied-dir")).unwrap();
+    for (mode, config) in modes() {
+        let fs = scoped(&t, config, "");
+        for name in ["abs-file", "rel-file", "to-denied"] {
+            let message = refused(fs.read(Path::new(name)).await);
+            assert_eq!(
+                message,
+                format!("read not permitted for {}", links.join(name).display()),
+                "{mode}: {name}"
+            );
+        }
+        for name in [
+            "abs-dir/secret.txt",
+            "rel-dir/secret.txt",
+            "to-denied-dir/key",
+        ] {
+            refused(fs.read(Path::new(name)).await);
+        }
+        refused(fs.list(Path::new("abs-dir")).await);
+        refused(fs.list(Path::new("to-denied-dir")).await);
+    }
+}
+
+#[tokio::test]
+async fn symlinks_inside_the_root_work_with_openat2_and_are_refused_by_the_walk() {
+    let t = tree();
+    std::os::unix::fs::symlink("a.txt", t.root.join("docs/alias")).unwrap();
+    let fs = scoped(&t, FsConfig::default(), "");
+    assert_eq!(fs.read(Path::new("alias")).await.unwrap(), "inside");
+    let walk = scoped(&t, FsConfig::default().force_component_walk(true), "");
+    refused(walk.read(Path::new("alias")).await);
+}
+
+#[tokio::test]
+async fn writes_are_atomic_and_confined() {
+    let t = tree();
+    for (mode, config) in modes() {
+        let fs = scoped(&t, config, "");
+        let target = t.root.join("out/report.md");
+        assert_eq!(fs.write(&target, b"v1").await.unwrap(), 2, "{mode}");
+        assert_eq!(fs.write(&target, b"version two").await.unwrap(), 11);
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "version two");
+        let leftovers: Vec<_> = std::fs::read_dir(t.root.join("out"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(leftovers, ["report.md"], "{mode}: no temporary files left");
+        // Read-only areas and the outside.
+        assert_eq!(
+            refused(fs.write(&t.root.join("docs/a.txt"), b"x").await),
+            format!(
+                "write not permitted for {}",
+                t.root.join("docs/a.txt").display()
+            )
+        );
+        refused(fs.write(&t.outside.join("new.txt"), b"x").await);
+        refused(
+            fs.write(Path::new("../out/../../outside/new.txt"), b"x")
+                .await,
+        );
+        assert!(!t.outside.join("new.txt").exists());
+        // A failed write leaves the old contents.
+        std::fs::create_dir_all(t.root.join("out/dir")).unwrap();
+        let err = fs.write(&t.root.join("out/dir"), b"x").await.unwrap_err();
+        assert_eq!(
+            err,
+            CapabilityError::failed(format!(
+                "{} is a directory",
+                t.root.join("out/dir").display()
+            ))
+        );
+        let capped = scoped(&t, FsConfig::default().max_write(4), "");
+        assert!(matches!(
+            capped.write(&target, b"too long").await,
+            Err(CapabilityError::InvalidInput(_))
+        ));
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "version two");
+        std::fs::remove_dir(t.root.join("out/dir")).unwrap();
+        std::fs::remove_file(&target).unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_dangling_symlink_is_never_written_through() {
+    let t = tree();
+    let link = t.root.join("out/dangling");
+    std::os::unix::fs::symlink(t.outside.join("created-by-attack"), &link).unwrap();
+    std::os::unix::fs::symlink(&t.outside, t.root.join("out/dirlink")).unwrap();
+    for (mode, config) in modes() {
+        let fs = scoped(&t, config, "");
+        assert_eq!(
+            refused(fs.write(&link, b"x").await),
+            format!(
+                "write not permitted for {}: it is a symbolic link",
+                link.display()
+            ),
+            "{mode}"
+        );
+        refused(fs.write(&t.root.join("out/dirlink/new.txt"), b"x").await);
+        refused(fs.mkdir(&t.root.join("out/dirlink/newdir")).await);
+        assert!(!t.outside.join("created-by-attack").exists());
+        assert!(!t.outside.join("new.txt").exists());
+        assert!(!t.outside.join("newdir").exists());
+    }
+}
+
+#[tokio::test]
+async fn hard_links_cannot_carry_a_write_outside() {
+    // A hard link is the file itself: path confinement cannot tell it from any other entry in
+    // the root, so reading through one reads the linked file (see docs/decisions.md). Writes
+    // replace the directory entry (rename), so the linked file outside is never modified.
+    let t = tree();
+    let link = t.root.join("out/hardlink");
+    std::fs::hard_link(t.outside.join("secret.txt"), &link).unwrap();
+    for (mode, config) in modes() {
+        let fs = scoped(&t, config, "");
+        fs.write(&link, b"overwritten").await.unwrap();
+        assert_eq!(
+            std::fs::read_to_string(t.outside.join("secret.txt")).unwrap(),
+            "outside-secret",
+            "{mode}"
+        );
+        assert_eq!(std::fs::read_to_string(&link).unwrap(), "overwritten");
+        std::fs::remove_file(&link).unwrap();
+        std::fs::hard_link(t.outside.join("secret.txt"), &link).unwrap();
+    }
+}
+
+#[tokio::test]
+async fn proc_magic_links_nul_bytes_and_fifos() {
+    let t = tree();
+    let fs = scoped(&t, FsConfig::default(), "");
+    refused(fs.read(Path::new("/proc/self/root/etc/passwd")).await);
+    // Even with /proc listed explicitly (lifting the floor), the kernel refuses magic links.
+    let with_proc = scoped(&t, FsConfig::default(), ", \"/proc\"");
+    refused(
+        with_proc
+            .read(Path::new("/proc/self/root/etc/passwd"))
+            .await,
+    );
+    refused(with_proc.read(Path::new("/proc/self/cwd/Cargo.toml")).await);
+    assert!(
+        with_proc
+            .read(Path::new("/proc/self/status"))
+            .await
+            .unwrap()
+            .contains("Pid:")
+    );
+
+    assert!(matches!(
+        fs.read(Path::new("a\0.txt")).await,
+        Err(CapabilityError::InvalidInput(_))
+    ));
+    assert!(matches!(
+        fs.write(&t.root.join("out/a\0b"), b"x").await,
+        Err(CapabilityError::InvalidInput(_))
+    ));
+
+    let fifo = t.root.join("docs/fifo");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    let err = fs.read(&fifo).await.unwrap_err();
+    assert_eq!(
+        err,
+        CapabilityError::failed(format!("{} is not a regular file", fifo.display())),
+        "no blocking open of a FIFO"
+    );
+}
+
+#[tokio::test]
+async fn read_cap_and_text() {
+    let t = tree();
+    std::fs::write(t.root.join("docs/big"), vec![b'x'; 4096]).unwrap();
+    std::fs::write(t.root.join("docs/binary"), [0xff, 0xfe]).unwrap();
+    let fs = scoped(&t, FsConfig::default().max_read(1024), "");
+    assert_eq!(
+        fs.read(Path::new("big")).await.unwrap_err(),
+        CapabilityError::failed(format!(
+            "{} is larger than the read limit of 1024 bytes",
+            t.root.join("docs/big").display()
+        ))
+    );
+    assert_eq!(
+        fs.read(Path::new("binary")).await.unwrap_err(),
+        CapabilityError::failed(format!(
+            "{} is not valid UTF-8 text",
+            t.root.join("docs/binary").display()
+        ))
+    );
+    assert_eq!(
+        fs.read_bytes(Path::new("binary")).await.unwrap(),
+        [0xff, 0xfe]
+    );
+    assert_eq!(
+        fs.read(Path::new("nope")).await.unwrap_err(),
+        CapabilityError::failed(format!(
+            "no such file or directory: {}",
+            t.root.join("docs/nope").display()
+        ))
+    );
+}
+
+#[tokio::test]
+async fn list_mkdir_metadata_remove() {
+    let t = tree();
+    std::os::unix::fs::symlink("a.txt", t.root.join("docs/link")).unwrap();
+    std::fs::create_dir(t.root.join("docs/sub")).unwrap();
+    for (mode, config) in modes() {
+        let fs = scoped(&t, config, "");
+        let names: Vec<(String, FileKind)> = fs
+            .list(&t.root.join("docs"))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.name, e.kind))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("a.txt".into(), FileKind::File),
+                ("link".into(), FileKind::Symlink),
+                ("sub".into(), FileKind::Dir)
+            ],
+            "{mode}"
+        );
+        let meta = fs.metadata(Path::new("link")).await.unwrap();
+        assert_eq!(
+            meta.kind,
+            FileKind::Symlink,
+            "metadata does not follow a final symlink"
+        );
+        assert_eq!(fs.metadata(Path::new("a.txt")).await.unwrap().len, 6);
+        assert_eq!(fs.metadata(&t.root).await.unwrap().kind, FileKind::Dir);
+
+        let deep = t.root.join("out/a/b/c");
+        fs.mkdir(&deep).await.unwrap();
+        fs.mkdir(&deep).await.unwrap();
+        assert!(deep.is_dir());
+        refused(fs.mkdir(&t.root.join("docs/newdir")).await);
+        fs.write(&deep.join("f"), b"1").await.unwrap();
+        assert_eq!(
+            fs.remove(&t.root.join("out/a/b")).await.unwrap_err(),
+            CapabilityError::failed(format!(
+                "directory not empty: {}",
+                t.root.join("out/a/b").display()
+            ))
+        );
+        fs.remove(&deep.join("f")).await.unwrap();
+        fs.remove(&deep).await.unwrap();
+        fs.remove(&t.root.join("out/a/b")).await.unwrap();
+        fs.remove(&t.root.join("out/a")).await.unwrap();
+        assert!(!t.root.join("out/a").exists());
+        refused(fs.remove(&t.root.join("docs/a.txt")).await);
+        assert!(
+            matches!(
+                fs.remove(&t.root.join("out")).await,
+                Err(CapabilityError::InvalidInput(_))
+            ),
+            "a root itself"
+        );
+    }
+}
+
+#[test]
+fn a_directory_swapped_for_a_symlink_during_writes_never_leaks_a_file() {
+    // A real race: one thread keeps replacing `out/d` with a symlink to the outside and back,
+    // while writes to `out/d/f` run. Each write holds the directory it opened beneath the root;
+    // no write may ever land outside.
+    let t = tree();
+    let fs = scoped(&t, FsConfig::default(), "");
+    let d = t.root.join("out/d");
+    std::fs::create_dir(&d).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let (d, outside, stop) = (d.clone(), t.outside.clone(), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let parked = d.with_file_name("d-parked");
+            let mut swaps = 0u32;
+            while !stop.load(Ordering::Relaxed) && swaps < 20_000 {
+                if std::fs::rename(&d, &parked).is_ok() {
+                    let _ = std::os::unix::fs::symlink(&outside, &d);
+                    let _ = std::fs::remove_file(&d);
+                    let _ = std::fs::rename(&parked, &d);
+                }
+                swaps += 1;
+            }
+        })
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let mut written = 0;
+    for _ in 0..2_000 {
+        if rt.block_on(fs.write(&d.join("f"), b"payload")).is_ok() {
+            written += 1;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    swapper.join().unwrap();
+    assert!(
+        !t.outside.join("f").exists(),
+        "a write escaped through the swapped symlink"
+    );
+    assert!(
+        written > 0,
+        "some writes went through while the directory was in place"
+    );
+}
+
+#[tokio::test]
+async fn a_root_reached_through_a_symlink_works_and_keeps_its_deny_rules() {
+    let t = tree();
+    let alias = t.root.with_file_name("alias-root");
+    std::os::unix::fs::symlink(&t.root, &alias).unwrap();
+    std::os::unix::fs::symlink("../private/key", t.root.join("docs/to-denied")).unwrap();
+    std::os::unix::fs::symlink("a.txt", t.root.join("docs/inner")).unwrap();
+    let toml = format!(
+        "id = \"p\"\n[fs_reach]\nread = [\"{a}\"]\ndeny = [\"{a}/private\"]\n",
+        a = alias.display()
+    );
+    let policy = CompiledPolicy::load(&toml, PolicyFormat::Toml, None).unwrap();
+    let caps = ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality);
+    let resolved = resolve("t", &caps, &policy, "s", &alias.join("docs"));
+    let fs = FsBackend::new(FsConfig::default())
+        .scoped_fs(FsGrant::new(
+            "t",
+            resolved.fs.unwrap() as Arc<dyn PathPolicy>,
+        ))
+        .unwrap();
+    assert_eq!(fs.read(Path::new("a.txt")).await.unwrap(), "inside");
+    assert_eq!(
+        fs.read(Path::new("inner")).await.unwrap(),
+        "inside",
+        "an in-root symlink under a symlinked root"
+    );
+    refused(fs.read(Path::new("to-denied")).await);
+    refused(fs.read(&alias.join("private/key")).await);
+}
+
+#[tokio::test]
+async fn a_root_swapped_for_a_symlink_after_first_use_keeps_confining() {
+    let t = tree();
+    let fs = scoped(&t, FsConfig::default(), "");
+    assert_eq!(fs.read(&t.root.join("docs/a.txt")).await.unwrap(), "inside");
+    // The root is moved away and replaced by a symlink to the outside.
+    let moved = t.root.with_file_name("root-moved");
+    std::fs::rename(&t.root, &moved).unwrap();
+    std::os::unix::fs::symlink(&t.outside, &t.root).unwrap();
+    std::fs::write(t.outside.join("docs-secret"), "outside").unwrap();
+    let err = fs.read(&t.root.join("secret.txt")).await.unwrap_err();
+    assert_eq!(
+        err,
+        CapabilityError::failed(format!(
+            "no such file or directory: {}",
+            t.root.join("secret.txt").display()
+        ))
+    );
+    assert_eq!(
+        fs.read(&t.root.join("docs/a.txt")).await.unwrap(),
+        "inside",
+        "still the directory first opened"
+    );
+}
