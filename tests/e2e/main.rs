@@ -4,5 +4,6 @@
     reason = "tests read fixture files and example policies from disk"
 )]
 
+mod backends;
 mod plugin;
 mod policy_files;

@@ -82,6 +82,11 @@ const ROWS: &[Row] = &[
         budget: Budget::AddedNs(f64::INFINITY),
     },
     Row {
+        subject: "fetch/scoped_get",
+        baseline: Some("fetch/bare_hyper_util_get"),
+        budget: Budget::Ratio(1.1),
+    },
+    Row {
         subject: "spawn/scoped_spawn_true",
         baseline: Some("spawn/std_command_true"),
         budget: Budget::Ratio(1.2),
