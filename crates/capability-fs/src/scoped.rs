@@ -91,6 +91,14 @@ fn sys_failure(access: FsAccess, path: &Path) -> impl Fn(SysError) -> Capability
     }
 }
 
+/// The failure for an operation that needs a regular file and found `kind`.
+fn not_a_file(kind: FileKind, path: &Path) -> CapabilityError {
+    match kind {
+        FileKind::Dir => CapabilityError::failed(format!("{} is a directory", path.display())),
+        _ => CapabilityError::failed(format!("{} is not a regular file", path.display())),
+    }
+}
+
 fn is_not_found(e: &SysError) -> bool {
     matches!(e, SysError::Io(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory))
 }
@@ -188,20 +196,8 @@ impl ScopedFiles {
         let (a, fd) = self.open_checked(path, FsAccess::Read, OFlags::RDONLY | OFlags::NONBLOCK)?;
         let fail = sys_failure(FsAccess::Read, &a.path);
         let stat = sys::fstat(fd.as_fd()).map_err(&fail)?;
-        match stat.kind {
-            FileKind::File => {}
-            FileKind::Dir => {
-                return Err(CapabilityError::failed(format!(
-                    "{} is a directory",
-                    a.path.display()
-                )));
-            }
-            _ => {
-                return Err(CapabilityError::failed(format!(
-                    "{} is not a regular file",
-                    a.path.display()
-                )));
-            }
+        if stat.kind != FileKind::File {
+            return Err(not_a_file(stat.kind, &a.path));
         }
         match sys::read_all(fd, stat.len, self.config.max_read).map_err(&fail)? {
             Ok(bytes) => Ok((a.path.clone(), bytes)),
@@ -235,18 +231,7 @@ impl ScopedFiles {
                         ),
                     ));
                 }
-                FileKind::Dir => {
-                    return Err(CapabilityError::failed(format!(
-                        "{} is a directory",
-                        a.path.display()
-                    )));
-                }
-                _ => {
-                    return Err(CapabilityError::failed(format!(
-                        "{} is not a regular file",
-                        a.path.display()
-                    )));
-                }
+                other => return Err(not_a_file(other, &a.path)),
             },
         };
         sys::write_atomic(dir.as_fd(), &name, contents, mode).map_err(&fail)?;
