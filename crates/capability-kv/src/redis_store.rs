@@ -1,0 +1,183 @@
+//! The Redis store: shared state for agents on many machines.
+//!
+//! A key is `{prefix}:{length of namespace}:{namespace}:{key}`: the length makes the namespace
+//! unambiguous whatever the key contains. TTLs are Redis expiries (`SET … PX`); listing uses
+//! `SCAN MATCH` on a glob-escaped pattern, never `KEYS`.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use capability_types::CapabilityError;
+use redis::AsyncCommands;
+use redis::aio::ConnectionManager;
+
+use crate::RawStore;
+
+/// Key-value state in Redis.
+pub struct RedisStore {
+    url_shown: String,
+    prefix: String,
+    manager: ConnectionManager,
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("url", &self.url_shown)
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+fn redis_error(e: redis::RedisError) -> CapabilityError {
+    if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout() {
+        CapabilityError::not_available(format!("redis: {e}"))
+    } else {
+        CapabilityError::failed(format!("redis: {e}"))
+    }
+}
+
+/// Escapes the glob characters of `MATCH` patterns.
+fn glob_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\' | '^' | '-') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+impl RedisStore {
+    /// Connects to `url` (`redis://host:port/db`) with keys under `prefix` (default `toolcap`).
+    /// Fails with `not_available` when the server cannot be reached.
+    ///
+    /// # Ambient Authority
+    ///
+    /// Opens a network connection to `url`.
+    pub async fn connect(url: &str, prefix: Option<&str>) -> Result<Arc<Self>, CapabilityError> {
+        // Shown without credentials.
+        let url_shown = match url.split_once('@') {
+            Some((scheme_user, host)) => format!(
+                "{}://…@{host}",
+                scheme_user.split("://").next().unwrap_or("redis")
+            ),
+            None => url.to_owned(),
+        };
+        let client = redis::Client::open(url)
+            .map_err(|e| CapabilityError::invalid_input(format!("redis URL {url_shown}: {e}")))?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(5)))
+            .set_response_timeout(Some(Duration::from_secs(10)))
+            .set_number_of_retries(2);
+        let manager = tokio::time::timeout(
+            Duration::from_secs(10),
+            ConnectionManager::new_with_config(client, config),
+        )
+        .await
+        .map_err(|_| {
+            CapabilityError::not_available(format!("redis at {url_shown} did not answer in time"))
+        })?
+        .map_err(|e| {
+            CapabilityError::not_available(format!("cannot reach redis at {url_shown}: {e}"))
+        })?;
+        Ok(Arc::new(Self {
+            url_shown,
+            prefix: prefix.unwrap_or("toolcap").to_owned(),
+            manager,
+        }))
+    }
+
+    fn head(&self, namespace: &str) -> String {
+        format!("{}:{}:{}:", self.prefix, namespace.len(), namespace)
+    }
+}
+
+#[async_trait]
+impl RawStore for RedisStore {
+    async fn get(&self, namespace: &str, key: &str) -> Result<Option<Vec<u8>>, CapabilityError> {
+        let mut conn = self.manager.clone();
+        conn.get(format!("{}{key}", self.head(namespace)).into_bytes())
+            .await
+            .map_err(redis_error)
+    }
+
+    async fn set(
+        &self,
+        namespace: &str,
+        key: &str,
+        value: Vec<u8>,
+        ttl: Option<Duration>,
+    ) -> Result<(), CapabilityError> {
+        let mut conn = self.manager.clone();
+        let full = format!("{}{key}", self.head(namespace)).into_bytes();
+        match ttl {
+            Some(t) => {
+                let ms = u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1);
+                conn.pset_ex::<_, _, ()>(full, value, ms)
+                    .await
+                    .map_err(redis_error)
+            }
+            None => conn.set::<_, _, ()>(full, value).await.map_err(redis_error),
+        }
+    }
+
+    async fn delete(&self, namespace: &str, key: &str) -> Result<bool, CapabilityError> {
+        let mut conn = self.manager.clone();
+        let removed: u64 = conn
+            .del(format!("{}{key}", self.head(namespace)).into_bytes())
+            .await
+            .map_err(redis_error)?;
+        Ok(removed > 0)
+    }
+
+    async fn list(&self, namespace: &str, prefix: &str) -> Result<Vec<String>, CapabilityError> {
+        let head = self.head(namespace);
+        let pattern = format!("{}*", glob_escape(&format!("{head}{prefix}")));
+        let mut conn = self.manager.clone();
+        let mut cursor: u64 = 0;
+        let mut keys = Vec::new();
+        loop {
+            let (next, batch): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut conn)
+                .await
+                .map_err(redis_error)?;
+            for raw in batch {
+                let full = String::from_utf8_lossy(&raw).into_owned();
+                // MATCH already limits to the namespace; the check keeps it exact regardless.
+                if let Some(rest) = full.strip_prefix(&head)
+                    && rest.starts_with(prefix)
+                {
+                    keys.push(rest.to_owned());
+                }
+            }
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+        Ok(keys)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_escape;
+
+    #[test]
+    fn glob_characters_are_escaped() {
+        assert_eq!(
+            glob_escape("a*b?c[d]e\\f^g-h"),
+            "a\\*b\\?c\\[d\\]e\\\\f\\^g\\-h"
+        );
+        assert_eq!(glob_escape("plain:key_%"), "plain:key_%");
+    }
+}

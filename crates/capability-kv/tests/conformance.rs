@@ -1,0 +1,360 @@
+//! One conformance suite, run against the memory, embedded and Redis stores: every store must
+#![allow(
+    clippy::disallowed_methods,
+    reason = "finding a free port for an unreachable Redis"
+)]
+//! behave identically.
+
+mod support;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use capability_kv::{EmbeddedStore, KvBackend, KvLimits, MemoryStore, RawStore, RedisStore};
+use capability_types::{
+    CapabilityError, KeyValueStore, KvStoreFactory, StorageGrant, StorageScope,
+};
+use serde_json::{Value, json};
+
+fn scoped(backend: &KvBackend, namespace: &str, ttl: Option<Duration>) -> Arc<dyn KeyValueStore> {
+    backend
+        .kv_store(StorageGrant::new(
+            "t",
+            StorageScope::Session,
+            namespace,
+            ttl,
+        ))
+        .unwrap()
+}
+
+/// Keys that must never escape their namespace, reach another one, or act as patterns.
+const HOSTILE: &[&str] = &[
+    ":", "a:b", "1:x:", "..", "../x", "*", "?", "[", "]", "[a-z]", "%", "_", "\0", "a\0b", "\\",
+    "*:*", "^", "-",
+];
+
+async fn conformance<S: RawStore + 'static>(store: Arc<S>, label: &str) {
+    let backend = KvBackend::new(store, KvLimits::default().max_value(64));
+    let a = scoped(&backend, "session:a", None);
+    let ab = scoped(&backend, "session:ab", None);
+
+    // Round trips of JSON values.
+    for (i, v) in [
+        json!({"n": 1, "list": [1, "x"]}),
+        json!("text"),
+        json!(3.5),
+        json!(null),
+        json!(true),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        a.set(&format!("value{i}"), v.clone(), None).await.unwrap();
+        assert_eq!(
+            a.get(&format!("value{i}")).await.unwrap(),
+            Some(v),
+            "{label}"
+        );
+    }
+
+    // Namespace isolation with hostile keys.
+    for key in HOSTILE {
+        a.set(key, json!(format!("a:{key}")), None).await.unwrap();
+    }
+    ab.set("x", json!("ab"), None).await.unwrap();
+    a.set("bx", json!("a-bx"), None).await.unwrap();
+    for key in HOSTILE {
+        assert_eq!(
+            a.get(key).await.unwrap(),
+            Some(json!(format!("a:{key}"))),
+            "{label}: {key:?}"
+        );
+        assert_eq!(
+            ab.get(key).await.unwrap(),
+            None,
+            "{label}: {key:?} leaked into another namespace"
+        );
+    }
+    assert_eq!(
+        ab.list("").await.unwrap(),
+        ["x"],
+        "{label}: list('ab') sees only its own keys"
+    );
+    assert_eq!(a.get("x").await.unwrap(), None, "{label}");
+    assert_eq!(ab.get("bx").await.unwrap(), None, "{label}");
+    // Prefixes are literal, never patterns.
+    assert_eq!(a.list("*").await.unwrap(), ["*", "*:*"], "{label}");
+    assert_eq!(a.list("[").await.unwrap(), ["[", "[a-z]"], "{label}");
+    assert_eq!(a.list("%").await.unwrap(), ["%"], "{label}");
+    assert_eq!(a.list("_").await.unwrap(), ["_"], "{label}");
+    assert_eq!(a.list("?").await.unwrap(), ["?"], "{label}");
+    assert_eq!(a.list("\0").await.unwrap(), ["\0"], "{label}");
+    assert_eq!(a.list("..").await.unwrap(), ["..", "../x"], "{label}");
+
+    // Exact case, sorted.
+    let c = scoped(&backend, "personality:case", None);
+    for k in ["b", "a", "B", "ab", "A1"] {
+        c.set(k, json!(k), None).await.unwrap();
+    }
+    assert_eq!(
+        c.list("").await.unwrap(),
+        ["A1", "B", "a", "ab", "b"],
+        "{label}"
+    );
+    assert_eq!(c.list("a").await.unwrap(), ["a", "ab"], "{label}");
+    assert!(c.list("AB").await.unwrap().is_empty(), "{label}");
+
+    // Delete.
+    assert!(c.delete("a").await.unwrap(), "{label}");
+    assert!(!c.delete("a").await.unwrap(), "{label}");
+    assert_eq!(c.get("a").await.unwrap(), None, "{label}");
+
+    // TTLs: explicit, default, zero.
+    let t = scoped(&backend, "tool:ttl", Some(Duration::from_millis(300)));
+    t.set("short", json!(1), Some(Duration::from_millis(150)))
+        .await
+        .unwrap();
+    t.set("default", json!(2), None).await.unwrap();
+    t.set("long", json!(3), Some(Duration::from_secs(600)))
+        .await
+        .unwrap();
+    assert_eq!(
+        t.list("").await.unwrap(),
+        ["default", "long", "short"],
+        "{label}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        t.get("short").await.unwrap(),
+        None,
+        "{label}: expired by its own TTL"
+    );
+    assert_eq!(
+        t.get("default").await.unwrap(),
+        None,
+        "{label}: expired by ttlSecondsDefault"
+    );
+    assert_eq!(t.get("long").await.unwrap(), Some(json!(3)), "{label}");
+    assert_eq!(
+        t.list("").await.unwrap(),
+        ["long"],
+        "{label}: expired keys are not listed"
+    );
+    assert!(
+        !t.delete("short").await.unwrap(),
+        "{label}: an expired key does not exist"
+    );
+    let err = t
+        .set("long", json!(4), Some(Duration::ZERO))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        CapabilityError::invalid_input("ttl: must be greater than zero"),
+        "{label}"
+    );
+    assert_eq!(
+        t.get("long").await.unwrap(),
+        Some(json!(3)),
+        "{label}: a refused write changes nothing"
+    );
+
+    // Limits.
+    let big = "k".repeat(1025);
+    assert_eq!(
+        a.set(&big, json!(1), None).await.unwrap_err(),
+        CapabilityError::invalid_input("key: 1025 bytes exceed the limit of 1024 bytes")
+    );
+    assert!(matches!(
+        a.get(&big).await,
+        Err(CapabilityError::InvalidInput(_))
+    ));
+    assert!(matches!(
+        a.list(&big).await,
+        Err(CapabilityError::InvalidInput(_))
+    ));
+    assert_eq!(
+        a.set("", json!(1), None).await.unwrap_err(),
+        CapabilityError::invalid_input("key: must not be empty")
+    );
+    a.set("sized", json!("small"), None).await.unwrap();
+    let err = a
+        .set("sized", json!("x".repeat(80)), None)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        CapabilityError::invalid_input("value: 82 bytes exceed the limit of 64 bytes"),
+        "{label}"
+    );
+    assert_eq!(
+        a.get("sized").await.unwrap(),
+        Some(json!("small")),
+        "{label}: an over-limit write changes nothing"
+    );
+    a.set(&"k".repeat(1024), json!("x".repeat(62)), None)
+        .await
+        .unwrap();
+}
+
+/// 8 tasks × 10,000 mixed operations on 50 overlapping keys; afterwards every key holds either
+/// nothing or the last value some task wrote there, and `list` agrees with `get`.
+async fn concurrency<S: RawStore + 'static>(store: Arc<S>, label: &str) {
+    let backend = KvBackend::new(store, KvLimits::default());
+    let kv = scoped(&backend, "session:concurrent", None);
+    let mut tasks = Vec::new();
+    for task in 0..8u64 {
+        let kv = Arc::clone(&kv);
+        tasks.push(tokio::spawn(async move {
+            // Per key, this task's last operation: Some(value) for a set, None for a delete.
+            let mut last: HashMap<String, Option<Value>> = HashMap::new();
+            let mut seed = task.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            for i in 0..10_000u64 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let key = format!("k{}", seed % 50);
+                match seed % 10 {
+                    0..=4 => {
+                        let value = json!({"task": task, "i": i});
+                        kv.set(&key, value.clone(), None).await.unwrap();
+                        last.insert(key, Some(value));
+                    }
+                    5..=7 => {
+                        kv.get(&key).await.unwrap();
+                    }
+                    8 => {
+                        kv.delete(&key).await.unwrap();
+                        last.insert(key, None);
+                    }
+                    _ => {
+                        kv.list("k1").await.unwrap();
+                    }
+                }
+            }
+            last
+        }));
+    }
+    let mut lasts = Vec::new();
+    for t in tasks {
+        lasts.push(t.await.unwrap());
+    }
+    let mut present = BTreeSet::new();
+    for n in 0..50 {
+        let key = format!("k{n}");
+        match kv.get(&key).await.unwrap() {
+            Some(value) => {
+                let task = value["task"].as_u64().unwrap() as usize;
+                assert_eq!(
+                    lasts[task].get(&key),
+                    Some(&Some(value.clone())),
+                    "{label}: {key} holds a value its writer later replaced"
+                );
+                present.insert(key);
+            }
+            None => assert!(
+                lasts
+                    .iter()
+                    .any(|l| l.get(&key).is_some_and(Option::is_none))
+                    || lasts.iter().all(|l| !l.contains_key(&key)),
+                "{label}: {key} is empty though no task's last operation on it was a delete"
+            ),
+        }
+    }
+    let listed: BTreeSet<String> = kv.list("").await.unwrap().into_iter().collect();
+    assert_eq!(listed, present, "{label}: list agrees with get");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_conforms() {
+    conformance(MemoryStore::new(), "memory").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    conformance(
+        EmbeddedStore::open(dir.path().join("kv.redb")).unwrap(),
+        "embedded",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_conforms() {
+    let server = support::RedisServer::start();
+    conformance(
+        RedisStore::connect(&server.url, Some("conformance"))
+            .await
+            .unwrap(),
+        "redis",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_concurrency() {
+    concurrency(MemoryStore::new(), "memory").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_concurrency() {
+    let dir = tempfile::tempdir().unwrap();
+    concurrency(
+        EmbeddedStore::open(dir.path().join("kv.redb")).unwrap(),
+        "embedded",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_concurrency() {
+    let server = support::RedisServer::start();
+    concurrency(
+        RedisStore::connect(&server.url, Some("concurrency"))
+            .await
+            .unwrap(),
+        "redis",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_memory_sweeper_purges_expired_entries() {
+    let store = MemoryStore::with_sweeper(Duration::from_millis(50));
+    let backend = KvBackend::new(Arc::clone(&store), KvLimits::default());
+    let kv = scoped(&backend, "session:sweep", None);
+    for i in 0..100 {
+        kv.set(&format!("k{i}"), json!(i), Some(Duration::from_millis(20)))
+            .await
+            .unwrap();
+    }
+    kv.set("kept", json!(1), None).await.unwrap();
+    assert_eq!(store.len_including_expired(), 101);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        store.len_including_expired(),
+        1,
+        "expired entries are removed without being read"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_that_cannot_be_reached_is_not_available() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let err = RedisStore::connect(&format!("redis://127.0.0.1:{port}/"), None)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.result_code(),
+        capability_types::ErrorCode::NotAvailable,
+        "{err}"
+    );
+    let err = RedisStore::connect("not a url", None).await.unwrap_err();
+    assert!(matches!(err, CapabilityError::InvalidInput(_)), "{err}");
+}
