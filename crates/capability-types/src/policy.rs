@@ -355,8 +355,25 @@ where
 
 #[cfg(feature = "toml")]
 fn parse_toml(text: &str) -> Result<PersonalityPolicy, PolicyError> {
-    let de = toml::Deserializer::parse(text).map_err(|e| syntax(None, e.to_string()))?;
-    from_deserializer(de)
+    // toml's own messages quote the source with a caret diagram over several lines; a policy
+    // error is one line: where, and what.
+    let one_line = |e: &toml::de::Error| {
+        let message = e.message().trim_end_matches('\n').replace('\n', " ");
+        match e.span() {
+            Some(span) => {
+                let before = &text[..span.start.min(text.len())];
+                let line = before.matches('\n').count() + 1;
+                let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+                format!("TOML line {line}, column {column}: {message}")
+            }
+            None => format!("TOML: {message}"),
+        }
+    };
+    let de = toml::Deserializer::parse(text).map_err(|e| syntax(None, one_line(&e)))?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let field = e.path().to_string();
+        syntax(Some(field), one_line(e.inner()))
+    })
 }
 
 #[cfg(not(feature = "toml"))]

@@ -1,0 +1,402 @@
+//! The standard tools of design.md §10. Each uses only the scoped objects of its context.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use capability_types::{
+    CapabilityError, FsPaths, SpawnOptions, StorageScope, Tool, ToolCapabilities, ToolContext,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::args::parse;
+
+/// Reads a UTF-8 text file within the personality's read reach.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadFile;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PathArgs {
+    pub(crate) path: String,
+}
+
+#[async_trait]
+impl Tool for ReadFile {
+    fn name(&self) -> &str {
+        "read_file"
+    }
+    fn description(&self) -> &str {
+        "Reads a UTF-8 text file. Relative paths resolve against the session's working directory."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "additionalProperties": false, "required": ["path"],
+               "properties": {"path": {"type": "string", "description": "absolute, or relative to the working directory"}}})
+    }
+    fn capabilities(&self) -> ToolCapabilities {
+        ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality)
+    }
+    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<Value, CapabilityError> {
+        let args: PathArgs = parse(args)?;
+        ctx.fs()?
+            .read(Path::new(&args.path))
+            .await
+            .map(Value::String)
+    }
+}
+
+/// Writes a whole file (atomically) within the personality's write reach.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteFile;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WriteArgs {
+    pub(crate) path: String,
+    pub(crate) content: String,
+}
+
+#[async_trait]
+impl Tool for WriteFile {
+    fn name(&self) -> &str {
+        "write_file"
+    }
+    fn description(&self) -> &str {
+        "Writes a whole text file atomically; returns the number of bytes written."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "additionalProperties": false, "required": ["path", "content"],
+               "properties": {"path": {"type": "string"}, "content": {"type": "string"}}})
+    }
+    fn capabilities(&self) -> ToolCapabilities {
+        ToolCapabilities::none().with_fs_write(FsPaths::FromPersonality)
+    }
+    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<Value, CapabilityError> {
+        let args: WriteArgs = parse(args)?;
+        ctx.fs()?
+            .write(Path::new(&args.path), args.content.as_bytes())
+            .await
+            .map(|n| json!(n))
+    }
+}
+
+/// Lists a directory within the personality's read reach.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ListDir;
+
+#[async_trait]
+impl Tool for ListDir {
+    fn name(&self) -> &str {
+        "list_dir"
+    }
+    fn description(&self) -> &str {
+        "Lists the names in a directory, sorted."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "additionalProperties": false, "required": ["path"],
+               "properties": {"path": {"type": "string"}}})
+    }
+    fn capabilities(&self) -> ToolCapabilities {
+        ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality)
+    }
+    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<Value, CapabilityError> {
+        let args: PathArgs = parse(args)?;
+        let entries = ctx.fs()?.list(Path::new(&args.path)).await?;
+        Ok(json!(
+            entries.into_iter().map(|e| e.name).collect::<Vec<_>>()
+        ))
+    }
+}
+
+/// Fetches an http(s) URL from a host the personality allows.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FetchUrl;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FetchArgs {
+    pub(crate) url: String,
+    #[serde(default)]
+    pub(crate) method: Option<String>,
+    #[serde(default)]
+    pub(crate) headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub(crate) body: Option<String>,
+}
+
+#[async_trait]
+impl Tool for FetchUrl {
+    fn name(&self) -> &str {
+        "fetch_url"
+    }
+    fn description(&self) -> &str {
+        "Fetches an http or https URL; returns {status, headers, body}. Redirects are followed and re-checked."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "additionalProperties": false, "required": ["url"],
+               "properties": {"url": {"type": "string"}, "method": {"type": "string", "default": "GET"},
+                              "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                              "body": {"type": "string"}}})
+    }
+    fn capabilities(&self) -> ToolCapabilities {
+        ToolCapabilities::none().with_network(["*"])
+    }
+    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<Value, CapabilityError> {
+        let args: FetchArgs = parse(args)?;
+        let method = args.method.as_deref().unwrap_or("GET").to_ascii_uppercase();
+        let method = http::Method::from_bytes(method.as_bytes()).map_err(|_| {
+            CapabilityError::invalid_input(format!("method: {method:?} is not an HTTP method"))
+        })?;
+        let mut request = http::Request::builder().method(method).uri(&args.url);
+        for (name, value) in &args.headers {
+            request = request.header(name, value);
+        }
+        let request = request
+            .body(Bytes::from(args.body.unwrap_or_default()))
+            .map_err(|e| CapabilityError::invalid_input(format!("url or headers: {e}")))?;
+        let response = ctx.fetch()?.fetch(request).await?;
+        let mut headers = BTreeMap::new();
+        for (name, value) in response.headers() {
+            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            headers
+                .entry(name.as_str().to_owned())
+                .and_modify(|v: &mut String| {
+                    v.push_str(", ");
+                    v.push_str(&value);
+                })
+                .or_insert(value);
+        }
+        Ok(json!({
+            "status": response.status().as_u16(),
+            "headers": headers,
+            "body": String::from_utf8_lossy(response.body()),
+        }))
+    }
+}
+
+/// Runs a binary the personality allows, without a shell.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunCommand;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RunArgs {
+    pub(crate) binary: String,
+    #[serde(default)]
+    pub(crate) args: Vec<String>,
+    #[serde(default)]
+    pub(crate) cwd: Option<String>,
+    #[serde(default)]
+    pub(crate) env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub(crate) timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub(crate) stdin: Option<String>,
+}
+
+#[async_trait]
+impl Tool for RunCommand {
+    fn name(&self) -> &str {
+        "run_command"
+    }
+    fn description(&self) -> &str {
+        "Runs an allowed binary with arguments (never through a shell); returns {exit_code, signal, stdout, stderr, truncated}."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "additionalProperties": false, "required": ["binary"],
+               "properties": {"binary": {"type": "string"}, "args": {"type": "array", "items": {"type": "string"}},
+                              "cwd": {"type": "string"}, "env": {"type": "object", "additionalProperties": {"type": "string"}},
+                              "timeout_ms": {"type": "integer", "minimum": 1}, "stdin": {"type": "string"}}})
+    }
+    fn capabilities(&self) -> ToolCapabilities {
+        ToolCapabilities::none()
+            .with_process(["*"])
+            .with_fs_read(FsPaths::FromPersonality)
+    }
+    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<Value, CapabilityError> {
+        let args: RunArgs = parse(args)?;
+        let mut options = SpawnOptions::default();
+        if let Some(cwd) = args.cwd {
+            options = options.cwd(cwd);
+        }
+        for (name, value) in args.env {
+            options = options.env(name, value);
+        }
+        match args.timeout_ms {
+            Some(0) => {
+                return Err(CapabilityError::invalid_input(
+                    "timeout_ms: must be at least 1",
+                ));
+            }
+            Some(ms) => options = options.timeout(Duration::from_millis(ms)),
+            None => {}
+        }
+        if let Some(stdin) = args.stdin {
+            options = options.stdin(stdin);
+        }
+        let out = ctx
+            .process()?
+            .spawn(&args.binary, &args.args, options)
+            .await?;
+        if out.timed_out {
+            return Err(CapabilityError::Timeout(format!(
+                "{} timed out and its process group was killed (signal {})",
+                args.binary,
+                out.signal
+                    .map_or_else(|| "none".to_owned(), |s| s.to_string())
+            )));
+        }
+        Ok(json!({
+            "exit_code": out.exit_code,
+            "signal": out.signal,
+            "stdout": String::from_utf8_lossy(&out.stdout),
+            "stderr": String::from_utf8_lossy(&out.stderr),
+            "truncated": out.truncated,
+        }))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyArgs {
+    key: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetArgs {
+    key: String,
+    value: Value,
+    #[serde(default)]
+    ttl_seconds: Option<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PrefixArgs {
+    #[serde(default)]
+    prefix: String,
+}
+
+fn kv_capabilities() -> ToolCapabilities {
+    ToolCapabilities::none().with_storage(StorageScope::Personality, None)
+}
+
+fn key_schema() -> Value {
+    json!({"type": "object", "additionalProperties": false, "required": ["key"], "properties": {"key": {"type": "string"}}})
+}
+
+/// Reads a key of the personality's key-value state.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KvGet;
+
+#[async_trait]
+impl Tool for KvGet {
+    fn name(&self) -> &str {
+        "kv_get"
+    }
+    fn description(&self) -> &str {
+        "Returns the value stored under a key, or null."
+    }
+    fn input_schema(&self) -> Value {
+        key_schema()
+    }
+    fn capabilities(&self) -> ToolCapabilities {
+        kv_capabilities()
+    }
+    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<Value, CapabilityError> {
+        let args: KeyArgs = parse(args)?;
+        Ok(ctx.kv()?.get(&args.key).await?.unwrap_or(Value::Null))
+    }
+}
+
+/// Stores a JSON value under a key, optionally expiring.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KvSet;
+
+#[async_trait]
+impl Tool for KvSet {
+    fn name(&self) -> &str {
+        "kv_set"
+    }
+    fn description(&self) -> &str {
+        "Stores a JSON value under a key; ttl_seconds makes it expire."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "additionalProperties": false, "required": ["key", "value"],
+               "properties": {"key": {"type": "string"}, "value": {}, "ttl_seconds": {"type": "integer", "minimum": 1}}})
+    }
+    fn capabilities(&self) -> ToolCapabilities {
+        kv_capabilities()
+    }
+    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<Value, CapabilityError> {
+        let args: SetArgs = parse(args)?;
+        let ttl = match args.ttl_seconds {
+            None => None,
+            Some(s) if s > 0 => Some(Duration::from_secs(s.unsigned_abs())),
+            Some(_) => {
+                return Err(CapabilityError::invalid_input(
+                    "ttl_seconds: must be a positive integer",
+                ));
+            }
+        };
+        ctx.kv()?
+            .set(&args.key, args.value, ttl)
+            .await
+            .map(|()| Value::Null)
+    }
+}
+
+/// Deletes a key; returns whether it existed.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KvDelete;
+
+#[async_trait]
+impl Tool for KvDelete {
+    fn name(&self) -> &str {
+        "kv_delete"
+    }
+    fn description(&self) -> &str {
+        "Deletes a key; returns whether it existed."
+    }
+    fn input_schema(&self) -> Value {
+        key_schema()
+    }
+    fn capabilities(&self) -> ToolCapabilities {
+        kv_capabilities()
+    }
+    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<Value, CapabilityError> {
+        let args: KeyArgs = parse(args)?;
+        ctx.kv()?
+            .delete(&args.key)
+            .await
+            .map(|existed| json!(existed))
+    }
+}
+
+/// Lists keys by prefix.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KvList;
+
+#[async_trait]
+impl Tool for KvList {
+    fn name(&self) -> &str {
+        "kv_list"
+    }
+    fn description(&self) -> &str {
+        "Lists the live keys starting with a prefix (exact case), sorted."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "additionalProperties": false, "properties": {"prefix": {"type": "string", "default": ""}}})
+    }
+    fn capabilities(&self) -> ToolCapabilities {
+        kv_capabilities()
+    }
+    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<Value, CapabilityError> {
+        let args: PrefixArgs = parse(args)?;
+        ctx.kv()?.list(&args.prefix).await.map(|keys| json!(keys))
+    }
+}

@@ -1,0 +1,137 @@
+//! What the command line takes from its host: policy files, the home and data directories, the
+//! working directory, the audit file, logging. The one module of this crate with ambient access.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the command line's host layer: files, environment, directories"
+)]
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use capability_core::{AuditSink, CompiledPolicy, JsonLinesAuditSink};
+use capability_types::PolicyFormat;
+
+use crate::Usage;
+
+/// The user's home directory (`$HOME`), if set and absolute.
+pub(crate) fn home() -> Option<PathBuf> {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+}
+
+/// Reads, parses and compiles a personality file; every problem is one line naming it.
+pub(crate) fn load_policy(path: &Path) -> Result<CompiledPolicy, Usage> {
+    let shown = path.display();
+    let format = PolicyFormat::from_path(path).map_err(|e| Usage(format!("{shown}: {e}")))?;
+    let bytes = std::fs::read(path)
+        .map_err(|e| Usage(format!("cannot read personality file {shown}: {e}")))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| Usage(format!("personality file {shown} is not UTF-8")))?;
+    CompiledPolicy::load(&text, format, home().as_deref())
+        .map_err(|e| Usage(format!("invalid personality file {shown}: {e}")))
+}
+
+/// The working directory: the given one or the current one, absolute and existing.
+pub(crate) fn workdir(given: Option<PathBuf>) -> Result<PathBuf, Usage> {
+    let dir = match given {
+        Some(d) => d,
+        None => std::env::current_dir()
+            .map_err(|e| Usage(format!("cannot determine the current directory: {e}")))?,
+    };
+    std::fs::canonicalize(&dir)
+        .ok()
+        .filter(|d| d.is_dir())
+        .ok_or_else(|| {
+            Usage(format!(
+                "working directory {} does not exist",
+                dir.display()
+            ))
+        })
+}
+
+/// `$XDG_DATA_HOME/toolcap/NAME`, or `~/.local/share/toolcap/NAME`; the directory is created
+/// private to the user.
+pub(crate) fn default_store(name: &str) -> Result<PathBuf, Usage> {
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| home().map(|h| h.join(".local/share")))
+        .ok_or_else(|| {
+            Usage("no data directory: set HOME or XDG_DATA_HOME, or pass --store".to_owned())
+        })?;
+    let dir = base.join("toolcap");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| Usage(format!("cannot create {}: {e}", dir.display())))?;
+    Ok(dir.join(name))
+}
+
+/// An append-only JSON-lines audit file, created private to the user.
+pub(crate) fn audit_file(path: &Path) -> Result<Arc<dyn AuditSink>, Usage> {
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| Usage(format!("cannot open audit file {}: {e}", path.display())))?;
+    Ok(Arc::new(JsonLinesAuditSink::new(file)))
+}
+
+/// Logs to stderr: warnings by default (audit events go to `--audit FILE`, not here); everything,
+/// audit included, with `--verbose`; `RUST_LOG` (`target=level,...`) replaces either.
+pub(crate) fn init_logging(verbose: bool) {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::prelude::*;
+    let targets = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|spec| spec.parse::<Targets>().ok())
+        .unwrap_or_else(|| {
+            if verbose {
+                Targets::new().with_default(LevelFilter::DEBUG)
+            } else {
+                Targets::new()
+                    .with_default(LevelFilter::WARN)
+                    .with_target("toolcap::audit", LevelFilter::OFF)
+            }
+        });
+    let _ = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(false)
+                .with_target(true),
+        )
+        .with(targets)
+        .try_init();
+}
+
+/// Writes a file (the demo's fixtures).
+pub(crate) fn write(path: &Path, contents: &str) -> std::io::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(path, contents)
+}
+
+/// Makes a symlink (the demo's escape attempt).
+pub(crate) fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
+    std::os::unix::fs::symlink(target, link)
+}
+
+/// Counts the lines of a file (audit events).
+pub(crate) fn count_lines(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+/// Whether stdout is a terminal (colour only then).
+pub(crate) fn stdout_is_terminal() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal()
+}

@@ -1,0 +1,256 @@
+//! `toolcap`: run, explain and validate tool calls under a personality, from the shell.
+//!
+//! Exit codes: 0 success (the call returned `ok:true`, the call is allowed, no findings);
+//! 1 a result of `ok:false`, a refusal, or findings; 2 bad usage or an unusable policy file, with
+//! one line on stderr naming the problem.
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a command-line program prints its results"
+)]
+
+mod demo;
+mod host;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use capability_core::{DefaultToolRegistry, ExecutionContext, ToolCall};
+use capability_tools::{
+    STANDARD_TOOLS, StandardConfig, Store, explain, standard_registry, standard_tools,
+};
+use capability_types::{ErrorCode, ToolResult};
+use clap::{Parser, Subcommand};
+use serde_json::Value;
+
+/// Make the tools of AI agents safe to run: declarations checked against a personality, enforced
+/// on every call.
+#[derive(Debug, Parser)]
+#[command(name = "toolcap", version, about, long_about = None)]
+struct Cli {
+    /// Log decisions and backend activity to stderr (RUST_LOG refines it, e.g. `toolcap::audit=info`).
+    #[arg(short, long, global = true)]
+    verbose: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one standard tool under a personality and print its result as JSON.
+    ///
+    /// Exit 0 when the result is {"ok":true,...}, 1 when it is {"ok":false,...}, 2 on bad usage
+    /// or an unusable policy file.
+    Call {
+        /// The personality policy file (.toml, .yaml, .yml or .json).
+        #[arg(long, value_name = "FILE")]
+        personality: PathBuf,
+        /// Directory relative paths resolve against (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        workdir: Option<PathBuf>,
+        /// Session id (names the session storage scope).
+        #[arg(long, value_name = "ID", default_value = "cli")]
+        session: String,
+        /// Key-value store: a file path (embedded, the default lives in the user's data
+        /// directory) or a redis:// URL.
+        #[arg(long, value_name = "PATH|URL")]
+        store: Option<String>,
+        /// Append audit events (JSON lines) to this file.
+        #[arg(long, value_name = "FILE")]
+        audit: Option<PathBuf>,
+        /// read_file, write_file, list_dir, fetch_url, run_command, kv_get, kv_set, kv_delete or kv_list.
+        tool: String,
+        /// The arguments as a JSON object, e.g. '{"path": "notes.md"}'.
+        args_json: String,
+    },
+    /// Would this call be allowed under the personality, and by which rule? Touches nothing.
+    ///
+    /// Exit 0 when allowed, 1 when not.
+    Explain {
+        /// The personality policy file.
+        #[arg(long, value_name = "FILE")]
+        personality: PathBuf,
+        /// Directory relative paths resolve against (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        workdir: Option<PathBuf>,
+        /// The tool.
+        tool: String,
+        /// The arguments as a JSON object.
+        args_json: String,
+    },
+    /// Report what the standard tools declare that the personality will not grant.
+    ///
+    /// Exit 0 when there is nothing to report, 1 when there are findings.
+    Validate {
+        /// The personality policy file.
+        #[arg(long, value_name = "FILE")]
+        personality: PathBuf,
+    },
+    /// An end-to-end tour on a scratch directory and a loopback HTTP server: allowed and refused
+    /// reads, writes, fetches, redirects, spawns and key-value writes that persist across runs.
+    Demo {
+        /// Keep the scratch directory (its path is printed).
+        #[arg(long)]
+        keep: bool,
+    },
+}
+
+/// A problem with how toolcap was invoked: exit 2.
+#[derive(Debug)]
+struct Usage(String);
+
+impl<E: std::fmt::Display> From<E> for Usage {
+    fn from(e: E) -> Self {
+        Usage(e.to_string())
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    host::init_logging(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("toolcap: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(run(cli.command)) {
+        Ok(code) => code,
+        Err(Usage(message)) => {
+            eprintln!("toolcap: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn parse_args(text: &str) -> Result<Value, Usage> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| Usage(format!("ARGS_JSON is not valid JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(Usage(
+            "ARGS_JSON must be a JSON object, e.g. '{\"path\": \"notes.md\"}'".to_owned(),
+        ));
+    }
+    Ok(value)
+}
+
+fn known_tool(tool: &str) -> Result<(), Usage> {
+    if STANDARD_TOOLS.contains(&tool) {
+        Ok(())
+    } else {
+        Err(Usage(format!(
+            "unknown tool {tool:?} (standard tools: {})",
+            STANDARD_TOOLS.join(", ")
+        )))
+    }
+}
+
+fn print_json(value: &impl serde::Serialize) {
+    match serde_json::to_string_pretty(value) {
+        Ok(text) => println!("{text}"),
+        Err(e) => eprintln!("toolcap: cannot print the result: {e}"),
+    }
+}
+
+async fn run(command: Command) -> Result<ExitCode, Usage> {
+    match command {
+        Command::Call {
+            personality,
+            workdir,
+            session,
+            store,
+            audit,
+            tool,
+            args_json,
+        } => {
+            known_tool(&tool)?;
+            let policy = Arc::new(host::load_policy(&personality)?);
+            let args = parse_args(&args_json)?;
+            let workdir = host::workdir(workdir)?;
+            let store = match store {
+                Some(s) => Store::parse(&s),
+                None => Store::Embedded(host::default_store("state.redb")?),
+            };
+            let result = match standard_registry(StandardConfig::new(store)).await {
+                Err(e) => ToolResult::error(ErrorCode::NotAvailable, e.to_string()),
+                Ok(registry) => {
+                    let registry = match audit {
+                        Some(path) => registry.with_audit_sink(host::audit_file(&path)?),
+                        None => registry,
+                    };
+                    let ctx = ExecutionContext::new(session, policy, workdir);
+                    registry
+                        .execute(ToolCall::new("cli-1", tool, args), &ctx)
+                        .await
+                        .result
+                }
+            };
+            println!("{}", serde_json::to_string(&result).map_err(Usage::from)?);
+            Ok(if result.is_ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        Command::Explain {
+            personality,
+            workdir,
+            tool,
+            args_json,
+        } => {
+            let policy = host::load_policy(&personality)?;
+            let args = parse_args(&args_json)?;
+            let explanation = explain(&tool, &args, &policy, &host::workdir(workdir)?);
+            print_json(&explanation);
+            Ok(if explanation.allowed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        Command::Validate { personality } => {
+            let policy = host::load_policy(&personality)?;
+            let mut registry = DefaultToolRegistry::new(None);
+            for tool in standard_tools() {
+                registry.register_arc(tool).map_err(Usage::from)?;
+            }
+            let findings = registry.validate(&policy);
+            let id = policy.id().unwrap_or("?");
+            for finding in &findings {
+                println!("{finding}");
+            }
+            let checked = STANDARD_TOOLS
+                .iter()
+                .filter(|t| policy.allows_tool(t))
+                .count();
+            if findings.is_empty() {
+                println!(
+                    "ok: {checked} standard tool(s) in the toolset of {id}; every declaration is granted as declared"
+                );
+                Ok(ExitCode::SUCCESS)
+            } else {
+                println!("{} finding(s) for personality {id}", findings.len());
+                Ok(ExitCode::from(1))
+            }
+        }
+        Command::Demo { keep } => demo::run(keep)
+            .await
+            .map_err(|e| Usage(format!("demo: {e:#}"))),
+    }
+}

@@ -1,0 +1,494 @@
+//! The built `toolcap` binary, run as a user would: every subcommand and every exit code.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the tests run the built binary and write fixture files"
+)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+struct Env {
+    dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Env {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("work/out")).unwrap();
+        std::fs::write(root.join("work/notes.md"), "hello notes").unwrap();
+        std::fs::write(
+            root.join("p.toml"),
+            format!(
+                "id = \"cli\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}/out\"]\n[safety.process]\nallow = [\"echo\"]\ndeny_args = [\"echo --force*\"]\n",
+                w = root.join("work").display()
+            ),
+        )
+        .unwrap();
+        Self { dir, root }
+    }
+
+    fn toolcap(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_toolcap"))
+            .args(args)
+            .env("XDG_DATA_HOME", self.root.join("data"))
+            .env("HOME", &self.root)
+            .env_remove("RUST_LOG")
+            .current_dir(self.root.join("work"))
+            .output()
+            .unwrap()
+    }
+
+    fn path(&self, rel: &str) -> String {
+        self.root.join(rel).display().to_string()
+    }
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap()
+}
+
+fn stdout_json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&o.stdout)
+        )
+    })
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn call_exit_codes_and_output_contract() {
+    let env = Env::new();
+    let p = env.path("p.toml");
+    let ok = env.toolcap(&[
+        "call",
+        "--personality",
+        &p,
+        "read_file",
+        r#"{"path": "notes.md"}"#,
+    ]);
+    assert_eq!(code(&ok), 0, "{}", stderr(&ok));
+    assert_eq!(
+        stdout_json(&ok),
+        serde_json::json!({"ok": true, "value": "hello notes"})
+    );
+    assert!(
+        ok.stderr.is_empty(),
+        "nothing on stderr for a successful call: {}",
+        stderr(&ok)
+    );
+
+    let denied = env.toolcap(&[
+        "call",
+        "--personality",
+        &p,
+        "read_file",
+        r#"{"path": "/etc/passwd"}"#,
+    ]);
+    assert_eq!(code(&denied), 1);
+    assert_eq!(
+        stdout_json(&denied),
+        serde_json::json!({"ok": false, "code": "denied", "error": "PATH_NOT_REACHABLE: read not permitted for /etc/passwd"})
+    );
+    assert!(denied.stderr.is_empty(), "{}", stderr(&denied));
+
+    let wrote = env.toolcap(&[
+        "call",
+        "--personality",
+        &p,
+        "--workdir",
+        &env.path("work/out"),
+        "write_file",
+        r#"{"path": "r.md", "content": "abc"}"#,
+    ]);
+    assert_eq!(
+        (code(&wrote), stdout_json(&wrote)),
+        (0, serde_json::json!({"ok": true, "value": 3}))
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.root.join("work/out/r.md")).unwrap(),
+        "abc"
+    );
+
+    let spawned = env.toolcap(&[
+        "call",
+        "--personality",
+        &p,
+        "run_command",
+        r#"{"binary": "echo", "args": ["--force"]}"#,
+    ]);
+    assert_eq!(code(&spawned), 1);
+    assert_eq!(
+        stdout_json(&spawned)["error"],
+        "ARGS_NOT_ALLOWED: echo --force refused by policy"
+    );
+
+    let invalid = env.toolcap(&["call", "--personality", &p, "read_file", r#"{"path": 5}"#]);
+    assert_eq!(code(&invalid), 1);
+    assert_eq!(stdout_json(&invalid)["code"], "input_invalid");
+}
+
+#[test]
+fn key_value_state_persists_across_processes() {
+    let env = Env::new();
+    let p = env.path("p.toml");
+    let store = env.path("state.redb");
+    let set = env.toolcap(&[
+        "call",
+        "--personality",
+        &p,
+        "--store",
+        &store,
+        "kv_set",
+        r#"{"key": "k", "value": {"n": 1}}"#,
+    ]);
+    assert_eq!(code(&set), 0, "{}", stderr(&set));
+    let get = env.toolcap(&[
+        "call",
+        "--personality",
+        &p,
+        "--store",
+        &store,
+        "kv_get",
+        r#"{"key": "k"}"#,
+    ]);
+    assert_eq!(
+        stdout_json(&get),
+        serde_json::json!({"ok": true, "value": {"n": 1}})
+    );
+    let ttl = env.toolcap(&[
+        "call",
+        "--personality",
+        &p,
+        "--store",
+        &store,
+        "kv_set",
+        r#"{"key": "k", "value": 1, "ttl_seconds": 0}"#,
+    ]);
+    assert_eq!(
+        stdout_json(&ttl),
+        serde_json::json!({"ok": false, "code": "input_invalid", "error": "ttl_seconds: must be a positive integer"})
+    );
+    let unreachable = env.toolcap(&[
+        "call",
+        "--personality",
+        &p,
+        "--store",
+        "redis://127.0.0.1:1/",
+        "kv_get",
+        r#"{"key": "k"}"#,
+    ]);
+    assert_eq!(code(&unreachable), 1);
+    assert_eq!(stdout_json(&unreachable)["code"], "not_available");
+}
+
+#[test]
+fn user_errors_are_one_line_and_exit_2() {
+    let env = Env::new();
+    std::fs::write(env.root.join("bad.toml"), "id = \"x\"\n[fs_reach\n").unwrap();
+    std::fs::write(
+        env.root.join("typo.toml"),
+        "id = \"x\"\n[safety.netwrok]\nallow = [\"a.com\"]\n",
+    )
+    .unwrap();
+    std::fs::write(env.root.join("p.ini"), "id = x").unwrap();
+    let p = env.path("p.toml");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                "call".into(),
+                "--personality".into(),
+                env.path("missing.toml"),
+                "read_file".into(),
+                "{}".into(),
+            ],
+            "cannot read personality file",
+        ),
+        (
+            vec![
+                "call".into(),
+                "--personality".into(),
+                env.path("bad.toml"),
+                "read_file".into(),
+                "{}".into(),
+            ],
+            "invalid personality file",
+        ),
+        (
+            vec![
+                "call".into(),
+                "--personality".into(),
+                env.path("typo.toml"),
+                "read_file".into(),
+                "{}".into(),
+            ],
+            "safety.netwrok",
+        ),
+        (
+            vec![
+                "call".into(),
+                "--personality".into(),
+                env.path("p.ini"),
+                "read_file".into(),
+                "{}".into(),
+            ],
+            "cannot tell the format",
+        ),
+        (
+            vec![
+                "call".into(),
+                "--personality".into(),
+                p.clone(),
+                "rm_rf".into(),
+                "{}".into(),
+            ],
+            "unknown tool \"rm_rf\"",
+        ),
+        (
+            vec![
+                "call".into(),
+                "--personality".into(),
+                p.clone(),
+                "read_file".into(),
+                "{not json".into(),
+            ],
+            "ARGS_JSON is not valid JSON",
+        ),
+        (
+            vec![
+                "call".into(),
+                "--personality".into(),
+                p.clone(),
+                "read_file".into(),
+                "[1]".into(),
+            ],
+            "ARGS_JSON must be a JSON object",
+        ),
+        (
+            vec![
+                "call".into(),
+                "--personality".into(),
+                p.clone(),
+                "--workdir".into(),
+                env.path("nowhere"),
+                "read_file".into(),
+                "{}".into(),
+            ],
+            "does not exist",
+        ),
+        (
+            vec![
+                "explain".into(),
+                "--personality".into(),
+                env.path("missing.toml"),
+                "read_file".into(),
+                "{}".into(),
+            ],
+            "cannot read personality file",
+        ),
+        (
+            vec![
+                "validate".into(),
+                "--personality".into(),
+                env.path("typo.toml"),
+            ],
+            "unknown field `netwrok`",
+        ),
+        (vec!["frobnicate".into()], "unrecognized subcommand"),
+        (vec!["call".into(), "read_file".into()], "--personality"),
+    ];
+    for (args, needle) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = env.toolcap(&args);
+        assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
+        if args[0] != "frobnicate" && args.len() > 2 {
+            assert_eq!(
+                err.trim_end().lines().count(),
+                1,
+                "{args:?}: one line: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn explain_says_which_rule_decides() {
+    let env = Env::new();
+    let p = env.path("p.toml");
+    let allowed = env.toolcap(&[
+        "explain",
+        "--personality",
+        &p,
+        "read_file",
+        r#"{"path": "notes.md"}"#,
+    ]);
+    assert_eq!(code(&allowed), 0, "{}", stderr(&allowed));
+    let v = stdout_json(&allowed);
+    assert_eq!(v["allowed"], true);
+    let rule = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["capability"] == "fs_reach.read")
+        .unwrap();
+    assert_eq!(
+        rule["rule"],
+        format!(
+            "{} is under the fs_reach.read root {}",
+            env.path("work/notes.md"),
+            env.path("work")
+        )
+    );
+
+    let refused = env.toolcap(&[
+        "explain",
+        "--personality",
+        &p,
+        "run_command",
+        r#"{"binary": "echo", "args": ["--force-with-lease"]}"#,
+    ]);
+    assert_eq!(code(&refused), 1);
+    let v = stdout_json(&refused);
+    assert_eq!(v["allowed"], false);
+    assert_eq!(v["code"], "denied");
+    let args = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["capability"] == "process.args")
+        .unwrap();
+    assert_eq!(
+        args["rule"],
+        "ARGS_NOT_ALLOWED: echo --force-with-lease refused by the deny_args pattern `echo --force*`"
+    );
+    assert!(!Path::new(&env.path("work/out/never.md")).exists());
+    let write = env.toolcap(&[
+        "explain",
+        "--personality",
+        &p,
+        "write_file",
+        &format!(
+            r#"{{"path": "{}", "content": "x"}}"#,
+            env.path("work/out/never.md")
+        ),
+    ]);
+    assert_eq!(code(&write), 0);
+    assert!(
+        !Path::new(&env.path("work/out/never.md")).exists(),
+        "explain has no side effects"
+    );
+    let not_in = env.toolcap(&[
+        "explain",
+        "--personality",
+        &p,
+        "fetch_url",
+        r#"{"url": "https://api.github.com/"}"#,
+    ]);
+    assert_eq!(code(&not_in), 1);
+}
+
+#[test]
+fn validate_reports_findings() {
+    let env = Env::new();
+    let ok = env.toolcap(&["validate", "--personality", &env.path("p.toml")]);
+    // p.toml has no network list: fetch_url's `*` is reported.
+    assert_eq!(code(&ok), 1, "{}", String::from_utf8_lossy(&ok.stdout));
+    let text = String::from_utf8_lossy(&ok.stdout);
+    assert!(
+        text.contains("fetch_url: network: the personality allows no network hosts"),
+        "{text}"
+    );
+    std::fs::write(
+        env.root.join("tight.toml"),
+        format!("id = \"tight\"\ntoolset = [\"read_file\", \"list_dir\"]\n[fs_reach]\nread = [\"{}\"]\n", env.path("work")),
+    )
+    .unwrap();
+    let clean = env.toolcap(&["validate", "--personality", &env.path("tight.toml")]);
+    assert_eq!(
+        code(&clean),
+        0,
+        "{}",
+        String::from_utf8_lossy(&clean.stdout)
+    );
+    assert!(String::from_utf8_lossy(&clean.stdout).starts_with("ok: 2 standard tool(s)"));
+}
+
+#[test]
+fn the_example_personalities_validate() {
+    let env = Env::new();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/personalities");
+    for name in ["researcher.toml", "coder.toml", "ops.toml"] {
+        let out = env.toolcap(&[
+            "validate",
+            "--personality",
+            examples.join(name).to_str().unwrap(),
+        ]);
+        assert_eq!(
+            code(&out),
+            0,
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+#[test]
+fn demo_runs_and_its_state_persists() {
+    let env = Env::new();
+    let first = env.toolcap(&["demo"]);
+    assert_eq!(
+        code(&first),
+        0,
+        "{}{}",
+        String::from_utf8_lossy(&first.stdout),
+        stderr(&first)
+    );
+    let text = String::from_utf8_lossy(&first.stdout);
+    assert!(text.contains("demo run #1"), "{text}");
+    assert!(!text.contains("UNEXPECTED"), "{text}");
+    assert!(
+        text.contains("BINARY_NOT_ALLOWED")
+            && text.contains("HOST_NOT_ALLOWED")
+            && text.contains("PATH_NOT_REACHABLE")
+    );
+    assert!(
+        !text.contains("\x1b["),
+        "no colour when stdout is not a terminal"
+    );
+    let second = env.toolcap(&["demo"]);
+    assert!(
+        String::from_utf8_lossy(&second.stdout).contains("demo run #2"),
+        "state persisted across runs"
+    );
+}
+
+#[test]
+fn help_for_every_subcommand() {
+    let env = Env::new();
+    for sub in [
+        &["--help"][..],
+        &["call", "--help"],
+        &["explain", "--help"],
+        &["validate", "--help"],
+        &["demo", "--help"],
+    ] {
+        let out = env.toolcap(sub);
+        assert_eq!(code(&out), 0, "{sub:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("Usage: toolcap"),
+            "{sub:?}"
+        );
+    }
+    let _ = &env.dir;
+}
