@@ -25,6 +25,7 @@ commands:
   doc      cargo doc with warnings denied
   deny     cargo deny check bans licenses sources
   lint     ambient-authority and crate-boundary lint (syn-based)
+  manifest the committed manifest.json matches the standard tools (`manifest --write` updates it)
   bench    criterion benchmarks, then a table of ratios against their baselines";
 
 fn main() -> ExitCode {
@@ -37,6 +38,7 @@ fn main() -> ExitCode {
         Some("doc") => doc(),
         Some("deny") => deny(),
         Some("lint") => lint::run(&root()),
+        Some("manifest") => manifest(args.get(1).map(String::as_str) == Some("--write")),
         Some("bench") => bench::run(&root(), &args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
@@ -66,13 +68,14 @@ fn root() -> PathBuf {
 
 fn check() -> Result<()> {
     type Step = fn() -> Result<()>;
-    let steps: [(&str, Step); 6] = [
+    let steps: [(&str, Step); 7] = [
         ("fmt", fmt),
         ("clippy", clippy),
         ("test", test),
         ("doc", doc),
         ("deny", deny),
         ("lint", || lint::run(&root())),
+        ("manifest", || manifest(false)),
     ];
     for (name, step) in steps {
         let started = Instant::now();
@@ -169,6 +172,39 @@ fn doc() -> Result<()> {
     cmd.args(["doc", "--workspace", "--no-deps", "--locked"])
         .env("RUSTDOCFLAGS", "-D warnings");
     run(cmd)
+}
+
+/// Regenerates the manifest of the standard tools and compares it with the committed
+/// `manifest.json`, so that every widening of a declaration shows up in review as a diff.
+fn manifest(write: bool) -> Result<()> {
+    let output = cargo()
+        .args([
+            "run", "--quiet", "--locked", "-p", "toolcap", "--", "manifest",
+        ])
+        .output()
+        .context("could not run `toolcap manifest`")?;
+    if !output.status.success() {
+        bail!(
+            "`toolcap manifest` failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let path = root().join("manifest.json");
+    if write {
+        std::fs::write(&path, &output.stdout)?;
+        println!("wrote {}", path.display());
+        return Ok(());
+    }
+    let committed = std::fs::read(&path).unwrap_or_default();
+    if committed != output.stdout {
+        bail!(
+            "manifest.json does not match the standard tools' declarations. Review what changed with \
+             `cargo run -p toolcap -- manifest > /tmp/new.json && cargo run -p toolcap -- diff manifest.json /tmp/new.json`, \
+             then update it with `cargo xtask manifest --write`"
+        );
+    }
+    println!("manifest.json is up to date");
+    Ok(())
 }
 
 fn deny() -> Result<()> {

@@ -24,6 +24,7 @@
 #![deny(missing_docs)]
 
 pub mod audit;
+pub mod manifest;
 pub mod matching;
 mod policy;
 mod registry;
@@ -33,6 +34,7 @@ mod validate;
 pub use crate::audit::{
     AuditError, AuditEvent, AuditKind, AuditSink, JsonLinesAuditSink, MemoryAuditSink,
 };
+pub use crate::manifest::{Manifest, Widening, WideningCode, build_manifest, diff};
 pub use crate::policy::CompiledPolicy;
 pub use crate::registry::{
     DefaultToolRegistry, ExecutionContext, RegistryConfig, RegistryError, ToolCall, ToolCallResult,

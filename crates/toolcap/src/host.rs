@@ -34,6 +34,13 @@ pub(crate) fn load_policy(path: &Path) -> Result<CompiledPolicy, Usage> {
         .map_err(|e| Usage(format!("invalid personality file {shown}: {e}")))
 }
 
+/// Reads and verifies a manifest file.
+pub(crate) fn load_manifest(path: &Path) -> Result<capability_core::Manifest, Usage> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Usage(format!("cannot read manifest {}: {e}", path.display())))?;
+    capability_core::Manifest::parse(&text).map_err(|e| Usage(format!("{}: {e}", path.display())))
+}
+
 /// The working directory: the given one or the current one, absolute and existing.
 pub(crate) fn workdir(given: Option<PathBuf>) -> Result<PathBuf, Usage> {
     let dir = match given {

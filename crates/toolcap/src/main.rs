@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use capability_core::{DefaultToolRegistry, ExecutionContext, ToolCall};
+use capability_core::{DefaultToolRegistry, ExecutionContext, ToolCall, build_manifest, diff};
 use capability_tools::{
     STANDARD_TOOLS, StandardConfig, Store, explain, standard_registry, standard_tools,
 };
@@ -86,6 +86,25 @@ enum Command {
         /// The personality policy file.
         #[arg(long, value_name = "FILE")]
         personality: PathBuf,
+    },
+    /// Print the permission manifest of the standard tools: every declaration and, with a
+    /// personality, the effective access. Deterministic JSON with a SHA-256 of its content.
+    Manifest {
+        /// Compute the effective access under this personality.
+        #[arg(long, value_name = "FILE")]
+        personality: Option<PathBuf>,
+    },
+    /// Report how NEW allows more than OLD (two manifests), by coverage.
+    ///
+    /// Exit 0 when nothing widened, 1 when something did.
+    Diff {
+        /// The manifest before the change.
+        old: PathBuf,
+        /// The manifest after the change.
+        new: PathBuf,
+        /// Print the widenings as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// An end-to-end tour on a scratch directory and a loopback HTTP server: allowed and refused
     /// reads, writes, fetches, redirects, spawns and key-value writes that persist across runs.
@@ -248,6 +267,39 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
                 println!("{} finding(s) for personality {id}", findings.len());
                 Ok(ExitCode::from(1))
             }
+        }
+        Command::Manifest { personality } => {
+            let policy = personality.as_deref().map(host::load_policy).transpose()?;
+            let tools = standard_tools();
+            let declarations: Vec<(String, capability_types::ToolCapabilities)> = tools
+                .iter()
+                .map(|t| (t.name().to_owned(), t.capabilities()))
+                .collect();
+            let manifest = build_manifest(
+                declarations.iter().map(|(n, c)| (n.as_str(), c)),
+                policy.as_ref(),
+            );
+            print!("{}", manifest.to_pretty_json());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Diff { old, new, json } => {
+            let old = host::load_manifest(&old)?;
+            let new = host::load_manifest(&new)?;
+            let widenings = diff(&old, &new);
+            if json {
+                print_json(&widenings);
+            } else if widenings.is_empty() {
+                println!("no widenings");
+            } else {
+                for w in &widenings {
+                    println!("{w}");
+                }
+            }
+            Ok(if widenings.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         Command::Demo { keep } => demo::run(keep)
             .await

@@ -481,6 +481,8 @@ fn help_for_every_subcommand() {
         &["call", "--help"],
         &["explain", "--help"],
         &["validate", "--help"],
+        &["manifest", "--help"],
+        &["diff", "--help"],
         &["demo", "--help"],
     ] {
         let out = env.toolcap(sub);
@@ -491,4 +493,103 @@ fn help_for_every_subcommand() {
         );
     }
     let _ = &env.dir;
+}
+
+#[test]
+fn manifest_and_diff() {
+    let env = Env::new();
+    let plain = env.toolcap(&["manifest"]);
+    assert_eq!(code(&plain), 0, "{}", stderr(&plain));
+    let v = stdout_json(&plain);
+    assert_eq!(v["format"], "toolcap-manifest/1");
+    assert_eq!(v["tools"].as_object().unwrap().len(), 9);
+    assert!(v["tools"]["read_file"].get("effective").is_none());
+    assert_eq!(
+        env.toolcap(&["manifest"]).stdout,
+        plain.stdout,
+        "deterministic"
+    );
+    let committed =
+        std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../manifest.json")).unwrap();
+    assert_eq!(
+        committed, plain.stdout,
+        "the committed manifest.json is current"
+    );
+
+    std::fs::write(
+        env.root.join("narrow.toml"),
+        format!(
+            "id = \"m\"\ntoolset = [\"read_file\"]\n[fs_reach]\nread = [\"{}\"]\n",
+            env.path("work/out")
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        env.root.join("wide.toml"),
+        format!(
+            "id = \"m\"\ntoolset = [\"read_file\", \"run_command\"]\n[fs_reach]\nread = [\"{}\"]\n",
+            env.path("work")
+        ),
+    )
+    .unwrap();
+    let old = env.toolcap(&["manifest", "--personality", &env.path("narrow.toml")]);
+    let new = env.toolcap(&["manifest", "--personality", &env.path("wide.toml")]);
+    assert_eq!(
+        stdout_json(&old)["tools"]["read_file"]["effective"]["fs_read"][0],
+        env.path("work/out")
+    );
+    std::fs::write(env.root.join("old.json"), &old.stdout).unwrap();
+    std::fs::write(env.root.join("new.json"), &new.stdout).unwrap();
+
+    let same = env.toolcap(&["diff", &env.path("old.json"), &env.path("old.json")]);
+    assert_eq!(
+        (code(&same), String::from_utf8_lossy(&same.stdout).trim()),
+        (0, "no widenings")
+    );
+    let narrowed = env.toolcap(&["diff", &env.path("new.json"), &env.path("old.json")]);
+    assert_eq!(
+        code(&narrowed),
+        0,
+        "narrowing is not widening: {}",
+        String::from_utf8_lossy(&narrowed.stdout)
+    );
+    let widened = env.toolcap(&["diff", &env.path("old.json"), &env.path("new.json")]);
+    assert_eq!(code(&widened), 1);
+    let text = String::from_utf8_lossy(&widened.stdout).into_owned();
+    assert!(
+        text.contains("toolset.widened: admits run_command"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "fs.read.widened: read_file (effective): {}",
+            env.path("work")
+        )),
+        "{text}"
+    );
+    let json = env.toolcap(&[
+        "diff",
+        "--json",
+        &env.path("old.json"),
+        &env.path("new.json"),
+    ]);
+    let list = stdout_json(&json);
+    assert!(
+        list.as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["code"] == "toolset.widened")
+    );
+
+    let tampered = String::from_utf8(old.stdout.clone())
+        .unwrap()
+        .replace("\"m\"", "\"other\"");
+    std::fs::write(env.root.join("tampered.json"), tampered).unwrap();
+    let refused = env.toolcap(&["diff", &env.path("tampered.json"), &env.path("new.json")]);
+    assert_eq!(code(&refused), 2);
+    assert!(
+        stderr(&refused).contains("does not match its sha256"),
+        "{}",
+        stderr(&refused)
+    );
 }

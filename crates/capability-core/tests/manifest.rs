@@ -1,0 +1,240 @@
+//! The permission manifest (deterministic, hash-verified) and the diff's coverage rules.
+
+use std::path::Path;
+
+use capability_core::manifest::ManifestError;
+use capability_core::{CompiledPolicy, Manifest, WideningCode, build_manifest, diff};
+use capability_types::{PolicyFormat, ToolCapabilities};
+
+fn caps(json: &str) -> ToolCapabilities {
+    serde_json::from_str(json).unwrap()
+}
+
+fn manifest(tools: &[(&str, &str)], policy: Option<&CompiledPolicy>) -> Manifest {
+    let parsed: Vec<(String, ToolCapabilities)> = tools
+        .iter()
+        .map(|(n, j)| ((*n).to_owned(), caps(j)))
+        .collect();
+    build_manifest(parsed.iter().map(|(n, c)| (n.as_str(), c)), policy)
+}
+
+fn codes(old: &[(&str, &str)], new: &[(&str, &str)]) -> Vec<&'static str> {
+    diff(&manifest(old, None), &manifest(new, None))
+        .into_iter()
+        .map(|w| w.code.as_str())
+        .collect()
+}
+
+#[test]
+fn manifests_are_deterministic_and_verified() {
+    let tools = [
+        ("b", r#"{"network":{"allowedHosts":["*"]}}"#),
+        ("a", r#"{"secrets":["GITHUB_TOKEN"]}"#),
+    ];
+    let one = manifest(&tools, None).to_pretty_json();
+    let two = manifest(&[tools[1], tools[0]], None).to_pretty_json();
+    assert_eq!(one, two, "order of registration does not matter");
+    let parsed = Manifest::parse(&one).unwrap();
+    assert_eq!(parsed.to_pretty_json(), one, "round trip");
+    assert!(one.contains("\"GITHUB_TOKEN\""), "secrets appear by ref");
+    assert_eq!(
+        Manifest::parse(&one.replace("GITHUB_TOKEN", "AWS_KEY")).unwrap_err(),
+        ManifestError::Tampered
+    );
+    assert!(matches!(
+        Manifest::parse(&one.replace("\"tools\"", "\"tools\": {}, \"extra\"")),
+        Err(ManifestError::Invalid(_))
+    ));
+    assert!(matches!(
+        Manifest::parse(&one.replace("toolcap-manifest/1", "toolcap-manifest/9")),
+        Err(ManifestError::Format(_))
+    ));
+    assert!(matches!(
+        Manifest::parse("[]"),
+        Err(ManifestError::Invalid(_))
+    ));
+}
+
+#[test]
+fn coverage_rules_table() {
+    let table: &[(&str, &str, &[&str])] = &[
+        // fs: replacing a path with its parent widens; with a child does not.
+        (
+            r#"{"fs_reach":{"read":["/srv/uploads"]}}"#,
+            r#"{"fs_reach":{"read":["/srv"]}}"#,
+            &["fs.read.widened"],
+        ),
+        (
+            r#"{"fs_reach":{"read":["/srv"]}}"#,
+            r#"{"fs_reach":{"read":["/srv/uploads"]}}"#,
+            &[],
+        ),
+        (
+            r#"{"fs_reach":{"write":["/srv/up"]}}"#,
+            r#"{"fs_reach":{"write":["/srv/uploads"]}}"#,
+            &["fs.write.widened"],
+        ),
+        (
+            r#"{"fs_reach":{"read":["/srv"]}}"#,
+            r#"{"fs_reach":{"read":"from-personality"}}"#,
+            &["fs.read.widened"],
+        ),
+        (
+            r#"{"fs_reach":{"read":"from-personality"}}"#,
+            r#"{"fs_reach":{"read":["/srv"]}}"#,
+            &[],
+        ),
+        (
+            r#"{}"#,
+            r#"{"fs_reach":{"write":["/tmp/x"]}}"#,
+            &["fs.write.widened"],
+        ),
+        // network: coverage, not strings.
+        (
+            r#"{"network":{"allowedHosts":["*.github.com"]}}"#,
+            r#"{"network":{"allowedHosts":["*.github.com","api.github.com"]}}"#,
+            &[],
+        ),
+        (
+            r#"{"network":{"allowedHosts":["api.github.com"]}}"#,
+            r#"{"network":{"allowedHosts":["*.github.com"]}}"#,
+            &["network.widened"],
+        ),
+        (
+            r#"{"network":{"allowedHosts":["api.x.com"]}}"#,
+            r#"{"network":{"allowedHosts":["*"]}}"#,
+            &["network.widened"],
+        ),
+        (
+            r#"{"network":{"allowedHosts":["h.x.com:443"]}}"#,
+            r#"{"network":{"allowedHosts":["h.x.com"]}}"#,
+            &["network.widened"],
+        ),
+        (
+            r#"{"network":{"allowedHosts":["h.x.com"]}}"#,
+            r#"{"network":{"allowedHosts":["H.X.COM.:443"]}}"#,
+            &[],
+        ),
+        (
+            r#"{"network":{"allowedHosts":["*"]}}"#,
+            r#"{"network":{"allowedHosts":["anything.example"]}}"#,
+            &[],
+        ),
+        // secrets: globs by segment.
+        (
+            r#"{"secrets":["a/b"]}"#,
+            r#"{"secrets":["a/*"]}"#,
+            &["secrets.widened"],
+        ),
+        (
+            r#"{"secrets":["a/*"]}"#,
+            r#"{"secrets":["a/b","a/c/*"]}"#,
+            &[],
+        ),
+        (r#"{}"#, r#"{"secrets":[]}"#, &["secrets.widened"]),
+        // process.
+        (
+            r#"{"process":{"allowedBinaries":["git"]}}"#,
+            r#"{"process":{"allowedBinaries":["git","rm"]}}"#,
+            &["process.widened"],
+        ),
+        (
+            r#"{"process":{"allowedBinaries":["git"]}}"#,
+            r#"{"process":{"allowedBinaries":["*"]}}"#,
+            &["process.widened"],
+        ),
+        (
+            r#"{"process":{"allowedBinaries":["*"]}}"#,
+            r#"{"process":{"allowedBinaries":["git"]}}"#,
+            &[],
+        ),
+        // storage: scope order tool-private < session < personality.
+        (
+            r#"{"storage":{"scope":"tool-private","kind":"kv"}}"#,
+            r#"{"storage":{"scope":"personality","kind":"kv"}}"#,
+            &["storage.widened"],
+        ),
+        (
+            r#"{"storage":{"scope":"personality","kind":"kv"}}"#,
+            r#"{"storage":{"scope":"session","kind":"kv"}}"#,
+            &[],
+        ),
+        (
+            r#"{}"#,
+            r#"{"storage":{"scope":"session","kind":"kv"}}"#,
+            &["storage.widened"],
+        ),
+        // Removing things is never a widening.
+        (
+            r#"{"network":{"allowedHosts":["a.x.com"]},"secrets":["S"]}"#,
+            r#"{}"#,
+            &[],
+        ),
+    ];
+    for (old, new, expected) in table {
+        assert_eq!(
+            codes(&[("t", old)], &[("t", new)]),
+            *expected,
+            "{old} -> {new}"
+        );
+    }
+    assert_eq!(codes(&[], &[("new_tool", "{}")]), ["tool.added"]);
+    assert!(codes(&[("gone", "{}")], &[]).is_empty());
+}
+
+#[test]
+fn effective_access_and_toolset_widen_with_the_personality() {
+    let load = |toml: &str| {
+        CompiledPolicy::load(toml, PolicyFormat::Toml, Some(Path::new("/home/u"))).unwrap()
+    };
+    let narrow = load(
+        "id = \"p\"\ntoolset = [\"fetch\"]\n[fs_reach]\nread = [\"/srv/a\"]\n[safety.network]\nallow = [\"api.x.com\"]\n",
+    );
+    let wide = load(
+        "id = \"p\"\ntoolset = [\"fetch\", \"reader\"]\n[fs_reach]\nread = [\"/srv\"]\n[safety.network]\nallow = [\"*.x.com\"]\n",
+    );
+    let tools = [
+        ("fetch", r#"{"network":{"allowedHosts":["*"]}}"#),
+        ("reader", r#"{"fs_reach":{"read":"from-personality"}}"#),
+    ];
+    let old = manifest(&tools, Some(&narrow));
+    let new = manifest(&tools, Some(&wide));
+    assert_eq!(
+        old.tools["fetch"]
+            .effective
+            .as_ref()
+            .unwrap()
+            .network
+            .as_deref(),
+        Some(&["api.x.com".to_owned()][..])
+    );
+    let found: Vec<(WideningCode, String, String)> = diff(&old, &new)
+        .into_iter()
+        .map(|w| (w.code, w.tool, w.layer))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (WideningCode::Toolset, String::new(), "toolset".to_owned()),
+            (
+                WideningCode::Network,
+                "fetch".to_owned(),
+                "effective".to_owned()
+            ),
+            (
+                WideningCode::Toolset,
+                "reader".to_owned(),
+                "effective".to_owned()
+            ),
+            (
+                WideningCode::FsRead,
+                "reader".to_owned(),
+                "effective".to_owned()
+            ),
+        ]
+    );
+    assert!(
+        diff(&new, &old).is_empty(),
+        "narrowing the personality is not a widening"
+    );
+}
