@@ -7,6 +7,7 @@
 )]
 
 mod bench;
+mod declared;
 mod lint;
 
 use std::path::{Path, PathBuf};
