@@ -174,7 +174,7 @@ async fn one_tool_of_each_kind_through_the_registry() {
         ToolCall::new("6", "secret", json!({"name": "API_TOKEN"})),
         ToolCall::new("7", "secret", json!({"name": "AWS_SECRET_ACCESS_KEY"})),
         ToolCall::new("8", "runner", json!({"binary": "echo", "args": ["hi"]})),
-        ToolCall::new("9", "runner", json!({"binary": "rm", "args": ["-rf", "/"]})),
+        ToolCall::new("9", "runner", json!({"binary": "rm", "args": ["-rf", "~"]})),
         ToolCall::new(
             "10",
             "runner",

@@ -22,6 +22,9 @@ pub enum AuditKind {
     ToolDenied,
     /// `execute` finished: with a value, an error, a timeout, a cancellation or a panic.
     ToolCompleted,
+    /// An invocation constraint (`max_invocations`, `only_after`, `forbidden`) refused the call
+    /// before `execute`. Like `ToolDenied`, never followed by `ToolCalled`.
+    ConstraintDenied,
 }
 
 /// One audit record.
@@ -199,8 +202,8 @@ pub(crate) fn emit(event: &AuditEvent, sink: Option<&dyn AuditSink>) -> Result<(
     let code = event.code.map(ErrorCode::as_str);
     let denial = event.denial_code.map(DenialCode::as_str);
     match event.event {
-        AuditKind::ToolDenied => tracing::warn!(
-            target: "toolcap::audit", event = "tool_denied", session = %event.session_id,
+        AuditKind::ToolDenied | AuditKind::ConstraintDenied => tracing::warn!(
+            target: "toolcap::audit", event = if event.event == AuditKind::ToolDenied { "tool_denied" } else { "constraint_denied" }, session = %event.session_id,
             personality = event.personality_id.as_deref(), call_id = %event.call_id, tool = %event.tool,
             code, denial_code = denial, reason = event.reason.as_deref(),
         ),

@@ -37,8 +37,8 @@ pub use crate::audit::{
 pub use crate::manifest::{Manifest, Widening, WideningCode, build_manifest, diff};
 pub use crate::policy::CompiledPolicy;
 pub use crate::registry::{
-    DefaultToolRegistry, ExecutionContext, RegistryConfig, RegistryError, ToolCall, ToolCallResult,
-    apply_budget,
+    DefaultToolRegistry, ExecutionContext, Invocation, RegistryConfig, RegistryError, ToolCall,
+    ToolCallResult, apply_budget,
 };
 pub use crate::resolve::{
     Backend, CapabilityBackends, Intersected, ResolutionCache, ResolvedCapabilities, ResolvedHosts,

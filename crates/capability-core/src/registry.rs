@@ -1,10 +1,10 @@
 //! `DefaultToolRegistry`: registration, the toolset filter, the fail-closed guard, and
 //! `execute_parallel` with bounded concurrency, timeouts, cancellation and panic containment.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use capability_types::{
@@ -17,7 +17,9 @@ use serde_json::Value;
 use crate::audit::{AuditEvent, AuditKind, AuditSink, emit};
 use crate::matching::host::HostPattern;
 use crate::policy::CompiledPolicy;
-use crate::resolve::{CapabilityBackends, ResolutionCache, ScopedObjects};
+use crate::resolve::{
+    CapabilityBackends, ResolutionCache, ResolvedPaths, ScopedObjects, build_scoped, check_backends,
+};
 use crate::validate::validate_declaration;
 
 /// One call in a batch.
@@ -68,6 +70,70 @@ pub struct ExecutionContext {
     pub cancellation: CancellationToken,
     /// Overrides the registry's per-call timeout for this batch.
     pub call_timeout: Option<Duration>,
+    /// The invocation of the agent loop these batches belong to: what has run and completed,
+    /// for `max_invocations` and `only_after`. Fresh for each new context.
+    pub invocation: Arc<Invocation>,
+}
+
+/// What one invocation of the agent loop has done so far: how often each tool was dispatched,
+/// and which tools completed successfully in earlier batches.
+#[derive(Debug, Default)]
+pub struct Invocation {
+    dispatched: Mutex<HashMap<String, u32>>,
+    completed: Mutex<HashSet<String>>,
+}
+
+impl Invocation {
+    /// A fresh invocation.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// How many calls of `tool` were dispatched.
+    pub fn dispatched(&self, tool: &str) -> u32 {
+        self.dispatched
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(tool)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Whether `tool` completed successfully at least once.
+    pub fn completed(&self, tool: &str) -> bool {
+        self.completed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(tool)
+    }
+
+    fn completed_snapshot(&self) -> HashSet<String> {
+        self.completed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Takes a `max_invocations` slot; false when none is left.
+    fn reserve(&self, tool: &str, max: Option<u32>) -> bool {
+        let mut counts = self
+            .dispatched
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let n = counts.entry(tool.to_owned()).or_insert(0);
+        if max.is_some_and(|m| *n >= m) {
+            return false;
+        }
+        *n += 1;
+        true
+    }
+
+    fn mark_completed(&self, tool: &str) {
+        self.completed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(tool.to_owned());
+    }
 }
 
 impl ExecutionContext {
@@ -83,7 +149,14 @@ impl ExecutionContext {
             working_dir: working_dir.into(),
             cancellation: CancellationToken::new(),
             call_timeout: None,
+            invocation: Invocation::new(),
         }
+    }
+
+    /// Starts a new invocation of the agent loop: constraints count from zero again.
+    pub fn new_invocation(mut self) -> Self {
+        self.invocation = Invocation::new();
+        self
     }
 
     /// Sets the per-call timeout for this batch.
@@ -224,6 +297,7 @@ struct Refusal {
     code: ErrorCode,
     denial: Option<DenialCode>,
     message: String,
+    kind: AuditKind,
 }
 
 impl From<CapabilityError> for Refusal {
@@ -232,6 +306,18 @@ impl From<CapabilityError> for Refusal {
             code: e.result_code(),
             denial: e.denial_code(),
             message: e.to_string(),
+            kind: AuditKind::ToolDenied,
+        }
+    }
+}
+
+impl Refusal {
+    fn constraint(message: String) -> Self {
+        Refusal {
+            code: ErrorCode::Denied,
+            denial: Some(DenialCode::ConstraintNotMet),
+            message: format!("{}: {message}", DenialCode::ConstraintNotMet),
+            kind: AuditKind::ConstraintDenied,
         }
     }
 }
@@ -240,6 +326,8 @@ impl From<CapabilityError> for Refusal {
 struct Ready {
     tool: Arc<dyn Tool>,
     scoped: ScopedObjects,
+    /// The tool's resolved reach, for the argument gate (`None`: it has none).
+    reach: Option<Arc<ResolvedPaths>>,
 }
 
 impl DefaultToolRegistry {
@@ -351,6 +439,7 @@ impl DefaultToolRegistry {
         let concurrency = self.config.max_concurrency.min(total).max(1);
         let timeout = ctx.call_timeout.unwrap_or(self.config.call_timeout);
         let mut prepared: HashMap<String, Result<Ready, Refusal>> = HashMap::new();
+        let completed_before = ctx.invocation.completed_snapshot();
         let jobs: Vec<_> = calls
             .into_iter()
             .enumerate()
@@ -359,7 +448,11 @@ impl DefaultToolRegistry {
                 let prep = prepared
                     .entry(call.tool.clone())
                     .or_insert_with(|| self.prepare(&call.tool, ctx))
-                    .clone();
+                    .clone()
+                    .and_then(|ready| {
+                        self.admit(&call, &ready, ctx, &completed_before)
+                            .map(|()| ready)
+                    });
                 (index, call, prep, started)
             })
             .collect();
@@ -383,6 +476,7 @@ impl DefaultToolRegistry {
             code: ErrorCode::NotAvailable,
             denial: None,
             message: format!("unknown tool {}", name.escape_debug()),
+            kind: AuditKind::ToolDenied,
         })?;
         if !ctx.policy.allows_tool(name) {
             let personality = ctx.policy.id().unwrap_or("<none>");
@@ -398,18 +492,69 @@ impl DefaultToolRegistry {
             ))
             .into());
         }
-        let scoped = self.cache.resolve_capabilities(
-            name,
-            &entry.capabilities,
-            &ctx.policy,
-            &ctx.session_id,
-            &ctx.working_dir,
-            self.backends.as_ref(),
-        )?;
+        check_backends(name, &entry.capabilities, self.backends.as_ref())?;
+        let resolved = self
+            .cache
+            .intersect(name, &entry.capabilities, &ctx.policy)
+            .for_call(&ctx.session_id, &ctx.working_dir);
+        let scoped = match self.backends.as_ref() {
+            Some(backends) => build_scoped(&resolved, backends)?,
+            None => ScopedObjects::default(),
+        };
         Ok(Ready {
             tool: Arc::clone(&entry.tool),
             scoped,
+            reach: resolved.fs,
         })
+    }
+
+    /// The personality's constraints and the argument gate, decided in input order before the
+    /// batch runs (so the outcome never depends on scheduling).
+    fn admit(
+        &self,
+        call: &ToolCall,
+        ready: &Ready,
+        ctx: &ExecutionContext,
+        completed_before: &HashSet<String>,
+    ) -> Result<(), Refusal> {
+        let constraints = ctx
+            .policy
+            .policy()
+            .and_then(|p| p.constraints.get(&call.tool));
+        let personality = ctx.policy.id().unwrap_or("<none>");
+        if constraints.is_some_and(|c| c.forbidden) {
+            return Err(Refusal::constraint(format!(
+                "{} is forbidden under personality {personality}",
+                call.tool
+            )));
+        }
+        if constraints.is_none_or(|c| c.path_gate) {
+            gate_arguments(&call.args, ready.reach.as_deref())?;
+        }
+        if let Some(c) = constraints {
+            let missing: Vec<&str> = c
+                .only_after
+                .iter()
+                .filter(|t| !completed_before.contains(*t))
+                .map(String::as_str)
+                .collect();
+            if !missing.is_empty() {
+                return Err(Refusal::constraint(format!(
+                    "{} may run only after {} completed successfully in an earlier batch of this invocation",
+                    call.tool,
+                    missing.join(", ")
+                )));
+            }
+        }
+        let max = constraints.and_then(|c| c.max_invocations);
+        if !ctx.invocation.reserve(&call.tool, max) {
+            return Err(Refusal::constraint(format!(
+                "{} may run at most {} time(s) per invocation",
+                call.tool,
+                max.unwrap_or(0)
+            )));
+        }
+        Ok(())
     }
 
     async fn run_one(
@@ -425,7 +570,7 @@ impl DefaultToolRegistry {
             |kind| AuditEvent::new(kind, &ctx.session_id, personality, &call.id, &call.tool);
         let sink = self.audit.as_deref();
         let refuse = |refusal: Refusal| {
-            let e = event(AuditKind::ToolDenied)
+            let e = event(refusal.kind)
                 .with_outcome(Some(refusal.code), refusal.denial)
                 .with_reason(refusal.message.clone());
             if let Err(err) = emit(&e, sink) {
@@ -449,6 +594,7 @@ impl DefaultToolRegistry {
                 code: ErrorCode::Cancelled,
                 denial: None,
                 message,
+                kind: AuditKind::ToolDenied,
             }));
         }
         if let Err(err) = emit(&event(AuditKind::ToolCalled), sink) {
@@ -457,6 +603,7 @@ impl DefaultToolRegistry {
                 code: ErrorCode::NotAvailable,
                 denial: None,
                 message,
+                kind: AuditKind::ToolDenied,
             }));
         }
 
@@ -501,6 +648,9 @@ impl DefaultToolRegistry {
         if let Err(err) = emit(&completed, sink) {
             tracing::error!(target: "toolcap::audit", error = %err, "could not record a completion");
         }
+        if outcome.is_ok() {
+            ctx.invocation.mark_completed(&call.tool);
+        }
         let result = match outcome {
             Ok(value) => ToolResult::Ok(match self.config.result_budget {
                 Some(budget) => apply_budget(value, budget),
@@ -510,6 +660,50 @@ impl DefaultToolRegistry {
         };
         finish(result)
     }
+}
+
+/// The argument gate: every string argument (at any depth) that is an absolute path or a
+/// `file://` URL must lie within the tool's read or write reach, so a tool that takes a path but
+/// does not use `ScopedFs` is gated all the same. A tool with no reach may take no such argument.
+fn gate_arguments(args: &Value, reach: Option<&ResolvedPaths>) -> Result<(), Refusal> {
+    use capability_types::{FsAccess, PathPolicy};
+    let empty = ResolvedPaths::default();
+    let reach = reach.unwrap_or(&empty);
+    let mut stack = vec![args];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Array(items) => stack.extend(items.iter()),
+            Value::Object(map) => stack.extend(map.values()),
+            Value::String(s) => {
+                let path = if s.starts_with('/') && !s.starts_with("//") {
+                    Some(std::path::PathBuf::from(s))
+                } else if s.len() >= 7 && s[..7].eq_ignore_ascii_case("file://") {
+                    // A file URL that does not name a local path is refused outright.
+                    match url::Url::parse(s).ok().and_then(|u| u.to_file_path().ok()) {
+                        Some(p) => Some(p),
+                        None => {
+                            return Err(CapabilityError::denied(
+                                DenialCode::PathNotReachable,
+                                format!("{} is not a local file URL", s.escape_debug()),
+                            )
+                            .into());
+                        }
+                    }
+                } else {
+                    None
+                };
+                if let Some(path) = path
+                    && let Err(read) = reach.check(&path, FsAccess::Read)
+                {
+                    reach
+                        .check(&path, FsAccess::Write)
+                        .map_err(|_| Refusal::from(read))?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Aborts the task when dropped, so a dropped batch does not leave tools running.

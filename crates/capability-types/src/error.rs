@@ -27,6 +27,8 @@ pub enum DenialCode {
     EnvNotAllowed,
     /// A tool outside the personality's toolset.
     ToolNotInToolset,
+    /// An invocation constraint (`max_invocations`, `only_after`, `forbidden`).
+    ConstraintNotMet,
 }
 
 impl DenialCode {
@@ -40,6 +42,7 @@ impl DenialCode {
             DenialCode::ArgsNotAllowed => "ARGS_NOT_ALLOWED",
             DenialCode::EnvNotAllowed => "ENV_NOT_ALLOWED",
             DenialCode::ToolNotInToolset => "TOOL_NOT_IN_TOOLSET",
+            DenialCode::ConstraintNotMet => "CONSTRAINT_NOT_MET",
         }
     }
 }

@@ -88,7 +88,7 @@ pub use crate::grant::{
 };
 pub use crate::policy::{
     EnvRules, NetworkRules, PersonalityPolicy, PolicyFormat, PolicyFsReach, ProcessRules, Safety,
-    check_binary_spec, normalize_lexically, valid_tool_name,
+    ToolConstraints, check_binary_spec, normalize_lexically, valid_tool_name,
 };
 pub use crate::result::{ErrorCode, ToolResult};
 pub use crate::scoped::{

@@ -1,6 +1,7 @@
 //! The personality policy file (design.md §4): what a session may touch, whatever its tools
 //! declare.
 
+use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -48,6 +49,45 @@ pub struct PersonalityPolicy {
     /// Network, process and environment rules.
     #[serde(default)]
     pub safety: Safety,
+    /// Per-tool invocation constraints (`[constraints.<tool>]`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub constraints: BTreeMap<String, ToolConstraints>,
+}
+
+/// `[constraints.<tool>]`: limits on how and when a tool runs within one invocation of the agent
+/// loop (one [`ExecutionContext`](../capability_core/struct.ExecutionContext.html) in
+/// `capability-core`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+#[non_exhaustive]
+pub struct ToolConstraints {
+    /// At most this many calls run per invocation (at least 1; use `forbidden` for none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_invocations: Option<u32>,
+    /// Each named tool must have completed successfully in an earlier batch of the invocation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub only_after: Vec<String>,
+    /// Declared, but never dispatchable under this personality.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub forbidden: bool,
+    /// Check absolute-path and `file://` arguments against the tool's reach before it runs
+    /// (default true; turn off for a tool whose string arguments are not file paths).
+    #[serde(default = "default_true", skip_serializing_if = "Clone::clone")]
+    pub path_gate: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl ToolConstraints {
+    /// No limits, path gate on.
+    pub fn new() -> Self {
+        Self {
+            path_gate: true,
+            ..Self::default()
+        }
+    }
 }
 
 /// `[fs_reach]` of a personality.
@@ -215,6 +255,29 @@ impl PersonalityPolicy {
                     format!("safety.process.deny_args[{i}]"),
                     format!("{pattern:?} has no tokens"),
                 ));
+            }
+        }
+        for (tool, c) in &self.constraints {
+            let field = format!("constraints.{tool}");
+            if !valid_tool_name(tool) {
+                return Err(PolicyError::invalid(
+                    field,
+                    format!("{tool:?} is not a tool name"),
+                ));
+            }
+            if c.max_invocations == Some(0) {
+                return Err(PolicyError::invalid(
+                    format!("{field}.max_invocations"),
+                    "must be at least 1 (use forbidden = true to refuse every call)",
+                ));
+            }
+            for (i, name) in c.only_after.iter().enumerate() {
+                if !valid_tool_name(name) || name == tool {
+                    return Err(PolicyError::invalid(
+                        format!("{field}.only_after[{i}]"),
+                        format!("{name:?} is not another tool's name"),
+                    ));
+                }
             }
         }
         for (i, name) in self.safety.env.allow.iter().enumerate() {
@@ -403,7 +466,8 @@ crate::serde_util::map_only!(
     Safety,
     NetworkRules,
     ProcessRules,
-    EnvRules
+    EnvRules,
+    ToolConstraints
 );
 
 #[cfg(test)]

@@ -135,7 +135,7 @@ fn batch(port: u16) -> Vec<(ToolCall, Option<&'static str>, &'static str)> {
             call(
                 "13",
                 "run_command",
-                json!({"binary": "rm", "args": ["-rf", "/"]}),
+                json!({"binary": "rm", "args": ["-rf", "~"]}),
             ),
             Some("denied"),
             "a binary not allowed",
@@ -144,7 +144,7 @@ fn batch(port: u16) -> Vec<(ToolCall, Option<&'static str>, &'static str)> {
             call(
                 "14",
                 "run_command",
-                json!({"binary": "ls", "args": ["-R", "/"]}),
+                json!({"binary": "ls", "args": ["-R", "."]}),
             ),
             Some("denied"),
             "argv refused by deny_args",
@@ -153,23 +153,32 @@ fn batch(port: u16) -> Vec<(ToolCall, Option<&'static str>, &'static str)> {
             call(
                 "15",
                 "run_command",
-                json!({"binary": "echo", "args": ["x"], "env": {"LD_PRELOAD": "/tmp/evil.so"}}),
+                json!({"binary": "echo", "args": ["x"], "env": {"LD_PRELOAD": "evil.so"}}),
             ),
             Some("denied"),
             "a loader hook in the env",
         ),
         (
-            call("16", "kv_delete", json!({"key": "demo_runs"})),
+            call(
+                "16",
+                "run_command",
+                json!({"binary": "echo", "args": ["/etc/shadow"]}),
+            ),
+            Some("denied"),
+            "a path argument outside the reach (gate)",
+        ),
+        (
+            call("17", "kv_delete", json!({"key": "demo_runs"})),
             Some("denied"),
             "a tool outside the toolset",
         ),
         (
-            call("17", "shell_exec", json!({"cmd": "id"})),
+            call("18", "shell_exec", json!({"cmd": "id"})),
             Some("not_available"),
             "an unknown tool",
         ),
         (
-            call("18", "read_file", json!({"paht": "notes.md"})),
+            call("19", "read_file", json!({"paht": "notes.md"})),
             Some("input_invalid"),
             "a typo in the arguments",
         ),

@@ -1,0 +1,258 @@
+//! Invocation constraints (`max_invocations`, `only_after`, `forbidden`) and the argument gate,
+//! through `execute_parallel`.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use capability_core::{
+    AuditKind, CompiledPolicy, DefaultToolRegistry, ExecutionContext, MemoryAuditSink, ToolCall,
+};
+use capability_types::{ErrorCode, FsPaths, PolicyFormat, ToolCapabilities};
+use serde_json::{Value, json};
+use support::{Behaviour, TestTool, policy, recording_backends};
+
+fn call(id: &str, tool: &str, args: Value) -> ToolCall {
+    ToolCall::new(id, tool, args)
+}
+
+fn outcomes(results: &[capability_core::ToolCallResult]) -> Vec<String> {
+    results
+        .iter()
+        .map(|r| match r.result.error_message() {
+            None => "ok".to_owned(),
+            Some(e) => e.to_owned(),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn max_invocations_counts_per_invocation_in_input_order() {
+    let echo = TestTool::new("echo", ToolCapabilities::none(), Behaviour::Echo);
+    let runs = Arc::clone(&echo.runs);
+    let mut registry = DefaultToolRegistry::new(None);
+    registry.register(echo).unwrap();
+    let ctx = ExecutionContext::new(
+        "s",
+        policy("id = \"p\"\n[constraints.echo]\nmax_invocations = 2\n"),
+        "/tmp",
+    );
+    let results = registry
+        .execute_parallel(
+            (0..4)
+                .map(|i| call(&i.to_string(), "echo", json!({})))
+                .collect(),
+            &ctx,
+        )
+        .await;
+    let refused = "CONSTRAINT_NOT_MET: echo may run at most 2 time(s) per invocation";
+    assert_eq!(outcomes(&results), ["ok", "ok", refused, refused]);
+    assert_eq!(results[2].result.code(), Some(ErrorCode::Denied));
+    let again = registry.execute(call("5", "echo", json!({})), &ctx).await;
+    assert_eq!(
+        again.result.error_message(),
+        Some(refused),
+        "the count spans batches of one invocation"
+    );
+    let fresh = ctx.clone().new_invocation();
+    assert!(
+        registry
+            .execute(call("6", "echo", json!({})), &fresh)
+            .await
+            .result
+            .is_ok(),
+        "a new invocation starts from zero"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 3, "refused calls never ran");
+}
+
+#[tokio::test]
+async fn only_after_needs_a_success_in_an_earlier_batch() {
+    let mut registry = DefaultToolRegistry::new(None);
+    registry
+        .register(TestTool::new(
+            "fetch",
+            ToolCapabilities::none(),
+            Behaviour::Echo,
+        ))
+        .unwrap();
+    registry
+        .register(TestTool::new(
+            "reader",
+            ToolCapabilities::none(),
+            Behaviour::Echo,
+        ))
+        .unwrap();
+    registry
+        .register(TestTool::new(
+            "broken",
+            ToolCapabilities::none(),
+            Behaviour::Panic,
+        ))
+        .unwrap();
+    let ctx = ExecutionContext::new(
+        "s",
+        policy("id = \"p\"\n[constraints.fetch]\nonly_after = [\"reader\", \"broken\"]\n"),
+        "/tmp",
+    );
+    let first = registry
+        .execute_parallel(
+            vec![
+                call("1", "fetch", json!({})),
+                call("2", "reader", json!({})),
+                call("3", "broken", json!({})),
+            ],
+            &ctx,
+        )
+        .await;
+    assert_eq!(
+        outcomes(&first)[0],
+        "CONSTRAINT_NOT_MET: fetch may run only after reader, broken completed successfully in an earlier batch of this invocation"
+    );
+    let second = registry.execute(call("4", "fetch", json!({})), &ctx).await;
+    assert_eq!(
+        second.result.error_message(),
+        Some(
+            "CONSTRAINT_NOT_MET: fetch may run only after broken completed successfully in an earlier batch of this invocation"
+        ),
+        "reader counts now; a panicked call never counts as completed"
+    );
+    assert!(ctx.invocation.completed("reader") && !ctx.invocation.completed("broken"));
+}
+
+#[tokio::test]
+async fn forbidden_tools_never_run_and_are_audited_as_constraint_denials() {
+    let tool = TestTool::new("wipe", ToolCapabilities::none(), Behaviour::Echo);
+    let runs = Arc::clone(&tool.runs);
+    let audit = Arc::new(MemoryAuditSink::new());
+    let mut registry = DefaultToolRegistry::new(None).with_audit_sink(audit.clone());
+    registry.register(tool).unwrap();
+    let ctx = ExecutionContext::new(
+        "s",
+        policy("id = \"ops\"\n[constraints.wipe]\nforbidden = true\n"),
+        "/tmp",
+    );
+    let r = registry.execute(call("1", "wipe", json!({})), &ctx).await;
+    assert_eq!(
+        r.result.error_message(),
+        Some("CONSTRAINT_NOT_MET: wipe is forbidden under personality ops")
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    let kinds: Vec<AuditKind> = audit.events().into_iter().map(|e| e.event).collect();
+    assert_eq!(kinds, [AuditKind::ConstraintDenied]);
+}
+
+#[tokio::test]
+async fn the_argument_gate_checks_every_path_argument() {
+    let (backends, _) = recording_backends();
+    let mut registry = DefaultToolRegistry::new(Some(backends));
+    let no_fs = TestTool::new("no_fs", ToolCapabilities::none(), Behaviour::Echo);
+    let runs = Arc::clone(&no_fs.runs);
+    registry.register(no_fs).unwrap();
+    registry
+        .register(TestTool::new(
+            "with_fs",
+            ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality),
+            Behaviour::Echo,
+        ))
+        .unwrap();
+    registry
+        .register(TestTool::new(
+            "opted_out",
+            ToolCapabilities::none(),
+            Behaviour::Echo,
+        ))
+        .unwrap();
+    let ctx = ExecutionContext::new(
+        "s",
+        policy(
+            "id = \"p\"\n[fs_reach]\nread = [\"/srv/data\"]\ndeny = [\"/srv/data/private\"]\n[constraints.opted_out]\npath_gate = false\n",
+        ),
+        "/srv/data",
+    );
+    let cases = [
+        (
+            "no_fs",
+            json!({"path": "/etc/passwd"}),
+            "PATH_NOT_REACHABLE: read not permitted for /etc/passwd",
+        ),
+        (
+            "no_fs",
+            json!({"a": [{"b": "/srv/data/x"}]}),
+            "PATH_NOT_REACHABLE: read not permitted for /srv/data/x",
+        ),
+        (
+            "no_fs",
+            json!({"u": "file:///etc/shadow"}),
+            "PATH_NOT_REACHABLE: read not permitted for /etc/shadow",
+        ),
+        (
+            "no_fs",
+            json!({"u": "FILE://remote.example/share"}),
+            "PATH_NOT_REACHABLE: FILE://remote.example/share is not a local file URL",
+        ),
+        (
+            "no_fs",
+            json!({"url": "https://x.example/a", "cdn": "//cdn.example/x", "rel": "notes/a.md", "n": 5}),
+            "ok",
+        ),
+        ("with_fs", json!({"path": "/srv/data/reports/q3.csv"}), "ok"),
+        (
+            "with_fs",
+            json!({"path": "/srv/data/../../etc/passwd"}),
+            "PATH_NOT_REACHABLE: read not permitted for /etc/passwd",
+        ),
+        (
+            "with_fs",
+            json!({"paths": ["/srv/data/a", "/srv/data/private/key"]}),
+            "PATH_NOT_REACHABLE: read not permitted for /srv/data/private/key",
+        ),
+        ("opted_out", json!({"path": "/api/v1/repos"}), "ok"),
+    ];
+    let calls: Vec<ToolCall> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, (t, a, _))| call(&i.to_string(), t, a.clone()))
+        .collect();
+    let results = registry.execute_parallel(calls, &ctx).await;
+    let expected: Vec<&str> = cases.iter().map(|(_, _, e)| *e).collect();
+    assert_eq!(outcomes(&results), expected);
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "gated calls never ran");
+}
+
+#[test]
+fn hostile_constraint_sections_are_refused() {
+    let cases = [
+        (
+            "id = \"p\"\n[constraints.echo]\nmax_invocations = 0\n",
+            "constraints.echo.max_invocations",
+            "use forbidden",
+        ),
+        (
+            "id = \"p\"\n[constraints.echo]\nonly_after = [\"echo\"]\n",
+            "constraints.echo.only_after[0]",
+            "another tool",
+        ),
+        (
+            "id = \"p\"\n[constraints.\"Bad Name\"]\nforbidden = true\n",
+            "constraints.Bad Name",
+            "not a tool name",
+        ),
+        (
+            "id = \"p\"\n[constraints.echo]\nmax_calls = 3\n",
+            "constraints.echo.max_calls",
+            "unknown field",
+        ),
+        (
+            "id = \"p\"\n[constraints.echo]\nmax_invocations = -1\n",
+            "constraints.echo.max_invocations",
+            "invalid value",
+        ),
+    ];
+    for (toml, field, needle) in cases {
+        let err = CompiledPolicy::load(toml, PolicyFormat::Toml, None).unwrap_err();
+        assert_eq!(err.field(), Some(field), "{toml}: {err}");
+        assert!(err.to_string().contains(needle), "{toml}: {err}");
+    }
+}
