@@ -116,9 +116,7 @@ where
         );
     }
     let personality = policy.and_then(|p| p.id().map(str::to_owned));
-    let toolset = policy
-        .and_then(|p| p.policy())
-        .and_then(|p| p.toolset.clone());
+    let toolset = policy.and_then(|p| p.toolset().map(<[String]>::to_vec));
     let sha256 = digest(MANIFEST_FORMAT, &personality, &toolset, &entries);
     Manifest {
         format: MANIFEST_FORMAT.to_owned(),

@@ -5,11 +5,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use capability_types::{PersonalityPolicy, PolicyError, PolicyFormat};
+use std::collections::{BTreeMap, BTreeSet};
 
-use crate::matching::binary::ArgvPattern;
-use crate::matching::host::{HostPattern, HostSet};
-use crate::matching::path::DenyFloor;
+use capability_types::{Narrowing, PersonalityPolicy, PolicyError, PolicyFormat, ToolConstraints};
+
+use crate::matching::binary::{ArgvPattern, intersect_binaries};
+use crate::matching::host::{HostPattern, HostSet, intersect_hosts};
+use crate::matching::path::{DenyFloor, intersect_paths};
 
 /// The active personality, checked and compiled. Cheap to clone.
 ///
@@ -29,6 +31,9 @@ pub struct CompiledPolicy {
     pub(crate) fs_write: Arc<[PathBuf]>,
     pub(crate) fs_deny: Arc<[PathBuf]>,
     pub(crate) floor: Arc<DenyFloor>,
+    /// `None`: every tool.
+    toolset: Option<Arc<[String]>>,
+    constraints: Arc<BTreeMap<String, ToolConstraints>>,
 }
 
 impl CompiledPolicy {
@@ -70,6 +75,8 @@ impl CompiledPolicy {
             Ok(HostSet::new(patterns))
         };
         let network_allow = hosts("safety.network.allow", &policy.safety.network.allow)?;
+        let toolset = policy.toolset.clone().map(Arc::from);
+        let constraints = Arc::new(policy.constraints.clone());
         let network_deny = hosts("safety.network.deny", &policy.safety.network.deny)?;
         let mut deny_args = Vec::new();
         for (i, text) in policy.safety.process.deny_args.iter().enumerate() {
@@ -88,6 +95,8 @@ impl CompiledPolicy {
             fs_write: policy.fs_reach.write.clone().into(),
             fs_deny: policy.fs_reach.deny.clone().into(),
             floor: Arc::new(DenyFloor::new(home)),
+            toolset,
+            constraints,
             source: Some(Arc::new(policy)),
         })
     }
@@ -107,6 +116,8 @@ impl CompiledPolicy {
             fs_write: Arc::new([]),
             fs_deny: Arc::new([]),
             floor: Arc::new(DenyFloor::new(home)),
+            toolset: None,
+            constraints: Arc::default(),
         }
     }
 
@@ -115,17 +126,139 @@ impl CompiledPolicy {
         self.source.as_deref().map(|p| p.id.as_str())
     }
 
-    /// The checked policy it was compiled from.
+    /// The checked personality it was compiled from (before any narrowing).
     pub fn policy(&self) -> Option<&PersonalityPolicy> {
         self.source.as_deref()
     }
 
     /// Whether `tool` is in the toolset (no toolset, or no personality: every tool).
     pub fn allows_tool(&self, tool: &str) -> bool {
-        match self.source.as_deref().and_then(|p| p.toolset.as_ref()) {
+        match &self.toolset {
             None => true,
             Some(toolset) => toolset.iter().any(|t| t == tool),
         }
+    }
+
+    /// The toolset in force (after narrowing), `None` for every tool.
+    pub fn toolset(&self) -> Option<&[String]> {
+        self.toolset.as_deref()
+    }
+
+    /// The `deny_args` patterns in force (after narrowing), as written.
+    pub fn deny_args(&self) -> impl Iterator<Item = &str> {
+        self.deny_args.iter().map(ArgvPattern::as_str)
+    }
+
+    /// The invocation constraints of `tool` in force (after narrowing).
+    pub fn constraints(&self, tool: &str) -> Option<&ToolConstraints> {
+        self.constraints.get(tool)
+    }
+
+    /// This policy further restricted by `narrowing`: every list present in the narrowing is
+    /// intersected with this policy's (with the same functions the resolver uses), deny lists add
+    /// up, and constraints combine to the stricter. The result is never wider than `self` in any
+    /// category; the storage namespace (the personality's id) is unchanged.
+    pub fn narrow(&self, narrowing: &Narrowing) -> Result<CompiledPolicy, PolicyError> {
+        let mut n = narrowing.clone();
+        n.check(None)?;
+        let parse_hosts = |field: &str, list: &[String]| -> Result<Vec<HostPattern>, PolicyError> {
+            list.iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    HostPattern::parse(t)
+                        .map_err(|why| PolicyError::invalid(format!("{field}[{i}]"), why))
+                })
+                .collect()
+        };
+        let mut deny_patterns: Vec<HostPattern> = self.network_deny.patterns().to_vec();
+        deny_patterns.extend(parse_hosts("network.deny", &n.network.deny)?);
+        let network_allow = match &n.network.allow {
+            None => Arc::clone(&self.network_allow),
+            Some(list) => {
+                parse_hosts("network.allow", list)?;
+                Arc::new(HostSet::new(
+                    intersect_hosts(list, &self.network_allow, &HostSet::default()).granted,
+                ))
+            }
+        };
+        let side =
+            |mine: &Arc<[PathBuf]>, theirs: &Option<Vec<PathBuf>>, field: &str| -> Arc<[PathBuf]> {
+                match theirs {
+                    None => Arc::clone(mine),
+                    Some(list) => intersect_paths(list, mine, field).granted.into(),
+                }
+            };
+        let mut fs_deny: Vec<PathBuf> = self.fs_deny.to_vec();
+        fs_deny.extend(n.fs_reach.deny.iter().cloned());
+        let mut deny_args: Vec<ArgvPattern> = self.deny_args.to_vec();
+        for (i, text) in n.process.deny_args.iter().enumerate() {
+            deny_args.push(
+                ArgvPattern::parse(text)
+                    .map_err(|why| PolicyError::invalid(format!("process.deny_args[{i}]"), why))?,
+            );
+        }
+        let process_allow: Arc<[String]> = match &n.process.allow {
+            None => Arc::clone(&self.process_allow),
+            Some(list) => intersect_binaries(list, &self.process_allow).granted.into(),
+        };
+        let env_allow: Arc<[String]> = match &n.env_allow {
+            None => Arc::clone(&self.env_allow),
+            Some(list) => self
+                .env_allow
+                .iter()
+                .filter(|v| list.contains(v))
+                .cloned()
+                .collect(),
+        };
+        let toolset: Option<Arc<[String]>> = match (&self.toolset, &n.toolset) {
+            (mine, None) => mine.clone(),
+            (None, Some(theirs)) => Some(theirs.clone().into()),
+            (Some(mine), Some(theirs)) => Some(
+                mine.iter()
+                    .filter(|t| theirs.contains(t))
+                    .cloned()
+                    .collect(),
+            ),
+        };
+        let mut constraints = (*self.constraints).clone();
+        for (tool, extra) in &n.constraints {
+            let merged = match constraints.get(tool) {
+                None => extra.clone(),
+                Some(mine) => {
+                    let mut c = mine.clone();
+                    c.max_invocations = match (mine.max_invocations, extra.max_invocations) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                    let after: BTreeSet<String> = mine
+                        .only_after
+                        .iter()
+                        .chain(&extra.only_after)
+                        .cloned()
+                        .collect();
+                    c.only_after = after.into_iter().collect();
+                    c.forbidden = mine.forbidden || extra.forbidden;
+                    c.path_gate = mine.path_gate || extra.path_gate;
+                    c
+                }
+            };
+            constraints.insert(tool.clone(), merged);
+        }
+        Ok(CompiledPolicy {
+            generation: next_generation(),
+            source: self.source.clone(),
+            network_allow,
+            network_deny: Arc::new(HostSet::new(deny_patterns)),
+            process_allow,
+            deny_args: deny_args.into(),
+            env_allow,
+            fs_read: side(&self.fs_read, &n.fs_reach.read, "fs_reach.read"),
+            fs_write: side(&self.fs_write, &n.fs_reach.write, "fs_reach.write"),
+            fs_deny: fs_deny.into(),
+            floor: Arc::clone(&self.floor),
+            toolset,
+            constraints: Arc::new(constraints),
+        })
     }
 }
 

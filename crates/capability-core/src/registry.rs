@@ -165,6 +165,17 @@ impl ExecutionContext {
         self
     }
 
+    /// The same invocation under `narrowing`, which can only restrict the policy (see
+    /// [`CompiledPolicy::narrow`]). Constraint counts carry on: it is the same invocation.
+    pub fn narrowed(
+        &self,
+        narrowing: &capability_types::Narrowing,
+    ) -> Result<Self, capability_types::PolicyError> {
+        let mut ctx = self.clone();
+        ctx.policy = Arc::new(self.policy.narrow(narrowing)?);
+        Ok(ctx)
+    }
+
     /// Uses `token` for cancellation.
     pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
         self.cancellation = token;
@@ -517,10 +528,8 @@ impl DefaultToolRegistry {
         ctx: &ExecutionContext,
         completed_before: &HashSet<String>,
     ) -> Result<(), Refusal> {
-        let constraints = ctx
-            .policy
-            .policy()
-            .and_then(|p| p.constraints.get(&call.tool));
+        // The constraints in force: the personality's, combined with any narrowing.
+        let constraints = ctx.policy.constraints(&call.tool);
         let personality = ctx.policy.id().unwrap_or("<none>");
         if constraints.is_some_and(|c| c.forbidden) {
             return Err(Refusal::constraint(format!(

@@ -196,3 +196,88 @@ proptest! {
         }
     }
 }
+
+// ---------- narrowing ----------
+
+fn narrowing_from(
+    toolset: Option<Vec<String>>,
+    hosts: Option<Vec<String>>,
+    host_deny: Vec<String>,
+    read: Option<Vec<String>>,
+    write: Option<Vec<String>>,
+    deny: Vec<String>,
+    bins: Option<Vec<String>>,
+) -> capability_types::Narrowing {
+    let mut n = capability_types::Narrowing::default();
+    n.toolset = toolset;
+    n.network.allow = hosts;
+    n.network.deny = host_deny;
+    n.fs_reach.read = read.map(|v| v.into_iter().map(Into::into).collect());
+    n.fs_reach.write = write.map(|v| v.into_iter().map(Into::into).collect());
+    n.fs_reach.deny = deny.into_iter().map(Into::into).collect();
+    n.process.allow = bins;
+    n
+}
+
+fn tool_name() -> impl Strategy<Value = String> {
+    prop::sample::select(vec!["read_file", "fetch_url", "run_command", "kv_get"])
+        .prop_map(str::to_owned)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1_500))]
+
+    /// Whatever the narrowed policy allows, the personality alone allows: narrowing never widens.
+    #[test]
+    fn narrowing_can_only_restrict(
+        p_hosts in prop::collection::vec(host_pattern(), 0..4),
+        p_host_deny in prop::collection::vec(host_pattern(), 0..2),
+        p_read in prop::collection::vec(abs_path(), 0..3),
+        p_write in prop::collection::vec(abs_path(), 0..3),
+        p_deny in prop::collection::vec(abs_path(), 0..2),
+        p_bins in prop::collection::vec(prop::sample::select(vec!["git", "ls", "cat"]).prop_map(str::to_owned), 0..3),
+        p_toolset in prop::option::of(prop::collection::vec(tool_name(), 0..4)),
+        n_toolset in prop::option::of(prop::collection::vec(tool_name(), 0..4)),
+        n_hosts in prop::option::of(prop::collection::vec(host_pattern(), 0..4)),
+        n_host_deny in prop::collection::vec(host_pattern(), 0..2),
+        n_read in prop::option::of(prop::collection::vec(abs_path(), 0..3)),
+        n_write in prop::option::of(prop::collection::vec(abs_path(), 0..3)),
+        n_deny in prop::collection::vec(abs_path(), 0..2),
+        n_bins in prop::option::of(prop::collection::vec(prop::sample::select(vec!["git", "ls", "rm"]).prop_map(str::to_owned), 0..3)),
+        host_req in host(),
+        port in prop::sample::select(vec![80u16, 443]),
+        path_req in request_path(),
+        tool in tool_name(),
+    ) {
+        let mut personality = policy_with(p_hosts, p_host_deny, p_read, p_write, p_deny, p_bins).policy().unwrap().clone();
+        personality.toolset = p_toolset;
+        let base = CompiledPolicy::compile(personality, Some(Path::new("/home/u"))).unwrap();
+        let narrowing = narrowing_from(n_toolset, n_hosts, n_host_deny, n_read, n_write, n_deny, n_bins);
+        let narrowed = base.narrow(&narrowing).unwrap();
+
+        let caps = ToolCapabilities::none()
+            .with_network(["*"])
+            .with_fs_read(FsPaths::FromPersonality)
+            .with_fs_write(FsPaths::FromPersonality)
+            .with_process(["*"]);
+        let wide = resolve("t", &caps, &base, "s", Path::new("/a"));
+        let narrow = resolve("t", &caps, &narrowed, "s", Path::new("/a"));
+        if narrow.network.as_ref().unwrap().check(&host_req, port).is_ok() {
+            prop_assert!(wide.network.as_ref().unwrap().check(&host_req, port).is_ok(), "{host_req}:{port} widened");
+        }
+        for access in [FsAccess::Read, FsAccess::Write] {
+            if narrow.fs.as_ref().unwrap().check(Path::new(&path_req), access).is_ok() {
+                prop_assert!(wide.fs.as_ref().unwrap().check(Path::new(&path_req), access).is_ok(), "{path_req} {access:?} widened");
+            }
+        }
+        use capability_types::ProcessPolicy;
+        let wide_bins = wide.process.as_ref().unwrap().allowed_binaries().to_vec();
+        for b in narrow.process.as_ref().unwrap().allowed_binaries() {
+            prop_assert!(wide_bins.contains(b), "binary {b} widened");
+        }
+        if narrowed.allows_tool(&tool) {
+            prop_assert!(base.allows_tool(&tool), "tool {tool} widened");
+        }
+        prop_assert_eq!(narrowed.id(), base.id(), "the storage namespace is unchanged");
+    }
+}

@@ -93,7 +93,7 @@ pub fn explain(
         "toolset",
         tool,
         if policy.allows_tool(tool) {
-            Ok(match policy.policy().and_then(|p| p.toolset.as_ref()) {
+            Ok(match policy.toolset() {
                 Some(_) => format!("listed in the toolset of personality {personality}"),
                 None => format!("personality {personality} has no toolset: every tool may run"),
             })
@@ -221,15 +221,10 @@ fn tool_checks(
                 .collect::<Vec<_>>()
                 .join(" ");
             let resolved_name = Path::new(&a.binary);
-            let matched = policy
-                .policy()
-                .map(|p| p.safety.process.deny_args.clone())
-                .unwrap_or_default()
-                .into_iter()
-                .find(|pattern| {
-                    ArgvPattern::parse(pattern)
-                        .is_ok_and(|p| p.matches(&a.binary, resolved_name, &a.args))
-                });
+            let matched = policy.deny_args().map(str::to_owned).find(|pattern| {
+                ArgvPattern::parse(pattern)
+                    .is_ok_and(|p| p.matches(&a.binary, resolved_name, &a.args))
+            });
             out.push(check(
                 "process.args",
                 argv.clone(),

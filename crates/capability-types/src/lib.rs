@@ -87,8 +87,9 @@ pub use crate::grant::{
     SecretsFactory, SecretsGrant, StorageGrant,
 };
 pub use crate::policy::{
-    EnvRules, NetworkRules, PersonalityPolicy, PolicyFormat, PolicyFsReach, ProcessRules, Safety,
-    ToolConstraints, check_binary_spec, normalize_lexically, valid_tool_name,
+    EnvRules, NarrowFs, NarrowNetwork, NarrowProcess, Narrowing, NetworkRules, PersonalityPolicy,
+    PolicyFormat, PolicyFsReach, ProcessRules, Safety, ToolConstraints, check_binary_spec,
+    normalize_lexically, valid_tool_name,
 };
 pub use crate::result::{ErrorCode, ToolResult};
 pub use crate::scoped::{

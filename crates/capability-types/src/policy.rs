@@ -158,6 +158,124 @@ pub struct EnvRules {
     pub allow: Vec<String>,
 }
 
+/// An extra policy for one batch (or one invocation) that can only restrict the personality.
+///
+/// Every field is optional: absent means "not narrowed". A list that is present is intersected
+/// with the personality's, rule by rule; deny lists add up; constraints combine to the stricter
+/// of the two. Parsed strictly, like a personality (`Narrowing::parse`).
+///
+/// ```
+/// # #[cfg(feature = "toml")] {
+/// use capability_types::{Narrowing, PolicyFormat};
+/// let n = Narrowing::parse("toolset = [\"read_file\"]\n[network]\ndeny = [\"*.example.com\"]\n", PolicyFormat::Toml, None).unwrap();
+/// assert_eq!(n.toolset.as_deref(), Some(&["read_file".to_owned()][..]));
+/// # }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+#[non_exhaustive]
+pub struct Narrowing {
+    /// Tools that may run: intersected with the personality's toolset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toolset: Option<Vec<String>>,
+    /// File reach.
+    #[serde(default)]
+    pub fs_reach: NarrowFs,
+    /// Hosts.
+    #[serde(default)]
+    pub network: NarrowNetwork,
+    /// Binaries and argv rules.
+    #[serde(default)]
+    pub process: NarrowProcess,
+    /// Variables a child may inherit: intersected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_allow: Option<Vec<String>>,
+    /// Extra constraints per tool, combined with the personality's to the stricter.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub constraints: BTreeMap<String, ToolConstraints>,
+}
+
+/// `[fs_reach]` of a [`Narrowing`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+#[non_exhaustive]
+pub struct NarrowFs {
+    /// Read roots, intersected with the personality's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read: Option<Vec<PathBuf>>,
+    /// Write roots, intersected with the personality's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write: Option<Vec<PathBuf>>,
+    /// Added to the personality's deny list.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<PathBuf>,
+}
+
+/// `[network]` of a [`Narrowing`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+#[non_exhaustive]
+pub struct NarrowNetwork {
+    /// Host patterns, kept where the personality's allow list covers them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow: Option<Vec<String>>,
+    /// Added to the personality's deny list.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
+}
+
+/// `[process]` of a [`Narrowing`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+#[non_exhaustive]
+pub struct NarrowProcess {
+    /// Binaries, intersected with the personality's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow: Option<Vec<String>>,
+    /// Added to the personality's `deny_args`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_args: Vec<String>,
+}
+
+impl Narrowing {
+    /// Parses and checks a narrowing (same formats and `~` rules as a personality).
+    pub fn parse(
+        text: &str,
+        format: PolicyFormat,
+        home: Option<&Path>,
+    ) -> Result<Self, PolicyError> {
+        let mut n: Narrowing = parse_any(text, format)?;
+        n.check(home)?;
+        Ok(n)
+    }
+
+    /// Checks and normalises a narrowing built in code.
+    pub fn check(&mut self, home: Option<&Path>) -> Result<(), PolicyError> {
+        // The same rules as a personality: build one carrying the narrowing's lists and check it.
+        let mut probe = PersonalityPolicy {
+            id: "narrowing".to_owned(),
+            ..PersonalityPolicy::default()
+        };
+        probe.toolset = self.toolset.clone();
+        probe.fs_reach.read = self.fs_reach.read.clone().unwrap_or_default();
+        probe.fs_reach.write = self.fs_reach.write.clone().unwrap_or_default();
+        probe.fs_reach.deny = self.fs_reach.deny.clone();
+        probe.safety.process.allow = self.process.allow.clone().unwrap_or_default();
+        probe.safety.process.deny_args = self.process.deny_args.clone();
+        probe.safety.env.allow = self.env_allow.clone().unwrap_or_default();
+        probe.constraints = self.constraints.clone();
+        probe.check(home)?;
+        if self.fs_reach.read.is_some() {
+            self.fs_reach.read = Some(probe.fs_reach.read);
+        }
+        if self.fs_reach.write.is_some() {
+            self.fs_reach.write = Some(probe.fs_reach.write);
+        }
+        self.fs_reach.deny = probe.fs_reach.deny;
+        Ok(())
+    }
+}
+
 /// The syntax a policy file is written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PolicyFormat {
@@ -405,10 +523,28 @@ fn syntax(field: Option<String>, message: String) -> PolicyError {
     }
 }
 
-fn from_deserializer<'de, D>(de: D) -> Result<PersonalityPolicy, PolicyError>
+/// Parses any of the policy documents in `format`, with errors that name the field.
+fn parse_any<T: serde::de::DeserializeOwned>(
+    text: &str,
+    format: PolicyFormat,
+) -> Result<T, PolicyError> {
+    match format {
+        PolicyFormat::Json => {
+            let mut de = serde_json::Deserializer::from_str(text);
+            let value = from_deserializer(&mut de)?;
+            de.end().map_err(|e| syntax(None, e.to_string()))?;
+            Ok(value)
+        }
+        PolicyFormat::Toml => parse_toml(text),
+        PolicyFormat::Yaml => parse_yaml(text),
+    }
+}
+
+fn from_deserializer<'de, D, T>(de: D) -> Result<T, PolicyError>
 where
     D: serde::Deserializer<'de>,
     D::Error: std::fmt::Display,
+    T: serde::Deserialize<'de>,
 {
     serde_path_to_error::deserialize(de).map_err(|e| {
         let field = e.path().to_string();
@@ -417,7 +553,7 @@ where
 }
 
 #[cfg(feature = "toml")]
-fn parse_toml(text: &str) -> Result<PersonalityPolicy, PolicyError> {
+fn parse_toml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, PolicyError> {
     // toml's own messages quote the source with a caret diagram over several lines; a policy
     // error is one line: where, and what.
     let one_line = |e: &toml::de::Error| {
@@ -440,7 +576,7 @@ fn parse_toml(text: &str) -> Result<PersonalityPolicy, PolicyError> {
 }
 
 #[cfg(not(feature = "toml"))]
-fn parse_toml(_: &str) -> Result<PersonalityPolicy, PolicyError> {
+fn parse_toml<T>(_: &str) -> Result<T, PolicyError> {
     Err(PolicyError::UnsupportedFormat(
         "TOML support is not compiled in (enable the `toml` feature of capability-types)"
             .to_owned(),
@@ -448,12 +584,12 @@ fn parse_toml(_: &str) -> Result<PersonalityPolicy, PolicyError> {
 }
 
 #[cfg(feature = "yaml")]
-fn parse_yaml(text: &str) -> Result<PersonalityPolicy, PolicyError> {
+fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, PolicyError> {
     from_deserializer(serde_norway::Deserializer::from_str(text))
 }
 
 #[cfg(not(feature = "yaml"))]
-fn parse_yaml(_: &str) -> Result<PersonalityPolicy, PolicyError> {
+fn parse_yaml<T>(_: &str) -> Result<T, PolicyError> {
     Err(PolicyError::UnsupportedFormat(
         "YAML support is not compiled in (enable the `yaml` feature of capability-types)"
             .to_owned(),
@@ -467,7 +603,11 @@ crate::serde_util::map_only!(
     NetworkRules,
     ProcessRules,
     EnvRules,
-    ToolConstraints
+    ToolConstraints,
+    Narrowing,
+    NarrowFs,
+    NarrowNetwork,
+    NarrowProcess
 );
 
 #[cfg(test)]

@@ -1,0 +1,112 @@
+//! Per-invocation narrowing through the registry: a batch run under an extra policy that can
+//! only restrict.
+
+mod support;
+
+use std::sync::Arc;
+
+use capability_core::{DefaultToolRegistry, ExecutionContext, ToolCall};
+use capability_types::{FsPaths, Narrowing, PolicyFormat, ToolCapabilities};
+use serde_json::json;
+use support::{Behaviour, TestTool, policy, recording_backends};
+
+const PERSONALITY: &str = r#"
+id = "wide"
+[fs_reach]
+read = ["/srv/data"]
+[safety.network]
+allow = ["*.example.com"]
+[constraints.fetcher]
+max_invocations = 5
+"#;
+
+#[tokio::test]
+async fn a_narrowed_batch_gets_less_never_more() {
+    let (backends, _) = recording_backends();
+    let mut registry = DefaultToolRegistry::new(Some(backends));
+    registry
+        .register(TestTool::new(
+            "reader",
+            ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality),
+            Behaviour::ReadFile,
+        ))
+        .unwrap();
+    registry
+        .register(TestTool::new(
+            "fetcher",
+            ToolCapabilities::none().with_network(["*"]),
+            Behaviour::Fetch,
+        ))
+        .unwrap();
+    let ctx = ExecutionContext::new("s", policy(PERSONALITY), "/srv/data");
+    let narrowing = Narrowing::parse(
+        r#"
+toolset = ["reader", "fetcher", "not_in_personality_toolset_anyway"]
+[fs_reach]
+read = ["/srv/data/public", "/etc"]
+deny = ["/srv/data/public/drafts"]
+[network]
+allow = ["api.example.com", "evil.org"]
+[constraints.fetcher]
+max_invocations = 1
+"#,
+        PolicyFormat::Toml,
+        None,
+    )
+    .unwrap();
+    let narrow = ctx.narrowed(&narrowing).unwrap();
+    let calls = vec![
+        ToolCall::new("1", "reader", json!({"path": "public/a.md"})),
+        ToolCall::new("2", "reader", json!({"path": "internal/b.md"})),
+        ToolCall::new("3", "reader", json!({"path": "public/drafts/c.md"})),
+        ToolCall::new("4", "reader", json!({"path": "/etc/hostname"})),
+        ToolCall::new("5", "fetcher", json!({"url": "https://api.example.com/x"})),
+        ToolCall::new("6", "fetcher", json!({"url": "https://api.example.com/y"})),
+        ToolCall::new("7", "fetcher", json!({"url": "https://www.example.com/"})),
+    ];
+    let results = registry.execute_parallel(calls.clone(), &narrow).await;
+    let shown: Vec<String> = results
+        .iter()
+        .map(|r| r.result.error_message().unwrap_or("ok").to_owned())
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "ok",
+            "PATH_NOT_REACHABLE: read not permitted for /srv/data/internal/b.md",
+            "PATH_NOT_REACHABLE: read not permitted for /srv/data/public/drafts/c.md",
+            "PATH_NOT_REACHABLE: read not permitted for /etc/hostname",
+            "ok",
+            "CONSTRAINT_NOT_MET: fetcher may run at most 1 time(s) per invocation",
+            "CONSTRAINT_NOT_MET: fetcher may run at most 1 time(s) per invocation",
+        ],
+        "/etc and evil.org are not in the personality, so the narrowing cannot add them"
+    );
+    // The same calls without the narrowing, in a fresh invocation: the personality's reach.
+    let wide = registry
+        .execute_parallel(calls, &ctx.clone().new_invocation())
+        .await;
+    let ok: Vec<bool> = wide.iter().map(|r| r.result.is_ok()).collect();
+    assert_eq!(ok, [true, true, true, false, true, true, true]);
+    let _ = Arc::clone(&narrow.policy);
+}
+
+#[test]
+fn hostile_narrowings_are_refused() {
+    let cases = [
+        ("[network]\nallow = [\"*.com\"]\n", "network.allow[0]"),
+        ("[network]\ndeny = [\"https://x\"]\n", "network.deny[0]"),
+        ("[fs_reach]\nread = [\"relative\"]\n", "fs_reach.read[0]"),
+        ("[process]\nallow = [\"*\"]\n", "safety.process.allow[0]"),
+        ("[netwrok]\nallow = []\n", "netwrok"),
+        ("toolset = [\"Bad Name\"]\n", "toolset[0]"),
+    ];
+    let base =
+        capability_core::CompiledPolicy::load(PERSONALITY, PolicyFormat::Toml, None).unwrap();
+    for (text, field) in cases {
+        let err = Narrowing::parse(text, PolicyFormat::Toml, None)
+            .and_then(|n| base.narrow(&n).map(|_| ()))
+            .unwrap_err();
+        assert_eq!(err.field(), Some(field), "{text}: {err}");
+    }
+}
