@@ -686,7 +686,10 @@ fn gate_arguments(args: &Value, reach: Option<&ResolvedPaths>) -> Result<(), Ref
             Value::String(s) => {
                 let path = if s.starts_with('/') && !s.starts_with("//") {
                     Some(std::path::PathBuf::from(s))
-                } else if s.len() >= 7 && s[..7].eq_ignore_ascii_case("file://") {
+                } else if s
+                    .get(..7)
+                    .is_some_and(|head| head.eq_ignore_ascii_case("file://"))
+                {
                     // A file URL that does not name a local path is refused outright.
                     match url::Url::parse(s).ok().and_then(|u| u.to_file_path().ok()) {
                         Some(p) => Some(p),

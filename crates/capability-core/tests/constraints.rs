@@ -209,6 +209,12 @@ async fn the_argument_gate_checks_every_path_argument() {
             "PATH_NOT_REACHABLE: read not permitted for /srv/data/private/key",
         ),
         ("opted_out", json!({"path": "/api/v1/repos"}), "ok"),
+        // Multi-byte text where a byte-7 slice would split a character must not panic.
+        (
+            "no_fs",
+            json!({"a": "fileéé://x", "b": "ﬁle://", "c": "日本語のテキスト"}),
+            "ok",
+        ),
     ];
     let calls: Vec<ToolCall> = cases
         .iter()
@@ -218,7 +224,11 @@ async fn the_argument_gate_checks_every_path_argument() {
     let results = registry.execute_parallel(calls, &ctx).await;
     let expected: Vec<&str> = cases.iter().map(|(_, _, e)| *e).collect();
     assert_eq!(outcomes(&results), expected);
-    assert_eq!(runs.load(Ordering::SeqCst), 1, "gated calls never ran");
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        2,
+        "gated calls never ran (the two ungated no_fs calls did)"
+    );
 }
 
 #[test]
