@@ -123,7 +123,14 @@ fn parse_toml(text: &str) -> Result<HashMap<String, SecretString>, String> {
     let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
         let line = e
             .span()
-            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+            // Bytes, not a str slice: an offset inside a character must not panic.
+            .map(|s| {
+                text.as_bytes()[..s.start.min(text.len())]
+                    .iter()
+                    .filter(|b| **b == b'\n')
+                    .count()
+                    + 1
+            });
         match line {
             Some(l) => format!("not valid TOML (line {l})"),
             None => "not valid TOML".to_owned(),

@@ -560,9 +560,15 @@ fn parse_toml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, PolicyErr
         let message = e.message().trim_end_matches('\n').replace('\n', " ");
         match e.span() {
             Some(span) => {
-                let before = &text[..span.start.min(text.len())];
-                let line = before.matches('\n').count() + 1;
-                let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+                // Bytes, not a str slice: an offset inside a character must not panic.
+                let before = &text.as_bytes()[..span.start.min(text.len())];
+                let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+                let column = before.len()
+                    - before
+                        .iter()
+                        .rposition(|b| *b == b'\n')
+                        .map_or(0, |i| i + 1)
+                    + 1;
                 format!("TOML line {line}, column {column}: {message}")
             }
             None => format!("TOML: {message}"),
