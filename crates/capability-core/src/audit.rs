@@ -25,6 +25,11 @@ pub enum AuditKind {
     /// An invocation constraint (`max_invocations`, `only_after`, `forbidden`) refused the call
     /// before `execute`. Like `ToolDenied`, never followed by `ToolCalled`.
     ConstraintDenied,
+    /// The call matched an `[escalate]` pattern; the approval handler is asked. `reason` lists
+    /// the subjects.
+    EscalationAsked,
+    /// The approval handler's answer: `reason` is `approved`, or why not.
+    EscalationDecided,
 }
 
 /// One audit record.
@@ -206,6 +211,11 @@ pub(crate) fn emit(event: &AuditEvent, sink: Option<&dyn AuditSink>) -> Result<(
             target: "toolcap::audit", event = if event.event == AuditKind::ToolDenied { "tool_denied" } else { "constraint_denied" }, session = %event.session_id,
             personality = event.personality_id.as_deref(), call_id = %event.call_id, tool = %event.tool,
             code, denial_code = denial, reason = event.reason.as_deref(),
+        ),
+        AuditKind::EscalationAsked | AuditKind::EscalationDecided => tracing::warn!(
+            target: "toolcap::audit", event = if event.event == AuditKind::EscalationAsked { "escalation_asked" } else { "escalation_decided" },
+            session = %event.session_id, personality = event.personality_id.as_deref(), call_id = %event.call_id,
+            tool = %event.tool, reason = event.reason.as_deref(),
         ),
         AuditKind::ToolCalled => tracing::info!(
             target: "toolcap::audit", event = "tool_called", session = %event.session_id,

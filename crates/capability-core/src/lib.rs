@@ -24,6 +24,7 @@
 #![deny(missing_docs)]
 
 pub mod audit;
+mod escalation;
 pub mod manifest;
 pub mod matching;
 mod policy;
@@ -34,6 +35,7 @@ mod validate;
 pub use crate::audit::{
     AuditError, AuditEvent, AuditKind, AuditSink, JsonLinesAuditSink, MemoryAuditSink,
 };
+pub use crate::escalation::{ApprovalHandler, ApprovalRequest, EscalationSubject, mask_arguments};
 pub use crate::manifest::{Manifest, Widening, WideningCode, build_manifest, diff};
 pub use crate::policy::CompiledPolicy;
 pub use crate::registry::{
@@ -41,9 +43,9 @@ pub use crate::registry::{
     ToolCallResult, apply_budget,
 };
 pub use crate::resolve::{
-    Backend, CapabilityBackends, Intersected, ResolutionCache, ResolvedCapabilities, ResolvedHosts,
-    ResolvedPaths, ResolvedProcess, ScopedObjects, build_scoped, check_backends, needs_backends,
-    resolve, resolve_capabilities,
+    Approvals, Backend, CapabilityBackends, Intersected, ResolutionCache, ResolvedCapabilities,
+    ResolvedHosts, ResolvedPaths, ResolvedProcess, ScopedObjects, build_scoped, check_backends,
+    needs_backends, resolve, resolve_capabilities,
 };
 pub use crate::validate::{
     validate_declaration, validate_registration, validate_tools_for_personality,

@@ -31,6 +31,11 @@ pub struct CompiledPolicy {
     pub(crate) fs_write: Arc<[PathBuf]>,
     pub(crate) fs_deny: Arc<[PathBuf]>,
     pub(crate) floor: Arc<DenyFloor>,
+    /// `[escalate]`: hosts, write paths and argv that need approval.
+    pub(crate) escalate_hosts: Arc<HostSet>,
+    pub(crate) escalate_write: Arc<[PathBuf]>,
+    pub(crate) escalate_args: Arc<[ArgvPattern]>,
+    pub(crate) escalate_timeout: Option<std::time::Duration>,
     /// `None`: every tool.
     toolset: Option<Arc<[String]>>,
     constraints: Arc<BTreeMap<String, ToolConstraints>>,
@@ -77,6 +82,14 @@ impl CompiledPolicy {
         let network_allow = hosts("safety.network.allow", &policy.safety.network.allow)?;
         let toolset = policy.toolset.clone().map(Arc::from);
         let constraints = Arc::new(policy.constraints.clone());
+        let escalate_hosts = hosts("escalate.hosts", &policy.escalate.hosts)?;
+        let mut escalate_args = Vec::new();
+        for (i, text) in policy.escalate.args.iter().enumerate() {
+            escalate_args.push(
+                ArgvPattern::parse(text)
+                    .map_err(|why| PolicyError::invalid(format!("escalate.args[{i}]"), why))?,
+            );
+        }
         let network_deny = hosts("safety.network.deny", &policy.safety.network.deny)?;
         let mut deny_args = Vec::new();
         for (i, text) in policy.safety.process.deny_args.iter().enumerate() {
@@ -95,6 +108,13 @@ impl CompiledPolicy {
             fs_write: policy.fs_reach.write.clone().into(),
             fs_deny: policy.fs_reach.deny.clone().into(),
             floor: Arc::new(DenyFloor::new(home)),
+            escalate_hosts: Arc::new(escalate_hosts),
+            escalate_write: policy.escalate.write_paths.clone().into(),
+            escalate_args: escalate_args.into(),
+            escalate_timeout: policy
+                .escalate
+                .timeout_seconds
+                .map(std::time::Duration::from_secs),
             toolset,
             constraints,
             source: Some(Arc::new(policy)),
@@ -116,6 +136,10 @@ impl CompiledPolicy {
             fs_write: Arc::new([]),
             fs_deny: Arc::new([]),
             floor: Arc::new(DenyFloor::new(home)),
+            escalate_hosts: Arc::default(),
+            escalate_write: Arc::new([]),
+            escalate_args: Arc::new([]),
+            escalate_timeout: None,
             toolset: None,
             constraints: Arc::default(),
         }
@@ -220,6 +244,26 @@ impl CompiledPolicy {
                     .collect(),
             ),
         };
+        let mut escalate_hosts: Vec<HostPattern> = self.escalate_hosts.patterns().to_vec();
+        escalate_hosts.extend(parse_hosts("escalate.hosts", &n.escalate.hosts)?);
+        let mut escalate_write: Vec<PathBuf> = self.escalate_write.to_vec();
+        escalate_write.extend(n.escalate.write_paths.iter().cloned());
+        let mut escalate_args: Vec<ArgvPattern> = self.escalate_args.to_vec();
+        for (i, text) in n.escalate.args.iter().enumerate() {
+            escalate_args.push(
+                ArgvPattern::parse(text)
+                    .map_err(|why| PolicyError::invalid(format!("escalate.args[{i}]"), why))?,
+            );
+        }
+        let escalate_timeout = match (
+            self.escalate_timeout,
+            n.escalate
+                .timeout_seconds
+                .map(std::time::Duration::from_secs),
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let mut constraints = (*self.constraints).clone();
         for (tool, extra) in &n.constraints {
             let merged = match constraints.get(tool) {
@@ -256,6 +300,10 @@ impl CompiledPolicy {
             fs_write: side(&self.fs_write, &n.fs_reach.write, "fs_reach.write"),
             fs_deny: fs_deny.into(),
             floor: Arc::clone(&self.floor),
+            escalate_hosts: Arc::new(HostSet::new(escalate_hosts)),
+            escalate_write: escalate_write.into(),
+            escalate_args: escalate_args.into(),
+            escalate_timeout,
             toolset,
             constraints: Arc::new(constraints),
         })

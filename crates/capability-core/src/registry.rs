@@ -15,6 +15,9 @@ use futures_util::StreamExt;
 use serde_json::Value;
 
 use crate::audit::{AuditEvent, AuditKind, AuditSink, emit};
+use crate::escalation::{
+    self, ApprovalHandler, ApprovalRequest, EscalationSubject, mask_arguments,
+};
 use crate::matching::host::HostPattern;
 use crate::policy::CompiledPolicy;
 use crate::resolve::{
@@ -194,6 +197,9 @@ pub struct RegistryConfig {
     /// Successful values whose JSON is longer than this many bytes are truncated with a marker
     /// (default: no budget).
     pub result_budget: Option<usize>,
+    /// How long an escalated call waits for approval when the personality sets no
+    /// `escalate.timeout_seconds` (default 30 s). No answer in time is a refusal.
+    pub approval_timeout: Duration,
 }
 
 impl Default for RegistryConfig {
@@ -202,6 +208,7 @@ impl Default for RegistryConfig {
             max_concurrency: 64,
             call_timeout: Duration::from_secs(60),
             result_budget: None,
+            approval_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -215,6 +222,11 @@ impl RegistryConfig {
     /// Sets the per-call timeout.
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = timeout;
+        self
+    }
+    /// Sets the approval timeout.
+    pub fn approval_timeout(mut self, timeout: Duration) -> Self {
+        self.approval_timeout = timeout;
         self
     }
     /// Sets the result budget in bytes.
@@ -288,6 +300,7 @@ pub struct DefaultToolRegistry {
     backends: Option<CapabilityBackends>,
     config: RegistryConfig,
     audit: Option<Arc<dyn AuditSink>>,
+    approval: Option<Arc<dyn ApprovalHandler>>,
     cache: ResolutionCache,
 }
 
@@ -337,8 +350,11 @@ impl Refusal {
 struct Ready {
     tool: Arc<dyn Tool>,
     scoped: ScopedObjects,
-    /// The tool's resolved reach, for the argument gate (`None`: it has none).
+    /// The tool's resolved reach without escalation patterns, for the argument gate (`None`: it
+    /// has none).
     reach: Option<Arc<ResolvedPaths>>,
+    /// The tool's declaration, for escalation.
+    caps: Arc<ToolCapabilities>,
 }
 
 impl DefaultToolRegistry {
@@ -349,6 +365,7 @@ impl DefaultToolRegistry {
             backends,
             config: RegistryConfig::default(),
             audit: None,
+            approval: None,
             cache: ResolutionCache::new(),
         }
     }
@@ -362,6 +379,13 @@ impl DefaultToolRegistry {
     /// Sends every audit event to `sink` too.
     pub fn with_audit_sink(mut self, sink: Arc<dyn AuditSink>) -> Self {
         self.audit = Some(sink);
+        self
+    }
+
+    /// Asks `handler` about calls that match the personality's `[escalate]` patterns. Without a
+    /// handler (headless), such calls are refused.
+    pub fn with_approval_handler(mut self, handler: Arc<dyn ApprovalHandler>) -> Self {
+        self.approval = Some(handler);
         self
     }
 
@@ -515,7 +539,11 @@ impl DefaultToolRegistry {
         Ok(Ready {
             tool: Arc::clone(&entry.tool),
             scoped,
-            reach: resolved.fs,
+            reach: resolved
+                .fs
+                .as_deref()
+                .map(ResolvedPaths::without_escalation),
+            caps: Arc::clone(&entry.capabilities),
         })
     }
 
@@ -566,6 +594,72 @@ impl DefaultToolRegistry {
         Ok(())
     }
 
+    /// Asks the approval handler about `subjects`; audits the question and the answer.
+    async fn escalate(
+        &self,
+        call: &ToolCall,
+        ctx: &ExecutionContext,
+        subjects: Vec<EscalationSubject>,
+    ) -> Result<(), Refusal> {
+        let sink = self.audit.as_deref();
+        let personality = ctx.policy.id();
+        let listed = subjects
+            .iter()
+            .map(|s| format!("{} {}", s.category, s.subject))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let event =
+            |kind| AuditEvent::new(kind, &ctx.session_id, personality, &call.id, &call.tool);
+        let refusal = |why: String| Refusal {
+            code: ErrorCode::Denied,
+            denial: Some(DenialCode::EscalationRefused),
+            message: format!("{}: {listed}: {why}", DenialCode::EscalationRefused),
+            kind: AuditKind::ToolDenied,
+        };
+        if let Err(err) = emit(
+            &event(AuditKind::EscalationAsked).with_reason(listed.clone()),
+            sink,
+        ) {
+            return Err(refusal(format!("the escalation cannot be audited: {err}")));
+        }
+        let timeout = ctx
+            .policy
+            .escalate_timeout
+            .unwrap_or(self.config.approval_timeout);
+        let outcome: Result<(), String> = match &self.approval {
+            None => Err("no approval handler is configured (headless)".to_owned()),
+            Some(handler) => {
+                let request = ApprovalRequest {
+                    session_id: ctx.session_id.clone(),
+                    personality_id: personality.map(str::to_owned),
+                    call_id: call.id.clone(),
+                    tool: call.tool.clone(),
+                    subjects,
+                    arguments: mask_arguments(&call.args),
+                };
+                let handler = Arc::clone(handler);
+                // In its own task: a handler that panics refuses the call, not the batch.
+                let task =
+                    AbortOnDrop(tokio::spawn(async move { handler.approve(&request).await }));
+                match tokio::time::timeout(timeout, task.join()).await {
+                    Ok(Ok(Ok(true))) => Ok(()),
+                    Ok(Ok(Ok(false))) => Err("the approver denied it".to_owned()),
+                    Ok(Ok(Err(e))) => Err(format!("the approval handler failed: {e}")),
+                    Ok(Err(_)) => Err("the approval handler panicked".to_owned()),
+                    Err(_) => Err(format!("no answer within {timeout:?}")),
+                }
+            }
+        };
+        let decided = event(AuditKind::EscalationDecided).with_reason(match &outcome {
+            Ok(()) => "approved".to_owned(),
+            Err(why) => why.clone(),
+        });
+        if let Err(err) = emit(&decided, sink) {
+            return Err(refusal(format!("the decision cannot be audited: {err}")));
+        }
+        outcome.map_err(refusal)
+    }
+
     async fn run_one(
         &self,
         call: ToolCall,
@@ -606,6 +700,28 @@ impl DefaultToolRegistry {
                 kind: AuditKind::ToolDenied,
             }));
         }
+        // Escalation: ask before anything runs; an approved call gets scoped objects that allow
+        // exactly what was approved.
+        let (subjects, approvals) =
+            escalation::subjects(&ready.caps, &call.args, &ctx.policy, &ctx.working_dir);
+        let scoped = if subjects.is_empty() {
+            ready.scoped.clone()
+        } else {
+            if let Err(refusal) = self.escalate(&call, ctx, subjects).await {
+                return finish(refuse(refusal));
+            }
+            let resolved = self
+                .cache
+                .intersect(&call.tool, &ready.caps, &ctx.policy)
+                .for_call_approved(&ctx.session_id, &ctx.working_dir, Arc::new(approvals));
+            match self.backends.as_ref() {
+                None => ScopedObjects::default(),
+                Some(backends) => match build_scoped(&resolved, backends) {
+                    Ok(scoped) => scoped,
+                    Err(e) => return finish(refuse(e.into())),
+                },
+            }
+        };
         if let Err(err) = emit(&event(AuditKind::ToolCalled), sink) {
             let message = format!("the call cannot be audited, so it does not run: {err}");
             return finish(refuse(Refusal {
@@ -620,7 +736,7 @@ impl DefaultToolRegistry {
             .with_call(call.id.clone(), call.tool.clone())
             .with_cancellation(ctx.cancellation.clone());
         tool_ctx.personality_id = personality.map(str::to_owned);
-        ready.scoped.install(&mut tool_ctx);
+        scoped.install(&mut tool_ctx);
         let tool = ready.tool;
         let args = call.args.clone();
         let cancel = ctx.cancellation.clone();

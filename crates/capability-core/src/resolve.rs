@@ -217,7 +217,8 @@ pub fn resolve(
 #[derive(Debug)]
 pub struct Intersected {
     tool: String,
-    network: Option<Arc<ResolvedHosts>>,
+    network: Option<(Arc<HostSet>, Arc<HostSet>)>,
+    escalate: Escalation,
     /// `Some` when `fs_reach` or `process` is declared (a child's cwd must be readable).
     paths: Option<PathRoots>,
     fs_declared: bool,
@@ -262,10 +263,7 @@ impl Intersected {
                 .granted;
                 Arc::new(HostSet::new(granted))
             };
-            Arc::new(ResolvedHosts {
-                allow,
-                deny: Arc::clone(&policy.network_deny),
-            })
+            (allow, Arc::clone(&policy.network_deny))
         });
         let paths = (caps.fs_reach.is_some() || caps.process.is_some()).then(|| {
             let reach = caps.fs_reach.clone().unwrap_or_default();
@@ -329,6 +327,12 @@ impl Intersected {
         Self {
             tool: tool.to_owned(),
             network,
+            escalate: Escalation {
+                hosts: Arc::clone(&policy.escalate_hosts),
+                write: Arc::clone(&policy.escalate_write),
+                args: Arc::clone(&policy.escalate_args),
+                approved: Arc::default(),
+            },
             paths,
             fs_declared: caps.fs_reach.is_some(),
             secrets: caps.secrets.clone(),
@@ -339,6 +343,21 @@ impl Intersected {
 
     /// Completes the resolution for one session and working directory.
     pub fn for_call(&self, session_id: &str, working_dir: &Path) -> ResolvedCapabilities {
+        self.for_call_approved(session_id, working_dir, Arc::default())
+    }
+
+    /// [`for_call`](Self::for_call) for a call that escalation approved for `approvals`: exactly
+    /// those hosts, write paths and argv pass the `[escalate]` patterns; nothing else does.
+    pub fn for_call_approved(
+        &self,
+        session_id: &str,
+        working_dir: &Path,
+        approvals: Arc<Approvals>,
+    ) -> ResolvedCapabilities {
+        let escalate = Escalation {
+            approved: approvals,
+            ..self.escalate.clone()
+        };
         let paths = self.paths.as_ref().map(|r| {
             Arc::new(ResolvedPaths {
                 read: Arc::clone(&r.read),
@@ -350,6 +369,7 @@ impl Intersected {
                 personality_read: Arc::clone(&r.personality_read),
                 personality_write: Arc::clone(&r.personality_write),
                 working_dir: working_dir.to_path_buf(),
+                escalate: escalate.clone(),
             })
         });
         let process = self.process.as_ref().map(|p| {
@@ -358,6 +378,7 @@ impl Intersected {
                 deny_args: Arc::clone(&p.deny_args),
                 env_allow: Arc::clone(&p.env_allow),
                 paths: paths.clone().unwrap_or_default(),
+                escalate: escalate.clone(),
             })
         });
         let storage = self.storage.as_ref().map(|(scope, namespace, ttl)| {
@@ -370,7 +391,13 @@ impl Intersected {
         });
         ResolvedCapabilities {
             tool: self.tool.clone(),
-            network: self.network.clone(),
+            network: self.network.as_ref().map(|(allow, deny)| {
+                Arc::new(ResolvedHosts {
+                    allow: Arc::clone(allow),
+                    deny: Arc::clone(deny),
+                    escalate: escalate.clone(),
+                })
+            }),
             fs: if self.fs_declared { paths } else { None },
             secrets: self.secrets.clone(),
             process,
@@ -557,11 +584,37 @@ pub fn build_scoped(
     Ok(out)
 }
 
+/// What one call was approved for after escalation: exact hosts, exact write paths, exact argv.
+/// Anything else that an `[escalate]` pattern matches stays refused.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Approvals {
+    /// Normalised host names.
+    pub hosts: Vec<String>,
+    /// Normalised absolute paths.
+    pub write_paths: Vec<PathBuf>,
+    /// Whole argv (binary first).
+    pub argv: Vec<Vec<String>>,
+}
+
+/// The escalation patterns of a policy, carried into each resolved scope.
+#[derive(Debug, Clone, Default)]
+struct Escalation {
+    hosts: Arc<HostSet>,
+    write: Arc<[PathBuf]>,
+    args: Arc<[ArgvPattern]>,
+    approved: Arc<Approvals>,
+}
+
+fn needs_approval(what: String) -> String {
+    format!("{what} requires approval (escalate) and this call was not approved for it")
+}
+
 /// A tool's resolved host set; deny patterns win.
 #[derive(Debug)]
 pub struct ResolvedHosts {
     allow: Arc<HostSet>,
     deny: Arc<HostSet>,
+    escalate: Escalation,
 }
 
 impl ResolvedHosts {
@@ -579,6 +632,14 @@ impl HostPolicy for ResolvedHosts {
             return Err(CapabilityError::denied(
                 DenialCode::HostNotAllowed,
                 format!("{host} is refused by policy"),
+            ));
+        }
+        if self.escalate.hosts.lookup(&host, port).is_some()
+            && !self.escalate.approved.hosts.contains(&host)
+        {
+            return Err(CapabilityError::denied(
+                DenialCode::HostNotAllowed,
+                needs_approval(host),
             ));
         }
         match self.allow.lookup(&host, port) {
@@ -612,6 +673,26 @@ pub struct ResolvedPaths {
     personality_read: Arc<[PathBuf]>,
     personality_write: Arc<[PathBuf]>,
     working_dir: PathBuf,
+    escalate: Escalation,
+}
+
+impl ResolvedPaths {
+    /// The same reach without `[escalate]` patterns: what the argument gate checks, since
+    /// escalation is asked (and enforced by the scoped objects) after the gate.
+    pub(crate) fn without_escalation(&self) -> Arc<ResolvedPaths> {
+        Arc::new(ResolvedPaths {
+            read: Arc::clone(&self.read),
+            write: Arc::clone(&self.write),
+            read_guarded: Arc::clone(&self.read_guarded),
+            write_guarded: Arc::clone(&self.write_guarded),
+            deny: Arc::clone(&self.deny),
+            floor: Arc::clone(&self.floor),
+            personality_read: Arc::clone(&self.personality_read),
+            personality_write: Arc::clone(&self.personality_write),
+            working_dir: self.working_dir.clone(),
+            escalate: Escalation::default(),
+        })
+    }
 }
 
 impl PathPolicy for ResolvedPaths {
@@ -640,6 +721,15 @@ impl PathPolicy for ResolvedPaths {
                 || self.floor.blocks(&full, personality))
         {
             return Err(refuse());
+        }
+        if access == FsAccess::Write
+            && self.escalate.write.iter().any(|e| is_within(&full, e))
+            && !self.escalate.approved.write_paths.contains(&full)
+        {
+            return Err(CapabilityError::denied(
+                DenialCode::PathNotReachable,
+                needs_approval(format!("write to {}", full.display())),
+            ));
         }
         // Both normalised and `full` within `root`: the remainder is a byte slice after `root/`.
         let (f, r) = (full.as_os_str().as_bytes(), root.as_os_str().as_bytes());
@@ -674,6 +764,7 @@ pub struct ResolvedProcess {
     env_allow: Arc<[String]>,
     /// The tool's reach (empty when it declared no `fs_reach`): a child's cwd must be readable.
     paths: Arc<ResolvedPaths>,
+    escalate: Escalation,
 }
 
 impl ProcessPolicy for ResolvedProcess {
@@ -687,23 +778,39 @@ impl ProcessPolicy for ResolvedProcess {
         resolved: &Path,
         args: &[String],
     ) -> Result<(), CapabilityError> {
-        match self
+        let shown = || {
+            std::iter::once(binary)
+                .chain(args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        if self
             .deny_args
             .iter()
-            .find(|p| p.matches(binary, resolved, args))
+            .any(|p| p.matches(binary, resolved, args))
         {
-            None => Ok(()),
-            Some(_) => {
-                let shown = std::iter::once(binary)
-                    .chain(args.iter().map(String::as_str))
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                Err(CapabilityError::denied(
+            return Err(CapabilityError::denied(
+                DenialCode::ArgsNotAllowed,
+                format!("{} refused by policy", shown()),
+            ));
+        }
+        if self
+            .escalate
+            .args
+            .iter()
+            .any(|p| p.matches(binary, resolved, args))
+        {
+            let argv: Vec<String> = std::iter::once(binary.to_owned())
+                .chain(args.iter().cloned())
+                .collect();
+            if !self.escalate.approved.argv.contains(&argv) {
+                return Err(CapabilityError::denied(
                     DenialCode::ArgsNotAllowed,
-                    format!("{shown} refused by policy"),
-                ))
+                    needs_approval(shown()),
+                ));
             }
         }
+        Ok(())
     }
 
     fn check_env(&self, name: &str) -> Result<(), CapabilityError> {

@@ -29,6 +29,8 @@ pub enum DenialCode {
     ToolNotInToolset,
     /// An invocation constraint (`max_invocations`, `only_after`, `forbidden`).
     ConstraintNotMet,
+    /// A call that needs approval was not approved (denied, no handler, handler error, timeout).
+    EscalationRefused,
 }
 
 impl DenialCode {
@@ -43,6 +45,7 @@ impl DenialCode {
             DenialCode::EnvNotAllowed => "ENV_NOT_ALLOWED",
             DenialCode::ToolNotInToolset => "TOOL_NOT_IN_TOOLSET",
             DenialCode::ConstraintNotMet => "CONSTRAINT_NOT_MET",
+            DenialCode::EscalationRefused => "ESCALATION_REFUSED",
         }
     }
 }

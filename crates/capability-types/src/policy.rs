@@ -52,6 +52,29 @@ pub struct PersonalityPolicy {
     /// Per-tool invocation constraints (`[constraints.<tool>]`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub constraints: BTreeMap<String, ToolConstraints>,
+    /// Calls that need a human's approval first (`[escalate]`).
+    #[serde(default)]
+    pub escalate: EscalateRules,
+}
+
+/// `[escalate]`: patterns whose calls pause and ask an approval handler. Until approved for
+/// exactly that subject, a matching host, write path or argv is refused like a deny rule.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+#[non_exhaustive]
+pub struct EscalateRules {
+    /// Host patterns whose fetches need approval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
+    /// Paths under which writes need approval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub write_paths: Vec<PathBuf>,
+    /// Argv patterns (as `deny_args`) whose spawns need approval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// How long to wait for an answer before refusing (default 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
 }
 
 /// `[constraints.<tool>]`: limits on how and when a tool runs within one invocation of the agent
@@ -193,6 +216,9 @@ pub struct Narrowing {
     /// Extra constraints per tool, combined with the personality's to the stricter.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub constraints: BTreeMap<String, ToolConstraints>,
+    /// Escalation patterns added to the personality's (an escalation in either layer stays).
+    #[serde(default)]
+    pub escalate: EscalateRules,
 }
 
 /// `[fs_reach]` of a [`Narrowing`].
@@ -264,7 +290,9 @@ impl Narrowing {
         probe.safety.process.deny_args = self.process.deny_args.clone();
         probe.safety.env.allow = self.env_allow.clone().unwrap_or_default();
         probe.constraints = self.constraints.clone();
+        probe.escalate = self.escalate.clone();
         probe.check(home)?;
+        self.escalate = probe.escalate.clone();
         if self.fs_reach.read.is_some() {
             self.fs_reach.read = Some(probe.fs_reach.read);
         }
@@ -374,6 +402,24 @@ impl PersonalityPolicy {
                     format!("{pattern:?} has no tokens"),
                 ));
             }
+        }
+        for (i, path) in self.escalate.write_paths.iter_mut().enumerate() {
+            *path = absolute_policy_path(path, home)
+                .map_err(|why| PolicyError::invalid(format!("escalate.write_paths[{i}]"), why))?;
+        }
+        for (i, pattern) in self.escalate.args.iter().enumerate() {
+            if pattern.split_ascii_whitespace().next().is_none() || pattern.contains('\0') {
+                return Err(PolicyError::invalid(
+                    format!("escalate.args[{i}]"),
+                    format!("{pattern:?} has no tokens"),
+                ));
+            }
+        }
+        if self.escalate.timeout_seconds == Some(0) {
+            return Err(PolicyError::invalid(
+                "escalate.timeout_seconds",
+                "must be at least 1",
+            ));
         }
         for (tool, c) in &self.constraints {
             let field = format!("constraints.{tool}");
@@ -613,7 +659,8 @@ crate::serde_util::map_only!(
     Narrowing,
     NarrowFs,
     NarrowNetwork,
-    NarrowProcess
+    NarrowProcess,
+    EscalateRules
 );
 
 #[cfg(test)]
