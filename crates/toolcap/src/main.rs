@@ -9,6 +9,7 @@
     reason = "a command-line program prints its results"
 )]
 
+mod approve;
 mod demo;
 mod host;
 
@@ -59,6 +60,10 @@ enum Command {
         /// Append audit events (JSON lines) to this file.
         #[arg(long, value_name = "FILE")]
         audit: Option<PathBuf>,
+        /// Ask on the terminal (stdin) when the call matches the personality's `[escalate]`
+        /// patterns. Without it toolcap is headless and such calls are refused.
+        #[arg(long)]
+        ask: bool,
         /// read_file, write_file, list_dir, fetch_url, run_command, kv_get, kv_set, kv_delete or kv_list.
         tool: String,
         /// The arguments as a JSON object, e.g. '{"path": "notes.md"}'.
@@ -195,6 +200,7 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
             session,
             store,
             audit,
+            ask,
             tool,
             args_json,
         } => {
@@ -212,6 +218,11 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
                     let registry = match audit {
                         Some(path) => registry.with_audit_sink(host::audit_file(&path)?),
                         None => registry,
+                    };
+                    let registry = if ask {
+                        registry.with_approval_handler(Arc::new(approve::TerminalApprover))
+                    } else {
+                        registry
                     };
                     let ctx = ExecutionContext::new(session, policy, workdir);
                     registry

@@ -593,3 +593,83 @@ fn manifest_and_diff() {
         stderr(&refused)
     );
 }
+
+#[test]
+fn escalation_asks_on_the_terminal_and_is_refused_headless() {
+    use std::io::Write;
+    let env = Env::new();
+    std::fs::write(
+        env.root.join("esc.toml"),
+        format!(
+            "id = \"esc\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}/out\"]\n[escalate]\nwrite_paths = [\"{w}/out/releases\"]\n",
+            w = env.path("work")
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir_all(env.root.join("work/out/releases")).unwrap();
+    let p = env.path("esc.toml");
+    // The refused calls carry a credential-like argument, to show it is masked in the prompt;
+    // write_file itself would refuse it as unknown, so the approved call does without.
+    let with_answer = |answer: &str, ask: bool| {
+        let mut args = vec!["call", "--personality", p.as_str(), "--workdir", "out"];
+        if ask {
+            args.push("--ask");
+        }
+        let call_args = if answer.starts_with('y') && ask {
+            r#"{"path": "releases/v1.txt", "content": "v1"}"#
+        } else {
+            r#"{"path": "releases/v1.txt", "content": "v1", "token": "sk-live-x"}"#
+        };
+        args.extend(["write_file", call_args]);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolcap"))
+            .args(&args)
+            .env("XDG_DATA_HOME", env.root.join("data"))
+            .env("HOME", &env.root)
+            .current_dir(env.root.join("work"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(answer.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let headless = with_answer("y\n", false);
+    assert_eq!(code(&headless), 1);
+    assert_eq!(
+        stdout_json(&headless)["error"],
+        format!(
+            "ESCALATION_REFUSED: fs_reach.write {}: no approval handler is configured (headless)",
+            env.path("work/out/releases/v1.txt")
+        )
+    );
+    let refused = with_answer("n\n", true);
+    assert_eq!(code(&refused), 1);
+    assert!(
+        stdout_json(&refused)["error"]
+            .as_str()
+            .unwrap()
+            .ends_with("the approver denied it")
+    );
+    let prompt = stderr(&refused);
+    assert!(
+        prompt.contains("needs approval for") && prompt.contains("approve? [y/N]"),
+        "{prompt}"
+    );
+    assert!(
+        !prompt.contains("sk-live-x") && prompt.contains("\"token\":\"***\""),
+        "credentials masked: {prompt}"
+    );
+    assert!(!env.root.join("work/out/releases/v1.txt").exists());
+    let approved = with_answer("y\n", true);
+    assert_eq!(code(&approved), 0, "{}", stderr(&approved));
+    assert_eq!(
+        std::fs::read_to_string(env.root.join("work/out/releases/v1.txt")).unwrap(),
+        "v1"
+    );
+}
