@@ -60,6 +60,10 @@ pub struct AuditEvent {
     /// For `ToolCompleted`: how long `execute` ran, in microseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration_us: Option<u64>,
+    /// For `ToolCalled` and `ToolDenied`, when the registry is configured to record them: the
+    /// call's arguments with credential-like and configured sensitive keys masked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<serde_json::Value>,
 }
 
 impl AuditEvent {
@@ -85,7 +89,13 @@ impl AuditEvent {
             denial_code: None,
             reason: None,
             duration_us: None,
+            arguments: None,
         }
+    }
+
+    pub(crate) fn with_arguments(mut self, arguments: Option<serde_json::Value>) -> Self {
+        self.arguments = arguments;
+        self
     }
 
     pub(crate) fn with_outcome(
@@ -130,19 +140,63 @@ pub trait AuditSink: Send + Sync + fmt::Debug {
     fn record(&self, event: &AuditEvent) -> Result<(), AuditError>;
 }
 
-/// Appends each event as one JSON line to a writer and flushes it.
+/// A writer whose data can be made durable (a file: `sync_data`). Implement it for the file
+/// type the host opens; `capability-core` names no file type itself.
+pub trait DurableWrite: Write + Send {
+    /// Makes everything written so far durable.
+    fn sync_data(&mut self) -> std::io::Result<()>;
+}
+
+impl DurableWrite for Vec<u8> {
+    fn sync_data(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// When the JSON-lines sink makes events durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum FsyncPolicy {
+    /// Flush to the writer after each event; durability is the OS's (the default).
+    #[default]
+    Flush,
+    /// `sync_data` after each event: an event is on disk before the call it records runs.
+    EveryEvent,
+}
+
+type Syncer<W> = fn(&mut W) -> std::io::Result<()>;
+
+/// Appends each event as one JSON line to a writer and flushes it (and syncs it, with
+/// [`FsyncPolicy::EveryEvent`]).
 ///
 /// The sink holds no ambient authority: the caller opens the file (append mode is the
 /// caller's choice) and hands it over.
 pub struct JsonLinesAuditSink<W> {
     writer: Mutex<W>,
+    sync: Option<Syncer<W>>,
 }
 
 impl<W: Write + Send> JsonLinesAuditSink<W> {
-    /// A sink writing to `writer`.
+    /// A sink writing to `writer`, flushing after each event.
     pub fn new(writer: W) -> Self {
         Self {
             writer: Mutex::new(writer),
+            sync: None,
+        }
+    }
+
+    /// A sink with an explicit fsync policy.
+    pub fn with_policy(writer: W, policy: FsyncPolicy) -> Self
+    where
+        W: DurableWrite,
+    {
+        let sync: Option<Syncer<W>> = match policy {
+            FsyncPolicy::Flush => None,
+            FsyncPolicy::EveryEvent => Some(<W as DurableWrite>::sync_data),
+        };
+        Self {
+            writer: Mutex::new(writer),
+            sync,
         }
     }
 
@@ -167,7 +221,11 @@ impl<W: Write + Send> AuditSink for JsonLinesAuditSink<W> {
         let mut w = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         w.write_all(&line)
             .and_then(|()| w.flush())
-            .map_err(|e| AuditError::new(e.to_string()))
+            .map_err(|e| AuditError::new(e.to_string()))?;
+        if let Some(sync) = self.sync {
+            sync(&mut w).map_err(|e| AuditError::new(format!("sync: {e}")))?;
+        }
+        Ok(())
     }
 }
 

@@ -69,20 +69,34 @@ const SENSITIVE: &[&str] = &[
 
 /// A copy of `args` with the values of credential-like keys replaced by `"***"`.
 pub fn mask_arguments(args: &Value) -> Value {
+    mask_arguments_with(args, &[])
+}
+
+/// [`mask_arguments`], also masking keys containing any of `extra` (case-insensitive).
+pub fn mask_arguments_with(args: &Value, extra: &[String]) -> Value {
     match args {
         Value::Object(map) => Value::Object(
             map.iter()
                 .map(|(k, v)| {
                     let lower = k.to_ascii_lowercase();
-                    if SENSITIVE.iter().any(|s| lower.contains(s)) {
+                    let sensitive = SENSITIVE.iter().any(|s| lower.contains(s))
+                        || extra
+                            .iter()
+                            .any(|s| lower.contains(&s.to_ascii_lowercase()));
+                    if sensitive {
                         (k.clone(), Value::String("***".to_owned()))
                     } else {
-                        (k.clone(), mask_arguments(v))
+                        (k.clone(), mask_arguments_with(v, extra))
                     }
                 })
                 .collect(),
         ),
-        Value::Array(items) => Value::Array(items.iter().map(mask_arguments).collect()),
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|v| mask_arguments_with(v, extra))
+                .collect(),
+        ),
         other => other.clone(),
     }
 }
@@ -176,6 +190,18 @@ fn collect_strings<'a>(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn configured_keys_are_masked_too() {
+        let masked = mask_arguments_with(
+            &json!({"ssn": "1", "Customer_SSN": "2", "name": "n"}),
+            &["SSN".to_owned()],
+        );
+        assert_eq!(
+            masked,
+            json!({"ssn": "***", "Customer_SSN": "***", "name": "n"})
+        );
+    }
 
     #[test]
     fn masking() {

@@ -33,9 +33,12 @@ mod resolve;
 mod validate;
 
 pub use crate::audit::{
-    AuditError, AuditEvent, AuditKind, AuditSink, JsonLinesAuditSink, MemoryAuditSink,
+    AuditError, AuditEvent, AuditKind, AuditSink, DurableWrite, FsyncPolicy, JsonLinesAuditSink,
+    MemoryAuditSink,
 };
-pub use crate::escalation::{ApprovalHandler, ApprovalRequest, EscalationSubject, mask_arguments};
+pub use crate::escalation::{
+    ApprovalHandler, ApprovalRequest, EscalationSubject, mask_arguments, mask_arguments_with,
+};
 pub use crate::manifest::{Manifest, Widening, WideningCode, build_manifest, diff};
 pub use crate::policy::CompiledPolicy;
 pub use crate::registry::{

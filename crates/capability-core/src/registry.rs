@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::audit::{AuditEvent, AuditKind, AuditSink, emit};
 use crate::escalation::{
-    self, ApprovalHandler, ApprovalRequest, EscalationSubject, mask_arguments,
+    self, ApprovalHandler, ApprovalRequest, EscalationSubject, mask_arguments_with,
 };
 use crate::matching::host::HostPattern;
 use crate::policy::CompiledPolicy;
@@ -200,6 +200,13 @@ pub struct RegistryConfig {
     /// How long an escalated call waits for approval when the personality sets no
     /// `escalate.timeout_seconds` (default 30 s). No answer in time is a refusal.
     pub approval_timeout: Duration,
+    /// Record each call's arguments in its `tool_called` / `tool_denied` audit event, masked
+    /// (default false: events carry no arguments).
+    pub audit_arguments: bool,
+    /// Argument keys masked in audit events and approval requests besides the built-in
+    /// credential names (`token`, `password`, `authorization`, …); matched case-insensitively,
+    /// as substrings.
+    pub sensitive_keys: Vec<String>,
 }
 
 impl Default for RegistryConfig {
@@ -209,6 +216,8 @@ impl Default for RegistryConfig {
             call_timeout: Duration::from_secs(60),
             result_budget: None,
             approval_timeout: Duration::from_secs(30),
+            audit_arguments: false,
+            sensitive_keys: Vec::new(),
         }
     }
 }
@@ -222,6 +231,16 @@ impl RegistryConfig {
     /// Sets the per-call timeout.
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = timeout;
+        self
+    }
+    /// Records masked arguments in audit events.
+    pub fn audit_arguments(mut self, on: bool) -> Self {
+        self.audit_arguments = on;
+        self
+    }
+    /// Adds argument keys to mask.
+    pub fn sensitive_keys<I: IntoIterator<Item = S>, S: Into<String>>(mut self, keys: I) -> Self {
+        self.sensitive_keys.extend(keys.into_iter().map(Into::into));
         self
     }
     /// Sets the approval timeout.
@@ -635,7 +654,7 @@ impl DefaultToolRegistry {
                     call_id: call.id.clone(),
                     tool: call.tool.clone(),
                     subjects,
-                    arguments: mask_arguments(&call.args),
+                    arguments: mask_arguments_with(&call.args, &self.config.sensitive_keys),
                 };
                 let handler = Arc::clone(handler);
                 // In its own task: a handler that panics refuses the call, not the batch.
@@ -672,10 +691,16 @@ impl DefaultToolRegistry {
         let event =
             |kind| AuditEvent::new(kind, &ctx.session_id, personality, &call.id, &call.tool);
         let sink = self.audit.as_deref();
+        // Arguments appear in audit events only when configured, and then masked.
+        let audited_args = self
+            .config
+            .audit_arguments
+            .then(|| mask_arguments_with(&call.args, &self.config.sensitive_keys));
         let refuse = |refusal: Refusal| {
             let e = event(refusal.kind)
                 .with_outcome(Some(refusal.code), refusal.denial)
-                .with_reason(refusal.message.clone());
+                .with_reason(refusal.message.clone())
+                .with_arguments(audited_args.clone());
             if let Err(err) = emit(&e, sink) {
                 tracing::error!(target: "toolcap::audit", error = %err, "could not record a denial");
             }
@@ -722,7 +747,10 @@ impl DefaultToolRegistry {
                 },
             }
         };
-        if let Err(err) = emit(&event(AuditKind::ToolCalled), sink) {
+        if let Err(err) = emit(
+            &event(AuditKind::ToolCalled).with_arguments(audited_args.clone()),
+            sink,
+        ) {
             let message = format!("the call cannot be audited, so it does not run: {err}");
             return finish(refuse(Refusal {
                 code: ErrorCode::NotAvailable,

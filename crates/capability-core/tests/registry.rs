@@ -476,3 +476,95 @@ fn without_a_runtime_every_call_is_refused() {
     assert_eq!(results[0].result.code(), Some(ErrorCode::NotAvailable));
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
+
+#[tokio::test]
+async fn audit_arguments_are_opt_in_and_masked() {
+    let call_args = json!({"query": "status", "api_token": "sk-live-1", "nested": {"SSN": "123-45", "Cookie": "c"}});
+    for (enabled, expected) in [
+        (false, None),
+        (
+            true,
+            Some(
+                json!({"query": "status", "api_token": "***", "nested": {"SSN": "***", "Cookie": "***"}}),
+            ),
+        ),
+    ] {
+        let audit = Arc::new(MemoryAuditSink::new());
+        let mut registry = DefaultToolRegistry::new(None)
+            .with_config(
+                RegistryConfig::default()
+                    .audit_arguments(enabled)
+                    .sensitive_keys(["ssn"]),
+            )
+            .with_audit_sink(audit.clone());
+        registry
+            .register(TestTool::new(
+                "echo",
+                ToolCapabilities::none(),
+                Behaviour::Echo,
+            ))
+            .unwrap();
+        let ctx = ExecutionContext::new("s", none_policy(), "/tmp");
+        registry
+            .execute(ToolCall::new("1", "echo", call_args.clone()), &ctx)
+            .await;
+        registry
+            .execute(ToolCall::new("2", "ghost", call_args.clone()), &ctx)
+            .await;
+        let events = audit.events();
+        let called = events
+            .iter()
+            .find(|e| e.event == AuditKind::ToolCalled)
+            .unwrap();
+        let denied = events
+            .iter()
+            .find(|e| e.event == AuditKind::ToolDenied)
+            .unwrap();
+        assert_eq!(called.arguments, expected);
+        assert_eq!(denied.arguments, expected);
+        assert!(
+            events
+                .iter()
+                .filter(|e| e.event == AuditKind::ToolCompleted)
+                .all(|e| e.arguments.is_none())
+        );
+    }
+}
+
+#[test]
+fn the_json_lines_sink_syncs_per_event_when_asked() {
+    use capability_core::{DurableWrite, FsyncPolicy, JsonLinesAuditSink};
+    #[derive(Default)]
+    struct Counting {
+        bytes: Vec<u8>,
+        syncs: usize,
+    }
+    impl std::io::Write for Counting {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.bytes.extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    impl DurableWrite for Counting {
+        fn sync_data(&mut self) -> std::io::Result<()> {
+            self.syncs += 1;
+            Ok(())
+        }
+    }
+    for (policy, syncs) in [(FsyncPolicy::Flush, 0), (FsyncPolicy::EveryEvent, 3)] {
+        let sink = JsonLinesAuditSink::with_policy(Counting::default(), policy);
+        for _ in 0..3 {
+            sink.record(&sample_event()).unwrap();
+        }
+        let inner = sink.into_inner();
+        assert_eq!(inner.syncs, syncs, "{policy:?}");
+        assert_eq!(String::from_utf8(inner.bytes).unwrap().lines().count(), 3);
+    }
+}
+
+fn sample_event() -> capability_core::AuditEvent {
+    serde_json::from_value(json!({"timestamp_ms": 1, "event": "tool_called", "session_id": "s", "personality_id": null, "call_id": "c", "tool": "t"})).unwrap()
+}

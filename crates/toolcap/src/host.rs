@@ -10,7 +10,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use capability_core::{AuditSink, CompiledPolicy, JsonLinesAuditSink};
+use capability_core::{AuditSink, CompiledPolicy, DurableWrite, FsyncPolicy, JsonLinesAuditSink};
 use capability_types::PolicyFormat;
 
 use crate::Usage;
@@ -78,7 +78,25 @@ pub(crate) fn default_store(name: &str) -> Result<PathBuf, Usage> {
     Ok(dir.join(name))
 }
 
-/// An append-only JSON-lines audit file, created private to the user.
+/// The audit file: every event is synced to disk before the call it records goes on.
+struct AuditFile(std::fs::File);
+
+impl std::io::Write for AuditFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl DurableWrite for AuditFile {
+    fn sync_data(&mut self) -> std::io::Result<()> {
+        self.0.sync_data()
+    }
+}
+
+/// An append-only JSON-lines audit file, created private to the user, synced per event.
 pub(crate) fn audit_file(path: &Path) -> Result<Arc<dyn AuditSink>, Usage> {
     let file = OpenOptions::new()
         .create(true)
@@ -86,7 +104,10 @@ pub(crate) fn audit_file(path: &Path) -> Result<Arc<dyn AuditSink>, Usage> {
         .mode(0o600)
         .open(path)
         .map_err(|e| Usage(format!("cannot open audit file {}: {e}", path.display())))?;
-    Ok(Arc::new(JsonLinesAuditSink::new(file)))
+    Ok(Arc::new(JsonLinesAuditSink::with_policy(
+        AuditFile(file),
+        FsyncPolicy::EveryEvent,
+    )))
 }
 
 /// Logs to stderr: warnings by default (audit events go to `--audit FILE`, not here); everything,
