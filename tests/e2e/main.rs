@@ -7,3 +7,4 @@
 mod backends;
 mod plugin;
 mod policy_files;
+mod policy_rules;

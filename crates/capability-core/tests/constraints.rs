@@ -259,6 +259,26 @@ fn hostile_constraint_sections_are_refused() {
             "constraints.echo.max_invocations",
             "invalid value",
         ),
+        (
+            "id = \"p\"\n[escalate]\nhost = [\"a.example.com\"]\n",
+            "escalate.host",
+            "unknown field",
+        ),
+        (
+            "id = \"p\"\n[escalate]\nhosts = [\"*.com\"]\n",
+            "escalate.hosts[0]",
+            "single-label",
+        ),
+        (
+            "id = \"p\"\n[escalate]\nwrite_paths = [\"relative\"]\n",
+            "escalate.write_paths[0]",
+            "not absolute",
+        ),
+        (
+            "id = \"p\"\n[escalate]\ntimeout_seconds = 0\n",
+            "escalate.timeout_seconds",
+            "at least 1",
+        ),
     ];
     for (toml, field, needle) in cases {
         let err = CompiledPolicy::load(toml, PolicyFormat::Toml, None).unwrap_err();
