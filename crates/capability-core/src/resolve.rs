@@ -218,6 +218,8 @@ pub fn resolve(
 pub struct Intersected {
     tool: String,
     network: Option<(Arc<HostSet>, Arc<HostSet>)>,
+    /// The host policy with nothing approved, built once per intersection.
+    hosts: Option<Arc<ResolvedHosts>>,
     escalate: Escalation,
     /// `Some` when `fs_reach` or `process` is declared (a child's cwd must be readable).
     paths: Option<PathRoots>,
@@ -324,15 +326,26 @@ impl Intersected {
                 s.ttl_seconds_default.map(|t| Duration::from_secs(t.get())),
             )
         });
+        let escalate = Escalation {
+            hosts: Arc::clone(&policy.escalate_hosts),
+            write: Arc::clone(&policy.escalate_write),
+            args: Arc::clone(&policy.escalate_args),
+            approved: Arc::default(),
+        };
+        let hosts = network
+            .as_ref()
+            .map(|(allow, deny): &(Arc<HostSet>, Arc<HostSet>)| {
+                Arc::new(ResolvedHosts {
+                    allow: Arc::clone(allow),
+                    deny: Arc::clone(deny),
+                    escalate: escalate.clone(),
+                })
+            });
         Self {
             tool: tool.to_owned(),
             network,
-            escalate: Escalation {
-                hosts: Arc::clone(&policy.escalate_hosts),
-                write: Arc::clone(&policy.escalate_write),
-                args: Arc::clone(&policy.escalate_args),
-                approved: Arc::default(),
-            },
+            hosts,
+            escalate,
             paths,
             fs_declared: caps.fs_reach.is_some(),
             secrets: caps.secrets.clone(),
@@ -391,13 +404,17 @@ impl Intersected {
         });
         ResolvedCapabilities {
             tool: self.tool.clone(),
-            network: self.network.as_ref().map(|(allow, deny)| {
-                Arc::new(ResolvedHosts {
+            // Shared while nothing is approved: a backend may key per-policy state (the fetch
+            // backend's connection pool) by this object, so it must not be rebuilt per batch.
+            network: match (&self.network, *escalate.approved == Approvals::default()) {
+                (None, _) => None,
+                (Some(_), true) => self.hosts.clone(),
+                (Some((allow, deny)), false) => Some(Arc::new(ResolvedHosts {
                     allow: Arc::clone(allow),
                     deny: Arc::clone(deny),
                     escalate: escalate.clone(),
-                })
-            }),
+                })),
+            },
             fs: if self.fs_declared { paths } else { None },
             secrets: self.secrets.clone(),
             process,

@@ -568,3 +568,36 @@ fn hostile_policy_files_are_refused_naming_the_field() {
         assert!(err.to_string().contains(needle), "{text:?}: {err}");
     }
 }
+
+#[test]
+fn the_host_policy_is_shared_across_batches_unless_a_call_was_approved() {
+    // The fetch backend keys its connection pool by the host policy object: rebuilding it per
+    // batch would throw the pool away on every batch.
+    let p = policy(RESEARCHER);
+    let cache = capability_core::ResolutionCache::new();
+    let caps = ToolCapabilities::none().with_network(["*"]);
+    let first = cache
+        .intersect("fetch_url", &caps, &p)
+        .for_call("s1", Path::new("/w"))
+        .network
+        .unwrap();
+    let second = cache
+        .intersect("fetch_url", &caps, &p)
+        .for_call("s2", Path::new("/x"))
+        .network
+        .unwrap();
+    assert!(Arc::ptr_eq(&first, &second));
+    let approvals = capability_core::Approvals {
+        hosts: vec!["api.github.com".into()],
+        ..Default::default()
+    };
+    let approved = cache.intersect("fetch_url", &caps, &p).for_call_approved(
+        "s1",
+        Path::new("/w"),
+        Arc::new(approvals),
+    );
+    assert!(
+        !Arc::ptr_eq(&first, &approved.network.unwrap()),
+        "an approved call gets its own"
+    );
+}
