@@ -109,8 +109,21 @@ impl EnvSecrets {
         self
     }
 
-    /// Maps every ref without an explicit entry to `prefix` + its normalised name. The prefix
-    /// should be distinctive (`TOOLCAP_SECRET_`), so that no ordinary variable is reachable.
+    /// Maps refs without an explicit entry to `prefix` + a one-to-one spelling of the ref, for
+    /// the two conventions refs are written in:
+    ///
+    /// - a flat upper-case name (`A-Z`, `0-9`, single inner `_`) is taken as it is:
+    ///   `GITHUB_TOKEN` reads `TOOLCAP_SECRET_GITHUB_TOKEN`;
+    /// - a path of two or more lower-case segments (`a-z`, `0-9`, single inner `-`) is
+    ///   upper-cased, with `-` written `_` and `/` written `__`: `providers/exa/api-key` reads
+    ///   `TOOLCAP_SECRET_PROVIDERS__EXA__API_KEY`.
+    ///
+    /// Any other ref (`Providers/Exa`, `github-token`, `a_b/c`, `a/b.c`) needs an explicit
+    /// [`map`](Self::map). The restriction keeps the rule injective, so two different refs never
+    /// read the same variable: with plain case folding and `-`/`/` → `_`, a tool granted
+    /// `providers/exa/*` could read the value meant for `providers/exa-public/key` as
+    /// `providers/exa/public-key`. The prefix should be distinctive (`TOOLCAP_SECRET_`), so
+    /// that no ordinary variable is reachable.
     pub fn with_prefix_rule(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = Some(prefix.into());
         self
@@ -122,15 +135,31 @@ impl EnvSecrets {
             return Some(var.clone());
         }
         let prefix = self.prefix.as_ref()?;
-        let body: String = name
-            .chars()
-            .map(|c| match c {
-                '/' | '-' | '.' => '_',
-                c => c.to_ascii_uppercase(),
-            })
-            .collect();
-        Some(format!("{prefix}{body}"))
+        prefix_rule_body(name).map(|body| format!("{prefix}{body}"))
     }
+}
+
+/// The variable body the prefix rule gives `name`, or `None` when `name` follows neither
+/// convention of [`EnvSecrets::with_prefix_rule`]. Flat names never contain `__` and paths
+/// always do, so the two conventions cannot meet.
+fn prefix_rule_body(name: &str) -> Option<String> {
+    /// Words of `allowed` bytes joined by single `sep`s: no empty word anywhere.
+    fn words(s: &str, sep: char, allowed: fn(u8) -> bool) -> bool {
+        s.split(sep)
+            .all(|word| !word.is_empty() && word.bytes().all(allowed))
+    }
+    let upper = |b: u8| b.is_ascii_uppercase() || b.is_ascii_digit();
+    let lower = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    if !name.contains('/') {
+        return words(name, '_', upper).then(|| name.to_owned());
+    }
+    name.split('/')
+        .all(|segment| words(segment, '-', lower))
+        .then(|| {
+            name.to_ascii_uppercase()
+                .replace('-', "_")
+                .replace('/', "__")
+        })
 }
 
 impl fmt::Debug for EnvSecrets {

@@ -3,7 +3,7 @@
 //!
 //! Three backends ship here:
 //! - [`EnvSecrets`] — process environment variables, through an explicit ref → variable map and
-//!   an optional prefix rule (`providers/exa/key` → `TOOLCAP_SECRET_PROVIDERS_EXA_KEY`);
+//!   an optional prefix rule (`providers/exa/key` → `TOOLCAP_SECRET_PROVIDERS__EXA__KEY`);
 //! - [`FileSecrets`] — a TOML or dotenv file, refused when group or others have any access to it;
 //! - [`MemorySecrets`] — values held in memory, for tests and hosts that fetch secrets themselves.
 //!

@@ -134,14 +134,16 @@ async fn backends_chain_in_order_and_missing_is_not_available() {
 async fn env_backend_maps_and_prefix_rule() {
     let env = EnvSecrets::from_vars([
         ("GH_TOKEN", "ghp"),
-        ("TOOLCAP_SECRET_PROVIDERS_EXA_API_KEY", "exa"),
+        ("TOOLCAP_SECRET_PROVIDERS__EXA__API_KEY", "exa"),
+        ("TOOLCAP_SECRET_DEPLOY_KEY", "deploy"),
+        ("TOOLCAP_SECRET_PROVIDERS_EXA_API_KEY", "alias"),
         ("SECRET_TOKEN", "never"),
     ])
     .map("GITHUB_TOKEN", "GH_TOKEN")
     .with_prefix_rule("TOOLCAP_SECRET_");
     let secrets = ScopedSecrets::new(
         "t",
-        refs(&["GITHUB_TOKEN", "providers/*", "SECRET_TOKEN"]),
+        refs(&["GITHUB_TOKEN", "providers/*", "DEPLOY_KEY", "SECRET_TOKEN"]),
         vec![Arc::new(env)],
     );
     assert_eq!(
@@ -160,6 +162,26 @@ async fn env_backend_maps_and_prefix_rule() {
             .expose_secret(),
         "exa"
     );
+    assert_eq!(
+        secrets.resolve("DEPLOY_KEY").await.unwrap().expose_secret(),
+        "deploy"
+    );
+    // Other spellings of the same words are not mapped, so none of them reaches the variable
+    // above or the look-alike TOOLCAP_SECRET_PROVIDERS_EXA_API_KEY.
+    for alias in [
+        "providers/exa/api_key",
+        "providers/exa/api.key",
+        "providers/EXA/api-key",
+        "providers/exa/-api-key",
+        "providers/exa/api--key",
+        "providers/exa_api-key",
+    ] {
+        assert_eq!(
+            secrets.resolve(alias).await.unwrap_err().result_code(),
+            capability_types::ErrorCode::NotAvailable,
+            "{alias}"
+        );
+    }
     // Declared, but the prefix rule maps it to TOOLCAP_SECRET_SECRET_TOKEN: ordinary variables
     // are unreachable without an explicit mapping.
     assert_eq!(
@@ -297,4 +319,41 @@ fn debug_never_shows_a_value() {
     for s in shown {
         assert!(!s.contains(VALUE), "{s}");
     }
+}
+
+#[test]
+fn prefix_rule_never_maps_two_refs_to_one_variable() {
+    let env = EnvSecrets::from_vars::<_, &str, &str>([]).with_prefix_rule("P_");
+    // Every ref of up to four characters over an alphabet that includes both conventions'
+    // separators and both cases.
+    let alphabet = ['a', 'A', '1', '-', '_', '/', '.'];
+    let mut refs = vec![String::new()];
+    let mut frontier = vec![String::new()];
+    for _ in 0..4 {
+        frontier = frontier
+            .iter()
+            .flat_map(|r| alphabet.iter().map(move |c| format!("{r}{c}")))
+            .collect();
+        refs.extend(frontier.iter().cloned());
+    }
+    let mut seen = std::collections::HashMap::new();
+    let mut mapped = 0;
+    for r in &refs {
+        if let Some(var) = env.variable_for(r) {
+            mapped += 1;
+            assert!(var.starts_with("P_"), "{r} -> {var}");
+            assert!(
+                var[2..]
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_'),
+                "{r} -> {var}"
+            );
+            if let Some(other) = seen.insert(var.clone(), r.clone()) {
+                panic!("{other:?} and {r:?} both map to {var}");
+            }
+        }
+    }
+    assert!(mapped > 50, "the rule maps ordinary refs: {mapped}");
+    assert_eq!(env.variable_for("a/b-1").as_deref(), Some("P_A__B_1"));
+    assert_eq!(env.variable_for("A_1").as_deref(), Some("P_A_1"));
 }
