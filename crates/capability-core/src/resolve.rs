@@ -14,7 +14,7 @@ use capability_types::{
     HostPolicy, KeyValueStore, KvStoreFactory, NetworkGrant, PathAccess, PathPolicy,
     ProcessFactory, ProcessGrant, ProcessPolicy, ScopedFetch, ScopedFs, ScopedProcess,
     ScopedSecretsResolver, SecretRef, SecretsFactory, SecretsGrant, StorageGrant, StorageScope,
-    ToolCapabilities, ToolContext, is_refused_env_name, valid_env_name,
+    ToolCapabilities, ToolContext, is_fixed_env_name, is_refused_env_name, valid_env_name,
 };
 
 use crate::matching::binary::{ArgvPattern, intersect_binaries};
@@ -831,6 +831,12 @@ impl ProcessPolicy for ResolvedProcess {
     }
 
     fn check_env(&self, name: &str) -> Result<(), CapabilityError> {
+        if is_fixed_env_name(name) {
+            return Err(CapabilityError::denied(
+                DenialCode::EnvNotAllowed,
+                format!("{name} is set by toolcap and may not be passed to a child"),
+            ));
+        }
         if !valid_env_name(name) || is_refused_env_name(name) {
             return Err(CapabilityError::denied(
                 DenialCode::EnvNotAllowed,

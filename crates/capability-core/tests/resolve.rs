@@ -341,6 +341,17 @@ fn process_policy_binaries_args_env() {
         denial(process.check_env("A=B")).0,
         DenialCode::EnvNotAllowed
     );
+    assert_eq!(
+        denial(process.check_env("PATH")),
+        (
+            DenialCode::EnvNotAllowed,
+            "PATH is set by toolcap and may not be passed to a child".into()
+        )
+    );
+    assert_eq!(
+        denial(process.check_env("HOME")).0,
+        DenialCode::EnvNotAllowed
+    );
     assert!(process.check_env("MY_FLAG").is_ok());
     assert_eq!(process.env_allow(), ["LANG"]);
     assert!(

@@ -105,12 +105,6 @@ impl ScopedSpawner {
         }
         for (name, value) in &options.env {
             self.grant.process.check_env(name)?;
-            if name == "PATH" || name == "HOME" {
-                return Err(CapabilityError::denied(
-                    DenialCode::EnvNotAllowed,
-                    format!("{name} is set by toolcap and may not be passed to a child"),
-                ));
-            }
             if value.contains('\0') {
                 return Err(CapabilityError::invalid_input(format!(
                     "the value of {name} contains a NUL byte"

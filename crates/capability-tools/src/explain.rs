@@ -236,16 +236,10 @@ fn tool_checks(
                 },
             ));
             for name in a.env.keys() {
-                let result = if name == "PATH" || name == "HOME" {
-                    Err(format!(
-                        "ENV_NOT_ALLOWED: {name} is set by toolcap and may not be passed to a child"
-                    ))
-                } else {
-                    process
-                        .check_env(name)
-                        .map(|()| "not a loader or interpreter hook".to_owned())
-                        .map_err(denial_text)
-                };
+                let result = process
+                    .check_env(name)
+                    .map(|()| "not a loader or interpreter hook".to_owned())
+                    .map_err(denial_text);
                 out.push(check("env", name.clone(), result));
             }
             if let Some(cwd) = &a.cwd {

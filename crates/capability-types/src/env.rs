@@ -68,6 +68,19 @@ pub fn is_refused_env_name(name: &str) -> bool {
     REFUSED_EXACT.contains(&name) || REFUSED_PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
+/// Whether `name` is one of the variables toolcap fixes for every child itself: `PATH` (the
+/// trusted search path) and `HOME` (a fresh scratch directory). Neither a call nor
+/// `safety.env.allow` may set them.
+///
+/// ```
+/// use capability_types::is_fixed_env_name;
+/// assert!(is_fixed_env_name("PATH"));
+/// assert!(!is_fixed_env_name("LANG"));
+/// ```
+pub fn is_fixed_env_name(name: &str) -> bool {
+    matches!(name, "PATH" | "HOME")
+}
+
 /// Whether `name` can be an environment variable name at all: non-empty, no `=`, no NUL.
 pub fn valid_env_name(name: &str) -> bool {
     !name.is_empty() && !name.contains(['=', '\0'])

@@ -105,7 +105,9 @@ pub trait ProcessPolicy: Send + Sync + fmt::Debug {
         resolved: &Path,
         args: &[String],
     ) -> Result<(), CapabilityError>;
-    /// Whether a call may pass the variable `name` to the child. Refusals carry
+    /// Whether a call may pass the variable `name` to the child: never a loader or interpreter
+    /// hook ([`is_refused_env_name`](crate::is_refused_env_name)) nor a variable toolcap fixes
+    /// ([`is_fixed_env_name`](crate::is_fixed_env_name)). Refusals carry
     /// [`DenialCode::EnvNotAllowed`](crate::DenialCode).
     fn check_env(&self, name: &str) -> Result<(), CapabilityError>;
     /// Variables the child may inherit from the host (`safety.env.allow`).

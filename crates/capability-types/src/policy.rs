@@ -6,7 +6,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::env::{is_refused_env_name, valid_env_name};
+use crate::env::{is_fixed_env_name, is_refused_env_name, valid_env_name};
 use crate::error::PolicyError;
 
 /// A personality: the upper bound on what any tool may touch while it is active.
@@ -460,6 +460,12 @@ impl PersonalityPolicy {
                     ),
                 ));
             }
+            if is_fixed_env_name(name) {
+                return Err(PolicyError::invalid(
+                    field,
+                    format!("{name} is set by toolcap for every child and may not be inherited"),
+                ));
+            }
         }
         Ok(())
     }
@@ -749,6 +755,11 @@ mod tests {
                 r#"{"id":"x","safety":{"env":{"allow":["LD_PRELOAD"]}}}"#,
                 Some("safety.env.allow[0]"),
                 "may never be passed",
+            ),
+            (
+                r#"{"id":"x","safety":{"env":{"allow":["LANG","PATH"]}}}"#,
+                Some("safety.env.allow[1]"),
+                "PATH is set by toolcap",
             ),
             (
                 r#"{"id":"x","safety":{"env":{"allow":["A=B"]}}}"#,
