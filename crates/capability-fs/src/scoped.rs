@@ -147,14 +147,31 @@ impl ScopedFiles {
         flags: OFlags,
         access: FsAccess,
     ) -> Result<OwnedFd, CapabilityError> {
+        self.open_confined_if_present(a, root, relative, flags, access)?
+            .ok_or_else(|| io_failure(&a.path, &io::ErrorKind::NotFound.into()))
+    }
+
+    /// [`open_confined`](Self::open_confined), with a missing path as `Ok(None)` rather than
+    /// an error.
+    fn open_confined_if_present(
+        &self,
+        a: &PathAccess,
+        root: &OwnedFd,
+        relative: &Path,
+        flags: OFlags,
+        access: FsAccess,
+    ) -> Result<Option<OwnedFd>, CapabilityError> {
         let fail = sys_failure(access, &a.path);
-        let (fd, followed) =
-            sys::open_beneath(root.as_fd(), relative, flags, self.walk()).map_err(&fail)?;
+        let (fd, followed) = match sys::open_beneath(root.as_fd(), relative, flags, self.walk()) {
+            Ok(opened) => opened,
+            Err(SysError::Io(e)) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(fail(e)),
+        };
         if followed {
             let landed = sys::reached(root.as_fd(), fd.as_fd()).map_err(&fail)?;
             self.recheck(&a.root.join(landed), access, &a.path)?;
         }
-        Ok(fd)
+        Ok(Some(fd))
     }
 
     /// Checks `path`, opens it beneath its root with `flags`, and re-checks where it landed.
@@ -239,11 +256,11 @@ impl ScopedFiles {
     }
 
     fn exists_blocking(&self, path: &Path) -> Result<bool, CapabilityError> {
-        match self.open_checked(path, FsAccess::Read, OFlags::PATH) {
-            Ok(_) => Ok(true),
-            Err(CapabilityError::Failed(msg)) if msg.starts_with("no such file") => Ok(false),
-            Err(e) => Err(e),
-        }
+        let a = self.grant.paths.check(path, FsAccess::Read)?;
+        let root = self.root(&a, FsAccess::Read)?;
+        let fd =
+            self.open_confined_if_present(&a, &root, &a.relative, OFlags::PATH, FsAccess::Read)?;
+        Ok(fd.is_some())
     }
 
     fn list_blocking(&self, path: &Path) -> Result<Vec<DirEntry>, CapabilityError> {

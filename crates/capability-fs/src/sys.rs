@@ -149,6 +149,14 @@ fn walk_beneath(root: BorrowedFd<'_>, relative: &Path, flags: OFlags) -> SysResu
     }
     let base = current.as_ref().map_or(root, AsFd::as_fd);
     match rustix::fs::openat(base, *last, flags | OFlags::NOFOLLOW, Mode::empty()) {
+        // O_PATH | O_NOFOLLOW opens a final symlink itself rather than failing with ELOOP; it
+        // is still a link this walk does not follow.
+        Ok(fd) if flags.contains(OFlags::PATH) => {
+            if FileType::from_raw_mode(rustix::fs::fstat(&fd)?.st_mode) == FileType::Symlink {
+                return Err(SysError::Escape);
+            }
+            Ok(fd)
+        }
         Ok(fd) => Ok(fd),
         // With O_DIRECTORY a final symlink gives ENOTDIR rather than ELOOP: still a link.
         Err(rustix::io::Errno::NOTDIR)

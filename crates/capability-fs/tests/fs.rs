@@ -169,6 +169,11 @@ async fn symlinks_leading_out_are_refused_by_the_kernel() {
         }
         refused(fs.list(Path::new("abs-dir")).await);
         refused(fs.list(Path::new("to-denied-dir")).await);
+        // `exists` answers neither true nor false through a link that leads out, so it tells
+        // nothing about what lies outside.
+        refused(fs.exists(Path::new("abs-file")).await);
+        refused(fs.exists(Path::new("abs-dir/secret.txt")).await);
+        refused(fs.exists(Path::new("abs-dir/no-such-file")).await);
     }
 }
 
