@@ -551,10 +551,7 @@ impl DefaultToolRegistry {
             .cache
             .intersect(name, &entry.capabilities, &ctx.policy)
             .for_call(&ctx.session_id, &ctx.working_dir);
-        let scoped = match self.backends.as_ref() {
-            Some(backends) => build_scoped(&resolved, backends)?,
-            None => ScopedObjects::default(),
-        };
+        let scoped = build_scoped(&resolved, self.backends.as_ref())?;
         Ok(Ready {
             tool: Arc::clone(&entry.tool),
             scoped,
@@ -739,12 +736,9 @@ impl DefaultToolRegistry {
                 .cache
                 .intersect(&call.tool, &ready.caps, &ctx.policy)
                 .for_call_approved(&ctx.session_id, &ctx.working_dir, Arc::new(approvals));
-            match self.backends.as_ref() {
-                None => ScopedObjects::default(),
-                Some(backends) => match build_scoped(&resolved, backends) {
-                    Ok(scoped) => scoped,
-                    Err(e) => return finish(refuse(e.into())),
-                },
+            match build_scoped(&resolved, self.backends.as_ref()) {
+                Ok(scoped) => scoped,
+                Err(e) => return finish(refuse(e.into())),
             }
         };
         if let Err(err) = emit(

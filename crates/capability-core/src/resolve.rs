@@ -477,9 +477,6 @@ impl ResolutionCache {
         backends: Option<&CapabilityBackends>,
     ) -> Result<ScopedObjects, CapabilityError> {
         check_backends(tool, caps, backends)?;
-        let Some(backends) = backends else {
-            return Ok(ScopedObjects::default());
-        };
         build_scoped(
             &self
                 .intersect(tool, caps, policy)
@@ -540,20 +537,21 @@ pub fn resolve_capabilities(
     backends: Option<&CapabilityBackends>,
 ) -> Result<ScopedObjects, CapabilityError> {
     check_backends(tool, caps, backends)?;
-    let Some(backends) = backends else {
-        return Ok(ScopedObjects::default()); // nothing declared
-    };
     build_scoped(
         &resolve(tool, caps, policy, session_id, working_dir),
         backends,
     )
 }
 
-/// Builds scoped objects from an existing resolution (the guard must already have passed).
+/// Builds scoped objects from an existing resolution. Run the guard ([`check_backends`]) first
+/// for its message naming every missing backend; without it, the first declared category whose
+/// backend is missing (all of them when `backends` is `None`) still refuses.
 pub fn build_scoped(
     resolved: &ResolvedCapabilities,
-    backends: &CapabilityBackends,
+    backends: Option<&CapabilityBackends>,
 ) -> Result<ScopedObjects, CapabilityError> {
+    let none = CapabilityBackends::new();
+    let backends = backends.unwrap_or(&none);
     let tool = resolved.tool.as_str();
     let missing = |b: Backend| {
         CapabilityError::not_available(format!(

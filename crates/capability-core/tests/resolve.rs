@@ -612,3 +612,30 @@ fn the_host_policy_is_shared_across_batches_unless_a_call_was_approved() {
         "an approved call gets its own"
     );
 }
+
+#[test]
+fn building_without_backends_refuses_every_declared_category() {
+    let p = policy(RESEARCHER);
+    let none = ToolCapabilities::none();
+    let nothing =
+        capability_core::build_scoped(&resolve("noop", &none, &p, "s", Path::new("/w")), None)
+            .unwrap();
+    assert!(nothing.fetch.is_none() && nothing.fs.is_none() && nothing.kv.is_none());
+
+    let declared = [
+        (ToolCapabilities::none().with_network(["*"]), "network"),
+        (
+            ToolCapabilities::none()
+                .with_secrets([capability_types::SecretRef::parse("A").unwrap()]),
+            "secrets",
+        ),
+    ];
+    for (caps, category) in declared {
+        let resolved = resolve("t", &caps, &p, "s", Path::new("/w"));
+        let Err(err) = capability_core::build_scoped(&resolved, None) else {
+            panic!("{category}: a declared category without a backend must refuse");
+        };
+        assert_eq!(err.result_code(), ErrorCode::NotAvailable, "{category}");
+        assert!(err.to_string().contains(category), "{category}: {err}");
+    }
+}
