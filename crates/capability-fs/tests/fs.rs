@@ -451,11 +451,9 @@ fn a_directory_swapped_for_a_symlink_during_writes_never_leaks_a_file() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    let mut written = 0;
     for _ in 0..2_000 {
-        if rt.block_on(fs.write(&d.join("f"), b"payload")).is_ok() {
-            written += 1;
-        }
+        // Each write either lands inside or is refused; which one depends on scheduling.
+        let _ = rt.block_on(fs.write(&d.join("f"), b"payload"));
     }
     stop.store(true, Ordering::Relaxed);
     swapper.join().unwrap();
@@ -463,10 +461,11 @@ fn a_directory_swapped_for_a_symlink_during_writes_never_leaks_a_file() {
         !t.outside.join("f").exists(),
         "a write escaped through the swapped symlink"
     );
-    assert!(
-        written > 0,
-        "some writes went through while the directory was in place"
-    );
+    // With the directory back in place, the same write goes through (asserting that some racing
+    // write succeeded made the test flaky on a loaded machine, where the swapper can win them
+    // all).
+    rt.block_on(fs.write(&d.join("f"), b"payload")).unwrap();
+    assert_eq!(std::fs::read(d.join("f")).unwrap(), b"payload");
 }
 
 #[tokio::test]
