@@ -1,0 +1,287 @@
+//! Kernel confinement for the children toolcap starts, derived from a tool's resolved
+//! capabilities.
+//!
+//! Scoped objects stop a tool that uses them; they do not stop a child process from reading any
+//! file its user can. A [`SandboxPolicy`] closes that gap for children: built from the same
+//! resolved path policy the scoped objects enforce, it is applied in the child between `fork`
+//! and `exec`, in this order:
+//!
+//! 1. the child dies with the thread that started it (`PR_SET_PDEATHSIG`);
+//! 2. a private user and network namespace: the child has no network at all (only a loopback
+//!    interface that is down), whatever sockets it opens;
+//! 3. resource limits: address space, CPU time, processes, file size, open files;
+//! 4. every inherited descriptor above stderr is marked close-on-exec;
+//! 5. Landlock: reads only beneath the tool's read and write roots and the system directories
+//!    a program needs to load (`/usr`, `/lib*`, `/bin`, `/sbin`, `/etc`), writes only beneath
+//!    its write roots (and `/dev/null`), execution only from the system directories; TCP bind and
+//!    connect refused; abstract Unix sockets and signals outside the sandbox refused (where the
+//!    kernel's Landlock ABI has them); `no_new_privs`;
+//! 6. seccomp: `io_uring_*`, `ptrace`, `process_vm_*`, `bpf`, `perf_event_open`, `keyctl`,
+//!    mount and namespace calls, kernel modules and sockets other than `AF_UNIX` fail with
+//!    `EPERM`; `clone3` fails with `ENOSYS` so that the C library falls back to `clone`, whose
+//!    namespace flags the filter can see.
+//!
+//! Everything fails closed: [`SandboxPolicy::prepare`] refuses with `not_available` when the
+//! kernel has no Landlock (or when [`Support`] says so), and a child whose confinement cannot be
+//! applied does not run — `spawn` fails instead.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), capability_types::CapabilityError> {
+//! use capability_sandbox::SandboxPolicy;
+//!
+//! let prepared = SandboxPolicy::new()
+//!     .read("/srv/data")
+//!     .write("/srv/out")
+//!     .prepare()?;
+//! let mut command = std::process::Command::new("/usr/bin/cat");
+//! command.arg("/srv/data/report.txt");
+//! prepared.apply_to(&mut command);
+//! let output = command.output(); // `/etc/hostname` would be readable, `~/.ssh` would not
+//! # let _ = output;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Honest limits: Landlock rules only grant, so a `deny` rule *inside* a read or write root is
+//! enforced by the scoped objects but not by the kernel for children; `/etc` is readable (files
+//! there that the user may read at all); `RLIMIT_NPROC` counts every process of the user, not
+//! only the child's. See `docs/isolation-model.md`.
+
+#![warn(missing_docs)]
+
+use std::path::{Path, PathBuf};
+
+use capability_types::{CapabilityError, FsAccess, PathPolicy};
+
+#[cfg(target_os = "linux")]
+mod linux;
+
+/// Directories a program needs to be loaded and run: readable and executable in every sandbox.
+pub const SYSTEM_EXEC_DIRS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"];
+/// Directories readable (not executable) in every sandbox: configuration and the loader cache.
+pub const SYSTEM_READ_DIRS: &[&str] = &["/etc"];
+/// Device files readable and writable in every sandbox.
+pub const SYSTEM_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"];
+
+/// Resource limits applied to a sandboxed child (`setrlimit`, soft and hard alike). `None`
+/// leaves the inherited limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResourceLimits {
+    /// `RLIMIT_AS`, in bytes.
+    pub address_space: Option<u64>,
+    /// `RLIMIT_CPU`, in seconds of CPU time.
+    pub cpu_seconds: Option<u64>,
+    /// `RLIMIT_NPROC`: processes of the user (the kernel counts them per user, not per child).
+    pub processes: Option<u64>,
+    /// `RLIMIT_FSIZE`, in bytes: the largest file the child may write.
+    pub file_size: Option<u64>,
+    /// `RLIMIT_NOFILE`: open descriptors.
+    pub open_files: Option<u64>,
+}
+
+impl Default for ResourceLimits {
+    /// 4 GiB of address space, 60 s of CPU, 1,024 processes, 1 GiB files, 1,024 descriptors.
+    fn default() -> Self {
+        Self {
+            address_space: Some(4 << 30),
+            cpu_seconds: Some(60),
+            processes: Some(1024),
+            file_size: Some(1 << 30),
+            open_files: Some(1024),
+        }
+    }
+}
+
+impl ResourceLimits {
+    /// Limits that leave every inherited limit in place.
+    pub fn inherited() -> Self {
+        Self {
+            address_space: None,
+            cpu_seconds: None,
+            processes: None,
+            file_size: None,
+            open_files: None,
+        }
+    }
+}
+
+/// What the running kernel can enforce, as [`probe`] found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Support {
+    landlock_abi: Option<u32>,
+    refusal: Option<String>,
+}
+
+impl Support {
+    /// A kernel that cannot confine children, with the reason; every
+    /// [`prepare_with`](SandboxPolicy::prepare_with) against it refuses. Also how tests force
+    /// the "unsupported" path.
+    pub fn unsupported(reason: impl Into<String>) -> Self {
+        Self {
+            landlock_abi: None,
+            refusal: Some(reason.into()),
+        }
+    }
+
+    /// The Landlock ABI version the kernel reports, if it has Landlock.
+    pub fn landlock_abi(&self) -> Option<u32> {
+        self.landlock_abi
+    }
+
+    /// Why children cannot be confined here, or `None` when they can.
+    pub fn refusal(&self) -> Option<&str> {
+        self.refusal.as_deref()
+    }
+}
+
+/// Probes the running kernel once per call: the Landlock ABI (`landlock_create_ruleset` with
+/// the version flag). Not Linux, or no Landlock, is a [`Support`] with a refusal.
+pub fn probe() -> Support {
+    #[cfg(target_os = "linux")]
+    {
+        linux::probe()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Support::unsupported("kernel confinement of children is implemented for Linux only")
+    }
+}
+
+/// What a sandboxed child may touch. Paths are absolute; a path that does not exist when the
+/// sandbox is prepared grants nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxPolicy {
+    read: Vec<PathBuf>,
+    write: Vec<PathBuf>,
+    exec: Vec<PathBuf>,
+    limits: ResourceLimits,
+}
+
+impl Default for SandboxPolicy {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SandboxPolicy {
+    /// Only the system directories ([`SYSTEM_EXEC_DIRS`], [`SYSTEM_READ_DIRS`],
+    /// [`SYSTEM_DEVICES`]) and the default [`ResourceLimits`].
+    pub fn new() -> Self {
+        Self {
+            read: Vec::new(),
+            write: Vec::new(),
+            exec: Vec::new(),
+            limits: ResourceLimits::default(),
+        }
+    }
+
+    /// The policy for a tool's resolved path policy: its read roots readable, its write roots
+    /// readable and writable. Deny rules inside the roots stay with the scoped objects (Landlock
+    /// rules only grant).
+    pub fn from_paths(paths: &dyn PathPolicy) -> Self {
+        let mut policy = Self::new();
+        policy.read = paths.roots(FsAccess::Read);
+        policy.write = paths.roots(FsAccess::Write);
+        policy
+    }
+
+    /// Adds a directory or file the child may read.
+    pub fn read(mut self, path: impl Into<PathBuf>) -> Self {
+        self.read.push(path.into());
+        self
+    }
+
+    /// Adds a directory or file the child may read and write (never execute from).
+    pub fn write(mut self, path: impl Into<PathBuf>) -> Self {
+        self.write.push(path.into());
+        self
+    }
+
+    /// Adds a directory or file the child may read and execute, beyond the system directories.
+    pub fn exec(mut self, path: impl Into<PathBuf>) -> Self {
+        self.exec.push(path.into());
+        self
+    }
+
+    /// Replaces the resource limits.
+    pub fn limits(mut self, limits: ResourceLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The readable paths the policy adds to the system ones.
+    pub fn read_paths(&self) -> &[PathBuf] {
+        &self.read
+    }
+
+    /// The writable paths.
+    pub fn write_paths(&self) -> &[PathBuf] {
+        &self.write
+    }
+
+    /// The resource limits.
+    pub fn resource_limits(&self) -> ResourceLimits {
+        self.limits
+    }
+
+    /// Builds the Landlock ruleset and seccomp filters in this process, ready to be applied in
+    /// a child, against what [`probe`] finds.
+    pub fn prepare(&self) -> Result<PreparedSandbox, CapabilityError> {
+        self.prepare_with(&probe())
+    }
+
+    /// [`prepare`](Self::prepare) against a given [`Support`]: refuses with `not_available` when
+    /// it has a refusal.
+    pub fn prepare_with(&self, support: &Support) -> Result<PreparedSandbox, CapabilityError> {
+        if let Some(reason) = support.refusal() {
+            return Err(CapabilityError::not_available(format!(
+                "children cannot be confined here: {reason}"
+            )));
+        }
+        for path in self.read.iter().chain(&self.write).chain(&self.exec) {
+            if !path.is_absolute() {
+                return Err(CapabilityError::invalid_input(format!(
+                    "sandbox path {} is not absolute",
+                    path.display()
+                )));
+            }
+        }
+        #[cfg(target_os = "linux")]
+        {
+            linux::prepare(self, support).map(|inner| PreparedSandbox { inner })
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            Err(CapabilityError::not_available(
+                "kernel confinement of children is implemented for Linux only",
+            ))
+        }
+    }
+
+    fn exec_paths(&self) -> impl Iterator<Item = &Path> {
+        SYSTEM_EXEC_DIRS
+            .iter()
+            .map(Path::new)
+            .chain(self.exec.iter().map(PathBuf::as_path))
+    }
+}
+
+/// A sandbox ready to be applied to a command: the Landlock ruleset is created and the seccomp
+/// filters compiled; what runs in the child is system calls only.
+#[derive(Debug)]
+pub struct PreparedSandbox {
+    #[cfg(target_os = "linux")]
+    inner: linux::Prepared,
+}
+
+impl PreparedSandbox {
+    /// Installs the confinement into `command`, to run in the child between `fork` and `exec`
+    /// of every spawn of it. When any step fails there, `spawn` fails with that step's error
+    /// and nothing runs.
+    pub fn apply_to(self, command: &mut std::process::Command) {
+        #[cfg(target_os = "linux")]
+        self.inner.apply_to(command);
+        #[cfg(not(target_os = "linux"))]
+        let _ = command;
+    }
+}

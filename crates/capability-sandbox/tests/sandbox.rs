@@ -1,0 +1,223 @@
+//! Real children under a real kernel: what a confined child can and cannot do.
+#![cfg(target_os = "linux")]
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "the tests start real children and build fixture trees directly"
+)]
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use capability_sandbox::{ResourceLimits, SandboxPolicy, Support, probe};
+use capability_types::ErrorCode;
+
+struct Tree {
+    _dir: tempfile::TempDir,
+    read: std::path::PathBuf,
+    write: std::path::PathBuf,
+    outside: std::path::PathBuf,
+}
+
+fn tree() -> Tree {
+    let dir = tempfile::tempdir().unwrap();
+    let read = dir.path().join("read");
+    let write = dir.path().join("write");
+    let outside = dir.path().join("outside");
+    for d in [&read, &write, &outside] {
+        std::fs::create_dir(d).unwrap();
+    }
+    std::fs::write(read.join("in.txt"), "inside").unwrap();
+    std::fs::write(outside.join("secret.txt"), "secret").unwrap();
+    Tree {
+        _dir: dir,
+        read,
+        write,
+        outside,
+    }
+}
+
+fn policy(t: &Tree) -> SandboxPolicy {
+    SandboxPolicy::new().read(&t.read).write(&t.write)
+}
+
+/// Runs `sh -c script` under `policy`.
+fn sh(policy: &SandboxPolicy, script: &str) -> Output {
+    let mut command = Command::new("/bin/sh");
+    command.arg("-c").arg(script);
+    policy.prepare().unwrap().apply_to(&mut command);
+    command.output().expect("the confined child starts")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn this_kernel_supports_confinement() {
+    // CI runs on Linux with Landlock; if this fails, every other test here would too.
+    let support = probe();
+    assert_eq!(support.refusal(), None);
+    assert!(support.landlock_abi().unwrap() >= 1);
+}
+
+#[test]
+fn reads_only_beneath_read_and_write_roots() {
+    let t = tree();
+    let out = sh(&policy(&t), &format!("cat {}/in.txt", t.read.display()));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "inside");
+
+    let out = sh(
+        &policy(&t),
+        &format!("cat {}/secret.txt", t.outside.display()),
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("Permission denied"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!text(&out.stdout).contains("secret"));
+
+    // The home directory and /proc of other processes are outside too.
+    let home = std::env::var("HOME").unwrap();
+    let out = sh(&policy(&t), &format!("ls {home}"));
+    assert!(!out.status.success(), "{}", text(&out.stdout));
+    let out = sh(
+        &policy(&t),
+        &format!("cat /proc/{}/environ", std::process::id()),
+    );
+    assert!(!out.status.success());
+}
+
+#[test]
+fn writes_only_beneath_write_roots_and_never_executes_from_them() {
+    let t = tree();
+    let out = sh(
+        &policy(&t),
+        &format!("echo hi > {}/made.txt", t.write.display()),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(t.write.join("made.txt")).unwrap(),
+        "hi\n"
+    );
+
+    for target in [t.outside.join("made.txt"), t.read.join("made.txt")] {
+        let out = sh(&policy(&t), &format!("echo hi > {}", target.display()));
+        assert!(!out.status.success(), "{}", target.display());
+        assert!(!target.exists(), "{}", target.display());
+    }
+
+    // A program copied into a write root cannot be run from there.
+    let out = sh(
+        &policy(&t),
+        &format!(
+            "cp /bin/true {w}/t && chmod +x {w}/t && {w}/t",
+            w = t.write.display()
+        ),
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("Permission denied"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn the_child_has_no_network() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let t = tree();
+    // bash's /dev/tcp makes a plain socket + connect.
+    let mut command = Command::new("/bin/bash");
+    command.arg("-c").arg(format!(
+        "exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected"
+    ));
+    policy(&t).prepare().unwrap().apply_to(&mut command);
+    let out = command.output().unwrap();
+    assert!(!out.status.success());
+    assert!(!text(&out.stdout).contains("connected"));
+    assert!(listener.accept().is_err(), "nothing reached the listener");
+}
+
+#[test]
+fn namespace_and_tracing_calls_are_refused() {
+    let t = tree();
+    // unshare(1) needs unshare(2), which seccomp refuses.
+    if Path::new("/usr/bin/unshare").exists() {
+        let out = sh(&policy(&t), "/usr/bin/unshare -r true");
+        assert!(!out.status.success());
+        assert!(
+            text(&out.stderr).contains("Operation not permitted"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+    // Ordinary process creation still works (fork, pipes, threads through clone).
+    let out = sh(&policy(&t), "echo a | cat && (true) && echo b");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "a\nb\n");
+}
+
+#[test]
+fn resource_limits_are_applied() {
+    let t = tree();
+    let limits = ResourceLimits {
+        address_space: Some(512 << 20),
+        cpu_seconds: Some(7),
+        file_size: Some(4096),
+        open_files: Some(64),
+        ..ResourceLimits::default()
+    };
+    let out = sh(
+        &policy(&t).limits(limits),
+        "ulimit -t; ulimit -n; ulimit -v; ulimit -f",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // dash reports -v in KiB and -f in 512-byte blocks.
+    assert_eq!(text(&out.stdout), "7\n64\n524288\n8\n");
+
+    // A write past the file size limit is cut off.
+    let out = sh(
+        &policy(&t).limits(limits),
+        &format!("head -c 10000 /dev/zero > {}/big", t.write.display()),
+    );
+    assert!(!out.status.success());
+    assert!(std::fs::metadata(t.write.join("big")).unwrap().len() <= 4096);
+}
+
+#[test]
+fn unsupported_kernels_refuse_and_nothing_runs() {
+    let t = tree();
+    let err = policy(&t)
+        .prepare_with(&Support::unsupported("forced by the test"))
+        .unwrap_err();
+    assert_eq!(err.result_code(), ErrorCode::NotAvailable);
+    assert!(err.to_string().contains("forced by the test"), "{err}");
+}
+
+#[test]
+fn every_spawn_of_a_confined_command_is_confined() {
+    let t = tree();
+    let mut command = Command::new("/bin/cat");
+    command.arg(t.outside.join("secret.txt"));
+    policy(&t).prepare().unwrap().apply_to(&mut command);
+    // The confinement runs in each forked child on its own copy of the prepared state, so a
+    // command spawned twice is confined twice.
+    for _ in 0..2 {
+        let out = command.output().unwrap();
+        assert!(!out.status.success());
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn relative_paths_are_refused() {
+    let err = SandboxPolicy::new().read("data").prepare().unwrap_err();
+    assert_eq!(err.result_code(), ErrorCode::InputInvalid);
+}
