@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use capability_types::{Narrowing, PersonalityPolicy, PolicyError, PolicyFormat, ToolConstraints};
+use capability_types::{
+    Narrowing, PersonalityPolicy, PolicyError, PolicyFormat, SandboxMode, ToolConstraints,
+};
 
 use crate::matching::binary::{ArgvPattern, intersect_binaries};
 use crate::matching::host::{HostPattern, HostSet, intersect_hosts};
@@ -27,6 +29,7 @@ pub struct CompiledPolicy {
     pub(crate) process_allow: Arc<[String]>,
     pub(crate) deny_args: Arc<[ArgvPattern]>,
     pub(crate) env_allow: Arc<[String]>,
+    pub(crate) sandbox: SandboxMode,
     pub(crate) fs_read: Arc<[PathBuf]>,
     pub(crate) fs_write: Arc<[PathBuf]>,
     pub(crate) fs_deny: Arc<[PathBuf]>,
@@ -104,6 +107,7 @@ impl CompiledPolicy {
             process_allow: policy.safety.process.allow.clone().into(),
             deny_args: deny_args.into(),
             env_allow: policy.safety.env.allow.clone().into(),
+            sandbox: policy.safety.process.sandbox,
             fs_read: policy.fs_reach.read.clone().into(),
             fs_write: policy.fs_reach.write.clone().into(),
             fs_deny: policy.fs_reach.deny.clone().into(),
@@ -132,6 +136,7 @@ impl CompiledPolicy {
             process_allow: Arc::new([]),
             deny_args: Arc::new([]),
             env_allow: Arc::new([]),
+            sandbox: SandboxMode::Required,
             fs_read: Arc::new([]),
             fs_write: Arc::new([]),
             fs_deny: Arc::new([]),
@@ -296,6 +301,7 @@ impl CompiledPolicy {
             process_allow,
             deny_args: deny_args.into(),
             env_allow,
+            sandbox: self.sandbox,
             fs_read: side(&self.fs_read, &n.fs_reach.read, "fs_reach.read"),
             fs_write: side(&self.fs_write, &n.fs_reach.write, "fs_reach.write"),
             fs_deny: fs_deny.into(),

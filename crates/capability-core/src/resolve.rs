@@ -12,7 +12,7 @@ use std::time::Duration;
 use capability_types::{
     CapabilityError, DenialCode, FetchFactory, FsAccess, FsFactory, FsGrant, FsPaths, HostMatch,
     HostPolicy, KeyValueStore, KvStoreFactory, NetworkGrant, PathAccess, PathPolicy,
-    ProcessFactory, ProcessGrant, ProcessPolicy, ScopedFetch, ScopedFs, ScopedProcess,
+    ProcessFactory, ProcessGrant, ProcessPolicy, SandboxMode, ScopedFetch, ScopedFs, ScopedProcess,
     ScopedSecretsResolver, SecretRef, SecretsFactory, SecretsGrant, StorageGrant, StorageScope,
     ToolCapabilities, ToolContext, is_fixed_env_name, is_refused_env_name, valid_env_name,
 };
@@ -235,6 +235,7 @@ struct ProcessRoots {
     binaries: Arc<[String]>,
     deny_args: Arc<[ArgvPattern]>,
     env_allow: Arc<[String]>,
+    sandbox: SandboxMode,
 }
 
 #[derive(Debug, Clone)]
@@ -312,6 +313,7 @@ impl Intersected {
                 .into(),
             deny_args: Arc::clone(&policy.deny_args),
             env_allow: Arc::clone(&policy.env_allow),
+            sandbox: policy.sandbox,
         });
         let storage = caps.storage.as_ref().map(|s| {
             // `{}` stands for the session id, filled in per call.
@@ -390,6 +392,7 @@ impl Intersected {
                 binaries: Arc::clone(&p.binaries),
                 deny_args: Arc::clone(&p.deny_args),
                 env_allow: Arc::clone(&p.env_allow),
+                sandbox: p.sandbox,
                 paths: paths.clone().unwrap_or_default(),
                 escalate: escalate.clone(),
             })
@@ -777,6 +780,7 @@ pub struct ResolvedProcess {
     binaries: Arc<[String]>,
     deny_args: Arc<[ArgvPattern]>,
     env_allow: Arc<[String]>,
+    sandbox: SandboxMode,
     /// The tool's reach (empty when it declared no `fs_reach`): a child's cwd must be readable.
     paths: Arc<ResolvedPaths>,
     escalate: Escalation,
@@ -846,5 +850,9 @@ impl ProcessPolicy for ResolvedProcess {
 
     fn env_allow(&self) -> &[String] {
         &self.env_allow
+    }
+
+    fn sandbox(&self) -> SandboxMode {
+        self.sandbox
     }
 }

@@ -1,7 +1,7 @@
 //! Registration-time validation: what a tool declares that the personality will not grant,
 //! reported as data.
 
-use capability_types::{CapabilityValidationError, FsPaths, Tool, ToolCapabilities};
+use capability_types::{CapabilityValidationError, FsPaths, SandboxMode, Tool, ToolCapabilities};
 
 use crate::matching::Dropped;
 use crate::matching::binary::intersect_binaries;
@@ -10,7 +10,8 @@ use crate::matching::path::intersect_paths;
 use crate::policy::CompiledPolicy;
 
 /// Validates one tool's declaration against a personality. Each finding names the tool, the
-/// capability (`network`, `fs_reach.read`, `fs_reach.write`, `process`) and the entry.
+/// capability (`network`, `fs_reach.read`, `fs_reach.write`, `process`, `process.sandbox`) and
+/// the entry.
 ///
 /// An empty result means every declared entry is granted as declared. The findings come from
 /// the same intersection functions the resolver uses, so what is reported dropped here is
@@ -72,6 +73,17 @@ pub fn validate_declaration(
             "process",
             intersect_binaries(&process.allowed_binaries, &policy.process_allow).dropped,
         );
+        if policy.sandbox == SandboxMode::Off {
+            report(
+                "process.sandbox",
+                vec![Dropped::new(
+                    "sandbox",
+                    "children run without kernel confinement: the personality sets \
+                     safety.process.sandbox = \"off\""
+                        .to_owned(),
+                )],
+            );
+        }
     }
     errors
 }

@@ -434,6 +434,35 @@ fn validation_reports_network_findings() {
     );
 }
 
+#[test]
+fn validation_reports_a_sandbox_opt_out_for_tools_that_spawn() {
+    let caps = ToolCapabilities::none().with_process(["git"]);
+    let required = policy("id = \"x\"\n[safety.process]\nallow = [\"git\"]\n");
+    assert!(validate_declaration("runner", &caps, &required).is_empty());
+    let off = policy("id = \"x\"\n[safety.process]\nallow = [\"git\"]\nsandbox = \"off\"\n");
+    let shown: Vec<String> = validate_declaration("runner", &caps, &off)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "runner: process.sandbox: children run without kernel confinement: the personality \
+          sets safety.process.sandbox = \"off\""
+        ]
+    );
+    // Tools that spawn nothing are not affected.
+    assert!(validate_declaration("reader", &ToolCapabilities::none(), &off).is_empty());
+    // Anything but the two modes is refused when the personality loads.
+    let err = CompiledPolicy::load(
+        "id = \"x\"\n[safety.process]\nsandbox = \"best-effort\"\n",
+        PolicyFormat::Toml,
+        None,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("safety.process.sandbox"), "{err}");
+}
+
 #[tokio::test]
 async fn end_to_end_through_the_registry() {
     let (backends, grants) = recording_backends();

@@ -67,6 +67,10 @@ pub struct ProcessConfig {
     pub scratch_root: PathBuf,
     /// The host environment that `safety.env.allow` and `LANG` draw from.
     pub host_env: HashMap<String, String>,
+    /// What the kernel can confine, probed when the config is made. Children of a policy that
+    /// requires the sandbox (the default) fail with `not_available` when it has a refusal;
+    /// [`Support::unsupported`](capability_sandbox::Support::unsupported) forces that path.
+    pub sandbox_support: capability_sandbox::Support,
 }
 
 impl ProcessConfig {
@@ -91,9 +95,16 @@ impl ProcessConfig {
             kill_grace: Duration::from_millis(500),
             scratch_root: PathBuf::from("/tmp"),
             host_env,
+            sandbox_support: capability_sandbox::probe(),
         }
     }
 
+    /// Sets what the kernel is taken to support (tests force the "unsupported" path with
+    /// [`Support::unsupported`](capability_sandbox::Support::unsupported)).
+    pub fn sandbox_support(mut self, support: capability_sandbox::Support) -> Self {
+        self.sandbox_support = support;
+        self
+    }
     /// Sets the search path for bare names.
     pub fn search_path(mut self, dirs: Vec<PathBuf>) -> Self {
         self.search_path = dirs;

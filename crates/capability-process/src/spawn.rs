@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use capability_sandbox::SandboxPolicy;
 use capability_types::{
-    CapabilityError, DenialCode, FsAccess, ProcessGrant, ProcessOutput, ScopedProcess,
+    CapabilityError, DenialCode, FsAccess, ProcessGrant, ProcessOutput, SandboxMode, ScopedProcess,
     SpawnOptions, check_binary_spec,
 };
 use rustix::process::Signal;
@@ -172,9 +173,25 @@ impl ScopedProcess for ScopedSpawner {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        let mut child = command
-            .spawn()
-            .map_err(|e| CapabilityError::failed(format!("cannot start {binary}: {e}")))?;
+        let sandboxed = self.grant.process.sandbox() == SandboxMode::Required;
+        if sandboxed {
+            // Reads beneath the tool's reach, writes beneath its write roots and the scratch
+            // home, execution of this program and the system directories only.
+            SandboxPolicy::from_paths(&*self.grant.paths)
+                .write(home.path())
+                .exec(&plan.program)
+                .prepare_with(&config.sandbox_support)?
+                .apply_to(command.as_std_mut());
+        }
+        let mut child = command.spawn().map_err(|e| {
+            if sandboxed {
+                CapabilityError::not_available(format!(
+                    "cannot start {binary} under kernel confinement: {e}"
+                ))
+            } else {
+                CapabilityError::failed(format!("cannot start {binary}: {e}"))
+            }
+        })?;
         let pgid = child.id().ok_or_else(|| {
             CapabilityError::failed("the child exited before it could be tracked")
         })?;

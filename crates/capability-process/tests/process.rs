@@ -58,8 +58,18 @@ fn spawner_with(
     deny_args: &str,
     config: ProcessConfig,
 ) -> Arc<dyn ScopedProcess> {
+    spawner_under(fx, allow, &format!("deny_args = [{deny_args}]"), config)
+}
+
+/// `process_rules` are extra lines of the personality's `[safety.process]`.
+fn spawner_under(
+    fx: &Fixture,
+    allow: &str,
+    process_rules: &str,
+    config: ProcessConfig,
+) -> Arc<dyn ScopedProcess> {
     let toml = format!(
-        "id = \"p\"\n[fs_reach]\nread = [\"{}\"]\n[safety.process]\nallow = [{allow}]\ndeny_args = [{deny_args}]\n[safety.env]\nallow = [\"TZ\"]\n",
+        "id = \"p\"\n[fs_reach]\nread = [\"{}\"]\n[safety.process]\nallow = [{allow}]\n{process_rules}\n[safety.env]\nallow = [\"TZ\"]\n",
         fx.root.display()
     );
     let policy = CompiledPolicy::load(&toml, PolicyFormat::Toml, None).unwrap();
@@ -564,4 +574,102 @@ async fn a_multicall_binary_runs_under_the_allowed_name() {
         "allowedsh\n",
         "same canonical file, but argv[0] is the allowed name"
     );
+}
+
+fn config(fx: &Fixture) -> ProcessConfig {
+    ProcessConfig::with_host_env(host_env()).scratch_root(fx.scratch.clone())
+}
+
+#[tokio::test]
+async fn children_are_confined_to_the_tools_reach() {
+    let fx = fixture();
+    std::fs::write(fx.root.join("in.txt"), "inside").unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, "secret").unwrap();
+    let process = spawner_under(&fx, "\"cat\", \"sh\"", "", config(&fx));
+
+    let out = process
+        .spawn(
+            "cat",
+            &argv(&["in.txt"]),
+            SpawnOptions::default().cwd(&fx.root),
+        )
+        .await
+        .unwrap();
+    assert_eq!(stdout(&out), "inside");
+    // The argv passes every check; the kernel still refuses the read.
+    let out = process
+        .spawn(
+            "cat",
+            &argv(&[secret.to_str().unwrap()]),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_ne!(out.exit_code, Some(0));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"));
+    // Writes: the scratch home yes, the read-only reach no.
+    let script = format!(
+        "echo x > \"$HOME/f\" && cat \"$HOME/f\" && echo y > {}/g",
+        fx.root.display()
+    );
+    let out = process
+        .spawn("sh", &argv(&["-c", &script]), SpawnOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(stdout(&out), "x\n");
+    assert_ne!(out.exit_code, Some(0));
+    assert!(!fx.root.join("g").exists());
+}
+
+#[tokio::test]
+async fn children_have_no_network() {
+    let fx = fixture();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let process = spawner_under(&fx, "\"bash\"", "", config(&fx));
+    let script = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+    let out = process
+        .spawn("bash", &argv(&["-c", &script]), SpawnOptions::default())
+        .await
+        .unwrap();
+    assert_ne!(out.exit_code, Some(0));
+    assert!(!stdout(&out).contains("connected"));
+    assert!(listener.accept().is_err());
+}
+
+#[tokio::test]
+async fn an_unconfinable_kernel_refuses_unless_the_personality_opts_out() {
+    let fx = fixture();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, "secret").unwrap();
+    let forced = || config(&fx).sandbox_support(capability_sandbox::Support::unsupported("forced"));
+
+    let process = spawner_under(&fx, "\"cat\"", "", forced());
+    let err = process
+        .spawn(
+            "cat",
+            &argv(&[secret.to_str().unwrap()]),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.result_code(), capability_types::ErrorCode::NotAvailable);
+    assert!(err.to_string().contains("forced"), "{err}");
+
+    // `sandbox = "off"`: the child runs, unconfined — it can read what its user can.
+    let process = spawner_under(&fx, "\"cat\"", "sandbox = \"off\"", forced());
+    let out = process
+        .spawn(
+            "cat",
+            &argv(&[secret.to_str().unwrap()]),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(stdout(&out), "secret");
 }

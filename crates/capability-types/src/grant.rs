@@ -112,6 +112,11 @@ pub trait ProcessPolicy: Send + Sync + fmt::Debug {
     fn check_env(&self, name: &str) -> Result<(), CapabilityError>;
     /// Variables the child may inherit from the host (`safety.env.allow`).
     fn env_allow(&self) -> &[String];
+    /// Whether children must run under kernel confinement (`safety.process.sandbox`). Required
+    /// unless a policy says otherwise.
+    fn sandbox(&self) -> crate::SandboxMode {
+        crate::SandboxMode::Required
+    }
 }
 
 /// The network grant of one tool.

@@ -88,8 +88,8 @@ pub use crate::grant::{
 };
 pub use crate::policy::{
     EnvRules, NarrowFs, NarrowNetwork, NarrowProcess, Narrowing, NetworkRules, PersonalityPolicy,
-    PolicyFormat, PolicyFsReach, ProcessRules, Safety, ToolConstraints, check_binary_spec,
-    normalize_lexically, valid_tool_name,
+    PolicyFormat, PolicyFsReach, ProcessRules, Safety, SandboxMode, ToolConstraints,
+    check_binary_spec, normalize_lexically, valid_tool_name,
 };
 pub use crate::result::{ErrorCode, ToolResult};
 pub use crate::scoped::{

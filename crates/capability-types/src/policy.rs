@@ -169,6 +169,21 @@ pub struct ProcessRules {
     /// Argv patterns always refused, token by token (`git push --force*`).
     #[serde(default)]
     pub deny_args: Vec<String>,
+    /// Kernel confinement of every child: `"required"` (the default) or `"off"`.
+    #[serde(default)]
+    pub sandbox: SandboxMode,
+}
+
+/// Whether children run under kernel confinement (`capability-sandbox`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    /// Every child is confined (Landlock, seccomp, a private network namespace, limits); where
+    /// the kernel cannot do that, spawning fails with `not_available`.
+    #[default]
+    Required,
+    /// Children run without kernel confinement. `toolcap validate` reports this opt-out.
+    Off,
 }
 
 /// `[safety.env]`: variables a child may inherit.
