@@ -121,8 +121,20 @@ const ROWS: &[Row] = &[
         baseline: None,
         budget: Budget::AddedNs(f64::INFINITY),
     },
+    // Sandboxed (the default): Landlock, seccomp, user and network namespaces (design.md §9:
+    // within 1.6× of a plain spawn and under a third of bwrap's). bwrap must be installed.
     Row {
         subject: "spawn/scoped_spawn_true",
+        baseline: Some("spawn/std_command_true"),
+        budget: Budget::Ratio(1.6),
+    },
+    Row {
+        subject: "spawn/scoped_spawn_true",
+        baseline: Some("spawn/bwrap_true"),
+        budget: Budget::Ratio(1.0 / 3.0),
+    },
+    Row {
+        subject: "spawn/scoped_spawn_true_unsandboxed",
         baseline: Some("spawn/std_command_true"),
         budget: Budget::Ratio(1.2),
     },

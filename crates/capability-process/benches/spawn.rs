@@ -1,9 +1,10 @@
-//! Spawn cost: `ScopedProcess::spawn` of `/bin/true` against `std::process::Command` in the same
-//! run (design.md §9).
+//! Spawn cost: `ScopedProcess::spawn` of `/bin/true`, sandboxed (the default) and not, against
+//! `std::process::Command` and `bwrap --ro-bind / / --unshare-net` in the same run (design.md §9).
 #![allow(
     missing_docs,
     clippy::disallowed_methods,
-    reason = "the baseline is the unscoped std spawn"
+    clippy::print_stderr,
+    reason = "the baselines are unscoped spawns; a missing bwrap is said on stderr"
 )]
 
 use std::path::Path;
@@ -23,24 +24,31 @@ fn spawn(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    let policy = CompiledPolicy::load(
-        "id = \"bench\"\n[safety.process]\nallow = [\"true\"]\n",
-        PolicyFormat::Toml,
-        None,
-    )
-    .unwrap();
-    let resolved = resolve(
-        "run_command",
-        &ToolCapabilities::none().with_process(["*"]),
-        &policy,
-        "s",
-        Path::new("/"),
-    );
-    let process = resolved.process.unwrap();
-    let paths: Arc<dyn PathPolicy> = Arc::new(capability_core::ResolvedPaths::default());
-    let grant = ProcessGrant::new("run_command", process as Arc<dyn ProcessPolicy>, paths);
     let backend = ProcessBackend::new(ProcessConfig::from_process_env());
-    let scoped = backend.scoped_process(grant).unwrap();
+    let scoped_under = |sandbox: &str| {
+        let policy = CompiledPolicy::load(
+            &format!(
+                "id = \"bench\"\n[safety.process]\nallow = [\"true\"]\nsandbox = \"{sandbox}\"\n"
+            ),
+            PolicyFormat::Toml,
+            None,
+        )
+        .unwrap();
+        let resolved = resolve(
+            "run_command",
+            &ToolCapabilities::none().with_process(["*"]),
+            &policy,
+            "s",
+            Path::new("/"),
+        );
+        let paths: Arc<dyn PathPolicy> = Arc::new(capability_core::ResolvedPaths::default());
+        let process = resolved.process.unwrap() as Arc<dyn ProcessPolicy>;
+        backend
+            .scoped_process(ProcessGrant::new("run_command", process, paths))
+            .unwrap()
+    };
+    let scoped = scoped_under("required");
+    let unsandboxed = scoped_under("off");
 
     let mut group = c.benchmark_group("spawn");
     group.bench_function("std_command_true", |b| {
@@ -52,6 +60,25 @@ fn spawn(c: &mut Criterion) {
                 .unwrap()
         })
     });
+    group.bench_function("scoped_spawn_true_unsandboxed", |b| {
+        b.iter(|| {
+            rt.block_on(unsandboxed.spawn("true", &[], SpawnOptions::default()))
+                .unwrap()
+        })
+    });
+    // The reference sandbox of design.md §9, when installed (`apt-get install bubblewrap`).
+    if Path::new("/usr/bin/bwrap").exists() {
+        group.bench_function("bwrap_true", |b| {
+            b.iter(|| {
+                std::process::Command::new("/usr/bin/bwrap")
+                    .args(["--ro-bind", "/", "/", "--unshare-net", "/bin/true"])
+                    .status()
+                    .unwrap()
+            })
+        });
+    } else {
+        eprintln!("spawn/bwrap_true skipped: /usr/bin/bwrap is not installed");
+    }
     group.finish();
 }
 

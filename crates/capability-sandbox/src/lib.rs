@@ -7,19 +7,20 @@
 //! and `exec`, in this order:
 //!
 //! 1. the child dies with the thread that started it (`PR_SET_PDEATHSIG`);
-//! 2. a private user and network namespace: the child has no network at all (only a loopback
-//!    interface that is down), whatever sockets it opens;
-//! 3. resource limits: address space, CPU time, processes, file size, open files;
-//! 4. every inherited descriptor above stderr is marked close-on-exec;
-//! 5. Landlock: reads only beneath the tool's read and write roots and the system directories
+//! 2. resource limits: address space, CPU time, processes, file size, open files;
+//! 3. every inherited descriptor above stderr is marked close-on-exec;
+//! 4. Landlock: reads only beneath the tool's read and write roots and the system directories
 //!    a program needs to load (`/usr`, `/lib*`, `/bin`, `/sbin`, `/etc`), writes only beneath
 //!    its write roots (and `/dev/null`), execution only from the system directories; TCP bind and
 //!    connect refused; abstract Unix sockets and signals outside the sandbox refused (where the
 //!    kernel's Landlock ABI has them); `no_new_privs`;
-//! 6. seccomp: `io_uring_*`, `ptrace`, `process_vm_*`, `bpf`, `perf_event_open`, `keyctl`,
+//! 5. seccomp: `io_uring_*`, `ptrace`, `process_vm_*`, `bpf`, `perf_event_open`, `keyctl`,
 //!    mount and namespace calls, kernel modules and sockets other than `AF_UNIX` fail with
 //!    `EPERM`; `clone3` fails with `ENOSYS` so that the C library falls back to `clone`, whose
 //!    namespace flags the filter can see.
+//!
+//! So the child has no network: it cannot create an Internet (or netlink, or packet) socket at
+//! all, and where Landlock has TCP rules (ABI 4) it could not connect one either.
 //!
 //! Everything fails closed: [`SandboxPolicy::prepare`] refuses with `not_available` when the
 //! kernel has no Landlock (or when [`Support`] says so), and a child whose confinement cannot be
@@ -45,7 +46,8 @@
 //! Honest limits: Landlock rules only grant, so a `deny` rule *inside* a read or write root is
 //! enforced by the scoped objects but not by the kernel for children; `/etc` is readable (files
 //! there that the user may read at all); `RLIMIT_NPROC` counts every process of the user, not
-//! only the child's. See `docs/isolation-model.md`.
+//! only the child's; a child may still connect to a *pathname* Unix socket it can name (Landlock
+//! does not mediate `connect`). See `docs/isolation-model.md`.
 
 #![warn(missing_docs)]
 

@@ -221,3 +221,42 @@ fn relative_paths_are_refused() {
     let err = SandboxPolicy::new().read("data").prepare().unwrap_err();
     assert_eq!(err.result_code(), ErrorCode::InputInvalid);
 }
+
+#[test]
+fn tracing_and_io_uring_system_calls_fail_with_eperm() {
+    // Raw system calls through python's ctypes; each prints its errno (0 when it succeeded).
+    let t = tree();
+    let script = format!(
+        "import ctypes\n\
+         libc = ctypes.CDLL(None, use_errno=True)\n\
+         for nr, args in (({uring}, (1, 0)), ({ptrace}, (0, 0, 0, 0)), ({bpf}, (0, 0, 0))):\n\
+         \x20   ctypes.set_errno(0)\n\
+         \x20   libc.syscall(nr, *args)\n\
+         \x20   print(ctypes.get_errno())\n",
+        uring = libc::SYS_io_uring_setup,
+        ptrace = libc::SYS_ptrace,
+        bpf = libc::SYS_bpf,
+    );
+    let mut command = Command::new("/usr/bin/python3");
+    command.arg("-c").arg(&script);
+    policy(&t).prepare().unwrap().apply_to(&mut command);
+    let out = command.output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let eperm = libc::EPERM.to_string();
+    assert_eq!(
+        text(&out.stdout).lines().collect::<Vec<_>>(),
+        [eperm.as_str(); 3],
+        "io_uring_setup, ptrace(PTRACE_TRACEME), bpf"
+    );
+
+    // Unconfined, the same calls get past the filter (and fail, if at all, for other reasons).
+    let out = Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert_ne!(
+        text(&out.stdout).lines().take(2).collect::<Vec<_>>(),
+        [eperm.as_str(); 2]
+    );
+}
