@@ -71,6 +71,11 @@ pub struct ProcessConfig {
     /// requires the sandbox (the default) fail with `not_available` when it has a refusal;
     /// [`Support::unsupported`](capability_sandbox::Support::unsupported) forces that path.
     pub sandbox_support: capability_sandbox::Support,
+    /// Resource limits of sandboxed children (default: [`ResourceLimits::default`] without its
+    /// CPU limit). The CPU-time limit is never above the call's timeout, rounded up.
+    ///
+    /// [`ResourceLimits::default`]: capability_sandbox::ResourceLimits
+    pub sandbox_limits: capability_sandbox::ResourceLimits,
 }
 
 impl ProcessConfig {
@@ -96,6 +101,10 @@ impl ProcessConfig {
             scratch_root: PathBuf::from("/tmp"),
             host_env,
             sandbox_support: capability_sandbox::probe(),
+            sandbox_limits: capability_sandbox::ResourceLimits {
+                cpu_seconds: None,
+                ..capability_sandbox::ResourceLimits::default()
+            },
         }
     }
 
@@ -103,6 +112,11 @@ impl ProcessConfig {
     /// [`Support::unsupported`](capability_sandbox::Support::unsupported)).
     pub fn sandbox_support(mut self, support: capability_sandbox::Support) -> Self {
         self.sandbox_support = support;
+        self
+    }
+    /// Sets the resource limits of sandboxed children.
+    pub fn sandbox_limits(mut self, limits: capability_sandbox::ResourceLimits) -> Self {
+        self.sandbox_limits = limits;
         self
     }
     /// Sets the search path for bare names.

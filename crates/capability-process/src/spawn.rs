@@ -177,9 +177,13 @@ impl ScopedProcess for ScopedSpawner {
         if sandboxed {
             // Reads beneath the tool's reach, writes beneath its write roots and the scratch
             // home, execution of this program and the system directories only.
+            let mut limits = config.sandbox_limits;
+            let call_cpu = timeout.as_secs_f64().ceil() as u64;
+            limits.cpu_seconds = Some(limits.cpu_seconds.map_or(call_cpu, |c| c.min(call_cpu)));
             SandboxPolicy::from_paths(&*self.grant.paths)
                 .write(home.path())
                 .exec(&plan.program)
+                .limits(limits)
                 .prepare_with(&config.sandbox_support)?
                 .apply_to(command.as_std_mut());
         }

@@ -673,3 +673,19 @@ async fn an_unconfinable_kernel_refuses_unless_the_personality_opts_out() {
         .unwrap();
     assert_eq!(stdout(&out), "secret");
 }
+
+#[tokio::test]
+async fn sandboxed_children_get_resource_limits_and_cpu_follows_the_timeout() {
+    let fx = fixture();
+    let process = spawner_under(&fx, "\"sh\"", "", config(&fx));
+    let out = process
+        .spawn(
+            "sh",
+            &argv(&["-c", "ulimit -t; ulimit -v; ulimit -n"]),
+            SpawnOptions::default().timeout(Duration::from_millis(4_500)),
+        )
+        .await
+        .unwrap();
+    // CPU seconds: the call's timeout rounded up; address space 4 GiB (in KiB); 1,024 files.
+    assert_eq!(stdout(&out), "5\n4194304\n1024\n");
+}
