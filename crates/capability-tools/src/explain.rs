@@ -6,7 +6,7 @@ use std::sync::Arc;
 use capability_core::matching::binary::ArgvPattern;
 use capability_core::{CompiledPolicy, resolve, validate_declaration};
 use capability_types::{
-    CapabilityError, FsAccess, HostMatch, HostPolicy, PathPolicy, ProcessPolicy,
+    CapabilityError, FsAccess, HostMatch, HostPolicy, PathPolicy, ProcessPolicy, SandboxMode,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -245,6 +245,23 @@ fn tool_checks(
             if let Some(cwd) = &a.cwd {
                 out.push(path_check(&resolved.fs, cwd, FsAccess::Read));
             }
+            let sandbox = match process.sandbox() {
+                SandboxMode::Off => Ok(
+                    "safety.process.sandbox = \"off\": the child runs without kernel confinement"
+                        .to_owned(),
+                ),
+                SandboxMode::Required => match capability_sandbox::probe().refusal() {
+                    None => Ok(
+                        "the child runs under Landlock and seccomp: the tool's reach, \
+                                no network, resource limits"
+                            .to_owned(),
+                    ),
+                    Some(why) => Err(format!(
+                        "NOT_AVAILABLE: children cannot be confined here: {why}"
+                    )),
+                },
+            };
+            out.push(check("process.sandbox", a.binary.clone(), sandbox));
         }
         "kv_get" | "kv_set" | "kv_delete" | "kv_list" => {
             if tool == "kv_list" {

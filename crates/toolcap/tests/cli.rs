@@ -372,6 +372,17 @@ fn explain_says_which_rule_decides() {
         args["rule"],
         "ARGS_NOT_ALLOWED: echo --force-with-lease refused by the deny_args pattern `echo --force*`"
     );
+    let sandbox = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["capability"] == "process.sandbox")
+        .unwrap();
+    assert_eq!(sandbox["allowed"], true, "{sandbox}");
+    assert!(
+        sandbox["rule"].as_str().unwrap().contains("Landlock"),
+        "{sandbox}"
+    );
     assert!(!Path::new(&env.path("work/out/never.md")).exists());
     let write = env.toolcap(&[
         "explain",
