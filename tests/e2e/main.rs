@@ -5,6 +5,7 @@
 )]
 
 mod backends;
+mod capsule;
 mod plugin;
 mod policy_files;
 mod policy_rules;

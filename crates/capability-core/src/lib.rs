@@ -25,6 +25,7 @@
 
 pub mod audit;
 mod escalation;
+mod isolation;
 pub mod manifest;
 pub mod matching;
 mod policy;
@@ -39,6 +40,7 @@ pub use crate::audit::{
 pub use crate::escalation::{
     ApprovalHandler, ApprovalRequest, EscalationSubject, mask_arguments, mask_arguments_with,
 };
+pub use crate::isolation::{IsolationKey, IsolationSelection, ToolIsolation};
 pub use crate::manifest::{Manifest, Widening, WideningCode, build_manifest, diff};
 pub use crate::policy::CompiledPolicy;
 pub use crate::registry::{

@@ -150,6 +150,12 @@ impl CompiledPolicy {
         }
     }
 
+    /// Unique per compilation (and per narrowing); clones share it. Caches and warm capsule
+    /// workers are keyed by it, so nothing crosses from one personality to another.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// The personality's id, if there is a personality.
     pub fn id(&self) -> Option<&str> {
         self.source.as_deref().map(|p| p.id.as_str())

@@ -18,6 +18,7 @@ use crate::audit::{AuditEvent, AuditKind, AuditSink, emit};
 use crate::escalation::{
     self, ApprovalHandler, ApprovalRequest, EscalationSubject, mask_arguments_with,
 };
+use crate::isolation::{IsolationKey, IsolationSelection, ToolIsolation};
 use crate::matching::host::HostPattern;
 use crate::policy::CompiledPolicy;
 use crate::resolve::{
@@ -321,6 +322,7 @@ pub struct DefaultToolRegistry {
     audit: Option<Arc<dyn AuditSink>>,
     approval: Option<Arc<dyn ApprovalHandler>>,
     cache: ResolutionCache,
+    isolation: Option<(Arc<dyn ToolIsolation>, IsolationSelection)>,
 }
 
 impl fmt::Debug for DefaultToolRegistry {
@@ -330,6 +332,7 @@ impl fmt::Debug for DefaultToolRegistry {
             .field("backends", &self.backends)
             .field("config", &self.config)
             .field("audit", &self.audit)
+            .field("isolation", &self.isolation)
             .finish()
     }
 }
@@ -386,7 +389,21 @@ impl DefaultToolRegistry {
             audit: None,
             approval: None,
             cache: ResolutionCache::new(),
+            isolation: None,
         }
+    }
+
+    /// Runs the tools `selection` names through `isolation` (the capsule): their code runs in a
+    /// confined worker, and every scoped-object request it makes is answered here, through the
+    /// same scoped objects an in-process call would get. Everything before `execute` (toolset,
+    /// backends, escalation, constraints, the argument gate, audit) is unchanged.
+    pub fn with_isolation(
+        mut self,
+        isolation: Arc<dyn ToolIsolation>,
+        selection: IsolationSelection,
+    ) -> Self {
+        self.isolation = Some((isolation, selection));
+        self
     }
 
     /// Replaces the settings.
@@ -762,12 +779,31 @@ impl DefaultToolRegistry {
         let tool = ready.tool;
         let args = call.args.clone();
         let cancel = ctx.cancellation.clone();
+        let isolation = self
+            .isolation
+            .as_ref()
+            .filter(|(_, selection)| selection.includes(&call.tool))
+            .map(|(isolation, _)| {
+                let key = IsolationKey {
+                    tool: call.tool.clone(),
+                    policy: ctx.policy.generation(),
+                };
+                (Arc::clone(isolation), key)
+            });
         let exec_started = Instant::now();
         let task = AbortOnDrop(tokio::spawn(async move {
+            let run = async {
+                match &isolation {
+                    Some((isolation, key)) => {
+                        isolation.execute(key, tool.as_ref(), args, &tool_ctx).await
+                    }
+                    None => tool.execute(args, &tool_ctx).await,
+                }
+            };
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => Err(CapabilityError::Cancelled),
-                r = tokio::time::timeout(timeout, tool.execute(args, &tool_ctx)) => match r {
+                r = tokio::time::timeout(timeout, run) => match r {
                     Ok(r) => r,
                     Err(_) => Err(CapabilityError::Timeout(format!("tool {} timed out after {timeout:?}", tool_ctx.tool))),
                 },

@@ -157,6 +157,9 @@ pub struct SandboxPolicy {
     write: Vec<PathBuf>,
     exec: Vec<PathBuf>,
     limits: ResourceLimits,
+    system_dirs: bool,
+    new_processes: bool,
+    sockets: bool,
 }
 
 impl Default for SandboxPolicy {
@@ -174,7 +177,23 @@ impl SandboxPolicy {
             write: Vec::new(),
             exec: Vec::new(),
             limits: ResourceLimits::default(),
+            system_dirs: true,
+            new_processes: true,
+            sockets: true,
         }
+    }
+
+    /// The policy of a capsule worker, which holds no authority of its own: no file system
+    /// access at all (not even the system directories), no new processes (`fork`, `vfork`,
+    /// `execve` and a `clone` that is not a thread fail with `EPERM`), no new sockets of any
+    /// family. Everything the worker's tool is allowed to do it asks its host for, over the
+    /// channel it inherited.
+    pub fn isolated() -> Self {
+        let mut policy = Self::new();
+        policy.system_dirs = false;
+        policy.new_processes = false;
+        policy.sockets = false;
+        policy
     }
 
     /// The policy for a tool's resolved path policy: its read roots readable, its write roots
@@ -260,8 +279,20 @@ impl SandboxPolicy {
         }
     }
 
+    /// Whether the system directories ([`SYSTEM_EXEC_DIRS`], [`SYSTEM_READ_DIRS`],
+    /// [`SYSTEM_DEVICES`]) are granted (true but for [`SandboxPolicy::isolated`]).
+    pub fn grants_system_dirs(&self) -> bool {
+        self.system_dirs
+    }
+
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    fn system<'a>(&self, dirs: &'a [&'a str]) -> &'a [&'a str] {
+        if self.system_dirs { dirs } else { &[] }
+    }
+
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     fn exec_paths(&self) -> impl Iterator<Item = &Path> {
-        SYSTEM_EXEC_DIRS
+        self.system(SYSTEM_EXEC_DIRS)
             .iter()
             .map(Path::new)
             .chain(self.exec.iter().map(PathBuf::as_path))
@@ -277,6 +308,27 @@ pub struct PreparedSandbox {
 }
 
 impl PreparedSandbox {
+    /// Confines the calling process itself, now and for good: the capsule worker calls this at
+    /// the top of `main`, before any tool code runs. Descriptors are left as they are: close
+    /// the inherited ones you do not need *before* [`SandboxPolicy::prepare`] (which opens the
+    /// Landlock ruleset's own).
+    ///
+    /// Landlock applies to the calling thread and the threads it starts later, so this refuses
+    /// (`not_available`) unless the process has exactly one thread. Any failure may leave the
+    /// process partly confined: the caller must then exit, never go on.
+    pub fn confine_current_process(self) -> Result<(), CapabilityError> {
+        #[cfg(target_os = "linux")]
+        {
+            self.inner.confine_current_process()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            Err(CapabilityError::not_available(
+                "kernel confinement is implemented for Linux only",
+            ))
+        }
+    }
+
     /// Installs the confinement into `command`, to run in the child between `fork` and `exec`
     /// of every spawn of it. When any step fails there, `spawn` fails with that step's error
     /// and nothing runs.

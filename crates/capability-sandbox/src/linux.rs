@@ -84,12 +84,12 @@ pub(crate) fn prepare(
         .and_then(|r| r.scope(Scope::from_all(abi)))
         .and_then(Ruleset::create)
         .and_then(|r| r.add_rules(path_beneath_rules(policy.exec_paths(), exec)))
-        .and_then(|r| r.add_rules(path_beneath_rules(SYSTEM_READ_DIRS, read)))
+        .and_then(|r| r.add_rules(path_beneath_rules(policy.system(SYSTEM_READ_DIRS), read)))
         .and_then(|r| r.add_rules(path_beneath_rules(&policy.read, read)))
         .and_then(|r| r.add_rules(path_beneath_rules(&policy.write, write)))
         .and_then(|r| {
             r.add_rules(path_beneath_rules(
-                SYSTEM_DEVICES,
+                policy.system(SYSTEM_DEVICES),
                 read | AccessFs::WriteFile,
             ))
         })
@@ -99,7 +99,7 @@ pub(crate) fn prepare(
     }
 
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| failed("seccomp", e))?;
-    let deny = deny_filter(arch)?;
+    let deny = deny_filter(arch, policy)?;
     let enosys = program(
         BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
         SeccompAction::Errno(libc::ENOSYS as u32),
@@ -114,7 +114,7 @@ pub(crate) fn prepare(
 }
 
 /// The system calls a confined child never needs, refused with `EPERM`.
-fn deny_filter(arch: TargetArch) -> Result<BpfProgram, CapabilityError> {
+fn deny_filter(arch: TargetArch, policy: &SandboxPolicy) -> Result<BpfProgram, CapabilityError> {
     let always = [
         libc::SYS_io_uring_setup,
         libc::SYS_io_uring_enter,
@@ -154,10 +154,27 @@ fn deny_filter(arch: TargetArch) -> Result<BpfProgram, CapabilityError> {
     };
     // Sockets: Unix domain only. This, with Landlock's TCP rules, is what keeps the child off
     // the network (see docs/decisions.md: a network namespace per spawn cost 0.7 ms).
-    rules.insert(
-        libc::SYS_socket,
-        vec![condition(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?],
-    );
+    // An isolated worker may create none at all (an empty rule list matches every call).
+    let socket = if policy.sockets {
+        vec![condition(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?]
+    } else {
+        Vec::new()
+    };
+    rules.insert(libc::SYS_socket, socket);
+    // socketpair stays allowed: an anonymous connected pair reaches nothing (an async runtime
+    // uses one to deliver signals).
+    if !policy.new_processes {
+        for nr in [
+            libc::SYS_execve,
+            libc::SYS_execveat,
+            #[cfg(target_arch = "x86_64")]
+            libc::SYS_fork,
+            #[cfg(target_arch = "x86_64")]
+            libc::SYS_vfork,
+        ] {
+            rules.insert(nr, Vec::new());
+        }
+    }
     // clone with any namespace flag.
     let namespaces = [
         libc::CLONE_NEWUSER,
@@ -172,6 +189,12 @@ fn deny_filter(arch: TargetArch) -> Result<BpfProgram, CapabilityError> {
     for flag in namespaces {
         let flag = flag as u64;
         clone.push(condition(0, SeccompCmpOp::MaskedEq(flag), flag)?);
+    }
+    if !policy.new_processes {
+        // A clone without CLONE_THREAD is a new process. Threads stay allowed (an async
+        // runtime needs them); they share the confinement.
+        let thread = libc::CLONE_THREAD as u64;
+        clone.push(condition(0, SeccompCmpOp::MaskedEq(thread), 0)?);
     }
     rules.insert(libc::SYS_clone, clone);
     program(rules, SeccompAction::Errno(libc::EPERM as u32), arch)
@@ -212,7 +235,91 @@ fn set_limit(resource: libc::__rlimit_resource_t, value: Option<u64>) -> io::Res
     check(unsafe { libc::setrlimit(resource, &limit) })
 }
 
+/// What to do with inherited descriptors above stderr.
+#[derive(Clone, Copy)]
+enum Descriptors {
+    /// Mark every descriptor from 3 up close-on-exec (a child about to `exec`).
+    CloseOnExec,
+    /// Leave them (a process confining itself closes what it must before preparing).
+    Keep,
+}
+
+/// The confinement itself: system calls on memory prepared before, in the order the crate
+/// documents. Runs between fork and exec, or at the top of a worker's `main`.
+fn confine(
+    ruleset: RulesetCreated,
+    deny: &BpfProgram,
+    enosys: &BpfProgram,
+    limits: &ResourceLimits,
+    descriptors: Descriptors,
+) -> io::Result<()> {
+    // SAFETY: prctl takes plain integers.
+    unsafe {
+        check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL))?;
+    }
+    set_limit(libc::RLIMIT_AS, limits.address_space)?;
+    set_limit(libc::RLIMIT_CPU, limits.cpu_seconds)?;
+    set_limit(libc::RLIMIT_NPROC, limits.processes)?;
+    set_limit(libc::RLIMIT_FSIZE, limits.file_size)?;
+    set_limit(libc::RLIMIT_NOFILE, limits.open_files)?;
+    if let Descriptors::CloseOnExec = descriptors {
+        // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets flags on descriptors.
+        let marked = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            )
+        };
+        if marked != 0 {
+            return Err(last_error());
+        }
+    }
+    let status = ruleset
+        .restrict_self()
+        .map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;
+    if status.ruleset == RulesetStatus::NotEnforced || !status.no_new_privs {
+        return Err(io::Error::from_raw_os_error(libc::ENOSYS));
+    }
+    seccompiler::apply_filter(deny).map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;
+    seccompiler::apply_filter(enosys).map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;
+    Ok(())
+}
+
+/// The number of threads of this process, from `/proc/self/status`.
+fn thread_count() -> io::Result<usize> {
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the sandbox reads its own /proc/self/status before confining itself"
+    )]
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no Threads: line"))
+}
+
 impl Prepared {
+    pub(crate) fn confine_current_process(self) -> Result<(), CapabilityError> {
+        let threads = thread_count().map_err(|e| failed("counting this process's threads", e))?;
+        if threads != 1 {
+            return Err(failed(
+                "confining this process",
+                format!("it has {threads} threads; confine before starting any"),
+            ));
+        }
+        confine(
+            self.ruleset,
+            &self.deny,
+            &self.enosys,
+            &self.limits,
+            Descriptors::Keep,
+        )
+        .map_err(|e| failed("confining this process", e))
+    }
+
     pub(crate) fn apply_to(self, command: &mut std::process::Command) {
         let Prepared {
             ruleset,
@@ -225,41 +332,10 @@ impl Prepared {
             // The closure runs in the single-threaded child between fork and exec and makes
             // system calls on memory prepared before the fork; it allocates only on the error
             // path of the Landlock crate, which then ends the child.
-            // SAFETY: prctl takes plain integers.
-            unsafe {
-                check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL))?;
-            }
-            set_limit(libc::RLIMIT_AS, limits.address_space)?;
-            set_limit(libc::RLIMIT_CPU, limits.cpu_seconds)?;
-            set_limit(libc::RLIMIT_NPROC, limits.processes)?;
-            set_limit(libc::RLIMIT_FSIZE, limits.file_size)?;
-            set_limit(libc::RLIMIT_NOFILE, limits.open_files)?;
-            // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets flags on descriptors.
-            let marked = unsafe {
-                libc::syscall(
-                    libc::SYS_close_range,
-                    3u32,
-                    u32::MAX,
-                    libc::CLOSE_RANGE_CLOEXEC,
-                )
-            };
-            if marked != 0 {
-                return Err(last_error());
-            }
             let ruleset = ruleset
                 .take()
                 .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
-            let status = ruleset
-                .restrict_self()
-                .map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;
-            if status.ruleset == RulesetStatus::NotEnforced || !status.no_new_privs {
-                return Err(io::Error::from_raw_os_error(libc::ENOSYS));
-            }
-            seccompiler::apply_filter(&deny)
-                .map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;
-            seccompiler::apply_filter(&enosys)
-                .map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;
-            Ok(())
+            confine(ruleset, &deny, &enosys, &limits, Descriptors::CloseOnExec)
         };
         // SAFETY: `confine` is async-signal-safe in the sense above: system calls on memory
         // owned by the closure.

@@ -1,0 +1,735 @@
+//! The host side: start confined workers, run calls in them, answer their requests through the
+//! call's own scoped objects, and contain every way a worker can fail.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use capability_core::{IsolationKey, ToolIsolation};
+use capability_sandbox::Support;
+use capability_types::{
+    CapabilityError, ExposeSecret, SpawnOptions, Tool, ToolContext,
+};
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use serde_json::Value;
+use tokio::io::AsyncReadExt;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::mpsc;
+
+use crate::sys;
+use crate::wire::{
+    Answer, CallContext, DEFAULT_MAX_FRAME, FrameError, FromWorker, Op, ToWorker, WireError,
+    WorkerSettings, decode, encode, read_frame, write_frame,
+};
+use crate::worker::WORKER_FLAG;
+
+/// How many bytes of a worker's stderr are kept for error messages.
+const STDERR_TAIL: usize = 2048;
+
+/// Settings of a [`Capsule`]. The defaults suit an interactive agent.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct CapsuleConfig {
+    /// The binary re-executed as a worker; its `main` must begin with
+    /// [`run_worker_if_requested`](crate::run_worker_if_requested). Default: this process's own
+    /// executable.
+    pub program: PathBuf,
+    /// Address space of a worker (`RLIMIT_AS`, default 4 GiB).
+    pub address_space: Option<u64>,
+    /// CPU seconds over a worker's whole life (`RLIMIT_CPU`, default none: a warm worker serves
+    /// many calls, and each call's wall-clock timeout already ends a loop).
+    pub cpu_seconds: Option<u64>,
+    /// Open descriptors of a worker (`RLIMIT_NOFILE`, default 64).
+    pub open_files: Option<u64>,
+    /// The largest frame either side sends (default 16 MiB). Larger answers are refused with an
+    /// error naming the limit; a worker that sends a larger frame is ended.
+    pub max_frame: usize,
+    /// Idle workers kept per (tool, personality) for the next call (default 2; 0 starts a fresh
+    /// worker for every call).
+    pub warm_workers: usize,
+    /// At most this many worker failures (crash, exit, timeout, malformed frame) per (tool,
+    /// personality) within [`restart_window`](Self::restart_window); then no new worker is
+    /// started until the window has passed, and calls fail with `not_available` (default 5).
+    pub restart_budget: u32,
+    /// The window of the restart budget (default 60 s).
+    pub restart_window: Duration,
+    /// How long a new worker may take to confine itself and say it is ready (default 10 s).
+    pub start_timeout: Duration,
+    /// What this kernel can enforce (default: probed). Set it to
+    /// [`Support::unsupported`] to see the refusal path.
+    pub support: Option<Support>,
+}
+
+impl CapsuleConfig {
+    /// The defaults, with `program` as the worker binary.
+    pub fn new(program: impl Into<PathBuf>) -> Self {
+        Self {
+            program: program.into(),
+            address_space: Some(4 << 30),
+            cpu_seconds: None,
+            open_files: Some(64),
+            max_frame: DEFAULT_MAX_FRAME,
+            warm_workers: 2,
+            restart_budget: 5,
+            restart_window: Duration::from_secs(60),
+            start_timeout: Duration::from_secs(10),
+            support: None,
+        }
+    }
+
+    /// The defaults, with this process's own executable as the worker binary.
+    pub fn current_exe() -> Result<Self, CapabilityError> {
+        std::env::current_exe().map(Self::new).map_err(|e| {
+            CapabilityError::not_available(format!("the capsule cannot find its own binary: {e}"))
+        })
+    }
+
+    /// Sets the worker's address-space limit.
+    pub fn address_space(mut self, bytes: Option<u64>) -> Self {
+        self.address_space = bytes;
+        self
+    }
+    /// Sets the worker's CPU-time limit.
+    pub fn cpu_seconds(mut self, seconds: Option<u64>) -> Self {
+        self.cpu_seconds = seconds;
+        self
+    }
+    /// Sets the frame limit (at least 64 KiB).
+    pub fn max_frame(mut self, bytes: usize) -> Self {
+        self.max_frame = bytes.max(64 << 10);
+        self
+    }
+    /// Sets how many idle workers are kept per (tool, personality).
+    pub fn warm_workers(mut self, n: usize) -> Self {
+        self.warm_workers = n;
+        self
+    }
+    /// Sets the restart budget.
+    pub fn restart_budget(mut self, failures: u32, window: Duration) -> Self {
+        self.restart_budget = failures;
+        self.restart_window = window;
+        self
+    }
+    /// Sets the start timeout.
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
+        self.start_timeout = timeout;
+        self
+    }
+    /// Overrides the probed kernel support.
+    pub fn support(mut self, support: Support) -> Self {
+        self.support = Some(support);
+        self
+    }
+}
+
+/// Runs tools in confined worker processes: the [`ToolIsolation`] of
+/// [`DefaultToolRegistry::with_isolation`](capability_core::DefaultToolRegistry::with_isolation).
+///
+/// Each worker is this program (or [`CapsuleConfig::program`]) re-executed in worker mode; it
+/// confines itself with [`SandboxPolicy::isolated`](capability_sandbox::SandboxPolicy::isolated)
+/// before any tool code runs and then owns nothing but its channel. Every scoped-object call the
+/// tool makes arrives here as a request and is answered through the call's own scoped objects,
+/// which check the policy again. A worker that crashes, exits, is killed, sends a malformed frame
+/// or outlives the call's timeout is gone; the call fails (`execution_failed` or `timeout`) and
+/// other calls go on. Workers are reused only for the same tool under the same compiled
+/// personality.
+pub struct Capsule {
+    config: CapsuleConfig,
+    support: Support,
+    idle: Mutex<HashMap<IsolationKey, Vec<Worker>>>,
+    failures: Mutex<HashMap<IsolationKey, VecDeque<Instant>>>,
+    started: AtomicU64,
+}
+
+impl fmt::Debug for Capsule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Capsule")
+            .field("config", &self.config)
+            .field("support", &self.support)
+            .field("workers_started", &self.workers_started())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Capsule {
+    /// A capsule with these settings. Probes the kernel unless the config says what it supports;
+    /// an unsupported kernel is not an error here — every call is then refused with
+    /// `not_available`, naming why.
+    pub fn new(config: CapsuleConfig) -> Self {
+        let support = config.support.clone().unwrap_or_else(capability_sandbox::probe);
+        Self {
+            config,
+            support,
+            idle: Mutex::new(HashMap::new()),
+            failures: Mutex::new(HashMap::new()),
+            started: AtomicU64::new(0),
+        }
+    }
+
+    /// How many workers were started so far (cold starts).
+    pub fn workers_started(&self) -> u64 {
+        self.started.load(Ordering::Relaxed)
+    }
+
+    /// How many idle workers are kept for `key`.
+    pub fn idle_workers(&self, key: &IsolationKey) -> usize {
+        self.idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .map_or(0, Vec::len)
+    }
+
+    fn settings(&self) -> WorkerSettings {
+        WorkerSettings {
+            max_frame: self.config.max_frame,
+            address_space: self.config.address_space,
+            cpu_seconds: self.config.cpu_seconds,
+            open_files: self.config.open_files,
+            file_size: Some(0),
+        }
+    }
+
+    fn take_idle(&self, key: &IsolationKey) -> Option<Worker> {
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        let workers = idle.get_mut(key)?;
+        while let Some(mut worker) = workers.pop() {
+            // A worker that died while idle is not handed out.
+            if matches!(worker.child.try_wait(), Ok(None)) {
+                return Some(worker);
+            }
+        }
+        None
+    }
+
+    fn put_idle(&self, key: &IsolationKey, worker: Worker) {
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        let workers = idle.entry(key.clone()).or_default();
+        if workers.len() < self.config.warm_workers {
+            workers.push(worker);
+        }
+    }
+
+    fn record_failure(&self, key: &IsolationKey) {
+        let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
+        failures.entry(key.clone()).or_default().push_back(Instant::now());
+    }
+
+    /// Refuses when `key` used up its restart budget within the window.
+    fn check_budget(&self, key: &IsolationKey) -> Result<(), CapabilityError> {
+        let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(times) = failures.get_mut(key) else {
+            return Ok(());
+        };
+        let window = self.config.restart_window;
+        while times.front().is_some_and(|t| t.elapsed() > window) {
+            times.pop_front();
+        }
+        if times.len() >= self.config.restart_budget as usize {
+            return Err(CapabilityError::not_available(format!(
+                "the capsule of tool {} failed {} times within {window:?}; it is not restarted \
+                 until that window has passed",
+                key.tool,
+                times.len()
+            )));
+        }
+        Ok(())
+    }
+
+    async fn start(&self, key: &IsolationKey) -> Result<Worker, CapabilityError> {
+        if let Some(reason) = self.support.refusal() {
+            return Err(CapabilityError::not_available(format!(
+                "tool {} runs in a capsule, and this kernel cannot confine one: {reason}",
+                key.tool
+            )));
+        }
+        self.check_budget(key)?;
+        let settings = serde_json::to_string(&self.settings())
+            .map_err(|e| CapabilityError::failed(format!("capsule settings: {e}")))?;
+        let unavailable = |what: String| {
+            CapabilityError::not_available(format!(
+                "the capsule worker for tool {} cannot start: {what}",
+                key.tool
+            ))
+        };
+        let (host_end, worker_end) = std::os::unix::net::UnixStream::pair()
+            .map_err(|e| unavailable(format!("socketpair: {e}")))?;
+        let mut command = sys::worker_command(&self.config.program, OwnedFd::from(worker_end));
+        command
+            .arg(WORKER_FLAG)
+            .arg(&key.tool)
+            .arg(settings)
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut command = tokio::process::Command::from(command);
+        command.kill_on_drop(true);
+        let spawned = command.spawn();
+        // The command holds the worker's end of the channel: close it here, so that the host
+        // sees end-of-file when the worker dies.
+        drop(command);
+        let mut child = spawned.map_err(|e| {
+            unavailable(format!("{}: {e}", self.config.program.display()))
+        })?;
+        self.started.fetch_add(1, Ordering::Relaxed);
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        if let Some(mut pipe) = child.stderr.take() {
+            let tail = Arc::clone(&stderr);
+            tokio::spawn(async move {
+                let mut buf = [0u8; 1024];
+                while let Ok(n) = pipe.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    let mut tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
+                    tail.extend_from_slice(&buf[..n]);
+                    let excess = tail.len().saturating_sub(STDERR_TAIL);
+                    tail.drain(..excess);
+                }
+            });
+        }
+        host_end
+            .set_nonblocking(true)
+            .map_err(|e| unavailable(format!("channel: {e}")))?;
+        let stream = tokio::net::UnixStream::from_std(host_end)
+            .map_err(|e| unavailable(format!("channel: {e}")))?;
+        let (reader, writer) = stream.into_split();
+        let (tx, rx) = mpsc::channel(16);
+        let reading = tokio::spawn(read_messages(reader, self.config.max_frame, tx));
+        let mut worker = Worker {
+            child,
+            writer,
+            incoming: rx,
+            reading,
+            stderr,
+            seq: 0,
+            max_frame: self.config.max_frame,
+        };
+        let first = tokio::time::timeout(self.config.start_timeout, worker.incoming.recv()).await;
+        match first {
+            Ok(Some(Ok((FromWorker::Ready {}, _)))) => Ok(worker),
+            Ok(Some(Ok((FromWorker::Refused { reason }, _)))) => {
+                Err(unavailable(format!("it could not confine itself: {reason}")))
+            }
+            Ok(Some(Ok((other, _)))) => {
+                self.record_failure(key);
+                Err(unavailable(format!("it sent {other:?} before it was ready")))
+            }
+            Ok(Some(Err(lost))) => {
+                self.record_failure(key);
+                Err(unavailable(worker.describe_loss(&lost).await))
+            }
+            Ok(None) => {
+                self.record_failure(key);
+                Err(unavailable(worker.describe_loss(&FrameError::Truncated).await))
+            }
+            Err(_) => {
+                self.record_failure(key);
+                Err(unavailable(format!(
+                    "it was not ready within {:?}",
+                    self.config.start_timeout
+                )))
+            }
+        }
+    }
+
+    async fn run(
+        &self,
+        key: &IsolationKey,
+        args: Value,
+        ctx: &ToolContext,
+    ) -> Result<Value, CapabilityError> {
+        let mut worker = match self.take_idle(key) {
+            Some(worker) => worker,
+            None => self.start(key).await?,
+        };
+        // Until the call ends cleanly, dropping this (timeout, cancellation) counts as a failure
+        // of the worker, which the drop of `worker` kills.
+        let mut guard = FailureGuard {
+            capsule: self,
+            key,
+            armed: true,
+        };
+        match worker.call(args, ctx).await {
+            Ok(result) => {
+                guard.armed = false;
+                self.put_idle(key, worker);
+                result
+            }
+            Err(lost) => {
+                let why = worker.describe_loss(&lost).await;
+                Err(CapabilityError::failed(format!(
+                    "tool {} failed in its capsule: {why}",
+                    key.tool
+                )))
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl ToolIsolation for Capsule {
+    async fn execute(
+        &self,
+        key: &IsolationKey,
+        _tool: &dyn Tool,
+        args: Value,
+        ctx: &ToolContext,
+    ) -> Result<Value, CapabilityError> {
+        self.run(key, args, ctx).await
+    }
+}
+
+/// Counts a failure unless disarmed (the call ended with an answer from the worker).
+struct FailureGuard<'a> {
+    capsule: &'a Capsule,
+    key: &'a IsolationKey,
+    armed: bool,
+}
+
+impl Drop for FailureGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.capsule.record_failure(self.key);
+        }
+    }
+}
+
+type Incoming = Result<(FromWorker, Vec<Bytes>), FrameError>;
+
+/// Reads and decodes the worker's frames into a channel (so that reading is never cancelled in
+/// the middle of a frame). Ends after the first error.
+async fn read_messages(mut reader: OwnedReadHalf, max: usize, tx: mpsc::Sender<Incoming>) {
+    loop {
+        let message = match read_frame(&mut reader, max).await {
+            Ok(Some(body)) => decode(body),
+            Ok(None) => return,
+            Err(e) => Err(e),
+        };
+        let failed = message.is_err();
+        if tx.send(message).await.is_err() || failed {
+            return;
+        }
+    }
+}
+
+/// One worker process and its channel.
+struct Worker {
+    child: tokio::process::Child,
+    writer: OwnedWriteHalf,
+    incoming: mpsc::Receiver<Incoming>,
+    reading: tokio::task::JoinHandle<()>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    seq: u64,
+    max_frame: usize,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.reading.abort();
+        // kill_on_drop of the child does the rest.
+    }
+}
+
+impl Worker {
+    async fn send(&mut self, message: &ToWorker, blobs: &[Bytes]) -> Result<(), FrameError> {
+        let frame = encode(message, blobs, self.max_frame)?;
+        write_frame(&mut self.writer, &frame).await
+    }
+
+    /// Runs one call. `Err`: the worker is lost (and must be dropped).
+    async fn call(
+        &mut self,
+        args: Value,
+        ctx: &ToolContext,
+    ) -> Result<Result<Value, CapabilityError>, FrameError> {
+        self.seq += 1;
+        let seq = self.seq;
+        let call = ToWorker::Call {
+            seq,
+            args,
+            context: call_context(ctx),
+        };
+        self.send(&call, &[]).await?;
+        let mut pending = FuturesUnordered::new();
+        loop {
+            tokio::select! {
+                message = self.incoming.recv() => match message {
+                    None => return Err(FrameError::Truncated),
+                    Some(Err(e)) => return Err(e),
+                    Some(Ok((FromWorker::Request { id, seq: of, op }, blobs))) => {
+                        if of == seq {
+                            pending.push(async move { (id, answer(ctx, op, blobs).await) });
+                        } else {
+                            let stale = CapabilityError::failed(
+                                "a request of a call that has ended is not answered",
+                            );
+                            self.reply(id, Err(stale)).await?;
+                        }
+                    }
+                    Some(Ok((FromWorker::Done { seq: of, result }, _))) if of == seq => {
+                        return Ok(result.map_err(CapabilityError::from));
+                    }
+                    Some(Ok((other, _))) => {
+                        return Err(FrameError::Malformed(format!(
+                            "the worker sent {} during call {seq}",
+                            message_name(&other)
+                        )));
+                    }
+                },
+                Some((id, result)) = pending.next(), if !pending.is_empty() => {
+                    self.reply(id, result).await?;
+                }
+            }
+        }
+    }
+
+    async fn reply(
+        &mut self,
+        id: u64,
+        result: Result<(Answer, Vec<Bytes>), CapabilityError>,
+    ) -> Result<(), FrameError> {
+        let (result, blobs) = match result {
+            Ok((answer, blobs)) => (Ok(answer), blobs),
+            Err(e) => (Err(WireError::from(&e)), Vec::new()),
+        };
+        let message = ToWorker::Reply { id, result };
+        match encode(&message, &blobs, self.max_frame) {
+            Ok(frame) => write_frame(&mut self.writer, &frame).await,
+            Err(FrameError::TooLarge { len, max }) => {
+                let refused = CapabilityError::invalid_input(format!(
+                    "the answer ({len} bytes) exceeds the capsule's frame limit of {max} bytes"
+                ));
+                self.send(
+                    &ToWorker::Reply {
+                        id,
+                        result: Err(WireError::from(&refused)),
+                    },
+                    &[],
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// What became of a lost worker: ends it if it still runs, and names its exit and the end
+    /// of what it wrote to stderr.
+    async fn describe_loss(&mut self, lost: &FrameError) -> String {
+        let status = match tokio::time::timeout(Duration::from_millis(500), self.child.wait()).await
+        {
+            Ok(Ok(status)) => Some(status),
+            _ => {
+                let _ = self.child.start_kill();
+                self.child.wait().await.ok()
+            }
+        };
+        let ended = match status {
+            Some(status) => describe_status(status),
+            None => "the worker could not be reaped".to_owned(),
+        };
+        let mut why = match lost {
+            FrameError::Truncated => ended,
+            other => format!("{other}; {ended}"),
+        };
+        // Give the stderr reader a moment to take the last lines.
+        tokio::task::yield_now().await;
+        let tail = self.stderr.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let tail = String::from_utf8_lossy(&tail);
+        let tail: String = tail
+            .trim()
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        if !tail.is_empty() {
+            why.push_str("; stderr: ");
+            why.push_str(&tail);
+        }
+        why
+    }
+}
+
+fn message_name(message: &FromWorker) -> &'static str {
+    match message {
+        FromWorker::Ready {} => "ready",
+        FromWorker::Refused { .. } => "refused",
+        FromWorker::Request { .. } => "a request",
+        FromWorker::Done { .. } => "the result of another call",
+    }
+}
+
+fn describe_status(status: ExitStatus) -> String {
+    if let Some(signal) = status.signal() {
+        let name = match signal {
+            libc::SIGKILL => " (SIGKILL: killed, or out of CPU time or memory)",
+            libc::SIGSEGV => " (SIGSEGV)",
+            libc::SIGABRT => " (SIGABRT: aborted, e.g. out of memory)",
+            libc::SIGSYS => " (SIGSYS: a forbidden system call)",
+            libc::SIGXCPU => " (SIGXCPU: out of CPU time)",
+            libc::SIGBUS => " (SIGBUS)",
+            _ => "",
+        };
+        format!("the worker was killed by signal {signal}{name}")
+    } else {
+        match status.code() {
+            Some(code) => format!("the worker exited with status {code}"),
+            None => "the worker ended".to_owned(),
+        }
+    }
+}
+
+fn call_context(ctx: &ToolContext) -> CallContext {
+    CallContext {
+        session_id: ctx.session_id.clone(),
+        personality_id: ctx.personality_id.clone(),
+        call_id: ctx.call_id.clone(),
+        tool: ctx.tool.clone(),
+        working_dir: ctx.working_dir.clone(),
+        fetch: ctx.scoped_fetch.is_some(),
+        fs: ctx.scoped_fs.is_some(),
+        secrets: ctx
+            .secrets_resolver
+            .as_ref()
+            .map(|s| s.declared().iter().map(|r| r.as_str().to_owned()).collect()),
+        process: ctx.scoped_process.is_some(),
+        kv: ctx.kv_store.is_some(),
+    }
+}
+
+fn millis(ms: Option<u64>) -> Option<Duration> {
+    ms.map(Duration::from_millis)
+}
+
+/// Answers one request through the call's own scoped objects, which enforce the policy again.
+async fn answer(
+    ctx: &ToolContext,
+    op: Op,
+    blobs: Vec<Bytes>,
+) -> Result<(Answer, Vec<Bytes>), CapabilityError> {
+    let plain = |answer: Answer| Ok((answer, Vec::new()));
+    let mut blobs = blobs.into_iter();
+    match op {
+        Op::FsRead { path } => plain(Answer::Text {
+            text: ctx.fs()?.read(&path).await?,
+        }),
+        Op::FsReadBytes { path } => {
+            let bytes = ctx.fs()?.read_bytes(&path).await?;
+            Ok((Answer::Bytes {}, vec![Bytes::from(bytes)]))
+        }
+        Op::FsWrite { path } => {
+            let contents = blobs.next().unwrap_or_default();
+            plain(Answer::Count {
+                n: ctx.fs()?.write(&path, &contents).await?,
+            })
+        }
+        Op::FsExists { path } => plain(Answer::Flag {
+            value: ctx.fs()?.exists(&path).await?,
+        }),
+        Op::FsList { path } => plain(Answer::Entries {
+            entries: ctx.fs()?.list(&path).await?,
+        }),
+        Op::FsMkdir { path } => {
+            ctx.fs()?.mkdir(&path).await?;
+            plain(Answer::Unit {})
+        }
+        Op::FsMetadata { path } => {
+            let meta = ctx.fs()?.metadata(&path).await?;
+            let modified_ns = meta
+                .modified
+                .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+                .and_then(|d| u64::try_from(d.as_nanos()).ok());
+            plain(Answer::Metadata {
+                kind: meta.kind,
+                len: meta.len,
+                modified_ns,
+            })
+        }
+        Op::FsRemove { path } => {
+            ctx.fs()?.remove(&path).await?;
+            plain(Answer::Unit {})
+        }
+        Op::Fetch {
+            method,
+            uri,
+            headers,
+        } => {
+            let fetch = ctx.fetch()?;
+            let mut request = http::Request::builder().method(method.as_str()).uri(uri);
+            for (name, value) in headers {
+                request = request.header(name, value);
+            }
+            let request = request
+                .body(blobs.next().unwrap_or_default())
+                .map_err(|e| CapabilityError::invalid_input(format!("a malformed request: {e}")))?;
+            let response = fetch.fetch(request).await?;
+            let (parts, body) = response.into_parts();
+            let headers = parts
+                .headers
+                .iter()
+                .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
+                .collect();
+            Ok((
+                Answer::Response {
+                    status: parts.status.as_u16(),
+                    headers,
+                },
+                vec![body],
+            ))
+        }
+        Op::Secret { name } => {
+            let value = ctx.secrets()?.resolve(&name).await?;
+            plain(Answer::Secret {
+                value: value.expose_secret().to_owned(),
+            })
+        }
+        Op::Spawn {
+            binary,
+            args,
+            cwd,
+            env,
+            stdin,
+            timeout_ms,
+        } => {
+            let mut options = SpawnOptions::default();
+            options.cwd = cwd;
+            options.env = env;
+            options.timeout = millis(timeout_ms);
+            if stdin {
+                options.stdin = Some(blobs.next().unwrap_or_default());
+            }
+            let output = ctx.process()?.spawn(&binary, &args, options).await?;
+            Ok((
+                Answer::Output {
+                    exit_code: output.exit_code,
+                    signal: output.signal,
+                    truncated: output.truncated,
+                    timed_out: output.timed_out,
+                },
+                vec![output.stdout, output.stderr],
+            ))
+        }
+        Op::KvGet { key } => plain(Answer::Value {
+            value: ctx.kv()?.get(&key).await?,
+        }),
+        Op::KvSet { key, value, ttl_ms } => {
+            ctx.kv()?.set(&key, value, millis(ttl_ms)).await?;
+            plain(Answer::Unit {})
+        }
+        Op::KvDelete { key } => plain(Answer::Flag {
+            value: ctx.kv()?.delete(&key).await?,
+        }),
+        Op::KvList { prefix } => plain(Answer::Keys {
+            keys: ctx.kv()?.list(&prefix).await?,
+        }),
+    }
+}

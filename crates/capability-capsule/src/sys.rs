@@ -1,0 +1,87 @@
+//! The few system calls the capsule makes itself: handing the worker its channel as descriptor 3
+//! between fork and exec, and taking it back in the worker.
+#![allow(unsafe_code)] // descriptor plumbing between fork and exec; each block says why it is sound
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the capsule starts its own worker binary; the worker is confined before any tool code runs"
+)]
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+
+/// The descriptor a worker finds its channel on.
+pub(crate) const CHANNEL_FD: i32 = 3;
+
+/// A command that starts `program` with `channel` as descriptor 3, in its own process group,
+/// killed when the thread that started it goes away.
+pub(crate) fn worker_command(program: &Path, channel: OwnedFd) -> std::process::Command {
+    let mut command = std::process::Command::new(program);
+    command.process_group(0);
+    let fd = channel.as_raw_fd();
+    let hold = channel;
+    let setup = move || -> io::Result<()> {
+        // Keeps the descriptor open in the parent until the command is dropped.
+        let _ = &hold;
+        // SAFETY: dup2, fcntl and prctl take plain integers; between fork and exec only the
+        // descriptor table of the child is touched.
+        unsafe {
+            if fd == CHANNEL_FD {
+                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            } else if libc::dup2(fd, CHANNEL_FD) != CHANNEL_FD {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    };
+    // SAFETY: the closure makes system calls only and allocates nothing.
+    unsafe {
+        command.pre_exec(setup);
+    }
+    command
+}
+
+/// The worker's channel: descriptor 3, which must be a socket.
+pub(crate) fn adopt_channel() -> io::Result<UnixStream> {
+    // SAFETY: `stat` is a plain out-parameter for fstat.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes into `stat`, which lives across the call.
+    if unsafe { libc::fstat(CHANNEL_FD, &mut stat) } != 0 {
+        return Err(io::Error::other(format!(
+            "no channel on descriptor {CHANNEL_FD}: {}",
+            io::Error::last_os_error()
+        )));
+    }
+    if stat.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+        return Err(io::Error::other(format!(
+            "descriptor {CHANNEL_FD} is not a socket"
+        )));
+    }
+    // SAFETY: by the worker contract descriptor 3 is the channel its host passed, owned by
+    // nobody else in this process; it was checked to be open and a socket above.
+    let fd = unsafe { OwnedFd::from_raw_fd(CHANNEL_FD) };
+    // SAFETY: fcntl takes plain integers.
+    if unsafe { libc::fcntl(CHANNEL_FD, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(UnixStream::from(fd))
+}
+
+/// Closes every descriptor above the channel (anything the worker inherited by mistake).
+pub(crate) fn close_descriptors_after_channel() -> io::Result<()> {
+    // SAFETY: close_range closes descriptors this process does not use: at the top of a worker's
+    // `main` nothing but 0-3 is owned by anyone.
+    let closed = unsafe { libc::syscall(libc::SYS_close_range, CHANNEL_FD as u32 + 1, u32::MAX, 0u32) };
+    if closed == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}

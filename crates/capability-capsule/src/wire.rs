@@ -1,0 +1,541 @@
+//! The capsule's wire format: length-prefixed frames over the worker's socket.
+//!
+//! A frame is a big-endian `u32` body length followed by the body:
+//!
+//! ```text
+//! u32 header length | u8 blob count (at most 4) | u32 length of each blob | header | blobs
+//! ```
+//!
+//! The header is one JSON message ([`ToWorker`] or [`FromWorker`], unknown fields refused); the
+//! blobs carry bytes that would be wasteful as JSON (file contents, bodies, child output). Every
+//! length is checked against the frame before anything is allocated for it, and a frame larger
+//! than the agreed maximum is refused unread. A peer that sends a malformed frame is dropped.
+
+use std::path::PathBuf;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use capability_types::{CapabilityError, DenialCode, DirEntry, ErrorCode, FileKind};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// The largest frame either side accepts unless configured otherwise (16 MiB).
+pub const DEFAULT_MAX_FRAME: usize = 16 << 20;
+
+/// At most this many blobs ride in one frame.
+const MAX_BLOBS: usize = 4;
+
+/// Why a frame could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// The peer closed the socket in the middle of a frame.
+    #[error("the peer closed the channel in the middle of a frame")]
+    Truncated,
+    /// The frame is larger than the agreed maximum.
+    #[error("a frame of {len} bytes exceeds the limit of {max} bytes")]
+    TooLarge {
+        /// The announced (or encoded) length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The body's lengths do not add up, or there are too many blobs.
+    #[error("malformed frame: {0}")]
+    Malformed(String),
+    /// The header is not a valid message.
+    #[error("malformed message: {0}")]
+    Message(#[from] serde_json::Error),
+    /// The socket failed.
+    #[error("channel error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Encodes `message` and `blobs` as one frame (length prefix included).
+pub fn encode<M: Serialize>(
+    message: &M,
+    blobs: &[Bytes],
+    max: usize,
+) -> Result<Vec<u8>, FrameError> {
+    if blobs.len() > MAX_BLOBS {
+        return Err(FrameError::Malformed(format!(
+            "{} blobs (at most {MAX_BLOBS})",
+            blobs.len()
+        )));
+    }
+    let header = serde_json::to_vec(message)?;
+    let body_len = 4 + 1 + 4 * blobs.len() + header.len() + blobs.iter().map(Bytes::len).sum::<usize>();
+    if body_len > max {
+        return Err(FrameError::TooLarge { len: body_len, max });
+    }
+    let too_large = |len: usize| FrameError::TooLarge { len, max };
+    let mut out = Vec::with_capacity(4 + body_len);
+    out.put_u32(u32::try_from(body_len).map_err(|_| too_large(body_len))?);
+    out.put_u32(u32::try_from(header.len()).map_err(|_| too_large(header.len()))?);
+    // Fits: checked against MAX_BLOBS above.
+    out.put_u8(blobs.len() as u8);
+    for blob in blobs {
+        out.put_u32(u32::try_from(blob.len()).map_err(|_| too_large(blob.len()))?);
+    }
+    out.extend_from_slice(&header);
+    for blob in blobs {
+        out.extend_from_slice(blob);
+    }
+    Ok(out)
+}
+
+/// Splits a frame body (without its length prefix) into its message and blobs.
+pub fn decode<M: for<'de> Deserialize<'de>>(mut body: Bytes) -> Result<(M, Vec<Bytes>), FrameError> {
+    let malformed = |what: &str| FrameError::Malformed(what.to_owned());
+    if body.len() < 5 {
+        return Err(malformed("shorter than its fixed header"));
+    }
+    let header_len = body.get_u32() as usize;
+    let count = usize::from(body.get_u8());
+    if count > MAX_BLOBS {
+        return Err(FrameError::Malformed(format!(
+            "{count} blobs (at most {MAX_BLOBS})"
+        )));
+    }
+    if body.len() < 4 * count {
+        return Err(malformed("blob lengths cut short"));
+    }
+    let mut lengths = Vec::with_capacity(count);
+    for _ in 0..count {
+        lengths.push(body.get_u32() as usize);
+    }
+    let announced = lengths
+        .iter()
+        .try_fold(header_len, |sum, len| sum.checked_add(*len))
+        .ok_or_else(|| malformed("lengths overflow"))?;
+    if announced != body.len() {
+        return Err(FrameError::Malformed(format!(
+            "the lengths announce {announced} bytes but {} follow",
+            body.len()
+        )));
+    }
+    let header = body.split_to(header_len);
+    let message = serde_json::from_slice(&header)?;
+    let blobs = lengths.into_iter().map(|len| body.split_to(len)).collect();
+    Ok((message, blobs))
+}
+
+/// Reads one frame body. `Ok(None)`: the peer closed the channel between frames.
+pub async fn read_frame<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    max: usize,
+) -> Result<Option<Bytes>, FrameError> {
+    let mut prefix = [0u8; 4];
+    let mut got = 0;
+    while got < prefix.len() {
+        let n = reader.read(&mut prefix[got..]).await?;
+        if n == 0 {
+            return if got == 0 {
+                Ok(None)
+            } else {
+                Err(FrameError::Truncated)
+            };
+        }
+        got += n;
+    }
+    let len = u32::from_be_bytes(prefix) as usize;
+    if len > max {
+        return Err(FrameError::TooLarge { len, max });
+    }
+    let mut body = BytesMut::zeroed(len);
+    reader.read_exact(&mut body).await.map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            FrameError::Truncated
+        } else {
+            FrameError::Io(e)
+        }
+    })?;
+    Ok(Some(body.freeze()))
+}
+
+/// Writes one encoded frame.
+pub async fn write_frame<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    frame: &[u8],
+) -> Result<(), FrameError> {
+    writer.write_all(frame).await?;
+    writer.flush().await?;
+    Ok(())
+}
+
+/// The settings a worker is started with (its one command-line argument after the tool name).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerSettings {
+    /// The largest frame either side sends.
+    pub max_frame: usize,
+    /// `RLIMIT_AS` in bytes.
+    pub address_space: Option<u64>,
+    /// `RLIMIT_CPU` in seconds.
+    pub cpu_seconds: Option<u64>,
+    /// `RLIMIT_NOFILE`.
+    pub open_files: Option<u64>,
+    /// `RLIMIT_FSIZE` in bytes.
+    pub file_size: Option<u64>,
+}
+
+/// What the host sends a worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ToWorker {
+    /// Run one call. The worker runs one call at a time.
+    Call {
+        /// The call's number on this worker; requests of the call carry it.
+        seq: u64,
+        /// The arguments.
+        args: Value,
+        /// The identity and the scoped objects the call has.
+        context: CallContext,
+    },
+    /// The answer to a [`FromWorker::Request`].
+    Reply {
+        /// The request's id.
+        id: u64,
+        /// The answer (its bytes ride in the frame's blobs).
+        result: Result<Answer, WireError>,
+    },
+}
+
+/// The identity of a call and which scoped objects it has.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallContext {
+    /// The session.
+    pub session_id: String,
+    /// The personality.
+    pub personality_id: Option<String>,
+    /// The call's id in its batch.
+    pub call_id: String,
+    /// The tool's name.
+    pub tool: String,
+    /// Relative paths resolve against this directory (on the host).
+    pub working_dir: PathBuf,
+    /// The call has a fetcher.
+    pub fetch: bool,
+    /// The call has a file system view.
+    pub fs: bool,
+    /// The call has a secrets resolver with these declared refs.
+    pub secrets: Option<Vec<String>>,
+    /// The call has a spawner.
+    pub process: bool,
+    /// The call has a key-value store.
+    pub kv: bool,
+}
+
+/// What a worker sends its host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum FromWorker {
+    /// The worker confined itself and waits for calls.
+    Ready {},
+    /// The worker could not confine itself and exits.
+    Refused {
+        /// Why.
+        reason: String,
+    },
+    /// A scoped-object call of the running call.
+    Request {
+        /// Answered by the reply of the same id.
+        id: u64,
+        /// The running call's number.
+        seq: u64,
+        /// What is asked.
+        op: Op,
+    },
+    /// The call's result.
+    Done {
+        /// The call's number.
+        seq: u64,
+        /// What `execute` returned.
+        result: Result<Value, WireError>,
+    },
+}
+
+/// One scoped-object call. Bytes (a written file, a request body, stdin) ride in blob 0.
+#[allow(
+    missing_docs,
+    reason = "each field is the parameter of the same name of the scoped-object method linked"
+)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Op {
+    /// [`ScopedFs::read`](capability_types::ScopedFs::read).
+    FsRead { path: PathBuf },
+    /// [`ScopedFs::read_bytes`](capability_types::ScopedFs::read_bytes).
+    FsReadBytes { path: PathBuf },
+    /// [`ScopedFs::write`](capability_types::ScopedFs::write); contents in blob 0.
+    FsWrite { path: PathBuf },
+    /// [`ScopedFs::exists`](capability_types::ScopedFs::exists).
+    FsExists { path: PathBuf },
+    /// [`ScopedFs::list`](capability_types::ScopedFs::list).
+    FsList { path: PathBuf },
+    /// [`ScopedFs::mkdir`](capability_types::ScopedFs::mkdir).
+    FsMkdir { path: PathBuf },
+    /// [`ScopedFs::metadata`](capability_types::ScopedFs::metadata).
+    FsMetadata { path: PathBuf },
+    /// [`ScopedFs::remove`](capability_types::ScopedFs::remove).
+    FsRemove { path: PathBuf },
+    /// [`ScopedFetch::fetch`](capability_types::ScopedFetch::fetch); body in blob 0.
+    Fetch {
+        method: String,
+        uri: String,
+        headers: Vec<(String, Vec<u8>)>,
+    },
+    /// [`ScopedSecretsResolver::resolve`](capability_types::ScopedSecretsResolver::resolve).
+    Secret { name: String },
+    /// [`ScopedProcess::spawn`](capability_types::ScopedProcess::spawn); stdin in blob 0 when
+    /// `stdin` is true.
+    Spawn {
+        binary: String,
+        args: Vec<String>,
+        cwd: Option<PathBuf>,
+        env: Vec<(String, String)>,
+        stdin: bool,
+        timeout_ms: Option<u64>,
+    },
+    /// [`KeyValueStore::get`](capability_types::KeyValueStore::get).
+    KvGet { key: String },
+    /// [`KeyValueStore::set`](capability_types::KeyValueStore::set).
+    KvSet {
+        key: String,
+        value: Value,
+        ttl_ms: Option<u64>,
+    },
+    /// [`KeyValueStore::delete`](capability_types::KeyValueStore::delete).
+    KvDelete { key: String },
+    /// [`KeyValueStore::list`](capability_types::KeyValueStore::list).
+    KvList { prefix: String },
+}
+
+/// The answer to an [`Op`]. Bytes (file contents, a response body, child output) ride in blobs.
+#[allow(
+    missing_docs,
+    reason = "each field is the value of the same name of the scoped-object result"
+)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "answer", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Answer {
+    /// Text (a file read as UTF-8).
+    Text { text: String },
+    /// Bytes, in blob 0.
+    Bytes {},
+    /// A count (bytes written).
+    Count { n: u64 },
+    /// Yes or no.
+    Flag { value: bool },
+    /// Directory entries.
+    Entries { entries: Vec<DirEntry> },
+    /// Nothing.
+    Unit {},
+    /// Metadata; `modified_ns` is nanoseconds since the Unix epoch.
+    Metadata {
+        kind: FileKind,
+        len: u64,
+        modified_ns: Option<u64>,
+    },
+    /// An HTTP response; body in blob 0.
+    Response {
+        status: u16,
+        headers: Vec<(String, Vec<u8>)>,
+    },
+    /// A secret's value.
+    Secret { value: String },
+    /// A child's outcome; stdout in blob 0, stderr in blob 1.
+    Output {
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        truncated: bool,
+        timed_out: bool,
+    },
+    /// A stored value, if any.
+    Value { value: Option<Value> },
+    /// Keys.
+    Keys { keys: Vec<String> },
+}
+
+/// A [`CapabilityError`] on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireError {
+    /// The result code.
+    pub code: ErrorCode,
+    /// The denial code, for `denied`.
+    pub denial: Option<DenialCode>,
+    /// The message (for a denial, without its code prefix).
+    pub message: String,
+}
+
+impl From<&CapabilityError> for WireError {
+    fn from(e: &CapabilityError) -> Self {
+        let message = match e {
+            CapabilityError::Denied { message, .. } => message.clone(),
+            other => other.to_string(),
+        };
+        WireError {
+            code: e.result_code(),
+            denial: e.denial_code(),
+            message,
+        }
+    }
+}
+
+impl From<WireError> for CapabilityError {
+    fn from(e: WireError) -> Self {
+        match (e.code, e.denial) {
+            (ErrorCode::Denied, Some(code)) => CapabilityError::denied(code, e.message),
+            (ErrorCode::InputInvalid, _) => CapabilityError::InvalidInput(e.message),
+            (ErrorCode::NotAvailable, _) => CapabilityError::NotAvailable(e.message),
+            (ErrorCode::Timeout, _) => CapabilityError::Timeout(e.message),
+            (ErrorCode::Cancelled, _) => CapabilityError::Cancelled,
+            // A denial without a code, or a code this build does not know: a failure, never
+            // something weaker.
+            _ => CapabilityError::Failed(e.message),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAX: usize = 1 << 16;
+
+    fn body(frame: &[u8]) -> Bytes {
+        Bytes::copy_from_slice(&frame[4..])
+    }
+
+    #[test]
+    fn frames_round_trip_with_blobs() {
+        let op = FromWorker::Request {
+            id: 7,
+            seq: 1,
+            op: Op::FsWrite {
+                path: PathBuf::from("/w/out.txt"),
+            },
+        };
+        let frame = encode(&op, &[Bytes::from_static(b"hello\0world")], MAX).unwrap();
+        assert_eq!(
+            u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize,
+            frame.len() - 4
+        );
+        let (back, blobs): (FromWorker, _) = decode(body(&frame)).unwrap();
+        assert_eq!(back, op);
+        assert_eq!(blobs, vec![Bytes::from_static(b"hello\0world")]);
+    }
+
+    #[test]
+    fn errors_keep_their_code_and_a_denial_never_weakens() {
+        let denied = CapabilityError::denied(DenialCode::PathNotReachable, "read of /etc");
+        let wire = WireError::from(&denied);
+        assert_eq!(wire.message, "read of /etc");
+        assert_eq!(CapabilityError::from(wire), denied);
+        let forged = WireError {
+            code: ErrorCode::Denied,
+            denial: None,
+            message: "x".into(),
+        };
+        assert_eq!(CapabilityError::from(forged).result_code(), ErrorCode::ExecutionFailed);
+    }
+
+    #[test]
+    fn oversized_frames_are_refused_before_and_after_encoding() {
+        let big = Bytes::from(vec![0u8; MAX]);
+        assert!(matches!(
+            encode(&FromWorker::Ready {}, &[big], MAX),
+            Err(FrameError::TooLarge { .. })
+        ));
+        let five = Bytes::from_static(b"x");
+        assert!(matches!(
+            encode(&FromWorker::Ready {}, &[five.clone(), five.clone(), five.clone(), five.clone(), five], MAX),
+            Err(FrameError::Malformed(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_hostile_length_prefix_is_refused_unread() {
+        let mut input: &[u8] = &[0xff, 0xff, 0xff, 0xff, 1, 2, 3];
+        assert!(matches!(
+            read_frame(&mut input, MAX).await,
+            Err(FrameError::TooLarge { len: 0xffff_ffff, .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn truncation_is_told_apart_from_a_clean_close() {
+        let mut empty: &[u8] = &[];
+        assert!(read_frame(&mut empty, MAX).await.unwrap().is_none());
+        let mut half_prefix: &[u8] = &[0, 0];
+        assert!(matches!(
+            read_frame(&mut half_prefix, MAX).await,
+            Err(FrameError::Truncated)
+        ));
+        let mut half_body: &[u8] = &[0, 0, 0, 9, 1, 2];
+        assert!(matches!(
+            read_frame(&mut half_body, MAX).await,
+            Err(FrameError::Truncated)
+        ));
+    }
+
+    #[test]
+    fn inconsistent_lengths_are_malformed() {
+        let frame = encode(&FromWorker::Ready {}, &[Bytes::from_static(b"abc")], MAX).unwrap();
+        let mut bad = frame[4..].to_vec();
+        // Claim a longer blob than follows.
+        bad[5..9].copy_from_slice(&10u32.to_be_bytes());
+        assert!(matches!(
+            decode::<FromWorker>(Bytes::from(bad)),
+            Err(FrameError::Malformed(_))
+        ));
+        // A header length that runs past the end.
+        let mut bad = frame[4..].to_vec();
+        bad[0..4].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert!(matches!(
+            decode::<FromWorker>(Bytes::from(bad)),
+            Err(FrameError::Malformed(_))
+        ));
+        // Too many blobs announced.
+        let mut bad = frame[4..].to_vec();
+        bad[4] = 200;
+        assert!(matches!(
+            decode::<FromWorker>(Bytes::from(bad)),
+            Err(FrameError::Malformed(_))
+        ));
+        for short in [&[][..], &[0, 0, 0][..], &[0, 0, 0, 0, 2, 0, 0][..]] {
+            assert!(matches!(
+                decode::<FromWorker>(Bytes::copy_from_slice(short)),
+                Err(FrameError::Malformed(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn unknown_messages_and_fields_are_refused() {
+        let frame = |json: &str| {
+            let mut body = Vec::new();
+            body.put_u32(json.len() as u32);
+            body.put_u8(0);
+            body.extend_from_slice(json.as_bytes());
+            Bytes::from(body)
+        };
+        for hostile in [
+            r#"{"type":"ready","extra":1}"#,
+            r#"{"type":"escalate"}"#,
+            r#"{"type":"request","id":1,"seq":1,"op":{"op":"fs_read","path":"/x","follow":true}}"#,
+            r#"{"type":"request","id":1,"seq":1,"op":{"op":"format_disk"}}"#,
+            r#"{"type":"done","seq":1,"result":{"Ok":1},"also":2}"#,
+            r#"not json"#,
+            "",
+        ] {
+            assert!(
+                matches!(decode::<FromWorker>(frame(hostile)), Err(FrameError::Message(_))),
+                "{hostile}"
+            );
+        }
+        let (ok, _): (FromWorker, _) = decode(frame(r#"{"type":"ready"}"#)).unwrap();
+        assert_eq!(ok, FromWorker::Ready {});
+    }
+}

@@ -1,0 +1,594 @@
+//! The worker side: confine this process, then run calls whose every scoped-object call is a
+//! request to the host.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use capability_sandbox::{ResourceLimits, SandboxPolicy};
+use capability_types::{
+    CapabilityError, DirEntry, FsMetadata, KeyValueStore, ProcessOutput, ScopedFetch, ScopedFs,
+    ScopedProcess, ScopedSecretsResolver, SecretRef, SecretString, SpawnOptions, Tool,
+    ToolContext,
+};
+use serde_json::Value;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::sys;
+use crate::wire::{
+    Answer, CallContext, FromWorker, Op, ToWorker, WireError, WorkerSettings, decode, encode,
+    read_frame,
+};
+
+/// The first argument that puts a binary into worker mode.
+pub const WORKER_FLAG: &str = "--toolcap-capsule-worker";
+
+/// Exit status of a worker whose host sent something it does not understand.
+const EXIT_PROTOCOL: i32 = 2;
+/// Exit status of a worker that could not confine itself.
+const EXIT_UNCONFINED: i32 = 3;
+
+/// The one call at the top of `main` of any binary that hosts a capsule.
+///
+/// In a normal run it returns at once. When the host re-executes the binary as a worker
+/// (`<binary> --toolcap-capsule-worker <tool> <settings>`), it never returns: it confines the
+/// process (no file system, no sockets, no new processes, resource limits) *before* `tools` is
+/// called — so no tool code, not even a constructor, runs unconfined — then serves calls of the
+/// named tool until the host closes the channel, and exits.
+///
+/// ```no_run
+/// fn main() {
+///     capability_capsule::run_worker_if_requested(capability_capsule_example_tools);
+///     // ... the host program ...
+/// }
+/// # fn capability_capsule_example_tools() -> Vec<std::sync::Arc<dyn capability_types::Tool>> { Vec::new() }
+/// ```
+pub fn run_worker_if_requested<F>(tools: F)
+where
+    F: FnOnce() -> Vec<Arc<dyn Tool>>,
+{
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() != Some(OsStr::new(WORKER_FLAG)) {
+        return;
+    }
+    let tool = args.next();
+    let settings = args.next();
+    let extra = args.next();
+    let code = match (tool, settings, extra) {
+        (Some(tool), Some(settings), None) => worker_main(&tool, &settings, tools),
+        _ => {
+            report(&format!(
+                "usage: {WORKER_FLAG} TOOL SETTINGS_JSON (started by a toolcap capsule host)"
+            ));
+            EXIT_PROTOCOL
+        }
+    };
+    std::process::exit(code);
+}
+
+/// A line on stderr, which the host keeps the end of for its error messages.
+fn report(message: &str) {
+    let _ = writeln!(std::io::stderr(), "toolcap capsule worker: {message}");
+}
+
+fn worker_main<F>(tool: &OsStr, settings: &OsStr, tools: F) -> i32
+where
+    F: FnOnce() -> Vec<Arc<dyn Tool>>,
+{
+    let Some(tool) = tool.to_str().map(str::to_owned) else {
+        report("the tool name is not UTF-8");
+        return EXIT_PROTOCOL;
+    };
+    let settings: WorkerSettings = match settings
+        .to_str()
+        .ok_or_else(|| "not UTF-8".to_owned())
+        .and_then(|s| serde_json::from_str(s).map_err(|e| e.to_string()))
+    {
+        Ok(settings) => settings,
+        Err(e) => {
+            report(&format!("bad settings: {e}"));
+            return EXIT_PROTOCOL;
+        }
+    };
+    let mut channel = match sys::adopt_channel() {
+        Ok(channel) => channel,
+        Err(e) => {
+            report(&e.to_string());
+            return EXIT_PROTOCOL;
+        }
+    };
+    let limits = ResourceLimits {
+        address_space: settings.address_space,
+        cpu_seconds: settings.cpu_seconds,
+        processes: None,
+        file_size: settings.file_size,
+        open_files: settings.open_files,
+    };
+    // Nothing but stdin, stdout, stderr and the channel survives into the confined worker.
+    let confined = sys::close_descriptors_after_channel()
+        .map_err(|e| CapabilityError::not_available(format!("closing inherited descriptors: {e}")))
+        .and_then(|()| SandboxPolicy::isolated().limits(limits).prepare())
+        .and_then(|prepared| prepared.confine_current_process());
+    if let Err(e) = confined {
+        let refused = FromWorker::Refused {
+            reason: e.to_string(),
+        };
+        if let Ok(frame) = encode(&refused, &[], settings.max_frame) {
+            let _ = channel.write_all(&frame);
+        }
+        report(&format!("cannot confine myself: {e}"));
+        return EXIT_UNCONFINED;
+    }
+    // From here on the process has no authority but its channel.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            report(&format!("no runtime: {e}"));
+            return EXIT_PROTOCOL;
+        }
+    };
+    let tool = tools().into_iter().find(|t| t.name() == tool).ok_or(tool);
+    runtime.block_on(serve(channel, tool, settings.max_frame))
+}
+
+/// The worker's end of the channel: sends frames, matches replies to requests.
+struct Link {
+    out: mpsc::UnboundedSender<Vec<u8>>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<(Result<Answer, WireError>, Vec<Bytes>)>>>,
+    next_id: AtomicU64,
+    max_frame: usize,
+}
+
+impl Link {
+    fn send(&self, message: &FromWorker, blobs: &[Bytes]) -> Result<(), CapabilityError> {
+        let frame = encode(message, blobs, self.max_frame)
+            .map_err(|e| CapabilityError::invalid_input(format!("cannot send to the host: {e}")))?;
+        self.out
+            .send(frame)
+            .map_err(|_| CapabilityError::failed("the channel to the host is closed"))
+    }
+
+    async fn request(
+        &self,
+        seq: u64,
+        op: Op,
+        blobs: &[Bytes],
+    ) -> Result<(Answer, Vec<Bytes>), CapabilityError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, tx);
+        if let Err(e) = self.send(&FromWorker::Request { id, seq, op }, blobs) {
+            self.pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+            return Err(e);
+        }
+        let (result, blobs) = rx
+            .await
+            .map_err(|_| CapabilityError::failed("the call ended before the host answered"))?;
+        result.map(|answer| (answer, blobs)).map_err(Into::into)
+    }
+
+    fn answer(&self, id: u64, result: Result<Answer, WireError>, blobs: Vec<Bytes>) -> bool {
+        let waiter = self
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+        match waiter {
+            Some(waiter) => {
+                let _ = waiter.send((result, blobs));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Forgets the requests of a finished call: their futures end with an error.
+    fn forget_pending(&self) {
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+}
+
+async fn serve(
+    channel: std::os::unix::net::UnixStream,
+    tool: Result<Arc<dyn Tool>, String>,
+    max_frame: usize,
+) -> i32 {
+    let stream = match channel
+        .set_nonblocking(true)
+        .and_then(|()| tokio::net::UnixStream::from_std(channel))
+    {
+        Ok(stream) => stream,
+        Err(e) => {
+            report(&format!("channel: {e}"));
+            return EXIT_PROTOCOL;
+        }
+    };
+    let (mut reader, mut writer) = stream.into_split();
+    let (out, mut outgoing) = mpsc::unbounded_channel::<Vec<u8>>();
+    tokio::spawn(async move {
+        while let Some(frame) = outgoing.recv().await {
+            if writer.write_all(&frame).await.is_err() {
+                break;
+            }
+        }
+    });
+    let link = Arc::new(Link {
+        out,
+        pending: Mutex::new(HashMap::new()),
+        next_id: AtomicU64::new(1),
+        max_frame,
+    });
+    if link.send(&FromWorker::Ready {}, &[]).is_err() {
+        return EXIT_PROTOCOL;
+    }
+    let mut running: Option<tokio::task::JoinHandle<()>> = None;
+    loop {
+        let body = match read_frame(&mut reader, max_frame).await {
+            Ok(Some(body)) => body,
+            Ok(None) => return 0,
+            Err(e) => {
+                report(&format!("bad frame from the host: {e}"));
+                return EXIT_PROTOCOL;
+            }
+        };
+        let (message, blobs) = match decode::<ToWorker>(body) {
+            Ok(decoded) => decoded,
+            Err(e) => {
+                report(&format!("bad message from the host: {e}"));
+                return EXIT_PROTOCOL;
+            }
+        };
+        match message {
+            ToWorker::Call { seq, args, context } => {
+                if running.as_ref().is_some_and(|call| !call.is_finished()) {
+                    report("the host started a call while one was running");
+                    return EXIT_PROTOCOL;
+                }
+                link.forget_pending();
+                running = Some(tokio::spawn(run_call(
+                    Arc::clone(&link),
+                    tool.clone(),
+                    seq,
+                    args,
+                    context,
+                )));
+            }
+            ToWorker::Reply { id, result } => {
+                // A reply to a request of an ended call has nobody waiting: dropped.
+                let _ = link.answer(id, result, blobs);
+            }
+        }
+    }
+}
+
+async fn run_call(
+    link: Arc<Link>,
+    tool: Result<Arc<dyn Tool>, String>,
+    seq: u64,
+    args: Value,
+    context: CallContext,
+) {
+    let result = match tool {
+        Err(name) => Err(CapabilityError::not_available(format!(
+            "tool {name} is not built into the capsule's worker binary"
+        ))),
+        Ok(tool) => {
+            let ctx = remote_context(&link, seq, &context);
+            let name = context.tool.clone();
+            // The tool runs in its own task so that a panic is caught as the registry would.
+            let task = tokio::spawn(async move { tool.execute(args, &ctx).await });
+            match task.await {
+                Ok(result) => result,
+                Err(e) if e.is_panic() => Err(CapabilityError::failed(format!(
+                    "tool {name} panicked in its capsule: {}",
+                    panic_text(e.into_panic())
+                ))),
+                Err(_) => Err(CapabilityError::failed(format!("tool {name} was aborted"))),
+            }
+        }
+    };
+    let result = result.map_err(|e| WireError::from(&e));
+    let done = FromWorker::Done { seq, result };
+    if let Err(e) = link.send(&done, &[]) {
+        // Too large a value: say so instead.
+        let failed = FromWorker::Done {
+            seq,
+            result: Err(WireError::from(&CapabilityError::failed(format!(
+                "the tool's result cannot be returned: {e}"
+            )))),
+        };
+        let _ = link.send(&failed, &[]);
+    }
+}
+
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-string panic".to_owned())
+}
+
+/// The proxy every scoped object of a call is: requests to the host, stamped with the call.
+#[derive(Clone)]
+struct Remote {
+    link: Arc<Link>,
+    seq: u64,
+    declared: Arc<[SecretRef]>,
+}
+
+fn remote_context(link: &Arc<Link>, seq: u64, context: &CallContext) -> ToolContext {
+    let declared: Arc<[SecretRef]> = context
+        .secrets
+        .iter()
+        .flatten()
+        .filter_map(|text| SecretRef::parse(text).ok())
+        .collect();
+    let remote = Arc::new(Remote {
+        link: Arc::clone(link),
+        seq,
+        declared,
+    });
+    let mut ctx = ToolContext::new(context.session_id.clone(), context.working_dir.clone())
+        .with_call(context.call_id.clone(), context.tool.clone());
+    ctx.personality_id = context.personality_id.clone();
+    if context.fetch {
+        ctx = ctx.with_fetch(remote.clone());
+    }
+    if context.fs {
+        ctx = ctx.with_fs(remote.clone());
+    }
+    if context.secrets.is_some() {
+        ctx = ctx.with_secrets(remote.clone());
+    }
+    if context.process {
+        ctx = ctx.with_process(remote.clone());
+    }
+    if context.kv {
+        ctx = ctx.with_kv(remote);
+    }
+    ctx
+}
+
+fn unexpected(answer: &Answer) -> CapabilityError {
+    CapabilityError::failed(format!("the host answered with an unexpected {answer:?}"))
+}
+
+fn path_op(path: &Path) -> PathBuf {
+    path.to_path_buf()
+}
+
+impl Remote {
+    async fn ask(&self, op: Op, blobs: &[Bytes]) -> Result<(Answer, Vec<Bytes>), CapabilityError> {
+        self.link.request(self.seq, op, blobs).await
+    }
+}
+
+fn first_blob(blobs: Vec<Bytes>) -> Bytes {
+    blobs.into_iter().next().unwrap_or_default()
+}
+
+#[async_trait]
+impl ScopedFs for Remote {
+    async fn read(&self, path: &Path) -> Result<String, CapabilityError> {
+        match self.ask(Op::FsRead { path: path_op(path) }, &[]).await? {
+            (Answer::Text { text }, _) => Ok(text),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+    async fn read_bytes(&self, path: &Path) -> Result<Vec<u8>, CapabilityError> {
+        match self.ask(Op::FsReadBytes { path: path_op(path) }, &[]).await? {
+            (Answer::Bytes {}, blobs) => Ok(first_blob(blobs).to_vec()),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+    async fn write(&self, path: &Path, contents: &[u8]) -> Result<u64, CapabilityError> {
+        let op = Op::FsWrite { path: path_op(path) };
+        match self.ask(op, &[Bytes::copy_from_slice(contents)]).await? {
+            (Answer::Count { n }, _) => Ok(n),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+    async fn exists(&self, path: &Path) -> Result<bool, CapabilityError> {
+        match self.ask(Op::FsExists { path: path_op(path) }, &[]).await? {
+            (Answer::Flag { value }, _) => Ok(value),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+    async fn list(&self, path: &Path) -> Result<Vec<DirEntry>, CapabilityError> {
+        match self.ask(Op::FsList { path: path_op(path) }, &[]).await? {
+            (Answer::Entries { entries }, _) => Ok(entries),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+    async fn mkdir(&self, path: &Path) -> Result<(), CapabilityError> {
+        match self.ask(Op::FsMkdir { path: path_op(path) }, &[]).await? {
+            (Answer::Unit {}, _) => Ok(()),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+    async fn metadata(&self, path: &Path) -> Result<FsMetadata, CapabilityError> {
+        match self.ask(Op::FsMetadata { path: path_op(path) }, &[]).await? {
+            (
+                Answer::Metadata {
+                    kind,
+                    len,
+                    modified_ns,
+                },
+                _,
+            ) => Ok(FsMetadata::new(
+                kind,
+                len,
+                modified_ns.map(|ns| SystemTime::UNIX_EPOCH + Duration::from_nanos(ns)),
+            )),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+    async fn remove(&self, path: &Path) -> Result<(), CapabilityError> {
+        match self.ask(Op::FsRemove { path: path_op(path) }, &[]).await? {
+            (Answer::Unit {}, _) => Ok(()),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+}
+
+#[async_trait]
+impl ScopedFetch for Remote {
+    async fn fetch(
+        &self,
+        request: http::Request<Bytes>,
+    ) -> Result<http::Response<Bytes>, CapabilityError> {
+        let (parts, body) = request.into_parts();
+        let headers = parts
+            .headers
+            .iter()
+            .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
+            .collect();
+        let op = Op::Fetch {
+            method: parts.method.as_str().to_owned(),
+            uri: parts.uri.to_string(),
+            headers,
+        };
+        match self.ask(op, &[body]).await? {
+            (Answer::Response { status, headers }, blobs) => {
+                let mut response = http::Response::builder().status(status);
+                for (name, value) in headers {
+                    response = response.header(name, value);
+                }
+                response
+                    .body(first_blob(blobs))
+                    .map_err(|e| CapabilityError::failed(format!("a malformed response: {e}")))
+            }
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+}
+
+#[async_trait]
+impl ScopedSecretsResolver for Remote {
+    async fn resolve(&self, name: &str) -> Result<SecretString, CapabilityError> {
+        let op = Op::Secret {
+            name: name.to_owned(),
+        };
+        match self.ask(op, &[]).await? {
+            (Answer::Secret { value }, _) => Ok(SecretString::from(value)),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+    fn declared(&self) -> &[SecretRef] {
+        &self.declared
+    }
+}
+
+#[async_trait]
+impl ScopedProcess for Remote {
+    async fn spawn(
+        &self,
+        binary: &str,
+        args: &[String],
+        options: SpawnOptions,
+    ) -> Result<ProcessOutput, CapabilityError> {
+        let timeout_ms = options
+            .timeout
+            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
+        let op = Op::Spawn {
+            binary: binary.to_owned(),
+            args: args.to_vec(),
+            cwd: options.cwd,
+            env: options.env,
+            stdin: options.stdin.is_some(),
+            timeout_ms,
+        };
+        let blobs: Vec<Bytes> = options.stdin.into_iter().collect();
+        match self.ask(op, &blobs).await? {
+            (
+                Answer::Output {
+                    exit_code,
+                    signal,
+                    truncated,
+                    timed_out,
+                },
+                blobs,
+            ) => {
+                let mut blobs = blobs.into_iter();
+                let stdout = blobs.next().unwrap_or_default();
+                let stderr = blobs.next().unwrap_or_default();
+                Ok(
+                    ProcessOutput::new(exit_code, signal, stdout, stderr, truncated)
+                        .with_timed_out(timed_out),
+                )
+            }
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+}
+
+#[async_trait]
+impl KeyValueStore for Remote {
+    async fn get(&self, key: &str) -> Result<Option<Value>, CapabilityError> {
+        let op = Op::KvGet {
+            key: key.to_owned(),
+        };
+        match self.ask(op, &[]).await? {
+            (Answer::Value { value }, _) => Ok(value),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+    async fn set(
+        &self,
+        key: &str,
+        value: Value,
+        ttl: Option<Duration>,
+    ) -> Result<(), CapabilityError> {
+        let op = Op::KvSet {
+            key: key.to_owned(),
+            value,
+            // Rounded up, so that a TTL under a millisecond does not become the refused zero.
+            ttl_ms: ttl.map(|t| {
+                let ms = u64::try_from(t.as_millis()).unwrap_or(u64::MAX);
+                if ms == 0 && !t.is_zero() { 1 } else { ms }
+            }),
+        };
+        match self.ask(op, &[]).await? {
+            (Answer::Unit {}, _) => Ok(()),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+    async fn delete(&self, key: &str) -> Result<bool, CapabilityError> {
+        let op = Op::KvDelete {
+            key: key.to_owned(),
+        };
+        match self.ask(op, &[]).await? {
+            (Answer::Flag { value }, _) => Ok(value),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<String>, CapabilityError> {
+        let op = Op::KvList {
+            prefix: prefix.to_owned(),
+        };
+        match self.ask(op, &[]).await? {
+            (Answer::Keys { keys }, _) => Ok(keys),
+            (other, _) => Err(unexpected(&other)),
+        }
+    }
+}

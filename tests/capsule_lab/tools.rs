@@ -1,0 +1,316 @@
+//! The tools of the capsule lab: ordinary tools that use their scoped objects, and an `escape`
+//! tool that does, with the standard library and raw system calls, everything a tool must not.
+//! In a capsule every escape must fail; in process (the control) the same code succeeds.
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    unsafe_code,
+    reason = "the escape suite does on purpose what tools must not: ambient file, network and process calls, raw system calls"
+)]
+
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use capability_types::{
+    CapabilityError, ExposeSecret, FsPaths, SecretRef, SpawnOptions, StorageScope,
+    Tool, ToolCapabilities, ToolContext, async_trait,
+};
+use serde_json::{Value, json};
+
+/// Every tool of the lab.
+pub(crate) fn lab_tools() -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(Lab::Echo),
+        Arc::new(Lab::Counter),
+        Arc::new(Lab::Escape),
+        Arc::new(Lab::Proxy),
+    ]
+}
+
+/// The lab's tools.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Lab {
+    /// Returns its arguments and its process id.
+    Echo,
+    /// Counts its calls in process memory.
+    Counter,
+    /// Tries one escape, named by `attempt`.
+    Escape,
+    /// Uses every scoped object, named by `op`.
+    Proxy,
+}
+
+static CALLS: AtomicU64 = AtomicU64::new(0);
+
+fn arg(args: &Value, key: &str) -> String {
+    args.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The outcome of an attempt: whether it got through, and the error when it did not.
+fn outcome<T>(result: std::io::Result<T>) -> Value {
+    match result {
+        Ok(_) => json!({"escaped": true}),
+        Err(e) => json!({"escaped": false, "error": e.to_string(), "errno": e.raw_os_error()}),
+    }
+}
+
+fn errno_of(result: libc::c_long) -> Value {
+    if result >= 0 {
+        json!({"escaped": true})
+    } else {
+        let e = std::io::Error::last_os_error();
+        json!({"escaped": false, "error": e.to_string(), "errno": e.raw_os_error()})
+    }
+}
+
+/// A path the arguments do not spell out (as a library's own config file would not be), so
+/// that the registry's argument gate does not see it: `parts` joined under `/`.
+fn hidden_path(args: &Value) -> String {
+    let parts: Vec<&str> = args["parts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    format!("/{}", parts.join("/"))
+}
+
+fn read_environ(path: &str, needle: &str) -> Value {
+    let mut text = Vec::new();
+    match std::fs::File::open(path).and_then(|mut f| f.read_to_end(&mut text)) {
+        Ok(_) => json!({
+            "readable": true,
+            "found": String::from_utf8_lossy(&text).contains(needle),
+        }),
+        Err(e) => json!({"readable": false, "found": false, "error": e.to_string()}),
+    }
+}
+
+fn escape(args: &Value) -> Value {
+    match arg(args, "attempt").as_str() {
+        "fs_read" => outcome(std::fs::read(hidden_path(args))),
+        "fs_write" => outcome(std::fs::write(hidden_path(args), b"escaped")),
+        "tcp" => {
+            let port = args["port"].as_u64().unwrap_or(0) as u16;
+            outcome(std::net::TcpStream::connect(("127.0.0.1", port)))
+        }
+        "environ" => {
+            let needle = arg(args, "needle");
+            let in_memory = std::env::vars().any(|(_, v)| v.contains(&needle));
+            let parent = format!("/proc/{}/environ", std::os::unix::process::parent_id());
+            json!({
+                "env": in_memory,
+                "self": read_environ("/proc/self/environ", &needle),
+                "parent": read_environ(&parent, &needle),
+            })
+        }
+        "fork_bomb" => {
+            let spawned = outcome(std::process::Command::new("/bin/true").spawn());
+            let mut forked = 0u32;
+            let mut error = None;
+            for _ in 0..10_000 {
+                // SAFETY: the child, if there is one, only calls _exit.
+                let pid = unsafe { libc::fork() };
+                if pid == 0 {
+                    // SAFETY: _exit is async-signal-safe.
+                    unsafe { libc::_exit(0) };
+                }
+                if pid < 0 {
+                    error = Some(std::io::Error::last_os_error().to_string());
+                    break;
+                }
+                forked += 1;
+            }
+            json!({"spawn": spawned, "forked": forked, "error": error})
+        }
+        "ptrace" => {
+            let parent = std::os::unix::process::parent_id() as libc::pid_t;
+            // SAFETY: PTRACE_ATTACH takes a pid and null pointers.
+            let r = unsafe {
+                libc::ptrace(
+                    libc::PTRACE_ATTACH,
+                    parent,
+                    std::ptr::null_mut::<libc::c_void>(),
+                    std::ptr::null_mut::<libc::c_void>(),
+                )
+            };
+            errno_of(r)
+        }
+        "io_uring" => {
+            let mut params = [0u8; 120];
+            // SAFETY: io_uring_setup writes at most sizeof(struct io_uring_params) = 120 bytes.
+            let r = unsafe { libc::syscall(libc::SYS_io_uring_setup, 8u32, params.as_mut_ptr()) };
+            errno_of(r)
+        }
+        "alloc_bomb" => {
+            let mut hoard: Vec<Vec<u8>> = Vec::new();
+            loop {
+                // 64 MiB at a time, touched, so that the limit and not laziness decides.
+                hoard.push(vec![1u8; 64 << 20]);
+                if hoard.len() > 4096 {
+                    return json!({"escaped": true, "allocated_mib": hoard.len() * 64});
+                }
+            }
+        }
+        "exit" => std::process::exit(7),
+        "abort" => std::process::abort(),
+        "segfault" => {
+            // The runtime's own SIGSEGV handler (stack overflow detection) would return from a
+            // raised signal: restore the default action first.
+            // SAFETY: setting a default disposition and raising a signal take plain integers.
+            unsafe {
+                libc::signal(libc::SIGSEGV, libc::SIG_DFL);
+                libc::raise(libc::SIGSEGV);
+            }
+            json!({"escaped": true})
+        }
+        "panic" => panic!("the lab tool panics on purpose"),
+        "garbage" => {
+            // A frame announcing 4 GiB, straight onto the capsule's channel.
+            let junk = b"\xff\xff\xff\xffjunk";
+            // SAFETY: writes a static buffer to descriptor 3.
+            let r = unsafe { libc::write(3, junk.as_ptr().cast(), junk.len()) };
+            json!({"written": r})
+        }
+        other => json!({"unknown_attempt": other}),
+    }
+}
+
+#[async_trait]
+impl Tool for Lab {
+    fn name(&self) -> &str {
+        match self {
+            Lab::Echo => "echo",
+            Lab::Counter => "counter",
+            Lab::Escape => "escape",
+            Lab::Proxy => "proxy",
+        }
+    }
+    fn description(&self) -> &str {
+        "capsule lab tool"
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    fn capabilities(&self) -> ToolCapabilities {
+        match self {
+            Lab::Echo | Lab::Counter => ToolCapabilities::none(),
+            Lab::Escape => ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality),
+            Lab::Proxy => ToolCapabilities::none()
+                .with_fs_read(FsPaths::FromPersonality)
+                .with_fs_write(FsPaths::FromPersonality)
+                .with_network(["*"])
+                .with_secrets([SecretRef::parse("LAB_TOKEN").expect("a valid ref")])
+                .with_process(["echo"])
+                .with_storage(StorageScope::Session, None),
+        }
+    }
+    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<Value, CapabilityError> {
+        let pid = std::process::id();
+        match self {
+            Lab::Echo => Ok(json!({"args": args, "pid": pid})),
+            Lab::Counter => {
+                let count = CALLS.fetch_add(1, Ordering::SeqCst) + 1;
+                Ok(json!({"count": count, "pid": pid}))
+            }
+            Lab::Escape => {
+                if arg(&args, "attempt") == "loop" {
+                    #[allow(clippy::empty_loop, reason = "a tool that never returns")]
+                    loop {}
+                }
+                if arg(&args, "attempt") == "scoped_read" {
+                    let text = ctx.fs()?.read(Path::new(&arg(&args, "path"))).await?;
+                    return Ok(json!({"text": text}));
+                }
+                Ok(escape(&args))
+            }
+            Lab::Proxy => proxy(&args, ctx).await,
+        }
+    }
+}
+
+async fn proxy(args: &Value, ctx: &ToolContext) -> Result<Value, CapabilityError> {
+    let path = arg(args, "path");
+    match arg(args, "op").as_str() {
+        "read" => Ok(json!(ctx.fs()?.read(Path::new(&path)).await?)),
+        "read_bytes" => Ok(json!(ctx.fs()?.read_bytes(Path::new(&path)).await?.len())),
+        "write" => Ok(json!(
+            ctx.fs()?
+                .write(Path::new(&path), arg(args, "content").as_bytes())
+                .await?
+        )),
+        "exists" => Ok(json!(ctx.fs()?.exists(Path::new(&path)).await?)),
+        "list" => {
+            let entries = ctx.fs()?.list(Path::new(&path)).await?;
+            Ok(json!(entries.iter().map(|e| e.name.clone()).collect::<Vec<_>>()))
+        }
+        "mkdir" => ctx.fs()?.mkdir(Path::new(&path)).await.map(|()| json!(null)),
+        "metadata" => {
+            let meta = ctx.fs()?.metadata(Path::new(&path)).await?;
+            Ok(json!({"len": meta.len, "kind": meta.kind, "modified": meta.modified.is_some()}))
+        }
+        "remove" => ctx.fs()?.remove(Path::new(&path)).await.map(|()| json!(null)),
+        "fetch" => {
+            let request = http::Request::post(arg(args, "url"))
+                .header("x-lab", "capsule")
+                .body(Bytes::from(arg(args, "body")))
+                .map_err(|e| CapabilityError::invalid_input(e.to_string()))?;
+            let response = ctx.fetch()?.fetch(request).await?;
+            Ok(json!({
+                "status": response.status().as_u16(),
+                "body": String::from_utf8_lossy(response.body()),
+                "server": response.headers().get("x-server").and_then(|v| v.to_str().ok()),
+            }))
+        }
+        "secret" => {
+            let name = arg(args, "name");
+            let value = ctx.secrets()?.resolve(&name).await?;
+            let declared: Vec<&str> = ctx.secrets()?.declared().iter().map(SecretRef::as_str).collect();
+            Ok(json!({"len": value.expose_secret().len(), "declared": declared}))
+        }
+        "spawn" => {
+            let argv: Vec<String> = args["args"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a.as_str().map(str::to_owned))
+                .collect();
+            let options = SpawnOptions::default().stdin(Bytes::from_static(b"ignored"));
+            let out = ctx.process()?.spawn(&arg(args, "binary"), &argv, options).await?;
+            Ok(json!({
+                "stdout": String::from_utf8_lossy(&out.stdout),
+                "exit_code": out.exit_code,
+            }))
+        }
+        "kv" => {
+            let kv = ctx.kv()?;
+            kv.set("lab", json!({"n": 1}), None).await?;
+            let value = kv.get("lab").await?;
+            let keys = kv.list("").await?;
+            let deleted = kv.delete("lab").await?;
+            Ok(json!({"value": value, "keys": keys, "deleted": deleted}))
+        }
+        "concurrent" => {
+            // Two requests in flight at once over the one channel.
+            let fs = ctx.fs()?;
+            let a = fs.read(Path::new(&path));
+            let b = fs.exists(Path::new(&path));
+            let (a, b) = futures_join(a, b).await;
+            Ok(json!({"len": a?.len(), "exists": b?}))
+        }
+        other => Err(CapabilityError::invalid_input(format!("unknown op {other}"))),
+    }
+}
+
+async fn futures_join<A: std::future::Future, B: std::future::Future>(
+    a: A,
+    b: B,
+) -> (A::Output, B::Output) {
+    tokio::join!(a, b)
+}

@@ -1,0 +1,492 @@
+//! The capsule, end to end: lab tools run in confined workers (the `capsule-lab` binary is its
+//! own worker) through the registry with the real backends. The escape suite tries, from inside a
+//! capsule, everything a tool must not do; each attempt is stopped and the host goes on. Each
+//! escape is first shown to succeed in process, so that a capsule that stopped nothing would
+//! fail these tests.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use capability_capsule::{Capsule, CapsuleConfig};
+use capability_core::{
+    CapabilityBackends, CompiledPolicy, DefaultToolRegistry, ExecutionContext, IsolationKey,
+    IsolationSelection, RegistryConfig, ToolCall,
+};
+use capability_fetch::{FetchBackend, FetchConfig};
+use capability_fs::{FsBackend, FsConfig};
+use capability_kv::{KvBackend, KvLimits, MemoryStore};
+use capability_process::{ProcessBackend, ProcessConfig};
+use capability_sandbox::Support;
+use capability_secrets::{MemorySecrets, SecretsResolverFactory};
+use capability_types::{PolicyFormat, ToolResult};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+#[path = "../capsule_lab/tools.rs"]
+mod lab;
+
+const LAB: &str = env!("CARGO_BIN_EXE_capsule-lab");
+
+/// A loopback HTTP/1.1 server that answers every request with its name, echoing the request
+/// body's length; counts connections.
+async fn http_server(name: &'static str) -> (u16, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let count = Arc::new(AtomicUsize::new(0));
+    let c = Arc::clone(&count);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            c.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let n = stream.read(&mut buf).await.unwrap_or(0);
+                let request = String::from_utf8_lossy(&buf[..n]).to_string();
+                let body = format!("{name}:{}", request.contains("x-lab: capsule"));
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nx-server: {name}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    (port, count)
+}
+
+struct Lab {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    policy: Arc<CompiledPolicy>,
+    capsule: Arc<Capsule>,
+    registry: DefaultToolRegistry,
+    allowed_port: u16,
+    forbidden_port: u16,
+    forbidden_hits: Arc<AtomicUsize>,
+}
+
+fn config() -> CapsuleConfig {
+    CapsuleConfig::new(LAB).address_space(Some(1 << 30))
+}
+
+fn backends() -> CapabilityBackends {
+    CapabilityBackends::new()
+        .with_fs(Arc::new(FsBackend::new(FsConfig::default())))
+        .with_fetch(Arc::new(FetchBackend::new(FetchConfig::default()).unwrap()))
+        .with_secrets(Arc::new(SecretsResolverFactory::new(vec![Arc::new(
+            MemorySecrets::new().with("LAB_TOKEN", "tok-1234"),
+        )])))
+        .with_process(Arc::new(ProcessBackend::new(ProcessConfig::from_process_env())))
+        .with_kv(Arc::new(KvBackend::new(MemoryStore::new(), KvLimits::default())))
+}
+
+fn policy(root: &Path, port: u16) -> CompiledPolicy {
+    CompiledPolicy::load(
+        &format!(
+            "id = \"capsule\"\n[fs_reach]\nread = [\"{r}/data\"]\nwrite = [\"{r}/out\"]\n[safety.network]\nallow = [\"127.0.0.1:{port}\"]\n[safety.process]\nallow = [\"echo\"]\n",
+            r = root.display()
+        ),
+        PolicyFormat::Toml,
+        Some(Path::new("/home/capsule")),
+    )
+    .unwrap()
+}
+
+async fn lab_with(config: CapsuleConfig, registry_config: RegistryConfig) -> Lab {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join("data")).unwrap();
+    std::fs::create_dir_all(root.join("out")).unwrap();
+    std::fs::create_dir_all(root.join("private")).unwrap();
+    std::fs::write(root.join("data/notes.md"), "# notes").unwrap();
+    std::fs::write(root.join("private/key"), "do not read").unwrap();
+    let (allowed_port, _) = http_server("allowed").await;
+    let (forbidden_port, forbidden_hits) = http_server("forbidden").await;
+    let capsule = Arc::new(Capsule::new(config));
+    let mut registry = DefaultToolRegistry::new(Some(backends()))
+        .with_config(registry_config)
+        .with_isolation(capsule.clone(), IsolationSelection::All);
+    for tool in lab::lab_tools() {
+        registry.register_arc(tool).unwrap();
+    }
+    Lab {
+        policy: Arc::new(policy(&root, allowed_port)),
+        _dir: dir,
+        root,
+        capsule,
+        registry,
+        allowed_port,
+        forbidden_port,
+        forbidden_hits,
+    }
+}
+
+async fn lab_default() -> Lab {
+    lab_with(config(), RegistryConfig::default()).await
+}
+
+impl Lab {
+    fn ctx(&self) -> ExecutionContext {
+        ExecutionContext::new("capsule-e2e", Arc::clone(&self.policy), self.root.join("data"))
+    }
+
+    async fn call(&self, tool: &str, args: Value) -> ToolResult {
+        self.registry
+            .execute(ToolCall::new("1", tool, args), &self.ctx())
+            .await
+            .result
+    }
+
+    async fn value(&self, tool: &str, args: Value) -> Value {
+        match self.call(tool, args.clone()).await {
+            ToolResult::Ok(value) => value,
+            other => panic!("{tool} {args} failed: {other:?}"),
+        }
+    }
+
+    /// The host goes on: a plain call still works.
+    async fn assert_alive(&self) {
+        let value = self.value("echo", json!({"still": "here"})).await;
+        assert_eq!(value["args"], json!({"still": "here"}));
+    }
+}
+
+fn json_of(result: &ToolResult) -> String {
+    serde_json::to_string(result).unwrap()
+}
+
+/// A registry running the same lab tools in process: the control group.
+fn in_process() -> DefaultToolRegistry {
+    let mut registry = DefaultToolRegistry::new(Some(backends()));
+    for tool in lab::lab_tools() {
+        registry.register_arc(tool).unwrap();
+    }
+    registry
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scoped_calls_are_proxied_and_checked_again_by_the_host() {
+    let lab = lab_default().await;
+    let r = &lab.root;
+    let url = |port: u16| format!("http://127.0.0.1:{port}/x");
+    let cases = [
+        (json!({"op": "read", "path": "notes.md"}), r##"{"ok":true,"value":"# notes"}"##.to_owned()),
+        (json!({"op": "read_bytes", "path": "notes.md"}), r#"{"ok":true,"value":7}"#.to_owned()),
+        (
+            json!({"op": "read", "path": format!("{}/private/key", r.display())}),
+            format!(r#"{{"ok":false,"code":"denied","error":"PATH_NOT_REACHABLE: read not permitted for {}/private/key"}}"#, r.display()),
+        ),
+        (json!({"op": "write", "path": "../out/report.md", "content": "done"}), r#"{"ok":true,"value":4}"#.to_owned()),
+        (
+            json!({"op": "write", "path": "notes.md", "content": "x"}),
+            format!(r#"{{"ok":false,"code":"denied","error":"PATH_NOT_REACHABLE: write not permitted for {}/data/notes.md"}}"#, r.display()),
+        ),
+        (json!({"op": "exists", "path": "notes.md"}), r#"{"ok":true,"value":true}"#.to_owned()),
+        (json!({"op": "list", "path": "."}), r#"{"ok":true,"value":["notes.md"]}"#.to_owned()),
+        (json!({"op": "mkdir", "path": "../out/sub"}), r#"{"ok":true,"value":null}"#.to_owned()),
+        (json!({"op": "metadata", "path": "notes.md"}), r#"{"ok":true,"value":{"kind":"file","len":7,"modified":true}}"#.to_owned()),
+        (json!({"op": "remove", "path": "../out/sub"}), r#"{"ok":true,"value":null}"#.to_owned()),
+        (json!({"op": "concurrent", "path": "notes.md"}), r#"{"ok":true,"value":{"exists":true,"len":7}}"#.to_owned()),
+        (
+            json!({"op": "fetch", "url": url(lab.allowed_port), "body": "hello"}),
+            r#"{"ok":true,"value":{"body":"allowed:true","server":"allowed","status":200}}"#.to_owned(),
+        ),
+        (
+            json!({"op": "fetch", "url": url(lab.forbidden_port)}),
+            r#"{"ok":false,"code":"denied","error":"HOST_NOT_ALLOWED: 127.0.0.1 is not in the declared allowedHosts"}"#.to_owned(),
+        ),
+        (json!({"op": "secret", "name": "LAB_TOKEN"}), r#"{"ok":true,"value":{"declared":["LAB_TOKEN"],"len":8}}"#.to_owned()),
+        (
+            json!({"op": "secret", "name": "AWS_SECRET_ACCESS_KEY"}),
+            r#"{"ok":false,"code":"denied","error":"SECRET_NOT_DECLARED: AWS_SECRET_ACCESS_KEY is not in the tool's declared secrets"}"#.to_owned(),
+        ),
+        (
+            json!({"op": "spawn", "binary": "echo", "args": ["from", "the", "host"]}),
+            r#"{"ok":true,"value":{"exit_code":0,"stdout":"from the host\n"}}"#.to_owned(),
+        ),
+        (
+            json!({"op": "spawn", "binary": "rm", "args": ["-rf", "/"]}),
+            r#"{"ok":false,"code":"denied","error":"BINARY_NOT_ALLOWED: rm is not in the declared allowedBinaries"}"#.to_owned(),
+        ),
+        (
+            json!({"op": "kv"}),
+            r#"{"ok":true,"value":{"deleted":true,"keys":["lab"],"value":{"n":1}}}"#.to_owned(),
+        ),
+    ];
+    for (args, expected) in cases {
+        let result = lab.call("proxy", args.clone()).await;
+        assert_eq!(json_of(&result), expected, "{args}");
+    }
+    assert_eq!(std::fs::read_to_string(r.join("out/report.md")).unwrap(), "done");
+    assert_eq!(lab.forbidden_hits.load(Ordering::SeqCst), 0);
+    // Every call above ran in one warm worker.
+    assert_eq!(lab.capsule.workers_started(), 1);
+}
+
+/// The components of an absolute path, for the lab's `hidden_path`.
+fn parts(path: &Path) -> Vec<String> {
+    path.components()
+        .skip(1)
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Runs `args` through the in-process control registry, where the escape must succeed.
+async fn control(lab: &Lab, args: Value) -> Value {
+    let result = in_process()
+        .execute(ToolCall::new("c", "escape", args.clone()), &lab.ctx())
+        .await
+        .result;
+    match result {
+        ToolResult::Ok(value) => value,
+        other => panic!("control {args}: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn escapes_are_stopped_by_the_kernel_and_the_host_goes_on() {
+    let lab = lab_default().await;
+    let r = &lab.root;
+
+    // std::fs::read outside (and even inside) the tool's reach.
+    for path in [r.join("private/key"), r.join("data/notes.md")] {
+        let args = json!({"attempt": "fs_read", "parts": parts(&path)});
+        assert_eq!(control(&lab, args.clone()).await["escaped"], true);
+        let confined = lab.value("escape", args).await;
+        assert_eq!(confined["escaped"], false, "{confined}");
+        assert_eq!(confined["errno"], libc::EACCES, "{confined}");
+    }
+    // ... while the scoped read of the same file works, served by the host.
+    let scoped = lab
+        .value("escape", json!({"attempt": "scoped_read", "path": "notes.md"}))
+        .await;
+    assert_eq!(scoped["text"], "# notes");
+    // A write anywhere.
+    let target = r.join("out/escaped.txt");
+    let confined = lab
+        .value("escape", json!({"attempt": "fs_write", "parts": parts(&target)}))
+        .await;
+    assert_eq!(confined["escaped"], false, "{confined}");
+    assert!(!target.exists());
+
+    // A TcpStream to a loopback port it was not given.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let confined = lab.value("escape", json!({"attempt": "tcp", "port": port})).await;
+    assert_eq!(confined["escaped"], false, "{confined}");
+    assert_eq!(confined["errno"], libc::EPERM, "{confined}");
+    assert!(
+        listener.accept().is_err(),
+        "the listener was reached from the capsule"
+    );
+    let reached = control(&lab, json!({"attempt": "tcp", "port": lab.allowed_port})).await;
+    assert_eq!(reached["escaped"], true, "in process the same code connects");
+
+    // fork without bound, and spawning a program.
+    let confined = lab.value("escape", json!({"attempt": "fork_bomb"})).await;
+    assert_eq!(confined["forked"], 0, "{confined}");
+    assert_eq!(confined["spawn"]["escaped"], false, "{confined}");
+
+    // ptrace of the host, io_uring.
+    for attempt in ["ptrace", "io_uring"] {
+        let confined = lab.value("escape", json!({"attempt": attempt})).await;
+        assert_eq!(confined["escaped"], false, "{attempt}: {confined}");
+        assert_eq!(confined["errno"], libc::EPERM, "{attempt}: {confined}");
+    }
+    lab.assert_alive().await;
+    assert_eq!(lab.capsule.workers_started(), 2, "one worker per tool, reused");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planted_secret_in_the_hosts_environment_is_out_of_reach() {
+    let needle = format!("planted-{}", std::process::id());
+    let output = std::process::Command::new(LAB)
+        .args(["host", "environ"])
+        .env("LAB_PLANTED", &needle)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    // The control: the secret is in the host's environment, readable there.
+    assert_eq!(report["planted_in_host"], true, "{report}");
+    let value = &report["result"]["value"];
+    assert_eq!(value["env"], false, "{report}");
+    for place in ["self", "parent"] {
+        assert_eq!(value[place]["found"], false, "{report}");
+        assert_eq!(value[place]["readable"], false, "{report}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crashes_fail_only_their_own_call() {
+    let lab = lab_default().await;
+    let ctx = lab.ctx();
+    let calls = vec![
+        ToolCall::new("panic", "escape", json!({"attempt": "panic"})),
+        ToolCall::new("a", "echo", json!({"n": 1})),
+        ToolCall::new("exit", "escape", json!({"attempt": "exit"})),
+        ToolCall::new("abort", "escape", json!({"attempt": "abort"})),
+        ToolCall::new("segv", "escape", json!({"attempt": "segfault"})),
+        ToolCall::new("oom", "escape", json!({"attempt": "alloc_bomb"})),
+        ToolCall::new("junk", "escape", json!({"attempt": "garbage"})),
+        ToolCall::new("b", "echo", json!({"n": 2})),
+    ];
+    let results = lab.registry.execute_parallel(calls, &ctx).await;
+    let by_id = |id: &str| {
+        results
+            .iter()
+            .find(|r| r.call_id == id)
+            .map(|r| json_of(&r.result))
+            .unwrap()
+    };
+    let expect = [
+        ("panic", "tool escape panicked in its capsule: the lab tool panics on purpose"),
+        ("exit", "the worker exited with status 7"),
+        ("abort", "killed by signal 6 (SIGABRT"),
+        ("segv", "killed by signal 11 (SIGSEGV)"),
+        ("oom", "memory allocation of 67108864 bytes failed"),
+        ("junk", "a frame of 4294967295 bytes exceeds the limit"),
+    ];
+    for (id, needle) in expect {
+        let shown = by_id(id);
+        assert!(
+            shown.starts_with(r#"{"ok":false,"code":"execution_failed""#) && shown.contains(needle),
+            "{id}: {shown}"
+        );
+    }
+    for id in ["a", "b"] {
+        assert!(by_id(id).starts_with(r#"{"ok":true"#), "{id}: {}", by_id(id));
+    }
+    lab.assert_alive().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_loops_is_killed_at_the_timeout_and_replaced() {
+    let lab = lab_with(
+        config(),
+        RegistryConfig::default().call_timeout(Duration::from_millis(1500)),
+    )
+    .await;
+    let first = lab.value("counter", json!({})).await;
+    let result = lab.call("escape", json!({"attempt": "loop"})).await;
+    assert_eq!(result.code(), Some(capability_types::ErrorCode::Timeout), "{result:?}");
+    // The looping worker is gone (killed when the call was dropped), not left spinning.
+    let started = lab.capsule.workers_started();
+    let again = lab.call("escape", json!({"attempt": "scoped_read", "path": "notes.md"})).await;
+    assert!(json_of(&again).contains("# notes"), "{again:?}");
+    assert_eq!(lab.capsule.workers_started(), started + 1, "a fresh worker");
+    // Other tools' warm workers are untouched.
+    let second = lab.value("counter", json!({})).await;
+    assert_eq!(second["pid"], first["pid"]);
+    assert_eq!(second["count"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warm_workers_are_reused_per_tool_and_personality_only() {
+    let lab = lab_default().await;
+    let first = lab.value("counter", json!({})).await;
+    let second = lab.value("counter", json!({})).await;
+    assert_eq!(first["pid"], second["pid"], "the warm worker is reused");
+    assert_eq!((first["count"].as_u64(), second["count"].as_u64()), (Some(1), Some(2)));
+    let key = IsolationKey {
+        tool: "counter".into(),
+        policy: lab.policy.generation(),
+    };
+    assert_eq!(lab.capsule.idle_workers(&key), 1);
+
+    // Another personality never sees that worker's memory.
+    let other = Arc::new(policy(&lab.root, lab.allowed_port));
+    let ctx = ExecutionContext::new("capsule-e2e", other, lab.root.join("data"));
+    let result = lab
+        .registry
+        .execute(ToolCall::new("x", "counter", json!({})), &ctx)
+        .await
+        .result;
+    let ToolResult::Ok(fresh) = result else {
+        panic!("{result:?}")
+    };
+    assert_ne!(fresh["pid"], first["pid"]);
+    assert_eq!(fresh["count"], 1);
+    // Nor does another tool: echo has its own worker.
+    let echo = lab.value("echo", json!({})).await;
+    assert_ne!(echo["pid"], first["pid"]);
+    // And the worker is not the host.
+    assert_ne!(first["pid"], json!(std::process::id()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_restart_budget_stops_a_crash_loop() {
+    let lab = lab_with(
+        config().restart_budget(2, Duration::from_secs(600)),
+        RegistryConfig::default(),
+    )
+    .await;
+    for _ in 0..2 {
+        let result = lab.call("escape", json!({"attempt": "exit"})).await;
+        assert!(json_of(&result).contains("exited with status 7"), "{result:?}");
+    }
+    let started = lab.capsule.workers_started();
+    let refused = lab.call("escape", json!({"attempt": "fs_read", "parts": ["etc", "hostname"]})).await;
+    assert_eq!(
+        json_of(&refused),
+        r#"{"ok":false,"code":"not_available","error":"the capsule of tool escape failed 2 times within 600s; it is not restarted until that window has passed"}"#
+    );
+    assert_eq!(lab.capsule.workers_started(), started, "no worker was started");
+    // Other tools are not affected.
+    lab.assert_alive().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kernel_that_cannot_confine_fails_closed() {
+    let lab = lab_with(
+        config().support(Support::unsupported("forced by the test")),
+        RegistryConfig::default(),
+    )
+    .await;
+    let result = lab.call("echo", json!({})).await;
+    assert_eq!(
+        json_of(&result),
+        r#"{"ok":false,"code":"not_available","error":"tool echo runs in a capsule, and this kernel cannot confine one: forced by the test"}"#
+    );
+    assert_eq!(lab.capsule.workers_started(), 0, "nothing ran unconfined");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_or_foreign_worker_binary_is_not_available() {
+    for program in ["/nonexistent/worker", "/bin/true"] {
+        let lab = lab_with(CapsuleConfig::new(program), RegistryConfig::default()).await;
+        let result = lab.call("echo", json!({})).await;
+        assert_eq!(result.code(), Some(capability_types::ErrorCode::NotAvailable), "{program}: {result:?}");
+        assert!(
+            json_of(&result).contains("the capsule worker for tool echo cannot start"),
+            "{program}: {result:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_selected_tools_run_in_the_capsule() {
+    let capsule = Arc::new(Capsule::new(config()));
+    let mut registry = DefaultToolRegistry::new(Some(backends()))
+        .with_isolation(capsule.clone(), IsolationSelection::tools(["counter"]));
+    for tool in lab::lab_tools() {
+        registry.register_arc(tool).unwrap();
+    }
+    let ctx = ExecutionContext::new("s", Arc::new(CompiledPolicy::none(None)), "/");
+    let echo = registry
+        .execute(ToolCall::new("1", "echo", json!({})), &ctx)
+        .await
+        .result;
+    let counter = registry
+        .execute(ToolCall::new("2", "counter", json!({})), &ctx)
+        .await
+        .result;
+    let (ToolResult::Ok(echo), ToolResult::Ok(counter)) = (echo, counter) else {
+        panic!("both succeed");
+    };
+    assert_eq!(echo["pid"], json!(std::process::id()), "echo ran in process");
+    assert_ne!(counter["pid"], json!(std::process::id()), "counter ran in a worker");
+    assert_eq!(capsule.workers_started(), 1);
+}
