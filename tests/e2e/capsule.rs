@@ -206,7 +206,7 @@ async fn scoped_calls_are_proxied_and_checked_again_by_the_host() {
             r#"{"ok":true,"value":{"exit_code":0,"stdout":"from the host\n"}}"#.to_owned(),
         ),
         (
-            json!({"op": "spawn", "binary": "rm", "args": ["-rf", "/"]}),
+            json!({"op": "spawn", "binary": "rm", "args": ["-rf", "."]}),
             r#"{"ok":false,"code":"denied","error":"BINARY_NOT_ALLOWED: rm is not in the declared allowedBinaries"}"#.to_owned(),
         ),
         (
