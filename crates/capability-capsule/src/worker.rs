@@ -141,10 +141,13 @@ where
     runtime.block_on(serve(channel, tool, settings.max_frame))
 }
 
+/// A reply as the worker receives it: the answer (or error) and the frame's blobs.
+type Reply = (Result<Answer, WireError>, Vec<Bytes>);
+
 /// The worker's end of the channel: sends frames, matches replies to requests.
 struct Link {
     out: mpsc::UnboundedSender<Vec<u8>>,
-    pending: Mutex<HashMap<u64, oneshot::Sender<(Result<Answer, WireError>, Vec<Bytes>)>>>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Reply>>>,
     next_id: AtomicU64,
     max_frame: usize,
 }

@@ -23,6 +23,8 @@ pub enum IsolationSelection {
     All,
     /// Only the tools of these names.
     Tools(BTreeSet<String>),
+    /// Every tool called under a personality of these ids.
+    Personalities(BTreeSet<String>),
 }
 
 impl IsolationSelection {
@@ -31,11 +33,17 @@ impl IsolationSelection {
         IsolationSelection::Tools(names.into_iter().map(Into::into).collect())
     }
 
-    /// Whether `tool` runs isolated.
-    pub fn includes(&self, tool: &str) -> bool {
+    /// Every tool called under the personalities of these ids.
+    pub fn personalities<I: IntoIterator<Item = S>, S: Into<String>>(ids: I) -> Self {
+        IsolationSelection::Personalities(ids.into_iter().map(Into::into).collect())
+    }
+
+    /// Whether `tool`, called under the personality `personality`, runs isolated.
+    pub fn includes(&self, tool: &str, personality: Option<&str>) -> bool {
         match self {
             IsolationSelection::All => true,
             IsolationSelection::Tools(names) => names.contains(tool),
+            IsolationSelection::Personalities(ids) => personality.is_some_and(|id| ids.contains(id)),
         }
     }
 }

@@ -782,7 +782,7 @@ impl DefaultToolRegistry {
         let isolation = self
             .isolation
             .as_ref()
-            .filter(|(_, selection)| selection.includes(&call.tool))
+            .filter(|(_, selection)| selection.includes(&call.tool, personality))
             .map(|(isolation, _)| {
                 let key = IsolationKey {
                     tool: call.tool.clone(),

@@ -17,7 +17,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use capability_core::{DefaultToolRegistry, ExecutionContext, ToolCall, build_manifest, diff};
+use capability_capsule::{Capsule, CapsuleConfig};
+use capability_core::{
+    DefaultToolRegistry, ExecutionContext, IsolationSelection, ToolCall, build_manifest, diff,
+};
 use capability_tools::{
     STANDARD_TOOLS, StandardConfig, Store, explain, standard_registry, standard_tools,
 };
@@ -64,6 +67,11 @@ enum Command {
         /// patterns. Without it toolcap is headless and such calls are refused.
         #[arg(long)]
         ask: bool,
+        /// Run the tool's code in a capsule: a worker process (this binary, re-executed) that
+        /// confines itself with Landlock and seccomp before the tool runs and reaches files,
+        /// hosts, secrets, children and state only by asking this process, which checks again.
+        #[arg(long)]
+        capsule: bool,
         /// read_file, write_file, list_dir, fetch_url, run_command, kv_get, kv_set, kv_delete or kv_list.
         tool: String,
         /// The arguments as a JSON object, e.g. '{"path": "notes.md"}'.
@@ -131,6 +139,8 @@ impl<E: std::fmt::Display> From<E> for Usage {
 }
 
 fn main() -> ExitCode {
+    // A capsule worker (`toolcap call --capsule` re-executes this binary) never gets past here.
+    capability_capsule::run_worker_if_requested(standard_tools);
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -201,6 +211,7 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
             store,
             audit,
             ask,
+            capsule,
             tool,
             args_json,
         } => {
@@ -221,6 +232,13 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
                     };
                     let registry = if ask {
                         registry.with_approval_handler(Arc::new(approve::TerminalApprover))
+                    } else {
+                        registry
+                    };
+                    let registry = if capsule {
+                        let config = CapsuleConfig::current_exe().map_err(Usage::from)?;
+                        registry
+                            .with_isolation(Arc::new(Capsule::new(config)), IsolationSelection::All)
                     } else {
                         registry
                     };

@@ -136,6 +136,52 @@ fn call_exit_codes_and_output_contract() {
     assert_eq!(stdout_json(&invalid)["code"], "input_invalid");
 }
 
+/// `call --capsule`: the same calls give the same results, but the tool's code ran in a worker
+/// (this binary re-executed), and a worker mode invoked by hand with bad arguments refuses.
+#[test]
+fn call_in_a_capsule_gives_the_same_answers() {
+    let env = Env::new();
+    let p = env.path("p.toml");
+    let cases = [
+        ("read_file", r#"{"path": "notes.md"}"#, 0, serde_json::json!({"ok": true, "value": "hello notes"})),
+        (
+            "read_file",
+            r#"{"path": "/etc/passwd"}"#,
+            1,
+            serde_json::json!({"ok": false, "code": "denied", "error": "PATH_NOT_REACHABLE: read not permitted for /etc/passwd"}),
+        ),
+        ("write_file", r#"{"path": "out/c.md", "content": "capsule"}"#, 0, serde_json::json!({"ok": true, "value": 7})),
+        ("list_dir", r#"{"path": "out"}"#, 0, serde_json::json!({"ok": true, "value": ["c.md"]})),
+        ("kv_set", r#"{"key": "k", "value": [1, 2]}"#, 0, serde_json::json!({"ok": true, "value": null})),
+        ("kv_get", r#"{"key": "k"}"#, 0, serde_json::json!({"ok": true, "value": [1, 2]})),
+    ];
+    for (tool, args, exit, expected) in cases {
+        let out = env.toolcap(&["call", "--capsule", "--personality", &p, tool, args]);
+        assert_eq!((code(&out), stdout_json(&out)), (exit, expected), "{tool} {args}: {}", stderr(&out));
+    }
+    let spawned = env.toolcap(&[
+        "call",
+        "--capsule",
+        "--personality",
+        &p,
+        "run_command",
+        r#"{"binary": "echo", "args": ["hi"]}"#,
+    ]);
+    assert_eq!(stdout_json(&spawned)["value"]["stdout"], "hi\n");
+
+    // The worker mode is not a way around anything: without its channel it refuses.
+    for args in [
+        &["--toolcap-capsule-worker"][..],
+        &["--toolcap-capsule-worker", "read_file", "{}"],
+        &["--toolcap-capsule-worker", "read_file", r#"{"max_frame": 65536}"#],
+    ] {
+        let out = env.toolcap(args);
+        assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
+        assert!(out.stdout.is_empty());
+        assert!(stderr(&out).starts_with("toolcap capsule worker: "), "{}", stderr(&out));
+    }
+}
+
 #[test]
 fn key_value_state_persists_across_processes() {
     let env = Env::new();
