@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use capability_capsule::{Capsule, CapsuleConfig};
 use capability_core::{
-    CapabilityBackends, CompiledPolicy, DefaultToolRegistry, ExecutionContext,
-    IsolationSelection, ToolCall,
+    CapabilityBackends, CompiledPolicy, DefaultToolRegistry, ExecutionContext, IsolationSelection,
+    ToolCall,
 };
 use capability_fs::{FsBackend, FsConfig};
 use capability_types::PolicyFormat;
@@ -26,8 +26,7 @@ use serde_json::json;
 mod lab;
 
 fn registry(capsule: Option<CapsuleConfig>) -> DefaultToolRegistry {
-    let backends =
-        CapabilityBackends::new().with_fs(Arc::new(FsBackend::new(FsConfig::default())));
+    let backends = CapabilityBackends::new().with_fs(Arc::new(FsBackend::new(FsConfig::default())));
     let mut registry = DefaultToolRegistry::new(Some(backends));
     if let Some(config) = capsule {
         registry = registry.with_isolation(Arc::new(Capsule::new(config)), IsolationSelection::All);
@@ -48,7 +47,10 @@ fn capsule(c: &mut Criterion) {
     let root = dir.path().canonicalize().unwrap();
     std::fs::write(root.join("notes.md"), "x".repeat(4096)).unwrap();
     let policy = CompiledPolicy::load(
-        &format!("id = \"bench\"\n[fs_reach]\nread = [\"{}\"]\n", root.display()),
+        &format!(
+            "id = \"bench\"\n[fs_reach]\nread = [\"{}\"]\n",
+            root.display()
+        ),
         PolicyFormat::Toml,
         Some(Path::new("/home/bench")),
     )
@@ -59,7 +61,13 @@ fn capsule(c: &mut Criterion) {
     let warm = registry(Some(lab.clone()));
     let cold = registry(Some(lab.warm_workers(0)));
     let echo = || ToolCall::new("1", "echo", json!({"n": 1}));
-    let read = || ToolCall::new("1", "escape", json!({"attempt": "scoped_read", "path": "notes.md"}));
+    let read = || {
+        ToolCall::new(
+            "1",
+            "escape",
+            json!({"attempt": "scoped_read", "path": "notes.md"}),
+        )
+    };
     let run = |registry: &DefaultToolRegistry, call: ToolCall| {
         let result = rt.block_on(registry.execute(call, &ctx));
         assert!(result.result.is_ok(), "{:?}", result.result);

@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use capability_capsule::{Capsule, CapsuleConfig, run_worker_if_requested};
 use capability_core::{
-    CapabilityBackends, CompiledPolicy, DefaultToolRegistry, ExecutionContext, IsolationSelection, ToolCall,
+    CapabilityBackends, CompiledPolicy, DefaultToolRegistry, ExecutionContext, IsolationSelection,
+    ToolCall,
 };
 use capability_fs::{FsBackend, FsConfig};
 use serde_json::json;
@@ -33,8 +34,8 @@ fn main() {
         .expect("a runtime");
     runtime.block_on(async move {
         let capsule = Capsule::new(CapsuleConfig::current_exe().expect("own binary"));
-        let backends = CapabilityBackends::new()
-            .with_fs(Arc::new(FsBackend::new(FsConfig::default())));
+        let backends =
+            CapabilityBackends::new().with_fs(Arc::new(FsBackend::new(FsConfig::default())));
         let mut registry = DefaultToolRegistry::new(Some(backends))
             .with_isolation(Arc::new(capsule), IsolationSelection::All);
         for tool in tools::lab_tools() {

@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use capability_types::{
-    CapabilityError, ExposeSecret, FsPaths, SecretRef, SpawnOptions, StorageScope,
-    Tool, ToolCapabilities, ToolContext, async_trait,
+    CapabilityError, ExposeSecret, FsPaths, SecretRef, SpawnOptions, StorageScope, Tool,
+    ToolCapabilities, ToolContext, async_trait,
 };
 use serde_json::{Value, json};
 
@@ -248,14 +248,24 @@ async fn proxy(args: &Value, ctx: &ToolContext) -> Result<Value, CapabilityError
         "exists" => Ok(json!(ctx.fs()?.exists(Path::new(&path)).await?)),
         "list" => {
             let entries = ctx.fs()?.list(Path::new(&path)).await?;
-            Ok(json!(entries.iter().map(|e| e.name.clone()).collect::<Vec<_>>()))
+            Ok(json!(
+                entries.iter().map(|e| e.name.clone()).collect::<Vec<_>>()
+            ))
         }
-        "mkdir" => ctx.fs()?.mkdir(Path::new(&path)).await.map(|()| json!(null)),
+        "mkdir" => ctx
+            .fs()?
+            .mkdir(Path::new(&path))
+            .await
+            .map(|()| json!(null)),
         "metadata" => {
             let meta = ctx.fs()?.metadata(Path::new(&path)).await?;
             Ok(json!({"len": meta.len, "kind": meta.kind, "modified": meta.modified.is_some()}))
         }
-        "remove" => ctx.fs()?.remove(Path::new(&path)).await.map(|()| json!(null)),
+        "remove" => ctx
+            .fs()?
+            .remove(Path::new(&path))
+            .await
+            .map(|()| json!(null)),
         "fetch" => {
             let request = http::Request::post(arg(args, "url"))
                 .header("x-lab", "capsule")
@@ -271,7 +281,12 @@ async fn proxy(args: &Value, ctx: &ToolContext) -> Result<Value, CapabilityError
         "secret" => {
             let name = arg(args, "name");
             let value = ctx.secrets()?.resolve(&name).await?;
-            let declared: Vec<&str> = ctx.secrets()?.declared().iter().map(SecretRef::as_str).collect();
+            let declared: Vec<&str> = ctx
+                .secrets()?
+                .declared()
+                .iter()
+                .map(SecretRef::as_str)
+                .collect();
             Ok(json!({"len": value.expose_secret().len(), "declared": declared}))
         }
         "spawn" => {
@@ -282,7 +297,10 @@ async fn proxy(args: &Value, ctx: &ToolContext) -> Result<Value, CapabilityError
                 .filter_map(|a| a.as_str().map(str::to_owned))
                 .collect();
             let options = SpawnOptions::default().stdin(Bytes::from_static(b"ignored"));
-            let out = ctx.process()?.spawn(&arg(args, "binary"), &argv, options).await?;
+            let out = ctx
+                .process()?
+                .spawn(&arg(args, "binary"), &argv, options)
+                .await?;
             Ok(json!({
                 "stdout": String::from_utf8_lossy(&out.stdout),
                 "exit_code": out.exit_code,
@@ -304,7 +322,9 @@ async fn proxy(args: &Value, ctx: &ToolContext) -> Result<Value, CapabilityError
             let (a, b) = futures_join(a, b).await;
             Ok(json!({"len": a?.len(), "exists": b?}))
         }
-        other => Err(CapabilityError::invalid_input(format!("unknown op {other}"))),
+        other => Err(CapabilityError::invalid_input(format!(
+            "unknown op {other}"
+        ))),
     }
 }
 

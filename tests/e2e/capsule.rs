@@ -77,8 +77,13 @@ fn backends() -> CapabilityBackends {
         .with_secrets(Arc::new(SecretsResolverFactory::new(vec![Arc::new(
             MemorySecrets::new().with("LAB_TOKEN", "tok-1234"),
         )])))
-        .with_process(Arc::new(ProcessBackend::new(ProcessConfig::from_process_env())))
-        .with_kv(Arc::new(KvBackend::new(MemoryStore::new(), KvLimits::default())))
+        .with_process(Arc::new(ProcessBackend::new(
+            ProcessConfig::from_process_env(),
+        )))
+        .with_kv(Arc::new(KvBackend::new(
+            MemoryStore::new(),
+            KvLimits::default(),
+        )))
 }
 
 fn policy(root: &Path, port: u16) -> CompiledPolicy {
@@ -128,7 +133,11 @@ async fn lab_default() -> Lab {
 
 impl Lab {
     fn ctx(&self) -> ExecutionContext {
-        ExecutionContext::new("capsule-e2e", Arc::clone(&self.policy), self.root.join("data"))
+        ExecutionContext::new(
+            "capsule-e2e",
+            Arc::clone(&self.policy),
+            self.root.join("data"),
+        )
     }
 
     async fn call(&self, tool: &str, args: Value) -> ToolResult {
@@ -218,7 +227,10 @@ async fn scoped_calls_are_proxied_and_checked_again_by_the_host() {
         let result = lab.call("proxy", args.clone()).await;
         assert_eq!(json_of(&result), expected, "{args}");
     }
-    assert_eq!(std::fs::read_to_string(r.join("out/report.md")).unwrap(), "done");
+    assert_eq!(
+        std::fs::read_to_string(r.join("out/report.md")).unwrap(),
+        "done"
+    );
     assert_eq!(lab.forbidden_hits.load(Ordering::SeqCst), 0);
     // Every call above ran in one warm worker.
     assert_eq!(lab.capsule.workers_started(), 1);
@@ -259,13 +271,19 @@ async fn escapes_are_stopped_by_the_kernel_and_the_host_goes_on() {
     }
     // ... while the scoped read of the same file works, served by the host.
     let scoped = lab
-        .value("escape", json!({"attempt": "scoped_read", "path": "notes.md"}))
+        .value(
+            "escape",
+            json!({"attempt": "scoped_read", "path": "notes.md"}),
+        )
         .await;
     assert_eq!(scoped["text"], "# notes");
     // A write anywhere.
     let target = r.join("out/escaped.txt");
     let confined = lab
-        .value("escape", json!({"attempt": "fs_write", "parts": parts(&target)}))
+        .value(
+            "escape",
+            json!({"attempt": "fs_write", "parts": parts(&target)}),
+        )
         .await;
     assert_eq!(confined["escaped"], false, "{confined}");
     assert!(!target.exists());
@@ -274,7 +292,9 @@ async fn escapes_are_stopped_by_the_kernel_and_the_host_goes_on() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
-    let confined = lab.value("escape", json!({"attempt": "tcp", "port": port})).await;
+    let confined = lab
+        .value("escape", json!({"attempt": "tcp", "port": port}))
+        .await;
     assert_eq!(confined["escaped"], false, "{confined}");
     assert_eq!(confined["errno"], libc::EPERM, "{confined}");
     assert!(
@@ -282,7 +302,10 @@ async fn escapes_are_stopped_by_the_kernel_and_the_host_goes_on() {
         "the listener was reached from the capsule"
     );
     let reached = control(&lab, json!({"attempt": "tcp", "port": lab.allowed_port})).await;
-    assert_eq!(reached["escaped"], true, "in process the same code connects");
+    assert_eq!(
+        reached["escaped"], true,
+        "in process the same code connects"
+    );
 
     // fork without bound, and spawning a program.
     let confined = lab.value("escape", json!({"attempt": "fork_bomb"})).await;
@@ -296,7 +319,11 @@ async fn escapes_are_stopped_by_the_kernel_and_the_host_goes_on() {
         assert_eq!(confined["errno"], libc::EPERM, "{attempt}: {confined}");
     }
     lab.assert_alive().await;
-    assert_eq!(lab.capsule.workers_started(), 2, "one worker per tool, reused");
+    assert_eq!(
+        lab.capsule.workers_started(),
+        2,
+        "one worker per tool, reused"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -342,7 +369,10 @@ async fn crashes_fail_only_their_own_call() {
             .unwrap()
     };
     let expect = [
-        ("panic", "tool escape panicked in its capsule: the lab tool panics on purpose"),
+        (
+            "panic",
+            "tool escape panicked in its capsule: the lab tool panics on purpose",
+        ),
         ("exit", "the worker exited with status 7"),
         ("abort", "killed by signal 6 (SIGABRT"),
         ("segv", "killed by signal 11 (SIGSEGV)"),
@@ -357,7 +387,11 @@ async fn crashes_fail_only_their_own_call() {
         );
     }
     for id in ["a", "b"] {
-        assert!(by_id(id).starts_with(r#"{"ok":true"#), "{id}: {}", by_id(id));
+        assert!(
+            by_id(id).starts_with(r#"{"ok":true"#),
+            "{id}: {}",
+            by_id(id)
+        );
     }
     lab.assert_alive().await;
 }
@@ -371,10 +405,19 @@ async fn a_worker_that_loops_is_killed_at_the_timeout_and_replaced() {
     .await;
     let first = lab.value("counter", json!({})).await;
     let result = lab.call("escape", json!({"attempt": "loop"})).await;
-    assert_eq!(result.code(), Some(capability_types::ErrorCode::Timeout), "{result:?}");
+    assert_eq!(
+        result.code(),
+        Some(capability_types::ErrorCode::Timeout),
+        "{result:?}"
+    );
     // The looping worker is gone (killed when the call was dropped), not left spinning.
     let started = lab.capsule.workers_started();
-    let again = lab.call("escape", json!({"attempt": "scoped_read", "path": "notes.md"})).await;
+    let again = lab
+        .call(
+            "escape",
+            json!({"attempt": "scoped_read", "path": "notes.md"}),
+        )
+        .await;
     assert!(json_of(&again).contains("# notes"), "{again:?}");
     assert_eq!(lab.capsule.workers_started(), started + 1, "a fresh worker");
     // Other tools' warm workers are untouched.
@@ -389,7 +432,10 @@ async fn warm_workers_are_reused_per_tool_and_personality_only() {
     let first = lab.value("counter", json!({})).await;
     let second = lab.value("counter", json!({})).await;
     assert_eq!(first["pid"], second["pid"], "the warm worker is reused");
-    assert_eq!((first["count"].as_u64(), second["count"].as_u64()), (Some(1), Some(2)));
+    assert_eq!(
+        (first["count"].as_u64(), second["count"].as_u64()),
+        (Some(1), Some(2))
+    );
     let key = IsolationKey {
         tool: "counter".into(),
         policy: lab.policy.generation(),
@@ -425,15 +471,27 @@ async fn the_restart_budget_stops_a_crash_loop() {
     .await;
     for _ in 0..2 {
         let result = lab.call("escape", json!({"attempt": "exit"})).await;
-        assert!(json_of(&result).contains("exited with status 7"), "{result:?}");
+        assert!(
+            json_of(&result).contains("exited with status 7"),
+            "{result:?}"
+        );
     }
     let started = lab.capsule.workers_started();
-    let refused = lab.call("escape", json!({"attempt": "fs_read", "parts": ["etc", "hostname"]})).await;
+    let refused = lab
+        .call(
+            "escape",
+            json!({"attempt": "fs_read", "parts": ["etc", "hostname"]}),
+        )
+        .await;
     assert_eq!(
         json_of(&refused),
         r#"{"ok":false,"code":"not_available","error":"the capsule of tool escape failed 2 times within 600s; it is not restarted until that window has passed"}"#
     );
-    assert_eq!(lab.capsule.workers_started(), started, "no worker was started");
+    assert_eq!(
+        lab.capsule.workers_started(),
+        started,
+        "no worker was started"
+    );
     // Other tools are not affected.
     lab.assert_alive().await;
 }
@@ -458,7 +516,11 @@ async fn a_missing_or_foreign_worker_binary_is_not_available() {
     for program in ["/nonexistent/worker", "/bin/true"] {
         let lab = lab_with(CapsuleConfig::new(program), RegistryConfig::default()).await;
         let result = lab.call("echo", json!({})).await;
-        assert_eq!(result.code(), Some(capability_types::ErrorCode::NotAvailable), "{program}: {result:?}");
+        assert_eq!(
+            result.code(),
+            Some(capability_types::ErrorCode::NotAvailable),
+            "{program}: {result:?}"
+        );
         assert!(
             json_of(&result).contains("the capsule worker for tool echo cannot start"),
             "{program}: {result:?}"
@@ -486,7 +548,15 @@ async fn only_selected_tools_run_in_the_capsule() {
     let (ToolResult::Ok(echo), ToolResult::Ok(counter)) = (echo, counter) else {
         panic!("both succeed");
     };
-    assert_eq!(echo["pid"], json!(std::process::id()), "echo ran in process");
-    assert_ne!(counter["pid"], json!(std::process::id()), "counter ran in a worker");
+    assert_eq!(
+        echo["pid"],
+        json!(std::process::id()),
+        "echo ran in process"
+    );
+    assert_ne!(
+        counter["pid"],
+        json!(std::process::id()),
+        "counter ran in a worker"
+    );
     assert_eq!(capsule.workers_started(), 1);
 }

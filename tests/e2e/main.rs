@@ -6,6 +6,7 @@
 
 mod backends;
 mod capsule;
+mod egress;
 mod plugin;
 mod policy_files;
 mod policy_rules;

@@ -161,7 +161,7 @@ const ROWS: &[Row] = &[
 pub(crate) fn run(root: &Path, extra: &[String]) -> Result<()> {
     let mut cmd = super::cargo();
     cmd.args(["bench", "--workspace", "--benches", "--locked", "--"])
-    .args(extra);
+        .args(extra);
     super::run(cmd)?;
     report(root)
 }

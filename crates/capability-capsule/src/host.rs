@@ -15,9 +15,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use capability_core::{IsolationKey, ToolIsolation};
 use capability_sandbox::Support;
-use capability_types::{
-    CapabilityError, ExposeSecret, SpawnOptions, Tool, ToolContext,
-};
+use capability_types::{CapabilityError, ExposeSecret, SpawnOptions, Tool, ToolContext};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use serde_json::Value;
@@ -165,7 +163,10 @@ impl Capsule {
     /// an unsupported kernel is not an error here — every call is then refused with
     /// `not_available`, naming why.
     pub fn new(config: CapsuleConfig) -> Self {
-        let support = config.support.clone().unwrap_or_else(capability_sandbox::probe);
+        let support = config
+            .support
+            .clone()
+            .unwrap_or_else(capability_sandbox::probe);
         Self {
             config,
             support,
@@ -221,7 +222,10 @@ impl Capsule {
 
     fn record_failure(&self, key: &IsolationKey) {
         let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
-        failures.entry(key.clone()).or_default().push_back(Instant::now());
+        failures
+            .entry(key.clone())
+            .or_default()
+            .push_back(Instant::now());
     }
 
     /// Refuses when `key` used up its restart budget within the window.
@@ -278,9 +282,8 @@ impl Capsule {
         // The command holds the worker's end of the channel: close it here, so that the host
         // sees end-of-file when the worker dies.
         drop(command);
-        let mut child = spawned.map_err(|e| {
-            unavailable(format!("{}: {e}", self.config.program.display()))
-        })?;
+        let mut child =
+            spawned.map_err(|e| unavailable(format!("{}: {e}", self.config.program.display())))?;
         self.started.fetch_add(1, Ordering::Relaxed);
         let stderr = Arc::new(Mutex::new(Vec::new()));
         if let Some(mut pipe) = child.stderr.take() {
@@ -318,12 +321,14 @@ impl Capsule {
         let first = tokio::time::timeout(self.config.start_timeout, worker.incoming.recv()).await;
         match first {
             Ok(Some(Ok((FromWorker::Ready {}, _)))) => Ok(worker),
-            Ok(Some(Ok((FromWorker::Refused { reason }, _)))) => {
-                Err(unavailable(format!("it could not confine itself: {reason}")))
-            }
+            Ok(Some(Ok((FromWorker::Refused { reason }, _)))) => Err(unavailable(format!(
+                "it could not confine itself: {reason}"
+            ))),
             Ok(Some(Ok((other, _)))) => {
                 self.record_failure(key);
-                Err(unavailable(format!("it sent {other:?} before it was ready")))
+                Err(unavailable(format!(
+                    "it sent {other:?} before it was ready"
+                )))
             }
             Ok(Some(Err(lost))) => {
                 self.record_failure(key);
@@ -331,7 +336,9 @@ impl Capsule {
             }
             Ok(None) => {
                 self.record_failure(key);
-                Err(unavailable(worker.describe_loss(&FrameError::Truncated).await))
+                Err(unavailable(
+                    worker.describe_loss(&FrameError::Truncated).await,
+                ))
             }
             Err(_) => {
                 self.record_failure(key);
@@ -544,7 +551,11 @@ impl Worker {
         };
         // Give the stderr reader a moment to take the last lines.
         tokio::task::yield_now().await;
-        let tail = self.stderr.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let tail = self
+            .stderr
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         let tail = String::from_utf8_lossy(&tail);
         let tail: String = tail
             .trim()

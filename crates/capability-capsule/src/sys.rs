@@ -78,7 +78,8 @@ pub(crate) fn adopt_channel() -> io::Result<UnixStream> {
 pub(crate) fn close_descriptors_after_channel() -> io::Result<()> {
     // SAFETY: close_range closes descriptors this process does not use: at the top of a worker's
     // `main` nothing but 0-3 is owned by anyone.
-    let closed = unsafe { libc::syscall(libc::SYS_close_range, CHANNEL_FD as u32 + 1, u32::MAX, 0u32) };
+    let closed =
+        unsafe { libc::syscall(libc::SYS_close_range, CHANNEL_FD as u32 + 1, u32::MAX, 0u32) };
     if closed == 0 {
         Ok(())
     } else {

@@ -63,7 +63,8 @@ pub fn encode<M: Serialize>(
         )));
     }
     let header = serde_json::to_vec(message)?;
-    let body_len = 4 + 1 + 4 * blobs.len() + header.len() + blobs.iter().map(Bytes::len).sum::<usize>();
+    let body_len =
+        4 + 1 + 4 * blobs.len() + header.len() + blobs.iter().map(Bytes::len).sum::<usize>();
     if body_len > max {
         return Err(FrameError::TooLarge { len: body_len, max });
     }
@@ -84,7 +85,9 @@ pub fn encode<M: Serialize>(
 }
 
 /// Splits a frame body (without its length prefix) into its message and blobs.
-pub fn decode<M: for<'de> Deserialize<'de>>(mut body: Bytes) -> Result<(M, Vec<Bytes>), FrameError> {
+pub fn decode<M: for<'de> Deserialize<'de>>(
+    mut body: Bytes,
+) -> Result<(M, Vec<Bytes>), FrameError> {
     let malformed = |what: &str| FrameError::Malformed(what.to_owned());
     if body.len() < 5 {
         return Err(malformed("shorter than its fixed header"));
@@ -438,7 +441,10 @@ mod tests {
             denial: None,
             message: "x".into(),
         };
-        assert_eq!(CapabilityError::from(forged).result_code(), ErrorCode::ExecutionFailed);
+        assert_eq!(
+            CapabilityError::from(forged).result_code(),
+            ErrorCode::ExecutionFailed
+        );
     }
 
     #[test]
@@ -450,7 +456,11 @@ mod tests {
         ));
         let five = Bytes::from_static(b"x");
         assert!(matches!(
-            encode(&FromWorker::Ready {}, &[five.clone(), five.clone(), five.clone(), five.clone(), five], MAX),
+            encode(
+                &FromWorker::Ready {},
+                &[five.clone(), five.clone(), five.clone(), five.clone(), five],
+                MAX
+            ),
             Err(FrameError::Malformed(_))
         ));
     }
@@ -460,7 +470,10 @@ mod tests {
         let mut input: &[u8] = &[0xff, 0xff, 0xff, 0xff, 1, 2, 3];
         assert!(matches!(
             read_frame(&mut input, MAX).await,
-            Err(FrameError::TooLarge { len: 0xffff_ffff, .. })
+            Err(FrameError::TooLarge {
+                len: 0xffff_ffff,
+                ..
+            })
         ));
     }
 
@@ -531,7 +544,10 @@ mod tests {
             "",
         ] {
             assert!(
-                matches!(decode::<FromWorker>(frame(hostile)), Err(FrameError::Message(_))),
+                matches!(
+                    decode::<FromWorker>(frame(hostile)),
+                    Err(FrameError::Message(_))
+                ),
                 "{hostile}"
             );
         }

@@ -14,8 +14,7 @@ use bytes::Bytes;
 use capability_sandbox::{ResourceLimits, SandboxPolicy};
 use capability_types::{
     CapabilityError, DirEntry, FsMetadata, KeyValueStore, ProcessOutput, ScopedFetch, ScopedFs,
-    ScopedProcess, ScopedSecretsResolver, SecretRef, SecretString, SpawnOptions, Tool,
-    ToolContext,
+    ScopedProcess, ScopedSecretsResolver, SecretRef, SecretString, SpawnOptions, Tool, ToolContext,
 };
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
@@ -393,44 +392,94 @@ fn first_blob(blobs: Vec<Bytes>) -> Bytes {
 #[async_trait]
 impl ScopedFs for Remote {
     async fn read(&self, path: &Path) -> Result<String, CapabilityError> {
-        match self.ask(Op::FsRead { path: path_op(path) }, &[]).await? {
+        match self
+            .ask(
+                Op::FsRead {
+                    path: path_op(path),
+                },
+                &[],
+            )
+            .await?
+        {
             (Answer::Text { text }, _) => Ok(text),
             (other, _) => Err(unexpected(&other)),
         }
     }
     async fn read_bytes(&self, path: &Path) -> Result<Vec<u8>, CapabilityError> {
-        match self.ask(Op::FsReadBytes { path: path_op(path) }, &[]).await? {
+        match self
+            .ask(
+                Op::FsReadBytes {
+                    path: path_op(path),
+                },
+                &[],
+            )
+            .await?
+        {
             (Answer::Bytes {}, blobs) => Ok(first_blob(blobs).to_vec()),
             (other, _) => Err(unexpected(&other)),
         }
     }
     async fn write(&self, path: &Path, contents: &[u8]) -> Result<u64, CapabilityError> {
-        let op = Op::FsWrite { path: path_op(path) };
+        let op = Op::FsWrite {
+            path: path_op(path),
+        };
         match self.ask(op, &[Bytes::copy_from_slice(contents)]).await? {
             (Answer::Count { n }, _) => Ok(n),
             (other, _) => Err(unexpected(&other)),
         }
     }
     async fn exists(&self, path: &Path) -> Result<bool, CapabilityError> {
-        match self.ask(Op::FsExists { path: path_op(path) }, &[]).await? {
+        match self
+            .ask(
+                Op::FsExists {
+                    path: path_op(path),
+                },
+                &[],
+            )
+            .await?
+        {
             (Answer::Flag { value }, _) => Ok(value),
             (other, _) => Err(unexpected(&other)),
         }
     }
     async fn list(&self, path: &Path) -> Result<Vec<DirEntry>, CapabilityError> {
-        match self.ask(Op::FsList { path: path_op(path) }, &[]).await? {
+        match self
+            .ask(
+                Op::FsList {
+                    path: path_op(path),
+                },
+                &[],
+            )
+            .await?
+        {
             (Answer::Entries { entries }, _) => Ok(entries),
             (other, _) => Err(unexpected(&other)),
         }
     }
     async fn mkdir(&self, path: &Path) -> Result<(), CapabilityError> {
-        match self.ask(Op::FsMkdir { path: path_op(path) }, &[]).await? {
+        match self
+            .ask(
+                Op::FsMkdir {
+                    path: path_op(path),
+                },
+                &[],
+            )
+            .await?
+        {
             (Answer::Unit {}, _) => Ok(()),
             (other, _) => Err(unexpected(&other)),
         }
     }
     async fn metadata(&self, path: &Path) -> Result<FsMetadata, CapabilityError> {
-        match self.ask(Op::FsMetadata { path: path_op(path) }, &[]).await? {
+        match self
+            .ask(
+                Op::FsMetadata {
+                    path: path_op(path),
+                },
+                &[],
+            )
+            .await?
+        {
             (
                 Answer::Metadata {
                     kind,
@@ -447,7 +496,15 @@ impl ScopedFs for Remote {
         }
     }
     async fn remove(&self, path: &Path) -> Result<(), CapabilityError> {
-        match self.ask(Op::FsRemove { path: path_op(path) }, &[]).await? {
+        match self
+            .ask(
+                Op::FsRemove {
+                    path: path_op(path),
+                },
+                &[],
+            )
+            .await?
+        {
             (Answer::Unit {}, _) => Ok(()),
             (other, _) => Err(unexpected(&other)),
         }

@@ -43,7 +43,9 @@ impl IsolationSelection {
         match self {
             IsolationSelection::All => true,
             IsolationSelection::Tools(names) => names.contains(tool),
-            IsolationSelection::Personalities(ids) => personality.is_some_and(|id| ids.contains(id)),
+            IsolationSelection::Personalities(ids) => {
+                personality.is_some_and(|id| ids.contains(id))
+            }
         }
     }
 }

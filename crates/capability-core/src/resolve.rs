@@ -589,11 +589,15 @@ pub fn build_scoped(
             .as_ref()
             .ok_or_else(|| missing(Backend::Process))?;
         let paths = Arc::clone(&process.paths) as Arc<dyn PathPolicy>;
-        out.process = Some(factory.scoped_process(ProcessGrant::new(
-            tool,
-            Arc::clone(process) as Arc<dyn ProcessPolicy>,
-            paths,
-        ))?);
+        let mut grant =
+            ProcessGrant::new(tool, Arc::clone(process) as Arc<dyn ProcessPolicy>, paths);
+        // A tool that declares both may let its children reach its hosts (through the egress
+        // proxy, when the process backend has one); otherwise children have no network.
+        if let Some(hosts) = &resolved.network {
+            let hosts: Arc<dyn HostPolicy> = Arc::clone(hosts) as Arc<dyn HostPolicy>;
+            grant = grant.with_network(NetworkGrant::new(tool, hosts));
+        }
+        out.process = Some(factory.scoped_process(grant)?);
     }
     if let Some(storage) = &resolved.storage {
         let factory = backends.kv.as_ref().ok_or_else(|| missing(Backend::Kv))?;

@@ -106,6 +106,62 @@ impl tower_service::Service<http::Uri> for PolicyConnector {
     }
 }
 
+/// Checks `host:port` against `hosts`, resolves it once, keeps the addresses the match allows
+/// (an explicitly named host may reach restricted address classes, a wildcard match may not) and
+/// connects to the first that answers. Shared by the fetcher and the egress proxy.
+pub(crate) async fn connect_checked(
+    hosts: &dyn HostPolicy,
+    host: &str,
+    port: u16,
+    connect_timeout: Duration,
+) -> Result<TcpStream, ConnectError> {
+    let how = hosts.check(host, port).map_err(ConnectError::Policy)?;
+    let candidates: Vec<IpAddr> = match host.parse::<IpAddr>() {
+        Ok(ip) => vec![ip],
+        Err(_) => {
+            let lookup = tokio::net::lookup_host((host, port));
+            let found = tokio::time::timeout(connect_timeout, lookup)
+                .await
+                .map_err(|_| ConnectError::Timeout(host.to_owned()))?
+                .map_err(|e| ConnectError::Failed(format!("cannot resolve {host}: {e}")))?;
+            let mut ips: Vec<IpAddr> = found.map(|a| a.ip()).collect();
+            ips.dedup();
+            ips
+        }
+    };
+    let allowed: Vec<IpAddr> = match how {
+        HostMatch::Explicit => candidates.clone(),
+        HostMatch::Wildcard => candidates
+            .iter()
+            .copied()
+            .filter(|ip| restricted(*ip).is_none())
+            .collect(),
+    };
+    if allowed.is_empty() {
+        return Err(match candidates.first() {
+            Some(ip) => denied(format!(
+                "{host} resolves to {} ({ip}), which only an explicitly named host may reach",
+                restricted(*ip).unwrap_or("a refused address")
+            )),
+            None => ConnectError::Failed(format!("{host} resolved to no address")),
+        });
+    }
+    let mut last_error = None;
+    for ip in allowed {
+        let addr = SocketAddr::new(ip, port);
+        match tokio::time::timeout(connect_timeout, TcpStream::connect(addr)).await {
+            Ok(Ok(stream)) => return Ok(stream),
+            Ok(Err(e)) => {
+                last_error = Some(ConnectError::Failed(format!(
+                    "cannot connect to {host} ({addr}): {e}"
+                )))
+            }
+            Err(_) => last_error = Some(ConnectError::Timeout(format!("{host} ({addr})"))),
+        }
+    }
+    Err(last_error.unwrap_or_else(|| ConnectError::Failed(format!("cannot connect to {host}"))))
+}
+
 fn denied(message: String) -> ConnectError {
     ConnectError::Policy(CapabilityError::denied(DenialCode::HostNotAllowed, message))
 }
@@ -124,59 +180,7 @@ impl PolicyConnector {
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
         // Checked again here: a pooled client connects lazily, and this is the last point
         // before a socket exists.
-        let how = self.hosts.check(host, port).map_err(ConnectError::Policy)?;
-
-        let candidates: Vec<IpAddr> = match host.parse::<IpAddr>() {
-            Ok(ip) => vec![ip],
-            Err(_) => {
-                let lookup = tokio::net::lookup_host((host, port));
-                let found = tokio::time::timeout(self.connect_timeout, lookup)
-                    .await
-                    .map_err(|_| ConnectError::Timeout(host.to_owned()))?
-                    .map_err(|e| ConnectError::Failed(format!("cannot resolve {host}: {e}")))?;
-                let mut ips: Vec<IpAddr> = found.map(|a| a.ip()).collect();
-                ips.dedup();
-                ips
-            }
-        };
-        let allowed: Vec<IpAddr> = match how {
-            HostMatch::Explicit => candidates.clone(),
-            HostMatch::Wildcard => candidates
-                .iter()
-                .copied()
-                .filter(|ip| restricted(*ip).is_none())
-                .collect(),
-        };
-        if allowed.is_empty() {
-            return Err(match candidates.first() {
-                Some(ip) => denied(format!(
-                    "{host} resolves to {} ({ip}), which only an explicitly named host may reach",
-                    restricted(*ip).unwrap_or("a refused address")
-                )),
-                None => ConnectError::Failed(format!("{host} resolved to no address")),
-            });
-        }
-
-        let mut last_error = None;
-        let mut tcp = None;
-        for ip in allowed {
-            let addr = SocketAddr::new(ip, port);
-            match tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr)).await {
-                Ok(Ok(stream)) => {
-                    tcp = Some(stream);
-                    break;
-                }
-                Ok(Err(e)) => {
-                    last_error = Some(ConnectError::Failed(format!(
-                        "cannot connect to {host} ({addr}): {e}"
-                    )))
-                }
-                Err(_) => last_error = Some(ConnectError::Timeout(format!("{host} ({addr})"))),
-            }
-        }
-        let tcp = tcp.ok_or_else(|| {
-            last_error.unwrap_or_else(|| ConnectError::Failed(format!("cannot connect to {host}")))
-        })?;
+        let tcp = connect_checked(&*self.hosts, host, port, self.connect_timeout).await?;
         let _ = tcp.set_nodelay(true);
         if !https {
             return Ok(Stream::Plain(tcp));

@@ -31,6 +31,7 @@
 
 mod addr;
 mod connect;
+mod egress;
 mod scoped;
 
 use std::collections::HashMap;
@@ -44,6 +45,7 @@ use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::CertificateDer;
 
 use crate::connect::PolicyConnector;
+pub use crate::egress::EgressProxy;
 use crate::scoped::HttpClient;
 pub use crate::scoped::ScopedHttp;
 

@@ -40,7 +40,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use capability_types::{CapabilityError, ProcessFactory, ProcessGrant, ScopedProcess};
+use capability_types::{
+    CapabilityError, EgressFactory, ProcessFactory, ProcessGrant, ScopedProcess,
+};
 
 pub use crate::spawn::ScopedSpawner;
 
@@ -76,6 +78,11 @@ pub struct ProcessConfig {
     ///
     /// [`ResourceLimits::default`]: capability_sandbox::ResourceLimits
     pub sandbox_limits: capability_sandbox::ResourceLimits,
+    /// The egress proxy for sandboxed children of tools that declare `network` as well as
+    /// `process` (default none: every child has no network at all). With it, such a child runs
+    /// in its own network namespace and reaches exactly its tool's hosts through the proxy
+    /// (`HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` point there).
+    pub egress: Option<Arc<dyn EgressFactory>>,
 }
 
 impl ProcessConfig {
@@ -105,7 +112,14 @@ impl ProcessConfig {
                 cpu_seconds: None,
                 ..capability_sandbox::ResourceLimits::default()
             },
+            egress: None,
         }
+    }
+
+    /// Sets the egress proxy of sandboxed children whose tool declares `network`.
+    pub fn egress(mut self, proxy: Arc<dyn EgressFactory>) -> Self {
+        self.egress = Some(proxy);
+        self
     }
 
     /// Sets what the kernel is taken to support (tests force the "unsupported" path with
@@ -160,6 +174,9 @@ impl fmt::Debug for ProcessConfig {
             .field("kill_grace", &self.kill_grace)
             .field("scratch_root", &self.scratch_root)
             .field("host_env", &names)
+            .field("sandbox_support", &self.sandbox_support)
+            .field("sandbox_limits", &self.sandbox_limits)
+            .field("egress", &self.egress.is_some())
             .finish()
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use capability_sandbox::SandboxPolicy;
+use capability_sandbox::{EGRESS_PROXY_URL, SandboxPolicy};
 use capability_types::{
     CapabilityError, DenialCode, FsAccess, ProcessGrant, ProcessOutput, SandboxMode, ScopedProcess,
     SpawnOptions, check_binary_spec,
@@ -174,18 +174,33 @@ impl ScopedProcess for ScopedSpawner {
             .process_group(0)
             .kill_on_drop(true);
         let sandboxed = self.grant.process.sandbox() == SandboxMode::Required;
+        // A tool that declares network may let its sandboxed children reach its hosts through
+        // the egress proxy; without a proxy (or a network grant) they have no network.
+        let egress = match (&self.grant.network, &config.egress) {
+            (Some(network), Some(proxy)) if sandboxed => Some((network.clone(), proxy)),
+            _ => None,
+        };
+        let mut receiver = None;
         if sandboxed {
             // Reads beneath the tool's reach, writes beneath its write roots and the scratch
             // home, execution of this program and the system directories only.
             let mut limits = config.sandbox_limits;
             let call_cpu = timeout.as_secs_f64().ceil() as u64;
             limits.cpu_seconds = Some(limits.cpu_seconds.map_or(call_cpu, |c| c.min(call_cpu)));
-            SandboxPolicy::from_paths(&*self.grant.paths)
+            let mut policy = SandboxPolicy::from_paths(&*self.grant.paths)
                 .write(home.path())
                 .exec(&plan.program)
-                .limits(limits)
-                .prepare_with(&config.sandbox_support)?
-                .apply_to(command.as_std_mut());
+                .limits(limits);
+            if egress.is_some() {
+                policy = policy.egress_proxy();
+                for name in PROXY_VARIABLES {
+                    command.env(name, EGRESS_PROXY_URL);
+                }
+                command.env_remove("NO_PROXY").env_remove("no_proxy");
+            }
+            let mut prepared = policy.prepare_with(&config.sandbox_support)?;
+            receiver = prepared.take_egress();
+            prepared.apply_to(command.as_std_mut());
         }
         let mut child = command.spawn().map_err(|e| {
             if sandboxed {
@@ -201,6 +216,13 @@ impl ScopedProcess for ScopedSpawner {
         })?;
         // Whatever happens below, nothing of this call may outlive it.
         let _group = GroupGuard(pgid);
+        // The child's proxy runs until the call ends.
+        let _proxy = match (receiver, egress) {
+            (Some(receiver), Some((network, proxy))) => {
+                Some(proxy.serve(network, receiver.receive()?)?)
+            }
+            _ => None,
+        };
 
         let stdin_task = match (child.stdin.take(), options.stdin) {
             (Some(mut pipe), Some(bytes)) => Some(tokio::spawn(async move {
@@ -254,6 +276,16 @@ impl ScopedProcess for ScopedSpawner {
         )
     }
 }
+
+/// The variables that point a child at its egress proxy.
+const PROXY_VARIABLES: [&str; 6] = [
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+];
 
 /// Kills the process group when dropped (a cancelled call, an error on the way).
 struct GroupGuard(u32);

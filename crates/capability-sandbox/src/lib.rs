@@ -160,6 +160,7 @@ pub struct SandboxPolicy {
     system_dirs: bool,
     new_processes: bool,
     sockets: bool,
+    egress: bool,
 }
 
 impl Default for SandboxPolicy {
@@ -180,6 +181,7 @@ impl SandboxPolicy {
             system_dirs: true,
             new_processes: true,
             sockets: true,
+            egress: false,
         }
     }
 
@@ -269,7 +271,10 @@ impl SandboxPolicy {
         }
         #[cfg(target_os = "linux")]
         {
-            linux::prepare(self, support).map(|inner| PreparedSandbox { inner })
+            linux::prepare(self, support).map(|(inner, channel)| PreparedSandbox {
+                inner,
+                egress: channel.map(|channel| EgressReceiver { channel }),
+            })
         }
         #[cfg(not(target_os = "linux"))]
         {
@@ -277,6 +282,22 @@ impl SandboxPolicy {
                 "kernel confinement of children is implemented for Linux only",
             ))
         }
+    }
+
+    /// Gives the child the network of an egress proxy instead of none: it runs in a network
+    /// namespace of its own (a user namespace too, unless it runs as root) whose loopback has
+    /// one listening socket, on [`EGRESS_PROXY_PORT`]; that socket is handed to the host
+    /// ([`PreparedSandbox::take_egress`]), which serves the proxy on it. Landlock lets the child
+    /// connect to that port only, and seccomp lets it create Internet sockets (still no netlink
+    /// or packet sockets). Set `HTTP_PROXY` and friends to [`EGRESS_PROXY_URL`] for it.
+    pub fn egress_proxy(mut self) -> Self {
+        self.egress = true;
+        self
+    }
+
+    /// Whether the child gets the egress proxy (see [`SandboxPolicy::egress_proxy`]).
+    pub fn has_egress_proxy(&self) -> bool {
+        self.egress
     }
 
     /// Whether the system directories ([`SYSTEM_EXEC_DIRS`], [`SYSTEM_READ_DIRS`],
@@ -305,9 +326,47 @@ impl SandboxPolicy {
 pub struct PreparedSandbox {
     #[cfg(target_os = "linux")]
     inner: linux::Prepared,
+    egress: Option<EgressReceiver>,
+}
+
+/// The port of the egress proxy on a confined child's own loopback.
+pub const EGRESS_PROXY_PORT: u16 = 3128;
+
+/// What a confined child with egress sets `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` to.
+pub const EGRESS_PROXY_URL: &str = "http://127.0.0.1:3128";
+
+/// The host's end of a child's egress: after the spawn, [`receive`](Self::receive) yields the
+/// listening socket the child created inside its network namespace.
+#[derive(Debug)]
+pub struct EgressReceiver {
+    #[cfg(target_os = "linux")]
+    channel: std::os::fd::OwnedFd,
+}
+
+impl EgressReceiver {
+    /// The child's listener. Call after a successful spawn (the child sends it before `exec`);
+    /// fails with `not_available` when it did not arrive.
+    pub fn receive(self) -> Result<std::net::TcpListener, CapabilityError> {
+        #[cfg(target_os = "linux")]
+        {
+            linux::receive_listener(&self.channel)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            Err(CapabilityError::not_available(
+                "kernel confinement is implemented for Linux only",
+            ))
+        }
+    }
 }
 
 impl PreparedSandbox {
+    /// The host's end of the child's egress, when the policy has
+    /// [`egress_proxy`](SandboxPolicy::egress_proxy). Take it before [`apply_to`](Self::apply_to).
+    pub fn take_egress(&mut self) -> Option<EgressReceiver> {
+        self.egress.take()
+    }
+
     /// Confines the calling process itself, now and for good: the capsule worker calls this at
     /// the top of `main`, before any tool code runs. Descriptors are left as they are: close
     /// the inherited ones you do not need *before* [`SandboxPolicy::prepare`] (which opens the

@@ -5,11 +5,12 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 
 use capability_types::CapabilityError;
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
     RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
 use seccompiler::{
@@ -17,7 +18,9 @@ use seccompiler::{
     SeccompRule, TargetArch,
 };
 
-use crate::{ResourceLimits, SYSTEM_DEVICES, SYSTEM_READ_DIRS, SandboxPolicy, Support};
+use crate::{
+    EGRESS_PROXY_PORT, ResourceLimits, SYSTEM_DEVICES, SYSTEM_READ_DIRS, SandboxPolicy, Support,
+};
 
 /// The newest ABI this crate asks for; older kernels get what they have (best effort), and a
 /// kernel without Landlock is refused.
@@ -55,6 +58,16 @@ pub(crate) struct Prepared {
     deny: BpfProgram,
     enosys: BpfProgram,
     limits: ResourceLimits,
+    egress: Option<Egress>,
+}
+
+/// What the child needs to set up its private network: its end of the channel the listener is
+/// sent over, and its user namespace's maps (written when it does not run as root).
+struct Egress {
+    channel: OwnedFd,
+    root: bool,
+    uid_map: Vec<u8>,
+    gid_map: Vec<u8>,
 }
 
 impl fmt::Debug for Prepared {
@@ -72,7 +85,7 @@ fn failed(what: &str, e: impl fmt::Display) -> CapabilityError {
 pub(crate) fn prepare(
     policy: &SandboxPolicy,
     support: &Support,
-) -> Result<Prepared, CapabilityError> {
+) -> Result<(Prepared, Option<OwnedFd>), CapabilityError> {
     let abi = WANTED_ABI;
     let read = AccessFs::ReadFile | AccessFs::ReadDir;
     let exec = AccessFs::from_read(abi);
@@ -93,6 +106,14 @@ pub(crate) fn prepare(
                 read | AccessFs::WriteFile,
             ))
         })
+        .and_then(|r| {
+            // With egress, the proxy's port on the child's own loopback is the one TCP
+            // destination.
+            let ports = policy
+                .egress
+                .then(|| Ok(NetPort::new(EGRESS_PROXY_PORT, AccessNet::ConnectTcp)));
+            r.add_rules(ports)
+        })
         .map_err(|e| failed("Landlock ruleset", e))?;
     if support.landlock_abi().is_none() {
         return Err(failed("Landlock", "no ABI version"));
@@ -105,12 +126,31 @@ pub(crate) fn prepare(
         SeccompAction::Errno(libc::ENOSYS as u32),
         arch,
     )?;
-    Ok(Prepared {
-        ruleset,
-        deny,
-        enosys,
-        limits: policy.limits,
-    })
+    let (egress, host_end) = if policy.egress {
+        let (host_end, child_end) =
+            std::os::unix::net::UnixStream::pair().map_err(|e| failed("egress channel", e))?;
+        // SAFETY: geteuid and getegid cannot fail.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let egress = Egress {
+            channel: OwnedFd::from(child_end),
+            root: uid == 0,
+            uid_map: format!("{uid} {uid} 1").into_bytes(),
+            gid_map: format!("{gid} {gid} 1").into_bytes(),
+        };
+        (Some(egress), Some(OwnedFd::from(host_end)))
+    } else {
+        (None, None)
+    };
+    Ok((
+        Prepared {
+            ruleset,
+            deny,
+            enosys,
+            limits: policy.limits,
+            egress,
+        },
+        host_end,
+    ))
 }
 
 /// The system calls a confined child never needs, refused with `EPERM`.
@@ -159,6 +199,21 @@ fn deny_filter(arch: TargetArch, policy: &SandboxPolicy) -> Result<BpfProgram, C
         vec![condition(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?]
     } else {
         Vec::new()
+    };
+    let socket = if policy.egress {
+        // Internet sockets for the proxy; still no netlink, packet or other families.
+        let not = |family: i32| {
+            SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, family as u64)
+        };
+        let families = [libc::AF_UNIX, libc::AF_INET, libc::AF_INET6]
+            .into_iter()
+            .map(not)
+            .collect::<Result<Vec<_>, _>>()
+            .and_then(SeccompRule::new)
+            .map_err(|e| failed("seccomp rule", e))?;
+        vec![families]
+    } else {
+        socket
     };
     rules.insert(libc::SYS_socket, socket);
     // socketpair stays allowed: an anonymous connected pair reaches nothing (an async runtime
@@ -251,8 +306,12 @@ fn confine(
     deny: &BpfProgram,
     enosys: &BpfProgram,
     limits: &ResourceLimits,
+    egress: Option<&Egress>,
     descriptors: Descriptors,
 ) -> io::Result<()> {
+    if let Some(egress) = egress {
+        enter_private_network(egress)?;
+    }
     // SAFETY: prctl takes plain integers.
     unsafe {
         check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL))?;
@@ -315,6 +374,7 @@ impl Prepared {
             &self.deny,
             &self.enosys,
             &self.limits,
+            self.egress.as_ref(),
             Descriptors::Keep,
         )
         .map_err(|e| failed("confining this process", e))
@@ -326,6 +386,7 @@ impl Prepared {
             deny,
             enosys,
             limits,
+            egress,
         } = self;
         let mut ruleset = Some(ruleset);
         let confine = move || -> io::Result<()> {
@@ -335,7 +396,14 @@ impl Prepared {
             let ruleset = ruleset
                 .take()
                 .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
-            confine(ruleset, &deny, &enosys, &limits, Descriptors::CloseOnExec)
+            confine(
+                ruleset,
+                &deny,
+                &enosys,
+                &limits,
+                egress.as_ref(),
+                Descriptors::CloseOnExec,
+            )
         };
         // SAFETY: `confine` is async-signal-safe in the sense above: system calls on memory
         // owned by the closure.
@@ -343,4 +411,159 @@ impl Prepared {
             command.pre_exec(confine);
         }
     }
+}
+
+/// Writes `contents` to the file at `path` with system calls only.
+fn write_proc(path: &std::ffi::CStr, contents: &[u8]) -> io::Result<()> {
+    // SAFETY: open/write/close on a NUL-terminated path and a live buffer.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(last_error());
+        }
+        let written = libc::write(fd, contents.as_ptr().cast(), contents.len());
+        let err = last_error();
+        libc::close(fd);
+        if written != contents.len() as isize {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
+/// In the child: a network namespace of its own (and a user namespace, unless root) with
+/// loopback up and one listener on the proxy port, sent to the host over the egress channel.
+fn enter_private_network(egress: &Egress) -> io::Result<()> {
+    let flags = if egress.root {
+        libc::CLONE_NEWNET
+    } else {
+        libc::CLONE_NEWUSER | libc::CLONE_NEWNET
+    };
+    // SAFETY: unshare takes flags.
+    check(unsafe { libc::unshare(flags) })?;
+    if !egress.root {
+        write_proc(c"/proc/self/setgroups", b"deny")?;
+        write_proc(c"/proc/self/uid_map", &egress.uid_map)?;
+        write_proc(c"/proc/self/gid_map", &egress.gid_map)?;
+    }
+    // SAFETY: plain socket, ioctl, bind, listen and sendmsg calls on stack memory that lives
+    // across each call; every descriptor opened here is closed here.
+    unsafe {
+        let probe = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if probe < 0 {
+            return Err(last_error());
+        }
+        let mut request: libc::ifreq = std::mem::zeroed();
+        for (slot, byte) in request.ifr_name.iter_mut().zip(b"lo\0") {
+            *slot = *byte as libc::c_char;
+        }
+        request.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        let up = libc::ioctl(probe, libc::SIOCSIFFLAGS, &request);
+        let err = last_error();
+        libc::close(probe);
+        if up != 0 {
+            return Err(err);
+        }
+
+        let listener = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if listener < 0 {
+            return Err(last_error());
+        }
+        let addr = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: EGRESS_PROXY_PORT.to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let bound = libc::bind(
+            listener,
+            (&raw const addr).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        if bound != 0 || libc::listen(listener, 64) != 0 {
+            let err = last_error();
+            libc::close(listener);
+            return Err(err);
+        }
+        let sent = send_fd(egress.channel.as_raw_fd(), listener);
+        libc::close(listener);
+        sent
+    }
+}
+
+/// Space for one descriptor in a control message, aligned for `cmsghdr`.
+#[repr(C, align(8))]
+struct OneFd([u8; 32]);
+
+/// Sends `fd` over the Unix socket `channel` (SCM_RIGHTS), with one byte of data.
+fn send_fd(channel: RawFd, fd: RawFd) -> io::Result<()> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = OneFd([0; 32]);
+    // SAFETY: the message header points at live stack buffers; CMSG_* compute offsets inside
+    // `control`, which is large and aligned enough for one descriptor.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &raw mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.0.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as _;
+        let header = libc::CMSG_FIRSTHDR(&raw const msg);
+        (*header).cmsg_level = libc::SOL_SOCKET;
+        (*header).cmsg_type = libc::SCM_RIGHTS;
+        (*header).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(header).cast::<RawFd>(), fd);
+        if libc::sendmsg(channel, &raw const msg, libc::MSG_NOSIGNAL) != 1 {
+            return Err(last_error());
+        }
+    }
+    Ok(())
+}
+
+/// In the host: the listener the child sent (it did so before `exec`, so it is already there).
+pub(crate) fn receive_listener(
+    channel: &OwnedFd,
+) -> Result<std::net::TcpListener, CapabilityError> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = OneFd([0; 32]);
+    // SAFETY: as in `send_fd`; the received descriptor is checked before it is owned.
+    let fd = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &raw mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.0.as_mut_ptr().cast();
+        msg.msg_controllen = control.0.len() as _;
+        let got = libc::recvmsg(
+            channel.as_raw_fd(),
+            &raw mut msg,
+            libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC,
+        );
+        if got != 1 {
+            return Err(failed("receiving the child's proxy listener", last_error()));
+        }
+        let header = libc::CMSG_FIRSTHDR(&raw const msg);
+        if header.is_null()
+            || (*header).cmsg_level != libc::SOL_SOCKET
+            || (*header).cmsg_type != libc::SCM_RIGHTS
+        {
+            return Err(failed(
+                "receiving the child's proxy listener",
+                "no descriptor in the message",
+            ));
+        }
+        std::ptr::read_unaligned(libc::CMSG_DATA(header).cast::<RawFd>())
+    };
+    // SAFETY: the kernel just installed `fd` in this process for us (SCM_RIGHTS); nothing else
+    // owns it.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    Ok(std::net::TcpListener::from(owned))
 }

@@ -30,7 +30,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use capability_core::{CapabilityBackends, DefaultToolRegistry, RegistryConfig};
-use capability_fetch::{FetchBackend, FetchConfig};
+use capability_fetch::{EgressProxy, FetchBackend, FetchConfig};
 use capability_fs::{FsBackend, FsConfig};
 use capability_kv::{EmbeddedStore, KvBackend, KvLimits, MemoryStore, RedisStore};
 use capability_process::{ProcessBackend, ProcessConfig};
@@ -156,10 +156,16 @@ pub async fn backends(config: &StandardConfig) -> Result<CapabilityBackends, Cap
             KvBackend::new(RedisStore::connect(url, None).await?, KvLimits::default())
         }
     };
+    // Children of tools that declare network reach their hosts through the egress proxy, with
+    // the fetcher's timeouts (unless the configuration brings its own).
+    let mut process = config.process.clone();
+    if process.egress.is_none() {
+        process = process.egress(Arc::new(EgressProxy::new(&config.fetch)));
+    }
     Ok(CapabilityBackends::new()
         .with_fs(Arc::new(FsBackend::new(config.fs.clone())))
         .with_fetch(Arc::new(FetchBackend::new(config.fetch.clone())?))
-        .with_process(Arc::new(ProcessBackend::new(config.process.clone())))
+        .with_process(Arc::new(ProcessBackend::new(process)))
         .with_secrets(Arc::new(SecretsResolverFactory::new(
             config.secrets.clone(),
         )))

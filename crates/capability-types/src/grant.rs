@@ -189,6 +189,10 @@ pub struct ProcessGrant {
     pub process: Arc<dyn ProcessPolicy>,
     /// The tool's file reach; a child's `cwd` must lie inside its read reach.
     pub paths: Arc<dyn PathPolicy>,
+    /// The tool's network grant, when it declared both `process` and `network`: a confined
+    /// child then reaches exactly these hosts, through the backend's [`EgressFactory`] proxy.
+    /// `None`: children have no network at all.
+    pub network: Option<NetworkGrant>,
 }
 
 impl ProcessGrant {
@@ -202,7 +206,14 @@ impl ProcessGrant {
             tool: tool.into(),
             process,
             paths,
+            network: None,
         }
+    }
+
+    /// Lets the tool's children reach the hosts of `network` through the egress proxy.
+    pub fn with_network(mut self, network: NetworkGrant) -> Self {
+        self.network = Some(network);
+        self
     }
 }
 
@@ -267,6 +278,24 @@ pub trait ProcessFactory: Send + Sync + fmt::Debug {
         grant: ProcessGrant,
     ) -> Result<Arc<dyn ScopedProcess>, CapabilityError>;
 }
+
+/// The egress of confined children: an HTTP proxy, served by the host, that a child inside its
+/// own network namespace reaches on a loopback port and that lets it reach exactly the hosts of
+/// its tool's network grant. Implemented by `capability-fetch` (same host matcher, same address
+/// checks as [`ScopedFetch`](crate::ScopedFetch)); used by `capability-process`.
+pub trait EgressFactory: Send + Sync + fmt::Debug {
+    /// Serves the proxy on `listener` (a listening socket inside the child's network namespace)
+    /// for `grant`, from a task of the current async runtime, until the returned session is
+    /// dropped. Every decision is audited.
+    fn serve(
+        &self,
+        grant: NetworkGrant,
+        listener: std::net::TcpListener,
+    ) -> Result<Box<dyn EgressSession>, CapabilityError>;
+}
+
+/// A running proxy for one child; dropping it stops the proxy and closes its connections.
+pub trait EgressSession: Send + Sync + fmt::Debug {}
 
 /// Builds [`KeyValueStore`] objects for a namespace. Implemented by `capability-kv`.
 pub trait KvStoreFactory: Send + Sync + fmt::Debug {

@@ -82,9 +82,9 @@ pub use crate::context::ToolContext;
 pub use crate::env::{is_fixed_env_name, is_refused_env_name, valid_env_name};
 pub use crate::error::{CapabilityError, CapabilityValidationError, DenialCode, PolicyError};
 pub use crate::grant::{
-    FetchFactory, FsAccess, FsFactory, FsGrant, HostMatch, HostPolicy, KvStoreFactory,
-    NetworkGrant, PathAccess, PathPolicy, ProcessFactory, ProcessGrant, ProcessPolicy,
-    SecretsFactory, SecretsGrant, StorageGrant,
+    EgressFactory, EgressSession, FetchFactory, FsAccess, FsFactory, FsGrant, HostMatch,
+    HostPolicy, KvStoreFactory, NetworkGrant, PathAccess, PathPolicy, ProcessFactory, ProcessGrant,
+    ProcessPolicy, SecretsFactory, SecretsGrant, StorageGrant,
 };
 pub use crate::policy::{
     EnvRules, NarrowFs, NarrowNetwork, NarrowProcess, Narrowing, NetworkRules, PersonalityPolicy,

@@ -143,21 +143,51 @@ fn call_in_a_capsule_gives_the_same_answers() {
     let env = Env::new();
     let p = env.path("p.toml");
     let cases = [
-        ("read_file", r#"{"path": "notes.md"}"#, 0, serde_json::json!({"ok": true, "value": "hello notes"})),
+        (
+            "read_file",
+            r#"{"path": "notes.md"}"#,
+            0,
+            serde_json::json!({"ok": true, "value": "hello notes"}),
+        ),
         (
             "read_file",
             r#"{"path": "/etc/passwd"}"#,
             1,
             serde_json::json!({"ok": false, "code": "denied", "error": "PATH_NOT_REACHABLE: read not permitted for /etc/passwd"}),
         ),
-        ("write_file", r#"{"path": "out/c.md", "content": "capsule"}"#, 0, serde_json::json!({"ok": true, "value": 7})),
-        ("list_dir", r#"{"path": "out"}"#, 0, serde_json::json!({"ok": true, "value": ["c.md"]})),
-        ("kv_set", r#"{"key": "k", "value": [1, 2]}"#, 0, serde_json::json!({"ok": true, "value": null})),
-        ("kv_get", r#"{"key": "k"}"#, 0, serde_json::json!({"ok": true, "value": [1, 2]})),
+        (
+            "write_file",
+            r#"{"path": "out/c.md", "content": "capsule"}"#,
+            0,
+            serde_json::json!({"ok": true, "value": 7}),
+        ),
+        (
+            "list_dir",
+            r#"{"path": "out"}"#,
+            0,
+            serde_json::json!({"ok": true, "value": ["c.md"]}),
+        ),
+        (
+            "kv_set",
+            r#"{"key": "k", "value": [1, 2]}"#,
+            0,
+            serde_json::json!({"ok": true, "value": null}),
+        ),
+        (
+            "kv_get",
+            r#"{"key": "k"}"#,
+            0,
+            serde_json::json!({"ok": true, "value": [1, 2]}),
+        ),
     ];
     for (tool, args, exit, expected) in cases {
         let out = env.toolcap(&["call", "--capsule", "--personality", &p, tool, args]);
-        assert_eq!((code(&out), stdout_json(&out)), (exit, expected), "{tool} {args}: {}", stderr(&out));
+        assert_eq!(
+            (code(&out), stdout_json(&out)),
+            (exit, expected),
+            "{tool} {args}: {}",
+            stderr(&out)
+        );
     }
     let spawned = env.toolcap(&[
         "call",
@@ -173,12 +203,20 @@ fn call_in_a_capsule_gives_the_same_answers() {
     for args in [
         &["--toolcap-capsule-worker"][..],
         &["--toolcap-capsule-worker", "read_file", "{}"],
-        &["--toolcap-capsule-worker", "read_file", r#"{"max_frame": 65536}"#],
+        &[
+            "--toolcap-capsule-worker",
+            "read_file",
+            r#"{"max_frame": 65536}"#,
+        ],
     ] {
         let out = env.toolcap(args);
         assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
         assert!(out.stdout.is_empty());
-        assert!(stderr(&out).starts_with("toolcap capsule worker: "), "{}", stderr(&out));
+        assert!(
+            stderr(&out).starts_with("toolcap capsule worker: "),
+            "{}",
+            stderr(&out)
+        );
     }
 }
 

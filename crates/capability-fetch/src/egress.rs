@@ -1,0 +1,289 @@
+//! The egress proxy: how a confined child reaches exactly its tool's hosts.
+//!
+//! A child with egress runs in a network namespace of its own whose loopback has one listening
+//! socket; the host accepts on that socket (its descriptor was handed over before the child
+//! ran), so nothing in the child's namespace reaches anything but this proxy. For each request
+//! the proxy decides on the CONNECT target (HTTPS) or the absolute-form request URI (HTTP) —
+//! never on the `Host` header — with the tool's own host policy, then resolves once, applies
+//! the same address checks as [`ScopedFetch`](capability_types::ScopedFetch) (restricted
+//! address classes only for explicitly named hosts) and connects to the checked address.
+//! Every decision is an audit event (`toolcap::audit`, `egress_allowed` / `egress_denied`).
+
+use std::convert::Infallible;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use capability_types::{CapabilityError, EgressFactory, EgressSession, NetworkGrant};
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::task::{AbortHandle, JoinSet};
+
+use crate::FetchConfig;
+use crate::connect::{ConnectError, connect_checked};
+
+type Body = BoxBody<Bytes, hyper::Error>;
+
+/// Serves the egress proxy of confined children (an [`EgressFactory`] for
+/// `capability-process`).
+#[derive(Debug, Clone)]
+pub struct EgressProxy {
+    connect_timeout: Duration,
+    idle_timeout: Duration,
+}
+
+impl EgressProxy {
+    /// A proxy with the connect timeout of `config`.
+    pub fn new(config: &FetchConfig) -> Self {
+        Self {
+            connect_timeout: config.connect_timeout,
+            idle_timeout: config.total_timeout,
+        }
+    }
+}
+
+/// The tasks of one child's proxy; dropping it ends them all (listener, connections, tunnels).
+struct Session {
+    tasks: Arc<Mutex<Vec<AbortHandle>>>,
+}
+
+impl fmt::Debug for Session {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EgressSession").finish_non_exhaustive()
+    }
+}
+
+impl EgressSession for Session {}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        for task in self
+            .tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain(..)
+        {
+            task.abort();
+        }
+    }
+}
+
+impl EgressFactory for EgressProxy {
+    fn serve(
+        &self,
+        grant: NetworkGrant,
+        listener: std::net::TcpListener,
+    ) -> Result<Box<dyn EgressSession>, CapabilityError> {
+        let unavailable =
+            |e: std::io::Error| CapabilityError::not_available(format!("egress proxy: {e}"));
+        let runtime = tokio::runtime::Handle::try_current().map_err(|e| {
+            CapabilityError::not_available(format!("egress proxy: no async runtime: {e}"))
+        })?;
+        listener.set_nonblocking(true).map_err(unavailable)?;
+        let _entered = runtime.enter();
+        let listener = tokio::net::TcpListener::from_std(listener).map_err(unavailable)?;
+        let tasks = Arc::new(Mutex::new(Vec::new()));
+        let proxy = Arc::new(Proxy {
+            grant,
+            connect_timeout: self.connect_timeout,
+            tasks: Arc::clone(&tasks),
+        });
+        let idle = self.idle_timeout;
+        let accept = runtime.spawn(async move {
+            let mut connections = JoinSet::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                let proxy = Arc::clone(&proxy);
+                connections.spawn(async move {
+                    let service = service_fn(move |req| {
+                        let proxy = Arc::clone(&proxy);
+                        async move { Ok::<_, Infallible>(proxy.handle(req).await) }
+                    });
+                    let conn = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .with_upgrades();
+                    let _ = tokio::time::timeout(idle, conn).await;
+                });
+                // Reap finished connections as we go.
+                while connections.try_join_next().is_some() {}
+            }
+        });
+        tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(accept.abort_handle());
+        Ok(Box::new(Session { tasks }))
+    }
+}
+
+struct Proxy {
+    grant: NetworkGrant,
+    connect_timeout: Duration,
+    tasks: Arc<Mutex<Vec<AbortHandle>>>,
+}
+
+fn full(status: StatusCode, text: String) -> Response<Body> {
+    let mut response = Response::new(
+        Full::new(Bytes::from(text))
+            .map_err(|never: Infallible| match never {})
+            .boxed(),
+    );
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain"),
+    );
+    response
+}
+
+/// Headers that belong to one hop and are not forwarded.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "proxy-connection",
+    "keep-alive",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+impl Proxy {
+    fn track(&self, task: AbortHandle) {
+        let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(task);
+    }
+
+    fn audit(&self, allowed: bool, via: &str, host: &str, port: u16, reason: Option<&str>) {
+        let kind = if allowed {
+            "egress_allowed"
+        } else {
+            "egress_denied"
+        };
+        tracing::info!(
+            target: "toolcap::audit",
+            kind,
+            tool = %self.grant.tool,
+            via,
+            host,
+            port,
+            reason = reason.unwrap_or(""),
+            "egress {}",
+            if allowed { "allowed" } else { "denied" }
+        );
+    }
+
+    async fn handle(&self, req: Request<Incoming>) -> Response<Body> {
+        if req.method() == Method::CONNECT {
+            return self.tunnel(req).await;
+        }
+        self.forward(req).await
+    }
+
+    /// Refuses or reports a failed connection, with the audit event.
+    fn refuse(&self, via: &str, host: &str, port: u16, error: ConnectError) -> Response<Body> {
+        let (status, text) = match &error {
+            ConnectError::Policy(e) => (StatusCode::FORBIDDEN, e.to_string()),
+            ConnectError::Failed(_) => (StatusCode::BAD_GATEWAY, error.to_string()),
+            ConnectError::Timeout(_) => (StatusCode::GATEWAY_TIMEOUT, error.to_string()),
+        };
+        self.audit(false, via, host, port, Some(&text));
+        full(status, text)
+    }
+
+    async fn tunnel(&self, req: Request<Incoming>) -> Response<Body> {
+        let Some(authority) = req.uri().authority().cloned() else {
+            return full(
+                StatusCode::BAD_REQUEST,
+                "CONNECT needs host:port".to_owned(),
+            );
+        };
+        let Some(port) = authority.port_u16() else {
+            return full(StatusCode::BAD_REQUEST, "CONNECT needs a port".to_owned());
+        };
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let upstream =
+            match connect_checked(&*self.grant.hosts, host, port, self.connect_timeout).await {
+                Ok(tcp) => tcp,
+                Err(e) => return self.refuse("connect", host, port, e),
+            };
+        self.audit(true, "connect", host, port, None);
+        let task = tokio::spawn(async move {
+            let mut upstream = upstream;
+            if let Ok(upgraded) = hyper::upgrade::on(req).await {
+                let mut client = TokioIo::new(upgraded);
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+            }
+        });
+        self.track(task.abort_handle());
+        Response::new(
+            Full::new(Bytes::new())
+                .map_err(|never| match never {})
+                .boxed(),
+        )
+    }
+
+    async fn forward(&self, mut req: Request<Incoming>) -> Response<Body> {
+        let uri = req.uri().clone();
+        if uri.scheme_str() != Some("http") {
+            let text = if uri.scheme().is_none() {
+                "the proxy takes absolute-form http:// requests and CONNECT".to_owned()
+            } else {
+                format!(
+                    "scheme {:?}: use CONNECT for https",
+                    uri.scheme_str().unwrap_or_default()
+                )
+            };
+            return full(StatusCode::BAD_REQUEST, text);
+        }
+        let Some(authority) = uri.authority().cloned() else {
+            return full(StatusCode::BAD_REQUEST, "the URI has no host".to_owned());
+        };
+        let port = authority.port_u16().unwrap_or(80);
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let upstream =
+            match connect_checked(&*self.grant.hosts, host, port, self.connect_timeout).await {
+                Ok(tcp) => tcp,
+                Err(e) => return self.refuse("http", host, port, e),
+            };
+        self.audit(true, "http", host, port, None);
+        let (mut sender, conn) =
+            match hyper::client::conn::http1::handshake(TokioIo::new(upstream)).await {
+                Ok(pair) => pair,
+                Err(e) => return full(StatusCode::BAD_GATEWAY, format!("upstream: {e}")),
+            };
+        let task = tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        self.track(task.abort_handle());
+        // Origin-form to the server, with the Host the decision was made on.
+        let origin = uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .parse()
+            .unwrap_or_else(|_| http::Uri::from_static("/"));
+        *req.uri_mut() = origin;
+        let headers = req.headers_mut();
+        for name in HOP_BY_HOP {
+            headers.remove(*name);
+        }
+        if let Ok(value) = header::HeaderValue::from_str(authority.as_str()) {
+            headers.insert(header::HOST, value);
+        }
+        match sender.send_request(req).await {
+            Ok(response) => response.map(BodyExt::boxed),
+            Err(e) => full(StatusCode::BAD_GATEWAY, format!("upstream: {e}")),
+        }
+    }
+}

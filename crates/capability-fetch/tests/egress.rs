@@ -1,0 +1,225 @@
+//! The egress proxy with hostile clients: it decides on the CONNECT target or the absolute-form
+//! URI and never on the `Host` header, refuses what it cannot decide on, and ends with its
+//! session. Served here on a host loopback listener (in production the listener lives in the
+//! child's network namespace), against real loopback servers.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the test listens on host loopback where a child's namespace would hold the listener"
+)]
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use capability_core::{CompiledPolicy, resolve};
+use capability_fetch::{EgressProxy, FetchConfig};
+use capability_types::{
+    EgressFactory, EgressSession, HostPolicy, NetworkGrant, PolicyFormat, ToolCapabilities,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A server that answers with its name and the Host header it saw; counts connections.
+async fn server(name: &'static str) -> (u16, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&hits);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let n = stream.read(&mut buf).await.unwrap_or(0);
+                let request = String::from_utf8_lossy(&buf[..n]).to_lowercase();
+                let host = request
+                    .lines()
+                    .find_map(|l| l.strip_prefix("host: "))
+                    .unwrap_or("")
+                    .trim()
+                    .to_owned();
+                let body = format!("{name} host={host}");
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    (port, hits)
+}
+
+fn grant(allow: &str) -> NetworkGrant {
+    let policy = CompiledPolicy::load(
+        &format!("id = \"p\"\n[safety.network]\nallow = [\"{allow}\"]\n"),
+        PolicyFormat::Toml,
+        None,
+    )
+    .unwrap();
+    let resolved = resolve(
+        "curl_tool",
+        &ToolCapabilities::none().with_network(["*"]),
+        &policy,
+        "s",
+        Path::new("/"),
+    );
+    NetworkGrant::new(
+        "curl_tool",
+        resolved.network.unwrap() as Arc<dyn HostPolicy>,
+    )
+}
+
+async fn proxy(allow: &str) -> (u16, Box<dyn EgressSession>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let session = EgressProxy::new(&FetchConfig::default())
+        .serve(grant(allow), listener)
+        .unwrap();
+    (port, session)
+}
+
+/// Sends `request` raw and returns everything the proxy answers until it closes or 2 s pass.
+async fn raw(port: u16, request: &str) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(2), stream.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_follow_the_target_never_the_host_header() {
+    let (allowed, _) = server("allowed").await;
+    let (forbidden, forbidden_hits) = server("forbidden").await;
+    let (port, _session) = proxy(&format!("127.0.0.1:{allowed}")).await;
+
+    // Allowed URI, forbidden Host header: goes to the allowed host, with the URI's Host.
+    let out = raw(
+        port,
+        &format!("GET http://127.0.0.1:{allowed}/ HTTP/1.1\r\nHost: 127.0.0.1:{forbidden}\r\nConnection: close\r\n\r\n"),
+    )
+    .await;
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    assert!(
+        out.ends_with(&format!("allowed host=127.0.0.1:{allowed}")),
+        "{out}"
+    );
+
+    // Forbidden URI, allowed Host header: refused.
+    let out = raw(
+        port,
+        &format!("GET http://127.0.0.1:{forbidden}/ HTTP/1.1\r\nHost: 127.0.0.1:{allowed}\r\nConnection: close\r\n\r\n"),
+    )
+    .await;
+    assert!(out.starts_with("HTTP/1.1 403"), "{out}");
+    assert!(out.contains("HOST_NOT_ALLOWED"), "{out}");
+
+    // CONNECT to the forbidden port: refused before any connection.
+    let out = raw(
+        port,
+        &format!("CONNECT 127.0.0.1:{forbidden} HTTP/1.1\r\nHost: 127.0.0.1:{allowed}\r\n\r\n"),
+    )
+    .await;
+    assert!(out.starts_with("HTTP/1.1 403"), "{out}");
+    assert_eq!(forbidden_hits.load(Ordering::SeqCst), 0);
+
+    // CONNECT to the allowed one: a tunnel that carries bytes both ways.
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    stream
+        .write_all(format!("CONNECT 127.0.0.1:{allowed} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        stream.read_exact(&mut byte).await.unwrap();
+        head.push(byte[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 200 OK\r\n"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nHost: tunneled\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(2), stream.read_to_end(&mut out)).await;
+    assert!(String::from_utf8_lossy(&out).ends_with("allowed host=tunneled"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_it_cannot_decide_on_are_refused() {
+    let (allowed, hits) = server("allowed").await;
+    let (port, _session) = proxy(&format!("127.0.0.1:{allowed}")).await;
+    for (request, status) in [
+        // Origin form: only the Host header would name the target.
+        (
+            format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{allowed}\r\nConnection: close\r\n\r\n"),
+            "400",
+        ),
+        // https in absolute form (the proxy would have to speak TLS for the client).
+        (
+            format!(
+                "GET https://127.0.0.1:{allowed}/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            ),
+            "400",
+        ),
+        (
+            format!(
+                "GET ftp://127.0.0.1:{allowed}/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            ),
+            "400",
+        ),
+        // CONNECT without a port.
+        (
+            "CONNECT 127.0.0.1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_owned(),
+            "400",
+        ),
+        // Userinfo tricks and other hosts.
+        (
+            format!(
+                "GET http://127.0.0.1:{allowed}@169.254.169.254/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            ),
+            "403",
+        ),
+        (
+            "CONNECT 169.254.169.254:80 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                .to_owned(),
+            "403",
+        ),
+        (
+            format!("CONNECT localhost:{allowed} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+            "403",
+        ),
+    ] {
+        let out = raw(port, &request).await;
+        assert!(
+            out.starts_with(&format!("HTTP/1.1 {status}")),
+            "{request:?} -> {out}"
+        );
+    }
+    // Garbage is not HTTP: the connection ends, nothing is reached.
+    let out = raw(port, "\u{0}\u{1}NOT HTTP AT ALL\r\n\r\n").await;
+    assert!(!out.contains("200"), "{out}");
+    assert_eq!(hits.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_ends_with_its_session() {
+    let (allowed, _) = server("allowed").await;
+    let (port, session) = proxy(&format!("127.0.0.1:{allowed}")).await;
+    let out = raw(
+        port,
+        &format!("GET http://127.0.0.1:{allowed}/ HTTP/1.1\r\nConnection: close\r\n\r\n"),
+    )
+    .await;
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    drop(session);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The listener was closed with the accept task.
+    assert!(TcpStream::connect(("127.0.0.1", port)).await.is_err());
+}
