@@ -56,6 +56,8 @@ use std::path::{Path, PathBuf};
 use capability_types::{CapabilityError, FsAccess, PathPolicy};
 
 #[cfg(target_os = "linux")]
+mod bpf;
+#[cfg(target_os = "linux")]
 mod linux;
 
 /// Directories a program needs to be loaded and run: readable and executable in every sandbox.

@@ -13,10 +13,7 @@ use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
     RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
-use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, TargetArch,
-};
+use crate::bpf::{self, Decision};
 
 use crate::{
     EGRESS_PROXY_PORT, ResourceLimits, SYSTEM_DEVICES, SYSTEM_READ_DIRS, SandboxPolicy, Support,
@@ -55,8 +52,7 @@ pub(crate) fn probe() -> Support {
 /// The parts of a sandbox built in the parent.
 pub(crate) struct Prepared {
     ruleset: RulesetCreated,
-    deny: BpfProgram,
-    enosys: BpfProgram,
+    filter: Vec<libc::sock_filter>,
     limits: ResourceLimits,
     egress: Option<Egress>,
 }
@@ -119,13 +115,7 @@ pub(crate) fn prepare(
         return Err(failed("Landlock", "no ABI version"));
     }
 
-    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| failed("seccomp", e))?;
-    let deny = deny_filter(arch, policy)?;
-    let enosys = program(
-        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
-        SeccompAction::Errno(libc::ENOSYS as u32),
-        arch,
-    )?;
+    let filter = bpf::compile(&decisions(policy)).map_err(|e| failed("seccomp filter", e))?;
     let (egress, host_end) = if policy.egress {
         let (host_end, child_end) =
             std::os::unix::net::UnixStream::pair().map_err(|e| failed("egress channel", e))?;
@@ -144,8 +134,7 @@ pub(crate) fn prepare(
     Ok((
         Prepared {
             ruleset,
-            deny,
-            enosys,
+            filter,
             limits: policy.limits,
             egress,
         },
@@ -153,8 +142,10 @@ pub(crate) fn prepare(
     ))
 }
 
-/// The system calls a confined child never needs, refused with `EPERM`.
-fn deny_filter(arch: TargetArch, policy: &SandboxPolicy) -> Result<BpfProgram, CapabilityError> {
+/// What the seccomp filter decides, per system call: the calls a confined process never needs
+/// fail with `EPERM`; `socket` and `clone` depend on their arguments; `clone3` fails with
+/// `ENOSYS` so that the C library falls back to `clone`, whose flags the filter can see.
+fn decisions(policy: &SandboxPolicy) -> BTreeMap<u32, Decision> {
     let always = [
         libc::SYS_io_uring_setup,
         libc::SYS_io_uring_enter,
@@ -185,41 +176,28 @@ fn deny_filter(arch: TargetArch, policy: &SandboxPolicy) -> Result<BpfProgram, C
         libc::SYS_userfaultfd,
         libc::SYS_personality,
     ];
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-        always.into_iter().map(|nr| (nr, Vec::new())).collect();
-    let condition = |index, op, value: u64| {
-        SeccompCondition::new(index, SeccompCmpArgLen::Dword, op, value)
-            .and_then(|c| SeccompRule::new(vec![c]))
-            .map_err(|e| failed("seccomp rule", e))
-    };
+    let eperm = Decision::Errno(libc::EPERM as u32);
+    let nr = |n: libc::c_long| n as u32;
+    let mut d: BTreeMap<u32, Decision> = always.into_iter().map(|n| (nr(n), eperm.clone())).collect();
     // Sockets: Unix domain only. This, with Landlock's TCP rules, is what keeps the child off
-    // the network (see docs/decisions.md: a network namespace per spawn cost 0.7 ms).
-    // An isolated worker may create none at all (an empty rule list matches every call).
-    let socket = if policy.sockets {
-        vec![condition(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?]
+    // the network (see docs/decisions.md: a network namespace per spawn cost 0.7 ms). With
+    // egress, Internet sockets too (the namespace has nothing but the proxy); an isolated worker
+    // may create none at all. socketpair stays allowed: an anonymous connected pair reaches
+    // nothing (an async runtime uses one to deliver signals).
+    let socket = if !policy.sockets {
+        eperm.clone()
+    } else if policy.egress {
+        Decision::SocketFamilies(vec![
+            libc::AF_UNIX as u32,
+            libc::AF_INET as u32,
+            libc::AF_INET6 as u32,
+        ])
     } else {
-        Vec::new()
+        Decision::SocketFamilies(vec![libc::AF_UNIX as u32])
     };
-    let socket = if policy.egress {
-        // Internet sockets for the proxy; still no netlink, packet or other families.
-        let not = |family: i32| {
-            SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, family as u64)
-        };
-        let families = [libc::AF_UNIX, libc::AF_INET, libc::AF_INET6]
-            .into_iter()
-            .map(not)
-            .collect::<Result<Vec<_>, _>>()
-            .and_then(SeccompRule::new)
-            .map_err(|e| failed("seccomp rule", e))?;
-        vec![families]
-    } else {
-        socket
-    };
-    rules.insert(libc::SYS_socket, socket);
-    // socketpair stays allowed: an anonymous connected pair reaches nothing (an async runtime
-    // uses one to deliver signals).
+    d.insert(nr(libc::SYS_socket), socket);
     if !policy.new_processes {
-        for nr in [
+        for n in [
             libc::SYS_execve,
             libc::SYS_execveat,
             #[cfg(target_arch = "x86_64")]
@@ -227,42 +205,27 @@ fn deny_filter(arch: TargetArch, policy: &SandboxPolicy) -> Result<BpfProgram, C
             #[cfg(target_arch = "x86_64")]
             libc::SYS_vfork,
         ] {
-            rules.insert(nr, Vec::new());
+            d.insert(nr(n), eperm.clone());
         }
     }
-    // clone with any namespace flag.
-    let namespaces = [
-        libc::CLONE_NEWUSER,
-        libc::CLONE_NEWNS,
-        libc::CLONE_NEWNET,
-        libc::CLONE_NEWPID,
-        libc::CLONE_NEWIPC,
-        libc::CLONE_NEWUTS,
-        libc::CLONE_NEWCGROUP,
-    ];
-    let mut clone = Vec::new();
-    for flag in namespaces {
-        let flag = flag as u64;
-        clone.push(condition(0, SeccompCmpOp::MaskedEq(flag), flag)?);
-    }
-    if !policy.new_processes {
-        // A clone without CLONE_THREAD is a new process. Threads stay allowed (an async
-        // runtime needs them); they share the confinement.
-        let thread = libc::CLONE_THREAD as u64;
-        clone.push(condition(0, SeccompCmpOp::MaskedEq(thread), 0)?);
-    }
-    rules.insert(libc::SYS_clone, clone);
-    program(rules, SeccompAction::Errno(libc::EPERM as u32), arch)
-}
-
-fn program(
-    rules: BTreeMap<i64, Vec<SeccompRule>>,
-    action: SeccompAction,
-    arch: TargetArch,
-) -> Result<BpfProgram, CapabilityError> {
-    SeccompFilter::new(rules, SeccompAction::Allow, action, arch)
-        .and_then(BpfProgram::try_from)
-        .map_err(|e| failed("seccomp filter", e))
+    // clone with any namespace flag; without new processes, any clone that is not a thread
+    // (threads stay allowed: an async runtime needs them, and they share the confinement).
+    let namespaces = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWNET
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS
+        | libc::CLONE_NEWCGROUP;
+    d.insert(
+        nr(libc::SYS_clone),
+        Decision::CloneFlags {
+            refused: namespaces as u32,
+            threads_only: !policy.new_processes,
+        },
+    );
+    d.insert(nr(libc::SYS_clone3), Decision::Errno(libc::ENOSYS as u32));
+    d
 }
 
 /// `errno` as an `io::Error` without allocating.
@@ -303,8 +266,7 @@ enum Descriptors {
 /// documents. Runs between fork and exec, or at the top of a worker's `main`.
 fn confine(
     ruleset: RulesetCreated,
-    deny: &BpfProgram,
-    enosys: &BpfProgram,
+    filter: &[libc::sock_filter],
     limits: &ResourceLimits,
     egress: Option<&Egress>,
     descriptors: Descriptors,
@@ -341,8 +303,24 @@ fn confine(
     if status.ruleset == RulesetStatus::NotEnforced || !status.no_new_privs {
         return Err(io::Error::from_raw_os_error(libc::ENOSYS));
     }
-    seccompiler::apply_filter(deny).map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;
-    seccompiler::apply_filter(enosys).map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;
+    let program = libc::sock_fprog {
+        len: u16::try_from(filter.len()).map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?,
+        filter: filter.as_ptr().cast_mut(),
+    };
+    // SAFETY: prctl takes integers; seccomp reads the program, which lives across the call (the
+    // kernel copies it).
+    unsafe {
+        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
+        if libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0u32,
+            &raw const program,
+        ) != 0
+        {
+            return Err(last_error());
+        }
+    }
     Ok(())
 }
 
@@ -371,8 +349,7 @@ impl Prepared {
         }
         confine(
             self.ruleset,
-            &self.deny,
-            &self.enosys,
+            &self.filter,
             &self.limits,
             self.egress.as_ref(),
             Descriptors::Keep,
@@ -383,8 +360,7 @@ impl Prepared {
     pub(crate) fn apply_to(self, command: &mut std::process::Command) {
         let Prepared {
             ruleset,
-            deny,
-            enosys,
+            filter,
             limits,
             egress,
         } = self;
@@ -398,8 +374,7 @@ impl Prepared {
                 .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
             confine(
                 ruleset,
-                &deny,
-                &enosys,
+                &filter,
                 &limits,
                 egress.as_ref(),
                 Descriptors::CloseOnExec,

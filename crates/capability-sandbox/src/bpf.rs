@@ -1,0 +1,329 @@
+//! The seccomp program, built here rather than by a general filter compiler: a binary search over
+//! the sorted syscall numbers that need a decision, so that the program stays short. The kernel
+//! emulates a new filter once per syscall number when it is attached (to cache the constant
+//! answers), so attaching costs time linear in the path length: a 35-syscall linear chain cost
+//! 135 µs per spawn, this tree about a fifth of that (docs/benchmarks.md).
+
+use std::collections::BTreeMap;
+
+use libc::sock_filter;
+
+/// `AUDIT_ARCH_*` of the architectures the filter is built for.
+#[cfg(target_arch = "x86_64")]
+pub(crate) const AUDIT_ARCH: u32 = 0xC000_003E;
+#[cfg(target_arch = "aarch64")]
+pub(crate) const AUDIT_ARCH: u32 = 0xC000_00B7;
+
+/// On x86_64, syscall numbers with this bit are the x32 ABI: refused wholesale.
+#[cfg(target_arch = "x86_64")]
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+/// What the filter does with one syscall.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// Fails with this errno.
+    Errno(u32),
+    /// `socket`: allowed for these address families (argument 0), `EPERM` otherwise.
+    SocketFamilies(Vec<u32>),
+    /// `clone`: `EPERM` when any bit of `refused` is set in the flags (argument 0), and, with
+    /// `threads_only`, unless `CLONE_THREAD` is set.
+    CloneFlags { refused: u32, threads_only: bool },
+}
+
+/// Offsets into `struct seccomp_data`.
+const NR: u32 = 0;
+const ARCH: u32 = 4;
+/// The low 32 bits of argument 0 (little-endian).
+const ARG0_LO: u32 = 16;
+
+const RET_ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
+const RET_KILL: u32 = libc::SECCOMP_RET_KILL_PROCESS;
+
+fn errno(e: u32) -> u32 {
+    libc::SECCOMP_RET_ERRNO | (e & libc::SECCOMP_RET_DATA)
+}
+
+/// A label in the program under construction.
+type Label = usize;
+
+#[derive(Clone, Copy)]
+enum Insn {
+    /// Load a 32-bit word of `seccomp_data`.
+    Load(u32),
+    /// Return a constant.
+    Ret(u32),
+    /// `if A == k goto t else goto f`.
+    Eq(u32, Label, Label),
+    /// `if A >= k goto t else goto f`.
+    Ge(u32, Label, Label),
+    /// `if A & k goto t else goto f`.
+    Set(u32, Label, Label),
+    /// Marks where a label points; emits nothing.
+    Mark(Label),
+}
+
+struct Builder {
+    code: Vec<Insn>,
+    labels: usize,
+}
+
+impl Builder {
+    fn label(&mut self) -> Label {
+        self.labels += 1;
+        self.labels - 1
+    }
+    fn push(&mut self, insn: Insn) {
+        self.code.push(insn);
+    }
+
+    /// Resolves labels into forward offsets. Every jump in this program goes forward by
+    /// construction; a jump that does not fit in 8 bits is a bug, reported as an error.
+    fn assemble(self) -> Result<Vec<sock_filter>, String> {
+        let mut at = vec![usize::MAX; self.labels];
+        let mut pc = 0;
+        for insn in &self.code {
+            match insn {
+                Insn::Mark(l) => at[*l] = pc,
+                _ => pc += 1,
+            }
+        }
+        let mut out = Vec::with_capacity(pc);
+        for insn in &self.code {
+            let here = out.len();
+            let offset = |l: Label| -> Result<u8, String> {
+                let target = at[l];
+                target
+                    .checked_sub(here + 1)
+                    .and_then(|d| u8::try_from(d).ok())
+                    .ok_or_else(|| format!("seccomp jump from {here} to {target} does not fit"))
+            };
+            let jump = |op: u32, k: u32, t: Label, f: Label| -> Result<sock_filter, String> {
+                Ok(sock_filter {
+                    code: (libc::BPF_JMP | op | libc::BPF_K) as u16,
+                    jt: offset(t)?,
+                    jf: offset(f)?,
+                    k,
+                })
+            };
+            let filter = match *insn {
+                Insn::Mark(_) => continue,
+                Insn::Load(offset) => sock_filter {
+                    code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
+                    jt: 0,
+                    jf: 0,
+                    k: offset,
+                },
+                Insn::Ret(k) => sock_filter {
+                    code: (libc::BPF_RET | libc::BPF_K) as u16,
+                    jt: 0,
+                    jf: 0,
+                    k,
+                },
+                Insn::Eq(k, t, f) => jump(libc::BPF_JEQ, k, t, f)?,
+                Insn::Ge(k, t, f) => jump(libc::BPF_JGE, k, t, f)?,
+                Insn::Set(k, t, f) => jump(libc::BPF_JSET, k, t, f)?,
+            };
+            out.push(filter);
+        }
+        Ok(out)
+    }
+}
+
+/// The program: wrong architecture → kill; x32 → `EPERM`; each syscall of `decisions` → its
+/// decision; everything else → allow.
+pub(crate) fn compile(decisions: &BTreeMap<u32, Decision>) -> Result<Vec<sock_filter>, String> {
+    let mut b = Builder {
+        code: Vec::new(),
+        labels: 0,
+    };
+    let allow = b.label();
+    let kill = b.label();
+    let eperm = b.label();
+    let arch_ok = b.label();
+    b.push(Insn::Load(ARCH));
+    b.push(Insn::Eq(AUDIT_ARCH, arch_ok, kill));
+    b.push(Insn::Mark(arch_ok));
+    b.push(Insn::Load(NR));
+    #[cfg(target_arch = "x86_64")]
+    {
+        let native = b.label();
+        b.push(Insn::Ge(X32_SYSCALL_BIT, eperm, native));
+        b.push(Insn::Mark(native));
+    }
+    let entries: Vec<(u32, Label)> = decisions.keys().map(|nr| (*nr, b.label())).collect();
+    search(&mut b, &entries, allow);
+    // The blocks each decision jumps to.
+    for ((_, label), decision) in entries.iter().zip(decisions.values()) {
+        b.push(Insn::Mark(*label));
+        match decision {
+            Decision::Errno(e) => b.push(Insn::Ret(errno(*e))),
+            Decision::SocketFamilies(families) => {
+                b.push(Insn::Load(ARG0_LO));
+                for family in families {
+                    let next = b.label();
+                    b.push(Insn::Eq(*family, allow, next));
+                    b.push(Insn::Mark(next));
+                }
+                b.push(Insn::Ret(errno(libc::EPERM as u32)));
+            }
+            Decision::CloneFlags {
+                refused,
+                threads_only,
+            } => {
+                b.push(Insn::Load(ARG0_LO));
+                let clean = b.label();
+                b.push(Insn::Set(*refused, eperm, clean));
+                b.push(Insn::Mark(clean));
+                if *threads_only {
+                    b.push(Insn::Set(libc::CLONE_THREAD as u32, allow, eperm));
+                } else {
+                    b.push(Insn::Ret(RET_ALLOW));
+                }
+            }
+        }
+    }
+    b.push(Insn::Mark(eperm));
+    b.push(Insn::Ret(errno(libc::EPERM as u32)));
+    b.push(Insn::Mark(kill));
+    b.push(Insn::Ret(RET_KILL));
+    b.push(Insn::Mark(allow));
+    b.push(Insn::Ret(RET_ALLOW));
+    b.assemble()
+}
+
+/// Emits a binary search for the accumulator (the syscall number) among `entries` (sorted),
+/// jumping to an entry's label on a match and to `miss` otherwise.
+fn search(b: &mut Builder, entries: &[(u32, Label)], miss: Label) {
+    if entries.len() <= 3 {
+        for (nr, label) in entries {
+            let next = b.label();
+            b.push(Insn::Eq(*nr, *label, next));
+            b.push(Insn::Mark(next));
+        }
+        // `A >= 0` is always true: an unconditional forward jump with the same encoding.
+        b.push(Insn::Ge(0, miss, miss));
+        return;
+    }
+    let (low, high) = entries.split_at(entries.len() / 2);
+    let upper = b.label();
+    let lower = b.label();
+    b.push(Insn::Ge(high[0].0, upper, lower));
+    b.push(Insn::Mark(lower));
+    search(b, low, miss);
+    b.push(Insn::Mark(upper));
+    search(b, high, miss);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A classic-BPF interpreter for the instructions `compile` emits.
+    fn run(program: &[sock_filter], nr: u32, arch: u32, arg0: u64) -> u32 {
+        let word = |offset: u32| match offset {
+            NR => nr,
+            ARCH => arch,
+            ARG0_LO => arg0 as u32,
+            other => panic!("unexpected load at {other}"),
+        };
+        let mut acc = 0u32;
+        let mut pc = 0usize;
+        loop {
+            let insn = program[pc];
+            let code = u32::from(insn.code);
+            if code == libc::BPF_LD | libc::BPF_W | libc::BPF_ABS {
+                acc = word(insn.k);
+                pc += 1;
+            } else if code == libc::BPF_RET | libc::BPF_K {
+                return insn.k;
+            } else {
+                let taken = match code & 0xf0 {
+                    c if c == libc::BPF_JEQ => acc == insn.k,
+                    c if c == libc::BPF_JGE => acc >= insn.k,
+                    c if c == libc::BPF_JSET => acc & insn.k != 0,
+                    other => panic!("unexpected jump {other:#x}"),
+                };
+                pc += 1 + usize::from(if taken { insn.jt } else { insn.jf });
+            }
+        }
+    }
+
+    fn sample() -> BTreeMap<u32, Decision> {
+        let mut d = BTreeMap::new();
+        for nr in [1u32, 5, 9, 17, 40, 41, 100, 101, 250, 333, 334, 400] {
+            d.insert(nr, Decision::Errno(libc::EPERM as u32));
+        }
+        d.insert(435, Decision::Errno(libc::ENOSYS as u32));
+        d.insert(
+            41 + 1000,
+            Decision::SocketFamilies(vec![libc::AF_UNIX as u32, libc::AF_INET as u32]),
+        );
+        d.insert(
+            56 + 1000,
+            Decision::CloneFlags {
+                refused: libc::CLONE_NEWNET as u32,
+                threads_only: true,
+            },
+        );
+        d
+    }
+
+    #[test]
+    fn every_syscall_number_gets_its_decision() {
+        let decisions = sample();
+        let program = compile(&decisions).unwrap();
+        let eperm = errno(libc::EPERM as u32);
+        for nr in 0..1200u32 {
+            let got = run(&program, nr, AUDIT_ARCH, 0);
+            let want = match decisions.get(&nr) {
+                None => RET_ALLOW,
+                Some(Decision::Errno(e)) => errno(*e),
+                Some(Decision::SocketFamilies(_)) => eperm, // family 0 is not allowed
+                Some(Decision::CloneFlags { .. }) => eperm, // no CLONE_THREAD
+            };
+            assert_eq!(got, want, "syscall {nr}");
+        }
+    }
+
+    #[test]
+    fn arguments_decide_socket_and_clone() {
+        let program = compile(&sample()).unwrap();
+        let eperm = errno(libc::EPERM as u32);
+        let socket = 1041;
+        assert_eq!(run(&program, socket, AUDIT_ARCH, libc::AF_UNIX as u64), RET_ALLOW);
+        assert_eq!(run(&program, socket, AUDIT_ARCH, libc::AF_INET as u64), RET_ALLOW);
+        assert_eq!(run(&program, socket, AUDIT_ARCH, libc::AF_NETLINK as u64), eperm);
+        // Only the low 32 bits of the family are looked at, as the kernel does.
+        assert_eq!(
+            run(&program, socket, AUDIT_ARCH, (1 << 32) | libc::AF_PACKET as u64),
+            eperm
+        );
+        let clone = 1056;
+        let thread = (libc::CLONE_VM | libc::CLONE_THREAD | libc::CLONE_SIGHAND) as u64;
+        assert_eq!(run(&program, clone, AUDIT_ARCH, thread), RET_ALLOW);
+        assert_eq!(run(&program, clone, AUDIT_ARCH, libc::SIGCHLD as u64), eperm);
+        assert_eq!(
+            run(&program, clone, AUDIT_ARCH, thread | libc::CLONE_NEWNET as u64),
+            eperm
+        );
+    }
+
+    #[test]
+    fn other_architectures_are_killed_and_x32_refused() {
+        let program = compile(&sample()).unwrap();
+        assert_eq!(run(&program, 3, 0x4000_0003, 0), RET_KILL);
+        #[cfg(target_arch = "x86_64")]
+        assert_eq!(
+            run(&program, X32_SYSCALL_BIT | 3, AUDIT_ARCH, 0),
+            errno(libc::EPERM as u32)
+        );
+    }
+
+    #[test]
+    fn the_tree_stays_short() {
+        let program = compile(&sample()).unwrap();
+        assert!(program.len() < 70, "{} instructions", program.len());
+        let empty = compile(&BTreeMap::new()).unwrap();
+        assert_eq!(run(&empty, 7, AUDIT_ARCH, 0), RET_ALLOW);
+    }
+}
