@@ -54,6 +54,10 @@ fn spawn(c: &mut Criterion) {
     group.bench_function("std_command_true", |b| {
         b.iter(|| std::process::Command::new("/bin/true").status().unwrap())
     });
+    // Like for like: a scoped spawn captures stdout and stderr, as `output()` does.
+    group.bench_function("std_command_true_output", |b| {
+        b.iter(|| std::process::Command::new("/bin/true").output().unwrap())
+    });
     group.bench_function("scoped_spawn_true", |b| {
         b.iter(|| {
             rt.block_on(scoped.spawn("true", &[], SpawnOptions::default()))

@@ -192,9 +192,70 @@ pub(crate) struct Inner {
     /// Spec (bare name or absolute path) → canonical file, or `None` when it resolves to no
     /// executable file. Resolved once per spec.
     resolved: Mutex<HashMap<String, Option<PathBuf>>>,
+    /// Prepared sandboxes by what they are built from (see [`SandboxKey`]): preparing costs
+    /// about a tenth of a spawn, so it happens once per distinct policy.
+    sandboxes: Mutex<HashMap<SandboxKey, Arc<capability_sandbox::PreparedSandbox>>>,
+    /// One scratch parent per tool: the per-call `HOME` directories live inside it, so that a
+    /// prepared sandbox (which grants writes beneath the parent) serves every call of the tool.
+    homes: Mutex<HashMap<String, Arc<tempfile::TempDir>>>,
 }
 
+/// What a prepared sandbox is built from. Paths are keyed with the identity of the file they
+/// name when the key is made, so a root that is replaced gets a new sandbox (Landlock rules
+/// hold the directory, not its name).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct SandboxKey {
+    pub(crate) tool: String,
+    pub(crate) read: Vec<(PathBuf, Option<(u64, u64)>)>,
+    pub(crate) write: Vec<(PathBuf, Option<(u64, u64)>)>,
+    pub(crate) program: (PathBuf, Option<(u64, u64)>),
+    pub(crate) limits: capability_sandbox::ResourceLimits,
+    pub(crate) egress: bool,
+}
+
+/// At most this many prepared sandboxes are kept; beyond it the cache starts over.
+const SANDBOX_CACHE: usize = 256;
+
 impl Inner {
+    /// The prepared sandbox for `key`, built by `prepare` on first use.
+    pub(crate) fn sandbox(
+        &self,
+        key: SandboxKey,
+        prepare: impl FnOnce() -> Result<capability_sandbox::PreparedSandbox, CapabilityError>,
+    ) -> Result<Arc<capability_sandbox::PreparedSandbox>, CapabilityError> {
+        if let Some(hit) = self
+            .sandboxes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+        {
+            return Ok(Arc::clone(hit));
+        }
+        let prepared = Arc::new(prepare()?);
+        let mut cache = self
+            .sandboxes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if cache.len() >= SANDBOX_CACHE {
+            cache.clear();
+        }
+        cache.insert(key, Arc::clone(&prepared));
+        Ok(prepared)
+    }
+
+    /// The scratch parent of `tool`'s `HOME` directories, made on first use (mode 0700).
+    pub(crate) fn home_parent(&self, tool: &str) -> std::io::Result<Arc<tempfile::TempDir>> {
+        let mut homes = self.homes.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(parent) = homes.get(tool)
+            && parent.path().is_dir()
+        {
+            return Ok(Arc::clone(parent));
+        }
+        let parent = Arc::new(sys::scratch_home(&self.config.scratch_root)?);
+        homes.insert(tool.to_owned(), Arc::clone(&parent));
+        Ok(parent)
+    }
+
     /// The canonical file `spec` resolves to, resolving it once.
     pub(crate) fn resolve(&self, spec: &str) -> Option<PathBuf> {
         if let Some(hit) = self
@@ -221,6 +282,8 @@ impl ProcessBackend {
             inner: Arc::new(Inner {
                 config,
                 resolved: Mutex::new(HashMap::new()),
+                sandboxes: Mutex::new(HashMap::new()),
+                homes: Mutex::new(HashMap::new()),
             }),
         }
     }

@@ -16,7 +16,7 @@ use capability_types::{
 use rustix::process::Signal;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
-use crate::{Inner, sys};
+use crate::{Inner, SandboxKey, sys};
 
 /// Runs the child processes of one tool, within its grant.
 pub struct ScopedSpawner {
@@ -149,7 +149,13 @@ impl ScopedProcess for ScopedSpawner {
     ) -> Result<ProcessOutput, CapabilityError> {
         let plan = self.plan(binary, args, &options)?;
         let config = &self.inner.config;
-        let home = sys::scratch_home(&config.scratch_root)
+        // Each call's HOME is fresh and private to the call, inside the tool's scratch parent
+        // (which is what a prepared sandbox grants writes beneath).
+        let home_parent = self
+            .inner
+            .home_parent(&self.grant.tool)
+            .map_err(|e| CapabilityError::failed(format!("cannot create a scratch home: {e}")))?;
+        let home = sys::scratch_home(home_parent.path())
             .map_err(|e| CapabilityError::failed(format!("cannot create a scratch home: {e}")))?;
         let timeout = options
             .timeout
@@ -188,7 +194,7 @@ impl ScopedProcess for ScopedSpawner {
             let call_cpu = timeout.as_secs_f64().ceil() as u64;
             limits.cpu_seconds = Some(limits.cpu_seconds.map_or(call_cpu, |c| c.min(call_cpu)));
             let mut policy = SandboxPolicy::from_paths(&*self.grant.paths)
-                .write(home.path())
+                .write(home_parent.path())
                 .exec(&plan.program)
                 .limits(limits);
             if egress.is_some() {
@@ -198,9 +204,18 @@ impl ScopedProcess for ScopedSpawner {
                 }
                 command.env_remove("NO_PROXY").env_remove("no_proxy");
             }
-            let mut prepared = policy.prepare_with(&config.sandbox_support)?;
-            receiver = prepared.take_egress();
-            prepared.apply_to(command.as_std_mut());
+            let key = SandboxKey {
+                tool: self.grant.tool.clone(),
+                read: identified(policy.read_paths()),
+                write: identified(policy.write_paths()),
+                program: identify(&plan.program),
+                limits,
+                egress: policy.has_egress_proxy(),
+            };
+            let prepared = self
+                .inner
+                .sandbox(key, || policy.prepare_with(&config.sandbox_support))?;
+            receiver = prepared.apply_to(command.as_std_mut())?;
         }
         let mut child = command.spawn().map_err(|e| {
             if sandboxed {
@@ -275,6 +290,15 @@ impl ScopedProcess for ScopedSpawner {
                 .with_timed_out(timed_out),
         )
     }
+}
+
+/// Paths with the identity of what they name now.
+fn identified(paths: &[std::path::PathBuf]) -> Vec<(std::path::PathBuf, Option<(u64, u64)>)> {
+    paths.iter().map(|p| identify(p)).collect()
+}
+
+fn identify(path: &std::path::Path) -> (std::path::PathBuf, Option<(u64, u64)>) {
+    (path.to_path_buf(), sys::identity(path))
 }
 
 /// The variables that point a child at its egress proxy.

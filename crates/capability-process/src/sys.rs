@@ -68,3 +68,13 @@ pub(crate) fn signal_group(pgid: u32, signal: rustix::process::Signal) {
         let _ = rustix::process::kill_process_group(pid, signal);
     }
 }
+
+/// The (device, inode) of what `path` names now, without following a final symlink.
+pub(crate) fn identity(path: &Path) -> Option<(u64, u64)> {
+    std::fs::symlink_metadata(path).ok().map(|m| {
+        (
+            std::os::unix::fs::MetadataExt::dev(&m),
+            std::os::unix::fs::MetadataExt::ino(&m),
+        )
+    })
+}

@@ -290,20 +290,42 @@ mod tests {
         let program = compile(&sample()).unwrap();
         let eperm = errno(libc::EPERM as u32);
         let socket = 1041;
-        assert_eq!(run(&program, socket, AUDIT_ARCH, libc::AF_UNIX as u64), RET_ALLOW);
-        assert_eq!(run(&program, socket, AUDIT_ARCH, libc::AF_INET as u64), RET_ALLOW);
-        assert_eq!(run(&program, socket, AUDIT_ARCH, libc::AF_NETLINK as u64), eperm);
+        assert_eq!(
+            run(&program, socket, AUDIT_ARCH, libc::AF_UNIX as u64),
+            RET_ALLOW
+        );
+        assert_eq!(
+            run(&program, socket, AUDIT_ARCH, libc::AF_INET as u64),
+            RET_ALLOW
+        );
+        assert_eq!(
+            run(&program, socket, AUDIT_ARCH, libc::AF_NETLINK as u64),
+            eperm
+        );
         // Only the low 32 bits of the family are looked at, as the kernel does.
         assert_eq!(
-            run(&program, socket, AUDIT_ARCH, (1 << 32) | libc::AF_PACKET as u64),
+            run(
+                &program,
+                socket,
+                AUDIT_ARCH,
+                (1 << 32) | libc::AF_PACKET as u64
+            ),
             eperm
         );
         let clone = 1056;
         let thread = (libc::CLONE_VM | libc::CLONE_THREAD | libc::CLONE_SIGHAND) as u64;
         assert_eq!(run(&program, clone, AUDIT_ARCH, thread), RET_ALLOW);
-        assert_eq!(run(&program, clone, AUDIT_ARCH, libc::SIGCHLD as u64), eperm);
         assert_eq!(
-            run(&program, clone, AUDIT_ARCH, thread | libc::CLONE_NEWNET as u64),
+            run(&program, clone, AUDIT_ARCH, libc::SIGCHLD as u64),
+            eperm
+        );
+        assert_eq!(
+            run(
+                &program,
+                clone,
+                AUDIT_ARCH,
+                thread | libc::CLONE_NEWNET as u64
+            ),
             eperm
         );
     }

@@ -36,7 +36,7 @@
 //!     .prepare()?;
 //! let mut command = std::process::Command::new("/usr/bin/cat");
 //! command.arg("/srv/data/report.txt");
-//! prepared.apply_to(&mut command);
+//! prepared.apply_to(&mut command)?;
 //! let output = command.output(); // `/etc/hostname` would be readable, `~/.ssh` would not
 //! # let _ = output;
 //! # Ok(())
@@ -69,7 +69,7 @@ pub const SYSTEM_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/urandom", 
 
 /// Resource limits applied to a sandboxed child (`setrlimit`, soft and hard alike). `None`
 /// leaves the inherited limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ResourceLimits {
     /// `RLIMIT_AS`, in bytes.
     pub address_space: Option<u64>,
@@ -273,10 +273,7 @@ impl SandboxPolicy {
         }
         #[cfg(target_os = "linux")]
         {
-            linux::prepare(self, support).map(|(inner, channel)| PreparedSandbox {
-                inner,
-                egress: channel.map(|channel| EgressReceiver { channel }),
-            })
+            linux::prepare(self, support).map(|inner| PreparedSandbox { inner })
         }
         #[cfg(not(target_os = "linux"))]
         {
@@ -289,7 +286,7 @@ impl SandboxPolicy {
     /// Gives the child the network of an egress proxy instead of none: it runs in a network
     /// namespace of its own (a user namespace too, unless it runs as root) whose loopback has
     /// one listening socket, on [`EGRESS_PROXY_PORT`]; that socket is handed to the host
-    /// ([`PreparedSandbox::take_egress`]), which serves the proxy on it. Landlock lets the child
+    /// (the [`EgressReceiver`] of [`PreparedSandbox::apply_to`]), which serves the proxy on it. Landlock lets the child
     /// connect to that port only, and seccomp lets it create Internet sockets (still no netlink
     /// or packet sockets). Set `HTTP_PROXY` and friends to [`EGRESS_PROXY_URL`] for it.
     pub fn egress_proxy(mut self) -> Self {
@@ -328,7 +325,6 @@ impl SandboxPolicy {
 pub struct PreparedSandbox {
     #[cfg(target_os = "linux")]
     inner: linux::Prepared,
-    egress: Option<EgressReceiver>,
 }
 
 /// The port of the egress proxy on a confined child's own loopback.
@@ -363,12 +359,6 @@ impl EgressReceiver {
 }
 
 impl PreparedSandbox {
-    /// The host's end of the child's egress, when the policy has
-    /// [`egress_proxy`](SandboxPolicy::egress_proxy). Take it before [`apply_to`](Self::apply_to).
-    pub fn take_egress(&mut self) -> Option<EgressReceiver> {
-        self.egress.take()
-    }
-
     /// Confines the calling process itself, now and for good: the capsule worker calls this at
     /// the top of `main`, before any tool code runs. Descriptors are left as they are: close
     /// the inherited ones you do not need *before* [`SandboxPolicy::prepare`] (which opens the
@@ -393,10 +383,26 @@ impl PreparedSandbox {
     /// Installs the confinement into `command`, to run in the child between `fork` and `exec`
     /// of every spawn of it. When any step fails there, `spawn` fails with that step's error
     /// and nothing runs.
-    pub fn apply_to(self, command: &mut std::process::Command) {
+    ///
+    /// A prepared sandbox is reusable: prepare once per distinct policy and apply it to every
+    /// command (each application duplicates the Landlock ruleset's descriptor). With
+    /// [`egress_proxy`](SandboxPolicy::egress_proxy) it returns the host's end of the child's
+    /// egress; call [`EgressReceiver::receive`] after the spawn.
+    pub fn apply_to(
+        &self,
+        command: &mut std::process::Command,
+    ) -> Result<Option<EgressReceiver>, CapabilityError> {
         #[cfg(target_os = "linux")]
-        self.inner.apply_to(command);
+        {
+            let channel = self.inner.apply_to(command)?;
+            Ok(channel.map(|channel| EgressReceiver { channel }))
+        }
         #[cfg(not(target_os = "linux"))]
-        let _ = command;
+        {
+            let _ = command;
+            Err(CapabilityError::not_available(
+                "kernel confinement is implemented for Linux only",
+            ))
+        }
     }
 }

@@ -8,12 +8,12 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 
+use crate::bpf::{self, Decision};
 use capability_types::CapabilityError;
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
     RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
-use crate::bpf::{self, Decision};
 
 use crate::{
     EGRESS_PROXY_PORT, ResourceLimits, SYSTEM_DEVICES, SYSTEM_READ_DIRS, SandboxPolicy, Support,
@@ -54,16 +54,22 @@ pub(crate) struct Prepared {
     ruleset: RulesetCreated,
     filter: Vec<libc::sock_filter>,
     limits: ResourceLimits,
-    egress: Option<Egress>,
+    egress: Option<Maps>,
 }
 
-/// What the child needs to set up its private network: its end of the channel the listener is
-/// sent over, and its user namespace's maps (written when it does not run as root).
-struct Egress {
-    channel: OwnedFd,
+/// The user namespace maps of a child with egress (written when it does not run as root).
+#[derive(Clone)]
+struct Maps {
     root: bool,
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
+}
+
+/// What the child needs to set up its private network: its end of the channel the listener is
+/// sent over, and its maps.
+struct Egress {
+    channel: OwnedFd,
+    maps: Maps,
 }
 
 impl fmt::Debug for Prepared {
@@ -81,7 +87,7 @@ fn failed(what: &str, e: impl fmt::Display) -> CapabilityError {
 pub(crate) fn prepare(
     policy: &SandboxPolicy,
     support: &Support,
-) -> Result<(Prepared, Option<OwnedFd>), CapabilityError> {
+) -> Result<Prepared, CapabilityError> {
     let abi = WANTED_ABI;
     let read = AccessFs::ReadFile | AccessFs::ReadDir;
     let exec = AccessFs::from_read(abi);
@@ -116,30 +122,21 @@ pub(crate) fn prepare(
     }
 
     let filter = bpf::compile(&decisions(policy)).map_err(|e| failed("seccomp filter", e))?;
-    let (egress, host_end) = if policy.egress {
-        let (host_end, child_end) =
-            std::os::unix::net::UnixStream::pair().map_err(|e| failed("egress channel", e))?;
+    let egress = policy.egress.then(|| {
         // SAFETY: geteuid and getegid cannot fail.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-        let egress = Egress {
-            channel: OwnedFd::from(child_end),
+        Maps {
             root: uid == 0,
             uid_map: format!("{uid} {uid} 1").into_bytes(),
             gid_map: format!("{gid} {gid} 1").into_bytes(),
-        };
-        (Some(egress), Some(OwnedFd::from(host_end)))
-    } else {
-        (None, None)
-    };
-    Ok((
-        Prepared {
-            ruleset,
-            filter,
-            limits: policy.limits,
-            egress,
-        },
-        host_end,
-    ))
+        }
+    });
+    Ok(Prepared {
+        ruleset,
+        filter,
+        limits: policy.limits,
+        egress,
+    })
 }
 
 /// What the seccomp filter decides, per system call: the calls a confined process never needs
@@ -178,7 +175,8 @@ fn decisions(policy: &SandboxPolicy) -> BTreeMap<u32, Decision> {
     ];
     let eperm = Decision::Errno(libc::EPERM as u32);
     let nr = |n: libc::c_long| n as u32;
-    let mut d: BTreeMap<u32, Decision> = always.into_iter().map(|n| (nr(n), eperm.clone())).collect();
+    let mut d: BTreeMap<u32, Decision> =
+        always.into_iter().map(|n| (nr(n), eperm.clone())).collect();
     // Sockets: Unix domain only. This, with Landlock's TCP rules, is what keeps the child off
     // the network (see docs/decisions.md: a network namespace per spawn cost 0.7 ms). With
     // egress, Internet sockets too (the namespace has nothing but the proxy); an isolated worker
@@ -347,23 +345,46 @@ impl Prepared {
                 format!("it has {threads} threads; confine before starting any"),
             ));
         }
+        if self.egress.is_some() {
+            return Err(failed(
+                "confining this process",
+                "the egress proxy is for children only",
+            ));
+        }
         confine(
             self.ruleset,
             &self.filter,
             &self.limits,
-            self.egress.as_ref(),
+            None,
             Descriptors::Keep,
         )
         .map_err(|e| failed("confining this process", e))
     }
 
-    pub(crate) fn apply_to(self, command: &mut std::process::Command) {
-        let Prepared {
-            ruleset,
-            filter,
-            limits,
-            egress,
-        } = self;
+    /// Installs the confinement into `command`; returns the host's end of the egress channel
+    /// when the policy has egress. Reusable: each call duplicates the ruleset descriptor.
+    pub(crate) fn apply_to(
+        &self,
+        command: &mut std::process::Command,
+    ) -> Result<Option<OwnedFd>, CapabilityError> {
+        let ruleset = self
+            .ruleset
+            .try_clone()
+            .map_err(|e| failed("duplicating the Landlock ruleset", e))?;
+        let filter = self.filter.clone();
+        let limits = self.limits;
+        let (egress, host_end) = match &self.egress {
+            Some(maps) => {
+                let (host_end, child_end) = std::os::unix::net::UnixStream::pair()
+                    .map_err(|e| failed("egress channel", e))?;
+                let egress = Egress {
+                    channel: OwnedFd::from(child_end),
+                    maps: maps.clone(),
+                };
+                (Some(egress), Some(OwnedFd::from(host_end)))
+            }
+            None => (None, None),
+        };
         let mut ruleset = Some(ruleset);
         let confine = move || -> io::Result<()> {
             // The closure runs in the single-threaded child between fork and exec and makes
@@ -385,6 +406,7 @@ impl Prepared {
         unsafe {
             command.pre_exec(confine);
         }
+        Ok(host_end)
     }
 }
 
@@ -409,17 +431,17 @@ fn write_proc(path: &std::ffi::CStr, contents: &[u8]) -> io::Result<()> {
 /// In the child: a network namespace of its own (and a user namespace, unless root) with
 /// loopback up and one listener on the proxy port, sent to the host over the egress channel.
 fn enter_private_network(egress: &Egress) -> io::Result<()> {
-    let flags = if egress.root {
+    let flags = if egress.maps.root {
         libc::CLONE_NEWNET
     } else {
         libc::CLONE_NEWUSER | libc::CLONE_NEWNET
     };
     // SAFETY: unshare takes flags.
     check(unsafe { libc::unshare(flags) })?;
-    if !egress.root {
+    if !egress.maps.root {
         write_proc(c"/proc/self/setgroups", b"deny")?;
-        write_proc(c"/proc/self/uid_map", &egress.uid_map)?;
-        write_proc(c"/proc/self/gid_map", &egress.gid_map)?;
+        write_proc(c"/proc/self/uid_map", &egress.maps.uid_map)?;
+        write_proc(c"/proc/self/gid_map", &egress.maps.gid_map)?;
     }
     // SAFETY: plain socket, ioctl, bind, listen and sendmsg calls on stack memory that lives
     // across each call; every descriptor opened here is closed here.

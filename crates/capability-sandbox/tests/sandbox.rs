@@ -46,7 +46,7 @@ fn policy(t: &Tree) -> SandboxPolicy {
 fn sh(policy: &SandboxPolicy, script: &str) -> Output {
     let mut command = Command::new("/bin/sh");
     command.arg("-c").arg(script);
-    policy.prepare().unwrap().apply_to(&mut command);
+    policy.prepare().unwrap().apply_to(&mut command).unwrap();
     command.output().expect("the confined child starts")
 }
 
@@ -138,7 +138,11 @@ fn the_child_has_no_network() {
     command.arg("-c").arg(format!(
         "exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected"
     ));
-    policy(&t).prepare().unwrap().apply_to(&mut command);
+    policy(&t)
+        .prepare()
+        .unwrap()
+        .apply_to(&mut command)
+        .unwrap();
     let out = command.output().unwrap();
     assert!(!out.status.success());
     assert!(!text(&out.stdout).contains("connected"));
@@ -206,7 +210,11 @@ fn every_spawn_of_a_confined_command_is_confined() {
     let t = tree();
     let mut command = Command::new("/bin/cat");
     command.arg(t.outside.join("secret.txt"));
-    policy(&t).prepare().unwrap().apply_to(&mut command);
+    policy(&t)
+        .prepare()
+        .unwrap()
+        .apply_to(&mut command)
+        .unwrap();
     // The confinement runs in each forked child on its own copy of the prepared state, so a
     // command spawned twice is confined twice.
     for _ in 0..2 {
@@ -239,7 +247,11 @@ fn tracing_and_io_uring_system_calls_fail_with_eperm() {
     );
     let mut command = Command::new("/usr/bin/python3");
     command.arg("-c").arg(&script);
-    policy(&t).prepare().unwrap().apply_to(&mut command);
+    policy(&t)
+        .prepare()
+        .unwrap()
+        .apply_to(&mut command)
+        .unwrap();
     let out = command.output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let eperm = libc::EPERM.to_string();
@@ -258,5 +270,63 @@ fn tracing_and_io_uring_system_calls_fail_with_eperm() {
     assert_ne!(
         text(&out.stdout).lines().take(2).collect::<Vec<_>>(),
         [eperm.as_str(); 2]
+    );
+}
+
+#[test]
+fn one_prepared_sandbox_confines_every_command_it_is_applied_to() {
+    let t = tree();
+    let prepared = policy(&t).prepare().unwrap();
+    for _ in 0..3 {
+        let mut command = Command::new("/bin/sh");
+        command.arg("-c").arg(format!(
+            "cat {}/in.txt; cat {}/secret.txt",
+            t.read.display(),
+            t.outside.display()
+        ));
+        assert!(prepared.apply_to(&mut command).unwrap().is_none());
+        let out = command.output().unwrap();
+        assert_eq!(text(&out.stdout), "inside");
+        assert!(text(&out.stderr).contains("Permission denied"), "{out:?}");
+    }
+}
+
+#[test]
+fn with_egress_the_child_reaches_its_proxy_port_and_nothing_else() {
+    let host = TcpListener::bind("127.0.0.1:0").unwrap();
+    host.set_nonblocking(true).unwrap();
+    let host_port = host.local_addr().unwrap().port();
+    let t = tree();
+    let prepared = policy(&t).egress_proxy().prepare().unwrap();
+    let mut command = Command::new("/bin/bash");
+    command.arg("-c").arg(format!(
+        "exec 3<>/dev/tcp/127.0.0.1/3128 && echo proxy-reached; \
+         exec 4<>/dev/tcp/127.0.0.1/{host_port} && echo host-reached; \
+         exec 5<>/dev/tcp/127.0.0.1/3129 && echo other-port-reached; true"
+    ));
+    command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let receiver = prepared
+        .apply_to(&mut command)
+        .unwrap()
+        .expect("an egress receiver");
+    let child = command.spawn().unwrap();
+    // The listener the child made inside its own namespace, now the host's to serve.
+    let proxy = receiver.receive().unwrap();
+    assert_eq!(proxy.local_addr().unwrap().port(), 3128);
+    let accepted = std::thread::spawn(move || proxy.accept().map(|_| ()).is_ok());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        accepted.join().unwrap(),
+        "the host accepted the child's connection"
+    );
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("proxy-reached"), "{out:?}");
+    assert!(!stdout.contains("host-reached"), "{out:?}");
+    assert!(!stdout.contains("other-port-reached"), "{out:?}");
+    assert!(
+        host.accept().is_err(),
+        "the host's own listener was not reached"
     );
 }
