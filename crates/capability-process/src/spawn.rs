@@ -14,7 +14,7 @@ use capability_types::{
     SpawnOptions, check_binary_spec,
 };
 use rustix::process::Signal;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::{Inner, SandboxKey, sys};
 
@@ -162,23 +162,6 @@ impl ScopedProcess for ScopedSpawner {
             .unwrap_or(config.default_timeout)
             .min(config.max_timeout);
 
-        let mut command = tokio::process::Command::new(&plan.program);
-        command
-            .arg0(&plan.arg0)
-            .args(args)
-            .env_clear()
-            .envs(plan.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .env("HOME", home.path())
-            .current_dir(plan.cwd.as_deref().unwrap_or(home.path()))
-            .stdin(if options.stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
         let sandboxed = self.grant.process.sandbox() == SandboxMode::Required;
         // A tool that declares network may let its sandboxed children reach its hosts through
         // the egress proxy; without a proxy (or a network grant) they have no network.
@@ -186,8 +169,18 @@ impl ScopedProcess for ScopedSpawner {
             (Some(network), Some(proxy)) if sandboxed => Some((network.clone(), proxy)),
             _ => None,
         };
-        let mut receiver = None;
-        if sandboxed {
+        let mut env = plan.env.clone();
+        env.push(("HOME".to_owned(), home.path().display().to_string()));
+        if egress.is_some() {
+            for name in PROXY_VARIABLES {
+                env.push((name.to_owned(), EGRESS_PROXY_URL.to_owned()));
+            }
+        }
+        let cwd = plan
+            .cwd
+            .clone()
+            .unwrap_or_else(|| home.path().to_path_buf());
+        let started = if sandboxed {
             // Reads beneath the tool's reach, writes beneath its write roots and the scratch
             // home, execution of this program and the system directories only.
             let mut limits = config.sandbox_limits;
@@ -199,10 +192,6 @@ impl ScopedProcess for ScopedSpawner {
                 .limits(limits);
             if egress.is_some() {
                 policy = policy.egress_proxy();
-                for name in PROXY_VARIABLES {
-                    command.env(name, EGRESS_PROXY_URL);
-                }
-                command.env_remove("NO_PROXY").env_remove("no_proxy");
             }
             let key = SandboxKey {
                 tool: self.grant.tool.clone(),
@@ -215,20 +204,19 @@ impl ScopedProcess for ScopedSpawner {
             let prepared = self
                 .inner
                 .sandbox(key, || policy.prepare_with(&config.sandbox_support))?;
-            receiver = prepared.apply_to(command.as_std_mut())?;
-        }
-        let mut child = command.spawn().map_err(|e| {
-            if sandboxed {
-                CapabilityError::not_available(format!(
-                    "cannot start {binary} under kernel confinement: {e}"
-                ))
-            } else {
-                CapabilityError::failed(format!("cannot start {binary}: {e}"))
-            }
-        })?;
-        let pgid = child.id().ok_or_else(|| {
-            CapabilityError::failed("the child exited before it could be tracked")
-        })?;
+            Started::confined(&prepared, &plan, args, &env, &cwd, options.stdin.is_some())?
+        } else {
+            Started::plain(&plan, args, &env, &cwd, options.stdin.is_some())
+                .map_err(|e| CapabilityError::failed(format!("cannot start {binary}: {e}")))?
+        };
+        let Started {
+            mut child,
+            pgid,
+            stdin,
+            stdout,
+            stderr,
+            egress: receiver,
+        } = started;
         // Whatever happens below, nothing of this call may outlive it.
         let _group = GroupGuard(pgid);
         // The child's proxy runs until the call ends.
@@ -239,7 +227,7 @@ impl ScopedProcess for ScopedSpawner {
             _ => None,
         };
 
-        let stdin_task = match (child.stdin.take(), options.stdin) {
+        let stdin_task = match (stdin, options.stdin) {
             (Some(mut pipe), Some(bytes)) => Some(tokio::spawn(async move {
                 // A child that does not read its input closes the pipe; that is not an error.
                 let _ = pipe.write_all(&bytes).await;
@@ -248,30 +236,23 @@ impl ScopedProcess for ScopedSpawner {
             _ => None,
         };
         let cap = config.output_cap;
-        let stdout = tokio::spawn(read_capped(child.stdout.take(), cap));
-        let stderr = tokio::spawn(read_capped(child.stderr.take(), cap));
+        let stdout = tokio::spawn(read_capped(Some(stdout), cap));
+        let stderr = tokio::spawn(read_capped(Some(stderr), cap));
+        let waiting =
+            |e: std::io::Error| CapabilityError::failed(format!("waiting for {binary}: {e}"));
 
-        let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
-            Ok(status) => (
-                status
-                    .map_err(|e| CapabilityError::failed(format!("waiting for {binary}: {e}")))?,
-                false,
-            ),
+        let (exit, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
+            Ok(exit) => (exit.map_err(waiting)?, false),
             Err(_) => {
                 sys::signal_group(pgid, Signal::TERM);
-                let status = match tokio::time::timeout(config.kill_grace, child.wait()).await {
-                    Ok(status) => status,
+                let exit = match tokio::time::timeout(config.kill_grace, child.wait()).await {
+                    Ok(exit) => exit,
                     Err(_) => {
                         sys::signal_group(pgid, Signal::KILL);
                         child.wait().await
                     }
                 };
-                (
-                    status.map_err(|e| {
-                        CapabilityError::failed(format!("waiting for {binary}: {e}"))
-                    })?,
-                    true,
-                )
+                (exit.map_err(waiting)?, true)
             }
         };
         // The leader is gone; end what it left behind so the pipes close.
@@ -286,9 +267,129 @@ impl ScopedProcess for ScopedSpawner {
             .await
             .map_err(|e| CapabilityError::failed(e.to_string()))?;
         Ok(
-            ProcessOutput::new(status.code(), status.signal(), out, err, out_cut || err_cut)
+            ProcessOutput::new(exit.code, exit.signal, out, err, out_cut || err_cut)
                 .with_timed_out(timed_out),
         )
+    }
+}
+
+type Reader = Box<dyn AsyncRead + Unpin + Send>;
+type Writer = Box<dyn AsyncWrite + Unpin + Send>;
+
+/// How a child ended.
+struct Exit {
+    code: Option<i32>,
+    signal: Option<i32>,
+}
+
+/// A child that runs: started by tokio (unconfined, through `posix_spawn`) or by the sandbox
+/// (confined, without copying this process).
+enum Child {
+    Plain(tokio::process::Child),
+    Confined(sys::PidWaiter),
+}
+
+impl Child {
+    /// Waits for the child to end; may be called again after being cancelled.
+    async fn wait(&mut self) -> std::io::Result<Exit> {
+        match self {
+            Child::Plain(child) => child.wait().await.map(|status| Exit {
+                code: status.code(),
+                signal: status.signal(),
+            }),
+            Child::Confined(waiter) => {
+                let (code, signal) = waiter.wait().await?;
+                Ok(Exit { code, signal })
+            }
+        }
+    }
+}
+
+/// A started child and its pipes.
+struct Started {
+    child: Child,
+    pgid: u32,
+    stdin: Option<Writer>,
+    stdout: Reader,
+    stderr: Reader,
+    egress: Option<capability_sandbox::EgressReceiver>,
+}
+
+impl Started {
+    fn plain(
+        plan: &Plan,
+        args: &[String],
+        env: &[(String, String)],
+        cwd: &Path,
+        stdin: bool,
+    ) -> std::io::Result<Self> {
+        let mut command = tokio::process::Command::new(&plan.program);
+        command
+            .arg0(&plan.arg0)
+            .args(args)
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .current_dir(cwd)
+            .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = command.spawn()?;
+        let pgid = child
+            .id()
+            .ok_or_else(|| std::io::Error::other("the child exited before it could be tracked"))?;
+        let missing = || std::io::Error::other("a pipe of the child is missing");
+        let stdout: Reader = Box::new(child.stdout.take().ok_or_else(missing)?);
+        let stderr: Reader = Box::new(child.stderr.take().ok_or_else(missing)?);
+        let stdin = child.stdin.take().map(|pipe| Box::new(pipe) as Writer);
+        Ok(Started {
+            child: Child::Plain(child),
+            pgid,
+            stdin,
+            stdout,
+            stderr,
+            egress: None,
+        })
+    }
+
+    fn confined(
+        prepared: &capability_sandbox::PreparedSandbox,
+        plan: &Plan,
+        args: &[String],
+        env: &[(String, String)],
+        cwd: &Path,
+        stdin: bool,
+    ) -> Result<Self, CapabilityError> {
+        let launch = capability_sandbox::Launch {
+            program: &plan.program,
+            arg0: std::ffi::OsStr::new(&plan.arg0),
+            args,
+            env,
+            cwd,
+            stdin,
+        };
+        let child = prepared.spawn(&launch)?;
+        let failed = |e: std::io::Error| {
+            // The child runs; it must not outlive this failure.
+            sys::signal_group(child.pid, Signal::KILL);
+            CapabilityError::failed(format!("cannot watch the confined child: {e}"))
+        };
+        let waiter = sys::PidWaiter::new(child.pid).map_err(failed)?;
+        let stdout: Reader = Box::new(sys::pipe_reader(child.stdout).map_err(failed)?);
+        let stderr: Reader = Box::new(sys::pipe_reader(child.stderr).map_err(failed)?);
+        let stdin = match child.stdin {
+            Some(fd) => Some(Box::new(sys::pipe_writer(fd).map_err(failed)?) as Writer),
+            None => None,
+        };
+        Ok(Started {
+            child: Child::Confined(waiter),
+            pgid: child.pid,
+            stdin,
+            stdout,
+            stderr,
+            egress: child.egress,
+        })
     }
 }
 

@@ -78,3 +78,77 @@ pub(crate) fn identity(path: &Path) -> Option<(u64, u64)> {
         )
     })
 }
+
+/// Waits for a child started outside tokio, through a pidfd the runtime watches; reaps it even
+/// when dropped before it ended (the group is killed by then).
+pub(crate) struct PidWaiter {
+    fd: Option<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>>,
+}
+
+impl PidWaiter {
+    /// Watches our child `pid` (not yet reaped).
+    pub(crate) fn new(pid: u32) -> std::io::Result<Self> {
+        let raw = i32::try_from(pid).map_err(|_| std::io::Error::other("pid out of range"))?;
+        let pid =
+            rustix::process::Pid::from_raw(raw).ok_or_else(|| std::io::Error::other("pid 0"))?;
+        let fd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::NONBLOCK)?;
+        // The safe constructor is deprecated for types whose descriptor could change under the
+        // registration; an `OwnedFd` always names the same one, which is the whole contract of
+        // the unsafe replacement. This crate has no unsafe code.
+        #[allow(
+            deprecated,
+            reason = "an OwnedFd meets AsyncFd::register's contract; no unsafe in this crate"
+        )]
+        let fd = tokio::io::unix::AsyncFd::new(fd)?;
+        Ok(Self { fd: Some(fd) })
+    }
+
+    /// The exit code or the signal that ended the child.
+    pub(crate) async fn wait(&mut self) -> std::io::Result<(Option<i32>, Option<i32>)> {
+        let fd = self
+            .fd
+            .as_ref()
+            .ok_or_else(|| std::io::Error::other("the child was already reaped"))?;
+        loop {
+            let mut ready = fd.readable().await?;
+            let status = rustix::process::waitid(
+                rustix::process::WaitId::PidFd(std::os::fd::AsFd::as_fd(fd.get_ref())),
+                rustix::process::WaitIdOptions::EXITED | rustix::process::WaitIdOptions::NOHANG,
+            )?;
+            match status {
+                Some(status) => {
+                    self.fd = None;
+                    return Ok((status.exit_status(), status.terminating_signal()));
+                }
+                None => ready.clear_ready(),
+            }
+        }
+    }
+}
+
+impl Drop for PidWaiter {
+    fn drop(&mut self) {
+        if let Some(fd) = self.fd.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let mut rest = PidWaiter { fd: Some(fd) };
+            runtime.spawn(async move {
+                let _ = rest.wait().await;
+            });
+        }
+    }
+}
+
+/// The parent's end of a child's stdout or stderr (non-blocking), for the runtime.
+pub(crate) fn pipe_reader(
+    fd: std::os::fd::OwnedFd,
+) -> std::io::Result<tokio::net::unix::pipe::Receiver> {
+    tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
+}
+
+/// The parent's end of a child's stdin (non-blocking), for the runtime.
+pub(crate) fn pipe_writer(
+    fd: std::os::fd::OwnedFd,
+) -> std::io::Result<tokio::net::unix::pipe::Sender> {
+    tokio::net::unix::pipe::Sender::from_owned_fd(fd)
+}

@@ -3,16 +3,18 @@
 #![allow(unsafe_code)] // raw system calls between fork and exec; each block says why it is sound
 
 use std::collections::BTreeMap;
+use std::ffi::{CStr, CString};
 use std::fmt;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
+use std::sync::Arc;
 
 use crate::bpf::{self, Decision};
 use capability_types::CapabilityError;
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
-    RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+    RulesetCreatedAttr, Scope, path_beneath_rules,
 };
 
 use crate::{
@@ -51,7 +53,9 @@ pub(crate) fn probe() -> Support {
 
 /// The parts of a sandbox built in the parent.
 pub(crate) struct Prepared {
-    ruleset: RulesetCreated,
+    /// The Landlock ruleset; shared by every application (the child restricts itself with the
+    /// descriptor it inherited).
+    ruleset: Arc<OwnedFd>,
     filter: Vec<libc::sock_filter>,
     limits: ResourceLimits,
     egress: Option<Maps>,
@@ -117,6 +121,10 @@ pub(crate) fn prepare(
             r.add_rules(ports)
         })
         .map_err(|e| failed("Landlock ruleset", e))?;
+    let ruleset: Option<OwnedFd> = ruleset.into();
+    let ruleset = Arc::new(
+        ruleset.ok_or_else(|| failed("Landlock", "the kernel would not enforce the ruleset"))?,
+    );
     if support.landlock_abi().is_none() {
         return Err(failed("Landlock", "no ABI version"));
     }
@@ -263,7 +271,7 @@ enum Descriptors {
 /// The confinement itself: system calls on memory prepared before, in the order the crate
 /// documents. Runs between fork and exec, or at the top of a worker's `main`.
 fn confine(
-    ruleset: RulesetCreated,
+    ruleset: RawFd,
     filter: &[libc::sock_filter],
     limits: &ResourceLimits,
     egress: Option<&Egress>,
@@ -295,11 +303,12 @@ fn confine(
             return Err(last_error());
         }
     }
-    let status = ruleset
-        .restrict_self()
-        .map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;
-    if status.ruleset == RulesetStatus::NotEnforced || !status.no_new_privs {
-        return Err(io::Error::from_raw_os_error(libc::ENOSYS));
+    // SAFETY: prctl and landlock_restrict_self take integers.
+    unsafe {
+        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
+        if libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) != 0 {
+            return Err(last_error());
+        }
     }
     let program = libc::sock_fprog {
         len: u16::try_from(filter.len()).map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?,
@@ -308,7 +317,6 @@ fn confine(
     // SAFETY: prctl takes integers; seccomp reads the program, which lives across the call (the
     // kernel copies it).
     unsafe {
-        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
         if libc::syscall(
             libc::SYS_seccomp,
             libc::SECCOMP_SET_MODE_FILTER,
@@ -352,7 +360,7 @@ impl Prepared {
             ));
         }
         confine(
-            self.ruleset,
+            self.ruleset.as_raw_fd(),
             &self.filter,
             &self.limits,
             None,
@@ -367,10 +375,7 @@ impl Prepared {
         &self,
         command: &mut std::process::Command,
     ) -> Result<Option<OwnedFd>, CapabilityError> {
-        let ruleset = self
-            .ruleset
-            .try_clone()
-            .map_err(|e| failed("duplicating the Landlock ruleset", e))?;
+        let ruleset = Arc::clone(&self.ruleset);
         let filter = self.filter.clone();
         let limits = self.limits;
         let (egress, host_end) = match &self.egress {
@@ -385,16 +390,11 @@ impl Prepared {
             }
             None => (None, None),
         };
-        let mut ruleset = Some(ruleset);
         let confine = move || -> io::Result<()> {
             // The closure runs in the single-threaded child between fork and exec and makes
-            // system calls on memory prepared before the fork; it allocates only on the error
-            // path of the Landlock crate, which then ends the child.
-            let ruleset = ruleset
-                .take()
-                .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+            // system calls on memory prepared before the fork; it allocates nothing.
             confine(
-                ruleset,
+                ruleset.as_raw_fd(),
                 &filter,
                 &limits,
                 egress.as_ref(),
@@ -563,4 +563,294 @@ pub(crate) fn receive_listener(
     // owns it.
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
     Ok(std::net::TcpListener::from(owned))
+}
+
+/// A pipe whose two ends are close-on-exec and above stderr (so that placing another pipe's
+/// end on 0, 1 or 2 in the child never clobbers one of them).
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: pipe2 writes two descriptors into `fds`.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: pipe2 just returned them; nothing else owns them.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    Ok((above_stderr(read)?, above_stderr(write)?))
+}
+
+fn above_stderr(fd: OwnedFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor we then own.
+    let moved = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if moved < 0 {
+        return Err(last_error());
+    }
+    // SAFETY: fcntl just returned it.
+    Ok(unsafe { OwnedFd::from_raw_fd(moved) })
+}
+
+fn nonblocking(fd: &OwnedFd) -> io::Result<()> {
+    // SAFETY: fcntl takes integers.
+    unsafe {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        if flags < 0 {
+            return Err(last_error());
+        }
+        check(libc::fcntl(
+            fd.as_raw_fd(),
+            libc::F_SETFL,
+            flags | libc::O_NONBLOCK,
+        ))
+    }
+}
+
+/// Everything the child of [`Prepared::spawn`] reads, built before the clone; the child shares
+/// the parent's memory until it executes the program, so it only reads this.
+struct ChildArgs<'a> {
+    program: &'a CStr,
+    argv: &'a [*const libc::c_char],
+    envp: &'a [*const libc::c_char],
+    cwd: &'a CStr,
+    stdin: RawFd,
+    stdout: RawFd,
+    stderr: RawFd,
+    report: RawFd,
+    ruleset: RawFd,
+    filter: &'a [libc::sock_filter],
+    limits: &'a ResourceLimits,
+    egress: Option<&'a Egress>,
+    mask: libc::sigset_t,
+}
+
+/// Steps of the child, reported with `errno` when one fails.
+const STEP_SIGNALS: u32 = 1;
+const STEP_GROUP: u32 = 2;
+const STEP_STDIO: u32 = 3;
+const STEP_CWD: u32 = 4;
+const STEP_CONFINE: u32 = 5;
+const STEP_EXEC: u32 = 6;
+
+fn step_name(step: u32) -> &'static str {
+    match step {
+        STEP_SIGNALS => "resetting signal handlers",
+        STEP_GROUP => "creating its process group",
+        STEP_STDIO => "placing stdin, stdout and stderr",
+        STEP_CWD => "entering its working directory",
+        STEP_CONFINE => "confining itself",
+        STEP_EXEC => "executing the program",
+        _ => "starting",
+    }
+}
+
+/// The child: runs on its own stack in the parent's memory (`CLONE_VM | CLONE_VFORK`), makes
+/// system calls only, and either executes the program or reports the failed step and exits.
+extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` points at the `ChildArgs` the parent keeps alive, unmoved, until this child
+    // has executed the program or exited (the parent is suspended until then).
+    let a = unsafe { &*arg.cast::<ChildArgs<'_>>() };
+    let fail = |step: u32, err: Option<i32>| -> libc::c_int {
+        let report = [step, err.unwrap_or(0) as u32];
+        // SAFETY: writes 8 bytes of a stack array to the report pipe, then ends the child
+        // without running any of the parent's exit handlers.
+        unsafe {
+            libc::write(a.report, report.as_ptr().cast(), 8);
+            libc::_exit(127)
+        }
+    };
+    let errno = || io::Error::last_os_error().raw_os_error();
+    // SAFETY: system calls on integers and on memory built by the parent.
+    unsafe {
+        // The parent's handlers must never run here, in its memory: back to the defaults, then
+        // the parent's signal mask (all signals were blocked around the clone).
+        for signal in 1..libc::SIGRTMAX() {
+            if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+                continue;
+            }
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(signal, std::ptr::null(), &mut old) != 0 {
+                continue;
+            }
+            if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
+                let mut default: libc::sigaction = std::mem::zeroed();
+                default.sa_sigaction = libc::SIG_DFL;
+                if libc::sigaction(signal, &default, std::ptr::null_mut()) != 0 {
+                    return fail(STEP_SIGNALS, errno());
+                }
+            }
+        }
+        if libc::setpgid(0, 0) != 0 {
+            return fail(STEP_GROUP, errno());
+        }
+        for (fd, target) in [(a.stdin, 0), (a.stdout, 1), (a.stderr, 2)] {
+            if libc::dup2(fd, target) != target {
+                return fail(STEP_STDIO, errno());
+            }
+        }
+        if libc::chdir(a.cwd.as_ptr()) != 0 {
+            return fail(STEP_CWD, errno());
+        }
+    }
+    if let Err(e) = confine(
+        a.ruleset,
+        a.filter,
+        a.limits,
+        a.egress,
+        Descriptors::CloseOnExec,
+    ) {
+        return fail(STEP_CONFINE, e.raw_os_error());
+    }
+    // SAFETY: as above; execve only returns on failure.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_SETMASK, &a.mask, std::ptr::null_mut());
+        libc::execve(a.program.as_ptr(), a.argv.as_ptr(), a.envp.as_ptr());
+    }
+    fail(STEP_EXEC, errno())
+}
+
+/// A child started by [`Prepared::spawn`].
+pub(crate) struct Started {
+    pub(crate) pid: u32,
+    pub(crate) stdin: Option<OwnedFd>,
+    pub(crate) stdout: OwnedFd,
+    pub(crate) stderr: OwnedFd,
+    pub(crate) egress: Option<OwnedFd>,
+}
+
+impl Prepared {
+    /// Starts `program` confined, the way `posix_spawn` starts programs: the child shares the
+    /// parent's memory and the parent waits until it has executed the program, so nothing of
+    /// the parent's address space is copied (a `fork` of a large host costs more than the whole
+    /// confinement). The parent's ends of stdin (when `stdin`), stdout and stderr are returned
+    /// non-blocking; the child leads its own process group.
+    pub(crate) fn spawn(
+        &self,
+        program: &CStr,
+        argv: &[CString],
+        envp: &[CString],
+        cwd: &CStr,
+        stdin: bool,
+    ) -> Result<Started, CapabilityError> {
+        let io_failed = |what: &str, e: io::Error| failed(what, e);
+        let (stdin_read, stdin_write) = if stdin {
+            let (r, w) = pipe().map_err(|e| io_failed("stdin pipe", e))?;
+            (r, Some(w))
+        } else {
+            // SAFETY: open of a NUL-terminated literal path.
+            let null =
+                unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+            if null < 0 {
+                return Err(io_failed("/dev/null", last_error()));
+            }
+            // SAFETY: open just returned it.
+            let null = above_stderr(unsafe { OwnedFd::from_raw_fd(null) })
+                .map_err(|e| io_failed("/dev/null", e))?;
+            (null, None)
+        };
+        let (stdout_read, stdout_write) = pipe().map_err(|e| io_failed("stdout pipe", e))?;
+        let (stderr_read, stderr_write) = pipe().map_err(|e| io_failed("stderr pipe", e))?;
+        let (report_read, report_write) = pipe().map_err(|e| io_failed("report pipe", e))?;
+        let (egress, egress_host) = match &self.egress {
+            Some(maps) => {
+                let (host_end, child_end) = std::os::unix::net::UnixStream::pair()
+                    .map_err(|e| failed("egress channel", e))?;
+                let egress = Egress {
+                    channel: OwnedFd::from(child_end),
+                    maps: maps.clone(),
+                };
+                (Some(egress), Some(OwnedFd::from(host_end)))
+            }
+            None => (None, None),
+        };
+        let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+        argv_ptrs.push(std::ptr::null());
+        let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|e| e.as_ptr()).collect();
+        envp_ptrs.push(std::ptr::null());
+        // SAFETY: sigset_t is plain data, valid all zeroes.
+        let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut mask: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: sigfillset and pthread_sigmask fill and swap masks in live locals. Every signal
+        // stays blocked until the child has reset the handlers it shares with this process.
+        unsafe {
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut mask);
+        }
+        let args = ChildArgs {
+            program,
+            argv: &argv_ptrs,
+            envp: &envp_ptrs,
+            cwd,
+            stdin: stdin_read.as_raw_fd(),
+            stdout: stdout_write.as_raw_fd(),
+            stderr: stderr_write.as_raw_fd(),
+            report: report_write.as_raw_fd(),
+            ruleset: self.ruleset.as_raw_fd(),
+            filter: &self.filter,
+            limits: &self.limits,
+            egress: egress.as_ref(),
+            mask,
+        };
+        // The child's stack: only the confinement and the exec run on it.
+        let mut stack = vec![0u8; 128 * 1024];
+        // SAFETY: the stack grows down from its (16-byte aligned) top; `args` and `stack` live
+        // until clone returns, which with CLONE_VFORK is after the child executed or exited.
+        let pid = unsafe {
+            let top = stack.as_mut_ptr().add(stack.len()) as usize & !15;
+            libc::clone(
+                child_main,
+                top as *mut libc::c_void,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                (&raw const args).cast_mut().cast(),
+            )
+        };
+        let clone_error = last_error();
+        // SAFETY: restores the mask saved above.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut());
+        }
+        // `args` and `stack` are used by the child until here: keep them alive to this point.
+        let _ = &args;
+        drop(stack);
+        // The child's ends, closed here so that end-of-file reaches the parent's ends.
+        drop((stdin_read, stdout_write, stderr_write, report_write, egress));
+        if pid < 0 {
+            return Err(failed("starting the child", clone_error));
+        }
+        let mut report = [0u32; 2];
+        // SAFETY: reads at most 8 bytes into a stack array.
+        let got = unsafe { libc::read(report_read.as_raw_fd(), report.as_mut_ptr().cast(), 8) };
+        if got != 0 {
+            // The child reported a failure and exited: reap it.
+            // SAFETY: waits for our own child.
+            unsafe {
+                libc::waitpid(pid, std::ptr::null_mut(), 0);
+            }
+            let why = if got == 8 {
+                format!(
+                    "{}: {}",
+                    step_name(report[0]),
+                    io::Error::from_raw_os_error(report[1] as i32)
+                )
+            } else {
+                format!("the child failed before reporting why ({})", last_error())
+            };
+            return Err(CapabilityError::not_available(format!(
+                "cannot start {} under kernel confinement: {why}",
+                program.to_string_lossy()
+            )));
+        }
+        for fd in [&stdout_read, &stderr_read]
+            .into_iter()
+            .chain(stdin_write.as_ref())
+        {
+            nonblocking(fd).map_err(|e| io_failed("pipes", e))?;
+        }
+        Ok(Started {
+            pid: pid as u32,
+            stdin: stdin_write,
+            stdout: stdout_read,
+            stderr: stderr_read,
+            egress: egress_host,
+        })
+    }
 }

@@ -330,3 +330,115 @@ fn with_egress_the_child_reaches_its_proxy_port_and_nothing_else() {
         "the host's own listener was not reached"
     );
 }
+
+/// Runs a [`PreparedSandbox::spawn`]ed child to its end: (exit status, stdout, stderr).
+fn run_spawned(child: capability_sandbox::ConfinedChild, input: &[u8]) -> (i32, String, String) {
+    use std::io::{Read, Write};
+    // The parent's ends come back non-blocking (for an async runtime): retry on WouldBlock.
+    let blocking = std::fs::File::from;
+    if let Some(stdin) = child.stdin {
+        let mut stdin = blocking(stdin);
+        loop {
+            match stdin.write(input) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                _ => break,
+            }
+        }
+    }
+    let drain = |fd: std::os::fd::OwnedFd| {
+        let mut file = blocking(fd);
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match file.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        text(&out)
+    };
+    let stdout = drain(child.stdout);
+    let stderr = drain(child.stderr);
+    let mut status = 0;
+    // SAFETY: waits for our own child.
+    #[allow(unsafe_code, reason = "reaping the test's own child")]
+    let reaped = unsafe { libc::waitpid(child.pid as i32, &mut status, 0) };
+    assert_eq!(reaped, child.pid as i32);
+    (libc::WEXITSTATUS(status), stdout, stderr)
+}
+
+fn launch<'a>(
+    program: &'a Path,
+    args: &'a [String],
+    cwd: &'a Path,
+    stdin: bool,
+) -> capability_sandbox::Launch<'a> {
+    capability_sandbox::Launch {
+        program,
+        arg0: std::ffi::OsStr::new("sh"),
+        args,
+        env: &[],
+        cwd,
+        stdin,
+    }
+}
+
+#[test]
+fn spawned_children_are_confined_without_copying_the_parent() {
+    let t = tree();
+    let prepared = policy(&t).prepare().unwrap();
+    let script = format!(
+        "read line; echo \"got $line\"; cat {}/in.txt; echo; cat {}/secret.txt; echo done >&2; exit 3",
+        t.read.display(),
+        t.outside.display()
+    );
+    let args = vec!["-c".to_owned(), script];
+    let child = prepared
+        .spawn(&launch(Path::new("/bin/sh"), &args, &t.write, true))
+        .unwrap();
+    assert!(child.egress.is_none());
+    let (status, stdout, stderr) = run_spawned(child, b"hello\n");
+    assert_eq!(status, 3);
+    assert_eq!(stdout, "got hello\ninside\n");
+    assert!(stderr.contains("Permission denied"), "{stderr}");
+    assert!(stderr.ends_with("done\n"), "{stderr}");
+}
+
+#[test]
+fn a_spawn_that_cannot_start_names_the_step_and_runs_nothing() {
+    let t = tree();
+    let prepared = policy(&t).prepare().unwrap();
+    let args = vec!["-c".to_owned(), "echo ran".to_owned()];
+    // A working directory that does not exist.
+    let missing = t.write.join("missing");
+    let err = prepared
+        .spawn(&launch(Path::new("/bin/sh"), &args, &missing, false))
+        .unwrap_err();
+    assert_eq!(err.result_code(), ErrorCode::NotAvailable);
+    assert!(
+        err.to_string()
+            .contains("entering its working directory: No such file or directory"),
+        "{err}"
+    );
+    // A program Landlock does not let it execute (a copy in its write root).
+    let copy = t.write.join("sh");
+    std::fs::copy("/bin/sh", &copy).unwrap();
+    let err = prepared
+        .spawn(&launch(&copy, &args, &t.write, false))
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("executing the program: Permission denied"),
+        "{err}"
+    );
+    // NUL bytes never reach the kernel.
+    let nul = vec!["-c".to_owned(), "echo a\0b".to_owned()];
+    let err = prepared
+        .spawn(&launch(Path::new("/bin/sh"), &nul, &t.write, false))
+        .unwrap_err();
+    assert_eq!(err.result_code(), ErrorCode::InputInvalid);
+}
