@@ -171,6 +171,10 @@ const ROWS: &[Row] = &[
 ];
 
 pub(crate) fn run(root: &Path, extra: &[String]) -> Result<()> {
+    // `--report`: the table from the last run's estimates, without measuring again.
+    if extra.iter().any(|a| a == "--report") {
+        return report(root);
+    }
     let mut cmd = super::cargo();
     cmd.args(["bench", "--workspace", "--benches", "--locked", "--"])
         .args(extra);
@@ -179,10 +183,14 @@ pub(crate) fn run(root: &Path, extra: &[String]) -> Result<()> {
 }
 
 fn mean_ns(root: &Path, id: &str) -> Result<f64> {
-    let path = root
-        .join("target/criterion")
-        .join(id)
-        .join("new/estimates.json");
+    // A benchmark in a group lives at `group/name`; a lone `bench_function("a/b")` at `a_b`.
+    let dir = root.join("target/criterion");
+    let grouped = dir.join(id).join("new/estimates.json");
+    let path = if grouped.is_file() {
+        grouped
+    } else {
+        dir.join(id.replace('/', "_")).join("new/estimates.json")
+    };
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("no estimate at {}", path.display()))?;
     let json: serde_json::Value = serde_json::from_str(&text)?;

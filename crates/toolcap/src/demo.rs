@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use capability_core::{ExecutionContext, ToolCall};
+use capability_capsule::{Capsule, CapsuleConfig};
+use capability_core::{ExecutionContext, IsolationSelection, ToolCall};
 use capability_tools::{StandardConfig, Store, standard_registry};
 use capability_types::ToolResult;
 use serde_json::{Value, json};
@@ -253,9 +254,22 @@ deny_args = ["ls -R*"]
         )
         .await;
 
-    let planned = batch(port);
+    let mut planned = batch(port);
     let calls: Vec<ToolCall> = planned.iter().map(|(c, _, _)| c.clone()).collect();
-    let results = registry.execute_parallel(calls, &ctx).await;
+    let mut results = registry.execute_parallel(calls, &ctx).await;
+
+    // The same tools in the capsule: their code runs in a worker (this binary, re-executed) that
+    // confined itself before any tool code ran; the host answers and checks every request.
+    let isolated = standard_registry(StandardConfig::new(Store::Memory))
+        .await?
+        .with_isolation(
+            Arc::new(Capsule::new(CapsuleConfig::current_exe()?)),
+            IsolationSelection::All,
+        );
+    let capsule_planned = capsule_batch();
+    let calls: Vec<ToolCall> = capsule_planned.iter().map(|(c, _, _)| c.clone()).collect();
+    results.extend(isolated.execute_parallel(calls, &ctx).await);
+    planned.extend(capsule_planned);
 
     let colour = host::stdout_is_terminal();
     let paint = |text: &str, ok: bool| {
@@ -317,6 +331,31 @@ deny_args = ["ls -R*"]
         bail!("{mismatches} call(s) did not end as the personality says they must");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Calls run in the capsule: the same answers as in process.
+fn capsule_batch() -> Vec<(ToolCall, Option<&'static str>, &'static str)> {
+    vec![
+        (
+            ToolCall::new("c1", "read_file", json!({"path": "notes.md"})),
+            None,
+            "capsule: read inside the reach",
+        ),
+        (
+            ToolCall::new("c2", "read_file", json!({"path": "private/keys.txt"})),
+            Some("denied"),
+            "capsule: read a denied path",
+        ),
+        (
+            ToolCall::new(
+                "c3",
+                "run_command",
+                json!({"binary": "echo", "args": ["from a capsule"]}),
+            ),
+            None,
+            "capsule: spawn an allowed binary",
+        ),
+    ]
 }
 
 fn short(text: &str) -> String {

@@ -552,6 +552,7 @@ fn demo_runs_and_its_state_persists() {
     let text = String::from_utf8_lossy(&first.stdout);
     assert!(text.contains("demo run #1"), "{text}");
     assert!(!text.contains("UNEXPECTED"), "{text}");
+    assert!(text.contains("capsule: read a denied path"), "{text}");
     assert!(
         text.contains("BINARY_NOT_ALLOWED")
             && text.contains("HOST_NOT_ALLOWED")
