@@ -21,12 +21,11 @@ use futures_util::stream::FuturesUnordered;
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::mpsc;
 
 use crate::sys;
 use crate::wire::{
-    Answer, CallContext, DEFAULT_MAX_FRAME, FrameError, FromWorker, Op, ToWorker, WireError,
-    WorkerSettings, decode, encode, read_frame, write_frame,
+    Answer, CallContext, DEFAULT_MAX_FRAME, FrameError, FrameReader, FromWorker, Op, ToWorker,
+    WireError, WorkerSettings, decode, encode, write_frame,
 };
 use crate::worker::WORKER_FLAG;
 
@@ -307,38 +306,29 @@ impl Capsule {
         let stream = tokio::net::UnixStream::from_std(host_end)
             .map_err(|e| unavailable(format!("channel: {e}")))?;
         let (reader, writer) = stream.into_split();
-        let (tx, rx) = mpsc::channel(16);
-        let reading = tokio::spawn(read_messages(reader, self.config.max_frame, tx));
         let mut worker = Worker {
             child,
             writer,
-            incoming: rx,
-            reading,
+            frames: FrameReader::new(reader, self.config.max_frame),
             stderr,
             seq: 0,
             max_frame: self.config.max_frame,
         };
-        let first = tokio::time::timeout(self.config.start_timeout, worker.incoming.recv()).await;
+        let first = tokio::time::timeout(self.config.start_timeout, worker.receive()).await;
         match first {
-            Ok(Some(Ok((FromWorker::Ready {}, _)))) => Ok(worker),
-            Ok(Some(Ok((FromWorker::Refused { reason }, _)))) => Err(unavailable(format!(
+            Ok(Ok((FromWorker::Ready {}, _))) => Ok(worker),
+            Ok(Ok((FromWorker::Refused { reason }, _))) => Err(unavailable(format!(
                 "it could not confine itself: {reason}"
             ))),
-            Ok(Some(Ok((other, _)))) => {
+            Ok(Ok((other, _))) => {
                 self.record_failure(key);
                 Err(unavailable(format!(
                     "it sent {other:?} before it was ready"
                 )))
             }
-            Ok(Some(Err(lost))) => {
+            Ok(Err(lost)) => {
                 self.record_failure(key);
                 Err(unavailable(worker.describe_loss(&lost).await))
-            }
-            Ok(None) => {
-                self.record_failure(key);
-                Err(unavailable(
-                    worker.describe_loss(&FrameError::Truncated).await,
-                ))
             }
             Err(_) => {
                 self.record_failure(key);
@@ -412,43 +402,28 @@ impl Drop for FailureGuard<'_> {
     }
 }
 
-type Incoming = Result<(FromWorker, Vec<Bytes>), FrameError>;
-
-/// Reads and decodes the worker's frames into a channel (so that reading is never cancelled in
-/// the middle of a frame). Ends after the first error.
-async fn read_messages(mut reader: OwnedReadHalf, max: usize, tx: mpsc::Sender<Incoming>) {
-    loop {
-        let message = match read_frame(&mut reader, max).await {
-            Ok(Some(body)) => decode(body),
-            Ok(None) => return,
-            Err(e) => Err(e),
-        };
-        let failed = message.is_err();
-        if tx.send(message).await.is_err() || failed {
-            return;
-        }
-    }
-}
-
 /// One worker process and its channel.
 struct Worker {
+    /// Killed when dropped (`kill_on_drop`).
     child: tokio::process::Child,
     writer: OwnedWriteHalf,
-    incoming: mpsc::Receiver<Incoming>,
-    reading: tokio::task::JoinHandle<()>,
+    /// Read in place (cancel-safe), without a task and a channel in between.
+    frames: FrameReader<OwnedReadHalf>,
     stderr: Arc<Mutex<Vec<u8>>>,
     seq: u64,
     max_frame: usize,
 }
 
-impl Drop for Worker {
-    fn drop(&mut self) {
-        self.reading.abort();
-        // kill_on_drop of the child does the rest.
-    }
-}
-
 impl Worker {
+    /// The next message. Cancel-safe. End of file is [`FrameError::Truncated`]: a worker never
+    /// closes its channel on purpose while the host holds it.
+    async fn receive(&mut self) -> Result<(FromWorker, Vec<Bytes>), FrameError> {
+        match self.frames.next().await? {
+            Some(body) => decode(body),
+            None => Err(FrameError::Truncated),
+        }
+    }
+
     async fn send(&mut self, message: &ToWorker, blobs: &[Bytes]) -> Result<(), FrameError> {
         let frame = encode(message, blobs, self.max_frame)?;
         write_frame(&mut self.writer, &frame).await
@@ -471,10 +446,9 @@ impl Worker {
         let mut pending = FuturesUnordered::new();
         loop {
             tokio::select! {
-                message = self.incoming.recv() => match message {
-                    None => return Err(FrameError::Truncated),
-                    Some(Err(e)) => return Err(e),
-                    Some(Ok((FromWorker::Request { id, seq: of, op }, blobs))) => {
+                message = self.receive() => match message {
+                    Err(e) => return Err(e),
+                    Ok((FromWorker::Request { id, seq: of, op }, blobs)) => {
                         if of == seq {
                             pending.push(async move { (id, answer(ctx, op, blobs).await) });
                         } else {
@@ -484,10 +458,10 @@ impl Worker {
                             self.reply(id, Err(stale)).await?;
                         }
                     }
-                    Some(Ok((FromWorker::Done { seq: of, result }, _))) if of == seq => {
+                    Ok((FromWorker::Done { seq: of, result }, _)) if of == seq => {
                         return Ok(result.map_err(CapabilityError::from));
                     }
-                    Some(Ok((other, _))) => {
+                    Ok((other, _)) => {
                         return Err(FrameError::Malformed(format!(
                             "the worker sent {} during call {seq}",
                             message_name(&other)

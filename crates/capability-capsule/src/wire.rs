@@ -155,6 +155,53 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     Ok(Some(body.freeze()))
 }
 
+/// Reads frames from one stream, keeping a partial frame between calls, so that
+/// [`next`](Self::next) may be cancelled (in a `select!`) without losing bytes.
+#[derive(Debug)]
+pub struct FrameReader<R> {
+    reader: R,
+    buf: BytesMut,
+    max: usize,
+}
+
+impl<R: AsyncRead + Unpin> FrameReader<R> {
+    /// Frames of at most `max` bytes from `reader`.
+    pub fn new(reader: R, max: usize) -> Self {
+        Self {
+            reader,
+            buf: BytesMut::with_capacity(64 << 10),
+            max,
+        }
+    }
+
+    /// The next frame body; `Ok(None)` when the peer closed the channel between frames.
+    /// Cancel-safe: its only await is a `read_buf` into the kept buffer.
+    pub async fn next(&mut self) -> Result<Option<Bytes>, FrameError> {
+        loop {
+            if self.buf.len() >= 4 {
+                let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]])
+                    as usize;
+                if len > self.max {
+                    return Err(FrameError::TooLarge { len, max: self.max });
+                }
+                if self.buf.len() >= 4 + len {
+                    let mut frame = self.buf.split_to(4 + len);
+                    frame.advance(4);
+                    return Ok(Some(frame.freeze()));
+                }
+                self.buf.reserve(4 + len - self.buf.len());
+            }
+            if self.reader.read_buf(&mut self.buf).await? == 0 {
+                return if self.buf.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(FrameError::Truncated)
+                };
+            }
+        }
+    }
+}
+
 /// Writes one encoded frame.
 pub async fn write_frame<W: AsyncWrite + Unpin>(
     writer: &mut W,
@@ -491,6 +538,36 @@ mod tests {
             read_frame(&mut half_body, MAX).await,
             Err(FrameError::Truncated)
         ));
+    }
+
+    #[tokio::test]
+    async fn the_frame_reader_reassembles_split_frames_and_refuses_hostile_ones() {
+        let one = encode(&FromWorker::Ready {}, &[Bytes::from_static(b"abc")], MAX).unwrap();
+        let two = encode(&FromWorker::Refused { reason: "x".into() }, &[], MAX).unwrap();
+        let mut stream = one.clone();
+        stream.extend_from_slice(&two);
+        // Delivered a byte at a time: every frame comes out whole, then a clean end.
+        let (mut tx, rx) = tokio::io::duplex(1);
+        let writer = tokio::spawn(async move {
+            for byte in stream {
+                tx.write_all(&[byte]).await.unwrap();
+            }
+        });
+        let mut frames = FrameReader::new(rx, MAX);
+        let first = frames.next().await.unwrap().unwrap();
+        assert_eq!(first.as_ref(), &one[4..]);
+        let second = frames.next().await.unwrap().unwrap();
+        assert_eq!(second.as_ref(), &two[4..]);
+        writer.await.unwrap();
+        assert!(frames.next().await.unwrap().is_none());
+
+        let mut hostile = FrameReader::new(&[0xff, 0xff, 0xff, 0xff, 0][..], MAX);
+        assert!(matches!(
+            hostile.next().await,
+            Err(FrameError::TooLarge { .. })
+        ));
+        let mut cut = FrameReader::new(&one[..one.len() - 1], MAX);
+        assert!(matches!(cut.next().await, Err(FrameError::Truncated)));
     }
 
     #[test]
