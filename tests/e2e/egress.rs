@@ -53,10 +53,11 @@ impl Tool for Curl {
             .flatten()
             .filter_map(|a| a.as_str().map(str::to_owned))
             .collect();
-        let out = ctx
-            .process()?
-            .spawn("curl", &argv, SpawnOptions::default())
-            .await?;
+        let mut options = SpawnOptions::default();
+        if let Some(proxy) = args["http_proxy"].as_str() {
+            options = options.env("HTTP_PROXY", proxy).env("http_proxy", proxy);
+        }
+        let out = ctx.process()?.spawn("curl", &argv, options).await?;
         Ok(json!({
             "exit": out.exit_code,
             "stdout": String::from_utf8_lossy(&out.stdout),
@@ -178,6 +179,18 @@ async fn children_reach_exactly_their_tools_hosts_through_the_proxy() {
         out["stdout"], "allowed origin-form=true status=200",
         "{out}"
     );
+    // A proxy variable of the tool's own does not redirect the child: the egress proxy wins.
+    let call = ToolCall::new(
+        "2",
+        "net_curl",
+        json!({"args": curl(&[], allowed), "http_proxy": "http://127.0.0.1:9"}),
+    );
+    let out = registry.execute(call, &ctx).await.result;
+    assert_eq!(
+        out.value().unwrap()["stdout"],
+        "allowed origin-form=true status=200",
+        "{out:?}"
+    );
     // The same through a CONNECT tunnel (what HTTPS uses).
     let out = run("net_curl", curl(&["--proxytunnel"], allowed)).await;
     assert_eq!(
@@ -216,7 +229,7 @@ async fn children_reach_exactly_their_tools_hosts_through_the_proxy() {
     );
     let log = String::from_utf8_lossy(&captured.0.lock().unwrap_or_else(PoisonError::into_inner))
         .to_string();
-    assert_eq!(log.matches("kind=\"egress_allowed\"").count(), 2, "{log}");
+    assert_eq!(log.matches("kind=\"egress_allowed\"").count(), 3, "{log}");
     assert_eq!(log.matches("kind=\"egress_denied\"").count(), 2, "{log}");
     assert!(log.contains(&format!("port={forbidden}")), "{log}");
     assert!(log.contains("tool=net_curl"), "{log}");

@@ -34,7 +34,6 @@ type Body = BoxBody<Bytes, hyper::Error>;
 #[derive(Debug, Clone)]
 pub struct EgressProxy {
     connect_timeout: Duration,
-    idle_timeout: Duration,
 }
 
 impl EgressProxy {
@@ -42,7 +41,6 @@ impl EgressProxy {
     pub fn new(config: &FetchConfig) -> Self {
         Self {
             connect_timeout: config.connect_timeout,
-            idle_timeout: config.total_timeout,
         }
     }
 }
@@ -93,7 +91,6 @@ impl EgressFactory for EgressProxy {
             connect_timeout: self.connect_timeout,
             tasks: Arc::clone(&tasks),
         });
-        let idle = self.idle_timeout;
         let accept = runtime.spawn(async move {
             let mut connections = JoinSet::new();
             while let Ok((stream, _)) = listener.accept().await {
@@ -106,7 +103,9 @@ impl EgressFactory for EgressProxy {
                     let conn = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service)
                         .with_upgrades();
-                    let _ = tokio::time::timeout(idle, conn).await;
+                    // No timeout of its own: the session (the child's spawn call, under its
+                    // timeout) bounds every connection and tunnel.
+                    let _ = conn.await;
                 });
                 // Reap finished connections as we go.
                 while connections.try_join_next().is_some() {}

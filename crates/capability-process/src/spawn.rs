@@ -172,6 +172,10 @@ impl ScopedProcess for ScopedSpawner {
         let mut env = plan.env.clone();
         env.push(("HOME".to_owned(), home.path().display().to_string()));
         if egress.is_some() {
+            // The proxy is the only way out; a variable of the tool's cannot point elsewhere.
+            env.retain(|(name, _)| {
+                !PROXY_VARIABLES.contains(&name.as_str()) && !name.eq_ignore_ascii_case("no_proxy")
+            });
             for name in PROXY_VARIABLES {
                 env.push((name.to_owned(), EGRESS_PROXY_URL.to_owned()));
             }
