@@ -195,6 +195,27 @@ impl Proxy {
         full(status, text)
     }
 
+    /// Decides on `authority:port` with the tool's host policy and the fetcher's address
+    /// checks, connects to the checked address, and audits the decision either way.
+    async fn connect(
+        &self,
+        via: &str,
+        authority: &http::uri::Authority,
+        port: u16,
+    ) -> Result<tokio::net::TcpStream, Response<Body>> {
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        match connect_checked(&*self.grant.hosts, host, port, self.connect_timeout).await {
+            Ok(tcp) => {
+                self.audit(true, via, host, port, None);
+                Ok(tcp)
+            }
+            Err(e) => Err(self.refuse(via, host, port, e)),
+        }
+    }
+
     async fn tunnel(&self, req: Request<Incoming>) -> Response<Body> {
         let Some(authority) = req.uri().authority().cloned() else {
             return full(
@@ -205,16 +226,10 @@ impl Proxy {
         let Some(port) = authority.port_u16() else {
             return full(StatusCode::BAD_REQUEST, "CONNECT needs a port".to_owned());
         };
-        let host = authority
-            .host()
-            .trim_start_matches('[')
-            .trim_end_matches(']');
-        let upstream =
-            match connect_checked(&*self.grant.hosts, host, port, self.connect_timeout).await {
-                Ok(tcp) => tcp,
-                Err(e) => return self.refuse("connect", host, port, e),
-            };
-        self.audit(true, "connect", host, port, None);
+        let upstream = match self.connect("connect", &authority, port).await {
+            Ok(tcp) => tcp,
+            Err(refusal) => return refusal,
+        };
         let task = tokio::spawn(async move {
             let mut upstream = upstream;
             if let Ok(upgraded) = hyper::upgrade::on(req).await {
@@ -247,16 +262,10 @@ impl Proxy {
             return full(StatusCode::BAD_REQUEST, "the URI has no host".to_owned());
         };
         let port = authority.port_u16().unwrap_or(80);
-        let host = authority
-            .host()
-            .trim_start_matches('[')
-            .trim_end_matches(']');
-        let upstream =
-            match connect_checked(&*self.grant.hosts, host, port, self.connect_timeout).await {
-                Ok(tcp) => tcp,
-                Err(e) => return self.refuse("http", host, port, e),
-            };
-        self.audit(true, "http", host, port, None);
+        let upstream = match self.connect("http", &authority, port).await {
+            Ok(tcp) => tcp,
+            Err(refusal) => return refusal,
+        };
         let (mut sender, conn) =
             match hyper::client::conn::http1::handshake(TokioIo::new(upstream)).await {
                 Ok(pair) => pair,

@@ -369,6 +369,20 @@ impl Prepared {
         .map_err(|e| failed("confining this process", e))
     }
 
+    /// With egress: a fresh channel, the child's end (with the maps) and the host's end.
+    fn egress_channel(&self) -> Result<(Option<Egress>, Option<OwnedFd>), CapabilityError> {
+        let Some(maps) = &self.egress else {
+            return Ok((None, None));
+        };
+        let (host_end, child_end) =
+            std::os::unix::net::UnixStream::pair().map_err(|e| failed("egress channel", e))?;
+        let egress = Egress {
+            channel: OwnedFd::from(child_end),
+            maps: maps.clone(),
+        };
+        Ok((Some(egress), Some(OwnedFd::from(host_end))))
+    }
+
     /// Installs the confinement into `command`; returns the host's end of the egress channel
     /// when the policy has egress. Reusable: each call duplicates the ruleset descriptor.
     pub(crate) fn apply_to(
@@ -378,18 +392,7 @@ impl Prepared {
         let ruleset = Arc::clone(&self.ruleset);
         let filter = self.filter.clone();
         let limits = self.limits;
-        let (egress, host_end) = match &self.egress {
-            Some(maps) => {
-                let (host_end, child_end) = std::os::unix::net::UnixStream::pair()
-                    .map_err(|e| failed("egress channel", e))?;
-                let egress = Egress {
-                    channel: OwnedFd::from(child_end),
-                    maps: maps.clone(),
-                };
-                (Some(egress), Some(OwnedFd::from(host_end)))
-            }
-            None => (None, None),
-        };
+        let (egress, host_end) = self.egress_channel()?;
         let confine = move || -> io::Result<()> {
             // The closure runs in the single-threaded child between fork and exec and makes
             // system calls on memory prepared before the fork; it allocates nothing.
@@ -749,18 +752,7 @@ impl Prepared {
         let (stdout_read, stdout_write) = pipe().map_err(|e| io_failed("stdout pipe", e))?;
         let (stderr_read, stderr_write) = pipe().map_err(|e| io_failed("stderr pipe", e))?;
         let (report_read, report_write) = pipe().map_err(|e| io_failed("report pipe", e))?;
-        let (egress, egress_host) = match &self.egress {
-            Some(maps) => {
-                let (host_end, child_end) = std::os::unix::net::UnixStream::pair()
-                    .map_err(|e| failed("egress channel", e))?;
-                let egress = Egress {
-                    channel: OwnedFd::from(child_end),
-                    maps: maps.clone(),
-                };
-                (Some(egress), Some(OwnedFd::from(host_end)))
-            }
-            None => (None, None),
-        };
+        let (egress, egress_host) = self.egress_channel()?;
         let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
         argv_ptrs.push(std::ptr::null());
         let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|e| e.as_ptr()).collect();
