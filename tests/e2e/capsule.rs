@@ -560,3 +560,43 @@ async fn only_selected_tools_run_in_the_capsule() {
     );
     assert_eq!(capsule.workers_started(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_personality_can_put_all_its_tools_in_the_capsule() {
+    let capsule = Arc::new(Capsule::new(config()));
+    let mut registry = DefaultToolRegistry::new(Some(backends())).with_isolation(
+        capsule.clone(),
+        IsolationSelection::personalities(["untrusted"]),
+    );
+    for tool in lab::lab_tools() {
+        registry.register_arc(tool).unwrap();
+    }
+    let under = |id: &str| {
+        let policy =
+            CompiledPolicy::load(&format!("id = \"{id}\"\n"), PolicyFormat::Toml, None).unwrap();
+        ExecutionContext::new("s", Arc::new(policy), "/")
+    };
+    let pid_under = |id: &'static str| {
+        let registry = &registry;
+        let ctx = under(id);
+        async move {
+            let result = registry
+                .execute(ToolCall::new("1", "echo", json!({})), &ctx)
+                .await
+                .result;
+            result.value().unwrap()["pid"].clone()
+        }
+    };
+    let host = json!(std::process::id());
+    assert_ne!(
+        pid_under("untrusted").await,
+        host,
+        "isolated under `untrusted`"
+    );
+    assert_eq!(
+        pid_under("trusted").await,
+        host,
+        "in process under `trusted`"
+    );
+    assert_eq!(capsule.workers_started(), 1);
+}
