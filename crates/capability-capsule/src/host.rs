@@ -285,7 +285,7 @@ impl Capsule {
             spawned.map_err(|e| unavailable(format!("{}: {e}", self.config.program.display())))?;
         self.started.fetch_add(1, Ordering::Relaxed);
         let stderr = Arc::new(Mutex::new(Vec::new()));
-        if let Some(mut pipe) = child.stderr.take() {
+        let stderr_task = child.stderr.take().map(|mut pipe| {
             let tail = Arc::clone(&stderr);
             tokio::spawn(async move {
                 let mut buf = [0u8; 1024];
@@ -298,8 +298,8 @@ impl Capsule {
                     let excess = tail.len().saturating_sub(STDERR_TAIL);
                     tail.drain(..excess);
                 }
-            });
-        }
+            })
+        });
         host_end
             .set_nonblocking(true)
             .map_err(|e| unavailable(format!("channel: {e}")))?;
@@ -311,6 +311,7 @@ impl Capsule {
             writer,
             frames: FrameReader::new(reader, self.config.max_frame),
             stderr,
+            stderr_task,
             seq: 0,
             max_frame: self.config.max_frame,
         };
@@ -410,6 +411,8 @@ struct Worker {
     /// Read in place (cancel-safe), without a task and a channel in between.
     frames: FrameReader<OwnedReadHalf>,
     stderr: Arc<Mutex<Vec<u8>>>,
+    /// Keeps the end of the worker's stderr; ends at end-of-file.
+    stderr_task: Option<tokio::task::JoinHandle<()>>,
     seq: u64,
     max_frame: usize,
 }
@@ -523,8 +526,10 @@ impl Worker {
             FrameError::Truncated => ended,
             other => format!("{other}; {ended}"),
         };
-        // Give the stderr reader a moment to take the last lines.
-        tokio::task::yield_now().await;
+        // The worker is gone, so its stderr ends: let the reader take the last lines.
+        if let Some(task) = self.stderr_task.as_mut() {
+            let _ = tokio::time::timeout(Duration::from_secs(1), task).await;
+        }
         let tail = self
             .stderr
             .lock()
