@@ -122,39 +122,6 @@ pub fn decode<M: for<'de> Deserialize<'de>>(
     Ok((message, blobs))
 }
 
-/// Reads one frame body. `Ok(None)`: the peer closed the channel between frames.
-pub async fn read_frame<R: AsyncRead + Unpin>(
-    reader: &mut R,
-    max: usize,
-) -> Result<Option<Bytes>, FrameError> {
-    let mut prefix = [0u8; 4];
-    let mut got = 0;
-    while got < prefix.len() {
-        let n = reader.read(&mut prefix[got..]).await?;
-        if n == 0 {
-            return if got == 0 {
-                Ok(None)
-            } else {
-                Err(FrameError::Truncated)
-            };
-        }
-        got += n;
-    }
-    let len = u32::from_be_bytes(prefix) as usize;
-    if len > max {
-        return Err(FrameError::TooLarge { len, max });
-    }
-    let mut body = BytesMut::zeroed(len);
-    reader.read_exact(&mut body).await.map_err(|e| {
-        if e.kind() == std::io::ErrorKind::UnexpectedEof {
-            FrameError::Truncated
-        } else {
-            FrameError::Io(e)
-        }
-    })?;
-    Ok(Some(body.freeze()))
-}
-
 /// Reads frames from one stream, keeping a partial frame between calls, so that
 /// [`next`](Self::next) may be cancelled (in a `select!`) without losing bytes.
 #[derive(Debug)]
@@ -516,7 +483,7 @@ mod tests {
     async fn a_hostile_length_prefix_is_refused_unread() {
         let mut input: &[u8] = &[0xff, 0xff, 0xff, 0xff, 1, 2, 3];
         assert!(matches!(
-            read_frame(&mut input, MAX).await,
+            FrameReader::new(&mut input, MAX).next().await,
             Err(FrameError::TooLarge {
                 len: 0xffff_ffff,
                 ..
@@ -527,15 +494,21 @@ mod tests {
     #[tokio::test]
     async fn truncation_is_told_apart_from_a_clean_close() {
         let mut empty: &[u8] = &[];
-        assert!(read_frame(&mut empty, MAX).await.unwrap().is_none());
+        assert!(
+            FrameReader::new(&mut empty, MAX)
+                .next()
+                .await
+                .unwrap()
+                .is_none()
+        );
         let mut half_prefix: &[u8] = &[0, 0];
         assert!(matches!(
-            read_frame(&mut half_prefix, MAX).await,
+            FrameReader::new(&mut half_prefix, MAX).next().await,
             Err(FrameError::Truncated)
         ));
         let mut half_body: &[u8] = &[0, 0, 0, 9, 1, 2];
         assert!(matches!(
-            read_frame(&mut half_body, MAX).await,
+            FrameReader::new(&mut half_body, MAX).next().await,
             Err(FrameError::Truncated)
         ));
     }

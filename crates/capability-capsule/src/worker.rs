@@ -22,8 +22,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::sys;
 use crate::wire::{
-    Answer, CallContext, FromWorker, Op, ToWorker, WireError, WorkerSettings, decode, encode,
-    read_frame,
+    Answer, CallContext, FrameReader, FromWorker, Op, ToWorker, WireError, WorkerSettings, decode,
+    encode,
 };
 
 /// The first argument that puts a binary into worker mode.
@@ -224,7 +224,8 @@ async fn serve(
             return EXIT_PROTOCOL;
         }
     };
-    let (mut reader, mut writer) = stream.into_split();
+    let (reader, mut writer) = stream.into_split();
+    let mut frames = FrameReader::new(reader, max_frame);
     let (out, mut outgoing) = mpsc::unbounded_channel::<Vec<u8>>();
     tokio::spawn(async move {
         while let Some(frame) = outgoing.recv().await {
@@ -244,7 +245,7 @@ async fn serve(
     }
     let mut running: Option<tokio::task::JoinHandle<()>> = None;
     loop {
-        let body = match read_frame(&mut reader, max_frame).await {
+        let body = match frames.next().await {
             Ok(Some(body)) => body,
             Ok(None) => return 0,
             Err(e) => {
@@ -302,7 +303,7 @@ async fn run_call(
                 Ok(result) => result,
                 Err(e) if e.is_panic() => Err(CapabilityError::failed(format!(
                     "tool {name} panicked in its capsule: {}",
-                    panic_text(e.into_panic())
+                    capability_core::panic_message(e.into_panic())
                 ))),
                 Err(_) => Err(CapabilityError::failed(format!("tool {name} was aborted"))),
             }
@@ -320,14 +321,6 @@ async fn run_call(
         };
         let _ = link.send(&failed, &[]);
     }
-}
-
-fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a non-string panic".to_owned())
 }
 
 /// The proxy every scoped object of a call is: requests to the host, stamped with the call.

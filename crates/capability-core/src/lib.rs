@@ -45,7 +45,7 @@ pub use crate::manifest::{Manifest, Widening, WideningCode, build_manifest, diff
 pub use crate::policy::CompiledPolicy;
 pub use crate::registry::{
     DefaultToolRegistry, ExecutionContext, Invocation, RegistryConfig, RegistryError, ToolCall,
-    ToolCallResult, apply_budget,
+    ToolCallResult, apply_budget, panic_message,
 };
 pub use crate::resolve::{
     Approvals, Backend, CapabilityBackends, Intersected, ResolutionCache, ResolvedCapabilities,

@@ -907,7 +907,8 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+/// The text of a panic's payload (a `&str` or `String`), for an `execution_failed` message.
+pub fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_owned()
     } else if let Some(s) = payload.downcast_ref::<String>() {
