@@ -665,7 +665,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     unsafe {
         // The parent's handlers must never run here, in its memory: back to the defaults, then
         // the parent's signal mask (all signals were blocked around the clone).
-        for signal in 1..libc::SIGRTMAX() {
+        for signal in 1..=libc::SIGRTMAX() {
             if signal == libc::SIGKILL || signal == libc::SIGSTOP {
                 continue;
             }
