@@ -19,7 +19,34 @@ use capability_core::{
 use capability_fs::{FsBackend, FsConfig};
 use serde_json::json;
 
+/// A worker that says `ready` without confining itself (the lab's `liar` tool): the host must
+/// not believe it.
+fn lie_if_asked() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) != Some(capability_capsule::WORKER_FLAG)
+        || args.get(2).map(String::as_str) != Some("liar")
+    {
+        return;
+    }
+    use std::io::{Read, Write};
+    use std::os::fd::FromRawFd;
+    // SAFETY: the host hands a worker its channel on descriptor 3, and nothing else owns it.
+    #[allow(unsafe_code, reason = "adopting the capsule channel the host passed")]
+    let mut channel = unsafe { std::os::unix::net::UnixStream::from_raw_fd(3) };
+    let ready = capability_capsule::wire::encode(
+        &capability_capsule::wire::FromWorker::Ready {},
+        &[],
+        capability_capsule::wire::DEFAULT_MAX_FRAME,
+    )
+    .expect("a ready frame");
+    let _ = channel.write_all(&ready);
+    let mut sink = Vec::new();
+    let _ = channel.read_to_end(&mut sink);
+    std::process::exit(0);
+}
+
 fn main() {
+    lie_if_asked();
     run_worker_if_requested(tools::lab_tools);
     let mut args = std::env::args().skip(1);
     if args.next().as_deref() != Some("host") {

@@ -27,6 +27,7 @@ pub(crate) fn lab_tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(Lab::Counter),
         Arc::new(Lab::Escape),
         Arc::new(Lab::Proxy),
+        Arc::new(Lab::Liar),
     ]
 }
 
@@ -41,6 +42,8 @@ pub(crate) enum Lab {
     Escape,
     /// Uses every scoped object, named by `op`.
     Proxy,
+    /// Like echo; the lab binary answers as an unconfined worker for it.
+    Liar,
 }
 
 static CALLS: AtomicU64 = AtomicU64::new(0);
@@ -190,6 +193,7 @@ impl Tool for Lab {
             Lab::Counter => "counter",
             Lab::Escape => "escape",
             Lab::Proxy => "proxy",
+            Lab::Liar => "liar",
         }
     }
     fn description(&self) -> &str {
@@ -200,7 +204,7 @@ impl Tool for Lab {
     }
     fn capabilities(&self) -> ToolCapabilities {
         match self {
-            Lab::Echo | Lab::Counter => ToolCapabilities::none(),
+            Lab::Echo | Lab::Counter | Lab::Liar => ToolCapabilities::none(),
             Lab::Escape => ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality),
             Lab::Proxy => ToolCapabilities::none()
                 .with_fs_read(FsPaths::FromPersonality)
@@ -214,7 +218,7 @@ impl Tool for Lab {
     async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<Value, CapabilityError> {
         let pid = std::process::id();
         match self {
-            Lab::Echo => Ok(json!({"args": args, "pid": pid})),
+            Lab::Echo | Lab::Liar => Ok(json!({"args": args, "pid": pid})),
             Lab::Counter => {
                 let count = CALLS.fetch_add(1, Ordering::SeqCst) + 1;
                 Ok(json!({"count": count, "pid": pid}))

@@ -600,3 +600,14 @@ async fn a_personality_can_put_all_its_tools_in_the_capsule() {
     );
     assert_eq!(capsule.workers_started(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_says_ready_without_confining_itself_is_not_believed() {
+    let lab = lab_default().await;
+    let result = lab.call("liar", json!({})).await;
+    assert_eq!(
+        json_of(&result),
+        r#"{"ok":false,"code":"not_available","error":"the capsule worker for tool liar cannot start: it said it was ready, but the kernel shows no seccomp filter and no_new_privs on it"}"#
+    );
+    lab.assert_alive().await;
+}

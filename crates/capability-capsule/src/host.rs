@@ -317,7 +317,29 @@ impl Capsule {
         };
         let first = tokio::time::timeout(self.config.start_timeout, worker.receive()).await;
         match first {
-            Ok(Ok((FromWorker::Ready {}, _))) => Ok(worker),
+            Ok(Ok((FromWorker::Ready {}, _))) => {
+                // Its word is not enough: the kernel must show the worker confined.
+                match worker.child.id().map(sys::shows_confinement) {
+                    Some(Ok(true)) => Ok(worker),
+                    Some(Ok(false)) => {
+                        self.record_failure(key);
+                        Err(unavailable(
+                            "it said it was ready, but the kernel shows no seccomp filter and no_new_privs on it"
+                                .to_owned(),
+                        ))
+                    }
+                    Some(Err(e)) => {
+                        self.record_failure(key);
+                        Err(unavailable(format!(
+                            "its confinement cannot be checked: {e}"
+                        )))
+                    }
+                    None => {
+                        self.record_failure(key);
+                        Err(unavailable("it exited as it became ready".to_owned()))
+                    }
+                }
+            }
             Ok(Ok((FromWorker::Refused { reason }, _))) => Err(unavailable(format!(
                 "it could not confine itself: {reason}"
             ))),

@@ -86,3 +86,18 @@ pub(crate) fn close_descriptors_after_channel() -> io::Result<()> {
         Err(io::Error::last_os_error())
     }
 }
+
+/// Whether the kernel shows `pid` under a seccomp filter with `no_new_privs`: what a worker that
+/// says it confined itself must show before the host believes it (`/proc/<pid>/status`). Landlock
+/// leaves no mark there; the filter comes after it in the same function, so a filter is the sign
+/// that the whole sequence ran.
+pub(crate) fn shows_confinement(pid: u32) -> io::Result<bool> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .map(str::trim)
+    };
+    Ok(field("Seccomp:") == Some("2") && field("NoNewPrivs:") == Some("1"))
+}
