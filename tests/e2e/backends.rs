@@ -18,7 +18,6 @@ use capability_types::{
     ToolCapabilities, ToolContext, async_trait,
 };
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The four kinds of tool, each using only its scoped object.
 struct Kind(&'static str);
@@ -90,28 +89,9 @@ impl Tool for Kind {
     }
 }
 
-/// A minimal HTTP/1.1 server on loopback that answers every request with `ok` and counts
-/// connections.
+/// A loopback server that answers every request with `ok`.
 async fn http_server() -> (u16, Arc<AtomicUsize>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let count = Arc::new(AtomicUsize::new(0));
-    let c = Arc::clone(&count);
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            c.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                let mut buf = [0u8; 4096];
-                let _ = stream.read(&mut buf).await;
-                let _ = stream
-                    .write_all(
-                        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
-                    )
-                    .await;
-            });
-        }
-    });
-    (port, count)
+    crate::support::http_server("ok", |_| "ok".to_owned()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

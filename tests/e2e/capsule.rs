@@ -22,37 +22,18 @@ use capability_sandbox::Support;
 use capability_secrets::{MemorySecrets, SecretsResolverFactory};
 use capability_types::{PolicyFormat, ToolResult};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[path = "../capsule_lab/tools.rs"]
 mod lab;
 
 const LAB: &str = env!("CARGO_BIN_EXE_capsule-lab");
 
-/// A loopback HTTP/1.1 server that answers every request with its name, echoing the request
-/// body's length; counts connections.
+/// A loopback server that answers with its name and whether the lab tool's header arrived.
 async fn http_server(name: &'static str) -> (u16, Arc<AtomicUsize>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let count = Arc::new(AtomicUsize::new(0));
-    let c = Arc::clone(&count);
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            c.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                let n = stream.read(&mut buf).await.unwrap_or(0);
-                let request = String::from_utf8_lossy(&buf[..n]).to_string();
-                let body = format!("{name}:{}", request.contains("x-lab: capsule"));
-                let response = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nx-server: {name}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = stream.write_all(response.as_bytes()).await;
-            });
-        }
-    });
-    (port, count)
+    crate::support::http_server(name, move |request| {
+        format!("{name}:{}", request.contains("x-lab: capsule"))
+    })
+    .await
 }
 
 struct Lab {

@@ -19,7 +19,6 @@ use capability_types::{
     async_trait,
 };
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Runs `curl` with the given arguments; declares `network` only when `networked`.
 struct Curl {
@@ -66,31 +65,16 @@ impl Tool for Curl {
     }
 }
 
-/// An HTTP/1.1 server on host loopback that answers with its name; counts requests.
+/// A server on host loopback that answers with its name and whether the request came in origin
+/// form (as the proxy must forward it, whichever way the child sent it).
 async fn server(name: &'static str) -> (u16, Arc<AtomicUsize>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let counted = Arc::clone(&hits);
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            counted.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                let n = stream.read(&mut buf).await.unwrap_or(0);
-                let request = String::from_utf8_lossy(&buf[..n]).to_string();
-                // Origin-form with the decided Host, whichever way the request came.
-                let origin_form = request.starts_with("GET / HTTP/1.1");
-                let body = format!("{name} origin-form={origin_form}");
-                let response = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = stream.write_all(response.as_bytes()).await;
-            });
-        }
-    });
-    (port, hits)
+    crate::support::http_server(name, move |request| {
+        format!(
+            "{name} origin-form={}",
+            request.starts_with("GET / HTTP/1.1")
+        )
+    })
+    .await
 }
 
 /// Collects what the audit target logs.

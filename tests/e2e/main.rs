@@ -10,3 +10,4 @@ mod egress;
 mod plugin;
 mod policy_files;
 mod policy_rules;
+mod support;
