@@ -145,6 +145,34 @@ fn escape(args: &Value) -> Value {
             };
             errno_of(r)
         }
+        // issue 13, class 1: a pathname Unix socket outside every reach.
+        "unix_socket" => outcome(std::os::unix::net::UnixStream::connect(hidden_path(args))),
+        // issue 13, class 3: what root could do with its capabilities.
+        "syslog" => {
+            let mut buf = [0u8; 256];
+            // SAFETY: SYSLOG_ACTION_READ_ALL (3) writes at most `len` bytes into the buffer.
+            let r = unsafe { libc::klogctl(3, buf.as_mut_ptr().cast(), buf.len() as libc::c_int) };
+            errno_of(libc::c_long::from(r))
+        }
+        "settimeofday" => {
+            // SAFETY: gettimeofday then settimeofday to the same time on a live struct: harmless
+            // where it is allowed, which is exactly what the control shows.
+            let r = unsafe {
+                let mut now: libc::timeval = std::mem::zeroed();
+                libc::gettimeofday(&mut now, std::ptr::null_mut());
+                libc::settimeofday(&now, std::ptr::null())
+            };
+            errno_of(libc::c_long::from(r))
+        }
+        "capabilities" => {
+            // capget: the effective set of this process, as two 32-bit words.
+            let mut header = [0x2008_0522u32, 0];
+            let mut data = [0u32; 6];
+            // SAFETY: the kernel reads the header and writes two 12-byte records.
+            let r =
+                unsafe { libc::syscall(libc::SYS_capget, header.as_mut_ptr(), data.as_mut_ptr()) };
+            json!({"ok": r == 0, "effective": [data[0], data[3]], "permitted": [data[1], data[4]]})
+        }
         "io_uring" => {
             let mut params = [0u8; 120];
             // SAFETY: io_uring_setup writes at most sizeof(struct io_uring_params) = 120 bytes.

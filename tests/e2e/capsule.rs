@@ -307,6 +307,52 @@ async fn escapes_are_stopped_by_the_kernel_and_the_host_goes_on() {
     );
 }
 
+/// issue 13, classes 1 and 3, in the capsule: a Unix socket outside the reach (the listener
+/// counts its connections), the kernel log, the clock, and the capabilities of a root host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unix_sockets_and_root_powers_are_out_of_a_workers_reach() {
+    let lab = lab_default().await;
+    let socket = lab.root.join("private/agent.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let args = json!({"attempt": "unix_socket", "parts": parts(&socket)});
+    assert_eq!(
+        control(&lab, args.clone()).await["escaped"],
+        true,
+        "the control connects"
+    );
+    while listener.accept().is_ok() {} // the control's connection
+    let confined = lab.value("escape", args).await;
+    assert_eq!(confined["escaped"], false, "{confined}");
+    assert_eq!(confined["errno"], libc::EPERM, "{confined}");
+    assert!(
+        listener.accept().is_err(),
+        "the socket was reached from the capsule"
+    );
+
+    let root = control(&lab, json!({"attempt": "capabilities"})).await;
+    let confined = lab
+        .value("escape", json!({"attempt": "capabilities"}))
+        .await;
+    assert_eq!(confined["ok"], true, "{confined}");
+    assert_eq!(
+        confined["effective"],
+        json!([0, 0]),
+        "{confined} (host: {root})"
+    );
+    assert_eq!(
+        confined["permitted"],
+        json!([0, 0]),
+        "{confined} (host: {root})"
+    );
+    for attempt in ["syslog", "settimeofday"] {
+        let confined = lab.value("escape", json!({"attempt": attempt})).await;
+        assert_eq!(confined["escaped"], false, "{attempt}: {confined}");
+        assert_eq!(confined["errno"], libc::EPERM, "{attempt}: {confined}");
+    }
+    lab.assert_alive().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_planted_secret_in_the_hosts_environment_is_out_of_reach() {
     let needle = format!("planted-{}", std::process::id());

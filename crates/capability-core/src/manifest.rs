@@ -196,6 +196,8 @@ impl Manifest {
 }
 
 fn serde_path_to_json(text: &str) -> Result<Manifest, ManifestError> {
+    capability_types::check_policy_text(text, capability_types::PolicyFormat::Json)
+        .map_err(ManifestError::Invalid)?;
     serde_json::from_str(text).map_err(|e| ManifestError::Invalid(e.to_string()))
 }
 

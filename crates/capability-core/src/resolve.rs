@@ -776,6 +776,18 @@ impl PathPolicy for ResolvedPaths {
     fn working_dir(&self) -> &Path {
         &self.working_dir
     }
+
+    fn hidden(&self) -> Vec<PathBuf> {
+        let lifting: Vec<PathBuf> = self
+            .personality_read
+            .iter()
+            .chain(self.personality_write.iter())
+            .cloned()
+            .collect();
+        let mut out: Vec<PathBuf> = self.deny.to_vec();
+        out.extend(self.floor.areas(&lifting));
+        out
+    }
 }
 
 /// A tool's resolved process rules.

@@ -240,8 +240,12 @@ impl ScopedProcess for ScopedSpawner {
             _ => None,
         };
         let cap = config.output_cap;
-        let stdout = tokio::spawn(read_capped(Some(stdout), cap));
-        let stderr = tokio::spawn(read_capped(Some(stderr), cap));
+        // The call's wall time is bounded whatever holds its pipes: past the timeout and the
+        // kill grace (twice: the leader's, then the pipes'), reading stops and what was read is
+        // kept.
+        let read_deadline = tokio::time::Instant::now() + timeout + config.kill_grace * 2;
+        let stdout = tokio::spawn(read_capped(Some(stdout), cap, read_deadline));
+        let stderr = tokio::spawn(read_capped(Some(stderr), cap, read_deadline));
         let waiting =
             |e: std::io::Error| CapabilityError::failed(format!("waiting for {binary}: {e}"));
 
@@ -290,7 +294,8 @@ struct Exit {
 /// (confined, without copying this process).
 enum Child {
     Plain(tokio::process::Child),
-    Confined(sys::PidWaiter),
+    /// The reaper of the child's PID namespace, and what tells the program's own end.
+    Confined(sys::PidWaiter, capability_sandbox::ChildEnd),
 }
 
 impl Child {
@@ -301,8 +306,11 @@ impl Child {
                 code: status.code(),
                 signal: status.signal(),
             }),
-            Child::Confined(waiter) => {
-                let (code, signal) = waiter.wait().await?;
+            Child::Confined(waiter, end) => {
+                let reaper = waiter.wait().await?;
+                // The program's own status when the reaper saw it end; the reaper's when it was
+                // killed first (a timeout).
+                let (code, signal) = end.status().unwrap_or(reaper);
                 Ok(Exit { code, signal })
             }
         }
@@ -387,7 +395,7 @@ impl Started {
             None => None,
         };
         Ok(Started {
-            child: Child::Confined(waiter),
+            child: Child::Confined(waiter, child.end),
             pgid: child.pid,
             stdin,
             stdout,
@@ -427,7 +435,13 @@ impl Drop for GroupGuard {
 
 /// Reads a pipe to its end, keeping the first `cap` bytes and draining the rest so the child
 /// never blocks on a full pipe. Returns the bytes and whether any were dropped.
-async fn read_capped<R: AsyncRead + Unpin>(pipe: Option<R>, cap: usize) -> (Bytes, bool) {
+/// Stops at `deadline` (counted as truncated): a pipe held open by something that escaped the
+/// kill must not hold the call.
+async fn read_capped<R: AsyncRead + Unpin>(
+    pipe: Option<R>,
+    cap: usize,
+    deadline: tokio::time::Instant,
+) -> (Bytes, bool) {
     let Some(mut pipe) = pipe else {
         return (Bytes::new(), false);
     };
@@ -435,9 +449,13 @@ async fn read_capped<R: AsyncRead + Unpin>(pipe: Option<R>, cap: usize) -> (Byte
     let mut truncated = false;
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        match pipe.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
+        match tokio::time::timeout_at(deadline, pipe.read(&mut buf)).await {
+            Err(_) => {
+                truncated = true;
+                break;
+            }
+            Ok(Ok(0) | Err(_)) => break,
+            Ok(Ok(n)) => {
                 let room = cap.saturating_sub(kept.len());
                 kept.extend_from_slice(&buf[..n.min(room)]);
                 truncated |= n > room;

@@ -446,14 +446,56 @@ fn process_alive(pid: u32) -> bool {
     }
 }
 
+/// A `sleep` argument no other process on the host has: how the host finds a grandchild from
+/// its own side (pids printed inside the child's PID namespace mean nothing here).
+fn marker() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    format!(
+        "30.{}{:04}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Host pids of live processes whose command line has `marker` as an argument.
+fn alive_with(marker: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if cmdline.split(|b| *b == 0).any(|a| a == marker.as_bytes()) && process_alive(pid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Waits up to a second for every process carrying `marker` to be gone; returns the survivors.
+async fn survivors(marker: &str) -> Vec<u32> {
+    for _ in 0..50 {
+        if alive_with(marker).is_empty() {
+            return Vec::new();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    alive_with(marker)
+}
+
 #[tokio::test]
 async fn timeout_kills_the_whole_group() {
     let fx = fixture();
     let p = spawner(&fx);
+    let m = marker();
+    let started = std::time::Instant::now();
     let out = p
         .spawn(
             "sh",
-            &argv(&["-c", "sleep 30 & echo $!; sleep 30 & echo $!; wait"]),
+            &argv(&["-c", &format!("sleep {m} & sleep {m} & echo started; wait")]),
             SpawnOptions::default().timeout(Duration::from_millis(300)),
         )
         .await
@@ -461,47 +503,103 @@ async fn timeout_kills_the_whole_group() {
     assert!(out.timed_out);
     assert_eq!(out.exit_code, None);
     assert!(matches!(out.signal, Some(15) | Some(9)), "{out:?}");
-    let pids: Vec<u32> = stdout(&out)
-        .lines()
-        .map(|l| l.trim().parse().unwrap())
-        .collect();
-    assert_eq!(pids.len(), 2);
-    for _ in 0..50 {
-        if pids.iter().all(|p| !process_alive(*p)) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    for pid in pids {
-        assert!(!process_alive(pid), "grandchild {pid} survived the timeout");
-    }
+    assert_eq!(stdout(&out), "started\n");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(
+        survivors(&m).await,
+        [0u32; 0],
+        "grandchildren survived the timeout"
+    );
 }
 
 #[tokio::test]
 async fn nothing_outlives_a_call_that_exits() {
     let fx = fixture();
     let p = spawner(&fx);
+    let m = marker();
     let out = p
         .spawn(
             "sh",
-            &argv(&["-c", "sleep 30 > /dev/null 2>&1 & echo $!"]),
+            &argv(&["-c", &format!("sleep {m} > /dev/null 2>&1 & echo started")]),
             SpawnOptions::default(),
         )
         .await
         .unwrap();
     assert_eq!(out.exit_code, Some(0));
     assert!(!out.timed_out);
-    let pid: u32 = stdout(&out).trim().parse().unwrap();
-    for _ in 0..50 {
-        if !process_alive(pid) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(
-        !process_alive(pid),
-        "background child {pid} outlived the call"
+    assert_eq!(
+        survivors(&m).await,
+        [0u32; 0],
+        "a background child outlived the call"
     );
+}
+
+/// issue 13, class 4: a grandchild that leaves the process group (`setsid`) or holds the output
+/// pipe open is ended with the call, and the call's wall time stays bounded by its timeout.
+#[tokio::test]
+async fn new_sessions_and_held_pipes_do_not_outlive_the_call() {
+    let fx = fixture();
+    let config = ProcessConfig::with_host_env(host_env())
+        .scratch_root(fx.scratch.clone())
+        .kill_grace(Duration::from_millis(200));
+    let p = spawner_with(&fx, "\"sh\", \"setsid\"", "", config);
+    let m = marker();
+    // setsid(1) runs the sleep in a new session and process group, detached from the call's.
+    let out = p
+        .spawn(
+            "sh",
+            &argv(&[
+                "-c",
+                &format!("setsid sleep {m} > /dev/null 2>&1 < /dev/null & echo ok"),
+            ]),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!((out.exit_code, stdout(&out).as_str()), (Some(0), "ok\n"));
+    assert_eq!(
+        survivors(&m).await,
+        [0u32; 0],
+        "a setsid grandchild outlived the call"
+    );
+
+    // The same grandchild holding stdout open: the call returns when its program exits (the
+    // namespace ends with it), and with a timeout it returns within it.
+    let m = marker();
+    let started = std::time::Instant::now();
+    let out = p
+        .spawn(
+            "sh",
+            &argv(&["-c", &format!("setsid sleep {m} & echo ok")]),
+            SpawnOptions::default().timeout(Duration::from_millis(1000)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(stdout(&out), "ok\n");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the call waited {:?} for a held pipe",
+        started.elapsed()
+    );
+    assert_eq!(survivors(&m).await, [0u32; 0]);
+
+    let m = marker();
+    let started = std::time::Instant::now();
+    let out = p
+        .spawn(
+            "sh",
+            &argv(&["-c", &format!("setsid sleep {m} & sleep {m}")]),
+            SpawnOptions::default().timeout(Duration::from_millis(500)),
+        )
+        .await
+        .unwrap();
+    assert!(out.timed_out);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(survivors(&m).await, [0u32; 0]);
 }
 
 #[tokio::test]

@@ -3,24 +3,36 @@
 //!
 //! Scoped objects stop a tool that uses them; they do not stop a child process from reading any
 //! file its user can. A [`SandboxPolicy`] closes that gap for children: built from the same
-//! resolved path policy the scoped objects enforce, it is applied in the child between `fork`
-//! and `exec`, in this order:
+//! resolved path policy the scoped objects enforce, it is applied as the child starts
+//! ([`PreparedSandbox::spawn`]), in this order:
 //!
-//! 1. the child dies with the thread that started it (`PR_SET_PDEATHSIG`);
-//! 2. resource limits: address space, CPU time, processes, file size, open files;
-//! 3. every inherited descriptor above stderr is marked close-on-exec;
-//! 4. Landlock: reads only beneath the tool's read and write roots and the system directories
-//!    a program needs to load (`/usr`, `/lib*`, `/bin`, `/sbin`, `/etc`), writes only beneath
-//!    its write roots (and `/dev/null`), execution only from the system directories; TCP bind and
-//!    connect refused; abstract Unix sockets and signals outside the sandbox refused (where the
-//!    kernel's Landlock ABI has them); `no_new_privs`;
-//! 5. seccomp: `io_uring_*`, `ptrace`, `process_vm_*`, `bpf`, `perf_event_open`, `keyctl`,
-//!    mount and namespace calls, kernel modules and sockets other than `AF_UNIX` fail with
-//!    `EPERM`; `clone3` fails with `ENOSYS` so that the C library falls back to `clone`, whose
-//!    namespace flags the filter can see.
+//! 1. the child is the only child of a reaper that is process 1 of its own PID namespace, in its
+//!    own mount namespace (and user namespace, unless the host is root): when the program ends,
+//!    everything it started ends with it;
+//! 2. in that mount namespace: a fresh `/proc` of the child's PID namespace, and the places deny
+//!    rules and the deny floor protect inside its roots covered ([`SandboxPolicy::hide`]); for
+//!    a root host, the PID namespace's `pid_max` is the process limit;
+//! 3. every capability is dropped for good (securebits, bounding, ambient, effective, permitted,
+//!    inheritable);
+//! 4. the child dies with the thread that started it (`PR_SET_PDEATHSIG`);
+//! 5. resource limits: address space, CPU time, processes, file size, open files;
+//! 6. every inherited descriptor above stderr is marked close-on-exec;
+//! 7. Landlock: reads only beneath the tool's read and write roots, the system directories a
+//!    program needs to load (`/usr`, `/lib*`, `/bin`, `/sbin`) and the world-readable part of
+//!    `/etc` (never [`SYSTEM_HIDDEN`]), writes only beneath its write roots (and `/dev/null`),
+//!    never a device node, execution only from the system directories; TCP bind and connect
+//!    refused; abstract Unix sockets and signals outside the sandbox refused (where the kernel's
+//!    Landlock ABI has them); `no_new_privs`;
+//! 8. seccomp: `socket` (every family), `io_uring_*`, `ptrace`, `process_vm_*`, `bpf`,
+//!    `perf_event_open`, `keyctl`, mount and namespace calls, kernel modules, `syslog`, clock
+//!    setting, `reboot`, swap, host names and `open_by_handle_at` fail with `EPERM`; `clone3`
+//!    fails with `ENOSYS` so that the C library falls back to `clone`, whose namespace flags the
+//!    filter can see.
 //!
-//! So the child has no network: it cannot create an Internet (or netlink, or packet) socket at
-//! all, and where Landlock has TCP rules (ABI 4) it could not connect one either.
+//! So the child has no network and no socket: it cannot create an Internet, netlink, packet or
+//! Unix socket at all (a pathname Unix socket would reach whatever listens there: Landlock does
+//! not mediate that `connect`). With [`SandboxPolicy::egress_proxy`] it gets Internet sockets in a
+//! network namespace whose only listener is the host's proxy.
 //!
 //! Everything fails closed: [`SandboxPolicy::prepare`] refuses with `not_available` when the
 //! kernel has no Landlock (or when [`Support`] says so), and a child whose confinement cannot be
@@ -43,11 +55,10 @@
 //! # }
 //! ```
 //!
-//! Honest limits: Landlock rules only grant, so a `deny` rule *inside* a read or write root is
-//! enforced by the scoped objects but not by the kernel for children; `/etc` is readable (files
-//! there that the user may read at all); `RLIMIT_NPROC` counts every process of the user, not
-//! only the child's; a child may still connect to a *pathname* Unix socket it can name (Landlock
-//! does not mediate `connect`). See `docs/isolation-model.md`.
+//! Honest limits: a place that does not exist when the sandbox is prepared is not covered; a
+//! hard link to a protected file inside a root is not; `RLIMIT_NPROC` counts every process of an
+//! unprivileged user, not only the child's; [`PreparedSandbox::apply_to`] (a `fork`) cannot put
+//! the program in a new PID namespace. See `docs/isolation-model.md`.
 
 #![warn(missing_docs)]
 
@@ -58,12 +69,31 @@ use capability_types::{CapabilityError, FsAccess, PathPolicy};
 #[cfg(target_os = "linux")]
 mod bpf;
 #[cfg(target_os = "linux")]
+mod hide;
+#[cfg(target_os = "linux")]
 mod linux;
+#[cfg(target_os = "linux")]
+mod ns;
+#[cfg(target_os = "linux")]
+mod spawn;
 
 /// Directories a program needs to be loaded and run: readable and executable in every sandbox.
 pub const SYSTEM_EXEC_DIRS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"];
 /// Directories readable (not executable) in every sandbox: configuration and the loader cache.
 pub const SYSTEM_READ_DIRS: &[&str] = &["/etc"];
+/// Entries of [`SYSTEM_READ_DIRS`] no child may read, whatever their mode (a last component
+/// ending in `*` names every entry starting with the rest). Beyond these, a child reads only the
+/// files there that every user may read: a child of a root host keeps root's uid (not its
+/// capabilities), and so would otherwise read root's own files.
+pub const SYSTEM_HIDDEN: &[&str] = &[
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers*",
+    "/etc/ssh/ssh_host_*",
+    "/etc/ssl/private",
+];
 /// Device files readable and writable in every sandbox.
 pub const SYSTEM_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"];
 
@@ -113,6 +143,7 @@ impl ResourceLimits {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Support {
     landlock_abi: Option<u32>,
+    pid_max_per_namespace: bool,
     refusal: Option<String>,
 }
 
@@ -123,8 +154,15 @@ impl Support {
     pub fn unsupported(reason: impl Into<String>) -> Self {
         Self {
             landlock_abi: None,
+            pid_max_per_namespace: false,
             refusal: Some(reason.into()),
         }
+    }
+
+    /// Whether a PID namespace has a `pid_max` of its own (Linux 6.14 and later): how a root
+    /// host limits its children's processes, since `RLIMIT_NPROC` does not bind root.
+    pub fn pid_max_per_namespace(&self) -> bool {
+        self.pid_max_per_namespace
     }
 
     /// The Landlock ABI version the kernel reports, if it has Landlock.
@@ -158,6 +196,7 @@ pub struct SandboxPolicy {
     read: Vec<PathBuf>,
     write: Vec<PathBuf>,
     exec: Vec<PathBuf>,
+    hidden: Vec<PathBuf>,
     limits: ResourceLimits,
     system_dirs: bool,
     new_processes: bool,
@@ -179,6 +218,7 @@ impl SandboxPolicy {
             read: Vec::new(),
             write: Vec::new(),
             exec: Vec::new(),
+            hidden: Vec::new(),
             limits: ResourceLimits::default(),
             system_dirs: true,
             new_processes: true,
@@ -201,13 +241,30 @@ impl SandboxPolicy {
     }
 
     /// The policy for a tool's resolved path policy: its read roots readable, its write roots
-    /// readable and writable. Deny rules inside the roots stay with the scoped objects (Landlock
-    /// rules only grant).
+    /// readable and writable, and the places its deny rules and the deny floor protect inside
+    /// them hidden ([`PathPolicy::hidden`]).
     pub fn from_paths(paths: &dyn PathPolicy) -> Self {
         let mut policy = Self::new();
         policy.read = paths.roots(FsAccess::Read);
         policy.write = paths.roots(FsAccess::Write);
+        policy.hidden = paths.hidden();
         policy
+    }
+
+    /// Hides a place inside a granted directory: in the child's own mount namespace a directory
+    /// is covered by an empty, read-only, mode-`000` file system and a file by an empty mode-`000`
+    /// file, so neither its content nor (for a directory) its entries can be read, written,
+    /// removed or renamed. A path that does not exist when the sandbox is prepared is not
+    /// covered. Landlock cannot subtract from a grant; this is how deny rules and the deny floor
+    /// hold for children too.
+    pub fn hide(mut self, path: impl Into<PathBuf>) -> Self {
+        self.hidden.push(path.into());
+        self
+    }
+
+    /// The hidden places (see [`hide`](Self::hide)).
+    pub fn hidden_paths(&self) -> &[PathBuf] {
+        &self.hidden
     }
 
     /// Adds a directory or file the child may read.
@@ -263,7 +320,13 @@ impl SandboxPolicy {
                 "children cannot be confined here: {reason}"
             )));
         }
-        for path in self.read.iter().chain(&self.write).chain(&self.exec) {
+        for path in self
+            .read
+            .iter()
+            .chain(&self.write)
+            .chain(&self.exec)
+            .chain(&self.hidden)
+        {
             if !path.is_absolute() {
                 return Err(CapabilityError::invalid_input(format!(
                     "sandbox path {} is not absolute",
@@ -381,7 +444,9 @@ impl PreparedSandbox {
     }
 
     /// Installs the confinement into `command`, to run in the child between `fork` and `exec`
-    /// of every spawn of it. When any step fails there, `spawn` fails with that step's error
+    /// of every spawn of it: everything [`spawn`](Self::spawn) does but the PID namespace and its
+    /// fresh `/proc` (a `fork`ed child cannot enter a PID namespace itself), so children the
+    /// program starts are not ended with it. When any step fails there, `spawn` fails with that step's error
     /// and nothing runs.
     ///
     /// A prepared sandbox is reusable: prepare once per distinct policy and apply it to every
@@ -426,13 +491,15 @@ pub struct Launch<'a> {
     pub stdin: bool,
 }
 
-/// A child started by [`PreparedSandbox::spawn`]: the leader of its own process group, not yet
-/// reaped (the caller waits for `pid`).
+/// A child started by [`PreparedSandbox::spawn`]: the reaper of the child's own PID namespace,
+/// the leader of its own process group, not yet reaped (the caller waits for `pid`). When the
+/// reaper ends, the kernel ends every process of the namespace; `SIGKILL` to it ends them all,
+/// `SIGTERM`, `SIGINT` and `SIGHUP` are passed on to them.
 #[cfg(target_os = "linux")]
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct ConfinedChild {
-    /// The child's pid (and process group id).
+    /// The reaper's pid (and process group id), in the caller's PID namespace.
     pub pid: u32,
     /// The write end of its stdin, non-blocking (when [`Launch::stdin`]).
     pub stdin: Option<std::os::fd::OwnedFd>,
@@ -442,6 +509,27 @@ pub struct ConfinedChild {
     pub stderr: std::os::fd::OwnedFd,
     /// The host's end of its egress, with [`SandboxPolicy::egress_proxy`].
     pub egress: Option<EgressReceiver>,
+    /// How the program itself ended, once the reaper has.
+    pub end: ChildEnd,
+}
+
+/// The program's own end, as its reaper reports it, and the reaper's stack. Keep this until the
+/// reaper has been waited for: dropping it kills the reaper (and with it the whole namespace)
+/// and waits for its end, so that the stack it runs on can be released.
+#[cfg(target_os = "linux")]
+#[derive(Debug)]
+pub struct ChildEnd {
+    report: std::os::fd::OwnedFd,
+    _stack: spawn::ReaperStack,
+}
+
+#[cfg(target_os = "linux")]
+impl ChildEnd {
+    /// After the reaper has ended: the program's `(exit code, signal)`, or `None` when the reaper
+    /// was killed before the program ended (then the reaper's own status is the answer).
+    pub fn status(&self) -> Option<(Option<i32>, Option<i32>)> {
+        spawn::read_status(&self.report)
+    }
 }
 
 #[cfg(target_os = "linux")]
@@ -483,6 +571,10 @@ impl PreparedSandbox {
             stdout: started.stdout,
             stderr: started.stderr,
             egress: started.egress.map(|channel| EgressReceiver { channel }),
+            end: ChildEnd {
+                report: started.report,
+                _stack: started.stack,
+            },
         })
     }
 }

@@ -3,14 +3,17 @@
 #![allow(unsafe_code)] // raw system calls between fork and exec; each block says why it is sound
 
 use std::collections::BTreeMap;
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 use std::fmt;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::bpf::{self, Decision};
+use crate::hide;
+use crate::ns::{self, Mode, Namespaces};
 use capability_types::CapabilityError;
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
@@ -18,7 +21,8 @@ use landlock::{
 };
 
 use crate::{
-    EGRESS_PROXY_PORT, ResourceLimits, SYSTEM_DEVICES, SYSTEM_READ_DIRS, SandboxPolicy, Support,
+    EGRESS_PROXY_PORT, ResourceLimits, SYSTEM_DEVICES, SYSTEM_HIDDEN, SYSTEM_READ_DIRS,
+    SandboxPolicy, Support,
 };
 
 /// The newest ABI this crate asks for; older kernels get what they have (best effort), and a
@@ -47,33 +51,45 @@ pub(crate) fn probe() -> Support {
     }
     Support {
         landlock_abi: u32::try_from(version).ok(),
+        pid_max_per_namespace: kernel_at_least(6, 14),
         refusal: None,
     }
+}
+
+/// Whether the running kernel's release is at least `major.minor` (`uname`).
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    // SAFETY: utsname is plain data, valid all zeroes; uname fills it.
+    let mut name: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: uname writes into the live struct.
+    if unsafe { libc::uname(&mut name) } != 0 {
+        return false;
+    }
+    // SAFETY: uname NUL-terminates `release`.
+    let release = unsafe { CStr::from_ptr(name.release.as_ptr()) }.to_string_lossy();
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    let found = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    found >= (major, minor)
 }
 
 /// The parts of a sandbox built in the parent.
 pub(crate) struct Prepared {
     /// The Landlock ruleset; shared by every application (the child restricts itself with the
     /// descriptor it inherited).
-    ruleset: Arc<OwnedFd>,
-    filter: Vec<libc::sock_filter>,
-    limits: ResourceLimits,
-    egress: Option<Maps>,
-}
-
-/// The user namespace maps of a child with egress (written when it does not run as root).
-#[derive(Clone)]
-struct Maps {
-    root: bool,
-    uid_map: Vec<u8>,
-    gid_map: Vec<u8>,
+    pub(crate) ruleset: Arc<OwnedFd>,
+    pub(crate) filter: Vec<libc::sock_filter>,
+    pub(crate) limits: ResourceLimits,
+    /// The child gets a network namespace with the egress proxy's listener.
+    pub(crate) egress: bool,
+    /// The namespaces it is created in (or unshares), and what it mounts there.
+    pub(crate) ns: Namespaces,
 }
 
 /// What the child needs to set up its private network: its end of the channel the listener is
-/// sent over, and its maps.
-struct Egress {
+/// sent over.
+pub(crate) struct Egress {
     channel: OwnedFd,
-    maps: Maps,
 }
 
 impl fmt::Debug for Prepared {
@@ -84,7 +100,7 @@ impl fmt::Debug for Prepared {
     }
 }
 
-fn failed(what: &str, e: impl fmt::Display) -> CapabilityError {
+pub(crate) fn failed(what: &str, e: impl fmt::Display) -> CapabilityError {
     CapabilityError::not_available(format!("children cannot be confined here: {what}: {e}"))
 }
 
@@ -95,7 +111,15 @@ pub(crate) fn prepare(
     let abi = WANTED_ABI;
     let read = AccessFs::ReadFile | AccessFs::ReadDir;
     let exec = AccessFs::from_read(abi);
-    let write = AccessFs::from_all(abi) & !AccessFs::Execute;
+    // No device nodes, even where the child may write (and it has no CAP_MKNOD either).
+    let write =
+        AccessFs::from_all(abi) & !AccessFs::Execute & !AccessFs::MakeChar & !AccessFs::MakeBlock;
+    let system = if policy.system_dirs {
+        hide::system_rules(SYSTEM_READ_DIRS, SYSTEM_HIDDEN)
+            .map_err(|e| failed("reading the system directories", e))?
+    } else {
+        hide::SystemRules::default()
+    };
     let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(abi))
@@ -103,7 +127,8 @@ pub(crate) fn prepare(
         .and_then(|r| r.scope(Scope::from_all(abi)))
         .and_then(Ruleset::create)
         .and_then(|r| r.add_rules(path_beneath_rules(policy.exec_paths(), exec)))
-        .and_then(|r| r.add_rules(path_beneath_rules(policy.system(SYSTEM_READ_DIRS), read)))
+        .and_then(|r| r.add_rules(path_beneath_rules(&system.whole, read)))
+        .and_then(|r| r.add_rules(path_beneath_rules(&system.list_only, AccessFs::ReadDir)))
         .and_then(|r| r.add_rules(path_beneath_rules(&policy.read, read)))
         .and_then(|r| r.add_rules(path_beneath_rules(&policy.write, write)))
         .and_then(|r| {
@@ -130,20 +155,68 @@ pub(crate) fn prepare(
     }
 
     let filter = bpf::compile(&decisions(policy)).map_err(|e| failed("seccomp filter", e))?;
-    let egress = policy.egress.then(|| {
-        // SAFETY: geteuid and getegid cannot fail.
-        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-        Maps {
-            root: uid == 0,
-            uid_map: format!("{uid} {uid} 1").into_bytes(),
-            gid_map: format!("{gid} {gid} 1").into_bytes(),
-        }
-    });
+    let ns = namespaces(policy, support)?;
     Ok(Prepared {
         ruleset,
         filter,
         limits: policy.limits,
-        egress,
+        egress: policy.egress,
+        ns,
+    })
+}
+
+/// The namespaces of a child under `policy`: what to hide in its mount namespace, and how its
+/// process limit is held.
+fn namespaces(policy: &SandboxPolicy, support: &Support) -> Result<Namespaces, CapabilityError> {
+    // SAFETY: geteuid and getegid cannot fail.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let root = uid == 0;
+    let granted: Vec<&std::path::Path> = policy
+        .read
+        .iter()
+        .chain(&policy.write)
+        .chain(&policy.exec)
+        .map(PathBuf::as_path)
+        .collect();
+    let masks = hide::masks(&policy.hidden, &granted, policy.system(SYSTEM_DEVICES))
+        .map_err(|e| failed("hiding denied places", e))?;
+    if masks
+        .iter()
+        .any(|m| matches!(m, hide::Mask::Dir { keep, .. } if keep.len() > ns::MAX_KEPT))
+    {
+        return Err(failed(
+            "hiding denied places",
+            "too many device files to keep",
+        ));
+    }
+    let proc = std::path::Path::new("/proc");
+    let proc_required = granted
+        .iter()
+        .any(|g| proc.starts_with(g) || g.starts_with(proc));
+    let proc_hidden = policy.hidden.iter().any(|h| proc.starts_with(h));
+    let proc_required = proc_required && !proc_hidden;
+    // RLIMIT_NPROC does not bind root: a PID namespace's own pid_max does (Linux 6.14+).
+    let pid_max = match (root, policy.limits.processes) {
+        (true, Some(processes)) if support.pid_max_per_namespace => {
+            Some(ns::pid_max_for(processes))
+        }
+        (true, Some(_)) => {
+            return Err(failed(
+                "limiting the child's processes",
+                "RLIMIT_NPROC does not bind root and this kernel has no per-namespace pid_max \
+                 (Linux 6.14 or later); run toolcap as an unprivileged user or on a newer kernel",
+            ));
+        }
+        _ => None,
+    };
+    Ok(Namespaces {
+        root,
+        uid_map: format!("{uid} {uid} 1").into_bytes(),
+        gid_map: format!("{gid} {gid} 1").into_bytes(),
+        masks,
+        pid_max,
+        proc_required,
+        proc_hidden,
     })
 }
 
@@ -180,26 +253,41 @@ fn decisions(policy: &SandboxPolicy) -> BTreeMap<u32, Decision> {
         libc::SYS_kexec_load,
         libc::SYS_userfaultfd,
         libc::SYS_personality,
+        // What root could do with a capability left over; the capabilities are gone too.
+        libc::SYS_syslog,
+        libc::SYS_settimeofday,
+        libc::SYS_clock_settime,
+        libc::SYS_clock_adjtime,
+        libc::SYS_adjtimex,
+        libc::SYS_reboot,
+        libc::SYS_swapon,
+        libc::SYS_swapoff,
+        libc::SYS_sethostname,
+        libc::SYS_setdomainname,
+        libc::SYS_acct,
+        libc::SYS_quotactl,
+        libc::SYS_vhangup,
+        libc::SYS_open_by_handle_at,
+        libc::SYS_name_to_handle_at,
+        libc::SYS_fanotify_init,
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_iopl,
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_ioperm,
     ];
     let eperm = Decision::Errno(libc::EPERM as u32);
     let nr = |n: libc::c_long| n as u32;
     let mut d: BTreeMap<u32, Decision> =
         always.into_iter().map(|n| (nr(n), eperm.clone())).collect();
-    // Sockets: Unix domain only. This, with Landlock's TCP rules, is what keeps the child off
-    // the network (see docs/decisions.md: a network namespace per spawn cost 0.7 ms). With
-    // egress, Internet sockets too (the namespace has nothing but the proxy); an isolated worker
-    // may create none at all. socketpair stays allowed: an anonymous connected pair reaches
-    // nothing (an async runtime uses one to deliver signals).
-    let socket = if !policy.sockets {
-        eperm.clone()
-    } else if policy.egress {
-        Decision::SocketFamilies(vec![
-            libc::AF_UNIX as u32,
-            libc::AF_INET as u32,
-            libc::AF_INET6 as u32,
-        ])
+    // Sockets: none but what the egress proxy needs. A Unix socket can connect to any pathname
+    // socket the child can name (Landlock does not mediate that connect), so a child makes none:
+    // its own network is the proxy's (Internet sockets, in a namespace that has nothing else),
+    // and without egress it has no socket at all (docs/isolation-model.md). socketpair stays
+    // allowed: an anonymous connected pair reaches nothing (runtimes use one for signals).
+    let socket = if policy.sockets && policy.egress {
+        Decision::SocketFamilies(vec![libc::AF_INET as u32, libc::AF_INET6 as u32])
     } else {
-        Decision::SocketFamilies(vec![libc::AF_UNIX as u32])
+        eperm.clone()
     };
     d.insert(nr(libc::SYS_socket), socket);
     if !policy.new_processes {
@@ -235,11 +323,11 @@ fn decisions(policy: &SandboxPolicy) -> BTreeMap<u32, Decision> {
 }
 
 /// `errno` as an `io::Error` without allocating.
-fn last_error() -> io::Error {
+pub(crate) fn last_error() -> io::Error {
     io::Error::last_os_error()
 }
 
-fn check(result: libc::c_int) -> io::Result<()> {
+pub(crate) fn check(result: libc::c_int) -> io::Result<()> {
     if result == 0 {
         Ok(())
     } else {
@@ -261,7 +349,7 @@ fn set_limit(resource: libc::__rlimit_resource_t, value: Option<u64>) -> io::Res
 
 /// What to do with inherited descriptors above stderr.
 #[derive(Clone, Copy)]
-enum Descriptors {
+pub(crate) enum Descriptors {
     /// Mark every descriptor from 3 up close-on-exec (a child about to `exec`).
     CloseOnExec,
     /// Leave them (a process confining itself closes what it must before preparing).
@@ -270,7 +358,7 @@ enum Descriptors {
 
 /// The confinement itself: system calls on memory prepared before, in the order the crate
 /// documents. Runs between fork and exec, or at the top of a worker's `main`.
-fn confine(
+pub(crate) fn confine(
     ruleset: RawFd,
     filter: &[libc::sock_filter],
     limits: &ResourceLimits,
@@ -278,8 +366,9 @@ fn confine(
     descriptors: Descriptors,
 ) -> io::Result<()> {
     if let Some(egress) = egress {
-        enter_private_network(egress)?;
+        serve_loopback(egress)?;
     }
+    ns::drop_capabilities()?;
     // SAFETY: prctl takes plain integers.
     unsafe {
         check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL))?;
@@ -353,7 +442,7 @@ impl Prepared {
                 format!("it has {threads} threads; confine before starting any"),
             ));
         }
-        if self.egress.is_some() {
+        if self.egress {
             return Err(failed(
                 "confining this process",
                 "the egress proxy is for children only",
@@ -369,16 +458,17 @@ impl Prepared {
         .map_err(|e| failed("confining this process", e))
     }
 
-    /// With egress: a fresh channel, the child's end (with the maps) and the host's end.
-    fn egress_channel(&self) -> Result<(Option<Egress>, Option<OwnedFd>), CapabilityError> {
-        let Some(maps) = &self.egress else {
+    /// With egress: a fresh channel, the child's end and the host's end.
+    pub(crate) fn egress_channel(
+        &self,
+    ) -> Result<(Option<Egress>, Option<OwnedFd>), CapabilityError> {
+        if !self.egress {
             return Ok((None, None));
-        };
+        }
         let (host_end, child_end) =
             std::os::unix::net::UnixStream::pair().map_err(|e| failed("egress channel", e))?;
         let egress = Egress {
             channel: OwnedFd::from(child_end),
-            maps: maps.clone(),
         };
         Ok((Some(egress), Some(OwnedFd::from(host_end))))
     }
@@ -393,9 +483,16 @@ impl Prepared {
         let filter = self.filter.clone();
         let limits = self.limits;
         let (egress, host_end) = self.egress_channel()?;
+        let namespaces = self.ns.clone();
+        let flags = namespaces.flags(Mode::Apply, self.egress);
         let confine = move || -> io::Result<()> {
             // The closure runs in the single-threaded child between fork and exec and makes
             // system calls on memory prepared before the fork; it allocates nothing.
+            if flags != 0 {
+                // SAFETY: unshare takes flags.
+                check(unsafe { libc::unshare(flags) })?;
+                ns::enter(&namespaces, Mode::Apply, flags)?;
+            }
             confine(
                 ruleset.as_raw_fd(),
                 &filter,
@@ -413,39 +510,9 @@ impl Prepared {
     }
 }
 
-/// Writes `contents` to the file at `path` with system calls only.
-fn write_proc(path: &std::ffi::CStr, contents: &[u8]) -> io::Result<()> {
-    // SAFETY: open/write/close on a NUL-terminated path and a live buffer.
-    unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return Err(last_error());
-        }
-        let written = libc::write(fd, contents.as_ptr().cast(), contents.len());
-        let err = last_error();
-        libc::close(fd);
-        if written != contents.len() as isize {
-            return Err(err);
-        }
-    }
-    Ok(())
-}
-
-/// In the child: a network namespace of its own (and a user namespace, unless root) with
-/// loopback up and one listener on the proxy port, sent to the host over the egress channel.
-fn enter_private_network(egress: &Egress) -> io::Result<()> {
-    let flags = if egress.maps.root {
-        libc::CLONE_NEWNET
-    } else {
-        libc::CLONE_NEWUSER | libc::CLONE_NEWNET
-    };
-    // SAFETY: unshare takes flags.
-    check(unsafe { libc::unshare(flags) })?;
-    if !egress.maps.root {
-        write_proc(c"/proc/self/setgroups", b"deny")?;
-        write_proc(c"/proc/self/uid_map", &egress.maps.uid_map)?;
-        write_proc(c"/proc/self/gid_map", &egress.maps.gid_map)?;
-    }
+/// In the child, inside the network namespace it was created in (or unshared): loopback up and
+/// one listener on the proxy port, sent to the host over the egress channel.
+fn serve_loopback(egress: &Egress) -> io::Result<()> {
     // SAFETY: plain socket, ioctl, bind, listen and sendmsg calls on stack memory that lives
     // across each call; every descriptor opened here is closed here.
     unsafe {
@@ -566,283 +633,4 @@ pub(crate) fn receive_listener(
     // owns it.
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
     Ok(std::net::TcpListener::from(owned))
-}
-
-/// A pipe whose two ends are close-on-exec and above stderr (so that placing another pipe's
-/// end on 0, 1 or 2 in the child never clobbers one of them).
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: pipe2 writes two descriptors into `fds`.
-    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
-    // SAFETY: pipe2 just returned them; nothing else owns them.
-    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    Ok((above_stderr(read)?, above_stderr(write)?))
-}
-
-fn above_stderr(fd: OwnedFd) -> io::Result<OwnedFd> {
-    if fd.as_raw_fd() > 2 {
-        return Ok(fd);
-    }
-    // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor we then own.
-    let moved = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
-    if moved < 0 {
-        return Err(last_error());
-    }
-    // SAFETY: fcntl just returned it.
-    Ok(unsafe { OwnedFd::from_raw_fd(moved) })
-}
-
-fn nonblocking(fd: &OwnedFd) -> io::Result<()> {
-    // SAFETY: fcntl takes integers.
-    unsafe {
-        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
-        if flags < 0 {
-            return Err(last_error());
-        }
-        check(libc::fcntl(
-            fd.as_raw_fd(),
-            libc::F_SETFL,
-            flags | libc::O_NONBLOCK,
-        ))
-    }
-}
-
-/// Everything the child of [`Prepared::spawn`] reads, built before the clone; the child shares
-/// the parent's memory until it executes the program, so it only reads this.
-struct ChildArgs<'a> {
-    program: &'a CStr,
-    argv: &'a [*const libc::c_char],
-    envp: &'a [*const libc::c_char],
-    cwd: &'a CStr,
-    stdin: RawFd,
-    stdout: RawFd,
-    stderr: RawFd,
-    report: RawFd,
-    ruleset: RawFd,
-    filter: &'a [libc::sock_filter],
-    limits: &'a ResourceLimits,
-    egress: Option<&'a Egress>,
-    mask: libc::sigset_t,
-}
-
-/// Steps of the child, reported with `errno` when one fails.
-const STEP_SIGNALS: u32 = 1;
-const STEP_GROUP: u32 = 2;
-const STEP_STDIO: u32 = 3;
-const STEP_CWD: u32 = 4;
-const STEP_CONFINE: u32 = 5;
-const STEP_EXEC: u32 = 6;
-
-fn step_name(step: u32) -> &'static str {
-    match step {
-        STEP_SIGNALS => "resetting signal handlers",
-        STEP_GROUP => "creating its process group",
-        STEP_STDIO => "placing stdin, stdout and stderr",
-        STEP_CWD => "entering its working directory",
-        STEP_CONFINE => "confining itself",
-        STEP_EXEC => "executing the program",
-        _ => "starting",
-    }
-}
-
-/// The child: runs on its own stack in the parent's memory (`CLONE_VM | CLONE_VFORK`), makes
-/// system calls only, and either executes the program or reports the failed step and exits.
-extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` points at the `ChildArgs` the parent keeps alive, unmoved, until this child
-    // has executed the program or exited (the parent is suspended until then).
-    let a = unsafe { &*arg.cast::<ChildArgs<'_>>() };
-    let fail = |step: u32, err: Option<i32>| -> libc::c_int {
-        let report = [step, err.unwrap_or(0) as u32];
-        // SAFETY: writes 8 bytes of a stack array to the report pipe, then ends the child
-        // without running any of the parent's exit handlers.
-        unsafe {
-            libc::write(a.report, report.as_ptr().cast(), 8);
-            libc::_exit(127)
-        }
-    };
-    let errno = || io::Error::last_os_error().raw_os_error();
-    // SAFETY: system calls on integers and on memory built by the parent.
-    unsafe {
-        // The parent's handlers must never run here, in its memory: back to the defaults, then
-        // the parent's signal mask (all signals were blocked around the clone).
-        for signal in 1..=libc::SIGRTMAX() {
-            if signal == libc::SIGKILL || signal == libc::SIGSTOP {
-                continue;
-            }
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(signal, std::ptr::null(), &mut old) != 0 {
-                continue;
-            }
-            if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
-                let mut default: libc::sigaction = std::mem::zeroed();
-                default.sa_sigaction = libc::SIG_DFL;
-                if libc::sigaction(signal, &default, std::ptr::null_mut()) != 0 {
-                    return fail(STEP_SIGNALS, errno());
-                }
-            }
-        }
-        if libc::setpgid(0, 0) != 0 {
-            return fail(STEP_GROUP, errno());
-        }
-        for (fd, target) in [(a.stdin, 0), (a.stdout, 1), (a.stderr, 2)] {
-            if libc::dup2(fd, target) != target {
-                return fail(STEP_STDIO, errno());
-            }
-        }
-        if libc::chdir(a.cwd.as_ptr()) != 0 {
-            return fail(STEP_CWD, errno());
-        }
-    }
-    if let Err(e) = confine(
-        a.ruleset,
-        a.filter,
-        a.limits,
-        a.egress,
-        Descriptors::CloseOnExec,
-    ) {
-        return fail(STEP_CONFINE, e.raw_os_error());
-    }
-    // SAFETY: as above; execve only returns on failure.
-    unsafe {
-        libc::pthread_sigmask(libc::SIG_SETMASK, &a.mask, std::ptr::null_mut());
-        libc::execve(a.program.as_ptr(), a.argv.as_ptr(), a.envp.as_ptr());
-    }
-    fail(STEP_EXEC, errno())
-}
-
-/// A child started by [`Prepared::spawn`].
-pub(crate) struct Started {
-    pub(crate) pid: u32,
-    pub(crate) stdin: Option<OwnedFd>,
-    pub(crate) stdout: OwnedFd,
-    pub(crate) stderr: OwnedFd,
-    pub(crate) egress: Option<OwnedFd>,
-}
-
-impl Prepared {
-    /// Starts `program` confined, the way `posix_spawn` starts programs: the child shares the
-    /// parent's memory and the parent waits until it has executed the program, so nothing of
-    /// the parent's address space is copied (a `fork` of a large host costs more than the whole
-    /// confinement). The parent's ends of stdin (when `stdin`), stdout and stderr are returned
-    /// non-blocking; the child leads its own process group.
-    pub(crate) fn spawn(
-        &self,
-        program: &CStr,
-        argv: &[CString],
-        envp: &[CString],
-        cwd: &CStr,
-        stdin: bool,
-    ) -> Result<Started, CapabilityError> {
-        let io_failed = |what: &str, e: io::Error| failed(what, e);
-        let (stdin_read, stdin_write) = if stdin {
-            let (r, w) = pipe().map_err(|e| io_failed("stdin pipe", e))?;
-            (r, Some(w))
-        } else {
-            // SAFETY: open of a NUL-terminated literal path.
-            let null =
-                unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-            if null < 0 {
-                return Err(io_failed("/dev/null", last_error()));
-            }
-            // SAFETY: open just returned it.
-            let null = above_stderr(unsafe { OwnedFd::from_raw_fd(null) })
-                .map_err(|e| io_failed("/dev/null", e))?;
-            (null, None)
-        };
-        let (stdout_read, stdout_write) = pipe().map_err(|e| io_failed("stdout pipe", e))?;
-        let (stderr_read, stderr_write) = pipe().map_err(|e| io_failed("stderr pipe", e))?;
-        let (report_read, report_write) = pipe().map_err(|e| io_failed("report pipe", e))?;
-        let (egress, egress_host) = self.egress_channel()?;
-        let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
-        argv_ptrs.push(std::ptr::null());
-        let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|e| e.as_ptr()).collect();
-        envp_ptrs.push(std::ptr::null());
-        // SAFETY: sigset_t is plain data, valid all zeroes.
-        let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        let mut mask: libc::sigset_t = unsafe { std::mem::zeroed() };
-        // SAFETY: sigfillset and pthread_sigmask fill and swap masks in live locals. Every signal
-        // stays blocked until the child has reset the handlers it shares with this process.
-        unsafe {
-            libc::sigfillset(&mut all);
-            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut mask);
-        }
-        let args = ChildArgs {
-            program,
-            argv: &argv_ptrs,
-            envp: &envp_ptrs,
-            cwd,
-            stdin: stdin_read.as_raw_fd(),
-            stdout: stdout_write.as_raw_fd(),
-            stderr: stderr_write.as_raw_fd(),
-            report: report_write.as_raw_fd(),
-            ruleset: self.ruleset.as_raw_fd(),
-            filter: &self.filter,
-            limits: &self.limits,
-            egress: egress.as_ref(),
-            mask,
-        };
-        // The child's stack: only the confinement and the exec run on it.
-        let mut stack = vec![0u8; 128 * 1024];
-        // SAFETY: the stack grows down from its (16-byte aligned) top; `args` and `stack` live
-        // until clone returns, which with CLONE_VFORK is after the child executed or exited.
-        let pid = unsafe {
-            let top = stack.as_mut_ptr().add(stack.len()) as usize & !15;
-            libc::clone(
-                child_main,
-                top as *mut libc::c_void,
-                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-                (&raw const args).cast_mut().cast(),
-            )
-        };
-        let clone_error = last_error();
-        // SAFETY: restores the mask saved above.
-        unsafe {
-            libc::pthread_sigmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut());
-        }
-        // `args` and `stack` are used by the child until here: keep them alive to this point.
-        let _ = &args;
-        drop(stack);
-        // The child's ends, closed here so that end-of-file reaches the parent's ends.
-        drop((stdin_read, stdout_write, stderr_write, report_write, egress));
-        if pid < 0 {
-            return Err(failed("starting the child", clone_error));
-        }
-        let mut report = [0u32; 2];
-        // SAFETY: reads at most 8 bytes into a stack array.
-        let got = unsafe { libc::read(report_read.as_raw_fd(), report.as_mut_ptr().cast(), 8) };
-        if got != 0 {
-            // The child reported a failure and exited: reap it.
-            // SAFETY: waits for our own child.
-            unsafe {
-                libc::waitpid(pid, std::ptr::null_mut(), 0);
-            }
-            let why = if got == 8 {
-                format!(
-                    "{}: {}",
-                    step_name(report[0]),
-                    io::Error::from_raw_os_error(report[1] as i32)
-                )
-            } else {
-                format!("the child failed before reporting why ({})", last_error())
-            };
-            return Err(CapabilityError::not_available(format!(
-                "cannot start {} under kernel confinement: {why}",
-                program.to_string_lossy()
-            )));
-        }
-        for fd in [&stdout_read, &stderr_read]
-            .into_iter()
-            .chain(stdin_write.as_ref())
-        {
-            nonblocking(fd).map_err(|e| io_failed("pipes", e))?;
-        }
-        Ok(Started {
-            pid: pid as u32,
-            stdin: stdin_write,
-            stdout: stdout_read,
-            stderr: stderr_read,
-            egress: egress_host,
-        })
-    }
 }

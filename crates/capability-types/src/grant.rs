@@ -90,6 +90,10 @@ pub trait PathPolicy: Send + Sync + fmt::Debug {
     fn roots(&self, access: FsAccess) -> Vec<PathBuf>;
     /// The directory relative paths resolve against.
     fn working_dir(&self) -> &Path;
+    /// The places beneath the roots that stay out of reach: the deny rules and the areas of the
+    /// deny floor the personality does not lift, as resolved paths. The kernel layer hides them
+    /// from children (Landlock can only grant, so a child's mount namespace covers them).
+    fn hidden(&self) -> Vec<PathBuf>;
 }
 
 /// The resolved process rules of one tool.

@@ -68,6 +68,7 @@ mod result;
 mod scoped;
 mod secret_ref;
 mod serde_util;
+mod strict;
 mod tool;
 
 pub use async_trait::async_trait;
@@ -97,4 +98,5 @@ pub use crate::scoped::{
     ScopedProcess, ScopedSecretsResolver, SpawnOptions,
 };
 pub use crate::secret_ref::SecretRef;
+pub use crate::strict::{MAX_POLICY_BYTES, MAX_POLICY_DEPTH, check_policy_text};
 pub use crate::tool::Tool;

@@ -354,16 +354,7 @@ impl PersonalityPolicy {
         format: PolicyFormat,
         home: Option<&Path>,
     ) -> Result<Self, PolicyError> {
-        let mut policy: PersonalityPolicy = match format {
-            PolicyFormat::Json => {
-                let mut de = serde_json::Deserializer::from_str(text);
-                let policy = from_deserializer(&mut de)?;
-                de.end().map_err(|e| syntax(None, e.to_string()))?;
-                policy
-            }
-            PolicyFormat::Toml => parse_toml(text)?,
-            PolicyFormat::Yaml => parse_yaml(text)?,
-        };
+        let mut policy: PersonalityPolicy = parse_any(text, format)?;
         policy.check(home)?;
         Ok(policy)
     }
@@ -595,6 +586,7 @@ fn parse_any<T: serde::de::DeserializeOwned>(
     text: &str,
     format: PolicyFormat,
 ) -> Result<T, PolicyError> {
+    crate::strict::check_policy_text(text, format).map_err(|e| syntax(None, e))?;
     match format {
         PolicyFormat::Json => {
             let mut de = serde_json::Deserializer::from_str(text);
@@ -658,6 +650,28 @@ fn parse_toml<T>(_: &str) -> Result<T, PolicyError> {
 
 #[cfg(feature = "yaml")]
 fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, PolicyError> {
+    // A first pass into a generic value finds a key given twice in one mapping, which the typed
+    // pass would let the last one win for maps (constraints).
+    if let Err(e) = serde_norway::from_str::<serde_norway::Value>(text) {
+        let message = e.to_string();
+        if let Some(at) = message.find("duplicate entry with key ") {
+            let rest = &message[at + "duplicate entry with key ".len()..];
+            let key = rest
+                .split(" at line")
+                .next()
+                .unwrap_or(rest)
+                .trim_matches('"')
+                .to_owned();
+            let line = e.location().map_or(0, |l| l.line());
+            return Err(syntax(
+                None,
+                crate::strict::yaml_duplicate(text, &key, line),
+            ));
+        }
+        if message.contains("duplicate entry") {
+            return Err(syntax(None, message));
+        }
+    }
     from_deserializer(serde_norway::Deserializer::from_str(text))
 }
 

@@ -187,6 +187,26 @@ impl DenyFloor {
     }
 }
 
+impl DenyFloor {
+    /// The protected areas as paths for the kernel layer, leaving out those a personality root
+    /// lies inside (lifted). Entries of a directory that start with a prefix are written
+    /// `dir/prefix*`; component entries (no known home) have no path and are left out.
+    pub fn areas(&self, personality_roots: &[PathBuf]) -> Vec<PathBuf> {
+        self.entries
+            .iter()
+            .filter_map(|entry| {
+                let area = match entry {
+                    FloorEntry::Tree { root, .. } => root.clone(),
+                    FloorEntry::NamePrefix { dir, prefix } => dir.join(format!("{prefix}*")),
+                    FloorEntry::Component(_) => return None,
+                };
+                let lifted = personality_roots.iter().any(|r| entry.covers(r));
+                (!lifted).then_some(area)
+            })
+            .collect()
+    }
+}
+
 impl Default for DenyFloor {
     /// The floor with no known home directory (the stricter one).
     fn default() -> Self {

@@ -1,0 +1,356 @@
+//! The parts of the confinement that run in the child before it confines itself: its own user
+//! (unless the host is root), PID and mount namespaces, the fresh `/proc`, the masks over hidden
+//! places, the process limit that binds root, and the capabilities it gives up. System calls on
+//! memory prepared in the parent only.
+#![allow(unsafe_code)] // raw system calls between clone and exec; each block says why it is sound
+
+use std::ffi::{CStr, CString};
+use std::io;
+
+use crate::hide::Mask;
+
+/// Everything the child needs to set up its namespaces, built in the parent.
+#[derive(Debug, Clone)]
+pub(crate) struct Namespaces {
+    /// The host runs as root: no user namespace (root needs none to create the others), and the
+    /// process limit is the PID namespace's `pid_max`.
+    pub(crate) root: bool,
+    /// `/proc/self/uid_map` and `gid_map` contents for a user namespace: the host's own ids.
+    pub(crate) uid_map: Vec<u8>,
+    pub(crate) gid_map: Vec<u8>,
+    /// Places to cover.
+    pub(crate) masks: Vec<Mask>,
+    /// The value written to the PID namespace's `pid_max` (root only: `RLIMIT_NPROC` does not
+    /// bind root).
+    pub(crate) pid_max: Option<Vec<u8>>,
+    /// The child's Landlock rules reach `/proc`: a fresh procfs is then required, never the
+    /// host's.
+    pub(crate) proc_required: bool,
+    /// `/proc` is itself hidden (covered after the process limit is set).
+    pub(crate) proc_hidden: bool,
+}
+
+/// What a child's namespace set-up does: in a new PID namespace (`spawn`) or not (`apply_to`,
+/// whose `fork` cannot put the program itself in one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Spawn,
+    Apply,
+}
+
+impl Namespaces {
+    /// `clone` / `unshare` flags for `mode`, with or without a network namespace.
+    pub(crate) fn flags(&self, mode: Mode, network: bool) -> libc::c_int {
+        let mut flags = 0;
+        match mode {
+            Mode::Spawn => flags |= libc::CLONE_NEWPID | libc::CLONE_NEWNS,
+            Mode::Apply if !self.masks.is_empty() => flags |= libc::CLONE_NEWNS,
+            Mode::Apply => {}
+        }
+        if network {
+            flags |= libc::CLONE_NEWNET;
+        }
+        if flags != 0 && !self.root {
+            flags |= libc::CLONE_NEWUSER;
+        }
+        flags
+    }
+}
+
+fn last_error() -> io::Error {
+    io::Error::last_os_error()
+}
+
+fn check(result: libc::c_int) -> io::Result<()> {
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(last_error())
+    }
+}
+
+/// Writes `contents` to the file at `path` with system calls only.
+pub(crate) fn write_file(path: &CStr, contents: &[u8]) -> io::Result<()> {
+    // SAFETY: open/write/close on a NUL-terminated path and a live buffer.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(last_error());
+        }
+        let written = libc::write(fd, contents.as_ptr().cast(), contents.len());
+        let err = last_error();
+        libc::close(fd);
+        if written != contents.len() as isize {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
+/// Creates an empty file with mode `000` at `path` (a mount point for a bind mount).
+fn create_empty(path: &CStr) -> io::Result<()> {
+    // SAFETY: open of a NUL-terminated path; the descriptor is closed here.
+    unsafe {
+        let fd = libc::open(
+            path.as_ptr(),
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
+            0,
+        );
+        if fd < 0 {
+            return Err(last_error());
+        }
+        libc::close(fd);
+    }
+    Ok(())
+}
+
+fn mount(
+    source: &CStr,
+    target: &CStr,
+    fstype: Option<&CStr>,
+    flags: libc::c_ulong,
+    data: Option<&CStr>,
+) -> io::Result<()> {
+    // SAFETY: every pointer is a NUL-terminated string that lives across the call, or null.
+    check(unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            fstype.map_or(std::ptr::null(), CStr::as_ptr),
+            flags,
+            data.map_or(std::ptr::null(), |d| d.as_ptr().cast()),
+        )
+    })
+}
+
+const HIDDEN: libc::c_ulong = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+
+/// The scratch place the blank file and the kept devices are staged in: a tmpfs mounted over
+/// `/proc` for a moment (replaced by the fresh procfs, or uncovered again, afterwards).
+const STAGE: &CStr = c"/proc";
+const BLANK: &CStr = c"/proc/blank";
+
+/// Staging names for kept devices: `/proc/keep0` ... (at most this many).
+const KEEP_NAMES: [&CStr; 8] = [
+    c"/proc/keep0",
+    c"/proc/keep1",
+    c"/proc/keep2",
+    c"/proc/keep3",
+    c"/proc/keep4",
+    c"/proc/keep5",
+    c"/proc/keep6",
+    c"/proc/keep7",
+];
+
+/// The most device files a hidden directory can keep.
+pub(crate) const MAX_KEPT: usize = KEEP_NAMES.len();
+
+/// Sets up the namespaces the child was created in (or has just unshared): the user namespace
+/// maps, a private mount tree, the masks, a fresh `/proc` and the process limit.
+pub(crate) fn enter(ns: &Namespaces, mode: Mode, flags: libc::c_int) -> io::Result<()> {
+    if flags & libc::CLONE_NEWUSER != 0 {
+        write_file(c"/proc/self/setgroups", b"deny")?;
+        write_file(c"/proc/self/uid_map", &ns.uid_map)?;
+        write_file(c"/proc/self/gid_map", &ns.gid_map)?;
+    }
+    if flags & libc::CLONE_NEWNS == 0 {
+        return Ok(());
+    }
+    // Nothing mounted here reaches the host's mount namespace, and nothing mounted there later
+    // reaches this one.
+    mount(c"none", c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)?;
+    cover(ns)?;
+    if mode == Mode::Spawn {
+        fresh_proc(ns)?;
+    } else if ns.proc_hidden {
+        hide_dir(c"/proc")?;
+    }
+    Ok(())
+}
+
+/// Covers every mask. Directory masks are empty read-only tmpfs mounts; file masks bind an empty
+/// mode-`000` file staged on a scratch tmpfs, which is detached again afterwards.
+fn cover(ns: &Namespaces) -> io::Result<()> {
+    if ns
+        .masks
+        .iter()
+        .all(|m| matches!(m, Mask::Dir { path, .. } if path.as_bytes() == b"/proc"))
+    {
+        return Ok(());
+    }
+    mount(
+        c"toolcap",
+        STAGE,
+        Some(c"tmpfs"),
+        HIDDEN,
+        Some(c"mode=0700,size=64k"),
+    )?;
+    create_empty(BLANK)?;
+    for mask in &ns.masks {
+        match mask {
+            // `/proc` holds the stage; it is covered after the stage is gone (`enter`).
+            Mask::Dir { path, .. } if path.as_bytes() == b"/proc" => {}
+            Mask::File { path } => {
+                mount(BLANK, path, None, libc::MS_BIND, None)?;
+                mount(
+                    c"none",
+                    path,
+                    None,
+                    libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | HIDDEN,
+                    None,
+                )?;
+            }
+            Mask::Dir { path, keep } if keep.is_empty() => hide_dir(path)?,
+            Mask::Dir { path, keep } => {
+                // Stage the kept devices first: the tmpfs about to cover them hides the
+                // originals.
+                for (device, stage) in keep.iter().zip(KEEP_NAMES) {
+                    create_empty(stage)?;
+                    mount(device, stage, None, libc::MS_BIND, None)?;
+                }
+                mount(
+                    c"toolcap-hidden",
+                    path,
+                    Some(c"tmpfs"),
+                    libc::MS_NOSUID | libc::MS_NOEXEC,
+                    Some(c"mode=755,size=4k"),
+                )?;
+                for (device, stage) in keep.iter().zip(KEEP_NAMES) {
+                    create_empty(device)?;
+                    mount(stage, device, None, libc::MS_BIND, None)?;
+                }
+                mount(
+                    c"none",
+                    path,
+                    None,
+                    libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NOEXEC,
+                    None,
+                )?;
+            }
+        }
+    }
+    // SAFETY: umount2 of a NUL-terminated path.
+    check(unsafe { libc::umount2(STAGE.as_ptr(), libc::MNT_DETACH) })
+}
+
+/// A procfs of the child's own PID namespace over `/proc` (the host's processes are not in it),
+/// then the process limit, then the mask over `/proc` itself when it is hidden.
+fn fresh_proc(ns: &Namespaces) -> io::Result<()> {
+    let mounted = mount(c"proc", c"/proc", Some(c"proc"), HIDDEN, None);
+    match mounted {
+        Ok(()) => {}
+        // An unprivileged host inside a container may not mount a procfs (the container's is
+        // partly covered); then the host's stays, which Landlock keeps out of reach unless the
+        // tool's reach includes it.
+        Err(_) if !ns.root && !ns.proc_required => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    if let Some(value) = &ns.pid_max {
+        write_file(c"/proc/sys/kernel/pid_max", value)?;
+    }
+    if ns.proc_hidden {
+        hide_dir(c"/proc")?;
+    }
+    Ok(())
+}
+
+/// An empty, read-only, mode-`000` tmpfs over the directory `path`.
+fn hide_dir(path: &CStr) -> io::Result<()> {
+    mount(
+        c"toolcap-hidden",
+        path,
+        Some(c"tmpfs"),
+        libc::MS_RDONLY | HIDDEN,
+        Some(c"mode=000,size=4k,nr_inodes=1"),
+    )
+}
+
+/// `SECBIT_NOROOT`, `SECBIT_NO_SETUID_FIXUP`, `SECBIT_NO_CAP_AMBIENT_RAISE`, each locked, and
+/// `SECBIT_KEEP_CAPS_LOCKED`: executing a program as uid 0 grants no capability.
+const SECUREBITS: libc::c_ulong = 0b1110_1111;
+
+/// `_LINUX_CAPABILITY_VERSION_3`.
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Gives up every capability for good: the securebits that stop `execve` from granting root's
+/// capabilities again, the bounding set, the ambient set, then the effective, permitted and
+/// inheritable sets; checked afterwards. A process without `CAP_SETPCAP` (an unprivileged host
+/// that made no user namespace) cannot change its securebits or bounding set, and needs not:
+/// it has no capability to give up, and `no_new_privs` keeps `execve` from granting any.
+pub(crate) fn drop_capabilities() -> io::Result<()> {
+    // SAFETY: prctl and capget/capset on live stack structures of the kernel's layout.
+    unsafe {
+        if libc::prctl(libc::PR_SET_SECUREBITS, SECUREBITS, 0, 0, 0) != 0 {
+            let err = last_error();
+            if err.raw_os_error() != Some(libc::EPERM) {
+                return Err(err);
+            }
+        }
+        for cap in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
+                match last_error().raw_os_error() {
+                    Some(libc::EINVAL) => break, // past the last capability
+                    Some(libc::EPERM) => {}      // see above
+                    _ => return Err(last_error()),
+                }
+            }
+        }
+        check(libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        ))?;
+        let mut header = CapHeader {
+            version: CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let none = [CapData {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        if libc::syscall(libc::SYS_capset, &raw mut header, none.as_ptr()) != 0 {
+            return Err(last_error());
+        }
+        let mut now = [CapData {
+            effective: 1,
+            permitted: 1,
+            inheritable: 1,
+        }; 2];
+        header.version = CAPABILITY_VERSION_3;
+        if libc::syscall(libc::SYS_capget, &raw mut header, now.as_mut_ptr()) != 0 {
+            return Err(last_error());
+        }
+        if now
+            .iter()
+            .any(|d| d.effective | d.permitted | d.inheritable != 0)
+        {
+            return Err(io::Error::from_raw_os_error(libc::EPERM));
+        }
+    }
+    Ok(())
+}
+
+/// The value for `pid_max` that allows `processes` processes in a fresh PID namespace (the
+/// kernel refuses values below 301).
+pub(crate) fn pid_max_for(processes: u64) -> Vec<u8> {
+    CString::new(processes.saturating_add(1).max(301).to_string())
+        .map(CString::into_bytes)
+        .unwrap_or_default()
+}

@@ -1,0 +1,228 @@
+//! What every policy and declaration text must pass before it is parsed at all: a size limit, a
+//! nesting limit, and no key twice in one object or mapping (a parser would let the last one
+//! win, so `forbidden: true` followed by the same tool again would drop the constraint). See
+//! docs/policy.md, "Strict parsing".
+
+use std::collections::HashMap;
+
+use crate::PolicyFormat;
+
+/// The largest policy or declaration text accepted, in bytes.
+pub const MAX_POLICY_BYTES: usize = 1 << 20;
+
+/// The deepest nesting of objects, arrays, tables or mappings accepted.
+pub const MAX_POLICY_DEPTH: usize = 64;
+
+/// Checks `text` for `format` before any parser sees it: at most [`MAX_POLICY_BYTES`], nested
+/// at most [`MAX_POLICY_DEPTH`] deep, and (JSON) no key twice in one object. The error is one
+/// line naming what and where. Policy and narrowing parsing run it themselves; a caller parsing
+/// declarations from text (a manifest) runs it first.
+///
+/// ```
+/// use capability_types::{PolicyFormat, check_policy_text};
+/// let err = check_policy_text("{\"a\": 1,\n \"a\": 2}", PolicyFormat::Json).unwrap_err();
+/// assert_eq!(err, "duplicate key \"a\" at lines 1 and 2");
+/// ```
+pub fn check_policy_text(text: &str, format: PolicyFormat) -> Result<(), String> {
+    if text.len() > MAX_POLICY_BYTES {
+        return Err(format!(
+            "the text is {} bytes; at most {MAX_POLICY_BYTES} are accepted",
+            text.len()
+        ));
+    }
+    match format {
+        PolicyFormat::Json => check_json(text),
+        // TOML refuses duplicate keys itself and bounds its recursion.
+        PolicyFormat::Toml => Ok(()),
+        PolicyFormat::Yaml => yaml_flow_depth(text),
+    }
+}
+
+fn too_deep(line: usize) -> String {
+    format!("line {line}: nested more than {MAX_POLICY_DEPTH} levels deep")
+}
+
+/// One open JSON container: an object's keys (with the line each was first seen on), or an array.
+enum Frame {
+    Object {
+        keys: HashMap<String, usize>,
+        expect_key: bool,
+    },
+    Array,
+}
+
+/// Duplicate keys and nesting depth in JSON. Syntax errors are left to the parser that follows
+/// (this scanner only has to be right about valid JSON).
+fn check_json(text: &str) -> Result<(), String> {
+    let bytes = text.as_bytes();
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut line = 1;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\n' => line += 1,
+            b'{' | b'[' => {
+                if stack.len() >= MAX_POLICY_DEPTH {
+                    return Err(too_deep(line));
+                }
+                stack.push(if bytes[i] == b'{' {
+                    Frame::Object {
+                        keys: HashMap::new(),
+                        expect_key: true,
+                    }
+                } else {
+                    Frame::Array
+                });
+            }
+            b'}' | b']' => {
+                stack.pop();
+            }
+            b',' => {
+                if let Some(Frame::Object { expect_key, .. }) = stack.last_mut() {
+                    *expect_key = true;
+                }
+            }
+            b'"' => {
+                let start = i;
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    if bytes[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                if let Some(Frame::Object { keys, expect_key }) = stack.last_mut()
+                    && *expect_key
+                {
+                    *expect_key = false;
+                    let raw = text.get(start..=i.min(bytes.len() - 1)).unwrap_or("");
+                    // The key as the parser will see it (escapes decoded: "a" and "\u0061" are
+                    // one key).
+                    let key: String = serde_json::from_str(raw).unwrap_or_else(|_| raw.to_owned());
+                    if let Some(first) = keys.get(&key) {
+                        return Err(format!("duplicate key {key:?} at lines {first} and {line}"));
+                    }
+                    keys.insert(key, line);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+/// The flow nesting (`[` and `{` outside quotes and comments) of YAML, which the parser takes
+/// time superlinear in; block nesting is bounded by the parser's own recursion limit, and
+/// duplicate keys by [`yaml_duplicate`].
+fn yaml_flow_depth(text: &str) -> Result<(), String> {
+    let mut depth = 0usize;
+    for (n, line) in text.lines().enumerate() {
+        let mut quote: Option<u8> = None;
+        let bytes = line.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            let b = bytes[i];
+            match quote {
+                Some(q) => {
+                    if b == b'\\' && q == b'"' {
+                        i += 1;
+                    } else if b == q {
+                        quote = None;
+                    }
+                }
+                None => match b {
+                    b'"' | b'\'' => quote = Some(b),
+                    b'#' if i == 0 || bytes[i - 1].is_ascii_whitespace() => break,
+                    b'[' | b'{' => {
+                        depth += 1;
+                        if depth > MAX_POLICY_DEPTH {
+                            return Err(too_deep(n + 1));
+                        }
+                    }
+                    b']' | b'}' => depth = depth.saturating_sub(1),
+                    _ => {}
+                },
+            }
+            i += 1;
+        }
+    }
+    Ok(())
+}
+
+/// After the YAML parser found a duplicate key (its message names the key and a line at or
+/// before the mapping that holds it): the lines of the first two entries of that key at one
+/// indentation from there on.
+pub(crate) fn yaml_duplicate(text: &str, key: &str, from_line: usize) -> String {
+    let indent_of = |l: &str| l.len() - l.trim_start_matches([' ', '-']).len();
+    let opens = |l: &str| {
+        let t = l.trim_start_matches([' ', '-']);
+        [
+            format!("{key}:"),
+            format!("\"{key}\":"),
+            format!("'{key}':"),
+        ]
+        .iter()
+        .any(|p| t.starts_with(p.as_str()))
+    };
+    let mut seen: HashMap<usize, usize> = HashMap::new();
+    for (i, line) in text.lines().enumerate().skip(from_line.saturating_sub(1)) {
+        if opens(line) {
+            let indent = indent_of(line);
+            if let Some(first) = seen.get(&indent) {
+                return format!("duplicate key {key:?} at lines {first} and {}", i + 1);
+            }
+            seen.insert(indent, i + 1);
+        }
+    }
+    format!("duplicate key {key:?} in the mapping at line {from_line}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_duplicates_are_found_at_any_depth_with_both_lines() {
+        assert_eq!(
+            check_json("{\"a\": 1,\n \"b\": {\"x\": 1,\n \"x\": 2}}"),
+            Err("duplicate key \"x\" at lines 2 and 3".to_owned())
+        );
+        assert!(
+            check_json("{\"a\": 1, \"\\u0061\": 2}").is_err(),
+            "escapes decoded"
+        );
+        assert!(check_json("{\"a\": {\"k\": 1}, \"b\": {\"k\": 1}}").is_ok());
+        assert!(check_json("[{\"k\": 1}, {\"k\": 2}]").is_ok());
+        assert!(
+            check_json("{\"a\": \"k\", \"k\": \"a\"}").is_ok(),
+            "values are not keys"
+        );
+        assert!(check_json("{\"a\": \"}{\\\"\", \"b\": 1}").is_ok());
+    }
+
+    #[test]
+    fn nesting_is_bounded() {
+        let deep = "[".repeat(MAX_POLICY_DEPTH + 1);
+        assert!(check_json(&deep).unwrap_err().contains("nested more than"));
+        assert!(check_json(&"[".repeat(MAX_POLICY_DEPTH)).is_ok());
+        let yaml = format!("a: {}", "[".repeat(100_000));
+        assert!(yaml_flow_depth(&yaml).is_err());
+        assert!(yaml_flow_depth("a: \"[[[[[[[[\" # [[[[\nb: ['x', {c: d}]").is_ok());
+        let big = "x".repeat(MAX_POLICY_BYTES + 1);
+        assert!(
+            check_policy_text(&big, PolicyFormat::Toml)
+                .unwrap_err()
+                .contains("bytes")
+        );
+    }
+
+    #[test]
+    fn yaml_duplicate_names_both_lines() {
+        let text = "id: x\nconstraints:\n  run:\n    forbidden: true\n  run:\n    max: 1\n";
+        assert_eq!(
+            yaml_duplicate(text, "run", 3),
+            "duplicate key \"run\" at lines 3 and 5"
+        );
+    }
+}

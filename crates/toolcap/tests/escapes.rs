@@ -1,0 +1,390 @@
+//! The escape classes of issue 13, tried from outside as an attacker would: the built `toolcap`
+//! binary, real files, sockets and processes, in process mode and in the capsule. Each test
+//! checks the forbidden thing on its own side: a canary's content absent from every output, a
+//! listener's connection count at zero, a process gone.
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "the tests run the built binary against real files, sockets and processes"
+)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const MODES: [&[&str]; 2] = [&[], &["--capsule"]];
+const EPERM: i32 = 1;
+const EACCES: i32 = 13;
+
+struct Env {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Env {
+    /// A workspace `work` (readable) with `work/out` (writable), a canary outside it, and a
+    /// personality `p.toml` with `extra` appended.
+    fn new(extra: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("work/out")).unwrap();
+        std::fs::create_dir_all(root.join("outside")).unwrap();
+        std::fs::write(root.join("outside/canary"), canary()).unwrap();
+        let env = Self { _dir: dir, root };
+        env.personality("p.toml", &format!(
+            "id = \"escapes\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}/out\"]\n[safety.process]\nallow = [\"python3\", \"sh\", \"setsid\", \"cat\", \"ls\"]\n{extra}",
+            w = env.root.join("work").display()
+        ));
+        env
+    }
+
+    fn personality(&self, name: &str, text: &str) -> String {
+        let path = self.root.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    }
+
+    fn toolcap(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_toolcap"))
+            .args(args)
+            .env("XDG_DATA_HOME", self.root.join("data"))
+            .env("HOME", &self.root)
+            .env("TOOLCAP_TEST_CANARY", canary())
+            .env_remove("RUST_LOG")
+            .current_dir(self.root.join("work"))
+            .output()
+            .unwrap()
+    }
+
+    /// `run_command` through `toolcap call` in `mode`, with `personality`: the result JSON and
+    /// everything the binary printed.
+    fn run(
+        &self,
+        mode: &[&str],
+        personality: &str,
+        binary: &str,
+        args: &[&str],
+    ) -> (Value, String) {
+        let call = serde_json::json!({"binary": binary, "args": args, "timeout_ms": 20_000});
+        let mut argv = vec!["call"];
+        argv.extend_from_slice(mode);
+        argv.extend(["--personality", personality, "run_command"]);
+        let call = call.to_string();
+        argv.push(&call);
+        let out = self.toolcap(&argv);
+        let everything = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {everything}"));
+        (value, everything)
+    }
+}
+
+fn canary() -> String {
+    format!("canary-{}-do-not-leak", std::process::id())
+}
+
+fn stdout_of(result: &Value) -> String {
+    result["value"]["stdout"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+}
+
+/// Class 1: a confined child cannot connect to a pathname Unix socket outside its reach (on a
+/// real machine: the Docker socket, the SSH agent, D-Bus). The listener counts connections.
+#[test]
+fn pathname_unix_sockets_are_out_of_reach() {
+    let env = Env::new("");
+    let path = env.root.join("outside/agent.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let script = format!(
+        "import socket\ntry:\n    s = socket.socket(socket.AF_UNIX)\n    s.connect({:?})\n    s.send(b'hello')\n    print('connected')\nexcept OSError as e:\n    print('refused', e.errno)\n",
+        path.display().to_string()
+    );
+    let p = env.root.join("p.toml").display().to_string();
+    for mode in MODES {
+        let (result, all) = env.run(mode, &p, "python3", &["-c", &script]);
+        assert_eq!(stdout_of(&result), "refused 1\n", "{mode:?}: {all}");
+        assert!(
+            listener.accept().is_err(),
+            "{mode:?}: the socket was reached"
+        );
+    }
+}
+
+/// Class 3: a child of a root host keeps no capability: no device node, no kernel log, no clock,
+/// empty capability sets.
+#[test]
+fn children_keep_none_of_roots_powers() {
+    let env = Env::new("");
+    let script = r#"
+import ctypes, json, os, stat
+libc = ctypes.CDLL(None, use_errno=True)
+r = {}
+try:
+    os.mknod(os.environ['HOME'] + '/kmsg', stat.S_IFCHR | 0o600, os.makedev(1, 11))
+    r['mknod'] = 0
+except OSError as e:
+    r['mknod'] = e.errno
+buf = ctypes.create_string_buffer(256)
+r['syslog'] = 0 if libc.klogctl(3, buf, 256) >= 0 else ctypes.get_errno()
+class TV(ctypes.Structure):
+    _fields_ = [('s', ctypes.c_long), ('u', ctypes.c_long)]
+tv = TV()
+libc.gettimeofday(ctypes.byref(tv), None)
+r['settimeofday'] = 0 if libc.settimeofday(ctypes.byref(tv), None) == 0 else ctypes.get_errno()
+r['reboot'] = 0 if libc.reboot(0) == 0 else ctypes.get_errno()
+header = (ctypes.c_uint32 * 2)(0x20080522, 0)
+data = (ctypes.c_uint32 * 6)()
+libc.capget(header, data)
+r['effective'] = [data[0], data[3]]
+r['permitted'] = [data[1], data[4]]
+print(json.dumps(r))
+"#;
+    let p = env.root.join("p.toml").display().to_string();
+    for mode in MODES {
+        let (result, all) = env.run(mode, &p, "python3", &["-c", script]);
+        let r: Value = serde_json::from_str(stdout_of(&result).trim())
+            .unwrap_or_else(|e| panic!("{mode:?}: {e}: {all}"));
+        assert!(r["mknod"] == EPERM || r["mknod"] == EACCES, "{mode:?}: {r}");
+        for call in ["syslog", "settimeofday", "reboot"] {
+            assert_eq!(r[call], EPERM, "{mode:?} {call}: {r}");
+        }
+        assert_eq!(r["effective"], serde_json::json!([0, 0]), "{mode:?}: {r}");
+        assert_eq!(r["permitted"], serde_json::json!([0, 0]), "{mode:?}: {r}");
+    }
+}
+
+/// Class 3: the process limit holds for root too (`RLIMIT_NPROC` does not bind root; the
+/// child's PID namespace has its own `pid_max`).
+#[test]
+fn the_process_limit_holds_for_root() {
+    let env = Env::new("");
+    let script = r#"
+import os, time
+n = 0
+for _ in range(1500):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    n += 1
+print(n)
+"#;
+    let p = env.root.join("p.toml").display().to_string();
+    let (result, all) = env.run(&[], &p, "python3", &["-c", script]);
+    let forked: u32 = stdout_of(&result)
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{e}: {all}"));
+    assert!(forked < 1100, "{forked} processes (root: {})", is_root());
+}
+
+/// A `sleep` argument no other process has: how the host finds a grandchild from its side.
+fn marker(n: u32) -> String {
+    format!("40.{}{n:03}", std::process::id())
+}
+
+fn alive_with(marker: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let zombie = std::fs::read_to_string(entry.path().join("stat"))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(true);
+        if !zombie && cmdline.split(|b| *b == 0).any(|a| a == marker.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn gone(marker: &str) -> bool {
+    for _ in 0..100 {
+        if alive_with(marker).is_empty() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// Class 4: a grandchild that leaves the process group (`setsid`) does not outlive the call, and
+/// one that holds the output pipe does not hold the call past its timeout.
+#[test]
+fn processes_do_not_outlive_their_call() {
+    let env = Env::new("");
+    let p = env.root.join("p.toml").display().to_string();
+    for (i, mode) in MODES.iter().enumerate() {
+        let m = marker(i as u32 * 10);
+        let script = format!("setsid sleep {m} > /dev/null 2>&1 < /dev/null & echo started");
+        let (result, all) = env.run(mode, &p, "sh", &["-c", &script]);
+        assert_eq!(stdout_of(&result), "started\n", "{mode:?}: {all}");
+        assert!(gone(&m), "{mode:?}: a setsid grandchild outlived the call");
+
+        let m = marker(i as u32 * 10 + 1);
+        let call = serde_json::json!({
+            "binary": "sh",
+            "args": ["-c", format!("setsid sleep {m} & sleep {m}")],
+            "timeout_ms": 1000
+        })
+        .to_string();
+        let started = Instant::now();
+        let mut argv = vec!["call"];
+        argv.extend_from_slice(mode);
+        argv.extend(["--personality", p.as_str(), "run_command", call.as_str()]);
+        let out = env.toolcap(&argv);
+        assert!(
+            started.elapsed() < Duration::from_secs(6),
+            "{mode:?}: the call took {:?}: {}",
+            started.elapsed(),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(
+            gone(&m),
+            "{mode:?}: a grandchild holding the pipe outlived the call"
+        );
+    }
+}
+
+/// Class 5 (and the kernel half of class 2): with a reach as wide as `/`, a child reads neither
+/// toolcap's own environment through `/proc`, nor root's files in `/etc`, nor a place a deny rule
+/// names; with `/proc` in its reach it sees its own processes only.
+#[test]
+fn the_host_is_not_seen_through_proc_etc_or_denied_places() {
+    let env = Env::new("");
+    std::fs::write(env.root.join("work/secret.env"), canary()).unwrap();
+    std::fs::create_dir(env.root.join("work/keys")).unwrap();
+    std::fs::write(env.root.join("work/keys/id"), canary()).unwrap();
+    std::os::unix::fs::symlink(env.root.join("work/secret.env"), env.root.join("work/link"))
+        .unwrap();
+    let wide = env.personality(
+        "wide.toml",
+        &format!(
+            "id = \"wide\"\n[fs_reach]\nread = [\"/\"]\ndeny = [\"{w}/secret.env\", \"{w}/keys\"]\n[safety.process]\nallow = [\"sh\", \"cat\", \"ls\"]\n",
+            w = env.root.join("work").display()
+        ),
+    );
+    let shadow = std::fs::read_to_string("/etc/shadow").ok();
+    let script = format!(
+        "cat /proc/*/environ; ls /proc | head -3; cat /etc/shadow /etc/gshadow; cd {w}; \
+         cat secret.env link keys/id; ls keys; cat ../outside/canary; echo end",
+        w = env.root.join("work").display()
+    );
+    for mode in MODES {
+        let (result, all) = env.run(mode, &wide, "sh", &["-c", &script]);
+        assert!(stdout_of(&result).ends_with("end\n"), "{mode:?}: {all}");
+        // The outside canary is readable (the reach is `/`); everything else is not.
+        assert_eq!(all.matches(&canary()).count(), 1, "{mode:?}: {all}");
+        if let Some(shadow) = &shadow {
+            let first = shadow.lines().next().unwrap_or("root:");
+            assert!(!all.contains(first), "{mode:?}: /etc/shadow leaked: {all}");
+        }
+    }
+
+    // `/proc` granted explicitly: the child's own, fresh one.
+    let proc = env.personality(
+        "proc.toml",
+        "id = \"proc\"\n[fs_reach]\nread = [\"/proc\"]\n[safety.process]\nallow = [\"sh\", \"cat\", \"ls\"]\n",
+    );
+    for mode in MODES {
+        let (result, all) = env.run(mode, &proc, "sh", &["-c", "cat /proc/*/environ; ls /proc"]);
+        assert!(!all.contains(&canary()), "{mode:?}: {all}");
+        let pids = stdout_of(&result)
+            .split_whitespace()
+            .filter(|w| w.parse::<u32>().is_ok())
+            .count();
+        assert!(
+            pids < 10,
+            "{mode:?}: the host's processes are visible: {all}"
+        );
+    }
+}
+
+/// Class 7: a key given twice is a load error naming the key and its lines, in every format;
+/// deep nesting is refused at once.
+#[test]
+fn policies_say_exactly_what_they_look_like() {
+    let env = Env::new("");
+    let cases = [
+        (
+            "dup.json",
+            String::from(
+                "{\"id\": \"x\", \"constraints\": {\"run_command\": {\"forbidden\": true},\n \"run_command\": {\"max_invocations\": 3}}}",
+            ),
+            "duplicate key \"run_command\" at lines 1 and 2",
+        ),
+        (
+            "dup.yaml",
+            String::from(
+                "id: x\nconstraints:\n  run_command:\n    forbidden: true\n  run_command:\n    max_invocations: 3\n",
+            ),
+            "duplicate key \"run_command\" at lines 3 and 5",
+        ),
+        (
+            "dup.toml",
+            String::from(
+                "id = \"x\"\n[constraints.run_command]\nforbidden = true\n[constraints.run_command]\nmax_invocations = 3\n",
+            ),
+            "TOML line 4",
+        ),
+        (
+            "deep.yaml",
+            format!("id: x\nconstraints: {}", "[".repeat(100_000)),
+            "nested more than 64 levels deep",
+        ),
+        (
+            "deep.json",
+            format!("{{\"id\": \"x\", \"constraints\": {}", "[".repeat(100_000)),
+            "nested more than 64 levels deep",
+        ),
+    ];
+    for (name, text, message) in cases {
+        let p = env.personality(name, &text);
+        let started = Instant::now();
+        let out = env.toolcap(&[
+            "call",
+            "--personality",
+            &p,
+            "run_command",
+            r#"{"binary": "cat"}"#,
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(stderr.contains(message), "{name}: {stderr}");
+        assert!(out.stdout.is_empty(), "{name}: nothing ran");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{name}: {:?}",
+            started.elapsed()
+        );
+    }
+}
