@@ -156,6 +156,13 @@ pub(crate) enum Mask {
     File { path: CString },
 }
 
+impl Mask {
+    /// Whether this covers `/proc` itself (done last: the stage lives there for a moment).
+    pub(crate) fn is_proc(&self) -> bool {
+        matches!(self, Mask::Dir { path, .. } if path.as_bytes() == b"/proc")
+    }
+}
+
 fn c_path(path: &Path) -> Result<CString, String> {
     CString::new(path.as_os_str().as_bytes())
         .map_err(|_| format!("{} contains a NUL byte", path.display()))
