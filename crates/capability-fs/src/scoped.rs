@@ -70,6 +70,15 @@ fn refuse(access: FsAccess, path: &Path) -> CapabilityError {
     )
 }
 
+/// Whether the path as the tool spelled it can only name a directory: a trailing `/`, or a last
+/// component `.` or `..`. Lexical normalisation folds these away; the OS does not.
+fn names_a_directory(path: &Path) -> bool {
+    let b = path.as_os_str().as_encoded_bytes();
+    (b.len() > 1 && (b.ends_with(b"/") || b.ends_with(b"/.") || b.ends_with(b"/..")))
+        || b == b"."
+        || b == b".."
+}
+
 fn io_failure(path: &Path, e: &io::Error) -> CapabilityError {
     match e.kind() {
         io::ErrorKind::NotFound => {
@@ -216,6 +225,13 @@ impl ScopedFiles {
         if stat.kind != FileKind::File {
             return Err(not_a_file(stat.kind, &a.path));
         }
+        if names_a_directory(path) {
+            // `a.txt/` names a directory; the OS says so for a file, and so do we.
+            return Err(io_failure(
+                path,
+                &io::Error::from(io::ErrorKind::NotADirectory),
+            ));
+        }
         match sys::read_all(fd, stat.len, self.config.max_read).map_err(&fail)? {
             Ok(bytes) => Ok((a.path.clone(), bytes)),
             Err(cap) => Err(CapabilityError::failed(format!(
@@ -226,6 +242,13 @@ impl ScopedFiles {
     }
 
     fn write_blocking(&self, path: &Path, contents: &[u8]) -> Result<u64, CapabilityError> {
+        if names_a_directory(path) {
+            // open(2) with O_CREAT refuses a name that can only be a directory.
+            return Err(io_failure(
+                path,
+                &io::Error::from(io::ErrorKind::IsADirectory),
+            ));
+        }
         if contents.len() as u64 > self.config.max_write {
             return Err(CapabilityError::invalid_input(format!(
                 "{} bytes exceed the write limit of {} bytes",

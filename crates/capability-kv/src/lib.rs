@@ -90,6 +90,20 @@ impl KvLimits {
 pub trait RawStore: Send + Sync + fmt::Debug {
     /// The value of `key` in `namespace`.
     async fn get(&self, namespace: &str, key: &str) -> Result<Option<Vec<u8>>, CapabilityError>;
+    /// The value of `key` when it is at most `max` bytes; a longer one is refused
+    /// (`execution_failed`, naming the limit) — the read side of [`KvLimits::max_value`], for
+    /// values written around this crate (another client of the same Redis). A store that can
+    /// should transfer no more than `max + 1` bytes to find out.
+    async fn get_limited(
+        &self,
+        namespace: &str,
+        key: &str,
+        max: usize,
+    ) -> Result<Option<Vec<u8>>, CapabilityError> {
+        let value = self.get(namespace, key).await?;
+        check_read_limit(key, value.as_ref().map(Vec::len), max)?;
+        Ok(value)
+    }
     /// Stores `value`, expiring after `ttl` when given.
     async fn set(
         &self,
@@ -102,6 +116,20 @@ pub trait RawStore: Send + Sync + fmt::Debug {
     async fn delete(&self, namespace: &str, key: &str) -> Result<bool, CapabilityError>;
     /// Live keys of `namespace` starting with `prefix` (exact case), sorted.
     async fn list(&self, namespace: &str, prefix: &str) -> Result<Vec<String>, CapabilityError>;
+}
+
+/// Refuses a stored value of `len` bytes over the read limit `max`.
+pub(crate) fn check_read_limit(
+    key: &str,
+    len: Option<usize>,
+    max: usize,
+) -> Result<(), CapabilityError> {
+    match len {
+        Some(len) if len > max => Err(CapabilityError::failed(format!(
+            "the stored value of {key:?} is larger than the read limit of {max} bytes"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Builds a [`ScopedKv`] for each tool's storage grant over one store.

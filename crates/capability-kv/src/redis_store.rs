@@ -105,6 +105,31 @@ impl RawStore for RedisStore {
             .map_err(redis_error)
     }
 
+    async fn get_limited(
+        &self,
+        namespace: &str,
+        key: &str,
+        max: usize,
+    ) -> Result<Option<Vec<u8>>, CapabilityError> {
+        // GETRANGE transfers at most `max + 1` bytes however large the value is; a missing key
+        // reads as empty, and no stored value is empty (values are JSON).
+        let mut conn = self.manager.clone();
+        let end = isize::try_from(max).unwrap_or(isize::MAX);
+        let head: Vec<u8> = conn
+            .getrange(
+                format!("{}{key}", self.head(namespace)).into_bytes(),
+                0,
+                end,
+            )
+            .await
+            .map_err(redis_error)?;
+        if head.is_empty() {
+            return Ok(None);
+        }
+        crate::check_read_limit(key, Some(head.len()), max)?;
+        Ok(Some(head))
+    }
+
     async fn set(
         &self,
         namespace: &str,

@@ -56,7 +56,11 @@ impl ScopedKv {
 impl KeyValueStore for ScopedKv {
     async fn get(&self, key: &str) -> Result<Option<Value>, CapabilityError> {
         self.check_key(key)?;
-        match self.store.get(&self.grant.namespace, key).await? {
+        let stored = self
+            .store
+            .get_limited(&self.grant.namespace, key, self.limits.max_value)
+            .await?;
+        match stored {
             None => Ok(None),
             Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|_| {
                 CapabilityError::failed(format!("the stored value of {key:?} is not valid JSON"))

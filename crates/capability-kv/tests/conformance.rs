@@ -35,9 +35,27 @@ const HOSTILE: &[&str] = &[
 ];
 
 async fn conformance<S: RawStore + 'static>(store: Arc<S>, label: &str) {
-    let backend = KvBackend::new(store, KvLimits::default().max_value(64));
+    let backend = KvBackend::new(Arc::clone(&store), KvLimits::default().max_value(64));
     let a = scoped(&backend, "session:a", None);
     let ab = scoped(&backend, "session:ab", None);
+
+    // issue 13, class 9: a value planted around the scoped view (another client of the same
+    // store) larger than the limit is refused on read too, not read and passed on whole.
+    let planted = format!("[{}1]", "1,".repeat(4096)).into_bytes();
+    store
+        .set("session:a", "planted", planted, None)
+        .await
+        .unwrap();
+    let err = a.get("planted").await.unwrap_err();
+    assert!(
+        err.to_string().contains("read limit of 64 bytes"),
+        "{label}: {err}"
+    );
+    let fits = b"[1,2]".to_vec();
+    store.set("session:a", "fits", fits, None).await.unwrap();
+    assert_eq!(a.get("fits").await.unwrap(), Some(json!([1, 2])), "{label}");
+    a.delete("planted").await.unwrap();
+    a.delete("fits").await.unwrap();
 
     // Round trips of JSON values.
     for (i, v) in [

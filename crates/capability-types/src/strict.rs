@@ -153,6 +153,7 @@ fn yaml_flow_depth(text: &str) -> Result<(), String> {
 /// After the YAML parser found a duplicate key (its message names the key and a line at or
 /// before the mapping that holds it): the lines of the first two entries of that key at one
 /// indentation from there on.
+#[cfg_attr(not(feature = "yaml"), allow(dead_code))]
 pub(crate) fn yaml_duplicate(text: &str, key: &str, from_line: usize) -> String {
     let indent_of = |l: &str| l.len() - l.trim_start_matches([' ', '-']).len();
     let opens = |l: &str| {

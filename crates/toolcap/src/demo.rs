@@ -279,14 +279,19 @@ deny_args = ["ls -R*"]
             text.to_owned()
         }
     };
-    println!(
+    crate::outln!(
         "toolcap demo — personality `demo`, workspace {}\n",
         workspace.display()
-    );
-    println!(
+    )
+    .map_err(|crate::Usage(m)| anyhow::anyhow!(m))?;
+    crate::outln!(
         "{:<3} {:<12} {:<40} {:<14} detail",
-        "id", "tool", "case", "outcome"
-    );
+        "id",
+        "tool",
+        "case",
+        "outcome"
+    )
+    .map_err(|crate::Usage(m)| anyhow::anyhow!(m))?;
     let mut mismatches = 0;
     for ((_, expected, case), result) in planned.iter().zip(&results) {
         let (outcome, detail) = match &result.result {
@@ -302,31 +307,40 @@ deny_args = ["ls -R*"]
         }
         let shown = paint(&format!("{outcome:<14}"), result.result.is_ok());
         let mark = if as_expected { "" } else { "  <-- UNEXPECTED" };
-        println!(
+        crate::outln!(
             "{:<3} {:<12} {:<40} {shown} {detail}{mark}",
-            result.call_id, result.tool, case
-        );
+            result.call_id,
+            result.tool,
+            case
+        )
+        .map_err(|crate::Usage(m)| anyhow::anyhow!(m))?;
     }
     if !saved.result.is_ok() {
         mismatches += 1;
-        println!("kv_set of the run counter failed: {:?}", saved.result);
+        crate::outln!("kv_set of the run counter failed: {:?}", saved.result)
+            .map_err(|crate::Usage(m)| anyhow::anyhow!(m))?;
     }
     drop(registry);
-    println!(
+    crate::outln!(
         "\ndemo run #{runs} (the counter lives in {}; run the demo again to see it persist)",
         store.display()
-    );
-    println!(
+    )
+    .map_err(|crate::Usage(m)| anyhow::anyhow!(m))?;
+    crate::outln!(
         "audit log: {} ({} events, JSON lines)",
         audit.display(),
         host::count_lines(&audit)
-    );
-    println!("personality: {}", personality.display());
+    )
+    .map_err(|crate::Usage(m)| anyhow::anyhow!(m))?;
+    crate::outln!("personality: {}", personality.display())
+        .map_err(|crate::Usage(m)| anyhow::anyhow!(m))?;
     if keep {
         let kept = scratch.keep();
-        println!("scratch directory kept: {}", kept.display());
+        crate::outln!("scratch directory kept: {}", kept.display())
+            .map_err(|crate::Usage(m)| anyhow::anyhow!(m))?;
     }
-    println!("finished in {:.2?}", started.elapsed());
+    crate::outln!("finished in {:.2?}", started.elapsed())
+        .map_err(|crate::Usage(m)| anyhow::anyhow!(m))?;
     if mismatches > 0 {
         bail!("{mismatches} call(s) did not end as the personality says they must");
     }

@@ -15,6 +15,27 @@ mod host;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// `println!` that reports a closed or failing stdout as an error (exit 2) instead of
+/// panicking: `toolcap call ... | head -c0` must not end in a panic.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, $($arg)*)
+            .and_then(|()| out.flush())
+            .map_err(|e| crate::Usage(format!("cannot write to stdout: {e}")))
+    }};
+}
+pub(crate) use outln;
+
+/// `eprintln!` that ignores a closed stderr (there is nowhere left to say anything).
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
 use std::sync::Arc;
 
 use capability_capsule::{Capsule, CapsuleConfig};
@@ -160,14 +181,14 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("toolcap: cannot start the async runtime: {e}");
+            errln!("toolcap: cannot start the async runtime: {e}");
             return ExitCode::from(2);
         }
     };
     match runtime.block_on(run(cli.command)) {
         Ok(code) => code,
         Err(Usage(message)) => {
-            eprintln!("toolcap: {message}");
+            errln!("toolcap: {message}");
             ExitCode::from(2)
         }
     }
@@ -195,11 +216,10 @@ fn known_tool(tool: &str) -> Result<(), Usage> {
     }
 }
 
-fn print_json(value: &impl serde::Serialize) {
-    match serde_json::to_string_pretty(value) {
-        Ok(text) => println!("{text}"),
-        Err(e) => eprintln!("toolcap: cannot print the result: {e}"),
-    }
+fn print_json(value: &impl serde::Serialize) -> Result<(), Usage> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| Usage(format!("cannot print the result: {e}")))?;
+    outln!("{text}")
 }
 
 async fn run(command: Command) -> Result<ExitCode, Usage> {
@@ -249,7 +269,7 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
                         .result
                 }
             };
-            println!("{}", serde_json::to_string(&result).map_err(Usage::from)?);
+            outln!("{}", serde_json::to_string(&result).map_err(Usage::from)?)?;
             Ok(if result.is_ok() {
                 ExitCode::SUCCESS
             } else {
@@ -265,7 +285,7 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
             let policy = host::load_policy(&personality)?;
             let args = parse_args(&args_json)?;
             let explanation = explain(&tool, &args, &policy, &host::workdir(workdir)?);
-            print_json(&explanation);
+            print_json(&explanation)?;
             Ok(if explanation.allowed {
                 ExitCode::SUCCESS
             } else {
@@ -281,19 +301,19 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
             let findings = registry.validate(&policy);
             let id = policy.id().unwrap_or("?");
             for finding in &findings {
-                println!("{finding}");
+                outln!("{finding}")?;
             }
             let checked = STANDARD_TOOLS
                 .iter()
                 .filter(|t| policy.allows_tool(t))
                 .count();
             if findings.is_empty() {
-                println!(
+                outln!(
                     "ok: {checked} standard tool(s) in the toolset of {id}; every declaration is granted as declared"
-                );
+                )?;
                 Ok(ExitCode::SUCCESS)
             } else {
-                println!("{} finding(s) for personality {id}", findings.len());
+                outln!("{} finding(s) for personality {id}", findings.len())?;
                 Ok(ExitCode::from(1))
             }
         }
@@ -308,7 +328,13 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
                 declarations.iter().map(|(n, c)| (n.as_str(), c)),
                 policy.as_ref(),
             );
-            print!("{}", manifest.to_pretty_json());
+            {
+                use std::io::Write as _;
+                let mut out = std::io::stdout().lock();
+                out.write_all(manifest.to_pretty_json().as_bytes())
+                    .and_then(|()| out.flush())
+                    .map_err(|e| Usage(format!("cannot write to stdout: {e}")))?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Diff { old, new, json } => {
@@ -316,12 +342,12 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
             let new = host::load_manifest(&new)?;
             let widenings = diff(&old, &new);
             if json {
-                print_json(&widenings);
+                print_json(&widenings)?;
             } else if widenings.is_empty() {
-                println!("no widenings");
+                outln!("no widenings")?;
             } else {
                 for w in &widenings {
-                    println!("{w}");
+                    outln!("{w}")?;
                 }
             }
             Ok(if widenings.is_empty() {

@@ -388,3 +388,84 @@ fn policies_say_exactly_what_they_look_like() {
         );
     }
 }
+
+/// Class 9: a closed output pipe ends in the documented exit code 2 with a message, never a
+/// panic (101).
+#[test]
+fn a_closed_output_pipe_is_an_error_not_a_panic() {
+    use std::io::Read;
+    let env = Env::new("");
+    let p = env.root.join("p.toml").display().to_string();
+    for args in [
+        vec![
+            "call",
+            "--personality",
+            &p,
+            "read_file",
+            r#"{"path": "/etc/passwd"}"#,
+        ],
+        vec!["validate", "--personality", &p],
+        vec!["manifest"],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolcap"))
+            .args(&args)
+            .env("XDG_DATA_HOME", env.root.join("data"))
+            .current_dir(env.root.join("work"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take()); // the reader goes away before anything is written
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("cannot write to stdout"),
+            "{args:?}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+/// Class 9: `a.txt/` names a directory; reading or writing it as a file fails as the OS would,
+/// and nothing is written.
+#[test]
+fn a_trailing_slash_after_a_file_name_is_not_folded_away() {
+    let env = Env::new("");
+    std::fs::write(env.root.join("work/a.txt"), "alpha").unwrap();
+    let p = env.root.join("p.toml").display().to_string();
+    for mode in MODES {
+        let call = |tool: &str, args: &str| {
+            let mut argv = vec!["call"];
+            argv.extend_from_slice(mode);
+            argv.extend(["--personality", p.as_str(), tool, args]);
+            let out = env.toolcap(&argv);
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+            )
+        };
+        let (code, out) = call("read_file", r#"{"path": "a.txt/"}"#);
+        assert_eq!(code, Some(1), "{mode:?}: {out}");
+        assert!(out.contains("not a directory"), "{mode:?}: {out}");
+        assert!(!out.contains("alpha"), "{mode:?}: {out}");
+        let (code, out) = call("write_file", r#"{"path": "out/b.txt/", "content": "x"}"#);
+        assert_eq!(code, Some(1), "{mode:?}: {out}");
+        assert!(
+            !env.root.join("work/out/b.txt").exists(),
+            "{mode:?}: a file was written"
+        );
+        let (code, out) = call("read_file", r#"{"path": "a.txt"}"#);
+        assert_eq!(
+            (code, out.contains("alpha")),
+            (Some(0), true),
+            "{mode:?}: {out}"
+        );
+    }
+}
