@@ -42,7 +42,7 @@ pub use crate::escalation::{
 };
 pub use crate::isolation::{IsolationKey, IsolationSelection, ToolIsolation};
 pub use crate::manifest::{Manifest, Widening, WideningCode, build_manifest, diff};
-pub use crate::policy::CompiledPolicy;
+pub use crate::policy::{CompiledPolicy, EXEC_OPTIONS};
 pub use crate::registry::{
     DefaultToolRegistry, ExecutionContext, Invocation, RegistryConfig, RegistryError, ToolCall,
     ToolCallResult, apply_budget, panic_message,

@@ -14,7 +14,8 @@ use capability_types::{
     HostPolicy, KeyValueStore, KvStoreFactory, NetworkGrant, PathAccess, PathPolicy,
     ProcessFactory, ProcessGrant, ProcessPolicy, SandboxMode, ScopedFetch, ScopedFs, ScopedProcess,
     ScopedSecretsResolver, SecretRef, SecretsFactory, SecretsGrant, StorageGrant, StorageScope,
-    ToolCapabilities, ToolContext, is_fixed_env_name, is_refused_env_name, valid_env_name,
+    ToolCapabilities, ToolContext, is_fixed_env_name, is_refused_env_name, is_safe_env_name,
+    valid_env_name,
 };
 
 use crate::matching::binary::{ArgvPattern, intersect_binaries};
@@ -859,6 +860,18 @@ impl ProcessPolicy for ResolvedProcess {
             return Err(CapabilityError::denied(
                 DenialCode::EnvNotAllowed,
                 format!("{} may not be passed to a child", name.escape_debug()),
+            ));
+        }
+        // An allow list, not a deny list: a variable that steers a program (where it reads its
+        // configuration, what it runs) is unknown to any list of bad names.
+        if !is_safe_env_name(name) && !self.env_allow.iter().any(|a| a == name) {
+            return Err(CapabilityError::denied(
+                DenialCode::EnvNotAllowed,
+                format!(
+                    "{} is neither a variable every child may get (locale, time zone, terminal, \
+                     commit identity) nor in safety.env.allow",
+                    name.escape_debug()
+                ),
             ));
         }
         Ok(())

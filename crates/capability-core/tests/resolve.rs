@@ -352,7 +352,28 @@ fn process_policy_binaries_args_env() {
         denial(process.check_env("HOME")).0,
         DenialCode::EnvNotAllowed
     );
-    assert!(process.check_env("MY_FLAG").is_ok());
+    // An allow list (issue 13, class 6): a variable that is neither safe for every child nor
+    // in safety.env.allow is refused, whatever its name.
+    assert_eq!(
+        denial(process.check_env("MY_FLAG")).0,
+        DenialCode::EnvNotAllowed
+    );
+    for steering in [
+        "XDG_CONFIG_HOME",
+        "PAGER",
+        "EDITOR",
+        "GIT_DIR",
+        "npm_config_script_shell",
+    ] {
+        assert_eq!(
+            denial(process.check_env(steering)).0,
+            DenialCode::EnvNotAllowed,
+            "{steering}"
+        );
+    }
+    for safe in ["LANG", "LC_ALL", "TZ", "GIT_AUTHOR_NAME", "NO_COLOR"] {
+        assert!(process.check_env(safe).is_ok(), "{safe}");
+    }
     assert_eq!(process.env_allow(), ["LANG"]);
     assert!(
         resolved.fs.is_none(),

@@ -69,7 +69,7 @@ fn spawner_under(
     config: ProcessConfig,
 ) -> Arc<dyn ScopedProcess> {
     let toml = format!(
-        "id = \"p\"\n[fs_reach]\nread = [\"{}\"]\n[safety.process]\nallow = [{allow}]\n{process_rules}\n[safety.env]\nallow = [\"TZ\"]\n",
+        "id = \"p\"\n[fs_reach]\nread = [\"{}\"]\n[safety.process]\nallow = [{allow}]\n{process_rules}\n[safety.env]\nallow = [\"TZ\", \"MY_FLAG\"]\n",
         fx.root.display()
     );
     let policy = CompiledPolicy::load(&toml, PolicyFormat::Toml, None).unwrap();
@@ -279,7 +279,7 @@ async fn hook_variables_and_path_overrides_are_refused() {
         );
     }
     let r = p
-        .spawn("true", &[], SpawnOptions::default().env("OK", "a\0b"))
+        .spawn("true", &[], SpawnOptions::default().env("MY_FLAG", "a\0b"))
         .await;
     assert!(matches!(r, Err(CapabilityError::InvalidInput(_))), "{r:?}");
 }

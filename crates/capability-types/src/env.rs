@@ -48,11 +48,101 @@ const REFUSED_EXACT: &[&str] = &[
     "RUBYLIB",
     "RUBYOPT",
     "SHELLOPTS",
+    // Programs that git, man, less and friends run, and where they read their configuration.
+    "BROWSER",
+    "EDITOR",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "MANPAGER",
+    "PAGER",
+    "PYTHONBREAKPOINT",
+    "PYTHONEXECUTABLE",
+    "PYTHONWARNINGS",
+    "RUSTC",
+    "RUSTC_WRAPPER",
+    "RUSTC_WORKSPACE_WRAPPER",
+    "RUSTDOC",
+    "SSH_ASKPASS",
+    "SSH_ASKPASS_REQUIRE",
+    "SSH_AUTH_SOCK",
+    "SUDO_ASKPASS",
+    "VISUAL",
+    "XDG_CONFIG_DIRS",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_DIRS",
+    "XDG_DATA_HOME",
+    "ZDOTDIR",
 ];
 
 /// Prefixes of variable families that are refused: dynamic-loader hooks on Linux and macOS and
 /// git's per-key configuration injection.
-const REFUSED_PREFIXES: &[&str] = &["LD_", "DYLD_", "GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"];
+const REFUSED_PREFIXES: &[&str] = &[
+    "LD_",
+    "DYLD_",
+    "GIT_CONFIG_KEY_",
+    "GIT_CONFIG_VALUE_",
+    "NPM_CONFIG_",
+    "npm_config_",
+    "CARGO_BUILD_RUSTC",
+    "CARGO_TARGET_",
+];
+
+/// Variables a call may set for its child without the personality naming them: locale, time
+/// zone, terminal and colour, commit identity and dates, and the proxy variables (which the egress
+/// proxy replaces, and which reach nothing without it). Everything else a call passes must be in
+/// `safety.env.allow` (docs/policy.md, "Child environment").
+const SAFE_EXACT: &[&str] = &[
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TERM",
+    "COLUMNS",
+    "LINES",
+    "NO_COLOR",
+    "FORCE_COLOR",
+    "CLICOLOR",
+    "CLICOLOR_FORCE",
+    "CI",
+    "SOURCE_DATE_EPOCH",
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_AUTHOR_DATE",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+    "GIT_COMMITTER_DATE",
+    "GIT_TERMINAL_PROMPT",
+    "PYTHONUNBUFFERED",
+    "PYTHONDONTWRITEBYTECODE",
+    "PYTHONIOENCODING",
+    "PYTHONHASHSEED",
+    "PYTHONUTF8",
+    "RUST_BACKTRACE",
+    "RUST_LOG",
+    "NODE_ENV",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+];
+
+/// Whether a call may pass `name` to a child without the personality naming it in
+/// `safety.env.allow`: a variable of [`SAFE_EXACT`] or a `LC_*` locale variable.
+///
+/// ```
+/// use capability_types::is_safe_env_name;
+/// assert!(is_safe_env_name("LC_ALL") && is_safe_env_name("TZ"));
+/// assert!(!is_safe_env_name("XDG_CONFIG_HOME") && !is_safe_env_name("MY_FLAG"));
+/// ```
+pub fn is_safe_env_name(name: &str) -> bool {
+    SAFE_EXACT.contains(&name) || (name.starts_with("LC_") && !is_refused_env_name(name))
+}
 
 /// Whether `name` is a loader or interpreter hook that may never be passed to a child process.
 ///

@@ -80,7 +80,7 @@ pub use crate::capabilities::{
     StorageScope, ToolCapabilities,
 };
 pub use crate::context::ToolContext;
-pub use crate::env::{is_fixed_env_name, is_refused_env_name, valid_env_name};
+pub use crate::env::{is_fixed_env_name, is_refused_env_name, is_safe_env_name, valid_env_name};
 pub use crate::error::{CapabilityError, CapabilityValidationError, DenialCode, PolicyError};
 pub use crate::grant::{
     EgressFactory, EgressSession, FetchFactory, FsAccess, FsFactory, FsGrant, HostMatch,

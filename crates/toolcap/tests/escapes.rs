@@ -469,3 +469,73 @@ fn a_trailing_slash_after_a_file_name_is_not_folded_away() {
         );
     }
 }
+
+/// Class 6: the child's environment is an allow list (a variable that steers a trusted binary,
+/// such as `XDG_CONFIG_HOME` pointing git at a configuration with a shell alias, is refused), and
+/// options that make an allowed binary run another program (`git --upload-pack`, `-c`) are
+/// refused by default. The marker file the payload would create stays absent.
+#[test]
+fn nothing_steers_a_trusted_binary_into_running_a_program() {
+    let env = Env::new("");
+    let p = env.personality(
+        "git.toml",
+        &format!(
+            "id = \"git\"\n[fs_reach]\nread = [\"{w}\"]\n[safety.process]\nallow = [\"git\"]\n",
+            w = env.root.join("work").display()
+        ),
+    );
+    let marker = env.root.join("work/out/pwned");
+    let config = env.root.join("work/cfg/git");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config"),
+        format!("[alias]\n\tx = !touch {}\n", marker.display()),
+    )
+    .unwrap();
+    let payload = format!("touch {}", marker.display());
+    let cases = [
+        (
+            serde_json::json!({"binary": "git", "args": ["x"],
+                "env": {"XDG_CONFIG_HOME": env.root.join("work/cfg")}}),
+            "ENV_NOT_ALLOWED",
+        ),
+        (
+            serde_json::json!({"binary": "git", "args": ["x"],
+                "env": {"GIT_DIR": env.root.join("work/cfg")}}),
+            "ENV_NOT_ALLOWED",
+        ),
+        (
+            serde_json::json!({"binary": "git",
+                "args": ["ls-remote", format!("--upload-pack={payload}"), "."]}),
+            "ARGS_NOT_ALLOWED",
+        ),
+        (
+            serde_json::json!({"binary": "git",
+                "args": ["-c", format!("alias.y=!{payload}"), "y"]}),
+            "ARGS_NOT_ALLOWED",
+        ),
+        (
+            serde_json::json!({"binary": "git",
+                "args": ["clone", format!("ext::sh -c {payload}"), "x"]}),
+            "ARGS_NOT_ALLOWED",
+        ),
+    ];
+    for mode in MODES {
+        for (call, code) in &cases {
+            let mut argv = vec!["call"];
+            argv.extend_from_slice(mode);
+            let call_text = call.to_string();
+            argv.extend([
+                "--personality",
+                p.as_str(),
+                "run_command",
+                call_text.as_str(),
+            ]);
+            let out = env.toolcap(&argv);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(out.status.code(), Some(1), "{mode:?} {call}: {stdout}");
+            assert!(stdout.contains(code), "{mode:?} {call}: {stdout}");
+            assert!(!marker.exists(), "{mode:?} {call}: the payload ran");
+        }
+    }
+}
