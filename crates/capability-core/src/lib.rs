@@ -29,6 +29,7 @@ mod isolation;
 pub mod manifest;
 pub mod matching;
 mod policy;
+mod realpath;
 mod registry;
 mod resolve;
 mod validate;

@@ -14,6 +14,7 @@ use capability_types::{
 use crate::matching::binary::{ArgvPattern, intersect_binaries};
 use crate::matching::host::{HostPattern, HostSet, intersect_hosts};
 use crate::matching::path::{DenyFloor, intersect_paths};
+use crate::realpath::{Aliases, resolve_real};
 
 /// Options that make an allowed program run another program of the caller's choosing: refused
 /// for every personality, before its own `deny_args` (docs/policy.md, "Options that run
@@ -74,6 +75,8 @@ pub struct CompiledPolicy {
     pub(crate) fs_write: Arc<[PathBuf]>,
     pub(crate) fs_deny: Arc<[PathBuf]>,
     pub(crate) floor: Arc<DenyFloor>,
+    /// Roots the policy named through a symbolic link, with where they lead.
+    pub(crate) aliases: Arc<Aliases>,
     /// `[escalate]`: hosts, write paths and argv that need approval.
     pub(crate) escalate_hosts: Arc<HostSet>,
     pub(crate) escalate_write: Arc<[PathBuf]>,
@@ -143,6 +146,15 @@ impl CompiledPolicy {
                 PolicyError::invalid(format!("safety.process.deny_args[{i}]"), why)
             })?);
         }
+        let floor = floor_for(home);
+        let mut aliases = Aliases::default();
+        let fs_read = real_roots("fs_reach.read", &policy.fs_reach.read, &floor, &mut aliases)?;
+        let fs_write = real_roots(
+            "fs_reach.write",
+            &policy.fs_reach.write,
+            &floor,
+            &mut aliases,
+        )?;
         Ok(Self {
             generation: next_generation(),
             network_allow: Arc::new(network_allow),
@@ -151,12 +163,13 @@ impl CompiledPolicy {
             deny_args: deny_args.into(),
             env_allow: policy.safety.env.allow.clone().into(),
             sandbox: policy.safety.process.sandbox,
-            fs_read: policy.fs_reach.read.clone().into(),
-            fs_write: policy.fs_reach.write.clone().into(),
-            fs_deny: policy.fs_reach.deny.clone().into(),
-            floor: Arc::new(DenyFloor::new(home)),
+            fs_read: fs_read.into(),
+            fs_write: fs_write.into(),
+            fs_deny: both_spellings(&policy.fs_reach.deny).into(),
+            floor: Arc::new(floor),
+            aliases: Arc::new(aliases),
             escalate_hosts: Arc::new(escalate_hosts),
-            escalate_write: policy.escalate.write_paths.clone().into(),
+            escalate_write: both_spellings(&policy.escalate.write_paths).into(),
             escalate_args: escalate_args.into(),
             escalate_timeout: policy
                 .escalate
@@ -183,7 +196,8 @@ impl CompiledPolicy {
             fs_read: Arc::new([]),
             fs_write: Arc::new([]),
             fs_deny: Arc::new([]),
-            floor: Arc::new(DenyFloor::new(home)),
+            floor: Arc::new(floor_for(home)),
+            aliases: Arc::new(Aliases::default()),
             escalate_hosts: Arc::default(),
             escalate_write: Arc::new([]),
             escalate_args: Arc::new([]),
@@ -259,15 +273,23 @@ impl CompiledPolicy {
                 ))
             }
         };
-        let side =
-            |mine: &Arc<[PathBuf]>, theirs: &Option<Vec<PathBuf>>, field: &str| -> Arc<[PathBuf]> {
-                match theirs {
-                    None => Arc::clone(mine),
-                    Some(list) => intersect_paths(list, mine, field).granted.into(),
+        let mut aliases = (*self.aliases).clone();
+        let mut side = |mine: &Arc<[PathBuf]>,
+                        theirs: &Option<Vec<PathBuf>>,
+                        field: &str|
+         -> Result<Arc<[PathBuf]>, PolicyError> {
+            Ok(match theirs {
+                None => Arc::clone(mine),
+                Some(list) => {
+                    let real = real_roots(field, list, &self.floor, &mut aliases)?;
+                    intersect_paths(&real, mine, field).granted.into()
                 }
-            };
+            })
+        };
+        let fs_read = side(&self.fs_read, &n.fs_reach.read, "fs_reach.read")?;
+        let fs_write = side(&self.fs_write, &n.fs_reach.write, "fs_reach.write")?;
         let mut fs_deny: Vec<PathBuf> = self.fs_deny.to_vec();
-        fs_deny.extend(n.fs_reach.deny.iter().cloned());
+        fs_deny.extend(both_spellings(&n.fs_reach.deny));
         let mut deny_args: Vec<ArgvPattern> = self.deny_args.to_vec();
         for (i, text) in n.process.deny_args.iter().enumerate() {
             deny_args.push(
@@ -301,7 +323,7 @@ impl CompiledPolicy {
         let mut escalate_hosts: Vec<HostPattern> = self.escalate_hosts.patterns().to_vec();
         escalate_hosts.extend(parse_hosts("escalate.hosts", &n.escalate.hosts)?);
         let mut escalate_write: Vec<PathBuf> = self.escalate_write.to_vec();
-        escalate_write.extend(n.escalate.write_paths.iter().cloned());
+        escalate_write.extend(both_spellings(&n.escalate.write_paths));
         let mut escalate_args: Vec<ArgvPattern> = self.escalate_args.to_vec();
         for (i, text) in n.escalate.args.iter().enumerate() {
             escalate_args.push(
@@ -351,8 +373,9 @@ impl CompiledPolicy {
             deny_args: deny_args.into(),
             env_allow,
             sandbox: self.sandbox,
-            fs_read: side(&self.fs_read, &n.fs_reach.read, "fs_reach.read"),
-            fs_write: side(&self.fs_write, &n.fs_reach.write, "fs_reach.write"),
+            fs_read,
+            fs_write,
+            aliases: Arc::new(aliases),
             fs_deny: fs_deny.into(),
             floor: Arc::clone(&self.floor),
             escalate_hosts: Arc::new(HostSet::new(escalate_hosts)),
@@ -363,6 +386,60 @@ impl CompiledPolicy {
             constraints: Arc::new(constraints),
         })
     }
+}
+
+/// The deny floor for `home`, protecting each area under the name it is written with and the
+/// place it really leads.
+fn floor_for(home: Option<&Path>) -> DenyFloor {
+    DenyFloor::new(home).with_real(resolve_real)
+}
+
+/// Each path, and where it really leads when that differs: deny rules and escalation paths bind
+/// under both names.
+fn both_spellings(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::with_capacity(paths.len());
+    for path in paths {
+        out.push(path.clone());
+        let real = resolve_real(path);
+        if &real != path {
+            out.push(real);
+        }
+    }
+    out
+}
+
+/// Reach roots resolved to where they really lead, recording each spelling that differs. A root
+/// that leads into the deny floor while its spelling does not is a policy error: `/srv/link` to
+/// `/proc` would otherwise lift the floor for `/proc`, which only naming `/proc` itself may.
+fn real_roots(
+    field: &str,
+    roots: &[PathBuf],
+    floor: &DenyFloor,
+    aliases: &mut Aliases,
+) -> Result<Vec<PathBuf>, PolicyError> {
+    let mut out = Vec::with_capacity(roots.len());
+    for (i, root) in roots.iter().enumerate() {
+        let real = resolve_real(root);
+        if &real != root {
+            if let Some(area) = floor.area_of(&real)
+                && floor.area_of(root).as_ref() != Some(&area)
+            {
+                return Err(PolicyError::invalid(
+                    format!("{field}[{i}]"),
+                    format!(
+                        "{} leads to {}, inside the deny floor ({}); name that place itself if \
+                         it is meant",
+                        root.display(),
+                        real.display(),
+                        area.display()
+                    ),
+                ));
+            }
+            aliases.add(root, &real);
+        }
+        out.push(real);
+    }
+    Ok(out)
 }
 
 fn next_generation() -> u64 {

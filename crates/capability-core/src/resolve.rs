@@ -22,6 +22,7 @@ use crate::matching::binary::{ArgvPattern, intersect_binaries};
 use crate::matching::host::{HostSet, intersect_hosts, normalize_host};
 use crate::matching::path::{DenyFloor, intersect_paths, is_within, resolve_path};
 use crate::policy::CompiledPolicy;
+use crate::realpath::Aliases;
 
 /// A backend a declaration can need.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -248,6 +249,7 @@ struct PathRoots {
     write_guarded: Arc<[bool]>,
     deny: Arc<[PathBuf]>,
     floor: Arc<DenyFloor>,
+    aliases: Arc<Aliases>,
     personality_read: Arc<[PathBuf]>,
     personality_write: Arc<[PathBuf]>,
 }
@@ -279,7 +281,12 @@ impl Intersected {
                     None => Arc::new([]),
                     Some(FsPaths::FromPersonality) => Arc::clone(personality),
                     Some(FsPaths::Paths(paths)) => {
-                        intersect_paths(paths, personality, field).granted.into()
+                        // A declared path spelled through a root's link means the root's place.
+                        let paths: Vec<PathBuf> = paths
+                            .iter()
+                            .map(|p| policy.aliases.rewrite(p.clone()))
+                            .collect();
+                        intersect_paths(&paths, personality, field).granted.into()
                     }
                 }
             };
@@ -304,6 +311,7 @@ impl Intersected {
                 write,
                 deny: Arc::clone(&policy.fs_deny),
                 floor: Arc::clone(&policy.floor),
+                aliases: Arc::clone(&policy.aliases),
                 personality_read: Arc::clone(&policy.fs_read),
                 personality_write: Arc::clone(&policy.fs_write),
             }
@@ -382,6 +390,7 @@ impl Intersected {
                 write_guarded: Arc::clone(&r.write_guarded),
                 deny: Arc::clone(&r.deny),
                 floor: Arc::clone(&r.floor),
+                aliases: Arc::clone(&r.aliases),
                 personality_read: Arc::clone(&r.personality_read),
                 personality_write: Arc::clone(&r.personality_write),
                 working_dir: working_dir.to_path_buf(),
@@ -693,6 +702,7 @@ pub struct ResolvedPaths {
     write_guarded: Arc<[bool]>,
     deny: Arc<[PathBuf]>,
     floor: Arc<DenyFloor>,
+    aliases: Arc<Aliases>,
     personality_read: Arc<[PathBuf]>,
     personality_write: Arc<[PathBuf]>,
     working_dir: PathBuf,
@@ -710,6 +720,7 @@ impl ResolvedPaths {
             write_guarded: Arc::clone(&self.write_guarded),
             deny: Arc::clone(&self.deny),
             floor: Arc::clone(&self.floor),
+            aliases: Arc::clone(&self.aliases),
             personality_read: Arc::clone(&self.personality_read),
             personality_write: Arc::clone(&self.personality_write),
             working_dir: self.working_dir.clone(),
@@ -721,6 +732,12 @@ impl ResolvedPaths {
 impl PathPolicy for ResolvedPaths {
     fn check(&self, path: &Path, access: FsAccess) -> Result<PathAccess, CapabilityError> {
         let full = resolve_path(path, &self.working_dir).map_err(CapabilityError::invalid_input)?;
+        // Matched where it really leads when it names a root by a link's spelling.
+        let full = if self.aliases.is_empty() {
+            full
+        } else {
+            self.aliases.rewrite(full)
+        };
         let refuse = || {
             CapabilityError::denied(
                 DenialCode::PathNotReachable,

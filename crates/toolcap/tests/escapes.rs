@@ -539,3 +539,88 @@ fn nothing_steers_a_trusted_binary_into_running_a_program() {
         }
     }
 }
+
+/// Class 2: reach roots and deny rules are matched where they really lead. A root that is a
+/// link to `/proc` is a load error; a link to a directory does not get around a deny rule that
+/// names the real place, nor a link to the home directory around the floor's `.ssh`, nor a link
+/// to `/etc` around `/etc/shadow`.
+#[test]
+fn symbolic_links_in_a_policy_lead_nowhere_new() {
+    let env = Env::new("");
+    let r = env.root.clone();
+    std::fs::create_dir_all(r.join("real")).unwrap();
+    std::fs::write(r.join("real/secret.txt"), canary()).unwrap();
+    std::fs::write(r.join("real/notes.md"), "notes").unwrap();
+    std::fs::create_dir_all(r.join(".ssh")).unwrap();
+    std::fs::write(r.join(".ssh/id_ed25519"), canary()).unwrap();
+    std::os::unix::fs::symlink(r.join("real"), r.join("work/ws")).unwrap();
+    std::os::unix::fs::symlink(&r, r.join("work/home")).unwrap();
+    std::os::unix::fs::symlink("/etc", r.join("work/etc")).unwrap();
+    std::os::unix::fs::symlink("/proc", r.join("work/procs")).unwrap();
+    let w = r.join("work");
+
+    let procs = env.personality(
+        "procs.toml",
+        &format!(
+            "id = \"procs\"\n[fs_reach]\nread = [\"{}/procs\"]\n",
+            w.display()
+        ),
+    );
+    let out = env.toolcap(&["validate", "--personality", &procs]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("fs_reach.read[0]") && stderr.contains("deny floor"),
+        "{stderr}"
+    );
+
+    let linked = env.personality(
+        "linked.toml",
+        &format!(
+            "id = \"linked\"\n[fs_reach]\nread = [\"{w}/ws\", \"{w}/home\", \"{w}/etc\"]\ndeny = [\"{r}/real/secret.txt\"]\n",
+            w = w.display(),
+            r = r.display()
+        ),
+    );
+    for mode in MODES {
+        let read = |path: PathBuf| {
+            let mut argv = vec!["call"];
+            argv.extend_from_slice(mode);
+            let args = serde_json::json!({"path": path}).to_string();
+            argv.extend(["--personality", linked.as_str(), "read_file", args.as_str()]);
+            let out = env.toolcap(&argv);
+            (
+                out.status.code(),
+                format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                ),
+            )
+        };
+        let (code, out) = read(w.join("ws/notes.md"));
+        assert_eq!(
+            (code, out.contains("notes")),
+            (Some(0), true),
+            "{mode:?}: {out}"
+        );
+        for path in [
+            w.join("ws/secret.txt"),
+            w.join("home/.ssh/id_ed25519"),
+            w.join("etc/shadow"),
+        ] {
+            let (code, out) = read(path.clone());
+            assert_eq!(code, Some(1), "{mode:?} {}: {out}", path.display());
+            assert!(
+                out.contains("PATH_NOT_REACHABLE"),
+                "{mode:?} {}: {out}",
+                path.display()
+            );
+            assert!(
+                !out.contains(&canary()),
+                "{mode:?} {}: {out}",
+                path.display()
+            );
+        }
+    }
+}

@@ -188,6 +188,49 @@ impl DenyFloor {
 }
 
 impl DenyFloor {
+    /// The protected area that covers `path`, as a path (`dir/prefix*` for a name prefix).
+    pub fn area_of(&self, path: &Path) -> Option<PathBuf> {
+        self.entries
+            .iter()
+            .find(|e| e.covers(path))
+            .map(|e| match e {
+                FloorEntry::Tree { root, .. } => root.clone(),
+                FloorEntry::NamePrefix { dir, prefix } => dir.join(format!("{prefix}*")),
+                FloorEntry::Component(name) => PathBuf::from(name),
+            })
+    }
+
+    /// This floor with every area also where `real` says it really leads (a home directory or
+    /// `/etc` reached through a symbolic link is protected under both names).
+    pub fn with_real(mut self, real: impl Fn(&Path) -> PathBuf) -> Self {
+        let mut extra = Vec::new();
+        for entry in &self.entries {
+            match entry {
+                FloorEntry::Tree { root, except } => {
+                    let resolved = real(root);
+                    if &resolved != root {
+                        extra.push(FloorEntry::Tree {
+                            root: resolved,
+                            except: except.as_deref().map(&real),
+                        });
+                    }
+                }
+                FloorEntry::NamePrefix { dir, prefix } => {
+                    let resolved = real(dir);
+                    if &resolved != dir {
+                        extra.push(FloorEntry::NamePrefix {
+                            dir: resolved,
+                            prefix,
+                        });
+                    }
+                }
+                FloorEntry::Component(_) => {}
+            }
+        }
+        self.entries.extend(extra);
+        self
+    }
+
     /// The protected areas as paths for the kernel layer, leaving out those a personality root
     /// lies inside (lifted). Entries of a directory that start with a prefix are written
     /// `dir/prefix*`; component entries (no known home) have no path and are left out.
