@@ -404,7 +404,7 @@ async fn crashes_fail_only_their_own_call() {
         ("abort", "killed by signal 6 (SIGABRT"),
         ("segv", "killed by signal 11 (SIGSEGV)"),
         ("oom", "memory allocation of 67108864 bytes failed"),
-        ("junk", "a frame of 4294967295 bytes exceeds the limit"),
+        ("junk", "a frame of 2147483647 bytes exceeds the limit"),
     ];
     for (id, needle) in expect {
         let shown = by_id(id);

@@ -10,6 +10,11 @@
 //! blobs carry bytes that would be wasteful as JSON (file contents, bodies, child output). Every
 //! length is checked against the frame before anything is allocated for it, and a frame larger
 //! than the agreed maximum is refused unread. A peer that sends a malformed frame is dropped.
+//!
+//! A body larger than one frame travels in pieces: every piece but the last has the high bit of
+//! its length prefix set ([`CONTINUED`]), and the reader joins them, up to [`MAX_MESSAGE`] bytes in
+//! all. So a result or a request is limited by [`MAX_MESSAGE`], not by the frame size: the same
+//! limits hold in process mode and in the capsule (docs/isolation-model.md, "Limits").
 
 use std::path::PathBuf;
 
@@ -21,6 +26,12 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The largest frame either side accepts unless configured otherwise (16 MiB).
 pub const DEFAULT_MAX_FRAME: usize = 16 << 20;
+
+/// The high bit of a length prefix: more pieces of the same body follow.
+pub const CONTINUED: u32 = 1 << 31;
+
+/// The largest body (a message and its blobs) that may travel in pieces (1 GiB).
+pub const MAX_MESSAGE: usize = 1 << 30;
 
 /// At most this many blobs ride in one frame.
 const MAX_BLOBS: usize = 4;
@@ -65,21 +76,44 @@ pub fn encode<M: Serialize>(
     let header = serde_json::to_vec(message)?;
     let body_len =
         4 + 1 + 4 * blobs.len() + header.len() + blobs.iter().map(Bytes::len).sum::<usize>();
-    if body_len > max {
-        return Err(FrameError::TooLarge { len: body_len, max });
+    if body_len > MAX_MESSAGE {
+        return Err(FrameError::TooLarge {
+            len: body_len,
+            max: MAX_MESSAGE,
+        });
     }
-    let too_large = |len: usize| FrameError::TooLarge { len, max };
-    let mut out = Vec::with_capacity(4 + body_len);
-    out.put_u32(u32::try_from(body_len).map_err(|_| too_large(body_len))?);
-    out.put_u32(u32::try_from(header.len()).map_err(|_| too_large(header.len()))?);
+    let too_large = |len: usize| FrameError::TooLarge {
+        len,
+        max: MAX_MESSAGE,
+    };
+    let mut body = Vec::with_capacity(body_len);
+    body.put_u32(u32::try_from(header.len()).map_err(|_| too_large(header.len()))?);
     // Fits: checked against MAX_BLOBS above.
-    out.put_u8(blobs.len() as u8);
+    body.put_u8(blobs.len() as u8);
     for blob in blobs {
-        out.put_u32(u32::try_from(blob.len()).map_err(|_| too_large(blob.len()))?);
+        body.put_u32(u32::try_from(blob.len()).map_err(|_| too_large(blob.len()))?);
     }
-    out.extend_from_slice(&header);
+    body.extend_from_slice(&header);
     for blob in blobs {
-        out.extend_from_slice(blob);
+        body.extend_from_slice(blob);
+    }
+    // One frame, or pieces of at most `max` bytes (at least one byte each).
+    let piece = max.clamp(1, (CONTINUED - 1) as usize);
+    let pieces = body_len.div_ceil(piece).max(1);
+    let mut out = Vec::with_capacity(4 * pieces + body_len);
+    let mut chunks = body.chunks(piece).peekable();
+    if chunks.peek().is_none() {
+        out.put_u32(0);
+    }
+    while let Some(chunk) = chunks.next() {
+        // Fits: at most `piece` < 2^31.
+        let len = chunk.len() as u32;
+        out.put_u32(if chunks.peek().is_some() {
+            len | CONTINUED
+        } else {
+            len
+        });
+        out.extend_from_slice(chunk);
     }
     Ok(out)
 }
@@ -129,6 +163,8 @@ pub struct FrameReader<R> {
     reader: R,
     buf: BytesMut,
     max: usize,
+    /// The pieces of a body that came in continued frames so far.
+    pending: BytesMut,
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
@@ -138,28 +174,47 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             reader,
             buf: BytesMut::with_capacity(64 << 10),
             max,
+            pending: BytesMut::new(),
         }
     }
 
-    /// The next frame body; `Ok(None)` when the peer closed the channel between frames.
-    /// Cancel-safe: its only await is a `read_buf` into the kept buffer.
+    /// The next body, its pieces joined; `Ok(None)` when the peer closed the channel between
+    /// bodies. Cancel-safe: its only await is a `read_buf` into the kept buffer, and pieces
+    /// already read are kept.
     pub async fn next(&mut self) -> Result<Option<Bytes>, FrameError> {
         loop {
             if self.buf.len() >= 4 {
-                let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]])
-                    as usize;
+                let prefix =
+                    u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
+                let continued = prefix & CONTINUED != 0;
+                let len = (prefix & !CONTINUED) as usize;
                 if len > self.max {
                     return Err(FrameError::TooLarge { len, max: self.max });
+                }
+                if self.pending.len() + len > MAX_MESSAGE {
+                    return Err(FrameError::TooLarge {
+                        len: self.pending.len() + len,
+                        max: MAX_MESSAGE,
+                    });
                 }
                 if self.buf.len() >= 4 + len {
                     let mut frame = self.buf.split_to(4 + len);
                     frame.advance(4);
-                    return Ok(Some(frame.freeze()));
+                    if continued {
+                        self.pending.extend_from_slice(&frame);
+                        continue;
+                    }
+                    if self.pending.is_empty() {
+                        return Ok(Some(frame.freeze()));
+                    }
+                    let mut whole = std::mem::take(&mut self.pending);
+                    whole.extend_from_slice(&frame);
+                    return Ok(Some(whole.freeze()));
                 }
                 self.buf.reserve(4 + len - self.buf.len());
             }
             if self.reader.read_buf(&mut self.buf).await? == 0 {
-                return if self.buf.is_empty() {
+                return if self.buf.is_empty() && self.pending.is_empty() {
                     Ok(None)
                 } else {
                     Err(FrameError::Truncated)
@@ -461,13 +516,29 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn a_body_larger_than_a_frame_travels_in_pieces() {
+        // issue 13, class 8: what process mode returns, the capsule returns too.
+        let big = Bytes::from((0..3 * MAX + 17).map(|i| i as u8).collect::<Vec<u8>>());
+        let frame = encode(&FromWorker::Ready {}, std::slice::from_ref(&big), MAX).unwrap();
+        assert!(u32::from_be_bytes(frame[..4].try_into().unwrap()) & CONTINUED != 0);
+        let small = encode(&FromWorker::Refused { reason: "x".into() }, &[], MAX).unwrap();
+        let mut stream = frame.clone();
+        stream.extend_from_slice(&small);
+        let mut frames = FrameReader::new(&stream[..], MAX);
+        let (message, blobs): (FromWorker, _) =
+            decode(frames.next().await.unwrap().unwrap()).unwrap();
+        assert_eq!((message, blobs), (FromWorker::Ready {}, vec![big]));
+        let (message, _): (FromWorker, _) = decode(frames.next().await.unwrap().unwrap()).unwrap();
+        assert_eq!(message, FromWorker::Refused { reason: "x".into() });
+        assert!(frames.next().await.unwrap().is_none());
+        // Cut inside the pieces: truncated, not a clean end.
+        let mut cut = FrameReader::new(&frame[..MAX + 8], MAX);
+        assert!(matches!(cut.next().await, Err(FrameError::Truncated)));
+    }
+
     #[test]
     fn oversized_frames_are_refused_before_and_after_encoding() {
-        let big = Bytes::from(vec![0u8; MAX]);
-        assert!(matches!(
-            encode(&FromWorker::Ready {}, &[big], MAX),
-            Err(FrameError::TooLarge { .. })
-        ));
         let five = Bytes::from_static(b"x");
         assert!(matches!(
             encode(
@@ -485,7 +556,7 @@ mod tests {
         assert!(matches!(
             FrameReader::new(&mut input, MAX).next().await,
             Err(FrameError::TooLarge {
-                len: 0xffff_ffff,
+                len: 0x7fff_ffff,
                 ..
             })
         ));

@@ -598,6 +598,13 @@ impl DefaultToolRegistry {
                 call.tool
             )));
         }
+        let depth = capability_types::value_depth(&call.args);
+        if depth > capability_types::MAX_VALUE_DEPTH {
+            return Err(Refusal::from(CapabilityError::invalid_input(format!(
+                "arguments nest {depth} levels deep; at most {} are accepted",
+                capability_types::MAX_VALUE_DEPTH
+            ))));
+        }
         if constraints.is_none_or(|c| c.path_gate) {
             gate_arguments(&call.args, ready.reach.as_deref())?;
         }
@@ -818,6 +825,18 @@ impl DefaultToolRegistry {
             ))),
             Err(_) => Err(CapabilityError::Cancelled),
         };
+        // One limit in process mode and in the capsule (whose messages cannot carry deeper).
+        let outcome = outcome.and_then(|value| {
+            let depth = capability_types::value_depth(&value);
+            if depth > capability_types::MAX_VALUE_DEPTH {
+                return Err(CapabilityError::failed(format!(
+                    "tool {} returned a value nested {depth} levels deep; at most {} are accepted",
+                    call.tool,
+                    capability_types::MAX_VALUE_DEPTH
+                )));
+            }
+            Ok(value)
+        });
         let elapsed = exec_started.elapsed();
         let completed = event(AuditKind::ToolCompleted)
             .with_outcome(

@@ -46,6 +46,21 @@ use rustls::pki_types::CertificateDer;
 
 use crate::connect::PolicyConnector;
 pub use crate::egress::EgressProxy;
+
+/// Why the address `ip` may not be reached through a wildcard pattern (loopback, private,
+/// link-local, this network, multicast, reserved, and IPv4 inside IPv6), or `None` for a public
+/// address. The fetcher applies it to every address a wildcard-matched name resolves to; `toolcap
+/// explain` applies it to an address written in the URL, which needs no resolution to decide.
+///
+/// ```
+/// use capability_fetch::address_refusal;
+/// assert!(address_refusal("0.0.0.0".parse().unwrap()).is_some());
+/// assert!(address_refusal("169.254.169.254".parse().unwrap()).is_some());
+/// assert!(address_refusal("1.1.1.1".parse().unwrap()).is_none());
+/// ```
+pub fn address_refusal(ip: std::net::IpAddr) -> Option<&'static str> {
+    crate::addr::restricted(ip)
+}
 use crate::scoped::HttpClient;
 pub use crate::scoped::ScopedHttp;
 

@@ -80,6 +80,13 @@ impl KeyValueStore for ScopedKv {
                 "ttl: must be greater than zero",
             ));
         }
+        let depth = capability_types::value_depth(&value);
+        if depth > capability_types::MAX_VALUE_DEPTH {
+            return Err(CapabilityError::invalid_input(format!(
+                "value: nested {depth} levels deep; at most {} are accepted",
+                capability_types::MAX_VALUE_DEPTH
+            )));
+        }
         let bytes = serde_json::to_vec(&value)
             .map_err(|e| CapabilityError::invalid_input(format!("value: {e}")))?;
         if bytes.len() > self.limits.max_value {

@@ -186,9 +186,18 @@ fn tool_checks(
                             Ok(HostMatch::Explicit) => Ok(format!(
                                 "{host}:{port} is named explicitly by safety.network.allow (loopback and private addresses allowed for it); every redirect is checked again"
                             )),
-                            Ok(HostMatch::Wildcard) => Ok(format!(
-                                "{host}:{port} matches a wildcard of safety.network.allow; its addresses must be public (checked when connecting); every redirect is checked again"
-                            )),
+                            // An address written in the URL is decided here as the fetcher
+                            // decides it when connecting: a wildcard reaches public ones only.
+                            Ok(HostMatch::Wildcard) => match literal_ip(&u).and_then(|ip| {
+                                capability_fetch::address_refusal(ip).map(|why| (ip, why))
+                            }) {
+                                Some((ip, why)) => Err(format!(
+                                    "HOST_NOT_ALLOWED: {host} resolves to {why} ({ip}), which only an explicitly named host may reach"
+                                )),
+                                None => Ok(format!(
+                                    "{host}:{port} matches a wildcard of safety.network.allow; its addresses must be public (checked when connecting); every redirect is checked again"
+                                )),
+                            },
                             Err(e) => Err(denial_text(e)),
                         },
                     }
@@ -285,4 +294,13 @@ fn tool_checks(
         _ => {}
     }
     Ok(out)
+}
+
+/// The address a URL names literally (`http://0:80/` is `0.0.0.0`), if it names one.
+fn literal_ip(url: &url::Url) -> Option<std::net::IpAddr> {
+    match url.host()? {
+        url::Host::Ipv4(ip) => Some(ip.into()),
+        url::Host::Ipv6(ip) => Some(ip.into()),
+        url::Host::Domain(_) => None,
+    }
 }

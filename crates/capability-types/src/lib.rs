@@ -92,7 +92,7 @@ pub use crate::policy::{
     PolicyFormat, PolicyFsReach, ProcessRules, Safety, SandboxMode, ToolConstraints,
     check_binary_spec, normalize_lexically, valid_tool_name,
 };
-pub use crate::result::{ErrorCode, ToolResult};
+pub use crate::result::{ErrorCode, MAX_VALUE_DEPTH, ToolResult, value_depth};
 pub use crate::scoped::{
     DirEntry, FileKind, FsMetadata, KeyValueStore, ProcessOutput, ScopedFetch, ScopedFs,
     ScopedProcess, ScopedSecretsResolver, SpawnOptions,

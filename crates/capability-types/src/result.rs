@@ -168,6 +168,37 @@ impl<'de> Deserialize<'de> for ToolResult {
     }
 }
 
+/// The deepest nesting of arrays and objects a tool's arguments or result may have (100). The
+/// same in process mode and in the capsule, where a value travels inside a message that adds a
+/// few levels of its own and JSON decoding stops at 128 (docs/isolation-model.md, "Limits").
+pub const MAX_VALUE_DEPTH: usize = 100;
+
+/// How deeply `value` nests arrays and objects (a scalar is 0), counted without recursion.
+///
+/// ```
+/// use capability_types::value_depth;
+/// assert_eq!(value_depth(&serde_json::json!(1)), 0);
+/// assert_eq!(value_depth(&serde_json::json!({"a": [1, {"b": []}]})), 4);
+/// ```
+pub fn value_depth(value: &serde_json::Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0usize)];
+    while let Some((value, depth)) = stack.pop() {
+        match value {
+            serde_json::Value::Array(items) => {
+                deepest = deepest.max(depth + 1);
+                stack.extend(items.iter().map(|v| (v, depth + 1)));
+            }
+            serde_json::Value::Object(map) => {
+                deepest = deepest.max(depth + 1);
+                stack.extend(map.values().map(|v| (v, depth + 1)));
+            }
+            _ => {}
+        }
+    }
+    deepest
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -624,3 +624,128 @@ fn symbolic_links_in_a_policy_lead_nowhere_new() {
         }
     }
 }
+
+/// Class 8: process mode and the capsule agree on results larger than a capsule frame (16 MiB:
+/// 4 MiB of control characters is 24 MiB of JSON) and on values nested near the depth limit.
+#[test]
+fn process_mode_and_the_capsule_agree_on_large_and_deep_values() {
+    let env = Env::new("");
+    std::fs::write(env.root.join("work/controls.txt"), vec![1u8; 4 << 20]).unwrap();
+    let p = env.root.join("p.toml").display().to_string();
+    let deep = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
+    let mut answers = Vec::new();
+    for mode in MODES {
+        let call = |tool: &str, args: &str| {
+            let mut argv = vec!["call"];
+            argv.extend_from_slice(mode);
+            argv.extend(["--personality", p.as_str(), tool, args]);
+            let out = env.toolcap(&argv);
+            (out.status.code(), out.stdout)
+        };
+        let (code, out) = call("read_file", r#"{"path": "controls.txt"}"#);
+        assert_eq!(
+            code,
+            Some(0),
+            "{mode:?}: {}",
+            String::from_utf8_lossy(&out[..200.min(out.len())])
+        );
+        let value: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            value["value"].as_str().map(str::len),
+            Some(4 << 20),
+            "{mode:?}"
+        );
+        let fits = call(
+            "kv_set",
+            &format!(r#"{{"key": "deep", "value": {}}}"#, deep(98)),
+        );
+        let back = call("kv_get", r#"{"key": "deep"}"#);
+        let too_deep = call(
+            "kv_set",
+            &format!(r#"{{"key": "deeper", "value": {}}}"#, deep(101)),
+        );
+        let text = |o: &(Option<i32>, Vec<u8>)| (o.0, String::from_utf8_lossy(&o.1).into_owned());
+        answers.push((text(&fits), text(&back), text(&too_deep)));
+    }
+    let (fits, back, too_deep) = &answers[0];
+    assert_eq!(fits.0, Some(0), "{fits:?}");
+    assert_eq!(back.0, Some(0), "{back:?}");
+    assert!(back.1.contains(&deep(98)), "{back:?}");
+    assert_eq!(too_deep.0, Some(1), "{too_deep:?}");
+    assert!(too_deep.1.contains("levels deep"), "{too_deep:?}");
+    assert_eq!(
+        answers[0], answers[1],
+        "process mode and the capsule disagree"
+    );
+}
+
+/// Class 8: `toolcap explain` gives the same answer as `toolcap call` for the same URL (it said
+/// `http://0:PORT/` was allowed while the call refused it). A loopback server counts requests.
+#[test]
+fn explain_and_call_agree_on_fetches() {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let env = Env::new("");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = std::sync::Arc::clone(&hits);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(64) {
+            let Ok(mut stream) = stream else { continue };
+            counter.fetch_add(1, Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
+        }
+    });
+    let p = env.personality(
+        "net.toml",
+        "id = \"net\"\n[safety.network]\nallow = [\"*\", \"127.0.0.1\"]\n",
+    );
+    let urls = [
+        (format!("http://0:{port}/"), false),
+        (format!("http://0.0.0.0:{port}/"), false),
+        (format!("http://[::]:{port}/"), false),
+        (format!("http://[::1]:{port}/"), false),
+        // The IPv4 address inside a mapped IPv6 one decides: the named 127.0.0.1.
+        (format!("http://[::ffff:127.0.0.1]:{port}/"), true),
+        (format!("http://0x7f.1:{port}/"), true),
+        (format!("http://127.0.0.1:{port}/"), true),
+        ("http://169.254.169.254/".to_owned(), false),
+        ("ftp://example.com/".to_owned(), false),
+        (format!("http://user@127.0.0.1:{port}/"), false),
+    ];
+    for mode in MODES {
+        for (url, allowed) in &urls {
+            let args = serde_json::json!({"url": url}).to_string();
+            let explained = env.toolcap(&["explain", "--personality", &p, "fetch_url", &args]);
+            let verdict: Value = serde_json::from_slice(&explained.stdout).unwrap_or_else(|e| {
+                panic!("{url}: {e}: {}", String::from_utf8_lossy(&explained.stderr))
+            });
+            let mut argv = vec!["call"];
+            argv.extend_from_slice(mode);
+            argv.extend(["--personality", p.as_str(), "fetch_url", args.as_str()]);
+            let before = hits.load(Ordering::SeqCst);
+            let called = env.toolcap(&argv);
+            let stdout = String::from_utf8_lossy(&called.stdout);
+            assert_eq!(
+                verdict["allowed"], *allowed,
+                "{mode:?} explain {url}: {verdict}"
+            );
+            assert_eq!(
+                called.status.code() == Some(0),
+                *allowed,
+                "{mode:?} call {url}: {stdout}"
+            );
+            if !allowed {
+                assert_eq!(
+                    hits.load(Ordering::SeqCst),
+                    before,
+                    "{mode:?} {url} reached the server"
+                );
+            }
+        }
+    }
+}
