@@ -133,7 +133,8 @@ const SAFE_EXACT: &[&str] = &[
 ];
 
 /// Whether a call may pass `name` to a child without the personality naming it in
-/// `safety.env.allow`: a variable of [`SAFE_EXACT`] or a `LC_*` locale variable.
+/// `safety.env.allow`: the locale, time zone, terminal, colour, commit identity, a few inert
+/// interpreter switches, the proxy variables, or a `LC_*` locale variable (docs/policy.md).
 ///
 /// ```
 /// use capability_types::is_safe_env_name;
