@@ -237,6 +237,7 @@ async fn control(lab: &Lab, args: Value) -> Value {
     }
 }
 
+// guarantee: G-CAP-01
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn escapes_are_stopped_by_the_kernel_and_the_host_goes_on() {
     let lab = lab_default().await;
@@ -307,6 +308,7 @@ async fn escapes_are_stopped_by_the_kernel_and_the_host_goes_on() {
     );
 }
 
+// guarantee: G-KERN-02, G-KERN-03
 /// issue 13, classes 1 and 3, in the capsule: a Unix socket outside the reach (the listener
 /// counts its connections), the kernel log, the clock, and the capabilities of a root host.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -353,6 +355,7 @@ async fn unix_sockets_and_root_powers_are_out_of_a_workers_reach() {
     lab.assert_alive().await;
 }
 
+// guarantee: G-CAP-01
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_planted_secret_in_the_hosts_environment_is_out_of_reach() {
     let needle = format!("planted-{}", std::process::id());
@@ -373,6 +376,7 @@ async fn a_planted_secret_in_the_hosts_environment_is_out_of_reach() {
     }
 }
 
+// guarantee: G-CAP-02
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crashes_fail_only_their_own_call() {
     let lab = lab_default().await;

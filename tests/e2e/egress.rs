@@ -95,6 +95,7 @@ impl Write for Captured {
 }
 
 // One thread: every task (the proxy's too) runs where the capturing subscriber is installed.
+// guarantee: G-KERN-07
 #[tokio::test(flavor = "current_thread")]
 async fn children_reach_exactly_their_tools_hosts_through_the_proxy() {
     let captured = Captured::default();

@@ -100,6 +100,7 @@ fn researcher_expands_home_and_refuses_outside_roots() {
     );
 }
 
+// guarantee: G-POL-01
 #[test]
 fn hostile_policy_files_fail_whole_with_a_named_problem() {
     let expected: &[(&str, Option<&str>, &str)] = &[

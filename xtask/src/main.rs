@@ -8,6 +8,7 @@
 
 mod bench;
 mod declared;
+mod guarantees;
 mod lint;
 
 use std::path::{Path, PathBuf};
@@ -19,13 +20,14 @@ use anyhow::{Context, Result, bail};
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  check    every gate, in order: fmt, clippy, test, doc, deny, lint (what CI runs)
+  check    every gate, in order: fmt, clippy, test, doc, deny, lint, guarantees, manifest (what CI runs)
   fmt      cargo fmt --check
   clippy   cargo clippy on every target with warnings denied
   test     cargo test for the whole workspace
   doc      cargo doc with warnings denied
   deny     cargo deny check bans licenses sources
   lint     ambient-authority and crate-boundary lint (syn-based)
+  guarantees docs/guarantees.md and the tests cite each other, both ways
   manifest the committed manifest.json matches the standard tools (`manifest --write` updates it)
   bench    criterion benchmarks, then a table of ratios against their baselines";
 
@@ -39,6 +41,7 @@ fn main() -> ExitCode {
         Some("doc") => doc(),
         Some("deny") => deny(),
         Some("lint") => lint::run(&root()),
+        Some("guarantees") => guarantees::run(&root()),
         Some("manifest") => manifest(args.get(1).map(String::as_str) == Some("--write")),
         Some("bench") => bench::run(&root(), &args[1..]),
         Some("-h" | "--help" | "help") => {
@@ -69,13 +72,14 @@ fn root() -> PathBuf {
 
 fn check() -> Result<()> {
     type Step = fn() -> Result<()>;
-    let steps: [(&str, Step); 7] = [
+    let steps: [(&str, Step); 8] = [
         ("fmt", fmt),
         ("clippy", clippy),
         ("test", test),
         ("doc", doc),
         ("deny", deny),
         ("lint", || lint::run(&root())),
+        ("guarantees", || guarantees::run(&root())),
         ("manifest", || manifest(false)),
     ];
     for (name, step) in steps {

@@ -516,6 +516,7 @@ mod tests {
         );
     }
 
+    // guarantee: G-CAP-03
     #[tokio::test]
     async fn a_body_larger_than_a_frame_travels_in_pieces() {
         // issue 13, class 8: what process mode returns, the capsule returns too.

@@ -23,6 +23,7 @@ fn call(id: usize, tool: &str) -> ToolCall {
     ToolCall::new(id.to_string(), tool, json!({ "n": id }))
 }
 
+// guarantee: G-REG-02
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_mixed_calls_keep_order_and_denied_tools_never_run() {
     let (backends, _) = recording_backends();
@@ -143,6 +144,7 @@ async fn refusal_messages_are_exact() {
     );
 }
 
+// guarantee: G-REG-04
 #[tokio::test]
 async fn missing_single_backend_is_named_and_empty_lists_count_as_declared() {
     let backends = capability_core::CapabilityBackends::new();
@@ -191,6 +193,7 @@ async fn empty_declaration_runs_without_backends() {
     assert_eq!(r.call_id, "7");
 }
 
+// guarantee: G-REG-03
 #[tokio::test]
 async fn tool_receives_only_declared_scoped_objects() {
     let (backends, grants) = recording_backends();
@@ -298,6 +301,7 @@ async fn cancellation_stops_running_and_pending_calls() {
     );
 }
 
+// guarantee: G-REG-06
 #[tokio::test]
 async fn context_timeout_overrides_registry_timeout() {
     let mut registry = DefaultToolRegistry::new(None);
@@ -318,6 +322,7 @@ async fn context_timeout_overrides_registry_timeout() {
     );
 }
 
+// guarantee: G-REG-06
 #[tokio::test]
 async fn panic_is_contained_and_reported() {
     let mut registry = DefaultToolRegistry::new(None);
@@ -376,6 +381,7 @@ impl AuditSink for BrokenSink {
     }
 }
 
+// guarantee: G-REG-05
 #[tokio::test]
 async fn a_call_that_cannot_be_audited_does_not_run() {
     let echo = TestTool::new("echo", ToolCapabilities::none(), Behaviour::Echo);
@@ -396,6 +402,7 @@ async fn a_call_that_cannot_be_audited_does_not_run() {
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
 
+// guarantee: G-REG-01
 #[test]
 fn registration_refuses_bad_names_duplicates_and_malformed_declarations() {
     let mut registry = DefaultToolRegistry::new(None);

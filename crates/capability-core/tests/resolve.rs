@@ -105,6 +105,7 @@ fn host_policy_from_wildcard_declaration() {
     assert_eq!(denial(hosts.check("", 443)).0, DenialCode::HostNotAllowed);
 }
 
+// guarantee: G-REG-03
 #[test]
 fn explicit_declaration_is_intersected() {
     let p = policy(RESEARCHER);
@@ -148,6 +149,7 @@ fn no_personality_network_means_nothing() {
     }
 }
 
+// guarantee: G-FS-01
 #[test]
 fn path_policy_semantics() {
     let p = policy(RESEARCHER);
@@ -226,6 +228,7 @@ fn path_policy_semantics() {
     ));
 }
 
+// guarantee: G-FS-03
 #[test]
 fn deny_floor_applies_under_broad_roots() {
     let p = policy("id = \"wide\"\n[fs_reach]\nread = [\"/\"]\n");
@@ -302,6 +305,7 @@ fn explicit_paths_are_intersected_and_reported() {
     );
 }
 
+// guarantee: G-PROC-02
 #[test]
 fn process_policy_binaries_args_env() {
     let p = policy(RESEARCHER);
@@ -569,6 +573,7 @@ safety:
     assert_eq!(toml, json);
 }
 
+// guarantee: G-POL-01
 #[test]
 fn hostile_policy_files_are_refused_naming_the_field() {
     let cases: &[(&str, PolicyFormat, Option<&str>, &str)] = &[
@@ -663,6 +668,7 @@ fn the_host_policy_is_shared_across_batches_unless_a_call_was_approved() {
     );
 }
 
+// guarantee: G-REG-04
 #[test]
 fn building_without_backends_refuses_every_declared_category() {
     let p = policy(RESEARCHER);

@@ -99,6 +99,7 @@ fn a_deny_rule_named_through_a_link_binds_both_names() {
     assert!(p.check(&r.join("real/notes.md"), FsAccess::Read).is_ok());
 }
 
+// guarantee: G-POL-03
 #[test]
 fn the_floor_holds_where_a_root_really_leads() {
     let t = tree();
@@ -141,6 +142,7 @@ fn the_floor_holds_where_a_root_really_leads() {
     );
 }
 
+// guarantee: G-POL-03
 #[test]
 fn a_root_that_leads_into_the_floor_is_a_load_error() {
     let t = tree();

@@ -243,6 +243,7 @@ async fn an_allowed_request_arrives_intact() {
     assert_eq!(hex.status(), StatusCode::OK);
 }
 
+// guarantee: G-NET-01
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_host_is_never_contacted() {
     let server = start("127.0.0.1", None).await;
@@ -277,6 +278,7 @@ async fn a_refused_host_is_never_contacted() {
     assert_eq!(server.connections(), 0);
 }
 
+// guarantee: G-NET-01
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loopback_through_a_wildcard_is_refused_before_connecting() {
     let server = start("127.0.0.1", None).await;
@@ -325,6 +327,7 @@ async fn loopback_through_a_wildcard_is_refused_before_connecting() {
     assert_eq!(response.status(), StatusCode::OK);
 }
 
+// guarantee: G-NET-02
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redirect_to_a_refused_host_is_refused() {
     let allowed = start("127.0.0.1", None).await;
@@ -393,6 +396,7 @@ async fn redirect_chains_are_followed_up_to_the_limit() {
     );
 }
 
+// guarantee: G-NET-02
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn credentials_never_follow_a_redirect_to_another_origin() {
     let a = start("127.0.0.1", None).await;

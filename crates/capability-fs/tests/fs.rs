@@ -140,6 +140,7 @@ async fn dotdot_and_prefix_confusion_are_refused() {
     }
 }
 
+// guarantee: G-FS-02
 #[tokio::test]
 async fn symlinks_leading_out_are_refused_by_the_kernel() {
     let t = tree();
@@ -282,6 +283,7 @@ async fn hard_links_cannot_carry_a_write_outside() {
     }
 }
 
+// guarantee: G-FS-03
 #[tokio::test]
 async fn proc_magic_links_nul_bytes_and_fifos() {
     let t = tree();
@@ -423,6 +425,7 @@ async fn list_mkdir_metadata_remove() {
     }
 }
 
+// guarantee: G-FS-02
 #[test]
 fn a_directory_swapped_for_a_symlink_during_writes_never_leaks_a_file() {
     // A real race: one thread keeps replacing `out/d` with a symlink to the outside and back,

@@ -284,11 +284,13 @@ async fn concurrency<S: RawStore + 'static>(store: Arc<S>, label: &str) {
     assert_eq!(listed, present, "{label}: list agrees with get");
 }
 
+// guarantee: G-KV-01
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_conforms() {
     conformance(MemoryStore::new(), "memory").await;
 }
 
+// guarantee: G-KV-01
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn embedded_conforms() {
     let dir = tempfile::tempdir().unwrap();
@@ -299,6 +301,7 @@ async fn embedded_conforms() {
     .await;
 }
 
+// guarantee: G-KV-01
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_conforms() {
     let server = support::RedisServer::start();

@@ -159,6 +159,7 @@ async fn allowed_and_refused_binaries() {
     }
 }
 
+// guarantee: G-PROC-01
 #[tokio::test]
 async fn a_look_alike_binary_is_refused() {
     let fx = fixture();
@@ -179,6 +180,7 @@ async fn a_look_alike_binary_is_refused() {
     );
 }
 
+// guarantee: G-PROC-02
 #[tokio::test]
 async fn the_child_environment_is_cleared_and_fixed() {
     let fx = fixture();
@@ -244,6 +246,7 @@ async fn the_child_environment_is_cleared_and_fixed() {
     assert!(!stdout(&out).contains("CARGO"), "{}", stdout(&out));
 }
 
+// guarantee: G-PROC-02
 #[tokio::test]
 async fn hook_variables_and_path_overrides_are_refused() {
     let fx = fixture();
@@ -486,6 +489,7 @@ async fn survivors(marker: &str) -> Vec<u32> {
     alive_with(marker)
 }
 
+// guarantee: G-PROC-05
 #[tokio::test]
 async fn timeout_kills_the_whole_group() {
     let fx = fixture();
@@ -512,6 +516,7 @@ async fn timeout_kills_the_whole_group() {
     );
 }
 
+// guarantee: G-PROC-04
 #[tokio::test]
 async fn nothing_outlives_a_call_that_exits() {
     let fx = fixture();
@@ -534,6 +539,7 @@ async fn nothing_outlives_a_call_that_exits() {
     );
 }
 
+// guarantee: G-PROC-04, G-PROC-05
 /// issue 13, class 4: a grandchild that leaves the process group (`setsid`) or holds the output
 /// pipe open is ended with the call, and the call's wall time stays bounded by its timeout.
 #[tokio::test]
@@ -647,6 +653,7 @@ async fn death_by_signal_is_reported_as_a_signal() {
     assert_eq!((out.exit_code, out.signal), (Some(3), None));
 }
 
+// guarantee: G-PROC-01
 #[tokio::test]
 async fn a_multicall_binary_runs_under_the_allowed_name() {
     let fx = fixture();
@@ -678,6 +685,7 @@ fn config(fx: &Fixture) -> ProcessConfig {
     ProcessConfig::with_host_env(host_env()).scratch_root(fx.scratch.clone())
 }
 
+// guarantee: G-KERN-01
 #[tokio::test]
 async fn children_are_confined_to_the_tools_reach() {
     let fx = fixture();
@@ -722,6 +730,7 @@ async fn children_are_confined_to_the_tools_reach() {
     assert!(!fx.root.join("g").exists());
 }
 
+// guarantee: G-KERN-02
 #[tokio::test]
 async fn children_have_no_network() {
     let fx = fixture();
@@ -739,6 +748,7 @@ async fn children_have_no_network() {
     assert!(listener.accept().is_err());
 }
 
+// guarantee: G-KERN-06
 #[tokio::test]
 async fn an_unconfinable_kernel_refuses_unless_the_personality_opts_out() {
     let fx = fixture();

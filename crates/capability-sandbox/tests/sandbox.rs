@@ -92,6 +92,7 @@ fn reads_only_beneath_read_and_write_roots() {
     assert!(!out.status.success());
 }
 
+// guarantee: G-KERN-01
 #[test]
 fn writes_only_beneath_write_roots_and_never_executes_from_them() {
     let t = tree();
@@ -195,6 +196,7 @@ fn resource_limits_are_applied() {
     assert!(std::fs::metadata(t.write.join("big")).unwrap().len() <= 4096);
 }
 
+// guarantee: G-KERN-06
 #[test]
 fn unsupported_kernels_refuse_and_nothing_runs() {
     let t = tree();

@@ -42,6 +42,7 @@ fn scoped(declared: &[&str], backend: Arc<dyn SecretsBackend>) -> Arc<dyn Scoped
         .unwrap()
 }
 
+// guarantee: G-SEC-01
 #[tokio::test]
 async fn undeclared_names_never_reach_a_backend() {
     let counting = Arc::new(Counting::default());
@@ -222,6 +223,7 @@ fn write_file(
     path
 }
 
+// guarantee: G-SEC-01
 #[tokio::test]
 async fn secrets_file_permissions_links_and_formats() {
     let dir = tempfile::tempdir().unwrap();

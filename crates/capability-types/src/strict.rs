@@ -183,6 +183,7 @@ pub(crate) fn yaml_duplicate(text: &str, key: &str, from_line: usize) -> String 
 mod tests {
     use super::*;
 
+    // guarantee: G-POL-02
     #[test]
     fn json_duplicates_are_found_at_any_depth_with_both_lines() {
         assert_eq!(

@@ -103,6 +103,7 @@ fn is_root() -> bool {
         .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
 }
 
+// guarantee: G-KERN-02
 /// Class 1: a confined child cannot connect to a pathname Unix socket outside its reach (on a
 /// real machine: the Docker socket, the SSH agent, D-Bus). The listener counts connections.
 #[test]
@@ -126,6 +127,7 @@ fn pathname_unix_sockets_are_out_of_reach() {
     }
 }
 
+// guarantee: G-KERN-03
 /// Class 3: a child of a root host keeps no capability: no device node, no kernel log, no clock,
 /// empty capability sets.
 #[test]
@@ -169,6 +171,7 @@ print(json.dumps(r))
     }
 }
 
+// guarantee: G-KERN-04
 /// Class 3: the process limit holds for root too (`RLIMIT_NPROC` does not bind root; the
 /// child's PID namespace has its own `pid_max`).
 #[test]
@@ -237,6 +240,7 @@ fn gone(marker: &str) -> bool {
     false
 }
 
+// guarantee: G-PROC-04
 /// Class 4: a grandchild that leaves the process group (`setsid`) does not outlive the call, and
 /// one that holds the output pipe does not hold the call past its timeout.
 #[test]
@@ -275,6 +279,7 @@ fn processes_do_not_outlive_their_call() {
     }
 }
 
+// guarantee: G-KERN-05
 /// Class 5 (and the kernel half of class 2): with a reach as wide as `/`, a child reads neither
 /// toolcap's own environment through `/proc`, nor root's files in `/etc`, nor a place a deny rule
 /// names; with `/proc` in its reach it sees its own processes only.
@@ -329,6 +334,7 @@ fn the_host_is_not_seen_through_proc_etc_or_denied_places() {
     }
 }
 
+// guarantee: G-POL-02
 /// Class 7: a key given twice is a load error naming the key and its lines, in every format;
 /// deep nesting is refused at once.
 #[test]
@@ -389,6 +395,7 @@ fn policies_say_exactly_what_they_look_like() {
     }
 }
 
+// guarantee: G-CLI-01
 /// Class 9: a closed output pipe ends in the documented exit code 2 with a message, never a
 /// panic (101).
 #[test]
@@ -433,6 +440,7 @@ fn a_closed_output_pipe_is_an_error_not_a_panic() {
     }
 }
 
+// guarantee: G-FS-04
 /// Class 9: `a.txt/` names a directory; reading or writing it as a file fails as the OS would,
 /// and nothing is written.
 #[test]
@@ -470,6 +478,7 @@ fn a_trailing_slash_after_a_file_name_is_not_folded_away() {
     }
 }
 
+// guarantee: G-PROC-02, G-PROC-03
 /// Class 6: the child's environment is an allow list (a variable that steers a trusted binary,
 /// such as `XDG_CONFIG_HOME` pointing git at a configuration with a shell alias, is refused), and
 /// options that make an allowed binary run another program (`git --upload-pack`, `-c`) are
@@ -540,6 +549,7 @@ fn nothing_steers_a_trusted_binary_into_running_a_program() {
     }
 }
 
+// guarantee: G-POL-03
 /// Class 2: reach roots and deny rules are matched where they really lead. A root that is a
 /// link to `/proc` is a load error; a link to a directory does not get around a deny rule that
 /// names the real place, nor a link to the home directory around the floor's `.ssh`, nor a link
@@ -625,6 +635,7 @@ fn symbolic_links_in_a_policy_lead_nowhere_new() {
     }
 }
 
+// guarantee: G-CAP-03, G-REG-07
 /// Class 8: process mode and the capsule agree on results larger than a capsule frame (16 MiB:
 /// 4 MiB of control characters is 24 MiB of JSON) and on values nested near the depth limit.
 #[test]
@@ -679,6 +690,7 @@ fn process_mode_and_the_capsule_agree_on_large_and_deep_values() {
     );
 }
 
+// guarantee: G-POL-04
 /// Class 8: `toolcap explain` gives the same answer as `toolcap call` for the same URL (it said
 /// `http://0:PORT/` was allowed while the call refused it). A loopback server counts requests.
 #[test]
