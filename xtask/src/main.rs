@@ -8,6 +8,7 @@
 
 mod bench;
 mod declared;
+mod fuzz;
 mod guarantees;
 mod lint;
 
@@ -20,7 +21,7 @@ use anyhow::{Context, Result, bail};
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  check    every gate, in order: fmt, clippy, test, doc, deny, lint, guarantees, manifest (what CI runs)
+  check    every gate, in order: fmt, clippy, test, doc, deny, lint, guarantees, fuzz smoke, manifest (what CI runs)
   fmt      cargo fmt --check
   clippy   cargo clippy on every target with warnings denied
   test     cargo test for the whole workspace
@@ -28,6 +29,7 @@ commands:
   deny     cargo deny check bans licenses sources
   lint     ambient-authority and crate-boundary lint (syn-based)
   guarantees docs/guarantees.md and the tests cite each other, both ways
+  fuzz     [TARGET] [--time SECS]: libFuzzer on the stable toolchain (every target, 60 s each by default)
   manifest the committed manifest.json matches the standard tools (`manifest --write` updates it)
   bench    criterion benchmarks, then a table of ratios against their baselines";
 
@@ -42,6 +44,7 @@ fn main() -> ExitCode {
         Some("deny") => deny(),
         Some("lint") => lint::run(&root()),
         Some("guarantees") => guarantees::run(&root()),
+        Some("fuzz") => fuzz::run(&root(), &args[1..]),
         Some("manifest") => manifest(args.get(1).map(String::as_str) == Some("--write")),
         Some("bench") => bench::run(&root(), &args[1..]),
         Some("-h" | "--help" | "help") => {
@@ -72,7 +75,7 @@ fn root() -> PathBuf {
 
 fn check() -> Result<()> {
     type Step = fn() -> Result<()>;
-    let steps: [(&str, Step); 8] = [
+    let steps: [(&str, Step); 9] = [
         ("fmt", fmt),
         ("clippy", clippy),
         ("test", test),
@@ -80,6 +83,7 @@ fn check() -> Result<()> {
         ("deny", deny),
         ("lint", || lint::run(&root())),
         ("guarantees", || guarantees::run(&root())),
+        ("fuzz smoke", || fuzz::smoke(&root())),
         ("manifest", || manifest(false)),
     ];
     for (name, step) in steps {
