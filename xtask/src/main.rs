@@ -29,6 +29,7 @@ commands:
   deny     cargo deny check bans licenses sources
   lint     ambient-authority and crate-boundary lint (syn-based)
   guarantees docs/guarantees.md and the tests cite each other, both ways
+  soak     the long forms of the fault and crash suites (100 kills of the store's writer, 1,000 misbehaving calls per mode)
   fuzz     [TARGET] [--time SECS]: libFuzzer on the stable toolchain (every target, 60 s each by default)
   manifest the committed manifest.json matches the standard tools (`manifest --write` updates it)
   bench    criterion benchmarks, then a table of ratios against their baselines";
@@ -45,6 +46,7 @@ fn main() -> ExitCode {
         Some("lint") => lint::run(&root()),
         Some("guarantees") => guarantees::run(&root()),
         Some("fuzz") => fuzz::run(&root(), &args[1..]),
+        Some("soak") => soak(),
         Some("manifest") => manifest(args.get(1).map(String::as_str) == Some("--write")),
         Some("bench") => bench::run(&root(), &args[1..]),
         Some("-h" | "--help" | "help") => {
@@ -214,6 +216,41 @@ fn manifest(write: bool) -> Result<()> {
     }
     println!("manifest.json is up to date");
     Ok(())
+}
+
+/// The long forms of the suites `check` runs short: the crash suite kills the embedded store's
+/// writer 100 times, the fault suite sends 1,000 misbehaving calls in process and 1,000 in the
+/// capsule.
+fn soak() -> Result<()> {
+    let mut crash = cargo();
+    crash
+        .args([
+            "test",
+            "--locked",
+            "--release",
+            "-p",
+            "capability-kv",
+            "--test",
+            "crash",
+        ])
+        .args(["--", "--nocapture", "acknowledged"])
+        .env("TOOLCAP_CRASH_ROUNDS", "100");
+    run(crash)?;
+    let mut faults = cargo();
+    faults
+        .args([
+            "test",
+            "--locked",
+            "--release",
+            "-p",
+            "tests",
+            "--test",
+            "e2e",
+            "faults",
+        ])
+        .args(["--", "--nocapture"])
+        .env("TOOLCAP_FAULT_CALLS", "1000");
+    run(faults)
 }
 
 fn deny() -> Result<()> {

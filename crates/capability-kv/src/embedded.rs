@@ -44,7 +44,20 @@ struct Job {
 pub struct EmbeddedStore {
     path: PathBuf,
     db: Arc<Database>,
-    writer: Sender<Job>,
+    /// `None` only while dropping.
+    writer: Option<Sender<Job>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for EmbeddedStore {
+    /// Ends the writer thread and waits for it, so that the file is closed (and its lock
+    /// released) when the store is dropped: another process may open it right after.
+    fn drop(&mut self) {
+        drop(self.writer.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 impl fmt::Debug for EmbeddedStore {
@@ -127,13 +140,18 @@ impl EmbeddedStore {
         let db = Arc::new(db);
         let (writer, jobs) = mpsc::channel();
         let for_thread = Arc::clone(&db);
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("toolcap-kv-writer".to_owned())
             .spawn(move || write_loop(&for_thread, &jobs))
             .map_err(|e| {
                 CapabilityError::not_available(format!("cannot start the key-value writer: {e}"))
             })?;
-        Ok(Arc::new(Self { path, db, writer }))
+        Ok(Arc::new(Self {
+            path,
+            db,
+            writer: Some(writer),
+            thread: Some(thread),
+        }))
     }
 
     /// Every entry's raw bytes, for integrity checks: (namespace, key, decodable payload).
@@ -166,6 +184,8 @@ impl EmbeddedStore {
     async fn submit(&self, op: Op) -> Result<bool, CapabilityError> {
         let (ack, done) = oneshot::channel();
         self.writer
+            .as_ref()
+            .ok_or_else(|| CapabilityError::not_available("the key-value writer has stopped"))?
             .send(Job { op, ack })
             .map_err(|_| CapabilityError::not_available("the key-value writer has stopped"))?;
         done.await

@@ -1,6 +1,7 @@
-//! Crash safety of the embedded store: a child process writes 10,000 keys, acknowledging each
-//! after `set` returns; it is killed with SIGKILL at a random point; every acknowledged key must
-//! be there after reopening, and no entry may be corrupt.
+//! Crash safety of the embedded store: a child process writes keys, acknowledging each after
+//! `set` returns; it is killed with SIGKILL at a random point; every acknowledged key must be
+//! there after reopening, and no entry may be corrupt. Repeated on one store file: 12 rounds in
+//! `cargo test`, `TOOLCAP_CRASH_ROUNDS` (100 in `cargo xtask soak`) otherwise.
 #![allow(
     clippy::disallowed_methods,
     clippy::print_stderr,
@@ -16,6 +17,7 @@ use capability_types::{KvStoreFactory, StorageGrant, StorageScope};
 use serde_json::json;
 
 const CHILD_ENV: &str = "TOOLCAP_KV_CRASH_CHILD_STORE";
+const ROUND_ENV: &str = "TOOLCAP_KV_CRASH_CHILD_ROUND";
 
 /// The child: does nothing unless started by the parent test with the store path.
 #[tokio::test]
@@ -32,10 +34,14 @@ async fn crash_child() {
             None,
         ))
         .unwrap();
+    let round: u32 = std::env::var(ROUND_ENV)
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0);
     let mut out = std::io::stdout().lock();
     for i in 0..10_000u32 {
         kv.set(
-            &format!("key-{i:05}"),
+            &format!("r{round:03}-key-{i:05}"),
             json!({"i": i, "pad": "x".repeat(64)}),
             None,
         )
@@ -46,15 +52,9 @@ async fn crash_child() {
     }
 }
 
-#[tokio::test]
-async fn acknowledged_writes_survive_sigkill() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("crash.redb");
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    let kill_after = 200 + (nanos % 1_500); // a different point each run
+/// One round: a child writes on `path` until it is killed after about `kill_after` acknowledged
+/// writes; returns the last acknowledged index.
+fn kill_round(path: &std::path::Path, round: u32, kill_after: u32) -> u32 {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -63,7 +63,8 @@ async fn acknowledged_writes_survive_sigkill() {
             "--test-threads",
             "1",
         ])
-        .env(CHILD_ENV, &path)
+        .env(CHILD_ENV, path)
+        .env(ROUND_ENV, round.to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -89,36 +90,59 @@ async fn acknowledged_writes_survive_sigkill() {
     let status = child.wait().unwrap();
     assert!(
         !status.success(),
-        "the child was killed, not finished: {status:?}"
+        "round {round}: the child was killed, not finished: {status:?}"
     );
-    let acked = acked.expect("the child acknowledged some writes before it was killed");
-    eprintln!(
-        "killed after {} acknowledged writes (aimed at {kill_after})",
-        acked + 1
-    );
+    acked.expect("the child acknowledged some writes before it was killed")
+}
 
-    let store = EmbeddedStore::open(&path).unwrap();
-    let entries = store.scan_all().unwrap();
-    assert!(
-        entries.iter().all(|(_, _, ok)| *ok),
-        "a corrupt entry after the crash"
-    );
-    let backend = KvBackend::new(store, KvLimits::default());
-    let kv = backend
-        .kv_store(StorageGrant::new(
-            "t",
-            StorageScope::Session,
-            "session:crash",
-            None,
-        ))
-        .unwrap();
-    for i in 0..=acked {
-        let value = kv.get(&format!("key-{i:05}")).await.unwrap();
-        assert_eq!(
-            value.as_ref().and_then(|v| v["i"].as_u64()),
-            Some(u64::from(i)),
-            "acknowledged key {i} of {acked} is missing"
+// guarantee: G-KV-02
+#[tokio::test]
+async fn acknowledged_writes_survive_sigkill() {
+    let rounds: u32 = std::env::var("TOOLCAP_CRASH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(12);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("crash.redb");
+    let mut acknowledged: Vec<u32> = Vec::new();
+    for round in 0..rounds {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        // A different point each round: from the first writes to a few hundred in.
+        let kill_after = 1 + (nanos.wrapping_mul(2_654_435_761) % 400);
+        let acked = kill_round(&path, round, kill_after);
+        acknowledged.push(acked);
+
+        let store = EmbeddedStore::open(&path).unwrap();
+        let entries = store.scan_all().unwrap();
+        assert!(
+            entries.iter().all(|(_, _, ok)| *ok),
+            "round {round}: a corrupt entry after the crash"
         );
+        let backend = KvBackend::new(store, KvLimits::default());
+        let kv = backend
+            .kv_store(StorageGrant::new(
+                "t",
+                StorageScope::Session,
+                "session:crash",
+                None,
+            ))
+            .unwrap();
+        // Every acknowledged write of every round so far, whole.
+        for (r, last) in acknowledged.iter().enumerate() {
+            for i in 0..=*last {
+                let value = kv.get(&format!("r{r:03}-key-{i:05}")).await.unwrap();
+                assert_eq!(
+                    value.as_ref().and_then(|v| v["i"].as_u64()),
+                    Some(u64::from(i)),
+                    "round {round}: acknowledged key {i} of round {r} is missing"
+                );
+            }
+        }
+        drop(kv);
+        drop(backend);
     }
-    assert!(entries.len() as u32 > acked);
+    eprintln!("{rounds} kills; acknowledged writes per round: {acknowledged:?}; every one present");
 }
