@@ -256,6 +256,15 @@ impl Tool for Lab {
                     #[allow(clippy::empty_loop, reason = "a tool that never returns")]
                     loop {}
                 }
+                if arg(&args, "attempt") == "sleep" {
+                    // A hang that yields: past any deadline, cancellable at its await.
+                    tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+                }
+                if arg(&args, "attempt") == "big" {
+                    // A gigantic result: `mib` MiB of text.
+                    let mib = args["mib"].as_u64().unwrap_or(24) as usize;
+                    return Ok(json!({"big": "x".repeat(mib << 20)}));
+                }
                 if arg(&args, "attempt") == "scoped_read" {
                     let text = ctx.fs()?.read(Path::new(&arg(&args, "path"))).await?;
                     return Ok(json!({"text": text}));
