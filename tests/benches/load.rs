@@ -88,14 +88,16 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
     let policy = CompiledPolicy::load(
-        &format!("id = \"load\"\n[fs_reach]\nread = [\"{}\"]\n", root.display()),
+        &format!(
+            "id = \"load\"\n[fs_reach]\nread = [\"{}\"]\n",
+            root.display()
+        ),
         PolicyFormat::Toml,
         None,
     )
     .unwrap();
     let ctx = ExecutionContext::new("load", Arc::new(policy), &root);
-    let backends =
-        CapabilityBackends::new().with_fs(Arc::new(FsBackend::new(FsConfig::default())));
+    let backends = CapabilityBackends::new().with_fs(Arc::new(FsBackend::new(FsConfig::default())));
     let mut registry = DefaultToolRegistry::new(Some(backends));
     registry.register(NoOp).unwrap();
     let registry = Arc::new(registry);
@@ -123,7 +125,12 @@ fn main() {
         latencies.push(t.elapsed() / batch as u32);
         assert_eq!(results.len(), batch);
     }
-    report("batch of 10,000 (per call, 10 batches)", latencies, started.elapsed(), 10 * batch);
+    report(
+        "batch of 10,000 (per call, 10 batches)",
+        latencies,
+        started.elapsed(),
+        10 * batch,
+    );
 
     // 100 batches of 100, concurrently: each batch's latency.
     let concurrent = 100 / scale.min(10);

@@ -24,9 +24,9 @@ use capability_types::{PolicyFormat, ToolResult};
 use serde_json::{Value, json};
 
 #[path = "../capsule_lab/tools.rs"]
-pub(crate) mod lab;
+mod lab;
 
-pub(crate) const LAB: &str = env!("CARGO_BIN_EXE_capsule-lab");
+const LAB: &str = env!("CARGO_BIN_EXE_capsule-lab");
 
 /// A loopback server that answers with its name and whether the lab tool's header arrived.
 async fn http_server(name: &'static str) -> (u16, Arc<AtomicUsize>) {
@@ -51,7 +51,7 @@ fn config() -> CapsuleConfig {
     CapsuleConfig::new(LAB).address_space(Some(1 << 30))
 }
 
-pub(crate) fn backends() -> CapabilityBackends {
+fn backends() -> CapabilityBackends {
     CapabilityBackends::new()
         .with_fs(Arc::new(FsBackend::new(FsConfig::default())))
         .with_fetch(Arc::new(FetchBackend::new(FetchConfig::default()).unwrap()))
@@ -67,7 +67,7 @@ pub(crate) fn backends() -> CapabilityBackends {
         )))
 }
 
-pub(crate) fn policy(root: &Path, port: u16) -> CompiledPolicy {
+fn policy(root: &Path, port: u16) -> CompiledPolicy {
     CompiledPolicy::load(
         &format!(
             "id = \"capsule\"\n[fs_reach]\nread = [\"{r}/data\"]\nwrite = [\"{r}/out\"]\n[safety.network]\nallow = [\"127.0.0.1:{port}\"]\n[safety.process]\nallow = [\"echo\"]\n",

@@ -7,7 +7,6 @@
 mod backends;
 mod capsule;
 mod egress;
-mod faults;
 mod plugin;
 mod policy_files;
 mod policy_rules;
