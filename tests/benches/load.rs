@@ -171,12 +171,12 @@ fn main() {
     let mut latencies = vec![Duration::ZERO; total];
     let started = Instant::now();
     rt.block_on(async {
-        for i in 0..total {
+        for (i, slot) in latencies.iter_mut().enumerate() {
             let t = Instant::now();
             let r = registry
                 .execute(ToolCall::new("s", "noop", json!({"n": i})), &ctx)
                 .await;
-            latencies[i] = t.elapsed();
+            *slot = t.elapsed();
             debug_assert!(matches!(r.result, capability_types::ToolResult::Ok(_)));
             if (i + 1) % sample_every == 0 {
                 samples.push(rss().0);

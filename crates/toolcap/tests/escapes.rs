@@ -192,12 +192,18 @@ for _ in range(1500):
 print(n)
 "#;
     let p = env.root.join("p.toml").display().to_string();
-    let (result, all) = env.run(&[], &p, "python3", &["-c", script]);
-    let forked: u32 = stdout_of(&result)
-        .trim()
-        .parse()
-        .unwrap_or_else(|e| panic!("{e}: {all}"));
-    assert!(forked < 1100, "{forked} processes (root: {})", is_root());
+    for mode in MODES {
+        let (result, all) = env.run(mode, &p, "python3", &["-c", script]);
+        let forked: u32 = stdout_of(&result)
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{mode:?}: {e}: {all}"));
+        assert!(
+            forked < 1100,
+            "{mode:?}: {forked} processes (root: {})",
+            is_root()
+        );
+    }
 }
 
 /// A `sleep` argument no other process has: how the host finds a grandchild from its side.
