@@ -420,15 +420,17 @@ fn a_closed_output_pipe_is_an_error_not_a_panic() {
         vec!["validate", "--personality", &p],
         vec!["manifest"],
     ] {
+        // A pipe whose reader is gone before the child starts: its first write fails (EPIPE).
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
         let mut child = Command::new(env!("CARGO_BIN_EXE_toolcap"))
             .args(&args)
             .env("XDG_DATA_HOME", env.root.join("data"))
             .current_dir(env.root.join("work"))
-            .stdout(std::process::Stdio::piped())
+            .stdout(writer)
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        drop(child.stdout.take()); // the reader goes away before anything is written
         let mut stderr = String::new();
         child
             .stderr
