@@ -245,7 +245,6 @@ fn soak() -> Result<()> {
             "-p",
             "tests",
             "--test",
-            "e2e",
             "faults",
         ])
         .args(["--", "--nocapture"])
