@@ -29,7 +29,7 @@ commands:
   deny     cargo deny check bans licenses sources
   lint     ambient-authority and crate-boundary lint (syn-based)
   guarantees docs/guarantees.md and the tests cite each other, both ways
-  soak     the long forms of the fault and crash suites (100 kills of the store's writer, 1,000 misbehaving calls per mode)
+  soak     the long forms of the fault and crash suites (100 kills of the store's writer and of an auditing host, 1,000 misbehaving calls per mode)
   fuzz     [TARGET] [--time SECS]: libFuzzer on the stable toolchain (every target, 60 s each by default)
   manifest the committed manifest.json matches the standard tools (`manifest --write` updates it)
   bench    criterion benchmarks, then a table of ratios against their baselines";
@@ -236,6 +236,12 @@ fn soak() -> Result<()> {
         .args(["--", "--nocapture", "acknowledged"])
         .env("TOOLCAP_CRASH_ROUNDS", "100");
     run(crash)?;
+    let mut audit = cargo();
+    audit
+        .args(["test", "--locked", "--release", "-p", "capability-core"])
+        .args(["--test", "audit_crash", "--", "--nocapture"])
+        .env("TOOLCAP_CRASH_ROUNDS", "100");
+    run(audit)?;
     let mut faults = cargo();
     faults
         .args([
