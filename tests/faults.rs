@@ -1,7 +1,8 @@
 //! Fault injection: the host survives its tools (its own test binary: it counts the processes,
 //! descriptors and threads of the whole test process). Calls that misbehave on purpose — panic, hang
 //! past the deadline, return gigantic results, spawn children, and in the capsule also exit,
-//! abort, segfault, exhaust memory, spin and write garbage frames — go through the registry in
+//! abort, segfault, exhaust memory, spin, write garbage frames, exit mid-frame, flood stderr,
+//! fork repeatedly and close their standard pipes early — go through the registry in
 //! process mode and in the capsule. For each: the next call is still served, the failing call
 //! gets a typed error naming the cause, nothing is left behind (child processes, descriptors,
 //! scratch homes; threads stay bounded), and the audit log records every call exactly once.
@@ -192,6 +193,13 @@ fn faults(capsule: bool) -> Vec<(Value, Option<ErrorCode>, &'static str)> {
                 "timed out",
             ),
             (json!({"attempt": "fork_bomb"}), None, ""),
+            (
+                json!({"attempt": "cut_frame"}),
+                Some(ErrorCode::ExecutionFailed),
+                "",
+            ),
+            (json!({"attempt": "flood_stderr"}), None, ""),
+            (json!({"attempt": "close_pipes"}), None, ""),
         ]);
     }
     list

@@ -209,6 +209,41 @@ fn escape(args: &Value) -> Value {
             let r = unsafe { libc::write(3, junk.as_ptr().cast(), junk.len()) };
             json!({"written": r})
         }
+        "cut_frame" => {
+            // A frame announcing 100 bytes, 10 of them sent, then the worker exits mid-frame.
+            let mut cut = 100u32.to_be_bytes().to_vec();
+            cut.extend_from_slice(b"0123456789");
+            // SAFETY: writes a live buffer to descriptor 3, then ends the process.
+            unsafe {
+                libc::write(3, cut.as_ptr().cast(), cut.len());
+                libc::_exit(3);
+            }
+        }
+        "flood_stderr" => {
+            // 64 MiB onto stderr: the host must drain it (keeping the last 2 KiB) or the worker
+            // blocks.
+            let chunk = vec![b'!'; 64 << 10];
+            let mut written = 0usize;
+            for _ in 0..1024 {
+                // SAFETY: writes a live buffer to descriptor 2.
+                let n = unsafe { libc::write(2, chunk.as_ptr().cast(), chunk.len()) };
+                if n < 0 {
+                    break;
+                }
+                written += n as usize;
+            }
+            json!({"flooded": written})
+        }
+        "close_pipes" => {
+            // stdin, stdout and stderr closed early; the channel stays.
+            // SAFETY: closes this process's own standard descriptors.
+            unsafe {
+                libc::close(0);
+                libc::close(1);
+                libc::close(2);
+            }
+            json!({"closed": true})
+        }
         other => json!({"unknown_attempt": other}),
     }
 }
