@@ -208,6 +208,10 @@ pub(crate) struct SandboxKey {
     pub(crate) tool: String,
     pub(crate) read: Vec<(PathBuf, Option<(u64, u64)>)>,
     pub(crate) write: Vec<(PathBuf, Option<(u64, u64)>)>,
+    /// The places covered in the child (deny rules, the floor): a narrowing that adds one, or a
+    /// hidden place that appears after the sandbox was prepared, must not reuse a sandbox
+    /// prepared without its cover.
+    pub(crate) hidden: Vec<(PathBuf, Option<(u64, u64)>)>,
     pub(crate) program: (PathBuf, Option<(u64, u64)>),
     pub(crate) limits: capability_sandbox::ResourceLimits,
     pub(crate) egress: bool,

@@ -201,6 +201,7 @@ impl ScopedProcess for ScopedSpawner {
                 tool: self.grant.tool.clone(),
                 read: identified(policy.read_paths()),
                 write: identified(policy.write_paths()),
+                hidden: identified(policy.hidden_paths()),
                 program: identify(&plan.program),
                 limits,
                 egress: policy.has_egress_proxy(),

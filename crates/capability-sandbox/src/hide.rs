@@ -219,11 +219,19 @@ pub(crate) fn masks(
         let Ok(meta) = std::fs::symlink_metadata(place) else {
             continue;
         };
-        if meta.file_type().is_symlink() {
-            // A deny rule written through a link binds under both names; the place the link
-            // leads to is in the list as well, and covered there. A link itself has no content.
-            continue;
-        }
+        // A hidden place that is a link is covered where it leads: covering the link's own
+        // path would leave its target reachable through it (fail closed for callers of
+        // `SandboxPolicy::hide` that did not resolve it themselves).
+        let (place, meta) = if meta.file_type().is_symlink() {
+            let real = std::fs::canonicalize(place)
+                .map_err(|e| format!("{} cannot be resolved: {e}", place.display()))?;
+            let meta = std::fs::metadata(&real)
+                .map_err(|e| format!("{} cannot be read: {e}", real.display()))?;
+            (real, meta)
+        } else {
+            (place.clone(), meta)
+        };
+        let place = &place;
         let path = c_path(place)?;
         if meta.is_dir() {
             let keep = devices

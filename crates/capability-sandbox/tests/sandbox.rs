@@ -444,3 +444,26 @@ fn a_spawn_that_cannot_start_names_the_step_and_runs_nothing() {
         .unwrap_err();
     assert_eq!(err.result_code(), ErrorCode::InputInvalid);
 }
+
+/// A hidden place named through a symbolic link is covered where the link leads: the canary
+/// is read neither through the link nor under its real name.
+#[test]
+fn a_hidden_link_is_covered_where_it_leads() {
+    let t = tree();
+    std::fs::write(t.read.join("secret.env"), "canary-hidden").unwrap();
+    std::os::unix::fs::symlink(t.read.join("secret.env"), t.read.join("link.env")).unwrap();
+    let policy = policy(&t).hide(t.read.join("link.env"));
+    let out = sh(
+        &policy,
+        &format!(
+            "cat {r}/secret.env {r}/link.env; cat {r}/in.txt",
+            r = t.read.display()
+        ),
+    );
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(!all.contains("canary-hidden"), "{all}");
+    assert!(
+        all.contains("inside"),
+        "the rest of the root stays readable: {all}"
+    );
+}
