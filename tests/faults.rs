@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capability_capsule::{Capsule, CapsuleConfig};
+use capability_core::PolicyFormat;
 use capability_core::{
     AuditKind, CapabilityBackends, CompiledPolicy, DefaultToolRegistry, ExecutionContext,
     IsolationSelection, MemoryAuditSink, RegistryConfig, ToolCall,
@@ -28,7 +29,6 @@ use capability_fs::{FsBackend, FsConfig};
 use capability_kv::{KvBackend, KvLimits, MemoryStore};
 use capability_process::{ProcessBackend, ProcessConfig};
 use capability_secrets::{MemorySecrets, SecretsResolverFactory};
-use capability_types::PolicyFormat;
 use capability_types::{ErrorCode, ToolResult};
 use serde_json::{Value, json};
 

@@ -10,9 +10,8 @@ use std::sync::{Arc, OnceLock};
 use capability_core::{
     CompiledPolicy, DefaultToolRegistry, ExecutionContext, ToolCall, matching::path::is_within,
 };
-use capability_types::{
-    CapabilityError, FsPaths, PolicyFormat, Tool, ToolCapabilities, ToolContext, async_trait,
-};
+use capability_types::{CapabilityError, FsPaths, Tool, ToolCapabilities, ToolContext, async_trait};
+use capability_core::{PolicyFormat};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 

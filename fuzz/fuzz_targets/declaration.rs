@@ -6,7 +6,8 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use capability_core::{CompiledPolicy, resolve};
-use capability_types::{FsAccess, PathPolicy, PolicyFormat, ToolCapabilities};
+use capability_types::{FsAccess, PathPolicy, ToolCapabilities};
+use capability_core::{PolicyFormat};
 use libfuzzer_sys::fuzz_target;
 
 fn policy() -> &'static CompiledPolicy {

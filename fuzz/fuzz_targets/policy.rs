@@ -3,7 +3,7 @@
 #![no_main]
 
 use capability_core::CompiledPolicy;
-use capability_types::{Narrowing, PolicyFormat};
+use capability_core::{Narrowing, PolicyFormat};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

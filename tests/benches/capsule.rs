@@ -12,12 +12,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use capability_capsule::{Capsule, CapsuleConfig};
+use capability_core::PolicyFormat;
 use capability_core::{
     CapabilityBackends, CompiledPolicy, DefaultToolRegistry, ExecutionContext, IsolationSelection,
     ToolCall,
 };
 use capability_fs::{FsBackend, FsConfig};
-use capability_types::PolicyFormat;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 

@@ -19,12 +19,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use capability_core::PolicyFormat;
 use capability_core::{
     CapabilityBackends, CompiledPolicy, DefaultToolRegistry, ExecutionContext, ToolCall,
 };
 use capability_fs::{FsBackend, FsConfig};
 use capability_types::{
-    CapabilityError, FsPaths, PolicyFormat, Tool, ToolCapabilities, ToolContext, async_trait,
+    CapabilityError, FsPaths, Tool, ToolCapabilities, ToolContext, async_trait,
 };
 use serde_json::{Value, json};
 

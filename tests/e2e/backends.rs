@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
+use capability_core::PolicyFormat;
 use capability_core::{
     CapabilityBackends, CompiledPolicy, DefaultToolRegistry, ExecutionContext, ToolCall,
 };
@@ -14,8 +15,8 @@ use capability_fs::{FsBackend, FsConfig};
 use capability_process::{ProcessBackend, ProcessConfig};
 use capability_secrets::{MemorySecrets, SecretsResolverFactory};
 use capability_types::{
-    CapabilityError, ExposeSecret, FsPaths, PolicyFormat, SecretRef, SpawnOptions, Tool,
-    ToolCapabilities, ToolContext, async_trait,
+    CapabilityError, ExposeSecret, FsPaths, SecretRef, SpawnOptions, Tool, ToolCapabilities,
+    ToolContext, async_trait,
 };
 use serde_json::{Value, json};
 

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use capability_capsule::{Capsule, CapsuleConfig};
+use capability_core::PolicyFormat;
 use capability_core::{
     CapabilityBackends, CompiledPolicy, DefaultToolRegistry, ExecutionContext, IsolationKey,
     IsolationSelection, RegistryConfig, ToolCall,
@@ -20,7 +21,7 @@ use capability_kv::{KvBackend, KvLimits, MemoryStore};
 use capability_process::{ProcessBackend, ProcessConfig};
 use capability_sandbox::Support;
 use capability_secrets::{MemorySecrets, SecretsResolverFactory};
-use capability_types::{PolicyFormat, ToolResult};
+use capability_types::ToolResult;
 use serde_json::{Value, json};
 
 #[path = "../capsule_lab/tools.rs"]

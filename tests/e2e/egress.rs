@@ -9,14 +9,14 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use capability_core::PolicyFormat;
 use capability_core::{
     CapabilityBackends, CompiledPolicy, DefaultToolRegistry, ExecutionContext, ToolCall,
 };
 use capability_fetch::{EgressProxy, FetchBackend, FetchConfig};
 use capability_process::{ProcessBackend, ProcessConfig};
 use capability_types::{
-    CapabilityError, PolicyFormat, SpawnOptions, Tool, ToolCapabilities, ToolContext, ToolResult,
-    async_trait,
+    CapabilityError, SpawnOptions, Tool, ToolCapabilities, ToolContext, ToolResult, async_trait,
 };
 use serde_json::{Value, json};
 

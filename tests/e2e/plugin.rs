@@ -4,9 +4,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use capability_core::PolicyFormat;
 use capability_core::{CompiledPolicy, DefaultToolRegistry, ExecutionContext, ToolCall};
 use capability_types::{
-    CapabilityError, FsPaths, PolicyFormat, Tool, ToolCapabilities, ToolContext, async_trait,
+    CapabilityError, FsPaths, Tool, ToolCapabilities, ToolContext, async_trait,
 };
 use serde_json::{Value, json};
 
@@ -65,7 +66,7 @@ async fn plugin_tool_runs_and_undeclared_access_fails_closed() {
     )
     .unwrap();
     let mut policy =
-        capability_types::PersonalityPolicy::parse(&text, PolicyFormat::Toml, None).unwrap();
+        capability_core::PersonalityPolicy::parse(&text, PolicyFormat::Toml, None).unwrap();
     policy.toolset = None; // admit the plugin tools too
     let policy = Arc::new(CompiledPolicy::compile(policy, None).unwrap());
     let mut registry = DefaultToolRegistry::new(None);

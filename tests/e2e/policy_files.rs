@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use capability_core::{CompiledPolicy, validate_declaration};
-use capability_types::{PolicyError, PolicyFormat, ToolCapabilities};
+use capability_core::{PolicyError, PolicyFormat};
+use capability_types::ToolCapabilities;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -25,7 +26,7 @@ fn load(path: &Path, home: &Path) -> Result<CompiledPolicy, PolicyError> {
     CompiledPolicy::load(&text, format, Some(home))
 }
 
-/// The declarations of the standard tools (design.md §10), as plugin authors write them.
+/// The declarations of the standard tools (docs/reference.md, "Standard tools"), as plugin authors write them.
 fn standard_declarations() -> Vec<(&'static str, ToolCapabilities)> {
     let parse = |json: &str| serde_json::from_str::<ToolCapabilities>(json).unwrap();
     vec![

@@ -8,12 +8,12 @@ use capability_core::{
     ApprovalHandler, ApprovalRequest, CapabilityBackends, CompiledPolicy, DefaultToolRegistry,
     ExecutionContext, ToolCall,
 };
+use capability_core::{Narrowing, PolicyFormat};
 use capability_fs::{FsBackend, FsConfig};
 use capability_process::{ProcessBackend, ProcessConfig};
 use capability_tools::{ReadFile, RunCommand, WriteFile};
 use capability_types::{
-    CapabilityError, FsPaths, Narrowing, PolicyFormat, Tool, ToolCapabilities, ToolContext,
-    async_trait,
+    CapabilityError, FsPaths, Tool, ToolCapabilities, ToolContext, async_trait,
 };
 use serde_json::{Value, json};
 

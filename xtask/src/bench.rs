@@ -121,7 +121,7 @@ const ROWS: &[Row] = &[
         baseline: None,
         budget: Budget::AddedNs(f64::INFINITY),
     },
-    // Sandboxed (the default): Landlock and seccomp (design.md §9: within 1.6× of a plain spawn
+    // Sandboxed (the default): Landlock and seccomp (docs/semantics.md, "Performance budgets": within 1.6× of a plain spawn
     // and under a third of bwrap's). The budget is against the bare `status()`; a plain spawn
     // that captures output as the scoped one does (`Command::output`) is reported beside it, and
     // so is the sandbox's own cost (sandboxed against unsandboxed). bwrap must be installed.
@@ -152,7 +152,7 @@ const ROWS: &[Row] = &[
     },
     // The capsule (issue 8): a call whose tool runs in a warm worker, one that starts its worker
     // (spawn, self-confinement, handshake), and one scoped read over the worker's channel, each
-    // against the same call in process. design.md §9 sets no budget for these: reported.
+    // against the same call in process. docs/semantics.md, "Performance budgets", sets no budget for these: reported.
     Row {
         subject: "capsule/warm_call",
         baseline: Some("capsule/in_process_call"),

@@ -1,4 +1,4 @@
-//! `cargo xtask lint`: the source backstop (design.md §6, enforcement point 4).
+//! `cargo xtask lint`: the source backstop (docs/architecture.md, "The enforcement points": the source backstop).
 //!
 //! Two checks:
 //! - **Ambient authority.** In `capability-types`, `capability-core` and every crate that holds
@@ -75,7 +75,7 @@ const BANNED: &[(&str, &str)] = &[
 ];
 
 /// Crates that are always held to the ambient-authority rule.
-const RESTRICTED: &[&str] = &["capability-types", "capability-core"];
+const RESTRICTED: &[&str] = &["capability-types", "capability-policy", "capability-core"];
 /// Backend crates: each depends on `capability-types`, never on core or on each other.
 const BACKENDS: &[&str] = &[
     "capability-fetch",
@@ -88,12 +88,19 @@ const BACKENDS: &[&str] = &[
 const TYPES_ALLOWED: &[&str] = &[
     "serde",
     "serde_json",
-    "serde_path_to_error",
     "thiserror",
     "async-trait",
     "http",
     "bytes",
     "secrecy",
+];
+/// The only dependencies `capability-policy` may have: the plugin contract and the parsers.
+const POLICY_ALLOWED: &[&str] = &[
+    "capability-types",
+    "serde",
+    "serde_json",
+    "serde_path_to_error",
+    "thiserror",
     "toml",
     "serde_norway",
 ];
@@ -314,6 +321,17 @@ pub(crate) fn check_manifest(path: &Path, manifest: &toml::Table) -> Vec<Finding
             ));
         }
     }
+    if name == "capability-policy" {
+        for d in deps
+            .iter()
+            .filter(|d| !POLICY_ALLOWED.contains(&d.as_str()))
+        {
+            out.push(finding(
+                format!("capability-policy depends on {d}"),
+                "capability-types and the parsers only; the personality model does no I/O",
+            ));
+        }
+    }
     if BACKENDS.contains(&name) {
         for d in &deps {
             if d == "capability-core" || (BACKENDS.contains(&d.as_str()) && d != name) {
@@ -325,13 +343,13 @@ pub(crate) fn check_manifest(path: &Path, manifest: &toml::Table) -> Vec<Finding
         }
     }
     if name == "capability-core" {
-        for d in deps
-            .iter()
-            .filter(|d| d.starts_with("capability-") && *d != "capability-types")
-        {
+        for d in deps.iter().filter(|d| {
+            d.starts_with("capability-")
+                && !["capability-types", "capability-policy"].contains(&d.as_str())
+        }) {
             out.push(finding(
                 format!("capability-core depends on {d}"),
-                "capability-types only; backends are passed in as factories",
+                "capability-types and capability-policy only; backends are passed in as factories",
             ));
         }
         for d in deps

@@ -11,6 +11,7 @@ mod declared;
 mod fuzz;
 mod guarantees;
 mod lint;
+mod structure;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -21,13 +22,14 @@ use anyhow::{Context, Result, bail};
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  check    every gate, in order: fmt, clippy, test, doc, deny, lint, guarantees, fuzz smoke, manifest (what CI runs)
+  check    every gate, in order: fmt, clippy, test, doc, deny, lint, structure, guarantees, fuzz smoke, manifest (what CI runs)
   fmt      cargo fmt --check
   clippy   cargo clippy on every target with warnings denied
   test     cargo test for the whole workspace
   doc      cargo doc with warnings denied
   deny     cargo deny check bans licenses sources
   lint     ambient-authority and crate-boundary lint (syn-based)
+  structure citations of docs/ resolve, no source file over 700 lines, missing_docs / unsafe / non_exhaustive guards
   guarantees docs/guarantees.md and the tests cite each other, both ways
   soak     the long forms of the fault and crash suites (100 kills of the store's writer and of an auditing host, 1,000 misbehaving calls per mode)
   fuzz     [TARGET] [--time SECS]: libFuzzer on the stable toolchain (every target, 60 s each by default)
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
         Some("doc") => doc(),
         Some("deny") => deny(),
         Some("lint") => lint::run(&root()),
+        Some("structure") => structure::run(&root()),
         Some("guarantees") => guarantees::run(&root()),
         Some("fuzz") => fuzz::run(&root(), &args[1..]),
         Some("soak") => soak(),
@@ -77,13 +80,14 @@ fn root() -> PathBuf {
 
 fn check() -> Result<()> {
     type Step = fn() -> Result<()>;
-    let steps: [(&str, Step); 9] = [
+    let steps: [(&str, Step); 10] = [
         ("fmt", fmt),
         ("clippy", clippy),
         ("test", test),
         ("doc", doc),
         ("deny", deny),
         ("lint", || lint::run(&root())),
+        ("structure", || structure::run(&root())),
         ("guarantees", || guarantees::run(&root())),
         ("fuzz smoke", || fuzz::smoke(&root())),
         ("manifest", || manifest(false)),

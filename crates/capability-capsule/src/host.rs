@@ -84,6 +84,10 @@ impl CapsuleConfig {
     }
 
     /// The defaults, with this process's own executable as the worker binary.
+    ///
+    /// # Ambient Authority
+    ///
+    /// Reads the path of this process's own executable (`/proc/self/exe`).
     pub fn current_exe() -> Result<Self, CapabilityError> {
         std::env::current_exe().map(Self::new).map_err(|e| {
             CapabilityError::not_available(format!("the capsule cannot find its own binary: {e}"))
@@ -161,6 +165,11 @@ impl Capsule {
     /// A capsule with these settings. Probes the kernel unless the config says what it supports;
     /// an unsupported kernel is not an error here — every call is then refused with
     /// `not_available`, naming why.
+    ///
+    /// # Ambient Authority
+    ///
+    /// Probes the kernel here; each call later starts confined worker processes of the
+    /// configured binary and talks to them over pipes.
     pub fn new(config: CapsuleConfig) -> Self {
         let support = config
             .support

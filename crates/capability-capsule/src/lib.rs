@@ -43,7 +43,7 @@
 //! `not_available`. See `docs/isolation-model.md` for what the capsule guarantees and what it
 //! does not.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 #[cfg(target_os = "linux")]
 mod host;

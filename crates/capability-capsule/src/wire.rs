@@ -38,6 +38,7 @@ const MAX_BLOBS: usize = 4;
 
 /// Why a frame could not be read or written.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum FrameError {
     /// The peer closed the socket in the middle of a frame.
     #[error("the peer closed the channel in the middle of a frame")]
@@ -253,6 +254,7 @@ pub struct WorkerSettings {
 /// What the host sends a worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
 pub enum ToWorker {
     /// Run one call. The worker runs one call at a time.
     Call {
@@ -301,6 +303,7 @@ pub struct CallContext {
 /// What a worker sends its host.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
 pub enum FromWorker {
     /// The worker confined itself and waits for calls.
     Ready {},
@@ -334,6 +337,7 @@ pub enum FromWorker {
 )]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
 pub enum Op {
     /// [`ScopedFs::read`](capability_types::ScopedFs::read).
     FsRead { path: PathBuf },
@@ -390,6 +394,7 @@ pub enum Op {
 )]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "answer", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
 pub enum Answer {
     /// Text (a file read as UTF-8).
     Text { text: String },

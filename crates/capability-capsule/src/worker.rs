@@ -42,6 +42,11 @@ const EXIT_UNCONFINED: i32 = 3;
 /// called — so no tool code, not even a constructor, runs unconfined — then serves calls of the
 /// named tool until the host closes the channel, and exits.
 ///
+/// # Ambient Authority
+///
+/// Reads this process's arguments. As a worker it confines the process itself, reads frames on
+/// standard input, writes them on standard output and exits the process.
+///
 /// ```no_run
 /// fn main() {
 ///     capability_capsule::run_worker_if_requested(capability_capsule_example_tools);

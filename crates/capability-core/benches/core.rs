@@ -1,4 +1,4 @@
-//! Benchmarks for design.md §9: the per-call cost of resolution + guard against a bare call,
+//! Benchmarks for docs/semantics.md, "Performance budgets": the per-call cost of resolution + guard against a bare call,
 //! host matching at 10 / 100 / 1,000 patterns, and registry overhead. `cargo xtask bench`
 //! prints them as ratios against the baseline measured in the same run.
 #![allow(missing_docs, clippy::unwrap_used)]
@@ -12,6 +12,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
+use capability_core::PolicyFormat;
 use capability_core::matching::host::{HostPattern, HostSet};
 use capability_core::{
     CapabilityBackends, CompiledPolicy, DefaultToolRegistry, ExecutionContext, ResolutionCache,
@@ -19,8 +20,8 @@ use capability_core::{
 };
 use capability_types::{
     CapabilityError, FetchFactory, FsFactory, FsGrant, FsPaths, HostPolicy, KeyValueStore,
-    KvStoreFactory, NetworkGrant, PolicyFormat, ScopedFetch, ScopedFs, StorageGrant, StorageScope,
-    Tool, ToolCapabilities, ToolContext, async_trait,
+    KvStoreFactory, NetworkGrant, ScopedFetch, ScopedFs, StorageGrant, StorageScope, Tool,
+    ToolCapabilities, ToolContext, async_trait,
 };
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
@@ -248,7 +249,7 @@ fn hosts(c: &mut Criterion) {
         });
         if n == 1_000 {
             let text: Vec<String> = patterns.iter().map(ToString::to_string).collect();
-            let mut p = capability_types::PersonalityPolicy::default();
+            let mut p = capability_core::PersonalityPolicy::default();
             p.id = "hosts".into();
             p.safety.network.allow = text;
             let compiled = CompiledPolicy::compile(p, None).unwrap();

@@ -13,13 +13,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use capability_core::PolicyFormat;
 use capability_core::{
     CompiledPolicy, DefaultToolRegistry, ExecutionContext, JsonLinesAuditSink, RegistryConfig,
     ToolCall, resolve, validate_declaration,
 };
 use capability_types::{
-    CapabilityError, FsAccess, FsPaths, HostPolicy, PathPolicy, PolicyFormat, Tool,
-    ToolCapabilities, ToolContext, async_trait,
+    CapabilityError, FsAccess, FsPaths, HostPolicy, PathPolicy, Tool, ToolCapabilities,
+    ToolContext, async_trait,
 };
 use serde_json::{Value, json};
 

@@ -1,7 +1,8 @@
 //! toolcap's enforcement points: matching, registration validation, call-time resolution, the
 //! fail-closed guard, the registry and audit.
 //!
-//! `capability-core` depends on `capability-types` alone; it performs no I/O of its own. The
+//! `capability-core` depends on `capability-types` (the plugin contract) and `capability-policy`
+//! (the personality model, re-exported here); it performs no I/O of its own. The
 //! backends that touch the world are passed in as [`CapabilityBackends`] (factories from the
 //! backend crates), and the audit file is a writer the caller opened.
 //!
@@ -33,6 +34,13 @@ mod realpath;
 mod registry;
 mod resolve;
 mod validate;
+
+pub use capability_policy::{
+    EnvRules, EscalateRules, MAX_POLICY_BYTES, MAX_POLICY_DEPTH, NarrowFs, NarrowNetwork,
+    NarrowProcess, Narrowing, NetworkRules, PersonalityPolicy, PolicyError, PolicyFormat,
+    PolicyFsReach, ProcessRules, Safety, ToolConstraints, check_policy_text, is_fixed_env_name,
+    is_refused_env_name, is_safe_env_name, normalize_lexically, valid_env_name, valid_tool_name,
+};
 
 pub use crate::audit::{
     AuditError, AuditEvent, AuditKind, AuditSink, DurableWrite, FsyncPolicy, JsonLinesAuditSink,

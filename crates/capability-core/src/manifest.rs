@@ -196,13 +196,14 @@ impl Manifest {
 }
 
 fn serde_path_to_json(text: &str) -> Result<Manifest, ManifestError> {
-    capability_types::check_policy_text(text, capability_types::PolicyFormat::Json)
+    capability_policy::check_policy_text(text, capability_policy::PolicyFormat::Json)
         .map_err(ManifestError::Invalid)?;
     serde_json::from_str(text).map_err(|e| ManifestError::Invalid(e.to_string()))
 }
 
 /// What kind of widening a change is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum WideningCode {
     /// A tool that was not there.
     #[serde(rename = "tool.added")]

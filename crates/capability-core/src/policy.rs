@@ -7,9 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use capability_types::{
-    Narrowing, PersonalityPolicy, PolicyError, PolicyFormat, SandboxMode, ToolConstraints,
-};
+use capability_policy::{Narrowing, PersonalityPolicy, PolicyError, PolicyFormat, ToolConstraints};
+use capability_types::SandboxMode;
 
 use crate::matching::binary::{ArgvPattern, intersect_binaries};
 use crate::matching::host::{HostPattern, HostSet, intersect_hosts};
@@ -93,7 +92,7 @@ impl CompiledPolicy {
     ///
     /// ```
     /// use capability_core::CompiledPolicy;
-    /// use capability_types::PolicyFormat;
+    /// use capability_policy::{PolicyFormat};
     /// let err = CompiledPolicy::load(
     ///     r#"{"id": "x", "safety": {"network": {"allow": ["api.github.com", "*.com"]}}}"#,
     ///     PolicyFormat::Json,

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use capability_types::normalize_lexically;
+use capability_policy::normalize_lexically;
 
 use crate::matching::path::is_within;
 

@@ -7,9 +7,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use capability_policy::valid_tool_name;
 use capability_types::{
     CancellationToken, CapabilityError, CapabilityValidationError, DenialCode, ErrorCode, FsPaths,
-    Tool, ToolCapabilities, ToolContext, ToolResult, check_binary_spec, valid_tool_name,
+    Tool, ToolCapabilities, ToolContext, ToolResult, check_binary_spec,
 };
 use futures_util::StreamExt;
 use serde_json::Value;
@@ -173,8 +174,8 @@ impl ExecutionContext {
     /// [`CompiledPolicy::narrow`]). Constraint counts carry on: it is the same invocation.
     pub fn narrowed(
         &self,
-        narrowing: &capability_types::Narrowing,
-    ) -> Result<Self, capability_types::PolicyError> {
+        narrowing: &capability_policy::Narrowing,
+    ) -> Result<Self, capability_policy::PolicyError> {
         let mut ctx = self.clone();
         ctx.policy = Arc::new(self.policy.narrow(narrowing)?);
         Ok(ctx)

@@ -9,13 +9,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use capability_policy::{is_fixed_env_name, is_refused_env_name, is_safe_env_name, valid_env_name};
 use capability_types::{
     CapabilityError, DenialCode, FetchFactory, FsAccess, FsFactory, FsGrant, FsPaths, HostMatch,
     HostPolicy, KeyValueStore, KvStoreFactory, NetworkGrant, PathAccess, PathPolicy,
     ProcessFactory, ProcessGrant, ProcessPolicy, SandboxMode, ScopedFetch, ScopedFs, ScopedProcess,
     ScopedSecretsResolver, SecretRef, SecretsFactory, SecretsGrant, StorageGrant, StorageScope,
-    ToolCapabilities, ToolContext, is_fixed_env_name, is_refused_env_name, is_safe_env_name,
-    valid_env_name,
+    ToolCapabilities, ToolContext,
 };
 
 use crate::matching::binary::{ArgvPattern, intersect_binaries};
@@ -26,6 +26,7 @@ use crate::realpath::Aliases;
 
 /// A backend a declaration can need.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Backend {
     /// `network` → [`FetchFactory`].
     Fetch,

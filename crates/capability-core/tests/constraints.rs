@@ -6,10 +6,11 @@ mod support;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use capability_core::PolicyFormat;
 use capability_core::{
     AuditKind, CompiledPolicy, DefaultToolRegistry, ExecutionContext, MemoryAuditSink, ToolCall,
 };
-use capability_types::{ErrorCode, FsPaths, PolicyFormat, ToolCapabilities};
+use capability_types::{ErrorCode, FsPaths, ToolCapabilities};
 use serde_json::{Value, json};
 use support::{Behaviour, TestTool, policy, recording_backends};
 

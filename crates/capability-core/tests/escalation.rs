@@ -13,9 +13,9 @@ use capability_core::{
     ApprovalHandler, ApprovalRequest, AuditKind, DefaultToolRegistry, ExecutionContext,
     MemoryAuditSink, RegistryConfig, ToolCall,
 };
+use capability_core::{Narrowing, PolicyFormat};
 use capability_types::{
-    CapabilityError, FsPaths, Narrowing, PolicyFormat, SpawnOptions, Tool, ToolCapabilities,
-    ToolContext, async_trait,
+    CapabilityError, FsPaths, SpawnOptions, Tool, ToolCapabilities, ToolContext, async_trait,
 };
 use serde_json::{Value, json};
 use support::{policy, recording_backends};

@@ -6,10 +6,8 @@ use std::path::Path;
 
 use capability_core::matching::binary::intersect_binaries;
 use capability_core::{CompiledPolicy, resolve};
-use capability_types::{
-    FsAccess, FsPaths, HostPolicy, NetworkRules, PathPolicy, PersonalityPolicy, PolicyFsReach,
-    Safety, ToolCapabilities,
-};
+use capability_core::{NetworkRules, PersonalityPolicy, PolicyFsReach, Safety};
+use capability_types::{FsAccess, FsPaths, HostPolicy, PathPolicy, ToolCapabilities};
 use proptest::prelude::*;
 
 // ---------- hosts ----------
@@ -207,8 +205,8 @@ fn narrowing_from(
     write: Option<Vec<String>>,
     deny: Vec<String>,
     bins: Option<Vec<String>>,
-) -> capability_types::Narrowing {
-    let mut n = capability_types::Narrowing::default();
+) -> capability_core::Narrowing {
+    let mut n = capability_core::Narrowing::default();
     n.toolset = toolset;
     n.network.allow = hosts;
     n.network.deny = host_deny;

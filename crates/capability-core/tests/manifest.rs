@@ -2,9 +2,10 @@
 
 use std::path::Path;
 
+use capability_core::PolicyFormat;
 use capability_core::manifest::ManifestError;
 use capability_core::{CompiledPolicy, Manifest, WideningCode, build_manifest, diff};
-use capability_types::{PolicyFormat, ToolCapabilities};
+use capability_types::ToolCapabilities;
 
 fn caps(json: &str) -> ToolCapabilities {
     serde_json::from_str(json).unwrap()

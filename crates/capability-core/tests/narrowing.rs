@@ -6,7 +6,8 @@ mod support;
 use std::sync::Arc;
 
 use capability_core::{DefaultToolRegistry, ExecutionContext, ToolCall};
-use capability_types::{FsPaths, Narrowing, PolicyFormat, ToolCapabilities};
+use capability_core::{Narrowing, PolicyFormat};
+use capability_types::{FsPaths, ToolCapabilities};
 use serde_json::json;
 use support::{Behaviour, TestTool, policy, recording_backends};
 

@@ -9,9 +9,10 @@ use std::sync::Arc;
 use capability_core::{
     CompiledPolicy, DefaultToolRegistry, ExecutionContext, ToolCall, resolve, validate_declaration,
 };
+use capability_core::{PersonalityPolicy, PolicyFormat};
 use capability_types::{
     CapabilityError, DenialCode, ErrorCode, FsAccess, FsPaths, HostMatch, HostPolicy, PathPolicy,
-    PersonalityPolicy, PolicyFormat, ProcessPolicy, StorageScope, ToolCapabilities,
+    ProcessPolicy, StorageScope, ToolCapabilities,
 };
 use serde_json::json;
 use support::{Behaviour, TestTool, policy, recording_backends};

@@ -9,9 +9,8 @@
 use std::path::{Path, PathBuf};
 
 use capability_core::{CompiledPolicy, resolve};
-use capability_types::{
-    DenialCode, FsAccess, FsPaths, PathPolicy, PolicyError, PolicyFormat, ToolCapabilities,
-};
+use capability_core::{PolicyError, PolicyFormat};
+use capability_types::{DenialCode, FsAccess, FsPaths, PathPolicy, ToolCapabilities};
 
 struct Tree {
     _dir: tempfile::TempDir,

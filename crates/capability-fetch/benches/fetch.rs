@@ -1,5 +1,5 @@
 //! ScopedFetch GET on loopback against a bare hyper-util client (pooled, keep-alive) in the same
-//! run (design.md §9).
+//! run (docs/semantics.md, "Performance budgets").
 #![allow(
     missing_docs,
     clippy::disallowed_methods,
@@ -12,9 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use capability_core::PolicyFormat;
 use capability_core::{CompiledPolicy, resolve};
 use capability_fetch::{FetchBackend, FetchConfig};
-use capability_types::{FetchFactory, HostPolicy, NetworkGrant, PolicyFormat, ToolCapabilities};
+use capability_types::{FetchFactory, HostPolicy, NetworkGrant, ToolCapabilities};
 use criterion::{Criterion, criterion_group, criterion_main};
 use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;

@@ -1,7 +1,7 @@
 //! The HTTP backend for toolcap: a [`ScopedFetch`] that reaches only the hosts a tool's
 //! resolved scope allows.
 //!
-//! What every request goes through (design.md §5 "Fetch"):
+//! What every request goes through (docs/semantics.md, "Fetch"):
 //!
 //! - the URL is parsed with the WHATWG parser; only `http` and `https`, never user-info;
 //! - the host is checked against the tool's [`HostPolicy`] *before* any connection, so a refused

@@ -12,11 +12,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use capability_core::PolicyFormat;
 use capability_core::{CompiledPolicy, resolve};
 use capability_fetch::{EgressProxy, FetchConfig};
-use capability_types::{
-    EgressFactory, EgressSession, HostPolicy, NetworkGrant, PolicyFormat, ToolCapabilities,
-};
+use capability_types::{EgressFactory, EgressSession, HostPolicy, NetworkGrant, ToolCapabilities};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

@@ -9,11 +9,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use capability_core::PolicyFormat;
 use capability_core::{CompiledPolicy, resolve};
 use capability_fetch::{FetchBackend, FetchConfig};
 use capability_types::{
-    CapabilityError, DenialCode, ErrorCode, FetchFactory, HostPolicy, NetworkGrant, PolicyFormat,
-    ScopedFetch, ToolCapabilities,
+    CapabilityError, DenialCode, ErrorCode, FetchFactory, HostPolicy, NetworkGrant, ScopedFetch,
+    ToolCapabilities,
 };
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};

@@ -1,4 +1,4 @@
-//! ScopedFs read against `std::fs::read` of the same 4 KiB file in the same run (design.md §9).
+//! ScopedFs read against `std::fs::read` of the same 4 KiB file in the same run (docs/semantics.md, "Performance budgets").
 #![allow(
     missing_docs,
     clippy::disallowed_methods,
@@ -10,9 +10,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use capability_core::PolicyFormat;
 use capability_core::{CompiledPolicy, resolve};
 use capability_fs::{FsBackend, FsConfig};
-use capability_types::{FsFactory, FsGrant, FsPaths, PathPolicy, PolicyFormat, ToolCapabilities};
+use capability_types::{FsFactory, FsGrant, FsPaths, PathPolicy, ToolCapabilities};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 fn read(c: &mut Criterion) {

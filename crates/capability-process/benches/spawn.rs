@@ -1,5 +1,5 @@
 //! Spawn cost: `ScopedProcess::spawn` of `/bin/true`, sandboxed (the default) and not, against
-//! `std::process::Command` and `bwrap --ro-bind / / --unshare-net` in the same run (design.md §9).
+//! `std::process::Command` and `bwrap --ro-bind / / --unshare-net` in the same run (docs/semantics.md, "Performance budgets").
 #![allow(
     missing_docs,
     clippy::disallowed_methods,
@@ -11,11 +11,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use capability_core::PolicyFormat;
 use capability_core::{CompiledPolicy, resolve};
 use capability_process::{ProcessBackend, ProcessConfig};
 use capability_types::{
-    PathPolicy, PolicyFormat, ProcessFactory, ProcessGrant, ProcessPolicy, SpawnOptions,
-    ToolCapabilities,
+    PathPolicy, ProcessFactory, ProcessGrant, ProcessPolicy, SpawnOptions, ToolCapabilities,
 };
 use criterion::{Criterion, criterion_group, criterion_main};
 
@@ -70,7 +70,7 @@ fn spawn(c: &mut Criterion) {
                 .unwrap()
         })
     });
-    // The reference sandbox of design.md §9, when installed (`apt-get install bubblewrap`).
+    // The reference sandbox of docs/semantics.md, "Performance budgets", when installed (`apt-get install bubblewrap`).
     if Path::new("/usr/bin/bwrap").exists() {
         group.bench_function("bwrap_true", |b| {
             b.iter(|| {

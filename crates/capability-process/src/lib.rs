@@ -2,7 +2,7 @@
 //! runs only the binaries a tool may run, with arguments checked token by token, in a cleared
 //! environment, and kills the whole process group on timeout.
 //!
-//! What a spawn goes through (design.md §5 "Binaries", "Child environment"):
+//! What a spawn goes through (docs/semantics.md, "Binaries" and "Child environment"):
 //!
 //! 1. The requested binary — a bare name or an absolute path, never a shell line — resolves
 //!    through the trusted search path (never the child's or the host's `PATH`) to a canonical

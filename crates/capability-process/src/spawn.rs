@@ -56,7 +56,7 @@ impl ScopedSpawner {
         )
     }
 
-    /// Every check of design.md §5, before anything is started.
+    /// Every check of docs/semantics.md, "Binaries" and "Child environment", before anything is started.
     fn plan(
         &self,
         binary: &str,

@@ -11,11 +11,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use capability_core::PolicyFormat;
 use capability_core::{CompiledPolicy, resolve};
 use capability_process::{ProcessBackend, ProcessConfig, TRUSTED_PATH};
 use capability_types::{
-    CapabilityError, DenialCode, FsPaths, PathPolicy, PolicyFormat, ProcessFactory, ProcessGrant,
-    ProcessOutput, ProcessPolicy, ScopedProcess, SpawnOptions, ToolCapabilities,
+    CapabilityError, DenialCode, FsPaths, PathPolicy, ProcessFactory, ProcessGrant, ProcessOutput,
+    ProcessPolicy, ScopedProcess, SpawnOptions, ToolCapabilities,
 };
 
 struct Fixture {

@@ -60,7 +60,7 @@
 //! unprivileged user, not only the child's; [`PreparedSandbox::apply_to`] (a `fork`) cannot put
 //! the program in a new PID namespace. See `docs/isolation-model.md`.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 use std::path::{Path, PathBuf};
 
@@ -73,9 +73,7 @@ mod hide;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
-mod ns;
-#[cfg(target_os = "linux")]
-mod spawn;
+mod sys;
 
 /// Directories a program needs to be loaded and run: readable and executable in every sandbox.
 pub const SYSTEM_EXEC_DIRS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"];
@@ -178,6 +176,11 @@ impl Support {
 
 /// Probes the running kernel once per call: the Landlock ABI (`landlock_create_ruleset` with
 /// the version flag). Not Linux, or no Landlock, is a [`Support`] with a refusal.
+///
+/// # Ambient Authority
+///
+/// Asks the running kernel (a `landlock_create_ruleset` version query and `uname`); changes
+/// nothing.
 pub fn probe() -> Support {
     #[cfg(target_os = "linux")]
     {
@@ -308,12 +311,21 @@ impl SandboxPolicy {
 
     /// Builds the Landlock ruleset and seccomp filters in this process, ready to be applied in
     /// a child, against what [`probe`] finds.
+    ///
+    /// # Ambient Authority
+    ///
+    /// Probes the kernel, opens a Landlock ruleset and the policy's granted paths (`O_PATH`), and
+    /// stats the system's hidden places (`/etc` and the deny rules) to decide what to mask.
     pub fn prepare(&self) -> Result<PreparedSandbox, CapabilityError> {
         self.prepare_with(&probe())
     }
 
     /// [`prepare`](Self::prepare) against a given [`Support`]: refuses with `not_available` when
     /// it has a refusal.
+    ///
+    /// # Ambient Authority
+    ///
+    /// As [`prepare`](Self::prepare), without the probe.
     pub fn prepare_with(&self, support: &Support) -> Result<PreparedSandbox, CapabilityError> {
         if let Some(reason) = support.refusal() {
             return Err(CapabilityError::not_available(format!(
@@ -407,10 +419,15 @@ pub struct EgressReceiver {
 impl EgressReceiver {
     /// The child's listener. Call after a successful spawn (the child sends it before `exec`);
     /// fails with `not_available` when it did not arrive.
+    ///
+    /// # Ambient Authority
+    ///
+    /// Receives one descriptor over the channel the child was given: a listening socket in the
+    /// child's network namespace, which this process then owns.
     pub fn receive(self) -> Result<std::net::TcpListener, CapabilityError> {
         #[cfg(target_os = "linux")]
         {
-            linux::receive_listener(&self.channel)
+            sys::confine::receive_listener(&self.channel)
         }
         #[cfg(not(target_os = "linux"))]
         {
@@ -430,6 +447,11 @@ impl PreparedSandbox {
     /// Landlock applies to the calling thread and the threads it starts later, so this refuses
     /// (`not_available`) unless the process has exactly one thread. Any failure may leave the
     /// process partly confined: the caller must then exit, never go on.
+    ///
+    /// # Ambient Authority
+    ///
+    /// Restricts the calling process for the rest of its life: capabilities dropped, resource
+    /// limits set, `no_new_privs`, Landlock and seccomp installed.
     pub fn confine_current_process(self) -> Result<(), CapabilityError> {
         #[cfg(target_os = "linux")]
         {
@@ -453,6 +475,11 @@ impl PreparedSandbox {
     /// command (each application duplicates the Landlock ruleset's descriptor). With
     /// [`egress_proxy`](SandboxPolicy::egress_proxy) it returns the host's end of the child's
     /// egress; call [`EgressReceiver::receive`] after the spawn.
+    ///
+    /// # Ambient Authority
+    ///
+    /// Opens a socket pair for the egress channel when the policy has one; the confinement runs
+    /// in the child that `command` later starts.
     pub fn apply_to(
         &self,
         command: &mut std::process::Command,
@@ -520,7 +547,7 @@ pub struct ConfinedChild {
 #[derive(Debug)]
 pub struct ChildEnd {
     report: std::os::fd::OwnedFd,
-    _stack: spawn::ReaperStack,
+    _stack: sys::spawn::ReaperStack,
 }
 
 #[cfg(target_os = "linux")]
@@ -528,7 +555,7 @@ impl ChildEnd {
     /// After the reaper has ended: the program's `(exit code, signal)`, or `None` when the reaper
     /// was killed before the program ended (then the reaper's own status is the answer).
     pub fn status(&self) -> Option<(Option<i32>, Option<i32>)> {
-        spawn::read_status(&self.report)
+        sys::spawn::read_status(&self.report)
     }
 }
 
@@ -542,6 +569,11 @@ impl PreparedSandbox {
     ///
     /// Refuses (`not_available`) naming the step that failed in the child; nothing runs
     /// unconfined. Arguments or variables containing NUL are `input_invalid`.
+    ///
+    /// # Ambient Authority
+    ///
+    /// Starts processes: a reaper in new namespaces (PID, and mount, network or user as the
+    /// policy needs) and the program under it, with the pipes the launch names.
     pub fn spawn(&self, launch: &Launch<'_>) -> Result<ConfinedChild, CapabilityError> {
         use std::ffi::CString;
         use std::os::unix::ffi::OsStrExt;

@@ -1,19 +1,17 @@
 //! The Linux implementation: everything that allocates happens in [`prepare`]; the closure run in
 //! the child makes system calls only.
-#![allow(unsafe_code)] // raw system calls between fork and exec; each block says why it is sound
-
 use std::collections::BTreeMap;
-use std::ffi::CStr;
 use std::fmt;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::bpf::{self, Decision};
 use crate::hide;
-use crate::ns::{self, Mode, Namespaces};
+use crate::sys;
+use crate::sys::confine::{self, Descriptors};
+use crate::sys::ns::{self, Mode, Namespaces};
 use capability_types::CapabilityError;
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
@@ -30,27 +28,19 @@ use crate::{
 const WANTED_ABI: ABI = ABI::V6;
 
 pub(crate) fn probe() -> Support {
-    // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) only returns
-    // the ABI version (or an error); it reads no memory.
-    let version = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<u8>(),
-            0usize,
-            1u32, // LANDLOCK_CREATE_RULESET_VERSION
-        )
+    let version = match sys::landlock_abi() {
+        Ok(version) => version,
+        Err(err) => {
+            let why = match err.raw_os_error() {
+                Some(libc::ENOSYS) => "the kernel has no Landlock (ENOSYS)".to_owned(),
+                Some(libc::EOPNOTSUPP) => "Landlock is disabled at boot (EOPNOTSUPP)".to_owned(),
+                _ => format!("Landlock is unavailable: {err}"),
+            };
+            return Support::unsupported(why);
+        }
     };
-    if version < 1 {
-        let err = io::Error::last_os_error();
-        let why = match err.raw_os_error() {
-            Some(libc::ENOSYS) => "the kernel has no Landlock (ENOSYS)".to_owned(),
-            Some(libc::EOPNOTSUPP) => "Landlock is disabled at boot (EOPNOTSUPP)".to_owned(),
-            _ => format!("Landlock is unavailable: {err}"),
-        };
-        return Support::unsupported(why);
-    }
     Support {
-        landlock_abi: u32::try_from(version).ok(),
+        landlock_abi: Some(version),
         pid_max_per_namespace: kernel_at_least(6, 14),
         refusal: None,
     }
@@ -58,14 +48,9 @@ pub(crate) fn probe() -> Support {
 
 /// Whether the running kernel's release is at least `major.minor` (`uname`).
 fn kernel_at_least(major: u32, minor: u32) -> bool {
-    // SAFETY: utsname is plain data, valid all zeroes; uname fills it.
-    let mut name: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: uname writes into the live struct.
-    if unsafe { libc::uname(&mut name) } != 0 {
+    let Some(release) = sys::kernel_release() else {
         return false;
-    }
-    // SAFETY: uname NUL-terminates `release`.
-    let release = unsafe { CStr::from_ptr(name.release.as_ptr()) }.to_string_lossy();
+    };
     let mut parts = release
         .split(|c: char| !c.is_ascii_digit())
         .map(|n| n.parse::<u32>().unwrap_or(0));
@@ -89,7 +74,7 @@ pub(crate) struct Prepared {
 /// What the child needs to set up its private network: its end of the channel the listener is
 /// sent over.
 pub(crate) struct Egress {
-    channel: OwnedFd,
+    pub(crate) channel: OwnedFd,
 }
 
 impl fmt::Debug for Prepared {
@@ -168,8 +153,7 @@ pub(crate) fn prepare(
 /// The namespaces of a child under `policy`: what to hide in its mount namespace, and how its
 /// process limit is held.
 fn namespaces(policy: &SandboxPolicy, support: &Support) -> Result<Namespaces, CapabilityError> {
-    // SAFETY: geteuid and getegid cannot fail.
-    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let (uid, gid) = sys::effective_ids();
     let root = uid == 0;
     let granted: Vec<&std::path::Path> = policy
         .read
@@ -322,103 +306,6 @@ fn decisions(policy: &SandboxPolicy) -> BTreeMap<u32, Decision> {
     d
 }
 
-/// `errno` as an `io::Error` without allocating.
-pub(crate) fn last_error() -> io::Error {
-    io::Error::last_os_error()
-}
-
-pub(crate) fn check(result: libc::c_int) -> io::Result<()> {
-    if result == 0 {
-        Ok(())
-    } else {
-        Err(last_error())
-    }
-}
-
-fn set_limit(resource: libc::__rlimit_resource_t, value: Option<u64>) -> io::Result<()> {
-    let Some(value) = value else {
-        return Ok(());
-    };
-    let limit = libc::rlimit {
-        rlim_cur: value,
-        rlim_max: value,
-    };
-    // SAFETY: `limit` is a valid rlimit for the duration of the call.
-    check(unsafe { libc::setrlimit(resource, &limit) })
-}
-
-/// What to do with inherited descriptors above stderr.
-#[derive(Clone, Copy)]
-pub(crate) enum Descriptors {
-    /// Mark every descriptor from 3 up close-on-exec (a child about to `exec`).
-    CloseOnExec,
-    /// Leave them (a process confining itself closes what it must before preparing).
-    Keep,
-}
-
-/// The confinement itself: system calls on memory prepared before, in the order the crate
-/// documents. Runs between fork and exec, or at the top of a worker's `main`.
-pub(crate) fn confine(
-    ruleset: RawFd,
-    filter: &[libc::sock_filter],
-    limits: &ResourceLimits,
-    egress: Option<&Egress>,
-    descriptors: Descriptors,
-) -> io::Result<()> {
-    if let Some(egress) = egress {
-        serve_loopback(egress)?;
-    }
-    ns::drop_capabilities()?;
-    // SAFETY: prctl takes plain integers.
-    unsafe {
-        check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL))?;
-    }
-    set_limit(libc::RLIMIT_AS, limits.address_space)?;
-    set_limit(libc::RLIMIT_CPU, limits.cpu_seconds)?;
-    set_limit(libc::RLIMIT_NPROC, limits.processes)?;
-    set_limit(libc::RLIMIT_FSIZE, limits.file_size)?;
-    set_limit(libc::RLIMIT_NOFILE, limits.open_files)?;
-    if let Descriptors::CloseOnExec = descriptors {
-        // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets flags on descriptors.
-        let marked = unsafe {
-            libc::syscall(
-                libc::SYS_close_range,
-                3u32,
-                u32::MAX,
-                libc::CLOSE_RANGE_CLOEXEC,
-            )
-        };
-        if marked != 0 {
-            return Err(last_error());
-        }
-    }
-    // SAFETY: prctl and landlock_restrict_self take integers.
-    unsafe {
-        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
-        if libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) != 0 {
-            return Err(last_error());
-        }
-    }
-    let program = libc::sock_fprog {
-        len: u16::try_from(filter.len()).map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?,
-        filter: filter.as_ptr().cast_mut(),
-    };
-    // SAFETY: prctl takes integers; seccomp reads the program, which lives across the call (the
-    // kernel copies it).
-    unsafe {
-        if libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            0u32,
-            &raw const program,
-        ) != 0
-        {
-            return Err(last_error());
-        }
-    }
-    Ok(())
-}
-
 /// The number of threads of this process, from `/proc/self/status`.
 fn thread_count() -> io::Result<usize> {
     #[allow(
@@ -448,7 +335,7 @@ impl Prepared {
                 "the egress proxy is for children only",
             ));
         }
-        confine(
+        confine::confine(
             self.ruleset.as_raw_fd(),
             &self.filter,
             &self.limits,
@@ -485,15 +372,14 @@ impl Prepared {
         let (egress, host_end) = self.egress_channel()?;
         let namespaces = self.ns.clone();
         let flags = namespaces.flags(Mode::Apply, self.egress);
-        let confine = move || -> io::Result<()> {
+        let before_exec = move || -> io::Result<()> {
             // The closure runs in the single-threaded child between fork and exec and makes
             // system calls on memory prepared before the fork; it allocates nothing.
             if flags != 0 {
-                // SAFETY: unshare takes flags.
-                check(unsafe { libc::unshare(flags) })?;
+                confine::unshare(flags)?;
                 ns::enter(&namespaces, Mode::Apply, flags)?;
             }
-            confine(
+            confine::confine(
                 ruleset.as_raw_fd(),
                 &filter,
                 &limits,
@@ -501,136 +387,7 @@ impl Prepared {
                 Descriptors::CloseOnExec,
             )
         };
-        // SAFETY: `confine` is async-signal-safe in the sense above: system calls on memory
-        // owned by the closure.
-        unsafe {
-            command.pre_exec(confine);
-        }
+        confine::run_before_exec(command, before_exec);
         Ok(host_end)
     }
-}
-
-/// In the child, inside the network namespace it was created in (or unshared): loopback up and
-/// one listener on the proxy port, sent to the host over the egress channel.
-fn serve_loopback(egress: &Egress) -> io::Result<()> {
-    // SAFETY: plain socket, ioctl, bind, listen and sendmsg calls on stack memory that lives
-    // across each call; every descriptor opened here is closed here.
-    unsafe {
-        let probe = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-        if probe < 0 {
-            return Err(last_error());
-        }
-        let mut request: libc::ifreq = std::mem::zeroed();
-        for (slot, byte) in request.ifr_name.iter_mut().zip(b"lo\0") {
-            *slot = *byte as libc::c_char;
-        }
-        request.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-        let up = libc::ioctl(probe, libc::SIOCSIFFLAGS, &request);
-        let err = last_error();
-        libc::close(probe);
-        if up != 0 {
-            return Err(err);
-        }
-
-        let listener = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        if listener < 0 {
-            return Err(last_error());
-        }
-        let addr = libc::sockaddr_in {
-            sin_family: libc::AF_INET as libc::sa_family_t,
-            sin_port: EGRESS_PROXY_PORT.to_be(),
-            sin_addr: libc::in_addr {
-                s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
-            },
-            sin_zero: [0; 8],
-        };
-        let bound = libc::bind(
-            listener,
-            (&raw const addr).cast(),
-            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        );
-        if bound != 0 || libc::listen(listener, 64) != 0 {
-            let err = last_error();
-            libc::close(listener);
-            return Err(err);
-        }
-        let sent = send_fd(egress.channel.as_raw_fd(), listener);
-        libc::close(listener);
-        sent
-    }
-}
-
-/// Space for one descriptor in a control message, aligned for `cmsghdr`.
-#[repr(C, align(8))]
-struct OneFd([u8; 32]);
-
-/// Sends `fd` over the Unix socket `channel` (SCM_RIGHTS), with one byte of data.
-fn send_fd(channel: RawFd, fd: RawFd) -> io::Result<()> {
-    let mut byte = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    let mut control = OneFd([0; 32]);
-    // SAFETY: the message header points at live stack buffers; CMSG_* compute offsets inside
-    // `control`, which is large and aligned enough for one descriptor.
-    unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &raw mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.0.as_mut_ptr().cast();
-        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as _;
-        let header = libc::CMSG_FIRSTHDR(&raw const msg);
-        (*header).cmsg_level = libc::SOL_SOCKET;
-        (*header).cmsg_type = libc::SCM_RIGHTS;
-        (*header).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(header).cast::<RawFd>(), fd);
-        if libc::sendmsg(channel, &raw const msg, libc::MSG_NOSIGNAL) != 1 {
-            return Err(last_error());
-        }
-    }
-    Ok(())
-}
-
-/// In the host: the listener the child sent (it did so before `exec`, so it is already there).
-pub(crate) fn receive_listener(
-    channel: &OwnedFd,
-) -> Result<std::net::TcpListener, CapabilityError> {
-    let mut byte = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    let mut control = OneFd([0; 32]);
-    // SAFETY: as in `send_fd`; the received descriptor is checked before it is owned.
-    let fd = unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &raw mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.0.as_mut_ptr().cast();
-        msg.msg_controllen = control.0.len() as _;
-        let got = libc::recvmsg(
-            channel.as_raw_fd(),
-            &raw mut msg,
-            libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC,
-        );
-        if got != 1 {
-            return Err(failed("receiving the child's proxy listener", last_error()));
-        }
-        let header = libc::CMSG_FIRSTHDR(&raw const msg);
-        if header.is_null()
-            || (*header).cmsg_level != libc::SOL_SOCKET
-            || (*header).cmsg_type != libc::SCM_RIGHTS
-        {
-            return Err(failed(
-                "receiving the child's proxy listener",
-                "no descriptor in the message",
-            ));
-        }
-        std::ptr::read_unaligned(libc::CMSG_DATA(header).cast::<RawFd>())
-    };
-    // SAFETY: the kernel just installed `fd` in this process for us (SCM_RIGHTS); nothing else
-    // owns it.
-    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-    Ok(std::net::TcpListener::from(owned))
 }

@@ -12,6 +12,7 @@ use crate::sys::{OpenError, read_private_file};
 
 /// The syntax of a secrets file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SecretsFileFormat {
     /// A TOML table of strings; nested tables join names with `/`
     /// (`[providers.exa] key = "..."` is `providers/exa/key`).

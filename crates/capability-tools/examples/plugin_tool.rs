@@ -11,10 +11,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use capability_core::PolicyFormat;
 use capability_core::{CompiledPolicy, ExecutionContext, ToolCall};
 use capability_tools::{StandardConfig, Store, standard_registry};
 use capability_types::{
-    CapabilityError, FsPaths, PolicyFormat, Tool, ToolCapabilities, ToolContext, async_trait,
+    CapabilityError, FsPaths, Tool, ToolCapabilities, ToolContext, async_trait,
 };
 use serde_json::{Value, json};
 

@@ -72,6 +72,7 @@ pub fn standard_tools() -> Vec<Arc<dyn Tool>> {
 
 /// Where key-value state lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Store {
     /// In this process only.
     Memory,

@@ -1,4 +1,4 @@
-//! The standard tools of design.md §10. Each uses only the scoped objects of its context.
+//! The standard tools of docs/reference.md, "Standard tools". Each uses only the scoped objects of its context.
 
 use std::collections::BTreeMap;
 use std::path::Path;

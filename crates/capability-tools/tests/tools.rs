@@ -8,9 +8,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use capability_core::PolicyFormat;
 use capability_core::{CompiledPolicy, ExecutionContext, ToolCall};
 use capability_tools::{STANDARD_TOOLS, StandardConfig, Store, standard_registry, standard_tools};
-use capability_types::PolicyFormat;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -1,8 +1,8 @@
-//! The declaration a tool makes of everything external it touches (design.md §3).
+//! The declaration a tool makes of everything external it touches (docs/reference.md, "Declaration").
 
 use std::fmt;
 use std::num::NonZeroU64;
-use std::path::PathBuf;
+use std::path::{Component, Path, PathBuf};
 
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::ser::Serializer;
@@ -151,9 +151,10 @@ pub struct StorageCapability {
     pub ttl_seconds_default: Option<NonZeroU64>,
 }
 
-/// The namespace a tool's key-value state lives in (design.md §5 "Storage scopes").
+/// The namespace a tool's key-value state lives in (docs/semantics.md, "Storage scopes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+// toolcap: exhaustive(reason = "every scope needs its namespace rule; a default arm could share state between tools")
 pub enum StorageScope {
     /// `tool:<tool>` — private to the tool.
     ToolPrivate,
@@ -166,6 +167,7 @@ pub enum StorageScope {
 /// The kind of store a tool declares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+// toolcap: exhaustive(reason = "a new kind needs its own backend; a default arm could hand out the wrong store")
 pub enum StorageKind {
     /// Key-value: get, set with TTL, delete, list by prefix.
     Kv,
@@ -186,6 +188,7 @@ pub struct FsReach {
 
 /// A list of absolute paths, or `"from-personality"`: whatever the personality allows.
 #[derive(Debug, Clone, PartialEq, Eq)]
+// toolcap: exhaustive(reason = "the two shapes of a reach declaration; a third must be read by the validator and the resolver alike")
 pub enum FsPaths {
     /// `"from-personality"` — the personality's list for this access.
     FromPersonality,
@@ -250,6 +253,35 @@ pub struct ProcessCapability {
     /// (the personality's `safety.process.allow`).
     #[serde(rename = "allowedBinaries")]
     pub allowed_binaries: Vec<String>,
+}
+
+/// Checks a binary spec: a bare name or an absolute path without `.` or `..` components (and
+/// `*` when `allow_star`). The error names the spec.
+pub fn check_binary_spec(spec: &str, allow_star: bool) -> Result<(), String> {
+    if spec == "*" {
+        return if allow_star {
+            Ok(())
+        } else {
+            Err("'*' is not accepted here: list the binaries by name or absolute path".to_owned())
+        };
+    }
+    if spec.is_empty() || spec.contains('\0') || spec.chars().any(char::is_whitespace) {
+        return Err(format!("{spec:?} is not a binary name or absolute path"));
+    }
+    if spec.contains('/') {
+        if !spec.starts_with('/') {
+            return Err(format!("{spec:?} must be a bare name or an absolute path"));
+        }
+        if Path::new(spec)
+            .components()
+            .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
+        {
+            return Err(format!("{spec:?} must not contain '.' or '..' components"));
+        }
+    } else if spec == "." || spec == ".." {
+        return Err(format!("{spec:?} is not a binary name"));
+    }
+    Ok(())
 }
 
 crate::serde_util::map_only!(

@@ -1,12 +1,14 @@
-//! Errors: call-time denials with stable codes, registration findings, and policy-file errors.
+//! Errors and outcomes: call-time denials with stable codes, registration findings, and the
+//! JSON result of one call (docs/reference.md).
 
 use std::fmt;
 
+use serde::de::Deserializer;
+use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use crate::result::ErrorCode;
-
-/// The stable code at the start of every policy refusal's message (design.md §7).
+/// The stable code at the start of every policy refusal's message (docs/reference.md, "Denial codes").
 ///
 /// Scripts and tests match on these; they never change meaning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -163,48 +165,241 @@ impl fmt::Display for CapabilityValidationError {
 
 impl std::error::Error for CapabilityValidationError {}
 
-/// A personality policy that cannot be used. Loading fails whole: a policy is never partly
-/// applied.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why a call did not succeed. Serialised in `snake_case`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
-pub enum PolicyError {
-    /// The text is not valid TOML / YAML / JSON, or does not have the policy's shape (unknown
-    /// field, wrong type). `field` is the dotted path of the bad field when known.
-    #[error("{}{message}", field.as_deref().map(|f| format!("field `{f}`: ")).unwrap_or_default())]
-    Syntax {
-        /// Dotted path of the offending field (`safety.network.allow[2]`), when known.
-        field: Option<String>,
-        /// The parser's message.
-        message: String,
-    },
-    /// A field parsed but its value is not acceptable.
-    #[error("field `{field}`: {message}")]
-    Invalid {
-        /// Dotted path of the offending field.
-        field: String,
-        /// What is wrong, naming the value.
-        message: String,
-    },
-    /// The format's parser is not compiled in, or the format is unknown.
-    #[error("unsupported policy format: {0}")]
-    UnsupportedFormat(String),
+pub enum ErrorCode {
+    /// The arguments are malformed.
+    InputInvalid,
+    /// The tool, a backend it needs, or the tool itself is not available.
+    NotAvailable,
+    /// A policy refused the call or something it tried to do.
+    Denied,
+    /// The tool failed or panicked.
+    ExecutionFailed,
+    /// The call ran out of time.
+    Timeout,
+    /// The call was cancelled.
+    Cancelled,
 }
 
-impl PolicyError {
-    /// An invalid value at `field`.
-    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
-        PolicyError::Invalid {
-            field: field.into(),
-            message: message.into(),
+impl ErrorCode {
+    /// The code as it appears in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InputInvalid => "input_invalid",
+            ErrorCode::NotAvailable => "not_available",
+            ErrorCode::Denied => "denied",
+            ErrorCode::ExecutionFailed => "execution_failed",
+            ErrorCode::Timeout => "timeout",
+            ErrorCode::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The outcome of a tool call: `{"ok":true,"value":...}` or
+/// `{"ok":false,"code":"...","error":"..."}`.
+///
+/// ```
+/// use capability_types::{ErrorCode, ToolResult};
+/// let ok = ToolResult::Ok(serde_json::json!(3));
+/// assert_eq!(serde_json::to_string(&ok).unwrap(), r#"{"ok":true,"value":3}"#);
+/// let err = ToolResult::error(ErrorCode::Denied, "PATH_NOT_REACHABLE: read not permitted for /etc/passwd");
+/// assert_eq!(
+///     serde_json::to_string(&err).unwrap(),
+///     r#"{"ok":false,"code":"denied","error":"PATH_NOT_REACHABLE: read not permitted for /etc/passwd"}"#,
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+// toolcap: exhaustive(reason = "a result is a success or a failure, by definition")
+pub enum ToolResult {
+    /// The call succeeded with this value.
+    Ok(Value),
+    /// The call did not succeed.
+    Err {
+        /// Why, as a machine-readable code.
+        code: ErrorCode,
+        /// What happened, for a person.
+        error: String,
+    },
+}
+
+impl ToolResult {
+    /// A failed result.
+    pub fn error(code: ErrorCode, error: impl Into<String>) -> Self {
+        ToolResult::Err {
+            code,
+            error: error.into(),
         }
     }
 
-    /// The dotted path of the offending field, when known.
-    pub fn field(&self) -> Option<&str> {
+    /// Whether the call succeeded.
+    pub fn is_ok(&self) -> bool {
+        matches!(self, ToolResult::Ok(_))
+    }
+
+    /// The error code of a failed call.
+    pub fn code(&self) -> Option<ErrorCode> {
         match self {
-            PolicyError::Syntax { field, .. } => field.as_deref(),
-            PolicyError::Invalid { field, .. } => Some(field),
-            PolicyError::UnsupportedFormat(_) => None,
+            ToolResult::Ok(_) => None,
+            ToolResult::Err { code, .. } => Some(*code),
+        }
+    }
+
+    /// The value of a successful call.
+    pub fn value(&self) -> Option<&Value> {
+        match self {
+            ToolResult::Ok(v) => Some(v),
+            ToolResult::Err { .. } => None,
+        }
+    }
+
+    /// The message of a failed call.
+    pub fn error_message(&self) -> Option<&str> {
+        match self {
+            ToolResult::Ok(_) => None,
+            ToolResult::Err { error, .. } => Some(error),
+        }
+    }
+}
+
+impl From<Result<Value, CapabilityError>> for ToolResult {
+    fn from(r: Result<Value, CapabilityError>) -> Self {
+        match r {
+            Ok(v) => ToolResult::Ok(v),
+            Err(e) => ToolResult::error(e.result_code(), e.to_string()),
+        }
+    }
+}
+
+impl Serialize for ToolResult {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ToolResult::Ok(value) => {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("ok", &true)?;
+                m.serialize_entry("value", value)?;
+                m.end()
+            }
+            ToolResult::Err { code, error } => {
+                let mut m = s.serialize_map(Some(3))?;
+                m.serialize_entry("ok", &false)?;
+                m.serialize_entry("code", code)?;
+                m.serialize_entry("error", error)?;
+                m.end()
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ToolResult {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Raw {
+            ok: bool,
+            #[serde(default)]
+            value: Option<Value>,
+            #[serde(default)]
+            code: Option<ErrorCode>,
+            #[serde(default)]
+            error: Option<String>,
+        }
+        let raw = Raw::deserialize(d)?;
+        use serde::de::Error;
+        match (raw.ok, raw.value, raw.code, raw.error) {
+            (true, value, None, None) => Ok(ToolResult::Ok(value.unwrap_or(Value::Null))),
+            (false, None, Some(code), Some(error)) => Ok(ToolResult::Err { code, error }),
+            (true, ..) => Err(D::Error::custom("an ok result has only `ok` and `value`")),
+            (false, ..) => Err(D::Error::custom(
+                "a failed result has `ok`, `code` and `error` and no `value`",
+            )),
+        }
+    }
+}
+
+/// The deepest nesting of arrays and objects a tool's arguments or result may have (100). The
+/// same in process mode and in the capsule, where a value travels inside a message that adds a
+/// few levels of its own and JSON decoding stops at 128 (docs/isolation-model.md, "Limits").
+pub const MAX_VALUE_DEPTH: usize = 100;
+
+/// How deeply `value` nests arrays and objects (a scalar is 0), counted without recursion.
+///
+/// ```
+/// use capability_types::value_depth;
+/// assert_eq!(value_depth(&serde_json::json!(1)), 0);
+/// assert_eq!(value_depth(&serde_json::json!({"a": [1, {"b": []}]})), 4);
+/// ```
+pub fn value_depth(value: &serde_json::Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0usize)];
+    while let Some((value, depth)) = stack.pop() {
+        match value {
+            serde_json::Value::Array(items) => {
+                deepest = deepest.max(depth + 1);
+                stack.extend(items.iter().map(|v| (v, depth + 1)));
+            }
+            serde_json::Value::Object(map) => {
+                deepest = deepest.max(depth + 1);
+                stack.extend(map.values().map(|v| (v, depth + 1)));
+            }
+            _ => {}
+        }
+    }
+    deepest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DenialCode;
+    use super::*;
+
+    #[test]
+    fn round_trip_and_hostile_shapes() {
+        for text in [
+            r#"{"ok":true,"value":{"a":[1,2]}}"#,
+            r#"{"ok":false,"code":"timeout","error":"slow"}"#,
+        ] {
+            let r: ToolResult = serde_json::from_str(text).unwrap();
+            assert_eq!(serde_json::to_string(&r).unwrap(), text);
+        }
+        for bad in [
+            r#"{"ok":true,"value":1,"code":"denied"}"#,
+            r#"{"ok":false,"code":"denied"}"#,
+            r#"{"ok":false,"code":"nope","error":"x"}"#,
+            r#"{"ok":false,"code":"denied","error":"x","value":1}"#,
+            r#"{"ok":"yes"}"#,
+            r#"{"ok":true,"extra":1}"#,
+        ] {
+            assert!(
+                serde_json::from_str::<ToolResult>(bad).is_err(),
+                "{bad} accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn errors_map_to_codes() {
+        let cases = [
+            (
+                CapabilityError::denied(DenialCode::EnvNotAllowed, "x"),
+                ErrorCode::Denied,
+            ),
+            (CapabilityError::invalid_input("x"), ErrorCode::InputInvalid),
+            (CapabilityError::not_available("x"), ErrorCode::NotAvailable),
+            (CapabilityError::Timeout("x".into()), ErrorCode::Timeout),
+            (CapabilityError::Cancelled, ErrorCode::Cancelled),
+            (CapabilityError::failed("x"), ErrorCode::ExecutionFailed),
+        ];
+        for (err, code) in cases {
+            assert_eq!(ToolResult::from(Err(err)).code(), Some(code));
         }
     }
 }

@@ -1,8 +1,9 @@
-//! Declarations, policies and scoped-object traits for toolcap: the one crate plugin authors depend on.
+//! The plugin contract of toolcap: declarations, the tool trait, scoped-object traits, errors
+//! and the backend interface. The one crate plugin and backend authors depend on.
 //!
-//! A tool *declares* what it touches ([`ToolCapabilities`]); a personality *allows* what a
-//! session may touch ([`PersonalityPolicy`]); `capability-core` checks the first against the
-//! second and hands the tool scoped objects ([`ScopedFetch`], [`ScopedFs`],
+//! A tool *declares* what it touches ([`ToolCapabilities`]); a personality (the
+//! `capability-policy` crate) *allows* what a session may touch; `capability-core` checks the
+//! first against the second and hands the tool scoped objects ([`ScopedFetch`], [`ScopedFs`],
 //! [`ScopedSecretsResolver`], [`ScopedProcess`], [`KeyValueStore`]) inside its
 //! [`ToolContext`] that enforce the intersection on every call.
 //!
@@ -43,60 +44,43 @@
 //! );
 //! ```
 //!
-//! # Features
-//!
-//! - `toml` — parse personality files written in TOML ([`PolicyFormat::Toml`]).
-//! - `yaml` — parse personality files written in YAML ([`PolicyFormat::Yaml`]).
-//!
-//! Without a feature, parsing that format fails with [`PolicyError::UnsupportedFormat`]; it never
-//! falls back to another format.
-//!
 //! # Denied by default
 //!
 //! An absent category is not declared and yields no scoped object. Unknown fields in a
-//! declaration or a policy file are errors, so a typo can never silently drop a restriction.
+//! declaration are errors, so a typo can never silently drop a restriction.
 #![deny(missing_docs)]
 
+mod backend;
 mod cancel;
 mod capabilities;
 mod context;
-mod env;
 mod error;
-mod grant;
-mod policy;
-mod result;
 mod scoped;
 mod secret_ref;
 mod serde_util;
-mod strict;
 mod tool;
 
 pub use async_trait::async_trait;
 pub use secrecy::{ExposeSecret, SecretString};
 
+pub use crate::backend::{
+    EgressFactory, EgressSession, FetchFactory, FsAccess, FsFactory, FsGrant, HostMatch,
+    HostPolicy, KvStoreFactory, NetworkGrant, PathAccess, PathPolicy, ProcessFactory, ProcessGrant,
+    ProcessPolicy, SandboxMode, SecretsFactory, SecretsGrant, StorageGrant,
+};
 pub use crate::cancel::{CancellationToken, Cancelled};
 pub use crate::capabilities::{
     FsPaths, FsReach, NetworkCapability, ProcessCapability, StorageCapability, StorageKind,
-    StorageScope, ToolCapabilities,
+    StorageScope, ToolCapabilities, check_binary_spec,
 };
 pub use crate::context::ToolContext;
-pub use crate::env::{is_fixed_env_name, is_refused_env_name, is_safe_env_name, valid_env_name};
-pub use crate::error::{CapabilityError, CapabilityValidationError, DenialCode, PolicyError};
-pub use crate::grant::{
-    EgressFactory, EgressSession, FetchFactory, FsAccess, FsFactory, FsGrant, HostMatch,
-    HostPolicy, KvStoreFactory, NetworkGrant, PathAccess, PathPolicy, ProcessFactory, ProcessGrant,
-    ProcessPolicy, SecretsFactory, SecretsGrant, StorageGrant,
+pub use crate::error::{
+    CapabilityError, CapabilityValidationError, DenialCode, ErrorCode, MAX_VALUE_DEPTH, ToolResult,
+    value_depth,
 };
-pub use crate::policy::{
-    EnvRules, NarrowFs, NarrowNetwork, NarrowProcess, Narrowing, NetworkRules, PersonalityPolicy,
-    PolicyFormat, PolicyFsReach, ProcessRules, Safety, SandboxMode, ToolConstraints,
-    check_binary_spec, normalize_lexically, valid_tool_name,
-};
-pub use crate::result::{ErrorCode, MAX_VALUE_DEPTH, ToolResult, value_depth};
 pub use crate::scoped::{
     DirEntry, FileKind, FsMetadata, KeyValueStore, ProcessOutput, ScopedFetch, ScopedFs,
     ScopedProcess, ScopedSecretsResolver, SpawnOptions,
 };
 pub use crate::secret_ref::SecretRef;
-pub use crate::strict::{MAX_POLICY_BYTES, MAX_POLICY_DEPTH, check_policy_text};
 pub use crate::tool::Tool;

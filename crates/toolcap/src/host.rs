@@ -10,8 +10,8 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use capability_core::PolicyFormat;
 use capability_core::{AuditSink, CompiledPolicy, DurableWrite, FsyncPolicy, JsonLinesAuditSink};
-use capability_types::PolicyFormat;
 
 use crate::Usage;
 

@@ -91,6 +91,7 @@ fn is_ip_literal(host: &str) -> bool {
 
 /// What a pattern's host part matches.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+// toolcap: exhaustive(reason = "the forms of a host pattern; matching and covering must handle each one")
 pub enum HostSpec {
     /// `*`: every host.
     Any,
@@ -108,7 +109,7 @@ pub struct HostPattern {
 }
 
 impl HostPattern {
-    /// Parses and normalises a pattern, refusing what design.md §5 refuses at load time: empty
+    /// Parses and normalises a pattern, refusing what docs/semantics.md, "Hosts", refuses at load time: empty
     /// patterns, schemes, paths, user-info, single-label suffix wildcards (`*.com`), wildcards
     /// on IP addresses or inside labels, and non-ASCII names that are not valid IDNA.
     ///
@@ -354,7 +355,7 @@ impl HostSet {
     }
 }
 
-/// Intersects declared host patterns with a personality's allow list (design.md §5
+/// Intersects declared host patterns with a personality's allow list (docs/semantics.md, "Network intersection"
 /// "Network intersection"): `*` in the declaration yields the personality's list (plus declared
 /// specific hosts it covers); otherwise each declared pattern is kept when some allowed pattern
 /// covers it. Declared patterns wholly covered by the deny list are dropped too; partly denied

@@ -1,4 +1,4 @@
-//! The one implementation of toolcap's matching rules (design.md §5): hosts, paths, binaries
+//! The one implementation of toolcap's matching rules (docs/semantics.md): hosts, paths, binaries
 //! and argv patterns. The validator, the resolver and — through the policy objects built from
 //! it — every backend call these functions; none of them has a second copy.
 

@@ -4,7 +4,7 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use capability_types::normalize_lexically;
+use capability_policy::normalize_lexically;
 
 use super::{Dropped, Intersection};
 
@@ -116,7 +116,7 @@ impl FloorEntry {
 
 const HOME_ENTRIES: [&str; 4] = [".ssh", ".aws", ".gnupg", ".netrc"];
 
-/// The built-in deny floor of design.md §5: `~/.ssh`, `~/.aws`, `~/.gnupg`, `~/.netrc`,
+/// The built-in deny floor of docs/semantics.md, "Paths": `~/.ssh`, `~/.aws`, `~/.gnupg`, `~/.netrc`,
 /// `/etc/shadow`, `/etc/gshadow`, `/etc/sudoers*`, `/proc`, `/sys`, `/dev` except `/dev/null`.
 ///
 /// A floor entry is lifted only for paths under a personality root that lies inside the

@@ -12,13 +12,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use capability_core::PolicyFormat;
 use capability_core::{CapabilityBackends, CompiledPolicy};
 use capability_types::{
     CapabilityError, DirEntry, FetchFactory, FsAccess, FsFactory, FsGrant, FsMetadata,
-    KeyValueStore, KvStoreFactory, NetworkGrant, PolicyFormat, ProcessFactory, ProcessGrant,
-    ProcessOutput, ScopedFetch, ScopedFs, ScopedProcess, ScopedSecretsResolver, SecretRef,
-    SecretString, SecretsFactory, SecretsGrant, SpawnOptions, StorageGrant, Tool, ToolCapabilities,
-    ToolContext, async_trait,
+    KeyValueStore, KvStoreFactory, NetworkGrant, ProcessFactory, ProcessGrant, ProcessOutput,
+    ScopedFetch, ScopedFs, ScopedProcess, ScopedSecretsResolver, SecretRef, SecretString,
+    SecretsFactory, SecretsGrant, SpawnOptions, StorageGrant, Tool, ToolCapabilities, ToolContext,
+    async_trait,
 };
 use serde_json::{Value, json};
 

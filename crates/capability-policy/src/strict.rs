@@ -19,7 +19,7 @@ pub const MAX_POLICY_DEPTH: usize = 64;
 /// declarations from text (a manifest) runs it first.
 ///
 /// ```
-/// use capability_types::{PolicyFormat, check_policy_text};
+/// use capability_policy::{PolicyFormat, check_policy_text};
 /// let err = check_policy_text("{\"a\": 1,\n \"a\": 2}", PolicyFormat::Json).unwrap_err();
 /// assert_eq!(err, "duplicate key \"a\" at lines 1 and 2");
 /// ```

@@ -1,10 +1,12 @@
-//! The personality policy file (design.md §4): what a session may touch, whatever its tools
+//! The personality policy file (docs/reference.md, "Personality policy"): what a session may touch, whatever its tools
 //! declare.
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use capability_types::{SandboxMode, check_binary_spec};
 
 use crate::env::{is_fixed_env_name, is_refused_env_name, valid_env_name};
 use crate::error::PolicyError;
@@ -17,7 +19,7 @@ use crate::error::PolicyError;
 ///
 /// ```
 /// # #[cfg(feature = "toml")] {
-/// use capability_types::{PersonalityPolicy, PolicyFormat};
+/// use capability_policy::{PersonalityPolicy, PolicyFormat};
 /// let policy = PersonalityPolicy::parse(r#"
 ///     id = "researcher"
 ///     toolset = ["read_file", "fetch_url"]
@@ -174,18 +176,6 @@ pub struct ProcessRules {
     pub sandbox: SandboxMode,
 }
 
-/// Whether children run under kernel confinement (`capability-sandbox`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SandboxMode {
-    /// Every child is confined (Landlock, seccomp, a private network namespace, limits); where
-    /// the kernel cannot do that, spawning fails with `not_available`.
-    #[default]
-    Required,
-    /// Children run without kernel confinement. `toolcap validate` reports this opt-out.
-    Off,
-}
-
 /// `[safety.env]`: variables a child may inherit.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, remote = "Self")]
@@ -204,7 +194,7 @@ pub struct EnvRules {
 ///
 /// ```
 /// # #[cfg(feature = "toml")] {
-/// use capability_types::{Narrowing, PolicyFormat};
+/// use capability_policy::{Narrowing, PolicyFormat};
 /// let n = Narrowing::parse("toolset = [\"read_file\"]\n[network]\ndeny = [\"*.example.com\"]\n", PolicyFormat::Toml, None).unwrap();
 /// assert_eq!(n.toolset.as_deref(), Some(&["read_file".to_owned()][..]));
 /// # }
@@ -321,6 +311,7 @@ impl Narrowing {
 
 /// The syntax a policy file is written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum PolicyFormat {
     /// TOML (feature `toml`).
     Toml,
@@ -486,35 +477,6 @@ pub fn valid_tool_name(name: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'-'))
 }
 
-/// Checks a binary spec: a bare name or an absolute path without `.` or `..` components (and
-/// `*` when `allow_star`). The error names the spec.
-pub fn check_binary_spec(spec: &str, allow_star: bool) -> Result<(), String> {
-    if spec == "*" {
-        return if allow_star {
-            Ok(())
-        } else {
-            Err("'*' is not accepted here: list the binaries by name or absolute path".to_owned())
-        };
-    }
-    if spec.is_empty() || spec.contains('\0') || spec.chars().any(char::is_whitespace) {
-        return Err(format!("{spec:?} is not a binary name or absolute path"));
-    }
-    if spec.contains('/') {
-        if !spec.starts_with('/') {
-            return Err(format!("{spec:?} must be a bare name or an absolute path"));
-        }
-        if Path::new(spec)
-            .components()
-            .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
-        {
-            return Err(format!("{spec:?} must not contain '.' or '..' components"));
-        }
-    } else if spec == "." || spec == ".." {
-        return Err(format!("{spec:?} is not a binary name"));
-    }
-    Ok(())
-}
-
 fn absolute_policy_path(path: &Path, home: Option<&Path>) -> Result<PathBuf, String> {
     let text = path
         .to_str()
@@ -541,7 +503,7 @@ fn absolute_policy_path(path: &Path, home: Option<&Path>) -> Result<PathBuf, Str
 /// keeping leading `..`.
 ///
 /// ```
-/// use capability_types::normalize_lexically;
+/// use capability_policy::normalize_lexically;
 /// use std::path::Path;
 /// assert_eq!(normalize_lexically(Path::new("/srv/data/../out/./x")), Path::new("/srv/out/x"));
 /// assert_eq!(normalize_lexically(Path::new("/../../etc")), Path::new("/etc"));
@@ -643,7 +605,7 @@ fn parse_toml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, PolicyErr
 #[cfg(not(feature = "toml"))]
 fn parse_toml<T>(_: &str) -> Result<T, PolicyError> {
     Err(PolicyError::UnsupportedFormat(
-        "TOML support is not compiled in (enable the `toml` feature of capability-types)"
+        "TOML support is not compiled in (enable the `toml` feature of capability-policy)"
             .to_owned(),
     ))
 }
@@ -678,7 +640,7 @@ fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, PolicyErr
 #[cfg(not(feature = "yaml"))]
 fn parse_yaml<T>(_: &str) -> Result<T, PolicyError> {
     Err(PolicyError::UnsupportedFormat(
-        "YAML support is not compiled in (enable the `yaml` feature of capability-types)"
+        "YAML support is not compiled in (enable the `yaml` feature of capability-policy)"
             .to_owned(),
     ))
 }

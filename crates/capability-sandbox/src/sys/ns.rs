@@ -2,8 +2,6 @@
 //! (unless the host is root), PID and mount namespaces, the fresh `/proc`, the masks over hidden
 //! places, the process limit that binds root, and the capabilities it gives up. System calls on
 //! memory prepared in the parent only.
-#![allow(unsafe_code)] // raw system calls between clone and exec; each block says why it is sound
-
 use std::ffi::{CStr, CString};
 use std::io;
 

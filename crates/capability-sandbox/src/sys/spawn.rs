@@ -13,8 +13,6 @@
 //!
 //! The reaper runs concurrently with the host in the host's memory, so after its report it makes
 //! system calls through [`raw`] only: no `errno`, no thread-local, no allocation.
-#![allow(unsafe_code)] // raw system calls between clone and exec; each block says why it is sound
-
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -23,8 +21,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use capability_types::CapabilityError;
 
 use crate::ResourceLimits;
-use crate::linux::{Descriptors, Egress, Prepared, check, confine, failed, last_error};
-use crate::ns::{self, Mode, Namespaces};
+use crate::linux::{Egress, Prepared, failed};
+use crate::sys::confine::{Descriptors, check, confine, last_error};
+use crate::sys::ns::{self, Mode, Namespaces};
 
 /// A pipe whose two ends are close-on-exec and above stderr (so that placing another pipe's
 /// end on 0, 1 or 2 in the child never clobbers one of them).

@@ -137,7 +137,7 @@ const SAFE_EXACT: &[&str] = &[
 /// interpreter switches, the proxy variables, or a `LC_*` locale variable (docs/policy.md).
 ///
 /// ```
-/// use capability_types::is_safe_env_name;
+/// use capability_policy::is_safe_env_name;
 /// assert!(is_safe_env_name("LC_ALL") && is_safe_env_name("TZ"));
 /// assert!(!is_safe_env_name("XDG_CONFIG_HOME") && !is_safe_env_name("MY_FLAG"));
 /// ```
@@ -150,7 +150,7 @@ pub fn is_safe_env_name(name: &str) -> bool {
 /// The comparison is exact-case, as the environment is on Unix.
 ///
 /// ```
-/// use capability_types::is_refused_env_name;
+/// use capability_policy::is_refused_env_name;
 /// assert!(is_refused_env_name("LD_PRELOAD"));
 /// assert!(is_refused_env_name("GIT_SSH_COMMAND"));
 /// assert!(!is_refused_env_name("LANG"));
@@ -164,7 +164,7 @@ pub fn is_refused_env_name(name: &str) -> bool {
 /// `safety.env.allow` may set them.
 ///
 /// ```
-/// use capability_types::is_fixed_env_name;
+/// use capability_policy::is_fixed_env_name;
 /// assert!(is_fixed_env_name("PATH"));
 /// assert!(!is_fixed_env_name("LANG"));
 /// ```

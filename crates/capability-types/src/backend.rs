@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use crate::capabilities::StorageScope;
 use crate::error::CapabilityError;
 use crate::scoped::{KeyValueStore, ScopedFetch, ScopedFs, ScopedProcess, ScopedSecretsResolver};
@@ -17,6 +19,7 @@ use crate::secret_ref::SecretRef;
 
 /// How a host was allowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// toolcap: exhaustive(reason = "a new way of matching must be weighed by every backend that refuses private addresses")
 pub enum HostMatch {
     /// Through a wildcard (`*.example.com`, `*`). Loopback, private, link-local and metadata
     /// addresses must still be refused.
@@ -37,6 +40,7 @@ pub trait HostPolicy: Send + Sync + fmt::Debug {
 
 /// Read or write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+// toolcap: exhaustive(reason = "read and write are the whole access model; a third kind must break every match that grants one")
 pub enum FsAccess {
     /// Reading a file, listing a directory, reading metadata.
     Read,
@@ -118,8 +122,8 @@ pub trait ProcessPolicy: Send + Sync + fmt::Debug {
     fn env_allow(&self) -> &[String];
     /// Whether children must run under kernel confinement (`safety.process.sandbox`). Required
     /// unless a policy says otherwise.
-    fn sandbox(&self) -> crate::SandboxMode {
-        crate::SandboxMode::Required
+    fn sandbox(&self) -> SandboxMode {
+        SandboxMode::Required
     }
 }
 
@@ -306,4 +310,17 @@ pub trait EgressSession: Send + Sync + fmt::Debug {}
 pub trait KvStoreFactory: Send + Sync + fmt::Debug {
     /// A store confined to `grant`'s namespace.
     fn kv_store(&self, grant: StorageGrant) -> Result<Arc<dyn KeyValueStore>, CapabilityError>;
+}
+
+/// Whether children run under kernel confinement (`capability-sandbox`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+// toolcap: exhaustive(reason = "a new confinement mode must be handled by every spawner; a default arm could run a child unconfined")
+pub enum SandboxMode {
+    /// Every child is confined (Landlock, seccomp, a private network namespace, limits); where
+    /// the kernel cannot do that, spawning fails with `not_available`.
+    #[default]
+    Required,
+    /// Children run without kernel confinement. `toolcap validate` reports this opt-out.
+    Off,
 }

@@ -1,0 +1,51 @@
+//! Every raw system call of the crate, and the code that runs between clone and exec.
+//!
+//! `unsafe` lives here and nowhere else in `capability-sandbox` (`cargo xtask structure` holds
+//! it). The rest of the crate decides *what* to confine; this module does it, through functions
+//! whose contracts are stated where they are defined. Each `unsafe` block carries a `SAFETY:`
+//! note saying why it is sound.
+#![allow(unsafe_code)]
+
+pub(crate) mod confine;
+pub(crate) mod ns;
+pub(crate) mod spawn;
+
+use std::ffi::CStr;
+use std::io;
+
+/// The Landlock ABI version the kernel offers, or the error that says why there is none.
+pub(crate) fn landlock_abi() -> io::Result<u32> {
+    // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) only returns
+    // the ABI version (or an error); it reads no memory.
+    let version = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            1u32, // LANDLOCK_CREATE_RULESET_VERSION
+        )
+    };
+    if version < 1 {
+        return Err(io::Error::last_os_error());
+    }
+    u32::try_from(version).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// The running kernel's release string (`uname -r`), when `uname` answers.
+pub(crate) fn kernel_release() -> Option<String> {
+    // SAFETY: utsname is plain data, valid all zeroes; uname fills it.
+    let mut name: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: uname writes into the live struct.
+    if unsafe { libc::uname(&mut name) } != 0 {
+        return None;
+    }
+    // SAFETY: uname NUL-terminates `release`.
+    let release = unsafe { CStr::from_ptr(name.release.as_ptr()) };
+    Some(release.to_string_lossy().into_owned())
+}
+
+/// This process's effective user and group ids.
+pub(crate) fn effective_ids() -> (u32, u32) {
+    // SAFETY: geteuid and getegid cannot fail.
+    unsafe { (libc::geteuid(), libc::getegid()) }
+}
