@@ -53,8 +53,8 @@ pub use crate::isolation::{IsolationKey, IsolationSelection, ToolIsolation};
 pub use crate::manifest::{Manifest, Widening, WideningCode, build_manifest, diff};
 pub use crate::policy::{CompiledPolicy, EXEC_OPTIONS};
 pub use crate::registry::{
-    DefaultToolRegistry, ExecutionContext, Invocation, RegistryConfig, RegistryError, ToolCall,
-    ToolCallResult, apply_budget, panic_message,
+    Admission, Admitted, DefaultToolRegistry, ExecutionContext, Invocation, RegistryConfig,
+    RegistryError, ToolCall, ToolCallResult, apply_budget, panic_message,
 };
 pub use crate::resolve::{
     Approvals, Backend, CapabilityBackends, Intersected, ResolutionCache, ResolvedCapabilities,

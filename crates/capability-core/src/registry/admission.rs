@@ -1,0 +1,445 @@
+//! Admission: everything decided before a tool runs, in the order a call meets it (docs/
+//! architecture.md, "A call, step by step"). `execute` and its dry run,
+//! [`DefaultToolRegistry::admission`], share these functions, so what `toolcap explain` reports
+//! is what `toolcap call` does.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use capability_types::{
+    CapabilityError, DenialCode, ErrorCode, FsPaths, Tool, ToolCapabilities, check_binary_spec,
+};
+use serde_json::Value;
+
+use crate::audit::{AuditEvent, AuditKind, emit};
+use crate::escalation::{self, ApprovalRequest, EscalationSubject, mask_arguments_with};
+use crate::matching::host::HostPattern;
+use crate::resolve::{
+    ResolvedCapabilities, ResolvedPaths, ScopedObjects, build_scoped, check_backends,
+};
+
+use super::output::AbortOnDrop;
+use super::{DefaultToolRegistry, ExecutionContext, ToolCall};
+
+/// The message of a call whose batch was cancelled before it started.
+pub(super) const CANCELLED_BEFORE_START: &str = "the batch was cancelled before the call started";
+
+/// Why a call was refused before `execute`, shared by every call of the batch to that tool.
+#[derive(Clone)]
+pub(super) struct Refusal {
+    pub(super) code: ErrorCode,
+    pub(super) denial: Option<DenialCode>,
+    pub(super) message: String,
+    pub(super) kind: AuditKind,
+}
+
+impl From<CapabilityError> for Refusal {
+    fn from(e: CapabilityError) -> Self {
+        Refusal {
+            code: e.result_code(),
+            denial: e.denial_code(),
+            message: e.to_string(),
+            kind: AuditKind::ToolDenied,
+        }
+    }
+}
+
+impl Refusal {
+    fn constraint(message: String) -> Self {
+        Refusal {
+            code: ErrorCode::Denied,
+            denial: Some(DenialCode::ConstraintNotMet),
+            message: format!("{}: {message}", DenialCode::ConstraintNotMet),
+            kind: AuditKind::ConstraintDenied,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub(super) struct Ready {
+    pub(super) tool: Arc<dyn Tool>,
+    pub(super) scoped: ScopedObjects,
+    /// What the declaration resolved to under the policy of the batch.
+    pub(super) resolved: Arc<ResolvedCapabilities>,
+    /// The tool's resolved reach without escalation patterns, for the argument gate (`None`: it
+    /// has none).
+    pub(super) reach: Option<Arc<ResolvedPaths>>,
+    /// The tool's declaration, for escalation.
+    pub(super) caps: Arc<ToolCapabilities>,
+}
+
+/// Whether admission is for a call that will run, or a dry run that stops before execution.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Run {
+    Real,
+    Dry,
+}
+
+/// The outcome of a dry run of admission ([`DefaultToolRegistry::admission`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Admission {
+    /// The call would be refused before its tool runs, with exactly this result.
+    Refused {
+        /// The result code the call would get.
+        code: ErrorCode,
+        /// The stable denial code, for a policy refusal.
+        denial: Option<DenialCode>,
+        /// The message the call would get.
+        message: String,
+    },
+    /// The call needs approval first (`[escalate]`): it runs only if the approval handler says
+    /// yes, and is refused with `ESCALATION_REFUSED` otherwise.
+    NeedsApproval {
+        /// What would be asked about.
+        subjects: Vec<EscalationSubject>,
+        /// The resolution the call would run under once approved (before the approved items
+        /// are added).
+        admitted: Admitted,
+    },
+    /// The call would reach `execute`.
+    Admitted(Admitted),
+}
+
+/// A call that passed admission: what its tool would be handed.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Admitted {
+    /// The tool's declaration.
+    pub capabilities: Arc<ToolCapabilities>,
+    /// The declaration resolved under the batch's policy: the same policy objects the scoped
+    /// objects consult on every operation.
+    pub resolved: Arc<ResolvedCapabilities>,
+}
+
+impl DefaultToolRegistry {
+    /// A dry run of admission for `call` under `ctx`: the same steps, in the same order, as
+    /// [`execute`](Self::execute) (lookup, toolset, availability, the fail-closed guard,
+    /// resolution, constraints, the argument gate, escalation), stopped before the tool runs.
+    ///
+    /// Nothing is recorded, counted or asked: no audit event, no invocation count, no approval
+    /// request, no scoped object built. A refusal here is the result `execute` would return;
+    /// an admitted call can still be refused by its scoped objects while it runs (a path, a
+    /// host, a binary), which [`Admitted::resolved`] lets a caller check the same way.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use capability_core::{Admission, CompiledPolicy, DefaultToolRegistry, ExecutionContext, ToolCall};
+    /// use capability_types::{async_trait, CapabilityError, DenialCode, Tool, ToolCapabilities, ToolContext};
+    /// use serde_json::{json, Value};
+    ///
+    /// struct Echo;
+    /// #[async_trait]
+    /// impl Tool for Echo {
+    ///     fn name(&self) -> &str { "echo" }
+    ///     fn description(&self) -> &str { "Returns its arguments" }
+    ///     fn input_schema(&self) -> Value { json!({"type": "object"}) }
+    ///     fn capabilities(&self) -> ToolCapabilities { ToolCapabilities::none() }
+    ///     async fn execute(&self, args: Value, _: &ToolContext) -> Result<Value, CapabilityError> { Ok(args) }
+    /// }
+    ///
+    /// let mut registry = DefaultToolRegistry::new(None);
+    /// registry.register(Echo).unwrap();
+    /// let policy = CompiledPolicy::load("id = \"p\"\ntoolset = []\n", capability_core::PolicyFormat::Toml, None);
+    /// # let Ok(policy) = policy else { return };
+    /// let ctx = ExecutionContext::new("s", Arc::new(policy), "/tmp");
+    /// match registry.admission(&ToolCall::new("1", "echo", json!({})), &ctx) {
+    ///     Admission::Refused { denial, .. } => assert_eq!(denial, Some(DenialCode::ToolNotInToolset)),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// ```
+    pub fn admission(&self, call: &ToolCall, ctx: &ExecutionContext) -> Admission {
+        let refused = |r: Refusal| Admission::Refused {
+            code: r.code,
+            denial: r.denial,
+            message: r.message,
+        };
+        let ready = match self.prepare_as(&call.tool, ctx, Run::Dry) {
+            Ok(ready) => ready,
+            Err(r) => return refused(r),
+        };
+        let completed_before = ctx.invocation.completed_snapshot();
+        if let Err(r) = self.admit_as(call, &ready, ctx, &completed_before, Run::Dry) {
+            return refused(r);
+        }
+        if ctx.cancellation.is_cancelled() {
+            return Admission::Refused {
+                code: ErrorCode::Cancelled,
+                denial: None,
+                message: CANCELLED_BEFORE_START.to_owned(),
+            };
+        }
+        let admitted = Admitted {
+            capabilities: Arc::clone(&ready.caps),
+            resolved: Arc::clone(&ready.resolved),
+        };
+        let (subjects, _) =
+            escalation::subjects(&ready.caps, &call.args, &ctx.policy, &ctx.working_dir);
+        if subjects.is_empty() {
+            Admission::Admitted(admitted)
+        } else {
+            Admission::NeedsApproval { subjects, admitted }
+        }
+    }
+
+    pub(super) fn prepare(&self, name: &str, ctx: &ExecutionContext) -> Result<Ready, Refusal> {
+        self.prepare_as(name, ctx, Run::Real)
+    }
+
+    /// [`prepare`](Self::prepare); a dry run builds no scoped object (building one may open a
+    /// root's directory or reach a store).
+    fn prepare_as(&self, name: &str, ctx: &ExecutionContext, run: Run) -> Result<Ready, Refusal> {
+        let entry = self.tools.get(name).ok_or_else(|| Refusal {
+            code: ErrorCode::NotAvailable,
+            denial: None,
+            message: format!("unknown tool {}", name.escape_debug()),
+            kind: AuditKind::ToolDenied,
+        })?;
+        if !ctx.policy.allows_tool(name) {
+            let personality = ctx.policy.id().unwrap_or("<none>");
+            return Err(CapabilityError::denied(
+                DenialCode::ToolNotInToolset,
+                format!("{name} is not in the toolset of personality {personality}"),
+            )
+            .into());
+        }
+        if !entry.tool.is_available() {
+            return Err(CapabilityError::not_available(format!(
+                "tool {name} is not available here"
+            ))
+            .into());
+        }
+        check_backends(name, &entry.capabilities, self.backends.as_ref())?;
+        let resolved = self
+            .cache
+            .intersect(name, &entry.capabilities, &ctx.policy)
+            .for_call(&ctx.session_id, &ctx.working_dir);
+        let scoped = match run {
+            Run::Real => build_scoped(&resolved, self.backends.as_ref())?,
+            Run::Dry => ScopedObjects::default(),
+        };
+        Ok(Ready {
+            tool: Arc::clone(&entry.tool),
+            scoped,
+            reach: resolved
+                .fs
+                .as_deref()
+                .map(ResolvedPaths::without_escalation),
+            caps: Arc::clone(&entry.capabilities),
+            resolved: Arc::new(resolved),
+        })
+    }
+
+    /// The personality's constraints and the argument gate, decided in input order before the
+    /// batch runs (so the outcome never depends on scheduling).
+    pub(super) fn admit(
+        &self,
+        call: &ToolCall,
+        ready: &Ready,
+        ctx: &ExecutionContext,
+        completed_before: &HashSet<String>,
+    ) -> Result<(), Refusal> {
+        self.admit_as(call, ready, ctx, completed_before, Run::Real)
+    }
+
+    /// [`admit`](Self::admit); a dry run counts nothing against `max_invocations`.
+    fn admit_as(
+        &self,
+        call: &ToolCall,
+        ready: &Ready,
+        ctx: &ExecutionContext,
+        completed_before: &HashSet<String>,
+        run: Run,
+    ) -> Result<(), Refusal> {
+        // The constraints in force: the personality's, combined with any narrowing.
+        let constraints = ctx.policy.constraints(&call.tool);
+        let personality = ctx.policy.id().unwrap_or("<none>");
+        if constraints.is_some_and(|c| c.forbidden) {
+            return Err(Refusal::constraint(format!(
+                "{} is forbidden under personality {personality}",
+                call.tool
+            )));
+        }
+        let depth = capability_types::value_depth(&call.args);
+        if depth > capability_types::MAX_VALUE_DEPTH {
+            return Err(Refusal::from(CapabilityError::invalid_input(format!(
+                "arguments nest {depth} levels deep; at most {} are accepted",
+                capability_types::MAX_VALUE_DEPTH
+            ))));
+        }
+        if constraints.is_none_or(|c| c.path_gate) {
+            gate_arguments(&call.args, ready.reach.as_deref())?;
+        }
+        if let Some(c) = constraints {
+            let missing: Vec<&str> = c
+                .only_after
+                .iter()
+                .filter(|t| !completed_before.contains(*t))
+                .map(String::as_str)
+                .collect();
+            if !missing.is_empty() {
+                return Err(Refusal::constraint(format!(
+                    "{} may run only after {} completed successfully in an earlier batch of this invocation",
+                    call.tool,
+                    missing.join(", ")
+                )));
+            }
+        }
+        let max = constraints.and_then(|c| c.max_invocations);
+        let within = match run {
+            Run::Real => ctx.invocation.reserve(&call.tool, max),
+            Run::Dry => max.is_none_or(|m| ctx.invocation.dispatched(&call.tool) < m),
+        };
+        if !within {
+            return Err(Refusal::constraint(format!(
+                "{} may run at most {} time(s) per invocation",
+                call.tool,
+                max.unwrap_or(0)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Asks the approval handler about `subjects`; audits the question and the answer.
+    pub(super) async fn escalate(
+        &self,
+        call: &ToolCall,
+        ctx: &ExecutionContext,
+        subjects: Vec<EscalationSubject>,
+    ) -> Result<(), Refusal> {
+        let sink = self.audit.as_deref();
+        let personality = ctx.policy.id();
+        let listed = subjects
+            .iter()
+            .map(|s| format!("{} {}", s.category, s.subject))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let event =
+            |kind| AuditEvent::new(kind, &ctx.session_id, personality, &call.id, &call.tool);
+        let refusal = |why: String| Refusal {
+            code: ErrorCode::Denied,
+            denial: Some(DenialCode::EscalationRefused),
+            message: format!("{}: {listed}: {why}", DenialCode::EscalationRefused),
+            kind: AuditKind::ToolDenied,
+        };
+        if let Err(err) = emit(
+            &event(AuditKind::EscalationAsked).with_reason(listed.clone()),
+            sink,
+        ) {
+            return Err(refusal(format!("the escalation cannot be audited: {err}")));
+        }
+        let timeout = ctx
+            .policy
+            .escalate_timeout
+            .unwrap_or(self.config.approval_timeout);
+        let outcome: Result<(), String> = match &self.approval {
+            None => Err("no approval handler is configured (headless)".to_owned()),
+            Some(handler) => {
+                let request = ApprovalRequest {
+                    session_id: ctx.session_id.clone(),
+                    personality_id: personality.map(str::to_owned),
+                    call_id: call.id.clone(),
+                    tool: call.tool.clone(),
+                    subjects,
+                    arguments: mask_arguments_with(&call.args, &self.config.sensitive_keys),
+                };
+                let handler = Arc::clone(handler);
+                // In its own task: a handler that panics refuses the call, not the batch.
+                let task =
+                    AbortOnDrop(tokio::spawn(async move { handler.approve(&request).await }));
+                match tokio::time::timeout(timeout, task.join()).await {
+                    Ok(Ok(Ok(true))) => Ok(()),
+                    Ok(Ok(Ok(false))) => Err("the approver denied it".to_owned()),
+                    Ok(Ok(Err(e))) => Err(format!("the approval handler failed: {e}")),
+                    Ok(Err(_)) => Err("the approval handler panicked".to_owned()),
+                    Err(_) => Err(format!("no answer within {timeout:?}")),
+                }
+            }
+        };
+        let decided = event(AuditKind::EscalationDecided).with_reason(match &outcome {
+            Ok(()) => "approved".to_owned(),
+            Err(why) => why.clone(),
+        });
+        if let Err(err) = emit(&decided, sink) {
+            return Err(refusal(format!("the decision cannot be audited: {err}")));
+        }
+        outcome.map_err(refusal)
+    }
+}
+
+/// The argument gate: every string argument (at any depth) that is an absolute path or a
+/// `file://` URL must lie within the tool's read or write reach, so a tool that takes a path but
+/// does not use `ScopedFs` is gated all the same. A tool with no reach may take no such argument.
+fn gate_arguments(args: &Value, reach: Option<&ResolvedPaths>) -> Result<(), Refusal> {
+    use capability_types::{FsAccess, PathPolicy};
+    let empty = ResolvedPaths::default();
+    let reach = reach.unwrap_or(&empty);
+    let mut stack = vec![args];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Array(items) => stack.extend(items.iter()),
+            Value::Object(map) => stack.extend(map.values()),
+            Value::String(s) => {
+                let path = if s.starts_with('/') && !s.starts_with("//") {
+                    Some(std::path::PathBuf::from(s))
+                } else if s
+                    .get(..7)
+                    .is_some_and(|head| head.eq_ignore_ascii_case("file://"))
+                {
+                    // A file URL that does not name a local path is refused outright.
+                    match url::Url::parse(s).ok().and_then(|u| u.to_file_path().ok()) {
+                        Some(p) => Some(p),
+                        None => {
+                            return Err(CapabilityError::denied(
+                                DenialCode::PathNotReachable,
+                                format!("{} is not a local file URL", s.escape_debug()),
+                            )
+                            .into());
+                        }
+                    }
+                } else {
+                    None
+                };
+                if let Some(path) = path
+                    && let Err(read) = reach.check(&path, FsAccess::Read)
+                {
+                    reach
+                        .check(&path, FsAccess::Write)
+                        .map_err(|_| Refusal::from(read))?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Structural checks on a declaration that the type system cannot make for a builder-made
+/// value: host pattern syntax, absolute paths, binary specs.
+pub(super) fn check_declaration(caps: &ToolCapabilities) -> Result<(), String> {
+    if let Some(n) = &caps.network {
+        for h in n.allowed_hosts.iter().filter(|h| *h != "*") {
+            HostPattern::parse(h).map_err(|why| format!("network.allowedHosts: {why}"))?;
+        }
+    }
+    if let Some(reach) = &caps.fs_reach {
+        for (field, paths) in [
+            ("fs_reach.read", &reach.read),
+            ("fs_reach.write", &reach.write),
+        ] {
+            if let Some(FsPaths::Paths(paths)) = paths {
+                for p in paths {
+                    if !p.is_absolute() {
+                        return Err(format!("{field}: {} is not absolute", p.display()));
+                    }
+                }
+            }
+        }
+    }
+    if let Some(p) = &caps.process {
+        for b in &p.allowed_binaries {
+            check_binary_spec(b, true).map_err(|why| format!("process.allowedBinaries: {why}"))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,262 @@
+//! What a batch is made of: calls, the context they run in, the invocation that constraints
+//! count over, and the registry's settings.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use capability_types::{CancellationToken, ToolResult};
+use serde_json::Value;
+
+use crate::policy::CompiledPolicy;
+
+/// One call in a batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// The caller's id for this call; echoed in the result.
+    pub id: String,
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments (a JSON object for the standard tools).
+    pub args: Value,
+}
+
+impl ToolCall {
+    /// A call.
+    pub fn new(id: impl Into<String>, tool: impl Into<String>, args: Value) -> Self {
+        Self {
+            id: id.into(),
+            tool: tool.into(),
+            args,
+        }
+    }
+}
+
+/// The outcome of one call of a batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCallResult {
+    /// The call's id.
+    pub call_id: String,
+    /// The tool's name as called.
+    pub tool: String,
+    /// The result.
+    pub result: ToolResult,
+    /// Wall time from the start of the call's checks to its result.
+    pub duration: Duration,
+}
+
+/// Who is calling, under which personality, and for how long: shared by every call of a batch.
+#[derive(Debug, Clone)]
+pub struct ExecutionContext {
+    /// The agent session.
+    pub session_id: String,
+    /// The active personality ([`CompiledPolicy::none`] for none).
+    pub policy: Arc<CompiledPolicy>,
+    /// Relative paths of every call resolve against this absolute directory.
+    pub working_dir: PathBuf,
+    /// Cancels every call of the batch that has not finished.
+    pub cancellation: CancellationToken,
+    /// Overrides the registry's per-call timeout for this batch.
+    pub call_timeout: Option<Duration>,
+    /// The invocation of the agent loop these batches belong to: what has run and completed,
+    /// for `max_invocations` and `only_after`. Fresh for each new context.
+    pub invocation: Arc<Invocation>,
+}
+
+/// What one invocation of the agent loop has done so far: how often each tool was dispatched,
+/// and which tools completed successfully in earlier batches.
+#[derive(Debug, Default)]
+pub struct Invocation {
+    dispatched: Mutex<HashMap<String, u32>>,
+    completed: Mutex<HashSet<String>>,
+}
+
+impl Invocation {
+    /// A fresh invocation.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// How many calls of `tool` were dispatched.
+    pub fn dispatched(&self, tool: &str) -> u32 {
+        self.dispatched
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(tool)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Whether `tool` completed successfully at least once.
+    pub fn completed(&self, tool: &str) -> bool {
+        self.completed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(tool)
+    }
+
+    pub(super) fn completed_snapshot(&self) -> HashSet<String> {
+        self.completed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Takes a `max_invocations` slot; false when none is left.
+    pub(super) fn reserve(&self, tool: &str, max: Option<u32>) -> bool {
+        let mut counts = self
+            .dispatched
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let n = counts.entry(tool.to_owned()).or_insert(0);
+        if max.is_some_and(|m| *n >= m) {
+            return false;
+        }
+        *n += 1;
+        true
+    }
+
+    pub(super) fn mark_completed(&self, tool: &str) {
+        self.completed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(tool.to_owned());
+    }
+}
+
+impl ExecutionContext {
+    /// A context with a fresh cancellation token and the registry's timeout.
+    pub fn new(
+        session_id: impl Into<String>,
+        policy: Arc<CompiledPolicy>,
+        working_dir: impl Into<PathBuf>,
+    ) -> Self {
+        Self {
+            session_id: session_id.into(),
+            policy,
+            working_dir: working_dir.into(),
+            cancellation: CancellationToken::new(),
+            call_timeout: None,
+            invocation: Invocation::new(),
+        }
+    }
+
+    /// Starts a new invocation of the agent loop: constraints count from zero again.
+    pub fn new_invocation(mut self) -> Self {
+        self.invocation = Invocation::new();
+        self
+    }
+
+    /// Sets the per-call timeout for this batch.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = Some(timeout);
+        self
+    }
+
+    /// The same invocation under `narrowing`, which can only restrict the policy (see
+    /// [`CompiledPolicy::narrow`]). Constraint counts carry on: it is the same invocation.
+    pub fn narrowed(
+        &self,
+        narrowing: &capability_policy::Narrowing,
+    ) -> Result<Self, capability_policy::PolicyError> {
+        let mut ctx = self.clone();
+        ctx.policy = Arc::new(self.policy.narrow(narrowing)?);
+        Ok(ctx)
+    }
+
+    /// Uses `token` for cancellation.
+    pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
+        self.cancellation = token;
+        self
+    }
+}
+
+/// Registry settings. The defaults are safe for an interactive agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RegistryConfig {
+    /// At most this many calls of a batch run at once (default 64).
+    pub max_concurrency: usize,
+    /// A call still running after this long ends with `timeout` (default 60 s).
+    pub call_timeout: Duration,
+    /// Successful values whose JSON is longer than this many bytes are truncated with a marker
+    /// (default: no budget).
+    pub result_budget: Option<usize>,
+    /// How long an escalated call waits for approval when the personality sets no
+    /// `escalate.timeout_seconds` (default 30 s). No answer in time is a refusal.
+    pub approval_timeout: Duration,
+    /// Record each call's arguments in its `tool_called` / `tool_denied` audit event, masked
+    /// (default false: events carry no arguments).
+    pub audit_arguments: bool,
+    /// Argument keys masked in audit events and approval requests besides the built-in
+    /// credential names (`token`, `password`, `authorization`, …); matched case-insensitively,
+    /// as substrings.
+    pub sensitive_keys: Vec<String>,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        Self {
+            max_concurrency: 64,
+            call_timeout: Duration::from_secs(60),
+            result_budget: None,
+            approval_timeout: Duration::from_secs(30),
+            audit_arguments: false,
+            sensitive_keys: Vec::new(),
+        }
+    }
+}
+
+impl RegistryConfig {
+    /// Sets the concurrency bound (at least 1).
+    pub fn max_concurrency(mut self, n: usize) -> Self {
+        self.max_concurrency = n.max(1);
+        self
+    }
+    /// Sets the per-call timeout.
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout;
+        self
+    }
+    /// Records masked arguments in audit events.
+    pub fn audit_arguments(mut self, on: bool) -> Self {
+        self.audit_arguments = on;
+        self
+    }
+    /// Adds argument keys to mask.
+    pub fn sensitive_keys<I: IntoIterator<Item = S>, S: Into<String>>(mut self, keys: I) -> Self {
+        self.sensitive_keys.extend(keys.into_iter().map(Into::into));
+        self
+    }
+    /// Sets the approval timeout.
+    pub fn approval_timeout(mut self, timeout: Duration) -> Self {
+        self.approval_timeout = timeout;
+        self
+    }
+    /// Sets the result budget in bytes.
+    pub fn result_budget(mut self, bytes: Option<usize>) -> Self {
+        self.result_budget = bytes;
+        self
+    }
+}
+
+/// Registering a tool failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// A tool of that name is already registered.
+    #[error("a tool named {0} is already registered")]
+    DuplicateTool(String),
+    /// The name is not 1–64 characters of `a-z 0-9 _ -`.
+    #[error("{0:?} is not a valid tool name (1-64 characters of a-z 0-9 _ -)")]
+    InvalidName(String),
+    /// The declaration is malformed (a bad host pattern, a relative path, a bad binary spec).
+    #[error("tool {tool} has an invalid declaration: {message}")]
+    InvalidDeclaration {
+        /// The tool.
+        tool: String,
+        /// What is wrong.
+        message: String,
+    },
+}

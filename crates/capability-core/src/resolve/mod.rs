@@ -1,0 +1,394 @@
+//! Call-time resolution: the intersection of a declaration with the personality
+//! ([`Intersected`], cached per policy in [`ResolutionCache`]), carried per call into the policy
+//! objects handed to backends.
+//!
+//! - [`backends`]: the fail-closed guard and building scoped objects from the factories;
+//! - [`scope`]: the policy objects themselves, which answer every call-time check (hosts,
+//!   paths, binaries, argv, environment) with the personality's deny rules and escalation.
+
+mod backends;
+mod scope;
+#[cfg(test)]
+mod tests;
+
+pub use self::backends::{
+    Backend, CapabilityBackends, ScopedObjects, build_scoped, check_backends, needs_backends,
+};
+pub use self::scope::{ResolvedHosts, ResolvedPaths, ResolvedProcess};
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use capability_types::{
+    CapabilityError, FsPaths, SandboxMode, SecretRef, StorageGrant, StorageScope, ToolCapabilities,
+};
+
+use crate::matching::binary::{ArgvPattern, intersect_binaries};
+use crate::matching::host::{HostSet, intersect_hosts};
+use crate::matching::path::{DenyFloor, intersect_paths, is_within};
+use crate::policy::CompiledPolicy;
+use crate::realpath::Aliases;
+
+/// The intersection of one tool's declaration with the personality: data, before any backend
+/// is involved. Categories the tool did not declare are `None`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ResolvedCapabilities {
+    /// The tool's name.
+    pub tool: String,
+    /// The resolved host set.
+    pub network: Option<Arc<ResolvedHosts>>,
+    /// The resolved read and write reach.
+    pub fs: Option<Arc<ResolvedPaths>>,
+    /// The declared secret refs.
+    pub secrets: Option<Vec<SecretRef>>,
+    /// The resolved process rules.
+    pub process: Option<Arc<ResolvedProcess>>,
+    /// The storage namespace.
+    pub storage: Option<StorageGrant>,
+}
+
+/// Resolves `caps` under `policy` for one session: the same intersection functions the
+/// validator uses, so whatever is granted here the validator has reported as granted.
+///
+/// This recomputes the intersection; callers that resolve the same tool under the same
+/// personality repeatedly use a [`ResolutionCache`], as the registry does.
+pub fn resolve(
+    tool: &str,
+    caps: &ToolCapabilities,
+    policy: &CompiledPolicy,
+    session_id: &str,
+    working_dir: &Path,
+) -> ResolvedCapabilities {
+    Intersected::new(tool, caps, policy).for_call(session_id, working_dir)
+}
+
+/// The part of a resolution that depends only on the declaration and the personality: host
+/// sets, path roots and binaries, intersected once.
+#[derive(Debug)]
+pub struct Intersected {
+    tool: String,
+    network: Option<(Arc<HostSet>, Arc<HostSet>)>,
+    /// The host policy with nothing approved, built once per intersection.
+    hosts: Option<Arc<ResolvedHosts>>,
+    escalate: Escalation,
+    /// `Some` when `fs_reach` or `process` is declared (a child's cwd must be readable).
+    paths: Option<PathRoots>,
+    fs_declared: bool,
+    secrets: Option<Vec<SecretRef>>,
+    process: Option<ProcessRoots>,
+    storage: Option<(StorageScope, String, Option<Duration>)>,
+}
+
+/// Binaries, argv deny patterns and the environment allow list of an intersection.
+#[derive(Debug, Clone)]
+struct ProcessRoots {
+    binaries: Arc<[String]>,
+    deny_args: Arc<[ArgvPattern]>,
+    env_allow: Arc<[String]>,
+    sandbox: SandboxMode,
+}
+
+#[derive(Debug, Clone)]
+struct PathRoots {
+    read: Arc<[PathBuf]>,
+    write: Arc<[PathBuf]>,
+    /// Per root of `read` / `write`: whether a deny rule or the floor overlaps it.
+    read_guarded: Arc<[bool]>,
+    write_guarded: Arc<[bool]>,
+    deny: Arc<[PathBuf]>,
+    floor: Arc<DenyFloor>,
+    aliases: Arc<Aliases>,
+    personality_read: Arc<[PathBuf]>,
+    personality_write: Arc<[PathBuf]>,
+}
+
+impl Intersected {
+    /// Intersects `caps` with `policy`.
+    pub fn new(tool: &str, caps: &ToolCapabilities, policy: &CompiledPolicy) -> Self {
+        let network = caps.network.as_ref().map(|n| {
+            let allow = if n.allowed_hosts.len() == 1 && n.allowed_hosts[0] == "*" {
+                Arc::clone(&policy.network_allow)
+            } else {
+                let granted = intersect_hosts(
+                    &n.allowed_hosts,
+                    &policy.network_allow,
+                    &policy.network_deny,
+                )
+                .granted;
+                Arc::new(HostSet::new(granted))
+            };
+            (allow, Arc::clone(&policy.network_deny))
+        });
+        let paths = (caps.fs_reach.is_some() || caps.process.is_some()).then(|| {
+            let reach = caps.fs_reach.clone().unwrap_or_default();
+            let side = |declared: &Option<FsPaths>,
+                        personality: &Arc<[PathBuf]>,
+                        field: &str|
+             -> Arc<[PathBuf]> {
+                match declared {
+                    None => Arc::new([]),
+                    Some(FsPaths::FromPersonality) => Arc::clone(personality),
+                    Some(FsPaths::Paths(paths)) => {
+                        // A declared path spelled through a root's link means the root's place.
+                        let paths: Vec<PathBuf> = paths
+                            .iter()
+                            .map(|p| policy.aliases.rewrite(p.clone()))
+                            .collect();
+                        intersect_paths(&paths, personality, field).granted.into()
+                    }
+                }
+            };
+            let read = side(&reach.read, &policy.fs_read, "fs_reach.read");
+            let write = side(&reach.write, &policy.fs_write, "fs_reach.write");
+            let guarded = |roots: &[PathBuf]| -> Arc<[bool]> {
+                roots
+                    .iter()
+                    .map(|r| {
+                        policy.floor.overlaps(r)
+                            || policy
+                                .fs_deny
+                                .iter()
+                                .any(|d| is_within(d, r) || is_within(r, d))
+                    })
+                    .collect()
+            };
+            PathRoots {
+                read_guarded: guarded(&read),
+                write_guarded: guarded(&write),
+                read,
+                write,
+                deny: Arc::clone(&policy.fs_deny),
+                floor: Arc::clone(&policy.floor),
+                aliases: Arc::clone(&policy.aliases),
+                personality_read: Arc::clone(&policy.fs_read),
+                personality_write: Arc::clone(&policy.fs_write),
+            }
+        });
+        let process = caps.process.as_ref().map(|p| ProcessRoots {
+            binaries: intersect_binaries(&p.allowed_binaries, &policy.process_allow)
+                .granted
+                .into(),
+            deny_args: Arc::clone(&policy.deny_args),
+            env_allow: Arc::clone(&policy.env_allow),
+            sandbox: policy.sandbox,
+        });
+        let storage = caps.storage.as_ref().map(|s| {
+            // `{}` stands for the session id, filled in per call.
+            let namespace = match (s.scope, policy.id()) {
+                (StorageScope::ToolPrivate, _) => format!("tool:{tool}"),
+                (StorageScope::Session, _) | (StorageScope::Personality, None) => String::new(),
+                (StorageScope::Personality, Some(id)) => format!("personality:{id}"),
+            };
+            (
+                s.scope,
+                namespace,
+                s.ttl_seconds_default.map(|t| Duration::from_secs(t.get())),
+            )
+        });
+        let escalate = Escalation {
+            hosts: Arc::clone(&policy.escalate_hosts),
+            write: Arc::clone(&policy.escalate_write),
+            args: Arc::clone(&policy.escalate_args),
+            approved: Arc::default(),
+        };
+        let hosts = network
+            .as_ref()
+            .map(|(allow, deny): &(Arc<HostSet>, Arc<HostSet>)| {
+                Arc::new(ResolvedHosts {
+                    allow: Arc::clone(allow),
+                    deny: Arc::clone(deny),
+                    escalate: escalate.clone(),
+                })
+            });
+        Self {
+            tool: tool.to_owned(),
+            network,
+            hosts,
+            escalate,
+            paths,
+            fs_declared: caps.fs_reach.is_some(),
+            secrets: caps.secrets.clone(),
+            process,
+            storage,
+        }
+    }
+
+    /// Completes the resolution for one session and working directory.
+    pub fn for_call(&self, session_id: &str, working_dir: &Path) -> ResolvedCapabilities {
+        self.for_call_approved(session_id, working_dir, Arc::default())
+    }
+
+    /// [`for_call`](Self::for_call) for a call that escalation approved for `approvals`: exactly
+    /// those hosts, write paths and argv pass the `[escalate]` patterns; nothing else does.
+    pub fn for_call_approved(
+        &self,
+        session_id: &str,
+        working_dir: &Path,
+        approvals: Arc<Approvals>,
+    ) -> ResolvedCapabilities {
+        let escalate = Escalation {
+            approved: approvals,
+            ..self.escalate.clone()
+        };
+        let paths = self.paths.as_ref().map(|r| {
+            Arc::new(ResolvedPaths {
+                read: Arc::clone(&r.read),
+                write: Arc::clone(&r.write),
+                read_guarded: Arc::clone(&r.read_guarded),
+                write_guarded: Arc::clone(&r.write_guarded),
+                deny: Arc::clone(&r.deny),
+                floor: Arc::clone(&r.floor),
+                aliases: Arc::clone(&r.aliases),
+                personality_read: Arc::clone(&r.personality_read),
+                personality_write: Arc::clone(&r.personality_write),
+                working_dir: working_dir.to_path_buf(),
+                escalate: escalate.clone(),
+            })
+        });
+        let process = self.process.as_ref().map(|p| {
+            Arc::new(ResolvedProcess {
+                binaries: Arc::clone(&p.binaries),
+                deny_args: Arc::clone(&p.deny_args),
+                env_allow: Arc::clone(&p.env_allow),
+                sandbox: p.sandbox,
+                paths: paths.clone().unwrap_or_default(),
+                escalate: escalate.clone(),
+            })
+        });
+        let storage = self.storage.as_ref().map(|(scope, namespace, ttl)| {
+            let namespace = if namespace.is_empty() {
+                format!("session:{session_id}")
+            } else {
+                namespace.clone()
+            };
+            StorageGrant::new(self.tool.clone(), *scope, namespace, *ttl)
+        });
+        ResolvedCapabilities {
+            tool: self.tool.clone(),
+            // Shared while nothing is approved: a backend may key per-policy state (the fetch
+            // backend's connection pool) by this object, so it must not be rebuilt per batch.
+            network: match (&self.network, *escalate.approved == Approvals::default()) {
+                (None, _) => None,
+                (Some(_), true) => self.hosts.clone(),
+                (Some((allow, deny)), false) => Some(Arc::new(ResolvedHosts {
+                    allow: Arc::clone(allow),
+                    deny: Arc::clone(deny),
+                    escalate: escalate.clone(),
+                })),
+            },
+            fs: if self.fs_declared { paths } else { None },
+            secrets: self.secrets.clone(),
+            process,
+            storage,
+        }
+    }
+}
+
+/// Remembers intersections per (tool, declaration, personality), so a call resolves with a
+/// lookup and a few reference-count bumps. Entries are checked against the declaration they
+/// were made from, so a stale entry is never used; the cache empties itself past 4,096 entries.
+#[derive(Debug, Default)]
+pub struct ResolutionCache {
+    entries: Mutex<HashMap<CacheKey, CacheEntry>>,
+}
+
+/// (tool name, policy generation).
+type CacheKey = (String, u64);
+/// The declaration an intersection was made from, and the intersection.
+type CacheEntry = (ToolCapabilities, Arc<Intersected>);
+
+impl ResolutionCache {
+    const MAX_ENTRIES: usize = 4_096;
+
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The intersection of `caps` with `policy` for `tool`, computed at most once.
+    pub fn intersect(
+        &self,
+        tool: &str,
+        caps: &ToolCapabilities,
+        policy: &CompiledPolicy,
+    ) -> Arc<Intersected> {
+        let key = (tool.to_owned(), policy.generation);
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((cached_caps, hit)) = entries.get(&key)
+            && cached_caps == caps
+        {
+            return Arc::clone(hit);
+        }
+        let fresh = Arc::new(Intersected::new(tool, caps, policy));
+        if entries.len() >= Self::MAX_ENTRIES {
+            entries.clear();
+        }
+        entries.insert(key, (caps.clone(), Arc::clone(&fresh)));
+        fresh
+    }
+
+    /// [`resolve_capabilities`] through the cache.
+    pub fn resolve_capabilities(
+        &self,
+        tool: &str,
+        caps: &ToolCapabilities,
+        policy: &CompiledPolicy,
+        session_id: &str,
+        working_dir: &Path,
+        backends: Option<&CapabilityBackends>,
+    ) -> Result<ScopedObjects, CapabilityError> {
+        check_backends(tool, caps, backends)?;
+        build_scoped(
+            &self
+                .intersect(tool, caps, policy)
+                .for_call(session_id, working_dir),
+            backends,
+        )
+    }
+}
+
+/// The call-time enforcement point: runs the guard, resolves the intersection and builds the
+/// scoped objects through the backends. A tool never receives an object for a category it did
+/// not declare.
+pub fn resolve_capabilities(
+    tool: &str,
+    caps: &ToolCapabilities,
+    policy: &CompiledPolicy,
+    session_id: &str,
+    working_dir: &Path,
+    backends: Option<&CapabilityBackends>,
+) -> Result<ScopedObjects, CapabilityError> {
+    check_backends(tool, caps, backends)?;
+    build_scoped(
+        &resolve(tool, caps, policy, session_id, working_dir),
+        backends,
+    )
+}
+
+/// What one call was approved for after escalation: exact hosts, exact write paths, exact argv.
+/// Anything else that an `[escalate]` pattern matches stays refused.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Approvals {
+    /// Normalised host names.
+    pub hosts: Vec<String>,
+    /// Normalised absolute paths.
+    pub write_paths: Vec<PathBuf>,
+    /// Whole argv (binary first).
+    pub argv: Vec<Vec<String>>,
+}
+
+/// The escalation patterns of a policy, carried into each resolved scope.
+#[derive(Debug, Clone, Default)]
+struct Escalation {
+    hosts: Arc<HostSet>,
+    write: Arc<[PathBuf]>,
+    args: Arc<[ArgvPattern]>,
+    approved: Arc<Approvals>,
+}
+
+fn needs_approval(what: String) -> String {
+    format!("{what} requires approval (escalate) and this call was not approved for it")
+}

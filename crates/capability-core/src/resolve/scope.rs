@@ -1,0 +1,283 @@
+//! The policy objects of one resolved call: hosts, paths and processes. Every call-time check a
+//! backend makes goes through them (docs/semantics.md, "Hosts", "Paths", "Binaries"); deny rules
+//! win and escalation patterns refuse unless this call was approved.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use capability_policy::{is_fixed_env_name, is_refused_env_name, is_safe_env_name, valid_env_name};
+use capability_types::{
+    CapabilityError, DenialCode, FsAccess, HostMatch, HostPolicy, PathAccess, PathPolicy,
+    ProcessPolicy, SandboxMode,
+};
+
+use crate::matching::binary::ArgvPattern;
+use crate::matching::host::{HostSet, normalize_host};
+use crate::matching::path::{DenyFloor, is_within, resolve_path};
+use crate::realpath::Aliases;
+
+use super::{Escalation, needs_approval};
+
+/// A tool's resolved host set; deny patterns win.
+#[derive(Debug)]
+pub struct ResolvedHosts {
+    pub(super) allow: Arc<HostSet>,
+    pub(super) deny: Arc<HostSet>,
+    pub(super) escalate: Escalation,
+}
+
+impl ResolvedHosts {
+    /// The allowed set.
+    pub fn allow(&self) -> &HostSet {
+        &self.allow
+    }
+}
+
+impl HostPolicy for ResolvedHosts {
+    fn check(&self, host: &str, port: u16) -> Result<HostMatch, CapabilityError> {
+        let host = normalize_host(host)
+            .map_err(|why| CapabilityError::denied(DenialCode::HostNotAllowed, why))?;
+        if self.deny.lookup(&host, port).is_some() {
+            return Err(CapabilityError::denied(
+                DenialCode::HostNotAllowed,
+                format!("{host} is refused by policy"),
+            ));
+        }
+        if self.escalate.hosts.lookup(&host, port).is_some()
+            && !self.escalate.approved.hosts.contains(&host)
+        {
+            return Err(CapabilityError::denied(
+                DenialCode::HostNotAllowed,
+                needs_approval(host),
+            ));
+        }
+        match self.allow.lookup(&host, port) {
+            Some(true) => Ok(HostMatch::Explicit),
+            Some(false) => Ok(HostMatch::Wildcard),
+            None => Err(CapabilityError::denied(
+                DenialCode::HostNotAllowed,
+                format!("{host} is not in the declared allowedHosts"),
+            )),
+        }
+    }
+
+    fn patterns(&self) -> Vec<String> {
+        self.allow
+            .patterns()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+}
+
+/// A tool's resolved read and write reach for one call.
+#[derive(Debug, Default)]
+pub struct ResolvedPaths {
+    pub(super) read: Arc<[PathBuf]>,
+    pub(super) write: Arc<[PathBuf]>,
+    pub(super) read_guarded: Arc<[bool]>,
+    pub(super) write_guarded: Arc<[bool]>,
+    pub(super) deny: Arc<[PathBuf]>,
+    pub(super) floor: Arc<DenyFloor>,
+    pub(super) aliases: Arc<Aliases>,
+    pub(super) personality_read: Arc<[PathBuf]>,
+    pub(super) personality_write: Arc<[PathBuf]>,
+    pub(super) working_dir: PathBuf,
+    pub(super) escalate: Escalation,
+}
+
+impl ResolvedPaths {
+    /// The same reach without `[escalate]` patterns: what the argument gate checks, since
+    /// escalation is asked (and enforced by the scoped objects) after the gate.
+    pub(crate) fn without_escalation(&self) -> Arc<ResolvedPaths> {
+        Arc::new(ResolvedPaths {
+            read: Arc::clone(&self.read),
+            write: Arc::clone(&self.write),
+            read_guarded: Arc::clone(&self.read_guarded),
+            write_guarded: Arc::clone(&self.write_guarded),
+            deny: Arc::clone(&self.deny),
+            floor: Arc::clone(&self.floor),
+            aliases: Arc::clone(&self.aliases),
+            personality_read: Arc::clone(&self.personality_read),
+            personality_write: Arc::clone(&self.personality_write),
+            working_dir: self.working_dir.clone(),
+            escalate: Escalation::default(),
+        })
+    }
+}
+
+impl PathPolicy for ResolvedPaths {
+    fn check(&self, path: &Path, access: FsAccess) -> Result<PathAccess, CapabilityError> {
+        let full = resolve_path(path, &self.working_dir).map_err(CapabilityError::invalid_input)?;
+        // Matched where it really leads when it names a root by a link's spelling.
+        let full = if self.aliases.is_empty() {
+            full
+        } else {
+            self.aliases.rewrite(full)
+        };
+        let refuse = || {
+            CapabilityError::denied(
+                DenialCode::PathNotReachable,
+                format!("{access} not permitted for {}", full.display()),
+            )
+        };
+        let (roots, guarded, personality) = match access {
+            FsAccess::Read => (&self.read, &self.read_guarded, &self.personality_read),
+            FsAccess::Write => (&self.write, &self.write_guarded, &self.personality_write),
+        };
+        let (index, root) = roots
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| is_within(&full, r))
+            .max_by_key(|(_, r)| r.as_os_str().len())
+            .ok_or_else(refuse)?;
+        // Deny rules and the floor can only bite under a root they overlap (decided once per
+        // intersection); a missing flag counts as overlapping.
+        if guarded.get(index).copied().unwrap_or(true)
+            && (self.deny.iter().any(|d| is_within(&full, d))
+                || self.floor.blocks(&full, personality))
+        {
+            return Err(refuse());
+        }
+        if access == FsAccess::Write
+            && self.escalate.write.iter().any(|e| is_within(&full, e))
+            && !self.escalate.approved.write_paths.contains(&full)
+        {
+            return Err(CapabilityError::denied(
+                DenialCode::PathNotReachable,
+                needs_approval(format!("write to {}", full.display())),
+            ));
+        }
+        // Both normalised and `full` within `root`: the remainder is a byte slice after `root/`.
+        let (f, r) = (full.as_os_str().as_bytes(), root.as_os_str().as_bytes());
+        let rest = if f.len() == r.len() {
+            &f[f.len()..]
+        } else if r == b"/" {
+            &f[1..]
+        } else {
+            &f[r.len() + 1..]
+        };
+        let relative = PathBuf::from(OsStr::from_bytes(rest));
+        Ok(PathAccess::new(full.clone(), root.clone(), relative))
+    }
+
+    fn roots(&self, access: FsAccess) -> Vec<PathBuf> {
+        match access {
+            FsAccess::Read => self.read.to_vec(),
+            FsAccess::Write => self.write.to_vec(),
+        }
+    }
+
+    fn working_dir(&self) -> &Path {
+        &self.working_dir
+    }
+
+    fn hidden(&self) -> Vec<PathBuf> {
+        let lifting: Vec<PathBuf> = self
+            .personality_read
+            .iter()
+            .chain(self.personality_write.iter())
+            .cloned()
+            .collect();
+        let mut out: Vec<PathBuf> = self.deny.to_vec();
+        out.extend(self.floor.areas(&lifting));
+        out
+    }
+}
+
+/// A tool's resolved process rules.
+#[derive(Debug)]
+pub struct ResolvedProcess {
+    pub(super) binaries: Arc<[String]>,
+    pub(super) deny_args: Arc<[ArgvPattern]>,
+    pub(super) env_allow: Arc<[String]>,
+    pub(super) sandbox: SandboxMode,
+    /// The tool's reach (empty when it declared no `fs_reach`): a child's cwd must be readable.
+    pub(super) paths: Arc<ResolvedPaths>,
+    pub(super) escalate: Escalation,
+}
+
+impl ProcessPolicy for ResolvedProcess {
+    fn allowed_binaries(&self) -> &[String] {
+        &self.binaries
+    }
+
+    fn check_args(
+        &self,
+        binary: &str,
+        resolved: &Path,
+        args: &[String],
+    ) -> Result<(), CapabilityError> {
+        let shown = || {
+            std::iter::once(binary)
+                .chain(args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        if self
+            .deny_args
+            .iter()
+            .any(|p| p.matches(binary, resolved, args))
+        {
+            return Err(CapabilityError::denied(
+                DenialCode::ArgsNotAllowed,
+                format!("{} refused by policy", shown()),
+            ));
+        }
+        if self
+            .escalate
+            .args
+            .iter()
+            .any(|p| p.matches(binary, resolved, args))
+        {
+            let argv: Vec<String> = std::iter::once(binary.to_owned())
+                .chain(args.iter().cloned())
+                .collect();
+            if !self.escalate.approved.argv.contains(&argv) {
+                return Err(CapabilityError::denied(
+                    DenialCode::ArgsNotAllowed,
+                    needs_approval(shown()),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_env(&self, name: &str) -> Result<(), CapabilityError> {
+        if is_fixed_env_name(name) {
+            return Err(CapabilityError::denied(
+                DenialCode::EnvNotAllowed,
+                format!("{name} is set by toolcap and may not be passed to a child"),
+            ));
+        }
+        if !valid_env_name(name) || is_refused_env_name(name) {
+            return Err(CapabilityError::denied(
+                DenialCode::EnvNotAllowed,
+                format!("{} may not be passed to a child", name.escape_debug()),
+            ));
+        }
+        // An allow list, not a deny list: a variable that steers a program (where it reads its
+        // configuration, what it runs) is unknown to any list of bad names.
+        if !is_safe_env_name(name) && !self.env_allow.iter().any(|a| a == name) {
+            return Err(CapabilityError::denied(
+                DenialCode::EnvNotAllowed,
+                format!(
+                    "{} is neither a variable every child may get (locale, time zone, terminal, \
+                     commit identity) nor in safety.env.allow",
+                    name.escape_debug()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn env_allow(&self) -> &[String] {
+        &self.env_allow
+    }
+
+    fn sandbox(&self) -> SandboxMode {
+        self.sandbox
+    }
+}
