@@ -179,7 +179,7 @@ async fn one_tool_of_each_kind_through_the_registry() {
             r#"{"ok":false,"code":"denied","error":"SECRET_NOT_DECLARED: AWS_SECRET_ACCESS_KEY is not in the tool's declared secrets"}"#.to_owned(),
             r#"{"ok":true,"value":"hi\n"}"#.to_owned(),
             r#"{"ok":false,"code":"denied","error":"BINARY_NOT_ALLOWED: rm is not in the declared allowedBinaries"}"#.to_owned(),
-            r#"{"ok":false,"code":"denied","error":"ARGS_NOT_ALLOWED: echo --force refused by policy"}"#.to_owned(),
+            r#"{"ok":false,"code":"denied","error":"ARGS_NOT_ALLOWED: echo --force refused by policy (the deny_args pattern `echo --force*`)"}"#.to_owned(),
         ]
     );
     assert_eq!(

@@ -7,6 +7,7 @@
 mod backends;
 mod capsule;
 mod egress;
+mod explain_agrees;
 mod plugin;
 mod policy_files;
 mod policy_rules;

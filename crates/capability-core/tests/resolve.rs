@@ -323,7 +323,7 @@ fn process_policy_binaries_args_env() {
         )),
         (
             DenialCode::ArgsNotAllowed,
-            "git push --force refused by policy".into()
+            "git push --force refused by policy (the deny_args pattern `git push --force*`)".into()
         )
     );
     assert!(

@@ -141,6 +141,15 @@ impl ScopedSpawner {
 
 #[async_trait]
 impl ScopedProcess for ScopedSpawner {
+    fn check(
+        &self,
+        binary: &str,
+        args: &[String],
+        options: &SpawnOptions,
+    ) -> Result<(), CapabilityError> {
+        self.plan(binary, args, options).map(drop)
+    }
+
     async fn spawn(
         &self,
         binary: &str,

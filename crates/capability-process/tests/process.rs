@@ -304,7 +304,7 @@ async fn deny_args_match_tokens() {
         (code, message.as_str()),
         (
             DenialCode::ArgsNotAllowed,
-            "echo push --force-with-lease refused by policy"
+            "echo push --force-with-lease refused by policy (the deny_args pattern `echo push --force*`)"
         )
     );
     assert_eq!(

@@ -1,31 +1,40 @@
 //! `explain`: would a call be allowed, and by which rule — without touching anything.
+//!
+//! Explain is a dry run of the registry's own admission ([`DefaultToolRegistry::admission`]):
+//! the same lookup, toolset, availability, backend guard, resolution, constraints, argument gate
+//! and escalation as `call`, stopped before the tool runs, with the same result codes. What the
+//! tool's scoped objects would check while it runs (a path, a host, a binary and its argv) is
+//! then asked of the very objects and policy objects the call would be handed.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use capability_core::matching::binary::ArgvPattern;
-use capability_core::{CompiledPolicy, resolve, validate_declaration};
+use capability_core::{
+    Admission, Admitted, CompiledPolicy, DefaultToolRegistry, ExecutionContext, ToolCall,
+    validate_declaration,
+};
 use capability_types::{
-    CapabilityError, FsAccess, HostMatch, HostPolicy, PathPolicy, ProcessPolicy, SandboxMode,
+    CapabilityError, DenialCode, ErrorCode, FsAccess, HostMatch, HostPolicy, PathPolicy,
+    ProcessPolicy, SandboxMode, SpawnOptions,
 };
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::args::parse;
-use crate::standard_tools;
 use crate::tools::{FetchArgs, PathArgs, RunArgs, WriteArgs};
+use crate::{StandardConfig, Store, dry_run_registry};
 
 /// One check `explain` made.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Check {
-    /// `toolset`, `declaration`, `fs_reach.read`, `fs_reach.write`, `network`, `process`,
-    /// `process.args`, `env`, `storage`.
+    /// `admission`, `toolset`, `declaration`, `escalate`, `fs_reach.read`, `fs_reach.write`,
+    /// `network`, `process`, `process.sandbox`, `storage`.
     pub capability: String,
     /// What was checked (a path, a URL, a binary, an argv, a variable).
     pub subject: String,
     /// Whether it passes.
     pub allowed: bool,
-    /// The rule that decided, or why it failed.
+    /// The rule that decided, or why it failed (a refusal's message, as the call would give it).
     pub rule: String,
 }
 
@@ -37,9 +46,12 @@ pub struct Explanation {
     /// Whether the call would be allowed (every check passes).
     pub allowed: bool,
     /// The result code a call would get when not allowed (`denied`, `input_invalid`,
-    /// `not_available`).
+    /// `not_available`, `cancelled`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub code: Option<String>,
+    pub code: Option<ErrorCode>,
+    /// The stable denial code of that result, for a policy refusal (`PATH_NOT_REACHABLE`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub denial: Option<DenialCode>,
     /// The checks, in the order a call makes them.
     pub checks: Vec<Check>,
 }
@@ -57,54 +69,123 @@ fn check(capability: &str, subject: impl Into<String>, result: Result<String, St
     }
 }
 
-fn denial_text(e: CapabilityError) -> String {
-    e.to_string()
+/// A refusal of a check, keeping its typed codes for the verdict.
+struct Refused {
+    code: ErrorCode,
+    denial: Option<DenialCode>,
+}
+
+impl From<&CapabilityError> for Refused {
+    fn from(e: &CapabilityError) -> Self {
+        Refused {
+            code: e.result_code(),
+            denial: e.denial_code(),
+        }
+    }
 }
 
 /// Explains a call of a standard tool under `policy`, with relative paths resolved against
-/// `working_dir`. Reads no file, opens no socket and starts no process.
+/// `working_dir`: [`explain_call`] on [`dry_run_registry`] with the default configuration.
+/// Reads no file, opens no socket and starts no process.
 pub fn explain(
     tool: &str,
     args: &Value,
     policy: &CompiledPolicy,
     working_dir: &Path,
 ) -> Explanation {
-    let mut checks = Vec::new();
-    let finish = |checks: Vec<Check>, code: Option<&str>| {
-        let allowed = code.is_none() && checks.iter().all(|c| c.allowed);
-        let code = if allowed {
-            None
-        } else {
-            Some(code.unwrap_or("denied").to_owned())
-        };
-        Explanation {
+    let ctx = ExecutionContext::new("explain", Arc::new(policy.clone()), working_dir);
+    let call = ToolCall::new("explain", tool, args.clone());
+    match dry_run_registry(&StandardConfig::new(Store::Memory)) {
+        Ok(registry) => explain_call(&registry, &call, &ctx),
+        Err(e) => Explanation {
             tool: tool.to_owned(),
-            allowed,
-            code,
-            checks,
-        }
+            allowed: false,
+            code: Some(e.result_code()),
+            denial: e.denial_code(),
+            checks: vec![check("admission", tool, Err(e.to_string()))],
+        },
+    }
+}
+
+/// Explains `call` under `ctx` through `registry`'s own admission, stopped before the tool
+/// runs. Nothing is audited, counted, asked or executed.
+pub fn explain_call(
+    registry: &DefaultToolRegistry,
+    call: &ToolCall,
+    ctx: &ExecutionContext,
+) -> Explanation {
+    let tool = call.tool.as_str();
+    let policy = &ctx.policy;
+    let mut checks = Vec::new();
+    let verdict = |checks: Vec<Check>, refused: Option<Refused>| Explanation {
+        tool: tool.to_owned(),
+        allowed: refused.is_none(),
+        code: refused.as_ref().map(|r| r.code),
+        denial: refused.and_then(|r| r.denial),
+        checks,
     };
-    let Some(instance) = standard_tools().into_iter().find(|t| t.name() == tool) else {
-        checks.push(check("toolset", tool, Err(format!("unknown tool {tool}"))));
-        return finish(checks, Some("not_available"));
+    let admitted = match registry.admission(call, ctx) {
+        Admission::Refused {
+            code,
+            denial,
+            message,
+        } => {
+            let stage = match denial {
+                Some(DenialCode::ToolNotInToolset) => "toolset",
+                Some(DenialCode::ConstraintNotMet) => "constraints",
+                Some(_) => "arguments",
+                None if code == ErrorCode::InputInvalid => "arguments",
+                None => "admission",
+            };
+            checks.push(check(stage, tool, Err(message)));
+            return verdict(checks, Some(Refused { code, denial }));
+        }
+        Admission::NeedsApproval { subjects, .. } => {
+            for s in subjects {
+                checks.push(check(
+                    "escalate",
+                    format!("{} {}", s.category, s.subject),
+                    Err(format!(
+                        "{}: needs approval ([escalate]); refused unless an approver says yes (`toolcap call --ask`)",
+                        DenialCode::EscalationRefused
+                    )),
+                ));
+            }
+            return verdict(
+                checks,
+                Some(Refused {
+                    code: ErrorCode::Denied,
+                    denial: Some(DenialCode::EscalationRefused),
+                }),
+            );
+        }
+        Admission::Admitted(admitted) => admitted,
+        // A future outcome of admission is not known to pass.
+        _ => {
+            checks.push(check(
+                "admission",
+                tool,
+                Err("an unknown admission outcome".to_owned()),
+            ));
+            return verdict(
+                checks,
+                Some(Refused {
+                    code: ErrorCode::NotAvailable,
+                    denial: None,
+                }),
+            );
+        }
     };
     let personality = policy.id().unwrap_or("<none>").to_owned();
     checks.push(check(
         "toolset",
         tool,
-        if policy.allows_tool(tool) {
-            Ok(match policy.toolset() {
-                Some(_) => format!("listed in the toolset of personality {personality}"),
-                None => format!("personality {personality} has no toolset: every tool may run"),
-            })
-        } else {
-            Err(format!(
-                "TOOL_NOT_IN_TOOLSET: {tool} is not in the toolset of personality {personality}"
-            ))
-        },
+        Ok(match policy.toolset() {
+            Some(_) => format!("listed in the toolset of personality {personality}"),
+            None => format!("personality {personality} has no toolset: every tool may run"),
+        }),
     ));
-    let caps = instance.capabilities();
-    for finding in validate_declaration(tool, &caps, policy) {
+    for finding in validate_declaration(tool, &admitted.capabilities, policy) {
         // Registration findings are informational: the resolved scope already excludes them.
         checks.push(Check {
             capability: "declaration".to_owned(),
@@ -113,164 +194,181 @@ pub fn explain(
             rule: format!("note: {}", finding.message),
         });
     }
-    let resolved = resolve(tool, &caps, policy, "explain", working_dir);
-    let arguments = match tool_checks(tool, args, policy, &resolved) {
-        Ok(c) => c,
+    let refused = match tool_checks(tool, &call.args, &admitted, &mut checks) {
+        Ok(refused) => refused,
         Err(e) => {
-            checks.push(check("arguments", args.to_string(), Err(e.to_string())));
-            return finish(checks, Some("input_invalid"));
+            checks.push(check(
+                "arguments",
+                call.args.to_string(),
+                Err(e.to_string()),
+            ));
+            Some(Refused::from(&e))
         }
     };
-    checks.extend(arguments);
-    finish(checks, None)
+    verdict(checks, refused)
 }
 
 fn path_check(
     paths: &Option<Arc<capability_core::ResolvedPaths>>,
     path: &str,
     access: FsAccess,
+    refused: &mut Option<Refused>,
 ) -> Check {
     let capability = match access {
         FsAccess::Read => "fs_reach.read",
         FsAccess::Write => "fs_reach.write",
     };
     let result = match paths {
-        None => Err(format!("the tool has no {capability} in this personality")),
-        Some(p) => p
-            .check(Path::new(path), access)
-            .map(|a| {
-                format!(
-                    "{} is under the {capability} root {}",
-                    a.path.display(),
-                    a.root.display()
-                )
-            })
-            .map_err(denial_text),
+        None => Err(CapabilityError::denied(
+            DenialCode::PathNotReachable,
+            format!("the tool has no {capability} in this personality"),
+        )),
+        Some(p) => p.check(Path::new(path), access).map(|a| {
+            format!(
+                "{} is under the {capability} root {}",
+                a.path.display(),
+                a.root.display()
+            )
+        }),
     };
-    check(capability, path, result)
+    outcome(capability, path, result, refused)
 }
 
+/// A check from a scoped object's own answer; the first refusal decides the verdict.
+fn outcome(
+    capability: &str,
+    subject: impl Into<String>,
+    result: Result<String, CapabilityError>,
+    refused: &mut Option<Refused>,
+) -> Check {
+    if let Err(e) = &result
+        && refused.is_none()
+    {
+        *refused = Some(Refused::from(e));
+    }
+    check(capability, subject, result.map_err(|e| e.to_string()))
+}
+
+/// The checks the tool's scoped objects would make on these arguments; `Ok(Some(_))` is the
+/// first refusal among them.
 fn tool_checks(
     tool: &str,
     args: &Value,
-    policy: &CompiledPolicy,
-    resolved: &capability_core::ResolvedCapabilities,
-) -> Result<Vec<Check>, CapabilityError> {
-    let mut out = Vec::new();
+    admitted: &Admitted,
+    out: &mut Vec<Check>,
+) -> Result<Option<Refused>, CapabilityError> {
+    let resolved = &admitted.resolved;
+    let mut refused = None;
     match tool {
         "read_file" | "list_dir" => {
             let a: PathArgs = parse(args.clone())?;
-            out.push(path_check(&resolved.fs, &a.path, FsAccess::Read));
+            out.push(path_check(
+                &resolved.fs,
+                &a.path,
+                FsAccess::Read,
+                &mut refused,
+            ));
         }
         "write_file" => {
             let a: WriteArgs = parse(args.clone())?;
-            out.push(path_check(&resolved.fs, &a.path, FsAccess::Write));
+            out.push(path_check(
+                &resolved.fs,
+                &a.path,
+                FsAccess::Write,
+                &mut refused,
+            ));
         }
         "fetch_url" => {
             let a: FetchArgs = parse(args.clone())?;
-            let result = match url::Url::parse(&a.url) {
-                Err(e) => return Err(CapabilityError::invalid_input(format!("url: {e}"))),
-                Ok(u) if !matches!(u.scheme(), "http" | "https") => Err(format!(
-                    "HOST_NOT_ALLOWED: {}: only http and https URLs may be fetched",
+            let u = url::Url::parse(&a.url)
+                .map_err(|e| CapabilityError::invalid_input(format!("url: {e}")))?;
+            let host_refused =
+                |why: String| CapabilityError::denied(DenialCode::HostNotAllowed, why);
+            let result = if !matches!(u.scheme(), "http" | "https") {
+                Err(host_refused(format!(
+                    "{}: only http and https URLs may be fetched",
                     u.scheme()
-                )),
-                Ok(u) if !u.username().is_empty() || u.password().is_some() => {
-                    Err("HOST_NOT_ALLOWED: URLs with user-info are refused".to_owned())
-                }
-                Ok(u) => {
-                    let host = u.host_str().unwrap_or_default();
-                    let port = u.port_or_known_default().unwrap_or(80);
-                    match &resolved.network {
-                        None => Err("the tool has no network capability".to_owned()),
-                        Some(hosts) => match hosts.check(host, port) {
-                            Ok(HostMatch::Explicit) => Ok(format!(
-                                "{host}:{port} is named explicitly by safety.network.allow (loopback and private addresses allowed for it); every redirect is checked again"
+                )))
+            } else if !u.username().is_empty() || u.password().is_some() {
+                Err(host_refused("URLs with user-info are refused".to_owned()))
+            } else {
+                let host = u.host_str().unwrap_or_default();
+                let port = u.port_or_known_default().unwrap_or(80);
+                match &resolved.network {
+                    None => Err(host_refused(
+                        "the tool has no network capability".to_owned(),
+                    )),
+                    Some(hosts) => match hosts.check(host, port) {
+                        Ok(HostMatch::Explicit) => Ok(format!(
+                            "{host}:{port} is named explicitly by safety.network.allow (loopback and private addresses allowed for it); every redirect is checked again"
+                        )),
+                        // An address written in the URL is decided here as the fetcher decides
+                        // it when connecting (the same function): a wildcard reaches public
+                        // addresses only.
+                        Ok(HostMatch::Wildcard) => match literal_ip(&u).and_then(|ip| {
+                            capability_fetch::address_refusal(ip).map(|why| (ip, why))
+                        }) {
+                            Some((ip, why)) => Err(host_refused(format!(
+                                "{host} resolves to {why} ({ip}), which only an explicitly named host may reach"
+                            ))),
+                            None => Ok(format!(
+                                "{host}:{port} matches a wildcard of safety.network.allow; its addresses must be public (checked when connecting); every redirect is checked again"
                             )),
-                            // An address written in the URL is decided here as the fetcher
-                            // decides it when connecting: a wildcard reaches public ones only.
-                            Ok(HostMatch::Wildcard) => match literal_ip(&u).and_then(|ip| {
-                                capability_fetch::address_refusal(ip).map(|why| (ip, why))
-                            }) {
-                                Some((ip, why)) => Err(format!(
-                                    "HOST_NOT_ALLOWED: {host} resolves to {why} ({ip}), which only an explicitly named host may reach"
-                                )),
-                                None => Ok(format!(
-                                    "{host}:{port} matches a wildcard of safety.network.allow; its addresses must be public (checked when connecting); every redirect is checked again"
-                                )),
-                            },
-                            Err(e) => Err(denial_text(e)),
                         },
-                    }
+                        Err(e) => Err(e),
+                    },
                 }
             };
-            out.push(check("network", a.url.clone(), result));
+            out.push(outcome("network", a.url.clone(), result, &mut refused));
         }
         "run_command" => {
             let a: RunArgs = parse(args.clone())?;
-            let Some(process) = &resolved.process else {
-                out.push(check(
-                    "process",
-                    a.binary,
-                    Err("the tool has no process capability".to_owned()),
-                ));
-                return Ok(out);
-            };
-            let allowed = process.allowed_binaries();
-            out.push(check(
-                "process",
-                a.binary.clone(),
-                if allowed.iter().any(|b| b == &a.binary) {
-                    Ok(format!("safety.process.allow lists {} (resolved through the trusted search path when spawned)", a.binary))
-                } else {
-                    Err(format!("BINARY_NOT_ALLOWED: {} is not in the declared allowedBinaries", a.binary))
-                },
-            ));
             let argv = std::iter::once(a.binary.clone())
                 .chain(a.args.iter().cloned())
                 .collect::<Vec<_>>()
                 .join(" ");
-            let resolved_name = Path::new(&a.binary);
-            let matched = policy.deny_args().map(str::to_owned).find(|pattern| {
-                ArgvPattern::parse(pattern)
-                    .is_ok_and(|p| p.matches(&a.binary, resolved_name, &a.args))
+            let (Some(policy), Some(process)) = (&resolved.process, &admitted.scoped.process)
+            else {
+                let missing = CapabilityError::denied(
+                    DenialCode::BinaryNotAllowed,
+                    format!("{} is not in the declared allowedBinaries", a.binary),
+                );
+                out.push(outcome("process", argv, Err(missing), &mut refused));
+                return Ok(refused);
+            };
+            let mut options = SpawnOptions::default();
+            options.cwd = a.cwd.as_ref().map(Into::into);
+            options.env = a.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            // The spawner's own checks, in its order: binary (through the trusted search path),
+            // argv, environment, working directory.
+            let result = process.check(&a.binary, &a.args, &options).map(|()| {
+                format!(
+                    "{} resolves to an allowed binary; no safety.process.deny_args pattern matches; every variable and the working directory pass",
+                    a.binary
+                )
             });
-            out.push(check(
-                "process.args",
-                argv.clone(),
-                match matched {
-                    None => Ok("no safety.process.deny_args pattern matches".to_owned()),
-                    Some(pattern) => Err(format!(
-                        "ARGS_NOT_ALLOWED: {argv} refused by the deny_args pattern `{pattern}`"
-                    )),
-                },
-            ));
-            for name in a.env.keys() {
-                let result = process
-                    .check_env(name)
-                    .map(|()| "not a loader or interpreter hook".to_owned())
-                    .map_err(denial_text);
-                out.push(check("env", name.clone(), result));
-            }
-            if let Some(cwd) = &a.cwd {
-                out.push(path_check(&resolved.fs, cwd, FsAccess::Read));
-            }
-            let sandbox = match process.sandbox() {
+            out.push(outcome("process", argv, result, &mut refused));
+            let sandbox = match policy.sandbox() {
                 SandboxMode::Off => Ok(
                     "safety.process.sandbox = \"off\": the child runs without kernel confinement"
                         .to_owned(),
                 ),
                 SandboxMode::Required => match capability_sandbox::probe().refusal() {
                     None => Ok(
-                        "the child runs under Landlock and seccomp: the tool's reach, \
-                                no network, resource limits"
+                        "the child runs under Landlock and seccomp: the tool's reach, no network, resource limits"
                             .to_owned(),
                     ),
-                    Some(why) => Err(format!(
-                        "NOT_AVAILABLE: children cannot be confined here: {why}"
-                    )),
+                    Some(why) => Err(CapabilityError::not_available(format!(
+                        "children cannot be confined here: {why}"
+                    ))),
                 },
             };
-            out.push(check("process.sandbox", a.binary.clone(), sandbox));
+            out.push(outcome(
+                "process.sandbox",
+                a.binary.clone(),
+                sandbox,
+                &mut refused,
+            ));
         }
         "kv_get" | "kv_set" | "kv_delete" | "kv_list" => {
             if tool == "kv_list" {
@@ -286,14 +384,12 @@ fn tool_checks(
             out.push(check(
                 "storage",
                 namespace.clone(),
-                Ok(format!(
-                    "keys live in the namespace {namespace} (scope personality)"
-                )),
+                Ok(format!("keys live in the namespace {namespace}")),
             ));
         }
         _ => {}
     }
-    Ok(out)
+    Ok(refused)
 }
 
 /// The address a URL names literally (`http://0:80/` is `0.0.0.0`), if it names one.

@@ -37,7 +37,7 @@ use capability_process::{ProcessBackend, ProcessConfig};
 use capability_secrets::{EnvSecrets, SecretsBackend, SecretsResolverFactory};
 use capability_types::{CapabilityError, Tool};
 
-pub use crate::explain::{Check, Explanation, explain};
+pub use crate::explain::{Check, Explanation, explain, explain_call};
 pub use crate::tools::{
     FetchUrl, KvDelete, KvGet, KvList, KvSet, ListDir, ReadFile, RunCommand, WriteFile,
 };
@@ -157,6 +157,11 @@ pub async fn backends(config: &StandardConfig) -> Result<CapabilityBackends, Cap
             KvBackend::new(RedisStore::connect(url, None).await?, KvLimits::default())
         }
     };
+    assemble(config, kv)
+}
+
+/// The backends of `config` around the key-value backend `kv`.
+fn assemble(config: &StandardConfig, kv: KvBackend) -> Result<CapabilityBackends, CapabilityError> {
     // Children of tools that declare network reach their hosts through the egress proxy, with
     // the fetcher's timeouts (unless the configuration brings its own).
     let mut process = config.process.clone();
@@ -173,16 +178,39 @@ pub async fn backends(config: &StandardConfig) -> Result<CapabilityBackends, Cap
         .with_kv(Arc::new(kv)))
 }
 
-/// A registry with the standard tools registered and the real backends wired in.
-pub async fn standard_registry(
-    config: StandardConfig,
+/// The standard tools registered in `registry`.
+fn register_standard(
+    mut registry: DefaultToolRegistry,
 ) -> Result<DefaultToolRegistry, CapabilityError> {
-    let mut registry = DefaultToolRegistry::new(Some(backends(&config).await?))
-        .with_config(config.registry.clone());
     for tool in standard_tools() {
         registry
             .register_arc(tool)
             .map_err(|e| CapabilityError::failed(e.to_string()))?;
     }
     Ok(registry)
+}
+
+/// A registry of the standard tools for dry runs ([`explain`]): the real backends of `config`
+/// with an in-memory key-value store in place of the configured one, so building it opens and
+/// reaches nothing.
+///
+/// # Ambient Authority
+///
+/// None beyond what `config` already snapshotted; the backends it builds do no I/O until a
+/// scoped object is used.
+pub fn dry_run_registry(config: &StandardConfig) -> Result<DefaultToolRegistry, CapabilityError> {
+    let kv = KvBackend::new(MemoryStore::new(), KvLimits::default());
+    register_standard(
+        DefaultToolRegistry::new(Some(assemble(config, kv)?)).with_config(config.registry.clone()),
+    )
+}
+
+/// A registry with the standard tools registered and the real backends wired in.
+pub async fn standard_registry(
+    config: StandardConfig,
+) -> Result<DefaultToolRegistry, CapabilityError> {
+    register_standard(
+        DefaultToolRegistry::new(Some(backends(&config).await?))
+            .with_config(config.registry.clone()),
+    )
 }

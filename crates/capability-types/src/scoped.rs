@@ -130,6 +130,25 @@ pub trait ScopedProcess: Send + Sync {
         args: &[String],
         options: SpawnOptions,
     ) -> Result<ProcessOutput, CapabilityError>;
+
+    /// Every check [`spawn`](Self::spawn) makes before it starts anything (binary, argv,
+    /// environment, working directory), with the same errors, and nothing started. `toolcap
+    /// explain` asks this.
+    ///
+    /// The default refuses with `not_available`: a backend that cannot tell without running
+    /// the child must not claim a spawn would pass.
+    fn check(
+        &self,
+        binary: &str,
+        args: &[String],
+        options: &SpawnOptions,
+    ) -> Result<(), CapabilityError> {
+        let _ = (args, options);
+        Err(CapabilityError::not_available(format!(
+            "this process backend cannot check a spawn of {} without running it",
+            binary.escape_debug()
+        )))
+    }
 }
 
 /// Options of [`ScopedProcess::spawn`]. Starts empty: no working directory (the scratch home),

@@ -128,7 +128,7 @@ fn call_exit_codes_and_output_contract() {
     assert_eq!(code(&spawned), 1);
     assert_eq!(
         stdout_json(&spawned)["error"],
-        "ARGS_NOT_ALLOWED: echo --force refused by policy"
+        "ARGS_NOT_ALLOWED: echo --force refused by policy (the deny_args pattern `echo --force*`)"
     );
 
     let invalid = env.toolcap(&["call", "--personality", &p, "read_file", r#"{"path": 5}"#]);
@@ -450,11 +450,11 @@ fn explain_says_which_rule_decides() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|c| c["capability"] == "process.args")
+        .find(|c| c["capability"] == "process")
         .unwrap();
     assert_eq!(
         args["rule"],
-        "ARGS_NOT_ALLOWED: echo --force-with-lease refused by the deny_args pattern `echo --force*`"
+        "ARGS_NOT_ALLOWED: echo --force-with-lease refused by policy (the deny_args pattern `echo --force*`)"
     );
     let sandbox = v["checks"]
         .as_array()

@@ -70,7 +70,7 @@ pub(super) struct Ready {
 
 /// Whether admission is for a call that will run, or a dry run that stops before execution.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Run {
+pub(super) enum Run {
     Real,
     Dry,
 }
@@ -110,6 +110,8 @@ pub struct Admitted {
     /// The declaration resolved under the batch's policy: the same policy objects the scoped
     /// objects consult on every operation.
     pub resolved: Arc<ResolvedCapabilities>,
+    /// The scoped objects the tool would be handed (before any approval widens them).
+    pub scoped: ScopedObjects,
 }
 
 impl DefaultToolRegistry {
@@ -118,9 +120,11 @@ impl DefaultToolRegistry {
     /// resolution, constraints, the argument gate, escalation), stopped before the tool runs.
     ///
     /// Nothing is recorded, counted or asked: no audit event, no invocation count, no approval
-    /// request, no scoped object built. A refusal here is the result `execute` would return;
-    /// an admitted call can still be refused by its scoped objects while it runs (a path, a
-    /// host, a binary), which [`Admitted::resolved`] lets a caller check the same way.
+    /// request. The scoped objects are built as for a call (the backends' factories do no I/O
+    /// when they build) and handed over unused. A refusal here is the result `execute` would
+    /// return; an admitted call can still be refused by its scoped objects while it runs (a
+    /// path, a host, a binary), which [`Admitted::resolved`] and the objects' own checks
+    /// ([`ScopedProcess::check`](capability_types::ScopedProcess::check)) answer the same way.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -154,7 +158,7 @@ impl DefaultToolRegistry {
             denial: r.denial,
             message: r.message,
         };
-        let ready = match self.prepare_as(&call.tool, ctx, Run::Dry) {
+        let ready = match self.prepare(&call.tool, ctx) {
             Ok(ready) => ready,
             Err(r) => return refused(r),
         };
@@ -172,6 +176,7 @@ impl DefaultToolRegistry {
         let admitted = Admitted {
             capabilities: Arc::clone(&ready.caps),
             resolved: Arc::clone(&ready.resolved),
+            scoped: ready.scoped.clone(),
         };
         let (subjects, _) =
             escalation::subjects(&ready.caps, &call.args, &ctx.policy, &ctx.working_dir);
@@ -183,12 +188,6 @@ impl DefaultToolRegistry {
     }
 
     pub(super) fn prepare(&self, name: &str, ctx: &ExecutionContext) -> Result<Ready, Refusal> {
-        self.prepare_as(name, ctx, Run::Real)
-    }
-
-    /// [`prepare`](Self::prepare); a dry run builds no scoped object (building one may open a
-    /// root's directory or reach a store).
-    fn prepare_as(&self, name: &str, ctx: &ExecutionContext, run: Run) -> Result<Ready, Refusal> {
         let entry = self.tools.get(name).ok_or_else(|| Refusal {
             code: ErrorCode::NotAvailable,
             denial: None,
@@ -214,10 +213,7 @@ impl DefaultToolRegistry {
             .cache
             .intersect(name, &entry.capabilities, &ctx.policy)
             .for_call(&ctx.session_id, &ctx.working_dir);
-        let scoped = match run {
-            Run::Real => build_scoped(&resolved, self.backends.as_ref())?,
-            Run::Dry => ScopedObjects::default(),
-        };
+        let scoped = build_scoped(&resolved, self.backends.as_ref())?;
         Ok(Ready {
             tool: Arc::clone(&entry.tool),
             scoped,
@@ -442,4 +438,70 @@ pub(super) fn check_declaration(caps: &ToolCapabilities) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::policy::CompiledPolicy;
+    use crate::resolve::Intersected;
+    use capability_policy::PolicyFormat;
+    use serde_json::json;
+
+    fn reach(toml: &str) -> Arc<ResolvedPaths> {
+        let policy = CompiledPolicy::load(toml, PolicyFormat::Toml, None).unwrap();
+        let caps = ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality);
+        let resolved = Intersected::new("t", &caps, &policy).for_call("s", Path::new("/srv"));
+        resolved.fs.unwrap()
+    }
+
+    #[test]
+    fn the_gate_checks_absolute_paths_and_file_urls_at_any_depth() {
+        let r = reach("id = \"g\"\n[fs_reach]\nread = [\"/srv/data\"]\n");
+        assert!(
+            gate_arguments(
+                &json!({"a": ["/srv/data/x", "relative", "//host/share"]}),
+                Some(&r)
+            )
+            .is_ok()
+        );
+        let refused = |v| gate_arguments(&v, Some(&r)).unwrap_err();
+        assert_eq!(
+            refused(json!({"deep": [{"p": "/etc/passwd"}]})).denial,
+            Some(DenialCode::PathNotReachable)
+        );
+        assert_eq!(
+            refused(json!("FILE:///etc/passwd")).denial,
+            Some(DenialCode::PathNotReachable)
+        );
+        let remote = refused(json!("file://server/share"));
+        assert!(
+            remote.message.contains("not a local file URL"),
+            "{}",
+            remote.message
+        );
+        assert!(
+            gate_arguments(&json!("/srv/data"), None).is_err(),
+            "no reach, no paths"
+        );
+    }
+
+    #[test]
+    fn declarations_are_checked_for_what_types_cannot_say() {
+        assert!(check_declaration(&ToolCapabilities::none()).is_ok());
+        let bad_host = ToolCapabilities::none().with_network(["https://x.com"]);
+        assert!(
+            check_declaration(&bad_host)
+                .unwrap_err()
+                .starts_with("network.allowedHosts")
+        );
+        let bad_binary = ToolCapabilities::none().with_process(["bin/../sh"]);
+        assert!(
+            check_declaration(&bad_binary)
+                .unwrap_err()
+                .starts_with("process.allowedBinaries")
+        );
+    }
 }

@@ -260,3 +260,31 @@ pub enum RegistryError {
         message: String,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_invocation_counts_dispatches_against_the_maximum() {
+        let invocation = Invocation::new();
+        assert!(invocation.reserve("t", Some(2)));
+        assert!(invocation.reserve("t", Some(2)));
+        assert!(!invocation.reserve("t", Some(2)), "the third is over");
+        assert_eq!(invocation.dispatched("t"), 2);
+        assert!(invocation.reserve("u", None), "no maximum, no limit");
+        assert!(!invocation.completed("t"));
+        invocation.mark_completed("t");
+        assert!(invocation.completed("t"));
+        assert!(invocation.completed_snapshot().contains("t"));
+    }
+
+    #[test]
+    fn a_new_invocation_starts_from_zero() {
+        let ctx = ExecutionContext::new("s", Arc::new(CompiledPolicy::none(None)), "/tmp");
+        assert!(ctx.invocation.reserve("t", Some(1)));
+        let next = ctx.clone().new_invocation();
+        assert_eq!(next.invocation.dispatched("t"), 0);
+        assert_eq!(ctx.invocation.dispatched("t"), 1);
+    }
+}

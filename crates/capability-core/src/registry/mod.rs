@@ -432,19 +432,53 @@ impl DefaultToolRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use capability_types::{ToolContext, async_trait};
+    use serde_json::Value;
     use serde_json::json;
 
+    struct Named(&'static str, ToolCapabilities);
+
+    #[async_trait]
+    impl Tool for Named {
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn description(&self) -> &str {
+            "test tool"
+        }
+        fn input_schema(&self) -> Value {
+            json!({})
+        }
+        fn capabilities(&self) -> ToolCapabilities {
+            self.1.clone()
+        }
+        async fn execute(&self, _: Value, _: &ToolContext) -> Result<Value, CapabilityError> {
+            Ok(Value::Null)
+        }
+    }
+
     #[test]
-    fn budget_truncates_with_marker() {
-        assert_eq!(apply_budget(json!("short"), 10), json!("short"));
-        let v = apply_budget(json!("héllo world"), 2);
-        assert_eq!(
-            v,
-            json!("h…[truncated: 11 of 12 bytes omitted]"),
-            "never splits a character"
+    fn registration_refuses_bad_names_duplicates_and_malformed_declarations() {
+        let mut registry = DefaultToolRegistry::new(None);
+        registry
+            .register(Named("ok_tool", ToolCapabilities::none()))
+            .unwrap();
+        assert!(
+            registry
+                .register(Named("ok_tool", ToolCapabilities::none()))
+                .is_err()
         );
-        let v = apply_budget(json!({"a": [1, 2, 3]}), 5);
-        assert_eq!(v, json!("{\"a\":…[truncated: 8 of 13 bytes omitted]"));
-        assert_eq!(apply_budget(json!([1]), 100), json!([1]));
+        assert!(
+            registry
+                .register(Named("Bad Name", ToolCapabilities::none()))
+                .is_err()
+        );
+        let relative =
+            ToolCapabilities::none().with_fs_read(capability_types::FsPaths::Paths(vec![
+                "relative/dir".into(),
+            ]));
+        let err = registry.register(Named("rel", relative)).unwrap_err();
+        assert!(err.to_string().contains("not absolute"), "{err}");
+        assert_eq!(registry.tools().count(), 1);
     }
 }

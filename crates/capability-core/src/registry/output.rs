@@ -77,3 +77,34 @@ pub fn apply_budget(value: Value, budget: usize) -> Value {
         text.len()
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn budget_truncates_with_marker() {
+        assert_eq!(apply_budget(json!("short"), 10), json!("short"));
+        let v = apply_budget(json!("héllo world"), 2);
+        assert_eq!(
+            v,
+            json!("h…[truncated: 11 of 12 bytes omitted]"),
+            "never splits a character"
+        );
+        let v = apply_budget(json!({"a": [1, 2, 3]}), 5);
+        assert_eq!(v, json!("{\"a\":…[truncated: 8 of 13 bytes omitted]"));
+        assert_eq!(apply_budget(json!([1]), 100), json!([1]));
+    }
+
+    #[test]
+    fn panic_payloads_become_messages() {
+        assert_eq!(panic_message(Box::new("static")), "static");
+        assert_eq!(panic_message(Box::new(String::from("owned"))), "owned");
+        assert_eq!(panic_message(Box::new(7_u8)), "non-string panic payload");
+        assert_eq!(
+            unreachable_result().result.code(),
+            Some(ErrorCode::ExecutionFailed)
+        );
+    }
+}

@@ -268,3 +268,47 @@ pub fn build_scoped(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capability_types::SecretRef;
+
+    #[test]
+    fn the_guard_names_every_missing_backend_and_counts_empty_lists_as_declared() {
+        let caps = ToolCapabilities::none()
+            .with_network(Vec::<String>::new())
+            .with_process(["echo"]);
+        assert_eq!(needs_backends(&caps), [Backend::Fetch, Backend::Process]);
+        let none = check_backends("t", &caps, None).unwrap_err();
+        assert_eq!(
+            none.result_code(),
+            capability_types::ErrorCode::NotAvailable
+        );
+        assert_eq!(
+            none.to_string(),
+            "Tool t declares capabilities but no capability backends are configured"
+        );
+        let some = check_backends("t", &caps, Some(&CapabilityBackends::new())).unwrap_err();
+        assert!(some.to_string().contains("fetch (for network)"), "{some}");
+        assert!(some.to_string().contains("process (for process)"), "{some}");
+        assert!(check_backends("t", &ToolCapabilities::none(), None).is_ok());
+    }
+
+    #[test]
+    fn without_backends_nothing_is_built_for_a_declared_category() {
+        let policy = crate::policy::CompiledPolicy::none(None);
+        let caps = ToolCapabilities::none().with_secrets([SecretRef::parse("A").unwrap()]);
+        let resolved = super::super::resolve("t", &caps, &policy, "s", std::path::Path::new("/"));
+        assert!(build_scoped(&resolved, None).is_err());
+        let empty = super::super::resolve(
+            "t",
+            &ToolCapabilities::none(),
+            &policy,
+            "s",
+            std::path::Path::new("/"),
+        );
+        let scoped = build_scoped(&empty, None).unwrap();
+        assert!(scoped.fetch.is_none() && scoped.fs.is_none() && scoped.kv.is_none());
+    }
+}

@@ -8,8 +8,6 @@
 
 mod backends;
 mod scope;
-#[cfg(test)]
-mod tests;
 
 pub use self::backends::{
     Backend, CapabilityBackends, ScopedObjects, build_scoped, check_backends, needs_backends,
@@ -391,4 +389,79 @@ struct Escalation {
 
 fn needs_approval(what: String) -> String {
     format!("{what} requires approval (escalate) and this call was not approved for it")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capability_types::HostPolicy;
+
+    fn policy(toml: &str) -> CompiledPolicy {
+        CompiledPolicy::load(
+            toml,
+            capability_policy::PolicyFormat::Toml,
+            Some(Path::new("/home/u")),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_cache_serves_one_policy_generation_and_one_declaration() {
+        let cache = ResolutionCache::new();
+        let caps = ToolCapabilities::none().with_network(["*"]);
+        let p1 = policy("id = \"a\"\n[safety.network]\nallow = [\"a.example.com\"]\n");
+        let first = cache.intersect("t", &caps, &p1);
+        assert!(
+            Arc::ptr_eq(&first, &cache.intersect("t", &caps, &p1)),
+            "a hit"
+        );
+        let p2 = policy("id = \"a\"\n[safety.network]\nallow = [\"b.example.com\"]\n");
+        let second = cache.intersect("t", &caps, &p2);
+        assert!(
+            !Arc::ptr_eq(&first, &second),
+            "a new policy is a new generation"
+        );
+        let hosts = second.for_call("s", Path::new("/")).network.unwrap();
+        assert!(hosts.check("b.example.com", 443).is_ok());
+        assert!(hosts.check("a.example.com", 443).is_err());
+        let other = ToolCapabilities::none().with_network(["c.example.com"]);
+        assert!(
+            !Arc::ptr_eq(&second, &cache.intersect("t", &other, &p2)),
+            "a new declaration"
+        );
+    }
+
+    #[test]
+    fn storage_scopes_name_their_namespace() {
+        let p = policy("id = \"pers\"\n");
+        let ns = |scope| {
+            let caps = ToolCapabilities::none().with_storage(scope, None);
+            resolve("tool", &caps, &p, "sess", Path::new("/"))
+                .storage
+                .unwrap()
+                .namespace
+        };
+        assert_eq!(ns(StorageScope::ToolPrivate), "tool:tool");
+        assert_eq!(ns(StorageScope::Session), "session:sess");
+        assert_eq!(ns(StorageScope::Personality), "personality:pers");
+        let none = CompiledPolicy::none(None);
+        let caps = ToolCapabilities::none().with_storage(StorageScope::Personality, None);
+        let storage = resolve("tool", &caps, &none, "sess", Path::new("/"))
+            .storage
+            .unwrap();
+        assert_eq!(
+            storage.namespace, "session:sess",
+            "no personality: the session"
+        );
+    }
+
+    #[test]
+    fn undeclared_categories_resolve_to_nothing() {
+        let p = policy(
+            "id = \"p\"\n[fs_reach]\nread = [\"/srv\"]\n[safety.network]\nallow = [\"*\"]\n",
+        );
+        let r = resolve("t", &ToolCapabilities::none(), &p, "s", Path::new("/"));
+        assert!(r.network.is_none() && r.fs.is_none() && r.process.is_none());
+        assert!(r.secrets.is_none() && r.storage.is_none());
+    }
 }

@@ -216,14 +216,19 @@ impl ProcessPolicy for ResolvedProcess {
                 .collect::<Vec<_>>()
                 .join(" ")
         };
-        if self
+        if let Some(pattern) = self
             .deny_args
             .iter()
-            .any(|p| p.matches(binary, resolved, args))
+            .find(|p| p.matches(binary, resolved, args))
         {
+            // The one pattern that matched, so the refusal says which rule decided.
             return Err(CapabilityError::denied(
                 DenialCode::ArgsNotAllowed,
-                format!("{} refused by policy", shown()),
+                format!(
+                    "{} refused by policy (the deny_args pattern `{}`)",
+                    shown(),
+                    pattern.as_str()
+                ),
             ));
         }
         if self
@@ -279,5 +284,113 @@ impl ProcessPolicy for ResolvedProcess {
 
     fn sandbox(&self) -> SandboxMode {
         self.sandbox
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::CompiledPolicy;
+    use capability_types::{FsPaths, ToolCapabilities};
+
+    fn policy(toml: &str) -> CompiledPolicy {
+        CompiledPolicy::load(
+            toml,
+            capability_policy::PolicyFormat::Toml,
+            Some(Path::new("/home/u")),
+        )
+        .unwrap()
+    }
+
+    fn scope(toml: &str, caps: &ToolCapabilities) -> super::super::ResolvedCapabilities {
+        super::super::resolve("t", caps, &policy(toml), "s", Path::new("/srv/work"))
+    }
+
+    #[test]
+    fn hosts_deny_wins_and_escalated_hosts_need_approval() {
+        let caps = ToolCapabilities::none().with_network(["*"]);
+        let r = scope(
+            "id = \"p\"\n[safety.network]\nallow = [\"*.example.com\"]\ndeny = [\"bad.example.com\"]\n[escalate]\nhosts = [\"pay.example.com\"]\n",
+            &caps,
+        );
+        let hosts = r.network.unwrap();
+        assert_eq!(
+            hosts.check("api.example.com", 443).unwrap(),
+            HostMatch::Wildcard
+        );
+        let denied = hosts.check("bad.example.com", 443).unwrap_err();
+        assert_eq!(denied.denial_code(), Some(DenialCode::HostNotAllowed));
+        let escalated = hosts.check("pay.example.com", 443).unwrap_err();
+        assert!(
+            escalated.to_string().contains("requires approval"),
+            "{escalated}"
+        );
+        assert!(hosts.check("example.com", 443).is_err(), "not the apex");
+    }
+
+    #[test]
+    fn paths_compare_by_component_and_deny_rules_win() {
+        let caps = ToolCapabilities::none()
+            .with_fs_read(FsPaths::FromPersonality)
+            .with_fs_write(FsPaths::FromPersonality);
+        let r = scope(
+            "id = \"p\"\n[fs_reach]\nread = [\"/srv/up\"]\nwrite = [\"/srv/up/out\"]\ndeny = [\"/srv/up/private\"]\n",
+            &caps,
+        );
+        let paths = r.fs.unwrap();
+        assert!(paths.check(Path::new("/srv/up/a"), FsAccess::Read).is_ok());
+        assert!(
+            paths
+                .check(Path::new("/srv/uploads/a"), FsAccess::Read)
+                .is_err()
+        );
+        assert!(
+            paths
+                .check(Path::new("/srv/up/private/k"), FsAccess::Read)
+                .is_err()
+        );
+        assert!(
+            paths
+                .check(Path::new("/srv/up/a"), FsAccess::Write)
+                .is_err()
+        );
+        let access = paths
+            .check(Path::new("/srv/up/out/../out/f"), FsAccess::Write)
+            .unwrap();
+        assert_eq!(access.relative, Path::new("f"));
+        assert_eq!(paths.working_dir(), Path::new("/srv/work"));
+    }
+
+    #[test]
+    fn argv_refusals_name_their_pattern_and_hooks_are_refused() {
+        let caps = ToolCapabilities::none().with_process(["*"]);
+        let r = scope(
+            "id = \"p\"\n[safety.process]\nallow = [\"git\"]\ndeny_args = [\"git push --force*\"]\n[safety.env]\nallow = [\"TZ\"]\n",
+            &caps,
+        );
+        let process = r.process.unwrap();
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let refused = process
+            .check_args(
+                "git",
+                Path::new("/usr/bin/git"),
+                &args(&["push", "--force-with-lease"]),
+            )
+            .unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "ARGS_NOT_ALLOWED: git push --force-with-lease refused by policy (the deny_args pattern `git push --force*`)"
+        );
+        assert!(
+            process
+                .check_args("git", Path::new("/usr/bin/git"), &args(&["status"]))
+                .is_ok()
+        );
+        assert_eq!(
+            process.check_env("LD_PRELOAD").unwrap_err().denial_code(),
+            Some(DenialCode::EnvNotAllowed)
+        );
+        assert!(process.check_env("TZ").is_ok());
+        assert_eq!(process.allowed_binaries(), ["git"]);
     }
 }
