@@ -321,6 +321,11 @@ async fn proxy(args: &Value, ctx: &ToolContext) -> Result<Value, CapabilityError
                 .write(Path::new(&path), arg(args, "content").as_bytes())
                 .await?
         )),
+        "append" => Ok(json!(
+            ctx.fs()?
+                .append(Path::new(&path), arg(args, "content").as_bytes())
+                .await?
+        )),
         "exists" => Ok(json!(ctx.fs()?.exists(Path::new(&path)).await?)),
         "list" => {
             let entries = ctx.fs()?.list(Path::new(&path)).await?;

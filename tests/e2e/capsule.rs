@@ -173,6 +173,12 @@ async fn scoped_calls_are_proxied_and_checked_again_by_the_host() {
             json!({"op": "write", "path": "notes.md", "content": "x"}),
             format!(r#"{{"ok":false,"code":"denied","error":"PATH_NOT_REACHABLE: write not permitted for {}/data/notes.md"}}"#, r.display()),
         ),
+        (json!({"op": "append", "path": "../out/log.txt", "content": "a"}), r#"{"ok":true,"value":1}"#.to_owned()),
+        (json!({"op": "append", "path": "../out/log.txt", "content": "bc"}), r#"{"ok":true,"value":2}"#.to_owned()),
+        (
+            json!({"op": "append", "path": "notes.md", "content": "x"}),
+            format!(r#"{{"ok":false,"code":"denied","error":"PATH_NOT_REACHABLE: write not permitted for {}/data/notes.md"}}"#, r.display()),
+        ),
         (json!({"op": "exists", "path": "notes.md"}), r#"{"ok":true,"value":true}"#.to_owned()),
         (json!({"op": "list", "path": "."}), r#"{"ok":true,"value":["notes.md"]}"#.to_owned()),
         (json!({"op": "mkdir", "path": "../out/sub"}), r#"{"ok":true,"value":null}"#.to_owned()),
@@ -213,6 +219,7 @@ async fn scoped_calls_are_proxied_and_checked_again_by_the_host() {
         std::fs::read_to_string(r.join("out/report.md")).unwrap(),
         "done"
     );
+    assert_eq!(std::fs::read_to_string(r.join("out/log.txt")).unwrap(), "abc");
     assert_eq!(lab.forbidden_hits.load(Ordering::SeqCst), 0);
     // Every call above ran in one warm worker.
     assert_eq!(lab.capsule.workers_started(), 1);

@@ -9,13 +9,13 @@ use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use capability_core::{IsolationKey, ToolIsolation};
 use capability_sandbox::Support;
-use capability_types::{CapabilityError, ExposeSecret, SpawnOptions, Tool, ToolContext};
+use capability_types::{CapabilityError, Tool, ToolContext};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use serde_json::Value;
@@ -24,8 +24,8 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 use crate::sys;
 use crate::wire::{
-    Answer, CallContext, DEFAULT_MAX_FRAME, FrameError, FrameReader, FromWorker, Op, ToWorker,
-    WireError, WorkerSettings, decode, encode, write_frame,
+    CallContext, DEFAULT_MAX_FRAME, FrameError, FrameReader, FromWorker, ToWorker, WireError,
+    WorkerSettings, decode, encode, write_frame,
 };
 use crate::worker::WORKER_FLAG;
 
@@ -484,7 +484,7 @@ impl Worker {
                     Err(e) => return Err(e),
                     Ok((FromWorker::Request { id, seq: of, op }, blobs)) => {
                         if of == seq {
-                            pending.push(async move { (id, answer(ctx, op, blobs).await) });
+                            pending.push(async move { (id, op.perform(ctx, blobs).await) });
                         } else {
                             let stale = CapabilityError::failed(
                                 "a request of a call that has ended is not answered",
@@ -512,7 +512,7 @@ impl Worker {
     async fn reply(
         &mut self,
         id: u64,
-        result: Result<(Answer, Vec<Bytes>), CapabilityError>,
+        result: Result<(Value, Vec<Bytes>), CapabilityError>,
     ) -> Result<(), FrameError> {
         let (result, blobs) = match result {
             Ok((answer, blobs)) => (Ok(answer), blobs),
@@ -624,133 +624,5 @@ fn call_context(ctx: &ToolContext) -> CallContext {
             .map(|s| s.declared().iter().map(|r| r.as_str().to_owned()).collect()),
         process: ctx.scoped_process.is_some(),
         kv: ctx.kv_store.is_some(),
-    }
-}
-
-fn millis(ms: Option<u64>) -> Option<Duration> {
-    ms.map(Duration::from_millis)
-}
-
-/// Answers one request through the call's own scoped objects, which enforce the policy again.
-async fn answer(
-    ctx: &ToolContext,
-    op: Op,
-    blobs: Vec<Bytes>,
-) -> Result<(Answer, Vec<Bytes>), CapabilityError> {
-    let plain = |answer: Answer| Ok((answer, Vec::new()));
-    let mut blobs = blobs.into_iter();
-    match op {
-        Op::FsRead { path } => plain(Answer::Text {
-            text: ctx.fs()?.read(&path).await?,
-        }),
-        Op::FsReadBytes { path } => {
-            let bytes = ctx.fs()?.read_bytes(&path).await?;
-            Ok((Answer::Bytes {}, vec![Bytes::from(bytes)]))
-        }
-        Op::FsWrite { path } => {
-            let contents = blobs.next().unwrap_or_default();
-            plain(Answer::Count {
-                n: ctx.fs()?.write(&path, &contents).await?,
-            })
-        }
-        Op::FsExists { path } => plain(Answer::Flag {
-            value: ctx.fs()?.exists(&path).await?,
-        }),
-        Op::FsList { path } => plain(Answer::Entries {
-            entries: ctx.fs()?.list(&path).await?,
-        }),
-        Op::FsMkdir { path } => {
-            ctx.fs()?.mkdir(&path).await?;
-            plain(Answer::Unit {})
-        }
-        Op::FsMetadata { path } => {
-            let meta = ctx.fs()?.metadata(&path).await?;
-            let modified_ns = meta
-                .modified
-                .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
-                .and_then(|d| u64::try_from(d.as_nanos()).ok());
-            plain(Answer::Metadata {
-                kind: meta.kind,
-                len: meta.len,
-                modified_ns,
-            })
-        }
-        Op::FsRemove { path } => {
-            ctx.fs()?.remove(&path).await?;
-            plain(Answer::Unit {})
-        }
-        Op::Fetch {
-            method,
-            uri,
-            headers,
-        } => {
-            let fetch = ctx.fetch()?;
-            let mut request = http::Request::builder().method(method.as_str()).uri(uri);
-            for (name, value) in headers {
-                request = request.header(name, value);
-            }
-            let request = request
-                .body(blobs.next().unwrap_or_default())
-                .map_err(|e| CapabilityError::invalid_input(format!("a malformed request: {e}")))?;
-            let response = fetch.fetch(request).await?;
-            let (parts, body) = response.into_parts();
-            let headers = parts
-                .headers
-                .iter()
-                .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
-                .collect();
-            Ok((
-                Answer::Response {
-                    status: parts.status.as_u16(),
-                    headers,
-                },
-                vec![body],
-            ))
-        }
-        Op::Secret { name } => {
-            let value = ctx.secrets()?.resolve(&name).await?;
-            plain(Answer::Secret {
-                value: value.expose_secret().to_owned(),
-            })
-        }
-        Op::Spawn {
-            binary,
-            args,
-            cwd,
-            env,
-            stdin,
-            timeout_ms,
-        } => {
-            let mut options = SpawnOptions::default();
-            options.cwd = cwd;
-            options.env = env;
-            options.timeout = millis(timeout_ms);
-            if stdin {
-                options.stdin = Some(blobs.next().unwrap_or_default());
-            }
-            let output = ctx.process()?.spawn(&binary, &args, options).await?;
-            Ok((
-                Answer::Output {
-                    exit_code: output.exit_code,
-                    signal: output.signal,
-                    truncated: output.truncated,
-                    timed_out: output.timed_out,
-                },
-                vec![output.stdout, output.stderr],
-            ))
-        }
-        Op::KvGet { key } => plain(Answer::Value {
-            value: ctx.kv()?.get(&key).await?,
-        }),
-        Op::KvSet { key, value, ttl_ms } => {
-            ctx.kv()?.set(&key, value, millis(ttl_ms)).await?;
-            plain(Answer::Unit {})
-        }
-        Op::KvDelete { key } => plain(Answer::Flag {
-            value: ctx.kv()?.delete(&key).await?,
-        }),
-        Op::KvList { prefix } => plain(Answer::Keys {
-            keys: ctx.kv()?.list(&prefix).await?,
-        }),
     }
 }

@@ -47,6 +47,7 @@
 
 #[cfg(target_os = "linux")]
 mod host;
+pub mod ops;
 #[cfg(target_os = "linux")]
 mod sys;
 pub mod wire;

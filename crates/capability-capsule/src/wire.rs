@@ -19,7 +19,9 @@
 use std::path::PathBuf;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use capability_types::{CapabilityError, DenialCode, DirEntry, ErrorCode, FileKind};
+use capability_types::{CapabilityError, DenialCode, ErrorCode};
+
+pub use crate::ops::Op;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -269,8 +271,9 @@ pub enum ToWorker {
     Reply {
         /// The request's id.
         id: u64,
-        /// The answer (its bytes ride in the frame's blobs).
-        result: Result<Answer, WireError>,
+        /// The answer, in the shape its operation defines (its bytes ride in the frame's
+        /// blobs; see [`Operation::Answer`](crate::ops::Operation::Answer)).
+        result: Result<Value, WireError>,
     },
 }
 
@@ -330,110 +333,6 @@ pub enum FromWorker {
     },
 }
 
-/// One scoped-object call. Bytes (a written file, a request body, stdin) ride in blob 0.
-#[allow(
-    missing_docs,
-    reason = "each field is the parameter of the same name of the scoped-object method linked"
-)]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
-#[non_exhaustive]
-pub enum Op {
-    /// [`ScopedFs::read`](capability_types::ScopedFs::read).
-    FsRead { path: PathBuf },
-    /// [`ScopedFs::read_bytes`](capability_types::ScopedFs::read_bytes).
-    FsReadBytes { path: PathBuf },
-    /// [`ScopedFs::write`](capability_types::ScopedFs::write); contents in blob 0.
-    FsWrite { path: PathBuf },
-    /// [`ScopedFs::exists`](capability_types::ScopedFs::exists).
-    FsExists { path: PathBuf },
-    /// [`ScopedFs::list`](capability_types::ScopedFs::list).
-    FsList { path: PathBuf },
-    /// [`ScopedFs::mkdir`](capability_types::ScopedFs::mkdir).
-    FsMkdir { path: PathBuf },
-    /// [`ScopedFs::metadata`](capability_types::ScopedFs::metadata).
-    FsMetadata { path: PathBuf },
-    /// [`ScopedFs::remove`](capability_types::ScopedFs::remove).
-    FsRemove { path: PathBuf },
-    /// [`ScopedFetch::fetch`](capability_types::ScopedFetch::fetch); body in blob 0.
-    Fetch {
-        method: String,
-        uri: String,
-        headers: Vec<(String, Vec<u8>)>,
-    },
-    /// [`ScopedSecretsResolver::resolve`](capability_types::ScopedSecretsResolver::resolve).
-    Secret { name: String },
-    /// [`ScopedProcess::spawn`](capability_types::ScopedProcess::spawn); stdin in blob 0 when
-    /// `stdin` is true.
-    Spawn {
-        binary: String,
-        args: Vec<String>,
-        cwd: Option<PathBuf>,
-        env: Vec<(String, String)>,
-        stdin: bool,
-        timeout_ms: Option<u64>,
-    },
-    /// [`KeyValueStore::get`](capability_types::KeyValueStore::get).
-    KvGet { key: String },
-    /// [`KeyValueStore::set`](capability_types::KeyValueStore::set).
-    KvSet {
-        key: String,
-        value: Value,
-        ttl_ms: Option<u64>,
-    },
-    /// [`KeyValueStore::delete`](capability_types::KeyValueStore::delete).
-    KvDelete { key: String },
-    /// [`KeyValueStore::list`](capability_types::KeyValueStore::list).
-    KvList { prefix: String },
-}
-
-/// The answer to an [`Op`]. Bytes (file contents, a response body, child output) ride in blobs.
-#[allow(
-    missing_docs,
-    reason = "each field is the value of the same name of the scoped-object result"
-)]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "answer", rename_all = "snake_case", deny_unknown_fields)]
-#[non_exhaustive]
-pub enum Answer {
-    /// Text (a file read as UTF-8).
-    Text { text: String },
-    /// Bytes, in blob 0.
-    Bytes {},
-    /// A count (bytes written).
-    Count { n: u64 },
-    /// Yes or no.
-    Flag { value: bool },
-    /// Directory entries.
-    Entries { entries: Vec<DirEntry> },
-    /// Nothing.
-    Unit {},
-    /// Metadata; `modified_ns` is nanoseconds since the Unix epoch.
-    Metadata {
-        kind: FileKind,
-        len: u64,
-        modified_ns: Option<u64>,
-    },
-    /// An HTTP response; body in blob 0.
-    Response {
-        status: u16,
-        headers: Vec<(String, Vec<u8>)>,
-    },
-    /// A secret's value.
-    Secret { value: String },
-    /// A child's outcome; stdout in blob 0, stderr in blob 1.
-    Output {
-        exit_code: Option<i32>,
-        signal: Option<i32>,
-        truncated: bool,
-        timed_out: bool,
-    },
-    /// A stored value, if any.
-    Value { value: Option<Value> },
-    /// Keys.
-    Keys { keys: Vec<String> },
-}
-
 /// A [`CapabilityError`] on the wire.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -490,9 +389,9 @@ mod tests {
         let op = FromWorker::Request {
             id: 7,
             seq: 1,
-            op: Op::FsWrite {
+            op: Op::from(crate::ops::FsWrite {
                 path: PathBuf::from("/w/out.txt"),
-            },
+            }),
         };
         let frame = encode(&op, &[Bytes::from_static(b"hello\0world")], MAX).unwrap();
         assert_eq!(

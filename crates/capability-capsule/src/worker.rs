@@ -4,10 +4,10 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -20,10 +20,10 @@ use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::ops::{self, Operation};
 use crate::sys;
 use crate::wire::{
-    Answer, CallContext, FrameReader, FromWorker, Op, ToWorker, WireError, WorkerSettings, decode,
-    encode,
+    CallContext, FrameReader, FromWorker, Op, ToWorker, WireError, WorkerSettings, decode, encode,
 };
 
 /// The first argument that puts a binary into worker mode.
@@ -146,7 +146,7 @@ where
 }
 
 /// A reply as the worker receives it: the answer (or error) and the frame's blobs.
-type Reply = (Result<Answer, WireError>, Vec<Bytes>);
+type Reply = (Result<Value, WireError>, Vec<Bytes>);
 
 /// The worker's end of the channel: sends frames, matches replies to requests.
 struct Link {
@@ -170,7 +170,7 @@ impl Link {
         seq: u64,
         op: Op,
         blobs: &[Bytes],
-    ) -> Result<(Answer, Vec<Bytes>), CapabilityError> {
+    ) -> Result<(Value, Vec<Bytes>), CapabilityError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         self.pending
@@ -190,7 +190,7 @@ impl Link {
         result.map(|answer| (answer, blobs)).map_err(Into::into)
     }
 
-    fn answer(&self, id: u64, result: Result<Answer, WireError>, blobs: Vec<Bytes>) -> bool {
+    fn answer(&self, id: u64, result: Result<Value, WireError>, blobs: Vec<Bytes>) -> bool {
         let waiter = self
             .pending
             .lock()
@@ -369,143 +369,53 @@ fn remote_context(link: &Arc<Link>, seq: u64, context: &CallContext) -> ToolCont
     ctx
 }
 
-fn unexpected(answer: &Answer) -> CapabilityError {
-    CapabilityError::failed(format!("the host answered with an unexpected {answer:?}"))
-}
-
-fn path_op(path: &Path) -> PathBuf {
-    path.to_path_buf()
-}
-
 impl Remote {
-    async fn ask(&self, op: Op, blobs: &[Bytes]) -> Result<(Answer, Vec<Bytes>), CapabilityError> {
-        self.link.request(self.seq, op, blobs).await
+    /// Asks the host to perform `op` for the running call; the method's value from its answer.
+    async fn call<O: Operation>(
+        &self,
+        op: O,
+        blobs: &[Bytes],
+    ) -> Result<O::Output, CapabilityError> {
+        let (answer, blobs) = self.link.request(self.seq, op.into(), blobs).await?;
+        let answer = serde_json::from_value(answer).map_err(|e| {
+            CapabilityError::failed(format!("the host answered in an unexpected shape: {e}"))
+        })?;
+        O::output(answer, blobs)
     }
-}
-
-fn first_blob(blobs: Vec<Bytes>) -> Bytes {
-    blobs.into_iter().next().unwrap_or_default()
 }
 
 #[async_trait]
 impl ScopedFs for Remote {
     async fn read(&self, path: &Path) -> Result<String, CapabilityError> {
-        match self
-            .ask(
-                Op::FsRead {
-                    path: path_op(path),
-                },
-                &[],
-            )
-            .await?
-        {
-            (Answer::Text { text }, _) => Ok(text),
-            (other, _) => Err(unexpected(&other)),
-        }
+        self.call(ops::FsRead { path: path.into() }, &[]).await
     }
     async fn read_bytes(&self, path: &Path) -> Result<Vec<u8>, CapabilityError> {
-        match self
-            .ask(
-                Op::FsReadBytes {
-                    path: path_op(path),
-                },
-                &[],
-            )
-            .await?
-        {
-            (Answer::Bytes {}, blobs) => Ok(first_blob(blobs).to_vec()),
-            (other, _) => Err(unexpected(&other)),
-        }
+        self.call(ops::FsReadBytes { path: path.into() }, &[]).await
     }
     async fn write(&self, path: &Path, contents: &[u8]) -> Result<u64, CapabilityError> {
-        let op = Op::FsWrite {
-            path: path_op(path),
-        };
-        match self.ask(op, &[Bytes::copy_from_slice(contents)]).await? {
-            (Answer::Count { n }, _) => Ok(n),
-            (other, _) => Err(unexpected(&other)),
-        }
+        let blob = Bytes::copy_from_slice(contents);
+        self.call(ops::FsWrite { path: path.into() }, &[blob]).await
+    }
+    async fn append(&self, path: &Path, contents: &[u8]) -> Result<u64, CapabilityError> {
+        let blob = Bytes::copy_from_slice(contents);
+        self.call(ops::FsAppend { path: path.into() }, &[blob])
+            .await
     }
     async fn exists(&self, path: &Path) -> Result<bool, CapabilityError> {
-        match self
-            .ask(
-                Op::FsExists {
-                    path: path_op(path),
-                },
-                &[],
-            )
-            .await?
-        {
-            (Answer::Flag { value }, _) => Ok(value),
-            (other, _) => Err(unexpected(&other)),
-        }
+        self.call(ops::FsExists { path: path.into() }, &[]).await
     }
     async fn list(&self, path: &Path) -> Result<Vec<DirEntry>, CapabilityError> {
-        match self
-            .ask(
-                Op::FsList {
-                    path: path_op(path),
-                },
-                &[],
-            )
-            .await?
-        {
-            (Answer::Entries { entries }, _) => Ok(entries),
-            (other, _) => Err(unexpected(&other)),
-        }
+        self.call(ops::FsList { path: path.into() }, &[]).await
     }
     async fn mkdir(&self, path: &Path) -> Result<(), CapabilityError> {
-        match self
-            .ask(
-                Op::FsMkdir {
-                    path: path_op(path),
-                },
-                &[],
-            )
-            .await?
-        {
-            (Answer::Unit {}, _) => Ok(()),
-            (other, _) => Err(unexpected(&other)),
-        }
+        self.call(ops::FsMkdir { path: path.into() }, &[]).await
     }
     async fn metadata(&self, path: &Path) -> Result<FsMetadata, CapabilityError> {
-        match self
-            .ask(
-                Op::FsMetadata {
-                    path: path_op(path),
-                },
-                &[],
-            )
-            .await?
-        {
-            (
-                Answer::Metadata {
-                    kind,
-                    len,
-                    modified_ns,
-                },
-                _,
-            ) => Ok(FsMetadata::new(
-                kind,
-                len,
-                modified_ns.map(|ns| SystemTime::UNIX_EPOCH + Duration::from_nanos(ns)),
-            )),
-            (other, _) => Err(unexpected(&other)),
-        }
+        self.call(ops::FsMetadataOf { path: path.into() }, &[])
+            .await
     }
     async fn remove(&self, path: &Path) -> Result<(), CapabilityError> {
-        match self
-            .ask(
-                Op::FsRemove {
-                    path: path_op(path),
-                },
-                &[],
-            )
-            .await?
-        {
-            (Answer::Unit {}, _) => Ok(()),
-            (other, _) => Err(unexpected(&other)),
-        }
+        self.call(ops::FsRemove { path: path.into() }, &[]).await
     }
 }
 
@@ -515,42 +425,16 @@ impl ScopedFetch for Remote {
         &self,
         request: http::Request<Bytes>,
     ) -> Result<http::Response<Bytes>, CapabilityError> {
-        let (parts, body) = request.into_parts();
-        let headers = parts
-            .headers
-            .iter()
-            .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
-            .collect();
-        let op = Op::Fetch {
-            method: parts.method.as_str().to_owned(),
-            uri: parts.uri.to_string(),
-            headers,
-        };
-        match self.ask(op, &[body]).await? {
-            (Answer::Response { status, headers }, blobs) => {
-                let mut response = http::Response::builder().status(status);
-                for (name, value) in headers {
-                    response = response.header(name, value);
-                }
-                response
-                    .body(first_blob(blobs))
-                    .map_err(|e| CapabilityError::failed(format!("a malformed response: {e}")))
-            }
-            (other, _) => Err(unexpected(&other)),
-        }
+        let (op, body) = ops::Fetch::of(request);
+        self.call(op, &[body]).await
     }
 }
 
 #[async_trait]
 impl ScopedSecretsResolver for Remote {
     async fn resolve(&self, name: &str) -> Result<SecretString, CapabilityError> {
-        let op = Op::Secret {
-            name: name.to_owned(),
-        };
-        match self.ask(op, &[]).await? {
-            (Answer::Secret { value }, _) => Ok(SecretString::from(value)),
-            (other, _) => Err(unexpected(&other)),
-        }
+        let name = name.to_owned();
+        self.call(ops::Secret { name }, &[]).await
     }
     fn declared(&self) -> &[SecretRef] {
         &self.declared
@@ -565,51 +449,17 @@ impl ScopedProcess for Remote {
         args: &[String],
         options: SpawnOptions,
     ) -> Result<ProcessOutput, CapabilityError> {
-        let timeout_ms = options
-            .timeout
-            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
-        let op = Op::Spawn {
-            binary: binary.to_owned(),
-            args: args.to_vec(),
-            cwd: options.cwd,
-            env: options.env,
-            stdin: options.stdin.is_some(),
-            timeout_ms,
-        };
-        let blobs: Vec<Bytes> = options.stdin.into_iter().collect();
-        match self.ask(op, &blobs).await? {
-            (
-                Answer::Output {
-                    exit_code,
-                    signal,
-                    truncated,
-                    timed_out,
-                },
-                blobs,
-            ) => {
-                let mut blobs = blobs.into_iter();
-                let stdout = blobs.next().unwrap_or_default();
-                let stderr = blobs.next().unwrap_or_default();
-                Ok(
-                    ProcessOutput::new(exit_code, signal, stdout, stderr, truncated)
-                        .with_timed_out(timed_out),
-                )
-            }
-            (other, _) => Err(unexpected(&other)),
-        }
+        let (op, stdin) = ops::Spawn::of(binary, args, options);
+        let blobs: Vec<Bytes> = stdin.into_iter().collect();
+        self.call(op, &blobs).await
     }
 }
 
 #[async_trait]
 impl KeyValueStore for Remote {
     async fn get(&self, key: &str) -> Result<Option<Value>, CapabilityError> {
-        let op = Op::KvGet {
-            key: key.to_owned(),
-        };
-        match self.ask(op, &[]).await? {
-            (Answer::Value { value }, _) => Ok(value),
-            (other, _) => Err(unexpected(&other)),
-        }
+        let key = key.to_owned();
+        self.call(ops::KvGet { key }, &[]).await
     }
     async fn set(
         &self,
@@ -617,36 +467,14 @@ impl KeyValueStore for Remote {
         value: Value,
         ttl: Option<Duration>,
     ) -> Result<(), CapabilityError> {
-        let op = Op::KvSet {
-            key: key.to_owned(),
-            value,
-            // Rounded up, so that a TTL under a millisecond does not become the refused zero.
-            ttl_ms: ttl.map(|t| {
-                let ms = u64::try_from(t.as_millis()).unwrap_or(u64::MAX);
-                if ms == 0 && !t.is_zero() { 1 } else { ms }
-            }),
-        };
-        match self.ask(op, &[]).await? {
-            (Answer::Unit {}, _) => Ok(()),
-            (other, _) => Err(unexpected(&other)),
-        }
+        self.call(ops::KvSet::of(key, value, ttl), &[]).await
     }
     async fn delete(&self, key: &str) -> Result<bool, CapabilityError> {
-        let op = Op::KvDelete {
-            key: key.to_owned(),
-        };
-        match self.ask(op, &[]).await? {
-            (Answer::Flag { value }, _) => Ok(value),
-            (other, _) => Err(unexpected(&other)),
-        }
+        let key = key.to_owned();
+        self.call(ops::KvDelete { key }, &[]).await
     }
     async fn list(&self, prefix: &str) -> Result<Vec<String>, CapabilityError> {
-        let op = Op::KvList {
-            prefix: prefix.to_owned(),
-        };
-        match self.ask(op, &[]).await? {
-            (Answer::Keys { keys }, _) => Ok(keys),
-            (other, _) => Err(unexpected(&other)),
-        }
+        let prefix = prefix.to_owned();
+        self.call(ops::KvList { prefix }, &[]).await
     }
 }

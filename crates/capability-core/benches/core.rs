@@ -80,6 +80,9 @@ impl capability_types::ScopedFs for NoFs {
     async fn write(&self, _: &Path, _: &[u8]) -> Result<u64, CapabilityError> {
         Err(CapabilityError::failed("unused"))
     }
+    async fn append(&self, _: &Path, _: &[u8]) -> Result<u64, CapabilityError> {
+        Err(CapabilityError::failed("unused"))
+    }
     async fn exists(&self, _: &Path) -> Result<bool, CapabilityError> {
         Ok(false)
     }

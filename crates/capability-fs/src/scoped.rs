@@ -278,6 +278,43 @@ impl ScopedFiles {
         Ok(contents.len() as u64)
     }
 
+    fn append_blocking(&self, path: &Path, contents: &[u8]) -> Result<u64, CapabilityError> {
+        if names_a_directory(path) {
+            return Err(io_failure(
+                path,
+                &io::Error::from(io::ErrorKind::IsADirectory),
+            ));
+        }
+        if contents.len() as u64 > self.config.max_write {
+            return Err(CapabilityError::invalid_input(format!(
+                "{} bytes exceed the write limit of {} bytes",
+                contents.len(),
+                self.config.max_write
+            )));
+        }
+        let (a, dir, name) = self.open_parent(path, FsAccess::Write)?;
+        let fail = sys_failure(FsAccess::Write, &a.path);
+        // The same refusals as a write: a final symbolic link is never followed (O_NOFOLLOW
+        // below closes the window between this look and the open), only files are appended to.
+        if let Some(st) = sys::stat_in(dir.as_fd(), &name).map_err(&fail)? {
+            match st.kind {
+                FileKind::File => {}
+                FileKind::Symlink => {
+                    return Err(CapabilityError::denied(
+                        DenialCode::PathNotReachable,
+                        format!(
+                            "write not permitted for {}: it is a symbolic link",
+                            a.path.display()
+                        ),
+                    ));
+                }
+                other => return Err(not_a_file(other, &a.path)),
+            }
+        }
+        sys::append_in(dir.as_fd(), &name, contents).map_err(&fail)?;
+        Ok(contents.len() as u64)
+    }
+
     fn exists_blocking(&self, path: &Path) -> Result<bool, CapabilityError> {
         let a = self.grant.paths.check(path, FsAccess::Read)?;
         let root = self.root(&a, FsAccess::Read)?;
@@ -408,6 +445,12 @@ impl ScopedFs for ScopedFiles {
     async fn write(&self, path: &Path, contents: &[u8]) -> Result<u64, CapabilityError> {
         let (path, contents) = (path.to_path_buf(), contents.to_vec());
         self.blocking(move |fs| fs.write_blocking(&path, &contents))
+            .await
+    }
+
+    async fn append(&self, path: &Path, contents: &[u8]) -> Result<u64, CapabilityError> {
+        let (path, contents) = (path.to_path_buf(), contents.to_vec());
+        self.blocking(move |fs| fs.append_blocking(&path, &contents))
             .await
     }
 

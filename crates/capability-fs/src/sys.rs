@@ -303,6 +303,30 @@ pub(crate) fn write_atomic(
     result
 }
 
+/// Appends `contents` to `name` in `dir`, creating it (mode 0644) when missing; never follows a
+/// final symbolic link, never blocks on a FIFO swapped in (`O_NONBLOCK`; anything but a regular
+/// file is refused), and syncs the data.
+pub(crate) fn append_in(dir: BorrowedFd<'_>, name: &OsStr, contents: &[u8]) -> SysResult<()> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::WRONLY
+            | OFlags::APPEND
+            | OFlags::CREATE
+            | OFlags::NOFOLLOW
+            | OFlags::NONBLOCK
+            | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o644),
+    )?;
+    let mut file = std::fs::File::from(fd);
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput).into());
+    }
+    file.write_all(contents)?;
+    file.sync_data()?;
+    Ok(())
+}
+
 /// Opens a directory for `*at` calls (not `O_PATH`: renames and unlinks need a real handle).
 pub(crate) const DIR_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY);
 

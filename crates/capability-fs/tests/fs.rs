@@ -239,6 +239,72 @@ async fn writes_are_atomic_and_confined() {
 }
 
 #[tokio::test]
+async fn appends_create_extend_and_stay_confined() {
+    let t = tree();
+    for (mode, config) in modes() {
+        let fs = scoped(&t, config, "");
+        let log = t.root.join("out/log.txt");
+        assert_eq!(fs.append(&log, b"one\n").await.unwrap(), 4, "{mode}");
+        assert_eq!(
+            fs.append(Path::new("../out/log.txt"), b"two\n")
+                .await
+                .unwrap(),
+            4
+        );
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "one\ntwo\n");
+        // Read-only areas, deny rules and the outside.
+        refused(fs.append(&t.root.join("docs/a.txt"), b"x").await);
+        refused(fs.append(&t.root.join("private/key"), b"x").await);
+        refused(fs.append(&t.outside.join("secret.txt"), b"x").await);
+        assert_eq!(
+            std::fs::read_to_string(t.root.join("docs/a.txt")).unwrap(),
+            "inside"
+        );
+        assert_eq!(
+            std::fs::read_to_string(t.outside.join("secret.txt")).unwrap(),
+            "outside-secret"
+        );
+        // A link (dangling or not) is never appended through; a directory is not a file.
+        let link = t.root.join("out/to-secret");
+        std::os::unix::fs::symlink(t.outside.join("secret.txt"), &link).unwrap();
+        assert_eq!(
+            refused(fs.append(&link, b"x").await),
+            format!(
+                "write not permitted for {}: it is a symbolic link",
+                link.display()
+            )
+        );
+        assert_eq!(
+            std::fs::read_to_string(t.outside.join("secret.txt")).unwrap(),
+            "outside-secret"
+        );
+        std::fs::create_dir_all(t.root.join("out/dir")).unwrap();
+        assert!(fs.append(&t.root.join("out/dir"), b"x").await.is_err());
+        // A FIFO is refused at once: an append never blocks on a reader that never comes.
+        let fifo = t.root.join("out/fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let started = std::time::Instant::now();
+        assert!(fs.append(&fifo, b"x").await.is_err(), "{mode}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        // The write limit holds for appends too.
+        let capped = scoped(&t, FsConfig::default().max_write(4), "");
+        assert!(matches!(
+            capped.append(&log, b"too long").await,
+            Err(CapabilityError::InvalidInput(_))
+        ));
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "one\ntwo\n");
+        for p in [&log, &link, &fifo] {
+            std::fs::remove_file(p).unwrap();
+        }
+        std::fs::remove_dir(t.root.join("out/dir")).unwrap();
+    }
+}
+
+#[tokio::test]
 async fn a_dangling_symlink_is_never_written_through() {
     let t = tree();
     let link = t.root.join("out/dangling");

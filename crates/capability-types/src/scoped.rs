@@ -38,6 +38,9 @@ pub trait ScopedFs: Send + Sync {
     async fn read_bytes(&self, path: &Path) -> Result<Vec<u8>, CapabilityError>;
     /// Writes a whole file atomically; returns the number of bytes written.
     async fn write(&self, path: &Path, contents: &[u8]) -> Result<u64, CapabilityError>;
+    /// Appends to a file, creating it when missing (write reach required); returns the number
+    /// of bytes appended. Not atomic: a reader may see part of an append in progress.
+    async fn append(&self, path: &Path, contents: &[u8]) -> Result<u64, CapabilityError>;
     /// Whether the path exists (readable reach required).
     async fn exists(&self, path: &Path) -> Result<bool, CapabilityError>;
     /// The entries of a directory, sorted by name.

@@ -222,6 +222,9 @@ impl ScopedFs for PolicyFs {
         self.0.paths.check(path, FsAccess::Write)?;
         Ok(contents.len() as u64)
     }
+    async fn append(&self, path: &Path, contents: &[u8]) -> Result<u64, CapabilityError> {
+        self.write(path, contents).await
+    }
     async fn exists(&self, path: &Path) -> Result<bool, CapabilityError> {
         self.0.paths.check(path, FsAccess::Read).map(|_| true)
     }
