@@ -219,7 +219,10 @@ async fn scoped_calls_are_proxied_and_checked_again_by_the_host() {
         std::fs::read_to_string(r.join("out/report.md")).unwrap(),
         "done"
     );
-    assert_eq!(std::fs::read_to_string(r.join("out/log.txt")).unwrap(), "abc");
+    assert_eq!(
+        std::fs::read_to_string(r.join("out/log.txt")).unwrap(),
+        "abc"
+    );
     assert_eq!(lab.forbidden_hits.load(Ordering::SeqCst), 0);
     // Every call above ran in one warm worker.
     assert_eq!(lab.capsule.workers_started(), 1);

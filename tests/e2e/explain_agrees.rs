@@ -23,7 +23,7 @@ fn nested(depth: usize) -> Value {
     (0..depth).fold(json!("x"), |inner, _| json!([inner]))
 }
 
-// guarantee: G-ADM-06
+// guarantee: G-REG-09
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explain_and_call_agree_on_every_policy_case() {
     let dir = tempfile::tempdir().unwrap();

@@ -160,12 +160,16 @@ pub(crate) fn run(root: &Path) -> Result<()> {
 fn lint_workspace(root: &Path) -> Result<(Vec<Finding>, Vec<Exemption>)> {
     let mut findings = Vec::new();
     let mut exemptions = Vec::new();
-    let crates_dir = root.join("crates");
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&crates_dir)
-        .with_context(|| format!("reading {}", crates_dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.join("Cargo.toml").is_file())
-        .collect();
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for area in ["crates", "examples"] {
+        let area_dir = root.join(area);
+        dirs.extend(
+            std::fs::read_dir(&area_dir)
+                .with_context(|| format!("reading {}", area_dir.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.join("Cargo.toml").is_file()),
+        );
+    }
     dirs.sort();
     for dir in dirs {
         let manifest_path = dir.join("Cargo.toml");
@@ -340,6 +344,38 @@ pub(crate) fn check_manifest(path: &Path, manifest: &toml::Table) -> Vec<Finding
                     "capability-types only; compose backends in capability-tools, toolcap or tests",
                 ));
             }
+        }
+    }
+    // The kernel layer and the capsule: each on exactly the crates its job needs.
+    for (krate, allowed) in [
+        ("capability-sandbox", &["capability-types"][..]),
+        (
+            "capability-capsule",
+            &["capability-types", "capability-core", "capability-sandbox"][..],
+        ),
+    ] {
+        if name == krate {
+            for d in deps
+                .iter()
+                .filter(|d| d.starts_with("capability-") && !allowed.contains(&d.as_str()))
+            {
+                out.push(finding(
+                    format!("{krate} depends on {d}"),
+                    "only the crates in its row of the boundary table (docs/architecture.md, \"Crate graph\")",
+                ));
+            }
+        }
+    }
+    // A plugin (anything under examples/) compiles against the plugin contract alone.
+    if path.starts_with("examples") {
+        for d in deps
+            .iter()
+            .filter(|d| d.starts_with("capability-") && *d != "capability-types")
+        {
+            out.push(finding(
+                format!("plugin {name} depends on {d}"),
+                "capability-types only: a plugin declares tools, the host composes the rest",
+            ));
         }
     }
     if name == "capability-core" {
@@ -759,6 +795,26 @@ mod tests {
             .map(|f| f.what)
             .collect();
         assert_eq!(whats, ["capability-types depends on tokio"]);
+        let sandbox: toml::Table =
+            "[package]\nname = \"capability-sandbox\"\n[dependencies]\ncapability-types = \"0.1\"\ncapability-core = \"0.1\"\n"
+                .parse()
+                .unwrap();
+        let whats: Vec<String> =
+            check_manifest(Path::new("crates/capability-sandbox/Cargo.toml"), &sandbox)
+                .into_iter()
+                .map(|f| f.what)
+                .collect();
+        assert_eq!(whats, ["capability-sandbox depends on capability-core"]);
+        let plugin: toml::Table =
+            "[package]\nname = \"my-plugin\"\n[dependencies]\ncapability-types = \"0.1\"\ncapability-fs = \"0.1\"\n"
+                .parse()
+                .unwrap();
+        let whats: Vec<String> =
+            check_manifest(Path::new("examples/my-plugin/Cargo.toml"), &plugin)
+                .into_iter()
+                .map(|f| f.what)
+                .collect();
+        assert_eq!(whats, ["plugin my-plugin depends on capability-fs"]);
         let core = manifest(
             "[package]\nname = \"capability-core\"\n[dependencies]\ncapability-types = \"0.1\"\ncapability-fetch = \"0.1\"\n[target.'cfg(unix)'.dependencies]\nhyper = \"1\"\n",
         );

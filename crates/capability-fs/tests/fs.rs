@@ -238,6 +238,7 @@ async fn writes_are_atomic_and_confined() {
     }
 }
 
+// guarantee: G-FS-05
 #[tokio::test]
 async fn appends_create_extend_and_stay_confined() {
     let t = tree();

@@ -6,7 +6,7 @@
     reason = "the benchmark starts a redis-server"
 )]
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../../crates/capability-kv/tests/support/mod.rs"]
 mod support;
 
 use std::sync::Arc;
