@@ -6,7 +6,8 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use capability_core::{CompiledPolicy, resolve};
-use capability_types::{FsAccess, PathPolicy, ToolCapabilities};
+use capability_types::{ToolCapabilities};
+use capability_types::backend::{FsAccess, PathPolicy};
 use capability_core::{PolicyFormat};
 use libfuzzer_sys::fuzz_target;
 
@@ -41,7 +42,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     if let Some(process) = resolved.process {
-        use capability_types::ProcessPolicy;
+        use capability_types::backend::{ProcessPolicy};
         for binary in process.allowed_binaries() {
             assert_eq!(binary, "git", "binary {binary:?} is wider");
         }

@@ -5,7 +5,8 @@
 use std::sync::OnceLock;
 
 use capability_kv::{KvBackend, KvLimits, MemoryStore};
-use capability_types::{KvStoreFactory, StorageGrant, StorageScope};
+use capability_types::{StorageScope};
+use capability_types::backend::{KvStoreFactory, StorageGrant};
 use libfuzzer_sys::fuzz_target;
 
 fn runtime() -> &'static tokio::runtime::Runtime {

@@ -18,9 +18,11 @@ use capability_core::{
     CapabilityBackends, CompiledPolicy, DefaultToolRegistry, ExecutionContext, ResolutionCache,
     ToolCall, resolve, resolve_capabilities,
 };
+use capability_types::backend::{
+    FetchFactory, FsFactory, FsGrant, HostPolicy, KvStoreFactory, NetworkGrant, StorageGrant,
+};
 use capability_types::{
-    CapabilityError, FetchFactory, FsFactory, FsGrant, FsPaths, HostPolicy, KeyValueStore,
-    KvStoreFactory, NetworkGrant, ScopedFetch, ScopedFs, StorageGrant, StorageScope, Tool,
+    CapabilityError, FsPaths, KeyValueStore, ScopedFetch, ScopedFs, StorageScope, Tool,
     ToolCapabilities, ToolContext, async_trait,
 };
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};

@@ -13,7 +13,8 @@ use std::time::Duration;
 use capability_core::PolicyFormat;
 use capability_core::{CompiledPolicy, resolve};
 use capability_fs::{FsBackend, FsConfig};
-use capability_types::{FsFactory, FsGrant, FsPaths, PathPolicy, ToolCapabilities};
+use capability_types::backend::{FsFactory, FsGrant, PathPolicy};
+use capability_types::{FsPaths, ToolCapabilities};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 fn read(c: &mut Criterion) {
@@ -59,7 +60,7 @@ fn read(c: &mut Criterion) {
             paths
                 .check(
                     black_box(Path::new(&file)),
-                    capability_types::FsAccess::Read,
+                    capability_types::backend::FsAccess::Read,
                 )
                 .unwrap()
         })

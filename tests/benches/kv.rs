@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use capability_kv::{EmbeddedStore, KvBackend, KvLimits, MemoryStore, RawStore, RedisStore};
-use capability_types::{KeyValueStore, KvStoreFactory, StorageGrant, StorageScope};
+use capability_types::backend::{KvStoreFactory, StorageGrant};
+use capability_types::{KeyValueStore, StorageScope};
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 

@@ -14,9 +14,8 @@ use std::time::Duration;
 use capability_core::PolicyFormat;
 use capability_core::{CompiledPolicy, resolve};
 use capability_process::{ProcessBackend, ProcessConfig};
-use capability_types::{
-    PathPolicy, ProcessFactory, ProcessGrant, ProcessPolicy, SpawnOptions, ToolCapabilities,
-};
+use capability_types::backend::{PathPolicy, ProcessFactory, ProcessGrant, ProcessPolicy};
+use capability_types::{SpawnOptions, ToolCapabilities};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 fn spawn(c: &mut Criterion) {

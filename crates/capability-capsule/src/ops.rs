@@ -3,7 +3,7 @@
 //! An operation is a struct (its request, as it travels) that implements [`Operation`]: what
 //! the host does with it through the call's own scoped objects ([`Operation::perform`]), and
 //! how the worker turns the answer back into the scoped-object method's value
-//! ([`Operation::output`]). The [`scoped_ops!`] list below makes the wire enum [`Op`] and the
+//! ([`Operation::output`]). The `scoped_ops!` list below makes the wire enum [`Op`] and the
 //! host's dispatch of it from those definitions, so the wire format, the worker's forwarding
 //! and the host's answering cannot disagree. Adding an operation is: its struct and impl here,
 //! one line in the list, and the one-line forwarding method of the worker's proxy

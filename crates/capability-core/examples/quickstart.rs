@@ -18,9 +18,9 @@ use capability_core::{
     CompiledPolicy, DefaultToolRegistry, ExecutionContext, JsonLinesAuditSink, RegistryConfig,
     ToolCall, resolve, validate_declaration,
 };
+use capability_types::backend::{FsAccess, HostPolicy, PathPolicy};
 use capability_types::{
-    CapabilityError, FsAccess, FsPaths, HostPolicy, PathPolicy, Tool, ToolCapabilities,
-    ToolContext, async_trait,
+    CapabilityError, FsPaths, Tool, ToolCapabilities, ToolContext, async_trait,
 };
 use serde_json::{Value, json};
 

@@ -62,5 +62,6 @@ pub use crate::resolve::{
     needs_backends, resolve, resolve_capabilities,
 };
 pub use crate::validate::{
-    validate_declaration, validate_registration, validate_tools_for_personality,
+    CapabilityValidationError, validate_declaration, validate_registration,
+    validate_tools_for_personality,
 };

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::collections::{BTreeMap, BTreeSet};
 
 use capability_policy::{Narrowing, PersonalityPolicy, PolicyError, PolicyFormat, ToolConstraints};
-use capability_types::SandboxMode;
+use capability_types::backend::SandboxMode;
 
 use crate::matching::binary::{ArgvPattern, intersect_binaries};
 use crate::matching::host::{HostPattern, HostSet, intersect_hosts};

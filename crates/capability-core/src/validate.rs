@@ -1,13 +1,51 @@
 //! Registration-time validation: what a tool declares that the personality will not grant,
 //! reported as data.
 
-use capability_types::{CapabilityValidationError, FsPaths, SandboxMode, Tool, ToolCapabilities};
+use capability_types::backend::SandboxMode;
+use std::fmt;
+
+use capability_types::{FsPaths, Tool, ToolCapabilities};
+use serde::{Deserialize, Serialize};
 
 use crate::matching::Dropped;
 use crate::matching::binary::intersect_binaries;
 use crate::matching::host::intersect_hosts;
 use crate::matching::path::intersect_paths;
 use crate::policy::CompiledPolicy;
+
+/// One finding of registration validation: a declared capability the personality does not
+/// grant, or a declaration that is malformed. Data, not a panic.
+///
+/// ```
+/// use capability_core::CapabilityValidationError;
+/// let finding = CapabilityValidationError {
+///     tool: "fetch_url".into(),
+///     capability: "network".into(),
+///     message: "api.stripe.com is not in the personality's network allow list".into(),
+/// };
+/// assert_eq!(
+///     finding.to_string(),
+///     "fetch_url: network: api.stripe.com is not in the personality's network allow list"
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapabilityValidationError {
+    /// The tool's name.
+    pub tool: String,
+    /// `network`, `fs_reach.read`, `fs_reach.write`, `process`, `secrets` or `storage`.
+    pub capability: String,
+    /// What is wrong, naming the value.
+    pub message: String,
+}
+
+impl fmt::Display for CapabilityValidationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}: {}", self.tool, self.capability, self.message)
+    }
+}
+
+impl std::error::Error for CapabilityValidationError {}
 
 /// Validates one tool's declaration against a personality. Each finding names the tool, the
 /// capability (`network`, `fs_reach.read`, `fs_reach.write`, `process`, `process.sandbox`) and

@@ -7,7 +7,8 @@ use std::path::Path;
 use capability_core::matching::binary::intersect_binaries;
 use capability_core::{CompiledPolicy, resolve};
 use capability_core::{NetworkRules, PersonalityPolicy, PolicyFsReach, Safety};
-use capability_types::{FsAccess, FsPaths, HostPolicy, PathPolicy, ToolCapabilities};
+use capability_types::backend::{FsAccess, HostPolicy, PathPolicy};
+use capability_types::{FsPaths, ToolCapabilities};
 use proptest::prelude::*;
 
 // ---------- hosts ----------
@@ -268,7 +269,7 @@ proptest! {
                 prop_assert!(wide.fs.as_ref().unwrap().check(Path::new(&path_req), access).is_ok(), "{path_req} {access:?} widened");
             }
         }
-        use capability_types::ProcessPolicy;
+        use capability_types::backend::{ProcessPolicy};
         let wide_bins = wide.process.as_ref().unwrap().allowed_binaries().to_vec();
         for b in narrow.process.as_ref().unwrap().allowed_binaries() {
             prop_assert!(wide_bins.contains(b), "binary {b} widened");

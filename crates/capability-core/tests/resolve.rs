@@ -10,9 +10,9 @@ use capability_core::{
     CompiledPolicy, DefaultToolRegistry, ExecutionContext, ToolCall, resolve, validate_declaration,
 };
 use capability_core::{PersonalityPolicy, PolicyFormat};
+use capability_types::backend::{FsAccess, HostMatch, HostPolicy, PathPolicy, ProcessPolicy};
 use capability_types::{
-    CapabilityError, DenialCode, ErrorCode, FsAccess, FsPaths, HostMatch, HostPolicy, PathPolicy,
-    ProcessPolicy, StorageScope, ToolCapabilities,
+    CapabilityError, DenialCode, ErrorCode, FsPaths, StorageScope, ToolCapabilities,
 };
 use serde_json::json;
 use support::{Behaviour, TestTool, policy, recording_backends};

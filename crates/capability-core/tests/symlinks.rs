@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use capability_core::{CompiledPolicy, resolve};
 use capability_core::{PolicyError, PolicyFormat};
-use capability_types::{DenialCode, FsAccess, FsPaths, PathPolicy, ToolCapabilities};
+use capability_types::backend::{FsAccess, PathPolicy};
+use capability_types::{DenialCode, FsPaths, ToolCapabilities};
 
 struct Tree {
     _dir: tempfile::TempDir,

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use capability_types::{CapabilityError, DenialCode, HostMatch, HostPolicy};
+use capability_types::backend::{HostMatch, HostPolicy};
+use capability_types::{CapabilityError, DenialCode};
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};

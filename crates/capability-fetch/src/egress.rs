@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
-use capability_types::{CapabilityError, EgressFactory, EgressSession, NetworkGrant};
+use capability_types::CapabilityError;
+use capability_types::backend::{EgressFactory, EgressSession, NetworkGrant};
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};

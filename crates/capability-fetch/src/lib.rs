@@ -39,7 +39,8 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use capability_types::{CapabilityError, FetchFactory, HostPolicy, NetworkGrant, ScopedFetch};
+use capability_types::backend::{FetchFactory, HostPolicy, NetworkGrant};
+use capability_types::{CapabilityError, ScopedFetch};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::CertificateDer;

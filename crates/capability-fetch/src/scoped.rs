@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use capability_types::{CapabilityError, DenialCode, HostPolicy, ScopedFetch};
+use capability_types::backend::HostPolicy;
+use capability_types::{CapabilityError, DenialCode, ScopedFetch};
 use http::header::{
     AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, COOKIE, HOST, LOCATION, PROXY_AUTHORIZATION,
     TRANSFER_ENCODING, USER_AGENT,

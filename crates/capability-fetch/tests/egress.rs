@@ -15,7 +15,8 @@ use std::time::Duration;
 use capability_core::PolicyFormat;
 use capability_core::{CompiledPolicy, resolve};
 use capability_fetch::{EgressProxy, FetchConfig};
-use capability_types::{EgressFactory, EgressSession, HostPolicy, NetworkGrant, ToolCapabilities};
+use capability_types::ToolCapabilities;
+use capability_types::backend::{EgressFactory, EgressSession, HostPolicy, NetworkGrant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

@@ -12,10 +12,8 @@ use bytes::Bytes;
 use capability_core::PolicyFormat;
 use capability_core::{CompiledPolicy, resolve};
 use capability_fetch::{FetchBackend, FetchConfig};
-use capability_types::{
-    CapabilityError, DenialCode, ErrorCode, FetchFactory, HostPolicy, NetworkGrant, ScopedFetch,
-    ToolCapabilities,
-};
+use capability_types::backend::{FetchFactory, HostPolicy, NetworkGrant};
+use capability_types::{CapabilityError, DenialCode, ErrorCode, ScopedFetch, ToolCapabilities};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;

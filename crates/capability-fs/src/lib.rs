@@ -3,7 +3,7 @@
 //!
 //! Each operation:
 //!
-//! 1. asks the tool's [`PathPolicy`](capability_types::PathPolicy) (the one matcher of
+//! 1. asks the tool's [`PathPolicy`](capability_types::backend::PathPolicy) (the one matcher of
 //!    `capability-core`): lexical `..` folding, relative paths against the context's working
 //!    directory, component-wise coverage, deny list and deny floor;
 //! 2. opens the matched root and then the relative remainder with
@@ -36,7 +36,8 @@ mod sys;
 
 use std::sync::Arc;
 
-use capability_types::{CapabilityError, FsFactory, FsGrant, ScopedFs};
+use capability_types::backend::{FsFactory, FsGrant};
+use capability_types::{CapabilityError, ScopedFs};
 
 pub use crate::scoped::ScopedFiles;
 

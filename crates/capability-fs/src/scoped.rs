@@ -9,10 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use async_trait::async_trait;
-use capability_types::{
-    CapabilityError, DenialCode, DirEntry, FileKind, FsAccess, FsGrant, FsMetadata, PathAccess,
-    ScopedFs,
-};
+use capability_types::backend::{FsAccess, FsGrant, PathAccess};
+use capability_types::{CapabilityError, DenialCode, DirEntry, FileKind, FsMetadata, ScopedFs};
 use rustix::fs::OFlags;
 
 use crate::FsConfig;

@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use capability_core::PolicyFormat;
 use capability_core::{CompiledPolicy, resolve};
 use capability_fs::{FsBackend, FsConfig};
+use capability_types::backend::{FsFactory, FsGrant, PathPolicy};
 use capability_types::{
-    CapabilityError, DenialCode, FileKind, FsFactory, FsGrant, FsPaths, PathPolicy, ScopedFs,
-    ToolCapabilities,
+    CapabilityError, DenialCode, FileKind, FsPaths, ScopedFs, ToolCapabilities,
 };
 
 /// `base/root` is the tool's reach (`base/root/out` writable, `base/root/private` denied);

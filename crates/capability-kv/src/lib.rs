@@ -20,9 +20,9 @@
 //! use capability_kv::{KvBackend, KvLimits, MemoryStore};
 //!
 //! let backend = KvBackend::new(MemoryStore::new(), KvLimits::default());
-//! let backends = capability_types::KvStoreFactory::kv_store(
+//! let backends = capability_types::backend::KvStoreFactory::kv_store(
 //!     &backend,
-//!     capability_types::StorageGrant::new("kv_set", capability_types::StorageScope::Session, "session:s1", None),
+//!     capability_types::backend::StorageGrant::new("kv_set", capability_types::StorageScope::Session, "session:s1", None),
 //! );
 //! assert!(backends.is_ok());
 //! # }
@@ -42,7 +42,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use capability_types::{CapabilityError, KeyValueStore, KvStoreFactory, StorageGrant};
+use capability_types::backend::{KvStoreFactory, StorageGrant};
+use capability_types::{CapabilityError, KeyValueStore};
 
 #[cfg(feature = "embedded")]
 pub use crate::embedded::EmbeddedStore;

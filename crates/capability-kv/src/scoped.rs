@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use capability_types::{CapabilityError, KeyValueStore, StorageGrant};
+use capability_types::backend::StorageGrant;
+use capability_types::{CapabilityError, KeyValueStore};
 use serde_json::Value;
 
 use crate::{KvLimits, RawStore};

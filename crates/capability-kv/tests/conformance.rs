@@ -12,9 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capability_kv::{EmbeddedStore, KvBackend, KvLimits, MemoryStore, RawStore, RedisStore};
-use capability_types::{
-    CapabilityError, KeyValueStore, KvStoreFactory, StorageGrant, StorageScope,
-};
+use capability_types::backend::{KvStoreFactory, StorageGrant};
+use capability_types::{CapabilityError, KeyValueStore, StorageScope};
 use serde_json::{Value, json};
 
 fn scoped(backend: &KvBackend, namespace: &str, ttl: Option<Duration>) -> Arc<dyn KeyValueStore> {

@@ -13,7 +13,8 @@ use std::process::{Command, Stdio};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use capability_kv::{EmbeddedStore, KvBackend, KvLimits};
-use capability_types::{KvStoreFactory, StorageGrant, StorageScope};
+use capability_types::StorageScope;
+use capability_types::backend::{KvStoreFactory, StorageGrant};
 use serde_json::json;
 
 const CHILD_ENV: &str = "TOOLCAP_KV_CRASH_CHILD_STORE";

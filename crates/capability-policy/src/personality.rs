@@ -6,7 +6,8 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use capability_types::{SandboxMode, check_binary_spec};
+use capability_types::backend::SandboxMode;
+use capability_types::check_binary_spec;
 
 use crate::env::{is_fixed_env_name, is_refused_env_name, valid_env_name};
 use crate::error::PolicyError;

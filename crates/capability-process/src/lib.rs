@@ -40,9 +40,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use capability_types::{
-    CapabilityError, EgressFactory, ProcessFactory, ProcessGrant, ScopedProcess,
-};
+use capability_types::backend::{EgressFactory, ProcessFactory, ProcessGrant};
+use capability_types::{CapabilityError, ScopedProcess};
 
 pub use crate::spawn::ScopedSpawner;
 

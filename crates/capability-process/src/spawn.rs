@@ -9,9 +9,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 use capability_sandbox::{EGRESS_PROXY_URL, SandboxPolicy};
+use capability_types::backend::{FsAccess, ProcessGrant, SandboxMode};
 use capability_types::{
-    CapabilityError, DenialCode, FsAccess, ProcessGrant, ProcessOutput, SandboxMode, ScopedProcess,
-    SpawnOptions, check_binary_spec,
+    CapabilityError, DenialCode, ProcessOutput, ScopedProcess, SpawnOptions, check_binary_spec,
 };
 use rustix::process::Signal;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};

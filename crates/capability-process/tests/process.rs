@@ -14,9 +14,10 @@ use std::time::Duration;
 use capability_core::PolicyFormat;
 use capability_core::{CompiledPolicy, resolve};
 use capability_process::{ProcessBackend, ProcessConfig, TRUSTED_PATH};
+use capability_types::backend::{PathPolicy, ProcessFactory, ProcessGrant, ProcessPolicy};
 use capability_types::{
-    CapabilityError, DenialCode, FsPaths, PathPolicy, ProcessFactory, ProcessGrant, ProcessOutput,
-    ProcessPolicy, ScopedProcess, SpawnOptions, ToolCapabilities,
+    CapabilityError, DenialCode, FsPaths, ProcessOutput, ScopedProcess, SpawnOptions,
+    ToolCapabilities,
 };
 
 struct Fixture {

@@ -64,7 +64,8 @@
 
 use std::path::{Path, PathBuf};
 
-use capability_types::{CapabilityError, FsAccess, PathPolicy};
+use capability_types::CapabilityError;
+use capability_types::backend::{FsAccess, PathPolicy};
 
 #[cfg(target_os = "linux")]
 mod bpf;

@@ -4,9 +4,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use capability_types::backend::{SecretsFactory, SecretsGrant};
 use capability_types::{
-    CapabilityError, DenialCode, ScopedSecretsResolver, SecretRef, SecretString, SecretsFactory,
-    SecretsGrant,
+    CapabilityError, DenialCode, ScopedSecretsResolver, SecretRef, SecretString,
 };
 
 use crate::backend::SecretsBackend;

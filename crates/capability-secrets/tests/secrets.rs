@@ -14,9 +14,10 @@ use capability_secrets::{
     BackendError, EnvSecrets, FileSecrets, MemorySecrets, ScopedSecrets, SecretsBackend,
     SecretsFileFormat, SecretsResolverFactory,
 };
+use capability_types::backend::{SecretsFactory, SecretsGrant};
 use capability_types::{
     CapabilityError, DenialCode, ExposeSecret, ScopedSecretsResolver, SecretRef, SecretString,
-    SecretsFactory, SecretsGrant, SpawnOptions,
+    SpawnOptions,
 };
 
 const VALUE: &str = "sk-live-DO-NOT-PRINT";

@@ -13,10 +13,10 @@ use capability_core::{
     Admission, Admitted, CompiledPolicy, DefaultToolRegistry, ExecutionContext, ToolCall,
     validate_declaration,
 };
-use capability_types::{
-    CapabilityError, DenialCode, ErrorCode, FsAccess, HostMatch, HostPolicy, PathPolicy,
-    ProcessPolicy, SandboxMode, SpawnOptions,
+use capability_types::backend::{
+    FsAccess, HostMatch, HostPolicy, PathPolicy, ProcessPolicy, SandboxMode,
 };
+use capability_types::{CapabilityError, DenialCode, ErrorCode, SpawnOptions};
 use serde::Serialize;
 use serde_json::Value;
 

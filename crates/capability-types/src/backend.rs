@@ -114,8 +114,8 @@ pub trait ProcessPolicy: Send + Sync + fmt::Debug {
         args: &[String],
     ) -> Result<(), CapabilityError>;
     /// Whether a call may pass the variable `name` to the child: never a loader or interpreter
-    /// hook ([`is_refused_env_name`](crate::is_refused_env_name)) nor a variable toolcap fixes
-    /// ([`is_fixed_env_name`](crate::is_fixed_env_name)). Refusals carry
+    /// hook (`capability_policy::is_refused_env_name`) nor a variable toolcap fixes
+    /// (`capability_policy::is_fixed_env_name`). Refusals carry
     /// [`DenialCode::EnvNotAllowed`](crate::DenialCode).
     fn check_env(&self, name: &str) -> Result<(), CapabilityError>;
     /// Variables the child may inherit from the host (`safety.env.allow`).
@@ -290,7 +290,7 @@ pub trait ProcessFactory: Send + Sync + fmt::Debug {
 /// The egress of confined children: an HTTP proxy, served by the host, that a child inside its
 /// own network namespace reaches on a loopback port and that lets it reach exactly the hosts of
 /// its tool's network grant. Implemented by `capability-fetch` (same host matcher, same address
-/// checks as [`ScopedFetch`](crate::ScopedFetch)); used by `capability-process`.
+/// checks as [`ScopedFetch`]); used by `capability-process`.
 pub trait EgressFactory: Send + Sync + fmt::Debug {
     /// Serves the proxy on `listener` (a listening socket inside the child's network namespace)
     /// for `grant`, from a task of the current async runtime, until the returned session is

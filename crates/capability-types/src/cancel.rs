@@ -17,6 +17,15 @@ use std::task::{Context, Poll, Waker};
 ///
 /// This crate holds no runtime, so the token is a small atomic flag plus the wakers of the
 /// futures that wait on it.
+///
+/// ```
+/// use capability_types::CancellationToken;
+/// let token = CancellationToken::new();
+/// let seen_by_the_tool = token.clone();
+/// assert!(!seen_by_the_tool.is_cancelled());
+/// token.cancel();
+/// assert!(seen_by_the_tool.is_cancelled());
+/// ```
 #[derive(Clone, Default)]
 pub struct CancellationToken {
     inner: Arc<Inner>,
@@ -64,15 +73,6 @@ impl CancellationToken {
             id: None,
         }
     }
-
-    #[cfg(test)]
-    fn waiter_count(&self) -> usize {
-        self.inner
-            .waiters
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
-    }
 }
 
 impl fmt::Debug for CancellationToken {
@@ -84,6 +84,16 @@ impl fmt::Debug for CancellationToken {
 }
 
 /// The future returned by [`CancellationToken::cancelled`].
+///
+/// ```
+/// use std::future::Future;
+/// use capability_types::CancellationToken;
+/// let token = CancellationToken::new();
+/// token.cancel();
+/// let mut cancelled = std::pin::pin!(token.cancelled());
+/// let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+/// assert!(cancelled.as_mut().poll(&mut cx).is_ready(), "already cancelled: ready at once");
+/// ```
 #[derive(Debug)]
 #[must_use = "futures do nothing unless awaited"]
 pub struct Cancelled {
@@ -136,6 +146,15 @@ impl Drop for Cancelled {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn waiter_count(token: &CancellationToken) -> usize {
+        token
+            .inner
+            .waiters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
     use std::sync::atomic::AtomicUsize;
     use std::task::Wake;
 
@@ -181,10 +200,10 @@ mod tests {
                 Poll::Pending,
                 "re-polling does not add a second entry"
             );
-            assert_eq!(token.waiter_count(), 1);
+            assert_eq!(waiter_count(&token), 1);
         }
         assert_eq!(
-            token.waiter_count(),
+            waiter_count(&token),
             0,
             "a long-lived token keeps no wakers of finished waits"
         );

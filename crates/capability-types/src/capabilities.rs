@@ -123,6 +123,13 @@ impl ToolCapabilities {
 }
 
 /// `network`: the hosts a tool fetches from.
+///
+/// ```
+/// use capability_types::ToolCapabilities;
+/// let caps = ToolCapabilities::none().with_network(["api.github.com", "*.example.com"]);
+/// let network = caps.network.unwrap();
+/// assert_eq!(network.allowed_hosts, ["api.github.com", "*.example.com"]);
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, remote = "Self")]
 #[non_exhaustive]
@@ -134,6 +141,15 @@ pub struct NetworkCapability {
 }
 
 /// `storage`: key-value state and the namespace it lives in.
+///
+/// ```
+/// use capability_types::{StorageScope, ToolCapabilities};
+/// let caps = ToolCapabilities::none().with_storage(StorageScope::Session, std::num::NonZeroU64::new(3600));
+/// assert_eq!(
+///     serde_json::to_string(&caps).unwrap(),
+///     r#"{"storage":{"scope":"session","kind":"kv","ttlSecondsDefault":3600}}"#,
+/// );
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, remote = "Self")]
 #[non_exhaustive]
@@ -152,6 +168,13 @@ pub struct StorageCapability {
 }
 
 /// The namespace a tool's key-value state lives in (docs/semantics.md, "Storage scopes").
+///
+/// ```
+/// use capability_types::StorageScope;
+/// let scope: StorageScope = serde_json::from_str(r#""tool-private""#).unwrap();
+/// assert_eq!(scope, StorageScope::ToolPrivate);
+/// assert!(serde_json::from_str::<StorageScope>(r#""global""#).is_err());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 // toolcap: exhaustive(reason = "every scope needs its namespace rule; a default arm could share state between tools")
@@ -165,6 +188,11 @@ pub enum StorageScope {
 }
 
 /// The kind of store a tool declares.
+///
+/// ```
+/// use capability_types::StorageKind;
+/// assert_eq!(serde_json::to_string(&StorageKind::Kv).unwrap(), r#""kv""#);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 // toolcap: exhaustive(reason = "a new kind needs its own backend; a default arm could hand out the wrong store")
@@ -174,6 +202,16 @@ pub enum StorageKind {
 }
 
 /// `fs_reach`: the paths a tool reads and writes.
+///
+/// ```
+/// use capability_types::{FsPaths, ToolCapabilities};
+/// let caps = ToolCapabilities::none()
+///     .with_fs_read(FsPaths::FromPersonality)
+///     .with_fs_write(FsPaths::Paths(vec!["/srv/out".into()]));
+/// let reach = caps.fs_reach.unwrap();
+/// assert_eq!(reach.read, Some(FsPaths::FromPersonality));
+/// assert_eq!(reach.write, Some(FsPaths::Paths(vec!["/srv/out".into()])));
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, remote = "Self")]
 #[non_exhaustive]
@@ -187,6 +225,14 @@ pub struct FsReach {
 }
 
 /// A list of absolute paths, or `"from-personality"`: whatever the personality allows.
+///
+/// ```
+/// use capability_types::FsPaths;
+/// let from: FsPaths = serde_json::from_str(r#""from-personality""#).unwrap();
+/// assert_eq!(from, FsPaths::FromPersonality);
+/// let listed: FsPaths = serde_json::from_str(r#"["/srv/data"]"#).unwrap();
+/// assert_eq!(listed, FsPaths::Paths(vec!["/srv/data".into()]));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 // toolcap: exhaustive(reason = "the two shapes of a reach declaration; a third must be read by the validator and the resolver alike")
 pub enum FsPaths {
@@ -245,6 +291,12 @@ impl<'de> Deserialize<'de> for FsPaths {
 }
 
 /// `process`: the binaries a tool spawns.
+///
+/// ```
+/// use capability_types::ToolCapabilities;
+/// let caps = ToolCapabilities::none().with_process(["git", "/usr/bin/ls"]);
+/// assert_eq!(caps.process.unwrap().allowed_binaries, ["git", "/usr/bin/ls"]);
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, remote = "Self")]
 #[non_exhaustive]
@@ -257,6 +309,13 @@ pub struct ProcessCapability {
 
 /// Checks a binary spec: a bare name or an absolute path without `.` or `..` components (and
 /// `*` when `allow_star`). The error names the spec.
+///
+/// ```
+/// use capability_types::check_binary_spec;
+/// assert!(check_binary_spec("git", false).is_ok() && check_binary_spec("/usr/bin/git", false).is_ok());
+/// assert!(check_binary_spec("*", true).is_ok() && check_binary_spec("*", false).is_err());
+/// assert!(check_binary_spec("bin/git", false).is_err() && check_binary_spec("/bin/../sh", false).is_err());
+/// ```
 pub fn check_binary_spec(spec: &str, allow_star: bool) -> Result<(), String> {
     if spec == "*" {
         return if allow_star {

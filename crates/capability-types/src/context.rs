@@ -15,6 +15,15 @@ use crate::scoped::{KeyValueStore, ScopedFetch, ScopedFs, ScopedProcess, ScopedS
 /// when the tool declared that category and a backend for it is configured (otherwise the call
 /// never reaches the tool). Plugin authors testing a tool by hand build one with
 /// [`ToolContext::new`] and the `with_*` methods.
+///
+/// ```
+/// use capability_types::{ErrorCode, ToolContext};
+/// let ctx = ToolContext::new("session-1", "/srv/work").with_call("call-1", "word_count");
+/// assert_eq!(ctx.tool, "word_count");
+/// // No scoped object for a category the tool did not declare.
+/// let missing = ctx.fs().err().unwrap();
+/// assert_eq!(missing.result_code(), ErrorCode::NotAvailable);
+/// ```
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct ToolContext {

@@ -1,5 +1,4 @@
-//! Errors and outcomes: call-time denials with stable codes, registration findings, and the
-//! JSON result of one call (docs/reference.md).
+//! Errors and outcomes: call-time denials with stable codes and the JSON result of one call (docs/reference.md).
 
 use std::fmt;
 
@@ -11,6 +10,11 @@ use serde_json::Value;
 /// The stable code at the start of every policy refusal's message (docs/reference.md, "Denial codes").
 ///
 /// Scripts and tests match on these; they never change meaning.
+///
+/// ```
+/// let code: capability_types::DenialCode = serde_json::from_str(r#""PATH_NOT_REACHABLE""#).unwrap();
+/// assert_eq!(code.as_str(), "PATH_NOT_REACHABLE");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 #[non_exhaustive]
@@ -144,28 +148,13 @@ impl CapabilityError {
     }
 }
 
-/// One finding of registration validation: a declared capability the personality does not
-/// grant, or a declaration that is malformed. Data, not a panic.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CapabilityValidationError {
-    /// The tool's name.
-    pub tool: String,
-    /// `network`, `fs_reach.read`, `fs_reach.write`, `process`, `secrets` or `storage`.
-    pub capability: String,
-    /// What is wrong, naming the value.
-    pub message: String,
-}
-
-impl fmt::Display for CapabilityValidationError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}: {}", self.tool, self.capability, self.message)
-    }
-}
-
-impl std::error::Error for CapabilityValidationError {}
-
 /// Why a call did not succeed. Serialised in `snake_case`.
+///
+/// ```
+/// use capability_types::{CapabilityError, ErrorCode};
+/// assert_eq!(CapabilityError::invalid_input("path: required").result_code(), ErrorCode::InputInvalid);
+/// assert_eq!(serde_json::to_string(&ErrorCode::NotAvailable).unwrap(), r#""not_available""#);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -328,6 +317,12 @@ impl<'de> Deserialize<'de> for ToolResult {
 /// The deepest nesting of arrays and objects a tool's arguments or result may have (100). The
 /// same in process mode and in the capsule, where a value travels inside a message that adds a
 /// few levels of its own and JSON decoding stops at 128 (docs/isolation-model.md, "Limits").
+///
+/// ```
+/// use capability_types::{MAX_VALUE_DEPTH, value_depth};
+/// let deep = (0..MAX_VALUE_DEPTH + 1).fold(serde_json::json!(1), |v, _| serde_json::json!([v]));
+/// assert!(value_depth(&deep) > MAX_VALUE_DEPTH);
+/// ```
 pub const MAX_VALUE_DEPTH: usize = 100;
 
 /// How deeply `value` nests arrays and objects (a scalar is 0), counted without recursion.

@@ -50,7 +50,7 @@
 //! declaration are errors, so a typo can never silently drop a restriction.
 #![deny(missing_docs)]
 
-mod backend;
+pub mod backend;
 mod cancel;
 mod capabilities;
 mod context;
@@ -63,11 +63,6 @@ mod tool;
 pub use async_trait::async_trait;
 pub use secrecy::{ExposeSecret, SecretString};
 
-pub use crate::backend::{
-    EgressFactory, EgressSession, FetchFactory, FsAccess, FsFactory, FsGrant, HostMatch,
-    HostPolicy, KvStoreFactory, NetworkGrant, PathAccess, PathPolicy, ProcessFactory, ProcessGrant,
-    ProcessPolicy, SandboxMode, SecretsFactory, SecretsGrant, StorageGrant,
-};
 pub use crate::cancel::{CancellationToken, Cancelled};
 pub use crate::capabilities::{
     FsPaths, FsReach, NetworkCapability, ProcessCapability, StorageCapability, StorageKind,
@@ -75,8 +70,7 @@ pub use crate::capabilities::{
 };
 pub use crate::context::ToolContext;
 pub use crate::error::{
-    CapabilityError, CapabilityValidationError, DenialCode, ErrorCode, MAX_VALUE_DEPTH, ToolResult,
-    value_depth,
+    CapabilityError, DenialCode, ErrorCode, MAX_VALUE_DEPTH, ToolResult, value_depth,
 };
 pub use crate::scoped::{
     DirEntry, FileKind, FsMetadata, KeyValueStore, ProcessOutput, ScopedFetch, ScopedFs,

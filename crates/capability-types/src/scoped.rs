@@ -17,6 +17,16 @@ use crate::secret_ref::SecretRef;
 ///
 /// Implementations refuse with [`DenialCode::HostNotAllowed`](crate::DenialCode) before any
 /// connection is made, re-check every redirect hop, and cap response sizes.
+///
+/// ```
+/// # async fn example(ctx: &capability_types::ToolContext) -> Result<(), capability_types::CapabilityError> {
+/// use bytes::Bytes;
+/// let request = http::Request::get("https://api.github.com/zen").body(Bytes::new()).unwrap();
+/// // Refused with HOST_NOT_ALLOWED unless the resolved host set allows it.
+/// let response = ctx.fetch()?.fetch(request).await?;
+/// println!("{}", String::from_utf8_lossy(response.body()));
+/// # Ok(()) }
+/// ```
 #[async_trait]
 pub trait ScopedFetch: Send + Sync {
     /// Sends `request` (absolute URI) and returns the whole response.
@@ -30,6 +40,15 @@ pub trait ScopedFetch: Send + Sync {
 ///
 /// Relative paths resolve against the context's working directory, never the process's.
 /// Refusals carry [`DenialCode::PathNotReachable`](crate::DenialCode).
+///
+/// ```
+/// # async fn example(ctx: &capability_types::ToolContext) -> Result<(), capability_types::CapabilityError> {
+/// use std::path::Path;
+/// let fs = ctx.fs()?;
+/// let notes = fs.read(Path::new("notes.md")).await?; // relative to the context's working directory
+/// fs.append(Path::new("/srv/out/log.txt"), notes.as_bytes()).await?; // needs write reach there
+/// # Ok(()) }
+/// ```
 #[async_trait]
 pub trait ScopedFs: Send + Sync {
     /// Reads a UTF-8 text file.
@@ -54,6 +73,12 @@ pub trait ScopedFs: Send + Sync {
 }
 
 /// What kind of file system object a path names.
+///
+/// ```
+/// use capability_types::{DirEntry, FileKind};
+/// let entry = DirEntry::new("src", FileKind::Dir);
+/// assert_eq!(serde_json::to_string(&entry.kind).unwrap(), r#""dir""#);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -69,6 +94,12 @@ pub enum FileKind {
 }
 
 /// One entry of [`ScopedFs::list`].
+///
+/// ```
+/// use capability_types::{DirEntry, FileKind};
+/// let entry = DirEntry::new("notes.md", FileKind::File);
+/// assert_eq!((entry.name.as_str(), entry.kind), ("notes.md", FileKind::File));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct DirEntry {
@@ -89,6 +120,12 @@ impl DirEntry {
 }
 
 /// Metadata returned by [`ScopedFs::metadata`].
+///
+/// ```
+/// use capability_types::{FileKind, FsMetadata};
+/// let meta = FsMetadata::new(FileKind::File, 42, None);
+/// assert_eq!((meta.kind, meta.len, meta.modified), (FileKind::File, 42, None));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct FsMetadata {
@@ -115,6 +152,16 @@ impl FsMetadata {
 ///
 /// An undeclared name is refused with
 /// [`DenialCode::SecretNotDeclared`](crate::DenialCode) before any backend is asked.
+///
+/// ```
+/// # async fn example(ctx: &capability_types::ToolContext) -> Result<(), capability_types::CapabilityError> {
+/// use capability_types::ExposeSecret;
+/// let secrets = ctx.secrets()?;
+/// // Only a name the tool declared resolves; anything else is SECRET_NOT_DECLARED.
+/// let token = secrets.resolve("GITHUB_TOKEN").await?;
+/// assert!(!token.expose_secret().is_empty());
+/// # Ok(()) }
+/// ```
 #[async_trait]
 pub trait ScopedSecretsResolver: Send + Sync {
     /// The value of the secret `name`.
@@ -124,6 +171,16 @@ pub trait ScopedSecretsResolver: Send + Sync {
 }
 
 /// Child processes, limited to the tool's resolved binaries, argument rules and environment.
+///
+/// ```
+/// # async fn example(ctx: &capability_types::ToolContext) -> Result<(), capability_types::CapabilityError> {
+/// use capability_types::SpawnOptions;
+/// let args = ["status".to_owned(), "--short".to_owned()];
+/// // Never through a shell; the binary, argv, environment and cwd are checked first.
+/// let output = ctx.process()?.spawn("git", &args, SpawnOptions::default().cwd("repo")).await?;
+/// println!("{}", String::from_utf8_lossy(&output.stdout));
+/// # Ok(()) }
+/// ```
 #[async_trait]
 pub trait ScopedProcess: Send + Sync {
     /// Runs `binary` with `args` (never through a shell) and waits for it.
@@ -156,6 +213,13 @@ pub trait ScopedProcess: Send + Sync {
 
 /// Options of [`ScopedProcess::spawn`]. Starts empty: no working directory (the scratch home),
 /// no extra variables, no stdin, the backend's default timeout.
+///
+/// ```
+/// use capability_types::SpawnOptions;
+/// let options = SpawnOptions::default().cwd("/srv/repo").env("TZ", "UTC").stdin(&b"in"[..]);
+/// // Values never show in Debug output: they may be credentials.
+/// assert!(!format!("{options:?}").contains("UTC"));
+/// ```
 #[derive(Default, Clone)]
 #[non_exhaustive]
 pub struct SpawnOptions {
@@ -206,6 +270,12 @@ impl SpawnOptions {
 }
 
 /// What a child process did.
+///
+/// ```
+/// use capability_types::ProcessOutput;
+/// let out = ProcessOutput::new(Some(0), None, "hi\n".into(), Default::default(), false);
+/// assert_eq!((out.exit_code, out.timed_out), (Some(0), false));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ProcessOutput {
@@ -253,6 +323,16 @@ impl ProcessOutput {
 ///
 /// The tool never sees or builds its namespace, and no key can reach outside it. Values are
 /// JSON. A TTL of zero is refused as invalid input; expired keys are invisible.
+///
+/// ```
+/// # async fn example(ctx: &capability_types::ToolContext) -> Result<(), capability_types::CapabilityError> {
+/// use std::time::Duration;
+/// let kv = ctx.kv()?; // already inside the tool's namespace
+/// kv.set("last_run", serde_json::json!("2026-11-23"), Some(Duration::from_secs(3600))).await?;
+/// assert_eq!(kv.get("last_run").await?, Some(serde_json::json!("2026-11-23")));
+/// assert_eq!(kv.list("last").await?, ["last_run"]);
+/// # Ok(()) }
+/// ```
 #[async_trait]
 pub trait KeyValueStore: Send + Sync {
     /// The value of `key`, if set and not expired.

@@ -13,6 +13,14 @@ use crate::error::CapabilityError;
 /// and from then on hands [`execute`](Self::execute) only the scoped objects that the
 /// intersection of that declaration with the active personality allows. A tool that declares
 /// nothing gets none.
+///
+/// The crate documentation has a whole tool; the smallest declares nothing:
+///
+/// ```
+/// use capability_types::ToolCapabilities;
+/// // Touches nothing external: no scoped object is handed to it, and it needs no backend.
+/// assert!(ToolCapabilities::none().is_empty());
+/// ```
 #[async_trait]
 pub trait Tool: Send + Sync {
     /// The name the agent calls it by: 1–64 characters of `a-z`, `0-9`, `_`, `-`.

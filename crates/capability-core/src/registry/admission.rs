@@ -367,7 +367,7 @@ impl DefaultToolRegistry {
 /// `file://` URL must lie within the tool's read or write reach, so a tool that takes a path but
 /// does not use `ScopedFs` is gated all the same. A tool with no reach may take no such argument.
 fn gate_arguments(args: &Value, reach: Option<&ResolvedPaths>) -> Result<(), Refusal> {
-    use capability_types::{FsAccess, PathPolicy};
+    use capability_types::backend::{FsAccess, PathPolicy};
     let empty = ResolvedPaths::default();
     let reach = reach.unwrap_or(&empty);
     let mut stack = vec![args];

@@ -25,10 +25,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::validate::CapabilityValidationError;
 use capability_policy::valid_tool_name;
 use capability_types::{
-    CapabilityError, CapabilityValidationError, ErrorCode, Tool, ToolCapabilities, ToolContext,
-    ToolResult,
+    CapabilityError, ErrorCode, Tool, ToolCapabilities, ToolContext, ToolResult,
 };
 use futures_util::StreamExt;
 

@@ -4,11 +4,13 @@
 use std::fmt;
 use std::sync::Arc;
 
+use capability_types::backend::{
+    FetchFactory, FsFactory, FsGrant, HostPolicy, KvStoreFactory, NetworkGrant, PathPolicy,
+    ProcessFactory, ProcessGrant, ProcessPolicy, SecretsFactory, SecretsGrant,
+};
 use capability_types::{
-    CapabilityError, FetchFactory, FsFactory, FsGrant, HostPolicy, KeyValueStore, KvStoreFactory,
-    NetworkGrant, PathPolicy, ProcessFactory, ProcessGrant, ProcessPolicy, ScopedFetch, ScopedFs,
-    ScopedProcess, ScopedSecretsResolver, SecretsFactory, SecretsGrant, ToolCapabilities,
-    ToolContext,
+    CapabilityError, KeyValueStore, ScopedFetch, ScopedFs, ScopedProcess, ScopedSecretsResolver,
+    ToolCapabilities, ToolContext,
 };
 
 use super::ResolvedCapabilities;

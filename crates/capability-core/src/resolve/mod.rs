@@ -19,9 +19,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use capability_types::{
-    CapabilityError, FsPaths, SandboxMode, SecretRef, StorageGrant, StorageScope, ToolCapabilities,
-};
+use capability_types::backend::{SandboxMode, StorageGrant};
+use capability_types::{CapabilityError, FsPaths, SecretRef, StorageScope, ToolCapabilities};
 
 use crate::matching::binary::{ArgvPattern, intersect_binaries};
 use crate::matching::host::{HostSet, intersect_hosts};
@@ -394,7 +393,7 @@ fn needs_approval(what: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use capability_types::HostPolicy;
+    use capability_types::backend::HostPolicy;
 
     fn policy(toml: &str) -> CompiledPolicy {
         CompiledPolicy::load(

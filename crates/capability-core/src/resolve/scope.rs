@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use capability_policy::{is_fixed_env_name, is_refused_env_name, is_safe_env_name, valid_env_name};
-use capability_types::{
-    CapabilityError, DenialCode, FsAccess, HostMatch, HostPolicy, PathAccess, PathPolicy,
-    ProcessPolicy, SandboxMode,
+use capability_types::backend::{
+    FsAccess, HostMatch, HostPolicy, PathAccess, PathPolicy, ProcessPolicy, SandboxMode,
 };
+use capability_types::{CapabilityError, DenialCode};
 
 use crate::matching::binary::ArgvPattern;
 use crate::matching::host::{HostSet, normalize_host};

@@ -14,12 +14,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use capability_core::PolicyFormat;
 use capability_core::{CapabilityBackends, CompiledPolicy};
+use capability_types::backend::{
+    FetchFactory, FsAccess, FsFactory, FsGrant, KvStoreFactory, NetworkGrant, ProcessFactory,
+    ProcessGrant, SecretsFactory, SecretsGrant, StorageGrant,
+};
 use capability_types::{
-    CapabilityError, DirEntry, FetchFactory, FsAccess, FsFactory, FsGrant, FsMetadata,
-    KeyValueStore, KvStoreFactory, NetworkGrant, ProcessFactory, ProcessGrant, ProcessOutput,
-    ScopedFetch, ScopedFs, ScopedProcess, ScopedSecretsResolver, SecretRef, SecretString,
-    SecretsFactory, SecretsGrant, SpawnOptions, StorageGrant, Tool, ToolCapabilities, ToolContext,
-    async_trait,
+    CapabilityError, DirEntry, FsMetadata, KeyValueStore, ProcessOutput, ScopedFetch, ScopedFs,
+    ScopedProcess, ScopedSecretsResolver, SecretRef, SecretString, SpawnOptions, Tool,
+    ToolCapabilities, ToolContext, async_trait,
 };
 use serde_json::{Value, json};
 
