@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use crate::bpf::{self, Decision};
 use crate::hide;
-use crate::sys;
 use crate::sys::confine::{self, Descriptors};
 use crate::sys::ns::{self, Mode, Namespaces};
+use crate::sys::{self, Egress, failed};
 use capability_types::CapabilityError;
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
@@ -71,22 +71,12 @@ pub(crate) struct Prepared {
     pub(crate) ns: Namespaces,
 }
 
-/// What the child needs to set up its private network: its end of the channel the listener is
-/// sent over.
-pub(crate) struct Egress {
-    pub(crate) channel: OwnedFd,
-}
-
 impl fmt::Debug for Prepared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Prepared")
             .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
-}
-
-pub(crate) fn failed(what: &str, e: impl fmt::Display) -> CapabilityError {
-    CapabilityError::not_available(format!("children cannot be confined here: {what}: {e}"))
 }
 
 pub(crate) fn prepare(

@@ -11,8 +11,8 @@ use capability_types::CapabilityError;
 
 use crate::EGRESS_PROXY_PORT;
 use crate::ResourceLimits;
-use crate::linux::{Egress, failed};
 use crate::sys::ns;
+use crate::sys::{Egress, failed};
 
 /// `errno` as an `io::Error` without allocating.
 pub(crate) fn last_error() -> io::Error {

@@ -11,7 +11,11 @@ pub(crate) mod ns;
 pub(crate) mod spawn;
 
 use std::ffi::CStr;
+use std::fmt;
 use std::io;
+use std::os::fd::OwnedFd;
+
+use capability_types::CapabilityError;
 
 /// The Landlock ABI version the kernel offers, or the error that says why there is none.
 pub(crate) fn landlock_abi() -> io::Result<u32> {
@@ -48,4 +52,15 @@ pub(crate) fn kernel_release() -> Option<String> {
 pub(crate) fn effective_ids() -> (u32, u32) {
     // SAFETY: geteuid and getegid cannot fail.
     unsafe { (libc::geteuid(), libc::getegid()) }
+}
+
+/// What the child needs to set up its private network: its end of the channel the listener is
+/// sent over.
+pub(crate) struct Egress {
+    pub(crate) channel: OwnedFd,
+}
+
+/// The refusal of a step of confinement that failed: `not_available`, naming the step.
+pub(crate) fn failed(what: &str, e: impl fmt::Display) -> CapabilityError {
+    CapabilityError::not_available(format!("children cannot be confined here: {what}: {e}"))
 }

@@ -21,9 +21,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use capability_types::CapabilityError;
 
 use crate::ResourceLimits;
-use crate::linux::{Egress, Prepared, failed};
+use crate::linux::Prepared;
 use crate::sys::confine::{Descriptors, check, confine, last_error};
 use crate::sys::ns::{self, Mode, Namespaces};
+use crate::sys::{Egress, failed};
 
 /// A pipe whose two ends are close-on-exec and above stderr (so that placing another pipe's
 /// end on 0, 1 or 2 in the child never clobbers one of them).
