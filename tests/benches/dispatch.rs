@@ -1,0 +1,359 @@
+//! The per-call fast path (issue 19): what a call costs around its admission checks, measured
+//! the way the issue states its targets, each against a baseline of the same run:
+//!
+//! - `dispatch/bare_five` — a no-op tool declaring all five categories, called directly with a
+//!   context built ahead of time (the floor);
+//! - `dispatch/single_five` — the same call through resolution, the guard and the scoped objects
+//!   of the real backend factories (the in-memory key-value store), then `execute`;
+//! - `dispatch/batch_1_five`, `batch_100_five_per_call`, `batch_10000_five_per_call` — through
+//!   `DefaultToolRegistry::execute_parallel` on a current-thread runtime;
+//! - `dispatch/bare_nothing`, `batch_1_nothing` — a tool that declares nothing;
+//! - `dispatch/batch_10000_mt1_per_call`, `batch_10000_mt2_per_call` — a batch of 10,000 on a
+//!   multi-thread runtime with one and with two workers, with a tool that does a little work of
+//!   its own (hashing its arguments), so that the cores have something to share.
+//!
+//! A counting global allocator reports the allocations of one call on each path, printed after
+//! the run and written to `target/criterion/dispatch-allocations.json` (`cargo xtask bench`
+//! prints them).
+#![allow(
+    missing_docs,
+    unsafe_code,
+    clippy::unwrap_used,
+    clippy::print_stderr,
+    reason = "a benchmark with a counting global allocator, which must be an unsafe impl"
+)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::future::Future;
+use std::hint::black_box;
+use std::path::Path;
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use capability_core::{
+    CapabilityBackends, CompiledPolicy, DefaultToolRegistry, ExecutionContext, PolicyFormat,
+    ResolutionCache, ToolCall,
+};
+use capability_fetch::{FetchBackend, FetchConfig};
+use capability_fs::{FsBackend, FsConfig};
+use capability_kv::{KvBackend, KvLimits, MemoryStore};
+use capability_process::{ProcessBackend, ProcessConfig};
+use capability_secrets::{MemorySecrets, SecretsResolverFactory};
+use capability_types::{
+    CapabilityError, FsPaths, SecretRef, StorageScope, Tool, ToolCapabilities, ToolContext,
+    async_trait,
+};
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::{Value, json};
+
+/// Counts every allocation of the process.
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator; the counter is a relaxed atomic.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract is passed on unchanged.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations per iteration of `f`, over `n` iterations after a warm-up.
+fn allocations_per(n: u64, mut f: impl FnMut()) -> f64 {
+    for _ in 0..16 {
+        f();
+    }
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    for _ in 0..n {
+        f();
+    }
+    (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / n as f64
+}
+
+/// Polls a future that is ready at once.
+fn ready<F: Future>(f: F) -> F::Output {
+    let mut f = pin!(f);
+    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(v) => v,
+        Poll::Pending => panic!("benchmark future was not ready"),
+    }
+}
+
+/// A tool that returns its arguments; `work` rounds of hashing stand for a tool's own work.
+struct Noop {
+    caps: ToolCapabilities,
+    work: u32,
+}
+
+#[async_trait]
+impl Tool for Noop {
+    fn name(&self) -> &str {
+        if self.caps.is_empty() {
+            "nothing"
+        } else {
+            "five"
+        }
+    }
+    fn description(&self) -> &str {
+        "returns its arguments"
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    fn capabilities(&self) -> ToolCapabilities {
+        self.caps.clone()
+    }
+    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<Value, CapabilityError> {
+        black_box(ctx.scoped_fs.is_some());
+        let mut h = 0xcbf2_9ce4_8422_2325_u64;
+        for round in 0..self.work {
+            h = (h ^ u64::from(round)).wrapping_mul(0x0100_0000_01b3);
+        }
+        black_box(h);
+        Ok(args)
+    }
+}
+
+fn five() -> ToolCapabilities {
+    ToolCapabilities::none()
+        .with_network(["api.github.com"])
+        .with_fs_read(FsPaths::FromPersonality)
+        .with_secrets([SecretRef::parse("GITHUB_TOKEN").unwrap()])
+        .with_process(["git"])
+        .with_storage(StorageScope::Session, None)
+}
+
+fn backends() -> CapabilityBackends {
+    CapabilityBackends::new()
+        .with_fetch(Arc::new(FetchBackend::new(FetchConfig::default()).unwrap()))
+        .with_fs(Arc::new(FsBackend::new(FsConfig::default())))
+        .with_secrets(Arc::new(SecretsResolverFactory::new(vec![Arc::new(
+            MemorySecrets::new().with("GITHUB_TOKEN", "t"),
+        )])))
+        .with_process(Arc::new(ProcessBackend::new(ProcessConfig::with_host_env(
+            Default::default(),
+        ))))
+        .with_kv(Arc::new(KvBackend::new(
+            MemoryStore::new(),
+            KvLimits::default(),
+        )))
+}
+
+fn policy() -> Arc<CompiledPolicy> {
+    Arc::new(
+        CompiledPolicy::load(
+            r#"
+id = "bench"
+[fs_reach]
+read = ["/srv/data", "/srv/shared"]
+write = ["/srv/out"]
+deny = ["/srv/data/private"]
+[safety.network]
+allow = ["api.github.com", "*.example.com"]
+[safety.process]
+allow = ["git"]
+"#,
+            PolicyFormat::Toml,
+            Some(Path::new("/home/bench")),
+        )
+        .unwrap(),
+    )
+}
+
+fn registry_of(work: u32) -> DefaultToolRegistry {
+    let mut registry = DefaultToolRegistry::new(Some(backends()));
+    registry.register(Noop { caps: five(), work }).unwrap();
+    registry
+        .register(Noop {
+            caps: ToolCapabilities::none(),
+            work,
+        })
+        .unwrap();
+    registry
+}
+
+fn batch(tool: &str, n: usize) -> Vec<ToolCall> {
+    (0..n)
+        .map(|i| ToolCall::new(i.to_string(), tool, json!({"path": "a.txt"})))
+        .collect()
+}
+
+fn dispatch(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let policy = policy();
+    let backends = backends();
+    let args = json!({"path": "a.txt"});
+    let mut allocations: Vec<(&str, f64)> = Vec::new();
+    let mut group = c.benchmark_group("dispatch");
+
+    // The floor: the tools called directly with contexts built ahead of time.
+    let five_tool = Noop {
+        caps: five(),
+        work: 0,
+    };
+    let nothing_tool = Noop {
+        caps: ToolCapabilities::none(),
+        work: 0,
+    };
+    let cache = ResolutionCache::new();
+    let scoped = cache
+        .resolve_capabilities(
+            "five",
+            &five_tool.caps,
+            &policy,
+            "s",
+            Path::new("/srv/data"),
+            Some(&backends),
+        )
+        .unwrap();
+    let mut prebuilt = ToolContext::new("s", "/srv/data");
+    scoped.install(&mut prebuilt);
+    let bare = ToolContext::new("s", "/srv/data");
+    let bare_five = || ready(five_tool.execute(black_box(args.clone()), &prebuilt)).unwrap();
+    let bare_nothing = || ready(nothing_tool.execute(black_box(args.clone()), &bare)).unwrap();
+    group.bench_function("bare_five", |b| b.iter(bare_five));
+    group.bench_function("bare_nothing", |b| b.iter(bare_nothing));
+    allocations.push(("bare_five", allocations_per(10_000, || drop(bare_five()))));
+    allocations.push((
+        "bare_nothing",
+        allocations_per(10_000, || drop(bare_nothing())),
+    ));
+
+    // One call through resolution, the guard and the real factories' scoped objects.
+    let single_five = || {
+        let scoped = cache
+            .resolve_capabilities(
+                "five",
+                &five_tool.caps,
+                black_box(&policy),
+                "s",
+                Path::new("/srv/data"),
+                Some(&backends),
+            )
+            .unwrap();
+        let mut ctx = ToolContext::new("s", "/srv/data");
+        scoped.install(&mut ctx);
+        ready(five_tool.execute(black_box(args.clone()), &ctx)).unwrap()
+    };
+    group.bench_function("single_five", |b| b.iter(single_five));
+    allocations.push((
+        "single_five",
+        allocations_per(10_000, || drop(single_five())),
+    ));
+
+    // Through the registry.
+    let registry = registry_of(0);
+    let ctx = ExecutionContext::new("s", Arc::clone(&policy), "/srv/data");
+    for tool in ["five", "nothing"] {
+        let name: &'static str = if tool == "five" {
+            "batch_1_five"
+        } else {
+            "batch_1_nothing"
+        };
+        let run = || {
+            let results = rt.block_on(registry.execute_parallel(batch(tool, 1), &ctx));
+            assert!(results[0].result.is_ok(), "{:?}", results[0].result);
+            results
+        };
+        group.bench_function(name, |b| b.iter(run));
+        allocations.push((name, allocations_per(2_000, || drop(run()))));
+    }
+    for n in [100usize, 10_000] {
+        let name: &'static str = if n == 100 {
+            "batch_100_five_per_call"
+        } else {
+            "batch_10000_five_per_call"
+        };
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut spent = Duration::ZERO;
+                for _ in 0..iters {
+                    let calls = batch("five", n);
+                    let start = std::time::Instant::now();
+                    black_box(rt.block_on(registry.execute_parallel(calls, &ctx)));
+                    spent += start.elapsed();
+                }
+                spent / n as u32
+            })
+        });
+        let per_call = allocations_per(if n == 100 { 200 } else { 4 }, || {
+            let calls = batch("five", n);
+            drop(rt.block_on(registry.execute_parallel(calls, &ctx)));
+        }) / n as f64;
+        // The batch's own calls (ids, arguments) are made by the caller: not counted against
+        // the registry.
+        let building =
+            allocations_per(if n == 100 { 200 } else { 4 }, || drop(batch("five", n))) / n as f64;
+        allocations.push((name, per_call - building));
+    }
+    group.finish();
+
+    // The cores: a batch of 10,000 calls of a tool with some work of its own.
+    let mut group = c.benchmark_group("dispatch");
+    let working = registry_of(2_000);
+    for workers in [1usize, 2] {
+        let mt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_time()
+            .build()
+            .unwrap();
+        let name = if workers == 1 {
+            "batch_10000_mt1_per_call"
+        } else {
+            "batch_10000_mt2_per_call"
+        };
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut spent = Duration::ZERO;
+                for _ in 0..iters {
+                    let calls = batch("five", 10_000);
+                    let start = std::time::Instant::now();
+                    black_box(mt.block_on(working.execute_parallel(calls, &ctx)));
+                    spent += start.elapsed();
+                }
+                spent / 10_000
+            })
+        });
+    }
+    group.finish();
+
+    let shown: Vec<String> = allocations
+        .iter()
+        .map(|(name, n)| format!("  \"{name}\": {n:.2}"))
+        .collect();
+    let json = format!("{{\n{}\n}}\n", shown.join(",\n"));
+    eprintln!("allocations per call:\n{json}");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/criterion");
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(dir.join("dispatch-allocations.json"), json);
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(30)
+}
+
+criterion_group! { name = benches; config = config(); targets = dispatch }
+criterion_main!(benches);
