@@ -114,6 +114,13 @@ pub(crate) fn subjects(
 ) -> (Vec<EscalationSubject>, Approvals) {
     let mut out = Vec::new();
     let mut approvals = Approvals::default();
+    if policy.escalate_hosts.is_empty()
+        && policy.escalate_write.is_empty()
+        && policy.escalate_args.is_empty()
+    {
+        // No `[escalate]` rules: nothing to look for in the arguments.
+        return (out, approvals);
+    }
     let declares_write = caps.fs_reach.as_ref().is_some_and(|r| r.write.is_some());
     let mut strings = Vec::new();
     collect_strings(args, None, &mut strings);

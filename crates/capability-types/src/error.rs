@@ -333,20 +333,29 @@ pub const MAX_VALUE_DEPTH: usize = 100;
 /// assert_eq!(value_depth(&serde_json::json!({"a": [1, {"b": []}]})), 4);
 /// ```
 pub fn value_depth(value: &serde_json::Value) -> usize {
-    let mut deepest = 0;
-    let mut stack = vec![(value, 0usize)];
-    while let Some((value, depth)) = stack.pop() {
-        match value {
-            serde_json::Value::Array(items) => {
-                deepest = deepest.max(depth + 1);
-                stack.extend(items.iter().map(|v| (v, depth + 1)));
+    use serde_json::Value;
+    // Only nested containers go on the stack: flat arguments allocate nothing.
+    fn push_nested<'a>(v: &'a Value, depth: usize, stack: &mut Vec<(&'a Value, usize)>) {
+        let mut push = |item: &'a Value| {
+            if item.is_array() || item.is_object() {
+                stack.push((item, depth + 1));
             }
-            serde_json::Value::Object(map) => {
-                deepest = deepest.max(depth + 1);
-                stack.extend(map.values().map(|v| (v, depth + 1)));
-            }
+        };
+        match v {
+            Value::Array(items) => items.iter().for_each(&mut push),
+            Value::Object(map) => map.values().for_each(&mut push),
             _ => {}
         }
+    }
+    if !(value.is_array() || value.is_object()) {
+        return 0;
+    }
+    let mut deepest = 1;
+    let mut stack = Vec::new();
+    push_nested(value, 1, &mut stack);
+    while let Some((v, depth)) = stack.pop() {
+        deepest = deepest.max(depth);
+        push_nested(v, depth, &mut stack);
     }
     deepest
 }

@@ -45,6 +45,16 @@ impl From<CapabilityError> for Refusal {
 }
 
 impl Refusal {
+    /// A refusal that only a broken invariant of the registry can produce.
+    pub(super) fn internal() -> Self {
+        Refusal {
+            code: ErrorCode::ExecutionFailed,
+            denial: None,
+            message: "internal error: the call was not prepared".to_owned(),
+            kind: AuditKind::ToolDenied,
+        }
+    }
+
     fn constraint(message: String) -> Self {
         Refusal {
             code: ErrorCode::Denied,
@@ -162,8 +172,7 @@ impl DefaultToolRegistry {
             Ok(ready) => ready,
             Err(r) => return refused(r),
         };
-        let completed_before = ctx.invocation.completed_snapshot();
-        if let Err(r) = self.admit_as(call, &ready, ctx, &completed_before, Run::Dry) {
+        if let Err(r) = self.admit_as(call, &ready, ctx, &mut None, Run::Dry) {
             return refused(r);
         }
         if ctx.cancellation.is_cancelled() {
@@ -208,13 +217,16 @@ impl DefaultToolRegistry {
             ))
             .into());
         }
+        if let Some(ready) = entry.planned(ctx) {
+            return Ok(ready);
+        }
         check_backends(name, &entry.capabilities, self.backends.as_ref())?;
         let resolved = self
             .cache
             .intersect(name, &entry.capabilities, &ctx.policy)
             .for_call(&ctx.session_id, &ctx.working_dir);
         let scoped = build_scoped(&resolved, self.backends.as_ref())?;
-        Ok(Ready {
+        let ready = Ready {
             tool: Arc::clone(&entry.tool),
             scoped,
             reach: resolved
@@ -223,7 +235,9 @@ impl DefaultToolRegistry {
                 .map(ResolvedPaths::without_escalation),
             caps: Arc::clone(&entry.capabilities),
             resolved: Arc::new(resolved),
-        })
+        };
+        entry.plan(ctx, &ready);
+        Ok(ready)
     }
 
     /// The personality's constraints and the argument gate, decided in input order before the
@@ -233,7 +247,7 @@ impl DefaultToolRegistry {
         call: &ToolCall,
         ready: &Ready,
         ctx: &ExecutionContext,
-        completed_before: &HashSet<String>,
+        completed_before: &mut Option<HashSet<String>>,
     ) -> Result<(), Refusal> {
         self.admit_as(call, ready, ctx, completed_before, Run::Real)
     }
@@ -244,7 +258,7 @@ impl DefaultToolRegistry {
         call: &ToolCall,
         ready: &Ready,
         ctx: &ExecutionContext,
-        completed_before: &HashSet<String>,
+        completed_before: &mut Option<HashSet<String>>,
         run: Run,
     ) -> Result<(), Refusal> {
         // The constraints in force: the personality's, combined with any narrowing.
@@ -266,7 +280,11 @@ impl DefaultToolRegistry {
         if constraints.is_none_or(|c| c.path_gate) {
             gate_arguments(&call.args, ready.reach.as_deref())?;
         }
-        if let Some(c) = constraints {
+        if let Some(c) = constraints.filter(|c| !c.only_after.is_empty()) {
+            // What had completed when the batch began, taken once per batch and only when a
+            // constraint asks.
+            let completed_before =
+                completed_before.get_or_insert_with(|| ctx.invocation.completed_snapshot());
             let missing: Vec<&str> = c
                 .only_after
                 .iter()
@@ -367,45 +385,84 @@ impl DefaultToolRegistry {
 /// `file://` URL must lie within the tool's read or write reach, so a tool that takes a path but
 /// does not use `ScopedFs` is gated all the same. A tool with no reach may take no such argument.
 fn gate_arguments(args: &Value, reach: Option<&ResolvedPaths>) -> Result<(), Refusal> {
-    use capability_types::backend::{FsAccess, PathPolicy};
-    let empty = ResolvedPaths::default();
-    let reach = reach.unwrap_or(&empty);
-    let mut stack = vec![args];
-    while let Some(value) = stack.pop() {
-        match value {
-            Value::Array(items) => stack.extend(items.iter()),
-            Value::Object(map) => stack.extend(map.values()),
-            Value::String(s) => {
-                let path = if s.starts_with('/') && !s.starts_with("//") {
-                    Some(std::path::PathBuf::from(s))
-                } else if s
-                    .get(..7)
-                    .is_some_and(|head| head.eq_ignore_ascii_case("file://"))
-                {
-                    // A file URL that does not name a local path is refused outright.
-                    match url::Url::parse(s).ok().and_then(|u| u.to_file_path().ok()) {
-                        Some(p) => Some(p),
-                        None => {
-                            return Err(CapabilityError::denied(
-                                DenialCode::PathNotReachable,
-                                format!("{} is not a local file URL", s.escape_debug()),
-                            )
-                            .into());
-                        }
-                    }
-                } else {
-                    None
-                };
-                if let Some(path) = path
-                    && let Err(read) = reach.check(&path, FsAccess::Read)
-                {
-                    reach
-                        .check(&path, FsAccess::Write)
-                        .map_err(|_| Refusal::from(read))?;
-                }
-            }
-            _ => {}
+    // Strings are checked where they are found; only nested containers go on the stack, so
+    // flat arguments allocate nothing.
+    let mut stack = Vec::new();
+    gate_children(args, reach, &mut stack)?;
+    if !(args.is_array() || args.is_object()) {
+        gate_value(args, reach, &mut stack)?;
+    }
+    while let Some(container) = stack.pop() {
+        gate_children(container, reach, &mut stack)?;
+    }
+    Ok(())
+}
+
+/// Gates the strings directly inside `container`; keeps nested containers for later.
+fn gate_children<'a>(
+    container: &'a Value,
+    reach: Option<&ResolvedPaths>,
+    stack: &mut Vec<&'a Value>,
+) -> Result<(), Refusal> {
+    match container {
+        Value::Array(items) => items.iter().try_for_each(|v| gate_value(v, reach, stack)),
+        Value::Object(map) => map.values().try_for_each(|v| gate_value(v, reach, stack)),
+        _ => Ok(()),
+    }
+}
+
+/// Gates a string at once; keeps a container for later.
+fn gate_value<'a>(
+    value: &'a Value,
+    reach: Option<&ResolvedPaths>,
+    stack: &mut Vec<&'a Value>,
+) -> Result<(), Refusal> {
+    match value {
+        Value::String(s) => gate_string(s, reach),
+        Value::Array(_) | Value::Object(_) => {
+            stack.push(value);
+            Ok(())
         }
+        _ => Ok(()),
+    }
+}
+
+/// The argument gate for one string: an absolute path or a `file://` URL must lie within the
+/// read or the write reach.
+fn gate_string(s: &str, reach: Option<&ResolvedPaths>) -> Result<(), Refusal> {
+    use capability_types::backend::{FsAccess, PathPolicy};
+    let path = if s.starts_with('/') && !s.starts_with("//") {
+        std::path::PathBuf::from(s)
+    } else if s
+        .get(..7)
+        .is_some_and(|head| head.eq_ignore_ascii_case("file://"))
+    {
+        // A file URL that does not name a local path is refused outright.
+        match url::Url::parse(s).ok().and_then(|u| u.to_file_path().ok()) {
+            Some(p) => p,
+            None => {
+                return Err(CapabilityError::denied(
+                    DenialCode::PathNotReachable,
+                    format!("{} is not a local file URL", s.escape_debug()),
+                )
+                .into());
+            }
+        }
+    } else {
+        return Ok(());
+    };
+    let empty;
+    let reach = match reach {
+        Some(reach) => reach,
+        None => {
+            empty = ResolvedPaths::default();
+            &empty
+        }
+    };
+    if let Err(read) = reach.check(&path, FsAccess::Read) {
+        reach
+            .check(&path, FsAccess::Write)
+            .map_err(|_| Refusal::from(read))?;
     }
     Ok(())
 }

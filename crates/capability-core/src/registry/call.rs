@@ -109,7 +109,11 @@ impl Invocation {
             .dispatched
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let n = counts.entry(tool.to_owned()).or_insert(0);
+        // The tool's name is copied once per invocation, not once per call.
+        let n = match counts.get_mut(tool) {
+            Some(n) => n,
+            None => counts.entry(tool.to_owned()).or_insert(0),
+        };
         if max.is_some_and(|m| *n >= m) {
             return false;
         }
@@ -118,10 +122,10 @@ impl Invocation {
     }
 
     pub(super) fn mark_completed(&self, tool: &str) {
-        self.completed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(tool.to_owned());
+        let mut completed = self.completed.lock().unwrap_or_else(PoisonError::into_inner);
+        if !completed.contains(tool) {
+            completed.insert(tool.to_owned());
+        }
     }
 }
 

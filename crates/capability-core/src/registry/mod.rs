@@ -22,7 +22,7 @@ use self::output::{AbortOnDrop, unreachable_result};
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::validate::CapabilityValidationError;
@@ -30,7 +30,7 @@ use capability_policy::valid_tool_name;
 use capability_types::{
     CapabilityError, ErrorCode, Tool, ToolCapabilities, ToolContext, ToolResult,
 };
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 
 use crate::audit::{AuditEvent, AuditKind, AuditSink, emit};
 use crate::escalation::{self, ApprovalHandler, mask_arguments_with};
@@ -42,6 +42,42 @@ use crate::validate::validate_declaration;
 struct Entry {
     tool: Arc<dyn Tool>,
     capabilities: Arc<ToolCapabilities>,
+    /// The admission plan of the last context this tool ran in: its resolution and scoped
+    /// objects, which depend only on the policy (by generation), the session and the working
+    /// directory. A call in the same context reuses it; any other context replaces it.
+    plan: Mutex<Option<Plan>>,
+}
+
+/// What [`Entry::plan`] keeps.
+struct Plan {
+    generation: u64,
+    session_id: String,
+    working_dir: std::path::PathBuf,
+    ready: Ready,
+}
+
+impl Entry {
+    /// The plan made for `ctx`, if the last one was.
+    fn planned(&self, ctx: &ExecutionContext) -> Option<Ready> {
+        let plan = self.plan.lock().unwrap_or_else(PoisonError::into_inner);
+        plan.as_ref()
+            .filter(|p| {
+                p.generation == ctx.policy.generation()
+                    && p.session_id == ctx.session_id
+                    && p.working_dir == ctx.working_dir
+            })
+            .map(|p| p.ready.clone())
+    }
+
+    /// Keeps `ready` as the plan for `ctx`.
+    fn plan(&self, ctx: &ExecutionContext, ready: &Ready) {
+        *self.plan.lock().unwrap_or_else(PoisonError::into_inner) = Some(Plan {
+            generation: ctx.policy.generation(),
+            session_id: ctx.session_id.clone(),
+            working_dir: ctx.working_dir.clone(),
+            ready: ready.clone(),
+        });
+    }
 }
 
 /// The registry an agent loop calls tools through.
@@ -170,6 +206,7 @@ impl DefaultToolRegistry {
             Entry {
                 tool,
                 capabilities: Arc::new(capabilities),
+                plan: Mutex::new(None),
             },
         );
         Ok(())
@@ -204,16 +241,19 @@ impl DefaultToolRegistry {
 
     /// Runs a batch: one result per call, in input order, each with its id and duration.
     ///
-    /// At most `min(calls, max_concurrency)` calls run at once. Each runs in its own tokio task,
-    /// so a panic is contained; dropping the returned future aborts the calls still running.
-    /// Must be awaited inside a tokio runtime with time enabled; without a runtime every call
-    /// is refused with `not_available`.
+    /// At most `min(calls, max_concurrency)` calls run at once. A panic in a tool is contained
+    /// (`execution_failed`); dropping the returned future stops the calls still running. On a
+    /// multi-thread runtime the calls of a batch of more than one run in tasks of their own, so
+    /// they share the cores; otherwise (a batch of one, a current-thread runtime) they run in
+    /// the caller's task, which costs less and gives the same results (docs/decisions.md, "The
+    /// per-call path"). Must be awaited inside a tokio runtime with time enabled; without a
+    /// runtime every call is refused with `not_available`.
     pub async fn execute_parallel(
         &self,
-        calls: Vec<ToolCall>,
+        mut calls: Vec<ToolCall>,
         ctx: &ExecutionContext,
     ) -> Vec<ToolCallResult> {
-        if tokio::runtime::Handle::try_current().is_err() {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return calls
                 .into_iter()
                 .map(|c| ToolCallResult {
@@ -226,32 +266,54 @@ impl DefaultToolRegistry {
                     duration: Duration::ZERO,
                 })
                 .collect();
-        }
+        };
         let total = calls.len();
-        let concurrency = self.config.max_concurrency.min(total).max(1);
         let timeout = ctx.call_timeout.unwrap_or(self.config.call_timeout);
+        let mut completed_before = None;
+        if total == 1
+            && let Some(call) = calls.pop()
+        {
+            // A batch of one: no task, no stream, no table of prepared tools.
+            let started = Instant::now();
+            let prep = self.prepare(&call.tool, ctx).and_then(|ready| {
+                self.admit(&call, &ready, ctx, &mut completed_before)
+                    .map(|()| ready)
+            });
+            return vec![
+                self.run_one(call, prep, ctx, timeout, started, Placement::Inline)
+                    .await,
+            ];
+        }
+        let concurrency = self.config.max_concurrency.min(total).max(1);
+        let placement = match runtime.runtime_flavor() {
+            tokio::runtime::RuntimeFlavor::CurrentThread => Placement::Inline,
+            _ => Placement::Task,
+        };
+        // Admission in input order, before anything runs, so a batch's outcome never depends on
+        // scheduling; each distinct tool is prepared once.
         let mut prepared: HashMap<String, Result<Ready, Refusal>> = HashMap::new();
-        let completed_before = ctx.invocation.completed_snapshot();
-        let jobs: Vec<_> = calls
-            .into_iter()
-            .enumerate()
-            .map(|(index, call)| {
-                let started = Instant::now();
-                let prep = prepared
-                    .entry(call.tool.clone())
-                    .or_insert_with(|| self.prepare(&call.tool, ctx))
-                    .clone()
-                    .and_then(|ready| {
-                        self.admit(&call, &ready, ctx, &completed_before)
-                            .map(|()| ready)
-                    });
-                (index, call, prep, started)
-            })
-            .collect();
+        let mut jobs = Vec::with_capacity(total);
+        for (index, call) in calls.into_iter().enumerate() {
+            let started = Instant::now();
+            if !prepared.contains_key(call.tool.as_str()) {
+                prepared.insert(call.tool.clone(), self.prepare(&call.tool, ctx));
+            }
+            let prep = match prepared.get(call.tool.as_str()) {
+                Some(Ok(ready)) => self
+                    .admit(&call, ready, ctx, &mut completed_before)
+                    .map(|()| ready.clone()),
+                Some(Err(refusal)) => Err(refusal.clone()),
+                None => Err(Refusal::internal()),
+            };
+            jobs.push((index, call, prep, started));
+        }
         let mut slots: Vec<Option<ToolCallResult>> = (0..total).map(|_| None).collect();
         let mut stream = futures_util::stream::iter(jobs)
             .map(|(index, call, prep, started)| async move {
-                (index, self.run_one(call, prep, ctx, timeout, started).await)
+                let result = self
+                    .run_one(call, prep, ctx, timeout, started, placement)
+                    .await;
+                (index, result)
             })
             .buffer_unordered(concurrency);
         while let Some((index, result)) = stream.next().await {
@@ -264,52 +326,85 @@ impl DefaultToolRegistry {
     }
 }
 
+/// Where a call's `execute` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    /// In the caller's task, under `catch_unwind`.
+    Inline,
+    /// In a task of its own (a multi-thread runtime), aborted when dropped.
+    Task,
+}
+
 impl DefaultToolRegistry {
+    /// Whether audit events at `level` go anywhere: to the sink, or to a `tracing` subscriber
+    /// that listens to `toolcap::audit`. Events nobody receives are not built.
+    fn audited(&self, level: tracing::Level) -> bool {
+        self.audit.is_some()
+            || match level {
+                tracing::Level::WARN => {
+                    tracing::enabled!(target: "toolcap::audit", tracing::Level::WARN)
+                }
+                _ => tracing::enabled!(target: "toolcap::audit", tracing::Level::INFO),
+            }
+    }
+
     async fn run_one(
         &self,
-        call: ToolCall,
+        mut call: ToolCall,
         prep: Result<Ready, Refusal>,
         ctx: &ExecutionContext,
         timeout: Duration,
         started: Instant,
+        placement: Placement,
     ) -> ToolCallResult {
         let personality = ctx.policy.id();
-        let event =
-            |kind| AuditEvent::new(kind, &ctx.session_id, personality, &call.id, &call.tool);
         let sink = self.audit.as_deref();
         // Arguments appear in audit events only when configured, and then masked.
-        let audited_args = self
-            .config
-            .audit_arguments
-            .then(|| mask_arguments_with(&call.args, &self.config.sensitive_keys));
-        let refuse = |refusal: Refusal| {
-            let e = event(refusal.kind)
+        let audited_args = || {
+            self.config
+                .audit_arguments
+                .then(|| mask_arguments_with(&call.args, &self.config.sensitive_keys))
+        };
+        let refuse = |call: ToolCall, refusal: Refusal| {
+            if self.audited(tracing::Level::WARN) {
+                let e = AuditEvent::new(
+                    refusal.kind,
+                    &ctx.session_id,
+                    personality,
+                    &call.id,
+                    &call.tool,
+                )
                 .with_outcome(Some(refusal.code), refusal.denial)
                 .with_reason(refusal.message.clone())
-                .with_arguments(audited_args.clone());
-            if let Err(err) = emit(&e, sink) {
-                tracing::error!(target: "toolcap::audit", error = %err, "could not record a denial");
+                .with_arguments(
+                    self.config
+                        .audit_arguments
+                        .then(|| mask_arguments_with(&call.args, &self.config.sensitive_keys)),
+                );
+                if let Err(err) = emit(&e, sink) {
+                    tracing::error!(target: "toolcap::audit", error = %err, "could not record a denial");
+                }
             }
-            ToolResult::error(refusal.code, refusal.message)
-        };
-        let finish = |result: ToolResult| ToolCallResult {
-            call_id: call.id.clone(),
-            tool: call.tool.clone(),
-            result,
-            duration: started.elapsed(),
+            ToolCallResult {
+                call_id: call.id,
+                tool: call.tool,
+                result: ToolResult::error(refusal.code, refusal.message),
+                duration: started.elapsed(),
+            }
         };
         let ready = match prep {
             Ok(ready) => ready,
-            Err(refusal) => return finish(refuse(refusal)),
+            Err(refusal) => return refuse(call, refusal),
         };
         if ctx.cancellation.is_cancelled() {
             let message = admission::CANCELLED_BEFORE_START.to_owned();
-            return finish(refuse(Refusal {
+            let refusal = Refusal {
                 code: ErrorCode::Cancelled,
                 denial: None,
                 message,
                 kind: AuditKind::ToolDenied,
-            }));
+            };
+            return refuse(call, refusal);
         }
         // Escalation: ask before anything runs; an approved call gets scoped objects that allow
         // exactly what was approved.
@@ -319,7 +414,7 @@ impl DefaultToolRegistry {
             ready.scoped.clone()
         } else {
             if let Err(refusal) = self.escalate(&call, ctx, subjects).await {
-                return finish(refuse(refusal));
+                return refuse(call, refusal);
             }
             let resolved = self
                 .cache
@@ -327,30 +422,31 @@ impl DefaultToolRegistry {
                 .for_call_approved(&ctx.session_id, &ctx.working_dir, Arc::new(approvals));
             match build_scoped(&resolved, self.backends.as_ref()) {
                 Ok(scoped) => scoped,
-                Err(e) => return finish(refuse(e.into())),
+                Err(e) => return refuse(call, e.into()),
             }
         };
-        if let Err(err) = emit(
-            &event(AuditKind::ToolCalled).with_arguments(audited_args.clone()),
-            sink,
-        ) {
-            let message = format!("the call cannot be audited, so it does not run: {err}");
-            return finish(refuse(Refusal {
-                code: ErrorCode::NotAvailable,
-                denial: None,
-                message,
-                kind: AuditKind::ToolDenied,
-            }));
+        if self.audited(tracing::Level::INFO) {
+            let called = AuditEvent::new(
+                AuditKind::ToolCalled,
+                &ctx.session_id,
+                personality,
+                &call.id,
+                &call.tool,
+            )
+            .with_arguments(audited_args());
+            if let Err(err) = emit(&called, sink) {
+                let message = format!("the call cannot be audited, so it does not run: {err}");
+                let refusal = Refusal {
+                    code: ErrorCode::NotAvailable,
+                    denial: None,
+                    message,
+                    kind: AuditKind::ToolDenied,
+                };
+                return refuse(call, refusal);
+            }
         }
 
-        let mut tool_ctx = ToolContext::new(ctx.session_id.clone(), ctx.working_dir.clone())
-            .with_call(call.id.clone(), call.tool.clone())
-            .with_cancellation(ctx.cancellation.clone());
-        tool_ctx.personality_id = personality.map(str::to_owned);
-        scoped.install(&mut tool_ctx);
-        let tool = ready.tool;
-        let args = call.args.clone();
-        let cancel = ctx.cancellation.clone();
+        let args = std::mem::take(&mut call.args);
         let isolation = self
             .isolation
             .as_ref()
@@ -362,48 +458,66 @@ impl DefaultToolRegistry {
                 };
                 (Arc::clone(isolation), key)
             });
+        // The call's id and tool name move into the context and come back with the outcome.
+        let mut tool_ctx = ToolContext::new(ctx.session_id.clone(), ctx.working_dir.clone())
+            .with_call(call.id, call.tool)
+            .with_cancellation(ctx.cancellation.clone());
+        tool_ctx.personality_id = personality.map(str::to_owned);
+        scoped.install(&mut tool_ctx);
+        let tool = ready.tool;
         let exec_started = Instant::now();
-        let task = AbortOnDrop(tokio::spawn(async move {
-            let run = async {
-                match &isolation {
-                    Some((isolation, key)) => {
-                        isolation.execute(key, tool.as_ref(), args, &tool_ctx).await
-                    }
-                    None => tool.execute(args, &tool_ctx).await,
-                }
-            };
-            tokio::select! {
-                biased;
-                () = cancel.cancelled() => Err(CapabilityError::Cancelled),
-                r = tokio::time::timeout(timeout, run) => match r {
-                    Ok(r) => r,
-                    Err(_) => Err(CapabilityError::Timeout(format!("tool {} timed out after {timeout:?}", tool_ctx.tool))),
-                },
+        let panicked = |tool: &str, payload| {
+            Err(CapabilityError::failed(format!(
+                "tool {tool} panicked: {}",
+                panic_message(payload)
+            )))
+        };
+        let (outcome, call_id, tool_name) = match placement {
+            Placement::Inline => {
+                let run = guarded(tool.as_ref(), isolation.as_ref(), args, &tool_ctx, timeout);
+                let outcome = std::panic::AssertUnwindSafe(run)
+                    .catch_unwind()
+                    .await
+                    .unwrap_or_else(|payload| panicked(&tool_ctx.tool, payload));
+                (
+                    outcome,
+                    std::mem::take(&mut tool_ctx.call_id),
+                    std::mem::take(&mut tool_ctx.tool),
+                )
             }
-        }));
-        let outcome = match task.join().await {
-            Ok(r) => r,
-            Err(e) if e.is_panic() => Err(CapabilityError::failed(format!(
-                "tool {} panicked: {}",
-                call.tool,
-                panic_message(e.into_panic())
-            ))),
-            Err(_) => Err(CapabilityError::Cancelled),
+            Placement::Task => {
+                // The task owns the context; the identity is kept here for a task that panics.
+                let (id, name) = (tool_ctx.call_id.clone(), tool_ctx.tool.clone());
+                let task = AbortOnDrop(tokio::spawn(async move {
+                    guarded(tool.as_ref(), isolation.as_ref(), args, &tool_ctx, timeout).await
+                }));
+                let outcome = match task.join().await {
+                    Ok(outcome) => outcome,
+                    Err(e) if e.is_panic() => panicked(&name, e.into_panic()),
+                    Err(_) => Err(CapabilityError::Cancelled),
+                };
+                (outcome, id, name)
+            }
         };
         // One limit in process mode and in the capsule (whose messages cannot carry deeper).
         let outcome = outcome.and_then(|value| {
             let depth = capability_types::value_depth(&value);
             if depth > capability_types::MAX_VALUE_DEPTH {
                 return Err(CapabilityError::failed(format!(
-                    "tool {} returned a value nested {depth} levels deep; at most {} are accepted",
-                    call.tool,
+                    "tool {tool_name} returned a value nested {depth} levels deep; at most {} are accepted",
                     capability_types::MAX_VALUE_DEPTH
                 )));
             }
             Ok(value)
         });
-        let elapsed = exec_started.elapsed();
-        let completed = event(AuditKind::ToolCompleted)
+        if self.audited(tracing::Level::INFO) {
+            let completed = AuditEvent::new(
+                AuditKind::ToolCompleted,
+                &ctx.session_id,
+                personality,
+                &call_id,
+                &tool_name,
+            )
             .with_outcome(
                 outcome.as_ref().err().map(CapabilityError::result_code),
                 outcome
@@ -411,12 +525,13 @@ impl DefaultToolRegistry {
                     .err()
                     .and_then(CapabilityError::denial_code),
             )
-            .with_duration(elapsed);
-        if let Err(err) = emit(&completed, sink) {
-            tracing::error!(target: "toolcap::audit", error = %err, "could not record a completion");
+            .with_duration(exec_started.elapsed());
+            if let Err(err) = emit(&completed, sink) {
+                tracing::error!(target: "toolcap::audit", error = %err, "could not record a completion");
+            }
         }
         if outcome.is_ok() {
-            ctx.invocation.mark_completed(&call.tool);
+            ctx.invocation.mark_completed(&tool_name);
         }
         let result = match outcome {
             Ok(value) => ToolResult::Ok(match self.config.result_budget {
@@ -425,7 +540,39 @@ impl DefaultToolRegistry {
             }),
             Err(e) => ToolResult::from(Err(e)),
         };
-        finish(result)
+        ToolCallResult {
+            call_id,
+            tool: tool_name,
+            result,
+            duration: started.elapsed(),
+        }
+    }
+}
+
+/// Runs `execute` (or the isolation's) under the call's timeout and its batch's cancellation.
+async fn guarded(
+    tool: &dyn Tool,
+    isolation: Option<&(Arc<dyn ToolIsolation>, IsolationKey)>,
+    args: serde_json::Value,
+    ctx: &ToolContext,
+    timeout: Duration,
+) -> Result<serde_json::Value, CapabilityError> {
+    let work = async {
+        match isolation {
+            Some((isolation, key)) => isolation.execute(key, tool, args, ctx).await,
+            None => tool.execute(args, ctx).await,
+        }
+    };
+    tokio::select! {
+        biased;
+        () = ctx.cancellation.cancelled() => Err(CapabilityError::Cancelled),
+        r = tokio::time::timeout(timeout, work) => match r {
+            Ok(r) => r,
+            Err(_) => Err(CapabilityError::Timeout(format!(
+                "tool {} timed out after {timeout:?}",
+                ctx.tool
+            ))),
+        },
     }
 }
 
