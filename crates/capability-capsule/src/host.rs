@@ -611,11 +611,11 @@ fn describe_status(status: ExitStatus) -> String {
 
 fn call_context(ctx: &ToolContext) -> CallContext {
     CallContext {
-        session_id: ctx.session_id.clone(),
-        personality_id: ctx.personality_id.clone(),
+        session_id: ctx.session_id.to_string(),
+        personality_id: ctx.personality_id.as_deref().map(str::to_owned),
         call_id: ctx.call_id.clone(),
         tool: ctx.tool.clone(),
-        working_dir: ctx.working_dir.clone(),
+        working_dir: ctx.working_dir.to_path_buf(),
         fetch: ctx.scoped_fetch.is_some(),
         fs: ctx.scoped_fs.is_some(),
         secrets: ctx

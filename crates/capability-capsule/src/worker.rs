@@ -350,7 +350,7 @@ fn remote_context(link: &Arc<Link>, seq: u64, context: &CallContext) -> ToolCont
     });
     let mut ctx = ToolContext::new(context.session_id.clone(), context.working_dir.clone())
         .with_call(context.call_id.clone(), context.tool.clone());
-    ctx.personality_id = context.personality_id.clone();
+    ctx.personality_id = context.personality_id.as_deref().map(Arc::from);
     if context.fetch {
         ctx = ctx.with_fetch(remote.clone());
     }

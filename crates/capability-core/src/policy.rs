@@ -64,6 +64,8 @@ pub struct CompiledPolicy {
     /// Unique per compilation (clones share it): the key of resolution caches.
     pub(crate) generation: u64,
     source: Option<Arc<PersonalityPolicy>>,
+    /// The personality's id, shared with every call's context without a copy.
+    shared_id: Option<Arc<str>>,
     pub(crate) network_allow: Arc<HostSet>,
     pub(crate) network_deny: Arc<HostSet>,
     pub(crate) process_allow: Arc<[String]>,
@@ -176,6 +178,7 @@ impl CompiledPolicy {
                 .map(std::time::Duration::from_secs),
             toolset,
             constraints,
+            shared_id: Some(Arc::from(policy.id.as_str())),
             source: Some(Arc::new(policy)),
         })
     }
@@ -186,6 +189,7 @@ impl CompiledPolicy {
         Self {
             generation: next_generation(),
             source: None,
+            shared_id: None,
             network_allow: Arc::default(),
             network_deny: Arc::default(),
             process_allow: Arc::new([]),
@@ -215,6 +219,11 @@ impl CompiledPolicy {
     /// The personality's id, if there is a personality.
     pub fn id(&self) -> Option<&str> {
         self.source.as_deref().map(|p| p.id.as_str())
+    }
+
+    /// [`id`](Self::id), shared (a call's context takes it without a copy).
+    pub(crate) fn shared_id(&self) -> Option<Arc<str>> {
+        self.shared_id.clone()
     }
 
     /// The checked personality it was compiled from (before any narrowing).
@@ -366,6 +375,7 @@ impl CompiledPolicy {
         Ok(CompiledPolicy {
             generation: next_generation(),
             source: self.source.clone(),
+            shared_id: self.shared_id.clone(),
             network_allow,
             network_deny: Arc::new(HostSet::new(deny_patterns)),
             process_allow,

@@ -2,7 +2,7 @@
 //! scoped objects its declaration and the personality allow.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 
 use crate::cancel::CancellationToken;
@@ -28,15 +28,15 @@ use crate::scoped::{KeyValueStore, ScopedFetch, ScopedFs, ScopedProcess, ScopedS
 #[non_exhaustive]
 pub struct ToolContext {
     /// The agent session this call belongs to.
-    pub session_id: String,
+    pub session_id: Arc<str>,
     /// The active personality, if any.
-    pub personality_id: Option<String>,
+    pub personality_id: Option<Arc<str>>,
     /// The id of this call within its batch.
     pub call_id: String,
     /// The tool's name.
     pub tool: String,
     /// Relative paths resolve against this directory, never the process's.
-    pub working_dir: PathBuf,
+    pub working_dir: Arc<Path>,
     /// The batch's token: cancelled when the batch is cancelled. A call that times out is
     /// dropped at its next `.await` and never polled again.
     pub cancellation: CancellationToken,
@@ -54,14 +54,28 @@ pub struct ToolContext {
 
 impl ToolContext {
     /// A context with no scoped objects.
-    pub fn new(session_id: impl Into<String>, working_dir: impl Into<PathBuf>) -> Self {
+    pub fn new(session_id: impl Into<Arc<str>>, working_dir: impl AsRef<Path>) -> Self {
+        Self::shared(
+            session_id.into(),
+            Arc::from(working_dir.as_ref()),
+            CancellationToken::new(),
+        )
+    }
+
+    /// [`new`](Self::new) from values a host already shares between the calls of a batch: no
+    /// copy of the session, the directory or the token.
+    pub fn shared(
+        session_id: Arc<str>,
+        working_dir: Arc<Path>,
+        cancellation: CancellationToken,
+    ) -> Self {
         Self {
-            session_id: session_id.into(),
+            session_id,
             personality_id: None,
             call_id: String::new(),
             tool: String::new(),
-            working_dir: working_dir.into(),
-            cancellation: CancellationToken::new(),
+            working_dir,
+            cancellation,
             scoped_fetch: None,
             scoped_fs: None,
             secrets_resolver: None,
@@ -71,7 +85,7 @@ impl ToolContext {
     }
 
     /// Sets the personality id.
-    pub fn with_personality(mut self, id: impl Into<String>) -> Self {
+    pub fn with_personality(mut self, id: impl Into<Arc<str>>) -> Self {
         self.personality_id = Some(id.into());
         self
     }

@@ -3,7 +3,6 @@
 //! [`DefaultToolRegistry::admission`], share these functions, so what `toolcap explain` reports
 //! is what `toolcap call` does.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use capability_types::{
@@ -247,7 +246,7 @@ impl DefaultToolRegistry {
         call: &ToolCall,
         ready: &Ready,
         ctx: &ExecutionContext,
-        completed_before: &mut Option<HashSet<String>>,
+        completed_before: &mut Option<super::call::CompletedBefore>,
     ) -> Result<(), Refusal> {
         self.admit_as(call, ready, ctx, completed_before, Run::Real)
     }
@@ -258,7 +257,7 @@ impl DefaultToolRegistry {
         call: &ToolCall,
         ready: &Ready,
         ctx: &ExecutionContext,
-        completed_before: &mut Option<HashSet<String>>,
+        completed_before: &mut Option<super::call::CompletedBefore>,
         run: Run,
     ) -> Result<(), Refusal> {
         // The constraints in force: the personality's, combined with any narrowing.
@@ -350,7 +349,7 @@ impl DefaultToolRegistry {
             None => Err("no approval handler is configured (headless)".to_owned()),
             Some(handler) => {
                 let request = ApprovalRequest {
-                    session_id: ctx.session_id.clone(),
+                    session_id: ctx.session_id.to_string(),
                     personality_id: personality.map(str::to_owned),
                     call_id: call.id.clone(),
                     tool: call.tool.clone(),

@@ -2,7 +2,7 @@
 //! count over, and the registry's settings.
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -50,11 +50,11 @@ pub struct ToolCallResult {
 #[derive(Debug, Clone)]
 pub struct ExecutionContext {
     /// The agent session.
-    pub session_id: String,
+    pub session_id: Arc<str>,
     /// The active personality ([`CompiledPolicy::none`] for none).
     pub policy: Arc<CompiledPolicy>,
     /// Relative paths of every call resolve against this absolute directory.
-    pub working_dir: PathBuf,
+    pub working_dir: Arc<Path>,
     /// Cancels every call of the batch that has not finished.
     pub cancellation: CancellationToken,
     /// Overrides the registry's per-call timeout for this batch.
@@ -68,9 +68,37 @@ pub struct ExecutionContext {
 /// and which tools completed successfully in earlier batches.
 #[derive(Debug, Default)]
 pub struct Invocation {
-    dispatched: Mutex<HashMap<String, u32>>,
-    completed: Mutex<HashSet<String>>,
+    dispatched: Mutex<HashMap<String, u32, ByName>>,
+    completed: Mutex<HashSet<String, ByName>>,
 }
+
+/// FNV-1a, for the invocation's tables. Their keys are names of registered tools (a call
+/// reaches them only after its tool was found), never text an attacker can choose to collide,
+/// so the hash need not resist flooding, and a call pays a few nanoseconds instead of SipHash.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+pub(super) type ByName = std::hash::BuildHasherDefault<Fnv>;
+
+/// What had completed when a batch began (for `only_after`).
+pub(super) type CompletedBefore = HashSet<String, ByName>;
 
 impl Invocation {
     /// A fresh invocation.
@@ -96,7 +124,7 @@ impl Invocation {
             .contains(tool)
     }
 
-    pub(super) fn completed_snapshot(&self) -> HashSet<String> {
+    pub(super) fn completed_snapshot(&self) -> HashSet<String, ByName> {
         self.completed
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -122,7 +150,10 @@ impl Invocation {
     }
 
     pub(super) fn mark_completed(&self, tool: &str) {
-        let mut completed = self.completed.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut completed = self
+            .completed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if !completed.contains(tool) {
             completed.insert(tool.to_owned());
         }
@@ -132,14 +163,14 @@ impl Invocation {
 impl ExecutionContext {
     /// A context with a fresh cancellation token and the registry's timeout.
     pub fn new(
-        session_id: impl Into<String>,
+        session_id: impl Into<Arc<str>>,
         policy: Arc<CompiledPolicy>,
-        working_dir: impl Into<PathBuf>,
+        working_dir: impl AsRef<Path>,
     ) -> Self {
         Self {
             session_id: session_id.into(),
             policy,
-            working_dir: working_dir.into(),
+            working_dir: Arc::from(working_dir.as_ref()),
             cancellation: CancellationToken::new(),
             call_timeout: None,
             invocation: Invocation::new(),

@@ -51,8 +51,8 @@ struct Entry {
 /// What [`Entry::plan`] keeps.
 struct Plan {
     generation: u64,
-    session_id: String,
-    working_dir: std::path::PathBuf,
+    session_id: Arc<str>,
+    working_dir: Arc<std::path::Path>,
     ready: Ready,
 }
 
@@ -73,8 +73,8 @@ impl Entry {
     fn plan(&self, ctx: &ExecutionContext, ready: &Ready) {
         *self.plan.lock().unwrap_or_else(PoisonError::into_inner) = Some(Plan {
             generation: ctx.policy.generation(),
-            session_id: ctx.session_id.clone(),
-            working_dir: ctx.working_dir.clone(),
+            session_id: Arc::clone(&ctx.session_id),
+            working_dir: Arc::clone(&ctx.working_dir),
             ready: ready.clone(),
         });
     }
@@ -459,13 +459,21 @@ impl DefaultToolRegistry {
                 (Arc::clone(isolation), key)
             });
         // The call's id and tool name move into the context and come back with the outcome.
-        let mut tool_ctx = ToolContext::new(ctx.session_id.clone(), ctx.working_dir.clone())
-            .with_call(call.id, call.tool)
-            .with_cancellation(ctx.cancellation.clone());
-        tool_ctx.personality_id = personality.map(str::to_owned);
+        let mut tool_ctx = ToolContext::shared(
+            Arc::clone(&ctx.session_id),
+            Arc::clone(&ctx.working_dir),
+            ctx.cancellation.clone(),
+        )
+        .with_call(call.id, call.tool);
+        tool_ctx.personality_id = ctx.policy.shared_id();
         scoped.install(&mut tool_ctx);
         let tool = ready.tool;
-        let exec_started = Instant::now();
+        let audit_completion = self.audited(tracing::Level::INFO);
+        // The deadline counts from here, when `execute` is about to start (not from admission:
+        // a call queued behind the concurrency cap is not charged for the wait).
+        let now = Instant::now();
+        let exec_started = audit_completion.then_some(now);
+        let deadline = tokio::time::Instant::from_std(now) + timeout;
         let panicked = |tool: &str, payload| {
             Err(CapabilityError::failed(format!(
                 "tool {tool} panicked: {}",
@@ -474,7 +482,14 @@ impl DefaultToolRegistry {
         };
         let (outcome, call_id, tool_name) = match placement {
             Placement::Inline => {
-                let run = guarded(tool.as_ref(), isolation.as_ref(), args, &tool_ctx, timeout);
+                let run = guarded(
+                    tool.as_ref(),
+                    isolation.as_ref(),
+                    args,
+                    &tool_ctx,
+                    deadline,
+                    timeout,
+                );
                 let outcome = std::panic::AssertUnwindSafe(run)
                     .catch_unwind()
                     .await
@@ -489,7 +504,15 @@ impl DefaultToolRegistry {
                 // The task owns the context; the identity is kept here for a task that panics.
                 let (id, name) = (tool_ctx.call_id.clone(), tool_ctx.tool.clone());
                 let task = AbortOnDrop(tokio::spawn(async move {
-                    guarded(tool.as_ref(), isolation.as_ref(), args, &tool_ctx, timeout).await
+                    guarded(
+                        tool.as_ref(),
+                        isolation.as_ref(),
+                        args,
+                        &tool_ctx,
+                        deadline,
+                        timeout,
+                    )
+                    .await
                 }));
                 let outcome = match task.join().await {
                     Ok(outcome) => outcome,
@@ -510,7 +533,7 @@ impl DefaultToolRegistry {
             }
             Ok(value)
         });
-        if self.audited(tracing::Level::INFO) {
+        if let Some(exec_started) = exec_started {
             let completed = AuditEvent::new(
                 AuditKind::ToolCompleted,
                 &ctx.session_id,
@@ -550,23 +573,38 @@ impl DefaultToolRegistry {
 }
 
 /// Runs `execute` (or the isolation's) under the call's timeout and its batch's cancellation.
+///
+/// A call that is done at its first poll (a tool that does not wait on anything) never
+/// registers a timer or a wake-up: the deadline and the cancellation are armed only when it has
+/// to wait. The deadline still counts from before that first poll, and a batch cancelled
+/// before it is still refused first.
 async fn guarded(
     tool: &dyn Tool,
     isolation: Option<&(Arc<dyn ToolIsolation>, IsolationKey)>,
     args: serde_json::Value,
     ctx: &ToolContext,
+    deadline: tokio::time::Instant,
     timeout: Duration,
 ) -> Result<serde_json::Value, CapabilityError> {
+    use std::task::Poll;
+    if ctx.cancellation.is_cancelled() {
+        return Err(CapabilityError::Cancelled);
+    }
     let work = async {
         match isolation {
             Some((isolation, key)) => isolation.execute(key, tool, args, ctx).await,
             None => tool.execute(args, ctx).await,
         }
     };
+    let mut work = std::pin::pin!(work);
+    let first = std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await;
+    if let Poll::Ready(done) = first {
+        return done;
+    }
     tokio::select! {
         biased;
         () = ctx.cancellation.cancelled() => Err(CapabilityError::Cancelled),
-        r = tokio::time::timeout(timeout, work) => match r {
+        r = tokio::time::timeout_at(deadline, work) => match r {
             Ok(r) => r,
             Err(_) => Err(CapabilityError::Timeout(format!(
                 "tool {} timed out after {timeout:?}",

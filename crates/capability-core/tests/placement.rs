@@ -1,0 +1,403 @@
+//! The registry runs a call's `execute` in one of two places (docs/decisions.md, "The per-call
+//! path"): in the caller's task (a batch of one; any batch on a current-thread runtime) or in a
+//! task of its own (a batch of several on a multi-thread runtime). Each semantic of a call —
+//! timeout, cancellation of running and pending calls, panic containment, input order, the
+//! concurrency cap, a complete audit trail, stopping when the batch is dropped — is checked here
+//! in every placement, and so is the admission plan a tool keeps between calls.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use capability_core::{
+    AuditKind, CompiledPolicy, DefaultToolRegistry, ExecutionContext, MemoryAuditSink,
+    RegistryConfig, ToolCall,
+};
+use capability_types::{
+    CancellationToken, CapabilityError, ErrorCode, FsPaths, StorageScope, Tool, ToolCapabilities,
+    ToolContext, async_trait,
+};
+use serde_json::{Value, json};
+use support::{Behaviour, TestTool, policy, recording_backends};
+
+/// Where the calls of a check run.
+#[derive(Debug, Clone, Copy)]
+enum Placement {
+    /// A batch of one on a current-thread runtime.
+    One,
+    /// A batch of several on a current-thread runtime.
+    CurrentThread,
+    /// A batch of several on a multi-thread runtime (each call in its own task).
+    MultiThread,
+}
+
+const PLACEMENTS: [Placement; 3] = [
+    Placement::One,
+    Placement::CurrentThread,
+    Placement::MultiThread,
+];
+
+fn runtime(placement: Placement) -> tokio::runtime::Runtime {
+    match placement {
+        Placement::MultiThread => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build(),
+        _ => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+    }
+    .unwrap()
+}
+
+/// `call` alone for [`Placement::One`], or `call` then three echoes.
+fn batch(placement: Placement, call: ToolCall) -> Vec<ToolCall> {
+    let mut calls = vec![call];
+    if !matches!(placement, Placement::One) {
+        calls.extend((1..4).map(|i| ToolCall::new(format!("e{i}"), "echo", json!({"i": i}))));
+    }
+    calls
+}
+
+fn ctx() -> ExecutionContext {
+    ExecutionContext::new("s", Arc::new(CompiledPolicy::none(None)), "/tmp")
+}
+
+fn registry_with(tool: TestTool) -> DefaultToolRegistry {
+    let mut registry = DefaultToolRegistry::new(None);
+    registry.register(tool).unwrap();
+    registry
+        .register(TestTool::new(
+            "echo",
+            ToolCapabilities::none(),
+            Behaviour::Echo,
+        ))
+        .unwrap();
+    registry
+}
+
+/// The echoes of a batch came back in order, each with its own value.
+fn echoes_in_order(results: &[capability_core::ToolCallResult]) {
+    for (i, r) in results.iter().enumerate().skip(1) {
+        assert_eq!(r.call_id, format!("e{i}"));
+        assert_eq!(r.result.value(), Some(&json!({"i": i})));
+    }
+}
+
+#[test]
+fn a_call_past_its_timeout_ends_as_timeout_in_every_placement() {
+    for placement in PLACEMENTS {
+        let registry = registry_with(TestTool::new(
+            "slow",
+            ToolCapabilities::none(),
+            Behaviour::Sleep(Duration::from_secs(60)),
+        ));
+        let ctx = ctx().with_timeout(Duration::from_millis(20));
+        let started = Instant::now();
+        let results = runtime(placement).block_on(registry.execute_parallel(
+            batch(placement, ToolCall::new("0", "slow", json!({}))),
+            &ctx,
+        ));
+        assert!(started.elapsed() < Duration::from_secs(10), "{placement:?}");
+        assert_eq!(
+            results[0].result.code(),
+            Some(ErrorCode::Timeout),
+            "{placement:?}"
+        );
+        assert_eq!(
+            results[0].result.error_message(),
+            Some("tool slow timed out after 20ms")
+        );
+        echoes_in_order(&results);
+    }
+}
+
+#[test]
+fn cancelling_the_batch_stops_running_and_pending_calls_in_every_placement() {
+    for placement in PLACEMENTS {
+        let slow = TestTool::new(
+            "slow",
+            ToolCapabilities::none(),
+            Behaviour::Sleep(Duration::from_secs(60)),
+        );
+        let runs = Arc::clone(&slow.runs);
+        let mut registry = DefaultToolRegistry::new(None)
+            .with_config(RegistryConfig::default().max_concurrency(1));
+        registry.register(slow).unwrap();
+        let token = CancellationToken::new();
+        let ctx = ctx().with_cancellation(token.clone());
+        let mut calls = vec![ToolCall::new("0", "slow", json!({}))];
+        if !matches!(placement, Placement::One) {
+            calls.push(ToolCall::new("1", "slow", json!({})));
+        }
+        let rt = runtime(placement);
+        let results = rt.block_on(async {
+            let canceller = tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                token.cancel();
+            });
+            let results = registry.execute_parallel(calls, &ctx).await;
+            canceller.await.unwrap();
+            results
+        });
+        assert_eq!(
+            results[0].result.code(),
+            Some(ErrorCode::Cancelled),
+            "{placement:?}"
+        );
+        if let Some(pending) = results.get(1) {
+            assert_eq!(
+                pending.result.error_message(),
+                Some("the batch was cancelled before the call started"),
+                "{placement:?}"
+            );
+        }
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            1,
+            "{placement:?}: one call started"
+        );
+    }
+}
+
+#[test]
+fn a_panic_ends_its_own_call_only_in_every_placement() {
+    for placement in PLACEMENTS {
+        let registry = registry_with(TestTool::new(
+            "panicky",
+            ToolCapabilities::none(),
+            Behaviour::Panic,
+        ));
+        let results = runtime(placement).block_on(registry.execute_parallel(
+            batch(placement, ToolCall::new("0", "panicky", json!({}))),
+            &ctx(),
+        ));
+        assert_eq!(results[0].call_id, "0");
+        assert_eq!(results[0].tool, "panicky");
+        assert_eq!(
+            results[0].result.error_message(),
+            Some("tool panicky panicked: boom from panicky"),
+            "{placement:?}"
+        );
+        echoes_in_order(&results);
+        // The registry goes on.
+        let again = runtime(placement)
+            .block_on(registry.execute(ToolCall::new("x", "echo", json!(1)), &ctx()));
+        assert!(again.result.is_ok());
+    }
+}
+
+/// Counts how many calls run at once.
+struct Gauge {
+    now: AtomicUsize,
+    max: AtomicUsize,
+}
+
+struct Probe(Arc<Gauge>);
+
+#[async_trait]
+impl Tool for Probe {
+    fn name(&self) -> &str {
+        "probe"
+    }
+    fn description(&self) -> &str {
+        "measures concurrency"
+    }
+    fn input_schema(&self) -> Value {
+        json!({})
+    }
+    fn capabilities(&self) -> ToolCapabilities {
+        ToolCapabilities::none()
+    }
+    async fn execute(&self, args: Value, _: &ToolContext) -> Result<Value, CapabilityError> {
+        let now = self.0.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.0.max.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        self.0.now.fetch_sub(1, Ordering::SeqCst);
+        Ok(args)
+    }
+}
+
+#[test]
+fn results_keep_input_order_and_the_cap_holds_in_every_batch_placement() {
+    for placement in [Placement::CurrentThread, Placement::MultiThread] {
+        let gauge = Arc::new(Gauge {
+            now: AtomicUsize::new(0),
+            max: AtomicUsize::new(0),
+        });
+        let mut registry = DefaultToolRegistry::new(None)
+            .with_config(RegistryConfig::default().max_concurrency(4));
+        registry.register(Probe(Arc::clone(&gauge))).unwrap();
+        let calls = (0..60)
+            .map(|i| ToolCall::new(i.to_string(), "probe", json!(i)))
+            .collect();
+        let results = runtime(placement).block_on(registry.execute_parallel(calls, &ctx()));
+        for (i, r) in results.iter().enumerate() {
+            assert_eq!(r.call_id, i.to_string(), "{placement:?}");
+            assert_eq!(r.result.value(), Some(&json!(i)), "{placement:?}");
+        }
+        let max = gauge.max.load(Ordering::SeqCst);
+        assert!(
+            (2..=4).contains(&max),
+            "{placement:?}: max concurrency was {max}"
+        );
+    }
+}
+
+#[test]
+fn every_call_is_audited_in_every_placement() {
+    for placement in PLACEMENTS {
+        let sink = Arc::new(MemoryAuditSink::new());
+        let mut registry = registry_with(TestTool::new(
+            "panicky",
+            ToolCapabilities::none(),
+            Behaviour::Panic,
+        ))
+        .with_audit_sink(sink.clone());
+        let mut calls = batch(placement, ToolCall::new("0", "panicky", json!({})));
+        calls.push(ToolCall::new("u", "unknown", json!({})));
+        if matches!(placement, Placement::One) {
+            calls.truncate(1);
+        }
+        let n = calls.len();
+        let results = runtime(placement).block_on(registry.execute_parallel(calls, &ctx()));
+        assert_eq!(results.len(), n);
+        let events = sink.events();
+        for r in &results {
+            let kinds: Vec<AuditKind> = events
+                .iter()
+                .filter(|e| e.call_id == r.call_id)
+                .map(|e| e.event)
+                .collect();
+            let expected = if r.call_id == "u" {
+                vec![AuditKind::ToolDenied]
+            } else {
+                vec![AuditKind::ToolCalled, AuditKind::ToolCompleted]
+            };
+            assert_eq!(kinds, expected, "{placement:?}: call {}", r.call_id);
+        }
+        let _ = &mut registry;
+    }
+}
+
+/// Returns once the call's `execute` future is dropped, counting drops.
+struct Hang(Arc<AtomicUsize>);
+
+struct DropCount(Arc<AtomicUsize>);
+
+impl Drop for DropCount {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl Tool for Hang {
+    fn name(&self) -> &str {
+        "hang"
+    }
+    fn description(&self) -> &str {
+        "never finishes"
+    }
+    fn input_schema(&self) -> Value {
+        json!({})
+    }
+    fn capabilities(&self) -> ToolCapabilities {
+        ToolCapabilities::none()
+    }
+    async fn execute(&self, _: Value, _: &ToolContext) -> Result<Value, CapabilityError> {
+        let _guard = DropCount(Arc::clone(&self.0));
+        std::future::pending::<()>().await;
+        Ok(Value::Null)
+    }
+}
+
+#[test]
+fn dropping_the_batch_stops_its_calls_in_every_placement() {
+    for placement in PLACEMENTS {
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let mut registry = DefaultToolRegistry::new(None);
+        registry.register(Hang(Arc::clone(&dropped))).unwrap();
+        let n = if matches!(placement, Placement::One) {
+            1
+        } else {
+            3
+        };
+        let calls = (0..n)
+            .map(|i| ToolCall::new(i.to_string(), "hang", json!({})))
+            .collect();
+        let rt = runtime(placement);
+        rt.block_on(async {
+            let ctx = ctx();
+            let batch = registry.execute_parallel(calls, &ctx);
+            // The agent loop gives up on the turn.
+            let gave_up = tokio::time::timeout(Duration::from_millis(50), batch).await;
+            assert!(gave_up.is_err());
+            // A task that was aborted is dropped by the runtime shortly after.
+            for _ in 0..100 {
+                if dropped.load(Ordering::SeqCst) == n {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        assert_eq!(dropped.load(Ordering::SeqCst), n, "{placement:?}");
+    }
+}
+
+#[test]
+fn the_admission_plan_follows_the_policy_the_session_and_the_working_directory() {
+    let rt = runtime(Placement::One);
+    let (backends, grants) = recording_backends();
+    let mut registry = DefaultToolRegistry::new(Some(backends));
+    registry
+        .register(TestTool::new(
+            "reader",
+            ToolCapabilities::none()
+                .with_fs_read(FsPaths::FromPersonality)
+                .with_storage(StorageScope::Session, None),
+            Behaviour::ReadFile,
+        ))
+        .unwrap();
+    let read = |ctx: &ExecutionContext, path: &str| {
+        rt.block_on(registry.execute(ToolCall::new("r", "reader", json!({"path": path})), ctx))
+    };
+    let one = policy("id = \"p\"\n[fs_reach]\nread = [\"/srv/a\"]\n");
+    let a = ExecutionContext::new("s1", Arc::clone(&one), "/srv/a");
+    assert!(read(&a, "x.txt").result.is_ok());
+    assert!(read(&a, "x.txt").result.is_ok());
+    let built = grants.storage.lock().unwrap().len();
+    assert_eq!(
+        built, 1,
+        "the second call in the same context reused the plan"
+    );
+    // Another working directory: relative paths resolve against it.
+    let b = ExecutionContext::new("s1", Arc::clone(&one), "/srv/b");
+    assert_eq!(
+        read(&b, "x.txt").result.error_message(),
+        Some("PATH_NOT_REACHABLE: read not permitted for /srv/b/x.txt")
+    );
+    // Another session: its own storage namespace.
+    let c = ExecutionContext::new("s2", Arc::clone(&one), "/srv/a");
+    assert!(read(&c, "x.txt").result.is_ok());
+    let namespaces: Vec<String> = grants
+        .storage
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|g| g.namespace.clone())
+        .collect();
+    assert!(namespaces.contains(&"session:s1".to_owned()));
+    assert_eq!(namespaces.last().map(String::as_str), Some("session:s2"));
+    // Another policy (a narrowing compiles a new one): the plan is made again under it.
+    let two = policy("id = \"p\"\n[fs_reach]\nread = [\"/srv/other\"]\n");
+    let d = ExecutionContext::new("s1", two, "/srv/a");
+    assert_eq!(
+        read(&d, "x.txt").result.error_message(),
+        Some("PATH_NOT_REACHABLE: read not permitted for /srv/a/x.txt")
+    );
+    // And back: the first policy's answer again.
+    assert!(read(&a, "x.txt").result.is_ok());
+}
