@@ -57,9 +57,9 @@ pub use crate::registry::{
     RegistryError, ToolCall, ToolCallResult, apply_budget, panic_message,
 };
 pub use crate::resolve::{
-    Approvals, Backend, CapabilityBackends, Intersected, ResolutionCache, ResolvedCapabilities,
-    ResolvedHosts, ResolvedPaths, ResolvedProcess, ScopedObjects, build_scoped, check_backends,
-    needs_backends, resolve, resolve_capabilities,
+    Approvals, Backend, CapabilityBackends, Intersected, Plan, ResolutionCache,
+    ResolvedCapabilities, ResolvedHosts, ResolvedPaths, ResolvedProcess, ScopedObjects,
+    build_scoped, check_backends, needs_backends, resolve, resolve_capabilities,
 };
 pub use crate::validate::{
     CapabilityValidationError, validate_declaration, validate_registration,

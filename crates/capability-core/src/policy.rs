@@ -451,7 +451,7 @@ fn real_roots(
     Ok(out)
 }
 
-fn next_generation() -> u64 {
+pub(crate) fn next_generation() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     NEXT.fetch_add(1, Ordering::Relaxed)
 }

@@ -13,9 +13,7 @@ use serde_json::Value;
 use crate::audit::{AuditEvent, AuditKind, emit};
 use crate::escalation::{self, ApprovalRequest, EscalationSubject, mask_arguments_with};
 use crate::matching::host::HostPattern;
-use crate::resolve::{
-    ResolvedCapabilities, ResolvedPaths, ScopedObjects, build_scoped, check_backends,
-};
+use crate::resolve::{Declaration, Plan, ResolvedCapabilities, ResolvedPaths, ScopedObjects};
 
 use super::output::AbortOnDrop;
 use super::{DefaultToolRegistry, ExecutionContext, ToolCall};
@@ -67,14 +65,11 @@ impl Refusal {
 #[derive(Clone)]
 pub(super) struct Ready {
     pub(super) tool: Arc<dyn Tool>,
-    pub(super) scoped: ScopedObjects,
-    /// What the declaration resolved to under the policy of the batch.
-    pub(super) resolved: Arc<ResolvedCapabilities>,
-    /// The tool's resolved reach without escalation patterns, for the argument gate (`None`: it
-    /// has none).
-    pub(super) reach: Option<Arc<ResolvedPaths>>,
     /// The tool's declaration, for escalation.
     pub(super) caps: Arc<ToolCapabilities>,
+    /// The tool's admission plan in the batch's context: resolution, scoped objects, and the
+    /// reach the argument gate checks against.
+    pub(super) plan: Arc<Plan>,
 }
 
 /// Whether admission is for a call that will run, or a dry run that stops before execution.
@@ -183,8 +178,8 @@ impl DefaultToolRegistry {
         }
         let admitted = Admitted {
             capabilities: Arc::clone(&ready.caps),
-            resolved: Arc::clone(&ready.resolved),
-            scoped: ready.scoped.clone(),
+            resolved: Arc::clone(&ready.plan.resolved),
+            scoped: ready.plan.scoped.clone(),
         };
         let (subjects, _) =
             escalation::subjects(&ready.caps, &call.args, &ctx.policy, &ctx.working_dir);
@@ -216,27 +211,19 @@ impl DefaultToolRegistry {
             ))
             .into());
         }
-        if let Some(ready) = entry.planned(ctx) {
-            return Ok(ready);
-        }
-        check_backends(name, &entry.capabilities, self.backends.as_ref())?;
-        let resolved = self
-            .cache
-            .intersect(name, &entry.capabilities, &ctx.policy)
-            .for_call(&ctx.session_id, &ctx.working_dir);
-        let scoped = build_scoped(&resolved, self.backends.as_ref())?;
-        let ready = Ready {
+        let plan = self.cache.plan_shared(
+            name,
+            Declaration::Shared(&entry.capabilities),
+            &ctx.policy,
+            &ctx.session_id,
+            &ctx.working_dir,
+            self.backends.as_ref(),
+        )?;
+        Ok(Ready {
             tool: Arc::clone(&entry.tool),
-            scoped,
-            reach: resolved
-                .fs
-                .as_deref()
-                .map(ResolvedPaths::without_escalation),
             caps: Arc::clone(&entry.capabilities),
-            resolved: Arc::new(resolved),
-        };
-        entry.plan(ctx, &ready);
-        Ok(ready)
+            plan,
+        })
     }
 
     /// The personality's constraints and the argument gate, decided in input order before the
@@ -277,7 +264,7 @@ impl DefaultToolRegistry {
             ))));
         }
         if constraints.is_none_or(|c| c.path_gate) {
-            gate_arguments(&call.args, ready.reach.as_deref())?;
+            gate_arguments(&call.args, ready.plan.gate_reach.as_deref())?;
         }
         if let Some(c) = constraints.filter(|c| !c.only_after.is_empty()) {
             // What had completed when the batch began, taken once per batch and only when a

@@ -22,7 +22,7 @@ use self::output::{AbortOnDrop, unreachable_result};
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::validate::CapabilityValidationError;
@@ -42,42 +42,6 @@ use crate::validate::validate_declaration;
 struct Entry {
     tool: Arc<dyn Tool>,
     capabilities: Arc<ToolCapabilities>,
-    /// The admission plan of the last context this tool ran in: its resolution and scoped
-    /// objects, which depend only on the policy (by generation), the session and the working
-    /// directory. A call in the same context reuses it; any other context replaces it.
-    plan: Mutex<Option<Plan>>,
-}
-
-/// What [`Entry::plan`] keeps.
-struct Plan {
-    generation: u64,
-    session_id: Arc<str>,
-    working_dir: Arc<std::path::Path>,
-    ready: Ready,
-}
-
-impl Entry {
-    /// The plan made for `ctx`, if the last one was.
-    fn planned(&self, ctx: &ExecutionContext) -> Option<Ready> {
-        let plan = self.plan.lock().unwrap_or_else(PoisonError::into_inner);
-        plan.as_ref()
-            .filter(|p| {
-                p.generation == ctx.policy.generation()
-                    && p.session_id == ctx.session_id
-                    && p.working_dir == ctx.working_dir
-            })
-            .map(|p| p.ready.clone())
-    }
-
-    /// Keeps `ready` as the plan for `ctx`.
-    fn plan(&self, ctx: &ExecutionContext, ready: &Ready) {
-        *self.plan.lock().unwrap_or_else(PoisonError::into_inner) = Some(Plan {
-            generation: ctx.policy.generation(),
-            session_id: Arc::clone(&ctx.session_id),
-            working_dir: Arc::clone(&ctx.working_dir),
-            ready: ready.clone(),
-        });
-    }
 }
 
 /// The registry an agent loop calls tools through.
@@ -206,7 +170,6 @@ impl DefaultToolRegistry {
             Entry {
                 tool,
                 capabilities: Arc::new(capabilities),
-                plan: Mutex::new(None),
             },
         );
         Ok(())
@@ -411,7 +374,7 @@ impl DefaultToolRegistry {
         let (subjects, approvals) =
             escalation::subjects(&ready.caps, &call.args, &ctx.policy, &ctx.working_dir);
         let scoped = if subjects.is_empty() {
-            ready.scoped.clone()
+            ready.plan.scoped.clone()
         } else {
             if let Err(refusal) = self.escalate(&call, ctx, subjects).await {
                 return refuse(call, refusal);

@@ -59,6 +59,9 @@ impl fmt::Display for Backend {
 /// The backends that build scoped objects. Starts empty; each `with_*` adds one.
 #[derive(Clone, Default)]
 pub struct CapabilityBackends {
+    /// Unique per set of factories (clones share it; every `with_*` makes a new one): scoped
+    /// objects cached for one set are never handed out for another.
+    pub(crate) generation: u64,
     fetch: Option<Arc<dyn FetchFactory>>,
     fs: Option<Arc<dyn FsFactory>>,
     secrets: Option<Arc<dyn SecretsFactory>>,
@@ -71,30 +74,36 @@ impl CapabilityBackends {
     pub fn new() -> Self {
         Self::default()
     }
+
+    /// This set after a change: a new generation.
+    fn changed(mut self) -> Self {
+        self.generation = crate::policy::next_generation();
+        self
+    }
     /// Adds the fetch backend.
     pub fn with_fetch(mut self, factory: Arc<dyn FetchFactory>) -> Self {
         self.fetch = Some(factory);
-        self
+        self.changed()
     }
     /// Adds the file system backend.
     pub fn with_fs(mut self, factory: Arc<dyn FsFactory>) -> Self {
         self.fs = Some(factory);
-        self
+        self.changed()
     }
     /// Adds the secrets backend.
     pub fn with_secrets(mut self, factory: Arc<dyn SecretsFactory>) -> Self {
         self.secrets = Some(factory);
-        self
+        self.changed()
     }
     /// Adds the process backend.
     pub fn with_process(mut self, factory: Arc<dyn ProcessFactory>) -> Self {
         self.process = Some(factory);
-        self
+        self.changed()
     }
     /// Adds the key-value backend.
     pub fn with_kv(mut self, factory: Arc<dyn KvStoreFactory>) -> Self {
         self.kv = Some(factory);
-        self
+        self.changed()
     }
     /// Whether `backend` is configured.
     pub fn has(&self, backend: Backend) -> bool {
@@ -122,23 +131,20 @@ impl fmt::Debug for CapabilityBackends {
 
 /// The backends a declaration needs. A declared category counts even when its list is empty.
 pub fn needs_backends(caps: &ToolCapabilities) -> Vec<Backend> {
-    let mut needs = Vec::new();
-    if caps.network.is_some() {
-        needs.push(Backend::Fetch);
-    }
-    if caps.fs_reach.is_some() {
-        needs.push(Backend::Fs);
-    }
-    if caps.secrets.is_some() {
-        needs.push(Backend::Secrets);
-    }
-    if caps.process.is_some() {
-        needs.push(Backend::Process);
-    }
-    if caps.storage.is_some() {
-        needs.push(Backend::Kv);
-    }
-    needs
+    needed(caps).collect()
+}
+
+/// The backends `caps` needs, in a fixed order, without collecting them.
+fn needed(caps: &ToolCapabilities) -> impl Iterator<Item = Backend> + '_ {
+    [
+        (caps.network.is_some(), Backend::Fetch),
+        (caps.fs_reach.is_some(), Backend::Fs),
+        (caps.secrets.is_some(), Backend::Secrets),
+        (caps.process.is_some(), Backend::Process),
+        (caps.storage.is_some(), Backend::Kv),
+    ]
+    .into_iter()
+    .filter_map(|(declared, backend)| declared.then_some(backend))
 }
 
 /// The fail-closed guard: `not_available` when the tool declares a category whose backend is
@@ -148,8 +154,8 @@ pub fn check_backends(
     caps: &ToolCapabilities,
     backends: Option<&CapabilityBackends>,
 ) -> Result<(), CapabilityError> {
-    let needs = needs_backends(caps);
-    if needs.is_empty() {
+    // The common case, every declared backend present, allocates nothing.
+    if needed(caps).next().is_none() {
         return Ok(());
     }
     let Some(backends) = backends else {
@@ -157,8 +163,10 @@ pub fn check_backends(
             "Tool {tool} declares capabilities but no capability backends are configured"
         )));
     };
-    let missing: Vec<String> = needs
-        .into_iter()
+    if needed(caps).all(|b| backends.has(b)) {
+        return Ok(());
+    }
+    let missing: Vec<String> = needed(caps)
         .filter(|b| !backends.has(*b))
         .map(|b| format!("{} (for {})", b, b.capability()))
         .collect();

@@ -290,6 +290,69 @@ impl Intersected {
 #[derive(Debug, Default)]
 pub struct ResolutionCache {
     entries: Mutex<HashMap<CacheKey, CacheEntry>>,
+    /// Per tool, the plan of the last context it was resolved in.
+    plans: Mutex<HashMap<String, PlanSlot>>,
+}
+
+/// An admission plan: what one tool gets in one context — a compiled policy, a set of
+/// backends, a session and a working directory. Everything in it depends on those alone, so a
+/// call in the same context reuses it and does only what depends on its arguments
+/// (docs/decisions.md, "The per-call path").
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Plan {
+    /// The declaration resolved in the context.
+    pub resolved: Arc<ResolvedCapabilities>,
+    /// The scoped objects the backends built from it.
+    pub scoped: ScopedObjects,
+    /// The reach without escalation patterns, for the argument gate (`None`: no reach).
+    pub(crate) gate_reach: Option<Arc<ResolvedPaths>>,
+}
+
+/// A declaration as a caller of [`ResolutionCache::plan_shared`] holds it.
+#[derive(Clone, Copy)]
+pub(crate) enum Declaration<'a> {
+    /// Compared field by field.
+    Borrowed(&'a ToolCapabilities),
+    /// Compared by address first.
+    Shared(&'a Arc<ToolCapabilities>),
+}
+
+impl Declaration<'_> {
+    fn caps(&self) -> &ToolCapabilities {
+        match self {
+            Declaration::Borrowed(caps) => caps,
+            Declaration::Shared(caps) => caps,
+        }
+    }
+
+    /// Whether `held` is this declaration.
+    fn is(&self, held: &Arc<ToolCapabilities>) -> bool {
+        match self {
+            Declaration::Shared(caps) if Arc::ptr_eq(caps, held) => true,
+            _ => **held == *self.caps(),
+        }
+    }
+
+    fn into_shared(self) -> Arc<ToolCapabilities> {
+        match self {
+            Declaration::Borrowed(caps) => Arc::new(caps.clone()),
+            Declaration::Shared(caps) => Arc::clone(caps),
+        }
+    }
+}
+
+/// A plan and the context it was made for.
+#[derive(Debug)]
+struct PlanSlot {
+    generation: u64,
+    backends: u64,
+    session_id: Box<str>,
+    working_dir: Box<Path>,
+    /// Held, so that a caller's `Arc` compared by address can never be a new declaration at
+    /// an old address.
+    caps: Arc<ToolCapabilities>,
+    plan: Arc<Plan>,
 }
 
 /// (tool name, policy generation).
@@ -327,7 +390,8 @@ impl ResolutionCache {
         fresh
     }
 
-    /// [`resolve_capabilities`] through the cache.
+    /// [`resolve_capabilities`] through the cache: the scoped objects of the tool's
+    /// [`plan`](Self::plan).
     pub fn resolve_capabilities(
         &self,
         tool: &str,
@@ -337,13 +401,86 @@ impl ResolutionCache {
         working_dir: &Path,
         backends: Option<&CapabilityBackends>,
     ) -> Result<ScopedObjects, CapabilityError> {
-        check_backends(tool, caps, backends)?;
-        build_scoped(
-            &self
-                .intersect(tool, caps, policy)
-                .for_call(session_id, working_dir),
+        self.plan(tool, caps, policy, session_id, working_dir, backends)
+            .map(|plan| plan.scoped.clone())
+    }
+
+    /// The guard, then the [`Plan`] of `tool` in this context: the one made last time when the
+    /// context (policy generation, backends, session, working directory) and the declaration
+    /// are the same, a new one otherwise. A failure to build is never kept.
+    pub fn plan(
+        &self,
+        tool: &str,
+        caps: &ToolCapabilities,
+        policy: &CompiledPolicy,
+        session_id: &str,
+        working_dir: &Path,
+        backends: Option<&CapabilityBackends>,
+    ) -> Result<Arc<Plan>, CapabilityError> {
+        self.plan_shared(
+            tool,
+            Declaration::Borrowed(caps),
+            policy,
+            session_id,
+            working_dir,
             backends,
         )
+    }
+
+    /// [`plan`](Self::plan) for a declaration the caller keeps in an `Arc` (the registry): the
+    /// same declaration is then recognised by address before it is compared field by field.
+    pub(crate) fn plan_shared(
+        &self,
+        tool: &str,
+        declaration: Declaration<'_>,
+        policy: &CompiledPolicy,
+        session_id: &str,
+        working_dir: &Path,
+        backends: Option<&CapabilityBackends>,
+    ) -> Result<Arc<Plan>, CapabilityError> {
+        let caps = declaration.caps();
+        check_backends(tool, caps, backends)?;
+        let backends_generation = backends.map_or(0, |b| b.generation);
+        {
+            let plans = self.plans.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(slot) = plans.get(tool)
+                && slot.generation == policy.generation
+                && slot.backends == backends_generation
+                && *slot.session_id == *session_id
+                && *slot.working_dir == *working_dir
+                && declaration.is(&slot.caps)
+            {
+                return Ok(Arc::clone(&slot.plan));
+            }
+        }
+        let resolved = self
+            .intersect(tool, caps, policy)
+            .for_call(session_id, working_dir);
+        let scoped = build_scoped(&resolved, backends)?;
+        let plan = Arc::new(Plan {
+            gate_reach: resolved
+                .fs
+                .as_deref()
+                .map(ResolvedPaths::without_escalation),
+            resolved: Arc::new(resolved),
+            scoped,
+        });
+        let mut plans = self.plans.lock().unwrap_or_else(PoisonError::into_inner);
+        if plans.len() >= Self::MAX_ENTRIES {
+            plans.clear();
+        }
+        plans.insert(
+            tool.to_owned(),
+            PlanSlot {
+                generation: policy.generation,
+                backends: backends_generation,
+                session_id: session_id.into(),
+                working_dir: working_dir.into(),
+                caps: declaration.into_shared(),
+                plan: Arc::clone(&plan),
+            },
+        );
+        Ok(plan)
     }
 }
 
