@@ -401,3 +401,34 @@ fn the_admission_plan_follows_the_policy_the_session_and_the_working_directory()
     // And back: the first policy's answer again.
     assert!(read(&a, "x.txt").result.is_ok());
 }
+
+#[test]
+fn a_batch_naming_many_tools_finds_each_ones_preparation() {
+    // Past sixteen distinct names the registry indexes its preparations: every call still gets
+    // its own tool's outcome, in order.
+    let registry = registry_with(TestTool::new(
+        "slow",
+        ToolCapabilities::none(),
+        Behaviour::Echo,
+    ));
+    let calls: Vec<ToolCall> = (0..120)
+        .map(|i| match i % 3 {
+            0 => ToolCall::new(i.to_string(), "echo", json!(i)),
+            1 => ToolCall::new(i.to_string(), format!("missing{}", i % 40), json!(i)),
+            _ => ToolCall::new(i.to_string(), "slow", json!(i)),
+        })
+        .collect();
+    let results =
+        runtime(Placement::CurrentThread).block_on(registry.execute_parallel(calls, &ctx()));
+    for (i, r) in results.iter().enumerate() {
+        assert_eq!(r.call_id, i.to_string());
+        if i % 3 == 1 {
+            assert_eq!(
+                r.result.error_message(),
+                Some(format!("unknown tool missing{}", i % 40).as_str())
+            );
+        } else {
+            assert_eq!(r.result.value(), Some(&json!(i)), "call {i}");
+        }
+    }
+}

@@ -42,16 +42,6 @@ impl From<CapabilityError> for Refusal {
 }
 
 impl Refusal {
-    /// A refusal that only a broken invariant of the registry can produce.
-    pub(super) fn internal() -> Self {
-        Refusal {
-            code: ErrorCode::ExecutionFailed,
-            denial: None,
-            message: "internal error: the call was not prepared".to_owned(),
-            kind: AuditKind::ToolDenied,
-        }
-    }
-
     fn constraint(message: String) -> Self {
         Refusal {
             code: ErrorCode::Denied,

@@ -254,19 +254,42 @@ impl DefaultToolRegistry {
         };
         // Admission in input order, before anything runs, so a batch's outcome never depends on
         // scheduling; each distinct tool is prepared once.
-        let mut prepared: HashMap<String, Result<Ready, Refusal>> = HashMap::new();
+        // Batches name few distinct tools: a short list scanned in place beats hashing each
+        // call's name. Past `SCANNED` names (a batch naming many unknown tools, say) an index
+        // takes over, so a batch never costs calls × names.
+        const SCANNED: usize = 16;
+        let mut prepared: Vec<(String, Result<Ready, Refusal>)> = Vec::new();
+        let mut index_of: HashMap<String, usize> = HashMap::new();
         let mut jobs = Vec::with_capacity(total);
         for (index, call) in calls.into_iter().enumerate() {
             let started = Instant::now();
-            if !prepared.contains_key(call.tool.as_str()) {
-                prepared.insert(call.tool.clone(), self.prepare(&call.tool, ctx));
-            }
-            let prep = match prepared.get(call.tool.as_str()) {
-                Some(Ok(ready)) => self
+            let found = if prepared.len() <= SCANNED {
+                prepared.iter().position(|(tool, _)| *tool == call.tool)
+            } else {
+                index_of.get(call.tool.as_str()).copied()
+            };
+            let at = match found {
+                Some(at) => at,
+                None => {
+                    prepared.push((call.tool.clone(), self.prepare(&call.tool, ctx)));
+                    if prepared.len() == SCANNED + 1 {
+                        index_of.extend(
+                            prepared
+                                .iter()
+                                .enumerate()
+                                .map(|(i, (t, _))| (t.clone(), i)),
+                        );
+                    } else if prepared.len() > SCANNED + 1 {
+                        index_of.insert(call.tool.clone(), prepared.len() - 1);
+                    }
+                    prepared.len() - 1
+                }
+            };
+            let prep = match &prepared[at].1 {
+                Ok(ready) => self
                     .admit(&call, ready, ctx, &mut completed_before)
                     .map(|()| ready.clone()),
-                Some(Err(refusal)) => Err(refusal.clone()),
-                None => Err(Refusal::internal()),
+                Err(refusal) => Err(refusal.clone()),
             };
             jobs.push((index, call, prep, started));
         }
