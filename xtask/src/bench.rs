@@ -59,6 +59,39 @@ const ROWS: &[Row] = &[
         baseline: None,
         budget: Budget::AbsoluteNs(1_000.0),
     },
+    // The per-call path (issue 19), from `tests/benches/dispatch.rs`: a no-op tool declaring
+    // all five categories with the real factories, and one declaring nothing.
+    Row {
+        subject: "dispatch/single_five",
+        baseline: Some("dispatch/bare_five"),
+        budget: Budget::Ratio(3.0),
+    },
+    Row {
+        subject: "dispatch/batch_1_five",
+        baseline: Some("dispatch/single_five"),
+        budget: Budget::Ratio(1.5),
+    },
+    Row {
+        subject: "dispatch/batch_100_five_per_call",
+        baseline: Some("dispatch/single_five"),
+        budget: Budget::Ratio(1.0),
+    },
+    Row {
+        subject: "dispatch/batch_10000_five_per_call",
+        baseline: Some("dispatch/single_five"),
+        budget: Budget::Ratio(1.0),
+    },
+    Row {
+        subject: "dispatch/batch_1_nothing",
+        baseline: Some("dispatch/bare_nothing"),
+        budget: Budget::Ratio(2.0),
+    },
+    // Two workers against one: at least 1.6× faster, so at most 1/1.6 of the time.
+    Row {
+        subject: "dispatch/batch_10000_mt2_per_call",
+        baseline: Some("dispatch/batch_10000_mt1_per_call"),
+        budget: Budget::Ratio(0.625),
+    },
     Row {
         subject: "registry/execute_parallel_1",
         baseline: Some("call/bare_execute"),
@@ -189,7 +222,10 @@ pub(crate) fn run(root: &Path, extra: &[String]) -> Result<()> {
             .args(passed);
         super::run(cmd)?;
     }
-    let (table, over) = report(root)?;
+    let (mut table, mut over) = report(root)?;
+    let (allocations, heavy) = allocations(root)?;
+    table.push_str(&allocations);
+    over.extend(heavy);
     println!("{table}");
     if write {
         write_table(root, &table)?;
@@ -251,6 +287,31 @@ fn mean_ns(root: &Path, id: &str) -> Result<f64> {
     json["mean"]["point_estimate"]
         .as_f64()
         .with_context(|| format!("no mean in {}", path.display()))
+}
+
+/// Allocations per call of the dispatch benchmark (written by `tests/benches/dispatch.rs`), with
+/// the budget of issue 19 (at most 4 on the registry's paths), and the paths over it.
+fn allocations(root: &Path) -> Result<(String, Vec<&'static str>)> {
+    let path = root.join("target/criterion/dispatch-allocations.json");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("no allocation counts at {}", path.display()))?;
+    let counts: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text)?;
+    let mut table = String::from("\n| allocations per call | count | budget |\n|---|---:|---|\n");
+    let mut over = Vec::new();
+    for (name, count) in &counts {
+        let count = count.as_f64().unwrap_or(f64::INFINITY);
+        let budgeted = name.starts_with("batch_");
+        let ok = !budgeted || count <= 4.0;
+        if !ok {
+            over.push("dispatch allocations");
+        }
+        table.push_str(&format!(
+            "| {name} | {count:.2} | {}{} |\n",
+            if budgeted { "≤ 4" } else { "(reported)" },
+            if ok { "" } else { " **over**" }
+        ));
+    }
+    Ok((table, over))
 }
 
 /// The table of the last run, and the rows over budget.
