@@ -84,20 +84,10 @@ impl ToolContext {
         }
     }
 
-    /// Sets the personality id.
-    pub fn with_personality(mut self, id: impl Into<Arc<str>>) -> Self {
-        self.personality_id = Some(id.into());
-        self
-    }
     /// Sets the call id and tool name.
     pub fn with_call(mut self, call_id: impl Into<String>, tool: impl Into<String>) -> Self {
         self.call_id = call_id.into();
         self.tool = tool.into();
-        self
-    }
-    /// Sets the cancellation token.
-    pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
-        self.cancellation = token;
         self
     }
     /// Sets the fetcher.

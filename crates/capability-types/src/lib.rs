@@ -22,16 +22,13 @@
 //! impl Tool for WordCount {
 //!     fn name(&self) -> &str { "word_count" }
 //!     fn description(&self) -> &str { "Counts the words of a text file" }
-//!     fn input_schema(&self) -> Value {
-//!         json!({"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}})
-//!     }
+//!     fn input_schema(&self) -> Value { json!({"type": "object", "required": ["path"]}) }
 //!     fn capabilities(&self) -> ToolCapabilities {
 //!         // Reads whatever the active personality lets it read; touches nothing else.
 //!         ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality)
 //!     }
 //!     async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<Value, CapabilityError> {
-//!         let path = args["path"].as_str()
-//!             .ok_or_else(|| CapabilityError::invalid_input("path: expected a string"))?;
+//!         let path = args["path"].as_str().ok_or(CapabilityError::invalid_input("path"))?;
 //!         let text = ctx.fs()?.read(path.as_ref()).await?;
 //!         Ok(json!(text.split_whitespace().count()))
 //!     }
@@ -44,10 +41,8 @@
 //! );
 //! ```
 //!
-//! # Denied by default
-//!
-//! An absent category is not declared and yields no scoped object. Unknown fields in a
-//! declaration are errors, so a typo can never silently drop a restriction.
+//! **Denied by default**: an absent category yields no scoped object, and an unknown field in a
+//! declaration is an error, so a typo can never silently drop a restriction.
 #![deny(missing_docs)]
 
 pub mod backend;
