@@ -86,6 +86,7 @@ fn echoes_in_order(results: &[capability_core::ToolCallResult]) {
     }
 }
 
+// guarantee: G-REG-10
 #[test]
 fn a_call_past_its_timeout_ends_as_timeout_in_every_placement() {
     for placement in PLACEMENTS {
@@ -347,6 +348,7 @@ fn dropping_the_batch_stops_its_calls_in_every_placement() {
     }
 }
 
+// guarantee: G-REG-11
 #[test]
 fn the_admission_plan_follows_the_policy_the_session_and_the_working_directory() {
     let rt = runtime(Placement::One);
