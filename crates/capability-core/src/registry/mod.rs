@@ -48,8 +48,9 @@ struct Entry {
 ///
 /// Every call passes, in order: unknown tool (`not_available`), the personality's toolset
 /// (`denied`), [`Tool::is_available`] (`not_available`), the fail-closed backend guard
-/// (`not_available`), and resolution of its scoped objects. Only then does `execute` run, in its
-/// own task, under a timeout and the batch's cancellation; a panic becomes `execution_failed`.
+/// (`not_available`), and resolution of its scoped objects (the tool's admission plan). Only then
+/// does `execute` run, under a timeout and the batch's cancellation; a panic becomes
+/// `execution_failed` (see [`execute_parallel`](Self::execute_parallel) for where it runs).
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
