@@ -292,10 +292,21 @@ impl ScopedFiles {
         }
         let (a, dir, name) = self.open_parent(path, FsAccess::Write)?;
         let fail = sys_failure(FsAccess::Write, &a.path);
-        // The same refusals as a write: a final symbolic link is never followed (O_NOFOLLOW
-        // below closes the window between this look and the open), only files are appended to.
+        // The refusals of a write, and one more: a write replaces the entry (so a hard link
+        // planted in the root never carries it outside), an append cannot, so it refuses a file
+        // with other names. A final symbolic link is never followed; the open below repeats
+        // both checks on what it opened, closing the window after this look.
         if let Some(st) = sys::stat_in(dir.as_fd(), &name).map_err(&fail)? {
             match st.kind {
+                FileKind::File if st.links > 1 => {
+                    return Err(CapabilityError::denied(
+                        DenialCode::PathNotReachable,
+                        format!(
+                            "write not permitted for {}: it has other names (hard links)",
+                            a.path.display()
+                        ),
+                    ));
+                }
                 FileKind::File => {}
                 FileKind::Symlink => {
                     return Err(CapabilityError::denied(

@@ -201,6 +201,8 @@ pub(crate) struct Stat {
     pub(crate) len: u64,
     pub(crate) mode: u32,
     pub(crate) modified: Option<SystemTime>,
+    /// How many directory entries name the object.
+    pub(crate) links: u64,
 }
 
 fn convert(st: &rustix::fs::Stat) -> Stat {
@@ -212,6 +214,7 @@ fn convert(st: &rustix::fs::Stat) -> Stat {
         len: u64::try_from(st.st_size).unwrap_or(0),
         mode: st.st_mode & 0o7777,
         modified,
+        links: st.st_nlink,
     }
 }
 
@@ -305,7 +308,8 @@ pub(crate) fn write_atomic(
 
 /// Appends `contents` to `name` in `dir`, creating it (mode 0644) when missing; never follows a
 /// final symbolic link, never blocks on a FIFO swapped in (`O_NONBLOCK`; anything but a regular
-/// file is refused), and syncs the data.
+/// file is refused), never extends a file that has other names (a hard link swapped in after
+/// the caller's look: [`SysError::Escape`]), and syncs the data.
 pub(crate) fn append_in(dir: BorrowedFd<'_>, name: &OsStr, contents: &[u8]) -> SysResult<()> {
     let fd = rustix::fs::openat(
         dir,
@@ -318,10 +322,14 @@ pub(crate) fn append_in(dir: BorrowedFd<'_>, name: &OsStr, contents: &[u8]) -> S
             | OFlags::CLOEXEC,
         Mode::from_raw_mode(0o644),
     )?;
-    let mut file = std::fs::File::from(fd);
-    if !file.metadata()?.is_file() {
+    let opened = fstat(fd.as_fd())?;
+    if opened.kind != FileKind::File {
         return Err(io::Error::from(io::ErrorKind::InvalidInput).into());
     }
+    if opened.links > 1 {
+        return Err(SysError::Escape);
+    }
+    let mut file = std::fs::File::from(fd);
     file.write_all(contents)?;
     file.sync_data()?;
     Ok(())

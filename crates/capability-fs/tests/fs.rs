@@ -348,6 +348,21 @@ async fn hard_links_cannot_carry_a_write_outside() {
         assert_eq!(std::fs::read_to_string(&link).unwrap(), "overwritten");
         std::fs::remove_file(&link).unwrap();
         std::fs::hard_link(t.outside.join("secret.txt"), &link).unwrap();
+        // An append cannot replace the entry, so it refuses a file with other names: the
+        // outside file is never extended through a link planted in the write root.
+        assert_eq!(
+            refused(fs.append(&link, b"appended").await),
+            format!(
+                "write not permitted for {}: it has other names (hard links)",
+                link.display()
+            ),
+            "{mode}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(t.outside.join("secret.txt")).unwrap(),
+            "outside-secret",
+            "{mode}"
+        );
     }
 }
 
