@@ -62,6 +62,21 @@ pub use crate::egress::EgressProxy;
 pub fn address_refusal(ip: std::net::IpAddr) -> Option<&'static str> {
     crate::addr::restricted(ip)
 }
+
+/// The URL a fetch of `text` would request, or the refusal the fetcher gives before any host is
+/// looked at: not an absolute URL or no host (`input_invalid`), a scheme other than `http` and
+/// `https`, or user-info (`HOST_NOT_ALLOWED`). The fetcher itself checks every request and
+/// every redirect hop with this function; `toolcap explain` asks it too.
+///
+/// ```
+/// use capability_fetch::check_url;
+/// assert_eq!(check_url("https://api.github.com/zen").unwrap().host_str(), Some("api.github.com"));
+/// assert!(check_url("file:///etc/passwd").unwrap_err().to_string().starts_with("HOST_NOT_ALLOWED"));
+/// assert!(check_url("https://user:pw@api.github.com/").is_err());
+/// ```
+pub fn check_url(text: &str) -> Result<url::Url, CapabilityError> {
+    crate::scoped::parse_url(text)
+}
 use crate::scoped::HttpClient;
 pub use crate::scoped::ScopedHttp;
 

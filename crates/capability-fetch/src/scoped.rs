@@ -44,7 +44,7 @@ fn refuse(message: String) -> CapabilityError {
 }
 
 /// Parses with the WHATWG parser and refuses what may never be fetched.
-fn parse_url(text: &str) -> Result<Url, CapabilityError> {
+pub(crate) fn parse_url(text: &str) -> Result<Url, CapabilityError> {
     let url = Url::parse(text).map_err(|e| {
         CapabilityError::invalid_input(format!("{text:?} is not an absolute URL: {e}"))
     })?;

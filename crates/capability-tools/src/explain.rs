@@ -280,18 +280,10 @@ fn tool_checks(
         }
         "fetch_url" => {
             let a: FetchArgs = parse(args.clone())?;
-            let u = url::Url::parse(&a.url)
-                .map_err(|e| CapabilityError::invalid_input(format!("url: {e}")))?;
             let host_refused =
                 |why: String| CapabilityError::denied(DenialCode::HostNotAllowed, why);
-            let result = if !matches!(u.scheme(), "http" | "https") {
-                Err(host_refused(format!(
-                    "{}: only http and https URLs may be fetched",
-                    u.scheme()
-                )))
-            } else if !u.username().is_empty() || u.password().is_some() {
-                Err(host_refused("URLs with user-info are refused".to_owned()))
-            } else {
+            // The fetcher's own URL check first (scheme, user-info, a host), then the host.
+            let result = capability_fetch::check_url(&a.url).and_then(|u| {
                 let host = u.host_str().unwrap_or_default();
                 let port = u.port_or_known_default().unwrap_or(80);
                 match &resolved.network {
@@ -318,7 +310,7 @@ fn tool_checks(
                         Err(e) => Err(e),
                     },
                 }
-            };
+            });
             out.push(outcome("network", a.url.clone(), result, &mut refused));
         }
         "run_command" => {
