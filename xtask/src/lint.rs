@@ -235,7 +235,7 @@ fn lint_workspace(root: &Path) -> Result<(Vec<Finding>, Vec<Exemption>)> {
     Ok((findings, exemptions))
 }
 
-fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     if !dir.is_dir() {
         return Ok(out);

@@ -15,6 +15,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use crate::lint::rust_files;
+
 use anyhow::{Context, Result, bail};
 use syn::visit::Visit;
 
@@ -169,23 +171,6 @@ fn library_crates(root: &Path) -> Result<Vec<(String, PathBuf)>> {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
             out.push((name, dir));
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
-fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d)? {
-            let path = entry?.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
         }
     }
     out.sort();
