@@ -39,7 +39,6 @@
 mod env;
 mod error;
 mod personality;
-mod serde_util;
 mod strict;
 
 pub use crate::env::{is_fixed_env_name, is_refused_env_name, is_safe_env_name, valid_env_name};

@@ -646,7 +646,7 @@ fn parse_yaml<T>(_: &str) -> Result<T, PolicyError> {
     ))
 }
 
-crate::serde_util::map_only!(
+capability_types::__map_only!(
     PersonalityPolicy,
     PolicyFsReach,
     Safety,

@@ -343,7 +343,7 @@ pub fn check_binary_spec(spec: &str, allow_star: bool) -> Result<(), String> {
     Ok(())
 }
 
-crate::serde_util::map_only!(
+crate::__map_only!(
     ToolCapabilities,
     NetworkCapability,
     StorageCapability,

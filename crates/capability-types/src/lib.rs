@@ -57,6 +57,8 @@ mod tool;
 
 pub use async_trait::async_trait;
 pub use secrecy::{ExposeSecret, SecretString};
+#[doc(hidden)]
+pub use serde as __serde;
 
 pub use crate::cancel::{CancellationToken, Cancelled};
 pub use crate::capabilities::{
