@@ -127,10 +127,11 @@ fn first(blobs: Vec<Bytes>) -> Bytes {
     blobs.into_iter().next().unwrap_or_default()
 }
 
-/// Defines an operation on one path with a plain answer: the struct, and its [`Operation`]
-/// impl calling `ScopedFs::$method`.
+/// Defines an operation on one path whose answer is the scoped-object method's value: the
+/// struct, and its [`Operation`] impl, which calls `$call` with the call's file system view,
+/// the path and the request's blobs bound to the names given.
 macro_rules! path_op {
-    ($(#[$doc:meta])* $name:ident, $method:ident -> $answer:ty) => {
+    ($(#[$doc:meta])* $name:ident, |$fs:ident, $path:ident, $blobs:tt| $call:expr => $answer:ty) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
         #[serde(deny_unknown_fields)]
@@ -145,9 +146,10 @@ macro_rules! path_op {
             async fn perform(
                 self,
                 ctx: &ToolContext,
-                _: Vec<Bytes>,
+                $blobs: Vec<Bytes>,
             ) -> Result<($answer, Vec<Bytes>), CapabilityError> {
-                Ok((ctx.fs()?.$method(&self.path).await?, Vec::new()))
+                let ($fs, $path) = (ctx.fs()?, &self.path);
+                Ok(($call.await?, Vec::new()))
             }
             fn output(answer: $answer, _: Vec<Bytes>) -> Result<$answer, CapabilityError> {
                 Ok(answer)
@@ -158,23 +160,31 @@ macro_rules! path_op {
 
 path_op!(
     /// Reads a file as UTF-8 text.
-    FsRead, read -> String
+    FsRead, |fs, path, _| fs.read(path) => String
+);
+path_op!(
+    /// Replaces a file's contents with blob 0; answers the bytes written.
+    FsWrite, |fs, path, blobs| fs.write(path, &first(blobs)) => u64
+);
+path_op!(
+    /// Appends blob 0 to a file (creating it); answers the bytes appended.
+    FsAppend, |fs, path, blobs| fs.append(path, &first(blobs)) => u64
 );
 path_op!(
     /// Whether a path exists.
-    FsExists, exists -> bool
+    FsExists, |fs, path, _| fs.exists(path) => bool
 );
 path_op!(
     /// Lists a directory.
-    FsList, list -> Vec<DirEntry>
+    FsList, |fs, path, _| fs.list(path) => Vec<DirEntry>
 );
 path_op!(
     /// Creates a directory.
-    FsMkdir, mkdir -> ()
+    FsMkdir, |fs, path, _| fs.mkdir(path) => ()
 );
 path_op!(
     /// Removes a file or an empty directory.
-    FsRemove, remove -> ()
+    FsRemove, |fs, path, _| fs.remove(path) => ()
 );
 
 /// Reads a file's bytes; they come back in blob 0.
@@ -198,58 +208,6 @@ impl Operation for FsReadBytes {
     }
     fn output((): (), blobs: Vec<Bytes>) -> Result<Vec<u8>, CapabilityError> {
         Ok(first(blobs).to_vec())
-    }
-}
-
-/// Replaces a file's contents with blob 0; answers the bytes written.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FsWrite {
-    /// The path.
-    pub path: PathBuf,
-}
-
-impl Operation for FsWrite {
-    type Answer = u64;
-    type Output = u64;
-    async fn perform(
-        self,
-        ctx: &ToolContext,
-        blobs: Vec<Bytes>,
-    ) -> Result<(u64, Vec<Bytes>), CapabilityError> {
-        Ok((
-            ctx.fs()?.write(&self.path, &first(blobs)).await?,
-            Vec::new(),
-        ))
-    }
-    fn output(n: u64, _: Vec<Bytes>) -> Result<u64, CapabilityError> {
-        Ok(n)
-    }
-}
-
-/// Appends blob 0 to a file (creating it); answers the bytes appended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FsAppend {
-    /// The path.
-    pub path: PathBuf,
-}
-
-impl Operation for FsAppend {
-    type Answer = u64;
-    type Output = u64;
-    async fn perform(
-        self,
-        ctx: &ToolContext,
-        blobs: Vec<Bytes>,
-    ) -> Result<(u64, Vec<Bytes>), CapabilityError> {
-        Ok((
-            ctx.fs()?.append(&self.path, &first(blobs)).await?,
-            Vec::new(),
-        ))
-    }
-    fn output(n: u64, _: Vec<Bytes>) -> Result<u64, CapabilityError> {
-        Ok(n)
     }
 }
 
