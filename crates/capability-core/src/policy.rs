@@ -455,3 +455,14 @@ pub(crate) fn next_generation() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
+
+/// A policy from TOML with `/home/u` as home, for the unit tests of the crate.
+#[cfg(test)]
+pub(crate) fn test_policy(toml: &str) -> CompiledPolicy {
+    CompiledPolicy::load(
+        toml,
+        capability_policy::PolicyFormat::Toml,
+        Some(Path::new("/home/u")),
+    )
+    .unwrap()
+}

@@ -530,16 +530,8 @@ fn needs_approval(what: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::test_policy as policy;
     use capability_types::backend::HostPolicy;
-
-    fn policy(toml: &str) -> CompiledPolicy {
-        CompiledPolicy::load(
-            toml,
-            capability_policy::PolicyFormat::Toml,
-            Some(Path::new("/home/u")),
-        )
-        .unwrap()
-    }
 
     #[test]
     fn the_cache_serves_one_policy_generation_and_one_declaration() {

@@ -290,17 +290,8 @@ impl ProcessPolicy for ResolvedProcess {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::CompiledPolicy;
+    use crate::policy::test_policy as policy;
     use capability_types::{FsPaths, ToolCapabilities};
-
-    fn policy(toml: &str) -> CompiledPolicy {
-        CompiledPolicy::load(
-            toml,
-            capability_policy::PolicyFormat::Toml,
-            Some(Path::new("/home/u")),
-        )
-        .unwrap()
-    }
 
     fn scope(toml: &str, caps: &ToolCapabilities) -> super::super::ResolvedCapabilities {
         super::super::resolve("t", caps, &policy(toml), "s", Path::new("/srv/work"))
