@@ -412,7 +412,9 @@ impl DefaultToolRegistry {
                 Err(e) => return refuse(call, e.into()),
             }
         };
-        if self.audited(tracing::Level::INFO) {
+        // Asked once: whether `ToolCalled` and `ToolCompleted` go anywhere.
+        let audit_info = self.audited(tracing::Level::INFO);
+        if audit_info {
             let called = AuditEvent::new(
                 AuditKind::ToolCalled,
                 &ctx.session_id,
@@ -455,11 +457,10 @@ impl DefaultToolRegistry {
         tool_ctx.personality_id = ctx.policy.shared_id();
         scoped.install(&mut tool_ctx);
         let tool = ready.tool;
-        let audit_completion = self.audited(tracing::Level::INFO);
         // The deadline counts from here, when `execute` is about to start (not from admission:
         // a call queued behind the concurrency cap is not charged for the wait).
         let now = Instant::now();
-        let exec_started = audit_completion.then_some(now);
+        let exec_started = audit_info.then_some(now);
         let deadline = tokio::time::Instant::from_std(now) + timeout;
         let panicked = |tool: &str, payload| {
             Err(CapabilityError::failed(format!(
