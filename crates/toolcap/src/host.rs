@@ -163,3 +163,73 @@ pub(crate) fn stdout_is_terminal() -> bool {
     use std::io::IsTerminal;
     std::io::stdout().is_terminal()
 }
+
+/// This program's own path (what an MCP client's configuration starts).
+pub(crate) fn current_exe() -> Result<PathBuf, Usage> {
+    std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .map_err(|e| Usage(format!("cannot determine the path of toolcap itself: {e}")))
+}
+
+/// The bearer token of `toolcap mcp serve --allow-remote`: from a file (its first line) or an
+/// environment variable, never from the command line (where `ps` shows it).
+pub(crate) fn bearer_token(file: Option<&Path>, env: Option<&str>) -> Result<String, Usage> {
+    match (file, env) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| Usage(format!("cannot read token file {}: {e}", path.display())))?;
+            Ok(text.lines().next().unwrap_or("").trim().to_owned())
+        }
+        (None, Some(var)) => std::env::var(var)
+            .map(|t| t.trim().to_owned())
+            .map_err(|_| {
+                Usage(format!(
+                    "the environment variable {var} is not set or not UTF-8"
+                ))
+            }),
+        (None, None) => Err(Usage(
+            "--allow-remote needs a bearer token: --token-file FILE or --token-env VAR".to_owned(),
+        )),
+    }
+}
+
+/// A client's JSON configuration file: `{}` when it does not exist; an error (and nothing
+/// written later) when it cannot be read or is not JSON.
+pub(crate) fn read_json_config(path: &Path) -> Result<serde_json::Value, Usage> {
+    match std::fs::read(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Ok(serde_json::Value::Object(serde_json::Map::new()))
+        }
+        Err(e) => Err(Usage(format!("cannot read {}: {e}", path.display()))),
+        Ok(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => {
+            Ok(serde_json::Value::Object(serde_json::Map::new()))
+        }
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+            Usage(format!(
+                "{} is not valid JSON ({e}); it was left as it is",
+                path.display()
+            ))
+        }),
+    }
+}
+
+/// Replaces `path` with `contents` atomically (a private temporary file in the same directory,
+/// synced, then renamed over it), creating the directory if needed.
+pub(crate) fn write_private_atomically(path: &Path, contents: &[u8]) -> Result<(), Usage> {
+    use std::io::Write as _;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Usage(format!("cannot create {}: {e}", dir.display())))?;
+    let mut temp = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|e| Usage(format!("cannot write in {}: {e}", dir.display())))?;
+    temp.write_all(contents)
+        .and_then(|()| temp.write_all(b"\n"))
+        .and_then(|()| temp.as_file().sync_all())
+        .map_err(|e| Usage(format!("cannot write {}: {e}", path.display())))?;
+    temp.persist(path)
+        .map_err(|e| Usage(format!("cannot replace {}: {}", path.display(), e.error)))?;
+    Ok(())
+}

@@ -12,6 +12,7 @@
 mod approve;
 mod demo;
 mod host;
+mod mcp;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,6 +37,8 @@ macro_rules! errln {
         let _ = writeln!(std::io::stderr().lock(), $($arg)*);
     }};
 }
+pub(crate) use errln;
+
 use std::sync::Arc;
 
 use capability_capsule::{Capsule, CapsuleConfig};
@@ -139,6 +142,11 @@ enum Command {
         /// Print the widenings as JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Serve the standard tools to MCP clients, or set a client up to use them.
+    Mcp {
+        #[command(subcommand)]
+        command: mcp::McpCommand,
     },
     /// An end-to-end tour on a scratch directory and a loopback HTTP server: allowed and refused
     /// reads, writes, fetches, redirects, spawns and key-value writes that persist across runs.
@@ -356,6 +364,7 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
                 ExitCode::from(1)
             })
         }
+        Command::Mcp { command } => mcp::run(command).await,
         Command::Demo { keep } => demo::run(keep)
             .await
             .map_err(|e| Usage(format!("demo: {e:#}"))),

@@ -1,0 +1,279 @@
+//! One MCP connection: `tools/list` and `tools/call` through the registry (docs/mcp.md).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use capability_core::{
+    Admission, ExecutionContext, Invocation, ToolCall, ToolCallResult, mask_arguments,
+};
+use capability_types::{ErrorCode, ToolResult};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InputRequests, InputRequiredResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{Peer, RequestContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::Value;
+
+use crate::Shared;
+use crate::approval::{self, Route};
+
+/// The handler of one MCP connection: its own session id (in every audit event of its calls),
+/// its own invocation (`max_invocations` counts per session), the server's registry and policy.
+#[derive(Clone)]
+pub struct McpSession {
+    shared: Arc<Shared>,
+    id: Arc<str>,
+    invocation: Arc<Invocation>,
+    calls: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for McpSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpSession")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpSession {
+    pub(crate) fn new(shared: Arc<Shared>, id: String) -> Self {
+        Self {
+            shared,
+            id: Arc::from(id),
+            invocation: Invocation::new(),
+            calls: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// The session id this connection's calls are audited under.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn context(&self) -> ExecutionContext {
+        let mut ctx = ExecutionContext::new(
+            Arc::clone(&self.id),
+            Arc::clone(&self.shared.policy),
+            &self.shared.working_dir,
+        );
+        ctx.invocation = Arc::clone(&self.invocation);
+        ctx
+    }
+
+    /// Runs one `tools/call`.
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.as_ref();
+        if self.shared.registry.capabilities(name).is_none() {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool {name:?}"),
+                None,
+            ));
+        }
+        let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        let n = self.calls.fetch_add(1, Ordering::Relaxed);
+        let call = ToolCall::new(format!("{}/{n}", self.id), name, args);
+        let ctx = self.context();
+        let stateless = context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        let route = if stateless {
+            match request.request_state.as_deref() {
+                Some(state) => {
+                    let answer = self
+                        .shared
+                        .approvals
+                        .redeem(
+                            state,
+                            &call.tool,
+                            &call.args,
+                            request.input_responses.as_ref(),
+                        )
+                        .map_err(|e| ErrorData::invalid_params(e, None))?;
+                    Route::Answered(answer)
+                }
+                None => {
+                    if let Admission::NeedsApproval { subjects, .. } =
+                        self.shared.registry.admission(&call, &ctx)
+                    {
+                        let subjects: Vec<String> = subjects
+                            .iter()
+                            .map(|s| format!("{} {}", s.category, s.subject))
+                            .collect();
+                        let message =
+                            approval::describe(&call.tool, &subjects, &mask_arguments(&call.args));
+                        let state = self.shared.approvals.issue(&call.tool, &call.args);
+                        let mut requests = InputRequests::new();
+                        requests.insert(
+                            approval::INPUT_KEY.to_owned(),
+                            approval::input_request(message),
+                        );
+                        return Ok(InputRequiredResult::new(Some(requests), Some(state)).into());
+                    }
+                    Route::Refuse(
+                        "the call asked for approval while running; an MCP client on protocol \
+                         2026-07-28 can only be asked before a call starts",
+                    )
+                }
+            }
+        } else if context
+            .peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.elicitation.is_some())
+        {
+            Route::Elicit(context.peer.clone())
+        } else {
+            Route::Refuse(
+                "the MCP client did not declare elicitation support, so a call that needs \
+                 approval cannot be asked about and is refused",
+            )
+        };
+        let _route = self.shared.approvals.route(&call.id, route);
+        let progress = context.meta.get_progress_token();
+        let outcome = self
+            .run(
+                call,
+                &ctx,
+                &context,
+                progress.map(|t| (t, context.peer.clone())),
+            )
+            .await;
+        Ok(to_mcp(&outcome.result).into())
+    }
+
+    /// Runs the call; cancels it when the client cancels the request, and reports progress
+    /// while it runs when the client asked for it.
+    async fn run(
+        &self,
+        call: ToolCall,
+        ctx: &ExecutionContext,
+        request: &RequestContext<RoleServer>,
+        progress: Option<(ProgressToken, Peer<RoleServer>)>,
+    ) -> ToolCallResult {
+        let execution = self.shared.registry.execute(call, ctx);
+        tokio::pin!(execution);
+        let mut ticks = tokio::time::interval(self.shared.progress_interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        ticks.tick().await;
+        let mut elapsed = 0u32;
+        let mut cancelled = false;
+        loop {
+            tokio::select! {
+                outcome = &mut execution => return outcome,
+                () = request.ct.cancelled(), if !cancelled => {
+                    // The registry sees the cancellation, drops the tool's future (which kills a
+                    // child or capsule worker) and audits the call as cancelled.
+                    cancelled = true;
+                    ctx.cancellation.cancel();
+                }
+                _ = ticks.tick(), if progress.is_some() && !cancelled => {
+                    elapsed += 1;
+                    if let Some((token, peer)) = &progress {
+                        let mut note = ProgressNotificationParam::new(token.clone(), f64::from(elapsed));
+                        note.message = Some("running".to_owned());
+                        // A client that went away cannot be told; the call goes on until it
+                        // ends or is cancelled.
+                        let _ = peer.notify_progress(note).await;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A registry result as an MCP tool result: a success's value as text (a string as is, anything
+/// else as JSON); a failure with `isError: true` and a text that starts with its stable code.
+pub(crate) fn to_mcp(result: &ToolResult) -> CallToolResult {
+    match result {
+        ToolResult::Ok(Value::String(text)) => {
+            CallToolResult::success(vec![ContentBlock::text(text.clone())])
+        }
+        ToolResult::Ok(value) => {
+            CallToolResult::success(vec![ContentBlock::text(value.to_string())])
+        }
+        ToolResult::Err { code, error } => {
+            CallToolResult::error(vec![ContentBlock::text(error_text(*code, error))])
+        }
+    }
+}
+
+/// `PATH_NOT_REACHABLE: ...` for a policy refusal (its message already starts with its code),
+/// `INPUT_INVALID: ...`, `TIMEOUT: ...` and so on for the other failures.
+pub(crate) fn error_text(code: ErrorCode, message: &str) -> String {
+    let starts_with_code = message.split_once(':').is_some_and(|(head, _)| {
+        !head.is_empty() && head.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')
+    });
+    if code == ErrorCode::Denied && starts_with_code {
+        message.to_owned()
+    } else {
+        format!("{}: {message}", code.as_str().to_ascii_uppercase())
+    }
+}
+
+impl ServerHandler for McpSession {
+    fn get_info(&self) -> ServerConfig {
+        let personality = self.shared.policy.id().unwrap_or("(unnamed)");
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("toolcap", env!("CARGO_PKG_VERSION")))
+            .with_instructions(format!(
+                "Tools confined by toolcap under the personality {personality}. A refused call \
+                 returns an error whose text starts with a stable code (for example \
+                 PATH_NOT_REACHABLE or HOST_NOT_ALLOWED) and says what was refused."
+            ))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.shared.tools.clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.call(request, context).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_texts_start_with_a_stable_code() {
+        assert_eq!(
+            error_text(ErrorCode::Denied, "PATH_NOT_REACHABLE: read of /etc"),
+            "PATH_NOT_REACHABLE: read of /etc"
+        );
+        assert_eq!(
+            error_text(ErrorCode::InputInvalid, "path: missing field"),
+            "INPUT_INVALID: path: missing field"
+        );
+        assert_eq!(error_text(ErrorCode::Denied, "refused"), "DENIED: refused");
+        assert_eq!(error_text(ErrorCode::Timeout, "X: y"), "TIMEOUT: X: y");
+    }
+
+    #[test]
+    fn results_become_text_content() {
+        let ok = to_mcp(&ToolResult::Ok(Value::from("hello")));
+        assert_eq!(ok.is_error, Some(false));
+        let json = serde_json::to_value(&ok).unwrap();
+        assert_eq!(json["content"][0]["text"], "hello");
+        let err = to_mcp(&ToolResult::error(
+            ErrorCode::Denied,
+            "HOST_NOT_ALLOWED: evil.test",
+        ));
+        assert_eq!(err.is_error, Some(true));
+        let json = serde_json::to_value(&err).unwrap();
+        assert_eq!(json["content"][0]["text"], "HOST_NOT_ALLOWED: evil.test");
+    }
+}

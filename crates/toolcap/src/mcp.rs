@@ -1,0 +1,322 @@
+//! `toolcap mcp serve` and `toolcap mcp config` (docs/mcp.md).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use capability_capsule::{Capsule, CapsuleConfig};
+use capability_core::IsolationSelection;
+use capability_mcp::{HttpOptions, McpServer, RemoteAccess};
+use capability_tools::{StandardConfig, Store, standard_registry};
+use clap::{Subcommand, ValueEnum};
+use serde_json::{Map, Value, json};
+
+use crate::{Usage, errln, host, outln};
+
+/// `toolcap mcp ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum McpCommand {
+    /// Serve the personality's toolset to an MCP client: stdio by default (what desktop clients
+    /// start), Streamable HTTP with --http. Every call goes through the registry: declarations,
+    /// the personality, audit and, with --capsule, the kernel-confined worker.
+    Serve {
+        /// The personality policy file (.toml, .yaml, .yml or .json).
+        #[arg(long, value_name = "FILE")]
+        personality: PathBuf,
+        /// Directory relative paths resolve against (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        workdir: Option<PathBuf>,
+        /// Key-value store: a file path (embedded; default in the user's data directory) or a
+        /// redis:// URL.
+        #[arg(long, value_name = "PATH|URL")]
+        store: Option<String>,
+        /// Append audit events (JSON lines, one session id per MCP connection) to this file.
+        #[arg(long, value_name = "FILE")]
+        audit: Option<PathBuf>,
+        /// Run every tool call in a capsule worker confined by Landlock and seccomp.
+        #[arg(long)]
+        capsule: bool,
+        /// Serve Streamable HTTP on this address instead of stdio, e.g. 127.0.0.1:8808.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<SocketAddr>,
+        /// Allow a non-loopback --http address. Requires a bearer token (--token-file or
+        /// --token-env); every request must carry it.
+        #[arg(long, requires = "http")]
+        allow_remote: bool,
+        /// Read the bearer token from this file (never from the command line).
+        #[arg(long, value_name = "FILE", conflicts_with = "token_env")]
+        token_file: Option<PathBuf>,
+        /// Read the bearer token from this environment variable.
+        #[arg(long, value_name = "VAR")]
+        token_env: Option<String>,
+        /// A host name remote clients use to reach the server (checked against `Host`);
+        /// repeatable.
+        #[arg(long = "public-host", value_name = "NAME", requires = "allow_remote")]
+        public_hosts: Vec<String>,
+    },
+    /// Print the configuration an MCP client needs to start `toolcap mcp serve`, or merge it
+    /// into the client's configuration file with --write (other servers are kept).
+    Config {
+        /// The client.
+        #[arg(long, value_enum)]
+        client: Client,
+        /// The personality policy file the server will use.
+        #[arg(long, value_name = "FILE")]
+        personality: PathBuf,
+        /// The working directory of the served tools (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        workdir: Option<PathBuf>,
+        /// Add --capsule to the server's command.
+        #[arg(long)]
+        capsule: bool,
+        /// The server's name in the client's configuration.
+        #[arg(long, value_name = "NAME", default_value = "toolcap")]
+        name: String,
+        /// Merge into the client's configuration file instead of printing.
+        #[arg(long)]
+        write: bool,
+        /// The configuration file to merge into (default: where the client looks).
+        #[arg(long, value_name = "FILE", requires = "write")]
+        file: Option<PathBuf>,
+    },
+}
+
+/// The MCP clients `toolcap mcp config` knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Client {
+    /// Claude Desktop (claude_desktop_config.json).
+    ClaudeDesktop,
+    /// Claude Code (.mcp.json in the project).
+    ClaudeCode,
+    /// Cursor (~/.cursor/mcp.json).
+    Cursor,
+    /// VS Code (.vscode/mcp.json in the workspace).
+    Vscode,
+}
+
+pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
+    match command {
+        McpCommand::Serve {
+            personality,
+            workdir,
+            store,
+            audit,
+            capsule,
+            http,
+            allow_remote,
+            token_file,
+            token_env,
+            public_hosts,
+        } => {
+            let policy = Arc::new(host::load_policy(&personality)?);
+            let workdir = host::workdir(workdir)?;
+            let store = match store {
+                Some(s) => Store::parse(&s),
+                None => Store::Embedded(host::default_store("state.redb")?),
+            };
+            let registry = standard_registry(StandardConfig::new(store))
+                .await
+                .map_err(|e| Usage(format!("cannot start the standard tools: {e}")))?;
+            let registry = match audit {
+                Some(path) => registry.with_audit_sink(host::audit_file(&path)?),
+                None => registry,
+            };
+            let registry = if capsule {
+                let config = CapsuleConfig::current_exe().map_err(Usage::from)?;
+                registry.with_isolation(Arc::new(Capsule::new(config)), IsolationSelection::All)
+            } else {
+                registry
+            };
+            let server = McpServer::new(registry, policy, &workdir);
+            match http {
+                None => {
+                    server.serve_stdio().await.map_err(Usage::from)?;
+                    Ok(ExitCode::SUCCESS)
+                }
+                Some(bind) => {
+                    let mut options = HttpOptions::loopback(bind);
+                    if allow_remote {
+                        let token =
+                            host::bearer_token(token_file.as_deref(), token_env.as_deref())?;
+                        options = options.with_remote(
+                            RemoteAccess::new(&token, public_hosts).map_err(Usage::from)?,
+                        );
+                    } else if token_file.is_some() || token_env.is_some() {
+                        return Err(Usage(
+                            "a bearer token is only used with --allow-remote".to_owned(),
+                        ));
+                    }
+                    let bound = server.bind_http(options).await.map_err(Usage::from)?;
+                    let addr = bound.local_addr().map_err(Usage::from)?;
+                    errln!("toolcap: serving MCP (Streamable HTTP) on http://{addr}/mcp");
+                    let stop = bound.shutdown();
+                    tokio::spawn(async move {
+                        let _ = tokio::signal::ctrl_c().await;
+                        stop();
+                    });
+                    bound.run().await;
+                    Ok(ExitCode::SUCCESS)
+                }
+            }
+        }
+        McpCommand::Config {
+            client,
+            personality,
+            workdir,
+            capsule,
+            name,
+            write,
+            file,
+        } => {
+            // The server would refuse an unusable personality at every start: say so now.
+            host::load_policy(&personality)?;
+            let personality = std::fs::canonicalize(&personality)
+                .map_err(|e| Usage(format!("cannot resolve {}: {e}", personality.display())))?;
+            let workdir = host::workdir(workdir)?;
+            let exe = host::current_exe()?;
+            let entry = server_entry(client, &exe, &personality, &workdir, capsule);
+            if !write {
+                let config = merge(client, Value::Object(Map::new()), &name, entry)?;
+                outln!("{}", pretty(&config)?)?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            let path = match file {
+                Some(f) => f,
+                None => default_config_path(client, &workdir)?,
+            };
+            let existing = host::read_json_config(&path)?;
+            let merged = merge(client, existing, &name, entry)?;
+            host::write_private_atomically(&path, pretty(&merged)?.as_bytes())?;
+            outln!("wrote the {name} server into {}", path.display())?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn pretty(value: &Value) -> Result<String, Usage> {
+    serde_json::to_string_pretty(value).map_err(Usage::from)
+}
+
+/// The server entry: how the client starts `toolcap mcp serve`.
+fn server_entry(
+    client: Client,
+    exe: &Path,
+    personality: &Path,
+    workdir: &Path,
+    capsule: bool,
+) -> Value {
+    let mut args = vec![
+        "mcp".to_owned(),
+        "serve".to_owned(),
+        "--personality".to_owned(),
+        personality.display().to_string(),
+        "--workdir".to_owned(),
+        workdir.display().to_string(),
+    ];
+    if capsule {
+        args.push("--capsule".to_owned());
+    }
+    let mut entry = json!({"command": exe.display().to_string(), "args": args});
+    if matches!(client, Client::ClaudeCode | Client::Vscode)
+        && let Some(map) = entry.as_object_mut()
+    {
+        map.insert("type".to_owned(), Value::from("stdio"));
+    }
+    entry
+}
+
+/// `existing` with the server `name` set to `entry` under the client's key (`mcpServers`, or
+/// `servers` for VS Code); every other key and server is kept.
+fn merge(client: Client, mut existing: Value, name: &str, entry: Value) -> Result<Value, Usage> {
+    let key = match client {
+        Client::Vscode => "servers",
+        _ => "mcpServers",
+    };
+    let Some(root) = existing.as_object_mut() else {
+        return Err(Usage(
+            "the client's configuration file is not a JSON object; it was left as it is".to_owned(),
+        ));
+    };
+    let servers = root
+        .entry(key.to_owned())
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Some(servers) = servers.as_object_mut() else {
+        return Err(Usage(format!(
+            "\"{key}\" in the client's configuration file is not a JSON object; the file was left as it is"
+        )));
+    };
+    servers.insert(name.to_owned(), entry);
+    Ok(existing)
+}
+
+/// Where each client reads its MCP servers from.
+fn default_config_path(client: Client, workdir: &Path) -> Result<PathBuf, Usage> {
+    let home = || host::home().ok_or_else(|| Usage("HOME is not set; pass --file".to_owned()));
+    Ok(match client {
+        Client::ClaudeDesktop => {
+            let home = home()?;
+            if cfg!(target_os = "macos") {
+                home.join("Library/Application Support/Claude/claude_desktop_config.json")
+            } else {
+                home.join(".config/Claude/claude_desktop_config.json")
+            }
+        }
+        Client::ClaudeCode => workdir.join(".mcp.json"),
+        Client::Cursor => home()?.join(".cursor/mcp.json"),
+        Client::Vscode => workdir.join(".vscode/mcp.json"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merging_keeps_other_servers_and_keys() {
+        let existing = json!({"theme": "dark", "mcpServers": {"other": {"command": "x"}}});
+        let entry = server_entry(
+            Client::ClaudeDesktop,
+            Path::new("/bin/toolcap"),
+            Path::new("/p.toml"),
+            Path::new("/w"),
+            true,
+        );
+        let merged = merge(Client::ClaudeDesktop, existing, "toolcap", entry).unwrap();
+        assert_eq!(merged["theme"], "dark");
+        assert_eq!(merged["mcpServers"]["other"]["command"], "x");
+        assert_eq!(merged["mcpServers"]["toolcap"]["command"], "/bin/toolcap");
+        assert_eq!(
+            merged["mcpServers"]["toolcap"]["args"],
+            json!([
+                "mcp",
+                "serve",
+                "--personality",
+                "/p.toml",
+                "--workdir",
+                "/w",
+                "--capsule"
+            ])
+        );
+    }
+
+    #[test]
+    fn vscode_uses_servers_with_a_type() {
+        let entry = server_entry(
+            Client::Vscode,
+            Path::new("/bin/toolcap"),
+            Path::new("/p.toml"),
+            Path::new("/w"),
+            false,
+        );
+        let merged = merge(Client::Vscode, json!({}), "toolcap", entry).unwrap();
+        assert_eq!(merged["servers"]["toolcap"]["type"], "stdio");
+    }
+
+    #[test]
+    fn a_file_that_is_not_an_object_is_refused_not_replaced() {
+        for bad in [json!([1, 2]), json!("text"), json!({"mcpServers": [1]})] {
+            assert!(merge(Client::Cursor, bad, "toolcap", json!({})).is_err());
+        }
+    }
+}
