@@ -7,7 +7,7 @@ use capability_types::ToolCapabilities;
 use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::Value;
 
-/// The registered, available tools that `policy`'s toolset names, in registration order.
+/// The registered, available tools that `policy`'s toolset names, sorted by name.
 pub(crate) fn list(registry: &DefaultToolRegistry, policy: &CompiledPolicy) -> Vec<Tool> {
     registry
         .tools()

@@ -8,9 +8,10 @@ use capability_core::{
 };
 use capability_types::{ErrorCode, ToolResult};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InputRequests, InputRequiredResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, Implementation, InputRequests, InputRequiredResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -242,7 +243,52 @@ impl ServerHandler for McpSession {
     ) -> Result<CallToolResponse, ErrorData> {
         self.call(request, context).await
     }
+
+    /// rmcp hands over as "custom" every request it could not parse, including a standard
+    /// method whose params have the wrong shape (`tools/call` with `"arguments": "x"`): that is
+    /// invalid params (`-32602`), not an unknown method (`-32601`).
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        let method = request.method.as_str();
+        if STANDARD_METHODS.contains(&method) {
+            Err(ErrorData::invalid_params(
+                format!("malformed params for {method}"),
+                None,
+            ))
+        } else {
+            Err(ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!("method not found: {method}"),
+                None,
+            ))
+        }
+    }
 }
+
+/// The client-to-server request methods of MCP.
+const STANDARD_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "tasks/get",
+    "tasks/list",
+    "tasks/cancel",
+    "tasks/result",
+    "server/discover",
+];
 
 #[cfg(test)]
 mod tests {

@@ -2,6 +2,7 @@
 //! refused, and errors that name the field.
 
 use capability_types::CapabilityError;
+use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -21,4 +22,19 @@ pub(crate) fn parse<T: DeserializeOwned>(args: Value) -> Result<T, CapabilityErr
             CapabilityError::invalid_input(format!("{path}: {inner}"))
         }
     })
+}
+
+/// The JSON schema of an argument type, generated from the type itself (JSON Schema 2020-12,
+/// without `$schema` and `title`), so the schema a client sees and the parser that checks the
+/// arguments cannot drift apart.
+pub(crate) fn schema_of<T: JsonSchema>() -> Value {
+    let mut schema = schemars::generate::SchemaSettings::draft2020_12()
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value();
+    if let Some(map) = schema.as_object_mut() {
+        map.remove("$schema");
+        map.remove("title");
+    }
+    schema
 }

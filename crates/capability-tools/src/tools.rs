@@ -9,18 +9,20 @@ use bytes::Bytes;
 use capability_types::{
     CapabilityError, FsPaths, SpawnOptions, StorageScope, Tool, ToolCapabilities, ToolContext,
 };
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::args::parse;
+use crate::args::{parse, schema_of};
 
 /// Reads a UTF-8 text file within the personality's read reach.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ReadFile;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PathArgs {
+    /// Absolute, or relative to the working directory.
     pub(crate) path: String,
 }
 
@@ -33,8 +35,7 @@ impl Tool for ReadFile {
         "Reads a UTF-8 text file. Relative paths resolve against the session's working directory."
     }
     fn input_schema(&self) -> Value {
-        json!({"type": "object", "additionalProperties": false, "required": ["path"],
-               "properties": {"path": {"type": "string", "description": "absolute, or relative to the working directory"}}})
+        schema_of::<PathArgs>()
     }
     fn capabilities(&self) -> ToolCapabilities {
         ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality)
@@ -52,10 +53,12 @@ impl Tool for ReadFile {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriteFile;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct WriteArgs {
+    /// Absolute, or relative to the working directory.
     pub(crate) path: String,
+    /// The whole new content of the file (UTF-8 text).
     pub(crate) content: String,
 }
 
@@ -68,8 +71,7 @@ impl Tool for WriteFile {
         "Writes a whole text file atomically; returns the number of bytes written."
     }
     fn input_schema(&self) -> Value {
-        json!({"type": "object", "additionalProperties": false, "required": ["path", "content"],
-               "properties": {"path": {"type": "string"}, "content": {"type": "string"}}})
+        schema_of::<WriteArgs>()
     }
     fn capabilities(&self) -> ToolCapabilities {
         ToolCapabilities::none().with_fs_write(FsPaths::FromPersonality)
@@ -96,8 +98,7 @@ impl Tool for ListDir {
         "Lists the names in a directory, sorted."
     }
     fn input_schema(&self) -> Value {
-        json!({"type": "object", "additionalProperties": false, "required": ["path"],
-               "properties": {"path": {"type": "string"}}})
+        schema_of::<PathArgs>()
     }
     fn capabilities(&self) -> ToolCapabilities {
         ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality)
@@ -115,14 +116,18 @@ impl Tool for ListDir {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FetchUrl;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct FetchArgs {
+    /// An http or https URL.
     pub(crate) url: String,
+    /// The HTTP method (default GET).
     #[serde(default)]
     pub(crate) method: Option<String>,
+    /// Request headers.
     #[serde(default)]
     pub(crate) headers: BTreeMap<String, String>,
+    /// The request body (text).
     #[serde(default)]
     pub(crate) body: Option<String>,
 }
@@ -136,10 +141,7 @@ impl Tool for FetchUrl {
         "Fetches an http or https URL; returns {status, headers, body}. Redirects are followed and re-checked."
     }
     fn input_schema(&self) -> Value {
-        json!({"type": "object", "additionalProperties": false, "required": ["url"],
-               "properties": {"url": {"type": "string"}, "method": {"type": "string", "default": "GET"},
-                              "headers": {"type": "object", "additionalProperties": {"type": "string"}},
-                              "body": {"type": "string"}}})
+        schema_of::<FetchArgs>()
     }
     fn capabilities(&self) -> ToolCapabilities {
         ToolCapabilities::none().with_network(["*"])
@@ -181,18 +183,25 @@ impl Tool for FetchUrl {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RunCommand;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RunArgs {
+    /// The binary: a name looked up on the allowed path, or an absolute path.
     pub(crate) binary: String,
+    /// Its arguments (no shell: each is one argv entry).
     #[serde(default)]
     pub(crate) args: Vec<String>,
+    /// The directory it runs in (within the reach).
     #[serde(default)]
     pub(crate) cwd: Option<String>,
+    /// Extra environment variables (the personality's env rules apply).
     #[serde(default)]
     pub(crate) env: BTreeMap<String, String>,
+    /// Kill it after this many milliseconds.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub(crate) timeout_ms: Option<u64>,
+    /// Text written to its standard input.
     #[serde(default)]
     pub(crate) stdin: Option<String>,
 }
@@ -206,10 +215,7 @@ impl Tool for RunCommand {
         "Runs an allowed binary with arguments (never through a shell); returns {exit_code, signal, stdout, stderr, truncated}."
     }
     fn input_schema(&self) -> Value {
-        json!({"type": "object", "additionalProperties": false, "required": ["binary"],
-               "properties": {"binary": {"type": "string"}, "args": {"type": "array", "items": {"type": "string"}},
-                              "cwd": {"type": "string"}, "env": {"type": "object", "additionalProperties": {"type": "string"}},
-                              "timeout_ms": {"type": "integer", "minimum": 1}, "stdin": {"type": "string"}}})
+        schema_of::<RunArgs>()
     }
     fn capabilities(&self) -> ToolCapabilities {
         ToolCapabilities::none()
@@ -259,34 +265,36 @@ impl Tool for RunCommand {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct KeyArgs {
+    /// The key.
     key: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct SetArgs {
+    /// The key.
     key: String,
+    /// Any JSON value.
     value: Value,
+    /// Expire the key after this many seconds.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     ttl_seconds: Option<i64>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct PrefixArgs {
+    /// Only keys starting with this (exact case); empty lists every key.
     #[serde(default)]
     prefix: String,
 }
 
 fn kv_capabilities() -> ToolCapabilities {
     ToolCapabilities::none().with_storage(StorageScope::Personality, None)
-}
-
-fn key_schema() -> Value {
-    json!({"type": "object", "additionalProperties": false, "required": ["key"], "properties": {"key": {"type": "string"}}})
 }
 
 /// Reads a key of the personality's key-value state.
@@ -302,7 +310,7 @@ impl Tool for KvGet {
         "Returns the value stored under a key, or null."
     }
     fn input_schema(&self) -> Value {
-        key_schema()
+        schema_of::<KeyArgs>()
     }
     fn capabilities(&self) -> ToolCapabilities {
         kv_capabilities()
@@ -326,8 +334,7 @@ impl Tool for KvSet {
         "Stores a JSON value under a key; ttl_seconds makes it expire."
     }
     fn input_schema(&self) -> Value {
-        json!({"type": "object", "additionalProperties": false, "required": ["key", "value"],
-               "properties": {"key": {"type": "string"}, "value": {}, "ttl_seconds": {"type": "integer", "minimum": 1}}})
+        schema_of::<SetArgs>()
     }
     fn capabilities(&self) -> ToolCapabilities {
         kv_capabilities()
@@ -363,7 +370,7 @@ impl Tool for KvDelete {
         "Deletes a key; returns whether it existed."
     }
     fn input_schema(&self) -> Value {
-        key_schema()
+        schema_of::<KeyArgs>()
     }
     fn capabilities(&self) -> ToolCapabilities {
         kv_capabilities()
@@ -390,7 +397,7 @@ impl Tool for KvList {
         "Lists the live keys starting with a prefix (exact case), sorted."
     }
     fn input_schema(&self) -> Value {
-        json!({"type": "object", "additionalProperties": false, "properties": {"prefix": {"type": "string", "default": ""}}})
+        schema_of::<PrefixArgs>()
     }
     fn capabilities(&self) -> ToolCapabilities {
         kv_capabilities()

@@ -233,3 +233,8 @@ pub(crate) fn write_private_atomically(path: &Path, contents: &[u8]) -> Result<(
         .map_err(|e| Usage(format!("cannot replace {}: {}", path.display(), e.error)))?;
     Ok(())
 }
+
+/// The absolute, symlink-free path of an existing file.
+pub(crate) fn canonical(path: &Path) -> std::io::Result<PathBuf> {
+    std::fs::canonicalize(path)
+}

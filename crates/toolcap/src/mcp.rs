@@ -171,7 +171,7 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
         } => {
             // The server would refuse an unusable personality at every start: say so now.
             host::load_policy(&personality)?;
-            let personality = std::fs::canonicalize(&personality)
+            let personality = host::canonical(&personality)
                 .map_err(|e| Usage(format!("cannot resolve {}: {e}", personality.display())))?;
             let workdir = host::workdir(workdir)?;
             let exe = host::current_exe()?;

@@ -1,0 +1,285 @@
+//! `McpServer` from the client's side: listing, calls, refusals, approval, cancellation,
+//! progress and sessions, over a pipe with raw JSON-RPC (docs/mcp.md).
+#![allow(clippy::disallowed_methods, reason = "tests build fixture files")]
+
+mod common;
+
+use std::time::Duration;
+
+use capability_core::AuditKind;
+use common::{CANARY, Raw, Scratch, processes_with, server, text};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_list_is_the_toolset_with_schemas_and_annotations() {
+    let scratch = Scratch::new();
+    let (server, _) = server(&scratch).await;
+    let mut raw = Raw::initialized(&server, false).await;
+    raw.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .await;
+    let (list, _) = raw.response(1).await;
+    let tools = list["result"]["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    // The personality's toolset, not every registered tool (fetch_url, kv_delete and kv_list
+    // are registered but not in it), sorted by name.
+    assert_eq!(
+        names,
+        [
+            "kv_get",
+            "kv_set",
+            "list_dir",
+            "read_file",
+            "run_command",
+            "write_file"
+        ]
+    );
+    let by_name = |n: &str| tools.iter().find(|t| t["name"] == n).unwrap().clone();
+    let read = by_name("read_file");
+    assert_eq!(read["inputSchema"]["type"], "object");
+    assert_eq!(read["inputSchema"]["required"], json!(["path"]));
+    assert_eq!(read["inputSchema"]["additionalProperties"], false);
+    assert_eq!(read["annotations"]["readOnlyHint"], true);
+    assert_eq!(read["annotations"]["destructiveHint"], false);
+    assert_eq!(read["annotations"]["openWorldHint"], false);
+    let write = by_name("write_file");
+    assert_eq!(write["annotations"]["readOnlyHint"], false);
+    assert_eq!(write["annotations"]["destructiveHint"], true);
+    let run = by_name("run_command");
+    assert_eq!(run["annotations"]["destructiveHint"], true);
+    assert_eq!(run["annotations"]["openWorldHint"], true);
+    assert_eq!(
+        run["inputSchema"]["properties"]["timeout_ms"]["minimum"], 1,
+        "generated from the argument type, with its range"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_run_through_the_registry_and_refusals_carry_their_code() {
+    let scratch = Scratch::new();
+    let (server, audit) = server(&scratch).await;
+    let mut raw = Raw::initialized(&server, false).await;
+    let (ok, _) = raw.call(1, "read_file", json!({"path": "notes.md"})).await;
+    assert_eq!(ok["result"]["isError"], false, "{ok}");
+    assert_eq!(text(&ok), "hello from notes\n");
+
+    let canary = scratch.canary.display().to_string();
+    let mut seen = String::new();
+    for (id, path) in [
+        (2, canary.clone()),
+        (3, "../canary.txt".to_owned()),
+        (4, "/proc/self/environ".to_owned()),
+    ] {
+        let (refused, other) = raw.call(id, "read_file", json!({"path": path})).await;
+        assert_eq!(refused["result"]["isError"], true, "{refused}");
+        assert!(
+            text(&refused).starts_with("PATH_NOT_REACHABLE: "),
+            "{refused}"
+        );
+        seen.push_str(&refused.to_string());
+        for o in other {
+            seen.push_str(&o.to_string());
+        }
+    }
+    assert!(!seen.contains(CANARY), "the canary leaked: {seen}");
+
+    let (bad, _) = raw.call(5, "read_file", json!({"path": 7})).await;
+    assert_eq!(bad["result"]["isError"], true);
+    assert!(text(&bad).starts_with("INPUT_INVALID: "), "{bad}");
+
+    let (unknown, _) = raw.call(6, "no_such_tool", json!({})).await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+
+    // Registered but outside the toolset: a refusal the model can read, not a protocol error.
+    let (outside, _) = raw.call(7, "kv_list", json!({})).await;
+    assert!(
+        text(&outside).starts_with("TOOL_NOT_IN_TOOLSET: "),
+        "{outside}"
+    );
+
+    let events = audit.events();
+    let session = &events[0].session_id;
+    assert!(session.starts_with("mcp-"), "{session}");
+    assert!(events.iter().all(|e| &e.session_id == session));
+    assert!(
+        events
+            .iter()
+            .any(|e| e.event == AuditKind::ToolDenied && e.tool == "read_file")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_escalated_call_asks_the_client_and_runs_only_on_approval() {
+    let scratch = Scratch::new();
+    std::fs::create_dir(scratch.work.join("ask")).unwrap();
+    let (server, audit) = server(&scratch).await;
+    let mut raw = Raw::initialized(&server, true).await;
+
+    for (id, file, answer, runs) in [
+        (
+            1,
+            "yes.txt",
+            json!({"action": "accept", "content": {"approve": true}}),
+            true,
+        ),
+        (
+            2,
+            "no.txt",
+            json!({"action": "accept", "content": {"approve": false}}),
+            false,
+        ),
+        (3, "declined.txt", json!({"action": "decline"}), false),
+        (4, "cancelled.txt", json!({"action": "cancel"}), false),
+    ] {
+        raw.send(
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "write_file", "arguments": {"path": format!("ask/{file}"), "content": "x"}}}),
+        )
+        .await;
+        let ask = raw.recv().await.unwrap();
+        assert_eq!(ask["method"], "elicitation/create", "{ask}");
+        let message = ask["params"]["message"].as_str().unwrap();
+        assert!(message.contains("write_file"), "{message}");
+        assert!(message.contains(file), "{message}");
+        assert_eq!(
+            ask["params"]["requestedSchema"]["properties"]["approve"]["type"],
+            "boolean"
+        );
+        raw.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": answer}))
+            .await;
+        let (result, _) = raw.response(id).await;
+        let written = scratch.work.join("ask").join(file).exists();
+        assert_eq!(written, runs, "{file}: {result}");
+        if !runs {
+            assert!(
+                text(&result).starts_with("ESCALATION_REFUSED: "),
+                "{result}"
+            );
+        }
+    }
+    let decided: Vec<_> = audit
+        .events()
+        .into_iter()
+        .filter(|e| e.event == AuditKind::EscalationDecided)
+        .collect();
+    assert_eq!(decided.len(), 4, "every decision is audited");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_elicitation_an_escalated_call_is_refused() {
+    let scratch = Scratch::new();
+    std::fs::create_dir(scratch.work.join("ask")).unwrap();
+    let (server, _) = server(&scratch).await;
+    let mut raw = Raw::initialized(&server, false).await;
+    let (result, other) = raw
+        .call(
+            1,
+            "write_file",
+            json!({"path": "ask/x.txt", "content": "x"}),
+        )
+        .await;
+    assert!(other.iter().all(|m| m["method"] != "elicitation/create"));
+    assert!(
+        text(&result).starts_with("ESCALATION_REFUSED: "),
+        "{result}"
+    );
+    assert!(text(&result).contains("elicitation"), "{result}");
+    assert!(!scratch.work.join("ask/x.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_call_kills_its_child_and_leaves_other_sessions_alone() {
+    let scratch = Scratch::new();
+    let (server, audit) = server(&scratch).await;
+    let mut a = Raw::initialized(&server, false).await;
+    let mut b = Raw::initialized(&server, false).await;
+    let marker = "31.4159";
+    a.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "run_command", "arguments": {"binary": "sleep", "args": [marker]}}}),
+    )
+    .await;
+    let mut started = false;
+    for _ in 0..200 {
+        if !processes_with(marker).is_empty() {
+            started = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(started, "the child did not start");
+    // Session b works while a's call runs.
+    let (ok, _) = b.call(1, "read_file", json!({"path": "notes.md"})).await;
+    assert_eq!(text(&ok), "hello from notes\n");
+
+    a.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 1, "reason": "user pressed stop"}}),
+    )
+    .await;
+    let mut gone = false;
+    for _ in 0..250 {
+        if processes_with(marker).is_empty() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(gone, "the child outlived its cancelled call");
+    // b is untouched, and a serves the next call.
+    let (ok, _) = b.call(2, "read_file", json!({"path": "notes.md"})).await;
+    assert_eq!(text(&ok), "hello from notes\n");
+    let (ok, _) = a.call(2, "read_file", json!({"path": "notes.md"})).await;
+    assert_eq!(text(&ok), "hello from notes\n");
+
+    let events = audit.events();
+    let cancelled = events
+        .iter()
+        .find(|e| e.tool == "run_command" && e.event == AuditKind::ToolCompleted)
+        .expect("the cancelled call is audited");
+    assert_eq!(cancelled.code, Some(capability_types::ErrorCode::Cancelled));
+    let sessions: std::collections::BTreeSet<_> = events.iter().map(|e| &e.session_id).collect();
+    assert_eq!(sessions.len(), 2, "two sessions, two ids: {sessions:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_call_with_a_progress_token_reports_progress() {
+    let scratch = Scratch::new();
+    let (server, _) = server(&scratch).await;
+    let mut raw = Raw::initialized(&server, false).await;
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "_meta": {"progressToken": "p-1"},
+        "name": "run_command", "arguments": {"binary": "sleep", "args": ["0.4"]}}}),
+    )
+    .await;
+    let (result, before) = raw.response(1).await;
+    assert_eq!(result["result"]["isError"], false, "{result}");
+    let progress: Vec<_> = before
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .collect();
+    assert!(!progress.is_empty(), "no progress: {before:?}");
+    assert!(
+        progress
+            .iter()
+            .all(|p| p["params"]["progressToken"] == "p-1")
+    );
+    let values: Vec<f64> = progress
+        .iter()
+        .filter_map(|p| p["params"]["progress"].as_f64())
+        .collect();
+    assert!(
+        values.windows(2).all(|w| w[0] < w[1]),
+        "progress increases: {values:?}"
+    );
+
+    // Without a token, none.
+    let (_, before) = raw
+        .call(
+            2,
+            "run_command",
+            json!({"binary": "sleep", "args": ["0.2"]}),
+        )
+        .await;
+    assert!(before.is_empty(), "{before:?}");
+}
