@@ -52,6 +52,8 @@
 //! `2026-07-28`) gets its own session id, which names it in the audit log and scopes its
 //! session storage; a session's cancellation touches only its own calls.
 
+#![deny(missing_docs)]
+
 mod approval;
 mod http;
 mod listing;

@@ -8,7 +8,8 @@
 //! where `.ci/run` installs them and their absence is a failure.
 #![allow(
     clippy::disallowed_methods,
-    reason = "the tests run the built binary, real peers and write fixture files"
+    clippy::print_stderr,
+    reason = "the tests run the built binary and real peers, write fixture files, and say when they skip"
 )]
 
 use std::io::{BufRead, BufReader, Read, Write};
