@@ -203,6 +203,13 @@ const ROWS: &[Row] = &[
         baseline: Some("capsule/in_process_scoped_read"),
         budget: Budget::AddedNs(f64::INFINITY),
     },
+    // An MCP `read_file` round trip (issue 16), from `tests/benches/mcp.rs`: toolcap's server
+    // against a bare rmcp server that checks nothing, paired call by call.
+    Row {
+        subject: "mcp/toolcap_read_file",
+        baseline: Some("mcp/bare_read_file"),
+        budget: Budget::Ratio(1.2),
+    },
 ];
 
 /// The lines around the generated table in docs/benchmarks.md.

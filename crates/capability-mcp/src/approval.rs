@@ -268,6 +268,7 @@ mod tests {
         m
     }
 
+    // guarantee: G-MCP-02
     #[test]
     fn a_state_is_redeemed_once_for_its_own_call_only() {
         let approvals = Approvals::default();

@@ -98,6 +98,8 @@ struct Shared {
     /// What `tools/list` answers, computed once.
     tools: Vec<rmcp::model::Tool>,
     approvals: Arc<Approvals>,
+    /// Whether the personality has `[escalate]` rules (else no call is ever asked about).
+    escalates: bool,
     /// The prefix of every session id of this server (its start time), then a counter.
     epoch: String,
     sessions: AtomicU64,
@@ -118,6 +120,10 @@ impl McpServer {
         let approvals = Arc::new(Approvals::default());
         let registry = registry.with_approval_handler(Arc::clone(&approvals) as _);
         let tools = listing::list(&registry, &policy);
+        let escalates = policy.policy().is_some_and(|p| {
+            let e = &p.escalate;
+            !(e.hosts.is_empty() && e.write_paths.is_empty() && e.args.is_empty())
+        });
         let epoch = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis())
@@ -129,6 +135,7 @@ impl McpServer {
                 working_dir: Arc::from(working_dir.as_ref()),
                 tools,
                 approvals,
+                escalates,
                 epoch: format!("mcp-{epoch:x}"),
                 sessions: AtomicU64::new(0),
                 progress_interval: Duration::from_secs(1),

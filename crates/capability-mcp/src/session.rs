@@ -7,7 +7,7 @@ use capability_core::{
     Admission, EscalationSubject, ExecutionContext, Invocation, ToolCall, ToolCallResult,
     mask_arguments,
 };
-use capability_types::{ErrorCode, ToolResult};
+use capability_types::{CancellationToken, ErrorCode, ToolResult};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
     CustomResult, Implementation, InputRequests, InputRequiredResult, ListToolsResult,
@@ -55,13 +55,14 @@ impl McpSession {
     }
 
     fn context(&self) -> ExecutionContext {
-        let mut ctx = ExecutionContext::new(
-            Arc::clone(&self.id),
-            Arc::clone(&self.shared.policy),
-            &self.shared.working_dir,
-        );
-        ctx.invocation = Arc::clone(&self.invocation);
-        ctx
+        ExecutionContext {
+            session_id: Arc::clone(&self.id),
+            policy: Arc::clone(&self.shared.policy),
+            working_dir: Arc::clone(&self.shared.working_dir),
+            cancellation: CancellationToken::new(),
+            call_timeout: None,
+            invocation: Arc::clone(&self.invocation),
+        }
     }
 
     /// Runs one `tools/call`.
@@ -70,14 +71,21 @@ impl McpSession {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let name = request.name.as_ref();
+        let CallToolRequestParams {
+            name,
+            arguments,
+            input_responses,
+            request_state,
+            ..
+        } = request;
+        let name = name.as_ref();
         if self.shared.registry.capabilities(name).is_none() {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool {name:?}"),
                 None,
             ));
         }
-        let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        let args = Value::Object(arguments.unwrap_or_default());
         let n = self.calls.fetch_add(1, Ordering::Relaxed);
         let call = ToolCall::new(format!("{}/{n}", self.id), name, args);
         let ctx = self.context();
@@ -87,17 +95,12 @@ impl McpSession {
         let can_ask = context
             .client_capabilities()
             .is_some_and(|c| c.elicitation.is_some());
-        let route = match (stateless, request.request_state.as_deref()) {
+        let route = match (stateless, request_state.as_deref()) {
             (true, Some(state)) => {
                 let answer = self
                     .shared
                     .approvals
-                    .redeem(
-                        state,
-                        &call.tool,
-                        &call.args,
-                        request.input_responses.as_ref(),
-                    )
+                    .redeem(state, &call.tool, &call.args, input_responses.as_ref())
                     .map_err(|e| ErrorData::invalid_params(e, None))?;
                 Route::Answered(answer)
             }
@@ -118,7 +121,11 @@ impl McpSession {
             }
             (false, _) => Route::Elicit(context.peer.clone()),
         };
-        let _route = self.shared.approvals.route(&call.id, route);
+        // Only a personality with `[escalate]` rules ever asks.
+        let _route = self
+            .shared
+            .escalates
+            .then(|| self.shared.approvals.route(&call.id, route));
         let progress = context.meta.get_progress_token();
         let outcome = self
             .run(
@@ -128,7 +135,7 @@ impl McpSession {
                 progress.map(|t| (t, context.peer.clone())),
             )
             .await;
-        Ok(to_mcp(&outcome.result).into())
+        Ok(to_mcp(outcome.result).into())
     }
 
     /// The `input_required` answer to a call that needs approval (protocol 2026-07-28): the
@@ -163,9 +170,14 @@ impl McpSession {
     ) -> ToolCallResult {
         let execution = self.shared.registry.execute(call, ctx);
         tokio::pin!(execution);
-        let mut ticks = tokio::time::interval(self.shared.progress_interval);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        ticks.tick().await;
+        // No timer at all unless the client asked for progress; then the first tick is one
+        // interval in (a call that ends sooner reports nothing).
+        let period = self.shared.progress_interval;
+        let mut ticks = progress.as_ref().map(|_| {
+            let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            ticks
+        });
         let mut elapsed = 0u32;
         let mut cancelled = false;
         loop {
@@ -177,7 +189,7 @@ impl McpSession {
                     cancelled = true;
                     ctx.cancellation.cancel();
                 }
-                _ = ticks.tick(), if progress.is_some() && !cancelled => {
+                _ = tick(&mut ticks), if !cancelled => {
                     elapsed += 1;
                     if let Some((token, peer)) = &progress {
                         let mut note = ProgressNotificationParam::new(token.clone(), f64::from(elapsed));
@@ -192,18 +204,28 @@ impl McpSession {
     }
 }
 
+/// The next tick, or never when there is no interval.
+async fn tick(ticks: &mut Option<tokio::time::Interval>) {
+    match ticks {
+        Some(ticks) => {
+            ticks.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
 /// A registry result as an MCP tool result: a success's value as text (a string as is, anything
 /// else as JSON); a failure with `isError: true` and a text that starts with its stable code.
-pub(crate) fn to_mcp(result: &ToolResult) -> CallToolResult {
+pub(crate) fn to_mcp(result: ToolResult) -> CallToolResult {
     match result {
         ToolResult::Ok(Value::String(text)) => {
-            CallToolResult::success(vec![ContentBlock::text(text.clone())])
+            CallToolResult::success(vec![ContentBlock::text(text)])
         }
         ToolResult::Ok(value) => {
             CallToolResult::success(vec![ContentBlock::text(value.to_string())])
         }
         ToolResult::Err { code, error } => {
-            CallToolResult::error(vec![ContentBlock::text(error_text(*code, error))])
+            CallToolResult::error(vec![ContentBlock::text(error_text(code, &error))])
         }
     }
 }
@@ -315,11 +337,11 @@ mod tests {
 
     #[test]
     fn results_become_text_content() {
-        let ok = to_mcp(&ToolResult::Ok(Value::from("hello")));
+        let ok = to_mcp(ToolResult::Ok(Value::from("hello")));
         assert_eq!(ok.is_error, Some(false));
         let json = serde_json::to_value(&ok).unwrap();
         assert_eq!(json["content"][0]["text"], "hello");
-        let err = to_mcp(&ToolResult::error(
+        let err = to_mcp(ToolResult::error(
             ErrorCode::Denied,
             "HOST_NOT_ALLOWED: evil.test",
         ));

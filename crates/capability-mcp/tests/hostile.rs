@@ -26,6 +26,7 @@ async fn ping(raw: &mut Raw, id: i64) {
     assert_eq!(pong["result"], json!({}), "{pong}");
 }
 
+// guarantee: G-MCP-04
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_frames_get_errors_and_the_session_goes_on() {
     let scratch = Scratch::new();
@@ -98,6 +99,7 @@ async fn malformed_frames_get_errors_and_the_session_goes_on() {
     assert!(!raw.task.is_finished());
 }
 
+// guarantee: G-MCP-04
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_before_initialize_ends_the_session_cleanly() {
     let scratch = Scratch::new();
@@ -119,6 +121,7 @@ async fn a_request_before_initialize_ends_the_session_cleanly() {
     assert!(audit.events().is_empty(), "nothing ran");
 }
 
+// guarantee: G-MCP-04
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_pipelined_requests_are_all_answered() {
     let scratch = Scratch::new();
@@ -151,6 +154,7 @@ async fn ten_thousand_pipelined_requests_are_all_answered() {
     assert_eq!(seen.len(), n as usize);
 }
 
+// guarantee: G-MCP-04
 /// Reusing the id of a request in flight breaks the protocol; rmcp keeps one entry per id, so
 /// one of the two is answered (docs/mcp.md, "Hostile input"). Both calls run under the policy
 /// and are audited, and the session goes on.
@@ -182,6 +186,7 @@ async fn colliding_ids_do_not_break_the_session() {
     assert!(text(&answer).starts_with("hello") || text(&answer).starts_with("PATH_NOT_REACHABLE"));
 }
 
+// guarantee: G-MCP-04
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_megabyte_line_is_dropped_with_bounded_memory() {
     let scratch = Scratch::new();

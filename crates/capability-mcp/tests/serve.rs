@@ -10,6 +10,7 @@ use capability_core::AuditKind;
 use common::{CANARY, Raw, Scratch, processes_with, server, text};
 use serde_json::json;
 
+// guarantee: G-MCP-01
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_list_is_the_toolset_with_schemas_and_annotations() {
     let scratch = Scratch::new();
@@ -53,6 +54,7 @@ async fn tools_list_is_the_toolset_with_schemas_and_annotations() {
     );
 }
 
+// guarantee: G-MCP-01
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_run_through_the_registry_and_refusals_carry_their_code() {
     let scratch = Scratch::new();
@@ -107,6 +109,7 @@ async fn calls_run_through_the_registry_and_refusals_carry_their_code() {
     );
 }
 
+// guarantee: G-MCP-02
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_escalated_call_asks_the_client_and_runs_only_on_approval() {
     let scratch = Scratch::new();
@@ -164,6 +167,7 @@ async fn an_escalated_call_asks_the_client_and_runs_only_on_approval() {
     assert_eq!(decided.len(), 4, "every decision is audited");
 }
 
+// guarantee: G-MCP-02
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_elicitation_an_escalated_call_is_refused() {
     let scratch = Scratch::new();
@@ -186,6 +190,7 @@ async fn without_elicitation_an_escalated_call_is_refused() {
     assert!(!scratch.work.join("ask/x.txt").exists());
 }
 
+// guarantee: G-MCP-03
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_call_kills_its_child_and_leaves_other_sessions_alone() {
     let scratch = Scratch::new();

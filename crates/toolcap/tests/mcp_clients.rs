@@ -189,6 +189,7 @@ fn python_client(cache: &Path, scratch: &Scratch, mode: &str, http: Option<&str>
     assert_eq!(passed, 17, "every check ran:\n{stdout}");
 }
 
+// guarantee: G-MCP-01
 #[test]
 fn the_python_sdk_over_stdio_in_both_protocol_eras() {
     let Some(cache) = peers() else { return };
@@ -199,6 +200,7 @@ fn the_python_sdk_over_stdio_in_both_protocol_eras() {
     python_client(&cache, &scratch, "legacy", None);
 }
 
+// guarantee: G-MCP-02
 #[test]
 fn the_python_sdk_over_streamable_http_in_both_protocol_eras() {
     let Some(cache) = peers() else { return };
@@ -208,6 +210,7 @@ fn the_python_sdk_over_streamable_http_in_both_protocol_eras() {
     python_client(&cache, &scratch, "legacy", Some(&url));
 }
 
+// guarantee: G-MCP-05
 /// Every scenario of the official conformance suite passes, except those listed (with reasons)
 /// in tests/mcp/conformance-not-applicable.yml and docs/mcp.md; the suite fails the run when a
 /// listed scenario starts passing, so the list cannot go stale.
@@ -287,6 +290,7 @@ fn post_initialize(url: &str, headers: &[(&str, &str)]) -> u16 {
         .unwrap_or_else(|| panic!("no status in {status:?}"))
 }
 
+// guarantee: G-MCP-05
 #[test]
 fn http_checks_origin_host_and_the_bearer_token_on_every_request() {
     let scratch = Scratch::new();
@@ -333,6 +337,7 @@ fn http_checks_origin_host_and_the_bearer_token_on_every_request() {
     );
 }
 
+// guarantee: G-MCP-05
 #[test]
 fn serving_other_machines_needs_allow_remote_and_a_token_not_on_the_command_line() {
     let scratch = Scratch::new();
@@ -503,4 +508,116 @@ fn mcp_config_prints_a_working_server_entry_and_merges_without_losing_anything()
         &bad,
     ]);
     assert_eq!(refused.status.code(), Some(2));
+}
+
+/// The resident size of a process, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+// guarantee: G-MCP-04
+/// A thousand calls held in flight (each waiting for its approval) cost the server a bounded
+/// amount of memory, and every one is answered when the user declines (docs/benchmarks.md,
+/// "MCP").
+#[test]
+fn a_thousand_calls_in_flight_stay_within_a_memory_bound() {
+    let scratch = Scratch::new();
+    let child = Command::new(TOOLCAP)
+        .args([
+            "mcp",
+            "serve",
+            "--personality",
+            &scratch.path("p.toml"),
+            "--workdir",
+            &scratch.path("work"),
+            "--store",
+            &scratch.path("flight.redb"),
+        ])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut server = Server(child);
+    let mut stdin = server.0.stdin.take().unwrap();
+    let mut lines = BufReader::new(server.0.stdout.take().unwrap()).lines();
+    let mut next = || -> Value { serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap() };
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {"form": {}}},
+            "clientInfo": {"name": "flood", "version": "1"}}})
+    )
+    .unwrap();
+    assert_eq!(next()["id"], 0);
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .unwrap();
+    let idle = rss_kib(pid);
+
+    let n = 1000;
+    for id in 1..=n {
+        writeln!(
+            stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                "name": "write_file",
+                "arguments": {"path": format!("ask/{id}.txt"), "content": "x".repeat(1024)}}})
+        )
+        .unwrap();
+    }
+    // Every call reaches its approval and waits there.
+    let mut asks = Vec::new();
+    while asks.len() < n {
+        let message = next();
+        assert_eq!(message["method"], "elicitation/create", "{message}");
+        asks.push(message["id"].clone());
+    }
+    let in_flight = rss_kib(pid);
+    let grown_mib = in_flight.saturating_sub(idle) / 1024;
+    assert!(
+        in_flight / 1024 < 64,
+        "1,000 calls in flight: {} MiB resident (idle {} MiB)",
+        in_flight / 1024,
+        idle / 1024
+    );
+    eprintln!(
+        "1,000 calls in flight: {} MiB resident, {grown_mib} MiB over idle ({} MiB)",
+        in_flight / 1024,
+        idle / 1024
+    );
+    for ask in asks {
+        writeln!(
+            stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": ask, "result": {"action": "decline"}})
+        )
+        .unwrap();
+    }
+    let mut refused = 0;
+    while refused < n {
+        let message = next();
+        let text = message["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("");
+        assert!(text.starts_with("ESCALATION_REFUSED: "), "{message}");
+        refused += 1;
+    }
+    assert!(
+        std::fs::read_dir(scratch.root.join("work/ask"))
+            .unwrap()
+            .next()
+            .is_none()
+    );
 }

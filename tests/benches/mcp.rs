@@ -1,0 +1,208 @@
+//! A `read_file` round trip through toolcap's MCP server against the same tool served by a bare
+//! `rmcp` server that checks nothing, in the same run, over the same in-memory pipe and the same
+//! client (docs/mcp.md; docs/benchmarks.md, "MCP").
+#![allow(
+    missing_docs,
+    clippy::disallowed_methods,
+    reason = "the bare baseline reads the file directly, as an unchecked MCP server does"
+)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use capability_core::{CompiledPolicy, PolicyFormat};
+use capability_mcp::McpServer;
+use capability_tools::{StandardConfig, Store, standard_registry};
+use criterion::{Criterion, criterion_group, criterion_main};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf};
+
+/// An MCP server with one tool, `read_file`, that reads what it is asked to: no declaration, no
+/// policy, no audit. What toolcap is compared with.
+#[derive(Clone)]
+struct Bare {
+    root: PathBuf,
+}
+
+impl ServerHandler for Bare {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let mut tool = Tool::default();
+        tool.name = "read_file".into();
+        tool.input_schema = Arc::new(serde_json::Map::new());
+        Ok(ListToolsResult::with_all_items(vec![tool]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let path = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("path"))
+            .and_then(|p| p.as_str())
+            .unwrap_or_default();
+        // The cheapest read there is: a blocking 4 KiB read on the runtime thread (no
+        // spawn_blocking hop, which `tokio::fs` would add and which would flatter toolcap).
+        let text = std::fs::read_to_string(self.root.join(path))
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+    }
+}
+
+/// The client end: writes one `tools/call` line, reads one response line.
+struct Client {
+    reader: BufReader<ReadHalf<DuplexStream>>,
+    writer: WriteHalf<DuplexStream>,
+    line: String,
+    next: u64,
+}
+
+impl Client {
+    async fn connect(server: DuplexStream) -> Self {
+        let (reader, writer) = tokio::io::split(server);
+        let mut client = Self {
+            reader: BufReader::new(reader),
+            writer,
+            line: String::new(),
+            next: 1,
+        };
+        client
+            .send(
+                &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "1"}}}),
+            )
+            .await;
+        client.recv().await;
+        client
+            .send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        client
+    }
+
+    async fn send(&mut self, message: &serde_json::Value) {
+        let mut line = message.to_string();
+        line.push('\n');
+        self.writer.write_all(line.as_bytes()).await.unwrap();
+    }
+
+    async fn recv(&mut self) -> &str {
+        self.line.clear();
+        self.reader.read_line(&mut self.line).await.unwrap();
+        &self.line
+    }
+
+    async fn read_file(&mut self) {
+        let id = self.next;
+        self.next += 1;
+        let request = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"read_file\",\"arguments\":{{\"path\":\"q3.txt\"}}}}}}\n"
+        );
+        self.writer.write_all(request.as_bytes()).await.unwrap();
+        let answer = self.recv().await;
+        assert!(answer.contains("\"isError\":false"), "{answer}");
+    }
+}
+
+fn mcp(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap().join("data");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("q3.txt"), "x".repeat(4096)).unwrap();
+    // One thread for client and server alike: the comparison is of the work each server does
+    // per call, not of how two worker threads happen to be scheduled on a shared machine.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+
+    let (mut bare, mut toolcap) = rt.block_on(async {
+        let (client_end, server_end) = tokio::io::duplex(1 << 16);
+        let bare_server = Bare { root: root.clone() };
+        tokio::spawn(async move {
+            let running = bare_server.serve(server_end).await.unwrap();
+            let _ = running.waiting().await;
+        });
+        let bare = Client::connect(client_end).await;
+
+        let policy = CompiledPolicy::load(
+            &format!(
+                "id = \"bench\"\ntoolset = [\"read_file\"]\n[fs_reach]\nread = [\"{}\"]\n",
+                root.display()
+            ),
+            PolicyFormat::Toml,
+            None,
+        )
+        .unwrap();
+        let registry = standard_registry(StandardConfig::new(Store::Memory))
+            .await
+            .unwrap();
+        let server = McpServer::new(registry, Arc::new(policy), &root);
+        let (client_end, server_end) = tokio::io::duplex(1 << 16);
+        tokio::spawn(async move {
+            let _ = server.serve_transport(server_end).await;
+        });
+        let toolcap = Client::connect(client_end).await;
+        (bare, toolcap)
+    });
+
+    // Paired: every timed call of one server follows an untimed call of the other, so both are
+    // measured under the same machine conditions at the same moments (this machine's timings
+    // drift by tens of percent from one second to the next).
+    let mut group = c.benchmark_group("mcp");
+    group.bench_function("bare_read_file", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let mut timed = Duration::ZERO;
+                for _ in 0..iters {
+                    toolcap.read_file().await;
+                    let start = Instant::now();
+                    bare.read_file().await;
+                    timed += start.elapsed();
+                }
+                timed
+            })
+        })
+    });
+    group.bench_function("toolcap_read_file", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let mut timed = Duration::ZERO;
+                for _ in 0..iters {
+                    bare.read_file().await;
+                    let start = Instant::now();
+                    toolcap.read_file().await;
+                    timed += start.elapsed();
+                }
+                timed
+            })
+        })
+    });
+    group.finish();
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3))
+}
+
+criterion_group! { name = benches; config = config(); targets = mcp }
+criterion_main!(benches);
