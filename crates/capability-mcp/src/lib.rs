@@ -20,6 +20,9 @@
 //! # Ok(()) }
 //! ```
 //!
+//! A whole program, with a tool of its own beside the standard ones, is
+//! `examples/stdio_server.rs` (`cargo run -p capability-mcp --example stdio_server -- DIR`).
+//!
 //! What a client sees:
 //!
 //! - `tools/list`: the tools of the personality's toolset that are registered and available,

@@ -92,9 +92,12 @@ impl McpSession {
         let stateless = context
             .protocol_version()
             .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
-        let can_ask = context
-            .client_capabilities()
-            .is_some_and(|c| c.elicitation.is_some());
+        // Only a personality with `[escalate]` rules ever asks (and only then is the client's
+        // elicitation support looked up).
+        let can_ask = self.shared.escalates
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.elicitation.is_some());
         let route = match (stateless, request_state.as_deref()) {
             (true, Some(state)) => {
                 let answer = self
@@ -121,7 +124,6 @@ impl McpSession {
             }
             (false, _) => Route::Elicit(context.peer.clone()),
         };
-        // Only a personality with `[escalate]` rules ever asks.
         let _route = self
             .shared
             .escalates
