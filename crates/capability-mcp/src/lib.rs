@@ -58,6 +58,7 @@
 #![deny(missing_docs)]
 
 mod approval;
+mod guard;
 mod http;
 mod listing;
 mod session;
@@ -70,6 +71,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use capability_core::{CompiledPolicy, DefaultToolRegistry};
 use rmcp::ServiceExt as _;
 
+pub use crate::guard::{Guard, GuardConfig, GuardConfigError, Limits, Reach, ServerConfig};
 pub use crate::http::{HttpError, HttpOptions, HttpServer, MAX_REQUEST_BYTES, RemoteAccess};
 pub use crate::listing::tool_annotations;
 pub use crate::session::McpSession;

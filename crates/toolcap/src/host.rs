@@ -238,3 +238,19 @@ pub(crate) fn write_private_atomically(path: &Path, contents: &[u8]) -> Result<(
 pub(crate) fn canonical(path: &Path) -> std::io::Result<PathBuf> {
     std::fs::canonicalize(path)
 }
+
+/// Reads and checks a guard configuration file.
+pub(crate) fn load_guard_config(path: &Path) -> Result<capability_mcp::GuardConfig, Usage> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Usage(format!(
+            "cannot read guard configuration {}: {e}",
+            path.display()
+        ))
+    })?;
+    capability_mcp::GuardConfig::parse(&text).map_err(|e| {
+        Usage(format!(
+            "invalid guard configuration {}: {e}",
+            path.display()
+        ))
+    })
+}

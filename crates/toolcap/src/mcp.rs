@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use capability_capsule::{Capsule, CapsuleConfig};
 use capability_core::IsolationSelection;
-use capability_mcp::{HttpOptions, McpServer, RemoteAccess};
+use capability_mcp::{Guard, HttpOptions, McpServer, RemoteAccess};
 use capability_tools::{StandardConfig, Store, standard_registry};
 use clap::{Subcommand, ValueEnum};
 use serde_json::{Map, Value, json};
@@ -54,6 +54,26 @@ pub(crate) enum McpCommand {
         /// repeatable.
         #[arg(long = "public-host", value_name = "NAME", requires = "allow_remote")]
         public_hosts: Vec<String>,
+    },
+    /// Start the MCP servers of a guard configuration confined by the personality, and serve
+    /// their tools (as mcp__SERVER__TOOL) to an MCP client: every call checked, audited and
+    /// relayed. stdio by default, Streamable HTTP with --http.
+    Guard {
+        /// The personality policy file: its toolset names the mcp__SERVER__TOOL tools offered.
+        #[arg(long, value_name = "FILE")]
+        personality: PathBuf,
+        /// The guard configuration (TOML; docs/guard.md).
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// The servers' default working directory (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        workdir: Option<PathBuf>,
+        /// Append audit events (JSON lines) to this file.
+        #[arg(long, value_name = "FILE")]
+        audit: Option<PathBuf>,
+        /// Serve Streamable HTTP on this loopback address instead of stdio.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<SocketAddr>,
     },
     /// Print the configuration an MCP client needs to start `toolcap mcp serve`, or merge it
     /// into the client's configuration file with --write (other servers are kept).
@@ -159,6 +179,65 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
                     Ok(ExitCode::SUCCESS)
                 }
             }
+        }
+        McpCommand::Guard {
+            personality,
+            config,
+            workdir,
+            audit,
+            http,
+        } => {
+            let policy = Arc::new(host::load_policy(&personality)?);
+            let config = host::load_guard_config(&config)?;
+            let workdir = host::workdir(workdir)?;
+            let guard = Guard::start(&config, &policy, &workdir).await;
+            for (server, why) in guard.problems() {
+                errln!("toolcap: MCP server {server} is not offered: {why}");
+            }
+            // The standard backends check the guarded tools' scoped reach (the servers' own
+            // I/O is confined by the kernel); the standard tools are offered only if the
+            // toolset names them.
+            let mut registry = standard_registry(StandardConfig::new(Store::Memory))
+                .await
+                .map_err(|e| Usage(format!("cannot start the backends: {e}")))?;
+            guard.register_into(&mut registry).map_err(Usage::from)?;
+            let offered: Vec<&str> = guard
+                .tool_names()
+                .filter(|t| policy.allows_tool(t))
+                .collect();
+            if offered.is_empty() {
+                return Err(Usage(format!(
+                    "no guarded tool is offered: {} (the personality's toolset must name them, e.g. \"mcp__SERVER__TOOL\")",
+                    if guard.tool_names().next().is_none() {
+                        "no server started"
+                    } else {
+                        "none of the servers' tools is in the toolset"
+                    }
+                )));
+            }
+            errln!(
+                "toolcap: guarding {} tool(s): {}",
+                offered.len(),
+                offered.join(", ")
+            );
+            let registry = match audit {
+                Some(path) => registry.with_audit_sink(host::audit_file(&path)?),
+                None => registry,
+            };
+            let server = McpServer::new(registry, policy, &workdir);
+            match http {
+                None => server.serve_stdio().await.map_err(Usage::from)?,
+                Some(bind) => {
+                    let bound = server
+                        .bind_http(HttpOptions::loopback(bind))
+                        .await
+                        .map_err(Usage::from)?;
+                    let addr = bound.local_addr().map_err(Usage::from)?;
+                    errln!("toolcap: serving MCP (Streamable HTTP) on http://{addr}/mcp");
+                    bound.run().await;
+                }
+            }
+            Ok(ExitCode::SUCCESS)
         }
         McpCommand::Config {
             client,

@@ -1,0 +1,290 @@
+//! The guard's configuration file: which MCP servers to start and what each may reach
+//! (docs/guard.md, "Configuration").
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// A guard configuration: the servers, by name.
+///
+/// ```
+/// let config = capability_mcp::GuardConfig::parse(r#"
+/// [servers.files]
+/// command = "/usr/bin/node"
+/// args = ["/opt/mcp/server-filesystem/dist/index.js", "/"]
+/// runtime = ["/opt/mcp/server-filesystem"]
+/// tools = ["read_text_file", "list_directory"]
+/// [servers.files.reach]
+/// read = ["/srv/workspace"]
+/// "#).unwrap();
+/// assert_eq!(config.servers["files"].reach.read.len(), 1);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct GuardConfig {
+    /// The servers to start, by name (`[a-z0-9-]`, at most 32 characters). A server's tools are
+    /// listed as `mcp__<name>__<tool>`.
+    pub servers: BTreeMap<String, ServerConfig>,
+}
+
+/// One server: how to start it and what it may reach.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ServerConfig {
+    /// The program, an absolute path (no `PATH` lookup: what runs is what the file names).
+    pub command: PathBuf,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// The working directory (default: the guard's working directory).
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    /// What the server's own code needs to run, read-only and executable: its interpreter's
+    /// libraries, its package directory. Not reach: no argument may name these paths.
+    #[serde(default)]
+    pub runtime: Vec<PathBuf>,
+    /// What its tools may reach, intersected with the personality.
+    #[serde(default)]
+    pub reach: Reach,
+    /// Plain environment variables of the server (the rest of the environment is cleared).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Only these tools of the server are offered (by their own names); default all.
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// Argument names that hold paths, besides the ones recognised by default (`path`, `paths`,
+    /// `file`, `files`, `directory`, `source`, `destination`, `root`, `uri`).
+    #[serde(default)]
+    pub path_arguments: Vec<String>,
+    /// Limits of the server process and of each call.
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+/// What a server's tools may reach.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Reach {
+    /// Paths read.
+    #[serde(default)]
+    pub read: Vec<PathBuf>,
+    /// Paths written (and read).
+    #[serde(default)]
+    pub write: Vec<PathBuf>,
+    /// Hosts fetched, as host patterns; reached through the egress proxy only.
+    #[serde(default)]
+    pub hosts: Vec<String>,
+}
+
+/// Limits of one server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Limits {
+    /// Address space, in MiB (default 4096).
+    #[serde(default = "defaults::memory_mib")]
+    pub memory_mib: u64,
+    /// CPU time of the server process over its life, in seconds (default 3600).
+    #[serde(default = "defaults::cpu_seconds")]
+    pub cpu_seconds: u64,
+    /// Processes (default 256; held for root too by the server's own PID namespace).
+    #[serde(default = "defaults::processes")]
+    pub processes: u64,
+    /// The largest message the server may send, in bytes (default 16 MiB); a longer line is
+    /// dropped.
+    #[serde(default = "defaults::output_bytes")]
+    pub output_bytes: usize,
+    /// A call that takes longer is cancelled and the server restarted (default 60 s).
+    #[serde(default = "defaults::call_timeout_seconds")]
+    pub call_timeout_seconds: u64,
+    /// Restarts allowed after crashes and hangs before the server is marked down (default 3).
+    #[serde(default = "defaults::restarts")]
+    pub restarts: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            memory_mib: defaults::memory_mib(),
+            cpu_seconds: defaults::cpu_seconds(),
+            processes: defaults::processes(),
+            output_bytes: defaults::output_bytes(),
+            call_timeout_seconds: defaults::call_timeout_seconds(),
+            restarts: defaults::restarts(),
+        }
+    }
+}
+
+mod defaults {
+    pub(super) fn memory_mib() -> u64 {
+        4096
+    }
+    pub(super) fn cpu_seconds() -> u64 {
+        3600
+    }
+    pub(super) fn processes() -> u64 {
+        256
+    }
+    pub(super) fn output_bytes() -> usize {
+        16 << 20
+    }
+    pub(super) fn call_timeout_seconds() -> u64 {
+        60
+    }
+    pub(super) fn restarts() -> u32 {
+        3
+    }
+}
+
+/// Argument names that hold paths in every server.
+pub(crate) const PATH_ARGUMENTS: &[&str] = &[
+    "path",
+    "paths",
+    "file",
+    "files",
+    "directory",
+    "source",
+    "destination",
+    "root",
+    "uri",
+];
+
+/// A guard configuration that cannot be used, with what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuardConfigError(pub String);
+
+impl std::fmt::Display for GuardConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for GuardConfigError {}
+
+impl GuardConfig {
+    /// Parses and checks a configuration (TOML). Unknown fields, relative paths, bad names and
+    /// empty server lists are errors.
+    ///
+    /// # Errors
+    ///
+    /// The first problem found, naming the server and field.
+    pub fn parse(text: &str) -> Result<Self, GuardConfigError> {
+        let config: GuardConfig =
+            toml::from_str(text).map_err(|e| GuardConfigError(e.to_string()))?;
+        if config.servers.is_empty() {
+            return Err(GuardConfigError(
+                "no [servers.NAME] is configured".to_owned(),
+            ));
+        }
+        for (name, server) in &config.servers {
+            server.check(name)?;
+        }
+        Ok(config)
+    }
+}
+
+impl ServerConfig {
+    fn check(&self, name: &str) -> Result<(), GuardConfigError> {
+        let bad = |what: String| Err(GuardConfigError(format!("servers.{name}: {what}")));
+        if name.is_empty()
+            || name.len() > 32
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        {
+            return bad("a server name is 1 to 32 of a-z, 0-9 and '-'".to_owned());
+        }
+        let absolute = |field: &str, path: &Path| {
+            if path.is_absolute() && path.to_str().is_some_and(|p| !p.contains('\0')) {
+                Ok(())
+            } else {
+                Err(GuardConfigError(format!(
+                    "servers.{name}.{field}: {} is not an absolute UTF-8 path",
+                    path.display()
+                )))
+            }
+        };
+        absolute("command", &self.command)?;
+        if let Some(cwd) = &self.cwd {
+            absolute("cwd", cwd)?;
+        }
+        for path in &self.runtime {
+            absolute("runtime", path)?;
+        }
+        for path in &self.reach.read {
+            absolute("reach.read", path)?;
+        }
+        for path in &self.reach.write {
+            absolute("reach.write", path)?;
+        }
+        for var in self.env.keys() {
+            if var.is_empty() || !var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                return bad(format!("env: {var:?} is not a variable name"));
+            }
+            if capability_core::is_refused_env_name(var) {
+                return bad(format!(
+                    "env: {var} steers how programs load or run and cannot be set"
+                ));
+            }
+        }
+        if self.limits.call_timeout_seconds == 0 || self.limits.output_bytes < 1024 {
+            return bad(
+                "limits: call_timeout_seconds must be positive and output_bytes at least 1024"
+                    .to_owned(),
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_configs_are_refused_with_the_field_named() {
+        for (text, says) in [
+            ("", "no [servers"),
+            ("[servers]\n", "no [servers"),
+            ("[servers.a]\ncommand = \"node\"\n", "servers.a.command"),
+            ("[servers.A]\ncommand = \"/bin/x\"\n", "server name"),
+            ("[servers.a__b]\ncommand = \"/bin/x\"\n", "server name"),
+            (
+                "[servers.a]\ncommand = \"/bin/x\"\nsurprise = 1\n",
+                "unknown field",
+            ),
+            (
+                "[servers.a]\ncommand = \"/bin/x\"\n[servers.a.reach]\nread = [\"rel\"]\n",
+                "reach.read",
+            ),
+            (
+                "[servers.a]\ncommand = \"/bin/x\"\n[servers.a.env]\nLD_PRELOAD = \"/x.so\"\n",
+                "LD_PRELOAD",
+            ),
+            (
+                "[servers.a]\ncommand = \"/bin/x\"\n[servers.a.limits]\ncall_timeout_seconds = 0\n",
+                "limits",
+            ),
+            (
+                "[servers.a]\ncommand = \"/bin/x\"\n[servers.a]\ncommand = \"/bin/y\"\n",
+                "duplicate",
+            ),
+        ] {
+            let err = GuardConfig::parse(text).unwrap_err().to_string();
+            assert!(err.contains(says), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn defaults_are_filled_in() {
+        let config = GuardConfig::parse("[servers.a]\ncommand = \"/bin/x\"\n").unwrap();
+        let a = &config.servers["a"];
+        assert_eq!(a.limits, Limits::default());
+        assert!(a.tools.is_none());
+        assert!(a.reach.read.is_empty());
+    }
+}

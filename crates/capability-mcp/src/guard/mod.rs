@@ -1,0 +1,181 @@
+//! The guard: third-party MCP servers started confined by toolcap, their tools offered as
+//! `mcp__<server>__<tool>` through the registry, every call checked, audited and relayed
+//! (docs/guard.md).
+//!
+//! Each server's tools are registry tools ([`Guard::register_into`]) whose declaration is the
+//! server's configured reach: the registry intersects it with the personality, applies the
+//! toolset, constraints, the argument gate, escalation and audit as for any tool, and the
+//! server process runs under the kernel confinement of the same intersection.
+
+mod config;
+mod supervisor;
+mod tool;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use capability_core::{CompiledPolicy, DefaultToolRegistry, RegistryError, resolve};
+use capability_policy::valid_tool_name;
+use capability_sandbox::{ResourceLimits, SandboxPolicy};
+use capability_types::backend::EgressFactory;
+
+pub use self::config::{GuardConfig, GuardConfigError, Limits, Reach, ServerConfig};
+use self::supervisor::{CallFailure, Supervisor};
+use self::tool::GuardedTool;
+
+/// Started guarded servers and the tools they offer.
+#[derive(Debug)]
+pub struct Guard {
+    tools: Vec<Arc<GuardedTool>>,
+    problems: Vec<(String, String)>,
+    _supervisors: Vec<Arc<Supervisor>>,
+}
+
+impl Guard {
+    /// Starts every configured server confined to its reach ∩ `policy`, and lists its tools.
+    ///
+    /// A server that cannot be confined here (the kernel lacks what its reach needs), cannot be
+    /// started, or does not complete the MCP handshake is not offered; the reason is in
+    /// [`problems`](Self::problems). The others are unaffected.
+    ///
+    /// # Ambient Authority
+    ///
+    /// Starts processes (each server under a reaper in its own namespaces), creates a private
+    /// home directory per server, and serves an egress proxy for servers that declare hosts.
+    pub async fn start(config: &GuardConfig, policy: &CompiledPolicy, working_dir: &Path) -> Self {
+        let egress = Arc::new(capability_fetch::EgressProxy::new(
+            &capability_fetch::FetchConfig::default(),
+        ));
+        Self::start_with_egress(config, policy, working_dir, egress).await
+    }
+
+    /// [`start`](Self::start) with the egress proxy of servers that declare hosts given.
+    ///
+    /// # Ambient Authority
+    ///
+    /// As [`start`](Self::start).
+    pub async fn start_with_egress(
+        config: &GuardConfig,
+        policy: &CompiledPolicy,
+        working_dir: &Path,
+        egress: Arc<dyn EgressFactory>,
+    ) -> Self {
+        let mut guard = Self {
+            tools: Vec::new(),
+            problems: Vec::new(),
+            _supervisors: Vec::new(),
+        };
+        for (name, server) in &config.servers {
+            match Self::start_one(name, server, policy, working_dir, Arc::clone(&egress)).await {
+                Ok((supervisor, tools)) => {
+                    guard.tools.extend(tools);
+                    guard._supervisors.push(supervisor);
+                }
+                Err(why) => guard.problems.push((name.clone(), why)),
+            }
+        }
+        guard
+    }
+
+    async fn start_one(
+        name: &str,
+        server: &ServerConfig,
+        policy: &CompiledPolicy,
+        working_dir: &Path,
+        egress: Arc<dyn EgressFactory>,
+    ) -> Result<(Arc<Supervisor>, Vec<Arc<GuardedTool>>), String> {
+        let caps = tool::declaration(&server.reach);
+        let resolved = resolve(&format!("mcp__{name}"), &caps, policy, "guard", working_dir);
+        let home = tempfile::Builder::new()
+            .prefix("toolcap-guard-")
+            .tempdir()
+            .map_err(|e| format!("cannot create its home directory: {e}"))?;
+        let mut sandbox = match &resolved.fs {
+            Some(paths) => SandboxPolicy::from_paths(paths.as_ref()),
+            None => SandboxPolicy::new(),
+        };
+        sandbox = sandbox.write(home.path()).exec(&server.command);
+        for path in &server.runtime {
+            sandbox = sandbox.exec(path);
+        }
+        let limits = server.limits;
+        sandbox = sandbox.limits(ResourceLimits {
+            address_space: Some(limits.memory_mib << 20),
+            cpu_seconds: Some(limits.cpu_seconds),
+            processes: Some(limits.processes),
+            ..ResourceLimits::default()
+        });
+        let hosts = resolved.network.clone();
+        if hosts.is_some() {
+            sandbox = sandbox.egress_proxy();
+        }
+        let prepared = sandbox
+            .prepare()
+            .map_err(|e| format!("cannot be confined as declared, so it is not started: {e}"))?;
+        let cwd = server
+            .cwd
+            .clone()
+            .unwrap_or_else(|| working_dir.to_path_buf());
+        let supervisor = Arc::new(Supervisor::new(
+            name.to_owned(),
+            server.clone(),
+            prepared,
+            hosts.clone(),
+            egress,
+            cwd.clone(),
+            home,
+        ));
+        let listed = supervisor.list_tools().await.map_err(|e| match e {
+            CallFailure::Protocol(m) | CallFailure::Server(m) => m,
+        })?;
+        let path_arguments: Arc<[String]> = server.path_arguments.clone().into();
+        let mut tools = Vec::new();
+        for upstream in &listed {
+            if server
+                .tools
+                .as_ref()
+                .is_some_and(|allowed| !allowed.iter().any(|t| t == upstream.name.as_ref()))
+            {
+                continue;
+            }
+            let tool = GuardedTool::new(
+                Arc::clone(&supervisor),
+                upstream,
+                caps.clone(),
+                resolved.fs.clone(),
+                hosts.clone(),
+                Arc::clone(&path_arguments),
+                cwd.clone(),
+            );
+            if !valid_tool_name(&tool.name) {
+                tracing::warn!(target: "toolcap::guard", server = %name,
+                    "tool {:?} is not offered: {} is not a valid tool name", upstream.name, tool.name);
+                continue;
+            }
+            tools.push(Arc::new(tool));
+        }
+        Ok((supervisor, tools))
+    }
+
+    /// The names of the offered tools (`mcp__<server>__<tool>`).
+    pub fn tool_names(&self) -> impl Iterator<Item = &str> {
+        self.tools.iter().map(|t| t.name.as_str())
+    }
+
+    /// The servers that are not offered, and why.
+    pub fn problems(&self) -> &[(String, String)] {
+        &self.problems
+    }
+
+    /// Registers every offered tool in `registry`.
+    ///
+    /// # Errors
+    ///
+    /// When a name is already registered or a declaration is refused.
+    pub fn register_into(&self, registry: &mut DefaultToolRegistry) -> Result<(), RegistryError> {
+        for tool in &self.tools {
+            registry.register_arc(Arc::clone(tool) as _)?;
+        }
+        Ok(())
+    }
+}

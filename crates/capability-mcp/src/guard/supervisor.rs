@@ -1,0 +1,322 @@
+//! One guarded server: started confined, spoken to as an MCP client, restarted within a budget
+//! after a crash or a hang, marked down after that (docs/guard.md, "Supervision").
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use capability_core::ResolvedHosts;
+use capability_sandbox::{EGRESS_PROXY_URL, Launch, PreparedSandbox};
+use capability_types::backend::{EgressFactory, EgressSession, NetworkGrant};
+use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
+use rmcp::service::{RunningService, ServiceError};
+use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::{Peer, RoleClient, ServiceExt as _};
+use tokio::io::AsyncBufReadExt as _;
+use tokio::net::unix::pipe;
+use tokio::sync::Mutex;
+
+use super::config::ServerConfig;
+
+/// How long a server has to complete the MCP handshake after it starts.
+const START_WITHIN: Duration = Duration::from_secs(30);
+
+/// The environment variables that point a confined server at its egress proxy.
+const PROXY_VARIABLES: &[&str] = &[
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+];
+
+/// A guarded server and its running process, if any.
+pub(crate) struct Supervisor {
+    pub(crate) name: String,
+    config: ServerConfig,
+    prepared: PreparedSandbox,
+    hosts: Option<Arc<ResolvedHosts>>,
+    egress: Arc<dyn EgressFactory>,
+    env: Vec<(String, String)>,
+    cwd: PathBuf,
+    state: Mutex<State>,
+    /// The server's private, writable `HOME`.
+    _home: tempfile::TempDir,
+}
+
+#[derive(Default)]
+struct State {
+    running: Option<Running>,
+    /// Counts starts, so a failure is acted on once even when several calls see it.
+    generation: u64,
+    restarts: u32,
+    down: Option<String>,
+}
+
+/// A started server: the MCP client session over its pipes, its reaper, its proxy.
+struct Running {
+    client: RunningService<RoleClient, ()>,
+    generation: u64,
+    // Dropping these ends the server: the reaper is killed with its whole PID namespace, the
+    // proxy stops.
+    _end: capability_sandbox::ChildEnd,
+    _proxy: Option<Box<dyn EgressSession>>,
+    _stderr: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Supervisor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Supervisor")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a relayed call got no result.
+#[derive(Debug)]
+pub(crate) enum CallFailure {
+    /// The server answered with a JSON-RPC error; it is still serving.
+    Protocol(String),
+    /// The server crashed, hung or could not be started; it was stopped (and will be restarted
+    /// within its budget).
+    Server(String),
+}
+
+impl Supervisor {
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "built once, by Guard::start, from its parts"
+    )]
+    pub(crate) fn new(
+        name: String,
+        config: ServerConfig,
+        prepared: PreparedSandbox,
+        hosts: Option<Arc<ResolvedHosts>>,
+        egress: Arc<dyn EgressFactory>,
+        cwd: PathBuf,
+        home: tempfile::TempDir,
+    ) -> Self {
+        let mut env = vec![
+            ("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned()),
+            ("HOME".to_owned(), home.path().display().to_string()),
+            ("LANG".to_owned(), "C.UTF-8".to_owned()),
+        ];
+        for (name, value) in &config.env {
+            env.retain(|(n, _)| n != name);
+            env.push((name.clone(), value.clone()));
+        }
+        if hosts.is_some() {
+            env.retain(|(n, _)| {
+                !PROXY_VARIABLES.contains(&n.as_str()) && !n.eq_ignore_ascii_case("no_proxy")
+            });
+            for var in PROXY_VARIABLES {
+                env.push(((*var).to_owned(), EGRESS_PROXY_URL.to_owned()));
+            }
+        }
+        Self {
+            name,
+            config,
+            prepared,
+            hosts,
+            egress,
+            env,
+            cwd,
+            state: Mutex::new(State::default()),
+            _home: home,
+        }
+    }
+
+    /// The server's tools (starting it if needed).
+    pub(crate) async fn list_tools(&self) -> Result<Vec<Tool>, CallFailure> {
+        let (peer, generation) = self.peer().await?;
+        match tokio::time::timeout(self.call_timeout(), peer.list_all_tools()).await {
+            Ok(Ok(tools)) => Ok(tools),
+            Ok(Err(ServiceError::McpError(e))) => Err(CallFailure::Protocol(e.message.to_string())),
+            Ok(Err(e)) => Err(self
+                .failed(generation, format!("did not list its tools: {e}"))
+                .await),
+            Err(_) => Err(self
+                .failed(generation, "did not list its tools in time".to_owned())
+                .await),
+        }
+    }
+
+    /// Relays one call; a hang past the deadline or a crash stops the server.
+    pub(crate) async fn call(
+        &self,
+        tool: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<CallToolResult, CallFailure> {
+        let (peer, generation) = self.peer().await?;
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        match tokio::time::timeout(self.call_timeout(), peer.call_tool(params)).await {
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(ServiceError::McpError(e))) => Err(CallFailure::Protocol(e.message.to_string())),
+            Ok(Err(e)) => Err(self
+                .failed(generation, format!("failed during the call: {e}"))
+                .await),
+            Err(_) => Err(self
+                .failed(
+                    generation,
+                    format!(
+                        "did not answer within {} s",
+                        self.config.limits.call_timeout_seconds
+                    ),
+                )
+                .await),
+        }
+    }
+
+    fn call_timeout(&self) -> Duration {
+        Duration::from_secs(self.config.limits.call_timeout_seconds)
+    }
+
+    /// The running server's client, started (or restarted) first when needed.
+    async fn peer(&self) -> Result<(Peer<RoleClient>, u64), CallFailure> {
+        let mut state = self.state.lock().await;
+        if let Some(why) = &state.down {
+            return Err(CallFailure::Server(format!(
+                "the MCP server {} is down: {why}",
+                self.name
+            )));
+        }
+        if let Some(running) = &state.running {
+            if !running.client.is_closed() {
+                return Ok((running.client.peer().clone(), running.generation));
+            }
+            // It ended between calls (crashed, or closed its output).
+            let generation = running.generation;
+            drop(state);
+            return Err(self.failed(generation, "exited".to_owned()).await);
+        }
+        state.generation += 1;
+        let generation = state.generation;
+        match self.start(generation).await {
+            Ok(running) => {
+                let peer = running.client.peer().clone();
+                state.running = Some(running);
+                Ok((peer, generation))
+            }
+            Err(why) => {
+                let failure = format!("could not be started: {why}");
+                Self::count_failure(
+                    &mut state,
+                    &self.name,
+                    self.config.limits.restarts,
+                    &failure,
+                );
+                Err(CallFailure::Server(format!(
+                    "the MCP server {} {failure}",
+                    self.name
+                )))
+            }
+        }
+    }
+
+    /// Stops the server after a failure seen by a call of `generation` (once per generation),
+    /// and counts it against the restart budget.
+    async fn failed(&self, generation: u64, why: String) -> CallFailure {
+        let mut state = self.state.lock().await;
+        if state
+            .running
+            .as_ref()
+            .is_some_and(|r| r.generation == generation)
+        {
+            // Dropping it kills the server's whole PID namespace.
+            state.running = None;
+            Self::count_failure(&mut state, &self.name, self.config.limits.restarts, &why);
+            tracing::warn!(target: "toolcap::guard", server = %self.name, "stopped: {why}");
+        }
+        CallFailure::Server(format!(
+            "the MCP server {} {why}; it was stopped{}",
+            self.name,
+            if state.down.is_some() {
+                " and is now down (restart budget spent)"
+            } else {
+                " and will be restarted on the next call"
+            }
+        ))
+    }
+
+    fn count_failure(state: &mut State, name: &str, budget: u32, why: &str) {
+        state.restarts += 1;
+        if state.restarts > budget {
+            state.down = Some(format!(
+                "{why} ({} failures, {budget} restarts allowed)",
+                state.restarts
+            ));
+            tracing::warn!(target: "toolcap::guard", server = %name, "marked down: {why}");
+        }
+    }
+
+    /// Starts the server confined and completes the MCP handshake with it.
+    async fn start(&self, generation: u64) -> Result<Running, String> {
+        let arg0 = self
+            .config
+            .command
+            .file_name()
+            .map(std::ffi::OsStr::to_owned)
+            .unwrap_or_default();
+        let launch = Launch {
+            program: &self.config.command,
+            arg0: &arg0,
+            args: &self.config.args,
+            env: &self.env,
+            cwd: &self.cwd,
+            stdin: true,
+        };
+        let child = self.prepared.spawn(&launch).map_err(|e| e.to_string())?;
+        let proxy = match (child.egress, &self.hosts) {
+            (Some(receiver), Some(hosts)) => {
+                let listener = receiver.receive().map_err(|e| e.to_string())?;
+                let grant =
+                    NetworkGrant::new(format!("mcp__{}", self.name), Arc::clone(hosts) as _);
+                Some(
+                    self.egress
+                        .serve(grant, listener)
+                        .map_err(|e| e.to_string())?,
+                )
+            }
+            _ => None,
+        };
+        let pipes = |e: std::io::Error| format!("cannot use the server's pipes: {e}");
+        let stdin = child
+            .stdin
+            .ok_or_else(|| "the server has no stdin".to_owned())?;
+        let writer = pipe::Sender::from_owned_fd(stdin).map_err(pipes)?;
+        let reader = pipe::Receiver::from_owned_fd(child.stdout).map_err(pipes)?;
+        let stderr = pipe::Receiver::from_owned_fd(child.stderr).map_err(pipes)?;
+        let name = self.name.clone();
+        let stderr = tokio::spawn(async move {
+            // What the server says on stderr goes to the log, a line at a time, capped.
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            let mut logged = 0usize;
+            while let Ok(Some(line)) = lines.next_line().await {
+                if logged < 1000 {
+                    tracing::debug!(target: "toolcap::guard", server = %name, "{}", line.chars().take(500).collect::<String>());
+                    logged += 1;
+                }
+            }
+        });
+        let transport = AsyncRwTransport::new_client(reader, writer)
+            .with_max_line_length(self.config.limits.output_bytes);
+        let client = match tokio::time::timeout(START_WITHIN, ().serve(transport)).await {
+            Ok(Ok(client)) => client,
+            Ok(Err(e)) => return Err(format!("the MCP handshake failed: {e}")),
+            Err(_) => {
+                return Err(format!(
+                    "the MCP handshake did not complete within {} s",
+                    START_WITHIN.as_secs()
+                ));
+            }
+        };
+        Ok(Running {
+            client,
+            generation,
+            _end: child.end,
+            _proxy: proxy,
+            _stderr: stderr,
+        })
+    }
+}

@@ -1,0 +1,211 @@
+//! A tool of a guarded server, as a registry tool: `mcp__<server>__<tool>`, its declaration the
+//! server's reach, its execution a relay after toolcap's own argument checks (docs/guard.md,
+//! "Argument checks").
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use capability_core::{ResolvedHosts, ResolvedPaths, normalize_lexically};
+use capability_types::backend::{FsAccess, HostPolicy, PathPolicy};
+use capability_types::{
+    CapabilityError, DenialCode, FsPaths, Tool, ToolCapabilities, ToolContext, async_trait,
+};
+use rmcp::model::CallToolResult;
+use serde_json::Value;
+
+use super::supervisor::{CallFailure, Supervisor};
+
+/// One tool of one guarded server.
+#[derive(Debug)]
+pub(crate) struct GuardedTool {
+    pub(crate) name: String,
+    upstream: String,
+    description: String,
+    schema: Value,
+    caps: ToolCapabilities,
+    supervisor: Arc<Supervisor>,
+    /// The server's reach after the personality, for the checks of relative paths and URLs.
+    paths: Option<Arc<ResolvedPaths>>,
+    hosts: Option<Arc<ResolvedHosts>>,
+    path_arguments: Arc<[String]>,
+    cwd: PathBuf,
+}
+
+impl GuardedTool {
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "assembled once per listed tool by Guard::start"
+    )]
+    pub(crate) fn new(
+        supervisor: Arc<Supervisor>,
+        upstream: &rmcp::model::Tool,
+        caps: ToolCapabilities,
+        paths: Option<Arc<ResolvedPaths>>,
+        hosts: Option<Arc<ResolvedHosts>>,
+        path_arguments: Arc<[String]>,
+        cwd: PathBuf,
+    ) -> Self {
+        Self {
+            name: format!("mcp__{}__{}", supervisor.name, upstream.name),
+            upstream: upstream.name.to_string(),
+            description: format!(
+                "[{} via toolcap] {}",
+                supervisor.name,
+                upstream.description.as_deref().unwrap_or("")
+            ),
+            schema: Value::Object((*upstream.input_schema).clone()),
+            caps,
+            supervisor,
+            paths,
+            hosts,
+            path_arguments,
+            cwd,
+        }
+    }
+
+    /// toolcap's checks of the arguments beyond the registry's gate (which covers absolute
+    /// paths and `file://` URLs anywhere): a relative path in an argument named as a path is
+    /// resolved against the server's working directory and must be within its reach; every
+    /// `http(s)` URL must name a host its reach allows.
+    fn check_arguments(&self, args: &Value) -> Result<(), CapabilityError> {
+        let mut stack: Vec<(Option<&str>, &Value)> = vec![(None, args)];
+        while let Some((key, value)) = stack.pop() {
+            match value {
+                Value::Object(map) => {
+                    stack.extend(map.iter().map(|(k, v)| (Some(k.as_str()), v)));
+                }
+                // An array inherits its key: `"paths": ["a", "b"]`.
+                Value::Array(items) => stack.extend(items.iter().map(|v| (key, v))),
+                Value::String(text) => {
+                    if text.starts_with("http://") || text.starts_with("https://") {
+                        self.check_url(text)?;
+                    } else if key.is_some_and(|k| self.names_a_path(k))
+                        && !text.is_empty()
+                        && !text.starts_with('/')
+                        && !text.contains("://")
+                    {
+                        self.check_relative(text)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn names_a_path(&self, key: &str) -> bool {
+        super::config::PATH_ARGUMENTS.contains(&key)
+            || self.path_arguments.iter().any(|name| name == key)
+    }
+
+    fn check_relative(&self, text: &str) -> Result<(), CapabilityError> {
+        let path = normalize_lexically(&self.cwd.join(text));
+        let refused = || {
+            CapabilityError::denied(
+                DenialCode::PathNotReachable,
+                format!(
+                    "{} (argument {text:?} of {}) is outside the reach of the MCP server {}",
+                    path.display(),
+                    self.name,
+                    self.supervisor.name
+                ),
+            )
+        };
+        let Some(paths) = &self.paths else {
+            return Err(refused());
+        };
+        paths
+            .check(Path::new(&path), FsAccess::Read)
+            .map(drop)
+            .map_err(|_| refused())
+    }
+
+    fn check_url(&self, text: &str) -> Result<(), CapabilityError> {
+        let url = capability_fetch::check_url(text)?;
+        let host = url.host_str().unwrap_or_default();
+        let port = url.port_or_known_default().unwrap_or(0);
+        match &self.hosts {
+            Some(hosts) => hosts.check(host, port).map(drop),
+            None => Err(CapabilityError::denied(
+                DenialCode::HostNotAllowed,
+                format!(
+                    "{host} (in the arguments of {}) is not a host the MCP server {} may reach",
+                    self.name, self.supervisor.name
+                ),
+            )),
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for GuardedTool {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn description(&self) -> &str {
+        &self.description
+    }
+    fn input_schema(&self) -> Value {
+        self.schema.clone()
+    }
+    fn capabilities(&self) -> ToolCapabilities {
+        self.caps.clone()
+    }
+    async fn execute(&self, args: Value, _ctx: &ToolContext) -> Result<Value, CapabilityError> {
+        self.check_arguments(&args)?;
+        let Value::Object(arguments) = args else {
+            return Err(CapabilityError::invalid_input(
+                "arguments: expected a JSON object",
+            ));
+        };
+        match self.supervisor.call(&self.upstream, arguments).await {
+            Ok(result) => relay(result),
+            Err(CallFailure::Protocol(message)) => Err(CapabilityError::failed(format!(
+                "the MCP server {} refused the call: {message}",
+                self.supervisor.name
+            ))),
+            Err(CallFailure::Server(message)) => Err(CapabilityError::not_available(message)),
+        }
+    }
+}
+
+/// An upstream result as a tool value: its text (text blocks joined by newlines; other blocks
+/// as their JSON), or, for `isError`, a failure carrying that text.
+fn relay(result: CallToolResult) -> Result<Value, CapabilityError> {
+    let mut text = String::new();
+    for block in &result.content {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        match block.as_text() {
+            Some(t) => text.push_str(&t.text),
+            None => text.push_str(&serde_json::to_string(block).unwrap_or_default()),
+        }
+    }
+    if text.is_empty()
+        && let Some(structured) = &result.structured_content
+    {
+        text = structured.to_string();
+    }
+    if result.is_error == Some(true) {
+        Err(CapabilityError::failed(text))
+    } else {
+        Ok(Value::String(text))
+    }
+}
+
+/// The declaration of a server's tools: its reach as explicit lists.
+pub(crate) fn declaration(reach: &super::config::Reach) -> ToolCapabilities {
+    let mut caps = ToolCapabilities::none();
+    let readable: Vec<PathBuf> = reach.read.iter().chain(&reach.write).cloned().collect();
+    if !readable.is_empty() {
+        caps = caps.with_fs_read(FsPaths::Paths(readable));
+    }
+    if !reach.write.is_empty() {
+        caps = caps.with_fs_write(FsPaths::Paths(reach.write.clone()));
+    }
+    if !reach.hosts.is_empty() {
+        caps = caps.with_network(reach.hosts.iter().cloned());
+    }
+    caps
+}
