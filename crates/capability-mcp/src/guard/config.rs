@@ -26,6 +26,7 @@ use serde::Deserialize;
 pub struct GuardConfig {
     /// The servers to start, by name (`[a-z0-9-]`, at most 32 characters). A server's tools are
     /// listed as `mcp__<name>__<tool>`.
+    #[serde(default)]
     pub servers: BTreeMap<String, ServerConfig>,
 }
 

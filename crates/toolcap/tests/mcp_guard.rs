@@ -1,0 +1,460 @@
+//! `toolcap mcp guard` from outside, as an MCP client drives it: a hostile server written for
+//! these tests (stdlib Python) whose every attack must be contained, and the real
+//! `@modelcontextprotocol/server-filesystem` from npm (pinned in `.ci/mcp-deps`) started with
+//! `/` as its allowed directory but declared with one workspace (docs/guard.md).
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    clippy::print_stderr,
+    reason = "the tests run the built binary and real servers, plant canaries and listeners, and say when they skip"
+)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+const TOOLCAP: &str = env!("CARGO_BIN_EXE_toolcap");
+const CANARY: &str = "canary-guard-5e1d-never-relayed";
+
+/// The npm servers installed by `.ci/mcp-deps`, or `None` (skip) outside CI.
+fn npm_servers() -> Option<PathBuf> {
+    let cache = std::env::var_os("TOOLCAP_MCP_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/toolcap-mcp")))?;
+    let modules = cache.join("servers/node_modules");
+    if modules
+        .join("@modelcontextprotocol/server-filesystem/dist/index.js")
+        .exists()
+    {
+        return Some(modules);
+    }
+    let message = format!(
+        "the pinned MCP servers are not in {} (run `bash .ci/mcp-deps`)",
+        cache.display()
+    );
+    assert!(std::env::var_os("CI").is_none(), "{message}");
+    eprintln!("SKIPPED: {message}");
+    None
+}
+
+/// A guard session over stdio, with its answers arriving on a channel.
+struct Guarded {
+    child: Child,
+    stdin: ChildStdin,
+    answers: mpsc::Receiver<Value>,
+    next: i64,
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Guarded {
+    fn start(root: &Path, personality: &Path, config: &Path) -> Self {
+        let mut child = Command::new(TOOLCAP)
+            .args(["mcp", "guard", "--personality"])
+            .arg(personality)
+            .arg("--config")
+            .arg(config)
+            .arg("--workdir")
+            .arg(root.join("ws"))
+            .env("HOME", root.join("home"))
+            .env("TOOLCAP_TEST_CANARY", CANARY)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text);
+            eprintln!("guard stderr:\n{text}");
+        });
+        let (tx, answers) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let Ok(value) = serde_json::from_str::<Value>(&line) else {
+                    panic!("the guard wrote a line that is not JSON: {line:.200}");
+                };
+                if tx.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take().unwrap();
+        let mut guarded = Self {
+            child,
+            stdin,
+            answers,
+            next: 1,
+        };
+        guarded.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "guard-test", "version": "1"}}}));
+        let init = guarded.answer(0);
+        assert_eq!(init["result"]["serverInfo"]["name"], "toolcap", "{init}");
+        guarded.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        guarded
+    }
+
+    fn send(&mut self, message: Value) {
+        writeln!(self.stdin, "{message}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn answer(&mut self, id: i64) -> Value {
+        loop {
+            let message = self
+                .answers
+                .recv_timeout(Duration::from_secs(60))
+                .expect("the guard answers within a minute");
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    /// Calls a tool: (is_error, text, the whole answer as text).
+    fn call(&mut self, tool: &str, args: Value) -> (bool, String, String) {
+        let id = self.next;
+        self.next += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}}));
+        let answer = self.answer(id);
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        (
+            answer["result"]["isError"] == true || answer.get("error").is_some(),
+            text,
+            answer.to_string(),
+        )
+    }
+
+    fn tools(&mut self) -> Vec<String> {
+        let id = self.next;
+        self.next += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}));
+        self.answer(id)["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+}
+
+/// A scratch directory: `ws/` (the workspace), `home/.ssh/id_ed25519` and `canary.txt` holding
+/// the canary, and the hostile server's script.
+fn scratch() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join("ws")).unwrap();
+    std::fs::create_dir_all(root.join("home/.ssh")).unwrap();
+    std::fs::write(root.join("ws/notes.md"), "workspace notes\n").unwrap();
+    std::fs::write(root.join("home/.ssh/id_ed25519"), CANARY).unwrap();
+    std::fs::write(root.join("canary.txt"), CANARY).unwrap();
+    (dir, root)
+}
+
+/// Counts connections to a listener in a thread.
+fn count_accepts<L: Send + 'static>(listener: L, accept: fn(&L) -> bool) -> Arc<AtomicUsize> {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&hits);
+    std::thread::spawn(move || {
+        while accept(&listener) {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    hits
+}
+
+#[test]
+fn a_hostile_server_is_contained_and_the_guard_keeps_serving() {
+    let (_dir, root) = scratch();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/hostile_server.py");
+    let ws = root.join("ws");
+    let config = root.join("servers.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"[servers.hostile]
+command = "/usr/bin/python3"
+args = ["{script}"]
+runtime = ["{dir}"]
+[servers.hostile.reach]
+read = ["{ws}"]
+write = ["{ws}"]
+[servers.hostile.limits]
+call_timeout_seconds = 5
+restarts = 20
+output_bytes = 1048576
+processes = 64
+memory_mib = 512
+"#,
+            script = script.display(),
+            dir = script.parent().unwrap().display(),
+            ws = ws.display()
+        ),
+    )
+    .unwrap();
+    let tools = [
+        "echo",
+        "read_secret",
+        "connect_unix",
+        "connect_tcp",
+        "fork_bomb",
+        "flood",
+        "malformed",
+        "hang",
+    ];
+    let toolset: Vec<String> = tools.iter().map(|t| format!("\"mcp__hostile__{t}\"")).collect();
+    let personality = root.join("p.toml");
+    std::fs::write(
+        &personality,
+        format!(
+            "id = \"guarded\"\ntoolset = [{}]\n[fs_reach]\nread = [\"{ws}\"]\nwrite = [\"{ws}\"]\n\
+             # The kernel, not the argument check, is tested here.\n\
+             [constraints.mcp__hostile__read_secret]\npath_gate = false\n\
+             [constraints.mcp__hostile__connect_unix]\npath_gate = false\n",
+            toolset.join(", "),
+            ws = ws.display()
+        ),
+    )
+    .unwrap();
+
+    let unix_path = root.join("outside.sock");
+    let unix_hits = count_accepts(UnixListener::bind(&unix_path).unwrap(), |l| l.accept().is_ok());
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let tcp_hits = count_accepts(tcp, |l| l.accept().is_ok());
+
+    let mut guard = Guarded::start(&root, &personality, &config);
+    let mut offered = guard.tools();
+    offered.sort();
+    let mut expected: Vec<String> = tools.iter().map(|t| format!("mcp__hostile__{t}")).collect();
+    expected.sort();
+    assert_eq!(offered, expected);
+
+    let mut everything = String::new();
+    let (failed, text, _) = guard.call("mcp__hostile__echo", json!({"say": "hi"}));
+    assert!(!failed && text.contains("hi"), "{text}");
+
+    // Files outside the reach, through the kernel alone (the argument gate is off for it).
+    let guard_pid = guard.child.id();
+    for path in [
+        root.join("home/.ssh/id_ed25519").display().to_string(),
+        root.join("canary.txt").display().to_string(),
+        "/etc/shadow".to_owned(),
+        format!("/proc/{guard_pid}/environ"),
+        "/proc/1/environ".to_owned(),
+    ] {
+        let (_, text, whole) = guard.call("mcp__hostile__read_secret", json!({"path": path}));
+        eprintln!("read_secret {path}: {text}");
+        assert!(text.starts_with("failed: "), "{path}: {text}");
+        everything.push_str(&whole);
+    }
+    // A Unix socket outside its reach, and a TCP port it did not declare.
+    let (_, text, whole) = guard.call(
+        "mcp__hostile__connect_unix",
+        json!({"path": unix_path.display().to_string()}),
+    );
+    eprintln!("connect_unix: {text}");
+    assert!(text.starts_with("failed: "), "{text}");
+    everything.push_str(&whole);
+    let (_, text, whole) = guard.call("mcp__hostile__connect_tcp", json!({"port": port}));
+    eprintln!("connect_tcp: {text}");
+    assert!(text.starts_with("failed: "), "{text}");
+    everything.push_str(&whole);
+
+    // A fork bomb: held to the server's process limit (for root, its PID namespace's pid_max,
+    // which the kernel does not let go below 301); the guard keeps serving.
+    let (_, text, _) = guard.call("mcp__hostile__fork_bomb", json!({}));
+    eprintln!("fork_bomb: {text}");
+    let children: usize = text
+        .strip_prefix("done: ")
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        text.starts_with("done: ") && children < 301 && text.contains("stopped by"),
+        "the server made {children} processes: {text}"
+    );
+    let (failed, _, _) = guard.call("mcp__hostile__echo", json!({}));
+    assert!(!failed);
+
+    // Malformed JSON-RPC from the server: skipped, the real answer comes through.
+    let (failed, text, _) = guard.call("mcp__hostile__malformed", json!({}));
+    assert!(!failed && text == "after the junk", "{text}");
+
+    // A gigabyte of output, and a server that never answers: each call gets a clear error
+    // once its deadline passes, the server is stopped and restarted, the guard goes on.
+    for tool in ["mcp__hostile__flood", "mcp__hostile__hang"] {
+        let (failed, text, _) = guard.call(tool, json!({}));
+        assert!(failed, "{tool}: {text}");
+        assert!(text.contains("did not answer within 5 s"), "{tool}: {text}");
+        let (failed, text, _) = guard.call("mcp__hostile__echo", json!({"after": tool}));
+        assert!(!failed && text.contains(tool), "the server came back after {tool}: {text}");
+    }
+
+    assert!(!everything.contains(CANARY), "a canary leaked: {everything}");
+    assert_eq!(unix_hits.load(Ordering::SeqCst), 0, "the Unix listener was reached");
+    assert_eq!(tcp_hits.load(Ordering::SeqCst), 0, "the TCP listener was reached");
+}
+
+#[test]
+fn the_real_filesystem_server_is_held_to_one_workspace() {
+    let Some(modules) = npm_servers() else { return };
+    let (_dir, root) = scratch();
+    let ws = root.join("ws");
+    let server = modules.join("@modelcontextprotocol/server-filesystem/dist/index.js");
+    let config = root.join("servers.toml");
+    // Started with `/` as its allowed directory: on its own it would serve everything.
+    std::fs::write(
+        &config,
+        format!(
+            r#"[servers.files]
+command = "/usr/bin/node"
+args = ["{server}", "/"]
+runtime = ["{modules}"]
+tools = ["read_text_file", "write_file", "list_directory"]
+[servers.files.reach]
+read = ["{ws}"]
+write = ["{ws}"]
+"#,
+            server = server.display(),
+            modules = modules.display(),
+            ws = ws.display()
+        ),
+    )
+    .unwrap();
+    let personality = root.join("p.toml");
+    let write = |name: &str, gate: bool| {
+        let path = root.join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "id = \"files\"\ntoolset = [\"mcp__files__read_text_file\", \"mcp__files__write_file\", \"mcp__files__list_directory\"]\n\
+                 [fs_reach]\nread = [\"{ws}\"]\nwrite = [\"{ws}\"]\n\
+                 [constraints.mcp__files__read_text_file]\npath_gate = {gate}\n",
+                ws = ws.display()
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let gated = write("gated.toml", true);
+    let bypassed = write("bypassed.toml", false);
+    let _ = personality;
+
+    let outside = [
+        root.join("home/.ssh/id_ed25519").display().to_string(),
+        root.join("canary.txt").display().to_string(),
+        "/etc/shadow".to_owned(),
+    ];
+    let mut everything = String::new();
+    {
+        let mut guard = Guarded::start(&root, &gated, &config);
+        let mut tools = guard.tools();
+        tools.sort();
+        assert_eq!(
+            tools,
+            [
+                "mcp__files__list_directory",
+                "mcp__files__read_text_file",
+                "mcp__files__write_file"
+            ],
+            "only the allowed tools, renamed"
+        );
+        let notes = ws.join("notes.md").display().to_string();
+        let (failed, text, _) = guard.call("mcp__files__read_text_file", json!({"path": notes}));
+        assert!(!failed && text == "workspace notes\n", "{text}");
+        let (failed, text, _) = guard.call(
+            "mcp__files__write_file",
+            json!({"path": notes, "content": "rewritten\n"}),
+        );
+        assert!(!failed, "{text}");
+        assert_eq!(std::fs::read_to_string(ws.join("notes.md")).unwrap(), "rewritten\n");
+        let environ = format!("/proc/{}/environ", guard.child.id());
+        for path in outside.iter().cloned().chain([environ]) {
+            let (failed, text, whole) =
+                guard.call("mcp__files__read_text_file", json!({"path": path}));
+            assert!(failed && text.starts_with("PATH_NOT_REACHABLE: "), "{path}: {text}");
+            everything.push_str(&whole);
+        }
+        let (failed, text, _) = guard.call(
+            "mcp__files__write_file",
+            json!({"path": root.join("planted.txt").display().to_string(), "content": "x"}),
+        );
+        assert!(failed && text.starts_with("PATH_NOT_REACHABLE: "), "{text}");
+        assert!(!root.join("planted.txt").exists());
+    }
+    {
+        // With the argument check off for read_text_file, the kernel still says no.
+        let mut guard = Guarded::start(&root, &bypassed, &config);
+        let environ = format!("/proc/{}/environ", guard.child.id());
+        for path in outside.iter().cloned().chain([environ]) {
+            let (failed, text, whole) =
+                guard.call("mcp__files__read_text_file", json!({"path": path}));
+            eprintln!("bypassed {path}: {text}");
+            assert!(failed, "{path}: {text}");
+            assert!(!text.starts_with("PATH_NOT_REACHABLE"), "the kernel, not the check: {text}");
+            everything.push_str(&whole);
+        }
+    }
+    assert!(!everything.contains(CANARY), "a canary leaked: {everything}");
+}
+
+#[test]
+fn a_server_that_cannot_start_is_reported_and_the_others_are_served() {
+    let (_dir, root) = scratch();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/hostile_server.py");
+    let config = root.join("servers.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.broken]\ncommand = \"/nonexistent/server\"\n\
+             [servers.hostile]\ncommand = \"/usr/bin/python3\"\nargs = [\"{}\"]\nruntime = [\"{}\"]\n",
+            script.display(),
+            script.parent().unwrap().display()
+        ),
+    )
+    .unwrap();
+    let personality = root.join("p.toml");
+    std::fs::write(
+        &personality,
+        "id = \"g\"\ntoolset = [\"mcp__hostile__echo\", \"mcp__broken__anything\"]\n",
+    )
+    .unwrap();
+    let mut guard = Guarded::start(&root, &personality, &config);
+    assert_eq!(guard.tools(), ["mcp__hostile__echo"]);
+    let (failed, _, _) = guard.call("mcp__hostile__echo", json!({}));
+    assert!(!failed);
+
+    // A configuration with a mistake is refused before anything starts.
+    std::fs::write(&config, "[servers.x]\ncommand = \"python3\"\n").unwrap();
+    let out = Command::new(TOOLCAP)
+        .args(["mcp", "guard", "--personality"])
+        .arg(&personality)
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("servers.x.command"));
+}
