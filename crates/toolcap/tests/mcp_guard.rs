@@ -27,7 +27,9 @@ const CANARY: &str = "canary-guard-5e1d-never-relayed";
 fn npm_servers() -> Option<PathBuf> {
     let cache = std::env::var_os("TOOLCAP_MCP_CACHE")
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/toolcap-mcp")))?;
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/toolcap-mcp"))
+        })?;
     let modules = cache.join("servers/node_modules");
     if modules
         .join("@modelcontextprotocol/server-filesystem/dist/index.js")
@@ -102,9 +104,11 @@ impl Guarded {
             answers,
             next: 1,
         };
-        guarded.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        guarded.send(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "guard-test", "version": "1"}}}));
+            "clientInfo": {"name": "guard-test", "version": "1"}}}),
+        );
         let init = guarded.answer(0);
         assert_eq!(init["result"]["serverInfo"]["name"], "toolcap", "{init}");
         guarded.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
@@ -223,7 +227,10 @@ memory_mib = 512
         "malformed",
         "hang",
     ];
-    let toolset: Vec<String> = tools.iter().map(|t| format!("\"mcp__hostile__{t}\"")).collect();
+    let toolset: Vec<String> = tools
+        .iter()
+        .map(|t| format!("\"mcp__hostile__{t}\""))
+        .collect();
     let personality = root.join("p.toml");
     std::fs::write(
         &personality,
@@ -239,7 +246,9 @@ memory_mib = 512
     .unwrap();
 
     let unix_path = root.join("outside.sock");
-    let unix_hits = count_accepts(UnixListener::bind(&unix_path).unwrap(), |l| l.accept().is_ok());
+    let unix_hits = count_accepts(UnixListener::bind(&unix_path).unwrap(), |l| {
+        l.accept().is_ok()
+    });
     let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = tcp.local_addr().unwrap().port();
     let tcp_hits = count_accepts(tcp, |l| l.accept().is_ok());
@@ -309,12 +318,26 @@ memory_mib = 512
         assert!(failed, "{tool}: {text}");
         assert!(text.contains("did not answer within 5 s"), "{tool}: {text}");
         let (failed, text, _) = guard.call("mcp__hostile__echo", json!({"after": tool}));
-        assert!(!failed && text.contains(tool), "the server came back after {tool}: {text}");
+        assert!(
+            !failed && text.contains(tool),
+            "the server came back after {tool}: {text}"
+        );
     }
 
-    assert!(!everything.contains(CANARY), "a canary leaked: {everything}");
-    assert_eq!(unix_hits.load(Ordering::SeqCst), 0, "the Unix listener was reached");
-    assert_eq!(tcp_hits.load(Ordering::SeqCst), 0, "the TCP listener was reached");
+    assert!(
+        !everything.contains(CANARY),
+        "a canary leaked: {everything}"
+    );
+    assert_eq!(
+        unix_hits.load(Ordering::SeqCst),
+        0,
+        "the Unix listener was reached"
+    );
+    assert_eq!(
+        tcp_hits.load(Ordering::SeqCst),
+        0,
+        "the TCP listener was reached"
+    );
 }
 
 #[test]
@@ -389,12 +412,18 @@ write = ["{ws}"]
             json!({"path": notes, "content": "rewritten\n"}),
         );
         assert!(!failed, "{text}");
-        assert_eq!(std::fs::read_to_string(ws.join("notes.md")).unwrap(), "rewritten\n");
+        assert_eq!(
+            std::fs::read_to_string(ws.join("notes.md")).unwrap(),
+            "rewritten\n"
+        );
         let environ = format!("/proc/{}/environ", guard.child.id());
         for path in outside.iter().cloned().chain([environ]) {
             let (failed, text, whole) =
                 guard.call("mcp__files__read_text_file", json!({"path": path}));
-            assert!(failed && text.starts_with("PATH_NOT_REACHABLE: "), "{path}: {text}");
+            assert!(
+                failed && text.starts_with("PATH_NOT_REACHABLE: "),
+                "{path}: {text}"
+            );
             everything.push_str(&whole);
         }
         let (failed, text, _) = guard.call(
@@ -413,11 +442,17 @@ write = ["{ws}"]
                 guard.call("mcp__files__read_text_file", json!({"path": path}));
             eprintln!("bypassed {path}: {text}");
             assert!(failed, "{path}: {text}");
-            assert!(!text.starts_with("PATH_NOT_REACHABLE"), "the kernel, not the check: {text}");
+            assert!(
+                !text.starts_with("PATH_NOT_REACHABLE"),
+                "the kernel, not the check: {text}"
+            );
             everything.push_str(&whole);
         }
     }
-    assert!(!everything.contains(CANARY), "a canary leaked: {everything}");
+    assert!(
+        !everything.contains(CANARY),
+        "a canary leaked: {everything}"
+    );
 }
 
 #[test]
@@ -457,4 +492,120 @@ fn a_server_that_cannot_start_is_reported_and_the_others_are_served() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("servers.x.command"));
+}
+
+/// A loopback HTTP server answering every request with `body`, or with a redirect to
+/// `redirect` for `/redirect`; counts the requests it sees.
+fn http_server(body: &'static str, redirect: Option<String>) -> (u16, Arc<AtomicUsize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&hits);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            counter.fetch_add(1, Ordering::SeqCst);
+            let mut request = [0u8; 4096];
+            let n = stream.read(&mut request).unwrap_or(0);
+            let head = String::from_utf8_lossy(&request[..n]);
+            let response = match &redirect {
+                Some(to) if head.starts_with("GET /redirect") => format!(
+                    "HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                ),
+                _ => format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                ),
+            };
+            let _ = stream.write_all(response.as_bytes());
+        }
+    });
+    (port, hits)
+}
+
+#[test]
+fn the_real_fetch_server_reaches_its_declared_host_only() {
+    let Some(modules) = npm_servers() else { return };
+    let venv = modules
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("fetch-venv");
+    let python = venv.join("bin/python");
+    assert!(
+        python.exists(),
+        "{} (run `bash .ci/mcp-deps`)",
+        python.display()
+    );
+    let base = Command::new(&python)
+        .args(["-c", "import sys; print(sys.base_prefix)"])
+        .output()
+        .unwrap();
+    let base = String::from_utf8(base.stdout).unwrap().trim().to_owned();
+
+    let (forbidden, forbidden_hits) = http_server("forbidden page", None);
+    let (allowed, allowed_hits) = http_server(
+        "the allowed page",
+        Some(format!("http://127.0.0.1:{forbidden}/")),
+    );
+    let (_dir, root) = scratch();
+    let config = root.join("servers.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"[servers.fetch]
+command = "{python}"
+args = ["-m", "mcp_server_fetch", "--ignore-robots-txt", "--allow-private-ips"]
+runtime = ["{venv}", "{base}"]
+[servers.fetch.reach]
+hosts = ["127.0.0.1:{allowed}"]
+"#,
+            python = python.display(),
+            venv = venv.display(),
+        ),
+    )
+    .unwrap();
+    let personality = root.join("p.toml");
+    std::fs::write(
+        &personality,
+        format!(
+            "id = \"fetcher\"\ntoolset = [\"mcp__fetch__fetch\"]\n[safety.network]\nallow = [\"127.0.0.1:{allowed}\"]\n"
+        ),
+    )
+    .unwrap();
+    let mut guard = Guarded::start(&root, &personality, &config);
+    assert_eq!(guard.tools(), ["mcp__fetch__fetch"]);
+
+    let (failed, text, _) = guard.call(
+        "mcp__fetch__fetch",
+        json!({"url": format!("http://127.0.0.1:{allowed}/"), "raw": true}),
+    );
+    assert!(!failed && text.contains("the allowed page"), "{text}");
+    assert!(allowed_hits.load(Ordering::SeqCst) >= 1);
+
+    for url in [
+        format!("http://127.0.0.1:{forbidden}/"),
+        "http://169.254.169.254/latest/meta-data/".to_owned(),
+    ] {
+        let (failed, text, _) = guard.call("mcp__fetch__fetch", json!({"url": url, "raw": true}));
+        assert!(
+            failed && text.starts_with("HOST_NOT_ALLOWED: "),
+            "{url}: {text}"
+        );
+    }
+    // A redirect from the allowed host to the forbidden one: the argument names the allowed
+    // host, so only the egress proxy can stop the second hop.
+    let (failed, text, _) = guard.call(
+        "mcp__fetch__fetch",
+        json!({"url": format!("http://127.0.0.1:{allowed}/redirect"), "raw": true}),
+    );
+    eprintln!("redirect: {text}");
+    assert!(failed || !text.contains("forbidden page"), "{text}");
+    assert!(!text.contains("forbidden page"), "{text}");
+    assert_eq!(
+        forbidden_hits.load(Ordering::SeqCst),
+        0,
+        "the forbidden server saw a request"
+    );
 }

@@ -252,15 +252,11 @@ impl Supervisor {
 
     /// Starts the server confined and completes the MCP handshake with it.
     async fn start(&self, generation: u64) -> Result<Running, String> {
-        let arg0 = self
-            .config
-            .command
-            .file_name()
-            .map(std::ffi::OsStr::to_owned)
-            .unwrap_or_default();
+        // argv[0] is the path as configured, as a shell would pass it: interpreters find their
+        // environment from it (a Python venv's `pyvenv.cfg` sits beside its `bin/python`).
         let launch = Launch {
             program: &self.config.command,
-            arg0: &arg0,
+            arg0: self.config.command.as_os_str(),
             args: &self.config.args,
             env: &self.env,
             cwd: &self.cwd,
