@@ -188,6 +188,7 @@ fn count_accepts<L: Send + 'static>(listener: L, accept: fn(&L) -> bool) -> Arc<
     hits
 }
 
+// guarantee: G-MCP-06
 #[test]
 fn a_hostile_server_is_contained_and_the_guard_keeps_serving() {
     let (_dir, root) = scratch();
@@ -340,6 +341,7 @@ memory_mib = 512
     );
 }
 
+// guarantee: G-MCP-07
 #[test]
 fn the_real_filesystem_server_is_held_to_one_workspace() {
     let Some(modules) = npm_servers() else { return };
@@ -455,6 +457,7 @@ write = ["{ws}"]
     );
 }
 
+// guarantee: G-MCP-08
 #[test]
 fn a_server_that_cannot_start_is_reported_and_the_others_are_served() {
     let (_dir, root) = scratch();
@@ -523,6 +526,7 @@ fn http_server(body: &'static str, redirect: Option<String>) -> (u16, Arc<Atomic
     (port, hits)
 }
 
+// guarantee: G-MCP-07
 #[test]
 fn the_real_fetch_server_reaches_its_declared_host_only() {
     let Some(modules) = npm_servers() else { return };
@@ -608,4 +612,60 @@ hosts = ["127.0.0.1:{allowed}"]
         0,
         "the forbidden server saw a request"
     );
+}
+
+/// The README's "Guard your MCP servers" configuration works as written (with its example paths
+/// replaced by real ones): reads and new files in the workspace, nothing outside.
+#[test]
+fn the_readme_guard_configuration_works_as_written() {
+    let Some(modules) = npm_servers() else { return };
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+            .unwrap();
+    let section = readme
+        .split("## Guard your MCP servers")
+        .nth(1)
+        .expect("the README has the section");
+    let blocks: Vec<&str> = section
+        .split("```toml\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .take(2)
+        .collect();
+    assert_eq!(blocks.len(), 2, "a guard configuration and a personality");
+    let (_dir, root) = scratch();
+    let ws = root.join("ws");
+    let real = |text: &str| {
+        text.replace("/home/you/mcp/node_modules", &modules.display().to_string())
+            .replace("/home/you/src/myproject", &ws.display().to_string())
+    };
+    let config = root.join("guard.toml");
+    std::fs::write(&config, real(blocks[0])).unwrap();
+    let personality = root.join("guarded.toml");
+    std::fs::write(&personality, real(blocks[1])).unwrap();
+
+    let mut guard = Guarded::start(&root, &personality, &config);
+    let mut tools = guard.tools();
+    tools.sort();
+    assert_eq!(
+        tools,
+        [
+            "mcp__files__list_directory",
+            "mcp__files__read_text_file",
+            "mcp__files__write_file"
+        ]
+    );
+    let new_file = ws.join("from-the-readme.txt").display().to_string();
+    let (failed, text, _) = guard.call(
+        "mcp__files__write_file",
+        json!({"path": new_file, "content": "written through the guard\n"}),
+    );
+    assert!(!failed, "{text}");
+    let (failed, text, _) = guard.call("mcp__files__read_text_file", json!({"path": new_file}));
+    assert!(!failed && text == "written through the guard\n", "{text}");
+    let (failed, text, _) = guard.call(
+        "mcp__files__read_text_file",
+        json!({"path": root.join("canary.txt").display().to_string()}),
+    );
+    assert!(failed && text.starts_with("PATH_NOT_REACHABLE: "), "{text}");
 }

@@ -246,6 +246,7 @@ impl ServerConfig {
 mod tests {
     use super::*;
 
+    // guarantee: G-MCP-08
     #[test]
     fn hostile_configs_are_refused_with_the_field_named() {
         for (text, says) in [
