@@ -88,8 +88,12 @@ pub(crate) enum McpCommand {
         #[arg(long, value_name = "DIR")]
         workdir: Option<PathBuf>,
         /// Add --capsule to the server's command.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "guard_config")]
         capsule: bool,
+        /// Configure `toolcap mcp guard` with this guard configuration instead of
+        /// `toolcap mcp serve` (the configuration is checked now).
+        #[arg(long, value_name = "FILE")]
+        guard_config: Option<PathBuf>,
         /// The server's name in the client's configuration.
         #[arg(long, value_name = "NAME", default_value = "toolcap")]
         name: String,
@@ -244,17 +248,33 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
             personality,
             workdir,
             capsule,
+            guard_config,
             name,
             write,
             file,
         } => {
-            // The server would refuse an unusable personality at every start: say so now.
+            // The server would refuse an unusable personality or guard configuration at every
+            // start: say so now.
             host::load_policy(&personality)?;
-            let personality = host::canonical(&personality)
-                .map_err(|e| Usage(format!("cannot resolve {}: {e}", personality.display())))?;
+            let resolve = |path: &PathBuf| {
+                host::canonical(path)
+                    .map_err(|e| Usage(format!("cannot resolve {}: {e}", path.display())))
+            };
+            let personality = resolve(&personality)?;
+            let guard_config = match guard_config {
+                Some(path) => {
+                    host::load_guard_config(&path)?;
+                    Some(resolve(&path)?)
+                }
+                None => None,
+            };
             let workdir = host::workdir(workdir)?;
             let exe = host::current_exe()?;
-            let entry = server_entry(client, &exe, &personality, &workdir, capsule);
+            let launch = match &guard_config {
+                Some(config) => Launch::Guard(config),
+                None => Launch::Serve { capsule },
+            };
+            let entry = server_entry(client, &exe, &personality, &workdir, launch);
             if !write {
                 let config = merge(client, Value::Object(Map::new()), &name, entry)?;
                 outln!("{}", pretty(&config)?)?;
@@ -277,24 +297,42 @@ fn pretty(value: &Value) -> Result<String, Usage> {
     serde_json::to_string_pretty(value).map_err(Usage::from)
 }
 
-/// The server entry: how the client starts `toolcap mcp serve`.
+/// Which toolcap MCP server a client starts.
+#[derive(Debug, Clone, Copy)]
+enum Launch<'a> {
+    /// `toolcap mcp serve`, with `--capsule` or not.
+    Serve { capsule: bool },
+    /// `toolcap mcp guard --config FILE`.
+    Guard(&'a Path),
+}
+
+/// The server entry: how the client starts `toolcap mcp serve` or `toolcap mcp guard`.
 fn server_entry(
     client: Client,
     exe: &Path,
     personality: &Path,
     workdir: &Path,
-    capsule: bool,
+    launch: Launch<'_>,
 ) -> Value {
     let mut args = vec![
         "mcp".to_owned(),
-        "serve".to_owned(),
+        match launch {
+            Launch::Serve { .. } => "serve",
+            Launch::Guard(_) => "guard",
+        }
+        .to_owned(),
         "--personality".to_owned(),
         personality.display().to_string(),
         "--workdir".to_owned(),
         workdir.display().to_string(),
     ];
-    if capsule {
-        args.push("--capsule".to_owned());
+    match launch {
+        Launch::Serve { capsule: true } => args.push("--capsule".to_owned()),
+        Launch::Serve { capsule: false } => {}
+        Launch::Guard(config) => {
+            args.push("--config".to_owned());
+            args.push(config.display().to_string());
+        }
     }
     let mut entry = json!({"command": exe.display().to_string(), "args": args});
     if matches!(client, Client::ClaudeCode | Client::Vscode)
@@ -359,7 +397,7 @@ mod tests {
             Path::new("/bin/toolcap"),
             Path::new("/p.toml"),
             Path::new("/w"),
-            true,
+            Launch::Serve { capsule: true },
         );
         let merged = merge(Client::ClaudeDesktop, existing, "toolcap", entry).unwrap();
         assert_eq!(merged["theme"], "dark");
@@ -386,7 +424,20 @@ mod tests {
             Path::new("/bin/toolcap"),
             Path::new("/p.toml"),
             Path::new("/w"),
-            false,
+            Launch::Guard(Path::new("/g.toml")),
+        );
+        assert_eq!(
+            entry["args"],
+            json!([
+                "mcp",
+                "guard",
+                "--personality",
+                "/p.toml",
+                "--workdir",
+                "/w",
+                "--config",
+                "/g.toml"
+            ])
         );
         let merged = merge(Client::Vscode, json!({}), "toolcap", entry).unwrap();
         assert_eq!(merged["servers"]["toolcap"]["type"], "stdio");

@@ -63,7 +63,7 @@ impl Drop for Guarded {
 
 impl Guarded {
     fn start(root: &Path, personality: &Path, config: &Path) -> Self {
-        let mut child = Command::new(TOOLCAP)
+        let child = Command::new(TOOLCAP)
             .args(["mcp", "guard", "--personality"])
             .arg(personality)
             .arg("--config")
@@ -78,6 +78,11 @@ impl Guarded {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        Self::attach(child)
+    }
+
+    /// Takes over a started guard (stdio piped) and completes the handshake.
+    fn attach(mut child: Child) -> Self {
         let stdout = child.stdout.take().unwrap();
         let mut stderr = child.stderr.take().unwrap();
         std::thread::spawn(move || {
@@ -668,4 +673,44 @@ fn the_readme_guard_configuration_works_as_written() {
         json!({"path": root.join("canary.txt").display().to_string()}),
     );
     assert!(failed && text.starts_with("PATH_NOT_REACHABLE: "), "{text}");
+    drop(guard);
+
+    // The README's `toolcap mcp config --guard-config` prints an entry that starts this guard.
+    let printed = Command::new(TOOLCAP)
+        .args([
+            "mcp",
+            "config",
+            "--client",
+            "claude-desktop",
+            "--personality",
+        ])
+        .arg(&personality)
+        .arg("--guard-config")
+        .arg(&config)
+        .arg("--workdir")
+        .arg(&ws)
+        .output()
+        .unwrap();
+    assert!(printed.status.success(), "{printed:?}");
+    let entry: Value = serde_json::from_slice(&printed.stdout).unwrap();
+    let entry = &entry["mcpServers"]["toolcap"];
+    let args: Vec<&str> = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(&args[..2], ["mcp", "guard"]);
+    let child = Command::new(entry["command"].as_str().unwrap())
+        .args(&args)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut listed = Guarded::attach(child);
+    let mut tools = listed.tools();
+    tools.sort();
+    assert_eq!(tools.len(), 3, "{tools:?}");
 }
