@@ -10,14 +10,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{Request, Response, StatusCode, header};
+use http::{Response, StatusCode, header};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt as _, Full};
-use hyper::body::Incoming;
+// toolcap: allow(hyper_util::rt::TokioIo, reason = "the MCP endpoint this crate serves (its listening socket and connections), not a tool's reach")
 use hyper_util::rt::TokioIo;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use sha2::{Digest as _, Sha256};
+// toolcap: allow(tokio::net::TcpListener, reason = "the MCP endpoint this crate serves (its listening socket and connections), not a tool's reach")
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -128,6 +129,7 @@ impl std::error::Error for HttpError {}
 
 /// A bound Streamable HTTP endpoint, serving until [`shutdown`](Self::shutdown).
 pub struct HttpServer {
+    // toolcap: allow(tokio::net::TcpListener, reason = "the MCP endpoint this crate serves (its listening socket and connections), not a tool's reach")
     listener: TcpListener,
     service: StreamableHttpService<crate::McpSession, LocalSessionManager>,
     remote: Option<Arc<RemoteAccess>>,
@@ -161,6 +163,7 @@ impl McpServer {
                 options.bind
             )));
         }
+        // toolcap: allow(tokio::net::TcpListener::bind, reason = "the MCP endpoint this crate serves (its listening socket and connections), not a tool's reach")
         let listener = TcpListener::bind(options.bind)
             .await
             .map_err(|e| HttpError(format!("cannot listen on {}: {e}", options.bind)))?;
@@ -239,7 +242,8 @@ impl HttpServer {
             let remote = remote.clone();
             let stop = stop.clone();
             tokio::spawn(async move {
-                let handler = hyper::service::service_fn(move |request: Request<Incoming>| {
+                // toolcap: allow(hyper::service::service_fn, reason = "the MCP endpoint this crate serves (its listening socket and connections), not a tool's reach")
+                let handler = hyper::service::service_fn(move |request| {
                     let mut service = service.clone();
                     let remote = remote.clone();
                     async move {
@@ -251,7 +255,9 @@ impl HttpServer {
                         tower_service::Service::call(&mut service, request).await
                     }
                 });
+                // toolcap: allow(hyper::server::conn::http1::Builder::new, reason = "the MCP endpoint this crate serves (its listening socket and connections), not a tool's reach")
                 let connection = hyper::server::conn::http1::Builder::new()
+                    // toolcap: allow(hyper_util::rt::TokioIo::new, reason = "the MCP endpoint this crate serves (its listening socket and connections), not a tool's reach")
                     .serve_connection(TokioIo::new(stream), handler);
                 tokio::pin!(connection);
                 tokio::select! {

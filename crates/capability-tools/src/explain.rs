@@ -56,6 +56,25 @@ pub struct Explanation {
     pub checks: Vec<Check>,
 }
 
+impl Explanation {
+    /// Adds a check made outside the registry (a guard's own argument checks, say), in order.
+    pub fn push_check(
+        &mut self,
+        capability: &str,
+        subject: impl Into<String>,
+        result: Result<String, String>,
+    ) {
+        self.checks.push(check(capability, subject, result));
+    }
+
+    /// Marks the call refused by `error`, with its result and denial codes.
+    pub fn refuse(&mut self, error: &CapabilityError) {
+        self.allowed = false;
+        self.code = Some(error.result_code());
+        self.denial = error.denial_code();
+    }
+}
+
 fn check(capability: &str, subject: impl Into<String>, result: Result<String, String>) -> Check {
     let (allowed, rule) = match result {
         Ok(rule) => (true, rule),

@@ -111,6 +111,10 @@ enum Command {
         /// Directory relative paths resolve against (default: the current directory).
         #[arg(long, value_name = "DIR")]
         workdir: Option<PathBuf>,
+        /// Explain a guarded tool (mcp__SERVER__TOOL) of this guard configuration, from its
+        /// server's declaration; no server is started.
+        #[arg(long, value_name = "FILE")]
+        guard_config: Option<PathBuf>,
         /// The tool.
         tool: String,
         /// The arguments as a JSON object.
@@ -123,6 +127,10 @@ enum Command {
         /// The personality policy file.
         #[arg(long, value_name = "FILE")]
         personality: PathBuf,
+        /// Report what the servers of this guard configuration declare that the personality
+        /// will not grant (instead of the standard tools).
+        #[arg(long, value_name = "FILE")]
+        guard_config: Option<PathBuf>,
     },
     /// Print the permission manifest of the standard tools: every declaration and, with a
     /// personality, the effective access. Deterministic JSON with a SHA-256 of its content.
@@ -130,6 +138,10 @@ enum Command {
         /// Compute the effective access under this personality.
         #[arg(long, value_name = "FILE")]
         personality: Option<PathBuf>,
+        /// The manifest of a guard configuration's servers (mcp__SERVER__*), instead of the
+        /// standard tools; `toolcap diff` compares two of them.
+        #[arg(long, value_name = "FILE")]
+        guard_config: Option<PathBuf>,
     },
     /// Report how NEW allows more than OLD (two manifests), by coverage.
     ///
@@ -287,12 +299,23 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
         Command::Explain {
             personality,
             workdir,
+            guard_config,
             tool,
             args_json,
         } => {
             let policy = host::load_policy(&personality)?;
             let args = parse_args(&args_json)?;
-            let explanation = explain(&tool, &args, &policy, &host::workdir(workdir)?);
+            let workdir = host::workdir(workdir)?;
+            let explanation = match guard_config {
+                None => explain(&tool, &args, &policy, &workdir),
+                Some(path) => mcp::explain_guarded(
+                    &host::load_guard_config(&path)?,
+                    &tool,
+                    &args,
+                    policy,
+                    &workdir,
+                )?,
+            };
             print_json(&explanation)?;
             Ok(if explanation.allowed {
                 ExitCode::SUCCESS
@@ -300,7 +323,17 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
                 ExitCode::from(1)
             })
         }
-        Command::Validate { personality } => {
+        Command::Validate {
+            personality,
+            guard_config: Some(path),
+        } => {
+            let policy = host::load_policy(&personality)?;
+            mcp::validate_guard(&host::load_guard_config(&path)?, &policy)
+        }
+        Command::Validate {
+            personality,
+            guard_config: None,
+        } => {
             let policy = host::load_policy(&personality)?;
             let mut registry = DefaultToolRegistry::new(None);
             for tool in standard_tools() {
@@ -325,13 +358,19 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
                 Ok(ExitCode::from(1))
             }
         }
-        Command::Manifest { personality } => {
+        Command::Manifest {
+            personality,
+            guard_config,
+        } => {
             let policy = personality.as_deref().map(host::load_policy).transpose()?;
-            let tools = standard_tools();
-            let declarations: Vec<(String, capability_types::ToolCapabilities)> = tools
-                .iter()
-                .map(|t| (t.name().to_owned(), t.capabilities()))
-                .collect();
+            let declarations: Vec<(String, capability_types::ToolCapabilities)> = match guard_config
+            {
+                Some(path) => host::load_guard_config(&path)?.declarations(),
+                None => standard_tools()
+                    .iter()
+                    .map(|t| (t.name().to_owned(), t.capabilities()))
+                    .collect(),
+            };
             let manifest = build_manifest(
                 declarations.iter().map(|(n, c)| (n.as_str(), c)),
                 policy.as_ref(),

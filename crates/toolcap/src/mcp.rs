@@ -385,6 +385,78 @@ fn default_config_path(client: Client, workdir: &Path) -> Result<PathBuf, Usage>
     })
 }
 
+/// `toolcap explain --guard-config`: the registry's admission for a stand-in with the server's
+/// declaration, then the guard's own argument checks, as a running guard would make them.
+pub(crate) fn explain_guarded(
+    config: &capability_mcp::GuardConfig,
+    tool: &str,
+    args: &Value,
+    policy: capability_core::CompiledPolicy,
+    workdir: &Path,
+) -> Result<capability_tools::Explanation, Usage> {
+    let stand_in = config.stand_in(tool).ok_or_else(|| {
+        Usage(format!(
+            "{tool} is not a tool of the guard configuration (mcp__SERVER__TOOL, with SERVER \
+             configured and TOOL in its allow list)"
+        ))
+    })?;
+    let mut registry = capability_tools::dry_run_registry(&StandardConfig::new(Store::Memory))
+        .map_err(Usage::from)?;
+    registry.register_arc(stand_in).map_err(Usage::from)?;
+    let policy = Arc::new(policy);
+    let ctx = capability_core::ExecutionContext::new("explain", Arc::clone(&policy), workdir);
+    let call = capability_core::ToolCall::new("explain", tool, args.clone());
+    let mut explanation = capability_tools::explain_call(&registry, &call, &ctx);
+    if explanation.allowed {
+        let verdict = config.check_arguments(tool, args, &policy, workdir);
+        explanation.push_check(
+            "guard.arguments",
+            tool,
+            verdict
+                .as_ref()
+                .map(|()| "relative paths within the server's reach, URLs to its hosts".to_owned())
+                .map_err(ToString::to_string),
+        );
+        if let Err(e) = verdict {
+            explanation.refuse(&e);
+        }
+    }
+    Ok(explanation)
+}
+
+/// `toolcap validate --guard-config`: what each server declares that the personality will not
+/// grant, and whether this kernel can confine it.
+pub(crate) fn validate_guard(
+    config: &capability_mcp::GuardConfig,
+    policy: &capability_core::CompiledPolicy,
+) -> Result<ExitCode, Usage> {
+    let mut findings = 0usize;
+    for (name, caps) in config.declarations() {
+        for finding in capability_core::validate_declaration(&name, &caps, policy) {
+            outln!("{finding}")?;
+            findings += 1;
+        }
+    }
+    let offered = policy
+        .toolset()
+        .map(|t| t.iter().filter(|t| config.server_of(t).is_some()).count());
+    let id = policy.id().unwrap_or("?");
+    if findings == 0 {
+        outln!(
+            "ok: {} server(s); every declaration is granted as declared by {id}{}",
+            config.servers.len(),
+            match offered {
+                Some(n) => format!("; its toolset names {n} guarded tool(s)"),
+                None => String::new(),
+            }
+        )?;
+        Ok(ExitCode::SUCCESS)
+    } else {
+        outln!("{findings} finding(s) for personality {id}")?;
+        Ok(ExitCode::from(1))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

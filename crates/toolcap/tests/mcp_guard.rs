@@ -714,3 +714,119 @@ fn the_readme_guard_configuration_works_as_written() {
     tools.sort();
     assert_eq!(tools.len(), 3, "{tools:?}");
 }
+
+/// explain, validate, manifest and diff read a guard configuration without starting a server.
+// guarantee: G-MCP-07
+#[test]
+fn explain_validate_manifest_and_diff_understand_guard_configurations() {
+    let (_dir, root) = scratch();
+    let ws = root.join("ws");
+    let write = |name: &str, text: String| {
+        let path = root.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let narrow = write(
+        "narrow.toml",
+        format!(
+            "[servers.files]\ncommand = \"/nonexistent/never-started\"\ntools = [\"read\"]\n\
+             [servers.files.reach]\nread = [\"{ws}\"]\n",
+            ws = ws.display()
+        ),
+    );
+    let wide = write(
+        "wide.toml",
+        format!(
+            "[servers.files]\ncommand = \"/nonexistent/never-started\"\ntools = [\"read\"]\n\
+             [servers.files.reach]\nread = [\"{ws}\", \"{root}\"]\nhosts = [\"api.example.com\"]\n",
+            ws = ws.display(),
+            root = root.display()
+        ),
+    );
+    let personality = write(
+        "p.toml",
+        format!(
+            "id = \"g\"\ntoolset = [\"mcp__files__read\"]\n[fs_reach]\nread = [\"{ws}\"]\n",
+            ws = ws.display()
+        ),
+    );
+    let toolcap = |args: &[&str]| {
+        Command::new(TOOLCAP)
+            .args(args)
+            .current_dir(&ws)
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap()
+    };
+    let explain = |config: &str, args: &str| {
+        let out = toolcap(&[
+            "explain",
+            "--personality",
+            &personality,
+            "--guard-config",
+            config,
+            "mcp__files__read",
+            args,
+        ]);
+        (
+            out.status.code(),
+            serde_json::from_slice::<Value>(&out.stdout).unwrap(),
+        )
+    };
+    let (code, ok) = explain(&narrow, r#"{"path": "notes.md"}"#);
+    assert_eq!(code, Some(0), "{ok}");
+    let (code, refused) = explain(&narrow, r#"{"path": "../canary.txt"}"#);
+    assert_eq!(code, Some(1));
+    assert_eq!(refused["denial"], "PATH_NOT_REACHABLE", "{refused}");
+    let outside = root.join("canary.txt").display().to_string();
+    let (code, refused) = explain(&narrow, &json!({"path": outside}).to_string());
+    assert_eq!(code, Some(1));
+    assert_eq!(refused["denial"], "PATH_NOT_REACHABLE", "{refused}");
+    let (code, refused) = explain(&narrow, r#"{"url": "https://api.example.com/"}"#);
+    assert_eq!(code, Some(1));
+    assert_eq!(refused["denial"], "HOST_NOT_ALLOWED", "{refused}");
+    let unknown = toolcap(&[
+        "explain",
+        "--personality",
+        &personality,
+        "--guard-config",
+        &narrow,
+        "mcp__files__write",
+        "{}",
+    ]);
+    assert_eq!(unknown.status.code(), Some(2), "not in the allow list");
+
+    let validate = |config: &str| {
+        toolcap(&[
+            "validate",
+            "--personality",
+            &personality,
+            "--guard-config",
+            config,
+        ])
+    };
+    assert_eq!(validate(&narrow).status.code(), Some(0));
+    let findings = validate(&wide);
+    assert_eq!(findings.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&findings.stdout);
+    assert!(
+        text.contains("mcp__files__*") && text.contains(&root.display().to_string()),
+        "{text}"
+    );
+
+    let manifest = |config: &str, name: &str| {
+        let out = toolcap(&["manifest", "--guard-config", config]);
+        assert!(out.status.success());
+        write(name, String::from_utf8(out.stdout).unwrap())
+    };
+    let old = manifest(&narrow, "old.json");
+    let new = manifest(&wide, "new.json");
+    assert_eq!(toolcap(&["diff", &old, &old]).status.code(), Some(0));
+    let widened = toolcap(&["diff", &old, &new]);
+    assert_eq!(widened.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&widened.stdout);
+    assert!(
+        text.contains("network.widened: mcp__files__*") && text.contains("fs.read.widened"),
+        "{text}"
+    );
+}

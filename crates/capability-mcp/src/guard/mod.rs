@@ -8,6 +8,7 @@
 //! server process runs under the kernel confinement of the same intersection.
 
 mod config;
+mod dry;
 mod supervisor;
 mod tool;
 
@@ -128,7 +129,13 @@ impl Guard {
         let listed = supervisor.list_tools().await.map_err(|e| match e {
             CallFailure::Protocol(m) | CallFailure::Server(m) => m,
         })?;
-        let path_arguments: Arc<[String]> = server.path_arguments.clone().into();
+        let checks = tool::ArgumentCheck::new(
+            name,
+            resolved.fs.clone(),
+            hosts.clone(),
+            server.path_arguments.clone().into(),
+            cwd.clone(),
+        );
         let mut tools = Vec::new();
         for upstream in &listed {
             if server
@@ -142,10 +149,7 @@ impl Guard {
                 Arc::clone(&supervisor),
                 upstream,
                 caps.clone(),
-                resolved.fs.clone(),
-                hosts.clone(),
-                Arc::clone(&path_arguments),
-                cwd.clone(),
+                checks.clone(),
             );
             if !valid_tool_name(&tool.name) {
                 tracing::warn!(target: "toolcap::guard", server = %name,

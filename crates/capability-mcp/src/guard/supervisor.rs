@@ -13,6 +13,7 @@ use rmcp::service::{RunningService, ServiceError};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{Peer, RoleClient, ServiceExt as _};
 use tokio::io::AsyncBufReadExt as _;
+// toolcap: allow(tokio::net::unix::pipe, reason = "the guard's own end of a confined server's stdio pipes, which the sandbox created")
 use tokio::net::unix::pipe;
 use tokio::sync::Mutex;
 
@@ -280,8 +281,11 @@ impl Supervisor {
         let stdin = child
             .stdin
             .ok_or_else(|| "the server has no stdin".to_owned())?;
+        // toolcap: allow(tokio::net::unix::pipe::Sender::from_owned_fd, reason = "the guard's own end of a confined server's stdio pipes, which the sandbox created")
         let writer = pipe::Sender::from_owned_fd(stdin).map_err(pipes)?;
+        // toolcap: allow(tokio::net::unix::pipe::Receiver::from_owned_fd, reason = "the guard's own end of a confined server's stdio pipes, which the sandbox created")
         let reader = pipe::Receiver::from_owned_fd(child.stdout).map_err(pipes)?;
+        // toolcap: allow(tokio::net::unix::pipe::Receiver::from_owned_fd, reason = "the guard's own end of a confined server's stdio pipes, which the sandbox created")
         let stderr = pipe::Receiver::from_owned_fd(child.stderr).map_err(pipes)?;
         let name = self.name.clone();
         let stderr = tokio::spawn(async move {

@@ -24,29 +24,20 @@ pub(crate) struct GuardedTool {
     schema: Value,
     caps: ToolCapabilities,
     supervisor: Arc<Supervisor>,
-    /// The server's reach after the personality, for the checks of relative paths and URLs.
-    paths: Option<Arc<ResolvedPaths>>,
-    hosts: Option<Arc<ResolvedHosts>>,
-    path_arguments: Arc<[String]>,
-    cwd: PathBuf,
+    checks: ArgumentCheck,
 }
 
 impl GuardedTool {
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "assembled once per listed tool by Guard::start"
-    )]
     pub(crate) fn new(
         supervisor: Arc<Supervisor>,
         upstream: &rmcp::model::Tool,
         caps: ToolCapabilities,
-        paths: Option<Arc<ResolvedPaths>>,
-        hosts: Option<Arc<ResolvedHosts>>,
-        path_arguments: Arc<[String]>,
-        cwd: PathBuf,
+        checks: ArgumentCheck,
     ) -> Self {
+        let name = format!("mcp__{}__{}", supervisor.name, upstream.name);
         Self {
-            name: format!("mcp__{}__{}", supervisor.name, upstream.name),
+            checks: checks.for_tool(&name),
+            name,
             upstream: upstream.name.to_string(),
             description: format!(
                 "[{} via toolcap] {}",
@@ -56,6 +47,36 @@ impl GuardedTool {
             schema: Value::Object((*upstream.input_schema).clone()),
             caps,
             supervisor,
+        }
+    }
+}
+
+/// toolcap's checks of a guarded tool's arguments beyond the registry's gate (which covers
+/// absolute paths and `file://` URLs anywhere): a relative path in an argument named as a path
+/// is resolved against the server's working directory and must be within its reach; every
+/// `http(s)` URL must name a host its reach allows.
+#[derive(Debug, Clone)]
+pub(crate) struct ArgumentCheck {
+    tool: String,
+    server: String,
+    /// The server's reach after the personality.
+    paths: Option<Arc<ResolvedPaths>>,
+    hosts: Option<Arc<ResolvedHosts>>,
+    path_arguments: Arc<[String]>,
+    cwd: PathBuf,
+}
+
+impl ArgumentCheck {
+    pub(crate) fn new(
+        server: &str,
+        paths: Option<Arc<ResolvedPaths>>,
+        hosts: Option<Arc<ResolvedHosts>>,
+        path_arguments: Arc<[String]>,
+        cwd: PathBuf,
+    ) -> Self {
+        Self {
+            tool: format!("mcp__{server}"),
+            server: server.to_owned(),
             paths,
             hosts,
             path_arguments,
@@ -63,11 +84,14 @@ impl GuardedTool {
         }
     }
 
-    /// toolcap's checks of the arguments beyond the registry's gate (which covers absolute
-    /// paths and `file://` URLs anywhere): a relative path in an argument named as a path is
-    /// resolved against the server's working directory and must be within its reach; every
-    /// `http(s)` URL must name a host its reach allows.
-    fn check_arguments(&self, args: &Value) -> Result<(), CapabilityError> {
+    pub(crate) fn for_tool(&self, tool: &str) -> Self {
+        Self {
+            tool: tool.to_owned(),
+            ..self.clone()
+        }
+    }
+
+    pub(crate) fn check(&self, args: &Value) -> Result<(), CapabilityError> {
         let mut stack: Vec<(Option<&str>, &Value)> = vec![(None, args)];
         while let Some((key, value)) = stack.pop() {
             match value {
@@ -106,8 +130,8 @@ impl GuardedTool {
                 format!(
                     "{} (argument {text:?} of {}) is outside the reach of the MCP server {}",
                     path.display(),
-                    self.name,
-                    self.supervisor.name
+                    self.tool,
+                    self.server
                 ),
             )
         };
@@ -130,7 +154,7 @@ impl GuardedTool {
                 DenialCode::HostNotAllowed,
                 format!(
                     "{host} (in the arguments of {}) is not a host the MCP server {} may reach",
-                    self.name, self.supervisor.name
+                    self.tool, self.server
                 ),
             )),
         }
@@ -152,7 +176,7 @@ impl Tool for GuardedTool {
         self.caps.clone()
     }
     async fn execute(&self, args: Value, _ctx: &ToolContext) -> Result<Value, CapabilityError> {
-        self.check_arguments(&args)?;
+        self.checks.check(&args)?;
         let Value::Object(arguments) = args else {
             return Err(CapabilityError::invalid_input(
                 "arguments: expected a JSON object",

@@ -1,0 +1,173 @@
+//! What `toolcap explain`, `validate` and `manifest` know of a guard configuration without
+//! starting a server (docs/guard.md, "Review").
+
+use std::path::Path;
+use std::sync::Arc;
+
+use capability_core::{CompiledPolicy, resolve};
+use capability_types::{CapabilityError, Tool, ToolCapabilities, ToolContext, async_trait};
+use serde_json::{Value, json};
+
+use super::config::{GuardConfig, ServerConfig};
+use super::tool::{ArgumentCheck, declaration};
+
+/// A guarded tool in a dry run: its name and its server's declaration; it never runs.
+#[derive(Debug)]
+struct StandIn {
+    name: String,
+    caps: ToolCapabilities,
+}
+
+#[async_trait]
+impl Tool for StandIn {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn description(&self) -> &str {
+        "a guarded tool, described by its server's declaration (dry runs only)"
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    fn capabilities(&self) -> ToolCapabilities {
+        self.caps.clone()
+    }
+    async fn execute(&self, _args: Value, _ctx: &ToolContext) -> Result<Value, CapabilityError> {
+        Err(CapabilityError::not_available(
+            "a stand-in for a guarded tool never runs; start `toolcap mcp guard`",
+        ))
+    }
+}
+
+impl GuardConfig {
+    /// Each server's declaration, as the manifest shows it: `mcp__<server>__*` (every tool of a
+    /// server declares what the server may reach).
+    pub fn declarations(&self) -> Vec<(String, ToolCapabilities)> {
+        self.servers
+            .iter()
+            .map(|(name, server)| (format!("mcp__{name}__*"), declaration(&server.reach)))
+            .collect()
+    }
+
+    /// The server and upstream tool a guarded tool name (`mcp__<server>__<tool>`) stands for,
+    /// when the server is configured and its allow list admits the tool.
+    pub fn server_of<'a>(&'a self, tool: &'a str) -> Option<(&'a str, &'a ServerConfig, &'a str)> {
+        let rest = tool.strip_prefix("mcp__")?;
+        let (server, upstream) = rest.split_once("__")?;
+        let (name, config) = self.servers.get_key_value(server)?;
+        if upstream.is_empty()
+            || config
+                .tools
+                .as_ref()
+                .is_some_and(|allowed| !allowed.iter().any(|t| t == upstream))
+        {
+            return None;
+        }
+        Some((name.as_str(), config, upstream))
+    }
+
+    /// A stand-in for `tool` (`mcp__<server>__<tool>`) with its server's declaration, to run
+    /// the registry's admission on (explain); `None` when no configured server offers it.
+    pub fn stand_in(&self, tool: &str) -> Option<Arc<dyn Tool>> {
+        let (_, server, _) = self.server_of(tool)?;
+        Some(Arc::new(StandIn {
+            name: tool.to_owned(),
+            caps: declaration(&server.reach),
+        }))
+    }
+
+    /// The guard's own argument checks (relative paths named as paths, URLs) for a call of
+    /// `tool` with `args` under `policy`, as the running guard makes them.
+    ///
+    /// # Errors
+    ///
+    /// The refusal the call would get; `not_available` when no configured server offers `tool`.
+    pub fn check_arguments(
+        &self,
+        tool: &str,
+        args: &Value,
+        policy: &CompiledPolicy,
+        working_dir: &Path,
+    ) -> Result<(), CapabilityError> {
+        let (name, server, _) = self.server_of(tool).ok_or_else(|| {
+            CapabilityError::not_available(format!("no configured MCP server offers {tool}"))
+        })?;
+        let caps = declaration(&server.reach);
+        let resolved = resolve(
+            &format!("mcp__{name}"),
+            &caps,
+            policy,
+            "explain",
+            working_dir,
+        );
+        let cwd = server
+            .cwd
+            .clone()
+            .unwrap_or_else(|| working_dir.to_path_buf());
+        ArgumentCheck::new(
+            name,
+            resolved.fs.clone(),
+            resolved.network.clone(),
+            server.path_arguments.clone().into(),
+            cwd,
+        )
+        .for_tool(tool)
+        .check(args)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capability_core::PolicyFormat;
+
+    fn config() -> GuardConfig {
+        GuardConfig::parse(
+            "[servers.files]\ncommand = \"/bin/x\"\ntools = [\"read\"]\n\
+             [servers.files.reach]\nread = [\"/srv/ws\"]\nhosts = [\"api.example.com\"]\n",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn names_map_to_servers_and_their_allow_lists() {
+        let config = config();
+        assert!(config.server_of("mcp__files__read").is_some());
+        assert!(
+            config.server_of("mcp__files__write").is_none(),
+            "not in the allow list"
+        );
+        assert!(config.server_of("mcp__other__read").is_none());
+        assert!(config.server_of("read_file").is_none());
+        assert!(config.server_of("mcp__files__").is_none());
+        assert_eq!(config.declarations()[0].0, "mcp__files__*");
+    }
+
+    #[test]
+    fn argument_checks_match_the_running_guard() {
+        let config = config();
+        let policy = CompiledPolicy::load(
+            "id = \"p\"\n[fs_reach]\nread = [\"/srv/ws\"]\n[safety.network]\nallow = [\"api.example.com\"]\n",
+            PolicyFormat::Toml,
+            None,
+        )
+        .unwrap();
+        let wd = Path::new("/srv/ws");
+        let check = |args: Value| config.check_arguments("mcp__files__read", &args, &policy, wd);
+        assert!(check(json!({"path": "notes.md"})).is_ok());
+        assert!(
+            check(json!({"path": "../etc/passwd"}))
+                .unwrap_err()
+                .to_string()
+                .starts_with("PATH_NOT_REACHABLE")
+        );
+        assert!(check(json!({"url": "https://api.example.com/x"})).is_ok());
+        assert!(
+            check(json!({"q": ["https://evil.example/"]}))
+                .unwrap_err()
+                .to_string()
+                .starts_with("HOST_NOT_ALLOWED")
+        );
+        assert!(check(json!({"note": "../not-a-path-argument"})).is_ok());
+    }
+}
