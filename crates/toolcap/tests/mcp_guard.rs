@@ -63,6 +63,11 @@ impl Drop for Guarded {
 
 impl Guarded {
     fn start(root: &Path, personality: &Path, config: &Path) -> Self {
+        Self::start_with(root, personality, config, json!({}))
+    }
+
+    /// As [`start`](Self::start), the client declaring `capabilities`.
+    fn start_with(root: &Path, personality: &Path, config: &Path, capabilities: Value) -> Self {
         let child = Command::new(TOOLCAP)
             .args(["mcp", "guard", "--personality"])
             .arg(personality)
@@ -78,11 +83,15 @@ impl Guarded {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        Self::attach(child)
+        Self::attach_with(child, capabilities)
     }
 
     /// Takes over a started guard (stdio piped) and completes the handshake.
-    fn attach(mut child: Child) -> Self {
+    fn attach(child: Child) -> Self {
+        Self::attach_with(child, json!({}))
+    }
+
+    fn attach_with(mut child: Child, capabilities: Value) -> Self {
         let stdout = child.stdout.take().unwrap();
         let mut stderr = child.stderr.take().unwrap();
         std::thread::spawn(move || {
@@ -111,7 +120,7 @@ impl Guarded {
         };
         guarded.send(
             json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
+            "protocolVersion": "2025-11-25", "capabilities": capabilities,
             "clientInfo": {"name": "guard-test", "version": "1"}}}),
         );
         let init = guarded.answer(0);
@@ -828,5 +837,108 @@ fn explain_validate_manifest_and_diff_understand_guard_configurations() {
     assert!(
         text.contains("network.widened: mcp__files__*") && text.contains("fs.read.widened"),
         "{text}"
+    );
+}
+
+/// The hostile stub's configuration with `limits`, and a personality with `extra` rules.
+fn hostile_setup(root: &Path, limits: &str, extra: &str) -> (PathBuf, PathBuf) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/hostile_server.py");
+    let ws = root.join("ws");
+    let config = root.join("hostile.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.hostile]\ncommand = \"/usr/bin/python3\"\nargs = [\"{script}\"]\nruntime = [\"{dir}\"]\n\
+             [servers.hostile.reach]\nread = [\"{ws}\"]\nwrite = [\"{ws}\"]\n[servers.hostile.limits]\n{limits}\n",
+            script = script.display(),
+            dir = script.parent().unwrap().display(),
+            ws = ws.display()
+        ),
+    )
+    .unwrap();
+    let personality = root.join("hostile-p.toml");
+    std::fs::write(
+        &personality,
+        format!(
+            "id = \"g\"\ntoolset = [\"mcp__hostile__echo\", \"mcp__hostile__hang\"]\n\
+             [fs_reach]\nread = [\"{ws}\"]\nwrite = [\"{ws}\"]\n{extra}\n",
+            ws = ws.display()
+        ),
+    )
+    .unwrap();
+    (config, personality)
+}
+
+// guarantee: G-MCP-08
+#[test]
+fn a_server_that_keeps_hanging_is_marked_down_after_its_restart_budget() {
+    let (_dir, root) = scratch();
+    let (config, personality) = hostile_setup(&root, "call_timeout_seconds = 2\nrestarts = 1", "");
+    let mut guard = Guarded::start(&root, &personality, &config);
+    for round in 0..2 {
+        let (failed, text, _) = guard.call("mcp__hostile__hang", json!({}));
+        assert!(
+            failed && text.contains("did not answer within 2 s"),
+            "{round}: {text}"
+        );
+    }
+    let (failed, text, _) = guard.call("mcp__hostile__echo", json!({}));
+    assert!(failed, "{text}");
+    assert!(
+        text.starts_with("NOT_AVAILABLE: the MCP server hostile is down"),
+        "{text}"
+    );
+}
+
+/// `[escalate]` applies to guarded tools: a write under an escalated path is asked about over
+/// elicitation, relayed only on approval, refused without it.
+// guarantee: G-MCP-02
+#[test]
+fn escalation_applies_to_guarded_tools() {
+    let (_dir, root) = scratch();
+    let ask = root.join("ws/ask");
+    std::fs::create_dir_all(&ask).unwrap();
+    let (config, personality) = hostile_setup(
+        &root,
+        "",
+        &format!("[escalate]\nwrite_paths = [\"{}\"]", ask.display()),
+    );
+    let target = ask.join("x.txt").display().to_string();
+
+    let mut refusing = Guarded::start(&root, &personality, &config);
+    let (failed, text, _) = refusing.call("mcp__hostile__echo", json!({"path": target}));
+    assert!(failed && text.starts_with("ESCALATION_REFUSED: "), "{text}");
+    drop(refusing);
+
+    let mut asking = Guarded::start_with(
+        &root,
+        &personality,
+        &config,
+        json!({"elicitation": {"form": {}}}),
+    );
+    let id = asking.next;
+    asking.next += 1;
+    asking.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "mcp__hostile__echo", "arguments": {"path": target}}}));
+    let question = asking
+        .answers
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap();
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    assert!(
+        question["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("mcp__hostile__echo")
+    );
+    asking.send(json!({"jsonrpc": "2.0", "id": question["id"],
+        "result": {"action": "accept", "content": {"approve": true}}}));
+    let answer = asking.answer(id);
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("x.txt")
     );
 }
