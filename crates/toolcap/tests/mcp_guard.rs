@@ -241,6 +241,7 @@ memory_mib = 512
         "flood",
         "malformed",
         "hang",
+        "env",
     ];
     let toolset: Vec<String> = tools
         .iter()
@@ -940,5 +941,70 @@ fn escalation_applies_to_guarded_tools() {
             .as_str()
             .unwrap()
             .contains("x.txt")
+    );
+}
+
+/// A server gets a cleared environment plus the secrets its configuration maps, by name, from
+/// toolcap's secrets backends; a secret no backend has keeps it from starting.
+// guarantee: G-MCP-06
+#[test]
+fn a_guarded_server_gets_its_mapped_secrets_and_nothing_else_of_the_environment() {
+    let (_dir, root) = scratch();
+    let (config, personality) = hostile_setup(&root, "", "");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("[servers.hostile.secrets]\nDEMO_TOKEN = \"DEMO_TOKEN\"\n");
+    std::fs::write(&config, &text).unwrap();
+    let personality_text = std::fs::read_to_string(&personality).unwrap().replace(
+        "\"mcp__hostile__hang\"",
+        "\"mcp__hostile__hang\", \"mcp__hostile__env\"",
+    );
+    std::fs::write(&personality, personality_text).unwrap();
+
+    let child = Command::new(TOOLCAP)
+        .args(["mcp", "guard", "--personality"])
+        .arg(&personality)
+        .arg("--config")
+        .arg(&config)
+        .env("TOOLCAP_SECRET_DEMO_TOKEN", "s3cret-value-for-the-server")
+        .env("TOOLCAP_TEST_CANARY", CANARY)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut guard = Guarded::attach(child);
+    let (failed, env, _) = guard.call("mcp__hostile__env", json!({}));
+    assert!(!failed, "{env}");
+    let env: Value = serde_json::from_str(&env).unwrap();
+    assert_eq!(env["DEMO_TOKEN"], "s3cret-value-for-the-server");
+    let names: Vec<&String> = env.as_object().unwrap().keys().collect();
+    for absent in [
+        "TOOLCAP_SECRET_DEMO_TOKEN",
+        "TOOLCAP_TEST_CANARY",
+        "RUST_LOG",
+        "HOSTNAME",
+    ] {
+        assert!(env.get(absent).is_none(), "{absent} leaked: {names:?}");
+    }
+    assert!(!env.to_string().contains(CANARY));
+    drop(guard);
+
+    // Without the secret, the server is not started, and the guard says which secret.
+    let out = Command::new(TOOLCAP)
+        .args(["mcp", "guard", "--personality"])
+        .arg(&personality)
+        .arg("--config")
+        .arg(&config)
+        .env_remove("TOOLCAP_SECRET_DEMO_TOKEN")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the secret DEMO_TOKEN (for DEMO_TOKEN) is in no secrets backend"),
+        "{stderr}"
     );
 }

@@ -53,6 +53,10 @@ pub struct ServerConfig {
     /// Plain environment variables of the server (the rest of the environment is cleared).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Secrets handed to the server as environment variables: variable name → secret ref (an
+    /// exact name), looked up in toolcap's secrets backends when the server starts.
+    #[serde(default)]
+    pub secrets: BTreeMap<String, String>,
     /// Only these tools of the server are offered (by their own names); default all.
     #[serde(default)]
     pub tools: Option<Vec<String>>,
@@ -230,6 +234,25 @@ impl ServerConfig {
                 return bad(format!(
                     "env: {var} steers how programs load or run and cannot be set"
                 ));
+            }
+        }
+        for (var, name) in &self.secrets {
+            if var.is_empty() || !var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                return bad(format!("secrets: {var:?} is not a variable name"));
+            }
+            if capability_core::is_refused_env_name(var) || self.env.contains_key(var) {
+                return bad(format!(
+                    "secrets: {var} cannot be set (it steers how programs run, or env sets it too)"
+                ));
+            }
+            match capability_types::SecretRef::parse(name) {
+                Ok(r) if !r.is_glob() => {}
+                Ok(_) => {
+                    return bad(format!(
+                        "secrets.{var}: {name:?} must name one secret, not a glob"
+                    ));
+                }
+                Err(why) => return bad(format!("secrets.{var}: {why}")),
             }
         }
         if self.limits.call_timeout_seconds == 0 || self.limits.output_bytes < 1024 {

@@ -45,7 +45,7 @@ impl GuardConfig {
     pub fn declarations(&self) -> Vec<(String, ToolCapabilities)> {
         self.servers
             .iter()
-            .map(|(name, server)| (format!("mcp__{name}__*"), declaration(&server.reach)))
+            .map(|(name, server)| (format!("mcp__{name}__*"), declaration(server)))
             .collect()
     }
 
@@ -72,7 +72,7 @@ impl GuardConfig {
         let (_, server, _) = self.server_of(tool)?;
         Some(Arc::new(StandIn {
             name: tool.to_owned(),
-            caps: declaration(&server.reach),
+            caps: declaration(server),
         }))
     }
 
@@ -92,7 +92,7 @@ impl GuardConfig {
         let (name, server, _) = self.server_of(tool).ok_or_else(|| {
             CapabilityError::not_available(format!("no configured MCP server offers {tool}"))
         })?;
-        let caps = declaration(&server.reach);
+        let caps = declaration(server);
         let resolved = resolve(
             &format!("mcp__{name}"),
             &caps,

@@ -18,7 +18,9 @@ use std::sync::Arc;
 use capability_core::{CompiledPolicy, DefaultToolRegistry, RegistryError, resolve};
 use capability_policy::valid_tool_name;
 use capability_sandbox::{ResourceLimits, SandboxPolicy};
+use capability_secrets::SecretsBackend;
 use capability_types::backend::EgressFactory;
+use secrecy::SecretString;
 
 pub use self::config::{GuardConfig, GuardConfigError, Limits, Reach, ServerConfig};
 use self::supervisor::{CallFailure, Supervisor};
@@ -43,23 +45,32 @@ impl Guard {
     ///
     /// Starts processes (each server under a reaper in its own namespaces), creates a private
     /// home directory per server, and serves an egress proxy for servers that declare hosts.
+    ///
+    /// Secrets come from this process's environment by the `TOOLCAP_SECRET_` prefix rule (the
+    /// ref `GITHUB_TOKEN` is the variable `TOOLCAP_SECRET_GITHUB_TOKEN`, `providers/exa/api-key`
+    /// is `TOOLCAP_SECRET_PROVIDERS__EXA__API_KEY`), read once, now.
     pub async fn start(config: &GuardConfig, policy: &CompiledPolicy, working_dir: &Path) -> Self {
         let egress = Arc::new(capability_fetch::EgressProxy::new(
             &capability_fetch::FetchConfig::default(),
         ));
-        Self::start_with_egress(config, policy, working_dir, egress).await
+        let secrets: Vec<Arc<dyn SecretsBackend>> = vec![Arc::new(
+            capability_secrets::EnvSecrets::from_process_env().with_prefix_rule("TOOLCAP_SECRET_"),
+        )];
+        Self::start_with(config, policy, working_dir, egress, &secrets).await
     }
 
-    /// [`start`](Self::start) with the egress proxy of servers that declare hosts given.
+    /// [`start`](Self::start) with the egress proxy of servers that declare hosts, and the
+    /// secrets backends asked (in order) for the secrets servers are handed.
     ///
     /// # Ambient Authority
     ///
-    /// As [`start`](Self::start).
-    pub async fn start_with_egress(
+    /// As [`start`](Self::start), and whatever the secrets backends read.
+    pub async fn start_with(
         config: &GuardConfig,
         policy: &CompiledPolicy,
         working_dir: &Path,
         egress: Arc<dyn EgressFactory>,
+        secrets: &[Arc<dyn SecretsBackend>],
     ) -> Self {
         let mut guard = Self {
             tools: Vec::new(),
@@ -67,7 +78,15 @@ impl Guard {
             _supervisors: Vec::new(),
         };
         for (name, server) in &config.servers {
-            match Self::start_one(name, server, policy, working_dir, Arc::clone(&egress)).await {
+            let started = Self::start_one(
+                name,
+                server,
+                policy,
+                working_dir,
+                Arc::clone(&egress),
+                secrets,
+            );
+            match started.await {
                 Ok((supervisor, tools)) => {
                     guard.tools.extend(tools);
                     guard._supervisors.push(supervisor);
@@ -84,8 +103,10 @@ impl Guard {
         policy: &CompiledPolicy,
         working_dir: &Path,
         egress: Arc<dyn EgressFactory>,
+        secrets: &[Arc<dyn SecretsBackend>],
     ) -> Result<(Arc<Supervisor>, Vec<Arc<GuardedTool>>), String> {
-        let caps = tool::declaration(&server.reach);
+        let handed = Self::secrets_for(server, secrets).await?;
+        let caps = tool::declaration(server);
         let resolved = resolve(&format!("mcp__{name}"), &caps, policy, "guard", working_dir);
         let home = tempfile::Builder::new()
             .prefix("toolcap-guard-")
@@ -125,6 +146,7 @@ impl Guard {
             egress,
             cwd.clone(),
             home,
+            handed,
         ));
         let listed = supervisor.list_tools().await.map_err(|e| match e {
             CallFailure::Protocol(m) | CallFailure::Server(m) => m,
@@ -159,6 +181,33 @@ impl Guard {
             tools.push(Arc::new(tool));
         }
         Ok((supervisor, tools))
+    }
+
+    /// The secrets a server is handed, as (variable, value); a secret that no backend has
+    /// keeps the server from starting.
+    async fn secrets_for(
+        server: &ServerConfig,
+        backends: &[Arc<dyn SecretsBackend>],
+    ) -> Result<Vec<(String, SecretString)>, String> {
+        let mut handed = Vec::new();
+        'secrets: for (var, name) in &server.secrets {
+            for backend in backends {
+                match backend.lookup(name).await {
+                    Ok(Some(value)) => {
+                        handed.push((var.clone(), value));
+                        continue 'secrets;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        return Err(format!("the secret {name} (for {var}) cannot be read: {e}"));
+                    }
+                }
+            }
+            return Err(format!(
+                "the secret {name} (for {var}) is in no secrets backend, so it is not started"
+            ));
+        }
+        Ok(handed)
     }
 
     /// The names of the offered tools (`mcp__<server>__<tool>`).

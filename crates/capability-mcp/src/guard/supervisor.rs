@@ -12,6 +12,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
 use rmcp::service::{RunningService, ServiceError};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{Peer, RoleClient, ServiceExt as _};
+use secrecy::{ExposeSecret as _, SecretString};
 use tokio::io::AsyncBufReadExt as _;
 // toolcap: allow(tokio::net::unix::pipe, reason = "the guard's own end of a confined server's stdio pipes, which the sandbox created")
 use tokio::net::unix::pipe;
@@ -97,6 +98,7 @@ impl Supervisor {
         egress: Arc<dyn EgressFactory>,
         cwd: PathBuf,
         home: tempfile::TempDir,
+        secrets: Vec<(String, SecretString)>,
     ) -> Self {
         let mut env = vec![
             ("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned()),
@@ -106,6 +108,12 @@ impl Supervisor {
         for (name, value) in &config.env {
             env.retain(|(n, _)| n != name);
             env.push((name.clone(), value.clone()));
+        }
+        // Kept to start the server again after a failure; never logged (the supervisor's
+        // `Debug` shows its name only).
+        for (name, value) in secrets {
+            env.retain(|(n, _)| *n != name);
+            env.push((name, value.expose_secret().to_owned()));
         }
         if hosts.is_some() {
             env.retain(|(n, _)| {

@@ -218,9 +218,19 @@ fn relay(result: CallToolResult) -> Result<Value, CapabilityError> {
     }
 }
 
-/// The declaration of a server's tools: its reach as explicit lists.
-pub(crate) fn declaration(reach: &super::config::Reach) -> ToolCapabilities {
+/// The declaration of a server's tools: its reach as explicit lists, and the secrets it is
+/// handed.
+pub(crate) fn declaration(server: &super::config::ServerConfig) -> ToolCapabilities {
+    let reach = &server.reach;
     let mut caps = ToolCapabilities::none();
+    let secrets: Vec<capability_types::SecretRef> = server
+        .secrets
+        .values()
+        .filter_map(|name| capability_types::SecretRef::parse(name).ok())
+        .collect();
+    if !secrets.is_empty() {
+        caps = caps.with_secrets(secrets);
+    }
     let readable: Vec<PathBuf> = reach.read.iter().chain(&reach.write).cloned().collect();
     if !readable.is_empty() {
         caps = caps.with_fs_read(FsPaths::Paths(readable));

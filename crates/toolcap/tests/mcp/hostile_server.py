@@ -3,7 +3,7 @@ JSON-RPC over stdio). Each tool tries one thing a compromised server would; the 
 contain all of them and keep serving.
 
 Tools: echo, read_secret {path}, connect_unix {path}, connect_tcp {port}, fork_bomb,
-flood {bytes}, malformed, hang.
+flood {bytes}, malformed, hang, env (its whole environment, as JSON).
 """
 
 import json
@@ -14,7 +14,7 @@ import time
 
 
 TOOLS = ["echo", "read_secret", "connect_unix", "connect_tcp", "fork_bomb", "flood",
-         "malformed", "hang"]
+         "malformed", "hang", "env"]
 
 
 def send(message):
@@ -112,6 +112,8 @@ def main():
                 sys.stdout.write("not json at all\n")
                 sys.stdout.flush()
                 result(rid, "after the junk")
+            elif name == "env":
+                result(rid, json.dumps(dict(os.environ)))
             elif name == "hang":
                 time.sleep(3600)
         elif rid is not None:
