@@ -242,6 +242,7 @@ memory_mib = 512
         "malformed",
         "hang",
         "env",
+        "crash",
     ];
     let toolset: Vec<String> = tools
         .iter()

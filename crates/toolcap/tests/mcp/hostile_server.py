@@ -3,7 +3,7 @@ JSON-RPC over stdio). Each tool tries one thing a compromised server would; the 
 contain all of them and keep serving.
 
 Tools: echo, read_secret {path}, connect_unix {path}, connect_tcp {port}, fork_bomb,
-flood {bytes}, malformed, hang, env (its whole environment, as JSON).
+flood {bytes}, malformed, hang, env (its whole environment, as JSON), crash (exits mid-call).
 """
 
 import json
@@ -14,7 +14,7 @@ import time
 
 
 TOOLS = ["echo", "read_secret", "connect_unix", "connect_tcp", "fork_bomb", "flood",
-         "malformed", "hang", "env"]
+         "malformed", "hang", "env", "crash"]
 
 
 def send(message):
@@ -114,6 +114,8 @@ def main():
                 result(rid, "after the junk")
             elif name == "env":
                 result(rid, json.dumps(dict(os.environ)))
+            elif name == "crash":
+                os._exit(3)
             elif name == "hang":
                 time.sleep(3600)
         elif rid is not None:
