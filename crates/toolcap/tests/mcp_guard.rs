@@ -341,6 +341,17 @@ memory_mib = 512
         );
     }
 
+    // A server that exits in the middle of a call: the call gets a clear error as a failure of
+    // the server (not a missed deadline), and the next call is served by a restarted server.
+    let (failed, text, _) = guard.call("mcp__hostile__crash", json!({}));
+    assert!(
+        failed && text.starts_with("NOT_AVAILABLE: the MCP server hostile"),
+        "{text}"
+    );
+    assert!(!text.contains("did not answer within"), "{text}");
+    let (failed, _, _) = guard.call("mcp__hostile__echo", json!({"after": "crash"}));
+    assert!(!failed);
+
     assert!(
         !everything.contains(CANARY),
         "a canary leaked: {everything}"
