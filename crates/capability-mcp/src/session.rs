@@ -184,6 +184,9 @@ impl McpSession {
         let mut cancelled = false;
         loop {
             tokio::select! {
+                // The call first: one that finishes at its first poll (most do) never registers
+                // with the cancellation token or the timer.
+                biased;
                 outcome = &mut execution => return outcome,
                 () = request.ct.cancelled(), if !cancelled => {
                     // The registry sees the cancellation, drops the tool's future (which kills a

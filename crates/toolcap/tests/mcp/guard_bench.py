@@ -4,6 +4,11 @@ both see the same machine, medians and per-round ratios printed (docs/benchmarks
 guard").
 
     python3 guard_bench.py --toolcap target/release/toolcap [--rounds 7] [--calls 500]
+                           [--server echo|filesystem]
+
+`echo` is the stub's echo (a server that does almost nothing, so the guard's own cost shows
+plainly); `filesystem` is the real `@modelcontextprotocol/server-filesystem` from the cache of
+`.ci/mcp-deps`, reading a 4 KiB file.
 
 Cold start: spawn, `initialize`, one `tools/call`, close, the whole process waited for.
 Per call: the mean of `--calls` sequential `tools/call` round trips after the handshake.
@@ -24,8 +29,10 @@ SERVER = os.path.join(HERE, "hostile_server.py")
 
 class Session:
     def __init__(self, argv):
+        # Buffered: an unbuffered pipe reads a line one byte (one system call) at a time,
+        # which would measure the client, not the servers.
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, bufsize=0)
+                                     stderr=subprocess.DEVNULL)
         self.next = 1
         self.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
                                     "clientInfo": {"name": "bench", "version": "1"}})
@@ -33,12 +40,14 @@ class Session:
 
     def notify(self, method):
         self.proc.stdin.write((json.dumps({"jsonrpc": "2.0", "method": method}) + "\n").encode())
+        self.proc.stdin.flush()
 
     def request(self, method, params):
         rid = self.next
         self.next += 1
         self.proc.stdin.write((json.dumps({"jsonrpc": "2.0", "id": rid, "method": method,
                                            "params": params}) + "\n").encode())
+        self.proc.stdin.flush()
         while True:
             line = self.proc.stdout.readline()
             if not line:
@@ -47,8 +56,8 @@ class Session:
             if message.get("id") == rid:
                 return message
 
-    def call(self, tool):
-        answer = self.request("tools/call", {"name": tool, "arguments": {"n": 1}})
+    def call(self, tool, arguments):
+        answer = self.request("tools/call", {"name": tool, "arguments": arguments})
         if answer.get("result", {}).get("isError"):
             raise RuntimeError(f"call failed: {answer}")
 
@@ -57,20 +66,20 @@ class Session:
         self.proc.wait(timeout=30)
 
 
-def cold(argv, tool):
+def cold(argv, tool, arguments):
     start = time.perf_counter()
     session = Session(argv)
-    session.call(tool)
+    session.call(tool, arguments)
     session.close()
     return time.perf_counter() - start
 
 
-def per_call(argv, tool, calls):
+def per_call(argv, tool, arguments, calls):
     session = Session(argv)
-    session.call(tool)  # warm
+    session.call(tool, arguments)  # warm
     start = time.perf_counter()
     for _ in range(calls):
-        session.call(tool)
+        session.call(tool, arguments)
     elapsed = time.perf_counter() - start
     session.close()
     return elapsed / calls
@@ -81,27 +90,44 @@ def main():
     parser.add_argument("--toolcap", required=True)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--server", choices=["echo", "filesystem"], default="echo")
     args = parser.parse_args()
-    scratch = tempfile.mkdtemp(prefix="guard-bench-")
+    scratch = os.path.realpath(tempfile.mkdtemp(prefix="guard-bench-"))
+    with open(os.path.join(scratch, "q3.txt"), "w") as f:
+        f.write("x" * 4096)
     config = os.path.join(scratch, "servers.toml")
-    with open(config, "w") as f:
-        f.write(f'[servers.bench]\ncommand = "{sys.executable if sys.executable.startswith("/usr/") else "/usr/bin/python3"}"\n'
-                f'args = ["{SERVER}"]\nruntime = ["{HERE}"]\n')
+    if args.server == "echo":
+        direct = ["/usr/bin/python3", SERVER]
+        upstream, arguments = "echo", {"n": 1}
+        with open(config, "w") as f:
+            f.write(f'[servers.bench]\ncommand = "/usr/bin/python3"\n'
+                    f'args = ["{SERVER}"]\nruntime = ["{HERE}"]\n')
+    else:
+        cache = os.environ.get("TOOLCAP_MCP_CACHE", os.path.expanduser("~/.cache/toolcap-mcp"))
+        modules = os.path.join(cache, "servers", "node_modules")
+        index = os.path.join(modules, "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
+        direct = ["/usr/bin/node", index, scratch]
+        upstream, arguments = "read_text_file", {"path": os.path.join(scratch, "q3.txt")}
+        with open(config, "w") as f:
+            f.write(f'[servers.bench]\ncommand = "/usr/bin/node"\nargs = ["{index}", "{scratch}"]\n'
+                    f'runtime = ["{modules}"]\n[servers.bench.reach]\nread = ["{scratch}"]\n')
     personality = os.path.join(scratch, "p.toml")
     with open(personality, "w") as f:
-        f.write('id = "bench"\ntoolset = ["mcp__bench__echo"]\n')
-    direct = ["/usr/bin/python3", SERVER]
+        f.write(f'id = "bench"\ntoolset = ["mcp__bench__{upstream}"]\n'
+                f'[fs_reach]\nread = ["{scratch}"]\n')
     guarded = [args.toolcap, "mcp", "guard", "--personality", personality, "--config", config,
                "--workdir", scratch]
+    tool = f"mcp__bench__{upstream}"
 
     rows = {"cold start": ([], []), "per call": ([], [])}
-    cold(direct, "echo"), cold(guarded, "mcp__bench__echo")  # warm-up
+    cold(direct, upstream, arguments), cold(guarded, tool, arguments)  # warm-up
     for _ in range(args.rounds):
-        rows["cold start"][0].append(cold(direct, "echo"))
-        rows["cold start"][1].append(cold(guarded, "mcp__bench__echo"))
-        rows["per call"][0].append(per_call(direct, "echo", args.calls))
-        rows["per call"][1].append(per_call(guarded, "mcp__bench__echo", args.calls))
-    print(f"{args.rounds} rounds, {args.calls} calls per per-call round, direct and guarded alternating")
+        rows["cold start"][0].append(cold(direct, upstream, arguments))
+        rows["cold start"][1].append(cold(guarded, tool, arguments))
+        rows["per call"][0].append(per_call(direct, upstream, arguments, args.calls))
+        rows["per call"][1].append(per_call(guarded, tool, arguments, args.calls))
+    print(f"{args.server}: {args.rounds} rounds, {args.calls} calls per per-call round, "
+          "direct and guarded alternating")
     for name, (a, b) in rows.items():
         ratios = [y / x for x, y in zip(a, b)]
         unit, scale = ("ms", 1e3) if name == "cold start" else ("µs", 1e6)
