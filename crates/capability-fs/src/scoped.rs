@@ -20,9 +20,30 @@ use crate::sys::{self, SysError};
 #[derive(Debug, Default)]
 pub(crate) struct RootHandles {
     open: RwLock<HashMap<PathBuf, Arc<OwnedFd>>>,
+    /// Whether a root names a file (an exact-file entry), by root; looked up once.
+    files: RwLock<HashMap<PathBuf, bool>>,
 }
 
 impl RootHandles {
+    /// Whether `root` is an exact-file entry: it exists and is not a directory (docs/semantics.md,
+    /// "Paths").
+    fn is_file(&self, root: &Path) -> bool {
+        if let Some(known) = self
+            .files
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(root)
+        {
+            return *known;
+        }
+        let file = sys::is_existing_non_directory(root);
+        self.files
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(root.to_path_buf(), file);
+        file
+    }
+
     fn get(&self, root: &Path) -> Result<Arc<OwnedFd>, SysError> {
         if let Some(fd) = self
             .open
@@ -119,6 +140,25 @@ impl ScopedFiles {
         }
     }
 
+    /// Checks `path` against the grant. An exact-file entry is then anchored at its directory:
+    /// the file becomes a name beneath a held directory handle, and every open, link check and
+    /// re-check works as for a directory root (only that exact path passes the policy).
+    fn checked(&self, path: &Path, access: FsAccess) -> Result<PathAccess, CapabilityError> {
+        let mut a = self.grant.paths.check(path, access)?;
+        if self.roots.is_file(&a.root)
+            && let (Some(parent), Some(name)) = (a.root.parent(), a.root.file_name())
+        {
+            // (`join` of an empty path would add a trailing `/`, which names a directory.)
+            a.relative = if a.relative.as_os_str().is_empty() {
+                PathBuf::from(name)
+            } else {
+                Path::new(name).join(&a.relative)
+            };
+            a.root = parent.to_path_buf();
+        }
+        Ok(a)
+    }
+
     fn root(&self, a: &PathAccess, access: FsAccess) -> Result<Arc<OwnedFd>, CapabilityError> {
         self.roots
             .get(&a.root)
@@ -188,7 +228,7 @@ impl ScopedFiles {
         access: FsAccess,
         flags: OFlags,
     ) -> Result<(PathAccess, OwnedFd), CapabilityError> {
-        let a = self.grant.paths.check(path, access)?;
+        let a = self.checked(path, access)?;
         let root = self.root(&a, access)?;
         let fd = self.open_confined(&a, &root, &a.relative, flags, access)?;
         Ok((a, fd))
@@ -201,7 +241,7 @@ impl ScopedFiles {
         path: &Path,
         access: FsAccess,
     ) -> Result<(PathAccess, OwnedFd, OsString), CapabilityError> {
-        let a = self.grant.paths.check(path, access)?;
+        let a = self.checked(path, access)?;
         let Some(name) = a.relative.file_name().map(OsStr::to_os_string) else {
             return Err(CapabilityError::invalid_input(format!(
                 "{} is a root of the tool's reach; name a path inside it",
@@ -325,7 +365,7 @@ impl ScopedFiles {
     }
 
     fn exists_blocking(&self, path: &Path) -> Result<bool, CapabilityError> {
-        let a = self.grant.paths.check(path, FsAccess::Read)?;
+        let a = self.checked(path, FsAccess::Read)?;
         let root = self.root(&a, FsAccess::Read)?;
         let fd =
             self.open_confined_if_present(&a, &root, &a.relative, OFlags::PATH, FsAccess::Read)?;
@@ -344,7 +384,7 @@ impl ScopedFiles {
     }
 
     fn mkdir_blocking(&self, path: &Path) -> Result<(), CapabilityError> {
-        let a = self.grant.paths.check(path, FsAccess::Write)?;
+        let a = self.checked(path, FsAccess::Write)?;
         let fail = sys_failure(FsAccess::Write, &a.path);
         let root = self.root(&a, FsAccess::Write)?;
         let mut prefix = PathBuf::new();
@@ -376,7 +416,7 @@ impl ScopedFiles {
     }
 
     fn metadata_blocking(&self, path: &Path) -> Result<FsMetadata, CapabilityError> {
-        let a = self.grant.paths.check(path, FsAccess::Read)?;
+        let a = self.checked(path, FsAccess::Read)?;
         if a.relative.as_os_str().is_empty() {
             let (a, fd) = self.open_checked(path, FsAccess::Read, OFlags::PATH)?;
             let st = sys::fstat(fd.as_fd()).map_err(sys_failure(FsAccess::Read, &a.path))?;

@@ -56,6 +56,14 @@ pub(crate) fn open_root(root: &Path) -> SysResult<OwnedFd> {
     )?)
 }
 
+/// Whether `path` exists and is not a directory (following symlinks in the path: it comes from
+/// the policy).
+pub(crate) fn is_existing_non_directory(path: &Path) -> bool {
+    rustix::fs::stat(path).is_ok_and(|st| {
+        rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::Directory
+    })
+}
+
 /// Opens `relative` (normalised, only normal components; empty = the root) beneath `root`.
 ///
 /// Returns the descriptor and whether a symlink inside the root was followed on the way. When

@@ -608,3 +608,83 @@ async fn a_root_swapped_for_a_symlink_after_first_use_keeps_confining() {
         "still the directory first opened"
     );
 }
+
+/// A scoped object over exactly `read` and `write` (each a file or a directory).
+fn scoped_over(read: &[&Path], write: &[&Path], config: FsConfig, wd: &Path) -> Arc<dyn ScopedFs> {
+    let list = |paths: &[&Path]| {
+        paths
+            .iter()
+            .map(|p| format!("\"{}\"", p.display()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let toml = format!(
+        "id = \"p\"\n[fs_reach]\nread = [{}]\nwrite = [{}]\n",
+        list(read),
+        list(write)
+    );
+    let policy =
+        CompiledPolicy::load(&toml, PolicyFormat::Toml, Some(Path::new("/home/nobody"))).unwrap();
+    let caps = ToolCapabilities::none()
+        .with_fs_read(FsPaths::FromPersonality)
+        .with_fs_write(FsPaths::FromPersonality);
+    let resolved = resolve("t", &caps, &policy, "s", wd);
+    FsBackend::new(config)
+        .scoped_fs(FsGrant::new(
+            "t",
+            resolved.fs.unwrap() as Arc<dyn PathPolicy>,
+        ))
+        .unwrap()
+}
+
+/// An entry that names a file reaches exactly that file (docs/semantics.md, "Paths"): its
+/// siblings, its directory and anything "below" it are refused; a write entry rewrites it.
+// guarantee: G-FS-06
+#[tokio::test]
+async fn an_exact_file_entry_reaches_that_file_only() {
+    let t = tree();
+    let docs = t.root.join("docs");
+    let a = docs.join("a.txt");
+    std::fs::write(docs.join("b.txt"), "sibling").unwrap();
+    let config_file = t.root.join("out/config.txt");
+    std::fs::write(&config_file, "old").unwrap();
+    for (mode, config) in modes() {
+        let fs = scoped_over(&[a.as_path()], &[config_file.as_path()], config, &docs);
+        assert_eq!(fs.read(&a).await.unwrap(), "inside", "{mode}");
+        assert_eq!(
+            fs.read(Path::new("a.txt")).await.unwrap(),
+            "inside",
+            "{mode}: relative"
+        );
+        assert!(fs.exists(&a).await.unwrap(), "{mode}");
+        assert_eq!(
+            fs.metadata(&a).await.unwrap().kind,
+            FileKind::File,
+            "{mode}"
+        );
+        refused(fs.read(&docs.join("b.txt")).await);
+        refused(fs.list(&docs).await);
+        // Below a file there is nothing (the system's "Not a directory", or a refusal when the
+        // component walk meets the file).
+        let below = fs.read(&a.join("x")).await.unwrap_err().to_string();
+        assert!(
+            below.contains("Not a directory") || below.starts_with("PATH_NOT_REACHABLE"),
+            "{mode}: {below}"
+        );
+        refused(fs.read(&t.outside.join("secret.txt")).await);
+        refused(fs.write(&docs.join("new.txt"), b"x").await);
+
+        assert_eq!(fs.write(&config_file, b"new").await.unwrap(), 3, "{mode}");
+        assert_eq!(std::fs::read_to_string(&config_file).unwrap(), "new");
+        refused(fs.write(&t.root.join("out/other.txt"), b"x").await);
+        assert!(!t.root.join("out/other.txt").exists());
+    }
+    // A file entry that is a symbolic link reaches where it leads, and nothing beside it.
+    let link = t.root.join("docs/link.txt");
+    std::os::unix::fs::symlink(&a, &link).unwrap();
+    for (mode, config) in modes() {
+        let fs = scoped_over(&[link.as_path()], &[], config, &docs);
+        assert_eq!(fs.read(&link).await.unwrap(), "inside", "{mode}");
+        refused(fs.read(&docs.join("b.txt")).await);
+    }
+}
