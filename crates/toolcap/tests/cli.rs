@@ -769,3 +769,48 @@ fn escalation_asks_on_the_terminal_and_is_refused_headless() {
         "v1"
     );
 }
+
+/// An exact-file entry through the command line, in process mode, in the capsule and for a
+/// confined child: that file is read; its sibling is refused by the argument gate and, with
+/// the gate off, by the kernel (docs/semantics.md, "Paths").
+// guarantee: G-FS-06
+#[test]
+fn an_exact_file_entry_reaches_that_file_for_tools_and_children() {
+    let env = Env::new();
+    std::fs::write(env.root.join("work/sibling.txt"), "sibling-canary").unwrap();
+    let notes = env.path("work/notes.md");
+    let sibling = env.path("work/sibling.txt");
+    std::fs::write(
+        env.root.join("file.toml"),
+        format!(
+            "id = \"file\"\n[fs_reach]\nread = [\"{notes}\"]\n[safety.process]\nallow = [\"cat\"]\n\
+             [constraints.run_command]\npath_gate = false\n"
+        ),
+    )
+    .unwrap();
+    let p = env.path("file.toml");
+    for mode in [&[][..], &["--capsule"][..]] {
+        let mut args = vec!["call"];
+        args.extend_from_slice(mode);
+        args.extend_from_slice(&["--personality", &p, "read_file"]);
+        let read = |path: &str| {
+            let mut a = args.clone();
+            let json = serde_json::json!({"path": path}).to_string();
+            a.push(&json);
+            stdout_json(&env.toolcap(&a))
+        };
+        assert_eq!(read(&notes)["value"], "hello notes", "{mode:?}");
+        let refused = read(&sibling);
+        assert_eq!(refused["ok"], false, "{mode:?}: {refused}");
+        assert!(!refused.to_string().contains("sibling-canary"));
+    }
+    let cat = |path: &str| {
+        let json = serde_json::json!({"binary": "cat", "args": [path]}).to_string();
+        stdout_json(&env.toolcap(&["call", "--personality", &p, "run_command", &json]))
+    };
+    let ok = cat(&notes);
+    assert_eq!(ok["value"]["stdout"], "hello notes", "{ok}");
+    let kernel = cat(&sibling);
+    assert_ne!(kernel["value"]["exit_code"], 0, "{kernel}");
+    assert!(!kernel.to_string().contains("sibling-canary"), "{kernel}");
+}
