@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use capability_sandbox::{EGRESS_PROXY_URL, SandboxPolicy};
+use capability_sandbox::SandboxPolicy;
 use capability_types::backend::{FsAccess, ProcessGrant, SandboxMode};
 use capability_types::{
     CapabilityError, DenialCode, ProcessOutput, ScopedProcess, SpawnOptions, check_binary_spec,
@@ -182,12 +182,7 @@ impl ScopedProcess for ScopedSpawner {
         env.push(("HOME".to_owned(), home.path().display().to_string()));
         if egress.is_some() {
             // The proxy is the only way out; a variable of the tool's cannot point elsewhere.
-            env.retain(|(name, _)| {
-                !PROXY_VARIABLES.contains(&name.as_str()) && !name.eq_ignore_ascii_case("no_proxy")
-            });
-            for name in PROXY_VARIABLES {
-                env.push((name.to_owned(), EGRESS_PROXY_URL.to_owned()));
-            }
+            capability_sandbox::point_at_egress_proxy(&mut env);
         }
         let cwd = plan
             .cwd
@@ -423,16 +418,6 @@ fn identified(paths: &[std::path::PathBuf]) -> Vec<(std::path::PathBuf, Option<(
 fn identify(path: &std::path::Path) -> (std::path::PathBuf, Option<(u64, u64)>) {
     (path.to_path_buf(), sys::identity(path))
 }
-
-/// The variables that point a child at its egress proxy.
-const PROXY_VARIABLES: [&str; 6] = [
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-];
 
 /// Kills the process group when dropped (a cancelled call, an error on the way).
 struct GroupGuard(u32);

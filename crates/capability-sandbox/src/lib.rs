@@ -409,6 +409,36 @@ pub const EGRESS_PROXY_PORT: u16 = 3128;
 /// What a confined child with egress sets `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` to.
 pub const EGRESS_PROXY_URL: &str = "http://127.0.0.1:3128";
 
+/// The variables that point a child at its egress proxy, in both spellings programs read.
+pub const EGRESS_PROXY_VARIABLES: [&str; 6] = [
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+];
+
+/// Points a child's environment at its egress proxy: every proxy variable (and `NO_PROXY`, in
+/// any case) the environment already had is removed, so no variable can point elsewhere, and
+/// [`EGRESS_PROXY_VARIABLES`] are set to [`EGRESS_PROXY_URL`].
+///
+/// ```
+/// let mut env = vec![("https_proxy".to_owned(), "http://elsewhere".to_owned()),
+///                    ("NO_PROXY".to_owned(), "*".to_owned())];
+/// capability_sandbox::point_at_egress_proxy(&mut env);
+/// assert!(env.iter().all(|(n, v)| n != "NO_PROXY" && v == capability_sandbox::EGRESS_PROXY_URL));
+/// assert_eq!(env.len(), 6);
+/// ```
+pub fn point_at_egress_proxy(env: &mut Vec<(String, String)>) {
+    env.retain(|(name, _)| {
+        !EGRESS_PROXY_VARIABLES.contains(&name.as_str()) && !name.eq_ignore_ascii_case("no_proxy")
+    });
+    for name in EGRESS_PROXY_VARIABLES {
+        env.push((name.to_owned(), EGRESS_PROXY_URL.to_owned()));
+    }
+}
+
 /// The host's end of a child's egress: after the spawn, [`receive`](Self::receive) yields the
 /// listening socket the child created inside its network namespace.
 #[derive(Debug)]

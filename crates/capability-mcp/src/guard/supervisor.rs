@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capability_core::ResolvedHosts;
-use capability_sandbox::{EGRESS_PROXY_URL, Launch, PreparedSandbox};
+use capability_sandbox::{Launch, PreparedSandbox};
 use capability_types::backend::{EgressFactory, EgressSession, NetworkGrant};
 use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
 use rmcp::service::{RunningService, ServiceError};
@@ -22,16 +22,6 @@ use super::config::ServerConfig;
 
 /// How long a server has to complete the MCP handshake after it starts.
 const START_WITHIN: Duration = Duration::from_secs(30);
-
-/// The environment variables that point a confined server at its egress proxy.
-const PROXY_VARIABLES: &[&str] = &[
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-];
 
 /// A guarded server and its running process, if any.
 pub(crate) struct Supervisor {
@@ -116,12 +106,7 @@ impl Supervisor {
             env.push((name, value.expose_secret().to_owned()));
         }
         if hosts.is_some() {
-            env.retain(|(n, _)| {
-                !PROXY_VARIABLES.contains(&n.as_str()) && !n.eq_ignore_ascii_case("no_proxy")
-            });
-            for var in PROXY_VARIABLES {
-                env.push(((*var).to_owned(), EGRESS_PROXY_URL.to_owned()));
-            }
+            capability_sandbox::point_at_egress_proxy(&mut env);
         }
         Self {
             name,
