@@ -229,6 +229,25 @@ impl<W: Write + Send> AuditSink for JsonLinesAuditSink<W> {
     }
 }
 
+/// How much of `tail` (the end of a JSON-lines audit file) is whole lines: its length up to and
+/// including its last newline, or `None` when it holds no newline at all.
+///
+/// A write to a file can be cut short when the writer is killed (the kernel stops between
+/// pages once `SIGKILL` is pending), which leaves a partial last line. That line's event was
+/// never acknowledged (its `record` had not returned, so the call it records did not go on),
+/// and a host trims the file to its whole lines before appending again (docs/policy.md,
+/// "Audit").
+///
+/// ```
+/// use capability_core::whole_lines_len;
+/// assert_eq!(whole_lines_len(b"{\"a\":1}\n{\"b\""), Some(8));
+/// assert_eq!(whole_lines_len(b"{\"a\":1}\n"), Some(8));
+/// assert_eq!(whole_lines_len(b"{\"tor"), None);
+/// ```
+pub fn whole_lines_len(tail: &[u8]) -> Option<usize> {
+    tail.iter().rposition(|b| *b == b'\n').map(|i| i + 1)
+}
+
 /// Keeps events in memory; for tests and for hosts that forward events themselves.
 #[derive(Debug, Default)]
 pub struct MemoryAuditSink {

@@ -44,7 +44,7 @@ pub use capability_policy::{
 
 pub use crate::audit::{
     AuditError, AuditEvent, AuditKind, AuditSink, DurableWrite, FsyncPolicy, JsonLinesAuditSink,
-    MemoryAuditSink,
+    MemoryAuditSink, whole_lines_len,
 };
 pub use crate::escalation::{
     ApprovalHandler, ApprovalRequest, EscalationSubject, mask_arguments, mask_arguments_with,

@@ -96,18 +96,44 @@ impl DurableWrite for AuditFile {
     }
 }
 
-/// An append-only JSON-lines audit file, created private to the user, synced per event.
+/// An append-only JSON-lines audit file, created private to the user, synced per event. A
+/// partial last line left by a killed writer is trimmed first.
 pub(crate) fn audit_file(path: &Path) -> Result<Arc<dyn AuditSink>, Usage> {
-    let file = OpenOptions::new()
+    let cannot =
+        |e: std::io::Error| Usage(format!("cannot open audit file {}: {e}", path.display()));
+    let mut file = OpenOptions::new()
         .create(true)
+        .read(true)
         .append(true)
         .mode(0o600)
         .open(path)
-        .map_err(|e| Usage(format!("cannot open audit file {}: {e}", path.display())))?;
+        .map_err(cannot)?;
+    trim_torn_tail(&mut file).map_err(cannot)?;
     Ok(Arc::new(JsonLinesAuditSink::with_policy(
         AuditFile(file),
         FsyncPolicy::EveryEvent,
     )))
+}
+
+/// Trims a partial last line (a write cut short by a kill) from a JSON-lines file; a file that
+/// ends in a newline, or whose last 1 MiB holds none, is left as it is.
+pub(crate) fn trim_torn_tail(file: &mut std::fs::File) -> std::io::Result<()> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    const WINDOW: u64 = 1 << 20;
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(());
+    }
+    let start = len.saturating_sub(WINDOW);
+    file.seek(SeekFrom::Start(start))?;
+    let mut tail = Vec::new();
+    file.take(WINDOW).read_to_end(&mut tail)?;
+    match capability_core::whole_lines_len(&tail) {
+        Some(whole) if whole < tail.len() => file.set_len(start + whole as u64),
+        // A file of one torn line: nothing in it was acknowledged.
+        None if start == 0 => file.set_len(0),
+        _ => Ok(()),
+    }
 }
 
 /// Logs to stderr: warnings by default (audit events go to `--audit FILE`, not here); everything,
@@ -253,4 +279,31 @@ pub(crate) fn load_guard_config(path: &Path) -> Result<capability_mcp::GuardConf
             path.display()
         ))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // guarantee: G-REG-08
+    #[test]
+    fn a_torn_last_line_is_trimmed_and_whole_files_are_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        for (before, after) in [
+            ("{\"a\":1}\n{\"b\":2}\n", "{\"a\":1}\n{\"b\":2}\n"),
+            ("{\"a\":1}\n{\"b\"", "{\"a\":1}\n"),
+            ("{\"torn", ""),
+            ("", ""),
+        ] {
+            std::fs::write(&path, before).unwrap();
+            let mut file = OpenOptions::new()
+                .read(true)
+                .append(true)
+                .open(&path)
+                .unwrap();
+            trim_torn_tail(&mut file).unwrap();
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), after, "{before:?}");
+        }
+    }
 }
