@@ -158,6 +158,29 @@ pub(crate) const PATH_ARGUMENTS: &[&str] = &[
     "uri",
 ];
 
+/// Whether a configuration may set the variable `var` for a server: a plain name, not a loader
+/// or interpreter hook, and not one the guard fixes itself (`PATH`, `HOME`, and the egress proxy
+/// variables, which always point at the proxy).
+fn settable(var: &str) -> Result<(), String> {
+    if var.is_empty() || !var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(format!("{var:?} is not a variable name"));
+    }
+    if capability_core::is_refused_env_name(var) {
+        return Err(format!(
+            "{var} steers how programs load or run and cannot be set"
+        ));
+    }
+    if capability_core::is_fixed_env_name(var)
+        || capability_sandbox::EGRESS_PROXY_VARIABLES.contains(&var)
+        || var.eq_ignore_ascii_case("no_proxy")
+    {
+        return Err(format!(
+            "{var} is set by the guard itself and cannot be set"
+        ));
+    }
+    Ok(())
+}
+
 /// A guard configuration that cannot be used, with what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuardConfigError(pub String);
@@ -227,23 +250,12 @@ impl ServerConfig {
             absolute("reach.write", path)?;
         }
         for var in self.env.keys() {
-            if var.is_empty() || !var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-                return bad(format!("env: {var:?} is not a variable name"));
-            }
-            if capability_core::is_refused_env_name(var) {
-                return bad(format!(
-                    "env: {var} steers how programs load or run and cannot be set"
-                ));
-            }
+            settable(var).or_else(|why| bad(format!("env: {why}")))?;
         }
         for (var, name) in &self.secrets {
-            if var.is_empty() || !var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-                return bad(format!("secrets: {var:?} is not a variable name"));
-            }
-            if capability_core::is_refused_env_name(var) || self.env.contains_key(var) {
-                return bad(format!(
-                    "secrets: {var} cannot be set (it steers how programs run, or env sets it too)"
-                ));
+            settable(var).or_else(|why| bad(format!("secrets: {why}")))?;
+            if self.env.contains_key(var) {
+                return bad(format!("secrets: {var} is set by env too"));
             }
             match capability_types::SecretRef::parse(name) {
                 Ok(r) if !r.is_glob() => {}
@@ -289,6 +301,18 @@ mod tests {
             (
                 "[servers.a]\ncommand = \"/bin/x\"\n[servers.a.env]\nLD_PRELOAD = \"/x.so\"\n",
                 "LD_PRELOAD",
+            ),
+            (
+                "[servers.a]\ncommand = \"/bin/x\"\n[servers.a.env]\nHOME = \"/root\"\n",
+                "HOME is set by the guard",
+            ),
+            (
+                "[servers.a]\ncommand = \"/bin/x\"\n[servers.a.env]\nhttps_proxy = \"http://x\"\n",
+                "https_proxy is set by the guard",
+            ),
+            (
+                "[servers.a]\ncommand = \"/bin/x\"\n[servers.a.secrets]\nPATH = \"P\"\n",
+                "PATH is set by the guard",
             ),
             (
                 "[servers.a]\ncommand = \"/bin/x\"\n[servers.a.limits]\ncall_timeout_seconds = 0\n",

@@ -169,5 +169,14 @@ mod tests {
                 .starts_with("HOST_NOT_ALLOWED")
         );
         assert!(check(json!({"note": "../not-a-path-argument"})).is_ok());
+        // The scheme in any case, and surrounding whitespace, are still URLs to check.
+        for url in [
+            "HTTPS://evil.example/",
+            " http://evil.example/",
+            "Http://169.254.169.254/",
+        ] {
+            let refused = check(json!({"url": url})).unwrap_err().to_string();
+            assert!(refused.starts_with("HOST_NOT_ALLOWED"), "{url}: {refused}");
+        }
     }
 }

@@ -101,8 +101,8 @@ impl ArgumentCheck {
                 // An array inherits its key: `"paths": ["a", "b"]`.
                 Value::Array(items) => stack.extend(items.iter().map(|v| (key, v))),
                 Value::String(text) => {
-                    if text.starts_with("http://") || text.starts_with("https://") {
-                        self.check_url(text)?;
+                    if is_web_url(text) {
+                        self.check_url(text.trim())?;
                     } else if key.is_some_and(|k| self.names_a_path(k))
                         && !text.is_empty()
                         && !text.starts_with('/')
@@ -191,6 +191,16 @@ impl Tool for GuardedTool {
             Err(CallFailure::Server(message)) => Err(CapabilityError::not_available(message)),
         }
     }
+}
+
+/// Whether `text` is an `http(s)` URL as a server would take it: the scheme in any case, with
+/// surrounding whitespace (`HTTPS://host`, ` http://host`).
+fn is_web_url(text: &str) -> bool {
+    text.trim_start()
+        .split_once("://")
+        .is_some_and(|(scheme, _)| {
+            scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")
+        })
 }
 
 /// An upstream result as a tool value: its text (text blocks joined by newlines; other blocks
