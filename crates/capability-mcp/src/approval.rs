@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use capability_core::{ApprovalHandler, ApprovalRequest};
+use capability_core::{ApprovalHandler, ApprovalRequest, EscalationSubject};
 use capability_types::async_trait;
 use rmcp::model::{
     BooleanSchema, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
@@ -188,11 +188,11 @@ pub(crate) fn input_request(message: String) -> InputRequest {
 
 /// What the user is shown: the tool, what needs approval, the arguments with credentials
 /// masked.
-pub(crate) fn describe(tool: &str, subjects: &[String], masked_args: &Value) -> String {
+pub(crate) fn describe(tool: &str, subjects: &[EscalationSubject], masked_args: &Value) -> String {
     let mut text = format!("toolcap: the tool {tool} asks for approval");
-    if !subjects.is_empty() {
-        text.push_str(" to reach ");
-        text.push_str(&subjects.join(", "));
+    for (i, s) in subjects.iter().enumerate() {
+        text.push_str(if i == 0 { " to reach " } else { ", " });
+        text.push_str(&format!("{} {}", s.category, s.subject));
     }
     text.push_str(&format!(". Arguments: {masked_args}"));
     text
@@ -210,12 +210,7 @@ impl ApprovalHandler for Approvals {
                 Some(Route::Elicit(peer)) => peer.clone(),
             }
         };
-        let subjects: Vec<String> = request
-            .subjects
-            .iter()
-            .map(|s| format!("{} {}", s.category, s.subject))
-            .collect();
-        let message = describe(&request.tool, &subjects, &request.arguments);
+        let message = describe(&request.tool, &request.subjects, &request.arguments);
         let answer = peer
             .create_elicitation_with_timeout(elicitation(message), Some(ANSWER_WITHIN))
             .await

@@ -147,11 +147,7 @@ impl McpSession {
         call: &ToolCall,
         subjects: &[EscalationSubject],
     ) -> InputRequiredResult {
-        let subjects: Vec<String> = subjects
-            .iter()
-            .map(|s| format!("{} {}", s.category, s.subject))
-            .collect();
-        let message = approval::describe(&call.tool, &subjects, &mask_arguments(&call.args));
+        let message = approval::describe(&call.tool, subjects, &mask_arguments(&call.args));
         let state = self.shared.approvals.issue(&call.tool, &call.args);
         let mut requests = InputRequests::new();
         requests.insert(

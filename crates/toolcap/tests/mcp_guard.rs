@@ -20,30 +20,18 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+mod support;
+
 const TOOLCAP: &str = env!("CARGO_BIN_EXE_toolcap");
 const CANARY: &str = "canary-guard-5e1d-never-relayed";
 
-/// The npm servers installed by `.ci/mcp-deps`, or `None` (skip) outside CI.
+/// The npm servers installed by `.ci/mcp-deps` (their `node_modules`), or `None` (skip)
+/// outside CI.
 fn npm_servers() -> Option<PathBuf> {
-    let cache = std::env::var_os("TOOLCAP_MCP_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/toolcap-mcp"))
-        })?;
-    let modules = cache.join("servers/node_modules");
-    if modules
-        .join("@modelcontextprotocol/server-filesystem/dist/index.js")
-        .exists()
-    {
-        return Some(modules);
-    }
-    let message = format!(
-        "the pinned MCP servers are not in {} (run `bash .ci/mcp-deps`)",
-        cache.display()
-    );
-    assert!(std::env::var_os("CI").is_none(), "{message}");
-    eprintln!("SKIPPED: {message}");
-    None
+    support::mcp_cache(&[
+        "servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+    ])
+    .map(|cache| cache.join("servers/node_modules"))
 }
 
 /// A guard session over stdio, with its answers arriving on a channel.
