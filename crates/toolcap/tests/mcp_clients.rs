@@ -606,3 +606,113 @@ fn a_thousand_calls_in_flight_stay_within_a_memory_bound() {
             .is_none()
     );
 }
+
+/// `toolcap mcp serve` over stdio, in process mode and with `--capsule`: the canary outside the
+/// reach is refused and appears nowhere in anything the server writes; a `cat` of it by a
+/// confined child (the argument gate off) is refused by the kernel.
+// guarantee: G-MCP-01
+#[test]
+fn serve_keeps_the_canary_out_in_process_mode_and_in_the_capsule() {
+    let scratch = Scratch::new();
+    let canary = scratch.path("canary.txt");
+    let w = scratch.path("work");
+    std::fs::write(
+        scratch.root.join("cat.toml"),
+        format!(
+            "id = \"cat\"\ntoolset = [\"read_file\", \"run_command\"]\n[fs_reach]\nread = [\"{w}\"]\n\
+             [safety.process]\nallow = [\"cat\"]\n[constraints.run_command]\npath_gate = false\n"
+        ),
+    )
+    .unwrap();
+    let personality = scratch.path("cat.toml");
+    for mode in [&[][..], &["--capsule"][..]] {
+        let store = scratch.path(&format!("serve-{}.redb", mode.len()));
+        let mut args = vec![
+            "mcp",
+            "serve",
+            "--personality",
+            &personality,
+            "--workdir",
+            &w,
+            "--store",
+            &store,
+        ];
+        args.extend_from_slice(mode);
+        let mut child = Command::new(TOOLCAP)
+            .args(&args)
+            .env("HOME", &scratch.root)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        for message in [
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "canary", "version": "1"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "read_file", "arguments": {"path": "notes.md"}}}),
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                "params": {"name": "read_file", "arguments": {"path": canary}}}),
+            json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                "params": {"name": "read_file", "arguments": {"path": "../canary.txt"}}}),
+            json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                "params": {"name": "run_command", "arguments": {"binary": "cat", "args": [canary]}}}),
+        ] {
+            writeln!(stdin, "{message}").unwrap();
+        }
+        let mut answers = std::collections::BTreeMap::new();
+        let mut everything = String::new();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        while answers.len() < 5 {
+            let line = lines.next().expect("an answer").unwrap();
+            everything.push_str(&line);
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if let Some(id) = message["id"].as_i64() {
+                answers.insert(id, message);
+            }
+        }
+        drop(stdin);
+        let mut rest = String::new();
+        for line in lines.map_while(Result::ok) {
+            rest.push_str(&line);
+        }
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        let _ = child.wait();
+        let text = |id: i64| {
+            answers[&id]["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert_eq!(text(2), "hello from notes\n", "{mode:?}");
+        for id in [3, 4] {
+            assert!(
+                text(id).starts_with("PATH_NOT_REACHABLE: "),
+                "{mode:?}: {}",
+                text(id)
+            );
+        }
+        assert_eq!(answers[&5]["result"]["isError"], false, "{mode:?}");
+        assert!(
+            text(5).contains("\"exit_code\":1"),
+            "{mode:?}: cat was refused by the kernel: {}",
+            text(5)
+        );
+        for output in [&everything, &rest, &stderr] {
+            assert!(
+                !output.contains("canary-7d1f3c"),
+                "{mode:?}: the canary leaked: {output}"
+            );
+        }
+    }
+}
