@@ -42,6 +42,16 @@ impl From<CapabilityError> for Refusal {
 }
 
 impl Refusal {
+    /// A refusal that is not a policy denial (`not_available`, `cancelled`): no denial code.
+    pub(super) fn without_denial(code: ErrorCode, message: String) -> Self {
+        Refusal {
+            code,
+            denial: None,
+            message,
+            kind: AuditKind::ToolDenied,
+        }
+    }
+
     fn constraint(message: String) -> Self {
         Refusal {
             code: ErrorCode::Denied,
@@ -181,11 +191,11 @@ impl DefaultToolRegistry {
     }
 
     pub(super) fn prepare(&self, name: &str, ctx: &ExecutionContext) -> Result<Ready, Refusal> {
-        let entry = self.tools.get(name).ok_or_else(|| Refusal {
-            code: ErrorCode::NotAvailable,
-            denial: None,
-            message: format!("unknown tool {}", name.escape_debug()),
-            kind: AuditKind::ToolDenied,
+        let entry = self.tools.get(name).ok_or_else(|| {
+            Refusal::without_denial(
+                ErrorCode::NotAvailable,
+                format!("unknown tool {}", name.escape_debug()),
+            )
         })?;
         if !ctx.policy.allows_tool(name) {
             let personality = ctx.policy.id().unwrap_or("<none>");

@@ -384,13 +384,10 @@ impl DefaultToolRegistry {
             Err(refusal) => return refuse(call, refusal),
         };
         if ctx.cancellation.is_cancelled() {
-            let message = admission::CANCELLED_BEFORE_START.to_owned();
-            let refusal = Refusal {
-                code: ErrorCode::Cancelled,
-                denial: None,
-                message,
-                kind: AuditKind::ToolDenied,
-            };
+            let refusal = Refusal::without_denial(
+                ErrorCode::Cancelled,
+                admission::CANCELLED_BEFORE_START.to_owned(),
+            );
             return refuse(call, refusal);
         }
         // Escalation: ask before anything runs; an approved call gets scoped objects that allow
@@ -424,13 +421,10 @@ impl DefaultToolRegistry {
             )
             .with_arguments(audited_args());
             if let Err(err) = emit(&called, sink) {
-                let message = format!("the call cannot be audited, so it does not run: {err}");
-                let refusal = Refusal {
-                    code: ErrorCode::NotAvailable,
-                    denial: None,
-                    message,
-                    kind: AuditKind::ToolDenied,
-                };
+                let refusal = Refusal::without_denial(
+                    ErrorCode::NotAvailable,
+                    format!("the call cannot be audited, so it does not run: {err}"),
+                );
                 return refuse(call, refusal);
             }
         }
