@@ -8,7 +8,7 @@
 use std::ffi::OsStr;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -96,6 +96,14 @@ pub(crate) fn open_beneath(
                 let beneath = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
                 match openat2_retrying(root, target, flags, beneath) {
                     Ok(fd) => return Ok((fd, true)),
+                    // An absolute link on the way (or one that climbs out): follow it only if
+                    // it leads back beneath this root.
+                    Err(rustix::io::Errno::XDEV) => {
+                        let rewritten = without_absolute_links(root, target, flags)?;
+                        return openat2_retrying(root, &rewritten, flags, strict)
+                            .map(|fd| (fd, true))
+                            .map_err(SysError::from);
+                    }
                     Err(rustix::io::Errno::NOSYS) => NO_OPENAT2.store(true, Ordering::Relaxed),
                     Err(e) => return Err(e.into()),
                 }
@@ -105,6 +113,82 @@ pub(crate) fn open_beneath(
         }
     }
     walk_beneath(root, relative, flags).map(|fd| (fd, false))
+}
+
+/// How many symbolic links one lookup may follow, as the kernel's own limit.
+const MAX_LINKS: usize = 40;
+
+/// `relative` with every symbolic link on the way replaced by what it says, as a path beneath
+/// `root` that contains no link (docs/policy.md, "Symbolic links inside the reach").
+///
+/// `RESOLVE_BENEATH` refuses an absolute link outright, even one whose target lies inside the
+/// root. This walk reads each link and keeps going only while every target stays beneath the
+/// root: an absolute target is taken relative to the root's real path (and must be inside it),
+/// a `..` may not climb above the root. The caller opens the result with `RESOLVE_NO_SYMLINKS`,
+/// so the kernel still has the last word: a component swapped for a link after this walk read
+/// it fails that open rather than redirecting it. The final component is left alone when
+/// `flags` has `O_NOFOLLOW`.
+fn without_absolute_links(
+    root: BorrowedFd<'_>,
+    relative: &Path,
+    flags: OFlags,
+) -> SysResult<PathBuf> {
+    let root_real = real_path(root)?;
+    let mut pending: std::collections::VecDeque<std::ffi::OsString> =
+        relative.iter().map(OsStr::to_os_string).collect();
+    let mut resolved = PathBuf::new();
+    let mut links = 0;
+    while let Some(name) = pending.pop_front() {
+        match Path::new(&name).components().next() {
+            Some(Component::CurDir) | None => continue,
+            Some(Component::ParentDir) => {
+                if !resolved.pop() {
+                    return Err(SysError::Escape);
+                }
+                continue;
+            }
+            _ => {}
+        }
+        let candidate = resolved.join(&name);
+        if pending.is_empty() && flags.contains(OFlags::NOFOLLOW) {
+            resolved = candidate;
+            break;
+        }
+        let here: &Path = if candidate.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            &candidate
+        };
+        let target = match rustix::fs::readlinkat(root, here, Vec::new()) {
+            Ok(target) => PathBuf::from(std::ffi::OsString::from_vec(target.into_bytes())),
+            // Not a link (EINVAL), or missing: the open that follows says which.
+            Err(_) => {
+                resolved = candidate;
+                continue;
+            }
+        };
+        links += 1;
+        if links > MAX_LINKS {
+            return Err(SysError::Escape);
+        }
+        let rest = if target.is_absolute() {
+            resolved = PathBuf::new();
+            target
+                .strip_prefix(&root_real)
+                .map_err(|_| SysError::Escape)?
+                .to_path_buf()
+        } else {
+            target
+        };
+        for part in rest.iter().rev() {
+            pending.push_front(part.to_os_string());
+        }
+    }
+    Ok(if resolved.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        resolved
+    })
 }
 
 /// `openat2`, retried a few times on `EAGAIN` (a rename racing the lookup).
@@ -379,6 +463,8 @@ mod tests {
         std::os::unix::fs::symlink("../outside.txt", root.join("rel")).unwrap();
         std::os::unix::fs::symlink(&dir, root.join("dirlink")).unwrap();
         std::os::unix::fs::symlink("sub/in.txt", root.join("inner")).unwrap();
+        std::os::unix::fs::symlink(root.join("sub/in.txt"), root.join("abs-inner")).unwrap();
+        std::os::unix::fs::symlink(root.join("sub/../.."), root.join("abs-climb")).unwrap();
         let fd = open_root(&root).unwrap();
         for walk in [false, true] {
             for escape in ["abs", "rel", "dirlink/outside.txt"] {
@@ -391,12 +477,21 @@ mod tests {
             assert!(
                 open_beneath(fd.as_fd(), Path::new("sub/in.txt"), OFlags::RDONLY, walk).is_ok()
             );
-            let inner = open_beneath(fd.as_fd(), Path::new("inner"), OFlags::RDONLY, walk);
-            assert_eq!(
-                inner.is_ok(),
-                !walk,
-                "a symlink inside the root: followed by openat2, refused by the walk"
+            for inside in ["inner", "abs-inner"] {
+                let r = open_beneath(fd.as_fd(), Path::new(inside), OFlags::RDONLY, walk);
+                assert_eq!(
+                    r.is_ok(),
+                    !walk,
+                    "{inside}: a link into the root: followed by openat2, refused by the walk"
+                );
+            }
+            let r = open_beneath(
+                fd.as_fd(),
+                Path::new("abs-climb/outside.txt"),
+                OFlags::RDONLY,
+                walk,
             );
+            assert!(matches!(r, Err(SysError::Escape)), "walk={walk}: {r:?}");
         }
         // Magic links: /proc/self/root leads to the real root, whatever the policy.
         let proc = open_root(Path::new("/proc")).unwrap();

@@ -179,6 +179,84 @@ async fn symlinks_leading_out_are_refused_by_the_kernel() {
     }
 }
 
+// guarantee: G-FS-07
+/// docs/policy.md, "Symbolic links inside the reach": an absolute link is followed when its
+/// target is inside the same root (re-resolved beneath the held root handle, then checked
+/// again where it lands), and refused when the target is outside the reach, in a denied
+/// place, or in another root of the reach. The walk refuses every link.
+#[tokio::test]
+async fn absolute_symlinks_are_followed_only_when_they_lead_inside_their_root() {
+    let t = tree();
+    let docs = t.root.join("docs");
+    std::fs::create_dir_all(t.root.join("out/deep")).unwrap();
+    std::fs::write(t.root.join("out/deep/b.txt"), "deep").unwrap();
+    let base = t.root.parent().unwrap().to_path_buf();
+    let link =
+        |target: &Path, name: &str| std::os::unix::fs::symlink(target, docs.join(name)).unwrap();
+    link(&docs.join("a.txt"), "abs-in-file");
+    link(&t.root.join("out/deep"), "abs-in-dir");
+    link(&docs.join("abs-in-file"), "abs-chain");
+    link(&t.root.join("out/deep/../deep/b.txt"), "abs-in-dotdot");
+    link(&t.outside.join("secret.txt"), "abs-out-file");
+    link(&t.root.join("private/key"), "abs-denied");
+    link(&base.join("uploads/x"), "abs-other-root");
+    link(
+        &t.root.join("docs/../../outside/secret.txt"),
+        "abs-climbs-out",
+    );
+    link(&docs.join("loop-b"), "loop-a");
+    link(&docs.join("loop-a"), "loop-b");
+    std::os::unix::fs::symlink(t.root.join("out/deep/b.txt"), t.root.join("out/abs-link")).unwrap();
+    let uploads = format!(", \"{}\"", base.join("uploads").display());
+    for (mode, config) in modes() {
+        let fs = scoped(&t, config, &uploads);
+        let walk = mode.contains("walk");
+        for (name, content) in [
+            ("abs-in-file", "inside"),
+            ("abs-in-dir/b.txt", "deep"),
+            ("abs-chain", "inside"),
+            ("abs-in-dotdot", "deep"),
+        ] {
+            let read = fs.read(Path::new(name)).await;
+            if walk {
+                refused(read);
+            } else {
+                assert_eq!(read.unwrap(), content, "{mode}: {name}");
+            }
+        }
+        if !walk {
+            let names: Vec<_> = fs
+                .list(Path::new("abs-in-dir"))
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|e| e.name)
+                .collect();
+            assert_eq!(names, ["b.txt"]);
+            assert!(fs.exists(Path::new("abs-in-file")).await.unwrap());
+        }
+        for name in [
+            "abs-out-file",
+            "abs-denied",
+            "abs-other-root",
+            "abs-climbs-out",
+            "loop-a",
+        ] {
+            assert_eq!(
+                refused(fs.read(Path::new(name)).await),
+                format!("read not permitted for {}", docs.join(name).display()),
+                "{mode}: {name}"
+            );
+        }
+        // A write never goes through a final link, even one that leads inside the root.
+        refused(fs.write(&t.root.join("out/abs-link"), b"x").await);
+        assert_eq!(
+            std::fs::read_to_string(t.root.join("out/deep/b.txt")).unwrap(),
+            "deep"
+        );
+    }
+}
+
 #[tokio::test]
 async fn symlinks_inside_the_root_work_with_openat2_and_are_refused_by_the_walk() {
     let t = tree();
