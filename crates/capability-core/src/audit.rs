@@ -64,6 +64,10 @@ pub struct AuditEvent {
     /// call's arguments with credential-like and configured sensitive keys masked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<serde_json::Value>,
+    /// The per-call tool filter the call was made under, if any (docs/policy.md, "Per-call
+    /// tool filters").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_filter: Option<crate::ToolFilter>,
 }
 
 impl AuditEvent {
@@ -90,7 +94,13 @@ impl AuditEvent {
             reason: None,
             duration_us: None,
             arguments: None,
+            tool_filter: None,
         }
+    }
+
+    pub(crate) fn with_tool_filter(mut self, filter: Option<&crate::ToolFilter>) -> Self {
+        self.tool_filter = filter.cloned();
+        self
     }
 
     pub(crate) fn with_arguments(mut self, arguments: Option<serde_json::Value>) -> Self {

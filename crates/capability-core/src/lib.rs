@@ -26,6 +26,7 @@
 
 pub mod audit;
 mod escalation;
+mod filter;
 mod isolation;
 pub mod manifest;
 pub mod matching;
@@ -49,6 +50,7 @@ pub use crate::audit::{
 pub use crate::escalation::{
     ApprovalHandler, ApprovalRequest, EscalationSubject, mask_arguments, mask_arguments_with,
 };
+pub use crate::filter::{ToolFilter, ToolFilterError};
 pub use crate::isolation::{IsolationKey, IsolationSelection, ToolIsolation};
 pub use crate::manifest::{Manifest, Widening, WideningCode, build_manifest, diff};
 pub use crate::policy::{CompiledPolicy, EXEC_OPTIONS};

@@ -68,13 +68,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use capability_core::{CompiledPolicy, DefaultToolRegistry};
+use capability_core::{CompiledPolicy, DefaultToolRegistry, ToolFilter};
 use rmcp::ServiceExt as _;
 
 pub use crate::guard::{Guard, GuardConfig, GuardConfigError, Limits, Reach, ServerConfig};
 pub use crate::http::{HttpError, HttpOptions, HttpServer, MAX_REQUEST_BYTES, RemoteAccess};
 pub use crate::listing::tool_annotations;
-pub use crate::session::McpSession;
+pub use crate::session::{FILTER_META_KEY, McpSession};
 
 use crate::approval::Approvals;
 
@@ -85,13 +85,24 @@ use crate::approval::Approvals;
 #[derive(Clone)]
 pub struct McpServer {
     shared: Arc<Shared>,
+    offer: Arc<Offer>,
+}
+
+/// What a server offers its sessions: the tools `tools/list` answers and the tool filter every
+/// call runs under. Kept apart from [`Shared`] so narrowing a server never depends on whether a
+/// session already holds the rest.
+pub(crate) struct Offer {
+    /// What `tools/list` answers, computed when the offer changes.
+    pub(crate) tools: Vec<rmcp::model::Tool>,
+    /// The server-wide filter (`--allowed-tools`, …), if any.
+    pub(crate) filter: Option<ToolFilter>,
 }
 
 impl std::fmt::Debug for McpServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("McpServer")
             .field("personality", &self.shared.policy.id())
-            .field("tools", &self.shared.tools.len())
+            .field("tools", &self.offer.tools.len())
             .finish_non_exhaustive()
     }
 }
@@ -100,8 +111,6 @@ struct Shared {
     registry: DefaultToolRegistry,
     policy: Arc<CompiledPolicy>,
     working_dir: Arc<Path>,
-    /// What `tools/list` answers, computed once.
-    tools: Vec<rmcp::model::Tool>,
     approvals: Arc<Approvals>,
     /// Whether the personality has `[escalate]` rules (else no call is ever asked about).
     escalates: bool,
@@ -138,14 +147,40 @@ impl McpServer {
                 registry,
                 policy,
                 working_dir: Arc::from(working_dir.as_ref()),
-                tools,
                 approvals,
                 escalates,
                 epoch: format!("mcp-{epoch:x}"),
                 sessions: AtomicU64::new(0),
                 progress_interval: Duration::from_secs(1),
             }),
+            offer: Arc::new(Offer {
+                tools,
+                filter: None,
+            }),
         }
+    }
+
+    /// Narrows what this server offers by `filter` (docs/policy.md, "Per-call tool filters"):
+    /// `tools/list` leaves out what the filter leaves out, and every call runs under it (a
+    /// call of a filtered tool is refused with `TOOL_FILTERED_OUT`). A server that already has
+    /// a filter keeps it: a tool must pass both. Sessions started before keep what they had.
+    pub fn with_tool_filter(mut self, filter: ToolFilter) -> Self {
+        let filter = match &self.offer.filter {
+            Some(earlier) => earlier.and(&filter),
+            None => filter,
+        };
+        let tools = self
+            .offer
+            .tools
+            .iter()
+            .filter(|t| filter.allows(&t.name).is_ok())
+            .cloned()
+            .collect();
+        self.offer = Arc::new(Offer {
+            tools,
+            filter: Some(filter),
+        });
+        self
     }
 
     /// How often a running call with a progress token reports progress (default one second).
@@ -158,7 +193,7 @@ impl McpServer {
 
     /// The tools a client sees in `tools/list`.
     pub fn tools(&self) -> &[rmcp::model::Tool] {
-        &self.shared.tools
+        &self.offer.tools
     }
 
     /// A handler for one connection, with a session id of its own.
@@ -166,6 +201,7 @@ impl McpServer {
         let n = self.shared.sessions.fetch_add(1, Ordering::Relaxed);
         McpSession::new(
             Arc::clone(&self.shared),
+            Arc::clone(&self.offer),
             format!("{}-{n}", self.shared.epoch),
         )
     }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use capability_core::{
     Admission, EscalationSubject, ExecutionContext, Invocation, ToolCall, ToolCallResult,
-    mask_arguments,
+    ToolFilter, mask_arguments,
 };
 use capability_types::{CancellationToken, ErrorCode, ToolResult};
 use rmcp::model::{
@@ -18,14 +18,19 @@ use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 
-use crate::Shared;
 use crate::approval::{self, Route};
+use crate::{Offer, Shared};
+
+/// The request `_meta` entry in which a client narrows one call's toolset (docs/mcp.md,
+/// "Per-call tool filters"): Ethos's filter shape.
+pub const FILTER_META_KEY: &str = "toolcap/toolFilter";
 
 /// The handler of one MCP connection: its own session id (in every audit event of its calls),
 /// its own invocation (`max_invocations` counts per session), the server's registry and policy.
 #[derive(Clone)]
 pub struct McpSession {
     shared: Arc<Shared>,
+    offer: Arc<Offer>,
     id: Arc<str>,
     invocation: Arc<Invocation>,
     calls: Arc<AtomicU64>,
@@ -40,9 +45,10 @@ impl std::fmt::Debug for McpSession {
 }
 
 impl McpSession {
-    pub(crate) fn new(shared: Arc<Shared>, id: String) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, offer: Arc<Offer>, id: String) -> Self {
         Self {
             shared,
+            offer,
             id: Arc::from(id),
             invocation: Invocation::new(),
             calls: Arc::new(AtomicU64::new(0)),
@@ -62,6 +68,7 @@ impl McpSession {
             cancellation: CancellationToken::new(),
             call_timeout: None,
             invocation: Arc::clone(&self.invocation),
+            tool_filter: None,
         }
     }
 
@@ -76,6 +83,7 @@ impl McpSession {
             arguments,
             input_responses,
             request_state,
+            meta,
             ..
         } = request;
         let name = name.as_ref();
@@ -88,7 +96,18 @@ impl McpSession {
         let args = Value::Object(arguments.unwrap_or_default());
         let n = self.calls.fetch_add(1, Ordering::Relaxed);
         let call = ToolCall::new(format!("{}/{n}", self.id), name, args);
-        let ctx = self.context();
+        let mut ctx = self.context();
+        if let Some(filter) = &self.offer.filter {
+            ctx = ctx.with_tool_filter(filter.clone());
+        }
+        // The caller's own narrowing for this call, in the request's `_meta`.
+        let own = meta.as_ref().and_then(|m| m.get(FILTER_META_KEY));
+        if let Some(value) = own.or_else(|| context.meta.get(FILTER_META_KEY)) {
+            let filter = ToolFilter::from_value(value).map_err(|e| {
+                ErrorData::invalid_params(format!("_meta {FILTER_META_KEY:?}: {e}"), None)
+            })?;
+            ctx = ctx.with_tool_filter(filter);
+        }
         let stateless = context
             .protocol_version()
             .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
@@ -261,7 +280,7 @@ impl ServerHandler for McpSession {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.shared.tools.clone()))
+        Ok(ListToolsResult::with_all_items(self.offer.tools.clone()))
     }
 
     async fn call_tool(

@@ -33,6 +33,8 @@ pub enum DenialCode {
     EnvNotAllowed,
     /// A tool outside the personality's toolset.
     ToolNotInToolset,
+    /// A tool left out by a per-call tool filter (`allowedTools`, `allowedMcpServers`, …).
+    ToolFilteredOut,
     /// An invocation constraint (`max_invocations`, `only_after`, `forbidden`).
     ConstraintNotMet,
     /// A call that needs approval was not approved (denied, no handler, handler error, timeout).
@@ -50,6 +52,7 @@ impl DenialCode {
             DenialCode::ArgsNotAllowed => "ARGS_NOT_ALLOWED",
             DenialCode::EnvNotAllowed => "ENV_NOT_ALLOWED",
             DenialCode::ToolNotInToolset => "TOOL_NOT_IN_TOOLSET",
+            DenialCode::ToolFilteredOut => "TOOL_FILTERED_OUT",
             DenialCode::ConstraintNotMet => "CONSTRAINT_NOT_MET",
             DenialCode::EscalationRefused => "ESCALATION_REFUSED",
         }

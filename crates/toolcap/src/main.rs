@@ -11,6 +11,7 @@
 
 mod approve;
 mod demo;
+mod filter;
 mod host;
 mod mcp;
 
@@ -96,6 +97,8 @@ enum Command {
         /// hosts, secrets, children and state only by asking this process, which checks again.
         #[arg(long)]
         capsule: bool,
+        #[command(flatten)]
+        filter: filter::FilterArgs,
         /// read_file, write_file, list_dir, fetch_url, run_command, kv_get, kv_set, kv_delete or kv_list.
         tool: String,
         /// The arguments as a JSON object, e.g. '{"path": "notes.md"}'.
@@ -252,10 +255,12 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
             audit,
             ask,
             capsule,
+            filter,
             tool,
             args_json,
         } => {
             known_tool(&tool)?;
+            let filter = filter.filter()?;
             let policy = Arc::new(host::load_policy(&personality)?);
             let args = parse_args(&args_json)?;
             let workdir = host::workdir(workdir)?;
@@ -282,7 +287,10 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
                     } else {
                         registry
                     };
-                    let ctx = ExecutionContext::new(session, policy, workdir);
+                    let mut ctx = ExecutionContext::new(session, policy, workdir);
+                    if let Some(filter) = filter {
+                        ctx = ctx.with_tool_filter(filter);
+                    }
                     registry
                         .execute(ToolCall::new("cli-1", tool, args), &ctx)
                         .await

@@ -12,6 +12,7 @@ use capability_tools::{StandardConfig, Store, standard_registry};
 use clap::{Subcommand, ValueEnum};
 use serde_json::{Map, Value, json};
 
+use crate::filter::FilterArgs;
 use crate::{Usage, errln, host, outln};
 
 /// `toolcap mcp ...`.
@@ -54,6 +55,8 @@ pub(crate) enum McpCommand {
         /// repeatable.
         #[arg(long = "public-host", value_name = "NAME", requires = "allow_remote")]
         public_hosts: Vec<String>,
+        #[command(flatten)]
+        filter: FilterArgs,
     },
     /// Start the MCP servers of a guard configuration confined by the personality, and serve
     /// their tools (as mcp__SERVER__TOOL) to an MCP client: every call checked, audited and
@@ -74,6 +77,8 @@ pub(crate) enum McpCommand {
         /// Serve Streamable HTTP on this loopback address instead of stdio.
         #[arg(long, value_name = "ADDR")]
         http: Option<SocketAddr>,
+        #[command(flatten)]
+        filter: FilterArgs,
     },
     /// Print the configuration an MCP client needs to start `toolcap mcp serve`, or merge it
     /// into the client's configuration file with --write (other servers are kept).
@@ -132,7 +137,9 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
             token_file,
             token_env,
             public_hosts,
+            filter,
         } => {
+            let filter = filter.filter()?;
             let policy = Arc::new(host::load_policy(&personality)?);
             let workdir = host::workdir(workdir)?;
             let store = match store {
@@ -153,6 +160,10 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
                 registry
             };
             let server = McpServer::new(registry, policy, &workdir);
+            let server = match filter {
+                Some(f) => server.with_tool_filter(f),
+                None => server,
+            };
             match http {
                 None => {
                     server.serve_stdio().await.map_err(Usage::from)?;
@@ -190,7 +201,9 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
             workdir,
             audit,
             http,
+            filter,
         } => {
+            let filter = filter.filter()?;
             let policy = Arc::new(host::load_policy(&personality)?);
             let config = host::load_guard_config(&config)?;
             let workdir = host::workdir(workdir)?;
@@ -207,7 +220,9 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
             guard.register_into(&mut registry).map_err(Usage::from)?;
             let offered: Vec<&str> = guard
                 .tool_names()
-                .filter(|t| policy.allows_tool(t))
+                .filter(|t| {
+                    policy.allows_tool(t) && filter.as_ref().is_none_or(|f| f.allows(t).is_ok())
+                })
                 .collect();
             if offered.is_empty() {
                 return Err(Usage(format!(
@@ -215,7 +230,7 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
                     if guard.tool_names().next().is_none() {
                         "no server started"
                     } else {
-                        "none of the servers' tools is in the toolset"
+                        "none of the servers' tools is in the toolset (and passes --allowed-*)"
                     }
                 )));
             }
@@ -229,6 +244,10 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
                 None => registry,
             };
             let server = McpServer::new(registry, policy, &workdir);
+            let server = match filter {
+                Some(f) => server.with_tool_filter(f),
+                None => server,
+            };
             match http {
                 None => server.serve_stdio().await.map_err(Usage::from)?,
                 Some(bind) => {

@@ -814,3 +814,65 @@ fn an_exact_file_entry_reaches_that_file_for_tools_and_children() {
     assert_ne!(kernel["value"]["exit_code"], 0, "{kernel}");
     assert!(!kernel.to_string().contains("sibling-canary"), "{kernel}");
 }
+
+// guarantee: G-REG-12
+#[test]
+fn call_with_a_tool_filter_refuses_what_it_leaves_out_and_audits_it() {
+    let env = Env::new();
+    let p = env.path("p.toml");
+    let audit = env.path("audit.jsonl");
+    let filtered = env.toolcap(&[
+        "call",
+        "--personality",
+        &p,
+        "--audit",
+        &audit,
+        "--allowed-tools",
+        "list_*,write_*",
+        "read_file",
+        r#"{"path": "notes.md"}"#,
+    ]);
+    assert_eq!(code(&filtered), 1, "{}", stderr(&filtered));
+    assert_eq!(
+        stdout_json(&filtered),
+        serde_json::json!({"ok": false, "code": "denied",
+            "error": "TOOL_FILTERED_OUT: read_file is not matched by allowedTools [\"list_*\", \"write_*\"]"})
+    );
+    let record = std::fs::read_to_string(&audit).unwrap();
+    assert!(
+        record.contains(r#""denial_code":"TOOL_FILTERED_OUT""#)
+            && record.contains(r#""tool_filter":[{"allowedTools":["list_*","write_*"]}]"#),
+        "{record}"
+    );
+    let allowed = env.toolcap(&[
+        "call",
+        "--personality",
+        &p,
+        "--allowed-tools",
+        "read_*",
+        "read_file",
+        r#"{"path": "notes.md"}"#,
+    ]);
+    assert_eq!(code(&allowed), 0, "{}", stderr(&allowed));
+    // Hostile flags: a usage error (exit 2, one line), never a filter that lets all through.
+    for flags in [
+        &["--allowed-tools", "read file"][..],
+        &["--allowed-tools", ""],
+        &["--allowed-mcp-tools", "github"],
+        &["--allowed-mcp-tools", "bad server=x"],
+        &["--allowed-mcp-servers", "a/b"],
+    ] {
+        let mut args = vec!["call", "--personality", &p];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["read_file", r#"{"path": "notes.md"}"#]);
+        let out = env.toolcap(&args);
+        assert_eq!(code(&out), 2, "{flags:?}: {}", stderr(&out));
+        assert!(out.stdout.is_empty(), "{flags:?}");
+        assert_eq!(
+            stderr(&out).trim().lines().count(),
+            1,
+            "{flags:?}: {}",
+            stderr(&out)
+        );
+    }
+}

@@ -716,3 +716,81 @@ fn serve_keeps_the_canary_out_in_process_mode_and_in_the_capsule() {
         }
     }
 }
+
+// guarantee: G-MCP-09
+/// `toolcap mcp serve --allowed-tools`, over stdio as a client starts it: the listing and the
+/// calls are narrowed; a bad pattern stops the server before it serves anything.
+#[test]
+fn serve_with_a_tool_filter_lists_and_runs_only_what_it_keeps() {
+    let scratch = Scratch::new();
+    let p = scratch.path("p.toml");
+    let mut child = Command::new(TOOLCAP)
+        .args([
+            "mcp",
+            "serve",
+            "--personality",
+            &p,
+            "--allowed-tools",
+            "read_*,kv_get",
+        ])
+        .env("HOME", &scratch.root)
+        .env("XDG_DATA_HOME", scratch.root.join("data"))
+        .current_dir(scratch.root.join("work"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "desktop", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "write_file", "arguments": {"path": "w.md", "content": "x"}}}),
+    ] {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    let mut answers = std::collections::BTreeMap::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let message: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if let Some(id) = message["id"].as_i64() {
+            answers.insert(id, message);
+        }
+        if answers.contains_key(&2) && answers.contains_key(&3) {
+            break;
+        }
+    }
+    drop(stdin);
+    let _ = child.wait();
+    let names: Vec<&str> = answers[&2]["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{answers:?}"))
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["kv_get", "read_file"]);
+    let refused = &answers[&3]["result"];
+    assert_eq!(refused["isError"], true);
+    assert!(
+        refused["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("TOOL_FILTERED_OUT: write_file"),
+        "{refused}"
+    );
+    assert!(!scratch.root.join("work/w.md").exists());
+
+    let bad = scratch.toolcap(&[
+        "mcp",
+        "serve",
+        "--personality",
+        &p,
+        "--allowed-tools",
+        "a b",
+    ]);
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("allowedTools[0]"));
+}

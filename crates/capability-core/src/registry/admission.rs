@@ -10,7 +10,7 @@ use capability_types::{
 };
 use serde_json::Value;
 
-use crate::audit::{AuditEvent, AuditKind, emit};
+use crate::audit::{AuditKind, emit};
 use crate::escalation::{self, ApprovalRequest, EscalationSubject, mask_arguments_with};
 use crate::matching::host::HostPattern;
 use crate::resolve::{Declaration, Plan, ResolvedCapabilities, ResolvedPaths, ScopedObjects};
@@ -205,6 +205,11 @@ impl DefaultToolRegistry {
             )
             .into());
         }
+        if let Some(filter) = &ctx.tool_filter
+            && let Err(why) = filter.allows(name)
+        {
+            return Err(CapabilityError::denied(DenialCode::ToolFilteredOut, why).into());
+        }
         if !entry.tool.is_available() {
             return Err(CapabilityError::not_available(format!(
                 "tool {name} is not available here"
@@ -314,8 +319,7 @@ impl DefaultToolRegistry {
             .map(|s| format!("{} {}", s.category, s.subject))
             .collect::<Vec<_>>()
             .join(", ");
-        let event =
-            |kind| AuditEvent::new(kind, &ctx.session_id, personality, &call.id, &call.tool);
+        let event = |kind| super::call_event(kind, ctx, &call.id, &call.tool);
         let refusal = |why: String| Refusal {
             code: ErrorCode::Denied,
             denial: Some(DenialCode::EscalationRefused),

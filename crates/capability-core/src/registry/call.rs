@@ -9,6 +9,7 @@ use std::time::Duration;
 use capability_types::{CancellationToken, ToolResult};
 use serde_json::Value;
 
+use crate::filter::ToolFilter;
 use crate::policy::CompiledPolicy;
 
 /// One call in a batch.
@@ -62,6 +63,9 @@ pub struct ExecutionContext {
     /// The invocation of the agent loop these batches belong to: what has run and completed,
     /// for `max_invocations` and `only_after`. Fresh for each new context.
     pub invocation: Arc<Invocation>,
+    /// The per-call tool filter of this batch, if the framework passed one
+    /// ([`with_tool_filter`](Self::with_tool_filter)).
+    pub tool_filter: Option<Arc<ToolFilter>>,
 }
 
 /// What one invocation of the agent loop has done so far: how often each tool was dispatched,
@@ -174,6 +178,7 @@ impl ExecutionContext {
             cancellation: CancellationToken::new(),
             call_timeout: None,
             invocation: Invocation::new(),
+            tool_filter: None,
         }
     }
 
@@ -198,6 +203,20 @@ impl ExecutionContext {
         let mut ctx = self.clone();
         ctx.policy = Arc::new(self.policy.narrow(narrowing)?);
         Ok(ctx)
+    }
+
+    /// The same invocation with `filter` narrowing the toolset further (docs/policy.md,
+    /// "Per-call tool filters"). A context that already has a filter keeps it: a tool must pass
+    /// both, so a filter can never widen what an earlier one left out. A tool the filter leaves
+    /// out is refused with `TOOL_FILTERED_OUT`, and every audit event of the batch names the
+    /// filter.
+    pub fn with_tool_filter(mut self, filter: ToolFilter) -> Self {
+        let filter = match &self.tool_filter {
+            Some(earlier) => earlier.and(&filter),
+            None => filter,
+        };
+        self.tool_filter = Some(Arc::new(filter));
+        self
     }
 
     /// Uses `token` for cancellation.

@@ -313,6 +313,18 @@ impl DefaultToolRegistry {
     }
 }
 
+/// An audit event about one call of a batch under `ctx`: its session, personality and tool
+/// filter filled in.
+pub(super) fn call_event(
+    kind: AuditKind,
+    ctx: &ExecutionContext,
+    call_id: &str,
+    tool: &str,
+) -> AuditEvent {
+    AuditEvent::new(kind, &ctx.session_id, ctx.policy.id(), call_id, tool)
+        .with_tool_filter(ctx.tool_filter.as_deref())
+}
+
 /// Where a call's `execute` runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Placement {
@@ -354,20 +366,14 @@ impl DefaultToolRegistry {
         };
         let refuse = |call: ToolCall, refusal: Refusal| {
             if self.audited(tracing::Level::WARN) {
-                let e = AuditEvent::new(
-                    refusal.kind,
-                    &ctx.session_id,
-                    personality,
-                    &call.id,
-                    &call.tool,
-                )
-                .with_outcome(Some(refusal.code), refusal.denial)
-                .with_reason(refusal.message.clone())
-                .with_arguments(
-                    self.config
-                        .audit_arguments
-                        .then(|| mask_arguments_with(&call.args, &self.config.sensitive_keys)),
-                );
+                let e = call_event(refusal.kind, ctx, &call.id, &call.tool)
+                    .with_outcome(Some(refusal.code), refusal.denial)
+                    .with_reason(refusal.message.clone())
+                    .with_arguments(
+                        self.config
+                            .audit_arguments
+                            .then(|| mask_arguments_with(&call.args, &self.config.sensitive_keys)),
+                    );
                 if let Err(err) = emit(&e, sink) {
                     tracing::error!(target: "toolcap::audit", error = %err, "could not record a denial");
                 }
@@ -412,14 +418,8 @@ impl DefaultToolRegistry {
         // Asked once: whether `ToolCalled` and `ToolCompleted` go anywhere.
         let audit_info = self.audited(tracing::Level::INFO);
         if audit_info {
-            let called = AuditEvent::new(
-                AuditKind::ToolCalled,
-                &ctx.session_id,
-                personality,
-                &call.id,
-                &call.tool,
-            )
-            .with_arguments(audited_args());
+            let called = call_event(AuditKind::ToolCalled, ctx, &call.id, &call.tool)
+                .with_arguments(audited_args());
             if let Err(err) = emit(&called, sink) {
                 let refusal = Refusal::without_denial(
                     ErrorCode::NotAvailable,
@@ -516,21 +516,15 @@ impl DefaultToolRegistry {
             Ok(value)
         });
         if let Some(exec_started) = exec_started {
-            let completed = AuditEvent::new(
-                AuditKind::ToolCompleted,
-                &ctx.session_id,
-                personality,
-                &call_id,
-                &tool_name,
-            )
-            .with_outcome(
-                outcome.as_ref().err().map(CapabilityError::result_code),
-                outcome
-                    .as_ref()
-                    .err()
-                    .and_then(CapabilityError::denial_code),
-            )
-            .with_duration(exec_started.elapsed());
+            let completed = call_event(AuditKind::ToolCompleted, ctx, &call_id, &tool_name)
+                .with_outcome(
+                    outcome.as_ref().err().map(CapabilityError::result_code),
+                    outcome
+                        .as_ref()
+                        .err()
+                        .and_then(CapabilityError::denial_code),
+                )
+                .with_duration(exec_started.elapsed());
             if let Err(err) = emit(&completed, sink) {
                 tracing::error!(target: "toolcap::audit", error = %err, "could not record a completion");
             }
