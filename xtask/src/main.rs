@@ -7,7 +7,6 @@
 )]
 
 mod bench;
-mod declared;
 mod fuzz;
 mod guarantees;
 mod lint;

@@ -15,7 +15,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use crate::lint::rust_files;
+use capability_lint::rust_files;
 
 use anyhow::{Context, Result, bail};
 use syn::visit::Visit;

@@ -158,6 +158,24 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Check a plugin crate's sources against its tools' declarations: no file, process,
+    /// socket, environment or HTTP access outside the scoped objects, and execute using only
+    /// what capabilities() declares (the engine of `cargo xtask lint`; docs/lint.md).
+    ///
+    /// Exit 0 when there is no error (warnings allowed), 1 when there are errors, 2 when a
+    /// manifest or source cannot be read or parsed.
+    Lint {
+        /// The crate's directory (with Cargo.toml), or a workspace root: every member is
+        /// checked.
+        dir: PathBuf,
+        /// text: one finding per line with file and line; sarif: a SARIF 2.1.0 log for GitHub
+        /// code scanning and editors.
+        #[arg(long, value_enum, default_value = "text")]
+        format: LintFormat,
+        /// Write the report to this file instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
     /// Serve the standard tools to MCP clients, or set a client up to use them.
     Mcp {
         #[command(subcommand)]
@@ -170,6 +188,13 @@ enum Command {
         #[arg(long)]
         keep: bool,
     },
+}
+
+/// How `toolcap lint` prints its report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LintFormat {
+    Text,
+    Sarif,
 }
 
 /// A problem with how toolcap was invoked: exit 2.
@@ -412,6 +437,28 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
             })
         }
         Command::Mcp { command } => mcp::run(command).await,
+        Command::Lint {
+            dir,
+            format,
+            output,
+        } => {
+            let report =
+                capability_lint::lint_dir(&dir).map_err(|e| Usage(format!("lint: {e}")))?;
+            let text = match format {
+                LintFormat::Text => report.to_text(),
+                LintFormat::Sarif => serde_json::to_string_pretty(&report.to_sarif())? + "\n",
+            };
+            match output {
+                Some(path) => host::write(&path, &text)
+                    .map_err(|e| Usage(format!("cannot write {}: {e}", path.display())))?,
+                None => outln!("{}", text.trim_end_matches('\n'))?,
+            }
+            Ok(if report.errors() == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
         Command::Demo { keep } => demo::run(keep)
             .await
             .map_err(|e| Usage(format!("demo: {e:#}"))),

@@ -82,6 +82,51 @@ write_paths = ["{w}/ask"]
             .unwrap()
     }
 
+    /// Starts `program ARGS` as a desktop client would (stdio, in `work/`), completes the
+    /// initialize handshake, sends `requests`, and returns every answer by id once each id in
+    /// `requests` has one.
+    fn stdio_session(
+        &self,
+        program: &str,
+        args: &[&str],
+        requests: &[Value],
+    ) -> std::collections::BTreeMap<i64, Value> {
+        let mut child = Command::new(program)
+            .args(args)
+            .env("HOME", &self.root)
+            .env("XDG_DATA_HOME", self.root.join("data"))
+            .current_dir(self.root.join("work"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let handshake = [
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "desktop", "version": "1"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        ];
+        for message in handshake.iter().chain(requests) {
+            writeln!(stdin, "{message}").unwrap();
+        }
+        let wanted: Vec<i64> = requests.iter().filter_map(|r| r["id"].as_i64()).collect();
+        let mut answers = std::collections::BTreeMap::new();
+        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+            let message: Value = serde_json::from_str(&line.unwrap()).unwrap();
+            if let Some(id) = message["id"].as_i64() {
+                answers.insert(id, message);
+            }
+            if wanted.iter().all(|id| answers.contains_key(id)) {
+                break;
+            }
+        }
+        drop(stdin);
+        let _ = child.wait();
+        answers
+    }
+
     /// `toolcap mcp serve --http 127.0.0.1:0 EXTRA...`, and the URL it printed.
     fn serve_http(&self, extra: &[&str]) -> (Server, String) {
         let personality = self.path("p.toml");
@@ -395,38 +440,14 @@ fn mcp_config_prints_a_working_server_entry_and_merges_without_losing_anything()
     );
 
     // What the client would start: a real session over stdio.
-    let mut child = Command::new(command)
-        .args(&args)
-        .env("HOME", &scratch.root)
-        .env("XDG_DATA_HOME", scratch.root.join("data"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    for message in [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "desktop", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "read_file", "arguments": {"path": "notes.md"}}}),
-    ] {
-        writeln!(stdin, "{message}").unwrap();
-    }
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut answered = None;
-    for line in lines.by_ref() {
-        let message: Value = serde_json::from_str(&line.unwrap()).unwrap();
-        if message["id"] == 2 {
-            answered = Some(message);
-            break;
-        }
-    }
-    drop(stdin);
-    let _ = child.wait();
-    let answered = answered.expect("an answer");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let answers = scratch.stdio_session(
+        command,
+        &args,
+        &[json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "read_file", "arguments": {"path": "notes.md"}}})],
+    );
+    let answered = &answers[&2];
     assert_eq!(
         answered["result"]["content"][0]["text"], "hello from notes\n",
         "{answered}"
@@ -724,47 +745,22 @@ fn serve_keeps_the_canary_out_in_process_mode_and_in_the_capsule() {
 fn serve_with_a_tool_filter_lists_and_runs_only_what_it_keeps() {
     let scratch = Scratch::new();
     let p = scratch.path("p.toml");
-    let mut child = Command::new(TOOLCAP)
-        .args([
+    let answers = scratch.stdio_session(
+        TOOLCAP,
+        &[
             "mcp",
             "serve",
             "--personality",
             &p,
             "--allowed-tools",
             "read_*,kv_get",
-        ])
-        .env("HOME", &scratch.root)
-        .env("XDG_DATA_HOME", scratch.root.join("data"))
-        .current_dir(scratch.root.join("work"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    for message in [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "desktop", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
-        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-            "params": {"name": "write_file", "arguments": {"path": "w.md", "content": "x"}}}),
-    ] {
-        writeln!(stdin, "{message}").unwrap();
-    }
-    let mut answers = std::collections::BTreeMap::new();
-    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-        let message: Value = serde_json::from_str(&line.unwrap()).unwrap();
-        if let Some(id) = message["id"].as_i64() {
-            answers.insert(id, message);
-        }
-        if answers.contains_key(&2) && answers.contains_key(&3) {
-            break;
-        }
-    }
-    drop(stdin);
-    let _ = child.wait();
+        ],
+        &[
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                "params": {"name": "write_file", "arguments": {"path": "w.md", "content": "x"}}}),
+        ],
+    );
     let names: Vec<&str> = answers[&2]["result"]["tools"]
         .as_array()
         .unwrap_or_else(|| panic!("{answers:?}"))

@@ -5,7 +5,6 @@
 //! tool fails on every call. Declaring what is never used is a warning: access nobody needs.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
 use syn::visit::Visit;
 
@@ -268,11 +267,6 @@ pub(crate) fn describe(m: &Mismatch) -> String {
             m.category.name()
         )
     }
-}
-
-/// Where a declaration is missing or superfluous, at `path`.
-pub(crate) fn located(path: &Path, m: &Mismatch) -> String {
-    format!("{}:{}: {}", path.display(), m.line, describe(m))
 }
 
 #[cfg(test)]

@@ -1,0 +1,442 @@
+//! The ambient-authority rule (docs/architecture.md, "The enforcement points": the source
+//! backstop): in a crate that holds tools, any reach for `std::fs`, `std::process`, `std::net`
+//! sockets, `std::env::var*`, `tokio::{fs,process,net}` or an HTTP client crate is a finding —
+//! through `use` (with aliases, groups and globs), fully qualified paths, `extern crate`
+//! renames and paths inside macro bodies. Parsed with `syn`, not grepped.
+//!
+//! An exemption is a comment `// toolcap: allow(<path>, reason = "...")` on the line of the
+//! finding or the line above it.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use proc_macro2::{TokenStream, TokenTree};
+use syn::visit::Visit;
+
+use crate::{Exemption, Finding, Rule};
+
+/// Banned paths and what to use instead.
+pub(crate) const BANNED: &[(&str, &str)] = &[
+    ("std::fs", "ScopedFs from the ToolContext"),
+    ("std::os::unix::fs", "ScopedFs from the ToolContext"),
+    ("std::process", "ScopedProcess from the ToolContext"),
+    (
+        "std::os::unix::process",
+        "ScopedProcess from the ToolContext",
+    ),
+    // Address types (`IpAddr`, `SocketAddr`) are plain values; sockets and name resolution
+    // are authority.
+    ("std::net::TcpStream", "ScopedFetch from the ToolContext"),
+    ("std::net::TcpListener", "ScopedFetch from the ToolContext"),
+    ("std::net::UdpSocket", "ScopedFetch from the ToolContext"),
+    (
+        "std::net::ToSocketAddrs",
+        "ScopedFetch from the ToolContext (it resolves names itself)",
+    ),
+    ("std::os::unix::net", "ScopedFetch from the ToolContext"),
+    (
+        "std::env::var",
+        "values passed in the arguments or ToolContext; secrets through ScopedSecretsResolver",
+    ),
+    (
+        "std::env::var_os",
+        "values passed in the arguments or ToolContext; secrets through ScopedSecretsResolver",
+    ),
+    (
+        "std::env::vars",
+        "values passed in the arguments or ToolContext; secrets through ScopedSecretsResolver",
+    ),
+    (
+        "std::env::vars_os",
+        "values passed in the arguments or ToolContext; secrets through ScopedSecretsResolver",
+    ),
+    (
+        "std::env::set_var",
+        "explicit values; the process environment is shared state",
+    ),
+    (
+        "std::env::remove_var",
+        "explicit values; the process environment is shared state",
+    ),
+    ("tokio::fs", "ScopedFs from the ToolContext"),
+    ("tokio::process", "ScopedProcess from the ToolContext"),
+    ("tokio::net", "ScopedFetch from the ToolContext"),
+    ("hyper", "ScopedFetch from the ToolContext"),
+    ("hyper_util", "ScopedFetch from the ToolContext"),
+    ("reqwest", "ScopedFetch from the ToolContext"),
+    ("ureq", "ScopedFetch from the ToolContext"),
+    ("isahc", "ScopedFetch from the ToolContext"),
+];
+
+/// Lints one parsed source file. `path` is used for reporting only.
+pub(crate) fn lint_source(
+    path: &Path,
+    source: &str,
+    ast: &syn::File,
+) -> (Vec<Finding>, Vec<Exemption>) {
+    let mut collector = Collector {
+        aliases: HashMap::new(),
+        hits: Vec::new(),
+    };
+    collector.collect_aliases(ast);
+    collector.visit_file(ast);
+    let lines: Vec<&str> = source.lines().collect();
+    let mut findings = Vec::new();
+    let mut exemptions = Vec::new();
+    collector
+        .hits
+        .sort_by(|a, b| (a.line, &a.what).cmp(&(b.line, &b.what)));
+    collector.hits.dedup();
+    for hit in collector.hits {
+        let banned = BANNED.iter().find(|(b, _)| {
+            hit.what == *b
+                || hit.what.starts_with(&format!("{b}::"))
+                || b.starts_with(&format!("{}::", hit.what.trim_end_matches("::*")))
+        });
+        let instead = banned
+            .map(|(_, i)| *i)
+            .unwrap_or("the scoped objects of the ToolContext");
+        match exemption_for(&lines, hit.line, &hit.what) {
+            Some(Ok(reason)) => exemptions.push(Exemption {
+                file: path.to_path_buf(),
+                line: hit.line,
+                what: hit.what,
+                reason,
+            }),
+            Some(Err(problem)) => findings.push(Finding {
+                rule: Rule::AmbientAuthority,
+                file: path.to_path_buf(),
+                line: hit.line,
+                what: format!("{} ({problem})", hit.what),
+                instead: instead.to_owned(),
+            }),
+            None => findings.push(Finding {
+                rule: Rule::AmbientAuthority,
+                file: path.to_path_buf(),
+                line: hit.line,
+                what: hit.what,
+                instead: instead.to_owned(),
+            }),
+        }
+    }
+    (findings, exemptions)
+}
+
+/// Looks for `// toolcap: allow(<what>, reason = "...")` on `line` or the line above, whose
+/// `<what>` covers the flagged path. `Err` when the comment is there but has no reason.
+fn exemption_for(lines: &[&str], line: usize, what: &str) -> Option<Result<String, String>> {
+    for l in [line, line.saturating_sub(1)] {
+        let Some(text) = l.checked_sub(1).and_then(|i| lines.get(i)) else {
+            continue;
+        };
+        let Some(at) = text.find("// toolcap: allow(") else {
+            continue;
+        };
+        let rest = &text[at + "// toolcap: allow(".len()..];
+        let Some(close) = rest.rfind(')') else {
+            continue;
+        };
+        let inner = &rest[..close];
+        let (target, reason) = match inner.split_once(',') {
+            Some((t, r)) => (t.trim(), r.trim()),
+            None => (inner.trim(), ""),
+        };
+        let covers = what == target || what.starts_with(&format!("{target}::"));
+        if !covers {
+            continue;
+        }
+        let reason = reason
+            .strip_prefix("reason")
+            .map(str::trim_start)
+            .and_then(|r| r.strip_prefix('='))
+            .map(str::trim);
+        return Some(
+            match reason
+                .and_then(|r| r.strip_prefix('"'))
+                .and_then(|r| r.strip_suffix('"'))
+            {
+                Some(r) if !r.trim().is_empty() => Ok(r.to_owned()),
+                _ => Err("exemption without a reason".to_owned()),
+            },
+        );
+    }
+    None
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Hit {
+    line: usize,
+    what: String,
+}
+
+struct Collector {
+    /// Local name → full path, from `use` renames, plain imports and `extern crate` renames.
+    aliases: HashMap<String, Vec<String>>,
+    hits: Vec<Hit>,
+}
+
+fn is_banned(path: &[String]) -> bool {
+    BANNED.iter().any(|(b, _)| {
+        let b: Vec<&str> = b.split("::").collect();
+        path.len() >= b.len() && path.iter().zip(&b).all(|(p, b)| p == b)
+    })
+}
+
+/// A glob import of `prefix` brings a banned path into scope.
+fn glob_brings_banned(prefix: &[String]) -> bool {
+    BANNED.iter().any(|(b, _)| {
+        let b: Vec<&str> = b.split("::").collect();
+        b.len() > prefix.len() && prefix.iter().zip(&b).all(|(p, b)| p == b)
+    }) || is_banned(prefix)
+}
+
+impl Collector {
+    fn collect_aliases(&mut self, ast: &syn::File) {
+        struct A<'a>(&'a mut HashMap<String, Vec<String>>);
+        impl<'ast> Visit<'ast> for A<'_> {
+            fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+                let mut leaves = Vec::new();
+                use_leaves(&u.tree, &mut Vec::new(), &mut leaves);
+                for (full, local, _) in leaves {
+                    if let Some(local) = local {
+                        self.0.insert(local, full);
+                    }
+                }
+            }
+            fn visit_item_extern_crate(&mut self, e: &'ast syn::ItemExternCrate) {
+                if let Some((_, rename)) = &e.rename {
+                    self.0.insert(rename.to_string(), vec![e.ident.to_string()]);
+                }
+            }
+        }
+        A(&mut self.aliases).visit_file(ast);
+    }
+
+    /// Expands the first segment through the alias map (repeatedly, for chains of aliases).
+    fn expand(&self, segments: Vec<String>) -> Vec<String> {
+        let mut segments = segments;
+        for _ in 0..8 {
+            let Some(first) = segments.first() else { break };
+            match self.aliases.get(first) {
+                Some(full) if full.len() > 1 || full[0] != *first => {
+                    let mut expanded = full.clone();
+                    expanded.extend(segments.into_iter().skip(1));
+                    segments = expanded;
+                }
+                _ => break,
+            }
+        }
+        segments
+    }
+
+    fn check(&mut self, segments: Vec<String>, line: usize) {
+        let segments = self.expand(segments);
+        if is_banned(&segments) {
+            self.hits.push(Hit {
+                line,
+                what: segments.join("::"),
+            });
+        }
+    }
+
+    fn scan_tokens(&mut self, tokens: TokenStream) {
+        let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+        let mut i = 0;
+        while i < tokens.len() {
+            match &tokens[i] {
+                TokenTree::Group(g) => {
+                    self.scan_tokens(g.stream());
+                    i += 1;
+                }
+                TokenTree::Ident(first) => {
+                    let line = first.span().start().line;
+                    let mut segments = vec![first.to_string()];
+                    let mut j = i + 1;
+                    while j + 2 < tokens.len() + 1 {
+                        match (&tokens.get(j), &tokens.get(j + 1), &tokens.get(j + 2)) {
+                            (
+                                Some(TokenTree::Punct(a)),
+                                Some(TokenTree::Punct(b)),
+                                Some(TokenTree::Ident(next)),
+                            ) if a.as_char() == ':' && b.as_char() == ':' => {
+                                segments.push(next.to_string());
+                                j += 3;
+                            }
+                            _ => break,
+                        }
+                    }
+                    if segments.len() > 1 {
+                        let segments = segments
+                            .into_iter()
+                            .map(|s| s.trim_start_matches("r#").to_owned())
+                            .collect();
+                        self.check(segments, line);
+                    }
+                    i = j.max(i + 1);
+                }
+                TokenTree::Punct(_) | TokenTree::Literal(_) => i += 1,
+            }
+        }
+    }
+}
+
+/// Flattens a use tree into (full path, local name if any, line). Globs end in `*` and have no
+/// local name; `self` in a group names the group's prefix.
+fn use_leaves(
+    tree: &syn::UseTree,
+    prefix: &mut Vec<String>,
+    out: &mut Vec<(Vec<String>, Option<String>, usize)>,
+) {
+    match tree {
+        syn::UseTree::Path(p) => {
+            prefix.push(p.ident.to_string());
+            use_leaves(&p.tree, prefix, out);
+            prefix.pop();
+        }
+        syn::UseTree::Name(n) => {
+            let line = n.ident.span().start().line;
+            if n.ident == "self" {
+                out.push((prefix.clone(), prefix.last().cloned(), line));
+            } else {
+                let mut full = prefix.clone();
+                full.push(n.ident.to_string());
+                out.push((full, Some(n.ident.to_string()), line));
+            }
+        }
+        syn::UseTree::Rename(r) => {
+            let line = r.ident.span().start().line;
+            let mut full = prefix.clone();
+            if r.ident != "self" {
+                full.push(r.ident.to_string());
+            }
+            out.push((full, Some(r.rename.to_string()), line));
+        }
+        syn::UseTree::Glob(g) => {
+            let mut full = prefix.clone();
+            full.push("*".to_owned());
+            out.push((full, None, g.star_token.span.start().line));
+        }
+        syn::UseTree::Group(g) => {
+            for t in &g.items {
+                use_leaves(t, prefix, out);
+            }
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Collector {
+    fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+        let mut leaves = Vec::new();
+        use_leaves(&u.tree, &mut Vec::new(), &mut leaves);
+        for (full, _, line) in leaves {
+            let full = self.expand(full);
+            if full.last().is_some_and(|s| s == "*") {
+                let prefix = &full[..full.len() - 1];
+                if glob_brings_banned(prefix) {
+                    self.hits.push(Hit {
+                        line,
+                        what: full.join("::"),
+                    });
+                }
+            } else if is_banned(&full) {
+                self.hits.push(Hit {
+                    line,
+                    what: full.join("::"),
+                });
+            }
+        }
+    }
+
+    fn visit_item_extern_crate(&mut self, e: &'ast syn::ItemExternCrate) {
+        let name = e.ident.to_string();
+        if is_banned(std::slice::from_ref(&name)) {
+            self.hits.push(Hit {
+                line: e.ident.span().start().line,
+                what: name,
+            });
+        }
+    }
+
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        let segments: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
+        if let Some(first) = p.segments.first() {
+            let line = first.ident.span().start().line;
+            self.check(segments, line);
+        }
+        syn::visit::visit_path(self, p);
+    }
+
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        self.scan_tokens(m.tokens.clone());
+        syn::visit::visit_macro(self, m);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn lint(source: &str) -> (Vec<String>, Vec<Exemption>) {
+        let ast = syn::parse_file(source).unwrap();
+        let (f, e) = lint_source(Path::new("fixture.rs"), source, &ast);
+        (
+            f.into_iter()
+                .map(|f| format!("{}:{}", f.line, f.what))
+                .collect(),
+            e,
+        )
+    }
+
+    /// `fixtures/lint/*.rs`: one file per evasion (and clean files), each ending with
+    /// `// expect: LINE:path | ...` or `// expect: clean`.
+    #[test]
+    fn the_fixture_set() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/lint");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        let (mut evasions, mut clean) = (0, 0);
+        for file in files {
+            let source = std::fs::read_to_string(&file).unwrap();
+            let expect_line = source.lines().last().unwrap();
+            let expected: Vec<String> = match expect_line.strip_prefix("// expect: ").unwrap() {
+                "clean" => Vec::new(),
+                list => list.split(" | ").map(str::to_owned).collect(),
+            };
+            if expected.is_empty() {
+                clean += 1
+            } else {
+                evasions += 1
+            }
+            let (findings, _) = lint(&source);
+            assert_eq!(findings, expected, "{}", file.display());
+        }
+        assert!(
+            evasions >= 20 && clean >= 5,
+            "the fixture set is there: {evasions} evasions, {clean} clean files"
+        );
+    }
+
+    #[test]
+    fn exemptions_need_a_reason_and_are_listed() {
+        let (findings, exemptions) = lint(
+            "// toolcap: allow(std::fs, reason = \"the fs backend's sys module\")\nfn f() { std::fs::read(\"/x\"); }",
+        );
+        assert!(findings.is_empty(), "{findings:?}");
+        assert_eq!(exemptions.len(), 1);
+        assert_eq!(exemptions[0].reason, "the fs backend's sys module");
+        let (findings, _) = lint("fn f() { std::fs::read(\"/x\"); } // toolcap: allow(std::fs)");
+        assert_eq!(findings, ["1:std::fs::read (exemption without a reason)"]);
+        let (findings, _) =
+            lint("// toolcap: allow(std::net, reason = \"x\")\nfn f() { std::fs::read(\"/x\"); }");
+        assert_eq!(
+            findings,
+            ["2:std::fs::read"],
+            "an exemption covers only what it names"
+        );
+    }
+}

@@ -1,0 +1,465 @@
+//! The source backstop of toolcap (docs/lint.md): checks a crate's Rust sources against what
+//! its tools declare, with the same engine as `cargo xtask lint` and `toolcap lint DIR`.
+//!
+//! Two rules apply to every crate that holds tools (one that implements `Tool`, or sets
+//! `[package.metadata.toolcap] holds-tools = true`):
+//!
+//! - **ambient authority** ([`Rule::AmbientAuthority`]): no reach for the file system,
+//!   processes, sockets, the environment or an HTTP client except through the scoped objects
+//!   of the `ToolContext`;
+//! - **declared vs used** ([`Rule::UndeclaredUse`], [`Rule::UnusedDeclaration`]): an
+//!   `execute` that uses a scoped object its `capabilities()` does not declare fails on every
+//!   call (an error); a declaration nothing uses is access nobody needs (a warning).
+//!
+//! ```
+//! let report = capability_lint::lint_source(
+//!     std::path::Path::new("src/lib.rs"),
+//!     "fn f() { let _ = std::fs::read(\"/etc/passwd\"); }",
+//! ).unwrap();
+//! assert_eq!(report.0.len(), 1);
+//! assert_eq!(report.0[0].rule, capability_lint::Rule::AmbientAuthority);
+//! ```
+#![deny(missing_docs)]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a linter reads the sources it is asked to check"
+)]
+
+mod ambient;
+mod declared;
+mod sarif;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use syn::visit::Visit;
+
+/// What a finding is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum Rule {
+    /// A reach for the file system, processes, sockets, the environment or an HTTP client
+    /// outside the scoped objects (or an exemption comment without a reason).
+    AmbientAuthority,
+    /// `execute` uses a scoped object that `capabilities()` does not declare.
+    UndeclaredUse,
+    /// `capabilities()` declares a category that `execute` never uses (a warning).
+    UnusedDeclaration,
+    /// A dependency across a boundary the workspace forbids (`cargo xtask lint` only).
+    CrateBoundary,
+}
+
+impl Rule {
+    /// Every rule, in the order of their ids.
+    pub const ALL: [Rule; 4] = [
+        Rule::AmbientAuthority,
+        Rule::UndeclaredUse,
+        Rule::UnusedDeclaration,
+        Rule::CrateBoundary,
+    ];
+
+    /// The stable id (`TC001` …), as SARIF `ruleId`.
+    pub fn id(self) -> &'static str {
+        match self {
+            Rule::AmbientAuthority => "TC001",
+            Rule::UndeclaredUse => "TC002",
+            Rule::UnusedDeclaration => "TC003",
+            Rule::CrateBoundary => "TC004",
+        }
+    }
+
+    /// A short name in words.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::AmbientAuthority => "ambient-authority",
+            Rule::UndeclaredUse => "undeclared-use",
+            Rule::UnusedDeclaration => "unused-declaration",
+            Rule::CrateBoundary => "crate-boundary",
+        }
+    }
+
+    /// One sentence on what the rule checks.
+    pub fn description(self) -> &'static str {
+        match self {
+            Rule::AmbientAuthority => {
+                "A crate that holds tools reaches files, processes, sockets, the environment or HTTP only through the scoped objects of the ToolContext."
+            }
+            Rule::UndeclaredUse => {
+                "A tool's execute uses only the scoped objects its capabilities() declares (an undeclared one is None at run time)."
+            }
+            Rule::UnusedDeclaration => {
+                "A tool declares only the categories its execute uses (an unused declaration is access nobody needs)."
+            }
+            Rule::CrateBoundary => {
+                "Crates depend only across the boundaries of the workspace's crate graph."
+            }
+        }
+    }
+
+    /// Whether a finding of this rule fails the check.
+    pub fn is_error(self) -> bool {
+        !matches!(self, Rule::UnusedDeclaration)
+    }
+}
+
+/// One finding: where, which rule, what was found and what to use instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Finding {
+    /// The rule.
+    pub rule: Rule,
+    /// The file, relative to the directory that was checked.
+    pub file: PathBuf,
+    /// The line (1-based).
+    pub line: usize,
+    /// What was found.
+    pub what: String,
+    /// What to use instead.
+    pub instead: String,
+}
+
+impl Finding {
+    /// A finding of `rule` at `file:line`.
+    pub fn new(
+        rule: Rule,
+        file: impl Into<PathBuf>,
+        line: usize,
+        what: impl Into<String>,
+        instead: impl Into<String>,
+    ) -> Self {
+        Self {
+            rule,
+            file: file.into(),
+            line,
+            what: what.into(),
+            instead: instead.into(),
+        }
+    }
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}: {} [{} {}] — use {}",
+            self.file.display(),
+            self.line,
+            self.what,
+            self.rule.id(),
+            self.rule.name(),
+            self.instead
+        )
+    }
+}
+
+/// An accepted exemption: a `// toolcap: allow(<path>, reason = "...")` comment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Exemption {
+    /// The file, relative to the directory that was checked.
+    pub file: PathBuf,
+    /// The line of the exempted use.
+    pub line: usize,
+    /// What was exempted.
+    pub what: String,
+    /// The reason the comment gives.
+    pub reason: String,
+}
+
+/// A source or manifest that could not be read or parsed: the check cannot vouch for it.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct LintError {
+    /// The file.
+    pub path: PathBuf,
+    /// Why.
+    pub message: String,
+}
+
+impl LintError {
+    fn new(path: &Path, message: impl fmt::Display) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            message: message.to_string(),
+        }
+    }
+}
+
+/// What checking one crate (or a workspace of them) found.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Report {
+    /// The directory that was checked (absolute); findings are relative to it.
+    pub root: PathBuf,
+    /// Findings, errors and warnings, by file and line.
+    pub findings: Vec<Finding>,
+    /// Accepted exemptions.
+    pub exemptions: Vec<Exemption>,
+    /// The crates that hold tools and were checked, by name.
+    pub checked_crates: Vec<String>,
+    /// The crates that hold no tools, which the rules do not apply to.
+    pub skipped_crates: Vec<String>,
+    /// How many source files were checked.
+    pub files: usize,
+}
+
+impl Report {
+    /// How many findings fail the check.
+    pub fn errors(&self) -> usize {
+        self.findings.iter().filter(|f| f.rule.is_error()).count()
+    }
+
+    /// The report as lines of text: findings (`error:` / `warning:`), exemptions, a summary.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        for f in &self.findings {
+            let level = if f.rule.is_error() {
+                "error"
+            } else {
+                "warning"
+            };
+            out.push_str(&format!("{level}: {f}\n"));
+        }
+        for e in &self.exemptions {
+            out.push_str(&format!(
+                "exempt: {}:{}: {} (reason: {})\n",
+                e.file.display(),
+                e.line,
+                e.what,
+                e.reason
+            ));
+        }
+        for name in &self.skipped_crates {
+            out.push_str(&format!(
+                "note: crate {name} holds no tools (no `impl Tool`, no holds-tools = true); not checked\n"
+            ));
+        }
+        out.push_str(&format!(
+            "lint: {} error(s), {} warning(s), {} exemption(s) in {} file(s) of {} crate(s)\n",
+            self.errors(),
+            self.findings.len() - self.errors(),
+            self.exemptions.len(),
+            self.files,
+            self.checked_crates.len()
+        ));
+        out
+    }
+
+    /// The report as a SARIF 2.1.0 log (one run), for GitHub code scanning and editors.
+    /// Exemptions are results with an in-source suppression, so a viewer shows them as such.
+    pub fn to_sarif(&self) -> serde_json::Value {
+        sarif::log(self)
+    }
+}
+
+/// Checks one source file: the ambient-authority rule and declared-vs-used. `path` is what
+/// findings name. A file that does not parse is an error, never a clean result.
+pub fn lint_source(path: &Path, source: &str) -> Result<(Vec<Finding>, Vec<Exemption>), LintError> {
+    let ast = syn::parse_file(source)
+        .map_err(|e| LintError::new(path, format!("line {}: {e}", e.span().start().line)))?;
+    Ok(lint_parsed(path, source, &ast))
+}
+
+/// [`lint_source`] on an already parsed file.
+fn lint_parsed(path: &Path, source: &str, ast: &syn::File) -> (Vec<Finding>, Vec<Exemption>) {
+    let (mut findings, exemptions) = ambient::lint_source(path, source, ast);
+    let (mismatches, _unreadable) = declared::check_file(ast);
+    for m in mismatches {
+        let (rule, instead) = if m.undeclared_use {
+            (
+                Rule::UndeclaredUse,
+                format!("a `{}` declaration in capabilities()", m.category.name()),
+            )
+        } else {
+            (
+                Rule::UnusedDeclaration,
+                "no declaration: drop it from capabilities()".to_owned(),
+            )
+        };
+        findings.push(Finding::new(
+            rule,
+            path,
+            m.line,
+            declared::describe(&m),
+            instead,
+        ));
+    }
+    findings.sort_by_key(|a| (a.line, a.rule));
+    (findings, exemptions)
+}
+
+/// Whether a parsed file implements `Tool` for some type.
+pub fn implements_tool(ast: &syn::File) -> bool {
+    struct V(bool);
+    impl<'ast> Visit<'ast> for V {
+        fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+            if let Some((_, path, _)) = &i.trait_
+                && path.segments.last().is_some_and(|s| s.ident == "Tool")
+            {
+                self.0 = true;
+            }
+            syn::visit::visit_item_impl(self, i);
+        }
+    }
+    let mut v = V(false);
+    v.visit_file(ast);
+    v.0
+}
+
+/// One crate, read from disk: its name, manifest and parsed sources.
+pub struct CrateSources {
+    /// The package name.
+    pub name: String,
+    /// The crate directory.
+    pub dir: PathBuf,
+    /// The manifest.
+    pub manifest: toml::Table,
+    /// Each source file under `src/`: path, text and syntax tree.
+    pub sources: Vec<(PathBuf, String, syn::File)>,
+}
+
+impl fmt::Debug for CrateSources {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CrateSources")
+            .field("name", &self.name)
+            .field("dir", &self.dir)
+            .field("sources", &self.sources.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CrateSources {
+    /// Reads the crate in `dir` (its `Cargo.toml` and every `.rs` file under `src/`).
+    pub fn read(dir: &Path) -> Result<Self, LintError> {
+        let manifest_path = dir.join("Cargo.toml");
+        let text = std::fs::read_to_string(&manifest_path)
+            .map_err(|e| LintError::new(&manifest_path, e))?;
+        let manifest: toml::Table = text
+            .parse()
+            .map_err(|e| LintError::new(&manifest_path, e))?;
+        let name = manifest
+            .get("package")
+            .and_then(|p| p.get("name"))
+            .and_then(toml::Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let mut sources = Vec::new();
+        for file in rust_files(&dir.join("src")).map_err(|e| LintError::new(dir, e))? {
+            let source = std::fs::read_to_string(&file).map_err(|e| LintError::new(&file, e))?;
+            let ast = syn::parse_file(&source).map_err(|e| {
+                LintError::new(&file, format!("line {}: {e}", e.span().start().line))
+            })?;
+            sources.push((file, source, ast));
+        }
+        Ok(Self {
+            name,
+            dir: dir.to_path_buf(),
+            manifest,
+            sources,
+        })
+    }
+
+    /// Whether the rules apply: the crate implements `Tool`, or its manifest says it holds
+    /// tools (`[package.metadata.toolcap] holds-tools = true`).
+    pub fn holds_tools(&self) -> bool {
+        let marked = self
+            .manifest
+            .get("package")
+            .and_then(|p| p.get("metadata"))
+            .and_then(|m| m.get("toolcap"))
+            .and_then(|t| t.get("holds-tools"))
+            .and_then(toml::Value::as_bool)
+            .unwrap_or(false);
+        marked || self.sources.iter().any(|(_, _, ast)| implements_tool(ast))
+    }
+
+    /// Applies the rules to every source file, naming files relative to `root`.
+    pub fn lint(&self, root: &Path, report: &mut Report) {
+        for (file, source, ast) in &self.sources {
+            let rel = file.strip_prefix(root).unwrap_or(file);
+            let (findings, exemptions) = lint_parsed(rel, source, ast);
+            report.findings.extend(findings);
+            report.exemptions.extend(exemptions);
+            report.files += 1;
+        }
+        report.checked_crates.push(self.name.clone());
+    }
+}
+
+/// Checks the crate in `dir`, or every member of the workspace whose root is `dir`, as
+/// `toolcap lint DIR` does: the rules apply to the crates that hold tools; others are listed
+/// as skipped. A manifest or source that cannot be read is an error.
+pub fn lint_dir(dir: &Path) -> Result<Report, LintError> {
+    let root = std::fs::canonicalize(dir).map_err(|e| LintError::new(dir, e))?;
+    let top = CrateSources::read(&root)?;
+    let mut crates = Vec::new();
+    if let Some(members) = top
+        .manifest
+        .get("workspace")
+        .and_then(|w| w.get("members"))
+        .and_then(toml::Value::as_array)
+    {
+        for member in members.iter().filter_map(toml::Value::as_str) {
+            for member_dir in expand_member(&root, member)? {
+                if member_dir != root {
+                    crates.push(CrateSources::read(&member_dir)?);
+                }
+            }
+        }
+    }
+    if top.manifest.contains_key("package") {
+        crates.insert(0, top);
+    }
+    let mut report = Report {
+        root: root.clone(),
+        ..Report::default()
+    };
+    for krate in &crates {
+        if krate.holds_tools() {
+            krate.lint(&root, &mut report);
+        } else {
+            report.skipped_crates.push(krate.name.clone());
+        }
+    }
+    Ok(report)
+}
+
+/// A workspace `members` entry: a directory, or a directory ending in `/*` (each
+/// subdirectory with a `Cargo.toml`).
+fn expand_member(root: &Path, member: &str) -> Result<Vec<PathBuf>, LintError> {
+    let Some(parent) = member.strip_suffix("/*") else {
+        return Ok(vec![root.join(member)]);
+    };
+    let dir = root.join(parent);
+    let mut out: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map_err(|e| LintError::new(&dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("Cargo.toml").is_file())
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// Every `.rs` file under `dir`, sorted (none when `dir` does not exist).
+pub fn rust_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    if !dir.is_dir() {
+        return Ok(out);
+    }
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d)? {
+            let entry = entry?;
+            let path = entry.path();
+            // A symbolic link is not followed: a crate's sources are its own files.
+            let kind = entry.file_type()?;
+            if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_file() && path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}

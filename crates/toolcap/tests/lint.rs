@@ -1,0 +1,312 @@
+//! `toolcap lint DIR` on a plugin crate written the way a plugin author would (and the ways one
+//! gets it wrong): findings with file and line, exit codes, and a SARIF 2.1.0 log that the
+//! official SARIF SDK validator accepts.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the tests write a fixture crate and run the built binary"
+)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const TOOLCAP: &str = env!("CARGO_BIN_EXE_toolcap");
+
+/// A plugin crate: `src/lib.rs` holds a tool with every kind of finding, `src/clean.rs` a
+/// tool that does everything right, `src/util.rs` an exempted use.
+fn plugin(dir: &Path) {
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        "[package]\nname = \"my-plugin\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n[dependencies]\ncapability-types = \"0.1\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("src/lib.rs"),
+        r#"use capability_types::{CapabilityError, Tool, ToolCapabilities, ToolContext, async_trait};
+use serde_json::Value;
+use std::process::Command as Run;
+
+mod clean;
+mod util;
+
+pub struct Sneaky;
+
+#[async_trait]
+impl Tool for Sneaky {
+    fn name(&self) -> &str { "sneaky" }
+    fn description(&self) -> &str { "reads what it likes" }
+    fn input_schema(&self) -> Value { serde_json::json!({"type": "object"}) }
+    fn capabilities(&self) -> ToolCapabilities {
+        ToolCapabilities::none().with_secrets(["api/key"])
+    }
+    async fn execute(&self, _args: Value, ctx: &ToolContext) -> Result<Value, CapabilityError> {
+        let key = std::fs::read_to_string("/home/me/.ssh/id_ed25519");
+        let token = std::env::var("GITHUB_TOKEN");
+        let _ = Run::new("curl");
+        let page = ctx.fetch()?;
+        Ok(Value::Null)
+    }
+}
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("src/clean.rs"),
+        r#"use capability_types::{CapabilityError, FsPaths, Tool, ToolCapabilities, ToolContext, async_trait};
+use serde_json::Value;
+
+pub struct Reader;
+
+#[async_trait]
+impl Tool for Reader {
+    fn name(&self) -> &str { "reader" }
+    fn description(&self) -> &str { "reads a file in reach" }
+    fn input_schema(&self) -> Value { serde_json::json!({"type": "object"}) }
+    fn capabilities(&self) -> ToolCapabilities {
+        ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality)
+    }
+    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<Value, CapabilityError> {
+        let fs = ctx.fs()?;
+        Ok(Value::String(fs.read(std::path::Path::new("a.md")).await?))
+    }
+}
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("src/util.rs"),
+        "// toolcap: allow(std::fs, reason = \"reads its own bundled data at build time\")\npub fn bundled() { let _ = std::fs::read(\"data.bin\"); }\n",
+    )
+    .unwrap();
+}
+
+fn toolcap(args: &[&str]) -> Output {
+    Command::new(TOOLCAP)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+// guarantee: G-LINT-01
+#[test]
+fn findings_name_file_line_and_rule_and_fail_the_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let krate = dir.path().join("my-plugin");
+    plugin(&krate);
+    let out = toolcap(&["lint", krate.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let report = text(&out.stdout);
+    for expected in [
+        "error: src/lib.rs:19: std::fs::read_to_string [TC001 ambient-authority] — use ScopedFs from the ToolContext",
+        "error: src/lib.rs:20: std::env::var [TC001 ambient-authority]",
+        "error: src/lib.rs:3: std::process::Command [TC001 ambient-authority] — use ScopedProcess from the ToolContext",
+        "[TC002 undeclared-use]",
+        "[TC003 unused-declaration]",
+        "exempt: src/util.rs:2: std::fs::read (reason: reads its own bundled data at build time)",
+        "lint: 5 error(s), 1 warning(s), 1 exemption(s) in 3 file(s) of 1 crate(s)",
+    ] {
+        assert!(
+            report.contains(expected),
+            "missing {expected:?} in:\n{report}"
+        );
+    }
+    assert!(
+        !report.contains("src/clean.rs"),
+        "the clean tool has no finding:\n{report}"
+    );
+    assert!(
+        !report.contains("src/lib.rs:22"),
+        "the declared-but-unused secret is reported on its declaration, the fetch on its use:\n{report}"
+    );
+
+    // Fixed: only the warning is left, and a warning does not fail the check.
+    let fixed = std::fs::read_to_string(krate.join("src/lib.rs"))
+        .unwrap()
+        .lines()
+        .filter(|l| !(l.contains("std::fs::") || l.contains("std::env::") || l.contains("Run")))
+        .map(|l| l.replace("ctx.fetch()?", "ctx.secrets()?"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(krate.join("src/lib.rs"), fixed).unwrap();
+    let out = toolcap(&["lint", krate.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+}
+
+#[test]
+fn what_cannot_be_checked_is_an_error_not_a_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    // No Cargo.toml.
+    let out = toolcap(&["lint", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("Cargo.toml"),
+        "{}",
+        text(&out.stderr)
+    );
+    // A source that does not parse.
+    let krate = dir.path().join("broken");
+    plugin(&krate);
+    std::fs::write(krate.join("src/util.rs"), "pub fn f( {").unwrap();
+    let out = toolcap(&["lint", krate.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("src/util.rs: line 1"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+    // A manifest that is not TOML.
+    std::fs::write(krate.join("Cargo.toml"), "[package\n").unwrap();
+    assert_eq!(
+        toolcap(&["lint", krate.to_str().unwrap()]).status.code(),
+        Some(2)
+    );
+    // A crate that holds no tools is reported as not checked, and passes.
+    let lib = dir.path().join("lib");
+    std::fs::create_dir_all(lib.join("src")).unwrap();
+    std::fs::write(lib.join("Cargo.toml"), "[package]\nname = \"just-a-lib\"\n").unwrap();
+    std::fs::write(
+        lib.join("src/lib.rs"),
+        "pub fn f() { let _ = std::fs::read(\"x\"); }",
+    )
+    .unwrap();
+    let out = toolcap(&["lint", lib.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains("crate just-a-lib holds no tools"));
+}
+
+#[test]
+fn a_workspace_root_checks_every_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::write(
+        root.join("Cargo.toml"),
+        "[workspace]\nmembers = [\"plugins/*\"]\n",
+    )
+    .unwrap();
+    plugin(&root.join("plugins/one"));
+    plugin(&root.join("plugins/two"));
+    let out = toolcap(&["lint", root.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let report = text(&out.stdout);
+    assert!(
+        report.contains("error: plugins/one/src/lib.rs:19:"),
+        "{report}"
+    );
+    assert!(
+        report.contains("error: plugins/two/src/lib.rs:19:"),
+        "{report}"
+    );
+}
+
+// guarantee: G-LINT-01
+/// The SARIF log has the findings GitHub code scanning needs (rule, level, message, file,
+/// line), exemptions as in-source suppressions, and passes the official SARIF SDK validator
+/// (`Sarif.Multitool validate`, from npm `@microsoft/sarif-multitool-linux`, pinned in
+/// `.ci/mcp-deps`) without an error.
+#[test]
+fn sarif_output_is_valid_sarif_2_1_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let krate = dir.path().join("my-plugin");
+    plugin(&krate);
+    let log_path = dir.path().join("lint.sarif");
+    let out = toolcap(&[
+        "lint",
+        krate.to_str().unwrap(),
+        "--format",
+        "sarif",
+        "--output",
+        log_path.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(out.stdout.is_empty());
+    let log: Value = serde_json::from_str(&std::fs::read_to_string(&log_path).unwrap()).unwrap();
+    assert_eq!(log["version"], "2.1.0");
+    let run = &log["runs"][0];
+    assert_eq!(run["tool"]["driver"]["name"], "toolcap-lint");
+    let rules: Vec<&str> = run["tool"]["driver"]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    let results = run["results"].as_array().unwrap();
+    assert_eq!(results.len(), 7, "5 errors, 1 warning, 1 exemption");
+    for r in results {
+        let index = r["ruleIndex"].as_u64().unwrap() as usize;
+        assert_eq!(rules[index], r["ruleId"], "{r}");
+        let place = &r["locations"][0]["physicalLocation"];
+        assert_eq!(place["artifactLocation"]["uriBaseId"], "%SRCROOT%");
+        assert!(place["region"]["startLine"].as_u64().unwrap() >= 1);
+    }
+    let read = results
+        .iter()
+        .find(|r| {
+            r["message"]["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("std::fs::read_to_string")
+        })
+        .unwrap();
+    assert_eq!(read["level"], "error");
+    assert_eq!(
+        read["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+        "src/lib.rs"
+    );
+    assert_eq!(
+        read["locations"][0]["physicalLocation"]["region"]["startLine"],
+        19
+    );
+    let exempted = results
+        .iter()
+        .find(|r| r.get("suppressions").is_some())
+        .unwrap();
+    assert_eq!(exempted["suppressions"][0]["kind"], "inSource");
+    // Through stdout, the same log.
+    let stdout = toolcap(&["lint", krate.to_str().unwrap(), "--format", "sarif"]);
+    let again: Value = serde_json::from_slice(&stdout.stdout).unwrap();
+    assert_eq!(again, log);
+
+    let Some(cache) = support::mcp_cache(&[
+        "sarif/node_modules/@microsoft/sarif-multitool-linux/Sarif.Multitool",
+    ]) else {
+        return;
+    };
+    let validator: PathBuf =
+        cache.join("sarif/node_modules/@microsoft/sarif-multitool-linux/Sarif.Multitool");
+    let verdict = dir.path().join("verdict.sarif");
+    let checked = Command::new(&validator)
+        .args([
+            "validate",
+            log_path.to_str().unwrap(),
+            "--output",
+            verdict.to_str().unwrap(),
+        ])
+        // A self-contained .NET binary needs libicu unless told to use invariant globalization.
+        .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
+        .env("DOTNET_CLI_TELEMETRY_OPTOUT", "1")
+        .output()
+        .unwrap();
+    let said = format!("{}{}", text(&checked.stdout), text(&checked.stderr));
+    assert!(checked.status.success(), "{said}");
+    let verdict: Value = serde_json::from_str(&std::fs::read_to_string(&verdict).unwrap()).unwrap();
+    let problems: Vec<&Value> = verdict["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["level"] == "error" || r["level"].is_null())
+        .collect();
+    assert!(
+        problems.is_empty(),
+        "the validator found errors: {problems:#?}\n{said}"
+    );
+}
