@@ -179,7 +179,11 @@ args = ["echo release*"]
             ToolResult::Err {
                 code,
                 error: message,
-            } if !matches!(code, ErrorCode::ExecutionFailed | ErrorCode::Timeout) => {
+            } if !matches!(
+                code,
+                ErrorCode::ExecutionFailed | ErrorCode::Timeout | ErrorCode::NotFound
+            ) =>
+            {
                 refused += 1;
                 assert!(
                     !explained.allowed,

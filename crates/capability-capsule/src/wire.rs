@@ -367,6 +367,7 @@ impl From<WireError> for CapabilityError {
             (ErrorCode::NotAvailable, _) => CapabilityError::NotAvailable(e.message),
             (ErrorCode::Timeout, _) => CapabilityError::Timeout(e.message),
             (ErrorCode::Cancelled, _) => CapabilityError::Cancelled,
+            (ErrorCode::NotFound, _) => CapabilityError::NotFound(e.message),
             // A denial without a code, or a code this build does not know: a failure, never
             // something weaker.
             _ => CapabilityError::Failed(e.message),

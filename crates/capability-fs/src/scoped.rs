@@ -101,7 +101,7 @@ fn names_a_directory(path: &Path) -> bool {
 fn io_failure(path: &Path, e: &io::Error) -> CapabilityError {
     match e.kind() {
         io::ErrorKind::NotFound => {
-            CapabilityError::failed(format!("no such file or directory: {}", path.display()))
+            CapabilityError::not_found(format!("no such file or directory: {}", path.display()))
         }
         io::ErrorKind::PermissionDenied => CapabilityError::failed(format!(
             "permission denied by the operating system: {}",

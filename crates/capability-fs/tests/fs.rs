@@ -518,7 +518,7 @@ async fn read_cap_and_text() {
     );
     assert_eq!(
         fs.read(Path::new("nope")).await.unwrap_err(),
-        CapabilityError::failed(format!(
+        CapabilityError::not_found(format!(
             "no such file or directory: {}",
             t.root.join("docs/nope").display()
         ))
@@ -675,7 +675,7 @@ async fn a_root_swapped_for_a_symlink_after_first_use_keeps_confining() {
     let err = fs.read(&t.root.join("secret.txt")).await.unwrap_err();
     assert_eq!(
         err,
-        CapabilityError::failed(format!(
+        CapabilityError::not_found(format!(
             "no such file or directory: {}",
             t.root.join("secret.txt").display()
         ))

@@ -93,7 +93,7 @@ impl ScopedSecretsResolver for ScopedSecrets {
                 Err(e) => return Err(CapabilityError::failed(format!("secret {name}: {e}"))),
             }
         }
-        Err(CapabilityError::not_available(format!(
+        Err(CapabilityError::not_found(format!(
             "secret {name} is not set in any configured secrets backend"
         )))
     }

@@ -115,7 +115,7 @@ async fn undeclared_names_never_reach_a_backend() {
 }
 
 #[tokio::test]
-async fn backends_chain_in_order_and_missing_is_not_available() {
+async fn backends_chain_in_order_and_missing_is_not_found() {
     let first = Arc::new(MemorySecrets::new().with("A", "from-first"));
     let second = Arc::new(MemorySecrets::new().with("A", "from-second").with("B", "b"));
     let secrets = ScopedSecrets::new("t", refs(&["A", "B", "C"]), vec![first, second]);
@@ -127,7 +127,7 @@ async fn backends_chain_in_order_and_missing_is_not_available() {
     let err = secrets.resolve("C").await.unwrap_err();
     assert_eq!(
         err,
-        CapabilityError::not_available("secret C is not set in any configured secrets backend")
+        CapabilityError::not_found("secret C is not set in any configured secrets backend")
     );
     assert_eq!(secrets.declared(), &refs(&["A", "B", "C"])[..]);
 }
@@ -180,7 +180,7 @@ async fn env_backend_maps_and_prefix_rule() {
     ] {
         assert_eq!(
             secrets.resolve(alias).await.unwrap_err().result_code(),
-            capability_types::ErrorCode::NotAvailable,
+            capability_types::ErrorCode::NotFound,
             "{alias}"
         );
     }
@@ -192,7 +192,7 @@ async fn env_backend_maps_and_prefix_rule() {
             .await
             .unwrap_err()
             .result_code(),
-        capability_types::ErrorCode::NotAvailable
+        capability_types::ErrorCode::NotFound
     );
 
     let home = std::env::var("HOME").unwrap();

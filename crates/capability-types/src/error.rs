@@ -101,6 +101,10 @@ pub enum CapabilityError {
     /// The operation was cancelled.
     #[error("cancelled")]
     Cancelled,
+    /// What the operation names does not exist (a file, a directory, a secret): allowed to
+    /// look, nothing there. Distinct from [`Denied`](Self::Denied), which says "not allowed".
+    #[error("{0}")]
+    NotFound(String),
     /// The operation itself failed (an I/O error, a non-policy backend failure, ...).
     #[error("{0}")]
     Failed(String),
@@ -125,6 +129,22 @@ impl CapabilityError {
         CapabilityError::NotAvailable(message.into())
     }
 
+    /// Something the operation names does not exist, named in `message`.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        CapabilityError::NotFound(message.into())
+    }
+
+    /// Whether this says "not there" rather than "not allowed" or "failed":
+    ///
+    /// ```
+    /// use capability_types::{CapabilityError, DenialCode};
+    /// assert!(CapabilityError::not_found("no such file: a.md").is_not_found());
+    /// assert!(!CapabilityError::denied(DenialCode::PathNotReachable, "read of /etc").is_not_found());
+    /// ```
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, CapabilityError::NotFound(_))
+    }
+
     /// A failure of the operation itself.
     pub fn failed(message: impl Into<String>) -> Self {
         CapabilityError::Failed(message.into())
@@ -146,6 +166,7 @@ impl CapabilityError {
             CapabilityError::NotAvailable(_) => ErrorCode::NotAvailable,
             CapabilityError::Timeout(_) => ErrorCode::Timeout,
             CapabilityError::Cancelled => ErrorCode::Cancelled,
+            CapabilityError::NotFound(_) => ErrorCode::NotFound,
             CapabilityError::Failed(_) => ErrorCode::ExecutionFailed,
         }
     }
@@ -174,6 +195,8 @@ pub enum ErrorCode {
     Timeout,
     /// The call was cancelled.
     Cancelled,
+    /// Something the call named does not exist.
+    NotFound,
 }
 
 impl ErrorCode {
@@ -186,6 +209,7 @@ impl ErrorCode {
             ErrorCode::ExecutionFailed => "execution_failed",
             ErrorCode::Timeout => "timeout",
             ErrorCode::Cancelled => "cancelled",
+            ErrorCode::NotFound => "not_found",
         }
     }
 }
