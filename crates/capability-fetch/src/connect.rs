@@ -19,6 +19,7 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
 use crate::addr::restricted;
+use crate::resolver::Resolver;
 
 /// Why a connection was not made.
 #[derive(Debug, thiserror::Error)]
@@ -88,6 +89,7 @@ impl AsyncWrite for Stream {
 #[derive(Clone)]
 pub(crate) struct PolicyConnector {
     pub(crate) hosts: Arc<dyn HostPolicy>,
+    pub(crate) resolver: Arc<dyn Resolver>,
     pub(crate) tls: TlsConnector,
     pub(crate) connect_timeout: Duration,
 }
@@ -112,6 +114,7 @@ impl tower_service::Service<http::Uri> for PolicyConnector {
 /// connects to the first that answers. Shared by the fetcher and the egress proxy.
 pub(crate) async fn connect_checked(
     hosts: &dyn HostPolicy,
+    resolver: &dyn Resolver,
     host: &str,
     port: u16,
     connect_timeout: Duration,
@@ -119,16 +122,10 @@ pub(crate) async fn connect_checked(
     let how = hosts.check(host, port).map_err(ConnectError::Policy)?;
     let candidates: Vec<IpAddr> = match host.parse::<IpAddr>() {
         Ok(ip) => vec![ip],
-        Err(_) => {
-            let lookup = tokio::net::lookup_host((host, port));
-            let found = tokio::time::timeout(connect_timeout, lookup)
-                .await
-                .map_err(|_| ConnectError::Timeout(host.to_owned()))?
-                .map_err(|e| ConnectError::Failed(format!("cannot resolve {host}: {e}")))?;
-            let mut ips: Vec<IpAddr> = found.map(|a| a.ip()).collect();
-            ips.dedup();
-            ips
-        }
+        Err(_) => tokio::time::timeout(connect_timeout, resolver.resolve(host, port))
+            .await
+            .map_err(|_| ConnectError::Timeout(host.to_owned()))?
+            .map_err(|e| ConnectError::Failed(format!("cannot resolve {host}: {e}")))?,
     };
     let allowed: Vec<IpAddr> = match how {
         HostMatch::Explicit => candidates.clone(),
@@ -181,7 +178,14 @@ impl PolicyConnector {
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
         // Checked again here: a pooled client connects lazily, and this is the last point
         // before a socket exists.
-        let tcp = connect_checked(&*self.hosts, host, port, self.connect_timeout).await?;
+        let tcp = connect_checked(
+            &*self.hosts,
+            &*self.resolver,
+            host,
+            port,
+            self.connect_timeout,
+        )
+        .await?;
         let _ = tcp.set_nodelay(true);
         if !https {
             return Ok(Stream::Plain(tcp));

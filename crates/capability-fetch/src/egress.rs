@@ -27,6 +27,7 @@ use tokio::task::{AbortHandle, JoinSet};
 
 use crate::FetchConfig;
 use crate::connect::{ConnectError, connect_checked};
+use crate::resolver::SystemResolver;
 
 type Body = BoxBody<Bytes, hyper::Error>;
 
@@ -208,7 +209,15 @@ impl Proxy {
             .host()
             .trim_start_matches('[')
             .trim_end_matches(']');
-        match connect_checked(&*self.grant.hosts, host, port, self.connect_timeout).await {
+        match connect_checked(
+            &*self.grant.hosts,
+            &SystemResolver,
+            host,
+            port,
+            self.connect_timeout,
+        )
+        .await
+        {
             Ok(tcp) => {
                 self.audit(true, via, host, port, None);
                 Ok(tcp)

@@ -32,6 +32,7 @@
 mod addr;
 mod connect;
 mod egress;
+mod resolver;
 mod scoped;
 
 use std::collections::HashMap;
@@ -47,6 +48,7 @@ use rustls::pki_types::CertificateDer;
 
 use crate::connect::PolicyConnector;
 pub use crate::egress::EgressProxy;
+pub use crate::resolver::{Resolution, Resolver, StaticResolver, SystemResolver};
 
 /// Why the address `ip` may not be reached through a wildcard pattern (loopback, private,
 /// link-local, this network, multicast, reserved, and IPv4 inside IPv6), or `None` for a public
@@ -96,6 +98,8 @@ pub struct FetchConfig {
     pub mozilla_roots: bool,
     /// Extra trusted roots (DER).
     pub extra_roots: Vec<CertificateDer<'static>>,
+    /// Where host names are resolved (default: the system's resolver).
+    pub resolver: Arc<dyn Resolver>,
 }
 
 impl Default for FetchConfig {
@@ -107,6 +111,7 @@ impl Default for FetchConfig {
             max_redirects: 10,
             mozilla_roots: true,
             extra_roots: Vec::new(),
+            resolver: Arc::new(SystemResolver),
         }
     }
 }
@@ -140,6 +145,13 @@ impl FetchConfig {
     /// Whether Mozilla's root store is trusted.
     pub fn mozilla_roots(mut self, on: bool) -> Self {
         self.mozilla_roots = on;
+        self
+    }
+    /// Resolves host names with `resolver` instead of the system's (tests map names to
+    /// loopback servers with a [`StaticResolver`]). The answers are checked like the
+    /// system's: a resolver cannot widen what a tool may reach.
+    pub fn resolver(mut self, resolver: impl Resolver) -> Self {
+        self.resolver = Arc::new(resolver);
         self
     }
 }
@@ -224,6 +236,7 @@ impl FetchBackend {
         }
         let connector = PolicyConnector {
             hosts: Arc::clone(hosts),
+            resolver: Arc::clone(&self.config.resolver),
             tls: self.tls.clone(),
             connect_timeout: self.config.connect_timeout,
         };

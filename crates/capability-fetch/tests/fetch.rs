@@ -555,3 +555,100 @@ async fn https_with_a_custom_root() {
         "{err}"
     );
 }
+
+/// A resolver that answers a public address first and a loopback one after (a rebinding DNS
+/// server), counting how often it is asked.
+struct Rebinding {
+    asked: Arc<AtomicUsize>,
+}
+
+impl capability_fetch::Resolver for Rebinding {
+    fn resolve<'a>(&'a self, _host: &'a str, _port: u16) -> capability_fetch::Resolution<'a> {
+        let n = self.asked.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move {
+            Ok(if n == 0 {
+                // TEST-NET-3: public-looking, never answers here.
+                vec!["203.0.113.7".parse().unwrap()]
+            } else {
+                vec!["127.0.0.1".parse().unwrap(), "203.0.113.7".parse().unwrap()]
+            })
+        })
+    }
+}
+
+// guarantee: G-NET-03
+/// docs/testing.md, "Fetch without the network": a test maps names to a loopback server with a
+/// resolver, and the address rules still hold through it: a wildcard-matched name that the
+/// resolver sends to loopback is refused (or that address skipped) and never contacted, however
+/// the answers change between calls; only an explicitly named host reaches the loopback server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_resolver_maps_names_and_cannot_widen_what_is_reached() {
+    let server = start("127.0.0.1", None).await;
+    let loopback: IpAddr = "127.0.0.1".parse().unwrap();
+    let table = capability_fetch::StaticResolver::new()
+        .with("API.example.test", [loopback])
+        .with("evil.example.test", [loopback]);
+    let config = || {
+        FetchConfig::default()
+            .resolver(table.clone())
+            .connect_timeout(Duration::from_millis(300))
+    };
+    // Named explicitly: the test reaches its loopback server under a real-looking name.
+    let explicit = fetcher(&["api.example.test".to_owned()], config());
+    let response = explicit
+        .fetch(get(&server.url("http", "api.example.test", "/echo")))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(server.connections(), 1);
+    // Through a wildcard, the same mapping is a private-address refusal, before any connection.
+    let wildcard = fetcher(&["*.example.test".to_owned()], config());
+    let message = denial(
+        wildcard
+            .fetch(get(&server.url("http", "evil.example.test", "/echo")))
+            .await,
+    );
+    assert!(
+        message.starts_with("evil.example.test resolves to a loopback address"),
+        "{message}"
+    );
+    // A name the table does not have does not resolve (no fall-through to the system's DNS).
+    let missing = wildcard
+        .fetch(get(&server.url("http", "other.example.test", "/echo")))
+        .await
+        .unwrap_err();
+    assert!(
+        missing
+            .to_string()
+            .contains("not in the test resolver's table"),
+        "{missing}"
+    );
+    assert_eq!(server.connections(), 1);
+
+    // A rebinding resolver: a public answer first, loopback after. Each connection resolves
+    // once and connects only to what it checked, so loopback is never contacted.
+    let asked = Arc::new(AtomicUsize::new(0));
+    let rebinding = fetcher(
+        &["*.example.test".to_owned()],
+        FetchConfig::default()
+            .resolver(Rebinding {
+                asked: Arc::clone(&asked),
+            })
+            .connect_timeout(Duration::from_millis(300)),
+    );
+    for _ in 0..3 {
+        let r = rebinding
+            .fetch(get(&server.url("http", "rebind.example.test", "/echo")))
+            .await;
+        assert!(r.is_err(), "{r:?}");
+    }
+    assert!(
+        asked.load(Ordering::SeqCst) >= 2,
+        "the resolver was asked again"
+    );
+    assert_eq!(
+        server.connections(),
+        1,
+        "the loopback server saw no rebinding connection"
+    );
+}

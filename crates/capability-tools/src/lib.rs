@@ -23,6 +23,7 @@
 
 mod args;
 mod explain;
+pub mod testing;
 mod tools;
 
 use std::fmt;
