@@ -36,11 +36,14 @@ mod registry;
 mod resolve;
 mod validate;
 
+#[cfg(feature = "yaml")]
+pub use capability_policy::{ETHOS_OTHER_FILES, ETHOS_POLICY_FILES, EthosFiles, EthosVars};
 pub use capability_policy::{
     EnvRules, EscalateRules, MAX_POLICY_BYTES, MAX_POLICY_DEPTH, NarrowFs, NarrowNetwork,
     NarrowProcess, Narrowing, NetworkRules, PersonalityPolicy, PolicyError, PolicyFormat,
     PolicyFsReach, ProcessRules, Safety, ToolConstraints, check_policy_text, is_fixed_env_name,
-    is_refused_env_name, is_safe_env_name, normalize_lexically, valid_env_name, valid_tool_name,
+    is_mcp_server_entry, is_refused_env_name, is_safe_env_name, normalize_lexically,
+    valid_env_name, valid_tool_name,
 };
 
 pub use crate::audit::{

@@ -231,11 +231,17 @@ impl CompiledPolicy {
         self.source.as_deref()
     }
 
-    /// Whether `tool` is in the toolset (no toolset, or no personality: every tool).
+    /// Whether `tool` is in the toolset (no toolset, or no personality: every tool). An entry
+    /// `mcp__<server>__*` covers every tool of that MCP server.
     pub fn allows_tool(&self, tool: &str) -> bool {
         match &self.toolset {
             None => true,
-            Some(toolset) => toolset.iter().any(|t| t == tool),
+            Some(toolset) => toolset.iter().any(|t| {
+                t == tool
+                    || (capability_policy::is_mcp_server_entry(t)
+                        && tool.len() > t.len() - 1
+                        && tool.starts_with(&t[..t.len() - 1]))
+            }),
         }
     }
 

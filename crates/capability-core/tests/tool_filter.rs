@@ -176,3 +176,44 @@ async fn a_second_filter_cannot_widen_the_first() {
         .await;
     assert!(outcome(&r).starts_with("TOOL_FILTERED_OUT"));
 }
+
+// guarantee: G-POL-05
+/// A toolset entry `mcp__<server>__*` (what an Ethos `mcp_servers` list becomes) admits every
+/// tool of that server and nothing else.
+#[tokio::test]
+async fn a_server_entry_in_the_toolset_admits_that_servers_tools_only() {
+    let (registry, _, _) = registry();
+    let ctx = ExecutionContext::new(
+        "s",
+        policy("id = \"p\"\ntoolset = [\"read_file\", \"mcp__gh__*\"]\n"),
+        "/tmp",
+    );
+    let results: Vec<String> = registry
+        .execute_parallel(
+            [
+                "mcp__gh__get_issue",
+                "mcp__gh__create_issue",
+                "mcp__linear__list",
+                "list_dir",
+            ]
+            .iter()
+            .map(|t| ToolCall::new(*t, *t, json!({})))
+            .collect(),
+            &ctx,
+        )
+        .await
+        .iter()
+        .map(outcome)
+        .collect();
+    assert_eq!(results[..2], ["ok", "ok"]);
+    assert!(results[2].starts_with("TOOL_NOT_IN_TOOLSET"));
+    assert!(results[3].starts_with("TOOL_NOT_IN_TOOLSET"));
+    for bad in ["mcp__*", "mcp__gh__x*", "mcp__a__b__*", "*"] {
+        let text = format!("id = \"p\"\ntoolset = [\"{bad}\"]\n");
+        assert!(
+            capability_core::CompiledPolicy::load(&text, capability_core::PolicyFormat::Toml, None)
+                .is_err(),
+            "{bad}"
+        );
+    }
+}

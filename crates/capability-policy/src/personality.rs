@@ -371,10 +371,12 @@ impl PersonalityPolicy {
         }
         if let Some(toolset) = &self.toolset {
             for (i, name) in toolset.iter().enumerate() {
-                if !valid_tool_name(name) {
+                if !valid_tool_name(name) && !is_mcp_server_entry(name) {
                     return Err(PolicyError::invalid(
                         format!("toolset[{i}]"),
-                        format!("{name:?} is not a tool name (1-64 characters of a-z 0-9 _ -)"),
+                        format!(
+                            "{name:?} is not a tool name (1-64 characters of a-z 0-9 _ -) or every tool of an MCP server (mcp__SERVER__*)"
+                        ),
                     ));
                 }
             }
@@ -478,6 +480,23 @@ pub fn valid_tool_name(name: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'-'))
 }
 
+/// Whether a toolset entry names every tool of one MCP server: `mcp__<server>__*`, the server a
+/// tool name without `__` (docs/policy.md, "Ethos personality directories").
+///
+/// ```
+/// use capability_policy::is_mcp_server_entry;
+/// assert!(is_mcp_server_entry("mcp__github__*"));
+/// assert!(!is_mcp_server_entry("mcp__*"));
+/// assert!(!is_mcp_server_entry("mcp__a__b__*"));
+/// assert!(!is_mcp_server_entry("read_*"));
+/// ```
+pub fn is_mcp_server_entry(entry: &str) -> bool {
+    entry
+        .strip_prefix("mcp__")
+        .and_then(|rest| rest.strip_suffix("__*"))
+        .is_some_and(|server| valid_tool_name(server) && !server.contains("__"))
+}
+
 fn absolute_policy_path(path: &Path, home: Option<&Path>) -> Result<PathBuf, String> {
     let text = path
         .to_str()
@@ -545,7 +564,7 @@ fn syntax(field: Option<String>, message: String) -> PolicyError {
 }
 
 /// Parses any of the policy documents in `format`, with errors that name the field.
-fn parse_any<T: serde::de::DeserializeOwned>(
+pub(crate) fn parse_any<T: serde::de::DeserializeOwned>(
     text: &str,
     format: PolicyFormat,
 ) -> Result<T, PolicyError> {

@@ -22,8 +22,12 @@ pub(crate) fn home() -> Option<PathBuf> {
         .filter(|p| p.is_absolute())
 }
 
-/// Reads, parses and compiles a personality file; every problem is one line naming it.
+/// Reads, parses and compiles a personality file, or an Ethos personality directory; every
+/// problem is one line naming it.
 pub(crate) fn load_policy(path: &Path) -> Result<CompiledPolicy, Usage> {
+    if path.is_dir() {
+        return load_ethos_dir(path);
+    }
     let shown = path.display();
     let format = PolicyFormat::from_path(path).map_err(|e| Usage(format!("{shown}: {e}")))?;
     let bytes = std::fs::read(path)
@@ -32,6 +36,87 @@ pub(crate) fn load_policy(path: &Path) -> Result<CompiledPolicy, Usage> {
         .map_err(|_| Usage(format!("personality file {shown} is not UTF-8")))?;
     CompiledPolicy::load(&text, format, home().as_deref())
         .map_err(|e| Usage(format!("invalid personality file {shown}: {e}")))
+}
+
+/// An Ethos personality directory (docs/policy.md, "Ethos personality directories"): its
+/// policy files are read; other files Ethos keeps there are left alone; a `.yaml`, `.yml`,
+/// `.json` or `.toml` file toolcap does not know is an error (it may be policy).
+fn load_ethos_dir(dir: &Path) -> Result<CompiledPolicy, Usage> {
+    use capability_core::{ETHOS_OTHER_FILES, ETHOS_POLICY_FILES, EthosFiles, EthosVars};
+    let shown = dir.display();
+    let dir = std::fs::canonicalize(dir)
+        .map_err(|e| Usage(format!("cannot read personality directory {shown}: {e}")))?;
+    let id = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| Usage(format!("personality directory {shown} has no usable name")))?
+        .to_owned();
+    let entries = std::fs::read_dir(&dir)
+        .map_err(|e| Usage(format!("cannot read personality directory {shown}: {e}")))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let looks_like_policy = [".yaml", ".yml", ".json", ".toml"]
+            .iter()
+            .any(|ext| name.ends_with(ext));
+        if looks_like_policy
+            && !ETHOS_POLICY_FILES.contains(&name.as_str())
+            && !ETHOS_OTHER_FILES.contains(&name.as_str())
+        {
+            return Err(Usage(format!(
+                "invalid personality directory {shown}: {name} is not a file of an Ethos personality toolcap knows ({} are policy; {} are not)",
+                ETHOS_POLICY_FILES.join(", "),
+                ETHOS_OTHER_FILES.join(", ")
+            )));
+        }
+    }
+    let read = |name: &str| -> Result<Option<String>, Usage> {
+        let path = dir.join(name);
+        if !path.exists() {
+            return Ok(None);
+        }
+        std::fs::read_to_string(&path)
+            .map(Some)
+            .map_err(|e| Usage(format!("cannot read {}: {e}", path.display())))
+    };
+    let (config, toolset, mcp) = (
+        read("config.yaml")?,
+        read("toolset.yaml")?,
+        read("mcp.yaml")?,
+    );
+    if config.is_none() && !dir.join("SOUL.md").exists() {
+        return Err(Usage(format!(
+            "{shown} is neither a personality file nor an Ethos personality directory (it has no config.yaml or SOUL.md)"
+        )));
+    }
+    let home = home();
+    let ethos_home = match std::env::var_os("ETHOS_HOME").map(PathBuf::from) {
+        Some(h) if h.is_absolute() => h,
+        Some(h) => {
+            return Err(Usage(format!(
+                "ETHOS_HOME={} is not an absolute path",
+                h.display()
+            )));
+        }
+        None => home
+            .as_deref()
+            .map(|h| h.join(".ethos"))
+            .ok_or_else(|| Usage("neither ETHOS_HOME nor HOME is set".to_owned()))?,
+    };
+    let cwd = std::env::current_dir()
+        .map_err(|e| Usage(format!("cannot determine the current directory: {e}")))?;
+    let files = EthosFiles {
+        config: config.as_deref(),
+        toolset: toolset.as_deref(),
+        mcp: mcp.as_deref(),
+    };
+    let vars = EthosVars {
+        ethos_home: &ethos_home,
+        cwd: &cwd,
+    };
+    let policy = capability_core::PersonalityPolicy::from_ethos(&id, files, vars, home.as_deref())
+        .and_then(|p| CompiledPolicy::compile(p, home.as_deref()))
+        .map_err(|e| Usage(format!("invalid Ethos personality {shown}: {e}")))?;
+    Ok(policy)
 }
 
 /// Reads and verifies a manifest file.

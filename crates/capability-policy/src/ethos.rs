@@ -1,0 +1,426 @@
+//! Ethos personality directories as personalities (docs/policy.md, "Ethos personality
+//! directories"): `config.yaml`, `toolset.yaml` and `mcp.yaml`, mapped field by field onto a
+//! [`PersonalityPolicy`], the fields that are not access policy ignored by an explicit list,
+//! anything else an error. This module reads no file: the caller hands over the texts.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::personality::parse_any;
+use crate::{PersonalityPolicy, PolicyError, PolicyFormat};
+
+/// The policy-bearing files of one Ethos personality directory, as text (absent when the file
+/// is not there).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EthosFiles<'a> {
+    /// `config.yaml`.
+    pub config: Option<&'a str>,
+    /// `toolset.yaml`: the list of tools.
+    pub toolset: Option<&'a str>,
+    /// `mcp.yaml`: per-server MCP tool lists.
+    pub mcp: Option<&'a str>,
+}
+
+/// What Ethos substitutes into `fs_reach` paths: `${ETHOS_HOME}` and `${CWD}` (`${self}` is the
+/// personality's id).
+#[derive(Debug, Clone, Copy)]
+pub struct EthosVars<'a> {
+    /// Ethos's home (`$ETHOS_HOME`, by default `~/.ethos`).
+    pub ethos_home: &'a Path,
+    /// The current directory of the agent.
+    pub cwd: &'a Path,
+}
+
+/// The names of the files in a personality directory that carry policy.
+pub const ETHOS_POLICY_FILES: [&str; 3] = ["config.yaml", "toolset.yaml", "mcp.yaml"];
+
+/// Files an Ethos personality directory holds that are not access policy (read by nobody here).
+pub const ETHOS_OTHER_FILES: [&str; 4] = ["SOUL.md", "skills", "tools.yaml", "README.md"];
+
+/// `config.yaml` keys that are not access policy: how the agent talks, which model it uses,
+/// how it remembers. Ignored.
+const NOT_POLICY: &[&str] = &[
+    "name",
+    "description",
+    "provider",
+    "platform",
+    "model",
+    "capabilities",
+    "streamingTimeoutMs",
+    "budgetCapUsd",
+    "context_engine",
+    "evolution_approval_mode",
+];
+
+/// Prefixes of dotted `config.yaml` keys that are not access policy. Ignored.
+const NOT_POLICY_PREFIXES: &[&str] = &[
+    "model.",
+    "context_layering.",
+    "context_engine_options.",
+    "skill_evolution.",
+    "dreaming.",
+    "nightly.",
+    "memory.",
+    "mcp_export.",
+    "outbound_policy.",
+    "voice.",
+    "display.",
+];
+
+/// `safety:` keys that are about content and logging, not access. Ignored.
+const SAFETY_NOT_ACCESS: &[&str] = &[
+    "observability",
+    "injectionDefense",
+    "piiRedaction",
+    "allowed_skill_permissions",
+];
+
+impl PersonalityPolicy {
+    /// The personality an Ethos personality directory describes, under `id` (the directory's
+    /// name). The result is checked like any policy (`~` expanded with `home`, absolute paths).
+    ///
+    /// Where Ethos and toolcap differ, toolcap is stricter (docs/policy.md): no `toolset.yaml`
+    /// means no tool; no `safety.network.allow` means no host; `safety` settings toolcap cannot
+    /// enforce (`approvalMode` other than `off`, `denyRules`, `mcp.yaml` `reject_args`) are
+    /// errors, never silently dropped.
+    ///
+    /// ```
+    /// # #[cfg(feature = "yaml")] {
+    /// use capability_policy::{EthosFiles, EthosVars, PersonalityPolicy};
+    /// use std::path::Path;
+    /// let files = EthosFiles {
+    ///     config: Some("name: Reviewer\nmodel: claude-sonnet-4-6\nfs_reach.read: /srv/repo\n"),
+    ///     toolset: Some("- read_file\n- search_files\n"),
+    ///     mcp: None,
+    /// };
+    /// let vars = EthosVars { ethos_home: Path::new("/home/ada/.ethos"), cwd: Path::new("/srv/repo") };
+    /// let p = PersonalityPolicy::from_ethos("reviewer", files, vars, None).unwrap();
+    /// assert_eq!(p.toolset.as_deref(), Some(&["read_file".to_owned(), "search_files".to_owned()][..]));
+    /// assert_eq!(p.fs_reach.read, [Path::new("/srv/repo")]);
+    /// # }
+    /// ```
+    pub fn from_ethos(
+        id: &str,
+        files: EthosFiles<'_>,
+        vars: EthosVars<'_>,
+        home: Option<&Path>,
+    ) -> Result<Self, PolicyError> {
+        let config: BTreeMap<String, Value> = match files.config {
+            Some(text) if !text.trim().is_empty() => {
+                parse_any(text, PolicyFormat::Yaml).map_err(|e| in_file("config.yaml", e))?
+            }
+            _ => BTreeMap::new(),
+        };
+        let mut policy = PersonalityPolicy {
+            id: id.to_owned(),
+            ..PersonalityPolicy::default()
+        };
+        let mut reach = EthosReach::default();
+        let mut mcp_servers: Vec<String> = Vec::new();
+        for (key, value) in &config {
+            match key.as_str() {
+                "fs_reach.read" => reach.read = Some(path_list(key, value)?),
+                "fs_reach.write" => reach.write = Some(path_list(key, value)?),
+                "fs_reach.workdir" => reach.workdir = Some(string(key, value)?),
+                "mcp_servers" => {
+                    mcp_servers = string(key, value)?
+                        .split_whitespace()
+                        .map(str::to_owned)
+                        .collect();
+                }
+                // Plugin tools are gated by the toolset in toolcap; the list adds nothing.
+                "plugins" => {
+                    string(key, value)?;
+                }
+                "safety" => safety(value, &mut policy)?,
+                k if NOT_POLICY.contains(&k)
+                    || NOT_POLICY_PREFIXES.iter().any(|p| k.starts_with(p)) => {}
+                k => {
+                    return Err(PolicyError::invalid(
+                        format!("config.yaml: {k}"),
+                        "not a field toolcap knows in an Ethos personality (neither access policy it maps nor one it ignores by name)",
+                    ));
+                }
+            }
+        }
+        reach.apply(id, vars, &mut policy)?;
+
+        let mut toolset: Vec<String> = match files.toolset {
+            Some(text) if !text.trim().is_empty() => toolset_list(text)?,
+            _ => Vec::new(),
+        };
+        let per_server = match files.mcp {
+            Some(text) if !text.trim().is_empty() => mcp_tools(text)?,
+            _ => BTreeMap::new(),
+        };
+        for server in &mcp_servers {
+            match per_server.get(server) {
+                Some(tools) => toolset.extend(tools.iter().map(|t| format!("mcp__{server}__{t}"))),
+                None => toolset.push(format!("mcp__{server}__*")),
+            }
+        }
+        policy.toolset = Some(toolset);
+        policy.check(home)?;
+        Ok(policy)
+    }
+}
+
+/// `toolset.yaml`: a list of tool names, or a mapping whose only key `tools` holds that list
+/// (both forms ship with Ethos).
+fn toolset_list(text: &str) -> Result<Vec<String>, PolicyError> {
+    let doc: Value = parse_any(text, PolicyFormat::Yaml).map_err(|e| in_file("toolset.yaml", e))?;
+    let list = match &doc {
+        Value::Array(_) => &doc,
+        Value::Object(map) if map.len() == 1 && map.contains_key("tools") => &map["tools"],
+        _ => {
+            return Err(PolicyError::invalid(
+                "toolset.yaml",
+                "expected a list of tool names, or `tools:` with that list",
+            ));
+        }
+    };
+    list.as_array()
+        .ok_or_else(|| {
+            PolicyError::invalid("toolset.yaml: tools", "expected a list of tool names")
+        })?
+        .iter()
+        .map(|t| string("toolset.yaml", t))
+        .collect()
+}
+
+/// `fs_reach.*` as declared.
+#[derive(Default)]
+struct EthosReach {
+    read: Option<Vec<String>>,
+    write: Option<Vec<String>>,
+    workdir: Option<String>,
+}
+
+impl EthosReach {
+    /// Ethos's derivation: declared lists win when non-empty, else the defaults
+    /// (`read = [own dir, ${ETHOS_HOME}/skills, workdir]`, `write = [own dir, workdir]`); a
+    /// declared workdir is added to both.
+    fn apply(
+        self,
+        id: &str,
+        vars: EthosVars<'_>,
+        policy: &mut PersonalityPolicy,
+    ) -> Result<(), PolicyError> {
+        let sub = |field: &str, text: &str, cwd: &Path| substitute(field, text, id, vars, cwd);
+        let workdir = match &self.workdir {
+            Some(w) => PathBuf::from(sub("fs_reach.workdir", w, vars.cwd)?),
+            None => vars.cwd.to_path_buf(),
+        };
+        let own = vars.ethos_home.join("personalities").join(id);
+        let list =
+            |field: &str, declared: &Option<Vec<String>>, defaults: Vec<PathBuf>| match declared {
+                Some(items) if !items.is_empty() => items
+                    .iter()
+                    .map(|t| sub(field, t, &workdir).map(PathBuf::from))
+                    .collect::<Result<Vec<_>, _>>(),
+                _ => Ok(defaults),
+            };
+        let mut read = list(
+            "fs_reach.read",
+            &self.read,
+            vec![own.clone(), vars.ethos_home.join("skills"), workdir.clone()],
+        )?;
+        let mut write = list("fs_reach.write", &self.write, vec![own, workdir.clone()])?;
+        if self.workdir.is_some() {
+            for l in [&mut read, &mut write] {
+                if !l.iter().any(|p| p == &workdir) {
+                    l.insert(0, workdir.clone());
+                }
+            }
+        }
+        policy.fs_reach.read = read;
+        policy.fs_reach.write = write;
+        Ok(())
+    }
+}
+
+/// `${ETHOS_HOME}`, `${self}` and `${CWD}` replaced; an empty value is an error, as in Ethos.
+fn substitute(
+    field: &str,
+    text: &str,
+    id: &str,
+    vars: EthosVars<'_>,
+    cwd: &Path,
+) -> Result<String, PolicyError> {
+    let mut out = text.trim().to_owned();
+    for (token, value) in [
+        (
+            "${ETHOS_HOME}",
+            vars.ethos_home.to_string_lossy().into_owned(),
+        ),
+        ("${self}", id.to_owned()),
+        ("${CWD}", cwd.to_string_lossy().into_owned()),
+    ] {
+        if out.contains(token) {
+            if value.is_empty() {
+                return Err(PolicyError::invalid(
+                    field,
+                    format!("{token} is empty in {text:?}"),
+                ));
+            }
+            out = out.replace(token, &value);
+        }
+    }
+    if out.contains("${") {
+        return Err(PolicyError::invalid(
+            field,
+            format!("{text:?} has a substitution other than ${{ETHOS_HOME}}, ${{self}}, ${{CWD}}"),
+        ));
+    }
+    Ok(out)
+}
+
+/// A comma-separated list of paths (Ethos's form), or a YAML list.
+fn path_list(key: &str, value: &Value) -> Result<Vec<String>, PolicyError> {
+    match value {
+        Value::String(s) => Ok(s
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect()),
+        Value::Array(items) => items.iter().map(|v| string(key, v)).collect(),
+        _ => Err(PolicyError::invalid(
+            format!("config.yaml: {key}"),
+            "expected a comma-separated list of paths",
+        )),
+    }
+}
+
+fn string(key: &str, value: &Value) -> Result<String, PolicyError> {
+    value.as_str().map(str::to_owned).ok_or_else(|| {
+        PolicyError::invalid(
+            format!("config.yaml: {key}"),
+            format!("expected a string, got {value}"),
+        )
+    })
+}
+
+/// The `safety:` block: `network.allow` / `network.deny` map onto `safety.network`; what
+/// toolcap cannot enforce is an error; content and logging settings are ignored.
+fn safety(value: &Value, policy: &mut PersonalityPolicy) -> Result<(), PolicyError> {
+    let Value::Object(block) = value else {
+        return Err(PolicyError::invalid(
+            "config.yaml: safety",
+            "expected a block",
+        ));
+    };
+    for (key, v) in block {
+        let field = format!("config.yaml: safety.{key}");
+        match key.as_str() {
+            "network" => {
+                let Value::Object(net) = v else {
+                    return Err(PolicyError::invalid(field, "expected a block"));
+                };
+                for (k, list) in net {
+                    let hosts = |l: &Value| -> Result<Vec<String>, PolicyError> {
+                        l.as_array()
+                            .ok_or_else(|| {
+                                PolicyError::invalid(format!("{field}.{k}"), "expected a list")
+                            })?
+                            .iter()
+                            .map(|h| string(&format!("safety.network.{k}"), h))
+                            .collect()
+                    };
+                    match k.as_str() {
+                        "allow" => policy.safety.network.allow = hosts(list)?,
+                        "deny" => policy.safety.network.deny = hosts(list)?,
+                        // Private addresses are reachable only through explicitly named hosts.
+                        "allow_private_urls" => {}
+                        other => {
+                            return Err(PolicyError::invalid(
+                                format!("{field}.{other}"),
+                                "not a network field toolcap knows",
+                            ));
+                        }
+                    }
+                }
+            }
+            "approvalMode" if v.as_str() == Some("off") => {}
+            "approvalMode" => {
+                return Err(PolicyError::invalid(
+                    field,
+                    format!(
+                        "{v} asks before calls by a rule toolcap cannot enforce; toolcap asks only for [escalate] patterns (write a toolcap personality with [escalate], or set approvalMode: off)"
+                    ),
+                ));
+            }
+            "denyRules" if v.as_array().is_some_and(Vec::is_empty) => {}
+            "denyRules" => {
+                return Err(PolicyError::invalid(
+                    field,
+                    "substring deny rules over arguments cannot be enforced by toolcap; use fs_reach.deny, safety.network.deny or safety.process.deny_args in a toolcap personality",
+                ));
+            }
+            k if SAFETY_NOT_ACCESS.contains(&k) => {}
+            _ => {
+                return Err(PolicyError::invalid(
+                    field,
+                    "not a safety field toolcap knows",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `mcp.yaml`: `servers.<name>.tools` lists; `reject_args` cannot be enforced (an error).
+fn mcp_tools(text: &str) -> Result<BTreeMap<String, Vec<String>>, PolicyError> {
+    let doc: Value = parse_any(text, PolicyFormat::Yaml).map_err(|e| in_file("mcp.yaml", e))?;
+    let mut out = BTreeMap::new();
+    let Some(servers) = doc.get("servers").and_then(Value::as_object) else {
+        return Ok(out);
+    };
+    if let Some(extra) = doc
+        .as_object()
+        .and_then(|o| o.keys().find(|k| *k != "servers"))
+    {
+        return Err(PolicyError::invalid(
+            format!("mcp.yaml: {extra}"),
+            "not an mcp.yaml field",
+        ));
+    }
+    for (server, entry) in servers {
+        let field = format!("mcp.yaml: servers.{server}");
+        for (k, v) in entry.as_object().into_iter().flatten() {
+            match k.as_str() {
+                "tools" => {
+                    let tools = v
+                        .as_array()
+                        .ok_or_else(|| {
+                            PolicyError::invalid(format!("{field}.tools"), "expected a list")
+                        })?
+                        .iter()
+                        .map(|t| string("mcp.yaml tools", t))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    out.insert(server.clone(), tools);
+                }
+                "reject_args" if v.as_object().is_some_and(serde_json::Map::is_empty) => {}
+                "reject_args" => {
+                    return Err(PolicyError::invalid(
+                        format!("{field}.reject_args"),
+                        "argument rules on MCP tools cannot be enforced by toolcap (a guarded server's tools are checked by the guard's own rules, docs/guard.md)",
+                    ));
+                }
+                other => {
+                    return Err(PolicyError::invalid(
+                        format!("{field}.{other}"),
+                        "not an mcp.yaml field",
+                    ));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn in_file(file: &str, e: PolicyError) -> PolicyError {
+    PolicyError::invalid(file, e.to_string())
+}

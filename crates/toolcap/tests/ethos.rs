@@ -1,0 +1,308 @@
+//! Ethos personality directories as `--personality DIR` (docs/policy.md, "Ethos personality
+//! directories"): every personality Ethos ships loads and means what it means in Ethos, or
+//! less; what toolcap cannot enforce, or does not know, is an error.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the tests run the built binary on fixture directories"
+)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const TOOLCAP: &str = env!("CARGO_BIN_EXE_toolcap");
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/ethos")
+        .join(name)
+}
+
+struct Env {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    cwd: PathBuf,
+}
+
+impl Env {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let home = root.join("home");
+        let cwd = root.join("project");
+        std::fs::create_dir_all(home.join(".ethos/personalities")).unwrap();
+        std::fs::create_dir_all(&cwd).unwrap();
+        std::fs::write(cwd.join("main.rs"), "fn main() {}").unwrap();
+        Self {
+            _dir: dir,
+            home,
+            cwd,
+        }
+    }
+
+    fn toolcap(&self, args: &[&str]) -> Output {
+        Command::new(TOOLCAP)
+            .args(args)
+            .env("HOME", &self.home)
+            .env_remove("ETHOS_HOME")
+            .env("XDG_DATA_HOME", self.home.join("data"))
+            .env_remove("RUST_LOG")
+            .current_dir(&self.cwd)
+            .output()
+            .unwrap()
+    }
+
+    fn manifest(&self, personality: &Path) -> Value {
+        let out = self.toolcap(&["manifest", "--personality", personality.to_str().unwrap()]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn call(&self, personality: &Path, tool: &str, args: &str) -> Value {
+        let out = self.toolcap(&[
+            "call",
+            "--personality",
+            personality.to_str().unwrap(),
+            tool,
+            args,
+        ]);
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
+fn error(v: &Value) -> &str {
+    v["error"].as_str().unwrap_or("ok")
+}
+
+// guarantee: G-POL-05
+#[test]
+fn every_shipped_ethos_personality_loads() {
+    let env = Env::new();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ethos");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 8, "{names:?}");
+    for name in &names {
+        let out = env.toolcap(&["validate", "--personality", fixture(name).to_str().unwrap()]);
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+// guarantee: G-POL-05
+#[test]
+fn an_ethos_personality_means_what_it_means_in_ethos() {
+    let env = Env::new();
+    let ethos = env.home.join(".ethos");
+    // engineer: no fs_reach, so Ethos's defaults: read = own dir, skills, cwd; write = own
+    // dir, cwd. Its toolset has read_file and write_file.
+    let engineer = fixture("engineer");
+    let m = env.manifest(&engineer);
+    let read = m["tools"]["read_file"]["effective"]["fs_read"].clone();
+    let read: Vec<String> = serde_json::from_value(read).unwrap();
+    for expected in [
+        ethos.join("personalities/engineer"),
+        ethos.join("skills"),
+        env.cwd.clone(),
+    ] {
+        assert!(
+            read.contains(&expected.display().to_string()),
+            "{expected:?} in {read:?}"
+        );
+    }
+    assert_eq!(
+        env.call(&engineer, "read_file", r#"{"path": "main.rs"}"#)["value"],
+        "fn main() {}"
+    );
+    assert_eq!(
+        env.call(
+            &engineer,
+            "write_file",
+            r#"{"path": "out.rs", "content": "x"}"#
+        )["ok"],
+        true
+    );
+    assert!(
+        error(&env.call(&engineer, "read_file", r#"{"path": "/etc/passwd"}"#))
+            .starts_with("PATH_NOT_REACHABLE")
+    );
+    // The deny floor holds under Ethos's reach too.
+    std::fs::create_dir_all(env.cwd.join(".ssh")).unwrap();
+    assert!(
+        error(&env.call(&engineer, "read_file", r#"{"path": "/proc/self/environ"}"#))
+            .starts_with("PATH_NOT_REACHABLE")
+    );
+    // No safety.network in the directory: no host (stricter than Ethos, by design).
+    assert!(
+        error(&env.call(&engineer, "fetch_url", r#"{"url": "https://example.com/"}"#))
+            .starts_with("TOOL_NOT_IN_TOOLSET")
+    );
+
+    // reviewer: read-only; write_file is not in its toolset.
+    let reviewer = fixture("reviewer");
+    assert_eq!(
+        env.call(&reviewer, "read_file", r#"{"path": "main.rs"}"#)["ok"],
+        true
+    );
+    assert!(
+        error(&env.call(&reviewer, "write_file", r#"{"path": "x", "content": "x"}"#))
+            .starts_with("TOOL_NOT_IN_TOOLSET")
+    );
+
+    // personality-architect: a declared write list replaces the defaults.
+    let m = env.manifest(&fixture("personality-architect"));
+    let write_file = m["tools"]["write_file"].clone();
+    assert_eq!(
+        write_file["effective"]["fs_write"],
+        serde_json::json!([ethos.join("personalities").display().to_string()]),
+        "{write_file}"
+    );
+
+    // ETHOS_HOME moves ${ETHOS_HOME} (voice: fs_reach.workdir: ${ETHOS_HOME}/workspace/${self}).
+    let out = Command::new(TOOLCAP)
+        .args([
+            "manifest",
+            "--personality",
+            fixture("voice").to_str().unwrap(),
+        ])
+        .env("HOME", &env.home)
+        .env("ETHOS_HOME", "/srv/ethos")
+        .current_dir(&env.cwd)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("/srv/ethos/workspace/voice"), "{text}");
+}
+
+/// A hostile personality directory: its name, its files, and what the error must name.
+type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
+
+// guarantee: G-POL-05
+#[test]
+fn what_toolcap_cannot_enforce_or_does_not_know_is_an_error() {
+    let env = Env::new();
+    let base = env.cwd.join("personalities");
+    let cases: &[Case<'_>] = &[
+        (
+            "unknown-key",
+            &[("config.yaml", "name: X\nfs_reach.raed: /tmp\n")],
+            "fs_reach.raed",
+        ),
+        (
+            "approval",
+            &[("config.yaml", "safety:\n  approvalMode: manual\n")],
+            "approvalMode",
+        ),
+        (
+            "deny-rules",
+            &[("config.yaml", "safety:\n  denyRules:\n    - rm -rf\n")],
+            "denyRules",
+        ),
+        (
+            "safety-unknown",
+            &[("config.yaml", "safety:\n  netwrok:\n    allow: []\n")],
+            "safety.netwrok",
+        ),
+        (
+            "duplicate",
+            &[(
+                "config.yaml",
+                "name: A\nfs_reach.read: /tmp\nfs_reach.read: /\n",
+            )],
+            "duplicate key",
+        ),
+        (
+            "relative",
+            &[("config.yaml", "fs_reach.read: notes/\n")],
+            "fs_reach.read",
+        ),
+        (
+            "substitution",
+            &[("config.yaml", "fs_reach.read: ${HOME}/x\n")],
+            "substitution",
+        ),
+        (
+            "mcp-reject",
+            &[
+                ("config.yaml", "mcp_servers: linear\n"),
+                (
+                    "mcp.yaml",
+                    "servers:\n  linear:\n    reject_args:\n      save_issue:\n        status:\n          - Done\n",
+                ),
+            ],
+            "reject_args",
+        ),
+        (
+            "stray-policy",
+            &[
+                ("config.yaml", "name: X\n"),
+                ("policy.toml", "id = \"x\"\n"),
+            ],
+            "policy.toml",
+        ),
+        (
+            "bad-toolset",
+            &[
+                ("config.yaml", "name: X\n"),
+                ("toolset.yaml", "tools: read_file\n"),
+            ],
+            "toolset.yaml",
+        ),
+        ("empty", &[("notes.txt", "hello")], "no config.yaml"),
+    ];
+    for (name, files, expected) in cases {
+        let dir = base.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (file, text) in *files {
+            std::fs::write(dir.join(file), text).unwrap();
+        }
+        let out = env.toolcap(&["validate", "--personality", dir.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(stderr.contains(expected), "{name}: {stderr}");
+        assert_eq!(
+            stderr.trim().lines().count(),
+            1,
+            "{name}: one line: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn mcp_servers_name_every_tool_of_a_server_unless_mcp_yaml_lists_them() {
+    let env = Env::new();
+    let dir = env.cwd.join("p/mcp-user");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.yaml"),
+        "mcp_servers: github linear\nsafety:\n  network:\n    allow:\n      - api.github.com\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("toolset.yaml"), "- read_file\n").unwrap();
+    std::fs::write(
+        dir.join("mcp.yaml"),
+        "servers:\n  linear:\n    tools:\n      - list_issues\n",
+    )
+    .unwrap();
+    let m = env.manifest(&dir);
+    let text = m.to_string();
+    assert!(text.contains("mcp__github__*"), "{text}");
+    assert!(text.contains("mcp__linear__list_issues"), "{text}");
+    assert!(!text.contains("mcp__linear__*"), "{text}");
+    assert!(text.contains("api.github.com"), "{text}");
+}
