@@ -68,6 +68,10 @@ pub struct AuditEvent {
     /// tool filters").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_filter: Option<crate::ToolFilter>,
+    /// For `ToolCalled` of a tool that declares `attachments`: the ids of the attachments it
+    /// was handed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachments: Option<Vec<String>>,
 }
 
 impl AuditEvent {
@@ -95,7 +99,13 @@ impl AuditEvent {
             duration_us: None,
             arguments: None,
             tool_filter: None,
+            attachments: None,
         }
+    }
+
+    pub(crate) fn with_attachments(mut self, ids: Option<Vec<String>>) -> Self {
+        self.attachments = ids;
+        self
     }
 
     pub(crate) fn with_tool_filter(mut self, filter: Option<&crate::ToolFilter>) -> Self {

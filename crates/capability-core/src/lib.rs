@@ -24,6 +24,7 @@
 //! the built-in deny floor win over allow lists.
 #![deny(missing_docs)]
 
+mod attachments;
 pub mod audit;
 mod escalation;
 mod filter;
@@ -36,16 +37,17 @@ mod registry;
 mod resolve;
 mod validate;
 
+pub use capability_policy::{
+    AttachmentRules, EnvRules, EscalateRules, MAX_POLICY_BYTES, MAX_POLICY_DEPTH, NarrowFs,
+    NarrowNetwork, NarrowProcess, Narrowing, NetworkRules, PersonalityPolicy, PolicyError,
+    PolicyFormat, PolicyFsReach, ProcessRules, Safety, ToolConstraints, check_policy_text,
+    is_fixed_env_name, is_mcp_server_entry, is_refused_env_name, is_safe_env_name,
+    normalize_lexically, valid_env_name, valid_tool_name,
+};
 #[cfg(feature = "yaml")]
 pub use capability_policy::{ETHOS_OTHER_FILES, ETHOS_POLICY_FILES, EthosFiles, EthosVars};
-pub use capability_policy::{
-    EnvRules, EscalateRules, MAX_POLICY_BYTES, MAX_POLICY_DEPTH, NarrowFs, NarrowNetwork,
-    NarrowProcess, Narrowing, NetworkRules, PersonalityPolicy, PolicyError, PolicyFormat,
-    PolicyFsReach, ProcessRules, Safety, ToolConstraints, check_policy_text, is_fixed_env_name,
-    is_mcp_server_entry, is_refused_env_name, is_safe_env_name, normalize_lexically,
-    valid_env_name, valid_tool_name,
-};
 
+pub use crate::attachments::{Attachment, AttachmentCache};
 pub use crate::audit::{
     AuditError, AuditEvent, AuditKind, AuditSink, DurableWrite, FsyncPolicy, JsonLinesAuditSink,
     MemoryAuditSink, whole_lines_len,

@@ -69,6 +69,9 @@ pub struct Effective {
     /// Storage scope.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<StorageScope>,
+    /// Attachment kinds the tool may be handed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachments: Option<Vec<String>>,
 }
 
 #[derive(Serialize)]
@@ -156,6 +159,10 @@ fn effective(tool: &str, caps: &ToolCapabilities, policy: &CompiledPolicy) -> Ef
             .as_ref()
             .map(|p| intersect_binaries(&p.allowed_binaries, &policy.process_allow).granted),
         storage: caps.storage.as_ref().map(|s| s.scope),
+        attachments: caps
+            .attachments
+            .as_ref()
+            .map(|a| crate::attachments::effective_kinds(a, &policy.attachment_kinds)),
     }
 }
 
@@ -229,6 +236,9 @@ pub enum WideningCode {
     /// The toolset admits tools it did not.
     #[serde(rename = "toolset.widened")]
     Toolset,
+    /// Attachment kinds not covered before.
+    #[serde(rename = "attachments.widened")]
+    Attachments,
 }
 
 impl WideningCode {
@@ -243,6 +253,7 @@ impl WideningCode {
             WideningCode::Process => "process.widened",
             WideningCode::Storage => "storage.widened",
             WideningCode::Toolset => "toolset.widened",
+            WideningCode::Attachments => "attachments.widened",
         }
     }
 }
@@ -285,6 +296,14 @@ fn uncovered_hosts(old: &[String], new: &[String]) -> Vec<String> {
             Err(_) => true,
             Ok(n) => !old.iter().flatten().any(|o| n.is_covered_by(o)),
         })
+        .cloned()
+        .collect()
+}
+
+/// The kind patterns of `new` that no pattern of `old` covers.
+fn uncovered_kinds(old: &[String], new: &[String]) -> Vec<String> {
+    new.iter()
+        .filter(|k| !old.iter().any(|o| crate::attachments::covers(o, k)))
         .cloned()
         .collect()
 }
@@ -462,7 +481,43 @@ pub fn diff(old: &Manifest, new: &Manifest) -> Vec<Widening> {
             }
             _ => {}
         }
+        let kinds = |a: &capability_types::AttachmentsCapability| {
+            a.kinds.clone().unwrap_or_else(|| vec!["*".to_owned()])
+        };
+        match (&o.attachments, &n.attachments) {
+            (None, Some(_)) => push(
+                WideningCode::Attachments,
+                name,
+                "declaration",
+                "attachments newly declared".to_owned(),
+            ),
+            (Some(a), Some(b)) => {
+                let added = uncovered_kinds(&kinds(a), &kinds(b));
+                if !added.is_empty() {
+                    push(
+                        WideningCode::Attachments,
+                        name,
+                        "declaration",
+                        added.join(", "),
+                    );
+                }
+            }
+            _ => {}
+        }
         if let (Some(oe), Some(ne)) = (&before.effective, &entry.effective) {
+            let added = match (&oe.attachments, &ne.attachments) {
+                (_, None) => Vec::new(),
+                (None, Some(n)) => n.clone(),
+                (Some(o), Some(n)) => uncovered_kinds(o, n),
+            };
+            if !added.is_empty() {
+                push(
+                    WideningCode::Attachments,
+                    name,
+                    "effective",
+                    added.join(", "),
+                );
+            }
             if ne.in_toolset && !oe.in_toolset {
                 push(
                     WideningCode::Toolset,

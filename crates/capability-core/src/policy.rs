@@ -83,6 +83,8 @@ pub struct CompiledPolicy {
     pub(crate) escalate_write: Arc<[PathBuf]>,
     pub(crate) escalate_args: Arc<[ArgvPattern]>,
     pub(crate) escalate_timeout: Option<std::time::Duration>,
+    /// `[attachments] kinds`: what a tool may be handed (docs/semantics.md, "Attachments").
+    pub(crate) attachment_kinds: Arc<[String]>,
     /// `None`: every tool.
     toolset: Option<Arc<[String]>>,
     constraints: Arc<BTreeMap<String, ToolConstraints>>,
@@ -176,6 +178,7 @@ impl CompiledPolicy {
                 .escalate
                 .timeout_seconds
                 .map(std::time::Duration::from_secs),
+            attachment_kinds: policy.attachments.kinds.clone().into(),
             toolset,
             constraints,
             shared_id: Some(Arc::from(policy.id.as_str())),
@@ -205,6 +208,7 @@ impl CompiledPolicy {
             escalate_write: Arc::new([]),
             escalate_args: Arc::new([]),
             escalate_timeout: None,
+            attachment_kinds: Arc::new([]),
             toolset: None,
             constraints: Arc::default(),
         }
@@ -229,6 +233,11 @@ impl CompiledPolicy {
     /// The checked personality it was compiled from (before any narrowing).
     pub fn policy(&self) -> Option<&PersonalityPolicy> {
         self.source.as_deref()
+    }
+
+    /// The kinds of attachment tools may be handed (`[attachments] kinds`).
+    pub fn attachment_kinds(&self) -> &[String] {
+        &self.attachment_kinds
     }
 
     /// Whether `tool` is in the toolset (no toolset, or no personality: every tool). An entry
@@ -397,6 +406,7 @@ impl CompiledPolicy {
             escalate_write: escalate_write.into(),
             escalate_args: escalate_args.into(),
             escalate_timeout,
+            attachment_kinds: Arc::clone(&self.attachment_kinds),
             toolset,
             constraints: Arc::new(constraints),
         })

@@ -106,6 +106,18 @@ pub fn validate_declaration(
             }
         }
     }
+    if let Some(attachments) = &caps.attachments {
+        let dropped = crate::attachments::uncovered_kinds(attachments, &policy.attachment_kinds)
+            .into_iter()
+            .map(|kind| {
+                let why = format!(
+                    "attachments of kind {kind} are not all allowed by the personality's [attachments] kinds"
+                );
+                Dropped::new(kind, why)
+            })
+            .collect();
+        report("attachments", dropped);
+    }
     if let Some(process) = &caps.process {
         report(
             "process",

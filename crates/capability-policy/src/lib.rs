@@ -40,6 +40,7 @@ mod env;
 mod error;
 #[cfg(feature = "yaml")]
 mod ethos;
+mod names;
 mod personality;
 mod strict;
 
@@ -47,9 +48,10 @@ pub use crate::env::{is_fixed_env_name, is_refused_env_name, is_safe_env_name, v
 pub use crate::error::PolicyError;
 #[cfg(feature = "yaml")]
 pub use crate::ethos::{ETHOS_OTHER_FILES, ETHOS_POLICY_FILES, EthosFiles, EthosVars};
+pub use crate::names::{is_mcp_server_entry, valid_tool_name};
 pub use crate::personality::{
-    EnvRules, EscalateRules, NarrowFs, NarrowNetwork, NarrowProcess, Narrowing, NetworkRules,
-    PersonalityPolicy, PolicyFormat, PolicyFsReach, ProcessRules, Safety, ToolConstraints,
-    is_mcp_server_entry, normalize_lexically, valid_tool_name,
+    AttachmentRules, EnvRules, EscalateRules, NarrowFs, NarrowNetwork, NarrowProcess, Narrowing,
+    NetworkRules, PersonalityPolicy, PolicyFormat, PolicyFsReach, ProcessRules, Safety,
+    ToolConstraints, normalize_lexically,
 };
 pub use crate::strict::{MAX_POLICY_BYTES, MAX_POLICY_DEPTH, check_policy_text};

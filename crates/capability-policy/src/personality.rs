@@ -11,6 +11,7 @@ use capability_types::check_binary_spec;
 
 use crate::env::{is_fixed_env_name, is_refused_env_name, valid_env_name};
 use crate::error::PolicyError;
+use crate::names::{is_mcp_server_entry, valid_tool_name};
 
 /// A personality: the upper bound on what any tool may touch while it is active.
 ///
@@ -58,6 +59,21 @@ pub struct PersonalityPolicy {
     /// Calls that need a human's approval first (`[escalate]`).
     #[serde(default)]
     pub escalate: EscalateRules,
+    /// Kinds of attachment tools may receive (`[attachments]`; absent: none).
+    #[serde(default)]
+    pub attachments: AttachmentRules,
+}
+
+/// `[attachments]`: the kinds of attachment (docs/semantics.md, "Attachments") a tool may be
+/// handed under this personality, intersected with what the tool declares. No `kinds` (or an
+/// empty list) allows none.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+#[non_exhaustive]
+pub struct AttachmentRules {
+    /// Kind patterns: MIME types, `type/*`, `image`, `audio`, `video`, `text`, `file` or `*`.
+    #[serde(default)]
+    pub kinds: Vec<String>,
 }
 
 /// `[escalate]`: patterns whose calls pause and ask an approval handler. Until approved for
@@ -391,6 +407,10 @@ impl PersonalityPolicy {
                     .map_err(|why| PolicyError::invalid(format!("{field}[{i}]"), why))?;
             }
         }
+        for (i, kind) in self.attachments.kinds.iter().enumerate() {
+            capability_types::check_kind_pattern(kind)
+                .map_err(|why| PolicyError::invalid(format!("attachments.kinds[{i}]"), why))?;
+        }
         for (i, bin) in self.safety.process.allow.iter().enumerate() {
             check_binary_spec(bin, false)
                 .map_err(|why| PolicyError::invalid(format!("safety.process.allow[{i}]"), why))?;
@@ -469,32 +489,6 @@ impl PersonalityPolicy {
         }
         Ok(())
     }
-}
-
-/// Whether `name` is a valid tool name: 1–64 characters of `a-z`, `0-9`, `_`, `-`.
-pub fn valid_tool_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'-'))
-}
-
-/// Whether a toolset entry names every tool of one MCP server: `mcp__<server>__*`, the server a
-/// tool name without `__` (docs/policy.md, "Ethos personality directories").
-///
-/// ```
-/// use capability_policy::is_mcp_server_entry;
-/// assert!(is_mcp_server_entry("mcp__github__*"));
-/// assert!(!is_mcp_server_entry("mcp__*"));
-/// assert!(!is_mcp_server_entry("mcp__a__b__*"));
-/// assert!(!is_mcp_server_entry("read_*"));
-/// ```
-pub fn is_mcp_server_entry(entry: &str) -> bool {
-    entry
-        .strip_prefix("mcp__")
-        .and_then(|rest| rest.strip_suffix("__*"))
-        .is_some_and(|server| valid_tool_name(server) && !server.contains("__"))
 }
 
 fn absolute_policy_path(path: &Path, home: Option<&Path>) -> Result<PathBuf, String> {
@@ -677,7 +671,8 @@ capability_types::__map_only!(
     NarrowFs,
     NarrowNetwork,
     NarrowProcess,
-    EscalateRules
+    EscalateRules,
+    AttachmentRules
 );
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::ser::Serializer;
 use serde::{Deserialize, Serialize};
 
+use crate::attachments::AttachmentsCapability;
 use crate::secret_ref::SecretRef;
 
 /// Everything a tool touches outside its own memory, as data.
@@ -20,7 +21,8 @@ use crate::secret_ref::SecretRef;
 ///   "secrets":  ["GITHUB_TOKEN", "providers/exa/*"],
 ///   "storage":  { "scope": "tool-private", "kind": "kv", "ttlSecondsDefault": 3600 },
 ///   "fs_reach": { "read": "from-personality", "write": ["/srv/out"] },
-///   "process":  { "allowedBinaries": ["git"] }
+///   "process":  { "allowedBinaries": ["git"] },
+///   "attachments": { "kinds": ["image/*", "application/pdf"] }
 /// }
 /// ```
 ///
@@ -52,6 +54,9 @@ pub struct ToolCapabilities {
     /// Binaries the tool spawns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process: Option<ProcessCapability>,
+    /// Kinds of attachment the tool may receive (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachments: Option<AttachmentsCapability>,
 }
 
 impl ToolCapabilities {
@@ -63,6 +68,12 @@ impl ToolCapabilities {
     /// Whether nothing at all is declared.
     pub fn is_empty(&self) -> bool {
         self == &Self::default()
+    }
+
+    /// Declares the kinds of attachment the tool may receive ([`AttachmentsCapability`]).
+    pub fn with_attachments(mut self, attachments: AttachmentsCapability) -> Self {
+        self.attachments = Some(attachments);
+        self
     }
 
     /// Declares the host patterns the tool fetches from (`"*"` defers to the personality).

@@ -5,6 +5,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::attachments::ScopedAttachments;
 use crate::cancel::CancellationToken;
 use crate::error::CapabilityError;
 use crate::scoped::{KeyValueStore, ScopedFetch, ScopedFs, ScopedProcess, ScopedSecretsResolver};
@@ -50,6 +51,8 @@ pub struct ToolContext {
     pub scoped_process: Option<Arc<dyn ScopedProcess>>,
     /// Key-value state in the declared scope's namespace (`storage`).
     pub kv_store: Option<Arc<dyn KeyValueStore>>,
+    /// The call's attachments of the kinds allowed (`attachments`).
+    pub scoped_attachments: Option<Arc<dyn ScopedAttachments>>,
 }
 
 impl ToolContext {
@@ -81,6 +84,7 @@ impl ToolContext {
             secrets_resolver: None,
             scoped_process: None,
             kv_store: None,
+            scoped_attachments: None,
         }
     }
 
@@ -116,6 +120,12 @@ impl ToolContext {
         self
     }
 
+    /// Sets the attachments.
+    pub fn with_attachments(mut self, attachments: Arc<dyn ScopedAttachments>) -> Self {
+        self.scoped_attachments = Some(attachments);
+        self
+    }
+
     /// The fetcher, or `not_available` naming the undeclared `network` capability.
     pub fn fetch(&self) -> Result<&dyn ScopedFetch, CapabilityError> {
         self.scoped_fetch
@@ -147,6 +157,14 @@ impl ToolContext {
             .ok_or_else(|| self.undeclared("storage"))
     }
 
+    /// The call's attachments, or `not_available` naming the undeclared `attachments`
+    /// capability.
+    pub fn attachments(&self) -> Result<&dyn ScopedAttachments, CapabilityError> {
+        self.scoped_attachments
+            .as_deref()
+            .ok_or_else(|| self.undeclared("attachments"))
+    }
+
     fn undeclared(&self, capability: &str) -> CapabilityError {
         CapabilityError::not_available(format!(
             "tool {} has no {capability} capability in this call (not declared, or no backend)",
@@ -173,6 +191,7 @@ impl fmt::Debug for ToolContext {
             .field("secrets_resolver", &self.secrets_resolver.is_some())
             .field("scoped_process", &self.scoped_process.is_some())
             .field("kv_store", &self.kv_store.is_some())
+            .field("scoped_attachments", &self.scoped_attachments.is_some())
             .finish()
     }
 }

@@ -45,6 +45,7 @@
 //! declaration is an error, so a typo can never silently drop a restriction.
 #![deny(missing_docs)]
 
+mod attachments;
 pub mod backend;
 mod cancel;
 mod capabilities;
@@ -60,6 +61,10 @@ pub use secrecy::{ExposeSecret, SecretString};
 #[doc(hidden)]
 pub use serde as __serde;
 
+pub use crate::attachments::{
+    AttachmentInfo, AttachmentsCapability, MAX_ATTACHMENT_READ, ScopedAttachments,
+    check_kind_pattern, kind_matches,
+};
 pub use crate::cancel::{CancellationToken, Cancelled};
 pub use crate::capabilities::{
     FsPaths, FsReach, NetworkCapability, ProcessCapability, StorageCapability, StorageKind,

@@ -9,6 +9,7 @@ use std::time::Duration;
 use capability_types::{CancellationToken, ToolResult};
 use serde_json::Value;
 
+use crate::attachments::Attachment;
 use crate::filter::ToolFilter;
 use crate::policy::CompiledPolicy;
 
@@ -21,6 +22,8 @@ pub struct ToolCall {
     pub tool: String,
     /// The arguments (a JSON object for the standard tools).
     pub args: Value,
+    /// The attachments the user gave with this call's turn ([`with_attachments`](Self::with_attachments)).
+    pub attachments: Vec<Arc<Attachment>>,
 }
 
 impl ToolCall {
@@ -30,7 +33,20 @@ impl ToolCall {
             id: id.into(),
             tool: tool.into(),
             args,
+            attachments: Vec::new(),
         }
+    }
+
+    /// Hands this call `attachments` (docs/semantics.md, "Attachments"). Its tool sees those
+    /// whose kind its declaration and the personality both allow, through
+    /// [`ToolContext::attachments`](capability_types::ToolContext::attachments); the next call
+    /// sees only what it is handed itself.
+    pub fn with_attachments(
+        mut self,
+        attachments: impl IntoIterator<Item = Arc<Attachment>>,
+    ) -> Self {
+        self.attachments.extend(attachments);
+        self
     }
 }
 

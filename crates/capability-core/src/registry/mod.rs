@@ -28,10 +28,11 @@ use std::time::{Duration, Instant};
 use crate::validate::CapabilityValidationError;
 use capability_policy::valid_tool_name;
 use capability_types::{
-    CapabilityError, ErrorCode, Tool, ToolCapabilities, ToolContext, ToolResult,
+    CapabilityError, ErrorCode, ScopedAttachments, Tool, ToolCapabilities, ToolContext, ToolResult,
 };
 use futures_util::{FutureExt, StreamExt};
 
+use crate::attachments::CallAttachments;
 use crate::audit::{AuditEvent, AuditKind, AuditSink, emit};
 use crate::escalation::{self, ApprovalHandler, mask_arguments_with};
 use crate::isolation::{IsolationKey, IsolationSelection, ToolIsolation};
@@ -415,11 +416,20 @@ impl DefaultToolRegistry {
                 Err(e) => return refuse(call, e.into()),
             }
         };
+        // The call's own attachments, of the kinds its declaration and the personality allow.
+        let attachments = ready.caps.attachments.as_ref().map(|declared| {
+            Arc::new(CallAttachments::new(
+                &call.attachments,
+                declared,
+                ctx.policy.attachment_kinds(),
+            ))
+        });
         // Asked once: whether `ToolCalled` and `ToolCompleted` go anywhere.
         let audit_info = self.audited(tracing::Level::INFO);
         if audit_info {
             let called = call_event(AuditKind::ToolCalled, ctx, &call.id, &call.tool)
-                .with_arguments(audited_args());
+                .with_arguments(audited_args())
+                .with_attachments(attachments.as_deref().map(CallAttachments::ids));
             if let Err(err) = emit(&called, sink) {
                 let refusal = Refusal::without_denial(
                     ErrorCode::NotAvailable,
@@ -450,6 +460,7 @@ impl DefaultToolRegistry {
         .with_call(call.id, call.tool);
         tool_ctx.personality_id = ctx.policy.shared_id();
         scoped.install(&mut tool_ctx);
+        tool_ctx.scoped_attachments = attachments.map(|a| a as Arc<dyn ScopedAttachments>);
         let tool = ready.tool;
         // The deadline counts from here, when `execute` is about to start (not from admission:
         // a call queued behind the concurrency cap is not charged for the wait).
