@@ -624,5 +624,6 @@ fn call_context(ctx: &ToolContext) -> CallContext {
             .map(|s| s.declared().iter().map(|r| r.as_str().to_owned()).collect()),
         process: ctx.scoped_process.is_some(),
         kv: ctx.kv_store.is_some(),
+        attachments: ctx.scoped_attachments.is_some(),
     }
 }

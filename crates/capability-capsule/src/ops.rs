@@ -17,8 +17,8 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use capability_types::{
-    CapabilityError, DirEntry, ExposeSecret, FileKind, FsMetadata, ProcessOutput, SecretString,
-    SpawnOptions, ToolContext,
+    AttachmentInfo, CapabilityError, DirEntry, ExposeSecret, FileKind, FsMetadata, ProcessOutput,
+    SecretString, SpawnOptions, ToolContext,
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -111,6 +111,10 @@ scoped_ops! {
     KvDelete(KvDelete),
     /// [`KeyValueStore::list`](capability_types::KeyValueStore::list).
     KvList(KvList),
+    /// [`ScopedAttachments::list`](capability_types::ScopedAttachments::list).
+    AttachmentList(AttachmentList),
+    /// [`ScopedAttachments::read`](capability_types::ScopedAttachments::read).
+    AttachmentRead(AttachmentRead),
 }
 
 fn answered<A: Serialize>(
@@ -562,5 +566,59 @@ impl Operation for KvList {
     }
     fn output(keys: Vec<String>, _: Vec<Bytes>) -> Result<Vec<String>, CapabilityError> {
         Ok(keys)
+    }
+}
+
+/// Lists the call's attachments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttachmentList {}
+
+impl Operation for AttachmentList {
+    type Answer = Vec<AttachmentInfo>;
+    type Output = Vec<AttachmentInfo>;
+    async fn perform(
+        self,
+        ctx: &ToolContext,
+        _: Vec<Bytes>,
+    ) -> Result<(Vec<AttachmentInfo>, Vec<Bytes>), CapabilityError> {
+        Ok((ctx.attachments()?.list().await?, Vec::new()))
+    }
+    fn output(
+        list: Vec<AttachmentInfo>,
+        _: Vec<Bytes>,
+    ) -> Result<Vec<AttachmentInfo>, CapabilityError> {
+        Ok(list)
+    }
+}
+
+/// Reads a range of one of the call's attachments (the host bounds its length).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttachmentRead {
+    /// The attachment's id.
+    pub id: String,
+    /// Where to start.
+    pub offset: u64,
+    /// At most this many bytes.
+    pub len: usize,
+}
+
+impl Operation for AttachmentRead {
+    type Answer = ();
+    type Output = Bytes;
+    async fn perform(
+        self,
+        ctx: &ToolContext,
+        _: Vec<Bytes>,
+    ) -> Result<((), Vec<Bytes>), CapabilityError> {
+        let bytes = ctx
+            .attachments()?
+            .read(&self.id, self.offset, self.len)
+            .await?;
+        Ok(((), vec![bytes]))
+    }
+    fn output((): (), blobs: Vec<Bytes>) -> Result<Bytes, CapabilityError> {
+        Ok(first(blobs))
     }
 }

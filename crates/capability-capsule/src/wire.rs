@@ -301,6 +301,9 @@ pub struct CallContext {
     pub process: bool,
     /// The call has a key-value store.
     pub kv: bool,
+    /// The call has attachments (an older host leaves it out: none).
+    #[serde(default)]
+    pub attachments: bool,
 }
 
 /// What a worker sends its host.

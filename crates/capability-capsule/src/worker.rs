@@ -13,8 +13,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use capability_sandbox::{ResourceLimits, SandboxPolicy};
 use capability_types::{
-    CapabilityError, DirEntry, FsMetadata, KeyValueStore, ProcessOutput, ScopedFetch, ScopedFs,
-    ScopedProcess, ScopedSecretsResolver, SecretRef, SecretString, SpawnOptions, Tool, ToolContext,
+    AttachmentInfo, CapabilityError, DirEntry, FsMetadata, KeyValueStore, ProcessOutput,
+    ScopedAttachments, ScopedFetch, ScopedFs, ScopedProcess, ScopedSecretsResolver, SecretRef,
+    SecretString, SpawnOptions, Tool, ToolContext,
 };
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
@@ -363,6 +364,9 @@ fn remote_context(link: &Arc<Link>, seq: u64, context: &CallContext) -> ToolCont
     if context.process {
         ctx = ctx.with_process(remote.clone());
     }
+    if context.attachments {
+        ctx = ctx.with_attachments(remote.clone());
+    }
     if context.kv {
         ctx = ctx.with_kv(remote);
     }
@@ -476,5 +480,17 @@ impl KeyValueStore for Remote {
     async fn list(&self, prefix: &str) -> Result<Vec<String>, CapabilityError> {
         let prefix = prefix.to_owned();
         self.call(ops::KvList { prefix }, &[]).await
+    }
+}
+
+#[async_trait]
+impl ScopedAttachments for Remote {
+    async fn list(&self) -> Result<Vec<AttachmentInfo>, CapabilityError> {
+        self.call(ops::AttachmentList {}, &[]).await
+    }
+    async fn read(&self, id: &str, offset: u64, len: usize) -> Result<Bytes, CapabilityError> {
+        let id = id.to_owned();
+        self.call(ops::AttachmentRead { id, offset, len }, &[])
+            .await
     }
 }

@@ -16,6 +16,7 @@ pub(crate) enum Category {
     Secrets,
     Process,
     Storage,
+    Attachments,
 }
 
 impl Category {
@@ -26,6 +27,7 @@ impl Category {
             Category::Secrets => "secrets",
             Category::Process => "process",
             Category::Storage => "storage",
+            Category::Attachments => "attachments",
         }
     }
 }
@@ -48,6 +50,7 @@ fn category_of_context_member(name: &str) -> Option<Category> {
         "secrets" | "secrets_resolver" => Category::Secrets,
         "process" | "scoped_process" => Category::Process,
         "kv" | "kv_store" => Category::Storage,
+        "attachments" | "scoped_attachments" => Category::Attachments,
         _ => return None,
     })
 }
@@ -60,6 +63,7 @@ fn category_of_declaration(name: &str) -> Option<Category> {
         "with_secrets" | "secrets" => Category::Secrets,
         "with_process" | "process" => Category::Process,
         "with_storage" | "storage" => Category::Storage,
+        "with_attachments" | "attachments" => Category::Attachments,
         _ => return None,
     })
 }
@@ -132,11 +136,12 @@ impl<'ast> Visit<'ast> for Declares<'_> {
                 .map(|s| s.ident.to_string())
                 .unwrap_or_default();
             if first == "ToolCapabilities"
+                || first == "AttachmentsCapability"
                 || last == "none"
                 || last == "default"
                 || last == "unwrap"
             {
-                // Constructors of an empty declaration.
+                // Constructors of an empty declaration, or of a category's value.
             } else if last == "from_str" && first == "serde_json" {
                 // A JSON literal: read its top-level keys.
                 match call.args.first() {
@@ -296,6 +301,18 @@ mod tests {
                 ("T".to_owned(), "storage", true)
             ]
         );
+    }
+
+    #[test]
+    fn attachments_are_a_category_like_the_others() {
+        let used = format!(
+            "{HEAD}struct T;\nimpl Tool for T {{\n fn capabilities(&self) -> ToolCapabilities {{ ToolCapabilities::none() }}\n async fn execute(&self, a: Value, ctx: &ToolContext) -> R {{ ctx.attachments()?.list().await; }}\n}}"
+        );
+        assert_eq!(run(&used), [("T".to_owned(), "attachments", true)]);
+        let declared = format!(
+            "{HEAD}struct T;\nimpl Tool for T {{\n fn capabilities(&self) -> ToolCapabilities {{ ToolCapabilities::none().with_attachments(AttachmentsCapability::any()) }}\n async fn execute(&self, a: Value, ctx: &ToolContext) -> R {{ Ok(a) }}\n}}"
+        );
+        assert_eq!(run(&declared), [("T".to_owned(), "attachments", false)]);
     }
 
     #[test]

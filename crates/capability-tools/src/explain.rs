@@ -213,6 +213,23 @@ pub fn explain_call(
             rule: format!("note: {}", finding.message),
         });
     }
+    if let Some(declared) = &admitted.capabilities.attachments {
+        let declared = declared
+            .kinds
+            .as_ref()
+            .map_or_else(|| "*".to_owned(), |k| k.join(", "));
+        let personality = policy.attachment_kinds();
+        let rule = if personality.is_empty() {
+            "the personality has no [attachments] kinds: the tool is handed no attachment"
+                .to_owned()
+        } else {
+            format!(
+                "the call's own attachments whose kind the declaration ({declared}) and [attachments] kinds ({}) both allow; by id, never by path",
+                personality.join(", ")
+            )
+        };
+        checks.push(check("attachments", declared, Ok(rule)));
+    }
     let refused = match tool_checks(tool, &call.args, &admitted, &mut checks) {
         Ok(refused) => refused,
         Err(e) => {

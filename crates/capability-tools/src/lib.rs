@@ -9,6 +9,7 @@
 //! | `fetch_url` | `{url, method?, headers?, body?}` | `{status, headers, body}` |
 //! | `run_command` | `{binary, args, cwd?, env?, timeout_ms?, stdin?}` | `{exit_code, signal, stdout, stderr, truncated}` |
 //! | `kv_get` / `kv_set` / `kv_delete` / `kv_list` | `{key}` / `{key, value, ttl_seconds?}` / `{key}` / `{prefix}` | value / `null` / existed / keys |
+//! | `read_attachment` | `{id?, offset?, max_bytes?}` | the call's attachments (no `id`), or `{id, offset, bytes_read, text \| base64}` |
 //!
 //! Each tool uses only its scoped objects (checked by `cargo xtask lint`). Unknown or malformed
 //! arguments are `input_invalid`, naming the field.
@@ -40,11 +41,12 @@ use capability_types::{CapabilityError, Tool};
 
 pub use crate::explain::{Check, Explanation, explain, explain_call};
 pub use crate::tools::{
-    FetchUrl, KvDelete, KvGet, KvList, KvSet, ListDir, ReadFile, RunCommand, WriteFile,
+    FetchUrl, KvDelete, KvGet, KvList, KvSet, ListDir, ReadAttachment, ReadFile, RunCommand,
+    WriteFile,
 };
 
 /// The names of the standard tools, in a stable order.
-pub const STANDARD_TOOLS: [&str; 9] = [
+pub const STANDARD_TOOLS: [&str; 10] = [
     "read_file",
     "write_file",
     "list_dir",
@@ -54,6 +56,7 @@ pub const STANDARD_TOOLS: [&str; 9] = [
     "kv_set",
     "kv_delete",
     "kv_list",
+    "read_attachment",
 ];
 
 /// The standard tools.
@@ -68,6 +71,7 @@ pub fn standard_tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(KvSet),
         Arc::new(KvDelete),
         Arc::new(KvList),
+        Arc::new(ReadAttachment),
     ]
 }
 

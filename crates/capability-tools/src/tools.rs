@@ -7,7 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use capability_types::{
-    CapabilityError, FsPaths, SpawnOptions, StorageScope, Tool, ToolCapabilities, ToolContext,
+    AttachmentsCapability, CapabilityError, FsPaths, SpawnOptions, StorageScope, Tool,
+    ToolCapabilities, ToolContext,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -405,5 +406,98 @@ impl Tool for KvList {
     async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<Value, CapabilityError> {
         let args: PrefixArgs = parse(args)?;
         ctx.kv()?.list(&args.prefix).await.map(|keys| json!(keys))
+    }
+}
+
+/// Lists the call's attachments, or reads one (a range of at most 4 MiB): UTF-8 text as
+/// `text`, other bytes as `base64`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadAttachment;
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct AttachmentArgs {
+    /// The attachment to read; without it, the call's attachments are listed.
+    id: Option<String>,
+    /// Where to start reading (default 0).
+    offset: Option<u64>,
+    /// At most this many bytes (default 65536, at most 4194304).
+    #[schemars(range(min = 1, max = 4194304))]
+    max_bytes: Option<u32>,
+}
+
+#[async_trait]
+impl Tool for ReadAttachment {
+    fn name(&self) -> &str {
+        "read_attachment"
+    }
+    fn description(&self) -> &str {
+        "Lists the attachments of this call, or reads one by id: text as text, other bytes as base64."
+    }
+    fn input_schema(&self) -> Value {
+        schema_of::<AttachmentArgs>()
+    }
+    fn capabilities(&self) -> ToolCapabilities {
+        ToolCapabilities::none().with_attachments(AttachmentsCapability::any())
+    }
+    async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<Value, CapabilityError> {
+        let args: AttachmentArgs = parse(args)?;
+        let attachments = ctx.attachments()?;
+        let Some(id) = args.id else {
+            return serde_json::to_value(attachments.list().await?)
+                .map_err(|e| CapabilityError::failed(e.to_string()));
+        };
+        let offset = args.offset.unwrap_or(0);
+        let len = args.max_bytes.map_or(64 * 1024, |n| n as usize);
+        let bytes = attachments.read(&id, offset, len).await?;
+        let body = match std::str::from_utf8(&bytes) {
+            Ok(text) => json!({"text": text}),
+            Err(_) => json!({"base64": base64(&bytes)}),
+        };
+        let mut out = json!({"id": id, "offset": offset, "bytes_read": bytes.len()});
+        if let (Some(out), Some(body)) = (out.as_object_mut(), body.as_object()) {
+            out.extend(body.clone());
+        }
+        Ok(out)
+    }
+}
+
+/// Standard base64 with padding (RFC 4648).
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn base64_matches_rfc_4648() {
+        for (input, want) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(super::base64(input.as_bytes()), want);
+        }
     }
 }

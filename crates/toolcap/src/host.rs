@@ -119,6 +119,66 @@ fn load_ethos_dir(dir: &Path) -> Result<CompiledPolicy, Usage> {
     Ok(policy)
 }
 
+/// The files of `--attach FILE[:KIND]`, as attachments `att-1`, `att-2`, … kept within one
+/// session's bound (64 MiB in all).
+pub(crate) fn attachments(
+    specs: &[String],
+) -> Result<Vec<Arc<capability_core::Attachment>>, Usage> {
+    let cache = capability_core::AttachmentCache::new(64 * 1024 * 1024);
+    let mut out = Vec::new();
+    for (i, spec) in specs.iter().enumerate() {
+        // FILE:KIND only when what follows the last ':' is a MIME type; a path may hold ':'.
+        let (file, kind) = match spec.rsplit_once(':') {
+            Some((file, kind)) if kind.contains('/') && !kind.starts_with('/') => {
+                (file, Some(kind.to_owned()))
+            }
+            _ => (spec.as_str(), None),
+        };
+        let path = Path::new(file);
+        let kind = kind.unwrap_or_else(|| kind_from_extension(path).to_owned());
+        let data = std::fs::read(path)
+            .map_err(|e| Usage(format!("--attach {spec}: cannot read {file}: {e}")))?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let attachment =
+            capability_core::Attachment::new(format!("att-{}", i + 1), kind, &name, data)
+                .map_err(|e| Usage(format!("--attach {spec}: {e}")))?;
+        out.push(
+            cache
+                .insert(attachment)
+                .map_err(|e| Usage(format!("--attach {spec}: {e}")))?,
+        );
+    }
+    Ok(out)
+}
+
+/// A MIME type from a file name's extension; `application/octet-stream` when unknown.
+fn kind_from_extension(path: &Path) -> &'static str {
+    let ext = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    match ext.as_str() {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "svg" => "image/svg+xml",
+        "pdf" => "application/pdf",
+        "json" => "application/json",
+        "txt" => "text/plain",
+        "md" => "text/markdown",
+        "csv" => "text/csv",
+        "html" | "htm" => "text/html",
+        "mp3" => "audio/mpeg",
+        "wav" => "audio/wav",
+        "mp4" => "video/mp4",
+        _ => "application/octet-stream",
+    }
+}
+
 /// Reads and verifies a manifest file.
 pub(crate) fn load_manifest(path: &Path) -> Result<capability_core::Manifest, Usage> {
     let text = std::fs::read_to_string(path)

@@ -99,7 +99,12 @@ enum Command {
         capsule: bool,
         #[command(flatten)]
         filter: filter::FilterArgs,
-        /// read_file, write_file, list_dir, fetch_url, run_command, kv_get, kv_set, kv_delete or kv_list.
+        /// Hand the call this file as an attachment (repeatable): FILE, or FILE:KIND with a
+        /// MIME type (default: from the extension). Ids are att-1, att-2, …
+        #[arg(long = "attach", value_name = "FILE[:KIND]")]
+        attach: Vec<String>,
+        /// read_file, write_file, list_dir, fetch_url, run_command, kv_get, kv_set, kv_delete,
+        /// kv_list or read_attachment.
         tool: String,
         /// The arguments as a JSON object, e.g. '{"path": "notes.md"}'.
         args_json: String,
@@ -281,11 +286,13 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
             ask,
             capsule,
             filter,
+            attach,
             tool,
             args_json,
         } => {
             known_tool(&tool)?;
             let filter = filter.filter()?;
+            let attachments = host::attachments(&attach)?;
             let policy = Arc::new(host::load_policy(&personality)?);
             let args = parse_args(&args_json)?;
             let workdir = host::workdir(workdir)?;
@@ -316,10 +323,8 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
                     if let Some(filter) = filter {
                         ctx = ctx.with_tool_filter(filter);
                     }
-                    registry
-                        .execute(ToolCall::new("cli-1", tool, args), &ctx)
-                        .await
-                        .result
+                    let call = ToolCall::new("cli-1", tool, args).with_attachments(attachments);
+                    registry.execute(call, &ctx).await.result
                 }
             };
             outln!("{}", serde_json::to_string(&result).map_err(Usage::from)?)?;

@@ -598,7 +598,7 @@ fn manifest_and_diff() {
     assert_eq!(code(&plain), 0, "{}", stderr(&plain));
     let v = stdout_json(&plain);
     assert_eq!(v["format"], "toolcap-manifest/1");
-    assert_eq!(v["tools"].as_object().unwrap().len(), 9);
+    assert_eq!(v["tools"].as_object().unwrap().len(), 10);
     assert!(v["tools"]["read_file"].get("effective").is_none());
     assert_eq!(
         env.toolcap(&["manifest"]).stdout,
@@ -874,5 +874,124 @@ fn call_with_a_tool_filter_refuses_what_it_leaves_out_and_audits_it() {
             "{flags:?}: {}",
             stderr(&out)
         );
+    }
+}
+
+// guarantee: G-ATT-01
+#[test]
+fn attachments_through_call_in_process_and_in_the_capsule() {
+    let env = Env::new();
+    let dir = env.root.join("private-uploads-dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("note.txt"), "hello attached").unwrap();
+    std::fs::write(dir.join("cat.png"), b"\x89PNG\r\n").unwrap();
+    std::fs::write(dir.join("blob.bin"), [0u8, 1, 2]).unwrap();
+    let p = env.root.join("att.toml");
+    std::fs::write(
+        &p,
+        "id = \"att\"\ntoolset = [\"read_attachment\"]\n[attachments]\nkinds = [\"text/*\", \"image/png\"]\n",
+    )
+    .unwrap();
+    let p = p.display().to_string();
+    let file = |n: &str| dir.join(n).display().to_string();
+    let (note, cat, blob) = (
+        file("note.txt"),
+        file("cat.png"),
+        format!("{}:application/octet-stream", file("blob.bin")),
+    );
+    let audit = env.path("att-audit.jsonl");
+    for capsule in [false, true] {
+        let mut base = vec!["call", "--personality", &p, "--audit", &audit];
+        if capsule {
+            base.push("--capsule");
+        }
+        let run = |extra: &[&str]| {
+            let mut args = base.clone();
+            args.extend_from_slice(extra);
+            env.toolcap(&args)
+        };
+        let listed = run(&[
+            "--attach",
+            &note,
+            "--attach",
+            &cat,
+            "--attach",
+            &blob,
+            "read_attachment",
+            "{}",
+        ]);
+        assert_eq!(code(&listed), 0, "capsule={capsule}: {}", stderr(&listed));
+        assert_eq!(
+            stdout_json(&listed)["value"],
+            serde_json::json!([
+                {"id": "att-1", "kind": "text/plain", "name": "note.txt", "size": 14},
+                {"id": "att-2", "kind": "image/png", "name": "cat.png", "size": 6}
+            ]),
+            "capsule={capsule}"
+        );
+        assert!(
+            !String::from_utf8_lossy(&listed.stdout).contains("private-uploads-dir"),
+            "no host path is handed out"
+        );
+        let read = run(&[
+            "--attach",
+            &note,
+            "read_attachment",
+            r#"{"id": "att-1", "offset": 6}"#,
+        ]);
+        assert_eq!(
+            stdout_json(&read)["value"]["text"],
+            "attached",
+            "capsule={capsule}"
+        );
+        let png = run(&[
+            "--attach",
+            &note,
+            "--attach",
+            &cat,
+            "read_attachment",
+            r#"{"id": "att-2"}"#,
+        ]);
+        assert_eq!(stdout_json(&png)["value"]["base64"], "iVBORw0K");
+        // A kind the personality leaves out is not there at all; neither is another call's.
+        for (attach, id) in [(&blob, "att-1"), (&note, "att-2")] {
+            let hidden = run(&[
+                "--attach",
+                attach,
+                "read_attachment",
+                &format!(r#"{{"id": "{id}"}}"#),
+            ]);
+            assert_eq!(code(&hidden), 1);
+            assert_eq!(
+                stdout_json(&hidden)["code"],
+                "not_found",
+                "capsule={capsule}"
+            );
+        }
+        let nothing = run(&["read_attachment", "{}"]);
+        assert_eq!(stdout_json(&nothing)["value"], serde_json::json!([]));
+    }
+    let record = std::fs::read_to_string(&audit).unwrap();
+    assert!(
+        record.contains(r#""attachments":["att-1","att-2"]"#),
+        "{record}"
+    );
+    // Hostile flags: a usage error, nothing runs.
+    for attach in [
+        "/nonexistent/file.txt".to_owned(),
+        format!("{note}:image/"),
+        format!("{note}:text/plain plain"),
+    ] {
+        let out = env.toolcap(&[
+            "call",
+            "--personality",
+            &p,
+            "--attach",
+            &attach,
+            "read_attachment",
+            "{}",
+        ]);
+        assert_eq!(code(&out), 2, "{attach}: {}", stderr(&out));
+        assert!(out.stdout.is_empty());
     }
 }
