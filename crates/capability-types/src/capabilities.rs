@@ -366,7 +366,7 @@ crate::__map_only!(
 mod tests {
     use super::*;
 
-    const ETHOS: &str = r#"{"network":{"allowedHosts":["api.github.com","*.example.com"]},"secrets":["GITHUB_TOKEN","providers/exa/*"],"storage":{"scope":"tool-private","kind":"kv","ttlSecondsDefault":3600},"fs_reach":{"read":"from-personality","write":["/srv/out"]},"process":{"allowedBinaries":["git"]}}"#;
+    const ETHOS: &str = r#"{"network":{"allowedHosts":["api.github.com","*.example.com"]},"secrets":["GITHUB_TOKEN","providers/exa/*"],"storage":{"scope":"tool-private","kind":"kv","ttlSecondsDefault":3600},"fs_reach":{"read":"from-personality","write":["/srv/out"]},"process":{"allowedBinaries":["git"]},"attachments":{"kinds":["image","file"]}}"#;
 
     #[test]
     fn ethos_declaration_round_trips_byte_for_byte() {

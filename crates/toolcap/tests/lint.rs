@@ -141,6 +141,22 @@ fn findings_name_file_line_and_rule_and_fail_the_check() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
 }
 
+/// The plugin crate this repository ships passes, in both formats.
+#[test]
+fn the_example_plugin_crate_is_clean() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/plugin-word-count");
+    let out = toolcap(&["lint", example.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout)
+            .contains("0 error(s), 0 warning(s), 0 exemption(s) in 1 file(s) of 1 crate(s)")
+    );
+    let sarif = toolcap(&["lint", example.to_str().unwrap(), "--format", "sarif"]);
+    assert_eq!(sarif.status.code(), Some(0));
+    let log: Value = serde_json::from_slice(&sarif.stdout).unwrap();
+    assert_eq!(log["runs"][0]["results"], serde_json::json!([]));
+}
+
 #[test]
 fn what_cannot_be_checked_is_an_error_not_a_pass() {
     let dir = tempfile::tempdir().unwrap();
