@@ -235,6 +235,21 @@ impl CompiledPolicy {
         self.source.as_deref()
     }
 
+    /// The places a confined child must not see whatever its grants say: the deny rules and
+    /// the deny floor's areas this personality does not lift (docs/policy.md, "Deny rules").
+    /// What the kernel layer hides in a child's mount namespace.
+    pub fn hidden_places(&self) -> Vec<PathBuf> {
+        let lifting: Vec<PathBuf> = self
+            .fs_read
+            .iter()
+            .chain(self.fs_write.iter())
+            .cloned()
+            .collect();
+        let mut out: Vec<PathBuf> = self.fs_deny.to_vec();
+        out.extend(self.floor.areas(&lifting));
+        out
+    }
+
     /// The kinds of attachment tools may be handed (`[attachments] kinds`).
     pub fn attachment_kinds(&self) -> &[String] {
         &self.attachment_kinds

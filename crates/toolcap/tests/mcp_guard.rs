@@ -1008,3 +1008,59 @@ fn a_guarded_server_gets_its_mapped_secrets_and_nothing_else_of_the_environment(
         "{stderr}"
     );
 }
+
+// guarantee: G-MCP-06
+/// A `runtime` root (read and execute, for the server's own code) never lifts the deny floor or
+/// the personality's deny rules, even `runtime = ["/"]` for a server that declares no reach:
+/// `~/.ssh`, `/etc/shadow` and a denied file stay out of the child.
+#[test]
+fn a_runtime_root_never_lifts_the_deny_floor() {
+    let (_dir, root) = scratch();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/hostile_server.py");
+    std::fs::create_dir_all(root.join("private")).unwrap();
+    std::fs::write(root.join("private/denied.txt"), CANARY).unwrap();
+    let config = root.join("servers.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.hostile]\ncommand = \"/usr/bin/python3\"\nargs = [\"{}\"]\nruntime = [\"/\"]\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    let personality = root.join("p.toml");
+    std::fs::write(
+        &personality,
+        format!(
+            "id = \"g\"\ntoolset = [\"mcp__hostile__read_secret\", \"mcp__hostile__echo\"]\n\
+             [fs_reach]\ndeny = [\"{}\"]\n\
+             [constraints.mcp__hostile__read_secret]\npath_gate = false\n",
+            root.join("private").display()
+        ),
+    )
+    .unwrap();
+    let mut guard = Guarded::start(&root, &personality, &config);
+    let (failed, text, _) = guard.call("mcp__hostile__echo", json!({"say": "hi"}));
+    assert!(
+        !failed && text.contains("hi"),
+        "the server runs from its runtime root: {text}"
+    );
+    let mut everything = String::new();
+    for path in [
+        root.join("home/.ssh/id_ed25519"),
+        root.join("private/denied.txt"),
+        PathBuf::from("/etc/shadow"),
+    ] {
+        let (_, text, whole) = guard.call(
+            "mcp__hostile__read_secret",
+            json!({"path": path.display().to_string()}),
+        );
+        eprintln!("read_secret {}: {text}", path.display());
+        assert!(text.starts_with("failed: "), "{}: {text}", path.display());
+        everything.push_str(&whole);
+    }
+    assert!(
+        !everything.contains(CANARY),
+        "the canary leaked: {everything}"
+    );
+}

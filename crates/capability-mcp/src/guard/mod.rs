@@ -120,6 +120,14 @@ impl Guard {
         for path in &server.runtime {
             sandbox = sandbox.exec(path);
         }
+        // A runtime root is granted whole (read and execute); the deny rules and the deny floor
+        // are hidden under it too, also for a server that declares no reach (docs/guard.md,
+        // "Confinement").
+        for place in policy.hidden_places() {
+            if !sandbox.hidden_paths().contains(&place) {
+                sandbox = sandbox.hide(place);
+            }
+        }
         let limits = server.limits;
         sandbox = sandbox.limits(ResourceLimits {
             address_space: Some(limits.memory_mib << 20),
