@@ -316,12 +316,19 @@ memory_mib = 512
     let (failed, text, _) = guard.call("mcp__hostile__malformed", json!({}));
     assert!(!failed && text == "after the junk", "{text}");
 
-    // A gigabyte of output, and a server that never answers: each call gets a clear error
-    // once its deadline passes, the server is stopped and restarted, the guard goes on.
-    for tool in ["mcp__hostile__flood", "mcp__hostile__hang"] {
+    // A gigabyte of output (the message passes output_bytes: the server is stopped at once,
+    // however fast it writes), and a server that never answers (stopped at its deadline): each
+    // call gets a clear error, the server is restarted, the guard goes on.
+    for (tool, why) in [
+        (
+            "mcp__hostile__flood",
+            "wrote a message longer than output_bytes (1048576 bytes)",
+        ),
+        ("mcp__hostile__hang", "did not answer within 5 s"),
+    ] {
         let (failed, text, _) = guard.call(tool, json!({}));
         assert!(failed, "{tool}: {text}");
-        assert!(text.contains("did not answer within 5 s"), "{tool}: {text}");
+        assert!(text.contains(why), "{tool}: {text}");
         let (failed, text, _) = guard.call("mcp__hostile__echo", json!({"after": tool}));
         assert!(
             !failed && text.contains(tool),

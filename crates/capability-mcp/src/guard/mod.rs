@@ -9,6 +9,7 @@
 
 mod config;
 mod dry;
+mod linecap;
 mod supervisor;
 mod tool;
 

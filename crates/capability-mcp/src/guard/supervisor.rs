@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use capability_core::ResolvedHosts;
@@ -19,6 +20,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::Mutex;
 
 use super::config::ServerConfig;
+use super::linecap::LineCap;
 
 /// How long a server has to complete the MCP handshake after it starts.
 const START_WITHIN: Duration = Duration::from_secs(30);
@@ -33,6 +35,8 @@ pub(crate) struct Supervisor {
     env: Vec<(String, String)>,
     cwd: PathBuf,
     state: Mutex<State>,
+    /// Set when the server wrote a message longer than `output_bytes` (its output then ends).
+    overflowed: Arc<AtomicBool>,
     /// The server's private, writable `HOME`.
     _home: tempfile::TempDir,
 }
@@ -117,6 +121,7 @@ impl Supervisor {
             env,
             cwd,
             state: Mutex::new(State::default()),
+            overflowed: Arc::default(),
             _home: home,
         }
     }
@@ -211,6 +216,14 @@ impl Supervisor {
     /// Stops the server after a failure seen by a call of `generation` (once per generation),
     /// and counts it against the restart budget.
     async fn failed(&self, generation: u64, why: String) -> CallFailure {
+        let why = if self.overflowed.load(Ordering::Relaxed) {
+            format!(
+                "wrote a message longer than output_bytes ({} bytes)",
+                self.config.limits.output_bytes
+            )
+        } else {
+            why
+        };
         let mut state = self.state.lock().await;
         if state
             .running
@@ -292,8 +305,10 @@ impl Supervisor {
                 }
             }
         });
-        let transport = AsyncRwTransport::new_client(reader, writer)
-            .with_max_line_length(self.config.limits.output_bytes);
+        self.overflowed.store(false, Ordering::Relaxed);
+        let limit = self.config.limits.output_bytes;
+        let reader = LineCap::new(reader, limit, Arc::clone(&self.overflowed));
+        let transport = AsyncRwTransport::new_client(reader, writer).with_max_line_length(limit);
         let client = match tokio::time::timeout(START_WITHIN, ().serve(transport)).await {
             Ok(Ok(client)) => client,
             Ok(Err(e)) => return Err(format!("the MCP handshake failed: {e}")),
