@@ -99,8 +99,8 @@ pub struct Limits {
     /// Processes (default 256; held for root too by the server's own PID namespace).
     #[serde(default = "defaults::processes")]
     pub processes: u64,
-    /// The largest message the server may send, in bytes (default 16 MiB); a longer line is
-    /// dropped.
+    /// The largest message the server may send, in bytes (default 16 MiB); a longer line
+    /// stops the server (the calls in flight fail, it is restarted within its budget).
     #[serde(default = "defaults::output_bytes")]
     pub output_bytes: usize,
     /// A call that takes longer is cancelled and the server restarted (default 60 s).
