@@ -89,7 +89,7 @@ impl Attachment {
 
 /// A session's attachments, bounded in total size: adding one beyond the bound evicts the
 /// oldest. A framework keeps one per session and hands each call the ones of its turn
-/// ([`ExecutionContext::with_attachments`](crate::ExecutionContext::with_attachments)).
+/// ([`ToolCall::with_attachments`](crate::ToolCall::with_attachments)).
 ///
 /// ```
 /// use capability_core::{Attachment, AttachmentCache};
