@@ -92,11 +92,11 @@ pub struct Invocation {
     completed: Mutex<HashSet<String, ByName>>,
 }
 
-/// FNV-1a, for the invocation's tables. Their keys are names of registered tools (a call
+/// FNV-1a, for the invocation's tables and the plan cache. Their keys are names of registered tools (a call
 /// reaches them only after its tool was found), never text an attacker can choose to collide,
 /// so the hash need not resist flooding, and a call pays a few nanoseconds instead of SipHash.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Fnv(u64);
+pub(crate) struct Fnv(u64);
 
 impl Default for Fnv {
     fn default() -> Self {
@@ -115,7 +115,7 @@ impl std::hash::Hasher for Fnv {
     }
 }
 
-pub(super) type ByName = std::hash::BuildHasherDefault<Fnv>;
+pub(crate) type ByName = std::hash::BuildHasherDefault<Fnv>;
 
 /// What had completed when a batch began (for `only_after`).
 pub(super) type CompletedBefore = HashSet<String, ByName>;

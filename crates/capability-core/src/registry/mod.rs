@@ -12,6 +12,7 @@ mod call;
 mod output;
 
 pub use self::admission::{Admission, Admitted};
+pub(crate) use self::call::ByName;
 pub use self::call::{
     ExecutionContext, Invocation, RegistryConfig, RegistryError, ToolCall, ToolCallResult,
 };
@@ -245,7 +246,7 @@ impl DefaultToolRegistry {
                     .map(|()| ready)
             });
             return vec![
-                self.run_one(call, prep, ctx, timeout, started, Placement::Inline)
+                self.run_one(call, prep, ctx, timeout, started, Placement::Only)
                     .await,
             ];
         }
@@ -329,6 +330,8 @@ pub(super) fn call_event(
 /// Where a call's `execute` runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Placement {
+    /// In the caller's task, under `catch_unwind`: the only call of its batch.
+    Only,
     /// In the caller's task, under `catch_unwind`.
     Inline,
     /// In a task of its own (a multi-thread runtime), aborted when dropped.
@@ -401,7 +404,8 @@ impl DefaultToolRegistry {
         // exactly what was approved.
         let (subjects, approvals) =
             escalation::subjects(&ready.caps, &call.args, &ctx.policy, &ctx.working_dir);
-        let scoped = if subjects.is_empty() {
+        let asked = !subjects.is_empty();
+        let scoped = if !asked {
             ready.plan.scoped.clone()
         } else {
             if let Err(refusal) = self.escalate(&call, ctx, subjects).await {
@@ -462,9 +466,15 @@ impl DefaultToolRegistry {
         scoped.install(&mut tool_ctx);
         tool_ctx.scoped_attachments = attachments.map(|a| a as Arc<dyn ScopedAttachments>);
         let tool = ready.tool;
-        // The deadline counts from here, when `execute` is about to start (not from admission:
-        // a call queued behind the concurrency cap is not charged for the wait).
-        let now = Instant::now();
+        // The deadline counts from when `execute` is about to start (not from admission: a call
+        // queued behind the concurrency cap, or waiting for an approval, is not charged for the
+        // wait). A batch of one that asked nothing has waited for nothing since `started`, a few
+        // microseconds of admission ago, so that reading serves and saves one of the clock.
+        let now = if placement == Placement::Only && !asked {
+            started
+        } else {
+            Instant::now()
+        };
         let exec_started = audit_info.then_some(now);
         let deadline = tokio::time::Instant::from_std(now) + timeout;
         let panicked = |tool: &str, payload| {
@@ -474,7 +484,7 @@ impl DefaultToolRegistry {
             )))
         };
         let (outcome, call_id, tool_name) = match placement {
-            Placement::Inline => {
+            Placement::Only | Placement::Inline => {
                 let run = guarded(
                     tool.as_ref(),
                     isolation.as_ref(),

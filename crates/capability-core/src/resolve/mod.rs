@@ -291,7 +291,7 @@ impl Intersected {
 pub struct ResolutionCache {
     entries: Mutex<HashMap<CacheKey, CacheEntry>>,
     /// Per tool, the plan of the last context it was resolved in.
-    plans: Mutex<HashMap<String, PlanSlot>>,
+    plans: Mutex<HashMap<String, PlanSlot, crate::registry::ByName>>,
 }
 
 /// An admission plan: what one tool gets in one context — a compiled policy, a set of
