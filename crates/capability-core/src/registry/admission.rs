@@ -76,6 +76,8 @@ pub(super) struct Ready {
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Run {
     Real,
+    /// A call of a batch of more than one: see [`DefaultToolRegistry::admit_in_batch`].
+    Batch,
     Dry,
 }
 
@@ -241,6 +243,20 @@ impl DefaultToolRegistry {
         completed_before: &mut Option<super::call::CompletedBefore>,
     ) -> Result<(), Refusal> {
         self.admit_as(call, ready, ctx, completed_before, Run::Real)
+            .map(|_| ())
+    }
+
+    /// [`admit`](Self::admit) for a call of a batch: a dispatch that no `max_invocations`
+    /// limits is not counted here but returned as `Ok(false)`, for the batch to count all of a
+    /// tool's at once ([`Invocation::add_dispatched`](super::Invocation)) before anything runs.
+    pub(super) fn admit_in_batch(
+        &self,
+        call: &ToolCall,
+        ready: &Ready,
+        ctx: &ExecutionContext,
+        completed_before: &mut Option<super::call::CompletedBefore>,
+    ) -> Result<bool, Refusal> {
+        self.admit_as(call, ready, ctx, completed_before, Run::Batch)
     }
 
     /// [`admit`](Self::admit); a dry run counts nothing against `max_invocations`.
@@ -251,7 +267,7 @@ impl DefaultToolRegistry {
         ctx: &ExecutionContext,
         completed_before: &mut Option<super::call::CompletedBefore>,
         run: Run,
-    ) -> Result<(), Refusal> {
+    ) -> Result<bool, Refusal> {
         // The constraints in force: the personality's, combined with any narrowing.
         let constraints = ctx.policy.constraints(&call.tool);
         let personality = ctx.policy.id().unwrap_or("<none>");
@@ -291,9 +307,14 @@ impl DefaultToolRegistry {
             }
         }
         let max = constraints.and_then(|c| c.max_invocations);
-        let within = match run {
-            Run::Real => ctx.invocation.reserve(&call.tool, max),
-            Run::Dry => max.is_none_or(|m| ctx.invocation.dispatched(&call.tool) < m),
+        let (within, counted) = match run {
+            Run::Real => (ctx.invocation.reserve(&call.tool, max), true),
+            Run::Batch if max.is_none() => (true, false),
+            Run::Batch => (ctx.invocation.reserve(&call.tool, max), true),
+            Run::Dry => (
+                max.is_none_or(|m| ctx.invocation.dispatched(&call.tool) < m),
+                false,
+            ),
         };
         if !within {
             return Err(Refusal::constraint(format!(
@@ -302,7 +323,7 @@ impl DefaultToolRegistry {
                 max.unwrap_or(0)
             )));
         }
-        Ok(())
+        Ok(counted)
     }
 
     /// Asks the approval handler about `subjects`; audits the question and the answer.

@@ -169,6 +169,19 @@ impl Invocation {
         true
     }
 
+    /// Counts `n` dispatches of `tool` that no maximum limits, at once.
+    pub(super) fn add_dispatched(&self, tool: &str, n: u32) {
+        let mut counts = self
+            .dispatched
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let count = match counts.get_mut(tool) {
+            Some(count) => count,
+            None => counts.entry(tool.to_owned()).or_insert(0),
+        };
+        *count = count.saturating_add(n);
+    }
+
     pub(super) fn mark_completed(&self, tool: &str) {
         let mut completed = self
             .completed

@@ -9,6 +9,7 @@
 
 mod admission;
 mod call;
+mod drive;
 mod output;
 
 pub use self::admission::{Admission, Admitted};
@@ -24,6 +25,7 @@ use self::output::{AbortOnDrop, unreachable_result};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::validate::CapabilityValidationError;
@@ -31,7 +33,7 @@ use capability_policy::valid_tool_name;
 use capability_types::{
     CapabilityError, ErrorCode, ScopedAttachments, Tool, ToolCapabilities, ToolContext, ToolResult,
 };
-use futures_util::{FutureExt, StreamExt};
+use futures_util::FutureExt;
 
 use crate::attachments::CallAttachments;
 use crate::audit::{AuditEvent, AuditKind, AuditSink, emit};
@@ -245,8 +247,9 @@ impl DefaultToolRegistry {
                 self.admit(&call, &ready, ctx, &mut completed_before)
                     .map(|()| ready)
             });
+            let prep = prep.as_ref().map_err(Refusal::clone);
             return vec![
-                self.run_one(call, prep, ctx, timeout, started, Placement::Only)
+                self.run_one(call, prep, None, ctx, timeout, started, Placement::Only)
                     .await,
             ];
         }
@@ -261,26 +264,31 @@ impl DefaultToolRegistry {
         // call's name. Past `SCANNED` names (a batch naming many unknown tools, say) an index
         // takes over, so a batch never costs calls × names.
         const SCANNED: usize = 16;
-        let mut prepared: Vec<(String, Result<Ready, Refusal>)> = Vec::new();
+        let mut prepared: Vec<Prepared> = Vec::new();
         let mut index_of: HashMap<String, usize> = HashMap::new();
         let mut jobs = Vec::with_capacity(total);
-        for (index, call) in calls.into_iter().enumerate() {
+        for call in calls {
             let started = Instant::now();
             let found = if prepared.len() <= SCANNED {
-                prepared.iter().position(|(tool, _)| *tool == call.tool)
+                prepared.iter().position(|p| p.tool == call.tool)
             } else {
                 index_of.get(call.tool.as_str()).copied()
             };
             let at = match found {
                 Some(at) => at,
                 None => {
-                    prepared.push((call.tool.clone(), self.prepare(&call.tool, ctx)));
+                    prepared.push(Prepared {
+                        tool: call.tool.clone(),
+                        ready: self.prepare(&call.tool, ctx),
+                        uncounted: 0,
+                        completed: AtomicBool::new(false),
+                    });
                     if prepared.len() == SCANNED + 1 {
                         index_of.extend(
                             prepared
                                 .iter()
                                 .enumerate()
-                                .map(|(i, (t, _))| (t.clone(), i)),
+                                .map(|(i, p)| (p.tool.clone(), i)),
                         );
                     } else if prepared.len() > SCANNED + 1 {
                         index_of.insert(call.tool.clone(), prepared.len() - 1);
@@ -288,27 +296,35 @@ impl DefaultToolRegistry {
                     prepared.len() - 1
                 }
             };
-            let prep = match &prepared[at].1 {
+            let entry = &mut prepared[at];
+            let prep = match &entry.ready {
                 Ok(ready) => self
-                    .admit(&call, ready, ctx, &mut completed_before)
-                    .map(|()| ready.clone()),
+                    .admit_in_batch(&call, ready, ctx, &mut completed_before)
+                    .map(|counted| {
+                        entry.uncounted += u32::from(!counted);
+                        at
+                    }),
                 Err(refusal) => Err(refusal.clone()),
             };
-            jobs.push((index, call, prep, started));
+            jobs.push((call, prep, started));
         }
-        let mut slots: Vec<Option<ToolCallResult>> = (0..total).map(|_| None).collect();
-        let mut stream = futures_util::stream::iter(jobs)
-            .map(|(index, call, prep, started)| async move {
-                let result = self
-                    .run_one(call, prep, ctx, timeout, started, placement)
-                    .await;
-                (index, result)
-            })
-            .buffer_unordered(concurrency);
-        while let Some((index, result)) = stream.next().await {
-            slots[index] = Some(result);
+        // The dispatches no maximum limits, a tool's all at once, before anything runs.
+        for entry in prepared.iter().filter(|p| p.uncounted > 0) {
+            ctx.invocation.add_dispatched(&entry.tool, entry.uncounted);
         }
-        slots
+        let prepared = &prepared;
+        let runs = jobs.into_iter().map(|(call, prep, started)| {
+            let (prep, completed) = match prep {
+                Ok(at) => (
+                    prepared[at].ready.as_ref().map_err(Refusal::clone),
+                    Some(&prepared[at].completed),
+                ),
+                Err(refusal) => (Err(refusal), None),
+            };
+            self.run_one(call, prep, completed, ctx, timeout, started, placement)
+        });
+        drive::in_order(runs, total, concurrency)
+            .await
             .into_iter()
             .map(|r| r.unwrap_or_else(unreachable_result))
             .collect()
@@ -325,6 +341,16 @@ pub(super) fn call_event(
 ) -> AuditEvent {
     AuditEvent::new(kind, &ctx.session_id, ctx.policy.id(), call_id, tool)
         .with_tool_filter(ctx.tool_filter.as_deref())
+}
+
+/// A tool as a batch prepared it: once per distinct tool of the batch.
+struct Prepared {
+    tool: String,
+    ready: Result<Ready, Refusal>,
+    /// Its calls admitted without being counted (no `max_invocations`), counted in one go.
+    uncounted: u32,
+    /// Whether a call of it succeeded in this batch (and the invocation knows).
+    completed: AtomicBool,
 }
 
 /// Where a call's `execute` runs.
@@ -351,10 +377,17 @@ impl DefaultToolRegistry {
             }
     }
 
+    /// Runs one admitted call. `completed` is its tool's flag in a batch of more than one:
+    /// once set, later successes of the tool in the batch need not mark the invocation again.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the per-call path; its arguments are what admission decided"
+    )]
     async fn run_one(
         &self,
         mut call: ToolCall,
-        prep: Result<Ready, Refusal>,
+        prep: Result<&Ready, Refusal>,
+        completed: Option<&AtomicBool>,
         ctx: &ExecutionContext,
         timeout: Duration,
         started: Instant,
@@ -465,7 +498,7 @@ impl DefaultToolRegistry {
         tool_ctx.personality_id = ctx.policy.shared_id();
         scoped.install(&mut tool_ctx);
         tool_ctx.scoped_attachments = attachments.map(|a| a as Arc<dyn ScopedAttachments>);
-        let tool = ready.tool;
+        let tool = ready.tool.as_ref();
         // The deadline counts from when `execute` is about to start (not from admission: a call
         // queued behind the concurrency cap, or waiting for an approval, is not charged for the
         // wait). A batch of one that asked nothing has waited for nothing since `started`, a few
@@ -485,14 +518,7 @@ impl DefaultToolRegistry {
         };
         let (outcome, call_id, tool_name) = match placement {
             Placement::Only | Placement::Inline => {
-                let run = guarded(
-                    tool.as_ref(),
-                    isolation.as_ref(),
-                    args,
-                    &tool_ctx,
-                    deadline,
-                    timeout,
-                );
+                let run = guarded(tool, isolation.as_ref(), args, &tool_ctx, deadline, timeout);
                 let outcome = std::panic::AssertUnwindSafe(run)
                     .catch_unwind()
                     .await
@@ -506,6 +532,7 @@ impl DefaultToolRegistry {
             Placement::Task => {
                 // The task owns the context; the identity is kept here for a task that panics.
                 let (id, name) = (tool_ctx.call_id.clone(), tool_ctx.tool.clone());
+                let tool = Arc::clone(&ready.tool);
                 let task = AbortOnDrop(tokio::spawn(async move {
                     guarded(
                         tool.as_ref(),
@@ -550,8 +577,11 @@ impl DefaultToolRegistry {
                 tracing::error!(target: "toolcap::audit", error = %err, "could not record a completion");
             }
         }
-        if outcome.is_ok() {
+        if outcome.is_ok() && !completed.is_some_and(|done| done.load(Ordering::Relaxed)) {
             ctx.invocation.mark_completed(&tool_name);
+            if let Some(done) = completed {
+                done.store(true, Ordering::Relaxed);
+            }
         }
         let result = match outcome {
             Ok(value) => ToolResult::Ok(match self.config.result_budget {

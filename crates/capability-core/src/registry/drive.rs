@@ -1,0 +1,219 @@
+//! How the calls of a batch are driven once admitted: in input order, each polled once where it
+//! starts, and only a call that has to wait is handed to a set that wakes it (docs/decisions.md,
+//! "The per-call path").
+//!
+//! A call whose tool finishes at its first poll (most tools: they compute, or their scoped
+//! object answers from memory) then costs no task node, no waker and no allocation: its future
+//! is written into a pinned home that the next call reuses. A call that waits keeps its home
+//! until it finishes, in a [`FuturesUnordered`] that polls it only when it is woken.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+
+/// A pinned place for one call's future, reused from call to call.
+type Home<F> = Pin<Box<Option<F>>>;
+
+/// A call that did not finish at its first poll, with its place in the batch.
+struct Waiting<F> {
+    index: usize,
+    home: Option<Home<F>>,
+}
+
+impl<F: Future> Future for Waiting<F> {
+    /// The call's place, its output, and its emptied home for the next call.
+    type Output = (usize, F::Output, Option<Home<F>>);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // `Waiting` is `Unpin`: the future lives behind the `Pin<Box>`.
+        let this = self.get_mut();
+        let Some(home) = this.home.as_mut() else {
+            // Polled after it finished; `FuturesUnordered` never does.
+            return Poll::Pending;
+        };
+        let Some(future) = home.as_mut().as_pin_mut() else {
+            return Poll::Pending;
+        };
+        match future.poll(cx) {
+            Poll::Ready(output) => {
+                home.as_mut().set(None);
+                Poll::Ready((this.index, output, this.home.take()))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// Runs `futures` in input order with at most `limit` of them waiting at once, and returns
+/// their outputs in input order (`total` is how many there are).
+///
+/// Each future is polled once as soon as it is started, before the next one is; one that is
+/// not done then joins the waiting set, and when `limit` are waiting the next one starts only
+/// after one of them has finished. The outputs are in input order whatever order they finish
+/// in. Dropping the returned future drops every future still running.
+pub(super) async fn in_order<F, I>(futures: I, total: usize, limit: usize) -> Vec<Option<F::Output>>
+where
+    I: IntoIterator<Item = F>,
+    F: Future,
+{
+    let limit = limit.max(1);
+    let mut outputs: Vec<Option<F::Output>> = (0..total).map(|_| None).collect();
+    let mut spare: Option<Home<F>> = None;
+    let mut waiting = FuturesUnordered::new();
+    let keep = |outputs: &mut Vec<Option<F::Output>>, index: usize, output| {
+        if let Some(slot) = outputs.get_mut(index) {
+            *slot = Some(output);
+        }
+    };
+    for (index, future) in futures.into_iter().enumerate() {
+        let mut home = spare.take().unwrap_or_else(|| Box::pin(None));
+        home.as_mut().set(Some(future));
+        let first = std::future::poll_fn(|cx| {
+            Poll::Ready(home.as_mut().as_pin_mut().map(|future| future.poll(cx)))
+        })
+        .await;
+        match first {
+            Some(Poll::Ready(output)) => {
+                home.as_mut().set(None);
+                spare = Some(home);
+                keep(&mut outputs, index, output);
+            }
+            Some(Poll::Pending) => {
+                waiting.push(Waiting {
+                    index,
+                    home: Some(home),
+                });
+                while waiting.len() >= limit {
+                    let Some((at, output, home)) = waiting.next().await else {
+                        break;
+                    };
+                    spare = spare.or(home);
+                    keep(&mut outputs, at, output);
+                }
+            }
+            // The home was just filled.
+            None => {}
+        }
+    }
+    while let Some((at, output, _)) = waiting.next().await {
+        keep(&mut outputs, at, output);
+    }
+    outputs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap_or_else(|e| panic!("runtime: {e}"))
+    }
+
+    #[test]
+    fn outputs_come_back_in_input_order_whatever_order_they_finish_in() {
+        let outputs = runtime().block_on(in_order(
+            (0..6u64).map(|i| async move {
+                // The even ones finish at once, the odd ones later and in reverse.
+                if i % 2 == 1 {
+                    tokio::time::sleep(Duration::from_millis(30 - 5 * i)).await;
+                }
+                i
+            }),
+            6,
+            4,
+        ));
+        assert_eq!(
+            outputs,
+            (0..6u64).map(Some).collect::<Vec<_>>(),
+            "every output in its place"
+        );
+    }
+
+    #[test]
+    fn no_more_than_the_limit_wait_at_once_and_waiting_ones_overlap() {
+        let now = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let started = std::time::Instant::now();
+        let outputs = runtime().block_on(in_order(
+            (0..12).map(|i| {
+                let (now, most) = (Arc::clone(&now), Arc::clone(&most));
+                async move {
+                    let running = now.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(running, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(40)).await;
+                    now.fetch_sub(1, Ordering::SeqCst);
+                    i
+                }
+            }),
+            12,
+            3,
+        ));
+        assert_eq!(outputs.iter().flatten().count(), 12);
+        assert_eq!(most.load(Ordering::SeqCst), 3, "three at once, never four");
+        // Four rounds of three, not twelve one after another (480 ms).
+        assert!(
+            started.elapsed() < Duration::from_millis(400),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn dropping_the_batch_drops_the_calls_still_waiting() {
+        struct Flag(Arc<AtomicUsize>);
+        impl Drop for Flag {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let rt = runtime();
+        let result = rt.block_on(async {
+            tokio::time::timeout(
+                Duration::from_millis(20),
+                in_order(
+                    (0..5).map(|_| {
+                        let flag = Flag(Arc::clone(&dropped));
+                        async move {
+                            let _flag = flag;
+                            std::future::pending::<()>().await;
+                        }
+                    }),
+                    5,
+                    8,
+                ),
+            )
+            .await
+        });
+        assert!(result.is_err(), "the calls never finish");
+        assert_eq!(
+            dropped.load(Ordering::SeqCst),
+            5,
+            "all five dropped with the batch"
+        );
+    }
+
+    #[test]
+    fn a_home_is_reused_after_a_call_that_waited() {
+        // Mixed: waiting calls hand their homes back; every output is still there.
+        let outputs = runtime().block_on(in_order(
+            (0..50u64).map(|i| async move {
+                if i % 7 == 0 {
+                    tokio::task::yield_now().await;
+                }
+                i * 2
+            }),
+            50,
+            2,
+        ));
+        assert_eq!(outputs, (0..50u64).map(|i| Some(i * 2)).collect::<Vec<_>>());
+    }
+}
