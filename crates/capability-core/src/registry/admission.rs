@@ -62,11 +62,12 @@ impl Refusal {
     }
 }
 
-#[derive(Clone)]
-pub(super) struct Ready {
-    pub(super) tool: Arc<dyn Tool>,
+/// A tool found, allowed and resolved for a batch: borrowed from the registry's entry, with
+/// the plan of the batch's context.
+pub(super) struct Ready<'r> {
+    pub(super) tool: &'r Arc<dyn Tool>,
     /// The tool's declaration, for escalation.
-    pub(super) caps: Arc<ToolCapabilities>,
+    pub(super) caps: &'r Arc<ToolCapabilities>,
     /// The tool's admission plan in the batch's context: resolution, scoped objects, and the
     /// reach the argument gate checks against.
     pub(super) plan: Arc<Plan>,
@@ -179,12 +180,12 @@ impl DefaultToolRegistry {
             };
         }
         let admitted = Admitted {
-            capabilities: Arc::clone(&ready.caps),
+            capabilities: Arc::clone(ready.caps),
             resolved: Arc::clone(&ready.plan.resolved),
             scoped: ready.plan.scoped.clone(),
         };
         let (subjects, _) =
-            escalation::subjects(&ready.caps, &call.args, &ctx.policy, &ctx.working_dir);
+            escalation::subjects(ready.caps, &call.args, &ctx.policy, &ctx.working_dir);
         if subjects.is_empty() {
             Admission::Admitted(admitted)
         } else {
@@ -192,7 +193,7 @@ impl DefaultToolRegistry {
         }
     }
 
-    pub(super) fn prepare(&self, name: &str, ctx: &ExecutionContext) -> Result<Ready, Refusal> {
+    pub(super) fn prepare(&self, name: &str, ctx: &ExecutionContext) -> Result<Ready<'_>, Refusal> {
         let entry = self.tools.get(name).ok_or_else(|| {
             Refusal::without_denial(
                 ErrorCode::NotAvailable,
@@ -218,17 +219,20 @@ impl DefaultToolRegistry {
             ))
             .into());
         }
-        let plan = self.cache.plan_shared(
-            name,
-            Declaration::Shared(&entry.capabilities),
-            &ctx.policy,
-            &ctx.session_id,
-            &ctx.working_dir,
-            self.backends.as_ref(),
-        )?;
+        let plan = match &entry.undeclared {
+            Some(plan) => Arc::clone(plan),
+            None => self.cache.plan_shared(
+                name,
+                Declaration::Shared(&entry.capabilities),
+                &ctx.policy,
+                &ctx.session_id,
+                &ctx.working_dir,
+                self.backends.as_ref(),
+            )?,
+        };
         Ok(Ready {
-            tool: Arc::clone(&entry.tool),
-            caps: Arc::clone(&entry.capabilities),
+            tool: &entry.tool,
+            caps: &entry.capabilities,
             plan,
         })
     }
@@ -238,7 +242,7 @@ impl DefaultToolRegistry {
     pub(super) fn admit(
         &self,
         call: &ToolCall,
-        ready: &Ready,
+        ready: &Ready<'_>,
         ctx: &ExecutionContext,
         completed_before: &mut Option<super::call::CompletedBefore>,
     ) -> Result<(), Refusal> {
@@ -252,7 +256,7 @@ impl DefaultToolRegistry {
     pub(super) fn admit_in_batch(
         &self,
         call: &ToolCall,
-        ready: &Ready,
+        ready: &Ready<'_>,
         ctx: &ExecutionContext,
         completed_before: &mut Option<super::call::CompletedBefore>,
     ) -> Result<bool, Refusal> {
@@ -263,7 +267,7 @@ impl DefaultToolRegistry {
     fn admit_as(
         &self,
         call: &ToolCall,
-        ready: &Ready,
+        ready: &Ready<'_>,
         ctx: &ExecutionContext,
         completed_before: &mut Option<super::call::CompletedBefore>,
         run: Run,

@@ -40,12 +40,14 @@ use crate::audit::{AuditEvent, AuditKind, AuditSink, emit};
 use crate::escalation::{self, ApprovalHandler, mask_arguments_with};
 use crate::isolation::{IsolationKey, IsolationSelection, ToolIsolation};
 use crate::policy::CompiledPolicy;
-use crate::resolve::{CapabilityBackends, ResolutionCache, build_scoped};
+use crate::resolve::{CapabilityBackends, Plan, ResolutionCache, build_scoped};
 use crate::validate::validate_declaration;
 
 struct Entry {
     tool: Arc<dyn Tool>,
     capabilities: Arc<ToolCapabilities>,
+    /// The plan of a tool that declares nothing, made once (it is the same in every context).
+    undeclared: Option<Arc<Plan>>,
 }
 
 /// The registry an agent loop calls tools through.
@@ -170,9 +172,13 @@ impl DefaultToolRegistry {
             tool: name.clone(),
             message,
         })?;
+        let undeclared = capabilities
+            .is_empty()
+            .then(|| Arc::new(Plan::undeclared(&name)));
         self.tools.insert(
             name,
             Entry {
+                undeclared,
                 tool,
                 capabilities: Arc::new(capabilities),
             },
@@ -264,7 +270,7 @@ impl DefaultToolRegistry {
         // call's name. Past `SCANNED` names (a batch naming many unknown tools, say) an index
         // takes over, so a batch never costs calls × names.
         const SCANNED: usize = 16;
-        let mut prepared: Vec<Prepared> = Vec::new();
+        let mut prepared: Vec<Prepared<'_>> = Vec::new();
         let mut index_of: HashMap<String, usize> = HashMap::new();
         let mut jobs = Vec::with_capacity(total);
         for call in calls {
@@ -344,9 +350,9 @@ pub(super) fn call_event(
 }
 
 /// A tool as a batch prepared it: once per distinct tool of the batch.
-struct Prepared {
+struct Prepared<'r> {
     tool: String,
-    ready: Result<Ready, Refusal>,
+    ready: Result<Ready<'r>, Refusal>,
     /// Its calls admitted without being counted (no `max_invocations`), counted in one go.
     uncounted: u32,
     /// Whether a call of it succeeded in this batch (and the invocation knows).
@@ -386,7 +392,7 @@ impl DefaultToolRegistry {
     async fn run_one(
         &self,
         mut call: ToolCall,
-        prep: Result<&Ready, Refusal>,
+        prep: Result<&Ready<'_>, Refusal>,
         completed: Option<&AtomicBool>,
         ctx: &ExecutionContext,
         timeout: Duration,
@@ -436,7 +442,7 @@ impl DefaultToolRegistry {
         // Escalation: ask before anything runs; an approved call gets scoped objects that allow
         // exactly what was approved.
         let (subjects, approvals) =
-            escalation::subjects(&ready.caps, &call.args, &ctx.policy, &ctx.working_dir);
+            escalation::subjects(ready.caps, &call.args, &ctx.policy, &ctx.working_dir);
         let asked = !subjects.is_empty();
         let scoped = if !asked {
             ready.plan.scoped.clone()
@@ -446,7 +452,7 @@ impl DefaultToolRegistry {
             }
             let resolved = self
                 .cache
-                .intersect(&call.tool, &ready.caps, &ctx.policy)
+                .intersect(&call.tool, ready.caps, &ctx.policy)
                 .for_call_approved(&ctx.session_id, &ctx.working_dir, Arc::new(approvals));
             match build_scoped(&resolved, self.backends.as_ref()) {
                 Ok(scoped) => scoped,
@@ -532,7 +538,7 @@ impl DefaultToolRegistry {
             Placement::Task => {
                 // The task owns the context; the identity is kept here for a task that panics.
                 let (id, name) = (tool_ctx.call_id.clone(), tool_ctx.tool.clone());
-                let tool = Arc::clone(&ready.tool);
+                let tool = Arc::clone(ready.tool);
                 let task = AbortOnDrop(tokio::spawn(async move {
                     guarded(
                         tool.as_ref(),

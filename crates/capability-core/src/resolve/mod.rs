@@ -309,6 +309,26 @@ pub struct Plan {
     pub(crate) gate_reach: Option<Arc<ResolvedPaths>>,
 }
 
+impl Plan {
+    /// The plan of a tool that declares nothing: the same in every context (no scoped object,
+    /// no reach for the argument gate), so the registry makes it once, when the tool is
+    /// registered, and no call of the tool consults the cache.
+    pub(crate) fn undeclared(tool: &str) -> Self {
+        Plan {
+            resolved: Arc::new(ResolvedCapabilities {
+                tool: tool.to_owned(),
+                network: None,
+                fs: None,
+                secrets: None,
+                process: None,
+                storage: None,
+            }),
+            scoped: ScopedObjects::default(),
+            gate_reach: None,
+        }
+    }
+}
+
 /// A declaration as a caller of [`ResolutionCache::plan_shared`] holds it.
 #[derive(Clone, Copy)]
 pub(crate) enum Declaration<'a> {
@@ -532,6 +552,33 @@ mod tests {
     use super::*;
     use crate::policy::test_policy as policy;
     use capability_types::backend::HostPolicy;
+
+    #[test]
+    fn the_plan_made_at_registration_for_no_declaration_is_what_resolution_makes() {
+        // Under a wide personality and under none: nothing declared, nothing granted.
+        for text in [
+            "id = \"wide\"\n[fs_reach]\nread = [\"/\"]\n[safety.network]\nallow = [\"*\"]\n",
+            "id = \"narrow\"\ntoolset = []\n",
+        ] {
+            let resolved = resolve(
+                "t",
+                &ToolCapabilities::none(),
+                &policy(text),
+                "s",
+                Path::new("/w"),
+            );
+            let plan = Plan::undeclared("t");
+            assert_eq!(plan.resolved.tool, resolved.tool);
+            assert!(resolved.network.is_none() && plan.resolved.network.is_none());
+            assert!(resolved.fs.is_none() && plan.resolved.fs.is_none());
+            assert!(resolved.secrets.is_none() && plan.resolved.secrets.is_none());
+            assert!(resolved.process.is_none() && plan.resolved.process.is_none());
+            assert!(resolved.storage.is_none() && plan.resolved.storage.is_none());
+            assert!(plan.gate_reach.is_none());
+            let built = build_scoped(&resolved, None).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(format!("{built:?}"), format!("{:?}", plan.scoped));
+        }
+    }
 
     #[test]
     fn the_cache_serves_one_policy_generation_and_one_declaration() {
