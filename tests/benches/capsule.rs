@@ -1,13 +1,16 @@
 //! The capsule's cost: a warm call (a worker already running for the tool) and a cold start (a
 //! new worker per call: spawn, self-confinement, handshake), each against the same call in
 //! process, through the same registry, in the same run. Also one scoped file read made from a
-//! warm capsule (a round trip over the worker's channel) against the same read in process.
+//! warm capsule (a round trip over the worker's channel) against the same read in process, and
+//! the floor of any process round trip on the machine. On a current-thread runtime, as the
+//! dispatch benchmarks; the warm call also from a multi-thread runtime.
 #![allow(
     missing_docs,
     clippy::disallowed_methods,
-    reason = "the benchmark writes its fixture file"
+    reason = "the benchmark writes its fixture file and starts `cat` for the round-trip floor"
 )]
 
+use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -38,8 +41,7 @@ fn registry(capsule: Option<CapsuleConfig>) -> DefaultToolRegistry {
 }
 
 fn capsule(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
@@ -59,7 +61,7 @@ fn capsule(c: &mut Criterion) {
     let lab = CapsuleConfig::new(env!("CARGO_BIN_EXE_capsule-lab"));
     let in_process = registry(None);
     let warm = registry(Some(lab.clone()));
-    let cold = registry(Some(lab.warm_workers(0)));
+    let cold = registry(Some(lab.clone().warm_workers(0)));
     let echo = || ToolCall::new("1", "echo", json!({"n": 1}));
     let read = || {
         ToolCall::new(
@@ -74,8 +76,40 @@ fn capsule(c: &mut Criterion) {
     };
 
     let mut group = c.benchmark_group("capsule");
+    // The floor of any round trip to another process on this machine: 64 bytes to `cat` and
+    // back over pipes, each side sleeping in `read` until the other writes.
+    let mut cat = std::process::Command::new("cat")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut to_cat, mut from_cat) = (cat.stdin.take().unwrap(), cat.stdout.take().unwrap());
+    group.bench_function("process_round_trip", |b| {
+        b.iter(|| {
+            let mut buf = [7u8; 64];
+            to_cat.write_all(&buf).unwrap();
+            from_cat.read_exact(&mut buf).unwrap();
+        })
+    });
+    drop(to_cat);
+    let _ = cat.wait();
     group.bench_function("in_process_call", |b| b.iter(|| run(&in_process, echo())));
     group.bench_function("warm_call", |b| b.iter(|| run(&warm, echo())));
+    // The same warm call from a multi-thread runtime (as the `toolcap` binary runs one): its
+    // idle workers sleep in `epoll_wait` on the channel, and each frame wakes one.
+    let mt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    // Its own capsule: a worker's channel belongs to the runtime that started it.
+    let warm_mt = registry(Some(lab.clone()));
+    group.bench_function("warm_call_multi_thread", |b| {
+        b.iter(|| {
+            let result = mt.block_on(warm_mt.execute(echo(), &ctx));
+            assert!(result.result.is_ok(), "{:?}", result.result);
+        })
+    });
     group.bench_function("in_process_scoped_read", |b| {
         b.iter(|| run(&in_process, read()))
     });

@@ -158,7 +158,25 @@ fn in_process() -> DefaultToolRegistry {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scoped_calls_are_proxied_and_checked_again_by_the_host() {
-    let lab = lab_default().await;
+    scoped_calls_are_proxied(config()).await;
+}
+
+// The same calls with each side sleeping on the channel at once (no polling), and with both
+// polling long enough to take every frame of a call without sleeping (docs/isolation-model.md,
+// "The warm path"): the answers do not depend on how a side waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scoped_calls_give_the_same_answers_whether_the_channel_is_polled_or_not() {
+    scoped_calls_are_proxied(config().spin(Duration::ZERO)).await;
+    scoped_calls_are_proxied(config().spin(Duration::from_millis(20))).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn scoped_calls_work_from_a_current_thread_runtime() {
+    scoped_calls_are_proxied(config()).await;
+}
+
+async fn scoped_calls_are_proxied(config: CapsuleConfig) {
+    let lab = lab_with(config, RegistryConfig::default()).await;
     let r = &lab.root;
     let url = |port: u16| format!("http://127.0.0.1:{port}/x");
     let cases = [

@@ -7,7 +7,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -64,6 +64,13 @@ pub struct CapsuleConfig {
     /// What this kernel can enforce (default: probed). Set it to
     /// [`Support::unsupported`] to see the refusal path.
     pub support: Option<Support>,
+    /// How long the host, waiting for a worker's answer, and the worker, waiting for the host's
+    /// next frame, poll the channel before they sleep (default 50 µs; zero never polls). It
+    /// applies only while one capsule call is in flight and on machines with more than one CPU:
+    /// a quick answer is then taken without a process wake-up, which on a virtual machine costs
+    /// more than the call (docs/isolation-model.md, "The warm path"). At most this much CPU
+    /// time is spent per wait.
+    pub spin: Duration,
 }
 
 impl CapsuleConfig {
@@ -80,6 +87,7 @@ impl CapsuleConfig {
             restart_window: Duration::from_secs(60),
             start_timeout: Duration::from_secs(10),
             support: None,
+            spin: Duration::from_micros(50),
         }
     }
 
@@ -125,6 +133,12 @@ impl CapsuleConfig {
         self.start_timeout = timeout;
         self
     }
+    /// Sets how long each side polls the channel before it sleeps ([`spin`](Self::spin); zero
+    /// never polls).
+    pub fn spin(mut self, spin: Duration) -> Self {
+        self.spin = spin;
+        self
+    }
     /// Overrides the probed kernel support.
     pub fn support(mut self, support: Support) -> Self {
         self.support = Some(support);
@@ -149,6 +163,10 @@ pub struct Capsule {
     idle: Mutex<HashMap<IsolationKey, Vec<Worker>>>,
     failures: Mutex<HashMap<IsolationKey, VecDeque<Instant>>>,
     started: AtomicU64,
+    /// Capsule calls in flight: the channel is polled only while there is one.
+    in_flight: AtomicUsize,
+    /// The configured polling time, or zero on a machine where polling cannot help.
+    spin: Duration,
 }
 
 impl fmt::Debug for Capsule {
@@ -175,12 +193,19 @@ impl Capsule {
             .support
             .clone()
             .unwrap_or_else(capability_sandbox::probe);
+        let spin = if crate::spin::worth_it() {
+            config.spin
+        } else {
+            Duration::ZERO
+        };
         Self {
             config,
             support,
             idle: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
             started: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+            spin,
         }
     }
 
@@ -205,6 +230,7 @@ impl Capsule {
             cpu_seconds: self.config.cpu_seconds,
             open_files: self.config.open_files,
             file_size: Some(0),
+            spin_micros: u64::try_from(self.spin.as_micros()).unwrap_or(u64::MAX),
         }
     }
 
@@ -389,7 +415,14 @@ impl Capsule {
             key,
             armed: true,
         };
-        match worker.call(args, ctx).await {
+        let _in_flight = InFlight::enter(&self.in_flight);
+        // Poll for the answer only when no other capsule call shares the runtime's threads.
+        let spin = if self.in_flight.load(Ordering::Relaxed) == 1 {
+            self.spin
+        } else {
+            Duration::ZERO
+        };
+        match worker.call(args, ctx, spin).await {
             Ok(result) => {
                 guard.armed = false;
                 self.put_idle(key, worker);
@@ -416,6 +449,22 @@ impl ToolIsolation for Capsule {
         ctx: &ToolContext,
     ) -> Result<Value, CapabilityError> {
         self.run(key, args, ctx).await
+    }
+}
+
+/// One capsule call in flight, counted while it lives.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn enter(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        InFlight(count)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -463,11 +512,14 @@ impl Worker {
         write_frame(&mut self.writer, &frame).await
     }
 
-    /// Runs one call. `Err`: the worker is lost (and must be dropped).
+    /// Runs one call. `Err`: the worker is lost (and must be dropped). While none of the
+    /// call's requests is being served, the channel is polled for up to `spin` before the task
+    /// sleeps on it.
     async fn call(
         &mut self,
         args: Value,
         ctx: &ToolContext,
+        spin: Duration,
     ) -> Result<Result<Value, CapabilityError>, FrameError> {
         self.seq += 1;
         let seq = self.seq;
@@ -479,31 +531,40 @@ impl Worker {
         self.send(&call, &[]).await?;
         let mut pending = FuturesUnordered::new();
         loop {
-            tokio::select! {
-                message = self.receive() => match message {
-                    Err(e) => return Err(e),
-                    Ok((FromWorker::Request { id, seq: of, op }, blobs)) => {
-                        if of == seq {
-                            pending.push(async move { (id, op.perform(ctx, blobs).await) });
-                        } else {
-                            let stale = CapabilityError::failed(
-                                "a request of a call that has ended is not answered",
-                            );
-                            self.reply(id, Err(stale)).await?;
-                        }
-                    }
-                    Ok((FromWorker::Done { seq: of, result }, _)) if of == seq => {
-                        return Ok(result.map_err(CapabilityError::from));
-                    }
-                    Ok((other, _)) => {
-                        return Err(FrameError::Malformed(format!(
-                            "the worker sent {} during call {seq}",
-                            message_name(&other)
-                        )));
+            let quick = match pending.is_empty() {
+                true => crate::spin::next_within(&mut self.frames, spin)?,
+                false => None,
+            };
+            let message = match quick {
+                Some(body) => decode(body),
+                None => tokio::select! {
+                    message = self.receive() => message,
+                    Some((id, result)) = pending.next(), if !pending.is_empty() => {
+                        self.reply(id, result).await?;
+                        continue;
                     }
                 },
-                Some((id, result)) = pending.next(), if !pending.is_empty() => {
-                    self.reply(id, result).await?;
+            };
+            match message {
+                Err(e) => return Err(e),
+                Ok((FromWorker::Request { id, seq: of, op }, blobs)) => {
+                    if of == seq {
+                        pending.push(async move { (id, op.perform(ctx, blobs).await) });
+                    } else {
+                        let stale = CapabilityError::failed(
+                            "a request of a call that has ended is not answered",
+                        );
+                        self.reply(id, Err(stale)).await?;
+                    }
+                }
+                Ok((FromWorker::Done { seq: of, result }, _)) if of == seq => {
+                    return Ok(result.map_err(CapabilityError::from));
+                }
+                Ok((other, _)) => {
+                    return Err(FrameError::Malformed(format!(
+                        "the worker sent {} during call {seq}",
+                        message_name(&other)
+                    )));
                 }
             }
         }

@@ -49,6 +49,8 @@
 mod host;
 pub mod ops;
 #[cfg(target_os = "linux")]
+mod spin;
+#[cfg(target_os = "linux")]
 mod sys;
 pub mod wire;
 #[cfg(target_os = "linux")]

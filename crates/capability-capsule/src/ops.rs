@@ -162,10 +162,33 @@ macro_rules! path_op {
     };
 }
 
-path_op!(
-    /// Reads a file as UTF-8 text.
-    FsRead, |fs, path, _| fs.read(path) => String
-);
+/// Reads a file as UTF-8 text; it comes back in blob 0 (checked as UTF-8 by the host's scoped
+/// object, and again by the worker).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FsRead {
+    /// The path.
+    pub path: PathBuf,
+}
+
+impl Operation for FsRead {
+    type Answer = ();
+    type Output = String;
+    async fn perform(
+        self,
+        ctx: &ToolContext,
+        _: Vec<Bytes>,
+    ) -> Result<((), Vec<Bytes>), CapabilityError> {
+        let text = ctx.fs()?.read(&self.path).await?;
+        Ok(((), vec![Bytes::from(text)]))
+    }
+    fn output((): (), blobs: Vec<Bytes>) -> Result<String, CapabilityError> {
+        String::from_utf8(first(blobs).to_vec()).map_err(|_| {
+            CapabilityError::failed("the host answered a text read with bytes that are not UTF-8")
+        })
+    }
+}
+
 path_op!(
     /// Replaces a file's contents with blob 0; answers the bytes written.
     FsWrite, |fs, path, blobs| fs.write(path, &first(blobs)) => u64

@@ -186,35 +186,8 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// already read are kept.
     pub async fn next(&mut self) -> Result<Option<Bytes>, FrameError> {
         loop {
-            if self.buf.len() >= 4 {
-                let prefix =
-                    u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
-                let continued = prefix & CONTINUED != 0;
-                let len = (prefix & !CONTINUED) as usize;
-                if len > self.max {
-                    return Err(FrameError::TooLarge { len, max: self.max });
-                }
-                if self.pending.len() + len > MAX_MESSAGE {
-                    return Err(FrameError::TooLarge {
-                        len: self.pending.len() + len,
-                        max: MAX_MESSAGE,
-                    });
-                }
-                if self.buf.len() >= 4 + len {
-                    let mut frame = self.buf.split_to(4 + len);
-                    frame.advance(4);
-                    if continued {
-                        self.pending.extend_from_slice(&frame);
-                        continue;
-                    }
-                    if self.pending.is_empty() {
-                        return Ok(Some(frame.freeze()));
-                    }
-                    let mut whole = std::mem::take(&mut self.pending);
-                    whole.extend_from_slice(&frame);
-                    return Ok(Some(whole.freeze()));
-                }
-                self.buf.reserve(4 + len - self.buf.len());
+            if let Some(body) = self.buffered()? {
+                return Ok(Some(body));
             }
             if self.reader.read_buf(&mut self.buf).await? == 0 {
                 return if self.buf.is_empty() && self.pending.is_empty() {
@@ -224,6 +197,52 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 };
             }
         }
+    }
+}
+
+impl<R> FrameReader<R> {
+    /// The next body if the bytes read so far hold all of it; `Ok(None)` when more must be
+    /// read. Checks each frame's length against the limits before waiting for its bytes.
+    pub fn buffered(&mut self) -> Result<Option<Bytes>, FrameError> {
+        while self.buf.len() >= 4 {
+            let prefix = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
+            let continued = prefix & CONTINUED != 0;
+            let len = (prefix & !CONTINUED) as usize;
+            if len > self.max {
+                return Err(FrameError::TooLarge { len, max: self.max });
+            }
+            if self.pending.len() + len > MAX_MESSAGE {
+                return Err(FrameError::TooLarge {
+                    len: self.pending.len() + len,
+                    max: MAX_MESSAGE,
+                });
+            }
+            if self.buf.len() < 4 + len {
+                self.buf.reserve(4 + len - self.buf.len());
+                return Ok(None);
+            }
+            let mut frame = self.buf.split_to(4 + len);
+            frame.advance(4);
+            if continued {
+                self.pending.extend_from_slice(&frame);
+                continue;
+            }
+            if self.pending.is_empty() {
+                return Ok(Some(frame.freeze()));
+            }
+            let mut whole = std::mem::take(&mut self.pending);
+            whole.extend_from_slice(&frame);
+            return Ok(Some(whole.freeze()));
+        }
+        Ok(None)
+    }
+
+    /// The stream and the buffer of bytes read from it, for a caller that reads without
+    /// awaiting (the capsule's polling wait); what it appends is parsed by
+    /// [`buffered`](Self::buffered).
+    #[cfg(target_os = "linux")]
+    pub(crate) fn parts(&mut self) -> (&R, &mut BytesMut) {
+        (&self.reader, &mut self.buf)
     }
 }
 
@@ -251,6 +270,10 @@ pub struct WorkerSettings {
     pub open_files: Option<u64>,
     /// `RLIMIT_FSIZE` in bytes.
     pub file_size: Option<u64>,
+    /// How long the worker polls its channel for the host's next frame before it sleeps, in
+    /// microseconds (0: it never polls). See [`CapsuleConfig::spin`](crate::CapsuleConfig::spin).
+    #[serde(default)]
+    pub spin_micros: u64,
 }
 
 /// What the host sends a worker.

@@ -17,6 +17,7 @@ use capability_types::{
     ScopedAttachments, ScopedFetch, ScopedFs, ScopedProcess, ScopedSecretsResolver, SecretRef,
     SecretString, SpawnOptions, Tool, ToolContext,
 };
+use futures_util::FutureExt;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
@@ -143,7 +144,8 @@ where
         }
     };
     let tool = tools().into_iter().find(|t| t.name() == tool).ok_or(tool);
-    runtime.block_on(serve(channel, tool, settings.max_frame))
+    let spin = Duration::from_micros(settings.spin_micros);
+    runtime.block_on(serve(channel, tool, settings.max_frame, spin))
 }
 
 /// A reply as the worker receives it: the answer (or error) and the frame's blobs.
@@ -219,6 +221,7 @@ async fn serve(
     channel: std::os::unix::net::UnixStream,
     tool: Result<Arc<dyn Tool>, String>,
     max_frame: usize,
+    spin: Duration,
 ) -> i32 {
     let stream = match channel
         .set_nonblocking(true)
@@ -251,7 +254,20 @@ async fn serve(
     }
     let mut running: Option<tokio::task::JoinHandle<()>> = None;
     loop {
-        let body = match frames.next().await {
+        // Everything the last frame set going (the call, its requests, the frames they send)
+        // runs first; then the channel is polled for a while before the worker sleeps on it.
+        let quick = if spin.is_zero() {
+            Ok(None)
+        } else {
+            tokio::task::yield_now().await;
+            crate::spin::next_within(&mut frames, spin)
+        };
+        let next = match quick {
+            Ok(Some(body)) => Ok(Some(body)),
+            Ok(None) => frames.next().await,
+            Err(e) => Err(e),
+        };
+        let body = match next {
             Ok(Some(body)) => body,
             Ok(None) => return 0,
             Err(e) => {
@@ -303,15 +319,16 @@ async fn run_call(
         Ok(tool) => {
             let ctx = remote_context(&link, seq, &context);
             let name = context.tool.clone();
-            // The tool runs in its own task so that a panic is caught as the registry would.
-            let task = tokio::spawn(async move { tool.execute(args, &ctx).await });
-            match task.await {
+            // A panic is caught as the registry catches one, in the call's own task.
+            match std::panic::AssertUnwindSafe(tool.execute(args, &ctx))
+                .catch_unwind()
+                .await
+            {
                 Ok(result) => result,
-                Err(e) if e.is_panic() => Err(CapabilityError::failed(format!(
+                Err(payload) => Err(CapabilityError::failed(format!(
                     "tool {name} panicked in its capsule: {}",
-                    capability_core::panic_message(e.into_panic())
+                    capability_core::panic_message(payload)
                 ))),
-                Err(_) => Err(CapabilityError::failed(format!("tool {name} was aborted"))),
             }
         }
     };

@@ -1,0 +1,199 @@
+//! Waiting for the peer's next frame by polling the channel for a short while before sleeping
+//! (docs/isolation-model.md, "The warm path").
+//!
+//! On a virtual machine, waking a process that sleeps in `epoll_wait` costs tens of
+//! microseconds (the idle vCPU has to be woken), twice per round trip: more than the whole call
+//! the round trip carries. When one call is in flight, host and worker each poll the channel for
+//! at most [`CapsuleConfig::spin`](crate::CapsuleConfig::spin) before they sleep, so a quick
+//! answer is taken without either side having gone to sleep. The CPU this burns is bounded by
+//! that time per wait, and nothing polls on a machine with one CPU.
+
+#![allow(unsafe_code)] // one `read(2)` into a buffer's spare capacity; the block says why it is sound
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::wire::{FrameError, FrameReader};
+
+/// How often the clock is read while polling (a read of the channel is a system call; the clock
+/// is cheaper still, but need not be read every round).
+const ROUNDS_PER_CLOCK: u32 = 16;
+
+/// Whether polling can help here: it needs a CPU for each side.
+pub(crate) fn worth_it() -> bool {
+    std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
+}
+
+/// The next body, if one arrives within `spin`; `Ok(None)` otherwise, and also at end of file
+/// or on a read error, which the caller's awaited read then reports.
+pub(crate) fn next_within<R>(
+    frames: &mut FrameReader<R>,
+    spin: Duration,
+) -> Result<Option<Bytes>, FrameError>
+where
+    R: AsRef<tokio::net::UnixStream>,
+{
+    if let Some(body) = frames.buffered()? {
+        return Ok(Some(body));
+    }
+    if spin.is_zero() {
+        return Ok(None);
+    }
+    let until = Instant::now() + spin;
+    let mut rounds = 0u32;
+    loop {
+        let (reader, buf) = frames.parts();
+        match read_now(reader.as_ref().as_fd(), buf) {
+            Ok(Some(0)) | Err(_) => return Ok(None),
+            Ok(Some(_)) => {
+                if let Some(body) = frames.buffered()? {
+                    return Ok(Some(body));
+                }
+                continue;
+            }
+            Ok(None) => {}
+        }
+        rounds += 1;
+        if rounds.is_multiple_of(ROUNDS_PER_CLOCK) && Instant::now() >= until {
+            return Ok(None);
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// Reads what `fd` (non-blocking) holds now into `buf`: `Ok(None)` when nothing is there,
+/// `Ok(Some(0))` at end of file.
+fn read_now(fd: BorrowedFd<'_>, buf: &mut BytesMut) -> io::Result<Option<usize>> {
+    if buf.capacity() - buf.len() < 4096 {
+        buf.reserve(64 << 10);
+    }
+    let spare = buf.chunk_mut();
+    // SAFETY: `read` writes at most `spare.len()` bytes into the buffer's spare capacity, which
+    // `spare` borrows for the call; no other reference to it exists.
+    let n = unsafe { libc::read(fd.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len()) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+            _ => Err(e),
+        };
+    }
+    let n = usize::try_from(n).unwrap_or(0);
+    // SAFETY: `read` initialised the first `n` bytes of the spare capacity.
+    unsafe { buf.advance_mut(n) };
+    Ok(Some(n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{FromWorker, decode, encode};
+    use std::io::Write;
+
+    const MAX: usize = 1 << 20;
+
+    fn pair() -> (
+        FrameReader<tokio::net::UnixStream>,
+        std::os::unix::net::UnixStream,
+    ) {
+        let (ours, theirs) =
+            std::os::unix::net::UnixStream::pair().unwrap_or_else(|e| panic!("{e}"));
+        ours.set_nonblocking(true).unwrap_or_else(|e| panic!("{e}"));
+        let ours = tokio::net::UnixStream::from_std(ours).unwrap_or_else(|e| panic!("{e}"));
+        (FrameReader::new(ours, MAX), theirs)
+    }
+
+    fn ready_frame() -> Vec<u8> {
+        encode(&FromWorker::Ready {}, &[Bytes::from_static(b"blob")], MAX)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_frame_that_arrives_in_pieces_while_polling_is_taken_whole() {
+        let rt = runtime();
+        let _guard = rt.enter();
+        let (mut frames, mut peer) = pair();
+        let frame = ready_frame();
+        let (head, tail) = frame.split_at(3);
+        let (head, tail) = (head.to_vec(), tail.to_vec());
+        let writer = std::thread::spawn(move || {
+            peer.write_all(&head).unwrap_or_else(|e| panic!("{e}"));
+            std::thread::sleep(Duration::from_millis(5));
+            peer.write_all(&tail).unwrap_or_else(|e| panic!("{e}"));
+            peer
+        });
+        let body = next_within(&mut frames, Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|| panic!("the frame came within the time"));
+        let (message, blobs) = decode::<FromWorker>(body).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(message, FromWorker::Ready {});
+        assert_eq!(blobs, vec![Bytes::from_static(b"blob")]);
+        drop(writer.join());
+    }
+
+    #[test]
+    fn nothing_within_the_time_or_no_time_at_all_leaves_the_bytes_for_the_awaited_read() {
+        let rt = runtime();
+        let (mut frames, mut peer) = {
+            let _guard = rt.enter();
+            pair()
+        };
+        assert!(matches!(next_within(&mut frames, Duration::ZERO), Ok(None)));
+        let started = Instant::now();
+        assert!(matches!(
+            next_within(&mut frames, Duration::from_millis(2)),
+            Ok(None)
+        ));
+        assert!(started.elapsed() >= Duration::from_millis(2));
+        // Half a frame is kept while polling gives up, and the awaited read finishes it.
+        let frame = ready_frame();
+        peer.write_all(&frame[..6])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(
+            next_within(&mut frames, Duration::from_millis(2)),
+            Ok(None)
+        ));
+        peer.write_all(&frame[6..])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let body = rt.block_on(frames.next()).unwrap_or_else(|e| panic!("{e}"));
+        assert!(body.is_some());
+    }
+
+    #[test]
+    fn end_of_file_and_oversized_frames_are_not_swallowed() {
+        let rt = runtime();
+        let (mut frames, peer) = {
+            let _guard = rt.enter();
+            pair()
+        };
+        drop(peer);
+        // End of file: polling says nothing, and the awaited read reports the close.
+        assert!(matches!(
+            next_within(&mut frames, Duration::from_millis(50)),
+            Ok(None)
+        ));
+        assert!(matches!(rt.block_on(frames.next()), Ok(None)));
+
+        let (mut frames, mut peer) = {
+            let _guard = rt.enter();
+            pair()
+        };
+        peer.write_all(&u32::MAX.to_be_bytes())
+            .unwrap_or_else(|e| panic!("{e}"));
+        // A length over the limit is refused as soon as it is read, not waited for.
+        assert!(matches!(
+            next_within(&mut frames, Duration::from_secs(5)),
+            Err(FrameError::TooLarge { .. })
+        ));
+    }
+}
