@@ -187,9 +187,21 @@ const ROWS: &[Row] = &[
     },
     // The capsule (issue 8): a call whose tool runs in a warm worker, one that starts its worker
     // (spawn, self-confinement, handshake), and one scoped read over the worker's channel, each
-    // against the same call in process. docs/semantics.md, "Performance budgets", sets no budget for these: reported.
+    // against the same call in process; the warm call also against a bare round trip to another
+    // process (both sides asleep in `read`), the floor a call pays when neither side polls.
+    // docs/semantics.md, "Performance budgets", sets no budget for these: reported.
     Row {
         subject: "capsule/warm_call",
+        baseline: Some("capsule/in_process_call"),
+        budget: Budget::AddedNs(f64::INFINITY),
+    },
+    Row {
+        subject: "capsule/warm_call",
+        baseline: Some("capsule/process_round_trip"),
+        budget: Budget::AddedNs(f64::INFINITY),
+    },
+    Row {
+        subject: "capsule/warm_call_multi_thread",
         baseline: Some("capsule/in_process_call"),
         budget: Budget::AddedNs(f64::INFINITY),
     },

@@ -272,8 +272,10 @@ impl DefaultToolRegistry {
         const SCANNED: usize = 16;
         let mut prepared: Vec<Prepared<'_>> = Vec::new();
         let mut index_of: HashMap<String, usize> = HashMap::new();
-        let mut jobs = Vec::with_capacity(total);
-        for call in calls {
+        // Per call, only what its admission decided and when it began: the calls stay where the
+        // caller put them, so a large batch is not copied into a second table.
+        let mut decided: Vec<(Decided, Instant)> = Vec::with_capacity(total);
+        for call in &calls {
             let started = Instant::now();
             let found = if prepared.len() <= SCANNED {
                 prepared.iter().position(|p| p.tool == call.tool)
@@ -303,32 +305,50 @@ impl DefaultToolRegistry {
                 }
             };
             let entry = &mut prepared[at];
-            let prep = match &entry.ready {
-                Ok(ready) => self
-                    .admit_in_batch(&call, ready, ctx, &mut completed_before)
-                    .map(|counted| {
+            let outcome = match &entry.ready {
+                Ok(ready) => match self.admit_in_batch(call, ready, ctx, &mut completed_before) {
+                    Ok(counted) => {
                         entry.uncounted += u32::from(!counted);
-                        at
-                    }),
-                Err(refusal) => Err(refusal.clone()),
+                        Decided::Run(at)
+                    }
+                    Err(refusal) => Decided::Refused(Box::new(refusal)),
+                },
+                Err(_) => Decided::Unprepared(at),
             };
-            jobs.push((call, prep, started));
+            decided.push((outcome, started));
         }
         // The dispatches no maximum limits, a tool's all at once, before anything runs.
         for entry in prepared.iter().filter(|p| p.uncounted > 0) {
             ctx.invocation.add_dispatched(&entry.tool, entry.uncounted);
         }
         let prepared = &prepared;
-        let runs = jobs.into_iter().map(|(call, prep, started)| {
-            let (prep, completed) = match prep {
-                Ok(at) => (
-                    prepared[at].ready.as_ref().map_err(Refusal::clone),
-                    Some(&prepared[at].completed),
-                ),
-                Err(refusal) => (Err(refusal), None),
-            };
-            self.run_one(call, prep, completed, ctx, timeout, started, placement)
-        });
+        let runs =
+            calls
+                .into_iter()
+                .zip(decided)
+                .map(|(call, (outcome, started))| {
+                    let (prep, completed) =
+                        match outcome {
+                            Decided::Run(at) => (
+                                prepared[at].ready.as_ref().map_err(Refusal::clone),
+                                Some(&prepared[at].completed),
+                            ),
+                            Decided::Unprepared(at) => (
+                                Err(prepared[at].ready.as_ref().err().cloned().unwrap_or_else(
+                                    || {
+                                        Refusal::without_denial(
+                                            ErrorCode::ExecutionFailed,
+                                            "internal error: a prepared tool was taken for refused"
+                                                .to_owned(),
+                                        )
+                                    },
+                                )),
+                                None,
+                            ),
+                            Decided::Refused(refusal) => (Err(*refusal), None),
+                        };
+                    self.run_one(call, prep, completed, ctx, timeout, started, placement)
+                });
         drive::in_order(runs, total, concurrency)
             .await
             .into_iter()
@@ -357,6 +377,17 @@ struct Prepared<'r> {
     uncounted: u32,
     /// Whether a call of it succeeded in this batch (and the invocation knows).
     completed: AtomicBool,
+}
+
+/// What admission decided for one call of a batch.
+enum Decided {
+    /// It runs, with the tool prepared at this index.
+    Run(usize),
+    /// Its tool could not be prepared (unknown, outside the toolset, unavailable, unresolvable):
+    /// the refusal kept at this index.
+    Unprepared(usize),
+    /// A constraint or the argument gate refused it.
+    Refused(Box<Refusal>),
 }
 
 /// Where a call's `execute` runs.
