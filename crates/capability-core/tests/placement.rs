@@ -434,3 +434,111 @@ fn a_batch_naming_many_tools_finds_each_ones_preparation() {
         }
     }
 }
+
+/// Reports what its context says: the call, the session, the directory, the personality, and
+/// whether the batch is cancelled.
+struct Identity {
+    name: &'static str,
+    caps: ToolCapabilities,
+}
+
+#[async_trait]
+impl Tool for Identity {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn description(&self) -> &str {
+        "reports its context"
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    fn capabilities(&self) -> ToolCapabilities {
+        self.caps.clone()
+    }
+    async fn execute(&self, _: Value, ctx: &ToolContext) -> Result<Value, CapabilityError> {
+        Ok(json!({
+            "call": ctx.call_id,
+            "tool": ctx.tool,
+            "session": &*ctx.session_id,
+            "dir": ctx.working_dir.display().to_string(),
+            "personality": ctx.personality_id.as_deref(),
+            "cancelled": ctx.cancellation.is_cancelled(),
+            "fs": ctx.scoped_fs.is_some(),
+        }))
+    }
+}
+
+#[test]
+fn each_call_sees_its_own_identity_and_token_whatever_ran_before_it() {
+    // Plans are kept between calls, and a tool that declares nothing shares one plan across every
+    // context (docs/decisions.md, "The per-call path"): whatever ran before, each call sees its
+    // own id, session, directory, personality and batch token, in every placement.
+    let mut registry = DefaultToolRegistry::new(Some(recording_backends().0));
+    registry
+        .register(Identity {
+            name: "bare",
+            caps: ToolCapabilities::none(),
+        })
+        .unwrap();
+    registry
+        .register(Identity {
+            name: "reader",
+            caps: ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality),
+        })
+        .unwrap();
+    let p = policy("id = \"p\"\n[fs_reach]\nread = [\"/srv\"]\n");
+    let q = policy("id = \"q\"\n[fs_reach]\nread = [\"/srv\"]\n");
+    let contexts = [
+        ExecutionContext::new("s1", Arc::clone(&p), "/srv/a"),
+        ExecutionContext::new("s2", Arc::clone(&p), "/srv/a"),
+        ExecutionContext::new("s1", Arc::clone(&p), "/srv/b"),
+        ExecutionContext::new("s1", Arc::clone(&q), "/srv/a"),
+        ExecutionContext::new("s1", Arc::new(CompiledPolicy::none(None)), "/srv/a"),
+    ];
+    for placement in PLACEMENTS {
+        let rt = runtime(placement);
+        for round in 0..3 {
+            for (n, base) in contexts.iter().enumerate() {
+                // A fresh token per batch; every other batch's is cancelled once it is done.
+                let ctx = base
+                    .clone()
+                    .with_cancellation(CancellationToken::new())
+                    .new_invocation();
+                for tool in ["bare", "reader"] {
+                    let calls: Vec<ToolCall> = match placement {
+                        Placement::One => {
+                            vec![ToolCall::new(format!("{round}-{n}"), tool, json!({}))]
+                        }
+                        _ => (0..3)
+                            .map(|i| ToolCall::new(format!("{round}-{n}-{i}"), tool, json!({})))
+                            .collect(),
+                    };
+                    let ids: Vec<String> = calls.iter().map(|c| c.id.clone()).collect();
+                    let results = rt.block_on(registry.execute_parallel(calls, &ctx));
+                    for (result, id) in results.iter().zip(&ids) {
+                        let seen = result
+                            .result
+                            .value()
+                            .unwrap_or_else(|| panic!("{placement:?} {tool}: {:?}", result.result));
+                        let expected_personality = ctx.policy.id().map(str::to_owned);
+                        assert_eq!(seen["call"], json!(id), "{placement:?} {tool}");
+                        assert_eq!(seen["tool"], json!(tool));
+                        assert_eq!(
+                            seen["session"],
+                            json!(&*ctx.session_id),
+                            "{placement:?} {tool} {id}"
+                        );
+                        assert_eq!(seen["dir"], json!(ctx.working_dir.display().to_string()));
+                        assert_eq!(seen["personality"], json!(expected_personality));
+                        assert_eq!(seen["cancelled"], json!(false), "the new batch's token");
+                        assert_eq!(seen["fs"], json!(tool == "reader"), "{placement:?} {tool}");
+                    }
+                }
+                if n % 2 == 0 {
+                    ctx.cancellation.cancel();
+                }
+            }
+        }
+    }
+}
