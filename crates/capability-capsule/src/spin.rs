@@ -8,14 +8,12 @@
 //! answer is taken without either side having gone to sleep. The CPU this burns is bounded by
 //! that time per wait, and nothing polls on a machine with one CPU.
 
-#![allow(unsafe_code)] // one `read(2)` into a buffer's spare capacity; the block says why it is sound
-
-use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 
+use crate::sys::read_now;
 use crate::wire::{FrameError, FrameReader};
 
 /// How often the clock is read while polling (a read of the channel is a system call; the clock
@@ -62,29 +60,6 @@ where
         }
         std::hint::spin_loop();
     }
-}
-
-/// Reads what `fd` (non-blocking) holds now into `buf`: `Ok(None)` when nothing is there,
-/// `Ok(Some(0))` at end of file.
-fn read_now(fd: BorrowedFd<'_>, buf: &mut BytesMut) -> io::Result<Option<usize>> {
-    if buf.capacity() - buf.len() < 4096 {
-        buf.reserve(64 << 10);
-    }
-    let spare = buf.chunk_mut();
-    // SAFETY: `read` writes at most `spare.len()` bytes into the buffer's spare capacity, which
-    // `spare` borrows for the call; no other reference to it exists.
-    let n = unsafe { libc::read(fd.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len()) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
-            _ => Err(e),
-        };
-    }
-    let n = usize::try_from(n).unwrap_or(0);
-    // SAFETY: `read` initialised the first `n` bytes of the spare capacity.
-    unsafe { buf.advance_mut(n) };
-    Ok(Some(n))
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! The few system calls the capsule makes itself: handing the worker its channel as descriptor 3
-//! between fork and exec, and taking it back in the worker.
+//! between fork and exec, taking it back in the worker, and reading it without waiting
+//! (the polling wait of `spin.rs`).
 #![allow(unsafe_code)] // descriptor plumbing between fork and exec; each block says why it is sound
 #![allow(
     clippy::disallowed_methods,
@@ -7,10 +8,12 @@
 )]
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
+
+use bytes::{BufMut, BytesMut};
 
 /// The descriptor a worker finds its channel on.
 pub(crate) const CHANNEL_FD: i32 = 3;
@@ -100,4 +103,27 @@ pub(crate) fn shows_confinement(pid: u32) -> io::Result<bool> {
             .map(str::trim)
     };
     Ok(field("Seccomp:") == Some("2") && field("NoNewPrivs:") == Some("1"))
+}
+
+/// Reads what `fd` (non-blocking) holds now into `buf`: `Ok(None)` when nothing is there,
+/// `Ok(Some(0))` at end of file.
+pub(crate) fn read_now(fd: BorrowedFd<'_>, buf: &mut BytesMut) -> io::Result<Option<usize>> {
+    if buf.capacity() - buf.len() < 4096 {
+        buf.reserve(64 << 10);
+    }
+    let spare = buf.chunk_mut();
+    // SAFETY: `read` writes at most `spare.len()` bytes into the buffer's spare capacity, which
+    // `spare` borrows for the call; no other reference to it exists.
+    let n = unsafe { libc::read(fd.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len()) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+            _ => Err(e),
+        };
+    }
+    let n = usize::try_from(n).unwrap_or(0);
+    // SAFETY: `read` initialised the first `n` bytes of the spare capacity.
+    unsafe { buf.advance_mut(n) };
+    Ok(Some(n))
 }
