@@ -157,16 +157,13 @@ impl Invocation {
             .dispatched
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        // The tool's name is copied once per invocation, not once per call.
-        let n = match counts.get_mut(tool) {
-            Some(n) => n,
-            None => counts.entry(tool.to_owned()).or_insert(0),
-        };
-        if max.is_some_and(|m| *n >= m) {
-            return false;
-        }
-        *n += 1;
-        true
+        with_count(&mut counts, tool, |n| {
+            if max.is_some_and(|m| *n >= m) {
+                return false;
+            }
+            *n += 1;
+            true
+        })
     }
 
     /// Counts `n` dispatches of `tool` that no maximum limits, at once.
@@ -175,11 +172,7 @@ impl Invocation {
             .dispatched
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let count = match counts.get_mut(tool) {
-            Some(count) => count,
-            None => counts.entry(tool.to_owned()).or_insert(0),
-        };
-        *count = count.saturating_add(n);
+        with_count(&mut counts, tool, |count| *count = count.saturating_add(n));
     }
 
     pub(super) fn mark_completed(&self, tool: &str) {
@@ -191,6 +184,18 @@ impl Invocation {
             completed.insert(tool.to_owned());
         }
     }
+}
+
+/// Runs `f` on `tool`'s dispatch count; the name is copied once per invocation, not per call.
+fn with_count<R>(
+    counts: &mut HashMap<String, u32, ByName>,
+    tool: &str,
+    f: impl FnOnce(&mut u32) -> R,
+) -> R {
+    if let Some(n) = counts.get_mut(tool) {
+        return f(n);
+    }
+    f(counts.entry(tool.to_owned()).or_insert(0))
 }
 
 impl ExecutionContext {
