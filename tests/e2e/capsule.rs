@@ -671,3 +671,41 @@ async fn a_worker_that_says_ready_without_confining_itself_is_not_believed() {
     );
     lab.assert_alive().await;
 }
+
+#[test]
+fn a_warm_worker_is_handed_only_to_calls_on_the_runtime_that_started_it() {
+    // A worker's channel is registered with the runtime that started it. A call on another
+    // runtime gets a worker of its own instead of waiting on a channel nobody drives.
+    let first = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let second = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let lab = first.block_on(lab_with(
+        config().spin(Duration::ZERO),
+        RegistryConfig::default(),
+    ));
+    let echo = |rt: &tokio::runtime::Runtime| {
+        rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(10), lab.value("echo", json!({"n": 1})))
+                .await
+                .expect("the call is answered, not left waiting")
+        })
+    };
+    let host = json!(std::process::id());
+    assert_ne!(echo(&first)["pid"], host);
+    assert_eq!(lab.capsule.workers_started(), 1);
+    assert_ne!(echo(&second)["pid"], host);
+    assert_eq!(
+        lab.capsule.workers_started(),
+        2,
+        "a worker of the second runtime's own"
+    );
+    // Each runtime's calls go on reusing the worker it started.
+    echo(&first);
+    echo(&second);
+    assert_eq!(lab.capsule.workers_started(), 2);
+}

@@ -50,7 +50,7 @@ pub struct CapsuleConfig {
     /// The largest frame either side sends (default 16 MiB). Larger answers are refused with an
     /// error naming the limit; a worker that sends a larger frame is ended.
     pub max_frame: usize,
-    /// Idle workers kept per (tool, personality) for the next call (default 2; 0 starts a fresh
+    /// Idle workers kept per (tool, personality, tokio runtime) for the next call (default 2; 0 starts a fresh
     /// worker for every call).
     pub warm_workers: usize,
     /// At most this many worker failures (crash, exit, timeout, malformed frame) per (tool,
@@ -234,10 +234,15 @@ impl Capsule {
         }
     }
 
+    /// An idle worker for `key` started on the caller's runtime: a worker's channel is
+    /// registered with the runtime that started it, and another runtime would wait on it for
+    /// ever (docs/isolation-model.md, "The warm path").
     fn take_idle(&self, key: &IsolationKey) -> Option<Worker> {
+        let runtime = current_runtime();
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         let workers = idle.get_mut(key)?;
-        while let Some(mut worker) = workers.pop() {
+        while let Some(at) = workers.iter().rposition(|w| w.runtime == runtime) {
+            let mut worker = workers.swap_remove(at);
             // A worker that died while idle is not handed out.
             if matches!(worker.child.try_wait(), Ok(None)) {
                 return Some(worker);
@@ -249,7 +254,11 @@ impl Capsule {
     fn put_idle(&self, key: &IsolationKey, worker: Worker) {
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         let workers = idle.entry(key.clone()).or_default();
-        if workers.len() < self.config.warm_workers {
+        let kept = workers
+            .iter()
+            .filter(|w| w.runtime == worker.runtime)
+            .count();
+        if kept < self.config.warm_workers {
             workers.push(worker);
         }
     }
@@ -349,6 +358,7 @@ impl Capsule {
             stderr_task,
             seq: 0,
             max_frame: self.config.max_frame,
+            runtime: current_runtime(),
         };
         let first = tokio::time::timeout(self.config.start_timeout, worker.receive()).await;
         match first {
@@ -452,6 +462,11 @@ impl ToolIsolation for Capsule {
     }
 }
 
+/// The runtime the caller runs on (`None` outside one; then no call can run anyway).
+fn current_runtime() -> Option<tokio::runtime::Id> {
+    tokio::runtime::Handle::try_current().ok().map(|h| h.id())
+}
+
 /// One capsule call in flight, counted while it lives.
 struct InFlight<'a>(&'a AtomicUsize);
 
@@ -495,6 +510,8 @@ struct Worker {
     stderr_task: Option<tokio::task::JoinHandle<()>>,
     seq: u64,
     max_frame: usize,
+    /// The runtime whose reactor its channel is registered with.
+    runtime: Option<tokio::runtime::Id>,
 }
 
 impl Worker {
