@@ -4,29 +4,22 @@
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::os::fd::OwnedFd;
-use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{ExitStatus, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use capability_core::{IsolationKey, ToolIsolation};
 use capability_sandbox::Support;
 use capability_types::{CapabilityError, Tool, ToolContext};
-use futures_util::StreamExt;
-use futures_util::stream::FuturesUnordered;
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
+use crate::channel::Worker;
 use crate::sys;
-use crate::wire::{
-    CallContext, DEFAULT_MAX_FRAME, FrameError, FrameReader, FromWorker, ToWorker, WireError,
-    WorkerSettings, decode, encode, write_frame,
-};
+use crate::wire::{DEFAULT_MAX_FRAME, FrameReader, FromWorker, WorkerSettings};
 use crate::worker::WORKER_FLAG;
 
 /// How many bytes of a worker's stderr are kept for error messages.
@@ -495,213 +488,5 @@ impl Drop for FailureGuard<'_> {
         if self.armed {
             self.capsule.record_failure(self.key);
         }
-    }
-}
-
-/// One worker process and its channel.
-struct Worker {
-    /// Killed when dropped (`kill_on_drop`).
-    child: tokio::process::Child,
-    writer: OwnedWriteHalf,
-    /// Read in place (cancel-safe), without a task and a channel in between.
-    frames: FrameReader<OwnedReadHalf>,
-    stderr: Arc<Mutex<Vec<u8>>>,
-    /// Keeps the end of the worker's stderr; ends at end-of-file.
-    stderr_task: Option<tokio::task::JoinHandle<()>>,
-    seq: u64,
-    max_frame: usize,
-    /// The runtime whose reactor its channel is registered with.
-    runtime: Option<tokio::runtime::Id>,
-}
-
-impl Worker {
-    /// The next message. Cancel-safe. End of file is [`FrameError::Truncated`]: a worker never
-    /// closes its channel on purpose while the host holds it.
-    async fn receive(&mut self) -> Result<(FromWorker, Vec<Bytes>), FrameError> {
-        match self.frames.next().await? {
-            Some(body) => decode(body),
-            None => Err(FrameError::Truncated),
-        }
-    }
-
-    async fn send(&mut self, message: &ToWorker, blobs: &[Bytes]) -> Result<(), FrameError> {
-        let frame = encode(message, blobs, self.max_frame)?;
-        write_frame(&mut self.writer, &frame).await
-    }
-
-    /// Runs one call. `Err`: the worker is lost (and must be dropped). While none of the
-    /// call's requests is being served, the channel is polled for up to `spin` before the task
-    /// sleeps on it.
-    async fn call(
-        &mut self,
-        args: Value,
-        ctx: &ToolContext,
-        spin: Duration,
-    ) -> Result<Result<Value, CapabilityError>, FrameError> {
-        self.seq += 1;
-        let seq = self.seq;
-        let call = ToWorker::Call {
-            seq,
-            args,
-            context: call_context(ctx),
-        };
-        self.send(&call, &[]).await?;
-        let mut pending = FuturesUnordered::new();
-        loop {
-            let quick = match pending.is_empty() {
-                true => crate::spin::next_within(&mut self.frames, spin)?,
-                false => None,
-            };
-            let message = match quick {
-                Some(body) => decode(body),
-                None => tokio::select! {
-                    message = self.receive() => message,
-                    Some((id, result)) = pending.next(), if !pending.is_empty() => {
-                        self.reply(id, result).await?;
-                        continue;
-                    }
-                },
-            };
-            match message {
-                Err(e) => return Err(e),
-                Ok((FromWorker::Request { id, seq: of, op }, blobs)) => {
-                    if of == seq {
-                        pending.push(async move { (id, op.perform(ctx, blobs).await) });
-                    } else {
-                        let stale = CapabilityError::failed(
-                            "a request of a call that has ended is not answered",
-                        );
-                        self.reply(id, Err(stale)).await?;
-                    }
-                }
-                Ok((FromWorker::Done { seq: of, result }, _)) if of == seq => {
-                    return Ok(result.map_err(CapabilityError::from));
-                }
-                Ok((other, _)) => {
-                    return Err(FrameError::Malformed(format!(
-                        "the worker sent {} during call {seq}",
-                        message_name(&other)
-                    )));
-                }
-            }
-        }
-    }
-
-    async fn reply(
-        &mut self,
-        id: u64,
-        result: Result<(Value, Vec<Bytes>), CapabilityError>,
-    ) -> Result<(), FrameError> {
-        let (result, blobs) = match result {
-            Ok((answer, blobs)) => (Ok(answer), blobs),
-            Err(e) => (Err(WireError::from(&e)), Vec::new()),
-        };
-        let message = ToWorker::Reply { id, result };
-        match encode(&message, &blobs, self.max_frame) {
-            Ok(frame) => write_frame(&mut self.writer, &frame).await,
-            Err(FrameError::TooLarge { len, max }) => {
-                let refused = CapabilityError::invalid_input(format!(
-                    "the answer ({len} bytes) exceeds the capsule's frame limit of {max} bytes"
-                ));
-                self.send(
-                    &ToWorker::Reply {
-                        id,
-                        result: Err(WireError::from(&refused)),
-                    },
-                    &[],
-                )
-                .await
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// What became of a lost worker: ends it if it still runs, and names its exit and the end
-    /// of what it wrote to stderr.
-    async fn describe_loss(&mut self, lost: &FrameError) -> String {
-        let status = match tokio::time::timeout(Duration::from_millis(500), self.child.wait()).await
-        {
-            Ok(Ok(status)) => Some(status),
-            _ => {
-                let _ = self.child.start_kill();
-                self.child.wait().await.ok()
-            }
-        };
-        let ended = match status {
-            Some(status) => describe_status(status),
-            None => "the worker could not be reaped".to_owned(),
-        };
-        let mut why = match lost {
-            FrameError::Truncated => ended,
-            other => format!("{other}; {ended}"),
-        };
-        // The worker is gone, so its stderr ends: let the reader take the last lines.
-        if let Some(task) = self.stderr_task.as_mut() {
-            let _ = tokio::time::timeout(Duration::from_secs(1), task).await;
-        }
-        let tail = self
-            .stderr
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let tail = String::from_utf8_lossy(&tail);
-        let tail: String = tail
-            .trim()
-            .chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .collect();
-        if !tail.is_empty() {
-            why.push_str("; stderr: ");
-            why.push_str(&tail);
-        }
-        why
-    }
-}
-
-fn message_name(message: &FromWorker) -> &'static str {
-    match message {
-        FromWorker::Ready {} => "ready",
-        FromWorker::Refused { .. } => "refused",
-        FromWorker::Request { .. } => "a request",
-        FromWorker::Done { .. } => "the result of another call",
-    }
-}
-
-fn describe_status(status: ExitStatus) -> String {
-    if let Some(signal) = status.signal() {
-        let name = match signal {
-            libc::SIGKILL => " (SIGKILL: killed, or out of CPU time or memory)",
-            libc::SIGSEGV => " (SIGSEGV)",
-            libc::SIGABRT => " (SIGABRT: aborted, e.g. out of memory)",
-            libc::SIGSYS => " (SIGSYS: a forbidden system call)",
-            libc::SIGXCPU => " (SIGXCPU: out of CPU time)",
-            libc::SIGBUS => " (SIGBUS)",
-            _ => "",
-        };
-        format!("the worker was killed by signal {signal}{name}")
-    } else {
-        match status.code() {
-            Some(code) => format!("the worker exited with status {code}"),
-            None => "the worker ended".to_owned(),
-        }
-    }
-}
-
-fn call_context(ctx: &ToolContext) -> CallContext {
-    CallContext {
-        session_id: ctx.session_id.to_string(),
-        personality_id: ctx.personality_id.as_deref().map(str::to_owned),
-        call_id: ctx.call_id.clone(),
-        tool: ctx.tool.clone(),
-        working_dir: ctx.working_dir.to_path_buf(),
-        fetch: ctx.scoped_fetch.is_some(),
-        fs: ctx.scoped_fs.is_some(),
-        secrets: ctx
-            .secrets_resolver
-            .as_ref()
-            .map(|s| s.declared().iter().map(|r| r.as_str().to_owned()).collect()),
-        process: ctx.scoped_process.is_some(),
-        kv: ctx.kv_store.is_some(),
-        attachments: ctx.scoped_attachments.is_some(),
     }
 }

@@ -46,6 +46,8 @@
 #![deny(missing_docs)]
 
 #[cfg(target_os = "linux")]
+mod channel;
+#[cfg(target_os = "linux")]
 mod host;
 pub mod ops;
 #[cfg(target_os = "linux")]
