@@ -209,6 +209,19 @@ fn escape(args: &Value) -> Value {
             let r = unsafe { libc::write(3, junk.as_ptr().cast(), junk.len()) };
             json!({"written": r})
         }
+        "trickle" => {
+            // A frame announcing 15 MiB whose bytes come one at a time, back to back, for as
+            // long as the worker lives: the host must still end the call at its timeout.
+            let head = (15u32 << 20).to_be_bytes();
+            // SAFETY: writes a live buffer to descriptor 3.
+            unsafe { libc::write(3, head.as_ptr().cast(), head.len()) };
+            loop {
+                // SAFETY: writes one static byte to descriptor 3.
+                if unsafe { libc::write(3, b"x".as_ptr().cast(), 1) } != 1 {
+                    break json!({"written": false});
+                }
+            }
+        }
         "cut_frame" => {
             // A frame announcing 100 bytes, 10 of them sent, then the worker exits mid-frame.
             let mut cut = 100u32.to_be_bytes().to_vec();

@@ -709,3 +709,37 @@ fn a_warm_worker_is_handed_only_to_calls_on_the_runtime_that_started_it() {
     echo(&second);
     assert_eq!(lab.capsule.workers_started(), 2);
 }
+
+#[test]
+fn a_worker_that_trickles_a_frame_is_ended_at_the_call_timeout() {
+    // While the host polls the channel for an answer (docs/isolation-model.md, "The warm
+    // path"), a worker that sends a frame one byte at a time must not keep it polling past the
+    // polling time: on a current-thread runtime the call's timer only fires once the host's
+    // task yields. The call ends at its timeout, the worker is gone, the host goes on.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let lab = rt.block_on(lab_with(
+        config(),
+        RegistryConfig::default().call_timeout(Duration::from_millis(1000)),
+    ));
+    let started = std::time::Instant::now();
+    let result = rt.block_on(lab.call("escape", json!({"attempt": "trickle"})));
+    let took = started.elapsed();
+    assert_eq!(
+        result.code(),
+        Some(capability_types::ErrorCode::Timeout),
+        "{result:?}"
+    );
+    assert!(took < Duration::from_secs(4), "ended after {took:?}");
+    assert_eq!(
+        lab.capsule.idle_workers(&capability_core::IsolationKey {
+            tool: "escape".to_owned(),
+            policy: lab.policy.generation(),
+        }),
+        0,
+        "the trickling worker is not kept"
+    );
+    rt.block_on(lab.assert_alive());
+}

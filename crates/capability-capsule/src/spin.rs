@@ -50,22 +50,23 @@ where
                 if let Some(body) = frames.buffered()? {
                     return Ok(Some(body));
                 }
-                continue;
             }
-            Ok(None) => {}
+            Ok(None) => std::hint::spin_loop(),
         }
+        // Counted whether bytes came or not: a peer that keeps sending without ever completing
+        // a body must not hold this thread past `spin` (the call's timeout runs only when the
+        // caller's task yields).
         rounds += 1;
         if rounds.is_multiple_of(ROUNDS_PER_CLOCK) && Instant::now() >= until {
             return Ok(None);
         }
-        std::hint::spin_loop();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{FromWorker, decode, encode};
+    use crate::wire::{CONTINUED as CONTINUED_BIT, FromWorker, decode, encode};
     use std::io::Write;
 
     const MAX: usize = 1 << 20;
@@ -142,6 +143,30 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let body = rt.block_on(frames.next()).unwrap_or_else(|e| panic!("{e}"));
         assert!(body.is_some());
+    }
+
+    #[test]
+    fn a_peer_that_keeps_sending_never_holds_the_poller_past_its_time() {
+        // Continued frames, back to back, for as long as the channel is open: bytes are there
+        // at every read, and no body ever completes. Polling still gives up after its time
+        // (the caller's awaited read then yields to the runtime, where the call's timeout runs).
+        let rt = runtime();
+        let (mut frames, mut peer) = {
+            let _guard = rt.enter();
+            pair()
+        };
+        let writer = std::thread::spawn(move || {
+            let mut piece = (CONTINUED_BIT | (64 << 10)).to_be_bytes().to_vec();
+            piece.resize(4 + (64 << 10), b'x');
+            while peer.write_all(&piece).is_ok() {}
+        });
+        let started = Instant::now();
+        let got = next_within(&mut frames, Duration::from_millis(5));
+        let took = started.elapsed();
+        assert!(matches!(got, Ok(None)), "nothing whole arrived");
+        assert!(took < Duration::from_millis(500), "polled for {took:?}");
+        drop(frames);
+        drop(writer.join());
     }
 
     #[test]
