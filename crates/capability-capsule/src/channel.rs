@@ -73,9 +73,10 @@ impl Worker {
         self.send(&call, &[]).await?;
         let mut pending = FuturesUnordered::new();
         loop {
-            let quick = match pending.is_empty() {
-                true => crate::spin::next_within(&mut self.frames, spin)?,
-                false => None,
+            let quick = if pending.is_empty() {
+                crate::spin::next_within(&mut self.frames, spin)?
+            } else {
+                None
             };
             let message = match quick {
                 Some(body) => decode(body),

@@ -418,9 +418,9 @@ impl Capsule {
             key,
             armed: true,
         };
-        let _in_flight = InFlight::enter(&self.in_flight);
+        let in_flight = InFlight::enter(&self.in_flight);
         // Poll for the answer only when no other capsule call shares the runtime's threads.
-        let spin = if self.in_flight.load(Ordering::Relaxed) == 1 {
+        let spin = if in_flight.alone {
             self.spin
         } else {
             Duration::ZERO
@@ -461,18 +461,25 @@ fn current_runtime() -> Option<tokio::runtime::Id> {
 }
 
 /// One capsule call in flight, counted while it lives.
-struct InFlight<'a>(&'a AtomicUsize);
+struct InFlight<'a> {
+    count: &'a AtomicUsize,
+    /// No other capsule call was in flight when this one entered.
+    alone: bool,
+}
 
 impl<'a> InFlight<'a> {
     fn enter(count: &'a AtomicUsize) -> Self {
-        count.fetch_add(1, Ordering::Relaxed);
-        InFlight(count)
+        let before = count.fetch_add(1, Ordering::Relaxed);
+        InFlight {
+            count,
+            alone: before == 0,
+        }
     }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        self.count.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
