@@ -309,11 +309,12 @@ impl DefaultToolRegistry {
                 Ok(ready) => match self.admit_in_batch(call, ready, ctx, &mut completed_before) {
                     Ok(counted) => {
                         entry.uncounted += u32::from(!counted);
-                        Decided::Run(at)
+                        Decided::Prepared(at)
                     }
                     Err(refusal) => Decided::Refused(Box::new(refusal)),
                 },
-                Err(_) => Decided::Unprepared(at),
+                // The preparation's refusal, kept once for all its calls.
+                Err(_) => Decided::Prepared(at),
             };
             decided.push((outcome, started));
         }
@@ -322,33 +323,19 @@ impl DefaultToolRegistry {
             ctx.invocation.add_dispatched(&entry.tool, entry.uncounted);
         }
         let prepared = &prepared;
-        let runs =
-            calls
-                .into_iter()
-                .zip(decided)
-                .map(|(call, (outcome, started))| {
-                    let (prep, completed) =
-                        match outcome {
-                            Decided::Run(at) => (
-                                prepared[at].ready.as_ref().map_err(Refusal::clone),
-                                Some(&prepared[at].completed),
-                            ),
-                            Decided::Unprepared(at) => (
-                                Err(prepared[at].ready.as_ref().err().cloned().unwrap_or_else(
-                                    || {
-                                        Refusal::without_denial(
-                                            ErrorCode::ExecutionFailed,
-                                            "internal error: a prepared tool was taken for refused"
-                                                .to_owned(),
-                                        )
-                                    },
-                                )),
-                                None,
-                            ),
-                            Decided::Refused(refusal) => (Err(*refusal), None),
-                        };
-                    self.run_one(call, prep, completed, ctx, timeout, started, placement)
-                });
+        let runs = calls
+            .into_iter()
+            .zip(decided)
+            .map(|(call, (outcome, started))| {
+                let (prep, completed) = match outcome {
+                    Decided::Prepared(at) => (
+                        prepared[at].ready.as_ref().map_err(Refusal::clone),
+                        Some(&prepared[at].completed),
+                    ),
+                    Decided::Refused(refusal) => (Err(*refusal), None),
+                };
+                self.run_one(call, prep, completed, ctx, timeout, started, placement)
+            });
         drive::in_order(runs, total, concurrency)
             .await
             .into_iter()
@@ -381,11 +368,9 @@ struct Prepared<'r> {
 
 /// What admission decided for one call of a batch.
 enum Decided {
-    /// It runs, with the tool prepared at this index.
-    Run(usize),
-    /// Its tool could not be prepared (unknown, outside the toolset, unavailable, unresolvable):
-    /// the refusal kept at this index.
-    Unprepared(usize),
+    /// The outcome of preparing its tool, at this index: the tool ready to run, or the refusal
+    /// every call of the tool gets (unknown, outside the toolset, unavailable, unresolvable).
+    Prepared(usize),
     /// A constraint or the argument gate refused it.
     Refused(Box<Refusal>),
 }
