@@ -435,40 +435,6 @@ fn a_batch_naming_many_tools_finds_each_ones_preparation() {
     }
 }
 
-/// Reports what its context says: the call, the session, the directory, the personality, and
-/// whether the batch is cancelled.
-struct Identity {
-    name: &'static str,
-    caps: ToolCapabilities,
-}
-
-#[async_trait]
-impl Tool for Identity {
-    fn name(&self) -> &str {
-        self.name
-    }
-    fn description(&self) -> &str {
-        "reports its context"
-    }
-    fn input_schema(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn capabilities(&self) -> ToolCapabilities {
-        self.caps.clone()
-    }
-    async fn execute(&self, _: Value, ctx: &ToolContext) -> Result<Value, CapabilityError> {
-        Ok(json!({
-            "call": ctx.call_id,
-            "tool": ctx.tool,
-            "session": &*ctx.session_id,
-            "dir": ctx.working_dir.display().to_string(),
-            "personality": ctx.personality_id.as_deref(),
-            "cancelled": ctx.cancellation.is_cancelled(),
-            "fs": ctx.scoped_fs.is_some(),
-        }))
-    }
-}
-
 #[test]
 fn each_call_sees_its_own_identity_and_token_whatever_ran_before_it() {
     // Plans are kept between calls, and a tool that declares nothing shares one plan across every
@@ -476,16 +442,18 @@ fn each_call_sees_its_own_identity_and_token_whatever_ran_before_it() {
     // own id, session, directory, personality and batch token, in every placement.
     let mut registry = DefaultToolRegistry::new(Some(recording_backends().0));
     registry
-        .register(Identity {
-            name: "bare",
-            caps: ToolCapabilities::none(),
-        })
+        .register(TestTool::new(
+            "bare",
+            ToolCapabilities::none(),
+            Behaviour::ReportIdentity,
+        ))
         .unwrap();
     registry
-        .register(Identity {
-            name: "reader",
-            caps: ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality),
-        })
+        .register(TestTool::new(
+            "reader",
+            ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality),
+            Behaviour::ReportIdentity,
+        ))
         .unwrap();
     let p = policy("id = \"p\"\n[fs_reach]\nread = [\"/srv\"]\n");
     let q = policy("id = \"q\"\n[fs_reach]\nread = [\"/srv\"]\n");

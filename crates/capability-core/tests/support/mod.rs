@@ -48,6 +48,9 @@ pub enum Behaviour {
     Fetch,
     /// Returns which scoped objects it received.
     ReportScoped,
+    /// Returns what its context says of the call: id, name, session, directory, personality,
+    /// whether the batch is cancelled, whether it has a file system view.
+    ReportIdentity,
 }
 
 impl TestTool {
@@ -117,6 +120,15 @@ impl Tool for TestTool {
                 "secrets": ctx.secrets_resolver.is_some(),
                 "process": ctx.scoped_process.is_some(),
                 "kv": ctx.kv_store.is_some(),
+            })),
+            Behaviour::ReportIdentity => Ok(json!({
+                "call": ctx.call_id,
+                "tool": ctx.tool,
+                "session": &*ctx.session_id,
+                "dir": ctx.working_dir.display().to_string(),
+                "personality": ctx.personality_id.as_deref(),
+                "cancelled": ctx.cancellation.is_cancelled(),
+                "fs": ctx.scoped_fs.is_some(),
             })),
         }
     }
