@@ -115,6 +115,46 @@ fn a_call_past_its_timeout_ends_as_timeout_in_every_placement() {
     }
 }
 
+// guarantee: G-REG-10
+#[test]
+fn a_call_has_its_whole_timeout_from_its_own_start_whatever_ran_before_it() {
+    // Under a 150 ms timeout: two tools that hold the thread 100 ms each, then a call that
+    // waits 80 ms, all one at a time. Counted from the batch's start the last would be late
+    // (280 ms); counted from its own start it is on time. Then three sleepers queued behind a
+    // cap of one: 3 × 100 ms, each on time.
+    for placement in [Placement::CurrentThread, Placement::MultiThread] {
+        let mut registry = DefaultToolRegistry::new(None)
+            .with_config(RegistryConfig::default().max_concurrency(1));
+        for (name, behaviour) in [
+            ("compute", Behaviour::Block(Duration::from_millis(100))),
+            ("wait", Behaviour::Sleep(Duration::from_millis(80))),
+            ("sleep", Behaviour::Sleep(Duration::from_millis(100))),
+        ] {
+            registry
+                .register(TestTool::new(name, ToolCapabilities::none(), behaviour))
+                .unwrap();
+        }
+        let ctx = ctx().with_timeout(Duration::from_millis(150));
+        let rt = runtime(placement);
+        for tools in [["compute", "compute", "wait"], ["sleep", "sleep", "sleep"]] {
+            let calls = tools
+                .iter()
+                .enumerate()
+                .map(|(i, tool)| ToolCall::new(i.to_string(), *tool, json!({})))
+                .collect();
+            let results = rt.block_on(registry.execute_parallel(calls, &ctx));
+            for r in &results {
+                assert!(r.result.is_ok(), "{placement:?} {tools:?}: {r:?}");
+            }
+            // Durations count from the start of the batch's checks, so they only grow.
+            assert!(
+                results.windows(2).all(|w| w[0].duration <= w[1].duration),
+                "{placement:?} {tools:?}: {results:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn cancelling_the_batch_stops_running_and_pending_calls_in_every_placement() {
     for placement in PLACEMENTS {

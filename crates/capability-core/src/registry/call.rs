@@ -59,7 +59,8 @@ pub struct ToolCallResult {
     pub tool: String,
     /// The result.
     pub result: ToolResult,
-    /// Wall time from the start of the call's checks to its result.
+    /// Wall time from the start of the batch's checks (made for every call of the batch before
+    /// any runs) to this call's result.
     pub duration: Duration,
 }
 

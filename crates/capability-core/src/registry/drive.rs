@@ -1,6 +1,6 @@
-//! How the calls of a batch are driven once admitted: in input order, each polled once where it
-//! starts, and only a call that has to wait is handed to a set that wakes it (docs/decisions.md,
-//! "The per-call path").
+//! How the calls of a batch are driven once admitted, and the clock they share: in input order,
+//! each polled once where it starts, and only a call that has to wait is handed to a set that
+//! wakes it (docs/decisions.md, "The per-call path").
 //!
 //! A call whose tool finishes at its first poll (most tools: they compute, or their scoped
 //! object answers from memory) then costs no task node, no waker and no allocation: its future
@@ -9,7 +9,9 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
@@ -47,23 +49,32 @@ impl<F: Future> Future for Waiting<F> {
 }
 
 /// Runs `futures` in input order with at most `limit` of them waiting at once, and returns
-/// their outputs in input order (`total` is how many there are).
+/// their outputs in input order (`total` is how many there are; `missing` stands in for an
+/// output that never came, which only a future the driver lost could cause).
 ///
 /// Each future is polled once as soon as it is started, before the next one is; one that is
 /// not done then joins the waiting set, and when `limit` are waiting the next one starts only
 /// after one of them has finished. The outputs are in input order whatever order they finish
 /// in. Dropping the returned future drops every future still running.
-pub(super) async fn in_order<F, I>(futures: I, total: usize, limit: usize) -> Vec<Option<F::Output>>
+pub(super) async fn in_order<F, I>(
+    futures: I,
+    total: usize,
+    limit: usize,
+    mut missing: impl FnMut() -> F::Output,
+) -> Vec<F::Output>
 where
     I: IntoIterator<Item = F>,
     F: Future,
 {
     let limit = limit.max(1);
-    let mut outputs: Vec<Option<F::Output>> = (0..total).map(|_| None).collect();
+    // The outputs of the calls before the first that waited, pushed as they come; from that
+    // call on, each output has a slot, filled whenever it finishes.
+    let mut outputs: Vec<F::Output> = Vec::with_capacity(total);
+    let mut slots: Vec<Option<F::Output>> = Vec::new();
     let mut spare: Option<Home<F>> = None;
     let mut waiting = FuturesUnordered::new();
-    let keep = |outputs: &mut Vec<Option<F::Output>>, index: usize, output| {
-        if let Some(slot) = outputs.get_mut(index) {
+    let keep = |slots: &mut Vec<Option<F::Output>>, index: usize, output| {
+        if let Some(slot) = slots.get_mut(index) {
             *slot = Some(output);
         }
     };
@@ -74,15 +85,24 @@ where
             Poll::Ready(home.as_mut().as_pin_mut().map(|future| future.poll(cx)))
         })
         .await;
+        // The first call that waits, and every call after it, is kept by its place after it.
+        let after = outputs.len();
         match first {
             Some(Poll::Ready(output)) => {
                 home.as_mut().set(None);
                 spare = Some(home);
-                keep(&mut outputs, index, output);
+                if slots.is_empty() {
+                    outputs.push(output);
+                } else {
+                    keep(&mut slots, index - after, output);
+                }
             }
             Some(Poll::Pending) => {
+                if slots.is_empty() {
+                    slots = (index..total.max(index + 1)).map(|_| None).collect();
+                }
                 waiting.push(Waiting {
-                    index,
+                    index: index - after,
                     home: Some(home),
                 });
                 while waiting.len() >= limit {
@@ -90,7 +110,7 @@ where
                         break;
                     };
                     spare = spare.or(home);
-                    keep(&mut outputs, at, output);
+                    keep(&mut slots, at, output);
                 }
             }
             // The home was just filled.
@@ -98,9 +118,53 @@ where
         }
     }
     while let Some((at, output, _)) = waiting.next().await {
-        keep(&mut outputs, at, output);
+        keep(&mut slots, at, output);
     }
+    outputs.extend(slots.into_iter().map(|o| o.unwrap_or_else(&mut missing)));
     outputs
+}
+
+/// The clock of one batch: when its checks began, and its latest reading.
+///
+/// Every call of a batch counts its duration from when the batch's checks began (they are all
+/// made first, in input order). Each call reads the clock once, when it ends; the next call's
+/// deadline counts from that reading instead of a reading of its own. Between the two, only a
+/// call's bookkeeping runs: the driver waits for nothing between one call's end and the next
+/// call's start except another call's end, which is read in turn
+/// ([`in_order`]). A batch costs one reading per call, instead of three.
+pub(super) struct Clock {
+    pub(super) start: Instant,
+    /// The latest reading, in nanoseconds after `start`.
+    latest: AtomicU64,
+}
+
+impl Clock {
+    /// A clock read now.
+    pub(super) fn start() -> Self {
+        Clock {
+            start: Instant::now(),
+            latest: AtomicU64::new(0),
+        }
+    }
+
+    /// Reads the clock and keeps the reading as the latest.
+    pub(super) fn read(&self) -> Instant {
+        let now = Instant::now();
+        let after = now.saturating_duration_since(self.start).as_nanos();
+        self.latest
+            .store(u64::try_from(after).unwrap_or(u64::MAX), Ordering::Relaxed);
+        now
+    }
+
+    /// The latest reading.
+    pub(super) fn recent(&self) -> Instant {
+        self.start + Duration::from_nanos(self.latest.load(Ordering::Relaxed))
+    }
+
+    /// The time since the batch began, read now.
+    pub(super) fn since_start(&self) -> Duration {
+        self.read().saturating_duration_since(self.start)
+    }
 }
 
 #[cfg(test)]
@@ -129,10 +193,11 @@ mod tests {
             }),
             6,
             4,
+            || u64::MAX,
         ));
         assert_eq!(
             outputs,
-            (0..6u64).map(Some).collect::<Vec<_>>(),
+            (0..6u64).collect::<Vec<_>>(),
             "every output in its place"
         );
     }
@@ -155,8 +220,9 @@ mod tests {
             }),
             12,
             3,
+            || usize::MAX,
         ));
-        assert_eq!(outputs.iter().flatten().count(), 12);
+        assert_eq!(outputs, (0..12).collect::<Vec<_>>());
         assert_eq!(most.load(Ordering::SeqCst), 3, "three at once, never four");
         // Four rounds of three, not twelve one after another (480 ms).
         assert!(
@@ -189,6 +255,7 @@ mod tests {
                     }),
                     5,
                     8,
+                    || (),
                 ),
             )
             .await
@@ -213,7 +280,28 @@ mod tests {
             }),
             50,
             2,
+            || u64::MAX,
         ));
-        assert_eq!(outputs, (0..50u64).map(|i| Some(i * 2)).collect::<Vec<_>>());
+        assert_eq!(outputs, (0..50u64).map(|i| i * 2).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn outputs_before_the_first_wait_and_after_it_keep_their_places() {
+        // The first calls finish at once, then one waits longest, then a mix; and a batch whose
+        // iterator yields fewer than `total` gets the stand-in for the rest.
+        let outputs = runtime().block_on(in_order(
+            (0..8u64).map(|i| async move {
+                match i {
+                    3 => tokio::time::sleep(Duration::from_millis(30)).await,
+                    5 | 6 => tokio::task::yield_now().await,
+                    _ => {}
+                }
+                i
+            }),
+            10,
+            4,
+            || u64::MAX,
+        ));
+        assert_eq!(outputs, vec![0, 1, 2, 3, 4, 5, 6, 7, u64::MAX, u64::MAX]);
     }
 }

@@ -10,6 +10,7 @@
 mod admission;
 mod call;
 mod drive;
+use drive::Clock;
 mod output;
 
 pub use self::admission::{Admission, Admitted};
@@ -24,9 +25,11 @@ use self::output::{AbortOnDrop, unreachable_result};
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::validate::CapabilityValidationError;
 use capability_policy::valid_tool_name;
@@ -248,14 +251,14 @@ impl DefaultToolRegistry {
             && let Some(call) = calls.pop()
         {
             // A batch of one: no task, no stream, no table of prepared tools.
-            let started = Instant::now();
+            let clock = Clock::start();
             let prep = self.prepare(&call.tool, ctx).and_then(|ready| {
                 self.admit(&call, &ready, ctx, &mut completed_before)
                     .map(|()| ready)
             });
             let prep = prep.as_ref().map_err(Refusal::clone);
             return vec![
-                self.run_one(call, prep, None, ctx, timeout, started, Placement::Only)
+                self.run_one(call, prep, None, ctx, timeout, &clock, Placement::Only)
                     .await,
             ];
         }
@@ -274,9 +277,9 @@ impl DefaultToolRegistry {
         let mut index_of: HashMap<String, usize> = HashMap::new();
         // Per call, only what its admission decided and when it began: the calls stay where the
         // caller put them, so a large batch is not copied into a second table.
-        let mut decided: Vec<(Decided, Instant)> = Vec::with_capacity(total);
+        let mut decided: Vec<Decided> = Vec::with_capacity(total);
+        let clock = Clock::start();
         for call in &calls {
-            let started = Instant::now();
             let found = if prepared.len() <= SCANNED {
                 prepared.iter().position(|p| p.tool == call.tool)
             } else {
@@ -316,31 +319,27 @@ impl DefaultToolRegistry {
                 // The preparation's refusal, kept once for all its calls.
                 Err(_) => Decided::Prepared(at),
             };
-            decided.push((outcome, started));
+            decided.push(outcome);
         }
         // The dispatches no maximum limits, a tool's all at once, before anything runs.
         for entry in prepared.iter().filter(|p| p.uncounted > 0) {
             ctx.invocation.add_dispatched(&entry.tool, entry.uncounted);
         }
         let prepared = &prepared;
-        let runs = calls
-            .into_iter()
-            .zip(decided)
-            .map(|(call, (outcome, started))| {
-                let (prep, completed) = match outcome {
-                    Decided::Prepared(at) => (
-                        prepared[at].ready.as_ref().map_err(Refusal::clone),
-                        Some(&prepared[at].completed),
-                    ),
-                    Decided::Refused(refusal) => (Err(*refusal), None),
-                };
-                self.run_one(call, prep, completed, ctx, timeout, started, placement)
-            });
-        drive::in_order(runs, total, concurrency)
-            .await
-            .into_iter()
-            .map(|r| r.unwrap_or_else(unreachable_result))
-            .collect()
+        // Read once admission is done, for the first call's deadline.
+        clock.read();
+        let clock = &clock;
+        let runs = calls.into_iter().zip(decided).map(|(call, outcome)| {
+            let (prep, completed) = match outcome {
+                Decided::Prepared(at) => (
+                    prepared[at].ready.as_ref().map_err(Refusal::clone),
+                    Some(&prepared[at].completed),
+                ),
+                Decided::Refused(refusal) => (Err(*refusal), None),
+            };
+            self.run_one(call, prep, completed, ctx, timeout, clock, placement)
+        });
+        drive::in_order(runs, total, concurrency, unreachable_result).await
     }
 }
 
@@ -412,7 +411,7 @@ impl DefaultToolRegistry {
         completed: Option<&AtomicBool>,
         ctx: &ExecutionContext,
         timeout: Duration,
-        started: Instant,
+        clock: &Clock,
         placement: Placement,
     ) -> ToolCallResult {
         let personality = ctx.policy.id();
@@ -441,7 +440,7 @@ impl DefaultToolRegistry {
                 call_id: call.id,
                 tool: call.tool,
                 result: ToolResult::error(refusal.code, refusal.message),
-                duration: started.elapsed(),
+                duration: clock.since_start(),
             }
         };
         let ready = match prep {
@@ -463,7 +462,8 @@ impl DefaultToolRegistry {
         let scoped = if !asked {
             ready.plan.scoped.clone()
         } else {
-            if let Err(refusal) = self.escalate(&call, ctx, subjects).await {
+            // Boxed: the question's state (its request, its timer) is carried only by a call that asks.
+            if let Err(refusal) = Box::pin(self.escalate(&call, ctx, subjects)).await {
                 return refuse(call, refusal);
             }
             let resolved = self
@@ -523,13 +523,10 @@ impl DefaultToolRegistry {
         let tool = ready.tool.as_ref();
         // The deadline counts from when `execute` is about to start (not from admission: a call
         // queued behind the concurrency cap, or waiting for an approval, is not charged for the
-        // wait). A batch of one that asked nothing has waited for nothing since `started`, a few
-        // microseconds of admission ago, so that reading serves and saves one of the clock.
-        let now = if placement == Placement::Only && !asked {
-            started
-        } else {
-            Instant::now()
-        };
+        // wait). Unless the call waited for an approval, the batch's latest reading of the clock
+        // serves: it was taken at most a call's bookkeeping ago (docs/decisions.md, "The per-call
+        // path"), so the deadline is, if anything, that much earlier.
+        let now = if asked { clock.read() } else { clock.recent() };
         let exec_started = audit_info.then_some(now);
         let deadline = tokio::time::Instant::from_std(now) + timeout;
         let panicked = |tool: &str, payload| {
@@ -585,6 +582,7 @@ impl DefaultToolRegistry {
             }
             Ok(value)
         });
+        let ended = clock.read();
         if let Some(exec_started) = exec_started {
             let completed = call_event(AuditKind::ToolCompleted, ctx, &call_id, &tool_name)
                 .with_outcome(
@@ -594,7 +592,7 @@ impl DefaultToolRegistry {
                         .err()
                         .and_then(CapabilityError::denial_code),
                 )
-                .with_duration(exec_started.elapsed());
+                .with_duration(ended.saturating_duration_since(exec_started));
             if let Err(err) = emit(&completed, sink) {
                 tracing::error!(target: "toolcap::audit", error = %err, "could not record a completion");
             }
@@ -616,7 +614,7 @@ impl DefaultToolRegistry {
             call_id,
             tool: tool_name,
             result,
-            duration: started.elapsed(),
+            duration: ended.saturating_duration_since(clock.start),
         }
     }
 }
@@ -639,17 +637,27 @@ async fn guarded(
     if ctx.cancellation.is_cancelled() {
         return Err(CapabilityError::Cancelled);
     }
-    let work = async {
-        match isolation {
-            Some((isolation, key)) => isolation.execute(key, tool, args, ctx).await,
-            None => tool.execute(args, ctx).await,
-        }
+    let mut work = match isolation {
+        Some((isolation, key)) => isolation.execute(key, tool, args, ctx),
+        None => tool.execute(args, ctx),
     };
-    let mut work = std::pin::pin!(work);
     let first = std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await;
     if let Poll::Ready(done) = first {
         return done;
     }
+    // The timer and the cancellation's wake-up live in a box of their own, made only for a call
+    // that waits: a call's future stays small, and a batch moves it cheaply.
+    Box::pin(waited(work, ctx, deadline, timeout)).await
+}
+
+/// The rest of a call that did not finish at its first poll: it ends at its result, its
+/// deadline, or its batch's cancellation, whichever comes first.
+async fn waited(
+    work: Pin<Box<dyn Future<Output = Result<serde_json::Value, CapabilityError>> + Send + '_>>,
+    ctx: &ToolContext,
+    deadline: tokio::time::Instant,
+    timeout: Duration,
+) -> Result<serde_json::Value, CapabilityError> {
     tokio::select! {
         biased;
         () = ctx.cancellation.cancelled() => Err(CapabilityError::Cancelled),

@@ -42,6 +42,8 @@ pub enum Behaviour {
     Panic,
     /// Sleeps this long, then returns.
     Sleep(Duration),
+    /// Holds its thread this long without yielding (a tool that computes), then returns.
+    Block(Duration),
     /// Reads `args.path` through its ScopedFs.
     ReadFile,
     /// Fetches `args.url` through its ScopedFetch.
@@ -97,6 +99,10 @@ impl Tool for TestTool {
             Behaviour::Sleep(d) => {
                 tokio::time::sleep(d).await;
                 Ok(json!("slept"))
+            }
+            Behaviour::Block(d) => {
+                std::thread::sleep(d);
+                Ok(json!("computed"))
             }
             Behaviour::ReadFile => {
                 let path = args["path"]
