@@ -48,22 +48,25 @@ impl<F: Future> Future for Waiting<F> {
     }
 }
 
-/// Runs `futures` in input order with at most `limit` of them waiting at once, and returns
-/// their outputs in input order (`total` is how many there are; `missing` stands in for an
-/// output that never came, which only a future the driver lost could cause).
+/// Runs a future made by `start` for each of `items`, in input order, with at most `limit` of
+/// them waiting at once, and returns their outputs in input order (`total` is how many there
+/// are; `missing` stands in for an output that never came, which only a future the driver lost
+/// could cause). Each future is made where it will live, in its pinned home: a call's future is
+/// large, and handing made futures through an iterator copied each one several times
+/// (docs/decisions.md, "The per-call path").
 ///
 /// Each future is polled once as soon as it is started, before the next one is; one that is
 /// not done then joins the waiting set, and when `limit` are waiting the next one starts only
 /// after one of them has finished. The outputs are in input order whatever order they finish
 /// in. Dropping the returned future drops every future still running.
-pub(super) async fn in_order<F, I>(
-    futures: I,
+pub(super) async fn in_order<T, F>(
+    items: impl IntoIterator<Item = T>,
+    mut start: impl FnMut(T) -> F,
     total: usize,
     limit: usize,
     mut missing: impl FnMut() -> F::Output,
 ) -> Vec<F::Output>
 where
-    I: IntoIterator<Item = F>,
     F: Future,
 {
     let limit = limit.max(1);
@@ -78,9 +81,10 @@ where
             *slot = Some(output);
         }
     };
-    for (index, future) in futures.into_iter().enumerate() {
+    for (index, item) in items.into_iter().enumerate() {
         let mut home = spare.take().unwrap_or_else(|| Box::pin(None));
-        home.as_mut().set(Some(future));
+        // Made where it will live: a call's future is large, and every move of it is a copy.
+        home.as_mut().set(Some(start(item)));
         let first = std::future::poll_fn(|cx| {
             Poll::Ready(home.as_mut().as_pin_mut().map(|future| future.poll(cx)))
         })
@@ -184,13 +188,14 @@ mod tests {
     #[test]
     fn outputs_come_back_in_input_order_whatever_order_they_finish_in() {
         let outputs = runtime().block_on(in_order(
-            (0..6u64).map(|i| async move {
+            0..6u64,
+            |i| async move {
                 // The even ones finish at once, the odd ones later and in reverse.
                 if i % 2 == 1 {
                     tokio::time::sleep(Duration::from_millis(30 - 5 * i)).await;
                 }
                 i
-            }),
+            },
             6,
             4,
             || u64::MAX,
@@ -208,7 +213,8 @@ mod tests {
         let most = Arc::new(AtomicUsize::new(0));
         let started = std::time::Instant::now();
         let outputs = runtime().block_on(in_order(
-            (0..12).map(|i| {
+            0..12,
+            |i| {
                 let (now, most) = (Arc::clone(&now), Arc::clone(&most));
                 async move {
                     let running = now.fetch_add(1, Ordering::SeqCst) + 1;
@@ -217,7 +223,7 @@ mod tests {
                     now.fetch_sub(1, Ordering::SeqCst);
                     i
                 }
-            }),
+            },
             12,
             3,
             || usize::MAX,
@@ -246,13 +252,14 @@ mod tests {
             tokio::time::timeout(
                 Duration::from_millis(20),
                 in_order(
-                    (0..5).map(|_| {
+                    0..5,
+                    |_| {
                         let flag = Flag(Arc::clone(&dropped));
                         async move {
                             let _flag = flag;
                             std::future::pending::<()>().await;
                         }
-                    }),
+                    },
                     5,
                     8,
                     || (),
@@ -272,12 +279,13 @@ mod tests {
     fn a_home_is_reused_after_a_call_that_waited() {
         // Mixed: waiting calls hand their homes back; every output is still there.
         let outputs = runtime().block_on(in_order(
-            (0..50u64).map(|i| async move {
+            0..50u64,
+            |i| async move {
                 if i % 7 == 0 {
                     tokio::task::yield_now().await;
                 }
                 i * 2
-            }),
+            },
             50,
             2,
             || u64::MAX,
@@ -290,14 +298,15 @@ mod tests {
         // The first calls finish at once, then one waits longest, then a mix; and a batch whose
         // iterator yields fewer than `total` gets the stand-in for the rest.
         let outputs = runtime().block_on(in_order(
-            (0..8u64).map(|i| async move {
+            0..8u64,
+            |i| async move {
                 match i {
                     3 => tokio::time::sleep(Duration::from_millis(30)).await,
                     5 | 6 => tokio::task::yield_now().await,
                     _ => {}
                 }
                 i
-            }),
+            },
             10,
             4,
             || u64::MAX,

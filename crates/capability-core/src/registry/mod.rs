@@ -329,7 +329,7 @@ impl DefaultToolRegistry {
         // Read once admission is done, for the first call's deadline.
         clock.read();
         let clock = &clock;
-        let runs = calls.into_iter().zip(decided).map(|(call, outcome)| {
+        let start = |(call, outcome)| {
             let (prep, completed) = match outcome {
                 Decided::Prepared(at) => (
                     prepared[at].ready.as_ref().map_err(Refusal::clone),
@@ -338,8 +338,9 @@ impl DefaultToolRegistry {
                 Decided::Refused(refusal) => (Err(*refusal), None),
             };
             self.run_one(call, prep, completed, ctx, timeout, clock, placement)
-        });
-        drive::in_order(runs, total, concurrency, unreachable_result).await
+        };
+        let calls = calls.into_iter().zip(decided);
+        drive::in_order(calls, start, total, concurrency, unreachable_result).await
     }
 }
 
