@@ -106,7 +106,26 @@ pub fn mask_arguments_with(args: &Value, extra: &[String]) -> Value {
 /// Hosts come from every `http(s)` URL among the arguments (tools that declare `network`);
 /// write paths from every absolute-path argument and the `path` argument (tools that declare a
 /// write reach); argv from `{binary, args}` (tools that declare `process`).
+#[inline]
 pub(crate) fn subjects(
+    caps: &ToolCapabilities,
+    args: &Value,
+    policy: &CompiledPolicy,
+    working_dir: &Path,
+) -> (Vec<EscalationSubject>, Approvals) {
+    if policy.escalate_hosts.is_empty()
+        && policy.escalate_write.is_empty()
+        && policy.escalate_args.is_empty()
+    {
+        // No `[escalate]` rules: nothing to look for in the arguments (decided where the call
+        // is, without a call: most personalities have none).
+        return (Vec::new(), Approvals::default());
+    }
+    subjects_of(caps, args, policy, working_dir)
+}
+
+/// [`subjects`] under a policy that has `[escalate]` rules.
+fn subjects_of(
     caps: &ToolCapabilities,
     args: &Value,
     policy: &CompiledPolicy,
@@ -114,13 +133,6 @@ pub(crate) fn subjects(
 ) -> (Vec<EscalationSubject>, Approvals) {
     let mut out = Vec::new();
     let mut approvals = Approvals::default();
-    if policy.escalate_hosts.is_empty()
-        && policy.escalate_write.is_empty()
-        && policy.escalate_args.is_empty()
-    {
-        // No `[escalate]` rules: nothing to look for in the arguments.
-        return (out, approvals);
-    }
     let declares_write = caps.fs_reach.as_ref().is_some_and(|r| r.write.is_some());
     let mut strings = Vec::new();
     collect_strings(args, None, &mut strings);

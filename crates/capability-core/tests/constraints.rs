@@ -123,6 +123,49 @@ async fn only_after_needs_a_success_in_an_earlier_batch() {
 }
 
 #[tokio::test]
+async fn each_invocation_learns_its_own_completions_whatever_others_ran_in_between() {
+    // The registry remembers per tool the last invocation it completed in; invocations that
+    // take turns must each still learn of their own successes, and only of those.
+    let mut registry = DefaultToolRegistry::new(None);
+    registry
+        .register(TestTool::new(
+            "reader",
+            ToolCapabilities::none(),
+            Behaviour::Echo,
+        ))
+        .unwrap();
+    let first = ExecutionContext::new("s", policy("id = \"p\"\n"), "/tmp");
+    let second = first.clone().new_invocation();
+    let third = first.clone().new_invocation();
+    assert_ne!(first.invocation.id(), second.invocation.id());
+    for ctx in [&first, &second, &first, &second] {
+        let results = registry
+            .execute_parallel(
+                vec![
+                    call("1", "reader", json!({})),
+                    call("2", "reader", json!({})),
+                ],
+                ctx,
+            )
+            .await;
+        assert_eq!(outcomes(&results), ["ok", "ok"]);
+        assert!(ctx.invocation.completed("reader"));
+    }
+    assert!(
+        !third.invocation.completed("reader"),
+        "an invocation where the tool never ran"
+    );
+    assert!(
+        registry
+            .execute(call("3", "reader", json!({})), &third)
+            .await
+            .result
+            .is_ok()
+    );
+    assert!(third.invocation.completed("reader"));
+}
+
+#[tokio::test]
 async fn forbidden_tools_never_run_and_are_audited_as_constraint_denials() {
     let tool = TestTool::new("wipe", ToolCapabilities::none(), Behaviour::Echo);
     let runs = Arc::clone(&tool.runs);

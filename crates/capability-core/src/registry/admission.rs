@@ -71,6 +71,8 @@ pub(super) struct Ready<'r> {
     /// The tool's admission plan in the batch's context: resolution, scoped objects, and the
     /// reach the argument gate checks against.
     pub(super) plan: Arc<Plan>,
+    /// The last invocation the tool is known to have completed in.
+    pub(super) completed_in: &'r std::sync::atomic::AtomicU64,
 }
 
 /// Whether admission is for a call that will run, or a dry run that stops before execution.
@@ -234,6 +236,7 @@ impl DefaultToolRegistry {
             tool: &entry.tool,
             caps: &entry.capabilities,
             plan,
+            completed_in: &entry.completed_in,
         })
     }
 

@@ -87,10 +87,23 @@ pub struct ExecutionContext {
 
 /// What one invocation of the agent loop has done so far: how often each tool was dispatched,
 /// and which tools completed successfully in earlier batches.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Invocation {
+    /// Unique among the invocations of this process, never 0.
+    id: u64,
     dispatched: Mutex<HashMap<String, u32, ByName>>,
     completed: Mutex<HashSet<String, ByName>>,
+}
+
+impl Default for Invocation {
+    fn default() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Invocation {
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            dispatched: Mutex::default(),
+            completed: Mutex::default(),
+        }
+    }
 }
 
 /// FNV-1a, for the invocation's tables and the plan cache. Their keys are names of registered tools (a call
@@ -125,6 +138,12 @@ impl Invocation {
     /// A fresh invocation.
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
+    }
+
+    /// This invocation's number, unique among the invocations of the process (never 0): the
+    /// registry remembers per tool the last invocation it completed in.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// How many calls of `tool` were dispatched.

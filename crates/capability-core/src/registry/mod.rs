@@ -28,7 +28,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::validate::CapabilityValidationError;
@@ -51,6 +51,10 @@ struct Entry {
     capabilities: Arc<ToolCapabilities>,
     /// The plan of a tool that declares nothing, made once (it is the same in every context).
     undeclared: Option<Arc<Plan>>,
+    /// The last invocation this tool is known to have completed in
+    /// ([`Invocation::id`](call::Invocation)), so that its later successes in that invocation
+    /// need not mark it again.
+    completed_in: AtomicU64,
 }
 
 /// The registry an agent loop calls tools through.
@@ -184,6 +188,7 @@ impl DefaultToolRegistry {
                 undeclared,
                 tool,
                 capabilities: Arc::new(capabilities),
+                completed_in: AtomicU64::new(0),
             },
         );
         Ok(())
@@ -258,7 +263,7 @@ impl DefaultToolRegistry {
             });
             let prep = prep.as_ref().map_err(Refusal::clone);
             return vec![
-                self.run_one(call, prep, None, ctx, timeout, &clock, Placement::Only)
+                self.run_one(call, prep, ctx, timeout, &clock, Placement::Only)
                     .await,
             ];
         }
@@ -292,7 +297,6 @@ impl DefaultToolRegistry {
                         tool: call.tool.clone(),
                         ready: self.prepare(&call.tool, ctx),
                         uncounted: 0,
-                        completed: AtomicBool::new(false),
                     });
                     if prepared.len() == SCANNED + 1 {
                         index_of.extend(
@@ -330,14 +334,11 @@ impl DefaultToolRegistry {
         clock.read();
         let clock = &clock;
         let start = |(call, outcome)| {
-            let (prep, completed) = match outcome {
-                Decided::Prepared(at) => (
-                    prepared[at].ready.as_ref().map_err(Refusal::clone),
-                    Some(&prepared[at].completed),
-                ),
-                Decided::Refused(refusal) => (Err(*refusal), None),
+            let prep = match outcome {
+                Decided::Prepared(at) => prepared[at].ready.as_ref().map_err(Refusal::clone),
+                Decided::Refused(refusal) => Err(*refusal),
             };
-            self.run_one(call, prep, completed, ctx, timeout, clock, placement)
+            self.run_one(call, prep, ctx, timeout, clock, placement)
         };
         let calls = calls.into_iter().zip(decided);
         drive::in_order(calls, start, total, concurrency, unreachable_result).await
@@ -362,8 +363,6 @@ struct Prepared<'r> {
     ready: Result<Ready<'r>, Refusal>,
     /// Its calls admitted without being counted (no `max_invocations`), counted in one go.
     uncounted: u32,
-    /// Whether a call of it succeeded in this batch (and the invocation knows).
-    completed: AtomicBool,
 }
 
 /// What admission decided for one call of a batch.
@@ -399,8 +398,7 @@ impl DefaultToolRegistry {
             }
     }
 
-    /// Runs one admitted call. `completed` is its tool's flag in a batch of more than one:
-    /// once set, later successes of the tool in the batch need not mark the invocation again.
+    /// Runs one admitted call.
     #[allow(
         clippy::too_many_arguments,
         reason = "the per-call path; its arguments are what admission decided"
@@ -409,7 +407,6 @@ impl DefaultToolRegistry {
         &self,
         mut call: ToolCall,
         prep: Result<&Ready<'_>, Refusal>,
-        completed: Option<&AtomicBool>,
         ctx: &ExecutionContext,
         timeout: Duration,
         clock: &Clock,
@@ -598,11 +595,12 @@ impl DefaultToolRegistry {
                 tracing::error!(target: "toolcap::audit", error = %err, "could not record a completion");
             }
         }
-        if outcome.is_ok() && !completed.is_some_and(|done| done.load(Ordering::Relaxed)) {
+        // A success marks the invocation once per tool; `completed` is never unset, so a tool
+        // already known to have completed in this invocation need not take its lock again.
+        let invocation = ctx.invocation.id();
+        if outcome.is_ok() && ready.completed_in.load(Ordering::Relaxed) != invocation {
             ctx.invocation.mark_completed(&tool_name);
-            if let Some(done) = completed {
-                done.store(true, Ordering::Relaxed);
-            }
+            ready.completed_in.store(invocation, Ordering::Relaxed);
         }
         let result = match outcome {
             Ok(value) => ToolResult::Ok(match self.config.result_budget {
