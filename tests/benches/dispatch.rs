@@ -7,6 +7,10 @@
 //!   of the real backend factories (the in-memory key-value store), then `execute`;
 //! - `dispatch/batch_1_five`, `batch_100_five_per_call`, `batch_10000_five_per_call` — through
 //!   `DefaultToolRegistry::execute_parallel` on a current-thread runtime;
+//! - `dispatch/bare_100_five_per_call`, `single_100_five_per_call`,
+//!   `single_10000_five_per_call` — the bare and the single call over a batch built as
+//!   `execute_parallel`'s are, run one after another: the same allocation pattern as a batch,
+//!   without the registry;
 //! - `dispatch/bare_nothing`, `batch_1_nothing` — a tool that declares nothing;
 //! - `dispatch/batch_10000_mt1_per_call`, `batch_10000_mt2_per_call` — a batch of 10,000 spawned
 //!   onto a multi-thread runtime with one and with two workers, with a tool that does about
@@ -271,6 +275,53 @@ fn dispatch(c: &mut Criterion) {
         ready(five_tool.execute(call.args, &ctx)).unwrap()
     };
     group.bench_function("single_five", |b| b.iter(single_five));
+
+    // The same two paths over a batch built the way `execute_parallel`'s batches are (all the
+    // calls first, then each run, the results kept, then all dropped): the allocator serves a
+    // batch's hundreds of live strings and maps differently from one call's, and these say
+    // how much of a batch's per-call figure is that, whoever dispatches.
+    let looped = |n: usize, resolve: bool| {
+        let calls = black_box(batch("five", n));
+        let results: Vec<(String, String, Value)> = calls
+            .into_iter()
+            .map(|call| {
+                let value = if resolve {
+                    let scoped = cache
+                        .resolve_capabilities(
+                            "five",
+                            &five_tool.caps,
+                            black_box(&policy),
+                            "s",
+                            Path::new("/srv/data"),
+                            Some(&backends),
+                        )
+                        .unwrap();
+                    let mut ctx = ToolContext::new("s", "/srv/data");
+                    scoped.install(&mut ctx);
+                    ready(five_tool.execute(call.args, &ctx)).unwrap()
+                } else {
+                    ready(five_tool.execute(call.args, &prebuilt)).unwrap()
+                };
+                (call.id, call.tool, value)
+            })
+            .collect();
+        drop(black_box(results));
+    };
+    for (name, n, resolve) in [
+        ("bare_100_five_per_call", 100usize, false),
+        ("single_100_five_per_call", 100, true),
+        ("single_10000_five_per_call", 10_000, true),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let start = std::time::Instant::now();
+                for _ in 0..iters {
+                    looped(n, resolve);
+                }
+                start.elapsed() / n as u32
+            })
+        });
+    }
     allocations.push((
         "single_five",
         allocations_per(10_000, || drop(single_five())) - arguments,

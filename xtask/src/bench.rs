@@ -81,6 +81,23 @@ const ROWS: &[Row] = &[
         baseline: Some("dispatch/single_five"),
         budget: Budget::Ratio(1.0),
     },
+    // The batch figures against the single call made over a batch built the same way (the
+    // allocator's share of a batch, whoever dispatches), and the bare call likewise: reported.
+    Row {
+        subject: "dispatch/batch_100_five_per_call",
+        baseline: Some("dispatch/single_100_five_per_call"),
+        budget: Budget::AddedNs(f64::INFINITY),
+    },
+    Row {
+        subject: "dispatch/batch_10000_five_per_call",
+        baseline: Some("dispatch/single_10000_five_per_call"),
+        budget: Budget::AddedNs(f64::INFINITY),
+    },
+    Row {
+        subject: "dispatch/single_100_five_per_call",
+        baseline: Some("dispatch/bare_100_five_per_call"),
+        budget: Budget::AddedNs(f64::INFINITY),
+    },
     Row {
         subject: "dispatch/batch_1_nothing",
         baseline: Some("dispatch/bare_nothing"),
