@@ -28,6 +28,7 @@ pub(crate) fn lab_tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(Lab::Escape),
         Arc::new(Lab::Proxy),
         Arc::new(Lab::Liar),
+        Arc::new(Lab::Whoami),
     ]
 }
 
@@ -44,6 +45,8 @@ pub(crate) enum Lab {
     Proxy,
     /// Like echo; the lab binary answers as an unconfined worker for it.
     Liar,
+    /// Returns what its context says of the call: id, session, personality, directory.
+    Whoami,
 }
 
 static CALLS: AtomicU64 = AtomicU64::new(0);
@@ -270,6 +273,7 @@ impl Tool for Lab {
             Lab::Escape => "escape",
             Lab::Proxy => "proxy",
             Lab::Liar => "liar",
+            Lab::Whoami => "whoami",
         }
     }
     fn description(&self) -> &str {
@@ -280,7 +284,7 @@ impl Tool for Lab {
     }
     fn capabilities(&self) -> ToolCapabilities {
         match self {
-            Lab::Echo | Lab::Counter | Lab::Liar => ToolCapabilities::none(),
+            Lab::Echo | Lab::Counter | Lab::Liar | Lab::Whoami => ToolCapabilities::none(),
             Lab::Escape => ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality),
             Lab::Proxy => ToolCapabilities::none()
                 .with_fs_read(FsPaths::FromPersonality)
@@ -295,6 +299,14 @@ impl Tool for Lab {
         let pid = std::process::id();
         match self {
             Lab::Echo | Lab::Liar => Ok(json!({"args": args, "pid": pid})),
+            Lab::Whoami => Ok(json!({
+                "args": args,
+                "pid": pid,
+                "call_id": ctx.call_id,
+                "session": &*ctx.session_id,
+                "personality": ctx.personality_id.as_deref(),
+                "dir": ctx.working_dir.display().to_string(),
+            })),
             Lab::Counter => {
                 let count = CALLS.fetch_add(1, Ordering::SeqCst) + 1;
                 Ok(json!({"count": count, "pid": pid}))

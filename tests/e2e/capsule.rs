@@ -523,6 +523,40 @@ async fn warm_workers_are_reused_per_tool_and_personality_only() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_worker_sees_each_calls_own_identity() {
+    // The host sends a call's session, directory and scoped objects only when they change
+    // (docs/isolation-model.md, "The warm path"); every call must still see its own.
+    let lab = lab_default().await;
+    let one = ExecutionContext::new("one", Arc::clone(&lab.policy), lab.root.join("data"));
+    let two = ExecutionContext::new("two", Arc::clone(&lab.policy), lab.root.join("out"));
+    let mut pid = None;
+    for (i, ctx) in [&one, &one, &two, &one, &two, &two].into_iter().enumerate() {
+        let result = lab
+            .registry
+            .execute(
+                ToolCall::new(format!("c{i}"), "whoami", json!({"i": i})),
+                ctx,
+            )
+            .await
+            .result;
+        let ToolResult::Ok(seen) = result else {
+            panic!("call {i}: {result:?}")
+        };
+        assert_eq!(seen["call_id"], json!(format!("c{i}")), "{seen}");
+        assert_eq!(seen["session"], json!(&*ctx.session_id), "call {i}: {seen}");
+        assert_eq!(
+            seen["dir"],
+            json!(ctx.working_dir.display().to_string()),
+            "call {i}: {seen}"
+        );
+        assert_eq!(seen["personality"], json!("capsule"), "call {i}: {seen}");
+        assert_eq!(seen["args"], json!({"i": i}));
+        // One warm worker served them all.
+        assert_eq!(*pid.get_or_insert_with(|| seen["pid"].clone()), seen["pid"]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_restart_budget_stops_a_crash_loop() {
     let lab = lab_with(
         config().restart_budget(2, Duration::from_secs(600)),

@@ -33,6 +33,9 @@ pub(crate) struct Worker {
     pub(crate) max_frame: usize,
     /// The runtime whose reactor its channel is registered with.
     pub(crate) runtime: Option<tokio::runtime::Id>,
+    /// The context the worker holds: the last one sent, which later calls with the same one
+    /// do not send again.
+    pub(crate) context: Option<CallContext>,
 }
 
 impl Worker {
@@ -65,12 +68,24 @@ impl Worker {
     ) -> Result<Result<Value, CapabilityError>, FrameError> {
         self.seq += 1;
         let seq = self.seq;
+        let fresh = match &self.context {
+            Some(held) if held.describes(ctx) => None,
+            _ => Some(call_context(ctx)),
+        };
         let call = ToWorker::Call {
             seq,
+            call_id: ctx.call_id.clone(),
             args,
-            context: call_context(ctx),
+            context: fresh,
         };
         self.send(&call, &[]).await?;
+        if let ToWorker::Call {
+            context: Some(sent),
+            ..
+        } = call
+        {
+            self.context = Some(sent);
+        }
         let mut pending = FuturesUnordered::new();
         loop {
             let quick = if pending.is_empty() {
@@ -217,7 +232,6 @@ pub(crate) fn call_context(ctx: &ToolContext) -> CallContext {
     CallContext {
         session_id: ctx.session_id.to_string(),
         personality_id: ctx.personality_id.as_deref().map(str::to_owned),
-        call_id: ctx.call_id.clone(),
         tool: ctx.tool.clone(),
         working_dir: ctx.working_dir.to_path_buf(),
         fetch: ctx.scoped_fetch.is_some(),
@@ -229,5 +243,30 @@ pub(crate) fn call_context(ctx: &ToolContext) -> CallContext {
         process: ctx.scoped_process.is_some(),
         kv: ctx.kv_store.is_some(),
         attachments: ctx.scoped_attachments.is_some(),
+    }
+}
+
+impl CallContext {
+    /// Whether this is what [`call_context`] makes of `ctx`, compared in place.
+    fn describes(&self, ctx: &ToolContext) -> bool {
+        let secrets_match = match (&self.secrets, &ctx.secrets_resolver) {
+            (None, None) => true,
+            (Some(held), Some(resolver)) => {
+                let declared = resolver.declared();
+                held.len() == declared.len()
+                    && held.iter().zip(declared).all(|(h, d)| h == d.as_str())
+            }
+            _ => false,
+        };
+        self.session_id == *ctx.session_id
+            && self.personality_id.as_deref() == ctx.personality_id.as_deref()
+            && self.tool == ctx.tool
+            && self.working_dir == *ctx.working_dir
+            && self.fetch == ctx.scoped_fetch.is_some()
+            && self.fs == ctx.scoped_fs.is_some()
+            && secrets_match
+            && self.process == ctx.scoped_process.is_some()
+            && self.kv == ctx.kv_store.is_some()
+            && self.attachments == ctx.scoped_attachments.is_some()
     }
 }

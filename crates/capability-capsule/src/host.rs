@@ -352,6 +352,7 @@ impl Capsule {
             seq: 0,
             max_frame: self.config.max_frame,
             runtime: current_runtime(),
+            context: None,
         };
         let first = tokio::time::timeout(self.config.start_timeout, worker.receive()).await;
         match first {

@@ -6,7 +6,8 @@
 //! u32 header length | u8 blob count (at most 4) | u32 length of each blob | header | blobs
 //! ```
 //!
-//! The header is one JSON message ([`ToWorker`] or [`FromWorker`], unknown fields refused); the
+//! The header is one JSON message ([`ToWorker`] or [`FromWorker`], externally tagged — `{"call":
+//! {...}}` — so it is read in one pass, unknown fields refused); the
 //! blobs carry bytes that would be wasteful as JSON (file contents, bodies, child output). Every
 //! length is checked against the frame before anything is allocated for it, and a frame larger
 //! than the agreed maximum is refused unread. A peer that sends a malformed frame is dropped.
@@ -278,17 +279,21 @@ pub struct WorkerSettings {
 
 /// What the host sends a worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 #[non_exhaustive]
 pub enum ToWorker {
     /// Run one call. The worker runs one call at a time.
     Call {
         /// The call's number on this worker; requests of the call carry it.
         seq: u64,
+        /// The call's id in its batch.
+        call_id: String,
         /// The arguments.
         args: Value,
-        /// The identity and the scoped objects the call has.
-        context: CallContext,
+        /// The rest of the call's identity and the scoped objects it has; absent when they are
+        /// those of this worker's previous call (the host sends them only when they change, and
+        /// a worker that has none refuses the call as a protocol error).
+        context: Option<CallContext>,
     },
     /// The answer to a [`FromWorker::Request`].
     Reply {
@@ -300,7 +305,8 @@ pub enum ToWorker {
     },
 }
 
-/// The identity of a call and which scoped objects it has.
+/// The identity of a call (but its id) and which scoped objects it has: the same for the calls
+/// of one session and directory, so sent once for them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CallContext {
@@ -308,8 +314,6 @@ pub struct CallContext {
     pub session_id: String,
     /// The personality.
     pub personality_id: Option<String>,
-    /// The call's id in its batch.
-    pub call_id: String,
     /// The tool's name.
     pub tool: String,
     /// Relative paths resolve against this directory (on the host).
@@ -331,7 +335,7 @@ pub struct CallContext {
 
 /// What a worker sends its host.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 #[non_exhaustive]
 pub enum FromWorker {
     /// The worker confined itself and waits for calls.
@@ -428,6 +432,53 @@ mod tests {
         let (back, blobs): (FromWorker, _) = decode(body(&frame)).unwrap();
         assert_eq!(back, op);
         assert_eq!(blobs, vec![Bytes::from_static(b"hello\0world")]);
+    }
+
+    #[test]
+    fn a_call_carries_its_context_or_leaves_it_to_the_previous_call() {
+        let context = CallContext {
+            session_id: "s".into(),
+            personality_id: Some("p".into()),
+            tool: "echo".into(),
+            working_dir: PathBuf::from("/w"),
+            fetch: false,
+            fs: true,
+            secrets: Some(vec!["TOKEN".into()]),
+            process: false,
+            kv: false,
+            attachments: false,
+        };
+        for context in [Some(context), None] {
+            let call = ToWorker::Call {
+                seq: 3,
+                call_id: "c".into(),
+                args: serde_json::json!({"a": [1, 2]}),
+                context,
+            };
+            let (back, _): (ToWorker, _) = decode(body(&encode(&call, &[], MAX).unwrap())).unwrap();
+            assert_eq!(back, call);
+        }
+        // The call's id is the call's, not the context's; the older tagged form is refused.
+        let frame = |json: &str| {
+            let mut body = Vec::new();
+            body.put_u32(json.len() as u32);
+            body.put_u8(0);
+            body.extend_from_slice(json.as_bytes());
+            Bytes::from(body)
+        };
+        for hostile in [
+            r#"{"call":{"seq":1,"call_id":"c","args":{},"context":{"session_id":"s","personality_id":null,"call_id":"c","tool":"t","working_dir":"/w","fetch":false,"fs":false,"secrets":null,"process":false,"kv":false}}}"#,
+            r#"{"type":"call","seq":1,"call_id":"c","args":{},"context":null}"#,
+            r#"{"call":{"seq":1,"args":{},"context":null}}"#,
+        ] {
+            assert!(
+                matches!(
+                    decode::<ToWorker>(frame(hostile)),
+                    Err(FrameError::Message(_))
+                ),
+                "{hostile}"
+            );
+        }
     }
 
     #[test]
@@ -588,11 +639,13 @@ mod tests {
             Bytes::from(body)
         };
         for hostile in [
-            r#"{"type":"ready","extra":1}"#,
-            r#"{"type":"escalate"}"#,
-            r#"{"type":"request","id":1,"seq":1,"op":{"op":"fs_read","path":"/x","follow":true}}"#,
-            r#"{"type":"request","id":1,"seq":1,"op":{"op":"format_disk"}}"#,
-            r#"{"type":"done","seq":1,"result":{"Ok":1},"also":2}"#,
+            r#"{"ready":{"extra":1}}"#,
+            r#"{"escalate":{}}"#,
+            r#"{"request":{"id":1,"seq":1,"op":{"op":"fs_read","path":"/x","follow":true}}}"#,
+            r#"{"request":{"id":1,"seq":1,"op":{"op":"format_disk"}}}"#,
+            r#"{"done":{"seq":1,"result":{"Ok":1},"also":2}}"#,
+            r#"{"done":{"seq":1,"result":{"Ok":1}},"ready":{}}"#,
+            r#"{"type":"ready"}"#,
             r#"not json"#,
             "",
         ] {
@@ -604,7 +657,7 @@ mod tests {
                 "{hostile}"
             );
         }
-        let (ok, _): (FromWorker, _) = decode(frame(r#"{"type":"ready"}"#)).unwrap();
+        let (ok, _): (FromWorker, _) = decode(frame(r#"{"ready":{}}"#)).unwrap();
         assert_eq!(ok, FromWorker::Ready {});
     }
 }

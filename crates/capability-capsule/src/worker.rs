@@ -253,6 +253,8 @@ async fn serve(
         return EXIT_PROTOCOL;
     }
     let mut running: Option<tokio::task::JoinHandle<()>> = None;
+    // The context of the calls, as the host last sent it.
+    let mut held: Option<Arc<CallContext>> = None;
     loop {
         // Everything the last frame set going (the call, its requests, the frames they send)
         // runs first; then the channel is polled for a while before the worker sleeps on it.
@@ -283,16 +285,29 @@ async fn serve(
             }
         };
         match message {
-            ToWorker::Call { seq, args, context } => {
+            ToWorker::Call {
+                seq,
+                call_id,
+                args,
+                context,
+            } => {
                 if running.as_ref().is_some_and(|call| !call.is_finished()) {
                     report("the host started a call while one was running");
                     return EXIT_PROTOCOL;
                 }
+                if let Some(context) = context {
+                    held = Some(Arc::new(context));
+                }
+                let Some(context) = held.clone() else {
+                    report("the host sent a call without a context, and none was held");
+                    return EXIT_PROTOCOL;
+                };
                 link.forget_pending();
                 running = Some(tokio::spawn(run_call(
                     Arc::clone(&link),
                     tool.clone(),
                     seq,
+                    call_id,
                     args,
                     context,
                 )));
@@ -309,15 +324,16 @@ async fn run_call(
     link: Arc<Link>,
     tool: Result<Arc<dyn Tool>, String>,
     seq: u64,
+    call_id: String,
     args: Value,
-    context: CallContext,
+    context: Arc<CallContext>,
 ) {
     let result = match tool {
         Err(name) => Err(CapabilityError::not_available(format!(
             "tool {name} is not built into the capsule's worker binary"
         ))),
         Ok(tool) => {
-            let ctx = remote_context(&link, seq, &context);
+            let ctx = remote_context(&link, seq, call_id, &context);
             let name = context.tool.clone();
             // A panic is caught as the registry catches one, in the call's own task.
             match std::panic::AssertUnwindSafe(tool.execute(args, &ctx))
@@ -354,7 +370,12 @@ struct Remote {
     declared: Arc<[SecretRef]>,
 }
 
-fn remote_context(link: &Arc<Link>, seq: u64, context: &CallContext) -> ToolContext {
+fn remote_context(
+    link: &Arc<Link>,
+    seq: u64,
+    call_id: String,
+    context: &CallContext,
+) -> ToolContext {
     let declared: Arc<[SecretRef]> = context
         .secrets
         .iter()
@@ -367,7 +388,7 @@ fn remote_context(link: &Arc<Link>, seq: u64, context: &CallContext) -> ToolCont
         declared,
     });
     let mut ctx = ToolContext::new(context.session_id.clone(), context.working_dir.clone())
-        .with_call(context.call_id.clone(), context.tool.clone());
+        .with_call(call_id, context.tool.clone());
     ctx.personality_id = context.personality_id.as_deref().map(Arc::from);
     if context.fetch {
         ctx = ctx.with_fetch(remote.clone());
