@@ -258,7 +258,7 @@ fn dispatch(c: &mut Criterion) {
     ));
 
     // One call through resolution, the guard and the real factories' scoped objects.
-    let single_five = || {
+    let resolved_call = |args: Value| {
         let scoped = cache
             .resolve_capabilities(
                 "five",
@@ -271,10 +271,14 @@ fn dispatch(c: &mut Criterion) {
             .unwrap();
         let mut ctx = ToolContext::new("s", "/srv/data");
         scoped.install(&mut ctx);
-        let call = black_box(batch("five", 1)).pop().unwrap();
-        ready(five_tool.execute(call.args, &ctx)).unwrap()
+        ready(five_tool.execute(args, &ctx)).unwrap()
     };
+    let single_five = || resolved_call(black_box(batch("five", 1)).pop().unwrap().args);
     group.bench_function("single_five", |b| b.iter(single_five));
+    allocations.push((
+        "single_five",
+        allocations_per(10_000, || drop(single_five())) - arguments,
+    ));
 
     // The same two paths over a batch built the way `execute_parallel`'s batches are (all the
     // calls first, then each run, the results kept, then all dropped): the allocator serves a
@@ -286,19 +290,7 @@ fn dispatch(c: &mut Criterion) {
             .into_iter()
             .map(|call| {
                 let value = if resolve {
-                    let scoped = cache
-                        .resolve_capabilities(
-                            "five",
-                            &five_tool.caps,
-                            black_box(&policy),
-                            "s",
-                            Path::new("/srv/data"),
-                            Some(&backends),
-                        )
-                        .unwrap();
-                    let mut ctx = ToolContext::new("s", "/srv/data");
-                    scoped.install(&mut ctx);
-                    ready(five_tool.execute(call.args, &ctx)).unwrap()
+                    resolved_call(call.args)
                 } else {
                     ready(five_tool.execute(call.args, &prebuilt)).unwrap()
                 };
@@ -322,10 +314,6 @@ fn dispatch(c: &mut Criterion) {
             })
         });
     }
-    allocations.push((
-        "single_five",
-        allocations_per(10_000, || drop(single_five())) - arguments,
-    ));
 
     // Through the registry, awaited inside the runtime as an agent loop awaits it; the calls
     // are built before the clock starts.

@@ -415,6 +415,15 @@ mod tests {
         Bytes::copy_from_slice(&frame[4..])
     }
 
+    /// The body of a frame whose header is `json`, without blobs.
+    fn frame(json: &str) -> Bytes {
+        let mut body = Vec::new();
+        body.put_u32(json.len() as u32);
+        body.put_u8(0);
+        body.extend_from_slice(json.as_bytes());
+        Bytes::from(body)
+    }
+
     #[test]
     fn frames_round_trip_with_blobs() {
         let op = FromWorker::Request {
@@ -459,13 +468,6 @@ mod tests {
             assert_eq!(back, call);
         }
         // The call's id is the call's, not the context's; the older tagged form is refused.
-        let frame = |json: &str| {
-            let mut body = Vec::new();
-            body.put_u32(json.len() as u32);
-            body.put_u8(0);
-            body.extend_from_slice(json.as_bytes());
-            Bytes::from(body)
-        };
         for hostile in [
             r#"{"call":{"seq":1,"call_id":"c","args":{},"context":{"session_id":"s","personality_id":null,"call_id":"c","tool":"t","working_dir":"/w","fetch":false,"fs":false,"secrets":null,"process":false,"kv":false}}}"#,
             r#"{"type":"call","seq":1,"call_id":"c","args":{},"context":null}"#,
@@ -631,13 +633,6 @@ mod tests {
 
     #[test]
     fn unknown_messages_and_fields_are_refused() {
-        let frame = |json: &str| {
-            let mut body = Vec::new();
-            body.put_u32(json.len() as u32);
-            body.put_u8(0);
-            body.extend_from_slice(json.as_bytes());
-            Bytes::from(body)
-        };
         for hostile in [
             r#"{"ready":{"extra":1}}"#,
             r#"{"escalate":{}}"#,
