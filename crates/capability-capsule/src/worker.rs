@@ -532,3 +532,202 @@ impl ScopedAttachments for Remote {
             .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The worker's loop as a host drives it, over a real socket pair: what it answers, and
+    //! what it takes as the host breaking the protocol (the worker then ends; the host sees the
+    //! channel close and fails the call, docs/isolation-model.md, "The warm path").
+    use super::*;
+    use capability_types::ToolCapabilities;
+    use serde_json::json;
+    use std::io::Read;
+    use std::os::unix::net::UnixStream;
+    use std::path::PathBuf;
+
+    const MAX: usize = 1 << 20;
+
+    /// Answers with the identity its call was given; `{"wait": true}` never answers.
+    struct Whoami;
+
+    #[async_trait]
+    impl Tool for Whoami {
+        fn name(&self) -> &str {
+            "whoami"
+        }
+        fn description(&self) -> &str {
+            "the call's identity"
+        }
+        fn input_schema(&self) -> Value {
+            json!({"type": "object"})
+        }
+        fn capabilities(&self) -> ToolCapabilities {
+            ToolCapabilities::none()
+        }
+        async fn execute(&self, args: Value, ctx: &ToolContext) -> Result<Value, CapabilityError> {
+            if args["wait"] == json!(true) {
+                std::future::pending::<()>().await;
+            }
+            Ok(json!({
+                "session": ctx.session_id.as_ref(),
+                "dir": ctx.working_dir.display().to_string(),
+                "call": ctx.call_id,
+                "fs": ctx.scoped_fs.is_some(),
+            }))
+        }
+    }
+
+    /// The host's end, and the worker's loop running on a thread of its own until it returns
+    /// its exit status.
+    fn start() -> (UnixStream, std::thread::JoinHandle<i32>) {
+        let (host, worker) = UnixStream::pair().unwrap_or_else(|e| panic!("socket pair: {e}"));
+        host.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let serving = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap_or_else(|e| panic!("runtime: {e}"));
+            let tool: Arc<dyn Tool> = Arc::new(Whoami);
+            runtime.block_on(serve(worker, Ok(tool), MAX, Duration::ZERO))
+        });
+        let mut host = host;
+        assert_eq!(receive(&mut host), Some(FromWorker::Ready {}));
+        (host, serving)
+    }
+
+    fn send(host: &mut UnixStream, message: &ToWorker) {
+        let frame = encode(message, &[], MAX).unwrap_or_else(|e| panic!("encode: {e}"));
+        host.write_all(&frame)
+            .unwrap_or_else(|e| panic!("write: {e}"));
+    }
+
+    /// The worker's next message; `None` when it closed the channel.
+    fn receive(host: &mut UnixStream) -> Option<FromWorker> {
+        let mut prefix = [0u8; 4];
+        match host.read_exact(&mut prefix) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return None,
+            Err(e) => panic!("read: {e}"),
+        }
+        let mut body = vec![0u8; u32::from_be_bytes(prefix) as usize];
+        host.read_exact(&mut body)
+            .unwrap_or_else(|e| panic!("read: {e}"));
+        let (message, _) = decode(Bytes::from(body)).unwrap_or_else(|e| panic!("decode: {e}"));
+        Some(message)
+    }
+
+    fn context(session: &str, dir: &str) -> CallContext {
+        CallContext {
+            session_id: session.into(),
+            personality_id: Some("p".into()),
+            tool: "whoami".into(),
+            working_dir: PathBuf::from(dir),
+            fetch: false,
+            fs: true,
+            secrets: None,
+            process: false,
+            kv: false,
+            attachments: false,
+        }
+    }
+
+    fn call(seq: u64, args: Value, context: Option<CallContext>) -> ToWorker {
+        ToWorker::Call {
+            seq,
+            call_id: format!("c{seq}"),
+            args,
+            context,
+        }
+    }
+
+    fn answer(host: &mut UnixStream, seq: u64) -> Value {
+        match receive(host) {
+            Some(FromWorker::Done {
+                seq: done,
+                result: Ok(value),
+            }) if done == seq => value,
+            other => panic!("expected the answer to call {seq}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_call_without_a_context_runs_in_the_one_held_from_the_call_before() {
+        let (mut host, serving) = start();
+        send(&mut host, &call(1, json!({}), Some(context("a", "/w/a"))));
+        let first = answer(&mut host, 1);
+        assert_eq!(
+            first,
+            json!({"session": "a", "dir": "/w/a", "call": "c1", "fs": true})
+        );
+        send(&mut host, &call(2, json!({}), None));
+        assert_eq!(
+            answer(&mut host, 2),
+            json!({"session": "a", "dir": "/w/a", "call": "c2", "fs": true}),
+            "the held context, with the call's own id"
+        );
+        send(&mut host, &call(3, json!({}), Some(context("b", "/w/b"))));
+        assert_eq!(
+            answer(&mut host, 3),
+            json!({"session": "b", "dir": "/w/b", "call": "c3", "fs": true}),
+            "a new context replaces the held one"
+        );
+        drop(host);
+        assert_eq!(
+            serving.join().ok(),
+            Some(0),
+            "a closed channel ends it cleanly"
+        );
+    }
+
+    #[test]
+    fn a_first_call_without_a_context_ends_the_worker_unanswered() {
+        let (mut host, serving) = start();
+        send(&mut host, &call(1, json!({}), None));
+        assert_eq!(receive(&mut host), None, "no answer; the channel closes");
+        assert_eq!(serving.join().ok(), Some(EXIT_PROTOCOL));
+    }
+
+    #[test]
+    fn a_call_while_one_is_running_ends_the_worker() {
+        let (mut host, serving) = start();
+        send(
+            &mut host,
+            &call(1, json!({"wait": true}), Some(context("a", "/w"))),
+        );
+        send(&mut host, &call(2, json!({}), None));
+        assert_eq!(receive(&mut host), None, "neither call is answered");
+        assert_eq!(serving.join().ok(), Some(EXIT_PROTOCOL));
+    }
+
+    #[test]
+    fn a_frame_that_is_not_a_message_for_the_worker_ends_it() {
+        for header in [
+            // The internally tagged form of earlier builds.
+            r#"{"type":"call","seq":1,"call_id":"c","args":{},"context":null}"#,
+            // A message the worker sends, not one it takes.
+            r#"{"ready":{}}"#,
+            // An unknown field.
+            r#"{"call":{"seq":1,"call_id":"c","args":{},"context":null,"extra":1}}"#,
+            "not json",
+        ] {
+            let (mut host, serving) = start();
+            let mut frame = Vec::new();
+            let body_len = 4 + 1 + header.len();
+            frame.extend_from_slice(&(body_len as u32).to_be_bytes());
+            frame.extend_from_slice(&(header.len() as u32).to_be_bytes());
+            frame.push(0);
+            frame.extend_from_slice(header.as_bytes());
+            host.write_all(&frame)
+                .unwrap_or_else(|e| panic!("write: {e}"));
+            assert_eq!(receive(&mut host), None, "{header}: no answer");
+            assert_eq!(serving.join().ok(), Some(EXIT_PROTOCOL), "{header}");
+        }
+        // A frame whose lengths do not add up.
+        let (mut host, serving) = start();
+        host.write_all(&[0, 0, 0, 6, 0, 0, 0, 9, 0, b'{'])
+            .unwrap_or_else(|e| panic!("write: {e}"));
+        assert_eq!(receive(&mut host), None);
+        assert_eq!(serving.join().ok(), Some(EXIT_PROTOCOL));
+    }
+}
