@@ -179,4 +179,37 @@ mod tests {
             assert!(refused.starts_with("HOST_NOT_ALLOWED"), "{url}: {refused}");
         }
     }
+
+    #[test]
+    fn a_relative_path_is_checked_as_the_gate_checks_an_absolute_one_read_or_write_reach() {
+        // A server that writes reports to a directory it may not read back: the gate admits
+        // `/srv/out/report.md` (within the write reach), so the guard must admit `out/report.md`
+        // from `/srv` too, and still refuse what neither reach holds.
+        let config = GuardConfig::parse(
+            "[servers.files]\ncommand = \"/bin/x\"\ncwd = \"/srv\"\ntools = [\"write\"]\n\
+             [servers.files.reach]\nread = [\"/srv/ws\"]\nwrite = [\"/srv/out\"]\n",
+        )
+        .unwrap();
+        let policy = CompiledPolicy::load(
+            "id = \"p\"\n[fs_reach]\nread = [\"/srv/ws\"]\nwrite = [\"/srv/out\"]\n",
+            PolicyFormat::Toml,
+            None,
+        )
+        .unwrap();
+        let check = |args: Value| {
+            config.check_arguments("mcp__files__write", &args, &policy, Path::new("/srv"))
+        };
+        assert!(
+            check(json!({"path": "out/report.md"})).is_ok(),
+            "write reach"
+        );
+        assert!(check(json!({"path": "ws/notes.md"})).is_ok(), "read reach");
+        for outside in ["secrets/key", "../etc/passwd", "out/../secrets/key"] {
+            let refused = check(json!({"path": outside})).unwrap_err().to_string();
+            assert!(
+                refused.starts_with("PATH_NOT_REACHABLE"),
+                "{outside}: {refused}"
+            );
+        }
+    }
 }

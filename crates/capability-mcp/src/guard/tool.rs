@@ -53,7 +53,8 @@ impl GuardedTool {
 
 /// toolcap's checks of a guarded tool's arguments beyond the registry's gate (which covers
 /// absolute paths and `file://` URLs anywhere): a relative path in an argument named as a path
-/// is resolved against the server's working directory and must be within its reach; every
+/// is resolved against the server's working directory and must be within its read or its write
+/// reach, as the gate requires of an absolute one; every
 /// `http(s)` URL must name a host its reach allows.
 #[derive(Debug, Clone)]
 pub(crate) struct ArgumentCheck {
@@ -138,10 +139,14 @@ impl ArgumentCheck {
         let Some(paths) = &self.paths else {
             return Err(refused());
         };
-        paths
-            .check(Path::new(&path), FsAccess::Read)
-            .map(drop)
-            .map_err(|_| refused())
+        // As the argument gate takes an absolute path (docs/guard.md, "Argument checks"): within
+        // the read or the write reach; which one the server will use, the kernel holds it to.
+        let within = |access| paths.check(Path::new(&path), access).is_ok();
+        if within(FsAccess::Read) || within(FsAccess::Write) {
+            Ok(())
+        } else {
+            Err(refused())
+        }
     }
 
     fn check_url(&self, text: &str) -> Result<(), CapabilityError> {
