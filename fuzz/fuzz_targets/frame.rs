@@ -1,11 +1,14 @@
 //! The capsule's wire frames: decoding arbitrary bytes never panics or allocates past the
-//! announced lengths, and the frame reader joins pieces or refuses them.
+//! announced lengths, lifted strings are put back or refused (never in the wrong place), and
+//! the frame reader joins pieces or refuses them.
 #![no_main]
 
 use std::sync::OnceLock;
 
 use bytes::Bytes;
-use capability_capsule::wire::{FrameReader, FromWorker, ToWorker, decode, encode};
+use capability_capsule::wire::{
+    FrameReader, FromWorker, ToWorker, decode, encode, lift_strings, restore_strings,
+};
 use libfuzzer_sys::fuzz_target;
 
 fn runtime() -> &'static tokio::runtime::Runtime {
@@ -20,7 +23,16 @@ fn runtime() -> &'static tokio::runtime::Runtime {
 const MAX: usize = 1 << 16;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = decode::<ToWorker>(Bytes::copy_from_slice(data));
+    if let Ok((ToWorker::Call { args, lifted, .. }, blobs)) =
+        decode::<ToWorker>(Bytes::copy_from_slice(data))
+    {
+        restored(args, &lifted, &blobs);
+    }
+    if let Ok((FromWorker::Done { result: Ok(value), lifted, .. }, blobs)) =
+        decode::<FromWorker>(Bytes::copy_from_slice(data))
+    {
+        restored(value, &lifted, &blobs);
+    }
     if let Ok((message, blobs)) = decode::<FromWorker>(Bytes::copy_from_slice(data)) {
         // What decodes encodes again, and decodes to the same.
         let frame = encode(&message, &blobs, MAX).expect("a decoded message encodes");
@@ -42,3 +54,25 @@ fuzz_target!(|data: &[u8]| {
         }
     });
 });
+
+/// Puts a message's lifted strings back; when that succeeds, lifting them again gives the same
+/// places and bytes (a string put back is exactly where it was taken from).
+fn restored(mut value: serde_json::Value, lifted: &[(u32, u32)], blobs: &[Bytes]) {
+    let blob = blobs.first().map(|b| b.as_ref()).unwrap_or_default();
+    let empty_places = value.clone();
+    if restore_strings(&mut value, lifted, blob).is_ok() {
+        let mut again = value;
+        let (places, bytes) = lift_strings(&mut again);
+        // Every string put back that is long enough is lifted again; when nothing else is
+        // (no shorter string was lifted, no other long string was in the header), lifting gives
+        // back exactly the places, the bytes and the value with its places empty.
+        let long = lifted
+            .iter()
+            .all(|(_, len)| *len as usize >= capability_capsule::wire::LIFTED_LEN);
+        if long && places.len() == lifted.len() {
+            assert_eq!(places, lifted);
+            assert_eq!(&bytes[..], blob);
+            assert_eq!(again, empty_places);
+        }
+    }
+}

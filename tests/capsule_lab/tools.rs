@@ -225,6 +225,27 @@ fn escape(args: &Value) -> Value {
                 }
             }
         }
+        "forged_done" => {
+            // A result frame written by hand onto the channel: `header` as its message, `blob`
+            // (if any) as its one blob. The worker's own answer follows it.
+            let header = arg(args, "header").into_bytes();
+            let blobs: Vec<Vec<u8>> = args["blob"]
+                .as_str()
+                .map(|b| vec![b.as_bytes().to_vec()])
+                .unwrap_or_default();
+            let mut body = (header.len() as u32).to_be_bytes().to_vec();
+            body.push(blobs.len() as u8);
+            for blob in &blobs {
+                body.extend_from_slice(&(blob.len() as u32).to_be_bytes());
+            }
+            body.extend_from_slice(&header);
+            blobs.iter().for_each(|blob| body.extend_from_slice(blob));
+            let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+            frame.extend_from_slice(&body);
+            // SAFETY: writes a live buffer to descriptor 3.
+            let r = unsafe { libc::write(3, frame.as_ptr().cast(), frame.len()) };
+            json!({"written": r})
+        }
         "cut_frame" => {
             // A frame announcing 100 bytes, 10 of them sent, then the worker exits mid-frame.
             let mut cut = 100u32.to_be_bytes().to_vec();

@@ -457,6 +457,76 @@ async fn crashes_fail_only_their_own_call() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_whose_lifted_strings_do_not_fit_fails_its_call_only() {
+    // A result's long strings ride in its frame's blob (docs/isolation-model.md, "The warm
+    // path"); a worker that lies about them fails its own call, and the host goes on. Each call
+    // gets a fresh worker, whose first call is number 1 (and the restart budget leaves room
+    // for the five that fail).
+    let lab = lab_with(
+        config()
+            .warm_workers(0)
+            .restart_budget(10, Duration::from_secs(60)),
+        RegistryConfig::default(),
+    )
+    .await;
+    let done = |rest: &str| format!(r#"{{"done":{{"seq":1,{rest}}}}}"#);
+    for (header, blob, needle) in [
+        (
+            done(r#""result":{"Ok":{"text":""}},"lifted":[[0,10]]"#),
+            Some("abc"),
+            "lifted strings: longer than the blob",
+        ),
+        (
+            done(r#""result":{"Ok":{"text":"x"}},"lifted":[[0,3]]"#),
+            Some("abc"),
+            "lifted strings: a place that is not an empty string",
+        ),
+        (
+            // "é" is two bytes: cut in the middle, neither half is text.
+            done(r#""result":{"Ok":{"a":"","b":""}},"lifted":[[0,1],[1,1]]"#),
+            Some("\u{e9}"),
+            "lifted strings: not UTF-8",
+        ),
+        (
+            done(
+                r#""result":{"Err":{"code":"execution_failed","denial":null,"message":"m"}},"lifted":[[0,3]]"#,
+            ),
+            Some("abc"),
+            "a result's blobs do not match its lifted strings",
+        ),
+        (
+            done(r#""result":{"Ok":{"text":"abc"}}"#),
+            Some("abc"),
+            "a result's blobs do not match its lifted strings",
+        ),
+    ] {
+        let mut args = json!({"attempt": "forged_done", "header": header});
+        if let Some(blob) = blob {
+            args["blob"] = json!(blob);
+        }
+        let shown = json_of(&lab.call("escape", args).await);
+        assert!(
+            shown.starts_with(r#"{"ok":false,"code":"execution_failed""#) && shown.contains(needle),
+            "{needle}: {shown}"
+        );
+    }
+    // A frame that fits is taken as the result, as the worker's own would be.
+    let shown = json_of(
+        &lab.call(
+            "escape",
+            json!({
+                "attempt": "forged_done",
+                "header": done(r#""result":{"Ok":{"text":"","n":1}},"lifted":[[0,3]]"#),
+                "blob": "abc",
+            }),
+        )
+        .await,
+    );
+    assert!(shown.contains(r#""text":"abc""#), "{shown}");
+    lab.assert_alive().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_that_loops_is_killed_at_the_timeout_and_replaced() {
     let lab = lab_with(
         config(),

@@ -16,7 +16,7 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 use crate::wire::{
     CallContext, FrameError, FrameReader, FromWorker, ToWorker, WireError, decode, encode,
-    write_frame,
+    restore_strings, write_frame,
 };
 
 /// One worker process and its channel.
@@ -72,13 +72,21 @@ impl Worker {
             Some(held) if held.describes(ctx) => None,
             _ => Some(call_context(ctx)),
         };
+        let mut args = args;
+        let (lifted, blob) = crate::wire::lift_strings(&mut args);
+        let blobs = if lifted.is_empty() {
+            Vec::new()
+        } else {
+            vec![blob]
+        };
         let call = ToWorker::Call {
             seq,
             call_id: ctx.call_id.clone(),
             args,
             context: fresh,
+            lifted,
         };
-        self.send(&call, &[]).await?;
+        self.send(&call, &blobs).await?;
         if let ToWorker::Call {
             context: Some(sent),
             ..
@@ -115,8 +123,25 @@ impl Worker {
                         self.reply(id, Err(stale)).await?;
                     }
                 }
-                Ok((FromWorker::Done { seq: of, result }, _)) if of == seq => {
-                    return Ok(result.map_err(CapabilityError::from));
+                Ok((
+                    FromWorker::Done {
+                        seq: of,
+                        result,
+                        lifted,
+                    },
+                    blobs,
+                )) if of == seq => {
+                    return match (result, lifted.is_empty(), blobs.as_slice()) {
+                        (Ok(value), true, []) => Ok(Ok(value)),
+                        (Ok(mut value), false, [blob]) => {
+                            restore_strings(&mut value, &lifted, blob)?;
+                            Ok(Ok(value))
+                        }
+                        (Err(e), true, []) => Ok(Err(CapabilityError::from(e))),
+                        _ => Err(FrameError::Malformed(
+                            "a result's blobs do not match its lifted strings".to_owned(),
+                        )),
+                    };
                 }
                 Ok((other, _)) => {
                     return Err(FrameError::Malformed(format!(

@@ -8,7 +8,8 @@
 //!
 //! The header is one JSON message ([`ToWorker`] or [`FromWorker`], externally tagged — `{"call":
 //! {...}}` — so it is read in one pass, unknown fields refused); the
-//! blobs carry bytes that would be wasteful as JSON (file contents, bodies, child output). Every
+//! blobs carry bytes that would be wasteful as JSON (file contents, bodies, child output, and
+//! the long strings of a call's arguments and its result, see [`lift_strings`]). Every
 //! length is checked against the frame before anything is allocated for it, and a frame larger
 //! than the agreed maximum is refused unread. A peer that sends a malformed frame is dropped.
 //!
@@ -247,6 +248,97 @@ impl<R> FrameReader<R> {
     }
 }
 
+/// Strings of at least this many bytes in a call's arguments or its result ride in the frame's
+/// blob instead of its JSON header: written as JSON, a
+/// string costs about a nanosecond a byte to escape and as much to read back, against a copy.
+pub const LIFTED_LEN: usize = 256;
+
+/// Takes the strings of at least [`LIFTED_LEN`] bytes out of `value`, leaving each one empty:
+/// their places (counted among all the value's strings, in the order [`each_string`] visits
+/// them) with their lengths, and their bytes, joined. [`restore_strings`] puts them back.
+pub fn lift_strings(value: &mut Value) -> (Vec<(u32, u32)>, Bytes) {
+    let mut places = Vec::new();
+    let mut taken: Vec<String> = Vec::new();
+    let mut ordinal = 0u32;
+    each_string(value, |text| {
+        if let (true, Ok(len)) = (text.len() >= LIFTED_LEN, u32::try_from(text.len())) {
+            places.push((ordinal, len));
+            taken.push(std::mem::take(text));
+        }
+        ordinal = ordinal.saturating_add(1);
+        Ok(())
+    })
+    .unwrap_or(());
+    let bytes = match taken.len() {
+        0 => Bytes::new(),
+        1 => Bytes::from(taken.pop().unwrap_or_default().into_bytes()),
+        _ => Bytes::from(taken.concat().into_bytes()),
+    };
+    (places, bytes)
+}
+
+/// Puts back the strings [`lift_strings`] took: each place must be an empty string of
+/// `value`, the places in order, the lengths on character boundaries, and the blob used whole;
+/// anything else is a malformed frame.
+pub fn restore_strings(
+    value: &mut Value,
+    lifted: &[(u32, u32)],
+    blob: &[u8],
+) -> Result<(), FrameError> {
+    let malformed = |what: &str| FrameError::Malformed(format!("lifted strings: {what}"));
+    let mut places = lifted.iter().peekable();
+    let mut ordinal = 0u32;
+    let mut offset = 0usize;
+    each_string(value, |text| {
+        if let Some(&&(at, len)) = places.peek()
+            && at == ordinal
+        {
+            places.next();
+            if !text.is_empty() {
+                return Err(malformed("a place that is not an empty string"));
+            }
+            let end = offset
+                .checked_add(len as usize)
+                .filter(|end| *end <= blob.len())
+                .ok_or_else(|| malformed("longer than the blob"))?;
+            let piece = blob.get(offset..end).unwrap_or_default();
+            *text = std::str::from_utf8(piece)
+                .map_err(|_| malformed("not UTF-8"))?
+                .to_owned();
+            offset = end;
+        }
+        ordinal = ordinal.saturating_add(1);
+        Ok(())
+    })?;
+    if places.next().is_some() {
+        return Err(malformed(
+            "places out of order or beyond the value's strings",
+        ));
+    }
+    if offset != blob.len() {
+        return Err(malformed("bytes left over in the blob"));
+    }
+    Ok(())
+}
+
+/// Calls `f` on every string of `value`, in document order (an object's values in its map's
+/// order, which a decoded value keeps), without recursion.
+fn each_string(
+    value: &mut Value,
+    mut f: impl FnMut(&mut String) -> Result<(), FrameError>,
+) -> Result<(), FrameError> {
+    let mut stack = vec![value];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::String(text) => f(text)?,
+            Value::Array(items) => stack.extend(items.iter_mut().rev()),
+            Value::Object(map) => stack.extend(map.values_mut().rev()),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Writes one encoded frame.
 pub async fn write_frame<W: AsyncWrite + Unpin>(
     writer: &mut W,
@@ -294,6 +386,10 @@ pub enum ToWorker {
         /// those of this worker's previous call (the host sends them only when they change, and
         /// a worker that has none refuses the call as a protocol error).
         context: Option<CallContext>,
+        /// Where the arguments' long strings go back ([`lift_strings`]); their bytes are the
+        /// frame's one blob.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        lifted: Vec<(u32, u32)>,
     },
     /// The answer to a [`FromWorker::Request`].
     Reply {
@@ -358,8 +454,13 @@ pub enum FromWorker {
     Done {
         /// The call's number.
         seq: u64,
-        /// What `execute` returned.
+        /// What `execute` returned, its long strings left empty when they ride in the frame's
+        /// blob ([`lift_strings`]).
         result: Result<Value, WireError>,
+        /// Where the result's long strings go back: (their place among the value's strings,
+        /// their length in bytes), in order; their bytes are the frame's one blob.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        lifted: Vec<(u32, u32)>,
     },
 }
 
@@ -408,6 +509,7 @@ impl From<WireError> for CapabilityError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     const MAX: usize = 1 << 16;
 
@@ -463,6 +565,7 @@ mod tests {
                 call_id: "c".into(),
                 args: serde_json::json!({"a": [1, 2]}),
                 context,
+                lifted: Vec::new(),
             };
             let (back, _): (ToWorker, _) = decode(body(&encode(&call, &[], MAX).unwrap())).unwrap();
             assert_eq!(back, call);
@@ -654,5 +757,94 @@ mod tests {
         }
         let (ok, _): (FromWorker, _) = decode(frame(r#"{"ready":{}}"#)).unwrap();
         assert_eq!(ok, FromWorker::Ready {});
+    }
+
+    #[test]
+    fn long_strings_are_lifted_in_document_order_and_restored_whole() {
+        let long = |c: char| c.to_string().repeat(LIFTED_LEN);
+        let original = json!({
+            "a": long('a'),
+            "b": ["short", long('ü'), {"c": long('c'), "d": 7}],
+            "e": "x".repeat(LIFTED_LEN - 1),
+        });
+        let mut value = original.clone();
+        let (lifted, blob) = lift_strings(&mut value);
+        // Visited: a, "short", ü…, c…, e: the second, fourth and fifth strings stay.
+        assert_eq!(
+            lifted,
+            vec![
+                (0, LIFTED_LEN as u32),
+                (2, 2 * LIFTED_LEN as u32),
+                (3, LIFTED_LEN as u32)
+            ]
+        );
+        assert_eq!(blob.len(), 4 * LIFTED_LEN);
+        assert_eq!(value["a"], json!(""), "left empty");
+        assert_eq!(
+            value["e"], original["e"],
+            "one byte short of the length stays"
+        );
+        // Through a frame, as the worker sends it and the host reads it.
+        let done = FromWorker::Done {
+            seq: 1,
+            result: Ok(value),
+            lifted,
+        };
+        let sent = encode(&done, std::slice::from_ref(&blob), MAX).unwrap();
+        let (back, blobs): (FromWorker, _) = decode(body(&sent)).unwrap();
+        let FromWorker::Done {
+            result: Ok(mut value),
+            lifted,
+            ..
+        } = back
+        else {
+            panic!("{back:?}")
+        };
+        restore_strings(&mut value, &lifted, &blobs[0]).unwrap();
+        assert_eq!(value, original);
+        // Nothing long: nothing lifted, and a frame without the field reads as before.
+        let mut plain = json!({"n": [1, "two"]});
+        assert_eq!(lift_strings(&mut plain), (Vec::new(), Bytes::new()));
+        let (old, _): (FromWorker, _) =
+            decode(frame(r#"{"done":{"seq":1,"result":{"Ok":{"n":1}}}}"#)).unwrap();
+        assert!(matches!(old, FromWorker::Done { lifted, .. } if lifted.is_empty()));
+    }
+
+    #[test]
+    fn lifted_strings_that_do_not_fit_their_value_are_malformed() {
+        let value = || json!({"a": "", "b": ["", "kept"]});
+        let blob = "αβ".as_bytes(); // 4 bytes, two characters of two bytes
+        for (lifted, blob, why) in [
+            (vec![(0, 4)], &blob[..], "fits"),
+            (
+                vec![(2, 4)],
+                &blob[..],
+                "a place that is not an empty string",
+            ),
+            (vec![(1, 2), (0, 2)], &blob[..], "out of order"),
+            (vec![(0, 2), (0, 2)], &blob[..], "twice"),
+            (vec![(9, 4)], &blob[..], "beyond the value's strings"),
+            (vec![(0, 5)], &blob[..], "longer than the blob"),
+            (vec![(0, 2)], &blob[..], "bytes left over"),
+            (
+                vec![(0, 1), (1, 3)],
+                &blob[..],
+                "not on a character boundary",
+            ),
+            (vec![(0, 2)], &[0xff, 0xfe][..], "not UTF-8"),
+            (vec![(0, u32::MAX)], &blob[..], "a length past any blob"),
+        ] {
+            let mut v = value();
+            let outcome = restore_strings(&mut v, &lifted, blob);
+            if why == "fits" {
+                assert!(outcome.is_ok(), "{outcome:?}");
+                assert_eq!(v["a"], json!("αβ"));
+            } else {
+                assert!(
+                    matches!(outcome, Err(FrameError::Malformed(_))),
+                    "{why}: {outcome:?}"
+                );
+            }
+        }
     }
 }

@@ -288,11 +288,23 @@ async fn serve(
             ToWorker::Call {
                 seq,
                 call_id,
-                args,
+                mut args,
                 context,
+                lifted,
             } => {
                 if running.as_ref().is_some_and(|call| !call.is_finished()) {
                     report("the host started a call while one was running");
+                    return EXIT_PROTOCOL;
+                }
+                let restored = match (lifted.is_empty(), blobs.as_slice()) {
+                    (true, []) => Ok(()),
+                    (false, [blob]) => crate::wire::restore_strings(&mut args, &lifted, blob),
+                    _ => Err(crate::wire::FrameError::Malformed(
+                        "a call's blobs do not match its lifted strings".to_owned(),
+                    )),
+                };
+                if let Err(e) = restored {
+                    report(&format!("bad call from the host: {e}"));
                     return EXIT_PROTOCOL;
                 }
                 if let Some(context) = context {
@@ -348,15 +360,33 @@ async fn run_call(
             }
         }
     };
-    let result = result.map_err(|e| WireError::from(&e));
-    let done = FromWorker::Done { seq, result };
-    if let Err(e) = link.send(&done, &[]) {
+    // The result's long strings ride in the frame's blob (docs/isolation-model.md, "The warm
+    // path").
+    let (result, lifted, blob) = match result {
+        Ok(mut value) => {
+            let (lifted, blob) = crate::wire::lift_strings(&mut value);
+            (Ok(value), lifted, blob)
+        }
+        Err(e) => (Err(WireError::from(&e)), Vec::new(), Bytes::new()),
+    };
+    let blobs = if lifted.is_empty() {
+        Vec::new()
+    } else {
+        vec![blob]
+    };
+    let done = FromWorker::Done {
+        seq,
+        result,
+        lifted,
+    };
+    if let Err(e) = link.send(&done, &blobs) {
         // Too large a value: say so instead.
         let failed = FromWorker::Done {
             seq,
             result: Err(WireError::from(&CapabilityError::failed(format!(
                 "the tool's result cannot be returned: {e}"
             )))),
+            lifted: Vec::new(),
         };
         let _ = link.send(&failed, &[]);
     }
@@ -568,6 +598,9 @@ mod tests {
             if args["wait"] == json!(true) {
                 std::future::pending::<()>().await;
             }
+            if args.get("echo").is_some() {
+                return Ok(args);
+            }
             Ok(json!({
                 "session": ctx.session_id.as_ref(),
                 "dir": ctx.working_dir.display().to_string(),
@@ -596,14 +629,28 @@ mod tests {
         (host, serving)
     }
 
+    /// Sends `message`, a call's long strings lifted into the blob as the host lifts them.
     fn send(host: &mut UnixStream, message: &ToWorker) {
-        let frame = encode(message, &[], MAX).unwrap_or_else(|e| panic!("encode: {e}"));
+        let mut message = message.clone();
+        let mut blobs = Vec::new();
+        if let ToWorker::Call { args, lifted, .. } = &mut message {
+            let (places, blob) = crate::wire::lift_strings(args);
+            if !places.is_empty() {
+                *lifted = places;
+                blobs.push(blob);
+            }
+        }
+        let frame = encode(&message, &blobs, MAX).unwrap_or_else(|e| panic!("encode: {e}"));
         host.write_all(&frame)
             .unwrap_or_else(|e| panic!("write: {e}"));
     }
 
     /// The worker's next message; `None` when it closed the channel.
     fn receive(host: &mut UnixStream) -> Option<FromWorker> {
+        receive_with_blobs(host).map(|(message, _)| message)
+    }
+
+    fn receive_with_blobs(host: &mut UnixStream) -> Option<(FromWorker, Vec<Bytes>)> {
         let mut prefix = [0u8; 4];
         match host.read_exact(&mut prefix) {
             Ok(()) => {}
@@ -613,8 +660,7 @@ mod tests {
         let mut body = vec![0u8; u32::from_be_bytes(prefix) as usize];
         host.read_exact(&mut body)
             .unwrap_or_else(|e| panic!("read: {e}"));
-        let (message, _) = decode(Bytes::from(body)).unwrap_or_else(|e| panic!("decode: {e}"));
-        Some(message)
+        Some(decode(Bytes::from(body)).unwrap_or_else(|e| panic!("decode: {e}")))
     }
 
     fn context(session: &str, dir: &str) -> CallContext {
@@ -632,21 +678,38 @@ mod tests {
         }
     }
 
+    /// A call as the host sends it: without its long strings, which `send` puts in the blob.
     fn call(seq: u64, args: Value, context: Option<CallContext>) -> ToWorker {
         ToWorker::Call {
             seq,
             call_id: format!("c{seq}"),
             args,
             context,
+            lifted: Vec::new(),
         }
     }
 
+    /// The answer to call `seq`, its lifted strings put back as the host puts them.
     fn answer(host: &mut UnixStream, seq: u64) -> Value {
-        match receive(host) {
-            Some(FromWorker::Done {
-                seq: done,
-                result: Ok(value),
-            }) if done == seq => value,
+        answer_lifted(host, seq).0
+    }
+
+    /// The answer to call `seq` and how many of its strings rode in the blob.
+    fn answer_lifted(host: &mut UnixStream, seq: u64) -> (Value, usize) {
+        match receive_with_blobs(host) {
+            Some((
+                FromWorker::Done {
+                    seq: done,
+                    result: Ok(mut value),
+                    lifted,
+                },
+                blobs,
+            )) if done == seq => {
+                let blob = blobs.first().map(|b| b.as_ref()).unwrap_or_default();
+                crate::wire::restore_strings(&mut value, &lifted, blob)
+                    .unwrap_or_else(|e| panic!("restore: {e}"));
+                (value, lifted.len())
+            }
             other => panic!("expected the answer to call {seq}, got {other:?}"),
         }
     }
@@ -678,6 +741,28 @@ mod tests {
             Some(0),
             "a closed channel ends it cleanly"
         );
+    }
+
+    #[test]
+    fn a_results_long_strings_ride_in_the_blob_and_come_back_whole() {
+        let (mut host, serving) = start();
+        let long = "é".repeat(300) + "\u{1F600}\"\\\n";
+        let args = json!({
+            "echo": {"short": "s", "long": long, "list": [long, 1, "t", {"deep": long}]},
+            "after": "x".repeat(256),
+        });
+        send(&mut host, &call(1, args.clone(), Some(context("a", "/w"))));
+        let (value, lifted) = answer_lifted(&mut host, 1);
+        assert_eq!(
+            value, args,
+            "every string in its place, byte for byte, both ways"
+        );
+        assert_eq!(lifted, 4, "the four strings of 256 bytes or more");
+        // A result without long strings carries no blob.
+        send(&mut host, &call(2, json!({"echo": "short"}), None));
+        assert_eq!(answer_lifted(&mut host, 2), (json!({"echo": "short"}), 0));
+        drop(host);
+        assert_eq!(serving.join().ok(), Some(0));
     }
 
     #[test]
@@ -718,6 +803,30 @@ mod tests {
             frame.extend_from_slice(&(header.len() as u32).to_be_bytes());
             frame.push(0);
             frame.extend_from_slice(header.as_bytes());
+            host.write_all(&frame)
+                .unwrap_or_else(|e| panic!("write: {e}"));
+            assert_eq!(receive(&mut host), None, "{header}: no answer");
+            assert_eq!(serving.join().ok(), Some(EXIT_PROTOCOL), "{header}");
+        }
+        // A call whose lifted strings do not fit its arguments, or a blob without them.
+        for (header, blob) in [
+            (
+                r#"{"call":{"seq":1,"call_id":"c","args":{"a":""},"context":null,"lifted":[[0,9]]}}"#,
+                &b"abc"[..],
+            ),
+            (
+                r#"{"call":{"seq":1,"call_id":"c","args":{"a":""},"context":null}}"#,
+                &b"abc"[..],
+            ),
+        ] {
+            let (mut host, serving) = start();
+            let body_len = 4 + 1 + 4 + header.len() + blob.len();
+            let mut frame = (body_len as u32).to_be_bytes().to_vec();
+            frame.extend_from_slice(&(header.len() as u32).to_be_bytes());
+            frame.push(1);
+            frame.extend_from_slice(&(blob.len() as u32).to_be_bytes());
+            frame.extend_from_slice(header.as_bytes());
+            frame.extend_from_slice(blob);
             host.write_all(&frame)
                 .unwrap_or_else(|e| panic!("write: {e}"));
             assert_eq!(receive(&mut host), None, "{header}: no answer");
