@@ -815,24 +815,16 @@ mod tests {
         let value = || json!({"a": "", "b": ["", "kept"]});
         let blob = "αβ".as_bytes(); // 4 bytes, two characters of two bytes
         for (lifted, blob, why) in [
-            (vec![(0, 4)], &blob[..], "fits"),
-            (
-                vec![(2, 4)],
-                &blob[..],
-                "a place that is not an empty string",
-            ),
-            (vec![(1, 2), (0, 2)], &blob[..], "out of order"),
-            (vec![(0, 2), (0, 2)], &blob[..], "twice"),
-            (vec![(9, 4)], &blob[..], "beyond the value's strings"),
-            (vec![(0, 5)], &blob[..], "longer than the blob"),
-            (vec![(0, 2)], &blob[..], "bytes left over"),
-            (
-                vec![(0, 1), (1, 3)],
-                &blob[..],
-                "not on a character boundary",
-            ),
+            (vec![(0, 4)], blob, "fits"),
+            (vec![(2, 4)], blob, "a place that is not an empty string"),
+            (vec![(1, 2), (0, 2)], blob, "out of order"),
+            (vec![(0, 2), (0, 2)], blob, "twice"),
+            (vec![(9, 4)], blob, "beyond the value's strings"),
+            (vec![(0, 5)], blob, "longer than the blob"),
+            (vec![(0, 2)], blob, "bytes left over"),
+            (vec![(0, 1), (1, 3)], blob, "not on a character boundary"),
             (vec![(0, 2)], &[0xff, 0xfe][..], "not UTF-8"),
-            (vec![(0, u32::MAX)], &blob[..], "a length past any blob"),
+            (vec![(0, u32::MAX)], blob, "a length past any blob"),
         ] {
             let mut v = value();
             let outcome = restore_strings(&mut v, &lifted, blob);
