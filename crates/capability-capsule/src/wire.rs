@@ -78,49 +78,54 @@ pub fn encode<M: Serialize>(
             blobs.len()
         )));
     }
-    let header = serde_json::to_vec(message)?;
-    let body_len =
-        4 + 1 + 4 * blobs.len() + header.len() + blobs.iter().map(Bytes::len).sum::<usize>();
-    if body_len > MAX_MESSAGE {
-        return Err(FrameError::TooLarge {
-            len: body_len,
-            max: MAX_MESSAGE,
-        });
-    }
     let too_large = |len: usize| FrameError::TooLarge {
         len,
         max: MAX_MESSAGE,
     };
-    let mut body = Vec::with_capacity(body_len);
-    body.put_u32(u32::try_from(header.len()).map_err(|_| too_large(header.len()))?);
+    let blob_bytes: usize = blobs.iter().map(Bytes::len).sum();
+    // Written in place: the frame's length prefix and the header's length are filled in once
+    // the header is written, so a frame in one piece is built without a copy of its body.
+    let mut out = Vec::with_capacity(4 + 4 + 1 + 4 * blobs.len() + 256 + blob_bytes);
+    out.put_u32(0);
+    out.put_u32(0);
     // Fits: checked against MAX_BLOBS above.
-    body.put_u8(blobs.len() as u8);
+    out.put_u8(blobs.len() as u8);
     for blob in blobs {
-        body.put_u32(u32::try_from(blob.len()).map_err(|_| too_large(blob.len()))?);
+        out.put_u32(u32::try_from(blob.len()).map_err(|_| too_large(blob.len()))?);
     }
-    body.extend_from_slice(&header);
+    let header_at = out.len();
+    serde_json::to_writer(&mut out, message)?;
+    let header_len = out.len() - header_at;
+    let body_len = out.len() - 4 + blob_bytes;
+    if body_len > MAX_MESSAGE {
+        return Err(too_large(body_len));
+    }
+    let header_len = u32::try_from(header_len).map_err(|_| too_large(header_len))?;
+    out[4..8].copy_from_slice(&header_len.to_be_bytes());
     for blob in blobs {
-        body.extend_from_slice(blob);
+        out.extend_from_slice(blob);
     }
     // One frame, or pieces of at most `max` bytes (at least one byte each).
     let piece = max.clamp(1, (CONTINUED - 1) as usize);
-    let pieces = body_len.div_ceil(piece).max(1);
-    let mut out = Vec::with_capacity(4 * pieces + body_len);
-    let mut chunks = body.chunks(piece).peekable();
-    if chunks.peek().is_none() {
-        out.put_u32(0);
+    if body_len <= piece {
+        // Fits: at most `piece` < 2^31.
+        out[..4].copy_from_slice(&(body_len as u32).to_be_bytes());
+        return Ok(out);
     }
+    let pieces = body_len.div_ceil(piece);
+    let mut split = Vec::with_capacity(4 * pieces + body_len);
+    let mut chunks = out[4..].chunks(piece).peekable();
     while let Some(chunk) = chunks.next() {
         // Fits: at most `piece` < 2^31.
         let len = chunk.len() as u32;
-        out.put_u32(if chunks.peek().is_some() {
+        split.put_u32(if chunks.peek().is_some() {
             len | CONTINUED
         } else {
             len
         });
-        out.extend_from_slice(chunk);
+        split.extend_from_slice(chunk);
     }
-    Ok(out)
+    Ok(split)
 }
 
 /// Splits a frame body (without its length prefix) into its message and blobs.
