@@ -456,6 +456,7 @@ async fn crashes_fail_only_their_own_call() {
     lab.assert_alive().await;
 }
 
+// guarantee: G-CAP-02
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_whose_lifted_strings_do_not_fit_fails_its_call_only() {
     // A result's long strings ride in its frame's blob (docs/isolation-model.md, "The warm

@@ -764,6 +764,7 @@ mod tests {
         assert_eq!(ok, FromWorker::Ready {});
     }
 
+    // guarantee: G-CAP-03
     #[test]
     fn long_strings_are_lifted_in_document_order_and_restored_whole() {
         let long = |c: char| c.to_string().repeat(LIFTED_LEN);
