@@ -493,12 +493,12 @@ async fn a_result_whose_lifted_strings_do_not_fit_fails_its_call_only() {
                 r#""result":{"Err":{"code":"execution_failed","denial":null,"message":"m"}},"lifted":[[0,3]]"#,
             ),
             Some("abc"),
-            "a result's blobs do not match its lifted strings",
+            "lifted strings: an error carries none",
         ),
         (
             done(r#""result":{"Ok":{"text":"abc"}}"#),
             Some("abc"),
-            "a result's blobs do not match its lifted strings",
+            "lifted strings: the blobs do not match the places",
         ),
     ] {
         let mut args = json!({"attempt": "forged_done", "header": header});

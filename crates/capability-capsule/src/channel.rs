@@ -73,12 +73,7 @@ impl Worker {
             _ => Some(call_context(ctx)),
         };
         let mut args = args;
-        let (lifted, blob) = crate::wire::lift_strings(&mut args);
-        let blobs = if lifted.is_empty() {
-            Vec::new()
-        } else {
-            vec![blob]
-        };
+        let (lifted, blobs) = crate::wire::lift_strings(&mut args);
         let call = ToWorker::Call {
             seq,
             call_id: ctx.call_id.clone(),
@@ -131,15 +126,16 @@ impl Worker {
                     },
                     blobs,
                 )) if of == seq => {
-                    return match (result, lifted.is_empty(), blobs.as_slice()) {
-                        (Ok(value), true, []) => Ok(Ok(value)),
-                        (Ok(mut value), false, [blob]) => {
-                            restore_strings(&mut value, &lifted, blob)?;
+                    return match result {
+                        Ok(mut value) => {
+                            restore_strings(&mut value, &lifted, &blobs)?;
                             Ok(Ok(value))
                         }
-                        (Err(e), true, []) => Ok(Err(CapabilityError::from(e))),
-                        _ => Err(FrameError::Malformed(
-                            "a result's blobs do not match its lifted strings".to_owned(),
+                        Err(e) if lifted.is_empty() && blobs.is_empty() => {
+                            Ok(Err(CapabilityError::from(e)))
+                        }
+                        Err(_) => Err(FrameError::Malformed(
+                            "lifted strings: an error carries none".to_owned(),
                         )),
                     };
                 }

@@ -260,8 +260,9 @@ pub const LIFTED_LEN: usize = 256;
 
 /// Takes the strings of at least [`LIFTED_LEN`] bytes out of `value`, leaving each one empty:
 /// their places (counted among all the value's strings, in the order [`each_string`] visits
-/// them) with their lengths, and their bytes, joined. [`restore_strings`] puts them back.
-pub fn lift_strings(value: &mut Value) -> (Vec<(u32, u32)>, Bytes) {
+/// them) with their lengths, and the frame's blobs: none when nothing was long enough, else one
+/// holding their bytes, joined. [`restore_strings`] puts them back.
+pub fn lift_strings(value: &mut Value) -> (Vec<(u32, u32)>, Vec<Bytes>) {
     let mut places = Vec::new();
     let mut taken: Vec<String> = Vec::new();
     let mut ordinal = 0u32;
@@ -274,23 +275,28 @@ pub fn lift_strings(value: &mut Value) -> (Vec<(u32, u32)>, Bytes) {
         Ok(())
     })
     .unwrap_or(());
-    let bytes = match taken.len() {
-        0 => Bytes::new(),
-        1 => Bytes::from(taken.pop().unwrap_or_default().into_bytes()),
-        _ => Bytes::from(taken.concat().into_bytes()),
+    let blobs = match taken.len() {
+        0 => Vec::new(),
+        1 => vec![Bytes::from(taken.pop().unwrap_or_default().into_bytes())],
+        _ => vec![Bytes::from(taken.concat().into_bytes())],
     };
-    (places, bytes)
+    (places, blobs)
 }
 
-/// Puts back the strings [`lift_strings`] took: each place must be an empty string of
-/// `value`, the places in order, the lengths on character boundaries, and the blob used whole;
-/// anything else is a malformed frame.
+/// Puts back the strings [`lift_strings`] took: with no places there must be no blob; with
+/// places, one blob, each place an empty string of `value`, the places in order, the lengths
+/// on character boundaries, and the blob used whole. Anything else is a malformed frame.
 pub fn restore_strings(
     value: &mut Value,
     lifted: &[(u32, u32)],
-    blob: &[u8],
+    blobs: &[Bytes],
 ) -> Result<(), FrameError> {
     let malformed = |what: &str| FrameError::Malformed(format!("lifted strings: {what}"));
+    let blob = match (lifted.is_empty(), blobs) {
+        (true, []) => return Ok(()),
+        (false, [blob]) => blob,
+        _ => return Err(malformed("the blobs do not match the places")),
+    };
     let mut places = lifted.iter().peekable();
     let mut ordinal = 0u32;
     let mut offset = 0usize;
@@ -774,7 +780,8 @@ mod tests {
             "e": "x".repeat(LIFTED_LEN - 1),
         });
         let mut value = original.clone();
-        let (lifted, blob) = lift_strings(&mut value);
+        let (lifted, blobs) = lift_strings(&mut value);
+        let blob = &blobs[0];
         // Visited: a, "short", ü…, c…, e: the second, fourth and fifth strings stay.
         assert_eq!(
             lifted,
@@ -796,7 +803,7 @@ mod tests {
             result: Ok(value),
             lifted,
         };
-        let sent = encode(&done, std::slice::from_ref(&blob), MAX).unwrap();
+        let sent = encode(&done, &blobs, MAX).unwrap();
         let (back, blobs): (FromWorker, _) = decode(body(&sent)).unwrap();
         let FromWorker::Done {
             result: Ok(mut value),
@@ -806,11 +813,11 @@ mod tests {
         else {
             panic!("{back:?}")
         };
-        restore_strings(&mut value, &lifted, &blobs[0]).unwrap();
+        restore_strings(&mut value, &lifted, &blobs).unwrap();
         assert_eq!(value, original);
         // Nothing long: nothing lifted, and a frame without the field reads as before.
         let mut plain = json!({"n": [1, "two"]});
-        assert_eq!(lift_strings(&mut plain), (Vec::new(), Bytes::new()));
+        assert_eq!(lift_strings(&mut plain), (Vec::new(), Vec::new()));
         let (old, _): (FromWorker, _) =
             decode(frame(r#"{"done":{"seq":1,"result":{"Ok":{"n":1}}}}"#)).unwrap();
         assert!(matches!(old, FromWorker::Done { lifted, .. } if lifted.is_empty()));
@@ -833,7 +840,7 @@ mod tests {
             (vec![(0, u32::MAX)], blob, "a length past any blob"),
         ] {
             let mut v = value();
-            let outcome = restore_strings(&mut v, &lifted, blob);
+            let outcome = restore_strings(&mut v, &lifted, &[Bytes::copy_from_slice(blob)]);
             if why == "fits" {
                 assert!(outcome.is_ok(), "{outcome:?}");
                 assert_eq!(v["a"], json!("αβ"));
@@ -844,5 +851,23 @@ mod tests {
                 );
             }
         }
+        // Places without a blob, a blob without places, two blobs.
+        let one = Bytes::from_static(b"ab");
+        for (lifted, blobs) in [
+            (vec![(0, 2)], vec![]),
+            (vec![], vec![one.clone()]),
+            (vec![(0, 1), (1, 1)], vec![one.slice(..1), one.slice(1..)]),
+        ] {
+            let outcome = restore_strings(&mut value(), &lifted, &blobs);
+            assert!(
+                matches!(outcome, Err(FrameError::Malformed(_))),
+                "{lifted:?} with {} blobs: {outcome:?}",
+                blobs.len()
+            );
+        }
+        assert!(
+            restore_strings(&mut value(), &[], &[]).is_ok(),
+            "nothing lifted"
+        );
     }
 }

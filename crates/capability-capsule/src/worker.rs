@@ -296,14 +296,7 @@ async fn serve(
                     report("the host started a call while one was running");
                     return EXIT_PROTOCOL;
                 }
-                let restored = match (lifted.is_empty(), blobs.as_slice()) {
-                    (true, []) => Ok(()),
-                    (false, [blob]) => crate::wire::restore_strings(&mut args, &lifted, blob),
-                    _ => Err(crate::wire::FrameError::Malformed(
-                        "a call's blobs do not match its lifted strings".to_owned(),
-                    )),
-                };
-                if let Err(e) = restored {
+                if let Err(e) = crate::wire::restore_strings(&mut args, &lifted, &blobs) {
                     report(&format!("bad call from the host: {e}"));
                     return EXIT_PROTOCOL;
                 }
@@ -362,17 +355,12 @@ async fn run_call(
     };
     // The result's long strings ride in the frame's blob (docs/isolation-model.md, "The warm
     // path").
-    let (result, lifted, blob) = match result {
+    let (result, lifted, blobs) = match result {
         Ok(mut value) => {
-            let (lifted, blob) = crate::wire::lift_strings(&mut value);
-            (Ok(value), lifted, blob)
+            let (lifted, blobs) = crate::wire::lift_strings(&mut value);
+            (Ok(value), lifted, blobs)
         }
-        Err(e) => (Err(WireError::from(&e)), Vec::new(), Bytes::new()),
-    };
-    let blobs = if lifted.is_empty() {
-        Vec::new()
-    } else {
-        vec![blob]
+        Err(e) => (Err(WireError::from(&e)), Vec::new(), Vec::new()),
     };
     let done = FromWorker::Done {
         seq,
@@ -634,11 +622,7 @@ mod tests {
         let mut message = message.clone();
         let mut blobs = Vec::new();
         if let ToWorker::Call { args, lifted, .. } = &mut message {
-            let (places, blob) = crate::wire::lift_strings(args);
-            if !places.is_empty() {
-                *lifted = places;
-                blobs.push(blob);
-            }
+            (*lifted, blobs) = crate::wire::lift_strings(args);
         }
         let frame = encode(&message, &blobs, MAX).unwrap_or_else(|e| panic!("encode: {e}"));
         host.write_all(&frame)
@@ -705,8 +689,7 @@ mod tests {
                 },
                 blobs,
             )) if done == seq => {
-                let blob = blobs.first().map(|b| b.as_ref()).unwrap_or_default();
-                crate::wire::restore_strings(&mut value, &lifted, blob)
+                crate::wire::restore_strings(&mut value, &lifted, &blobs)
                     .unwrap_or_else(|e| panic!("restore: {e}"));
                 (value, lifted.len())
             }
