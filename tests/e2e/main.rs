@@ -6,6 +6,7 @@
 
 mod backends;
 mod capsule;
+mod capsule_worker;
 mod egress;
 mod explain_agrees;
 mod plugin;

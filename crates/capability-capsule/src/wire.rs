@@ -259,9 +259,9 @@ impl<R> FrameReader<R> {
 pub const LIFTED_LEN: usize = 256;
 
 /// Takes the strings of at least [`LIFTED_LEN`] bytes out of `value`, leaving each one empty:
-/// their places (counted among all the value's strings, in the order [`each_string`] visits
-/// them) with their lengths, and the frame's blobs: none when nothing was long enough, else one
-/// holding their bytes, joined. [`restore_strings`] puts them back.
+/// their places (counted among all the value's strings in document order, an object's values
+/// in its map's order) with their lengths, and the frame's blobs: none when nothing was long
+/// enough, else one holding their bytes, joined. [`restore_strings`] puts them back.
 pub fn lift_strings(value: &mut Value) -> (Vec<(u32, u32)>, Vec<Bytes>) {
     let mut places = Vec::new();
     let mut taken: Vec<String> = Vec::new();

@@ -1,0 +1,317 @@
+//! The capsule's worker driven by a host written by hand: the real worker binary (the capsule
+//! lab), started the way `Capsule` starts one (its channel on descriptor 3, its settings as an
+//! argument, an empty environment), and raw frames over the channel. What it answers, and what
+//! it takes as the host breaking the protocol: it then ends with status 2 and answers nothing
+//! (docs/isolation-model.md, "The warm path").
+#![allow(
+    unsafe_code,
+    reason = "the child's channel is put on descriptor 3 before exec, as the capsule host does"
+)]
+
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use bytes::Bytes;
+use capability_capsule::wire::{
+    CallContext, FromWorker, ToWorker, decode, encode, lift_strings, restore_strings,
+};
+use serde_json::{Value, json};
+
+const LAB: &str = env!("CARGO_BIN_EXE_capsule-lab");
+const MAX: usize = 1 << 20;
+/// The worker's exit status when its host breaks the protocol.
+const PROTOCOL: i32 = 2;
+
+/// A worker of the lab's `tool`, and the host's end of its channel.
+struct Worker {
+    child: Child,
+    channel: UnixStream,
+}
+
+impl Worker {
+    /// Starts a worker and reads its `ready`.
+    fn start(tool: &str) -> Self {
+        let (host, worker) = UnixStream::pair().unwrap();
+        let fd = worker.as_raw_fd();
+        let settings = json!({
+            "max_frame": MAX,
+            "address_space": 1u64 << 30,
+            "cpu_seconds": null,
+            "open_files": null,
+            "file_size": 0,
+            "spin_micros": 0,
+        })
+        .to_string();
+        let mut command = Command::new(LAB);
+        command
+            .args(["--toolcap-capsule-worker", tool, &settings])
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: between fork and exec only async-signal-safe calls: `dup2` and `fcntl` on
+        // descriptors this process owns.
+        unsafe {
+            command.pre_exec(move || {
+                let done = if fd == 3 {
+                    libc::fcntl(3, libc::F_SETFD, 0)
+                } else {
+                    libc::dup2(fd, 3)
+                };
+                if done < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = command.spawn().unwrap();
+        drop(worker);
+        host.set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut worker = Worker {
+            child,
+            channel: host,
+        };
+        assert_eq!(worker.receive().map(|(m, _)| m), Some(FromWorker::Ready {}));
+        worker
+    }
+
+    /// Sends `message` with `blobs` as one frame.
+    fn send_with(&mut self, message: &ToWorker, blobs: &[Bytes]) {
+        let frame = encode(message, blobs, MAX).unwrap();
+        self.channel.write_all(&frame).unwrap();
+    }
+
+    /// Sends a call as the host does: its long strings lifted into the blob.
+    fn call(&mut self, seq: u64, mut args: Value, context: Option<CallContext>) {
+        let (lifted, blobs) = lift_strings(&mut args);
+        let call = ToWorker::Call {
+            seq,
+            call_id: format!("c{seq}"),
+            args,
+            context,
+            lifted,
+        };
+        self.send_with(&call, &blobs);
+    }
+
+    /// Writes `bytes` as they are.
+    fn send_raw(&mut self, bytes: &[u8]) {
+        self.channel.write_all(bytes).unwrap();
+    }
+
+    /// The worker's next message and blobs; `None` when it closed the channel.
+    fn receive(&mut self) -> Option<(FromWorker, Vec<Bytes>)> {
+        let mut prefix = [0u8; 4];
+        match self.channel.read_exact(&mut prefix) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return None,
+            Err(e) => panic!("read: {e}"),
+        }
+        let mut body = vec![0u8; u32::from_be_bytes(prefix) as usize];
+        self.channel.read_exact(&mut body).unwrap();
+        Some(decode(Bytes::from(body)).unwrap())
+    }
+
+    /// The answer to call `seq`, its lifted strings put back as the host puts them, and how
+    /// many rode in the blob.
+    fn answer(&mut self, seq: u64) -> (Value, usize) {
+        match self.receive() {
+            Some((
+                FromWorker::Done {
+                    seq: done,
+                    result: Ok(mut value),
+                    lifted,
+                },
+                blobs,
+            )) if done == seq => {
+                restore_strings(&mut value, &lifted, &blobs).unwrap();
+                (value, lifted.len())
+            }
+            other => panic!("expected the answer to call {seq}, got {other:?}"),
+        }
+    }
+
+    /// Asserts the worker answers nothing more and ends with the protocol status.
+    fn ends_unanswered(mut self, what: &str) {
+        assert!(
+            self.receive().is_none(),
+            "{what}: no answer, the channel closes"
+        );
+        let status = self.child.wait().unwrap();
+        assert_eq!(status.code(), Some(PROTOCOL), "{what}: {status}");
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn context(session: &str, dir: &str, fs: bool) -> CallContext {
+    CallContext {
+        session_id: session.into(),
+        personality_id: Some("p".into()),
+        tool: "whoami".into(),
+        working_dir: dir.into(),
+        fetch: false,
+        fs,
+        secrets: None,
+        process: false,
+        kv: false,
+        attachments: false,
+    }
+}
+
+/// A frame whose body is `header` and `blobs`, built by hand.
+fn raw_frame(header: &str, blobs: &[&[u8]]) -> Vec<u8> {
+    let mut body = (header.len() as u32).to_be_bytes().to_vec();
+    body.push(blobs.len() as u8);
+    for blob in blobs {
+        body.extend_from_slice(&(blob.len() as u32).to_be_bytes());
+    }
+    body.extend_from_slice(header.as_bytes());
+    blobs.iter().for_each(|blob| body.extend_from_slice(blob));
+    let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    frame
+}
+
+#[test]
+fn a_call_without_a_context_runs_in_the_one_held_from_the_call_before() {
+    let mut worker = Worker::start("whoami");
+    worker.call(1, json!({}), Some(context("a", "/w/a", false)));
+    let (first, _) = worker.answer(1);
+    assert_eq!(
+        (&first["session"], &first["dir"], &first["call_id"]),
+        (&json!("a"), &json!("/w/a"), &json!("c1"))
+    );
+    worker.call(2, json!({}), None);
+    let (second, _) = worker.answer(2);
+    assert_eq!(
+        (&second["session"], &second["dir"], &second["call_id"]),
+        (&json!("a"), &json!("/w/a"), &json!("c2")),
+        "the held context, with the call's own id"
+    );
+    worker.call(3, json!({}), Some(context("b", "/w/b", false)));
+    let (third, _) = worker.answer(3);
+    assert_eq!(
+        (&third["session"], &third["dir"]),
+        (&json!("b"), &json!("/w/b")),
+        "a new context replaces the held one"
+    );
+    assert_eq!(first["pid"], third["pid"], "one worker throughout");
+    // Closing the channel ends it cleanly.
+    let Worker { child, channel } = &mut worker;
+    channel.shutdown(std::net::Shutdown::Both).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn long_strings_ride_in_the_blob_both_ways_and_come_back_whole() {
+    let mut worker = Worker::start("whoami");
+    let long = "é".repeat(300) + "\u{1F600}\"\\\n";
+    let args = json!({
+        "short": "s",
+        "long": long,
+        "list": [long, 1, "t", {"deep": long}],
+        "edge": "x".repeat(capability_capsule::wire::LIFTED_LEN),
+    });
+    worker.call(1, args.clone(), Some(context("a", "/w", false)));
+    let (value, lifted) = worker.answer(1);
+    assert_eq!(
+        value["args"], args,
+        "every string in its place, byte for byte"
+    );
+    assert_eq!(lifted, 4, "the four strings of 256 bytes or more");
+    worker.call(2, json!({"n": "short"}), None);
+    assert_eq!(worker.answer(2).1, 0, "nothing long, nothing lifted");
+}
+
+#[test]
+fn a_first_call_without_a_context_ends_the_worker_unanswered() {
+    let mut worker = Worker::start("whoami");
+    worker.call(1, json!({}), None);
+    worker.ends_unanswered("a call without a context, none held");
+}
+
+#[test]
+fn a_call_while_one_is_running_ends_the_worker() {
+    // The proxy's read waits for the host's reply, which never comes.
+    let mut worker = Worker::start("proxy");
+    worker.call(
+        1,
+        json!({"op": "read", "path": "/w/a.txt"}),
+        Some(context("a", "/w", true)),
+    );
+    assert!(
+        matches!(
+            worker.receive(),
+            Some((FromWorker::Request { seq: 1, .. }, _))
+        ),
+        "the running call asks the host"
+    );
+    worker.call(2, json!({}), None);
+    worker.ends_unanswered("a second call while the first runs");
+}
+
+/// A whole context, so that only what a case breaks ends the worker.
+const CONTEXT: &str = r#"{"session_id":"s","personality_id":null,"tool":"whoami","working_dir":"/w","fetch":false,"fs":false,"secrets":null,"process":false,"kv":false,"attachments":false}"#;
+
+#[test]
+fn frames_that_are_not_a_call_or_a_reply_end_the_worker() {
+    let hostile: [(&str, Vec<u8>); 7] = [
+        (
+            "the internally tagged form of earlier builds",
+            raw_frame(
+                r#"{"type":"call","seq":1,"call_id":"c","args":{},"context":null}"#,
+                &[],
+            ),
+        ),
+        (
+            "a message the worker sends, not one it takes",
+            raw_frame(r#"{"ready":{}}"#, &[]),
+        ),
+        (
+            "an unknown field",
+            raw_frame(
+                r#"{"call":{"seq":1,"call_id":"c","args":{},"context":null,"extra":1}}"#,
+                &[],
+            ),
+        ),
+        ("not JSON", raw_frame("not json", &[])),
+        (
+            "lifted strings longer than the blob",
+            raw_frame(
+                &format!(
+                    r#"{{"call":{{"seq":1,"call_id":"c","args":{{"a":""}},"context":{CONTEXT},"lifted":[[0,9]]}}}}"#
+                ),
+                &[b"abc"],
+            ),
+        ),
+        (
+            "a blob without lifted strings",
+            raw_frame(
+                &format!(
+                    r#"{{"call":{{"seq":1,"call_id":"c","args":{{"a":""}},"context":{CONTEXT}}}}}"#
+                ),
+                &[b"abc"],
+            ),
+        ),
+        (
+            "lengths that do not add up",
+            vec![0, 0, 0, 6, 0, 0, 0, 9, 0, b'{'],
+        ),
+    ];
+    for (what, frame) in hostile {
+        let mut worker = Worker::start("whoami");
+        worker.send_raw(&frame);
+        worker.ends_unanswered(what);
+    }
+}
