@@ -378,6 +378,10 @@ impl CompiledPolicy {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        let attachment_kinds = match &n.attachments {
+            None => Arc::clone(&self.attachment_kinds),
+            Some(rules) => intersect_kinds(&rules.kinds, &self.attachment_kinds).into(),
+        };
         let mut constraints = (*self.constraints).clone();
         for (tool, extra) in &n.constraints {
             let merged = match constraints.get(tool) {
@@ -421,7 +425,7 @@ impl CompiledPolicy {
             escalate_write: escalate_write.into(),
             escalate_args: escalate_args.into(),
             escalate_timeout,
-            attachment_kinds: Arc::clone(&self.attachment_kinds),
+            attachment_kinds,
             toolset,
             constraints: Arc::new(constraints),
         })
@@ -496,4 +500,26 @@ pub(crate) fn test_policy(toml: &str) -> CompiledPolicy {
         Some(Path::new("/home/u")),
     )
     .unwrap()
+}
+
+/// The kind patterns that match exactly the kinds both lists match: each pattern of one list
+/// that a pattern of the other covers. The patterns that match one kind nest (`*` covers
+/// `file`, which covers `text`, which covers `text/plain`), so a kind both lists match is
+/// matched by the narrower of the two patterns, which is kept.
+fn intersect_kinds(theirs: &[String], mine: &[String]) -> Vec<String> {
+    use crate::attachments::covers as kind_covers;
+    let mut kept: Vec<String> = Vec::new();
+    let both = theirs
+        .iter()
+        .filter(|t| mine.iter().any(|m| kind_covers(m, t)))
+        .chain(
+            mine.iter()
+                .filter(|m| theirs.iter().any(|t| kind_covers(t, m))),
+        );
+    for kind in both {
+        if !kept.contains(kind) {
+            kept.push(kind.clone());
+        }
+    }
+    kept
 }

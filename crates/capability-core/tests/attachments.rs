@@ -259,3 +259,150 @@ fn the_manifest_shows_and_diff_reports_attachment_kinds() {
     let text = new.to_pretty_json();
     assert!(text.contains(r#""kinds": ["#), "{text}");
 }
+
+/// A tool that takes any kind the policy lets through.
+fn anything() -> ToolCapabilities {
+    ToolCapabilities::none().with_attachments(AttachmentsCapability::any())
+}
+
+// guarantee: G-ATT-01
+#[tokio::test]
+async fn a_narrowing_can_only_take_attachment_kinds_away() {
+    let (registry, _) = registry(anything());
+    let wide =
+        "id = \"p\"\n[attachments]\nkinds = [\"image\", \"application/pdf\", \"text/plain\"]\n";
+    let ctx = ExecutionContext::new("s", policy(wide), "/tmp");
+    let seen = |ctx: ExecutionContext| {
+        let registry = &registry;
+        async move {
+            let call = ToolCall::new("1", "viewer", json!({})).with_attachments(given());
+            match registry.execute(call, &ctx).await.result {
+                ToolResult::Ok(value) => value,
+                other => panic!("{other:?}"),
+            }
+        }
+    };
+    let narrowed = |text: &str| {
+        ctx.narrowed(&capability_core::Narrowing::parse(text, PolicyFormat::Toml, None).unwrap())
+            .unwrap()
+    };
+    let all = json!([
+        "cat:image/png:cat.png:18",
+        "doc:application/pdf:report.pdf:8",
+        "txt:text/plain:notes.txt:5"
+    ]);
+    assert_eq!(seen(ctx.clone()).await, all, "the personality's kinds");
+    assert_eq!(
+        seen(narrowed("toolset = [\"viewer\"]\n")).await,
+        all,
+        "no [attachments] in the narrowing: the personality's"
+    );
+    // `application/*` is narrowed to the personality's pdf; `text` to its text/plain; `video`
+    // adds nothing; `image/jpeg` takes the png away.
+    assert_eq!(
+        seen(narrowed(
+            "[attachments]\nkinds = [\"image/jpeg\", \"application/*\", \"video\"]\n"
+        ))
+        .await,
+        json!(["doc:application/pdf:report.pdf:8"])
+    );
+    assert_eq!(
+        seen(narrowed("[attachments]\nkinds = [\"*\"]\n")).await,
+        all,
+        "`*` in a narrowing adds nothing to the personality's"
+    );
+    assert_eq!(
+        seen(narrowed("[attachments]\nkinds = []\n")).await,
+        json!([]),
+        "an empty list: none"
+    );
+    // A narrowing of a personality without [attachments] still gets none.
+    let none = ExecutionContext::new("s", policy("id = \"p\"\n"), "/tmp");
+    let narrowed_none = none
+        .narrowed(
+            &capability_core::Narrowing::parse(
+                "[attachments]\nkinds = [\"*\"]\n",
+                PolicyFormat::Toml,
+                None,
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    assert_eq!(seen(narrowed_none).await, json!([]));
+    // A kind that is not a pattern is refused by name.
+    let err = capability_core::Narrowing::parse(
+        "[attachments]\nkinds = [\"images\"]\n",
+        PolicyFormat::Toml,
+        None,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("attachments.kinds[0]"), "{err}");
+}
+
+// guarantee: G-ATT-01
+#[test]
+fn a_narrowed_kind_list_matches_exactly_the_kinds_both_lists_match() {
+    // Every pair of small lists over the patterns' shapes, against kinds of every class.
+    let patterns = [
+        "*",
+        "file",
+        "image",
+        "image/*",
+        "image/png",
+        "text",
+        "text/plain",
+        "application/*",
+        "application/pdf",
+        "video",
+    ];
+    let kinds = [
+        "image/png",
+        "image/jpeg",
+        "text/plain",
+        "text/html",
+        "application/pdf",
+        "application/zip",
+        "video/mp4",
+        "audio/ogg",
+    ];
+    let lists: Vec<Vec<&str>> = (0..patterns.len())
+        .flat_map(|a| (a..patterns.len()).map(move |b| vec![patterns[a], patterns[b]]))
+        .chain(patterns.iter().map(|p| vec![*p]))
+        .chain([vec![]])
+        .collect();
+    let toml_list = |l: &[&str]| {
+        l.iter()
+            .map(|k| format!("{k:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let matches =
+        |list: &[String], kind: &str| list.iter().any(|p| capability_types::kind_matches(p, kind));
+    for mine in &lists {
+        let base = CompiledPolicy::load(
+            &format!("id = \"p\"\n[attachments]\nkinds = [{}]\n", toml_list(mine)),
+            PolicyFormat::Toml,
+            None,
+        )
+        .unwrap();
+        for theirs in &lists {
+            let narrowing = capability_core::Narrowing::parse(
+                &format!("[attachments]\nkinds = [{}]\n", toml_list(theirs)),
+                PolicyFormat::Toml,
+                None,
+            )
+            .unwrap();
+            let narrowed = base.narrow(&narrowing).unwrap();
+            let mine: Vec<String> = mine.iter().map(|s| s.to_string()).collect();
+            let theirs: Vec<String> = theirs.iter().map(|s| s.to_string()).collect();
+            for kind in kinds {
+                assert_eq!(
+                    matches(narrowed.attachment_kinds(), kind),
+                    matches(&mine, kind) && matches(&theirs, kind),
+                    "{mine:?} narrowed by {theirs:?} gave {:?}, for {kind}",
+                    narrowed.attachment_kinds()
+                );
+            }
+        }
+    }
+}

@@ -241,6 +241,10 @@ pub struct Narrowing {
     /// Escalation patterns added to the personality's (an escalation in either layer stays).
     #[serde(default)]
     pub escalate: EscalateRules,
+    /// Kinds of attachment tools may receive: intersected with the personality's (an empty
+    /// list: none). Absent: the personality's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachments: Option<AttachmentRules>,
 }
 
 /// `[fs_reach]` of a [`Narrowing`].
@@ -313,6 +317,7 @@ impl Narrowing {
         probe.safety.env.allow = self.env_allow.clone().unwrap_or_default();
         probe.constraints = self.constraints.clone();
         probe.escalate = self.escalate.clone();
+        probe.attachments = self.attachments.clone().unwrap_or_default();
         probe.check(home)?;
         self.escalate = probe.escalate.clone();
         if self.fs_reach.read.is_some() {
