@@ -448,7 +448,6 @@ fn gate_value<'a>(
 /// The argument gate for one string: an absolute path or a `file://` URL must lie within the
 /// read or the write reach.
 fn gate_string(s: &str, reach: Option<&ResolvedPaths>) -> Result<(), Refusal> {
-    use capability_types::backend::{FsAccess, PathPolicy};
     let path = if s.starts_with('/') && !s.starts_with("//") {
         std::path::PathBuf::from(s)
     } else if s
@@ -477,12 +476,7 @@ fn gate_string(s: &str, reach: Option<&ResolvedPaths>) -> Result<(), Refusal> {
             &empty
         }
     };
-    if let Err(read) = reach.check(&path, FsAccess::Read) {
-        reach
-            .check(&path, FsAccess::Write)
-            .map_err(|_| Refusal::from(read))?;
-    }
-    Ok(())
+    reach.reaches(&path).map_err(Refusal::from)
 }
 
 /// Structural checks on a declaration that the type system cannot make for a builder-made

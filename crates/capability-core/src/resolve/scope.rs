@@ -89,6 +89,19 @@ pub struct ResolvedPaths {
 }
 
 impl ResolvedPaths {
+    /// Whether `path` lies within the read or the write reach: what the argument gate asks of a
+    /// path named in a call's arguments, which may be read or written (docs/semantics.md,
+    /// "Paths"). The read refusal when neither holds it.
+    pub fn reaches(&self, path: &Path) -> Result<(), CapabilityError> {
+        match self.check(path, FsAccess::Read) {
+            Ok(_) => Ok(()),
+            Err(read) => self
+                .check(path, FsAccess::Write)
+                .map(drop)
+                .map_err(|_| read),
+        }
+    }
+
     /// The same reach without `[escalate]` patterns: what the argument gate checks, since
     /// escalation is asked (and enforced by the scoped objects) after the gate.
     pub(crate) fn without_escalation(&self) -> Arc<ResolvedPaths> {

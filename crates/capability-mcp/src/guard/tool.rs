@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use capability_core::{ResolvedHosts, ResolvedPaths, normalize_lexically};
-use capability_types::backend::{FsAccess, HostPolicy, PathPolicy};
+use capability_types::backend::HostPolicy;
 use capability_types::{
     CapabilityError, DenialCode, FsPaths, Tool, ToolCapabilities, ToolContext, async_trait,
 };
@@ -141,12 +141,7 @@ impl ArgumentCheck {
         };
         // As the argument gate takes an absolute path (docs/guard.md, "Argument checks"): within
         // the read or the write reach; which one the server will use, the kernel holds it to.
-        let within = |access| paths.check(Path::new(&path), access).is_ok();
-        if within(FsAccess::Read) || within(FsAccess::Write) {
-            Ok(())
-        } else {
-            Err(refused())
-        }
+        paths.reaches(Path::new(&path)).map_err(|_| refused())
     }
 
     fn check_url(&self, text: &str) -> Result<(), CapabilityError> {
