@@ -228,20 +228,13 @@ fn escape(args: &Value) -> Value {
         "forged_done" => {
             // A result frame written by hand onto the channel: `header` as its message, `blob`
             // (if any) as its one blob. The worker's own answer follows it.
-            let header = arg(args, "header").into_bytes();
-            let blobs: Vec<Vec<u8>> = args["blob"]
+            let header = arg(args, "header");
+            let blobs: Vec<&[u8]> = args["blob"]
                 .as_str()
-                .map(|b| vec![b.as_bytes().to_vec()])
-                .unwrap_or_default();
-            let mut body = (header.len() as u32).to_be_bytes().to_vec();
-            body.push(blobs.len() as u8);
-            for blob in &blobs {
-                body.extend_from_slice(&(blob.len() as u32).to_be_bytes());
-            }
-            body.extend_from_slice(&header);
-            blobs.iter().for_each(|blob| body.extend_from_slice(blob));
-            let mut frame = (body.len() as u32).to_be_bytes().to_vec();
-            frame.extend_from_slice(&body);
+                .map(str::as_bytes)
+                .into_iter()
+                .collect();
+            let frame = raw_frame(&header, &blobs);
             // SAFETY: writes a live buffer to descriptor 3.
             let r = unsafe { libc::write(3, frame.as_ptr().cast(), frame.len()) };
             json!({"written": r})
@@ -460,4 +453,19 @@ async fn futures_join<A: std::future::Future, B: std::future::Future>(
     b: B,
 ) -> (A::Output, B::Output) {
     tokio::join!(a, b)
+}
+
+/// A frame built by hand, as a peer that does not use the wire module would: `header` as its
+/// message and `blobs` after it, every length as announced.
+pub(crate) fn raw_frame(header: &str, blobs: &[&[u8]]) -> Vec<u8> {
+    let mut body = (header.len() as u32).to_be_bytes().to_vec();
+    body.push(blobs.len() as u8);
+    for blob in blobs {
+        body.extend_from_slice(&(blob.len() as u32).to_be_bytes());
+    }
+    body.extend_from_slice(header.as_bytes());
+    blobs.iter().for_each(|blob| body.extend_from_slice(blob));
+    let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    frame
 }

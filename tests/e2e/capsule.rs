@@ -25,7 +25,7 @@ use capability_types::ToolResult;
 use serde_json::{Value, json};
 
 #[path = "../capsule_lab/tools.rs"]
-mod lab;
+pub(crate) mod lab;
 
 const LAB: &str = env!("CARGO_BIN_EXE_capsule-lab");
 

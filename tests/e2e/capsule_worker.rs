@@ -21,6 +21,8 @@ use capability_capsule::wire::{
 };
 use serde_json::{Value, json};
 
+use crate::capsule::lab::raw_frame;
+
 const LAB: &str = env!("CARGO_BIN_EXE_capsule-lab");
 const MAX: usize = 1 << 20;
 /// The worker's exit status when its host breaks the protocol.
@@ -167,20 +169,6 @@ fn context(session: &str, dir: &str, fs: bool) -> CallContext {
         kv: false,
         attachments: false,
     }
-}
-
-/// A frame whose body is `header` and `blobs`, built by hand.
-fn raw_frame(header: &str, blobs: &[&[u8]]) -> Vec<u8> {
-    let mut body = (header.len() as u32).to_be_bytes().to_vec();
-    body.push(blobs.len() as u8);
-    for blob in blobs {
-        body.extend_from_slice(&(blob.len() as u32).to_be_bytes());
-    }
-    body.extend_from_slice(header.as_bytes());
-    blobs.iter().for_each(|blob| body.extend_from_slice(blob));
-    let mut frame = (body.len() as u32).to_be_bytes().to_vec();
-    frame.extend_from_slice(&body);
-    frame
 }
 
 #[test]

@@ -62,7 +62,7 @@ impl Worker {
     /// sleeps on it.
     pub(crate) async fn call(
         &mut self,
-        args: Value,
+        mut args: Value,
         ctx: &ToolContext,
         spin: Duration,
     ) -> Result<Result<Value, CapabilityError>, FrameError> {
@@ -72,7 +72,6 @@ impl Worker {
             Some(held) if held.describes(ctx) => None,
             _ => Some(call_context(ctx)),
         };
-        let mut args = args;
         let (lifted, blobs) = crate::wire::lift_strings(&mut args);
         let call = ToWorker::Call {
             seq,

@@ -260,7 +260,7 @@ pub const LIFTED_LEN: usize = 256;
 
 /// Takes the strings of at least [`LIFTED_LEN`] bytes out of `value`, leaving each one empty:
 /// their places (counted among all the value's strings in document order, an object's values
-/// in its map's order) with their lengths, and the frame's blobs: none when nothing was long
+/// in the order of their keys) with their lengths, and the frame's blobs: none when nothing was long
 /// enough, else one holding their bytes, joined. [`restore_strings`] puts them back.
 pub fn lift_strings(value: &mut Value) -> (Vec<(u32, u32)>, Vec<Bytes>) {
     let mut places = Vec::new();
@@ -332,8 +332,14 @@ pub fn restore_strings(
     Ok(())
 }
 
-/// Calls `f` on every string of `value`, in document order (an object's values in its map's
-/// order, which a decoded value keeps), without recursion.
+/// Calls `f` on every string of `value`, in document order with each object's values in the
+/// order of their keys, without recursion.
+///
+/// Key order, not the map's own: the two ends of a channel may be different binaries, and a
+/// binary whose `serde_json` keeps insertion order (`preserve_order`) iterates a decoded object
+/// in the order it was written, while one that does not iterates it sorted. Counted by keys,
+/// both ends number a value's strings alike. Sorted maps (this workspace's) are taken as they
+/// are.
 fn each_string(
     value: &mut Value,
     mut f: impl FnMut(&mut String) -> Result<(), FrameError>,
@@ -343,7 +349,15 @@ fn each_string(
         match value {
             Value::String(text) => f(text)?,
             Value::Array(items) => stack.extend(items.iter_mut().rev()),
-            Value::Object(map) => stack.extend(map.values_mut().rev()),
+            Value::Object(map) => {
+                if map.keys().zip(map.keys().skip(1)).all(|(a, b)| a < b) {
+                    stack.extend(map.values_mut().rev());
+                } else {
+                    let mut entries: Vec<_> = map.iter_mut().collect();
+                    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                    stack.extend(entries.into_iter().rev().map(|(_, v)| v));
+                }
+            }
             _ => {}
         }
     }

@@ -507,15 +507,12 @@ pub(crate) fn test_policy(toml: &str) -> CompiledPolicy {
 /// `file`, which covers `text`, which covers `text/plain`), so a kind both lists match is
 /// matched by the narrower of the two patterns, which is kept.
 fn intersect_kinds(theirs: &[String], mine: &[String]) -> Vec<String> {
-    use crate::attachments::covers as kind_covers;
+    use crate::attachments::covers;
     let mut kept: Vec<String> = Vec::new();
     let both = theirs
         .iter()
-        .filter(|t| mine.iter().any(|m| kind_covers(m, t)))
-        .chain(
-            mine.iter()
-                .filter(|m| theirs.iter().any(|t| kind_covers(t, m))),
-        );
+        .filter(|t| mine.iter().any(|m| covers(m, t)))
+        .chain(mine.iter().filter(|m| theirs.iter().any(|t| covers(t, m))));
     for kind in both {
         if !kept.contains(kind) {
             kept.push(kind.clone());
