@@ -51,7 +51,7 @@ use capability_types::{
     CapabilityError, FsPaths, SecretRef, StorageScope, Tool, ToolCapabilities, ToolContext,
     async_trait,
 };
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 use serde_json::{Value, json};
 
 /// Counts every allocation of the process.
@@ -200,49 +200,157 @@ fn batch(tool: &str, n: usize) -> Vec<ToolCall> {
         .collect()
 }
 
+/// Everything the paths share, built once: the floor's tools and prebuilt contexts, the
+/// resolution cache of the single call, and the registry with its context.
+struct Setup {
+    rt: tokio::runtime::Runtime,
+    policy: Arc<CompiledPolicy>,
+    backends: CapabilityBackends,
+    five_tool: Noop,
+    nothing_tool: Noop,
+    cache: ResolutionCache,
+    /// The five-category tool's context, its scoped objects installed ahead of time.
+    prebuilt: ToolContext,
+    /// A context with no scoped objects, for the tool that declares nothing.
+    bare: ToolContext,
+    registry: DefaultToolRegistry,
+    ctx: ExecutionContext,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let policy = policy();
+        let backends = backends();
+        let five_tool = Noop {
+            caps: five(),
+            work: 0,
+        };
+        let cache = ResolutionCache::new();
+        let scoped = cache
+            .resolve_capabilities(
+                "five",
+                &five_tool.caps,
+                &policy,
+                "s",
+                Path::new("/srv/data"),
+                Some(&backends),
+            )
+            .unwrap();
+        let mut prebuilt = ToolContext::new("s", "/srv/data");
+        scoped.install(&mut prebuilt);
+        let ctx = ExecutionContext::new("s", Arc::clone(&policy), "/srv/data");
+        Setup {
+            rt,
+            policy,
+            backends,
+            five_tool,
+            nothing_tool: Noop {
+                caps: ToolCapabilities::none(),
+                work: 0,
+            },
+            cache,
+            prebuilt,
+            bare: ToolContext::new("s", "/srv/data"),
+            registry: registry_of(0),
+            ctx,
+        }
+    }
+
+    // Every path builds its call the same way (`ToolCall::new`, as an agent loop does); the
+    // bare paths then hand its arguments straight to the tool.
+    fn bare_five(&self) -> Value {
+        let call = black_box(batch("five", 1)).pop().unwrap();
+        ready(self.five_tool.execute(call.args, &self.prebuilt)).unwrap()
+    }
+
+    fn bare_nothing(&self) -> Value {
+        let call = black_box(batch("nothing", 1)).pop().unwrap();
+        ready(self.nothing_tool.execute(call.args, &self.bare)).unwrap()
+    }
+
+    /// One call through resolution, the guard and the real factories' scoped objects.
+    fn resolved_call(&self, args: Value) -> Value {
+        let scoped = self
+            .cache
+            .resolve_capabilities(
+                "five",
+                &self.five_tool.caps,
+                black_box(&self.policy),
+                "s",
+                Path::new("/srv/data"),
+                Some(&self.backends),
+            )
+            .unwrap();
+        let mut ctx = ToolContext::new("s", "/srv/data");
+        scoped.install(&mut ctx);
+        ready(self.five_tool.execute(args, &ctx)).unwrap()
+    }
+
+    fn single_five(&self) -> Value {
+        self.resolved_call(black_box(batch("five", 1)).pop().unwrap().args)
+    }
+
+    /// `iterations` batches of `n` calls of `tool` through the registry, awaited inside the
+    /// runtime as an agent loop awaits them; the calls are built as the loop goes.
+    async fn batches(&self, tool: &str, n: usize, iterations: u64) {
+        for _ in 0..iterations {
+            let results = self
+                .registry
+                .execute_parallel(batch(tool, n), &self.ctx)
+                .await;
+            drop(black_box(results));
+        }
+    }
+}
+
+/// The paths `TOOLCAP_DISPATCH_COUNT` can name: each with the calls per iteration.
+const COUNTED: &[(&str, usize)] = &[
+    ("bare_five", 1),
+    ("bare_nothing", 1),
+    ("single_five", 1),
+    ("batch_1_five", 1),
+    ("batch_1_nothing", 1),
+    ("batch_100_five", 100),
+    ("batch_10000_five", 10_000),
+];
+
+/// `TOOLCAP_DISPATCH_COUNT=<path>:<iterations>`: runs one path that many times and nothing
+/// else, for `cargo xtask bench` to count its instructions under callgrind (the difference of
+/// two such runs is the path's own count, whatever the process's start costs).
+fn count(spec: &str) {
+    let (path, iterations) = spec
+        .split_once(':')
+        .and_then(|(p, i)| Some((p, i.parse::<u64>().ok()?)))
+        .unwrap_or_else(|| panic!("TOOLCAP_DISPATCH_COUNT={spec:?}: expected <path>:<iterations>"));
+    let setup = Setup::new();
+    match path {
+        "bare_five" => (0..iterations).for_each(|_| drop(setup.bare_five())),
+        "bare_nothing" => (0..iterations).for_each(|_| drop(setup.bare_nothing())),
+        "single_five" => (0..iterations).for_each(|_| drop(setup.single_five())),
+        "batch_1_five" => setup.rt.block_on(setup.batches("five", 1, iterations)),
+        "batch_1_nothing" => setup.rt.block_on(setup.batches("nothing", 1, iterations)),
+        "batch_100_five" => setup.rt.block_on(setup.batches("five", 100, iterations)),
+        "batch_10000_five" => setup.rt.block_on(setup.batches("five", 10_000, iterations)),
+        other => panic!(
+            "TOOLCAP_DISPATCH_COUNT: no path {other:?}; one of {:?}",
+            COUNTED.iter().map(|(p, _)| *p).collect::<Vec<_>>()
+        ),
+    }
+}
+
 fn dispatch(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
-    let policy = policy();
-    let backends = backends();
+    let setup = Setup::new();
+    let (rt, registry, ctx) = (&setup.rt, &setup.registry, &setup.ctx);
     let mut allocations: Vec<(&str, f64)> = Vec::new();
     let mut group = c.benchmark_group("dispatch");
 
     // The floor: the tools called directly with contexts built ahead of time.
-    let five_tool = Noop {
-        caps: five(),
-        work: 0,
-    };
-    let nothing_tool = Noop {
-        caps: ToolCapabilities::none(),
-        work: 0,
-    };
-    let cache = ResolutionCache::new();
-    let scoped = cache
-        .resolve_capabilities(
-            "five",
-            &five_tool.caps,
-            &policy,
-            "s",
-            Path::new("/srv/data"),
-            Some(&backends),
-        )
-        .unwrap();
-    let mut prebuilt = ToolContext::new("s", "/srv/data");
-    scoped.install(&mut prebuilt);
-    let bare = ToolContext::new("s", "/srv/data");
-    // Every path builds its call the same way (`ToolCall::new`, as an agent loop does); the
-    // bare paths then hand its arguments straight to the tool.
-    let bare_five = || {
-        let call = black_box(batch("five", 1)).pop().unwrap();
-        ready(five_tool.execute(call.args, &prebuilt)).unwrap()
-    };
-    let bare_nothing = || {
-        let call = black_box(batch("nothing", 1)).pop().unwrap();
-        ready(nothing_tool.execute(call.args, &bare)).unwrap()
-    };
+    let bare_five = || setup.bare_five();
+    let bare_nothing = || setup.bare_nothing();
     group.bench_function("bare_five", |b| b.iter(bare_five));
     group.bench_function("bare_nothing", |b| b.iter(bare_nothing));
     // Counted: what toolcap allocates for a call, not what the caller builds (the call and its
@@ -257,23 +365,7 @@ fn dispatch(c: &mut Criterion) {
         allocations_per(10_000, || drop(bare_nothing())) - arguments,
     ));
 
-    // One call through resolution, the guard and the real factories' scoped objects.
-    let resolved_call = |args: Value| {
-        let scoped = cache
-            .resolve_capabilities(
-                "five",
-                &five_tool.caps,
-                black_box(&policy),
-                "s",
-                Path::new("/srv/data"),
-                Some(&backends),
-            )
-            .unwrap();
-        let mut ctx = ToolContext::new("s", "/srv/data");
-        scoped.install(&mut ctx);
-        ready(five_tool.execute(args, &ctx)).unwrap()
-    };
-    let single_five = || resolved_call(black_box(batch("five", 1)).pop().unwrap().args);
+    let single_five = || setup.single_five();
     group.bench_function("single_five", |b| b.iter(single_five));
     allocations.push((
         "single_five",
@@ -290,9 +382,9 @@ fn dispatch(c: &mut Criterion) {
             .into_iter()
             .map(|call| {
                 let value = if resolve {
-                    resolved_call(call.args)
+                    setup.resolved_call(call.args)
                 } else {
-                    ready(five_tool.execute(call.args, &prebuilt)).unwrap()
+                    ready(setup.five_tool.execute(call.args, &setup.prebuilt)).unwrap()
                 };
                 (call.id, call.tool, value)
             })
@@ -317,16 +409,11 @@ fn dispatch(c: &mut Criterion) {
 
     // Through the registry, awaited inside the runtime as an agent loop awaits it; the calls
     // are built before the clock starts.
-    let registry = registry_of(0);
-    let ctx = ExecutionContext::new("s", Arc::clone(&policy), "/srv/data");
     let per_call = |tool: &str, n: usize, iters: u64| -> (Duration, f64) {
         rt.block_on(async {
             let before = ALLOCATIONS.load(Ordering::Relaxed);
             let start = std::time::Instant::now();
-            for _ in 0..iters {
-                let results = registry.execute_parallel(batch(tool, n), &ctx).await;
-                drop(black_box(results));
-            }
+            setup.batches(tool, n, iters).await;
             let spent = start.elapsed();
             let allocated = ALLOCATIONS.load(Ordering::Relaxed) - before;
             (
@@ -336,7 +423,7 @@ fn dispatch(c: &mut Criterion) {
         })
     };
     assert!(
-        rt.block_on(registry.execute_parallel(batch("five", 1), &ctx))[0]
+        rt.block_on(registry.execute_parallel(batch("five", 1), ctx))[0]
             .result
             .is_ok()
     );
@@ -409,4 +496,13 @@ fn config() -> Criterion {
 }
 
 criterion_group! { name = benches; config = config(); targets = dispatch }
-criterion_main!(benches);
+
+fn main() {
+    match std::env::var("TOOLCAP_DISPATCH_COUNT") {
+        Ok(spec) => count(&spec),
+        Err(_) => {
+            benches();
+            Criterion::default().configure_from_args().final_summary();
+        }
+    }
+}

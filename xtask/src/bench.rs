@@ -247,8 +247,17 @@ const END: &str = "<!-- cargo xtask bench --write: end -->";
 
 pub(crate) fn run(root: &Path, extra: &[String]) -> Result<()> {
     let write = extra.iter().any(|a| a == "--write");
+    // `--instructions`: only the dispatch paths' instruction counts, nothing timed.
+    if extra.iter().any(|a| a == "--instructions") {
+        if write {
+            bail!("--write regenerates the whole table; run `cargo xtask bench --write` instead");
+        }
+        println!("{}", super::instructions::table(root)?);
+        return Ok(());
+    }
     // `--report`: the table from the last run's estimates, without measuring again.
-    if !extra.iter().any(|a| a == "--report") {
+    let report_only = extra.iter().any(|a| a == "--report");
+    if !report_only {
         let passed: Vec<&String> = extra
             .iter()
             .filter(|a| !matches!(a.as_str(), "--write" | "--report"))
@@ -262,6 +271,10 @@ pub(crate) fn run(root: &Path, extra: &[String]) -> Result<()> {
     let (allocations, heavy) = allocations(root)?;
     table.push_str(&allocations);
     over.extend(heavy);
+    // Counted, not timed: reported beside the table, never a budget of its own.
+    if !report_only {
+        table.push_str(&super::instructions::table(root)?);
+    }
     println!("{table}");
     if write {
         write_table(root, &table)?;

@@ -9,6 +9,7 @@
 mod bench;
 mod fuzz;
 mod guarantees;
+mod instructions;
 mod lint;
 mod structure;
 
@@ -33,7 +34,8 @@ commands:
   soak     the long forms of the fault and crash suites (100 kills of the store's writer and of an auditing host, 1,000 misbehaving calls per mode)
   fuzz     [TARGET] [--time SECS]: libFuzzer on the stable toolchain (every target, 60 s each by default)
   manifest the committed manifest.json matches the standard tools (`manifest --write` updates it)
-  bench    criterion benchmarks, then a table of ratios against their baselines";
+  bench    criterion benchmarks, then a table of ratios against their baselines and the dispatch paths' instruction counts
+           (--write: into docs/benchmarks.md; --report: the last run's table again; --instructions: only the counts)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
