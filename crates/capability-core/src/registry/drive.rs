@@ -137,7 +137,7 @@ where
 /// call's start except another call's end, which is read in turn
 /// ([`in_order`]). A batch costs one reading per call, instead of three.
 pub(super) struct Clock {
-    pub(super) start: Instant,
+    start: Instant,
     /// The latest reading, in nanoseconds after `start`.
     latest: AtomicU64,
 }
@@ -151,23 +151,25 @@ impl Clock {
         }
     }
 
-    /// Reads the clock and keeps the reading as the latest.
-    pub(super) fn read(&self) -> Instant {
-        let now = Instant::now();
-        let after = now.saturating_duration_since(self.start).as_nanos();
-        self.latest
-            .store(u64::try_from(after).unwrap_or(u64::MAX), Ordering::Relaxed);
-        now
+    /// Reads the clock, keeps the reading as the latest, and returns it as the time since the
+    /// batch began (the one subtraction of a reading a call needs).
+    pub(super) fn read(&self) -> Duration {
+        let since = Instant::now().saturating_duration_since(self.start);
+        self.latest.store(
+            u64::try_from(since.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        since
     }
 
-    /// The latest reading.
-    pub(super) fn recent(&self) -> Instant {
-        self.start + Duration::from_nanos(self.latest.load(Ordering::Relaxed))
+    /// The latest reading, as the time since the batch began.
+    pub(super) fn latest(&self) -> Duration {
+        Duration::from_nanos(self.latest.load(Ordering::Relaxed))
     }
 
-    /// The time since the batch began, read now.
-    pub(super) fn since_start(&self) -> Duration {
-        self.read().saturating_duration_since(self.start)
+    /// The instant `since` after the batch began.
+    pub(super) fn at(&self, since: Duration) -> Instant {
+        self.start + since
     }
 }
 

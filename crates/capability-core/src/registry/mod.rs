@@ -438,7 +438,7 @@ impl DefaultToolRegistry {
                 call_id: call.id,
                 tool: call.tool,
                 result: ToolResult::error(refusal.code, refusal.message),
-                duration: clock.since_start(),
+                duration: clock.read(),
             }
         };
         let ready = match prep {
@@ -524,9 +524,9 @@ impl DefaultToolRegistry {
         // wait). Unless the call waited for an approval, the batch's latest reading of the clock
         // serves: it was taken at most a call's bookkeeping ago (docs/decisions.md, "The per-call
         // path"), so the deadline is, if anything, that much earlier.
-        let now = if asked { clock.read() } else { clock.recent() };
-        let exec_started = audit_info.then_some(now);
-        let deadline = tokio::time::Instant::from_std(now) + timeout;
+        let started = if asked { clock.read() } else { clock.latest() };
+        let exec_started = audit_info.then_some(started);
+        let deadline = tokio::time::Instant::from_std(clock.at(started)) + timeout;
         let panicked = |tool: &str, payload| {
             Err(CapabilityError::failed(format!(
                 "tool {tool} panicked: {}",
@@ -590,7 +590,7 @@ impl DefaultToolRegistry {
                         .err()
                         .and_then(CapabilityError::denial_code),
                 )
-                .with_duration(ended.saturating_duration_since(exec_started));
+                .with_duration(ended.saturating_sub(exec_started));
             if let Err(err) = emit(&completed, sink) {
                 tracing::error!(target: "toolcap::audit", error = %err, "could not record a completion");
             }
@@ -613,7 +613,7 @@ impl DefaultToolRegistry {
             call_id,
             tool: tool_name,
             result,
-            duration: ended.saturating_duration_since(clock.start),
+            duration: ended,
         }
     }
 }
