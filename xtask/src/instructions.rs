@@ -125,10 +125,27 @@ fn collected(exe: &Path, path: &str, iterations: u64) -> Result<u64> {
     if !out.status.success() {
         bail!("callgrind on {path} failed ({}):\n{stderr}", out.status);
     }
-    // "==123== Collected : 80797072"
+    instructions_in(&stderr)
+        .with_context(|| format!("callgrind printed no instruction count for {path}:\n{stderr}"))
+}
+
+/// The count of callgrind's `==123== Collected : 80797072` line (its only event: instructions).
+fn instructions_in(stderr: &str) -> Option<u64> {
     stderr
         .lines()
         .find_map(|line| line.split_once("Collected :").map(|(_, n)| n.trim()))
         .and_then(|n| n.parse().ok())
-        .with_context(|| format!("callgrind printed no instruction count for {path}:\n{stderr}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::instructions_in;
+
+    #[test]
+    fn the_count_is_read_from_callgrinds_summary_and_nothing_else() {
+        let stderr = "==7== Callgrind, a call-graph generating cache profiler\n==7== Events    : Ir\n==7== Collected : 80797072\n==7== I   refs:      80,797,072\n";
+        assert_eq!(instructions_in(stderr), Some(80_797_072));
+        assert_eq!(instructions_in("==7== Collected : lots\n"), None);
+        assert_eq!(instructions_in("no summary: the program crashed\n"), None);
+    }
 }
