@@ -5,6 +5,7 @@
 //! - [`admission`]: everything decided before a tool runs — lookup, toolset, availability, the
 //!   fail-closed guard, resolution, constraints, the argument gate and escalation — shared by
 //!   `execute` and its dry run, [`DefaultToolRegistry::admission`];
+//! - [`run`]: one admitted call, run: its escalation, context, timeout, result and audit;
 //! - [`output`]: what a call returns when a tool panics, overruns its budget or never ran.
 
 mod admission;
@@ -12,6 +13,7 @@ mod call;
 mod drive;
 use drive::Clock;
 mod output;
+mod run;
 
 pub use self::admission::{Admission, Admitted};
 pub(crate) use self::call::ByName;
@@ -21,29 +23,23 @@ pub use self::call::{
 pub use self::output::{apply_budget, panic_message};
 
 use self::admission::{Ready, Refusal, check_declaration};
-use self::output::{AbortOnDrop, unreachable_result};
+use self::output::unreachable_result;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use crate::validate::CapabilityValidationError;
 use capability_policy::valid_tool_name;
-use capability_types::{
-    CapabilityError, ErrorCode, ScopedAttachments, Tool, ToolCapabilities, ToolContext, ToolResult,
-};
-use futures_util::FutureExt;
+use capability_types::{ErrorCode, Tool, ToolCapabilities, ToolResult};
 
-use crate::attachments::CallAttachments;
-use crate::audit::{AuditEvent, AuditKind, AuditSink, emit};
-use crate::escalation::{self, ApprovalHandler, mask_arguments_with};
-use crate::isolation::{IsolationKey, IsolationSelection, ToolIsolation};
+use crate::audit::{AuditEvent, AuditKind, AuditSink};
+use crate::escalation::ApprovalHandler;
+use crate::isolation::{IsolationSelection, ToolIsolation};
 use crate::policy::CompiledPolicy;
-use crate::resolve::{CapabilityBackends, Plan, ResolutionCache, build_scoped};
+use crate::resolve::{CapabilityBackends, Plan, ResolutionCache};
 use crate::validate::validate_declaration;
 
 struct Entry {
@@ -385,295 +381,10 @@ enum Placement {
     Task,
 }
 
-impl DefaultToolRegistry {
-    /// Whether audit events at `level` go anywhere: to the sink, or to a `tracing` subscriber
-    /// that listens to `toolcap::audit`. Events nobody receives are not built.
-    fn audited(&self, level: tracing::Level) -> bool {
-        self.audit.is_some()
-            || match level {
-                tracing::Level::WARN => {
-                    tracing::enabled!(target: "toolcap::audit", tracing::Level::WARN)
-                }
-                _ => tracing::enabled!(target: "toolcap::audit", tracing::Level::INFO),
-            }
-    }
-
-    /// Runs one admitted call.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "the per-call path; its arguments are what admission decided"
-    )]
-    async fn run_one(
-        &self,
-        mut call: ToolCall,
-        prep: Result<&Ready<'_>, Refusal>,
-        ctx: &ExecutionContext,
-        timeout: Duration,
-        clock: &Clock,
-        placement: Placement,
-    ) -> ToolCallResult {
-        let personality = ctx.policy.id();
-        let sink = self.audit.as_deref();
-        // Arguments appear in audit events only when configured, and then masked.
-        let audited_args = || {
-            self.config
-                .audit_arguments
-                .then(|| mask_arguments_with(&call.args, &self.config.sensitive_keys))
-        };
-        let refuse = |call: ToolCall, refusal: Refusal| {
-            if self.audited(tracing::Level::WARN) {
-                let e = call_event(refusal.kind, ctx, &call.id, &call.tool)
-                    .with_outcome(Some(refusal.code), refusal.denial)
-                    .with_reason(refusal.message.clone())
-                    .with_arguments(
-                        self.config
-                            .audit_arguments
-                            .then(|| mask_arguments_with(&call.args, &self.config.sensitive_keys)),
-                    );
-                if let Err(err) = emit(&e, sink) {
-                    tracing::error!(target: "toolcap::audit", error = %err, "could not record a denial");
-                }
-            }
-            ToolCallResult {
-                call_id: call.id,
-                tool: call.tool,
-                result: ToolResult::error(refusal.code, refusal.message),
-                duration: clock.read(),
-            }
-        };
-        let ready = match prep {
-            Ok(ready) => ready,
-            Err(refusal) => return refuse(call, refusal),
-        };
-        if ctx.cancellation.is_cancelled() {
-            let refusal = Refusal::without_denial(
-                ErrorCode::Cancelled,
-                admission::CANCELLED_BEFORE_START.to_owned(),
-            );
-            return refuse(call, refusal);
-        }
-        // Escalation: ask before anything runs; an approved call gets scoped objects that allow
-        // exactly what was approved.
-        let (subjects, approvals) =
-            escalation::subjects(ready.caps, &call.args, &ctx.policy, &ctx.working_dir);
-        let asked = !subjects.is_empty();
-        let scoped = if !asked {
-            ready.plan.scoped.clone()
-        } else {
-            // Boxed: the question's state (its request, its timer) is carried only by a call that asks.
-            if let Err(refusal) = Box::pin(self.escalate(&call, ctx, subjects)).await {
-                return refuse(call, refusal);
-            }
-            let resolved = self
-                .cache
-                .intersect(&call.tool, ready.caps, &ctx.policy)
-                .for_call_approved(&ctx.session_id, &ctx.working_dir, Arc::new(approvals));
-            match build_scoped(&resolved, self.backends.as_ref()) {
-                Ok(scoped) => scoped,
-                Err(e) => return refuse(call, e.into()),
-            }
-        };
-        // The call's own attachments, of the kinds its declaration and the personality allow.
-        let attachments = ready.caps.attachments.as_ref().map(|declared| {
-            Arc::new(CallAttachments::new(
-                &call.attachments,
-                declared,
-                ctx.policy.attachment_kinds(),
-            ))
-        });
-        // Asked once: whether `ToolCalled` and `ToolCompleted` go anywhere.
-        let audit_info = self.audited(tracing::Level::INFO);
-        if audit_info {
-            let called = call_event(AuditKind::ToolCalled, ctx, &call.id, &call.tool)
-                .with_arguments(audited_args())
-                .with_attachments(attachments.as_deref().map(CallAttachments::ids));
-            if let Err(err) = emit(&called, sink) {
-                let refusal = Refusal::without_denial(
-                    ErrorCode::NotAvailable,
-                    format!("the call cannot be audited, so it does not run: {err}"),
-                );
-                return refuse(call, refusal);
-            }
-        }
-
-        let args = std::mem::take(&mut call.args);
-        let isolation = self
-            .isolation
-            .as_ref()
-            .filter(|(_, selection)| selection.includes(&call.tool, personality))
-            .map(|(isolation, _)| {
-                let key = IsolationKey {
-                    tool: call.tool.clone(),
-                    policy: ctx.policy.generation(),
-                };
-                (Arc::clone(isolation), key)
-            });
-        // The call's id and tool name move into the context and come back with the outcome.
-        let mut tool_ctx = ToolContext::shared(
-            Arc::clone(&ctx.session_id),
-            Arc::clone(&ctx.working_dir),
-            ctx.cancellation.clone(),
-        )
-        .with_call(call.id, call.tool);
-        tool_ctx.personality_id = ctx.policy.shared_id();
-        scoped.install(&mut tool_ctx);
-        tool_ctx.scoped_attachments = attachments.map(|a| a as Arc<dyn ScopedAttachments>);
-        let tool = ready.tool.as_ref();
-        // The deadline counts from when `execute` is about to start (not from admission: a call
-        // queued behind the concurrency cap, or waiting for an approval, is not charged for the
-        // wait). Unless the call waited for an approval, the batch's latest reading of the clock
-        // serves: it was taken at most a call's bookkeeping ago (docs/decisions.md, "The per-call
-        // path"), so the deadline is, if anything, that much earlier.
-        let started = if asked { clock.read() } else { clock.latest() };
-        let exec_started = audit_info.then_some(started);
-        let deadline = tokio::time::Instant::from_std(clock.at(started)) + timeout;
-        let panicked = |tool: &str, payload| {
-            Err(CapabilityError::failed(format!(
-                "tool {tool} panicked: {}",
-                panic_message(payload)
-            )))
-        };
-        let (outcome, call_id, tool_name) = match placement {
-            Placement::Only | Placement::Inline => {
-                let run = guarded(tool, isolation.as_ref(), args, &tool_ctx, deadline, timeout);
-                let outcome = std::panic::AssertUnwindSafe(run)
-                    .catch_unwind()
-                    .await
-                    .unwrap_or_else(|payload| panicked(&tool_ctx.tool, payload));
-                (
-                    outcome,
-                    std::mem::take(&mut tool_ctx.call_id),
-                    std::mem::take(&mut tool_ctx.tool),
-                )
-            }
-            Placement::Task => {
-                // The task owns the context; the identity is kept here for a task that panics.
-                let (id, name) = (tool_ctx.call_id.clone(), tool_ctx.tool.clone());
-                let tool = Arc::clone(ready.tool);
-                let task = AbortOnDrop(tokio::spawn(async move {
-                    guarded(
-                        tool.as_ref(),
-                        isolation.as_ref(),
-                        args,
-                        &tool_ctx,
-                        deadline,
-                        timeout,
-                    )
-                    .await
-                }));
-                let outcome = match task.join().await {
-                    Ok(outcome) => outcome,
-                    Err(e) if e.is_panic() => panicked(&name, e.into_panic()),
-                    Err(_) => Err(CapabilityError::Cancelled),
-                };
-                (outcome, id, name)
-            }
-        };
-        // One limit in process mode and in the capsule (whose messages cannot carry deeper).
-        let outcome = outcome.and_then(|value| {
-            let depth = capability_types::value_depth(&value);
-            if depth > capability_types::MAX_VALUE_DEPTH {
-                return Err(CapabilityError::failed(format!(
-                    "tool {tool_name} returned a value nested {depth} levels deep; at most {} are accepted",
-                    capability_types::MAX_VALUE_DEPTH
-                )));
-            }
-            Ok(value)
-        });
-        let ended = clock.read();
-        if let Some(exec_started) = exec_started {
-            let completed = call_event(AuditKind::ToolCompleted, ctx, &call_id, &tool_name)
-                .with_outcome(
-                    outcome.as_ref().err().map(CapabilityError::result_code),
-                    outcome
-                        .as_ref()
-                        .err()
-                        .and_then(CapabilityError::denial_code),
-                )
-                .with_duration(ended.saturating_sub(exec_started));
-            if let Err(err) = emit(&completed, sink) {
-                tracing::error!(target: "toolcap::audit", error = %err, "could not record a completion");
-            }
-        }
-        // A success marks the invocation once per tool; `completed` is never unset, so a tool
-        // already known to have completed in this invocation need not take its lock again.
-        let invocation = ctx.invocation.id();
-        if outcome.is_ok() && ready.completed_in.load(Ordering::Relaxed) != invocation {
-            ctx.invocation.mark_completed(&tool_name);
-            ready.completed_in.store(invocation, Ordering::Relaxed);
-        }
-        let result = match outcome {
-            Ok(value) => ToolResult::Ok(match self.config.result_budget {
-                Some(budget) => apply_budget(value, budget),
-                None => value,
-            }),
-            Err(e) => ToolResult::from(Err(e)),
-        };
-        ToolCallResult {
-            call_id,
-            tool: tool_name,
-            result,
-            duration: ended,
-        }
-    }
-}
-
-/// Runs `execute` (or the isolation's) under the call's timeout and its batch's cancellation.
-///
-/// A call that is done at its first poll (a tool that does not wait on anything) never
-/// registers a timer or a wake-up: the deadline and the cancellation are armed only when it has
-/// to wait. The deadline still counts from before that first poll, and a batch cancelled
-/// before it is still refused first.
-async fn guarded(
-    tool: &dyn Tool,
-    isolation: Option<&(Arc<dyn ToolIsolation>, IsolationKey)>,
-    args: serde_json::Value,
-    ctx: &ToolContext,
-    deadline: tokio::time::Instant,
-    timeout: Duration,
-) -> Result<serde_json::Value, CapabilityError> {
-    use std::task::Poll;
-    if ctx.cancellation.is_cancelled() {
-        return Err(CapabilityError::Cancelled);
-    }
-    let mut work = match isolation {
-        Some((isolation, key)) => isolation.execute(key, tool, args, ctx),
-        None => tool.execute(args, ctx),
-    };
-    let first = std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await;
-    if let Poll::Ready(done) = first {
-        return done;
-    }
-    // The timer and the cancellation's wake-up live in a box of their own, made only for a call
-    // that waits: a call's future stays small, and a batch moves it cheaply.
-    Box::pin(waited(work, ctx, deadline, timeout)).await
-}
-
-/// The rest of a call that did not finish at its first poll: it ends at its result, its
-/// deadline, or its batch's cancellation, whichever comes first.
-async fn waited(
-    work: Pin<Box<dyn Future<Output = Result<serde_json::Value, CapabilityError>> + Send + '_>>,
-    ctx: &ToolContext,
-    deadline: tokio::time::Instant,
-    timeout: Duration,
-) -> Result<serde_json::Value, CapabilityError> {
-    tokio::select! {
-        biased;
-        () = ctx.cancellation.cancelled() => Err(CapabilityError::Cancelled),
-        r = tokio::time::timeout_at(deadline, work) => match r {
-            Ok(r) => r,
-            Err(_) => Err(CapabilityError::Timeout(format!(
-                "tool {} timed out after {timeout:?}",
-                ctx.tool
-            ))),
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use capability_types::{ToolContext, async_trait};
+    use capability_types::{CapabilityError, ToolContext, async_trait};
     use serde_json::Value;
     use serde_json::json;
 

@@ -1,0 +1,380 @@
+//! One admitted call, run: its escalation, its tool context, `execute` under its timeout, its
+//! batch's cancellation and `catch_unwind`, the result's checks and its audit events
+//! (docs/semantics.md, "The registry").
+//!
+//! What every call does is written inline in [`DefaultToolRegistry::run_one`]; what only some
+//! calls do (a refusal, an escalation, an audit event) lives in functions of its own, kept out
+//! of line, so a plain call's path reads and runs as one short sequence (docs/benchmarks.md,
+//! "Instructions per call").
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use capability_types::{
+    CapabilityError, ErrorCode, ScopedAttachments, Tool, ToolContext, ToolResult,
+};
+use futures_util::FutureExt;
+
+use super::admission::{self, Ready, Refusal};
+use super::drive::Clock;
+use super::output::{AbortOnDrop, apply_budget, panic_message};
+use super::{
+    DefaultToolRegistry, ExecutionContext, Placement, ToolCall, ToolCallResult, call_event,
+};
+use crate::attachments::CallAttachments;
+use crate::audit::{AuditKind, emit};
+use crate::escalation::{self, EscalationSubject, mask_arguments_with};
+use crate::isolation::{IsolationKey, ToolIsolation};
+use crate::resolve::{Approvals, ScopedObjects, build_scoped};
+
+/// A call's outcome before it becomes a result.
+type Outcome = Result<serde_json::Value, CapabilityError>;
+
+impl DefaultToolRegistry {
+    /// Whether audit events at `level` go anywhere: to the sink, or to a `tracing` subscriber
+    /// that listens to `toolcap::audit`. Events nobody receives are not built.
+    fn audited(&self, level: tracing::Level) -> bool {
+        self.audit.is_some()
+            || match level {
+                tracing::Level::WARN => {
+                    tracing::enabled!(target: "toolcap::audit", tracing::Level::WARN)
+                }
+                _ => tracing::enabled!(target: "toolcap::audit", tracing::Level::INFO),
+            }
+    }
+
+    /// The call's arguments for an audit event: only when configured, and then masked.
+    fn audited_arguments(&self, call: &ToolCall) -> Option<serde_json::Value> {
+        self.config
+            .audit_arguments
+            .then(|| mask_arguments_with(&call.args, &self.config.sensitive_keys))
+    }
+
+    /// Runs one admitted call.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the per-call path; its arguments are what admission decided"
+    )]
+    pub(super) async fn run_one(
+        &self,
+        mut call: ToolCall,
+        prep: Result<&Ready<'_>, Refusal>,
+        ctx: &ExecutionContext,
+        timeout: Duration,
+        clock: &Clock,
+        placement: Placement,
+    ) -> ToolCallResult {
+        let ready = match prep {
+            Ok(ready) => ready,
+            Err(refusal) => return self.refused(call, refusal, ctx, clock),
+        };
+        if ctx.cancellation.is_cancelled() {
+            let refusal = Refusal::without_denial(
+                ErrorCode::Cancelled,
+                admission::CANCELLED_BEFORE_START.to_owned(),
+            );
+            return self.refused(call, refusal, ctx, clock);
+        }
+        // Escalation: ask before anything runs; an approved call gets scoped objects that allow
+        // exactly what was approved.
+        let (subjects, approvals) =
+            escalation::subjects(ready.caps, &call.args, &ctx.policy, &ctx.working_dir);
+        let asked = !subjects.is_empty();
+        let scoped = if !asked {
+            ready.plan.scoped.clone()
+        } else {
+            // Boxed: the question's state (its request, its timer) is carried only by a call
+            // that asks.
+            match Box::pin(self.approved(&call, ready, ctx, subjects, approvals)).await {
+                Ok(scoped) => scoped,
+                Err(refusal) => return self.refused(call, refusal, ctx, clock),
+            }
+        };
+        // The call's own attachments, of the kinds its declaration and the personality allow.
+        let attachments = ready.caps.attachments.as_ref().map(|declared| {
+            Arc::new(CallAttachments::new(
+                &call.attachments,
+                declared,
+                ctx.policy.attachment_kinds(),
+            ))
+        });
+        // Asked once: whether `ToolCalled` and `ToolCompleted` go anywhere.
+        let audit_info = self.audited(tracing::Level::INFO);
+        if audit_info && let Err(refusal) = self.audit_called(&call, ctx, attachments.as_deref()) {
+            return self.refused(call, refusal, ctx, clock);
+        }
+
+        let args = std::mem::take(&mut call.args);
+        let personality = ctx.policy.id();
+        let isolation = self
+            .isolation
+            .as_ref()
+            .filter(|(_, selection)| selection.includes(&call.tool, personality))
+            .map(|(isolation, _)| {
+                let key = IsolationKey {
+                    tool: call.tool.clone(),
+                    policy: ctx.policy.generation(),
+                };
+                (Arc::clone(isolation), key)
+            });
+        // The call's id and tool name move into the context and come back with the outcome.
+        let mut tool_ctx = ToolContext::shared(
+            Arc::clone(&ctx.session_id),
+            Arc::clone(&ctx.working_dir),
+            ctx.cancellation.clone(),
+        )
+        .with_call(call.id, call.tool);
+        tool_ctx.personality_id = ctx.policy.shared_id();
+        scoped.install(&mut tool_ctx);
+        tool_ctx.scoped_attachments = attachments.map(|a| a as Arc<dyn ScopedAttachments>);
+        // The deadline counts from when `execute` is about to start (not from admission: a call
+        // queued behind the concurrency cap, or waiting for an approval, is not charged for the
+        // wait). Unless the call waited for an approval, the batch's latest reading of the clock
+        // serves: it was taken at most a call's bookkeeping ago (docs/decisions.md, "The per-call
+        // path"), so the deadline is, if anything, that much earlier.
+        let started = if asked { clock.read() } else { clock.latest() };
+        let exec_started = audit_info.then_some(started);
+        let deadline = tokio::time::Instant::from_std(clock.at(started)) + timeout;
+        let (outcome, call_id, tool_name) = match placement {
+            Placement::Only | Placement::Inline => {
+                let run = guarded(
+                    ready.tool.as_ref(),
+                    isolation.as_ref(),
+                    args,
+                    &tool_ctx,
+                    deadline,
+                    timeout,
+                );
+                let outcome = std::panic::AssertUnwindSafe(run)
+                    .catch_unwind()
+                    .await
+                    .unwrap_or_else(|payload| panicked(&tool_ctx.tool, payload));
+                (
+                    outcome,
+                    std::mem::take(&mut tool_ctx.call_id),
+                    std::mem::take(&mut tool_ctx.tool),
+                )
+            }
+            Placement::Task => {
+                // The task owns the context; the identity is kept here for a task that panics.
+                let (id, name) = (tool_ctx.call_id.clone(), tool_ctx.tool.clone());
+                let tool = Arc::clone(ready.tool);
+                let task = AbortOnDrop(tokio::spawn(async move {
+                    guarded(
+                        tool.as_ref(),
+                        isolation.as_ref(),
+                        args,
+                        &tool_ctx,
+                        deadline,
+                        timeout,
+                    )
+                    .await
+                }));
+                let outcome = match task.join().await {
+                    Ok(outcome) => outcome,
+                    Err(e) if e.is_panic() => panicked(&name, e.into_panic()),
+                    Err(_) => Err(CapabilityError::Cancelled),
+                };
+                (outcome, id, name)
+            }
+        };
+        // One limit in process mode and in the capsule (whose messages cannot carry deeper).
+        let outcome = outcome.and_then(|value| {
+            let depth = capability_types::value_depth(&value);
+            if depth > capability_types::MAX_VALUE_DEPTH {
+                return Err(too_deep(&tool_name, depth));
+            }
+            Ok(value)
+        });
+        let ended = clock.read();
+        if let Some(exec_started) = exec_started {
+            self.audit_completed(
+                ctx,
+                &call_id,
+                &tool_name,
+                &outcome,
+                ended.saturating_sub(exec_started),
+            );
+        }
+        // A success marks the invocation once per tool; `completed` is never unset, so a tool
+        // already known to have completed in this invocation need not take its lock again.
+        let invocation = ctx.invocation.id();
+        if outcome.is_ok() && ready.completed_in.load(Ordering::Relaxed) != invocation {
+            ctx.invocation.mark_completed(&tool_name);
+            ready.completed_in.store(invocation, Ordering::Relaxed);
+        }
+        let result = match outcome {
+            Ok(value) => ToolResult::Ok(match self.config.result_budget {
+                Some(budget) => apply_budget(value, budget),
+                None => value,
+            }),
+            Err(e) => ToolResult::from(Err(e)),
+        };
+        ToolCallResult {
+            call_id,
+            tool: tool_name,
+            result,
+            duration: ended,
+        }
+    }
+
+    /// A call refused before `execute`: its `ToolDenied` (or constraint) event, and its result.
+    #[cold]
+    #[inline(never)]
+    fn refused(
+        &self,
+        call: ToolCall,
+        refusal: Refusal,
+        ctx: &ExecutionContext,
+        clock: &Clock,
+    ) -> ToolCallResult {
+        if self.audited(tracing::Level::WARN) {
+            let e = call_event(refusal.kind, ctx, &call.id, &call.tool)
+                .with_outcome(Some(refusal.code), refusal.denial)
+                .with_reason(refusal.message.clone())
+                .with_arguments(self.audited_arguments(&call));
+            if let Err(err) = emit(&e, self.audit.as_deref()) {
+                tracing::error!(target: "toolcap::audit", error = %err, "could not record a denial");
+            }
+        }
+        ToolCallResult {
+            call_id: call.id,
+            tool: call.tool,
+            result: ToolResult::error(refusal.code, refusal.message),
+            duration: clock.read(),
+        }
+    }
+
+    /// Asks about `subjects` and, once approved, the scoped objects that allow exactly what was
+    /// approved.
+    async fn approved(
+        &self,
+        call: &ToolCall,
+        ready: &Ready<'_>,
+        ctx: &ExecutionContext,
+        subjects: Vec<EscalationSubject>,
+        approvals: Approvals,
+    ) -> Result<ScopedObjects, Refusal> {
+        self.escalate(call, ctx, subjects).await?;
+        let resolved = self
+            .cache
+            .intersect(&call.tool, ready.caps, &ctx.policy)
+            .for_call_approved(&ctx.session_id, &ctx.working_dir, Arc::new(approvals));
+        build_scoped(&resolved, self.backends.as_ref()).map_err(Into::into)
+    }
+
+    /// Records that the call runs; a call that cannot be audited does not run.
+    #[inline(never)]
+    fn audit_called(
+        &self,
+        call: &ToolCall,
+        ctx: &ExecutionContext,
+        attachments: Option<&CallAttachments>,
+    ) -> Result<(), Refusal> {
+        let called = call_event(AuditKind::ToolCalled, ctx, &call.id, &call.tool)
+            .with_arguments(self.audited_arguments(call))
+            .with_attachments(attachments.map(CallAttachments::ids));
+        emit(&called, self.audit.as_deref()).map_err(|err| {
+            Refusal::without_denial(
+                ErrorCode::NotAvailable,
+                format!("the call cannot be audited, so it does not run: {err}"),
+            )
+        })
+    }
+
+    /// Records how the call ended.
+    #[inline(never)]
+    fn audit_completed(
+        &self,
+        ctx: &ExecutionContext,
+        call_id: &str,
+        tool: &str,
+        outcome: &Outcome,
+        ran: Duration,
+    ) {
+        let error = outcome.as_ref().err();
+        let completed = call_event(AuditKind::ToolCompleted, ctx, call_id, tool)
+            .with_outcome(
+                error.map(CapabilityError::result_code),
+                error.and_then(CapabilityError::denial_code),
+            )
+            .with_duration(ran);
+        if let Err(err) = emit(&completed, self.audit.as_deref()) {
+            tracing::error!(target: "toolcap::audit", error = %err, "could not record a completion");
+        }
+    }
+}
+
+/// The outcome of a call whose tool panicked.
+#[cold]
+#[inline(never)]
+fn panicked(tool: &str, payload: Box<dyn std::any::Any + Send>) -> Outcome {
+    Err(CapabilityError::failed(format!(
+        "tool {tool} panicked: {}",
+        panic_message(payload)
+    )))
+}
+
+/// The error of a result nested deeper than any message can carry.
+#[cold]
+#[inline(never)]
+fn too_deep(tool: &str, depth: usize) -> CapabilityError {
+    CapabilityError::failed(format!(
+        "tool {tool} returned a value nested {depth} levels deep; at most {} are accepted",
+        capability_types::MAX_VALUE_DEPTH
+    ))
+}
+
+/// Runs `execute` (or the isolation's) under the call's timeout and its batch's cancellation.
+///
+/// A call that is done at its first poll (a tool that does not wait on anything) never
+/// registers a timer or a wake-up: the deadline and the cancellation are armed only when it has
+/// to wait. The deadline still counts from before that first poll, and a batch cancelled
+/// before it is still refused first.
+async fn guarded(
+    tool: &dyn Tool,
+    isolation: Option<&(Arc<dyn ToolIsolation>, IsolationKey)>,
+    args: serde_json::Value,
+    ctx: &ToolContext,
+    deadline: tokio::time::Instant,
+    timeout: Duration,
+) -> Outcome {
+    use std::task::Poll;
+    if ctx.cancellation.is_cancelled() {
+        return Err(CapabilityError::Cancelled);
+    }
+    let mut work = match isolation {
+        Some((isolation, key)) => isolation.execute(key, tool, args, ctx),
+        None => tool.execute(args, ctx),
+    };
+    let first = std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await;
+    if let Poll::Ready(done) = first {
+        return done;
+    }
+    // The timer and the cancellation's wake-up live in a box of their own, made only for a call
+    // that waits: a call's future stays small, and a batch moves it cheaply.
+    Box::pin(waited(work, ctx, deadline, timeout)).await
+}
+
+/// The rest of a call that did not finish at its first poll: it ends at its result, its
+/// deadline, or its batch's cancellation, whichever comes first.
+async fn waited(
+    work: Pin<Box<dyn Future<Output = Outcome> + Send + '_>>,
+    ctx: &ToolContext,
+    deadline: tokio::time::Instant,
+    timeout: Duration,
+) -> Outcome {
+    tokio::select! {
+        biased;
+        () = ctx.cancellation.cancelled() => Err(CapabilityError::Cancelled),
+        r = tokio::time::timeout_at(deadline, work) => match r {
+            Ok(r) => r,
+            Err(_) => Err(CapabilityError::Timeout(format!(
+                "tool {} timed out after {timeout:?}",
+                ctx.tool
+            ))),
+        },
+    }
+}
