@@ -21,6 +21,7 @@
 //! prints them).
 #![allow(
     missing_docs,
+    clippy::print_stdout,
     unsafe_code,
     clippy::unwrap_used,
     clippy::print_stderr,
@@ -307,39 +308,58 @@ impl Setup {
     }
 }
 
-/// The paths `TOOLCAP_DISPATCH_COUNT` can name: each with the calls per iteration.
-const COUNTED: &[(&str, usize)] = &[
-    ("bare_five", 1),
-    ("bare_nothing", 1),
-    ("single_five", 1),
-    ("batch_1_five", 1),
-    ("batch_1_nothing", 1),
-    ("batch_100_five", 100),
-    ("batch_10000_five", 10_000),
+/// One path run `iterations` times.
+type Run = fn(&Setup, u64);
+
+/// The paths `TOOLCAP_DISPATCH_COUNT` can name, each with its calls per iteration.
+const COUNTED: &[(&str, usize, Run)] = &[
+    ("bare_five", 1, |s, n| {
+        (0..n).for_each(|_| drop(s.bare_five()))
+    }),
+    ("bare_nothing", 1, |s, n| {
+        (0..n).for_each(|_| drop(s.bare_nothing()))
+    }),
+    ("single_five", 1, |s, n| {
+        (0..n).for_each(|_| drop(s.single_five()))
+    }),
+    ("batch_1_five", 1, |s, n| {
+        s.rt.block_on(s.batches("five", 1, n))
+    }),
+    ("batch_1_nothing", 1, |s, n| {
+        s.rt.block_on(s.batches("nothing", 1, n))
+    }),
+    ("batch_100_five", 100, |s, n| {
+        s.rt.block_on(s.batches("five", 100, n))
+    }),
+    ("batch_10000_five", 10_000, |s, n| {
+        s.rt.block_on(s.batches("five", 10_000, n))
+    }),
 ];
 
 /// `TOOLCAP_DISPATCH_COUNT=<path>:<iterations>`: runs one path that many times and nothing
 /// else, for `cargo xtask bench` to count its instructions under callgrind (the difference of
 /// two such runs is the path's own count, whatever the process's start costs).
+/// `TOOLCAP_DISPATCH_COUNT=list` prints the paths, one `<path> <calls per iteration>` a line.
 fn count(spec: &str) {
-    let (path, iterations) = spec
+    if spec == "list" {
+        for (path, calls, _) in COUNTED {
+            println!("{path} {calls}");
+        }
+        return;
+    }
+    let (name, iterations) = spec
         .split_once(':')
         .and_then(|(p, i)| Some((p, i.parse::<u64>().ok()?)))
-        .unwrap_or_else(|| panic!("TOOLCAP_DISPATCH_COUNT={spec:?}: expected <path>:<iterations>"));
-    let setup = Setup::new();
-    match path {
-        "bare_five" => (0..iterations).for_each(|_| drop(setup.bare_five())),
-        "bare_nothing" => (0..iterations).for_each(|_| drop(setup.bare_nothing())),
-        "single_five" => (0..iterations).for_each(|_| drop(setup.single_five())),
-        "batch_1_five" => setup.rt.block_on(setup.batches("five", 1, iterations)),
-        "batch_1_nothing" => setup.rt.block_on(setup.batches("nothing", 1, iterations)),
-        "batch_100_five" => setup.rt.block_on(setup.batches("five", 100, iterations)),
-        "batch_10000_five" => setup.rt.block_on(setup.batches("five", 10_000, iterations)),
-        other => panic!(
-            "TOOLCAP_DISPATCH_COUNT: no path {other:?}; one of {:?}",
-            COUNTED.iter().map(|(p, _)| *p).collect::<Vec<_>>()
-        ),
-    }
+        .unwrap_or_else(|| {
+            panic!("TOOLCAP_DISPATCH_COUNT={spec:?}: expected list or <path>:<iterations>")
+        });
+    let Some((_, _, run)) = COUNTED.iter().find(|(path, _, _)| *path == name) else {
+        panic!(
+            "TOOLCAP_DISPATCH_COUNT: no path {name:?}; one of {:?}",
+            COUNTED.iter().map(|(p, _, _)| *p).collect::<Vec<_>>()
+        );
+    };
+    run(&Setup::new(), iterations);
 }
 
 fn dispatch(c: &mut Criterion) {

@@ -14,17 +14,6 @@ use anyhow::{Context, Result, bail};
 /// The environment variable `tests/benches/dispatch.rs` reads: `<path>:<iterations>`.
 const COUNT_VAR: &str = "TOOLCAP_DISPATCH_COUNT";
 
-/// (path, calls per iteration) as `tests/benches/dispatch.rs` names them in `COUNTED`.
-const PATHS: &[(&str, u64)] = &[
-    ("bare_five", 1),
-    ("bare_nothing", 1),
-    ("single_five", 1),
-    ("batch_1_five", 1),
-    ("batch_1_nothing", 1),
-    ("batch_100_five", 100),
-    ("batch_10000_five", 10_000),
-];
-
 /// (subject, baseline, issue 19's target for the timed ratio).
 const RATIOS: &[(&str, &str, f64)] = &[
     ("single_five", "bare_five", 3.0),
@@ -44,8 +33,9 @@ pub(crate) fn table(root: &Path) -> Result<String> {
         );
     }
     let exe = dispatch_executable(root)?;
-    let mut counted: Vec<(&str, f64)> = Vec::new();
-    for &(path, calls) in PATHS {
+    let mut counted: Vec<(String, f64)> = Vec::new();
+    for (path, calls) in paths(&exe)? {
+        let path = path.as_str();
         // Two runs of different lengths: their difference is the path's own instructions,
         // without the process's start, the setup and the first iteration's warm-up.
         let short = (20_000 / calls).max(2);
@@ -54,7 +44,10 @@ pub(crate) fn table(root: &Path) -> Result<String> {
         if b <= a {
             bail!("{path}: {long} iterations counted {b} instructions, {short} counted {a}");
         }
-        counted.push((path, (b - a) as f64 / ((long - short) * calls) as f64));
+        counted.push((
+            path.to_owned(),
+            (b - a) as f64 / ((long - short) * calls) as f64,
+        ));
     }
     let of = |name: &str| {
         counted
@@ -66,7 +59,8 @@ pub(crate) fn table(root: &Path) -> Result<String> {
     let mut table = String::from(
         "\n| instructions per call (callgrind) | count | baseline | ratio | issue 19's target (timed) |\n|---|---:|---:|---:|---|\n",
     );
-    for &(path, n) in &counted {
+    for (path, n) in &counted {
+        let (path, n) = (path.as_str(), *n);
         match RATIOS.iter().find(|(subject, _, _)| *subject == path) {
             Some(&(_, baseline, target)) => {
                 let ratio = n / of(baseline);
@@ -111,6 +105,32 @@ fn dispatch_executable(root: &Path) -> Result<PathBuf> {
         .find_map(|m| m["executable"].as_str().map(PathBuf::from))
         .map(|exe| root.join(exe))
         .context("cargo named no executable for the dispatch benchmark")
+}
+
+/// The paths the benchmark can run alone, with their calls per iteration, as it lists them.
+fn paths(exe: &Path) -> Result<Vec<(String, u64)>> {
+    let out = Command::new(exe)
+        .env(COUNT_VAR, "list")
+        .output()
+        .context("could not start the dispatch benchmark")?;
+    if !out.status.success() {
+        bail!(
+            "the dispatch benchmark could not list its paths ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let listed: Option<Vec<(String, u64)>> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| {
+            let (path, calls) = line.split_once(' ')?;
+            Some((path.to_owned(), calls.parse().ok().filter(|n| *n > 0)?))
+        })
+        .collect();
+    match listed {
+        Some(paths) if !paths.is_empty() => Ok(paths),
+        _ => bail!("the dispatch benchmark listed no paths"),
+    }
 }
 
 /// The instructions callgrind counted for `iterations` of `path` (the whole process).
