@@ -584,6 +584,7 @@ mod tests {
         (0..depth).fold(inner, |v, _| json!([v]))
     }
 
+    // guarantee: G-REG-07
     #[test]
     fn arguments_too_deep_are_refused_for_their_depth_before_the_gate() {
         let r = reach("id = \"g\"\n[fs_reach]\nread = [\"/srv/data\"]\n");
