@@ -241,6 +241,17 @@ const ROWS: &[Row] = &[
     },
 ];
 
+/// Issue 19's targets: (subject, baseline, the greatest ratio), by the dispatch benchmark's
+/// path names (`TOOLCAP_DISPATCH_COUNT=list`). The timed rows above hold them as budgets; the
+/// paired and the counted tables report against them.
+pub(crate) const TARGETS: &[(&str, &str, f64)] = &[
+    ("single_five", "bare_five", 3.0),
+    ("batch_1_five", "single_five", 1.5),
+    ("batch_100_five", "single_five", 1.0),
+    ("batch_10000_five", "single_five", 1.0),
+    ("batch_1_nothing", "bare_nothing", 2.0),
+];
+
 /// The lines around the generated table in docs/benchmarks.md.
 const BEGIN: &str = "<!-- cargo xtask bench --write: begin -->";
 const END: &str = "<!-- cargo xtask bench --write: end -->";
@@ -271,6 +282,7 @@ pub(crate) fn run(root: &Path, extra: &[String]) -> Result<()> {
     let (allocations, heavy) = allocations(root)?;
     table.push_str(&allocations);
     over.extend(heavy);
+    table.push_str(&paired(root)?);
     // Counted, not timed: reported beside the table, never a budget of its own.
     if !report_only {
         table.push_str(&super::instructions::table(root)?);
@@ -363,6 +375,49 @@ fn allocations(root: &Path) -> Result<(String, Vec<&'static str>)> {
     Ok((table, over))
 }
 
+/// The dispatch benchmark's paired ratios (written by `tests/benches/dispatch.rs`): each of
+/// issue 19's ratios with its subject and baseline alternated in short rounds, reported against
+/// the target, never a budget of its own.
+fn paired(root: &Path) -> Result<String> {
+    let path = root.join("target/criterion/dispatch-paired.json");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("no paired ratios at {}", path.display()))?;
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a list of paired ratios", path.display()))?;
+    Ok(paired_table(&rows))
+}
+
+/// The paired ratios as a table, each against its target where issue 19 sets one.
+fn paired_table(rows: &[serde_json::Value]) -> String {
+    let mut table = String::from(
+        "\n| paired ratio (median of rounds) | subject / baseline | least – most | issue 19's target |\n|---|---:|---:|---|\n",
+    );
+    for row in rows {
+        let (subject, baseline) = (
+            row["subject"].as_str().unwrap_or("?"),
+            row["baseline"].as_str().unwrap_or("?"),
+        );
+        let number = |key: &str| row[key].as_f64().unwrap_or(f64::NAN);
+        let median = number("median");
+        let target = TARGETS
+            .iter()
+            .find(|(s, b, _)| *s == subject && *b == baseline)
+            .map(|(_, _, t)| *t);
+        table.push_str(&format!(
+            "| {subject} / {baseline} ({} rounds) | {median:.2}× | {:.2}× – {:.2}× | {} |\n",
+            number("rounds"),
+            number("least"),
+            number("most"),
+            match target {
+                Some(t) if median <= t => format!("≤ {t:.2}×"),
+                Some(t) => format!("≤ {t:.2}× (over)"),
+                None => "—".to_owned(),
+            }
+        ));
+    }
+    table
+}
+
 /// The table of the last run, and the rows over budget.
 fn report(root: &Path) -> Result<(String, Vec<&'static str>)> {
     let mut table = String::from("\n| benchmark | mean | baseline | ratio | added | budget |\n");
@@ -424,5 +479,32 @@ fn fmt_ns(ns: f64) -> String {
         format!("{:.2} µs", ns / 1_000.0)
     } else {
         format!("{ns:.1} ns")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::paired_table;
+
+    #[test]
+    fn paired_ratios_are_reported_against_their_targets() {
+        let rows: Vec<serde_json::Value> = serde_json::from_str(
+            r#"[{"subject": "batch_1_five", "baseline": "single_five", "rounds": 41, "median": 1.42, "least": 1.3, "most": 1.6},
+                {"subject": "batch_1_nothing", "baseline": "bare_nothing", "rounds": 41, "median": 2.5, "least": 2.1, "most": 3.0},
+                {"subject": "something_else", "baseline": "bare_five", "rounds": 3, "median": 9.0, "least": 8.0, "most": 10.0}]"#,
+        )
+        .unwrap_or_default();
+        let table = paired_table(&rows);
+        assert!(
+            table.contains(
+                "| batch_1_five / single_five (41 rounds) | 1.42× | 1.30× – 1.60× | ≤ 1.50× |"
+            ),
+            "{table}"
+        );
+        assert!(
+            table.contains("| 2.50× | 2.10× – 3.00× | ≤ 2.00× (over) |"),
+            "{table}"
+        );
+        assert!(table.contains("| 9.00× | 8.00× – 10.00× | — |"), "{table}");
     }
 }

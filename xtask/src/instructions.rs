@@ -11,17 +11,10 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+use super::bench::TARGETS;
+
 /// The environment variable `tests/benches/dispatch.rs` reads: `<path>:<iterations>`.
 const COUNT_VAR: &str = "TOOLCAP_DISPATCH_COUNT";
-
-/// (subject, baseline, issue 19's target for the timed ratio).
-const RATIOS: &[(&str, &str, f64)] = &[
-    ("single_five", "bare_five", 3.0),
-    ("batch_1_five", "single_five", 1.5),
-    ("batch_100_five", "single_five", 1.0),
-    ("batch_10000_five", "single_five", 1.0),
-    ("batch_1_nothing", "bare_nothing", 2.0),
-];
 
 /// The instruction table, or a line saying why there is none (no valgrind on this machine).
 pub(crate) fn table(root: &Path) -> Result<String> {
@@ -61,7 +54,7 @@ pub(crate) fn table(root: &Path) -> Result<String> {
     );
     for (path, n) in &counted {
         let (path, n) = (path.as_str(), *n);
-        match RATIOS.iter().find(|(subject, _, _)| *subject == path) {
+        match TARGETS.iter().find(|(subject, _, _)| *subject == path) {
             Some(&(_, baseline, target)) => {
                 let ratio = n / of(baseline);
                 table.push_str(&format!(
