@@ -20,7 +20,7 @@
 //! the run and written to `target/criterion/dispatch-allocations.json`. Then the ratios of issue
 //! 19's targets are measured once more, paired: subject and baseline alternate in 41 rounds of
 //! about 10 ms a side, and the median of the rounds' ratios goes to
-//! `target/criterion/dispatch-paired.json` (about 15 s). `cargo xtask bench` prints both.
+//! `target/criterion/dispatch-paired.json` (a few seconds). `cargo xtask bench` prints both.
 #![allow(
     missing_docs,
     clippy::print_stdout,

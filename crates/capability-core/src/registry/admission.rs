@@ -404,6 +404,21 @@ fn check_arguments(
     gated: bool,
     reach: Option<&ResolvedPaths>,
 ) -> Result<(), Refusal> {
+    /// Keeps a nested container for later, with its depth; gates a scalar at once.
+    fn visit<'a>(
+        child: &'a Value,
+        depth: usize,
+        stack: &mut Vec<(&'a Value, usize)>,
+        gate: &impl Fn(&Value) -> Result<(), Refusal>,
+    ) -> Result<(), Refusal> {
+        match child {
+            Value::Array(_) | Value::Object(_) => {
+                stack.push((child, depth + 1));
+                Ok(())
+            }
+            scalar => gate(scalar),
+        }
+    }
     let gate = |value: &Value| match value {
         Value::String(s) if gated => gate_string(s, reach),
         _ => Ok(()),
@@ -421,20 +436,6 @@ fn check_arguments(
     // Strings are checked where they are found; only nested containers go on the stack, so
     // flat arguments allocate nothing.
     let mut stack: Vec<(&Value, usize)> = Vec::new();
-    fn visit<'a>(
-        child: &'a Value,
-        depth: usize,
-        stack: &mut Vec<(&'a Value, usize)>,
-        gate: &impl Fn(&Value) -> Result<(), Refusal>,
-    ) -> Result<(), Refusal> {
-        match child {
-            Value::Array(_) | Value::Object(_) => {
-                stack.push((child, depth + 1));
-                Ok(())
-            }
-            scalar => gate(scalar),
-        }
-    }
     let mut next = match args {
         Value::Array(_) | Value::Object(_) => Some((args, 1)),
         scalar => return gate(scalar),
