@@ -156,6 +156,66 @@ fn a_call_has_its_whole_timeout_from_its_own_start_whatever_ran_before_it() {
 }
 
 #[test]
+fn a_result_counts_from_the_batchs_checks_and_its_audit_from_the_calls_start() {
+    // Two tools that hold the thread 40 ms and 25 ms, one after the other (a cap of one): each
+    // result's duration covers everything before it in the batch, and each `ToolCompleted`
+    // event's covers its own call and not the calls before it. Bounds from what the calls did
+    // only, never from how fast the machine is.
+    let held = [Duration::from_millis(40), Duration::from_millis(25)];
+    for placement in PLACEMENTS {
+        let sink = Arc::new(MemoryAuditSink::new());
+        let mut registry = DefaultToolRegistry::new(None)
+            .with_config(RegistryConfig::default().max_concurrency(1))
+            .with_audit_sink(sink.clone());
+        for (name, hold) in [("first", held[0]), ("second", held[1])] {
+            registry
+                .register(TestTool::new(
+                    name,
+                    ToolCapabilities::none(),
+                    Behaviour::Block(hold),
+                ))
+                .unwrap();
+        }
+        let mut calls = vec![
+            ToolCall::new("0", "first", json!({})),
+            ToolCall::new("1", "second", json!({})),
+        ];
+        if matches!(placement, Placement::One) {
+            calls.truncate(1);
+        }
+        let results = runtime(placement).block_on(registry.execute_parallel(calls, &ctx()));
+        let events = sink.events();
+        let mut before = Duration::ZERO;
+        for (r, hold) in results.iter().zip(held) {
+            assert!(r.result.is_ok(), "{placement:?}: {r:?}");
+            before += hold;
+            assert!(
+                r.duration >= before,
+                "{placement:?}: call {} ended {:?} after the batch began, having held the thread {before:?} by then",
+                r.call_id,
+                r.duration
+            );
+            let ran = events
+                .iter()
+                .find(|e| e.call_id == r.call_id && e.event == AuditKind::ToolCompleted)
+                .and_then(|e| e.duration_us)
+                .map(Duration::from_micros)
+                .unwrap_or_else(|| {
+                    panic!("{placement:?}: no duration for {}: {events:?}", r.call_id)
+                });
+            // It started once the calls before it had held the thread.
+            let earlier = before - hold;
+            assert!(
+                ran >= hold && ran <= r.duration.saturating_sub(earlier),
+                "{placement:?}: call {} ran {ran:?} by its audit event, held {hold:?}, result {:?}, after {earlier:?}",
+                r.call_id,
+                r.duration
+            );
+        }
+    }
+}
+
+#[test]
 fn cancelling_the_batch_stops_running_and_pending_calls_in_every_placement() {
     for placement in PLACEMENTS {
         let slow = TestTool::new(
