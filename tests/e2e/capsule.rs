@@ -593,6 +593,64 @@ async fn warm_workers_are_reused_per_tool_and_personality_only() {
     assert_ne!(first["pid"], json!(std::process::id()));
 }
 
+/// Kills `pid` (a worker) and waits until the kernel shows it dead: gone, or a zombie its host
+/// has not reaped yet.
+fn kill_and_wait(pid: u64) {
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success(), "kill {pid}: {killed}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => return,
+            // The state follows the command's closing parenthesis.
+            Ok(stat)
+                if stat
+                    .rsplit_once(") ")
+                    .is_some_and(|(_, rest)| rest.starts_with('Z')) =>
+            {
+                return;
+            }
+            Ok(_) => {}
+        }
+        assert!(std::time::Instant::now() < deadline, "{pid} still alive");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_worker_killed_while_idle_is_replaced_and_the_call_runs() {
+    // An idle worker can die from outside (the OOM killer, an administrator): the next call
+    // must run on a fresh worker, not fail, and the dead one is not a failure of the tool
+    // (more deaths than the restart budget allows, and every call still runs).
+    let lab = lab_with(
+        config().restart_budget(2, Duration::from_secs(60)),
+        RegistryConfig::default(),
+    )
+    .await;
+    let key = IsolationKey {
+        tool: "echo".into(),
+        policy: lab.policy.generation(),
+    };
+    let mut pid = lab.value("echo", json!({"n": 0})).await["pid"].clone();
+    for n in 1..=4 {
+        let started = lab.capsule.workers_started();
+        kill_and_wait(pid.as_u64().unwrap());
+        let value = lab.value("echo", json!({"n": n})).await;
+        assert_eq!(value["args"], json!({"n": n}), "the call ran whole");
+        assert_ne!(value["pid"], pid, "on a fresh worker");
+        assert_eq!(
+            lab.capsule.workers_started(),
+            started + 1,
+            "one worker started"
+        );
+        assert_eq!(lab.capsule.idle_workers(&key), 1, "the fresh one kept warm");
+        pid = value["pid"].clone();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_warm_worker_sees_each_calls_own_identity() {
     // The host sends a call's session, directory and scoped objects only when they change
