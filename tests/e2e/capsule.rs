@@ -620,6 +620,7 @@ fn kill_and_wait(pid: u64) {
     }
 }
 
+// guarantee: G-CAP-02
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_warm_worker_killed_while_idle_is_replaced_and_the_call_runs() {
     // An idle worker can die from outside (the OOM killer, an administrator): the next call
@@ -638,8 +639,11 @@ async fn a_warm_worker_killed_while_idle_is_replaced_and_the_call_runs() {
     for n in 1..=4 {
         let started = lab.capsule.workers_started();
         kill_and_wait(pid.as_u64().unwrap());
-        let value = lab.value("echo", json!({"n": n})).await;
-        assert_eq!(value["args"], json!({"n": n}), "the call ran whole");
+        // Long enough to ride in the frame's blob: the call's arguments come back from the
+        // dead worker's channel whole, for the fresh one.
+        let args = json!({"n": n, "text": "é".repeat(200 * n)});
+        let value = lab.value("echo", args.clone()).await;
+        assert_eq!(value["args"], args, "the call ran whole");
         assert_ne!(value["pid"], pid, "on a fresh worker");
         assert_eq!(
             lab.capsule.workers_started(),

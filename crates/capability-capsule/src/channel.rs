@@ -19,6 +19,23 @@ use crate::wire::{
     restore_strings, write_frame,
 };
 
+/// How a call ended without an answer from its worker; either way the worker is lost and must
+/// be dropped.
+pub(crate) enum Lost {
+    /// The call's frame could not be written to the channel (the worker had died, or was
+    /// killed, since its last call), so the worker never saw the call: its arguments come back
+    /// whole, for another worker.
+    Undelivered(Value, FrameError),
+    /// The worker saw the call and may have run some of it.
+    Midway(FrameError),
+}
+
+impl From<FrameError> for Lost {
+    fn from(e: FrameError) -> Self {
+        Lost::Midway(e)
+    }
+}
+
 /// One worker process and its channel.
 pub(crate) struct Worker {
     /// Killed when dropped (`kill_on_drop`).
@@ -65,7 +82,7 @@ impl Worker {
         mut args: Value,
         ctx: &ToolContext,
         spin: Duration,
-    ) -> Result<Result<Value, CapabilityError>, FrameError> {
+    ) -> Result<Result<Value, CapabilityError>, Lost> {
         self.seq += 1;
         let seq = self.seq;
         let fresh = match &self.context {
@@ -80,7 +97,22 @@ impl Worker {
             context: fresh,
             lifted,
         };
-        self.send(&call, &blobs).await?;
+        if let Err(error) = self.send(&call, &blobs).await {
+            // A frame that failed to go out whole was never run: the worker acts on a frame
+            // only once it has all of it.
+            return Err(match (error, call) {
+                (
+                    FrameError::Io(io),
+                    ToWorker::Call {
+                        mut args, lifted, ..
+                    },
+                ) => match restore_strings(&mut args, &lifted, &blobs) {
+                    Ok(()) => Lost::Undelivered(args, FrameError::Io(io)),
+                    Err(_) => Lost::Midway(FrameError::Io(io)),
+                },
+                (error, _) => Lost::Midway(error),
+            });
+        }
         if let ToWorker::Call {
             context: Some(sent),
             ..
@@ -106,7 +138,7 @@ impl Worker {
                 },
             };
             match message {
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
                 Ok((FromWorker::Request { id, seq: of, op }, blobs)) => {
                     if of == seq {
                         pending.push(async move { (id, op.perform(ctx, blobs).await) });
@@ -133,16 +165,16 @@ impl Worker {
                         Err(e) if lifted.is_empty() && blobs.is_empty() => {
                             Ok(Err(CapabilityError::from(e)))
                         }
-                        Err(_) => Err(FrameError::Malformed(
+                        Err(_) => Err(Lost::Midway(FrameError::Malformed(
                             "lifted strings: an error carries none".to_owned(),
-                        )),
+                        ))),
                     };
                 }
                 Ok((other, _)) => {
-                    return Err(FrameError::Malformed(format!(
+                    return Err(Lost::Midway(FrameError::Malformed(format!(
                         "the worker sent {} during call {seq}",
                         message_name(&other)
-                    )));
+                    ))));
                 }
             }
         }

@@ -17,7 +17,7 @@ use capability_types::{CapabilityError, Tool, ToolContext};
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
-use crate::channel::Worker;
+use crate::channel::{Lost, Worker};
 use crate::sys;
 use crate::wire::{DEFAULT_MAX_FRAME, FrameReader, FromWorker, WorkerSettings};
 use crate::worker::WORKER_FLAG;
@@ -234,14 +234,8 @@ impl Capsule {
         let runtime = current_runtime();
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         let workers = idle.get_mut(key)?;
-        while let Some(at) = workers.iter().rposition(|w| w.runtime == runtime) {
-            let mut worker = workers.swap_remove(at);
-            // A worker that died while idle is not handed out.
-            if matches!(worker.child.try_wait(), Ok(None)) {
-                return Some(worker);
-            }
-        }
-        None
+        let at = workers.iter().rposition(|w| w.runtime == runtime)?;
+        Some(workers.swap_remove(at))
     }
 
     fn put_idle(&self, key: &IsolationKey, worker: Worker) {
@@ -405,39 +399,49 @@ impl Capsule {
     async fn run(
         &self,
         key: &IsolationKey,
-        args: Value,
+        mut args: Value,
         ctx: &ToolContext,
     ) -> Result<Value, CapabilityError> {
-        let mut worker = match self.take_idle(key) {
-            Some(worker) => worker,
-            None => self.start(key).await?,
-        };
-        // Until the call ends cleanly, dropping this (timeout, cancellation) counts as a failure
-        // of the worker, which the drop of `worker` kills.
-        let mut guard = FailureGuard {
-            capsule: self,
-            key,
-            armed: true,
-        };
-        let in_flight = InFlight::enter(&self.in_flight);
-        // Poll for the answer only when no other capsule call shares the runtime's threads.
-        let spin = if in_flight.alone {
-            self.spin
-        } else {
-            Duration::ZERO
-        };
-        match worker.call(args, ctx, spin).await {
-            Ok(result) => {
-                guard.armed = false;
-                self.put_idle(key, worker);
-                result
-            }
-            Err(lost) => {
-                let why = worker.describe_loss(&lost).await;
-                Err(CapabilityError::failed(format!(
-                    "tool {} failed in its capsule: {why}",
-                    key.tool
-                )))
+        loop {
+            // An idle worker is handed out without asking the kernel whether it still lives (a
+            // system call per call): one that died while idle cannot take the call's frame, and
+            // the call goes on to the next idle worker or a fresh one.
+            let (mut worker, idle) = match self.take_idle(key) {
+                Some(worker) => (worker, true),
+                None => (self.start(key).await?, false),
+            };
+            // Until the call ends cleanly, dropping this (timeout, cancellation) counts as a
+            // failure of the worker, which the drop of `worker` kills.
+            let mut guard = FailureGuard {
+                capsule: self,
+                key,
+                armed: true,
+            };
+            let in_flight = InFlight::enter(&self.in_flight);
+            // Poll for the answer only when no other capsule call shares the runtime's threads.
+            let spin = if in_flight.alone {
+                self.spin
+            } else {
+                Duration::ZERO
+            };
+            match worker.call(args, ctx, spin).await {
+                Ok(result) => {
+                    guard.armed = false;
+                    self.put_idle(key, worker);
+                    return result;
+                }
+                // Died while idle: not this tool's failure, and the call never ran.
+                Err(Lost::Undelivered(back, _)) if idle => {
+                    guard.armed = false;
+                    args = back;
+                }
+                Err(Lost::Undelivered(_, lost) | Lost::Midway(lost)) => {
+                    let why = worker.describe_loss(&lost).await;
+                    return Err(CapabilityError::failed(format!(
+                        "tool {} failed in its capsule: {why}",
+                        key.tool
+                    )));
+                }
             }
         }
     }
