@@ -620,6 +620,18 @@ fn kill_and_wait(pid: u64) {
     }
 }
 
+/// Waits until `pid` is gone from the process table: dead and reaped by its host.
+async fn reaped(pid: u64) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    true
+}
+
 // guarantee: G-CAP-02
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_warm_worker_killed_while_idle_is_replaced_and_the_call_runs() {
@@ -651,6 +663,9 @@ async fn a_warm_worker_killed_while_idle_is_replaced_and_the_call_runs() {
             "one worker started"
         );
         assert_eq!(lab.capsule.idle_workers(&key), 1, "the fresh one kept warm");
+        // The dead worker is not left behind as a zombie.
+        let dead = pid.as_u64().unwrap();
+        assert!(reaped(dead).await, "worker {dead} was never reaped");
         pid = value["pid"].clone();
     }
 }
