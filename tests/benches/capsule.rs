@@ -2,17 +2,29 @@
 //! new worker per call: spawn, self-confinement, handshake), each against the same call in
 //! process, through the same registry, in the same run. Also one scoped file read made from a
 //! warm capsule (a round trip over the worker's channel) against the same read in process, and
-//! the floor of any process round trip on the machine. On a current-thread runtime, as the
-//! dispatch benchmarks; the warm call also from a multi-thread runtime.
+//! the floors of a process round trip on the machine, with both sides asleep and with both
+//! polling. Where a warm call's time goes: the worker driven by a host that only encodes, polls
+//! and decodes (`worker_round_trip`), against the polling floor. On a current-thread runtime,
+//! as the dispatch benchmarks; the warm call also from a multi-thread runtime. Then issue 19's
+//! capsule ratios, and the worker against the floor, timed paired (`support/paired.rs`) into
+//! `target/criterion/capsule-paired.json`, which `cargo xtask bench` prints.
 #![allow(
     missing_docs,
     clippy::disallowed_methods,
-    reason = "the benchmark writes its fixture file and starts `cat` for the round-trip floor"
+    unsafe_code,
+    reason = "the benchmark writes its fixture file, starts `cat` and forks an echo for the round-trip floors"
 )]
 
+use std::hint::black_box;
 use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use capability_capsule::wire::{CallContext, FromWorker, ToWorker, decode, encode};
 
 use capability_capsule::{Capsule, CapsuleConfig};
 use capability_core::PolicyFormat;
@@ -23,6 +35,9 @@ use capability_core::{
 use capability_fs::{FsBackend, FsConfig};
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
+
+#[path = "support/paired.rs"]
+mod paired;
 
 #[path = "../capsule_lab/tools.rs"]
 #[allow(dead_code, reason = "the benchmark calls only some of the lab tools")]
@@ -38,6 +53,111 @@ fn registry(capsule: Option<CapsuleConfig>) -> DefaultToolRegistry {
         registry.register_arc(tool).unwrap();
     }
     registry
+}
+
+/// A lab worker of `tool` started as the capsule host starts one (its channel on descriptor 3,
+/// its settings as an argument, an empty environment), polling for `spin`, and the host's end
+/// of its channel, after its `ready`.
+fn raw_worker(tool: &str, spin: Duration) -> (std::process::Child, UnixStream) {
+    let (host, worker) = UnixStream::pair().unwrap();
+    let settings = json!({
+        "max_frame": 1 << 20,
+        "address_space": 1u64 << 30,
+        "cpu_seconds": null,
+        "open_files": null,
+        "file_size": 0,
+        "spin_micros": spin.as_micros() as u64,
+    })
+    .to_string();
+    let mut command =
+        lab::worker_command(env!("CARGO_BIN_EXE_capsule-lab"), tool, &settings, &worker);
+    let child = command.spawn().unwrap();
+    drop(worker);
+    let mut host = host;
+    let ready = read_frame_polling(&mut host);
+    assert!(!ready.is_empty());
+    (child, host)
+}
+
+/// One frame's body, read by polling a non-blocking socket.
+fn read_frame_polling(socket: &mut UnixStream) -> Vec<u8> {
+    socket.set_nonblocking(true).unwrap();
+    let mut got = Vec::with_capacity(8192);
+    let mut buf = [0u8; 8192];
+    loop {
+        match socket.read(&mut buf) {
+            Ok(0) => panic!("the worker closed its channel"),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+            Err(e) => panic!("{e}"),
+        }
+        if got.len() >= 4 {
+            let len = u32::from_be_bytes([got[0], got[1], got[2], got[3]]) as usize;
+            if got.len() >= 4 + len {
+                assert_eq!(got.len(), 4 + len, "one frame at a time");
+                return got.split_off(4);
+            }
+        }
+    }
+}
+
+/// A forked child that echoes what it reads on `socket` until the other end closes, polling it
+/// for up to 50 µs after each echo before it sleeps on it, as host and worker do: the floor of
+/// a round trip between two processes that both poll.
+fn polling_echo(socket: UnixStream, other_end: &UnixStream) -> libc::pid_t {
+    socket.set_nonblocking(true).unwrap();
+    let fd = socket.as_raw_fd();
+    let other = other_end.as_raw_fd();
+    // SAFETY: the child runs only `close`, `read`, `write`, `poll`, `clock_gettime` and `_exit`
+    // on descriptors it owns (async-signal-safe), so forking this process, whatever its threads,
+    // is sound.
+    unsafe {
+        let pid = libc::fork();
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            // The parent's end, inherited, would keep the channel open forever.
+            libc::close(other);
+            let now = || {
+                let mut t = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                };
+                libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t);
+                t.tv_sec * 1_000_000_000 + t.tv_nsec
+            };
+            let mut buf = [0u8; 4096];
+            let mut idle_since = now();
+            loop {
+                let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+                if n == 0 {
+                    libc::_exit(0);
+                }
+                if n > 0 {
+                    let mut at = 0;
+                    while at < n {
+                        let w = libc::write(
+                            fd,
+                            buf.as_ptr().add(at as usize).cast(),
+                            (n - at) as usize,
+                        );
+                        if w > 0 {
+                            at += w;
+                        }
+                    }
+                    idle_since = now();
+                } else if now() - idle_since > 50_000 {
+                    let mut wait = libc::pollfd {
+                        fd,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    libc::poll(&mut wait, 1, -1);
+                    idle_since = now();
+                }
+            }
+        }
+        pid
+    }
 }
 
 fn capsule(c: &mut Criterion) {
@@ -93,8 +213,71 @@ fn capsule(c: &mut Criterion) {
     });
     drop(to_cat);
     let _ = cat.wait();
-    group.bench_function("in_process_call", |b| b.iter(|| run(&in_process, echo())));
-    group.bench_function("warm_call", |b| b.iter(|| run(&warm, echo())));
+    // The floor of a round trip when both sides poll (as host and worker do while a call is in
+    // flight): 64 bytes to a forked echo and back over a socket pair, neither side sleeping.
+    let (mut ours, theirs) = UnixStream::pair().unwrap();
+    let echo_pid = polling_echo(theirs, &ours);
+    ours.set_nonblocking(true).unwrap();
+    let mut polling_round_trip = |n: u64| {
+        for _ in 0..n {
+            let mut buf = [7u8; 64];
+            ours.write_all(&buf).unwrap();
+            let mut got = 0;
+            while got < buf.len() {
+                match ours.read(&mut buf[got..]) {
+                    Ok(n) => got += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+    };
+    group.bench_function("polling_round_trip", |b| b.iter(|| polling_round_trip(1)));
+    // A warm worker driven by a host that does nothing but encode the call, poll for the
+    // answer and decode it: the worker's own share of a warm call, beside the floor above.
+    let (mut child, mut channel) = raw_worker("echo", Duration::from_micros(50));
+    let mut context = Some(CallContext {
+        session_id: "bench".into(),
+        personality_id: Some("bench".into()),
+        tool: "echo".into(),
+        working_dir: root.clone(),
+        fetch: false,
+        fs: false,
+        secrets: None,
+        process: false,
+        kv: false,
+        attachments: false,
+    });
+    let mut seq = 0u64;
+    let mut worker_round_trip = |n: u64| {
+        for _ in 0..n {
+            seq += 1;
+            let call = ToWorker::Call {
+                seq,
+                call_id: "1".into(),
+                args: json!({"n": 1}),
+                context: context.take(),
+                lifted: Vec::new(),
+            };
+            let frame = encode(&call, &[], 1 << 20).unwrap();
+            channel.write_all(&frame).unwrap();
+            let body = read_frame_polling(&mut channel);
+            let (done, _) = decode::<FromWorker>(Bytes::from(body)).unwrap();
+            black_box(done);
+        }
+    };
+    group.bench_function("worker_round_trip", |b| b.iter(|| worker_round_trip(1)));
+    fn calls<'a>(
+        run: &'a impl Fn(&DefaultToolRegistry, ToolCall),
+        registry: &'a DefaultToolRegistry,
+        call: fn() -> ToolCall,
+    ) -> impl FnMut(u64) + 'a {
+        move |n| (0..n).for_each(|_| run(registry, call()))
+    }
+    let mut in_process_call = calls(&run, &in_process, echo);
+    let mut warm_call = calls(&run, &warm, echo);
+    group.bench_function("in_process_call", |b| b.iter(|| in_process_call(1)));
+    group.bench_function("warm_call", |b| b.iter(|| warm_call(1)));
     // The same warm call from a multi-thread runtime (as the `toolcap` binary runs one): its
     // idle workers sleep in `epoll_wait` on the channel, and each frame wakes one.
     let mt = tokio::runtime::Builder::new_multi_thread()
@@ -110,13 +293,50 @@ fn capsule(c: &mut Criterion) {
             assert!(result.result.is_ok(), "{:?}", result.result);
         })
     });
+    let mut in_process_scoped_read = calls(&run, &in_process, read);
+    let mut warm_scoped_read = calls(&run, &warm, read);
     group.bench_function("in_process_scoped_read", |b| {
-        b.iter(|| run(&in_process, read()))
+        b.iter(|| in_process_scoped_read(1))
     });
-    group.bench_function("warm_scoped_read", |b| b.iter(|| run(&warm, read())));
+    group.bench_function("warm_scoped_read", |b| b.iter(|| warm_scoped_read(1)));
     group.sample_size(20);
     group.bench_function("cold_start_call", |b| b.iter(|| run(&cold, echo())));
     group.finish();
+
+    // Issue 19's capsule ratios, and the worker's share against the floor, timed paired.
+    if paired::measuring() {
+        let rounds = 41;
+        let round = Duration::from_millis(10);
+        let pair = |name: (&'static str, &'static str),
+                    subject: paired::Side<'_>,
+                    baseline: paired::Side<'_>| {
+            let ratio = paired::paired((subject, 1), (baseline, 1), rounds, round);
+            (name.0, name.1, rounds, ratio)
+        };
+        let rows = [
+            pair(
+                ("warm_call", "in_process_call"),
+                &mut warm_call,
+                &mut in_process_call,
+            ),
+            pair(
+                ("warm_scoped_read", "in_process_scoped_read"),
+                &mut warm_scoped_read,
+                &mut in_process_scoped_read,
+            ),
+            pair(
+                ("worker_round_trip", "polling_round_trip"),
+                &mut worker_round_trip,
+                &mut polling_round_trip,
+            ),
+        ];
+        paired::write("capsule-paired.json", &rows);
+    }
+    drop(channel);
+    let _ = child.wait();
+    drop(ours);
+    // SAFETY: waits for the child forked above.
+    unsafe { libc::waitpid(echo_pid, std::ptr::null_mut(), 0) };
 }
 
 criterion_group!(benches, capsule);

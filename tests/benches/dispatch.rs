@@ -57,6 +57,9 @@ use capability_types::{
 use criterion::{Criterion, criterion_group};
 use serde_json::{Value, json};
 
+#[path = "support/paired.rs"]
+mod paired;
+
 /// Counts every allocation of the process.
 struct Counting;
 
@@ -384,53 +387,6 @@ fn counted(name: &str) -> (usize, Run) {
         .unwrap_or_else(|| panic!("no counted path {name}"))
 }
 
-/// Iterations of `run` that take at least `at_least` (doubling from one).
-fn calibrated(setup: &Setup, run: Run, at_least: Duration) -> u64 {
-    let mut n = 1;
-    loop {
-        let start = std::time::Instant::now();
-        run(setup, n);
-        if start.elapsed() >= at_least || n >= 1 << 24 {
-            return n;
-        }
-        n *= 2;
-    }
-}
-
-/// Nanoseconds per call of `n` iterations of a path of `calls` calls each.
-fn per_call_ns(setup: &Setup, run: Run, n: u64, calls: usize) -> f64 {
-    let start = std::time::Instant::now();
-    run(setup, n);
-    start.elapsed().as_nanos() as f64 / (n as f64 * calls as f64)
-}
-
-/// `subject` / `baseline` per call over `rounds` rounds of about 10 ms a side, the order of the
-/// two alternating from round to round: the median of the rounds' ratios, their least and
-/// greatest.
-fn paired(setup: &Setup, subject: &str, baseline: &str, rounds: usize) -> (f64, f64, f64) {
-    let (s_calls, s_run) = counted(subject);
-    let (b_calls, b_run) = counted(baseline);
-    let round = Duration::from_millis(10);
-    let (s_n, b_n) = (
-        calibrated(setup, s_run, round),
-        calibrated(setup, b_run, round),
-    );
-    let mut ratios: Vec<f64> = (0..rounds)
-        .map(|i| {
-            let (s, b) = if i % 2 == 0 {
-                let s = per_call_ns(setup, s_run, s_n, s_calls);
-                (s, per_call_ns(setup, b_run, b_n, b_calls))
-            } else {
-                let b = per_call_ns(setup, b_run, b_n, b_calls);
-                (per_call_ns(setup, s_run, s_n, s_calls), b)
-            };
-            s / b
-        })
-        .collect();
-    ratios.sort_by(f64::total_cmp);
-    (ratios[rounds / 2], ratios[0], ratios[rounds - 1])
-}
-
 fn dispatch(c: &mut Criterion) {
     let setup = Setup::new();
     let (rt, registry, ctx) = (&setup.rt, &setup.registry, &setup.ctx);
@@ -576,22 +532,23 @@ fn dispatch(c: &mut Criterion) {
     let _ = std::fs::create_dir_all(&dir);
     let _ = std::fs::write(dir.join("dispatch-allocations.json"), json);
 
-    // Not when criterion only lists the benchmarks or runs each once as a test.
-    let measuring = !std::env::args().any(|a| a == "--list" || a == "--test");
-    if measuring {
+    if paired::measuring() {
         let rounds = 41;
-        let shown: Vec<String> = PAIRED
+        let rows: Vec<_> = PAIRED
             .iter()
-            .map(|(subject, baseline)| {
-                let (median, least, most) = paired(&setup, subject, baseline, rounds);
-                format!(
-                    "  {{\"subject\": \"{subject}\", \"baseline\": \"{baseline}\", \"rounds\": {rounds}, \"median\": {median:.3}, \"least\": {least:.3}, \"most\": {most:.3}}}"
-                )
+            .map(|&(subject, baseline)| {
+                let (s_calls, s_run) = counted(subject);
+                let (b_calls, b_run) = counted(baseline);
+                let ratio = paired::paired(
+                    (&mut |n| s_run(&setup, n), s_calls),
+                    (&mut |n| b_run(&setup, n), b_calls),
+                    rounds,
+                    Duration::from_millis(10),
+                );
+                (subject, baseline, rounds, ratio)
             })
             .collect();
-        let json = format!("[\n{}\n]\n", shown.join(",\n"));
-        eprintln!("paired ratios:\n{json}");
-        let _ = std::fs::write(dir.join("dispatch-paired.json"), json);
+        paired::write("dispatch-paired.json", &rows);
     }
 }
 

@@ -469,3 +469,45 @@ pub(crate) fn raw_frame(header: &str, blobs: &[&[u8]]) -> Vec<u8> {
     frame.extend_from_slice(&body);
     frame
 }
+
+/// The lab's worker for `tool` as the capsule host starts one: `channel` becomes its descriptor
+/// 3 and `settings` its argument, its environment is empty and its standard streams are null.
+/// For the worker protocol tests and the capsule benchmark, which speak to it in frames of their
+/// own.
+#[allow(
+    dead_code,
+    reason = "the tests and the benchmark start workers this way; the lab binary does not"
+)]
+pub(crate) fn worker_command(
+    lab: &str,
+    tool: &str,
+    settings: &str,
+    channel: &std::os::unix::net::UnixStream,
+) -> std::process::Command {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let fd = channel.as_raw_fd();
+    let mut command = std::process::Command::new(lab);
+    command
+        .args([capability_capsule::WORKER_FLAG, tool, settings])
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: between fork and exec only async-signal-safe calls: `dup2` and `fcntl` on
+    // descriptors this process owns.
+    unsafe {
+        command.pre_exec(move || {
+            let done = if fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, 3)
+            };
+            if done < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    command
+}

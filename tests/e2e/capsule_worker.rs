@@ -3,16 +3,10 @@
 //! argument, an empty environment), and raw frames over the channel. What it answers, and what
 //! it takes as the host breaking the protocol: it then ends with status 2 and answers nothing
 //! (docs/isolation-model.md, "The warm path").
-#![allow(
-    unsafe_code,
-    reason = "the child's channel is put on descriptor 3 before exec, as the capsule host does"
-)]
 
 use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -38,7 +32,6 @@ impl Worker {
     /// Starts a worker and reads its `ready`.
     fn start(tool: &str) -> Self {
         let (host, worker) = UnixStream::pair().unwrap();
-        let fd = worker.as_raw_fd();
         let settings = json!({
             "max_frame": MAX,
             "address_space": 1u64 << 30,
@@ -48,28 +41,7 @@ impl Worker {
             "spin_micros": 0,
         })
         .to_string();
-        let mut command = Command::new(LAB);
-        command
-            .args(["--toolcap-capsule-worker", tool, &settings])
-            .env_clear()
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        // SAFETY: between fork and exec only async-signal-safe calls: `dup2` and `fcntl` on
-        // descriptors this process owns.
-        unsafe {
-            command.pre_exec(move || {
-                let done = if fd == 3 {
-                    libc::fcntl(3, libc::F_SETFD, 0)
-                } else {
-                    libc::dup2(fd, 3)
-                };
-                if done < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        let mut command = crate::capsule::lab::worker_command(LAB, tool, &settings, &worker);
         let child = command.spawn().unwrap();
         drop(worker);
         host.set_read_timeout(Some(Duration::from_secs(20)))

@@ -217,6 +217,18 @@ const ROWS: &[Row] = &[
         baseline: Some("capsule/process_round_trip"),
         budget: Budget::AddedNs(f64::INFINITY),
     },
+    // Where a warm call's time goes: the worker driven by a host that only encodes, polls and
+    // decodes, against the floor of a round trip between two processes that both poll.
+    Row {
+        subject: "capsule/worker_round_trip",
+        baseline: Some("capsule/polling_round_trip"),
+        budget: Budget::AddedNs(f64::INFINITY),
+    },
+    Row {
+        subject: "capsule/warm_call",
+        baseline: Some("capsule/worker_round_trip"),
+        budget: Budget::AddedNs(f64::INFINITY),
+    },
     Row {
         subject: "capsule/warm_call_multi_thread",
         baseline: Some("capsule/in_process_call"),
@@ -242,15 +254,20 @@ const ROWS: &[Row] = &[
 ];
 
 /// Issue 19's targets: (subject, baseline, the greatest ratio), by the dispatch benchmark's
-/// path names (`TOOLCAP_DISPATCH_COUNT=list`). The timed rows above hold them as budgets; the
-/// paired and the counted tables report against them.
+/// path names (`TOOLCAP_DISPATCH_COUNT=list`) and the capsule benchmark's. The timed rows above
+/// hold the dispatch ones as budgets; the paired and the counted tables report against them.
 pub(crate) const TARGETS: &[(&str, &str, f64)] = &[
     ("single_five", "bare_five", 3.0),
     ("batch_1_five", "single_five", 1.5),
     ("batch_100_five", "single_five", 1.0),
     ("batch_10000_five", "single_five", 1.0),
     ("batch_1_nothing", "bare_nothing", 2.0),
+    ("warm_call", "in_process_call", 2.0),
+    ("warm_scoped_read", "in_process_scoped_read", 3.0),
 ];
+
+/// The files of paired ratios the benchmarks write into `target/criterion`.
+const PAIRED_FILES: &[&str] = &["dispatch-paired.json", "capsule-paired.json"];
 
 /// The lines around the generated table in docs/benchmarks.md.
 const BEGIN: &str = "<!-- cargo xtask bench --write: begin -->";
@@ -375,15 +392,19 @@ fn allocations(root: &Path) -> Result<(String, Vec<&'static str>)> {
     Ok((table, over))
 }
 
-/// The dispatch benchmark's paired ratios (written by `tests/benches/dispatch.rs`): each of
-/// issue 19's ratios with its subject and baseline alternated in short rounds, reported against
-/// the target, never a budget of its own.
+/// The dispatch and capsule benchmarks' paired ratios (written by `tests/benches/dispatch.rs`
+/// and `capsule.rs`): each of issue 19's ratios with its subject and baseline alternated in
+/// short rounds, reported against the target, never a budget of its own.
 fn paired(root: &Path) -> Result<String> {
-    let path = root.join("target/criterion/dispatch-paired.json");
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("no paired ratios at {}", path.display()))?;
-    let rows: Vec<serde_json::Value> = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a list of paired ratios", path.display()))?;
+    let mut rows: Vec<serde_json::Value> = Vec::new();
+    for file in PAIRED_FILES {
+        let path = root.join("target/criterion").join(file);
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("no paired ratios at {}", path.display()))?;
+        let more: Vec<serde_json::Value> = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a list of paired ratios", path.display()))?;
+        rows.extend(more);
+    }
     Ok(paired_table(&rows))
 }
 
@@ -491,7 +512,8 @@ mod tests {
         let rows: Vec<serde_json::Value> = serde_json::from_str(
             r#"[{"subject": "batch_1_five", "baseline": "single_five", "rounds": 41, "median": 1.42, "least": 1.3, "most": 1.6},
                 {"subject": "batch_1_nothing", "baseline": "bare_nothing", "rounds": 41, "median": 2.5, "least": 2.1, "most": 3.0},
-                {"subject": "something_else", "baseline": "bare_five", "rounds": 3, "median": 9.0, "least": 8.0, "most": 10.0}]"#,
+                {"subject": "something_else", "baseline": "bare_five", "rounds": 3, "median": 9.0, "least": 8.0, "most": 10.0},
+                {"subject": "warm_scoped_read", "baseline": "in_process_scoped_read", "rounds": 41, "median": 2.9, "least": 2.5, "most": 3.5}]"#,
         )
         .unwrap_or_default();
         let table = paired_table(&rows);
@@ -506,5 +528,9 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("| 9.00× | 8.00× – 10.00× | — |"), "{table}");
+        assert!(
+            table.contains("| warm_scoped_read / in_process_scoped_read (41 rounds) | 2.90× | 2.50× – 3.50× | ≤ 3.00× |"),
+            "the capsule's targets: {table}"
+        );
     }
 }
