@@ -442,6 +442,20 @@ async fn proxy(args: &Value, ctx: &ToolContext) -> Result<Value, CapabilityError
             let (a, b) = futures_join(a, b).await;
             Ok(json!({"len": a?.len(), "exists": b?}))
         }
+        "spawned" => {
+            // A request made from a task the tool spawned, not from the call's own future: the
+            // worker must still send it while the call waits on that task.
+            let fs = ctx
+                .scoped_fs
+                .clone()
+                .ok_or_else(|| CapabilityError::invalid_input("no scoped fs"))?;
+            let path = std::path::PathBuf::from(path);
+            let task = tokio::spawn(async move { fs.read(&path).await });
+            let text = task
+                .await
+                .map_err(|e| CapabilityError::failed(format!("the spawned read: {e}")))??;
+            Ok(json!(text))
+        }
         other => Err(CapabilityError::invalid_input(format!(
             "unknown op {other}"
         ))),

@@ -203,6 +203,7 @@ async fn scoped_calls_are_proxied(config: CapsuleConfig) {
         (json!({"op": "metadata", "path": "notes.md"}), r#"{"ok":true,"value":{"kind":"file","len":7,"modified":true}}"#.to_owned()),
         (json!({"op": "remove", "path": "../out/sub"}), r#"{"ok":true,"value":null}"#.to_owned()),
         (json!({"op": "concurrent", "path": "notes.md"}), r#"{"ok":true,"value":{"exists":true,"len":7}}"#.to_owned()),
+        (json!({"op": "spawned", "path": "notes.md"}), r##"{"ok":true,"value":"# notes"}"##.to_owned()),
         (
             json!({"op": "fetch", "url": url(lab.allowed_port), "body": "hello"}),
             r#"{"ok":true,"value":{"body":"allowed:true","server":"allowed","status":200}}"#.to_owned(),

@@ -3,10 +3,13 @@
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
+use std::future::Future;
 use std::io::Write;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -19,13 +22,14 @@ use capability_types::{
 };
 use futures_util::FutureExt;
 use serde_json::Value;
-use tokio::io::AsyncWriteExt;
-use tokio::sync::{mpsc, oneshot};
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::sync::oneshot;
 
 use crate::ops::{self, Operation};
 use crate::sys;
 use crate::wire::{
-    CallContext, FrameReader, FromWorker, Op, ToWorker, WireError, WorkerSettings, decode, encode,
+    CallContext, FrameError, FrameReader, FromWorker, Op, ToWorker, WireError, WorkerSettings,
+    decode, encode,
 };
 
 /// The first argument that puts a binary into worker mode.
@@ -151,21 +155,79 @@ where
 /// A reply as the worker receives it: the answer (or error) and the frame's blobs.
 type Reply = (Result<Value, WireError>, Vec<Bytes>);
 
-/// The worker's end of the channel: sends frames, matches replies to requests.
+/// The worker's end of the channel: queues frames for the serving loop to write, matches
+/// replies to requests.
 struct Link {
-    out: mpsc::UnboundedSender<Vec<u8>>,
+    outbox: Mutex<Outbox>,
     pending: Mutex<HashMap<u64, oneshot::Sender<Reply>>>,
     next_id: AtomicU64,
     max_frame: usize,
+}
+
+/// Frames queued for the host, written by the serving loop ([`serve`]) and by nobody else, so
+/// they go out whole and in order.
+#[derive(Default)]
+struct Outbox {
+    bytes: Vec<u8>,
+    /// How much of `bytes` the socket has taken.
+    written: usize,
+    /// The serving loop, while it waits with nothing queued.
+    waiting: Option<Waker>,
 }
 
 impl Link {
     fn send(&self, message: &FromWorker, blobs: &[Bytes]) -> Result<(), CapabilityError> {
         let frame = encode(message, blobs, self.max_frame)
             .map_err(|e| CapabilityError::invalid_input(format!("cannot send to the host: {e}")))?;
-        self.out
-            .send(frame)
-            .map_err(|_| CapabilityError::failed("the channel to the host is closed"))
+        let mut outbox = self.outbox.lock().unwrap_or_else(PoisonError::into_inner);
+        if outbox.bytes.is_empty() {
+            outbox.bytes = frame;
+        } else {
+            outbox.bytes.extend_from_slice(&frame);
+        }
+        // A frame queued from another task (a tool's own) must wake the loop that writes it.
+        if let Some(waker) = outbox.waiting.take() {
+            waker.wake();
+        }
+        Ok(())
+    }
+
+    /// Ready as soon as a frame is queued.
+    fn queued(&self) -> impl Future<Output = ()> + '_ {
+        std::future::poll_fn(|cx| {
+            let mut outbox = self.outbox.lock().unwrap_or_else(PoisonError::into_inner);
+            if outbox.written < outbox.bytes.len() {
+                Poll::Ready(())
+            } else {
+                outbox.waiting = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+    }
+
+    /// Writes what is queued, as much as the socket takes without waiting; an error when the
+    /// channel is broken.
+    fn flush(&self, writer: &OwnedWriteHalf) -> std::io::Result<Flushed> {
+        let mut outbox = self.outbox.lock().unwrap_or_else(PoisonError::into_inner);
+        if outbox.bytes.is_empty() {
+            return Ok(Flushed::Nothing);
+        }
+        while outbox.written < outbox.bytes.len() {
+            let at = outbox.written;
+            match writer.try_write(&outbox.bytes[at..]) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => outbox.written += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    return Ok(Flushed::Blocked);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        // Dropped, not kept: a large answer's buffer is not held while the worker idles.
+        outbox.bytes = Vec::new();
+        outbox.written = 0;
+        Ok(Flushed::Sent)
     }
 
     async fn request(
@@ -217,6 +279,39 @@ impl Link {
     }
 }
 
+/// What a [`Link::flush`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flushed {
+    /// Nothing was queued.
+    Nothing,
+    /// Everything queued went out.
+    Sent,
+    /// The socket took only part of it: the rest waits until it is writable.
+    Blocked,
+}
+
+/// The running call, polled by the serving loop itself.
+type Running = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// What the serving loop woke for.
+enum Event {
+    /// The running call finished (its answer is queued).
+    Finished,
+    /// A frame was queued for the host.
+    Queued,
+    /// The socket takes bytes again.
+    Writable(std::io::Result<()>),
+    /// The host's next frame, or the end of the channel.
+    Frame(Result<Option<Bytes>, FrameError>),
+}
+
+/// Serves calls until the host closes the channel (0) or breaks the protocol
+/// ([`EXIT_PROTOCOL`]).
+///
+/// One task does everything: it polls the running call where it is (no task per call), writes
+/// the frames the call queues without a writer task in between, and reads the host's frames.
+/// After it has sent something, whose answer the host sends back, it polls the channel for up
+/// to `spin` before it sleeps on it (docs/isolation-model.md, "The warm path").
 async fn serve(
     channel: std::os::unix::net::UnixStream,
     tool: Result<Arc<dyn Tool>, String>,
@@ -233,18 +328,10 @@ async fn serve(
             return EXIT_PROTOCOL;
         }
     };
-    let (reader, mut writer) = stream.into_split();
+    let (reader, writer) = stream.into_split();
     let mut frames = FrameReader::new(reader, max_frame);
-    let (out, mut outgoing) = mpsc::unbounded_channel::<Vec<u8>>();
-    tokio::spawn(async move {
-        while let Some(frame) = outgoing.recv().await {
-            if writer.write_all(&frame).await.is_err() {
-                break;
-            }
-        }
-    });
     let link = Arc::new(Link {
-        out,
+        outbox: Mutex::new(Outbox::default()),
         pending: Mutex::new(HashMap::new()),
         next_id: AtomicU64::new(1),
         max_frame,
@@ -252,30 +339,45 @@ async fn serve(
     if link.send(&FromWorker::Ready {}, &[]).is_err() {
         return EXIT_PROTOCOL;
     }
-    let mut running: Option<tokio::task::JoinHandle<()>> = None;
+    let mut running: Option<Running> = None;
     // The context of the calls, as the host last sent it.
     let mut held: Option<Arc<CallContext>> = None;
     loop {
-        // Everything the last frame set going (the call, its requests, the frames they send)
-        // runs first; then the channel is polled for a while before the worker sleeps on it.
-        let quick = if spin.is_zero() {
-            Ok(None)
+        let flushed = match link.flush(&writer) {
+            Ok(flushed) => flushed,
+            // The host is gone: nobody to answer.
+            Err(_) => return 0,
+        };
+        let blocked = flushed == Flushed::Blocked;
+        // The host answers what was just sent: its frame is likely moments away.
+        let quick = if flushed == Flushed::Sent && !spin.is_zero() {
+            crate::spin::next_within(&mut frames, spin).transpose()
         } else {
-            tokio::task::yield_now().await;
-            crate::spin::next_within(&mut frames, spin)
+            None
         };
-        let next = match quick {
-            Ok(Some(body)) => Ok(Some(body)),
-            Ok(None) => frames.next().await,
-            Err(e) => Err(e),
+        let event = match quick {
+            Some(frame) => Event::Frame(frame.map(Some)),
+            None => tokio::select! {
+                biased;
+                () = poll_running(&mut running) => Event::Finished,
+                () = link.queued(), if !blocked => Event::Queued,
+                ready = writer.writable(), if blocked => Event::Writable(ready),
+                frame = frames.next() => Event::Frame(frame),
+            },
         };
-        let body = match next {
-            Ok(Some(body)) => body,
-            Ok(None) => return 0,
-            Err(e) => {
+        let body = match event {
+            Event::Finished => {
+                running = None;
+                continue;
+            }
+            Event::Queued => continue,
+            Event::Writable(Ok(())) => continue,
+            Event::Writable(Err(_)) | Event::Frame(Ok(None)) => return 0,
+            Event::Frame(Err(e)) => {
                 report(&format!("bad frame from the host: {e}"));
                 return EXIT_PROTOCOL;
             }
+            Event::Frame(Ok(Some(body))) => body,
         };
         let (message, blobs) = match decode::<ToWorker>(body) {
             Ok(decoded) => decoded,
@@ -292,7 +394,7 @@ async fn serve(
                 context,
                 lifted,
             } => {
-                if running.as_ref().is_some_and(|call| !call.is_finished()) {
+                if running.is_some() {
                     report("the host started a call while one was running");
                     return EXIT_PROTOCOL;
                 }
@@ -308,7 +410,7 @@ async fn serve(
                     return EXIT_PROTOCOL;
                 };
                 link.forget_pending();
-                running = Some(tokio::spawn(run_call(
+                running = Some(Box::pin(run_call(
                     Arc::clone(&link),
                     tool.clone(),
                     seq,
@@ -323,6 +425,14 @@ async fn serve(
             }
         }
     }
+}
+
+/// Ready when the running call has finished; never while none runs.
+fn poll_running(running: &mut Option<Running>) -> impl Future<Output = ()> + '_ {
+    std::future::poll_fn(move |cx| match running.as_mut() {
+        Some(call) => call.as_mut().poll(cx),
+        None => Poll::Pending,
+    })
 }
 
 async fn run_call(
