@@ -195,6 +195,42 @@ fn long_strings_ride_in_the_blob_both_ways_and_come_back_whole() {
 }
 
 #[test]
+fn a_tool_that_panics_fails_its_call_and_the_worker_serves_the_next() {
+    // The worker polls the running call in its own loop: a panic must end the call, never the
+    // loop.
+    let mut worker = Worker::start("escape");
+    let mut escape = context("a", "/w", true);
+    escape.tool = "escape".into();
+    for seq in 1..=3 {
+        worker.call(
+            seq,
+            json!({"attempt": "panic"}),
+            (seq == 1).then(|| escape.clone()),
+        );
+        match worker.receive() {
+            Some((
+                FromWorker::Done {
+                    seq: done,
+                    result: Err(error),
+                    ..
+                },
+                _,
+            )) if done == seq => assert!(
+                error
+                    .message
+                    .contains("panicked in its capsule: the lab tool panics on purpose"),
+                "call {seq}: {error:?}"
+            ),
+            other => panic!("call {seq}: expected its error, got {other:?}"),
+        }
+    }
+    assert!(
+        worker.child.try_wait().unwrap().is_none(),
+        "the same worker answered all three and still runs"
+    );
+}
+
+#[test]
 fn a_first_call_without_a_context_ends_the_worker_unanswered() {
     let mut worker = Worker::start("whoami");
     worker.call(1, json!({}), None);

@@ -450,7 +450,8 @@ async fn run_call(
         Ok(tool) => {
             let ctx = remote_context(&link, seq, call_id, &context);
             let name = context.tool.clone();
-            // A panic is caught as the registry catches one, in the call's own task.
+            // A panic is caught around the tool's future, as the registry catches one: it ends the
+            // call with an error, never the worker's loop that polls it.
             match std::panic::AssertUnwindSafe(tool.execute(args, &ctx))
                 .catch_unwind()
                 .await
