@@ -310,7 +310,7 @@ pub(crate) fn run(root: &Path, extra: &[String]) -> Result<()> {
         println!("wrote the table into docs/benchmarks.md");
     }
     if !over.is_empty() {
-        bail!("over budget: {}", over.join(", "));
+        bail!("over budget or not measured: {}", over.join(", "));
     }
     Ok(())
 }
@@ -439,58 +439,69 @@ fn paired_table(rows: &[serde_json::Value]) -> String {
     table
 }
 
-/// The table of the last run, and the rows over budget.
+/// The table of the last run, and the rows over budget or not measured. A row whose estimate
+/// is missing (its benchmark was skipped, say `bwrap` on a machine without it) is shown as not
+/// measured, with the reason, instead of ending the report: the rest of the table still prints,
+/// and the run still fails.
 fn report(root: &Path) -> Result<(String, Vec<&'static str>)> {
     let mut table = String::from("\n| benchmark | mean | baseline | ratio | added | budget |\n");
     table.push_str("|---|---:|---:|---:|---:|---|\n");
     let mut over = Vec::new();
     for row in ROWS {
-        let subject = mean_ns(root, row.subject)?;
-        let (baseline, ratio, added) = match row.baseline {
-            Some(b) => {
-                let base = mean_ns(root, b)?;
-                (
-                    format!("{} ({b})", fmt_ns(base)),
-                    format!("{:.2}×", subject / base),
-                    fmt_ns(subject - base),
-                )
+        match row_line(root, row) {
+            Ok((line, ok)) => {
+                if !ok {
+                    over.push(row.subject);
+                }
+                table.push_str(&line);
             }
-            None => ("—".to_owned(), "—".to_owned(), "—".to_owned()),
-        };
-        let (budget, ok) = match row.budget {
-            Budget::AddedNs(b) if b.is_infinite() && row.baseline.is_none() => {
-                (format!("(reported: {:.0} ops/s)", 1e9 / subject), true)
+            Err(e) => {
+                over.push(row.subject);
+                table.push_str(&format!(
+                    "| {} | **not measured** | {} | | | {e:#} |\n",
+                    row.subject,
+                    row.baseline.unwrap_or("—")
+                ));
             }
-            Budget::AddedNs(b) if b.is_infinite() => ("(reported)".to_owned(), true),
-            Budget::AddedNs(b) => {
-                let base = row
-                    .baseline
-                    .map(|b| mean_ns(root, b))
-                    .transpose()?
-                    .unwrap_or(0.0);
-                (format!("< {} added", fmt_ns(b)), subject - base < b)
-            }
-            Budget::AbsoluteNs(b) => (format!("< {}", fmt_ns(b)), subject < b),
-            Budget::Ratio(r) => {
-                let base = row
-                    .baseline
-                    .map(|b| mean_ns(root, b))
-                    .transpose()?
-                    .unwrap_or(f64::INFINITY);
-                (format!("< {r:.2}×"), subject / base < r)
-            }
-        };
-        if !ok {
-            over.push(row.subject);
         }
-        table.push_str(&format!(
-            "| {} | {} | {baseline} | {ratio} | {added} | {budget}{} |\n",
-            row.subject,
-            fmt_ns(subject),
-            if ok { "" } else { " **over**" }
-        ));
     }
     Ok((table, over))
+}
+
+/// One row of the table, and whether it is within its budget.
+fn row_line(root: &Path, row: &Row) -> Result<(String, bool)> {
+    let subject = mean_ns(root, row.subject)?;
+    let base = row.baseline.map(|b| mean_ns(root, b)).transpose()?;
+    let (baseline, ratio, added) = match (row.baseline, base) {
+        (Some(b), Some(base)) => (
+            format!("{} ({b})", fmt_ns(base)),
+            format!("{:.2}×", subject / base),
+            fmt_ns(subject - base),
+        ),
+        _ => ("—".to_owned(), "—".to_owned(), "—".to_owned()),
+    };
+    let (budget, ok) = match row.budget {
+        Budget::AddedNs(b) if b.is_infinite() && row.baseline.is_none() => {
+            (format!("(reported: {:.0} ops/s)", 1e9 / subject), true)
+        }
+        Budget::AddedNs(b) if b.is_infinite() => ("(reported)".to_owned(), true),
+        Budget::AddedNs(b) => (
+            format!("< {} added", fmt_ns(b)),
+            subject - base.unwrap_or(0.0) < b,
+        ),
+        Budget::AbsoluteNs(b) => (format!("< {}", fmt_ns(b)), subject < b),
+        Budget::Ratio(r) => (
+            format!("< {r:.2}×"),
+            subject / base.unwrap_or(f64::INFINITY) < r,
+        ),
+    };
+    let line = format!(
+        "| {} | {} | {baseline} | {ratio} | {added} | {budget}{} |\n",
+        row.subject,
+        fmt_ns(subject),
+        if ok { "" } else { " **over**" }
+    );
+    Ok((line, ok))
 }
 
 fn fmt_ns(ns: f64) -> String {
@@ -506,6 +517,34 @@ fn fmt_ns(ns: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::paired_table;
+
+    #[test]
+    fn rows_without_an_estimate_are_shown_as_not_measured_and_fail_the_run() {
+        // A root whose target/criterion holds one estimate: the subject of the first row only.
+        let root = std::env::temp_dir().join(format!("xtask-report-{}", std::process::id()));
+        let first = &super::ROWS[0];
+        let dir = root
+            .join("target/criterion")
+            .join(first.subject)
+            .join("new");
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            dir.join("estimates.json"),
+            r#"{"mean": {"point_estimate": 250.0}}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let (table, over) = super::report(&root).unwrap_or_else(|e| panic!("{e:#}"));
+        let _ = std::fs::remove_dir_all(&root);
+        assert_eq!(over.len(), super::ROWS.len(), "every row fails: {over:?}");
+        assert!(
+            table.contains(&format!("| {} | **not measured** |", first.subject)),
+            "{table}"
+        );
+        assert!(
+            table.contains("no estimate at"),
+            "the reason is shown: {table}"
+        );
+    }
 
     #[test]
     fn paired_ratios_are_reported_against_their_targets() {
