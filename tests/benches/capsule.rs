@@ -60,17 +60,14 @@ fn registry(capsule: Option<CapsuleConfig>) -> DefaultToolRegistry {
 /// of its channel, after its `ready`.
 fn raw_worker(tool: &str, spin: Duration) -> (std::process::Child, UnixStream) {
     let (host, worker) = UnixStream::pair().unwrap();
-    let settings = json!({
-        "max_frame": 1 << 20,
-        "address_space": 1u64 << 30,
-        "cpu_seconds": null,
-        "open_files": null,
-        "file_size": 0,
-        "spin_micros": spin.as_micros() as u64,
-    })
-    .to_string();
-    let mut command =
-        lab::worker_command(env!("CARGO_BIN_EXE_capsule-lab"), tool, &settings, &worker);
+    let spin_micros = u64::try_from(spin.as_micros()).unwrap_or(u64::MAX);
+    let mut command = lab::worker_command(
+        env!("CARGO_BIN_EXE_capsule-lab"),
+        tool,
+        1 << 20,
+        spin_micros,
+        &worker,
+    );
     let child = command.spawn().unwrap();
     drop(worker);
     let mut host = host;

@@ -485,9 +485,10 @@ pub(crate) fn raw_frame(header: &str, blobs: &[&[u8]]) -> Vec<u8> {
 }
 
 /// The lab's worker for `tool` as the capsule host starts one: `channel` becomes its descriptor
-/// 3 and `settings` its argument, its environment is empty and its standard streams are null.
-/// For the worker protocol tests and the capsule benchmark, which speak to it in frames of their
-/// own.
+/// 3 and its settings (frames of up to `max_frame` bytes, polling for `spin_micros`, a 1 GiB
+/// address space, no file writes) its argument, its environment is empty and its standard
+/// streams are null. For the worker protocol tests and the capsule benchmark, which speak to it
+/// in frames of their own.
 #[allow(
     dead_code,
     reason = "the tests and the benchmark start workers this way; the lab binary does not"
@@ -495,15 +496,25 @@ pub(crate) fn raw_frame(header: &str, blobs: &[&[u8]]) -> Vec<u8> {
 pub(crate) fn worker_command(
     lab: &str,
     tool: &str,
-    settings: &str,
+    max_frame: usize,
+    spin_micros: u64,
     channel: &std::os::unix::net::UnixStream,
 ) -> std::process::Command {
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
+    let settings = capability_capsule::wire::WorkerSettings {
+        max_frame,
+        address_space: Some(1 << 30),
+        cpu_seconds: None,
+        open_files: None,
+        file_size: Some(0),
+        spin_micros,
+    };
+    let settings = serde_json::to_string(&settings).expect("settings serialise");
     let fd = channel.as_raw_fd();
     let mut command = std::process::Command::new(lab);
     command
-        .args([capability_capsule::WORKER_FLAG, tool, settings])
+        .args([capability_capsule::WORKER_FLAG, tool, &settings])
         .env_clear()
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())

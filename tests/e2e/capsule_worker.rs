@@ -32,16 +32,7 @@ impl Worker {
     /// Starts a worker and reads its `ready`.
     fn start(tool: &str) -> Self {
         let (host, worker) = UnixStream::pair().unwrap();
-        let settings = json!({
-            "max_frame": MAX,
-            "address_space": 1u64 << 30,
-            "cpu_seconds": null,
-            "open_files": null,
-            "file_size": 0,
-            "spin_micros": 0,
-        })
-        .to_string();
-        let mut command = crate::capsule::lab::worker_command(LAB, tool, &settings, &worker);
+        let mut command = crate::capsule::lab::worker_command(LAB, tool, MAX, 0, &worker);
         let child = command.spawn().unwrap();
         drop(worker);
         host.set_read_timeout(Some(Duration::from_secs(20)))
