@@ -1,0 +1,50 @@
+//! A 100 MB line on the MCP transport is dropped without being buffered whole
+//! (docs/mcp.md, "Hostile input"). Alone in its test binary: the peak resident size it
+//! measures is the process's, and another test running beside it (ten thousand pipelined
+//! requests) would count in it.
+#![allow(clippy::disallowed_methods, reason = "reads /proc/self/status")]
+
+mod common;
+
+use common::{Raw, Scratch, server};
+use serde_json::json;
+
+/// The peak resident size of this process, in KiB.
+fn peak_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+async fn ping(raw: &mut Raw, id: i64) {
+    raw.send(json!({"jsonrpc": "2.0", "id": id, "method": "ping"}))
+        .await;
+    let (pong, _) = raw.response(id).await;
+    assert_eq!(pong["result"], json!({}), "{pong}");
+}
+
+// guarantee: G-MCP-04
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_megabyte_line_is_dropped_with_bounded_memory() {
+    let scratch = Scratch::new();
+    let (server, _) = server(&scratch).await;
+    let mut raw = Raw::initialized(&server, false).await;
+    let before = peak_kib();
+    // Streamed in 1 MiB pieces so the test itself does not hold 100 MB.
+    raw.send_streamed(
+        br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":""#,
+        &vec![b'a'; 1 << 20],
+        100,
+        b"\"}}",
+    )
+    .await;
+    ping(&mut raw, 2).await;
+    let grown_mib = peak_kib().saturating_sub(before) / 1024;
+    assert!(
+        grown_mib < 64,
+        "a 100 MB line grew the peak resident size by {grown_mib} MiB"
+    );
+}
