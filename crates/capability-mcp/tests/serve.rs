@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use capability_core::AuditKind;
-use common::{CANARY, Raw, Scratch, processes_with, server, text};
+use common::{CANARY, Raw, Scratch, eventually, processes_with, server, text};
 use serde_json::json;
 
 // guarantee: G-MCP-01
@@ -236,11 +236,17 @@ async fn cancelling_a_call_kills_its_child_and_leaves_other_sessions_alone() {
     let (ok, _) = a.call(2, "read_file", json!({"path": "notes.md"})).await;
     assert_eq!(text(&ok), "hello from notes\n");
 
+    // The child is gone as soon as it is killed; the call's record follows it, on the server's
+    // own time.
+    let completed = |e: &capability_core::AuditEvent| {
+        e.tool == "run_command" && e.event == AuditKind::ToolCompleted
+    };
+    assert!(
+        eventually(|| audit.events().iter().any(completed)).await,
+        "the cancelled call is audited"
+    );
     let events = audit.events();
-    let cancelled = events
-        .iter()
-        .find(|e| e.tool == "run_command" && e.event == AuditKind::ToolCompleted)
-        .expect("the cancelled call is audited");
+    let cancelled = events.iter().find(|e| completed(e)).expect("found above");
     assert_eq!(cancelled.code, Some(capability_types::ErrorCode::Cancelled));
     let sessions: std::collections::BTreeSet<_> = events.iter().map(|e| &e.session_id).collect();
     assert_eq!(sessions.len(), 2, "two sessions, two ids: {sessions:?}");

@@ -183,6 +183,20 @@ impl Raw {
     }
 }
 
+/// Whether `check` holds within 10 s, asked every 10 ms: for what the server records after the
+/// answer the test waited for (the audit record of a call that was not answered, or was
+/// cancelled).
+pub async fn eventually(mut check: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !check() {
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    true
+}
+
 /// The text of a tool result.
 pub fn text(response: &Value) -> String {
     response["result"]["content"][0]["text"]
