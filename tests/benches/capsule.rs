@@ -302,32 +302,23 @@ fn capsule(c: &mut Criterion) {
 
     // Issue 19's capsule ratios, and the worker's share against the floor, timed paired.
     if paired::measuring() {
-        let rounds = 41;
-        let round = Duration::from_millis(10);
-        let pair = |name: (&'static str, &'static str),
-                    subject: paired::Side<'_>,
-                    baseline: paired::Side<'_>| {
-            let ratio = paired::paired((subject, 1), (baseline, 1), rounds, round);
-            (name.0, name.1, rounds, ratio)
-        };
-        let rows = [
-            pair(
+        paired::Rows::default()
+            .pair(
                 ("warm_call", "in_process_call"),
-                &mut warm_call,
-                &mut in_process_call,
-            ),
-            pair(
+                (&mut warm_call, 1),
+                (&mut in_process_call, 1),
+            )
+            .pair(
                 ("warm_scoped_read", "in_process_scoped_read"),
-                &mut warm_scoped_read,
-                &mut in_process_scoped_read,
-            ),
-            pair(
+                (&mut warm_scoped_read, 1),
+                (&mut in_process_scoped_read, 1),
+            )
+            .pair(
                 ("worker_round_trip", "polling_round_trip"),
-                &mut worker_round_trip,
-                &mut polling_round_trip,
-            ),
-        ];
-        paired::write("capsule-paired.json", &rows);
+                (&mut worker_round_trip, 1),
+                (&mut polling_round_trip, 1),
+            )
+            .write("capsule-paired.json");
     }
     drop(channel);
     let _ = child.wait();

@@ -533,22 +533,17 @@ fn dispatch(c: &mut Criterion) {
     let _ = std::fs::write(dir.join("dispatch-allocations.json"), json);
 
     if paired::measuring() {
-        let rounds = 41;
-        let rows: Vec<_> = PAIRED
-            .iter()
-            .map(|&(subject, baseline)| {
-                let (s_calls, s_run) = counted(subject);
-                let (b_calls, b_run) = counted(baseline);
-                let ratio = paired::paired(
-                    (&mut |n| s_run(&setup, n), s_calls),
-                    (&mut |n| b_run(&setup, n), b_calls),
-                    rounds,
-                    Duration::from_millis(10),
-                );
-                (subject, baseline, rounds, ratio)
-            })
-            .collect();
-        paired::write("dispatch-paired.json", &rows);
+        let mut rows = paired::Rows::default();
+        for &(subject, baseline) in PAIRED {
+            let (s_calls, s_run) = counted(subject);
+            let (b_calls, b_run) = counted(baseline);
+            rows.pair(
+                (subject, baseline),
+                (&mut |n| s_run(&setup, n), s_calls),
+                (&mut |n| b_run(&setup, n), b_calls),
+            );
+        }
+        rows.write("dispatch-paired.json");
     }
 }
 

@@ -23,6 +23,9 @@ use hyper::service::service_fn;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
+#[path = "support/paired.rs"]
+mod paired;
+
 fn fetch(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -77,22 +80,31 @@ fn fetch(c: &mut Criterion) {
         .scoped_fetch(grant)
         .unwrap();
 
+    let bare_get = || {
+        rt.block_on(async {
+            let response = bare.get(url.parse().unwrap()).await.unwrap();
+            response.into_body().collect().await.unwrap().to_bytes()
+        })
+    };
+    let scoped_get = || {
+        rt.block_on(scoped.fetch(http::Request::get(url.as_str()).body(Bytes::new()).unwrap()))
+            .unwrap()
+    };
     let mut group = c.benchmark_group("fetch");
-    group.bench_function("bare_hyper_util_get", |b| {
-        b.iter(|| {
-            rt.block_on(async {
-                let response = bare.get(url.parse().unwrap()).await.unwrap();
-                response.into_body().collect().await.unwrap().to_bytes()
-            })
-        })
-    });
-    group.bench_function("scoped_get", |b| {
-        b.iter(|| {
-            rt.block_on(scoped.fetch(http::Request::get(url.as_str()).body(Bytes::new()).unwrap()))
-                .unwrap()
-        })
-    });
+    group.bench_function("bare_hyper_util_get", |b| b.iter(bare_get));
+    group.bench_function("scoped_get", |b| b.iter(scoped_get));
     group.finish();
+
+    // The budgeted ratio, timed paired as well (docs/benchmarks.md, "Paired budgets").
+    if paired::measuring() {
+        paired::Rows::default()
+            .pair(
+                ("fetch/scoped_get", "fetch/bare_hyper_util_get"),
+                (&mut |n| (0..n).for_each(|_| drop(scoped_get())), 1),
+                (&mut |n| (0..n).for_each(|_| drop(bare_get())), 1),
+            )
+            .write("fetch-paired.json");
+    }
 }
 
 fn config() -> Criterion {

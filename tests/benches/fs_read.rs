@@ -17,6 +17,9 @@ use capability_types::backend::{FsFactory, FsGrant, PathPolicy};
 use capability_types::{FsPaths, ToolCapabilities};
 use criterion::{Criterion, criterion_group, criterion_main};
 
+#[path = "support/paired.rs"]
+mod paired;
+
 fn read(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
@@ -65,13 +68,27 @@ fn read(c: &mut Criterion) {
                 .unwrap()
         })
     });
-    group.bench_function("scoped_read_4k", |b| {
-        b.iter(|| {
-            rt.block_on(fs.read_bytes(black_box(Path::new(&file))))
-                .unwrap()
-        })
-    });
+    let scoped_read = || {
+        rt.block_on(fs.read_bytes(black_box(Path::new(&file))))
+            .unwrap()
+    };
+    let awaited_read = || {
+        rt.block_on(async { std::fs::read(black_box(&file)) })
+            .unwrap()
+    };
+    group.bench_function("scoped_read_4k", |b| b.iter(scoped_read));
     group.finish();
+
+    // The budgeted ratio, timed paired as well (docs/benchmarks.md, "Paired budgets").
+    if paired::measuring() {
+        paired::Rows::default()
+            .pair(
+                ("fs/scoped_read_4k", "fs/std_read_4k_awaited"),
+                (&mut |n| (0..n).for_each(|_| drop(scoped_read())), 1),
+                (&mut |n| (0..n).for_each(|_| drop(awaited_read())), 1),
+            )
+            .write("fs-paired.json");
+    }
 }
 
 fn config() -> Criterion {

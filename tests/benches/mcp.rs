@@ -15,6 +15,9 @@ use capability_core::{CompiledPolicy, PolicyFormat};
 use capability_mcp::McpServer;
 use capability_tools::{StandardConfig, Store, standard_registry};
 use criterion::{Criterion, criterion_group, criterion_main};
+
+#[path = "support/paired.rs"]
+mod paired;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -196,6 +199,36 @@ fn mcp(c: &mut Criterion) {
         })
     });
     group.finish();
+
+    // The budgeted ratio, timed paired as well (docs/benchmarks.md, "Paired budgets"): here in
+    // rounds of many calls, beside the call-by-call interleaving above.
+    if paired::measuring() {
+        paired::Rows::default()
+            .pair(
+                ("mcp/toolcap_read_file", "mcp/bare_read_file"),
+                (
+                    &mut |n| {
+                        rt.block_on(async {
+                            for _ in 0..n {
+                                toolcap.read_file().await;
+                            }
+                        })
+                    },
+                    1,
+                ),
+                (
+                    &mut |n| {
+                        rt.block_on(async {
+                            for _ in 0..n {
+                                bare.read_file().await;
+                            }
+                        })
+                    },
+                    1,
+                ),
+            )
+            .write("mcp-paired.json");
+    }
 }
 
 fn config() -> Criterion {

@@ -18,6 +18,9 @@ use capability_types::backend::{PathPolicy, ProcessFactory, ProcessGrant, Proces
 use capability_types::{SpawnOptions, ToolCapabilities};
 use criterion::{Criterion, criterion_group, criterion_main};
 
+#[path = "support/paired.rs"]
+mod paired;
+
 fn spawn(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -49,40 +52,79 @@ fn spawn(c: &mut Criterion) {
     let scoped = scoped_under("required");
     let unsandboxed = scoped_under("off");
 
+    let std_true = || std::process::Command::new("/bin/true").status().unwrap();
+    let scoped_true = || {
+        rt.block_on(scoped.spawn("true", &[], SpawnOptions::default()))
+            .unwrap()
+    };
+    let unsandboxed_true = || {
+        rt.block_on(unsandboxed.spawn("true", &[], SpawnOptions::default()))
+            .unwrap()
+    };
+    let bwrap_true = || {
+        std::process::Command::new("/usr/bin/bwrap")
+            .args(["--ro-bind", "/", "/", "--unshare-net", "/bin/true"])
+            .status()
+            .unwrap()
+    };
+    let bwrap = Path::new("/usr/bin/bwrap").exists();
     let mut group = c.benchmark_group("spawn");
-    group.bench_function("std_command_true", |b| {
-        b.iter(|| std::process::Command::new("/bin/true").status().unwrap())
-    });
+    group.bench_function("std_command_true", |b| b.iter(std_true));
     // Like for like: a scoped spawn captures stdout and stderr, as `output()` does.
     group.bench_function("std_command_true_output", |b| {
         b.iter(|| std::process::Command::new("/bin/true").output().unwrap())
     });
-    group.bench_function("scoped_spawn_true", |b| {
-        b.iter(|| {
-            rt.block_on(scoped.spawn("true", &[], SpawnOptions::default()))
-                .unwrap()
-        })
-    });
+    group.bench_function("scoped_spawn_true", |b| b.iter(scoped_true));
     group.bench_function("scoped_spawn_true_unsandboxed", |b| {
-        b.iter(|| {
-            rt.block_on(unsandboxed.spawn("true", &[], SpawnOptions::default()))
-                .unwrap()
-        })
+        b.iter(unsandboxed_true)
     });
     // The reference sandbox of docs/semantics.md, "Performance budgets", when installed (`apt-get install bubblewrap`).
-    if Path::new("/usr/bin/bwrap").exists() {
-        group.bench_function("bwrap_true", |b| {
-            b.iter(|| {
-                std::process::Command::new("/usr/bin/bwrap")
-                    .args(["--ro-bind", "/", "/", "--unshare-net", "/bin/true"])
-                    .status()
-                    .unwrap()
-            })
-        });
+    if bwrap {
+        group.bench_function("bwrap_true", |b| b.iter(bwrap_true));
     } else {
         eprintln!("spawn/bwrap_true skipped: /usr/bin/bwrap is not installed");
     }
     group.finish();
+
+    // The budgeted ratios, timed paired as well (docs/benchmarks.md, "Paired budgets"); the
+    // one against bwrap only where bwrap is installed (`cargo xtask bench` fails without it).
+    if paired::measuring() {
+        let mut scoped_n = |n| (0..n).for_each(|_| drop(scoped_true()));
+        let mut std_n = |n| {
+            (0..n).for_each(|_| {
+                std::hint::black_box(std_true());
+            })
+        };
+        let mut rows = paired::Rows::default();
+        rows.pair(
+            ("spawn/scoped_spawn_true", "spawn/std_command_true"),
+            (&mut scoped_n, 1),
+            (&mut std_n, 1),
+        )
+        .pair(
+            (
+                "spawn/scoped_spawn_true_unsandboxed",
+                "spawn/std_command_true",
+            ),
+            (&mut |n| (0..n).for_each(|_| drop(unsandboxed_true())), 1),
+            (&mut std_n, 1),
+        );
+        if bwrap {
+            rows.pair(
+                ("spawn/scoped_spawn_true", "spawn/bwrap_true"),
+                (&mut scoped_n, 1),
+                (
+                    &mut |n| {
+                        (0..n).for_each(|_| {
+                            std::hint::black_box(bwrap_true());
+                        })
+                    },
+                    1,
+                ),
+            );
+        }
+        rows.write("spawn-paired.json");
+    }
 }
 
 fn config() -> Criterion {

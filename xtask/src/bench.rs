@@ -267,7 +267,53 @@ pub(crate) const TARGETS: &[(&str, &str, f64)] = &[
 ];
 
 /// The files of paired ratios the benchmarks write into `target/criterion`.
-const PAIRED_FILES: &[&str] = &["dispatch-paired.json", "capsule-paired.json"];
+const PAIRED_FILES: &[&str] = &[
+    "dispatch-paired.json",
+    "capsule-paired.json",
+    "fs-paired.json",
+    "fetch-paired.json",
+    "spawn-paired.json",
+    "mcp-paired.json",
+];
+
+/// The dispatch benchmark names its paired paths as `TOOLCAP_DISPATCH_COUNT` does; these are
+/// the criterion ids of the rows they stand for. Every other paired row is named by its id.
+const PAIRED_IDS: &[(&str, &str)] = &[
+    ("bare_five", "dispatch/bare_five"),
+    ("bare_nothing", "dispatch/bare_nothing"),
+    ("single_five", "dispatch/single_five"),
+    ("batch_1_five", "dispatch/batch_1_five"),
+    ("batch_1_nothing", "dispatch/batch_1_nothing"),
+    ("batch_100_five", "dispatch/batch_100_five_per_call"),
+    ("batch_10000_five", "dispatch/batch_10000_five_per_call"),
+];
+
+/// The criterion id a paired row's name stands for.
+fn criterion_id(name: &str) -> &str {
+    PAIRED_IDS
+        .iter()
+        .find(|(path, _)| *path == name)
+        .map_or(name, |(_, id)| id)
+}
+
+/// The paired median of `subject` / `baseline` (criterion ids), when one was measured.
+fn paired_median(paired: &[serde_json::Value], subject: &str, baseline: &str) -> Option<f64> {
+    paired
+        .iter()
+        .find(|row| {
+            criterion_id(row["subject"].as_str().unwrap_or_default()) == subject
+                && criterion_id(row["baseline"].as_str().unwrap_or_default()) == baseline
+        })
+        .and_then(|row| row["median"].as_f64())
+}
+
+/// The budgeted ratio of `subject` / `baseline` (criterion ids), if the table holds one.
+fn budget_of(subject: &str, baseline: &str) -> Option<f64> {
+    ROWS.iter().find_map(|row| match row.budget {
+        Budget::Ratio(r) if row.subject == subject && row.baseline == Some(baseline) => Some(r),
+        _ => None,
+    })
+}
 
 /// The lines around the generated table in docs/benchmarks.md.
 const BEGIN: &str = "<!-- cargo xtask bench --write: begin -->";
@@ -295,11 +341,12 @@ pub(crate) fn run(root: &Path, extra: &[String]) -> Result<()> {
             .args(passed);
         super::run(cmd)?;
     }
-    let (mut table, mut over) = report(root)?;
+    let paired = paired(root)?;
+    let (mut table, mut over) = report(root, &paired)?;
     let (allocations, heavy) = allocations(root)?;
     table.push_str(&allocations);
     over.extend(heavy);
-    table.push_str(&paired(root)?);
+    table.push_str(&paired_table(&paired));
     // Counted, not timed: reported beside the table, never a budget of its own.
     if !report_only {
         table.push_str(&super::instructions::table(root)?);
@@ -392,10 +439,9 @@ fn allocations(root: &Path) -> Result<(String, Vec<&'static str>)> {
     Ok((table, over))
 }
 
-/// The dispatch and capsule benchmarks' paired ratios (written by `tests/benches/dispatch.rs`
-/// and `capsule.rs`): each of issue 19's ratios with its subject and baseline alternated in
-/// short rounds, reported against the target, never a budget of its own.
-fn paired(root: &Path) -> Result<String> {
+/// The benchmarks' paired ratios (written by `tests/benches/support/paired.rs`): issue 19's
+/// ratios and the budgeted ones, each with its subject and baseline alternated in short rounds.
+fn paired(root: &Path) -> Result<Vec<serde_json::Value>> {
     let mut rows: Vec<serde_json::Value> = Vec::new();
     for file in PAIRED_FILES {
         let path = root.join("target/criterion").join(file);
@@ -405,13 +451,14 @@ fn paired(root: &Path) -> Result<String> {
             .with_context(|| format!("{} is not a list of paired ratios", path.display()))?;
         rows.extend(more);
     }
-    Ok(paired_table(&rows))
+    Ok(rows)
 }
 
-/// The paired ratios as a table, each against its target where issue 19 sets one.
+/// The paired ratios as a table, each against issue 19's target where it sets one, or else
+/// against the row's budget.
 fn paired_table(rows: &[serde_json::Value]) -> String {
     let mut table = String::from(
-        "\n| paired ratio (median of rounds) | subject / baseline | least – most | issue 19's target |\n|---|---:|---:|---|\n",
+        "\n| paired ratio (median of rounds) | subject / baseline | least – most | target or budget |\n|---|---:|---:|---|\n",
     );
     for row in rows {
         let (subject, baseline) = (
@@ -423,15 +470,18 @@ fn paired_table(rows: &[serde_json::Value]) -> String {
         let target = TARGETS
             .iter()
             .find(|(s, b, _)| *s == subject && *b == baseline)
-            .map(|(_, _, t)| *t);
+            .map(|(_, _, t)| (*t, ""))
+            .or_else(|| {
+                budget_of(criterion_id(subject), criterion_id(baseline)).map(|b| (b, " budget"))
+            });
         table.push_str(&format!(
             "| {subject} / {baseline} ({} rounds) | {median:.2}× | {:.2}× – {:.2}× | {} |\n",
             number("rounds"),
             number("least"),
             number("most"),
             match target {
-                Some(t) if median <= t => format!("≤ {t:.2}×"),
-                Some(t) => format!("≤ {t:.2}× (over)"),
+                Some((t, what)) if median <= t => format!("≤ {t:.2}×{what}"),
+                Some((t, what)) => format!("≤ {t:.2}×{what} (over)"),
                 None => "—".to_owned(),
             }
         ));
@@ -442,13 +492,14 @@ fn paired_table(rows: &[serde_json::Value]) -> String {
 /// The table of the last run, and the rows over budget or not measured. A row whose estimate
 /// is missing (its benchmark was skipped, say `bwrap` on a machine without it) is shown as not
 /// measured, with the reason, instead of ending the report: the rest of the table still prints,
-/// and the run still fails.
-fn report(root: &Path) -> Result<(String, Vec<&'static str>)> {
+/// and the run still fails. A budgeted ratio that was also timed paired is judged by its paired
+/// median, the figure this shared machine repeats (docs/benchmarks.md, "Paired budgets").
+fn report(root: &Path, paired: &[serde_json::Value]) -> Result<(String, Vec<&'static str>)> {
     let mut table = String::from("\n| benchmark | mean | baseline | ratio | added | budget |\n");
     table.push_str("|---|---:|---:|---:|---:|---|\n");
     let mut over = Vec::new();
     for row in ROWS {
-        match row_line(root, row) {
+        match row_line(root, row, paired) {
             Ok((line, ok)) => {
                 if !ok {
                     over.push(row.subject);
@@ -469,7 +520,7 @@ fn report(root: &Path) -> Result<(String, Vec<&'static str>)> {
 }
 
 /// One row of the table, and whether it is within its budget.
-fn row_line(root: &Path, row: &Row) -> Result<(String, bool)> {
+fn row_line(root: &Path, row: &Row, paired: &[serde_json::Value]) -> Result<(String, bool)> {
     let subject = mean_ns(root, row.subject)?;
     let base = row.baseline.map(|b| mean_ns(root, b)).transpose()?;
     let (baseline, ratio, added) = match (row.baseline, base) {
@@ -490,10 +541,16 @@ fn row_line(root: &Path, row: &Row) -> Result<(String, bool)> {
             subject - base.unwrap_or(0.0) < b,
         ),
         Budget::AbsoluteNs(b) => (format!("< {}", fmt_ns(b)), subject < b),
-        Budget::Ratio(r) => (
-            format!("< {r:.2}×"),
-            subject / base.unwrap_or(f64::INFINITY) < r,
-        ),
+        Budget::Ratio(r) => match row
+            .baseline
+            .and_then(|b| paired_median(paired, row.subject, b))
+        {
+            Some(median) => (format!("< {r:.2}× (paired {median:.2}×)"), median < r),
+            None => (
+                format!("< {r:.2}×"),
+                subject / base.unwrap_or(f64::INFINITY) < r,
+            ),
+        },
     };
     let line = format!(
         "| {} | {} | {baseline} | {ratio} | {added} | {budget}{} |\n",
@@ -533,7 +590,7 @@ mod tests {
             r#"{"mean": {"point_estimate": 250.0}}"#,
         )
         .unwrap_or_else(|e| panic!("{e}"));
-        let (table, over) = super::report(&root).unwrap_or_else(|e| panic!("{e:#}"));
+        let (table, over) = super::report(&root, &[]).unwrap_or_else(|e| panic!("{e:#}"));
         let _ = std::fs::remove_dir_all(&root);
         assert_eq!(over.len(), super::ROWS.len(), "every row fails: {over:?}");
         assert!(
@@ -546,13 +603,88 @@ mod tests {
         );
     }
 
+    /// A root whose `target/criterion` holds the given means.
+    fn criterion_root(name: &str, means: &[(&str, f64)]) -> std::path::PathBuf {
+        let root = std::env::temp_dir().join(format!("xtask-{name}-{}", std::process::id()));
+        for (id, mean) in means {
+            let dir = root.join("target/criterion").join(id).join("new");
+            std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(
+                dir.join("estimates.json"),
+                format!(r#"{{"mean": {{"point_estimate": {mean}}}}}"#),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        }
+        root
+    }
+
+    #[test]
+    fn a_budgeted_ratio_timed_paired_is_judged_by_its_paired_median() {
+        let row = super::ROWS
+            .iter()
+            .find(|r| {
+                r.subject == "fs/scoped_read_4k" && r.baseline == Some("fs/std_read_4k_awaited")
+            })
+            .unwrap_or_else(|| panic!("the fs row"));
+        // Criterion's means put it over its 1.2× budget; the paired median does not.
+        let root = criterion_root(
+            "paired-budget",
+            &[
+                ("fs/scoped_read_4k", 130.0),
+                ("fs/std_read_4k_awaited", 100.0),
+            ],
+        );
+        let paired = |median: f64| -> Vec<serde_json::Value> {
+            vec![serde_json::json!({"subject": "fs/scoped_read_4k",
+                "baseline": "fs/std_read_4k_awaited", "rounds": 41, "median": median,
+                "least": 0.9, "most": 1.4})]
+        };
+        let (line, ok) =
+            super::row_line(&root, row, &paired(1.05)).unwrap_or_else(|e| panic!("{e:#}"));
+        assert!(ok, "{line}");
+        assert!(
+            line.contains("| 1.30× |"),
+            "the means' ratio is still shown: {line}"
+        );
+        assert!(line.contains("< 1.20× (paired 1.05×) |"), "{line}");
+        // And the other way: the means under, the paired median over.
+        let (line, ok) =
+            super::row_line(&root, row, &paired(1.25)).unwrap_or_else(|e| panic!("{e:#}"));
+        assert!(!ok, "{line}");
+        assert!(line.contains("(paired 1.25×) **over**"), "{line}");
+        // Without a paired figure, the means decide, as before.
+        let (line, ok) = super::row_line(&root, row, &[]).unwrap_or_else(|e| panic!("{e:#}"));
+        let _ = std::fs::remove_dir_all(&root);
+        assert!(!ok, "{line}");
+        assert!(line.ends_with("| < 1.20× **over** |\n"), "{line}");
+    }
+
+    #[test]
+    fn dispatch_paths_stand_for_their_criterion_rows() {
+        let paired = vec![serde_json::json!({"subject": "batch_100_five",
+            "baseline": "single_five", "rounds": 41, "median": 0.9, "least": 0.8, "most": 1.1})];
+        assert_eq!(
+            super::paired_median(
+                &paired,
+                "dispatch/batch_100_five_per_call",
+                "dispatch/single_five"
+            ),
+            Some(0.9)
+        );
+        assert_eq!(
+            super::paired_median(&paired, "dispatch/batch_1_five", "dispatch/single_five"),
+            None
+        );
+    }
+
     #[test]
     fn paired_ratios_are_reported_against_their_targets() {
         let rows: Vec<serde_json::Value> = serde_json::from_str(
             r#"[{"subject": "batch_1_five", "baseline": "single_five", "rounds": 41, "median": 1.42, "least": 1.3, "most": 1.6},
                 {"subject": "batch_1_nothing", "baseline": "bare_nothing", "rounds": 41, "median": 2.5, "least": 2.1, "most": 3.0},
                 {"subject": "something_else", "baseline": "bare_five", "rounds": 3, "median": 9.0, "least": 8.0, "most": 10.0},
-                {"subject": "warm_scoped_read", "baseline": "in_process_scoped_read", "rounds": 41, "median": 2.9, "least": 2.5, "most": 3.5}]"#,
+                {"subject": "warm_scoped_read", "baseline": "in_process_scoped_read", "rounds": 41, "median": 2.9, "least": 2.5, "most": 3.5},
+                {"subject": "fetch/scoped_get", "baseline": "fetch/bare_hyper_util_get", "rounds": 41, "median": 1.04, "least": 0.9, "most": 1.2}]"#,
         )
         .unwrap_or_default();
         let table = paired_table(&rows);
@@ -570,6 +702,10 @@ mod tests {
         assert!(
             table.contains("| warm_scoped_read / in_process_scoped_read (41 rounds) | 2.90× | 2.50× – 3.50× | ≤ 3.00× |"),
             "the capsule's targets: {table}"
+        );
+        assert!(
+            table.contains("| 1.04× | 0.90× – 1.20× | ≤ 1.10× budget |"),
+            "a budgeted row against its budget: {table}"
         );
     }
 }

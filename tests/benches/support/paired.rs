@@ -1,7 +1,8 @@
-//! Paired timing, shared by the benchmarks that report issue 19's ratios: a subject and its
-//! baseline alternate in short rounds (the order swapped every round), so a slow moment of this
-//! shared machine slows both sides of a round alike, where criterion's separate means can land
-//! in different moments of a run (docs/benchmarks.md, "Instructions per call").
+//! Paired timing, shared by the benchmarks that report issue 19's ratios or hold a budgeted
+//! ratio: a subject and its baseline alternate in short rounds (the order swapped every round),
+//! so a slow moment of this shared machine slows both sides of a round alike, where criterion's
+//! separate means can land in different moments of a run (docs/benchmarks.md, "Paired
+//! budgets").
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -39,7 +40,7 @@ pub(crate) struct Ratio {
 
 /// `subject` / `baseline` per call (each side with its calls per iteration) over `rounds`
 /// rounds of about `round` a side.
-pub(crate) fn paired(
+fn paired(
     (subject, s_calls): (Side<'_>, usize),
     (baseline, b_calls): (Side<'_>, usize),
     rounds: usize,
@@ -65,6 +66,34 @@ pub(crate) fn paired(
     }
 }
 
+/// Rounds of a pair, and about how long each side of a round runs.
+const ROUNDS: usize = 41;
+const ROUND: Duration = Duration::from_millis(10);
+
+/// The paired ratios of one benchmark, measured one pair at a time and written together.
+#[derive(Default)]
+pub(crate) struct Rows(Vec<(&'static str, &'static str, usize, Ratio)>);
+
+impl Rows {
+    /// Times `subject` / `baseline` per call, each side with its calls per iteration.
+    pub(crate) fn pair(
+        &mut self,
+        (subject_name, baseline_name): (&'static str, &'static str),
+        subject: (Side<'_>, usize),
+        baseline: (Side<'_>, usize),
+    ) -> &mut Self {
+        let ratio = paired(subject, baseline, ROUNDS, ROUND);
+        self.0.push((subject_name, baseline_name, ROUNDS, ratio));
+        self
+    }
+
+    /// Writes the rows to `target/criterion/<file>`, where `cargo xtask bench` reads them, and
+    /// prints them.
+    pub(crate) fn write(&self, file: &str) {
+        write(file, &self.0);
+    }
+}
+
 /// Whether criterion is measuring (not only listing the benchmarks or running each once as a
 /// test): the paired step runs only then.
 pub(crate) fn measuring() -> bool {
@@ -77,7 +106,7 @@ pub(crate) fn measuring() -> bool {
     clippy::print_stderr,
     reason = "a benchmark prints what it measured beside criterion's output"
 )]
-pub(crate) fn write(file: &str, rows: &[(&str, &str, usize, Ratio)]) {
+fn write(file: &str, rows: &[(&str, &str, usize, Ratio)]) {
     let shown: Vec<String> = rows
         .iter()
         .map(|(subject, baseline, rounds, r)| {
