@@ -8,13 +8,6 @@ use std::time::Duration;
 use common::{Raw, Scratch, eventually, server, text};
 use serde_json::json;
 
-async fn ping(raw: &mut Raw, id: i64) {
-    raw.send(json!({"jsonrpc": "2.0", "id": id, "method": "ping"}))
-        .await;
-    let (pong, _) = raw.response(id).await;
-    assert_eq!(pong["result"], json!({}), "{pong}");
-}
-
 // guarantee: G-MCP-04
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_frames_get_errors_and_the_session_goes_on() {
@@ -33,7 +26,7 @@ async fn malformed_frames_get_errors_and_the_session_goes_on() {
     ] {
         raw.send_line(junk).await;
     }
-    ping(&mut raw, 100).await;
+    raw.ping(100).await;
 
     // Parameters of the wrong type: invalid params.
     raw.send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
@@ -84,7 +77,7 @@ async fn malformed_frames_get_errors_and_the_session_goes_on() {
     )
     .await;
 
-    ping(&mut raw, 101).await;
+    raw.ping(101).await;
     assert!(!raw.task.is_finished());
 }
 
@@ -159,7 +152,7 @@ async fn colliding_ids_do_not_break_the_session() {
     }
     let (answer, _) = raw.response(7).await;
     assert!(!answer.to_string().contains(common::CANARY), "{answer}");
-    ping(&mut raw, 8).await;
+    raw.ping(8).await;
     // The unanswered call may still be finishing when the answered one and the ping are back.
     let ended = || {
         audit

@@ -7,7 +7,6 @@
 mod common;
 
 use common::{Raw, Scratch, server};
-use serde_json::json;
 
 /// The peak resident size of this process, in KiB.
 fn peak_kib() -> u64 {
@@ -17,13 +16,6 @@ fn peak_kib() -> u64 {
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
-}
-
-async fn ping(raw: &mut Raw, id: i64) {
-    raw.send(json!({"jsonrpc": "2.0", "id": id, "method": "ping"}))
-        .await;
-    let (pong, _) = raw.response(id).await;
-    assert_eq!(pong["result"], json!({}), "{pong}");
 }
 
 // guarantee: G-MCP-04
@@ -41,7 +33,7 @@ async fn a_hundred_megabyte_line_is_dropped_with_bounded_memory() {
         b"\"}}",
     )
     .await;
-    ping(&mut raw, 2).await;
+    raw.ping(2).await;
     let grown_mib = peak_kib().saturating_sub(before) / 1024;
     assert!(
         grown_mib < 64,

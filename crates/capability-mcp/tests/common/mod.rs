@@ -167,6 +167,15 @@ impl Raw {
         }
     }
 
+    /// A `ping` and its empty answer: the session is alive and has answered everything
+    /// before it.
+    pub async fn ping(&mut self, id: i64) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "ping"}))
+            .await;
+        let (pong, _) = self.response(id).await;
+        assert_eq!(pong["result"], json!({}), "{pong}");
+    }
+
     /// Sends a `tools/call` without waiting for its answer.
     pub async fn call_no_wait(&mut self, id: i64, tool: &str, args: Value) {
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
