@@ -1,7 +1,7 @@
 //! A 100 MB line on the MCP transport is dropped without being buffered whole
 //! (docs/mcp.md, "Hostile input"). Alone in its test binary: the peak resident size it
-//! measures is the process's, and another test running beside it (ten thousand pipelined
-//! requests) would count in it.
+//! measures is the process's, and whatever another test beside it holds counts in it (a
+//! neighbour that failed and symbolised its backtrace once added 100 MB).
 #![allow(clippy::disallowed_methods, reason = "reads /proc/self/status")]
 
 mod common;
