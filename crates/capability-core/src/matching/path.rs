@@ -43,6 +43,11 @@ pub fn resolve_path(path: &Path, working_dir: &Path) -> Result<PathBuf, String> 
         }
         working_dir.join(path)
     };
+    // A plain relative name under a normalised working directory (`notes.md`, `a/b.txt`, most
+    // calls) joins into a path that is normalised already: nothing to rebuild.
+    if is_normalized_absolute(&joined) {
+        return Ok(joined);
+    }
     Ok(normalize_lexically(&joined))
 }
 
@@ -372,6 +377,25 @@ mod tests {
                 .unwrap_err()
                 .contains("not absolute")
         );
+    }
+
+    #[test]
+    fn a_relative_path_resolves_as_its_normalised_join_whatever_the_working_directory() {
+        // The plain join is returned as is only when it is already what normalising gives.
+        let dirs = [
+            "/", "/w", "/w/x", "/w/x/", "/w/./x", "/w/../x", "/w//x", "/..",
+        ];
+        let paths = [
+            "a", "a/b", "a/", "./a", "a/.", "..", "a/../b", "a//b", ".", "...", "a/.../b",
+        ];
+        for dir in dirs {
+            for path in paths {
+                let got = resolve_path(Path::new(path), Path::new(dir)).unwrap();
+                let want = normalize_lexically(&Path::new(dir).join(path));
+                assert_eq!(got, want, "{path} under {dir}");
+                assert!(is_normalized_absolute(&got), "{path} under {dir}: {got:?}");
+            }
+        }
     }
 
     #[test]
