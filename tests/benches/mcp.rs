@@ -7,7 +7,7 @@
     reason = "the bare baseline reads the file directly, as an unchecked MCP server does"
 )]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -145,13 +145,15 @@ fn mcp(c: &mut Criterion) {
         });
         let bare = Client::connect(client_end).await;
 
+        // As the command line does: the home directory is known, so the deny floor is exact
+        // (without one, every path is scanned for `.ssh`, `.aws` and the like).
         let policy = CompiledPolicy::load(
             &format!(
                 "id = \"bench\"\ntoolset = [\"read_file\"]\n[fs_reach]\nread = [\"{}\"]\n",
                 root.display()
             ),
             PolicyFormat::Toml,
-            None,
+            Some(Path::new("/home/bench")),
         )
         .unwrap();
         let registry = standard_registry(StandardConfig::new(Store::Memory))
