@@ -98,10 +98,10 @@ fn fetch(c: &mut Criterion) {
     // The budgeted ratio, timed paired as well (docs/benchmarks.md, "Paired budgets").
     if paired::measuring() {
         paired::Rows::default()
-            .pair(
+            .each(
                 ("fetch/scoped_get", "fetch/bare_hyper_util_get"),
-                (&mut |n| (0..n).for_each(|_| drop(scoped_get())), 1),
-                (&mut |n| (0..n).for_each(|_| drop(bare_get())), 1),
+                scoped_get,
+                bare_get,
             )
             .write("fetch-paired.json");
     }

@@ -82,10 +82,10 @@ fn read(c: &mut Criterion) {
     // The budgeted ratio, timed paired as well (docs/benchmarks.md, "Paired budgets").
     if paired::measuring() {
         paired::Rows::default()
-            .pair(
+            .each(
                 ("fs/scoped_read_4k", "fs/std_read_4k_awaited"),
-                (&mut |n| (0..n).for_each(|_| drop(scoped_read())), 1),
-                (&mut |n| (0..n).for_each(|_| drop(awaited_read())), 1),
+                scoped_read,
+                awaited_read,
             )
             .write("fs-paired.json");
     }

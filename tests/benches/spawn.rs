@@ -89,38 +89,25 @@ fn spawn(c: &mut Criterion) {
     // The budgeted ratios, timed paired as well (docs/benchmarks.md, "Paired budgets"); the
     // one against bwrap only where bwrap is installed (`cargo xtask bench` fails without it).
     if paired::measuring() {
-        let mut scoped_n = |n| (0..n).for_each(|_| drop(scoped_true()));
-        let mut std_n = |n| {
-            (0..n).for_each(|_| {
-                std::hint::black_box(std_true());
-            })
-        };
         let mut rows = paired::Rows::default();
-        rows.pair(
+        rows.each(
             ("spawn/scoped_spawn_true", "spawn/std_command_true"),
-            (&mut scoped_n, 1),
-            (&mut std_n, 1),
+            &scoped_true,
+            &std_true,
         )
-        .pair(
+        .each(
             (
                 "spawn/scoped_spawn_true_unsandboxed",
                 "spawn/std_command_true",
             ),
-            (&mut |n| (0..n).for_each(|_| drop(unsandboxed_true())), 1),
-            (&mut std_n, 1),
+            &unsandboxed_true,
+            &std_true,
         );
         if bwrap {
-            rows.pair(
+            rows.each(
                 ("spawn/scoped_spawn_true", "spawn/bwrap_true"),
-                (&mut scoped_n, 1),
-                (
-                    &mut |n| {
-                        (0..n).for_each(|_| {
-                            std::hint::black_box(bwrap_true());
-                        })
-                    },
-                    1,
-                ),
+                &scoped_true,
+                &bwrap_true,
             );
         }
         rows.write("spawn-paired.json");

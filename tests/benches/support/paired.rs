@@ -87,6 +87,30 @@ impl Rows {
         self
     }
 
+    /// Times `subject()` / `baseline()`, one call of each per iteration.
+    #[allow(
+        dead_code,
+        reason = "every benchmark includes this module; dispatch and capsule time paths of their own shape"
+    )]
+    pub(crate) fn each<A, B>(
+        &mut self,
+        names: (&'static str, &'static str),
+        mut subject: impl FnMut() -> A,
+        mut baseline: impl FnMut() -> B,
+    ) -> &mut Self {
+        self.pair(
+            names,
+            (
+                &mut |n| (0..n).for_each(|_| drop(std::hint::black_box(subject()))),
+                1,
+            ),
+            (
+                &mut |n| (0..n).for_each(|_| drop(std::hint::black_box(baseline()))),
+                1,
+            ),
+        )
+    }
+
     /// Writes the rows to `target/criterion/<file>`, where `cargo xtask bench` reads them, and
     /// prints them.
     pub(crate) fn write(&self, file: &str) {
