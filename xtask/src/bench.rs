@@ -578,18 +578,8 @@ mod tests {
     #[test]
     fn rows_without_an_estimate_are_shown_as_not_measured_and_fail_the_run() {
         // A root whose target/criterion holds one estimate: the subject of the first row only.
-        let root = std::env::temp_dir().join(format!("xtask-report-{}", std::process::id()));
         let first = &super::ROWS[0];
-        let dir = root
-            .join("target/criterion")
-            .join(first.subject)
-            .join("new");
-        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(
-            dir.join("estimates.json"),
-            r#"{"mean": {"point_estimate": 250.0}}"#,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let root = criterion_root("report", &[(first.subject, 250.0)]);
         let (table, over) = super::report(&root, &[]).unwrap_or_else(|e| panic!("{e:#}"));
         let _ = std::fs::remove_dir_all(&root);
         assert_eq!(over.len(), super::ROWS.len(), "every row fails: {over:?}");
