@@ -167,13 +167,14 @@ impl Raw {
         }
     }
 
-    /// A `ping` and its empty answer: the session is alive and has answered everything
-    /// before it.
-    pub async fn ping(&mut self, id: i64) {
+    /// A `ping` and its empty answer: the session is alive. Returns whatever arrived before
+    /// the answer.
+    pub async fn ping(&mut self, id: i64) -> Vec<Value> {
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": "ping"}))
             .await;
-        let (pong, _) = self.response(id).await;
+        let (pong, before) = self.response(id).await;
         assert_eq!(pong["result"], json!({}), "{pong}");
+        before
     }
 
     /// Sends a `tools/call` without waiting for its answer.
