@@ -288,7 +288,11 @@ impl ServerHandler for McpSession {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.call(request, context).await
+        // Boxed: rmcp runs each request's handler in a task of its own, and a task's future is
+        // copied whole as the task is made and as it finishes. The call's future (the registry's
+        // included) is some 4 KB, larger than anything else rmcp's handler holds; in a box it
+        // is made once on the heap and never copied (docs/benchmarks.md, "MCP").
+        Box::pin(self.call(request, context)).await
     }
 
     /// rmcp hands over as "custom" every request it could not parse, including a standard
