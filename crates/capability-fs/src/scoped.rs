@@ -17,11 +17,16 @@ use crate::FsConfig;
 use crate::sys::{self, SysError};
 
 /// Root directory handles, opened once per root path and shared by every tool of a backend.
+///
+/// Keyed by the root's bytes, not by `PathBuf`: a root is already normalised (the policy's own
+/// spelling, compiled), so equal bytes are the same root, and hashing the bytes once costs a
+/// fraction of `Path`'s component-by-component hash, paid on every operation (docs/benchmarks.md,
+/// "MCP").
 #[derive(Debug, Default)]
 pub(crate) struct RootHandles {
-    open: RwLock<HashMap<PathBuf, Arc<OwnedFd>>>,
+    open: RwLock<HashMap<OsString, Arc<OwnedFd>>>,
     /// Whether a root names a file (an exact-file entry), by root; looked up once.
-    files: RwLock<HashMap<PathBuf, bool>>,
+    files: RwLock<HashMap<OsString, bool>>,
 }
 
 impl RootHandles {
@@ -32,7 +37,7 @@ impl RootHandles {
             .files
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(root)
+            .get(root.as_os_str())
         {
             return *known;
         }
@@ -40,7 +45,7 @@ impl RootHandles {
         self.files
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(root.to_path_buf(), file);
+            .insert(root.as_os_str().to_owned(), file);
         file
     }
 
@@ -49,16 +54,16 @@ impl RootHandles {
             .open
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(root)
+            .get(root.as_os_str())
         {
             return Ok(Arc::clone(fd));
         }
         let mut open = self.open.write().unwrap_or_else(PoisonError::into_inner);
-        if let Some(fd) = open.get(root) {
+        if let Some(fd) = open.get(root.as_os_str()) {
             return Ok(Arc::clone(fd));
         }
         let fd = Arc::new(sys::open_root(root)?);
-        open.insert(root.to_path_buf(), Arc::clone(&fd));
+        open.insert(root.as_os_str().to_owned(), Arc::clone(&fd));
         Ok(fd)
     }
 }
