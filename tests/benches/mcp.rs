@@ -1,6 +1,9 @@
 //! A `read_file` round trip through toolcap's MCP server against the same tool served by a bare
 //! `rmcp` server that checks nothing, in the same run, over the same in-memory pipe and the same
 //! client (docs/mcp.md; docs/benchmarks.md, "MCP").
+//!
+//! With `TOOLCAP_MCP_COUNT=<bare|toolcap>:<calls>` it makes that many calls of one server and
+//! stops, without criterion: for counting a call's instructions under callgrind.
 #![allow(
     missing_docs,
     clippy::disallowed_methods,
@@ -168,6 +171,27 @@ fn mcp(c: &mut Criterion) {
         (bare, toolcap)
     });
 
+    // `TOOLCAP_MCP_COUNT=<bare|toolcap>:<calls>`: that many calls of one server and nothing
+    // else, to count its instructions per call under callgrind (two counts, their difference).
+    if let Ok(spec) = std::env::var("TOOLCAP_MCP_COUNT") {
+        let (side, calls) = spec
+            .split_once(':')
+            .and_then(|(side, n)| Some((side, n.parse::<u64>().ok()?)))
+            .unwrap_or_else(|| {
+                panic!("TOOLCAP_MCP_COUNT={spec:?}: expected <bare|toolcap>:<calls>")
+            });
+        let client = match side {
+            "bare" => &mut bare,
+            "toolcap" => &mut toolcap,
+            other => panic!("TOOLCAP_MCP_COUNT: no server {other:?}; bare or toolcap"),
+        };
+        rt.block_on(async {
+            for _ in 0..calls {
+                client.read_file().await;
+            }
+        });
+        return;
+    }
     // Paired: every timed call of one server follows an untimed call of the other, so both are
     // measured under the same machine conditions at the same moments (this machine's timings
     // drift by tens of percent from one second to the next).
