@@ -196,7 +196,7 @@ impl DefaultToolRegistry {
     }
 
     pub(super) fn prepare(&self, name: &str, ctx: &ExecutionContext) -> Result<Ready<'_>, Refusal> {
-        let entry = self.tools.get(name).ok_or_else(|| {
+        let entry = self.entry(name).ok_or_else(|| {
             Refusal::without_denial(
                 ErrorCode::NotAvailable,
                 format!("unknown tool {}", name.escape_debug()),

@@ -25,7 +25,7 @@ pub use self::output::{apply_budget, panic_message};
 use self::admission::{Ready, Refusal, check_declaration};
 use self::output::unreachable_result;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -43,6 +43,7 @@ use crate::resolve::{CapabilityBackends, Plan, ResolutionCache};
 use crate::validate::validate_declaration;
 
 struct Entry {
+    name: String,
     tool: Arc<dyn Tool>,
     capabilities: Arc<ToolCapabilities>,
     /// The plan of a tool that declares nothing, made once (it is the same in every context).
@@ -89,7 +90,13 @@ struct Entry {
 /// # });
 /// ```
 pub struct DefaultToolRegistry {
-    tools: BTreeMap<String, Entry>,
+    /// The registered tools, sorted by name: listings and validation go in this order.
+    tools: Vec<Entry>,
+    /// Where each tool is in `tools`, by name. A call finds its tool with one hash of the name
+    /// it gives instead of a walk of string comparisons (docs/benchmarks.md, "MCP"). The keys
+    /// are the registered names; a name a caller makes up only probes this small table, so the
+    /// hash need not resist flooding.
+    index: HashMap<String, usize, ByName>,
     backends: Option<CapabilityBackends>,
     config: RegistryConfig,
     audit: Option<Arc<dyn AuditSink>>,
@@ -101,7 +108,10 @@ pub struct DefaultToolRegistry {
 impl fmt::Debug for DefaultToolRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DefaultToolRegistry")
-            .field("tools", &self.tools.keys().collect::<Vec<_>>())
+            .field(
+                "tools",
+                &self.tools.iter().map(|e| &e.name).collect::<Vec<_>>(),
+            )
             .field("backends", &self.backends)
             .field("config", &self.config)
             .field("audit", &self.audit)
@@ -114,7 +124,8 @@ impl DefaultToolRegistry {
     /// An empty registry. `None` means no backends: only tools that declare nothing can run.
     pub fn new(backends: Option<CapabilityBackends>) -> Self {
         Self {
-            tools: BTreeMap::new(),
+            tools: Vec::new(),
+            index: HashMap::default(),
             backends,
             config: RegistryConfig::default(),
             audit: None,
@@ -167,7 +178,7 @@ impl DefaultToolRegistry {
         if !valid_tool_name(&name) {
             return Err(RegistryError::InvalidName(name));
         }
-        if self.tools.contains_key(&name) {
+        if self.index.contains_key(&name) {
             return Err(RegistryError::DuplicateTool(name));
         }
         let capabilities = tool.capabilities();
@@ -178,36 +189,50 @@ impl DefaultToolRegistry {
         let undeclared = capabilities
             .is_empty()
             .then(|| Arc::new(Plan::undeclared(&name)));
+        let at = self.tools.partition_point(|e| e.name < name);
         self.tools.insert(
-            name,
+            at,
             Entry {
+                name,
                 undeclared,
                 tool,
                 capabilities: Arc::new(capabilities),
                 completed_in: AtomicU64::new(0),
             },
         );
+        // The tools after the new one moved up by one.
+        self.index = self
+            .tools
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.name.clone(), i))
+            .collect();
         Ok(())
     }
 
     /// The registered tools and their declarations, sorted by name.
     pub fn tools(&self) -> impl Iterator<Item = (&dyn Tool, &ToolCapabilities)> {
         self.tools
-            .values()
+            .iter()
             .map(|e| (e.tool.as_ref(), e.capabilities.as_ref()))
     }
 
     /// The declaration of a registered tool.
     pub fn capabilities(&self, tool: &str) -> Option<&ToolCapabilities> {
-        self.tools.get(tool).map(|e| e.capabilities.as_ref())
+        self.entry(tool).map(|e| e.capabilities.as_ref())
+    }
+
+    /// The entry of a registered tool.
+    fn entry(&self, tool: &str) -> Option<&Entry> {
+        self.index.get(tool).and_then(|&at| self.tools.get(at))
     }
 
     /// Registration findings for every tool the personality's toolset admits.
     pub fn validate(&self, policy: &CompiledPolicy) -> Vec<CapabilityValidationError> {
         self.tools
             .iter()
-            .filter(|(name, _)| policy.allows_tool(name))
-            .flat_map(|(name, e)| validate_declaration(name, &e.capabilities, policy))
+            .filter(|e| policy.allows_tool(&e.name))
+            .flat_map(|e| validate_declaration(&e.name, &e.capabilities, policy))
             .collect()
     }
 
@@ -432,5 +457,36 @@ mod tests {
         let err = registry.register(Named("rel", relative)).unwrap_err();
         assert!(err.to_string().contains("not absolute"), "{err}");
         assert_eq!(registry.tools().count(), 1);
+    }
+
+    #[test]
+    fn tools_are_listed_by_name_and_each_is_found_by_its_own_name() {
+        let mut registry = DefaultToolRegistry::new(None);
+        let names = ["m_tool", "b_tool", "z_tool", "a_tool", "k_tool"];
+        let network = |host: &str| ToolCapabilities::none().with_network([host]);
+        for (i, name) in names.into_iter().enumerate() {
+            // Each declaration names its own tool, so a lookup that found another's shows.
+            registry
+                .register(Named(name, network(&format!("h{i}.example.com"))))
+                .unwrap();
+            let listed: Vec<&str> = registry.tools().map(|(t, _)| t.name()).collect();
+            let mut sorted = listed.clone();
+            sorted.sort_unstable();
+            assert_eq!(listed, sorted, "listed by name after registering {name}");
+        }
+        for (i, name) in names.into_iter().enumerate() {
+            let caps = registry.capabilities(name).unwrap();
+            assert_eq!(caps, &network(&format!("h{i}.example.com")), "{name}");
+        }
+        for unknown in ["", "a_too", "a_tool ", "A_TOOL", "zz_tool", "a_tool\0"] {
+            assert!(registry.capabilities(unknown).is_none(), "{unknown:?}");
+        }
+        assert!(
+            registry
+                .register(Named("b_tool", ToolCapabilities::none()))
+                .is_err(),
+            "a duplicate is refused wherever it would sort"
+        );
+        assert_eq!(registry.tools().count(), names.len());
     }
 }
