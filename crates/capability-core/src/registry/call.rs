@@ -106,9 +106,11 @@ impl Default for Invocation {
     }
 }
 
-/// FNV-1a, for the invocation's tables and the plan cache. Their keys are names of registered tools (a call
-/// reaches them only after its tool was found), never text an attacker can choose to collide,
-/// so the hash need not resist flooding, and a call pays a few nanoseconds instead of SipHash.
+/// FNV-1a, for the registry's index of its tools, the invocation's tables and the plan cache.
+/// Their keys are names of registered tools, never text an attacker can choose to collide: a
+/// name a caller makes up is only looked up (in the index, before anything else), which probes
+/// a table of registered names and inserts nothing. So the hash need not resist flooding, and a
+/// call pays a few nanoseconds instead of SipHash.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Fnv(u64);
 
