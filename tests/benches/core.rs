@@ -1,5 +1,6 @@
 //! Benchmarks for docs/semantics.md, "Performance budgets": the per-call cost of resolution + guard against a bare call,
-//! host matching at 10 / 100 / 1,000 patterns, and registry overhead. `cargo xtask bench`
+//! host matching at 10 / 100 / 1,000 patterns, registry overhead, and the path check with and
+//! without a known home directory. `cargo xtask bench`
 //! prints them as ratios against the baseline measured in the same run.
 #![allow(missing_docs, clippy::unwrap_used)]
 
@@ -314,6 +315,29 @@ fn registry(c: &mut Criterion) {
     group.finish();
 }
 
+/// The path check every `ScopedFs` operation makes (a relative name under the read root), with
+/// the home directory known, as the command line loads a personality from `$HOME`, and unknown
+/// (no `$HOME`), when the deny floor protects `.ssh`, `.aws`, `.gnupg` and `.netrc` wherever
+/// they appear and so looks at every path checked.
+fn paths(c: &mut Criterion) {
+    let text = "id = \"p\"\n[fs_reach]\nread = [\"/srv/data\"]\n";
+    let caps = ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality);
+    let mut group = c.benchmark_group("paths");
+    for (name, home) in [
+        ("check_home_known", Some(Path::new("/home/user"))),
+        ("check_home_unknown", None),
+    ] {
+        let policy = CompiledPolicy::load(text, PolicyFormat::Toml, home).unwrap();
+        let fs = resolve("t", &caps, &policy, "s", Path::new("/srv/data"))
+            .fs
+            .unwrap();
+        let path = Path::new("reports/2026/q3-summary.txt");
+        fs.reaches(path).unwrap();
+        group.bench_function(name, |b| b.iter(|| fs.reaches(black_box(path))));
+    }
+    group.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_millis(500))
@@ -321,5 +345,5 @@ fn config() -> Criterion {
         .sample_size(40)
 }
 
-criterion_group! { name = benches; config = config(); targets = calls, hosts, registry }
+criterion_group! { name = benches; config = config(); targets = calls, hosts, registry, paths }
 criterion_main!(benches);

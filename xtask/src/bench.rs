@@ -59,6 +59,13 @@ const ROWS: &[Row] = &[
         baseline: None,
         budget: Budget::AbsoluteNs(1_000.0),
     },
+    // The path check without a known home directory (the deny floor then looks at every
+    // path) against the same check with one: reported.
+    Row {
+        subject: "paths/check_home_unknown",
+        baseline: Some("paths/check_home_known"),
+        budget: Budget::AddedNs(f64::INFINITY),
+    },
     // The per-call path (issue 19), from `tests/benches/dispatch.rs`: a no-op tool declaring
     // all five categories with the real factories, and one declaring nothing.
     Row {

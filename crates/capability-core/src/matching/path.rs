@@ -109,16 +109,20 @@ impl FloorEntry {
                     && p[d.len() + 1..].starts_with(prefix.as_bytes())
             }
             FloorEntry::Component(name) => {
-                // A component equal to `name`: `/name/` inside, or `/name` at the end.
-                let (p, n) = (path.as_os_str().as_bytes(), name.as_bytes());
-                p.windows(n.len() + 2)
-                    .any(|w| w[0] == b'/' && &w[1..=n.len()] == n && w[n.len() + 1] == b'/')
-                    || (p.len() > n.len() && p.ends_with(n) && p[p.len() - n.len() - 1] == b'/')
+                // A component after a `/` equal to `name` (`/name/` inside, or `/name` at the
+                // end), each component compared whole: one of another length is passed over
+                // after one comparison.
+                let p = path.as_os_str().as_bytes();
+                p.split(|c| *c == b'/')
+                    .skip(1)
+                    .any(|c| c == name.as_bytes())
             }
         }
     }
 }
 
+/// The protected names of a home directory. Each begins with a dot, which
+/// [`DenyFloor::blocks`] relies on when the home directory is unknown (a test holds it).
 const HOME_ENTRIES: [&str; 4] = [".ssh", ".aws", ".gnupg", ".netrc"];
 
 /// The built-in deny floor of docs/semantics.md, "Paths": `~/.ssh`, `~/.aws`, `~/.gnupg`, `~/.netrc`,
@@ -183,8 +187,13 @@ impl DenyFloor {
     /// Whether `path` is protected, given the personality roots (of the access in question)
     /// that could lift an entry.
     pub fn blocks(&self, path: &Path, personality_roots: &[PathBuf]) -> bool {
+        // The names protected wherever they appear all begin with a dot (`HOME_ENTRIES`): a
+        // path without a component that does is covered by none of them, found in one pass
+        // instead of one per name.
+        let hidden = path.as_os_str().as_bytes().windows(2).any(|w| w == b"/.");
         self.entries.iter().any(|entry| {
-            entry.covers(path)
+            (hidden || !matches!(entry, FloorEntry::Component(_)))
+                && entry.covers(path)
                 && !personality_roots
                     .iter()
                     .any(|root| is_within(path, root) && entry.covers(root))
@@ -449,6 +458,39 @@ mod tests {
         assert!(blind.blocks(Path::new("/srv/x/.netrc"), &root));
         assert!(!blind.blocks(Path::new("/srv/x/.netrcx"), &root));
         assert!(!blind.blocks(Path::new("/srv/x.ssh/key"), &root));
+    }
+
+    #[test]
+    fn without_a_home_every_protected_name_is_found_wherever_it_appears() {
+        // `blocks` passes over paths with no component that begins with a dot.
+        assert!(HOME_ENTRIES.iter().all(|name| name.starts_with('.')));
+        let blind = DenyFloor::new(None);
+        let root = [pb("/")];
+        let mut blocked = 0;
+        // Every path of up to five pieces from an alphabet of near misses, each protected name
+        // among them: blocked exactly when some component is one of the names.
+        let pieces = [
+            "/", ".", "ssh", ".ssh", ".aws", "x", ".gnupg", ".netrc", "s",
+        ];
+        let mut paths = vec![String::new()];
+        for _ in 0..5 {
+            paths = paths
+                .iter()
+                .flat_map(|p| pieces.iter().map(move |q| format!("{p}{q}")))
+                .collect();
+            for p in &paths {
+                let path = format!("/{p}");
+                let named = path.split('/').skip(1).any(|c| HOME_ENTRIES.contains(&c));
+                let outside = ["/proc", "/sys", "/dev", "/etc"]
+                    .iter()
+                    .any(|area| is_within(Path::new(&path), Path::new(area)));
+                if !outside {
+                    assert_eq!(blind.blocks(Path::new(&path), &root), named, "{path}");
+                    blocked += usize::from(named);
+                }
+            }
+        }
+        assert!(blocked > 1000, "the alphabet reaches the names ({blocked})");
     }
 
     #[test]
