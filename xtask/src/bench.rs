@@ -59,6 +59,11 @@ const ROWS: &[Row] = &[
         baseline: None,
         budget: Budget::AbsoluteNs(1_000.0),
     },
+    Row {
+        subject: "hosts/check_with_idna/1000",
+        baseline: None,
+        budget: Budget::AddedNs(f64::INFINITY),
+    },
     // The path check without a known home directory (the deny floor then looks at every
     // path) against the same check with one: reported.
     Row {
