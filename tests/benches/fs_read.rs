@@ -51,12 +51,11 @@ fn read(c: &mut Criterion) {
         b.iter(|| std::fs::read(black_box(&file)).unwrap())
     });
     // The same plain read as a tool without toolcap would do it: inside an async fn, awaited.
-    group.bench_function("std_read_4k_awaited", |b| {
-        b.iter(|| {
-            rt.block_on(async { std::fs::read(black_box(&file)) })
-                .unwrap()
-        })
-    });
+    let awaited_read = || {
+        rt.block_on(async { std::fs::read(black_box(&file)) })
+            .unwrap()
+    };
+    group.bench_function("std_read_4k_awaited", |b| b.iter(awaited_read));
     // The lexical policy check alone (part of scoped_read_4k).
     group.bench_function("policy_check", |b| {
         b.iter(|| {
@@ -70,10 +69,6 @@ fn read(c: &mut Criterion) {
     });
     let scoped_read = || {
         rt.block_on(fs.read_bytes(black_box(Path::new(&file))))
-            .unwrap()
-    };
-    let awaited_read = || {
-        rt.block_on(async { std::fs::read(black_box(&file)) })
             .unwrap()
     };
     group.bench_function("scoped_read_4k", |b| b.iter(scoped_read));
