@@ -52,3 +52,19 @@ impl Dropped {
         }
     }
 }
+
+/// Every string of one to `most` pieces of `pieces`, shortest first: the exhaustive inputs of
+/// the matching rules' near-miss tests.
+#[cfg(test)]
+fn every_joining(pieces: &[&str], most: usize) -> Vec<String> {
+    let mut all = Vec::new();
+    let mut level = vec![String::new()];
+    for _ in 0..most {
+        level = level
+            .iter()
+            .flat_map(|s| pieces.iter().map(move |p| format!("{s}{p}")))
+            .collect();
+        all.extend(level.iter().cloned());
+    }
+    all
+}
