@@ -2,8 +2,8 @@
 //! new worker per call: spawn, self-confinement, handshake), each against the same call in
 //! process, through the same registry, in the same run. Also one scoped file read made from a
 //! warm capsule (a round trip over the worker's channel) against the same read in process, and
-//! the floors of a process round trip on the machine, with both sides asleep and with both
-//! polling. Where a warm call's time goes: the worker driven by a host that only encodes, polls
+//! the floors of a process round trip on the machine, with both sides asleep (a pipe) and with
+//! both polling (a capsule channel). Where a warm call's time goes: the worker driven by a host that only encodes, polls
 //! and decodes (`worker_round_trip`), against the polling floor. On a current-thread runtime,
 //! as the dispatch benchmarks; the warm call also from a multi-thread runtime. Then issue 19's
 //! capsule ratios, and the worker against the floor, timed paired (`support/paired.rs`) into
@@ -17,13 +17,13 @@
 
 use std::hint::black_box;
 use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use capability_capsule::ring::{BlockingEnd, WorkerDescriptors};
 use capability_capsule::wire::{CallContext, FromWorker, ToWorker, decode, encode};
 
 use capability_capsule::{Capsule, CapsuleConfig};
@@ -55,38 +55,34 @@ fn registry(capsule: Option<CapsuleConfig>) -> DefaultToolRegistry {
     registry
 }
 
-/// A lab worker of `tool` started as the capsule host starts one (its channel on descriptor 3,
-/// its settings as an argument, an empty environment), polling for `spin`, and the host's end
-/// of its channel, after its `ready`.
-fn raw_worker(tool: &str, spin: Duration) -> (std::process::Child, UnixStream) {
-    let (host, worker) = UnixStream::pair().unwrap();
+/// A lab worker of `tool` started as the capsule host starts one (its channel on descriptors 3
+/// and 4, its settings as an argument, an empty environment), polling for `spin`, and the
+/// host's end of its channel, after its `ready`.
+fn raw_worker(tool: &str, spin: Duration) -> (std::process::Child, BlockingEnd) {
+    let (mut host, worker) = BlockingEnd::for_worker().unwrap();
     let spin_micros = u64::try_from(spin.as_micros()).unwrap_or(u64::MAX);
     let mut command = lab::worker_command(
         env!("CARGO_BIN_EXE_capsule-lab"),
         tool,
         1 << 20,
         spin_micros,
-        &worker,
+        worker,
     );
     let child = command.spawn().unwrap();
-    drop(worker);
-    let mut host = host;
+    drop(command);
     let ready = read_frame_polling(&mut host);
     assert!(!ready.is_empty());
     (child, host)
 }
 
-/// One frame's body, read by polling a non-blocking socket.
-fn read_frame_polling(socket: &mut UnixStream) -> Vec<u8> {
-    socket.set_nonblocking(true).unwrap();
+/// One frame's body, read by polling the channel without sleeping.
+fn read_frame_polling(channel: &mut BlockingEnd) -> Vec<u8> {
     let mut got = Vec::with_capacity(8192);
     let mut buf = [0u8; 8192];
     loop {
-        match socket.read(&mut buf) {
-            Ok(0) => panic!("the worker closed its channel"),
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::hint::spin_loop(),
-            Err(e) => panic!("{e}"),
+        match channel.read_now(&mut buf).unwrap() {
+            0 => std::hint::spin_loop(),
+            n => got.extend_from_slice(&buf[..n]),
         }
         if got.len() >= 4 {
             let len = u32::from_be_bytes([got[0], got[1], got[2], got[3]]) as usize;
@@ -98,59 +94,42 @@ fn read_frame_polling(socket: &mut UnixStream) -> Vec<u8> {
     }
 }
 
-/// A forked child that echoes what it reads on `socket` until the other end closes, polling it
-/// for up to 50 µs after each echo before it sleeps on it, as host and worker do: the floor of
-/// a round trip between two processes that both poll.
-fn polling_echo(socket: UnixStream, other_end: &UnixStream) -> libc::pid_t {
-    socket.set_nonblocking(true).unwrap();
-    let fd = socket.as_raw_fd();
-    let other = other_end.as_raw_fd();
-    // SAFETY: the child runs only `close`, `read`, `write`, `poll`, `clock_gettime` and `_exit`
-    // on descriptors it owns (async-signal-safe), so forking this process, whatever its threads,
-    // is sound.
+/// A forked child that echoes what it reads on the worker's end of a capsule channel until the
+/// host's end closes, polling it for up to 50 µs after each echo before it sleeps on it, as
+/// host and worker do: the floor of a round trip between two processes that both poll.
+fn polling_echo(worker: WorkerDescriptors, host: &BlockingEnd) -> libc::pid_t {
+    let mut end = BlockingEnd::worker_end(worker).unwrap();
+    // SAFETY: the child only copies in and out of the shared memory and calls `poll`, `recv`,
+    // `send`, `clock_gettime` and `_exit` (async-signal-safe; nothing on these paths allocates
+    // but an error, which ends it), so forking this process, whatever its threads, is sound.
     unsafe {
         let pid = libc::fork();
         assert!(pid >= 0, "fork");
         if pid == 0 {
-            // The parent's end, inherited, would keep the channel open forever.
-            libc::close(other);
-            let now = || {
-                let mut t = libc::timespec {
-                    tv_sec: 0,
-                    tv_nsec: 0,
-                };
-                libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t);
-                t.tv_sec * 1_000_000_000 + t.tv_nsec
-            };
+            // The host's socket, inherited, would keep the channel open for ever.
+            libc::close(host.as_fd().as_raw_fd());
             let mut buf = [0u8; 4096];
-            let mut idle_since = now();
+            let mut idle_since = Instant::now();
             loop {
-                let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
-                if n == 0 {
-                    libc::_exit(0);
-                }
-                if n > 0 {
-                    let mut at = 0;
-                    while at < n {
-                        let w = libc::write(
-                            fd,
-                            buf.as_ptr().add(at as usize).cast(),
-                            (n - at) as usize,
-                        );
-                        if w > 0 {
-                            at += w;
+                let n = match end.read_now(&mut buf) {
+                    Ok(0) if idle_since.elapsed() > Duration::from_micros(50) => {
+                        // Sleeps until the host writes (or goes).
+                        match end.read(&mut buf) {
+                            Ok(0) | Err(_) => libc::_exit(0),
+                            Ok(n) => n,
                         }
                     }
-                    idle_since = now();
-                } else if now() - idle_since > 50_000 {
-                    let mut wait = libc::pollfd {
-                        fd,
-                        events: libc::POLLIN,
-                        revents: 0,
-                    };
-                    libc::poll(&mut wait, 1, -1);
-                    idle_since = now();
+                    Ok(0) => {
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                    Ok(n) => n,
+                    Err(_) => libc::_exit(1),
+                };
+                if end.write_all(&buf[..n]).is_err() {
+                    libc::_exit(1);
                 }
+                idle_since = Instant::now();
             }
         }
         pid
@@ -211,20 +190,18 @@ fn capsule(c: &mut Criterion) {
     drop(to_cat);
     let _ = cat.wait();
     // The floor of a round trip when both sides poll (as host and worker do while a call is in
-    // flight): 64 bytes to a forked echo and back over a socket pair, neither side sleeping.
-    let (mut ours, theirs) = UnixStream::pair().unwrap();
+    // flight): 64 bytes to a forked echo and back over a capsule channel, neither side sleeping.
+    let (mut ours, theirs) = BlockingEnd::for_worker().unwrap();
     let echo_pid = polling_echo(theirs, &ours);
-    ours.set_nonblocking(true).unwrap();
     let mut polling_round_trip = |n: u64| {
         for _ in 0..n {
             let mut buf = [7u8; 64];
             ours.write_all(&buf).unwrap();
             let mut got = 0;
             while got < buf.len() {
-                match ours.read(&mut buf[got..]) {
-                    Ok(n) => got += n,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::hint::spin_loop(),
-                    Err(e) => panic!("{e}"),
+                match ours.read_now(&mut buf[got..]).unwrap() {
+                    0 => std::hint::spin_loop(),
+                    n => got += n,
                 }
             }
         }

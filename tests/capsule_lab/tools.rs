@@ -208,19 +208,16 @@ fn escape(args: &Value) -> Value {
         "garbage" => {
             // A frame announcing 4 GiB, straight onto the capsule's channel.
             let junk = b"\xff\xff\xff\xffjunk";
-            // SAFETY: writes a static buffer to descriptor 3.
-            let r = unsafe { libc::write(3, junk.as_ptr().cast(), junk.len()) };
+            let r = capability_capsule::ring::write_raw_in_worker(junk).is_ok();
             json!({"written": r})
         }
         "trickle" => {
             // A frame announcing 15 MiB whose bytes come one at a time, back to back, for as
             // long as the worker lives: the host must still end the call at its timeout.
             let head = (15u32 << 20).to_be_bytes();
-            // SAFETY: writes a live buffer to descriptor 3.
-            unsafe { libc::write(3, head.as_ptr().cast(), head.len()) };
+            let _ = capability_capsule::ring::write_raw_in_worker(&head);
             loop {
-                // SAFETY: writes one static byte to descriptor 3.
-                if unsafe { libc::write(3, b"x".as_ptr().cast(), 1) } != 1 {
+                if capability_capsule::ring::write_raw_in_worker(b"x").is_err() {
                     break json!({"written": false});
                 }
             }
@@ -235,19 +232,16 @@ fn escape(args: &Value) -> Value {
                 .into_iter()
                 .collect();
             let frame = raw_frame(&header, &blobs);
-            // SAFETY: writes a live buffer to descriptor 3.
-            let r = unsafe { libc::write(3, frame.as_ptr().cast(), frame.len()) };
+            let r = capability_capsule::ring::write_raw_in_worker(&frame).is_ok();
             json!({"written": r})
         }
         "cut_frame" => {
             // A frame announcing 100 bytes, 10 of them sent, then the worker exits mid-frame.
             let mut cut = 100u32.to_be_bytes().to_vec();
             cut.extend_from_slice(b"0123456789");
-            // SAFETY: writes a live buffer to descriptor 3, then ends the process.
-            unsafe {
-                libc::write(3, cut.as_ptr().cast(), cut.len());
-                libc::_exit(3);
-            }
+            let _ = capability_capsule::ring::write_raw_in_worker(&cut);
+            // SAFETY: ends the process.
+            unsafe { libc::_exit(3) }
         }
         "flood_stderr" => {
             // 64 MiB onto stderr: the host must drain it (keeping the last 2 KiB) or the worker
@@ -484,11 +478,11 @@ pub(crate) fn raw_frame(header: &str, blobs: &[&[u8]]) -> Vec<u8> {
     frame
 }
 
-/// The lab's worker for `tool` as the capsule host starts one: `channel` becomes its descriptor
-/// 3 and its settings (frames of up to `max_frame` bytes, polling for `spin_micros`, a 1 GiB
-/// address space, no file writes) its argument, its environment is empty and its standard
-/// streams are null. For the worker protocol tests and the capsule benchmark, which speak to it
-/// in frames of their own.
+/// The lab's worker for `tool` as the capsule host starts one: `channel` becomes its channel
+/// (descriptors 3 and 4) and its settings (frames of up to `max_frame` bytes, polling for
+/// `spin_micros`, a 1 GiB address space, no file writes) its argument, its environment is
+/// empty and its standard streams are null. For the worker protocol tests and the capsule
+/// benchmark, which speak to it in frames of their own.
 #[allow(
     dead_code,
     reason = "the tests and the benchmark start workers this way; the lab binary does not"
@@ -498,10 +492,8 @@ pub(crate) fn worker_command(
     tool: &str,
     max_frame: usize,
     spin_micros: u64,
-    channel: &std::os::unix::net::UnixStream,
+    channel: capability_capsule::ring::WorkerDescriptors,
 ) -> std::process::Command {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::process::CommandExt;
     let settings = capability_capsule::wire::WorkerSettings {
         max_frame,
         address_space: Some(1 << 30),
@@ -511,7 +503,6 @@ pub(crate) fn worker_command(
         spin_micros,
     };
     let settings = serde_json::to_string(&settings).expect("settings serialise");
-    let fd = channel.as_raw_fd();
     let mut command = std::process::Command::new(lab);
     command
         .args([capability_capsule::WORKER_FLAG, tool, &settings])
@@ -519,20 +510,6 @@ pub(crate) fn worker_command(
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    // SAFETY: between fork and exec only async-signal-safe calls: `dup2` and `fcntl` on
-    // descriptors this process owns.
-    unsafe {
-        command.pre_exec(move || {
-            let done = if fd == 3 {
-                libc::fcntl(3, libc::F_SETFD, 0)
-            } else {
-                libc::dup2(fd, 3)
-            };
-            if done < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    channel.pass_to(&mut command);
     command
 }

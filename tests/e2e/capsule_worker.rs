@@ -5,11 +5,11 @@
 //! (docs/isolation-model.md, "The warm path").
 
 use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
 use std::process::Child;
 use std::time::Duration;
 
 use bytes::Bytes;
+use capability_capsule::ring::BlockingEnd;
 use capability_capsule::wire::{
     CallContext, FromWorker, ToWorker, decode, encode, lift_strings, restore_strings,
 };
@@ -25,18 +25,17 @@ const PROTOCOL: i32 = 2;
 /// A worker of the lab's `tool`, and the host's end of its channel.
 struct Worker {
     child: Child,
-    channel: UnixStream,
+    channel: BlockingEnd,
 }
 
 impl Worker {
     /// Starts a worker and reads its `ready`.
     fn start(tool: &str) -> Self {
-        let (host, worker) = UnixStream::pair().unwrap();
-        let mut command = crate::capsule::lab::worker_command(LAB, tool, MAX, 0, &worker);
+        let (mut host, worker) = BlockingEnd::for_worker().unwrap();
+        let mut command = crate::capsule::lab::worker_command(LAB, tool, MAX, 0, worker);
         let child = command.spawn().unwrap();
-        drop(worker);
-        host.set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
+        drop(command);
+        host.set_timeout(Some(Duration::from_secs(20)));
         let mut worker = Worker {
             child,
             channel: host,
@@ -160,7 +159,7 @@ fn a_call_without_a_context_runs_in_the_one_held_from_the_call_before() {
     assert_eq!(first["pid"], third["pid"], "one worker throughout");
     // Closing the channel ends it cleanly.
     let Worker { child, channel } = &mut worker;
-    channel.shutdown(std::net::Shutdown::Both).unwrap();
+    channel.shutdown().unwrap();
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
 

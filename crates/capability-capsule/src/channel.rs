@@ -7,17 +7,16 @@ use std::process::ExitStatus;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use crate::ring::{RingReader, RingWriter};
+use crate::wire::{
+    CallContext, FrameError, FrameReader, FromWorker, ToWorker, WireError, decode, encode,
+    restore_strings, write_frame,
+};
 use bytes::Bytes;
 use capability_types::{CapabilityError, ToolContext};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use serde_json::Value;
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-
-use crate::wire::{
-    CallContext, FrameError, FrameReader, FromWorker, ToWorker, WireError, decode, encode,
-    restore_strings, write_frame,
-};
 
 /// How a call ended without an answer from its worker; either way the worker is lost and must
 /// be dropped.
@@ -40,9 +39,9 @@ impl From<FrameError> for Lost {
 pub(crate) struct Worker {
     /// Killed when dropped (`kill_on_drop`).
     pub(crate) child: tokio::process::Child,
-    pub(crate) writer: OwnedWriteHalf,
+    pub(crate) writer: RingWriter,
     /// Read in place (cancel-safe), without a task and a channel in between.
-    pub(crate) frames: FrameReader<OwnedReadHalf>,
+    pub(crate) frames: FrameReader<RingReader>,
     pub(crate) stderr: Arc<Mutex<Vec<u8>>>,
     /// Keeps the end of the worker's stderr; ends at end-of-file.
     pub(crate) stderr_task: Option<tokio::task::JoinHandle<()>>,
@@ -90,7 +89,7 @@ impl Worker {
             _ => Some(call_context(ctx)),
         };
         let (lifted, blobs) = crate::wire::lift_strings(&mut args);
-        let call = ToWorker::Call {
+        let mut call = ToWorker::Call {
             seq,
             call_id: ctx.call_id.clone(),
             args,
@@ -100,27 +99,20 @@ impl Worker {
         if let Err(error) = self.send(&call, &blobs).await {
             // A frame that failed to go out whole was never run: the worker acts on a frame
             // only once it has all of it.
-            return Err(match (error, call) {
-                (
-                    FrameError::Io(io),
-                    ToWorker::Call {
-                        mut args, lifted, ..
-                    },
-                ) => match restore_strings(&mut args, &lifted, &blobs) {
-                    Ok(()) => Lost::Undelivered(args, FrameError::Io(io)),
-                    Err(_) => Lost::Midway(FrameError::Io(io)),
-                },
-                (error, _) => Lost::Midway(error),
+            return Err(match error {
+                FrameError::Io(io) => undelivered(call, &blobs, FrameError::Io(io)),
+                error => Lost::Midway(error),
             });
         }
-        if let ToWorker::Call {
-            context: Some(sent),
-            ..
-        } = call
+        if let ToWorker::Call { context, .. } = &mut call
+            && let Some(sent) = context.take()
         {
             self.context = Some(sent);
         }
         let mut pending = FuturesUnordered::new();
+        // Whether anything came back for this call: until then, a worker that is found gone
+        // having left the call's frame untaken never acted on it.
+        let mut heard = false;
         loop {
             let quick = if pending.is_empty() {
                 crate::spin::next_within(&mut self.frames, spin)?
@@ -137,6 +129,13 @@ impl Worker {
                     }
                 },
             };
+            if !heard && matches!(message, Err(FrameError::Truncated)) && self.writer.untaken() {
+                // Gone without taking the call's frame whole (it died or was killed while idle,
+                // before it saw the call): a worker acts on a frame only once it has all of it,
+                // and it asked nothing of the host, so the call never ran.
+                return Err(undelivered(call, &blobs, FrameError::Truncated));
+            }
+            heard = true;
             match message {
                 Err(e) => return Err(e.into()),
                 Ok((FromWorker::Request { id, seq: of, op }, blobs)) => {
@@ -248,6 +247,20 @@ impl Worker {
             why.push_str(&tail);
         }
         why
+    }
+}
+
+/// A call the worker never acted on, its arguments given back whole (long strings restored)
+/// for another worker.
+fn undelivered(call: ToWorker, blobs: &[Bytes], error: FrameError) -> Lost {
+    match call {
+        ToWorker::Call {
+            mut args, lifted, ..
+        } => match restore_strings(&mut args, &lifted, blobs) {
+            Ok(()) => Lost::Undelivered(args, error),
+            Err(_) => Lost::Midway(error),
+        },
+        _ => Lost::Midway(error),
     }
 }
 

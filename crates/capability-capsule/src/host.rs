@@ -3,7 +3,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -295,9 +294,9 @@ impl Capsule {
                 key.tool
             ))
         };
-        let (host_end, worker_end) = std::os::unix::net::UnixStream::pair()
-            .map_err(|e| unavailable(format!("socketpair: {e}")))?;
-        let mut command = sys::worker_command(&self.config.program, OwnedFd::from(worker_end));
+        let (host_end, worker_end) =
+            crate::ring::for_worker().map_err(|e| unavailable(format!("its channel: {e}")))?;
+        let mut command = sys::worker_command(&self.config.program, worker_end);
         command
             .arg(WORKER_FLAG)
             .arg(&key.tool)
@@ -310,7 +309,7 @@ impl Capsule {
         command.kill_on_drop(true);
         let spawned = command.spawn();
         // The command holds the worker's end of the channel: close it here, so that the host
-        // sees end-of-file when the worker dies.
+        // sees end-of-file when the worker dies (and the memory file: the mappings keep it).
         drop(command);
         let mut child =
             spawned.map_err(|e| unavailable(format!("{}: {e}", self.config.program.display())))?;
@@ -331,12 +330,9 @@ impl Capsule {
                 }
             })
         });
-        host_end
-            .set_nonblocking(true)
+        let (reader, writer) = host_end
+            .register()
             .map_err(|e| unavailable(format!("channel: {e}")))?;
-        let stream = tokio::net::UnixStream::from_std(host_end)
-            .map_err(|e| unavailable(format!("channel: {e}")))?;
-        let (reader, writer) = stream.into_split();
         let mut worker = Worker {
             child,
             writer,

@@ -12,7 +12,8 @@
 //!   `io_uring` and the rest, resource limits, a cleared environment — *before* any tool code
 //!   runs, not even the tools' constructors;
 //! * every scoped object the tool receives in the worker is a proxy: fetch, fs, secrets,
-//!   process and kv calls travel as framed requests over the worker's socket and are answered by
+//!   process and kv calls travel as framed requests over the worker's channel (rings in memory
+//!   shared with the host, a socket as their doorbell; see [`ring`]) and are answered by
 //!   the host through the call's own scoped objects, which enforce the policy again;
 //! * a worker that panics, aborts, exits, segfaults, runs out of memory, loops past the call's
 //!   timeout, or sends a malformed frame is gone: that call ends with `execution_failed` (or
@@ -50,6 +51,8 @@ mod channel;
 #[cfg(target_os = "linux")]
 mod host;
 pub mod ops;
+#[cfg(target_os = "linux")]
+pub mod ring;
 #[cfg(target_os = "linux")]
 mod spin;
 #[cfg(target_os = "linux")]

@@ -5,35 +5,32 @@
 //! microseconds (the idle vCPU has to be woken), twice per round trip: more than the whole call
 //! the round trip carries. When one call is in flight, host and worker each poll the channel for
 //! at most [`CapsuleConfig::spin`](crate::CapsuleConfig::spin) before they sleep, so a quick
-//! answer is taken without either side having gone to sleep. The CPU this burns is bounded by
+//! answer is taken without either side having gone to sleep. A poll reads the ring's counter in
+//! the shared memory (`ring.rs`), not a socket: no system call. The CPU this burns is bounded by
 //! that time per wait, and nothing polls on a machine with one CPU.
 
-use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::sys::read_now;
+use crate::ring::RingReader;
 use crate::wire::{FrameError, FrameReader};
 
-/// How often the clock is read while polling (a read of the channel is a system call; the clock
-/// is cheaper still, but need not be read every round).
-const ROUNDS_PER_CLOCK: u32 = 16;
+/// How often the clock is read while polling (a look at the ring is a load from memory; the
+/// clock costs more, and need not be read every round).
+const ROUNDS_PER_CLOCK: u32 = 64;
 
 /// Whether polling can help here: it needs a CPU for each side.
 pub(crate) fn worth_it() -> bool {
     std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
 }
 
-/// The next body, if one arrives within `spin`; `Ok(None)` otherwise, and also at end of file
-/// or on a read error, which the caller's awaited read then reports.
-pub(crate) fn next_within<R>(
-    frames: &mut FrameReader<R>,
+/// The next body, if one arrives within `spin`; `Ok(None)` otherwise, and also on a read error,
+/// which the caller's awaited read then reports.
+pub(crate) fn next_within(
+    frames: &mut FrameReader<RingReader>,
     spin: Duration,
-) -> Result<Option<Bytes>, FrameError>
-where
-    R: AsRef<tokio::net::UnixStream>,
-{
+) -> Result<Option<Bytes>, FrameError> {
     if let Some(body) = frames.buffered()? {
         return Ok(Some(body));
     }
@@ -44,14 +41,14 @@ where
     let mut rounds = 0u32;
     loop {
         let (reader, buf) = frames.parts();
-        match read_now(reader.as_ref().as_fd(), buf) {
-            Ok(Some(0)) | Err(_) => return Ok(None),
-            Ok(Some(_)) => {
+        match reader.read_now(buf) {
+            Err(_) => return Ok(None),
+            Ok(0) => std::hint::spin_loop(),
+            Ok(_) => {
                 if let Some(body) = frames.buffered()? {
                     return Ok(Some(body));
                 }
             }
-            Ok(None) => std::hint::spin_loop(),
         }
         // Counted whether bytes came or not: a peer that keeps sending without ever completing
         // a body must not hold this thread past `spin` (the call's timeout runs only when the
@@ -66,20 +63,21 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ring::{BlockingEnd, adopt};
     use crate::wire::{CONTINUED as CONTINUED_BIT, FromWorker, decode, encode};
     use std::io::Write;
+    use std::os::fd::AsFd;
 
     const MAX: usize = 1 << 20;
 
-    fn pair() -> (
-        FrameReader<tokio::net::UnixStream>,
-        std::os::unix::net::UnixStream,
-    ) {
-        let (ours, theirs) =
-            std::os::unix::net::UnixStream::pair().unwrap_or_else(|e| panic!("{e}"));
-        ours.set_nonblocking(true).unwrap_or_else(|e| panic!("{e}"));
-        let ours = tokio::net::UnixStream::from_std(ours).unwrap_or_else(|e| panic!("{e}"));
-        (FrameReader::new(ours, MAX), theirs)
+    /// A worker's end, read as the worker reads it, and a host's written by hand.
+    fn pair() -> (FrameReader<RingReader>, BlockingEnd) {
+        let (host, worker) = BlockingEnd::for_worker().unwrap_or_else(|e| panic!("{e}"));
+        let socket = std::os::unix::net::UnixStream::from(worker.channel);
+        let (reader, _writer) = adopt(socket, worker.shared.as_fd())
+            .and_then(crate::ring::Unregistered::register)
+            .unwrap_or_else(|e| panic!("{e}"));
+        (FrameReader::new(reader, MAX), host)
     }
 
     fn ready_frame() -> Vec<u8> {
@@ -131,7 +129,8 @@ mod tests {
             Ok(None)
         ));
         assert!(started.elapsed() >= Duration::from_millis(2));
-        // Half a frame is kept while polling gives up, and the awaited read finishes it.
+        // Half a frame is kept while polling gives up, and the awaited read finishes it (the
+        // reader said it sleeps, so the rest of the frame rings its doorbell).
         let frame = ready_frame();
         peer.write_all(&frame[..6])
             .unwrap_or_else(|e| panic!("{e}"));
@@ -139,32 +138,46 @@ mod tests {
             next_within(&mut frames, Duration::from_millis(2)),
             Ok(None)
         ));
-        peer.write_all(&frame[6..])
-            .unwrap_or_else(|e| panic!("{e}"));
+        let rest = frame[6..].to_vec();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            peer.write_all(&rest).unwrap_or_else(|e| panic!("{e}"));
+            peer
+        });
         let body = rt.block_on(frames.next()).unwrap_or_else(|e| panic!("{e}"));
         assert!(body.is_some());
+        drop(writer.join());
     }
 
     #[test]
     fn a_peer_that_keeps_sending_never_holds_the_poller_past_its_time() {
         // Continued frames, back to back, for as long as the channel is open: bytes are there
-        // at every read, and no body ever completes. Polling still gives up after its time
-        // (the caller's awaited read then yields to the runtime, where the call's timeout runs).
+        // at every look, and no body ever completes (each piece is within the frame limit, and
+        // the body's limit is larger than what the writer sends in the time). Polling still
+        // gives up after its time (the caller's awaited read then yields to the runtime, where
+        // the call's timeout runs).
         let rt = runtime();
         let (mut frames, mut peer) = {
             let _guard = rt.enter();
             pair()
         };
+        peer.set_timeout(Some(Duration::from_secs(2)));
         let writer = std::thread::spawn(move || {
-            let mut piece = (CONTINUED_BIT | (64 << 10)).to_be_bytes().to_vec();
-            piece.resize(4 + (64 << 10), b'x');
-            while peer.write_all(&piece).is_ok() {}
+            let mut piece = (CONTINUED_BIT | (4 << 10)).to_be_bytes().to_vec();
+            piece.resize(4 + (4 << 10), b'x');
+            let started = Instant::now();
+            while started.elapsed() < Duration::from_millis(300) && peer.write_all(&piece).is_ok() {
+            }
         });
+        std::thread::sleep(Duration::from_millis(2));
         let started = Instant::now();
         let got = next_within(&mut frames, Duration::from_millis(5));
         let took = started.elapsed();
-        assert!(matches!(got, Ok(None)), "nothing whole arrived");
-        assert!(took < Duration::from_millis(500), "polled for {took:?}");
+        assert!(
+            matches!(got, Ok(None) | Err(FrameError::TooLarge { .. })),
+            "nothing whole arrived"
+        );
+        assert!(took < Duration::from_millis(250), "polled for {took:?}");
         drop(frames);
         drop(writer.join());
     }

@@ -1,6 +1,5 @@
-//! The few system calls the capsule makes itself: handing the worker its channel as descriptor 3
-//! between fork and exec, taking it back in the worker, and reading it without waiting
-//! (the polling wait of `spin.rs`).
+//! The few system calls the capsule makes itself: handing the worker its channel as descriptors 3
+//! and 4 between fork and exec, and taking them back in the worker.
 #![allow(unsafe_code)] // descriptor plumbing between fork and exec; each block says why it is sound
 #![allow(
     clippy::disallowed_methods,
@@ -8,47 +7,71 @@
 )]
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 
-use bytes::{BufMut, BytesMut};
-
 /// The descriptor a worker finds its channel on.
 pub(crate) const CHANNEL_FD: i32 = 3;
 
-/// A command that starts `program` with `channel` as descriptor 3, in its own process group,
-/// killed when the thread that started it goes away.
-pub(crate) fn worker_command(program: &Path, channel: OwnedFd) -> std::process::Command {
+/// A command that starts `program` with its channel (see
+/// [`WorkerDescriptors::pass_to`](crate::ring::WorkerDescriptors::pass_to)), in its own process
+/// group, killed when the thread that started it goes away.
+pub(crate) fn worker_command(
+    program: &Path,
+    descriptors: crate::ring::WorkerDescriptors,
+) -> std::process::Command {
     let mut command = std::process::Command::new(program);
     command.process_group(0);
-    let fd = channel.as_raw_fd();
-    let hold = channel;
-    let setup = move || -> io::Result<()> {
-        // Keeps the descriptor open in the parent until the command is dropped.
-        let _ = &hold;
-        // SAFETY: dup2, fcntl and prctl take plain integers; between fork and exec only the
-        // descriptor table of the child is touched.
-        unsafe {
-            if fd == CHANNEL_FD {
-                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-            } else if libc::dup2(fd, CHANNEL_FD) != CHANNEL_FD {
-                return Err(io::Error::last_os_error());
-            }
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(io::Error::last_os_error());
-            }
+    descriptors.pass_to(&mut command);
+    let setup = || -> io::Result<()> {
+        // SAFETY: prctl takes plain integers.
+        if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) } != 0 {
+            return Err(io::Error::last_os_error());
         }
         Ok(())
     };
-    // SAFETY: the closure makes system calls only and allocates nothing.
+    // SAFETY: the closure makes one system call and allocates nothing.
     unsafe {
         command.pre_exec(setup);
     }
     command
+}
+
+impl crate::ring::WorkerDescriptors {
+    /// Makes `command` start its program with these: the channel's socket as descriptor 3 and
+    /// the shared memory as [`SHARED_FD`](crate::ring::SHARED_FD), where a worker looks for
+    /// them. They stay open in this process until `command` is dropped (drop it once the
+    /// worker is spawned, so that this side sees the worker's end close when it dies).
+    pub fn pass_to(self, command: &mut std::process::Command) {
+        let (channel, shared) = (self.channel.as_raw_fd(), self.shared.as_raw_fd());
+        let hold = self;
+        let setup = move || -> io::Result<()> {
+            let _ = &hold;
+            // SAFETY: fcntl and dup2 take plain integers; between fork and exec only the
+            // descriptor table of the child is touched.
+            unsafe {
+                // Each is first copied above both places, so that neither is overwritten by
+                // the other before it is moved (the copies close on exec).
+                let channel = libc::fcntl(channel, libc::F_DUPFD_CLOEXEC, 10);
+                let shared = libc::fcntl(shared, libc::F_DUPFD_CLOEXEC, 10);
+                if channel < 0 || shared < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                if libc::dup2(channel, CHANNEL_FD) != CHANNEL_FD
+                    || libc::dup2(shared, crate::ring::SHARED_FD) != crate::ring::SHARED_FD
+                {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        };
+        // SAFETY: the closure makes system calls only and allocates nothing.
+        unsafe {
+            command.pre_exec(setup);
+        }
+    }
 }
 
 /// The worker's channel: descriptor 3, which must be a socket.
@@ -77,10 +100,28 @@ pub(crate) fn adopt_channel() -> io::Result<UnixStream> {
     Ok(UnixStream::from(fd))
 }
 
-/// Closes every descriptor above the channel (anything the worker inherited by mistake).
+/// The worker's shared memory: descriptor 4, taken (it is closed when the returned descriptor
+/// is dropped; the mapping made from it stays).
+pub(crate) fn adopt_shared() -> io::Result<OwnedFd> {
+    let fd = crate::ring::SHARED_FD;
+    // SAFETY: fcntl takes plain integers.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return Err(io::Error::other(format!(
+            "no shared memory on descriptor {fd}: {}",
+            io::Error::last_os_error()
+        )));
+    }
+    // SAFETY: by the worker contract descriptor 4 is the shared memory its host passed, owned by
+    // nobody else in this process; it was checked to be open above (its size and seals are
+    // checked when it is mapped).
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Closes every descriptor above the channel's (anything the worker inherited by mistake).
 pub(crate) fn close_descriptors_after_channel() -> io::Result<()> {
     // SAFETY: close_range closes descriptors this process does not use: at the top of a worker's
-    // `main` nothing but 0-3 is owned by anyone.
+    // `main`, once the shared memory is mapped and its descriptor closed, nothing but 0-3 is
+    // owned by anyone.
     let closed =
         unsafe { libc::syscall(libc::SYS_close_range, CHANNEL_FD as u32 + 1, u32::MAX, 0u32) };
     if closed == 0 {
@@ -103,27 +144,4 @@ pub(crate) fn shows_confinement(pid: u32) -> io::Result<bool> {
             .map(str::trim)
     };
     Ok(field("Seccomp:") == Some("2") && field("NoNewPrivs:") == Some("1"))
-}
-
-/// Reads what `fd` (non-blocking) holds now into `buf`: `Ok(None)` when nothing is there,
-/// `Ok(Some(0))` at end of file.
-pub(crate) fn read_now(fd: BorrowedFd<'_>, buf: &mut BytesMut) -> io::Result<Option<usize>> {
-    if buf.capacity() - buf.len() < 4096 {
-        buf.reserve(64 << 10);
-    }
-    let spare = buf.chunk_mut();
-    // SAFETY: `read` writes at most `spare.len()` bytes into the buffer's spare capacity, which
-    // `spare` borrows for the call; no other reference to it exists.
-    let n = unsafe { libc::read(fd.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len()) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
-            _ => Err(e),
-        };
-    }
-    let n = usize::try_from(n).unwrap_or(0);
-    // SAFETY: `read` initialised the first `n` bytes of the spare capacity.
-    unsafe { buf.advance_mut(n) };
-    Ok(Some(n))
 }

@@ -248,8 +248,8 @@ impl<R> FrameReader<R> {
     /// awaiting (the capsule's polling wait); what it appends is parsed by
     /// [`buffered`](Self::buffered).
     #[cfg(target_os = "linux")]
-    pub(crate) fn parts(&mut self) -> (&R, &mut BytesMut) {
-        (&self.reader, &mut self.buf)
+    pub(crate) fn parts(&mut self) -> (&mut R, &mut BytesMut) {
+        (&mut self.reader, &mut self.buf)
     }
 }
 

@@ -22,10 +22,10 @@ use capability_types::{
 };
 use futures_util::FutureExt;
 use serde_json::Value;
-use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::oneshot;
 
 use crate::ops::{self, Operation};
+use crate::ring::RingWriter;
 use crate::sys;
 use crate::wire::{
     CallContext, FrameError, FrameReader, FromWorker, Op, ToWorker, WireError, WorkerSettings,
@@ -50,8 +50,9 @@ const EXIT_UNCONFINED: i32 = 3;
 ///
 /// # Ambient Authority
 ///
-/// Reads this process's arguments. As a worker it confines the process itself, reads frames on
-/// standard input, writes them on standard output and exits the process.
+/// Reads this process's arguments. As a worker it confines the process itself, speaks frames over
+/// the channel its host passed (descriptors 3 and 4, see [`ring`](crate::ring)) and exits the
+/// process.
 ///
 /// ```no_run
 /// fn main() {
@@ -107,10 +108,15 @@ where
             return EXIT_PROTOCOL;
         }
     };
-    let mut channel = match sys::adopt_channel() {
+    // The channel: its socket on descriptor 3, its shared memory on 4, mapped and then closed.
+    let channel = sys::adopt_channel().and_then(|socket| {
+        let shared = sys::adopt_shared()?;
+        crate::ring::adopt(socket, std::os::fd::AsFd::as_fd(&shared))
+    });
+    let channel = match channel {
         Ok(channel) => channel,
         Err(e) => {
-            report(&e.to_string());
+            report(&format!("the channel: {e}"));
             return EXIT_PROTOCOL;
         }
     };
@@ -130,7 +136,11 @@ where
         let refused = FromWorker::Refused {
             reason: e.to_string(),
         };
-        if let Ok(frame) = encode(&refused, &[], settings.max_frame) {
+        if let (Ok(frame), Ok(mut channel)) = (
+            encode(&refused, &[], settings.max_frame),
+            channel.blocking(),
+        ) {
+            channel.set_timeout(Some(Duration::from_secs(5)));
             let _ = channel.write_all(&frame);
         }
         report(&format!("cannot confine myself: {e}"));
@@ -205,9 +215,9 @@ impl Link {
         })
     }
 
-    /// Writes what is queued, as much as the socket takes without waiting; an error when the
-    /// channel is broken.
-    fn flush(&self, writer: &OwnedWriteHalf) -> std::io::Result<Flushed> {
+    /// Writes what is queued, as much as the ring has room for without waiting; an error when
+    /// the channel is broken.
+    fn flush(&self, writer: &mut RingWriter) -> std::io::Result<Flushed> {
         let mut outbox = self.outbox.lock().unwrap_or_else(PoisonError::into_inner);
         if outbox.bytes.is_empty() {
             return Ok(Flushed::Nothing);
@@ -286,7 +296,7 @@ enum Flushed {
     Nothing,
     /// Everything queued went out.
     Sent,
-    /// The socket took only part of it: the rest waits until it is writable.
+    /// The ring took only part of it: the rest waits until it has room.
     Blocked,
 }
 
@@ -299,7 +309,7 @@ enum Event {
     Finished,
     /// A frame was queued for the host.
     Queued,
-    /// The socket takes bytes again.
+    /// The ring has room again.
     Writable(std::io::Result<()>),
     /// The host's next frame, or the end of the channel.
     Frame(Result<Option<Bytes>, FrameError>),
@@ -313,22 +323,18 @@ enum Event {
 /// After it has sent something, whose answer the host sends back, it polls the channel for up
 /// to `spin` before it sleeps on it (docs/isolation-model.md, "The warm path").
 async fn serve(
-    channel: std::os::unix::net::UnixStream,
+    channel: crate::ring::Unregistered,
     tool: Result<Arc<dyn Tool>, String>,
     max_frame: usize,
     spin: Duration,
 ) -> i32 {
-    let stream = match channel
-        .set_nonblocking(true)
-        .and_then(|()| tokio::net::UnixStream::from_std(channel))
-    {
-        Ok(stream) => stream,
+    let (reader, mut writer) = match channel.register() {
+        Ok(halves) => halves,
         Err(e) => {
             report(&format!("channel: {e}"));
             return EXIT_PROTOCOL;
         }
     };
-    let (reader, writer) = stream.into_split();
     let mut frames = FrameReader::new(reader, max_frame);
     let link = Arc::new(Link {
         outbox: Mutex::new(Outbox::default()),
@@ -343,7 +349,7 @@ async fn serve(
     // The context of the calls, as the host last sent it.
     let mut held: Option<Arc<CallContext>> = None;
     loop {
-        let flushed = match link.flush(&writer) {
+        let flushed = match link.flush(&mut writer) {
             Ok(flushed) => flushed,
             // The host is gone: nobody to answer.
             Err(_) => return 0,
