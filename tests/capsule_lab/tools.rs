@@ -235,6 +235,25 @@ fn escape(args: &Value) -> Value {
             let r = capability_capsule::ring::write_raw_in_worker(&frame).is_ok();
             json!({"written": r})
         }
+        "forge_put_count" => {
+            // Claims, in the channel's shared memory, to have put four rings' worth of bytes
+            // more than it did, then holds still so that the host finds the claim before the
+            // worker's own answer would put the count back.
+            use capability_capsule::ring::{Counter, RING_BYTES, overwrite_counter_in_worker};
+            let was = overwrite_counter_in_worker(Counter::PutToHost, 0).unwrap_or(0);
+            let _ = overwrite_counter_in_worker(Counter::PutToHost, was + 4 * RING_BYTES as u64);
+            std::thread::sleep(std::time::Duration::from_secs(5));
+            json!({"forged": true})
+        }
+        "forge_taken_count" => {
+            // Claims to have taken more than the host ever put in, and answers as usual: the
+            // host finds the claim when it next writes to this worker.
+            use capability_capsule::ring::{Counter, RING_BYTES, overwrite_counter_in_worker};
+            let was = overwrite_counter_in_worker(Counter::TakenFromHost, 0).unwrap_or(0);
+            let _ =
+                overwrite_counter_in_worker(Counter::TakenFromHost, was + 4 * RING_BYTES as u64);
+            json!({"forged": true})
+        }
         "cut_frame" => {
             // A frame announcing 100 bytes, 10 of them sent, then the worker exits mid-frame.
             let mut cut = 100u32.to_be_bytes().to_vec();

@@ -457,6 +457,55 @@ async fn crashes_fail_only_their_own_call() {
     lab.assert_alive().await;
 }
 
+// guarantee: G-CAP-04
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_forges_its_channel_counters_fails_its_own_call_only() {
+    // The channel's rings live in memory the worker shares (docs/isolation-model.md, "The warm
+    // path"): a tool can overwrite the worker's counters there. The host checks each counter
+    // before it uses it; a claim out of range ends that worker with a protocol error, and the
+    // host goes on with a fresh one.
+    let lab = lab_default().await;
+    let out_of_range = "is out of range: it broke the protocol";
+    // A claim to have put in more than a ring holds: the call that makes it fails.
+    let shown = json_of(
+        &lab.call("escape", json!({"attempt": "forge_put_count"}))
+            .await,
+    );
+    assert!(
+        shown.starts_with(r#"{"ok":false,"code":"execution_failed""#)
+            && shown.contains(out_of_range),
+        "{shown}"
+    );
+    let after = lab.call("echo", json!({"n": 1})).await;
+    assert!(after.is_ok(), "{after:?}");
+    // A claim to have taken more than the host put in: the worker's own answer still comes,
+    // and the host refuses the worker at its next call, which fails; the one after runs on a
+    // fresh worker.
+    let started = lab.capsule.workers_started();
+    let forged = lab
+        .call("escape", json!({"attempt": "forge_taken_count"}))
+        .await;
+    assert!(forged.is_ok(), "{forged:?}");
+    let shown = json_of(
+        &lab.call(
+            "escape",
+            json!({"attempt": "scoped_read", "path": "notes.md"}),
+        )
+        .await,
+    );
+    assert!(
+        shown.starts_with(r#"{"ok":false,"code":"execution_failed""#)
+            && shown.contains(out_of_range),
+        "{shown}"
+    );
+    let again = lab.call("echo", json!({"n": 2})).await;
+    assert!(again.is_ok(), "{again:?}");
+    assert!(
+        lab.capsule.workers_started() > started,
+        "the forging worker was replaced"
+    );
+}
+
 // guarantee: G-CAP-02
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_whose_lifted_strings_do_not_fit_fails_its_call_only() {

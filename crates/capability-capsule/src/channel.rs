@@ -100,7 +100,11 @@ impl Worker {
             // A frame that failed to go out whole was never run: the worker acts on a frame
             // only once it has all of it.
             return Err(match error {
-                FrameError::Io(io) => undelivered(call, &blobs, FrameError::Io(io)),
+                // The worker is gone; one that broke the protocol (a counter out of range) is
+                // not given the benefit of the doubt.
+                FrameError::Io(io) if io.kind() != std::io::ErrorKind::InvalidData => {
+                    undelivered(call, &blobs, FrameError::Io(io))
+                }
                 error => Lost::Midway(error),
             });
         }

@@ -586,10 +586,12 @@ fn lock(producer: &Mutex<Producer>) -> std::sync::MutexGuard<'_, Producer> {
     producer.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A worker's channel as [`write_raw_in_worker`] reaches it.
+/// A worker's channel as [`write_raw_in_worker`] and [`overwrite_counter_in_worker`] reach it.
 #[derive(Debug)]
 struct Raw {
     producer: Arc<Mutex<Producer>>,
+    /// The ring the worker reads.
+    incoming: Ring,
     doorbell: Arc<Doorbell>,
 }
 
@@ -638,6 +640,39 @@ pub fn write_raw_in_worker(bytes: &[u8]) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A counter of a worker's channel, as [`overwrite_counter_in_worker`] names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counter {
+    /// The count of bytes the worker has put into its ring to the host.
+    PutToHost,
+    /// The count of bytes the worker has taken from the host's ring to it.
+    TakenFromHost,
+}
+
+/// Overwrites one of this worker's channel counters in the shared memory with `value`, wakes
+/// the host, and returns what the counter held: what a hostile tool can do in its worker, for tests of the host
+/// against one (the capsule lab's escape attempts). The host checks every counter a worker can
+/// write before it uses it, and ends a worker whose counter is out of range.
+///
+/// # Errors
+///
+/// This process is not a capsule worker serving calls.
+pub fn overwrite_counter_in_worker(counter: Counter, value: u64) -> io::Result<u64> {
+    let raw = RAW
+        .get()
+        .ok_or_else(|| io::Error::other("not a capsule worker serving calls"))?;
+    let was = match counter {
+        Counter::PutToHost => lock(&raw.producer)
+            .ring
+            .counter(TAIL)
+            .swap(value, Ordering::SeqCst),
+        Counter::TakenFromHost => raw.incoming.counter(HEAD).swap(value, Ordering::SeqCst),
+    };
+    // Wakes the host, as a frame put in would, so that it looks.
+    raw.doorbell.ring()?;
+    Ok(was)
 }
 
 /// Which side of the channel an end is.
@@ -732,6 +767,7 @@ impl Unregistered {
             // would not replace it.
             let _ = RAW.set(Raw {
                 producer: Arc::clone(&producer),
+                incoming: consumer.ring.clone(),
                 doorbell: Arc::clone(&doorbell),
             });
         }
@@ -1059,6 +1095,7 @@ mod tests {
         assert_eq!(fails, Some(io::ErrorKind::BrokenPipe));
     }
 
+    // guarantee: G-CAP-04
     #[test]
     fn counters_out_of_range_are_refused_not_followed() {
         // A worker that claims to have put in more than a ring holds, or to have taken more
@@ -1116,6 +1153,7 @@ mod tests {
         }
     }
 
+    // guarantee: G-CAP-04
     #[test]
     fn the_host_s_memory_file_cannot_be_shrunk_or_grown() {
         let (_host, worker) = BlockingEnd::for_worker().unwrap_or_else(|e| panic!("{e}"));
