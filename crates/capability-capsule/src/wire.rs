@@ -1,4 +1,5 @@
-//! The capsule's wire format: length-prefixed frames over the worker's socket.
+//! The capsule's wire format: length-prefixed frames over the worker's channel (the rings of
+//! [`ring`](crate::ring) on Linux).
 //!
 //! A frame is a big-endian `u32` body length followed by the body:
 //!
@@ -44,7 +45,7 @@ const MAX_BLOBS: usize = 4;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FrameError {
-    /// The peer closed the socket in the middle of a frame.
+    /// The peer closed the channel in the middle of a frame.
     #[error("the peer closed the channel in the middle of a frame")]
     Truncated,
     /// The frame is larger than the agreed maximum.
@@ -61,7 +62,7 @@ pub enum FrameError {
     /// The header is not a valid message.
     #[error("malformed message: {0}")]
     Message(#[from] serde_json::Error),
-    /// The socket failed.
+    /// The channel failed, or the peer broke its protocol (a ring's count out of range).
     #[error("channel error: {0}")]
     Io(#[from] std::io::Error),
 }
