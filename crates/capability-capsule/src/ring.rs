@@ -351,11 +351,23 @@ fn ring_doorbell(socket: BorrowedFd<'_>) -> io::Result<()> {
     }
 }
 
-/// Reads the wake-ups the socket holds without waiting: whether the other side closed it (a
-/// side that ends with wake-ups unread resets the connection instead of closing it).
-fn drain_doorbell(socket: BorrowedFd<'_>) -> io::Result<bool> {
-    let mut sink = [0u8; 64];
-    loop {
+/// What [`drain_doorbell`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Drained {
+    /// The socket is empty.
+    Empty,
+    /// The other side rings faster than this side reads: the rest waits for the next look, so
+    /// that a peer that floods the socket cannot hold this thread.
+    More,
+    /// The other side has closed its end (or reset it: a side that ends with wake-ups unread
+    /// resets the connection instead of closing it).
+    Closed,
+}
+
+/// Reads the wake-ups the socket holds without waiting, at most 16 KiB of them.
+fn drain_doorbell(socket: BorrowedFd<'_>) -> io::Result<Drained> {
+    let mut sink = [0u8; 1024];
+    for _ in 0..16 {
         // SAFETY: recv writes at most `sink.len()` bytes into `sink`.
         let got = unsafe {
             libc::recv(
@@ -366,19 +378,20 @@ fn drain_doorbell(socket: BorrowedFd<'_>) -> io::Result<bool> {
             )
         };
         match got {
-            0 => return Ok(true),
+            0 => return Ok(Drained::Closed),
             n if n > 0 => {}
             _ => {
                 let e = io::Error::last_os_error();
                 match e.kind() {
-                    io::ErrorKind::WouldBlock => return Ok(false),
+                    io::ErrorKind::WouldBlock => return Ok(Drained::Empty),
                     io::ErrorKind::Interrupted => {}
-                    io::ErrorKind::ConnectionReset => return Ok(true),
+                    io::ErrorKind::ConnectionReset => return Ok(Drained::Closed),
                     _ => return Err(e),
                 }
             }
         }
     }
+    Ok(Drained::More)
 }
 
 /// One side's socket, registered with the runtime, shared by its reader and its writer (a side
@@ -400,18 +413,21 @@ impl Doorbell {
         loop {
             ready!(self.socket.poll_read_ready(cx))?;
             // Read through tokio so that it learns the socket is empty and waits again.
-            let mut closed = false;
-            let drained = self.socket.try_io(tokio::io::Interest::READABLE, || {
-                closed = drain_doorbell(self.socket.as_fd())?;
-                if closed {
-                    Ok(())
-                } else {
-                    Err(io::ErrorKind::WouldBlock.into())
-                }
-            });
+            let drained =
+                self.socket.try_io(tokio::io::Interest::READABLE, || {
+                    match drain_doorbell(self.socket.as_fd())? {
+                        Drained::Empty => Err(io::ErrorKind::WouldBlock.into()),
+                        other => Ok(other),
+                    }
+                });
             match drained {
-                Ok(()) if closed => return Poll::Ready(Ok(())),
-                Ok(()) => {}
+                Ok(Drained::Closed) => return Poll::Ready(Ok(())),
+                Ok(_) => {
+                    // More than one look's worth: the task looks again after the others had
+                    // their turn.
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) => return Poll::Ready(Err(e)),
             }
@@ -635,7 +651,7 @@ pub fn write_raw_in_worker(bytes: &[u8]) -> io::Result<()> {
         };
         // SAFETY: poll reads and writes one live `pollfd`.
         unsafe { libc::poll(&mut poll, 1, 100) };
-        if drain_doorbell(raw.doorbell.socket.as_fd())? {
+        if drain_doorbell(raw.doorbell.socket.as_fd())? == Drained::Closed {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
     }
@@ -900,7 +916,7 @@ impl BlockingEnd {
                 Err(e)
             };
         }
-        if drain_doorbell(self.socket.as_fd())? {
+        if drain_doorbell(self.socket.as_fd())? == Drained::Closed {
             self.closed = true;
         }
         Ok(())
@@ -1072,6 +1088,49 @@ mod tests {
             );
         }
         echo.join().unwrap_or_else(|_| panic!("the echo failed"));
+    }
+
+    #[test]
+    fn a_look_at_a_flooded_doorbell_reads_a_bounded_share_and_says_there_is_more() {
+        // A hostile peer can write wake-ups faster than they are read. One look reads at most
+        // 16 KiB of them and says more are waiting (the reader then yields to its runtime, so
+        // the call's timer still fires on a current-thread runtime); looks go on until the
+        // socket is empty.
+        let (host, worker) = BlockingEnd::for_worker().unwrap_or_else(|e| panic!("{e}"));
+        let ours = UnixStream::from(worker.channel);
+        let chunk = [1u8; 4096];
+        let mut sent = 0usize;
+        loop {
+            // SAFETY: send reads a live buffer.
+            let n = unsafe {
+                libc::send(
+                    host.as_fd().as_raw_fd(),
+                    chunk.as_ptr().cast(),
+                    chunk.len(),
+                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                )
+            };
+            if n <= 0 {
+                break;
+            }
+            sent += n as usize;
+        }
+        assert!(
+            sent > 16 << 10,
+            "the socket holds more than one look's share ({sent})"
+        );
+        assert_eq!(drain_doorbell(ours.as_fd()).ok(), Some(Drained::More));
+        let mut looks = 1;
+        loop {
+            match drain_doorbell(ours.as_fd()).unwrap_or_else(|e| panic!("{e}")) {
+                Drained::More => looks += 1,
+                Drained::Empty => break,
+                Drained::Closed => panic!("the host's end is open"),
+            }
+        }
+        assert!(looks >= sent / (16 << 10), "{looks} looks for {sent} bytes");
+        drop(host);
+        assert_eq!(drain_doorbell(ours.as_fd()).ok(), Some(Drained::Closed));
     }
 
     #[test]
