@@ -6,6 +6,8 @@
     reason = "the capsule starts its own worker binary; the worker is confined before any tool code runs"
 )]
 
+pub(crate) mod shm;
+
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
