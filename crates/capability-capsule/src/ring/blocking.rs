@@ -170,6 +170,7 @@ impl BlockingEnd {
     /// The count of bytes this end claims to have put into the ring it writes.
     pub(super) fn forge_tail(&self, value: u64) {
         self.producer
+            .hold
             .ring
             .counter(crate::sys::shm::Field::Tail)
             .store(value, std::sync::atomic::Ordering::SeqCst);
@@ -178,6 +179,7 @@ impl BlockingEnd {
     /// The count of bytes this end claims to have taken from the ring it reads.
     pub(super) fn forge_head(&self, value: u64) {
         self.consumer
+            .hold
             .ring
             .counter(crate::sys::shm::Field::Head)
             .store(value, std::sync::atomic::Ordering::SeqCst);

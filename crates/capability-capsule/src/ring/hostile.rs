@@ -86,6 +86,7 @@ pub fn overwrite_counter_in_worker(counter: Counter, value: u64) -> io::Result<u
         .ok_or_else(|| io::Error::other("not a capsule worker serving calls"))?;
     let was = match counter {
         Counter::PutToHost => lock(&raw.producer)
+            .hold
             .ring
             .counter(Field::Tail)
             .swap(value, Ordering::SeqCst),

@@ -54,22 +54,90 @@ fn out_of_range(which: &str) -> io::Error {
     )
 }
 
+/// One side's hold on a ring: its own count of bytes (never read back from the shared memory),
+/// its flag, and the order in which they meet the other side's. A side that moved its count
+/// then looks at the other's flag, and a side that set its flag then looks at the other's count,
+/// each with a full fence between: one of the two always sees the other (docs/isolation-model.md,
+/// "The channel: rings in shared memory, a socket as the doorbell").
+#[derive(Debug)]
+struct Hold {
+    ring: SharedRing,
+    /// Bytes this side has moved through the ring so far.
+    count: u64,
+    /// Where this side's count and flag live, and the other side's.
+    mine: (Field, Field),
+    theirs: (Field, Field),
+    /// Whether this side's flag is set.
+    flagged: bool,
+}
+
+impl Hold {
+    fn new(ring: SharedRing, consumer: bool) -> Hold {
+        let (reader, writer) = (
+            (Field::Head, Field::ConsumerAsleep),
+            (Field::Tail, Field::ProducerWaiting),
+        );
+        let (mine, theirs) = if consumer {
+            (reader, writer)
+        } else {
+            (writer, reader)
+        };
+        Hold {
+            ring,
+            count: 0,
+            mine,
+            theirs,
+            flagged: false,
+        }
+    }
+
+    /// The other side's count, as it says.
+    fn their_count(&self) -> u64 {
+        self.ring.counter(self.theirs.0).load(Ordering::Acquire)
+    }
+
+    /// Moves this side's count on by `n` and publishes it (clearing this side's flag); whether
+    /// the other side's flag is set, read after the count is out.
+    fn advance(&mut self, n: usize) -> bool {
+        self.count = self.count.wrapping_add(n as u64);
+        self.ring
+            .counter(self.mine.0)
+            .store(self.count, Ordering::Release);
+        if self.flagged {
+            self.ring.flag(self.mine.1).store(0, Ordering::Relaxed);
+            self.flagged = false;
+        }
+        fence(Ordering::SeqCst);
+        self.ring.flag(self.theirs.1).load(Ordering::Relaxed) != 0
+    }
+
+    /// Sets this side's flag (it is about to sleep, or waits for room); the next look at the
+    /// other side's count comes after it.
+    fn flag(&mut self) {
+        if !self.flagged {
+            self.ring.flag(self.mine.1).store(1, Ordering::SeqCst);
+            self.flagged = true;
+        }
+        fence(Ordering::SeqCst);
+    }
+
+    /// Where in the ring's bytes this side's count points.
+    fn at(&self) -> usize {
+        (self.count % RING_BYTES as u64) as usize
+    }
+}
+
 /// The side of a ring that takes bytes out.
 #[derive(Debug)]
 struct Consumer {
-    ring: SharedRing,
-    /// Bytes taken so far: this side's own count, never read back from the shared memory.
-    head: u64,
-    /// Whether this side has said it sleeps.
-    asleep: bool,
+    hold: Hold,
 }
 
 impl Consumer {
     /// Copies as many bytes as the ring holds now and `sink` has room for; the count, and
     /// whether the producer waits for the room this made (it must then be woken).
     fn take(&mut self, sink: &mut Sink<'_, '_>) -> io::Result<(usize, bool)> {
-        let tail = self.ring.counter(Field::Tail).load(Ordering::Acquire);
-        let held = tail.wrapping_sub(self.head);
+        let held = self.hold.their_count().wrapping_sub(self.hold.count);
         if held > RING_BYTES as u64 {
             return Err(out_of_range("put in"));
         }
@@ -77,56 +145,28 @@ impl Consumer {
         if n == 0 {
             return Ok((0, false));
         }
-        // The producer does not write these bytes until `head` moves past them; one that does
-        // anyway only garbles what is read, which the frame reader then refuses.
-        self.ring
-            .copy_out((self.head % RING_BYTES as u64) as usize, n, sink);
-        self.head = self.head.wrapping_add(n as u64);
-        self.ring
-            .counter(Field::Head)
-            .store(self.head, Ordering::Release);
-        if self.asleep {
-            self.ring
-                .flag(Field::ConsumerAsleep)
-                .store(0, Ordering::Relaxed);
-            self.asleep = false;
-        }
-        fence(Ordering::SeqCst);
-        let waiting = self
-            .ring
-            .flag(Field::ProducerWaiting)
-            .load(Ordering::Relaxed)
-            != 0;
-        Ok((n, waiting))
+        // The producer does not write these bytes until the count moves past them; one that
+        // does anyway only garbles what is read, which the frame reader then refuses.
+        self.hold.ring.copy_out(self.hold.at(), n, sink);
+        Ok((n, self.hold.advance(n)))
     }
 
     /// Says this side is about to sleep; the next check of the ring must come after it.
     fn sleeping(&mut self) {
-        if !self.asleep {
-            self.ring
-                .flag(Field::ConsumerAsleep)
-                .store(1, Ordering::SeqCst);
-            self.asleep = true;
-        }
-        fence(Ordering::SeqCst);
+        self.hold.flag();
     }
 }
 
 /// The side of a ring that puts bytes in.
 #[derive(Debug)]
 struct Producer {
-    ring: SharedRing,
-    /// Bytes put in so far: this side's own count.
-    tail: u64,
-    /// Whether this side has said it waits for room.
-    waiting: bool,
+    hold: Hold,
 }
 
 impl Producer {
     /// How many bytes the ring has room for now.
     fn room(&self) -> io::Result<usize> {
-        let head = self.ring.counter(Field::Head).load(Ordering::Acquire);
-        let used = self.tail.wrapping_sub(head);
+        let used = self.hold.count.wrapping_sub(self.hold.their_count());
         if used > RING_BYTES as u64 {
             return Err(out_of_range("taken out"));
         }
@@ -141,42 +181,18 @@ impl Producer {
             return Ok((0, false));
         }
         // Into bytes the consumer has taken already.
-        self.ring
-            .copy_in((self.tail % RING_BYTES as u64) as usize, &src[..n]);
-        self.tail = self.tail.wrapping_add(n as u64);
-        self.ring
-            .counter(Field::Tail)
-            .store(self.tail, Ordering::Release);
-        if self.waiting {
-            self.ring
-                .flag(Field::ProducerWaiting)
-                .store(0, Ordering::Relaxed);
-            self.waiting = false;
-        }
-        fence(Ordering::SeqCst);
-        let asleep = self
-            .ring
-            .flag(Field::ConsumerAsleep)
-            .load(Ordering::Relaxed)
-            != 0;
-        Ok((n, asleep))
+        self.hold.ring.copy_in(self.hold.at(), &src[..n]);
+        Ok((n, self.hold.advance(n)))
     }
 
     /// Says this side waits for room; the next check of the ring must come after it.
     fn waiting(&mut self) {
-        if !self.waiting {
-            self.ring
-                .flag(Field::ProducerWaiting)
-                .store(1, Ordering::SeqCst);
-            self.waiting = true;
-        }
-        fence(Ordering::SeqCst);
+        self.hold.flag();
     }
 
     /// Bytes put in that the consumer has not taken (as the consumer's counter says).
     fn untaken(&self) -> u64 {
-        let head = self.ring.counter(Field::Head).load(Ordering::Acquire);
-        self.tail.wrapping_sub(head)
+        self.hold.count.wrapping_sub(self.hold.their_count())
     }
 }
 
@@ -425,14 +441,10 @@ impl Side {
         };
         (
             Consumer {
-                ring: ring(reads),
-                head: 0,
-                asleep: false,
+                hold: Hold::new(ring(reads), true),
             },
             Producer {
-                ring: ring(writes),
-                tail: 0,
-                waiting: false,
+                hold: Hold::new(ring(writes), false),
             },
         )
     }
@@ -497,7 +509,7 @@ impl Unregistered {
             // would not replace it.
             let _ = hostile::RAW.set(hostile::Raw {
                 producer: Arc::clone(&producer),
-                incoming: consumer.ring.clone(),
+                incoming: consumer.hold.ring.clone(),
                 doorbell: Arc::clone(&doorbell),
             });
         }
