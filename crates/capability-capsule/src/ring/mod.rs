@@ -712,6 +712,66 @@ mod tests {
         }
     }
 
+    // guarantee: G-CAP-04
+    #[test]
+    fn whatever_a_peer_writes_in_the_counts_a_side_neither_panics_nor_oversteps() {
+        // A hostile worker sets the counts the host reads to anything, between the host's
+        // reads and writes of any size. Every read is refused (`InvalidData`) or takes at most
+        // what the ring holds and the buffer has room for; every write is refused or puts at
+        // most what there is room for; nothing panics (the copies check their places too).
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let (mut host, worker) = pair();
+        let mut buf = vec![0u8; RING_BYTES + 17];
+        let src = vec![7u8; RING_BYTES + 17];
+        let (mut refused, mut moved) = (0u32, 0u32);
+        for _ in 0..20_000 {
+            // Near the host's own counts (within a few rings either way), or anywhere.
+            let near = |count: u64, r: u64| match r % 4 {
+                0 => r,
+                _ => count
+                    .wrapping_add(r % (4 * RING_BYTES as u64))
+                    .wrapping_sub(2 * RING_BYTES as u64),
+            };
+            let (r1, r2, r3) = (next(), next(), next());
+            let len = (r3 % (RING_BYTES as u64 + 17)) as usize;
+            if r1 % 2 == 0 {
+                worker.forge_tail(near(host.consumer.hold.count, r2));
+                match host.read_now(&mut buf[..len]) {
+                    Ok(n) => {
+                        assert!(n <= len && n <= RING_BYTES);
+                        moved += 1;
+                    }
+                    Err(e) => {
+                        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+                        refused += 1;
+                    }
+                }
+            } else {
+                worker.forge_head(near(host.producer.hold.count, r2));
+                match host.producer.put(&src[..len]) {
+                    Ok((n, _)) => {
+                        assert!(n <= len && n <= RING_BYTES);
+                        moved += 1;
+                    }
+                    Err(e) => {
+                        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+                        refused += 1;
+                    }
+                }
+            }
+        }
+        assert!(
+            refused > 1000 && moved > 1000,
+            "{refused} refused, {moved} moved"
+        );
+    }
+
     #[test]
     fn a_read_waits_no_longer_than_its_timeout() {
         let (mut host, _worker) = pair();
