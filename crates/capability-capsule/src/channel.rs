@@ -7,16 +7,17 @@ use std::process::ExitStatus;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::ring::{RingReader, RingWriter};
-use crate::wire::{
-    CallContext, FrameError, FrameReader, FromWorker, ToWorker, WireError, decode, encode,
-    restore_strings, write_frame,
-};
 use bytes::Bytes;
 use capability_types::{CapabilityError, ToolContext};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use serde_json::Value;
+
+use crate::ring::{RingReader, RingWriter};
+use crate::wire::{
+    CallContext, FrameError, FrameReader, FromWorker, ToWorker, WireError, decode, encode,
+    restore_strings, write_frame,
+};
 
 /// How a call ended without an answer from its worker; either way the worker is lost and must
 /// be dropped.
