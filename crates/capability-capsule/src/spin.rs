@@ -20,6 +20,9 @@ use crate::wire::{FrameError, FrameReader};
 /// clock costs more, and need not be read every round).
 const ROUNDS_PER_CLOCK: u32 = 64;
 
+/// How often the polling thread offers its CPU to others (a `sched_yield`, a system call).
+const ROUNDS_PER_YIELD: u32 = 512;
+
 /// Whether polling can help here: it needs a CPU for each side.
 pub(crate) fn worth_it() -> bool {
     std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
@@ -56,6 +59,11 @@ pub(crate) fn next_within(
         rounds += 1;
         if rounds.is_multiple_of(ROUNDS_PER_CLOCK) && Instant::now() >= until {
             return Ok(None);
+        }
+        // Now and then the CPU is offered to others: a look at the ring is no system call, so
+        // without this a peer that the scheduler put on this CPU would wait for the next tick.
+        if rounds.is_multiple_of(ROUNDS_PER_YIELD) {
+            std::thread::yield_now();
         }
     }
 }
