@@ -16,9 +16,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use capability_sandbox::{ResourceLimits, SandboxPolicy};
 use capability_types::{
-    AttachmentInfo, CapabilityError, DirEntry, FsMetadata, KeyValueStore, ProcessOutput,
-    ScopedAttachments, ScopedFetch, ScopedFs, ScopedProcess, ScopedSecretsResolver, SecretRef,
-    SecretString, SpawnOptions, Tool, ToolContext,
+    AttachmentInfo, CancellationToken, CapabilityError, DirEntry, FsMetadata, KeyValueStore,
+    ProcessOutput, ScopedAttachments, ScopedFetch, ScopedFs, ScopedProcess, ScopedSecretsResolver,
+    SecretRef, SecretString, SpawnOptions, Tool, ToolContext,
 };
 use futures_util::FutureExt;
 use serde_json::Value;
@@ -346,8 +346,8 @@ async fn serve(
         return EXIT_PROTOCOL;
     }
     let mut running: Option<Running> = None;
-    // The context of the calls, as the host last sent it.
-    let mut held: Option<Arc<CallContext>> = None;
+    // The context of the calls, as the host last sent it, ready to be handed to a call.
+    let mut held: Option<Arc<Template>> = None;
     loop {
         let flushed = match link.flush(&mut writer) {
             Ok(flushed) => flushed,
@@ -409,7 +409,7 @@ async fn serve(
                     return EXIT_PROTOCOL;
                 }
                 if let Some(context) = context {
-                    held = Some(Arc::new(context));
+                    held = Some(Arc::new(Template::new(context)));
                 }
                 let Some(context) = held.clone() else {
                     report("the host sent a call without a context, and none was held");
@@ -447,15 +447,15 @@ async fn run_call(
     seq: u64,
     call_id: String,
     args: Value,
-    context: Arc<CallContext>,
+    template: Arc<Template>,
 ) {
     let result = match tool {
         Err(name) => Err(CapabilityError::not_available(format!(
             "tool {name} is not built into the capsule's worker binary"
         ))),
         Ok(tool) => {
-            let ctx = remote_context(&link, seq, call_id, &context);
-            let name = context.tool.clone();
+            let ctx = template.context(&link, seq, call_id);
+            let name = &template.tool;
             // A panic is caught around the tool's future, as the registry catches one: it ends the
             // call with an error, never the worker's loop that polls it.
             match std::panic::AssertUnwindSafe(tool.execute(args, &ctx))
@@ -505,45 +505,73 @@ struct Remote {
     declared: Arc<[SecretRef]>,
 }
 
-fn remote_context(
-    link: &Arc<Link>,
-    seq: u64,
-    call_id: String,
-    context: &CallContext,
-) -> ToolContext {
-    let declared: Arc<[SecretRef]> = context
-        .secrets
-        .iter()
-        .flatten()
-        .filter_map(|text| SecretRef::parse(text).ok())
-        .collect();
-    let remote = Arc::new(Remote {
-        link: Arc::clone(link),
-        seq,
-        declared,
-    });
-    let mut ctx = ToolContext::new(context.session_id.clone(), context.working_dir.clone())
-        .with_call(call_id, context.tool.clone());
-    ctx.personality_id = context.personality_id.as_deref().map(Arc::from);
-    if context.fetch {
-        ctx = ctx.with_fetch(remote.clone());
+/// What the calls of one context share, built once when the host sends the context (it sends
+/// one only when it changes): a call adds its id, its own token and its own proxy, stamped with
+/// its number so that a proxy a tool kept past its call is never taken for a later call's.
+struct Template {
+    session_id: Arc<str>,
+    personality_id: Option<Arc<str>>,
+    tool: Arc<str>,
+    working_dir: Arc<Path>,
+    declared: Arc<[SecretRef]>,
+    /// Which scoped objects the calls have.
+    has: CallContext,
+}
+
+impl Template {
+    fn new(has: CallContext) -> Self {
+        Self {
+            session_id: Arc::from(has.session_id.as_str()),
+            personality_id: has.personality_id.as_deref().map(Arc::from),
+            tool: Arc::from(has.tool.as_str()),
+            working_dir: Arc::from(has.working_dir.as_path()),
+            declared: has
+                .secrets
+                .iter()
+                .flatten()
+                .filter_map(|text| SecretRef::parse(text).ok())
+                .collect(),
+            has,
+        }
     }
-    if context.fs {
-        ctx = ctx.with_fs(remote.clone());
+
+    /// The context of call `seq`, its scoped objects proxies to the host.
+    fn context(&self, link: &Arc<Link>, seq: u64, call_id: String) -> ToolContext {
+        let remote = Arc::new(Remote {
+            link: Arc::clone(link),
+            seq,
+            declared: Arc::clone(&self.declared),
+        });
+        let has = &self.has;
+        // A token of its own: nothing in the worker cancels it, and a tool that cancels its own
+        // reaches no other call.
+        let mut ctx = ToolContext::shared(
+            Arc::clone(&self.session_id),
+            Arc::clone(&self.working_dir),
+            CancellationToken::new(),
+        )
+        .with_call(call_id, &*self.tool);
+        ctx.personality_id.clone_from(&self.personality_id);
+        if has.fetch {
+            ctx.scoped_fetch = Some(remote.clone());
+        }
+        if has.fs {
+            ctx.scoped_fs = Some(remote.clone());
+        }
+        if has.secrets.is_some() {
+            ctx.secrets_resolver = Some(remote.clone());
+        }
+        if has.process {
+            ctx.scoped_process = Some(remote.clone());
+        }
+        if has.attachments {
+            ctx.scoped_attachments = Some(remote.clone());
+        }
+        if has.kv {
+            ctx.kv_store = Some(remote);
+        }
+        ctx
     }
-    if context.secrets.is_some() {
-        ctx = ctx.with_secrets(remote.clone());
-    }
-    if context.process {
-        ctx = ctx.with_process(remote.clone());
-    }
-    if context.attachments {
-        ctx = ctx.with_attachments(remote.clone());
-    }
-    if context.kv {
-        ctx = ctx.with_kv(remote);
-    }
-    ctx
 }
 
 impl Remote {
