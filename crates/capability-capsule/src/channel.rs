@@ -114,12 +114,14 @@ impl Worker {
         {
             self.context = Some(sent);
         }
-        let mut pending = FuturesUnordered::new();
+        // Made with the call's first request: a call that asks nothing of the host allocates
+        // no set.
+        let mut pending = None;
         // Whether anything came back for this call: until then, a worker that is found gone
         // having left the call's frame untaken never acted on it.
         let mut heard = false;
         loop {
-            let quick = if pending.is_empty() {
+            let quick = if pending.as_ref().is_none_or(FuturesUnordered::is_empty) {
                 crate::spin::next_within(&mut self.frames, spin)?
             } else {
                 None
@@ -128,7 +130,7 @@ impl Worker {
                 Some(body) => decode(body),
                 None => tokio::select! {
                     message = self.receive() => message,
-                    Some((id, result)) = pending.next(), if !pending.is_empty() => {
+                    Some((id, result)) = next_done(&mut pending) => {
                         self.reply(id, result).await?;
                         continue;
                     }
@@ -145,7 +147,9 @@ impl Worker {
                 Err(e) => return Err(e.into()),
                 Ok((FromWorker::Request { id, seq: of, op }, blobs)) => {
                     if of == seq {
-                        pending.push(async move { (id, op.perform(ctx, blobs).await) });
+                        pending
+                            .get_or_insert_with(FuturesUnordered::new)
+                            .push(async move { (id, op.perform(ctx, blobs).await) });
                     } else {
                         let stale = CapabilityError::failed(
                             "a request of a call that has ended is not answered",
@@ -257,6 +261,14 @@ impl Worker {
 
 /// A call the worker never acted on, its arguments given back whole (long strings restored)
 /// for another worker.
+/// The next of `pending`'s operations to finish; never ready while none runs.
+async fn next_done<F: Future>(pending: &mut Option<FuturesUnordered<F>>) -> Option<F::Output> {
+    match pending {
+        Some(running) if !running.is_empty() => running.next().await,
+        _ => std::future::pending().await,
+    }
+}
+
 fn undelivered(call: ToWorker, blobs: &[Bytes], error: FrameError) -> Lost {
     match call {
         ToWorker::Call {

@@ -239,7 +239,11 @@ impl Capsule {
 
     fn put_idle(&self, key: &IsolationKey, worker: Worker) {
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        let workers = idle.entry(key.clone()).or_default();
+        // The key is copied only the first time a worker of it goes idle.
+        let workers = match idle.get_mut(key) {
+            Some(workers) => workers,
+            None => idle.entry(key.clone()).or_default(),
+        };
         let kept = workers
             .iter()
             .filter(|w| w.runtime == worker.runtime)
