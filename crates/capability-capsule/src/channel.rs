@@ -259,8 +259,6 @@ impl Worker {
     }
 }
 
-/// A call the worker never acted on, its arguments given back whole (long strings restored)
-/// for another worker.
 /// The next of `pending`'s operations to finish; never ready while none runs.
 async fn next_done<F: Future>(pending: &mut Option<FuturesUnordered<F>>) -> Option<F::Output> {
     match pending {
@@ -269,6 +267,8 @@ async fn next_done<F: Future>(pending: &mut Option<FuturesUnordered<F>>) -> Opti
     }
 }
 
+/// A call the worker never acted on, its arguments given back whole (long strings restored)
+/// for another worker.
 fn undelivered(call: ToWorker, blobs: &[Bytes], error: FrameError) -> Lost {
     match call {
         ToWorker::Call {

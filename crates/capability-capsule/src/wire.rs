@@ -886,3 +886,55 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod scratch_codec {
+    use super::*;
+    use serde_json::json;
+    #[test]
+    fn scratch_codec_cost() {
+        let n = 200_000;
+        let ctx_none: Option<CallContext> = None;
+        let t = std::time::Instant::now();
+        for i in 0..n {
+            let mut args = json!({"n": 1});
+            let (lifted, blobs) = lift_strings(&mut args);
+            let call = ToWorker::Call { seq: i, call_id: "1".into(), args, context: ctx_none.clone(), lifted };
+            let frame = encode(&call, &blobs, 1 << 20).unwrap();
+            std::hint::black_box(frame);
+        }
+        let host_encode = t.elapsed() / n as u32;
+        let call = ToWorker::Call { seq: 5, call_id: "1".into(), args: json!({"n": 1}), context: None, lifted: vec![] };
+        let frame = Bytes::from(encode(&call, &[], 1 << 20).unwrap()).slice(4..);
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            let (m, b) = decode::<ToWorker>(frame.clone()).unwrap();
+            std::hint::black_box((m, b));
+        }
+        let worker_decode = t.elapsed() / n as u32;
+        let t = std::time::Instant::now();
+        for i in 0..n {
+            let mut value = json!({"args": {"n": 1}, "pid": 12345});
+            let (lifted, blobs) = lift_strings(&mut value);
+            let done = FromWorker::Done { seq: i, result: Ok(value), lifted };
+            let frame = encode(&done, &blobs, 1 << 20).unwrap();
+            std::hint::black_box(frame);
+        }
+        let worker_encode = t.elapsed() / n as u32;
+        let done = FromWorker::Done { seq: 5, result: Ok(json!({"args": {"n": 1}, "pid": 12345})), lifted: vec![] };
+        let frame = Bytes::from(encode(&done, &[], 1 << 20).unwrap()).slice(4..);
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            let (m, b) = decode::<FromWorker>(frame.clone()).unwrap();
+            std::hint::black_box((m, b));
+        }
+        let host_decode = t.elapsed() / n as u32;
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            let value = json!({"args": {"n": 1}, "pid": 12345});
+            std::hint::black_box(value);
+        }
+        let build = t.elapsed() / n as u32;
+        eprintln!("host encode {host_encode:?} worker decode {worker_decode:?} worker encode {worker_encode:?} host decode {host_decode:?} (value build alone {build:?})");
+    }
+}
