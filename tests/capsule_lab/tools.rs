@@ -223,9 +223,15 @@ fn escape(args: &Value) -> Value {
             }
         }
         "forged_done" => {
-            // A result frame written by hand onto the channel: `header` as its message, `blob`
-            // (if any) as its one blob. The worker's own answer follows it.
-            let header = arg(args, "header");
+            // A result frame written by hand onto the channel: `header` (or the bytes spelled
+            // in hexadecimal by `header_hex`, for a compact one) as its message, `blob` (if any)
+            // as its one blob. The worker's own answer follows it.
+            let header = match args["header_hex"].as_str() {
+                Some(hex) => (0..hex.len() / 2)
+                    .filter_map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok())
+                    .collect(),
+                None => arg(args, "header").into_bytes(),
+            };
             let blobs: Vec<&[u8]> = args["blob"]
                 .as_str()
                 .map(str::as_bytes)
@@ -484,13 +490,14 @@ async fn futures_join<A: std::future::Future, B: std::future::Future>(
 
 /// A frame built by hand, as a peer that does not use the wire module would: `header` as its
 /// message and `blobs` after it, every length as announced.
-pub(crate) fn raw_frame(header: &str, blobs: &[&[u8]]) -> Vec<u8> {
+pub(crate) fn raw_frame(header: impl AsRef<[u8]>, blobs: &[&[u8]]) -> Vec<u8> {
+    let header = header.as_ref();
     let mut body = (header.len() as u32).to_be_bytes().to_vec();
     body.push(blobs.len() as u8);
     for blob in blobs {
         body.extend_from_slice(&(blob.len() as u32).to_be_bytes());
     }
-    body.extend_from_slice(header.as_bytes());
+    body.extend_from_slice(header);
     blobs.iter().for_each(|blob| body.extend_from_slice(blob));
     let mut frame = (body.len() as u32).to_be_bytes().to_vec();
     frame.extend_from_slice(&body);

@@ -577,6 +577,91 @@ async fn a_result_whose_lifted_strings_do_not_fit_fails_its_call_only() {
     lab.assert_alive().await;
 }
 
+/// The compact header of call 1's result: `Ok` with `value` (already encoded), nothing lifted,
+/// then `trailer`; in hexadecimal, as the lab's `forged_done` takes it.
+fn compact_done(value: &[u8], trailer: &[u8]) -> String {
+    let mut header = vec![0x02];
+    header.extend_from_slice(&1u64.to_be_bytes());
+    header.push(0);
+    header.extend_from_slice(value);
+    header.extend_from_slice(&0u32.to_be_bytes());
+    header.extend_from_slice(trailer);
+    header.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A compact object of `entries` (key, encoded value).
+fn compact_object(entries: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut value = vec![0x08];
+    value.extend_from_slice(&u32::try_from(entries.len()).unwrap().to_be_bytes());
+    for (key, item) in entries {
+        value.extend_from_slice(&u32::try_from(key.len()).unwrap().to_be_bytes());
+        value.extend_from_slice(key.as_bytes());
+        value.extend_from_slice(item);
+    }
+    value
+}
+
+// guarantee: G-CAP-02
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compact_result_that_breaks_its_rules_fails_its_call_only() {
+    // Results cross in the compact encoding (docs/isolation-model.md, "The warm path", the wire
+    // format); a worker that writes one against its rules fails its own call, and the host goes
+    // on. A fresh worker per call, whose first call is number 1.
+    let lab = lab_with(
+        config()
+            .warm_workers(0)
+            .restart_budget(10, Duration::from_secs(60)),
+        RegistryConfig::default(),
+    )
+    .await;
+    let deep = {
+        let mut value = Vec::new();
+        for _ in 0..129 {
+            value.push(0x07);
+            value.extend_from_slice(&1u32.to_be_bytes());
+        }
+        value.push(0x00);
+        value
+    };
+    let huge_count = [vec![0x07], u32::MAX.to_be_bytes().to_vec()].concat();
+    for (header, needle) in [
+        (compact_done(&[0x09], b""), "compact message: value tag 9"),
+        (
+            compact_done(&compact_object(&[("k", &[0x02]), ("k", &[0x01])]), b""),
+            "compact message: a key twice in one object",
+        ),
+        (
+            compact_done(&[0x00], b"\x00"),
+            "compact message: 1 bytes after the message",
+        ),
+        (compact_done(&deep, b""), "nested deeper than 128"),
+        (compact_done(&huge_count, b""), "items announced"),
+        (
+            compact_done(&[0x06, 0, 0, 0, 2, 0xc3, 0x28], b""),
+            "a string that is not UTF-8",
+        ),
+    ] {
+        let args = json!({"attempt": "forged_done", "header_hex": header});
+        let shown = json_of(&lab.call("escape", args).await);
+        assert!(
+            shown.starts_with(r#"{"ok":false,"code":"execution_failed""#) && shown.contains(needle),
+            "{needle}: {shown}"
+        );
+    }
+    // A compact result that keeps the rules is taken as the worker's own would be.
+    let value = compact_object(&[("text", &[0x06, 0, 0, 0, 2, b'o', b'k'])]);
+    let header = compact_done(&value, b"");
+    let shown = json_of(
+        &lab.call(
+            "escape",
+            json!({"attempt": "forged_done", "header_hex": header}),
+        )
+        .await,
+    );
+    assert!(shown.contains(r#""text":"ok""#), "{shown}");
+    lab.assert_alive().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_that_loops_is_killed_at_the_timeout_and_replaced() {
     let lab = lab_with(

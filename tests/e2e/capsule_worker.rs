@@ -50,7 +50,8 @@ impl Worker {
         self.channel.write_all(&frame).unwrap();
     }
 
-    /// Sends a call as the host does: its long strings lifted into the blob.
+    /// Sends a call with its long strings lifted into the blob, as a sender that writes JSON
+    /// may (the host sends them in place).
     fn call(&mut self, seq: u64, mut args: Value, context: Option<CallContext>) {
         let (lifted, blobs) = lift_strings(&mut args);
         let call = ToWorker::Call {
@@ -164,7 +165,7 @@ fn a_call_without_a_context_runs_in_the_one_held_from_the_call_before() {
 }
 
 #[test]
-fn long_strings_ride_in_the_blob_both_ways_and_come_back_whole() {
+fn long_strings_cross_whole_both_ways_lifted_or_not() {
     let mut worker = Worker::start("whoami");
     let long = "é".repeat(300) + "\u{1F600}\"\\\n";
     let args = json!({
@@ -173,15 +174,27 @@ fn long_strings_ride_in_the_blob_both_ways_and_come_back_whole() {
         "list": [long, 1, "t", {"deep": long}],
         "edge": "x".repeat(capability_capsule::wire::LIFTED_LEN),
     });
+    // Lifted into the blob, as a sender that writes JSON may.
     worker.call(1, args.clone(), Some(context("a", "/w", false)));
     let (value, lifted) = worker.answer(1);
     assert_eq!(
         value["args"], args,
         "every string in its place, byte for byte"
     );
-    assert_eq!(lifted, 4, "the four strings of 256 bytes or more");
-    worker.call(2, json!({"n": "short"}), None);
-    assert_eq!(worker.answer(2).1, 0, "nothing long, nothing lifted");
+    assert_eq!(
+        lifted, 0,
+        "a compact result carries its strings where they are"
+    );
+    // Not lifted, as the host sends them.
+    let unlifted = ToWorker::Call {
+        seq: 2,
+        call_id: "c2".into(),
+        args: args.clone(),
+        context: None,
+        lifted: Vec::new(),
+    };
+    worker.send_with(&unlifted, &[]);
+    assert_eq!(worker.answer(2).0["args"], args, "the same, byte for byte");
 }
 
 #[test]
@@ -252,7 +265,39 @@ const CONTEXT: &str = r#"{"session_id":"s","personality_id":null,"tool":"whoami"
 
 #[test]
 fn frames_that_are_not_a_call_or_a_reply_end_the_worker() {
-    let hostile: [(&str, Vec<u8>); 7] = [
+    // A compact call of `args` (already encoded) with the context above, then `trailer`.
+    let compact_call = |tag: u8, args: &[u8], trailer: &[u8]| {
+        let mut header = vec![tag];
+        header.extend_from_slice(&1u64.to_be_bytes());
+        header.extend_from_slice(&1u32.to_be_bytes());
+        header.push(b'c');
+        header.extend_from_slice(args);
+        header.push(1);
+        header.extend_from_slice(&u32::try_from(CONTEXT.len()).unwrap().to_be_bytes());
+        header.extend_from_slice(CONTEXT.as_bytes());
+        header.extend_from_slice(&0u32.to_be_bytes());
+        header.extend_from_slice(trailer);
+        raw_frame(header, &[])
+    };
+    let twice = [
+        &[8, 0, 0, 0, 2][..],
+        &[0, 0, 0, 1, b'k', 2],
+        &[0, 0, 0, 1, b'k', 1],
+    ]
+    .concat();
+    let hostile: [(&str, Vec<u8>); 10] = [
+        (
+            "a compact call with a key twice in one object",
+            compact_call(1, &twice, b""),
+        ),
+        (
+            "a compact result sent to a worker",
+            compact_call(2, &[8, 0, 0, 0, 0], b""),
+        ),
+        (
+            "bytes after a compact call",
+            compact_call(1, &[8, 0, 0, 0, 0], b"\0"),
+        ),
         (
             "the internally tagged form of earlier builds",
             raw_frame(
@@ -275,7 +320,7 @@ fn frames_that_are_not_a_call_or_a_reply_end_the_worker() {
         (
             "lifted strings longer than the blob",
             raw_frame(
-                &format!(
+                format!(
                     r#"{{"call":{{"seq":1,"call_id":"c","args":{{"a":""}},"context":{CONTEXT},"lifted":[[0,9]]}}}}"#
                 ),
                 &[b"abc"],
@@ -284,7 +329,7 @@ fn frames_that_are_not_a_call_or_a_reply_end_the_worker() {
         (
             "a blob without lifted strings",
             raw_frame(
-                &format!(
+                format!(
                     r#"{{"call":{{"seq":1,"call_id":"c","args":{{"a":""}},"context":{CONTEXT}}}}}"#
                 ),
                 &[b"abc"],
@@ -300,4 +345,22 @@ fn frames_that_are_not_a_call_or_a_reply_end_the_worker() {
         worker.send_raw(&frame);
         worker.ends_unanswered(what);
     }
+    // The compact call that keeps the rules is run.
+    let mut worker = Worker::start("whoami");
+    worker.send_raw(&compact_call(1, &[8, 0, 0, 0, 0], b""));
+    let answer = worker.receive();
+    assert!(
+        matches!(
+            &answer,
+            Some((
+                FromWorker::Done {
+                    seq: 1,
+                    result: Ok(_),
+                    ..
+                },
+                _
+            ))
+        ),
+        "{answer:?}"
+    );
 }

@@ -79,7 +79,7 @@ impl Worker {
     /// sleeps on it.
     pub(crate) async fn call(
         &mut self,
-        mut args: Value,
+        args: Value,
         ctx: &ToolContext,
         spin: Duration,
     ) -> Result<Result<Value, CapabilityError>, Lost> {
@@ -89,22 +89,23 @@ impl Worker {
             Some(held) if held.describes(ctx) => None,
             _ => Some(call_context(ctx)),
         };
-        let (lifted, blobs) = crate::wire::lift_strings(&mut args);
+        // Written compactly, long strings cost a copy where they are: none is lifted into a
+        // blob (docs/isolation-model.md, "The wire format").
         let mut call = ToWorker::Call {
             seq,
             call_id: ctx.call_id.clone(),
             args,
             context: fresh,
-            lifted,
+            lifted: Vec::new(),
         };
-        if let Err(error) = self.send(&call, &blobs).await {
+        if let Err(error) = self.send(&call, &[]).await {
             // A frame that failed to go out whole was never run: the worker acts on a frame
             // only once it has all of it.
             return Err(match error {
                 // The worker is gone; one that broke the protocol (a counter out of range) is
                 // not given the benefit of the doubt.
                 FrameError::Io(io) if io.kind() != std::io::ErrorKind::InvalidData => {
-                    undelivered(call, &blobs, FrameError::Io(io))
+                    undelivered(call, FrameError::Io(io))
                 }
                 error => Lost::Midway(error),
             });
@@ -140,7 +141,7 @@ impl Worker {
                 // Gone without taking the call's frame whole (it died or was killed while idle,
                 // before it saw the call): a worker acts on a frame only once it has all of it,
                 // and it asked nothing of the host, so the call never ran.
-                return Err(undelivered(call, &blobs, FrameError::Truncated));
+                return Err(undelivered(call, FrameError::Truncated));
             }
             heard = true;
             match message {
@@ -267,16 +268,10 @@ async fn next_done<F: Future>(pending: &mut Option<FuturesUnordered<F>>) -> Opti
     }
 }
 
-/// A call the worker never acted on, its arguments given back whole (long strings restored)
-/// for another worker.
-fn undelivered(call: ToWorker, blobs: &[Bytes], error: FrameError) -> Lost {
+/// A call the worker never acted on, its arguments given back for another worker.
+fn undelivered(call: ToWorker, error: FrameError) -> Lost {
     match call {
-        ToWorker::Call {
-            mut args, lifted, ..
-        } => match restore_strings(&mut args, &lifted, blobs) {
-            Ok(()) => Lost::Undelivered(args, error),
-            Err(_) => Lost::Midway(error),
-        },
+        ToWorker::Call { args, .. } => Lost::Undelivered(args, error),
         _ => Lost::Midway(error),
     }
 }

@@ -48,6 +48,7 @@
 
 #[cfg(target_os = "linux")]
 mod channel;
+pub mod compact;
 #[cfg(target_os = "linux")]
 mod host;
 pub mod ops;

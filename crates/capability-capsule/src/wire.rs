@@ -7,10 +7,13 @@
 //! u32 header length | u8 blob count (at most 4) | u32 length of each blob | header | blobs
 //! ```
 //!
-//! The header is one JSON message ([`ToWorker`] or [`FromWorker`], externally tagged — `{"call":
-//! {...}}` — so it is read in one pass, unknown fields refused); the
-//! blobs carry bytes that would be wasteful as JSON (file contents, bodies, child output, and
-//! the long strings of a call's arguments and its result, see [`lift_strings`]). Every
+//! The header is one message ([`ToWorker`] or [`FromWorker`]). The two every call sends, the
+//! call and its result, are written compactly (a tag byte, lengths, the values' bytes; see
+//! [`compact`] and [`Message`]); the others are JSON, externally tagged —
+//! `{"request": {...}}` — so they are read in one pass, unknown fields refused. The first byte
+//! tells the two apart, and either encoding of a message is read. The blobs carry bytes that
+//! would be wasteful in the header (file contents, bodies, child output, and the long strings
+//! of a call's arguments and its result when a sender lifts them, see [`lift_strings`]). Every
 //! length is checked against the frame before anything is allocated for it, and a frame larger
 //! than the agreed maximum is refused unread. A peer that sends a malformed frame is dropped.
 //!
@@ -27,6 +30,8 @@ use capability_types::{CapabilityError, DenialCode, ErrorCode};
 pub use crate::ops::Op;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::compact;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The largest frame either side accepts unless configured otherwise (16 MiB).
@@ -67,12 +72,72 @@ pub enum FrameError {
     Io(#[from] std::io::Error),
 }
 
+/// A message of the capsule's protocol: how [`encode`] writes its header and [`decode`] reads
+/// it back. Implemented by [`ToWorker`] and [`FromWorker`] only.
+pub trait Message: Sized + sealed::Sealed {
+    /// Appends the header: compact for a call and its result, JSON for the rest.
+    fn write_header(&self, out: &mut Vec<u8>) -> Result<(), FrameError>;
+    /// Reads a header in either encoding, refusing anything else.
+    fn read_header(header: &[u8]) -> Result<Self, FrameError>;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::ToWorker {}
+    impl Sealed for super::FromWorker {}
+}
+
+/// Whether a header is compact (its first byte a tag below any JSON text's).
+fn is_compact(header: &[u8]) -> bool {
+    header
+        .first()
+        .is_some_and(|b| *b < compact::FIRST_JSON_BYTE)
+}
+
+impl Message for ToWorker {
+    fn write_header(&self, out: &mut Vec<u8>) -> Result<(), FrameError> {
+        match self {
+            ToWorker::Call {
+                seq,
+                call_id,
+                args,
+                context,
+                lifted,
+            } => compact::write_call(out, *seq, call_id, args, context.as_ref(), lifted),
+            other => Ok(serde_json::to_writer(out, other)?),
+        }
+    }
+    fn read_header(header: &[u8]) -> Result<Self, FrameError> {
+        if is_compact(header) {
+            compact::read_to_worker(header)
+        } else {
+            Ok(serde_json::from_slice(header)?)
+        }
+    }
+}
+
+impl Message for FromWorker {
+    fn write_header(&self, out: &mut Vec<u8>) -> Result<(), FrameError> {
+        match self {
+            FromWorker::Done {
+                seq,
+                result,
+                lifted,
+            } => compact::write_done(out, *seq, result, lifted),
+            other => Ok(serde_json::to_writer(out, other)?),
+        }
+    }
+    fn read_header(header: &[u8]) -> Result<Self, FrameError> {
+        if is_compact(header) {
+            compact::read_from_worker(header)
+        } else {
+            Ok(serde_json::from_slice(header)?)
+        }
+    }
+}
+
 /// Encodes `message` and `blobs` as one frame (length prefix included).
-pub fn encode<M: Serialize>(
-    message: &M,
-    blobs: &[Bytes],
-    max: usize,
-) -> Result<Vec<u8>, FrameError> {
+pub fn encode<M: Message>(message: &M, blobs: &[Bytes], max: usize) -> Result<Vec<u8>, FrameError> {
     if blobs.len() > MAX_BLOBS {
         return Err(FrameError::Malformed(format!(
             "{} blobs (at most {MAX_BLOBS})",
@@ -95,7 +160,7 @@ pub fn encode<M: Serialize>(
         out.put_u32(u32::try_from(blob.len()).map_err(|_| too_large(blob.len()))?);
     }
     let header_at = out.len();
-    serde_json::to_writer(&mut out, message)?;
+    message.write_header(&mut out)?;
     let header_len = out.len() - header_at;
     let body_len = out.len() - 4 + blob_bytes;
     if body_len > MAX_MESSAGE {
@@ -130,9 +195,7 @@ pub fn encode<M: Serialize>(
 }
 
 /// Splits a frame body (without its length prefix) into its message and blobs.
-pub fn decode<M: for<'de> Deserialize<'de>>(
-    mut body: Bytes,
-) -> Result<(M, Vec<Bytes>), FrameError> {
+pub fn decode<M: Message>(mut body: Bytes) -> Result<(M, Vec<Bytes>), FrameError> {
     let malformed = |what: &str| FrameError::Malformed(what.to_owned());
     if body.len() < 5 {
         return Err(malformed("shorter than its fixed header"));
@@ -162,7 +225,7 @@ pub fn decode<M: for<'de> Deserialize<'de>>(
         )));
     }
     let header = body.split_to(header_len);
-    let message = serde_json::from_slice(&header)?;
+    let message = M::read_header(&header)?;
     let blobs = lengths.into_iter().map(|len| body.split_to(len)).collect();
     Ok((message, blobs))
 }
@@ -884,57 +947,5 @@ mod tests {
             restore_strings(&mut value(), &[], &[]).is_ok(),
             "nothing lifted"
         );
-    }
-}
-
-#[cfg(test)]
-mod scratch_codec {
-    use super::*;
-    use serde_json::json;
-    #[test]
-    fn scratch_codec_cost() {
-        let n = 200_000;
-        let ctx_none: Option<CallContext> = None;
-        let t = std::time::Instant::now();
-        for i in 0..n {
-            let mut args = json!({"n": 1});
-            let (lifted, blobs) = lift_strings(&mut args);
-            let call = ToWorker::Call { seq: i, call_id: "1".into(), args, context: ctx_none.clone(), lifted };
-            let frame = encode(&call, &blobs, 1 << 20).unwrap();
-            std::hint::black_box(frame);
-        }
-        let host_encode = t.elapsed() / n as u32;
-        let call = ToWorker::Call { seq: 5, call_id: "1".into(), args: json!({"n": 1}), context: None, lifted: vec![] };
-        let frame = Bytes::from(encode(&call, &[], 1 << 20).unwrap()).slice(4..);
-        let t = std::time::Instant::now();
-        for _ in 0..n {
-            let (m, b) = decode::<ToWorker>(frame.clone()).unwrap();
-            std::hint::black_box((m, b));
-        }
-        let worker_decode = t.elapsed() / n as u32;
-        let t = std::time::Instant::now();
-        for i in 0..n {
-            let mut value = json!({"args": {"n": 1}, "pid": 12345});
-            let (lifted, blobs) = lift_strings(&mut value);
-            let done = FromWorker::Done { seq: i, result: Ok(value), lifted };
-            let frame = encode(&done, &blobs, 1 << 20).unwrap();
-            std::hint::black_box(frame);
-        }
-        let worker_encode = t.elapsed() / n as u32;
-        let done = FromWorker::Done { seq: 5, result: Ok(json!({"args": {"n": 1}, "pid": 12345})), lifted: vec![] };
-        let frame = Bytes::from(encode(&done, &[], 1 << 20).unwrap()).slice(4..);
-        let t = std::time::Instant::now();
-        for _ in 0..n {
-            let (m, b) = decode::<FromWorker>(frame.clone()).unwrap();
-            std::hint::black_box((m, b));
-        }
-        let host_decode = t.elapsed() / n as u32;
-        let t = std::time::Instant::now();
-        for _ in 0..n {
-            let value = json!({"args": {"n": 1}, "pid": 12345});
-            std::hint::black_box(value);
-        }
-        let build = t.elapsed() / n as u32;
-        eprintln!("host encode {host_encode:?} worker decode {worker_decode:?} worker encode {worker_encode:?} host decode {host_decode:?} (value build alone {build:?})");
     }
 }

@@ -470,21 +470,14 @@ async fn run_call(
             }
         }
     };
-    // The result's long strings ride in the frame's blob (docs/isolation-model.md, "The warm
-    // path").
-    let (result, lifted, blobs) = match result {
-        Ok(mut value) => {
-            let (lifted, blobs) = crate::wire::lift_strings(&mut value);
-            (Ok(value), lifted, blobs)
-        }
-        Err(e) => (Err(WireError::from(&e)), Vec::new(), Vec::new()),
-    };
+    // Written compactly: the result's long strings need no blob (docs/isolation-model.md,
+    // "The wire format").
     let done = FromWorker::Done {
         seq,
-        result,
-        lifted,
+        result: result.map_err(|e| WireError::from(&e)),
+        lifted: Vec::new(),
     };
-    if let Err(e) = link.send(&done, &blobs) {
+    if let Err(e) = link.send(&done, &[]) {
         // Too large a value: say so instead.
         let failed = FromWorker::Done {
             seq,

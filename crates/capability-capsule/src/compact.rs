@@ -1,0 +1,646 @@
+//! The compact encoding of the two messages every capsule call sends: the call
+//! ([`ToWorker::Call`]) and its result ([`FromWorker::Done`]).
+//!
+//! Read and written as JSON, these two cost more than the crossing between the processes did
+//! (docs/isolation-model.md, "The wire format"). Here a value is a tag byte followed by its
+//! contents, every length a big-endian `u32` counted before anything is allocated for it, every
+//! string checked for UTF-8, nesting limited to [`MAX_DEPTH`], an object's duplicate key and
+//! anything left over after the message refused. The rarer parts (a call's context, an error)
+//! stay JSON inside, read as strictly as the JSON messages are.
+//!
+//! A compact header starts with its message's tag (1 for a call, 2 for a result), a byte no
+//! JSON text starts with, so [`decode`](crate::wire::decode) tells the two encodings apart by the first
+//! byte.
+
+use serde_json::map::Entry;
+use serde_json::{Map, Number, Value};
+
+use crate::wire::{CallContext, FrameError, FromWorker, MAX_MESSAGE, ToWorker, WireError};
+
+/// The first byte of a compact [`ToWorker::Call`].
+pub(crate) const CALL: u8 = 0x01;
+/// The first byte of a compact [`FromWorker::Done`].
+pub(crate) const DONE: u8 = 0x02;
+/// Bytes below this start a compact header; JSON text starts with `{` or white space.
+pub(crate) const FIRST_JSON_BYTE: u8 = 0x09;
+
+/// The deepest nesting of arrays and objects a compact value may have, on either side: what
+/// `serde_json` reads at most, so a value that crosses as JSON crosses compactly too.
+pub const MAX_DEPTH: usize = 128;
+
+const NULL: u8 = 0;
+const FALSE: u8 = 1;
+const TRUE: u8 = 2;
+const UNSIGNED: u8 = 3;
+const NEGATIVE: u8 = 4;
+const FLOAT: u8 = 5;
+const STRING: u8 = 6;
+const ARRAY: u8 = 7;
+const OBJECT: u8 = 8;
+
+const OK: u8 = 0;
+const ERR: u8 = 1;
+const ABSENT: u8 = 0;
+const PRESENT: u8 = 1;
+
+fn malformed(what: impl Into<String>) -> FrameError {
+    FrameError::Malformed(format!("compact message: {}", what.into()))
+}
+
+/// Writes a [`ToWorker::Call`]'s header.
+pub(crate) fn write_call(
+    out: &mut Vec<u8>,
+    seq: u64,
+    call_id: &str,
+    args: &Value,
+    context: Option<&CallContext>,
+    lifted: &[(u32, u32)],
+) -> Result<(), FrameError> {
+    out.push(CALL);
+    out.extend_from_slice(&seq.to_be_bytes());
+    write_str(out, call_id)?;
+    write_value(out, args)?;
+    match context {
+        None => out.push(ABSENT),
+        Some(context) => {
+            out.push(PRESENT);
+            write_str(out, &serde_json::to_string(context)?)?;
+        }
+    }
+    write_lifted(out, lifted)
+}
+
+/// Writes a [`FromWorker::Done`]'s header.
+pub(crate) fn write_done(
+    out: &mut Vec<u8>,
+    seq: u64,
+    result: &Result<Value, WireError>,
+    lifted: &[(u32, u32)],
+) -> Result<(), FrameError> {
+    out.push(DONE);
+    out.extend_from_slice(&seq.to_be_bytes());
+    match result {
+        Ok(value) => {
+            out.push(OK);
+            write_value(out, value)?;
+        }
+        Err(error) => {
+            out.push(ERR);
+            write_str(out, &serde_json::to_string(error)?)?;
+        }
+    }
+    write_lifted(out, lifted)
+}
+
+/// Reads a compact [`ToWorker`] header (its first byte included).
+pub(crate) fn read_to_worker(header: &[u8]) -> Result<ToWorker, FrameError> {
+    let mut input = Reader(header);
+    match input.byte()? {
+        CALL => {
+            let seq = input.u64()?;
+            let call_id = input.str()?.to_owned();
+            let args = input.value()?;
+            let context = match input.byte()? {
+                ABSENT => None,
+                PRESENT => Some(serde_json::from_str(input.str()?)?),
+                other => return Err(malformed(format!("context marker {other}"))),
+            };
+            let lifted = input.lifted()?;
+            input.end()?;
+            Ok(ToWorker::Call {
+                seq,
+                call_id,
+                args,
+                context,
+                lifted,
+            })
+        }
+        other => Err(malformed(format!("tag {other} is no message to a worker"))),
+    }
+}
+
+/// Reads a compact [`FromWorker`] header (its first byte included).
+pub(crate) fn read_from_worker(header: &[u8]) -> Result<FromWorker, FrameError> {
+    let mut input = Reader(header);
+    match input.byte()? {
+        DONE => {
+            let seq = input.u64()?;
+            let result = match input.byte()? {
+                OK => Ok(input.value()?),
+                ERR => Err(serde_json::from_str(input.str()?)?),
+                other => return Err(malformed(format!("result marker {other}"))),
+            };
+            let lifted = input.lifted()?;
+            input.end()?;
+            Ok(FromWorker::Done {
+                seq,
+                result,
+                lifted,
+            })
+        }
+        other => Err(malformed(format!("tag {other} is no message to a host"))),
+    }
+}
+
+fn write_len(out: &mut Vec<u8>, len: usize) -> Result<(), FrameError> {
+    let len = u32::try_from(len)
+        .ok()
+        .filter(|len| (*len as usize) <= MAX_MESSAGE)
+        .ok_or(FrameError::TooLarge {
+            len,
+            max: MAX_MESSAGE,
+        })?;
+    out.extend_from_slice(&len.to_be_bytes());
+    Ok(())
+}
+
+fn write_str(out: &mut Vec<u8>, text: &str) -> Result<(), FrameError> {
+    write_len(out, text.len())?;
+    out.extend_from_slice(text.as_bytes());
+    Ok(())
+}
+
+fn write_lifted(out: &mut Vec<u8>, lifted: &[(u32, u32)]) -> Result<(), FrameError> {
+    write_len(out, lifted.len())?;
+    for (place, len) in lifted {
+        out.extend_from_slice(&place.to_be_bytes());
+        out.extend_from_slice(&len.to_be_bytes());
+    }
+    Ok(())
+}
+
+/// Writes `value`, refusing one nested deeper than [`MAX_DEPTH`] (checked as it goes, so a
+/// deep value costs no more stack than the limit allows).
+fn write_value(out: &mut Vec<u8>, value: &Value) -> Result<(), FrameError> {
+    write_nested(out, value, 0)
+}
+
+fn write_nested(out: &mut Vec<u8>, value: &Value, depth: usize) -> Result<(), FrameError> {
+    match value {
+        Value::Null => out.push(NULL),
+        Value::Bool(false) => out.push(FALSE),
+        Value::Bool(true) => out.push(TRUE),
+        Value::Number(number) => write_number(out, number),
+        Value::String(text) => {
+            out.push(STRING);
+            write_str(out, text)?;
+        }
+        Value::Array(items) => {
+            let depth = deeper(depth)?;
+            out.push(ARRAY);
+            write_len(out, items.len())?;
+            for item in items {
+                write_nested(out, item, depth)?;
+            }
+        }
+        Value::Object(map) => {
+            let depth = deeper(depth)?;
+            out.push(OBJECT);
+            write_len(out, map.len())?;
+            for (key, item) in map {
+                write_str(out, key)?;
+                write_nested(out, item, depth)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn deeper(depth: usize) -> Result<usize, FrameError> {
+    if depth >= MAX_DEPTH {
+        return Err(malformed(format!(
+            "nested deeper than {MAX_DEPTH} arrays and objects"
+        )));
+    }
+    Ok(depth + 1)
+}
+
+fn write_number(out: &mut Vec<u8>, number: &Number) {
+    if let Some(n) = number.as_u64() {
+        out.push(UNSIGNED);
+        out.extend_from_slice(&n.to_be_bytes());
+    } else if let Some(n) = number.as_i64() {
+        out.push(NEGATIVE);
+        out.extend_from_slice(&n.to_be_bytes());
+    } else {
+        // Without `arbitrary_precision` (this workspace's `serde_json`), a number that is
+        // neither integer is an `f64`, and a finite one.
+        out.push(FLOAT);
+        out.extend_from_slice(&number.as_f64().unwrap_or(f64::NAN).to_bits().to_be_bytes());
+    }
+}
+
+/// The bytes of a header not read yet.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], FrameError> {
+        if n > self.0.len() {
+            return Err(malformed(format!(
+                "{n} bytes announced where {} are left",
+                self.0.len()
+            )));
+        }
+        let (taken, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(taken)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], FrameError> {
+        let mut bytes = [0; N];
+        bytes.copy_from_slice(self.take(N)?);
+        Ok(bytes)
+    }
+
+    fn byte(&mut self) -> Result<u8, FrameError> {
+        Ok(self.array::<1>()?[0])
+    }
+
+    fn u32(&mut self) -> Result<u32, FrameError> {
+        self.array().map(u32::from_be_bytes)
+    }
+
+    fn u64(&mut self) -> Result<u64, FrameError> {
+        self.array().map(u64::from_be_bytes)
+    }
+
+    /// A count of things each at least `least` bytes long: never more than the bytes left
+    /// can hold, so what is reserved for them is bounded by the frame.
+    fn count(&mut self, least: usize) -> Result<usize, FrameError> {
+        let count = self.u32()? as usize;
+        if count.saturating_mul(least) > self.0.len() {
+            return Err(malformed(format!(
+                "{count} items announced where {} bytes are left",
+                self.0.len()
+            )));
+        }
+        Ok(count)
+    }
+
+    fn str(&mut self) -> Result<&'a str, FrameError> {
+        let len = self.u32()? as usize;
+        std::str::from_utf8(self.take(len)?).map_err(|_| malformed("a string that is not UTF-8"))
+    }
+
+    fn lifted(&mut self) -> Result<Vec<(u32, u32)>, FrameError> {
+        let count = self.count(8)?;
+        let mut lifted = Vec::with_capacity(count);
+        for _ in 0..count {
+            lifted.push((self.u32()?, self.u32()?));
+        }
+        Ok(lifted)
+    }
+
+    fn value(&mut self) -> Result<Value, FrameError> {
+        self.nested(0)
+    }
+
+    fn nested(&mut self, depth: usize) -> Result<Value, FrameError> {
+        Ok(match self.byte()? {
+            NULL => Value::Null,
+            FALSE => Value::Bool(false),
+            TRUE => Value::Bool(true),
+            UNSIGNED => Value::from(self.u64()?),
+            NEGATIVE => {
+                let n = i64::from_be_bytes(self.array()?);
+                // What the writer sends as unsigned never comes as negative: one number, one
+                // encoding.
+                if n >= 0 {
+                    return Err(malformed("a non-negative number tagged negative"));
+                }
+                Value::from(n)
+            }
+            FLOAT => {
+                let n = f64::from_bits(u64::from_be_bytes(self.array()?));
+                Number::from_f64(n)
+                    .map(Value::Number)
+                    .ok_or_else(|| malformed("a number that is not finite"))?
+            }
+            STRING => Value::String(self.str()?.to_owned()),
+            ARRAY => {
+                let depth = deeper(depth)?;
+                let count = self.count(1)?;
+                let mut items = Vec::with_capacity(count);
+                for _ in 0..count {
+                    items.push(self.nested(depth)?);
+                }
+                Value::Array(items)
+            }
+            OBJECT => {
+                let depth = deeper(depth)?;
+                // A key is at least its length, a value at least its tag.
+                let count = self.count(5)?;
+                let mut map = Map::new();
+                for _ in 0..count {
+                    let key = self.str()?.to_owned();
+                    let item = self.nested(depth)?;
+                    match map.entry(key) {
+                        Entry::Vacant(place) => {
+                            place.insert(item);
+                        }
+                        Entry::Occupied(_) => return Err(malformed("a key twice in one object")),
+                    }
+                }
+                Value::Object(map)
+            }
+            other => return Err(malformed(format!("value tag {other}"))),
+        })
+    }
+
+    /// Nothing may follow a message.
+    fn end(&self) -> Result<(), FrameError> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(malformed(format!(
+                "{} bytes after the message",
+                self.0.len()
+            )))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{Message, decode, encode};
+    use bytes::Bytes;
+    use capability_types::ErrorCode;
+    use serde_json::json;
+    use std::path::PathBuf;
+
+    fn context() -> CallContext {
+        CallContext {
+            session_id: "s".into(),
+            personality_id: Some("p".into()),
+            tool: "t".into(),
+            working_dir: PathBuf::from("/w"),
+            fetch: true,
+            fs: false,
+            secrets: Some(vec!["env:KEY".into()]),
+            process: false,
+            kv: true,
+            attachments: false,
+        }
+    }
+
+    /// Every kind of value, at its edges.
+    fn every_kind() -> Value {
+        json!({
+            "null": null, "no": false, "yes": true,
+            "zero": 0, "max": u64::MAX, "min": i64::MIN, "minus one": -1,
+            "float": 1.5, "integral float": 2.0, "tiny": f64::MIN_POSITIVE, "negative zero": -0.0,
+            "empty": "", "escapes": "\"\\\n\t\u{0}", "unicode": "ünï ✓ 𝄞",
+            "long": "x".repeat(70_000),
+            "nested": [[], {}, [[{"a": [1, "b", null]}]]],
+            "": "an empty key",
+        })
+    }
+
+    fn body(frame: Vec<u8>) -> Bytes {
+        Bytes::from(frame).slice(4..)
+    }
+
+    fn calls() -> Vec<ToWorker> {
+        vec![
+            ToWorker::Call {
+                seq: 1,
+                call_id: "c".into(),
+                args: every_kind(),
+                context: Some(context()),
+                lifted: Vec::new(),
+            },
+            ToWorker::Call {
+                seq: u64::MAX,
+                call_id: String::new(),
+                args: Value::Null,
+                context: None,
+                lifted: vec![(0, 300), (7, 256)],
+            },
+        ]
+    }
+
+    fn results() -> Vec<FromWorker> {
+        vec![
+            FromWorker::Done {
+                seq: 3,
+                result: Ok(every_kind()),
+                lifted: Vec::new(),
+            },
+            FromWorker::Done {
+                seq: 4,
+                result: Err(WireError {
+                    code: ErrorCode::ExecutionFailed,
+                    denial: None,
+                    message: "it broke".into(),
+                }),
+                lifted: Vec::new(),
+            },
+            FromWorker::Done {
+                seq: 5,
+                result: Ok(json!("")),
+                lifted: vec![(0, 256)],
+            },
+        ]
+    }
+
+    #[test]
+    fn calls_and_results_are_written_compactly_and_read_back_the_same() {
+        for call in calls() {
+            let mut header = Vec::new();
+            call.write_header(&mut header).unwrap();
+            assert_eq!(header[0], CALL);
+            assert_eq!(read_to_worker(&header).unwrap(), call);
+            let (back, blobs) =
+                decode::<ToWorker>(body(encode(&call, &[], 1 << 20).unwrap())).unwrap();
+            assert_eq!((back, blobs), (call, Vec::new()));
+        }
+        for done in results() {
+            let mut header = Vec::new();
+            done.write_header(&mut header).unwrap();
+            assert_eq!(header[0], DONE);
+            assert_eq!(read_from_worker(&header).unwrap(), done);
+        }
+    }
+
+    #[test]
+    fn the_json_encoding_of_the_same_message_reads_the_same() {
+        for call in calls() {
+            let json = serde_json::to_vec(&call).unwrap();
+            assert_eq!(ToWorker::read_header(&json).unwrap(), call);
+        }
+        for done in results() {
+            let json = serde_json::to_vec(&done).unwrap();
+            assert_eq!(FromWorker::read_header(&json).unwrap(), done);
+        }
+        // The other messages stay JSON.
+        let mut header = Vec::new();
+        FromWorker::Ready {}.write_header(&mut header).unwrap();
+        assert_eq!(header, br#"{"ready":{}}"#);
+    }
+
+    #[test]
+    fn every_truncation_and_every_extra_byte_is_refused() {
+        let mut headers = Vec::new();
+        for call in calls() {
+            let mut header = Vec::new();
+            call.write_header(&mut header).unwrap();
+            headers.push((header, true));
+        }
+        for done in results() {
+            let mut header = Vec::new();
+            done.write_header(&mut header).unwrap();
+            headers.push((header, false));
+        }
+        for (header, to_worker) in headers {
+            // Every cut but the whole: every byte of the first 200 (every field but the long
+            // string's bytes), then every 997th.
+            for cut in (0..header.len()).filter(|cut| *cut < 200 || cut % 997 == 0) {
+                let part = &header[..cut];
+                let refused = if to_worker {
+                    read_to_worker(part).is_err()
+                } else {
+                    read_from_worker(part).is_err()
+                };
+                assert!(
+                    refused,
+                    "a header cut at {cut} of {} was read",
+                    header.len()
+                );
+            }
+            let mut longer = header.clone();
+            longer.push(0);
+            let error = if to_worker {
+                read_to_worker(&longer).unwrap_err()
+            } else {
+                read_from_worker(&longer).unwrap_err()
+            };
+            assert!(
+                error.to_string().contains("1 bytes after the message"),
+                "{error}"
+            );
+        }
+    }
+
+    /// A header of a call whose arguments are the given value bytes.
+    fn call_with(value: &[u8]) -> Vec<u8> {
+        let mut header = vec![CALL];
+        header.extend_from_slice(&7u64.to_be_bytes());
+        header.extend_from_slice(&1u32.to_be_bytes());
+        header.push(b'c');
+        header.extend_from_slice(value);
+        header.push(ABSENT);
+        header.extend_from_slice(&0u32.to_be_bytes());
+        header
+    }
+
+    fn refused(header: &[u8], why: &str) {
+        match read_to_worker(header) {
+            Err(e) => assert!(e.to_string().contains(why), "{e} (expected {why:?})"),
+            Ok(message) => panic!("read {message:?}, expected a refusal for {why:?}"),
+        }
+    }
+
+    #[test]
+    fn hostile_headers_are_refused_with_what_is_wrong() {
+        // The frame is well formed: only the value changes.
+        assert!(read_to_worker(&call_with(&[NULL])).is_ok());
+        refused(&call_with(&[9]), "value tag 9");
+        refused(&call_with(&[0xff]), "value tag 255");
+        // Counts beyond the bytes left are refused before anything is reserved for them.
+        for tag in [ARRAY, OBJECT] {
+            let mut value = vec![tag];
+            value.extend_from_slice(&u32::MAX.to_be_bytes());
+            refused(&call_with(&value), "items announced");
+        }
+        let mut value = vec![STRING];
+        value.extend_from_slice(&u32::MAX.to_be_bytes());
+        refused(&call_with(&value), "bytes announced");
+        let mut value = vec![STRING];
+        value.extend_from_slice(&2u32.to_be_bytes());
+        value.extend_from_slice(&[0xc3, 0x28]);
+        refused(&call_with(&value), "not UTF-8");
+        // A key twice: refused, not the later one kept.
+        let mut value = vec![OBJECT];
+        value.extend_from_slice(&2u32.to_be_bytes());
+        for _ in 0..2 {
+            value.extend_from_slice(&1u32.to_be_bytes());
+            value.push(b'k');
+            value.push(TRUE);
+        }
+        refused(&call_with(&value), "a key twice");
+        // One number, one encoding; no number that JSON cannot carry.
+        let mut value = vec![NEGATIVE];
+        value.extend_from_slice(&5i64.to_be_bytes());
+        refused(&call_with(&value), "tagged negative");
+        for n in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let mut value = vec![FLOAT];
+            value.extend_from_slice(&n.to_bits().to_be_bytes());
+            refused(&call_with(&value), "not finite");
+        }
+        // Markers and tags out of their range.
+        let mut header = call_with(&[NULL]);
+        let at = header.len() - 5;
+        header[at] = 2;
+        refused(&header, "context marker 2");
+        let mut header = call_with(&[NULL]);
+        header[0] = DONE;
+        refused(&header, "no message to a worker");
+        assert!(
+            read_from_worker(&call_with(&[NULL]))
+                .unwrap_err()
+                .to_string()
+                .contains("no message to a host")
+        );
+        // A context is read as strictly as a JSON message: an unknown field is refused.
+        let mut header = call_with(&[NULL]);
+        header.truncate(header.len() - 5);
+        header.push(PRESENT);
+        let mut json = serde_json::to_value(context()).unwrap();
+        json["root"] = json!(true);
+        let json = json.to_string();
+        header.extend_from_slice(&u32::try_from(json.len()).unwrap().to_be_bytes());
+        header.extend_from_slice(json.as_bytes());
+        header.extend_from_slice(&0u32.to_be_bytes());
+        refused(&header, "unknown field");
+    }
+
+    fn nested(depth: usize) -> Value {
+        (0..depth).fold(json!(1), |inner, _| json!([inner]))
+    }
+
+    #[test]
+    fn nesting_is_limited_alike_on_both_sides_and_costs_no_more_stack_than_the_limit() {
+        let fits = ToWorker::Call {
+            seq: 1,
+            call_id: "c".into(),
+            args: nested(MAX_DEPTH),
+            context: None,
+            lifted: Vec::new(),
+        };
+        let mut header = Vec::new();
+        fits.write_header(&mut header).unwrap();
+        assert_eq!(read_to_worker(&header).unwrap(), fits);
+
+        let mut header = Vec::new();
+        let too_deep = FromWorker::Done {
+            seq: 1,
+            result: Ok(nested(MAX_DEPTH + 1)),
+            lifted: Vec::new(),
+        };
+        let error = too_deep.write_header(&mut header).unwrap_err();
+        assert!(
+            error.to_string().contains("nested deeper than 128"),
+            "{error}"
+        );
+
+        // Read: a million opening arrays are refused at the limit, not followed down.
+        let mut value = Vec::new();
+        for _ in 0..1_000_000 {
+            value.push(ARRAY);
+            value.extend_from_slice(&1u32.to_be_bytes());
+        }
+        value.push(NULL);
+        refused(&call_with(&value), "nested deeper than 128");
+    }
+}
