@@ -164,6 +164,7 @@ fn a_call_without_a_context_runs_in_the_one_held_from_the_call_before() {
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
 
+// guarantee: G-CAP-03
 #[test]
 fn long_strings_cross_whole_both_ways_lifted_or_not() {
     let mut worker = Worker::start("whoami");

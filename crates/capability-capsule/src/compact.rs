@@ -444,6 +444,7 @@ mod tests {
         ]
     }
 
+    // guarantee: G-CAP-03
     #[test]
     fn calls_and_results_are_written_compactly_and_read_back_the_same() {
         for call in calls() {

@@ -411,7 +411,7 @@ async fn serve(
                 if let Some(context) = context {
                     held = Some(Arc::new(Template::new(context)));
                 }
-                let Some(context) = held.clone() else {
+                let Some(template) = held.clone() else {
                     report("the host sent a call without a context, and none was held");
                     return EXIT_PROTOCOL;
                 };
@@ -422,7 +422,7 @@ async fn serve(
                     seq,
                     call_id,
                     args,
-                    context,
+                    template,
                 )));
             }
             ToWorker::Reply { id, result } => {
@@ -478,7 +478,7 @@ async fn run_call(
         lifted: Vec::new(),
     };
     if let Err(e) = link.send(&done, &[]) {
-        // Too large a value: say so instead.
+        // Too large or too deeply nested a value: say so instead.
         let failed = FromWorker::Done {
             seq,
             result: Err(WireError::from(&CapabilityError::failed(format!(
