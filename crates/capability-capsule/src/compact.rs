@@ -38,6 +38,10 @@ const STRING: u8 = 6;
 const ARRAY: u8 = 7;
 const OBJECT: u8 = 8;
 
+/// The most items reserved for an array before they are read: each takes 32 bytes as a
+/// `Value` and as little as one on the wire.
+const RESERVED_ITEMS: usize = 1024;
+
 const OK: u8 = 0;
 const ERR: u8 = 1;
 const ABSENT: u8 = 0;
@@ -320,7 +324,10 @@ impl<'a> Reader<'a> {
             ARRAY => {
                 let depth = deeper(depth)?;
                 let count = self.count(1)?;
-                let mut items = Vec::with_capacity(count);
+                // Reserved up to a bound, then grown by what is really there: an array of one-
+                // byte items that announces a count and breaks off early costs no more than
+                // what came before it (docs/isolation-model.md, "The wire format").
+                let mut items = Vec::with_capacity(count.min(RESERVED_ITEMS));
                 for _ in 0..count {
                     items.push(self.nested(depth)?);
                 }
