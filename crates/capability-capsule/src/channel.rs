@@ -15,8 +15,8 @@ use serde_json::Value;
 
 use crate::ring::{RingReader, RingWriter};
 use crate::wire::{
-    CallContext, FrameError, FrameReader, FromWorker, ToWorker, WireError, decode, encode,
-    restore_strings, write_frame,
+    CallContext, FrameError, FrameReader, FromWorker, KEPT_BUFFER, ToWorker, WireError, decode,
+    encode_into, restore_strings, write_frame,
 };
 
 /// How a call ended without an answer from its worker; either way the worker is lost and must
@@ -53,6 +53,8 @@ pub(crate) struct Worker {
     /// The context the worker holds: the last one sent, which later calls with the same one
     /// do not send again.
     pub(crate) context: Option<CallContext>,
+    /// The frame being sent, its buffer kept for the next one (up to [`KEPT_BUFFER`] bytes).
+    pub(crate) out: Vec<u8>,
 }
 
 impl Worker {
@@ -70,8 +72,13 @@ impl Worker {
         message: &ToWorker,
         blobs: &[Bytes],
     ) -> Result<(), FrameError> {
-        let frame = encode(message, blobs, self.max_frame)?;
-        write_frame(&mut self.writer, &frame).await
+        self.out.clear();
+        encode_into(&mut self.out, message, blobs, self.max_frame)?;
+        let written = write_frame(&mut self.writer, &self.out).await;
+        if self.out.capacity() > KEPT_BUFFER {
+            self.out = Vec::new();
+        }
+        written
     }
 
     /// Runs one call. `Err`: the worker is lost (and must be dropped). While none of the
@@ -199,8 +206,7 @@ impl Worker {
             Err(e) => (Err(WireError::from(&e)), Vec::new()),
         };
         let message = ToWorker::Reply { id, result };
-        match encode(&message, &blobs, self.max_frame) {
-            Ok(frame) => write_frame(&mut self.writer, &frame).await,
+        match self.send(&message, &blobs).await {
             Err(FrameError::TooLarge { len, max }) => {
                 let refused = CapabilityError::invalid_input(format!(
                     "the answer ({len} bytes) exceeds the capsule's frame limit of {max} bytes"
@@ -214,7 +220,7 @@ impl Worker {
                 )
                 .await
             }
-            Err(e) => Err(e),
+            sent => sent,
         }
     }
 

@@ -347,6 +347,7 @@ impl Capsule {
             max_frame: self.config.max_frame,
             runtime: current_runtime(),
             context: None,
+            out: Vec::new(),
         };
         let first = tokio::time::timeout(self.config.start_timeout, worker.receive()).await;
         match first {

@@ -40,7 +40,9 @@ pub(crate) fn next_within(
     if spin.is_zero() {
         return Ok(None);
     }
-    let until = Instant::now() + spin;
+    // Read first after ROUNDS_PER_CLOCK looks (most frames of a warm call come sooner), so
+    // the wait is `spin` from then: longer by those few looks.
+    let mut until = None;
     let mut rounds = 0u32;
     loop {
         let (reader, buf) = frames.parts();
@@ -57,8 +59,11 @@ pub(crate) fn next_within(
         // a body must not hold this thread past `spin` (the call's timeout runs only when the
         // caller's task yields).
         rounds += 1;
-        if rounds.is_multiple_of(ROUNDS_PER_CLOCK) && Instant::now() >= until {
-            return Ok(None);
+        if rounds.is_multiple_of(ROUNDS_PER_CLOCK) {
+            let now = Instant::now();
+            if now >= *until.get_or_insert(now + spin) {
+                return Ok(None);
+            }
         }
         // Now and then the CPU is offered to others: a look at the ring is no system call, so
         // without this a peer that the scheduler put on this CPU would wait for the next tick.

@@ -138,6 +138,37 @@ impl Message for FromWorker {
 
 /// Encodes `message` and `blobs` as one frame (length prefix included).
 pub fn encode<M: Message>(message: &M, blobs: &[Bytes], max: usize) -> Result<Vec<u8>, FrameError> {
+    let mut out = Vec::new();
+    encode_into(&mut out, message, blobs, max)?;
+    Ok(out)
+}
+
+/// The most buffer a sender keeps between frames: a large frame's is not held while it idles.
+pub(crate) const KEPT_BUFFER: usize = 64 << 10;
+
+/// [`encode`], appending the frame to `out` (a sender's buffer, kept between frames); on an
+/// error `out` is left as it was.
+pub fn encode_into<M: Message>(
+    out: &mut Vec<u8>,
+    message: &M,
+    blobs: &[Bytes],
+    max: usize,
+) -> Result<(), FrameError> {
+    let start = out.len();
+    let written = append_frame(out, start, message, blobs, max);
+    if written.is_err() {
+        out.truncate(start);
+    }
+    written
+}
+
+fn append_frame<M: Message>(
+    out: &mut Vec<u8>,
+    start: usize,
+    message: &M,
+    blobs: &[Bytes],
+    max: usize,
+) -> Result<(), FrameError> {
     if blobs.len() > MAX_BLOBS {
         return Err(FrameError::Malformed(format!(
             "{} blobs (at most {MAX_BLOBS})",
@@ -151,7 +182,7 @@ pub fn encode<M: Message>(message: &M, blobs: &[Bytes], max: usize) -> Result<Ve
     let blob_bytes: usize = blobs.iter().map(Bytes::len).sum();
     // Written in place: the frame's length prefix and the header's length are filled in once
     // the header is written, so a frame in one piece is built without a copy of its body.
-    let mut out = Vec::with_capacity(4 + 4 + 1 + 4 * blobs.len() + 256 + blob_bytes);
+    out.reserve(4 + 4 + 1 + 4 * blobs.len() + 256 + blob_bytes);
     out.put_u32(0);
     out.put_u32(0);
     // Fits: checked against MAX_BLOBS above.
@@ -160,14 +191,14 @@ pub fn encode<M: Message>(message: &M, blobs: &[Bytes], max: usize) -> Result<Ve
         out.put_u32(u32::try_from(blob.len()).map_err(|_| too_large(blob.len()))?);
     }
     let header_at = out.len();
-    message.write_header(&mut out)?;
+    message.write_header(out)?;
     let header_len = out.len() - header_at;
-    let body_len = out.len() - 4 + blob_bytes;
+    let body_len = out.len() - start - 4 + blob_bytes;
     if body_len > MAX_MESSAGE {
         return Err(too_large(body_len));
     }
     let header_len = u32::try_from(header_len).map_err(|_| too_large(header_len))?;
-    out[4..8].copy_from_slice(&header_len.to_be_bytes());
+    out[start + 4..start + 8].copy_from_slice(&header_len.to_be_bytes());
     for blob in blobs {
         out.extend_from_slice(blob);
     }
@@ -175,23 +206,25 @@ pub fn encode<M: Message>(message: &M, blobs: &[Bytes], max: usize) -> Result<Ve
     let piece = max.clamp(1, (CONTINUED - 1) as usize);
     if body_len <= piece {
         // Fits: at most `piece` < 2^31.
-        out[..4].copy_from_slice(&(body_len as u32).to_be_bytes());
-        return Ok(out);
+        out[start..start + 4].copy_from_slice(&(body_len as u32).to_be_bytes());
+        return Ok(());
     }
+    let body = out.split_off(start + 4);
+    out.truncate(start);
     let pieces = body_len.div_ceil(piece);
-    let mut split = Vec::with_capacity(4 * pieces + body_len);
-    let mut chunks = out[4..].chunks(piece).peekable();
+    out.reserve(4 * pieces + body_len);
+    let mut chunks = body.chunks(piece).peekable();
     while let Some(chunk) = chunks.next() {
         // Fits: at most `piece` < 2^31.
         let len = chunk.len() as u32;
-        split.put_u32(if chunks.peek().is_some() {
+        out.put_u32(if chunks.peek().is_some() {
             len | CONTINUED
         } else {
             len
         });
-        split.extend_from_slice(chunk);
+        out.extend_from_slice(chunk);
     }
-    Ok(split)
+    Ok(())
 }
 
 /// Splits a frame body (without its length prefix) into its message and blobs.
@@ -725,6 +758,46 @@ mod tests {
             ),
             Err(FrameError::Malformed(_))
         ));
+    }
+
+    #[tokio::test]
+    async fn frames_appended_to_a_kept_buffer_read_back_in_order_and_a_failed_one_leaves_it_whole()
+    {
+        let mut out = b"queued".to_vec();
+        let done = FromWorker::Done {
+            seq: 1,
+            result: Ok(serde_json::json!({"text": "x".repeat(100)})),
+            lifted: Vec::new(),
+        };
+        encode_into(&mut out, &done, &[], MAX).unwrap();
+        // Split into pieces of 16 bytes, after a frame in one piece.
+        encode_into(
+            &mut out,
+            &FromWorker::Ready {},
+            &[Bytes::from_static(b"b")],
+            16,
+        )
+        .unwrap();
+        let before = out.clone();
+        let five = vec![Bytes::from_static(b"x"); 5];
+        assert!(encode_into(&mut out, &FromWorker::Ready {}, &five, MAX).is_err());
+        let too_deep = FromWorker::Done {
+            seq: 2,
+            result: Ok((0..200).fold(serde_json::json!(1), |v, _| serde_json::json!([v]))),
+            lifted: Vec::new(),
+        };
+        assert!(encode_into(&mut out, &too_deep, &[], MAX).is_err());
+        assert_eq!(out, before, "a frame that failed left nothing behind");
+        assert_eq!(&out[..6], b"queued");
+        let mut reader = FrameReader::new(&out[6..], MAX);
+        let first = reader.next().await.unwrap().unwrap();
+        assert_eq!(decode::<FromWorker>(first).unwrap(), (done, Vec::new()));
+        let second = reader.next().await.unwrap().unwrap();
+        assert_eq!(
+            decode::<FromWorker>(second).unwrap(),
+            (FromWorker::Ready {}, vec![Bytes::from_static(b"b")])
+        );
+        assert!(reader.next().await.unwrap().is_none());
     }
 
     #[tokio::test]

@@ -28,8 +28,8 @@ use crate::ops::{self, Operation};
 use crate::ring::RingWriter;
 use crate::sys;
 use crate::wire::{
-    CallContext, FrameError, FrameReader, FromWorker, Op, ToWorker, WireError, WorkerSettings,
-    decode, encode,
+    CallContext, FrameError, FrameReader, FromWorker, KEPT_BUFFER, Op, ToWorker, WireError,
+    WorkerSettings, decode, encode, encode_into,
 };
 
 /// The first argument that puts a binary into worker mode.
@@ -187,14 +187,10 @@ struct Outbox {
 
 impl Link {
     fn send(&self, message: &FromWorker, blobs: &[Bytes]) -> Result<(), CapabilityError> {
-        let frame = encode(message, blobs, self.max_frame)
-            .map_err(|e| CapabilityError::invalid_input(format!("cannot send to the host: {e}")))?;
         let mut outbox = self.outbox.lock().unwrap_or_else(PoisonError::into_inner);
-        if outbox.bytes.is_empty() {
-            outbox.bytes = frame;
-        } else {
-            outbox.bytes.extend_from_slice(&frame);
-        }
+        // Appended to what is queued, into the buffer kept from earlier frames.
+        encode_into(&mut outbox.bytes, message, blobs, self.max_frame)
+            .map_err(|e| CapabilityError::invalid_input(format!("cannot send to the host: {e}")))?;
         // A frame queued from another task (a tool's own) must wake the loop that writes it.
         if let Some(waker) = outbox.waiting.take() {
             waker.wake();
@@ -234,8 +230,12 @@ impl Link {
                 Err(e) => return Err(e),
             }
         }
-        // Dropped, not kept: a large answer's buffer is not held while the worker idles.
-        outbox.bytes = Vec::new();
+        // Kept for the next frame, unless a large answer's: that is not held while the worker
+        // idles.
+        outbox.bytes.clear();
+        if outbox.bytes.capacity() > KEPT_BUFFER {
+            outbox.bytes = Vec::new();
+        }
         outbox.written = 0;
         Ok(Flushed::Sent)
     }
