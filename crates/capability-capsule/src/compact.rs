@@ -9,8 +9,16 @@
 //! stay JSON inside, read as strictly as the JSON messages are.
 //!
 //! A compact header starts with its message's tag (1 for a call, 2 for a result), a byte no
-//! JSON text starts with, so [`decode`](crate::wire::decode) tells the two encodings apart by the first
-//! byte.
+//! JSON text starts with, so [`decode`](crate::wire::decode) tells the two encodings apart by
+//! the first byte. The layout (`u32` and `u64` big-endian, `str` a `u32` length and UTF-8):
+//!
+//! ```text
+//! call:   01 | seq u64 | call_id str | args value | 00, or 01 + context as JSON str | lifted
+//! result: 02 | seq u64 | 00 + value, or 01 + error as JSON str | lifted
+//! lifted: u32 count | (place u32, length u32) each
+//! value:  00 null | 01 false | 02 true | 03 u64 | 04 i64 (negative only) | 05 f64 (finite)
+//!         | 06 str | 07 u32 count + values | 08 u32 count + (key str, value) each
+//! ```
 
 use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
