@@ -3,9 +3,10 @@
 //! process, through the same registry, in the same run. Also one scoped file read made from a
 //! warm capsule (a round trip over the worker's channel) against the same read in process, and
 //! the floors of a process round trip on the machine, with both sides asleep (a pipe) and with
-//! both polling (a capsule channel). Where a warm call's time goes: the worker driven by a host that only encodes, polls
-//! and decodes (`worker_round_trip`), against the polling floor. On a current-thread runtime,
-//! as the dispatch benchmarks; the warm call also from a multi-thread runtime. Then issue 19's
+//! both polling (a capsule channel). Where a warm call's time goes: the worker driven by a host
+//! that only encodes, polls and decodes (`worker_round_trip`), against the polling floor. On a
+//! current-thread runtime, as the dispatch benchmarks; the warm call and the in-process call
+//! also from a multi-thread runtime (the `toolcap` binary's). Then issue 19's
 //! capsule ratios, and the worker against the floor, timed paired (`support/paired.rs`) into
 //! `target/criterion/capsule-paired.json`, which `cargo xtask bench` prints.
 #![allow(
@@ -259,6 +260,13 @@ fn capsule(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
+    // Its baseline: the in-process call from the same runtime.
+    group.bench_function("in_process_call_multi_thread", |b| {
+        b.iter(|| {
+            let result = mt.block_on(in_process.execute(echo(), &ctx));
+            assert!(result.result.is_ok(), "{:?}", result.result);
+        })
+    });
     // Its own capsule: a worker's channel belongs to the runtime that started it.
     let warm_mt = registry(Some(lab.clone()));
     group.bench_function("warm_call_multi_thread", |b| {

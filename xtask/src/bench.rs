@@ -243,7 +243,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         subject: "capsule/warm_call_multi_thread",
-        baseline: Some("capsule/in_process_call"),
+        baseline: Some("capsule/in_process_call_multi_thread"),
         budget: Budget::AddedNs(f64::INFINITY),
     },
     Row {
