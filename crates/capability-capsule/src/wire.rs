@@ -87,11 +87,20 @@ mod sealed {
     impl Sealed for super::FromWorker {}
 }
 
-/// Whether a header is compact (its first byte a tag below any JSON text's).
-fn is_compact(header: &[u8]) -> bool {
-    header
+/// A header read by `read_compact` when its first byte is a compact tag (below any byte a JSON
+/// text starts with), else as JSON.
+fn read_either<M: for<'de> Deserialize<'de>>(
+    header: &[u8],
+    read_compact: fn(&[u8]) -> Result<M, FrameError>,
+) -> Result<M, FrameError> {
+    if header
         .first()
         .is_some_and(|b| *b < compact::FIRST_JSON_BYTE)
+    {
+        read_compact(header)
+    } else {
+        Ok(serde_json::from_slice(header)?)
+    }
 }
 
 impl Message for ToWorker {
@@ -108,11 +117,7 @@ impl Message for ToWorker {
         }
     }
     fn read_header(header: &[u8]) -> Result<Self, FrameError> {
-        if is_compact(header) {
-            compact::read_to_worker(header)
-        } else {
-            Ok(serde_json::from_slice(header)?)
-        }
+        read_either(header, compact::read_to_worker)
     }
 }
 
@@ -128,11 +133,7 @@ impl Message for FromWorker {
         }
     }
     fn read_header(header: &[u8]) -> Result<Self, FrameError> {
-        if is_compact(header) {
-            compact::read_from_worker(header)
-        } else {
-            Ok(serde_json::from_slice(header)?)
-        }
+        read_either(header, compact::read_from_worker)
     }
 }
 
