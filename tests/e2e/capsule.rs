@@ -506,6 +506,28 @@ async fn a_worker_that_forges_its_channel_counters_fails_its_own_call_only() {
     );
 }
 
+/// A lab whose every call gets a fresh worker, whose first call is number 1; its restart budget
+/// leaves room for the calls a test makes fail.
+async fn lab_with_a_worker_per_call() -> Lab {
+    lab_with(
+        config()
+            .warm_workers(0)
+            .restart_budget(10, Duration::from_secs(60)),
+        RegistryConfig::default(),
+    )
+    .await
+}
+
+/// The lab's `escape` tool, told by `args` to forge its result, fails its call with
+/// `execution_failed` naming `needle`.
+async fn assert_forged_result_fails(lab: &Lab, args: Value, needle: &str) {
+    let shown = json_of(&lab.call("escape", args).await);
+    assert!(
+        shown.starts_with(r#"{"ok":false,"code":"execution_failed""#) && shown.contains(needle),
+        "{needle}: {shown}"
+    );
+}
+
 // guarantee: G-CAP-02
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_whose_lifted_strings_do_not_fit_fails_its_call_only() {
@@ -513,13 +535,7 @@ async fn a_result_whose_lifted_strings_do_not_fit_fails_its_call_only() {
     // path"); a worker that lies about them fails its own call, and the host goes on. Each call
     // gets a fresh worker, whose first call is number 1 (and the restart budget leaves room
     // for the five that fail).
-    let lab = lab_with(
-        config()
-            .warm_workers(0)
-            .restart_budget(10, Duration::from_secs(60)),
-        RegistryConfig::default(),
-    )
-    .await;
+    let lab = lab_with_a_worker_per_call().await;
     let done = |rest: &str| format!(r#"{{"done":{{"seq":1,{rest}}}}}"#);
     for (header, blob, needle) in [
         (
@@ -555,11 +571,7 @@ async fn a_result_whose_lifted_strings_do_not_fit_fails_its_call_only() {
         if let Some(blob) = blob {
             args["blob"] = json!(blob);
         }
-        let shown = json_of(&lab.call("escape", args).await);
-        assert!(
-            shown.starts_with(r#"{"ok":false,"code":"execution_failed""#) && shown.contains(needle),
-            "{needle}: {shown}"
-        );
+        assert_forged_result_fails(&lab, args, needle).await;
     }
     // A frame that fits is taken as the result, as the worker's own would be.
     let shown = json_of(
@@ -607,13 +619,7 @@ async fn a_compact_result_that_breaks_its_rules_fails_its_call_only() {
     // Results cross in the compact encoding (docs/isolation-model.md, "The warm path", the wire
     // format); a worker that writes one against its rules fails its own call, and the host goes
     // on. A fresh worker per call, whose first call is number 1.
-    let lab = lab_with(
-        config()
-            .warm_workers(0)
-            .restart_budget(10, Duration::from_secs(60)),
-        RegistryConfig::default(),
-    )
-    .await;
+    let lab = lab_with_a_worker_per_call().await;
     let deep = {
         let mut value = Vec::new();
         for _ in 0..129 {
@@ -642,11 +648,7 @@ async fn a_compact_result_that_breaks_its_rules_fails_its_call_only() {
         ),
     ] {
         let args = json!({"attempt": "forged_done", "header_hex": header});
-        let shown = json_of(&lab.call("escape", args).await);
-        assert!(
-            shown.starts_with(r#"{"ok":false,"code":"execution_failed""#) && shown.contains(needle),
-            "{needle}: {shown}"
-        );
+        assert_forged_result_fails(&lab, args, needle).await;
     }
     // A compact result that keeps the rules is taken as the worker's own would be.
     let value = compact_object(&[("text", &[0x06, 0, 0, 0, 2, b'o', b'k'])]);
