@@ -20,6 +20,7 @@
 //!         | 06 str | 07 u32 count + values | 08 u32 count + (key str, value) each
 //! ```
 
+use bytes::{Buf, TryGetError};
 use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 
@@ -242,6 +243,14 @@ fn write_number(out: &mut Vec<u8>, number: &Number) {
     }
 }
 
+/// A number the header ends before (`bytes`' checked reads, big-endian as written).
+fn cut_short(e: TryGetError) -> FrameError {
+    malformed(format!(
+        "{} bytes announced where {} are left",
+        e.requested, e.available
+    ))
+}
+
 /// The bytes of a header not read yet.
 struct Reader<'a>(&'a [u8]);
 
@@ -258,22 +267,16 @@ impl<'a> Reader<'a> {
         Ok(taken)
     }
 
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], FrameError> {
-        let mut bytes = [0; N];
-        bytes.copy_from_slice(self.take(N)?);
-        Ok(bytes)
-    }
-
     fn byte(&mut self) -> Result<u8, FrameError> {
-        Ok(self.array::<1>()?[0])
+        self.0.try_get_u8().map_err(cut_short)
     }
 
     fn u32(&mut self) -> Result<u32, FrameError> {
-        self.array().map(u32::from_be_bytes)
+        self.0.try_get_u32().map_err(cut_short)
     }
 
     fn u64(&mut self) -> Result<u64, FrameError> {
-        self.array().map(u64::from_be_bytes)
+        self.0.try_get_u64().map_err(cut_short)
     }
 
     /// A count of things each at least `least` bytes long: never more than the bytes left
@@ -314,7 +317,7 @@ impl<'a> Reader<'a> {
             TRUE => Value::Bool(true),
             UNSIGNED => Value::from(self.u64()?),
             NEGATIVE => {
-                let n = i64::from_be_bytes(self.array()?);
+                let n = self.0.try_get_i64().map_err(cut_short)?;
                 // What the writer sends as unsigned never comes as negative: one number, one
                 // encoding.
                 if n >= 0 {
@@ -323,7 +326,7 @@ impl<'a> Reader<'a> {
                 Value::from(n)
             }
             FLOAT => {
-                let n = f64::from_bits(u64::from_be_bytes(self.array()?));
+                let n = self.0.try_get_f64().map_err(cut_short)?;
                 Number::from_f64(n)
                     .map(Value::Number)
                     .ok_or_else(|| malformed("a number that is not finite"))?
