@@ -20,7 +20,7 @@
 //!         | 06 str | 07 u32 count + values | 08 u32 count + (key str, value) each
 //! ```
 
-use bytes::{Buf, TryGetError};
+use bytes::{Buf, BufMut, TryGetError};
 use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 
@@ -70,7 +70,7 @@ pub(crate) fn write_call(
     lifted: &[(u32, u32)],
 ) -> Result<(), FrameError> {
     out.push(CALL);
-    out.extend_from_slice(&seq.to_be_bytes());
+    out.put_u64(seq);
     write_str(out, call_id)?;
     write_value(out, args)?;
     match context {
@@ -91,7 +91,7 @@ pub(crate) fn write_done(
     lifted: &[(u32, u32)],
 ) -> Result<(), FrameError> {
     out.push(DONE);
-    out.extend_from_slice(&seq.to_be_bytes());
+    out.put_u64(seq);
     match result {
         Ok(value) => {
             out.push(OK);
@@ -163,7 +163,7 @@ fn write_len(out: &mut Vec<u8>, len: usize) -> Result<(), FrameError> {
             len,
             max: MAX_MESSAGE,
         })?;
-    out.extend_from_slice(&len.to_be_bytes());
+    out.put_u32(len);
     Ok(())
 }
 
@@ -176,8 +176,8 @@ fn write_str(out: &mut Vec<u8>, text: &str) -> Result<(), FrameError> {
 fn write_lifted(out: &mut Vec<u8>, lifted: &[(u32, u32)]) -> Result<(), FrameError> {
     write_len(out, lifted.len())?;
     for (place, len) in lifted {
-        out.extend_from_slice(&place.to_be_bytes());
-        out.extend_from_slice(&len.to_be_bytes());
+        out.put_u32(*place);
+        out.put_u32(*len);
     }
     Ok(())
 }
@@ -231,15 +231,15 @@ fn deeper(depth: usize) -> Result<usize, FrameError> {
 fn write_number(out: &mut Vec<u8>, number: &Number) {
     if let Some(n) = number.as_u64() {
         out.push(UNSIGNED);
-        out.extend_from_slice(&n.to_be_bytes());
+        out.put_u64(n);
     } else if let Some(n) = number.as_i64() {
         out.push(NEGATIVE);
-        out.extend_from_slice(&n.to_be_bytes());
+        out.put_i64(n);
     } else {
         // Without `arbitrary_precision` (this workspace's `serde_json`), a number that is
         // neither integer is an `f64`, and a finite one.
         out.push(FLOAT);
-        out.extend_from_slice(&number.as_f64().unwrap_or(f64::NAN).to_bits().to_be_bytes());
+        out.put_f64(number.as_f64().unwrap_or(f64::NAN));
     }
 }
 
