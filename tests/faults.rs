@@ -1,7 +1,7 @@
 //! Fault injection: the host survives its tools (its own test binary: it counts the processes,
 //! descriptors and threads of the whole test process). Calls that misbehave on purpose — panic, hang
 //! past the deadline, return gigantic results, spawn children, and in the capsule also exit,
-//! abort, segfault, exhaust memory, spin, write garbage frames, exit mid-frame, flood stderr,
+//! abort, segfault, exhaust memory, spin, write garbage frames, forge a compact result against its rules, exit mid-frame, flood stderr,
 //! fork repeatedly and close their standard pipes early — go through the registry in
 //! process mode and in the capsule. For each: the next call is still served, the failing call
 //! gets a typed error naming the cause, nothing is left behind (child processes, descriptors,
@@ -186,6 +186,18 @@ fn faults(capsule: bool) -> Vec<(Value, Option<ErrorCode>, &'static str)> {
                 json!({"attempt": "garbage"}),
                 Some(ErrorCode::ExecutionFailed),
                 "frame",
+            ),
+            (
+                // A compact result against its rules (a key twice in one object), from a
+                // fresh worker whose first call is number 1: docs/isolation-model.md, "The
+                // wire format".
+                json!({"attempt": "forged_done", "header_hex": concat!(
+                    "02", "0000000000000001", "00",
+                    "08", "00000002", "00000001", "6b", "02", "00000001", "6b", "01",
+                    "00000000",
+                )}),
+                Some(ErrorCode::ExecutionFailed),
+                "a key twice in one object",
             ),
             (
                 json!({"attempt": "loop"}),
