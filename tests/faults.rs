@@ -1,11 +1,12 @@
 //! Fault injection: the host survives its tools (its own test binary: it counts the processes,
 //! descriptors and threads of the whole test process). Calls that misbehave on purpose — panic, hang
 //! past the deadline, return gigantic results, spawn children, and in the capsule also exit,
-//! abort, segfault, exhaust memory, spin, write garbage frames, forge a compact result against its rules, exit mid-frame, flood stderr,
-//! fork repeatedly and close their standard pipes early — go through the registry in
-//! process mode and in the capsule. For each: the next call is still served, the failing call
-//! gets a typed error naming the cause, nothing is left behind (child processes, descriptors,
-//! scratch homes; threads stay bounded), and the audit log records every call exactly once.
+//! abort, segfault, exhaust memory, spin, write garbage frames, forge a compact result against
+//! its rules, exit mid-frame, flood stderr, fork repeatedly and close their standard pipes
+//! early — go through the registry in process mode and in the capsule. For each: the next call
+//! is still served, the failing call gets a typed error naming the cause, nothing is left behind
+//! (child processes, descriptors, scratch homes; threads stay bounded), and the audit log
+//! records every call exactly once.
 //!
 //! 120 calls per mode in `cargo test`; `TOOLCAP_FAULT_CALLS` (1,000 in `cargo xtask soak`).
 #![allow(
