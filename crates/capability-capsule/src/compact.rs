@@ -5,7 +5,8 @@
 //! (docs/isolation-model.md, "The wire format"). Here a value is a tag byte followed by its
 //! contents, every length a big-endian `u32` counted before anything is allocated for it, every
 //! string checked for UTF-8, nesting limited to [`MAX_DEPTH`], an object's duplicate key and
-//! anything left over after the message refused. The rarer parts (a call's context, an error)
+//! anything left over after the message refused, and the memory its values take counted as they
+//! are made, up to [`MAX_DECODED`](crate::wire::MAX_DECODED). The rarer parts (a call's context, an error)
 //! stay JSON inside, read as strictly as the JSON messages are.
 //!
 //! A compact header starts with its message's tag (1 for a call, 2 for a result), a byte no
@@ -50,6 +51,13 @@ const OBJECT: u8 = 8;
 /// The most items reserved for an array before they are read: each takes 32 bytes as a
 /// `Value` and as little as one on the wire.
 const RESERVED_ITEMS: usize = 1024;
+
+/// What a decoded value takes at least, counted against the message's budget: the `Value`
+/// itself (the whole value, an array's item, an object's value), and a string's bytes...
+const VALUE_BYTES: usize = std::mem::size_of::<Value>();
+/// ...and an object's key, besides its bytes (the map's own nodes are not counted: what is
+/// counted is never more than the value takes, so a value a worker could hold is never refused).
+const KEY_BYTES: usize = std::mem::size_of::<String>();
 
 const OK: u8 = 0;
 const ERR: u8 = 1;
@@ -105,13 +113,14 @@ pub(crate) fn write_done(
     write_lifted(out, lifted)
 }
 
-/// Reads a compact [`ToWorker`] header (its first byte included).
-pub(crate) fn read_to_worker(header: &[u8]) -> Result<ToWorker, FrameError> {
-    let mut input = Reader(header);
+/// Reads a compact [`ToWorker`] header (its first byte included), its values taking at most
+/// `budget` bytes.
+pub(crate) fn read_to_worker(header: &[u8], budget: u64) -> Result<ToWorker, FrameError> {
+    let mut input = Reader::new(header, budget);
     match input.byte()? {
         CALL => {
             let seq = input.u64()?;
-            let call_id = input.str()?.to_owned();
+            let call_id = input.owned_str()?;
             let args = input.value()?;
             let context = match input.byte()? {
                 ABSENT => None,
@@ -132,9 +141,10 @@ pub(crate) fn read_to_worker(header: &[u8]) -> Result<ToWorker, FrameError> {
     }
 }
 
-/// Reads a compact [`FromWorker`] header (its first byte included).
-pub(crate) fn read_from_worker(header: &[u8]) -> Result<FromWorker, FrameError> {
-    let mut input = Reader(header);
+/// Reads a compact [`FromWorker`] header (its first byte included), its values taking at most
+/// `budget` bytes.
+pub(crate) fn read_from_worker(header: &[u8], budget: u64) -> Result<FromWorker, FrameError> {
+    let mut input = Reader::new(header, budget);
     match input.byte()? {
         DONE => {
             let seq = input.u64()?;
@@ -251,42 +261,74 @@ fn cut_short(e: TryGetError) -> FrameError {
     ))
 }
 
-/// The bytes of a header not read yet.
-struct Reader<'a>(&'a [u8]);
+/// The bytes of a header not read yet, and how much more memory its values may take.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    /// Bytes of values this message may still decode to.
+    left: u64,
+    /// What it could decode to in all ([`MAX_DECODED`](crate::wire::MAX_DECODED) unless a
+    /// test says otherwise).
+    budget: u64,
+}
 
 impl<'a> Reader<'a> {
+    fn new(bytes: &'a [u8], budget: u64) -> Self {
+        Reader {
+            bytes,
+            left: budget,
+            budget,
+        }
+    }
+
+    /// Counts `n` bytes of decoded values against the message's budget, before they are made:
+    /// a value costs at least what it takes in memory, so a message that would decode to more
+    /// than its budget is refused having built no more than the budget (docs/isolation-model.md,
+    /// "The wire format").
+    fn charge(&mut self, n: usize) -> Result<(), FrameError> {
+        match self.left.checked_sub(n as u64) {
+            Some(left) => {
+                self.left = left;
+                Ok(())
+            }
+            None => Err(malformed(format!(
+                "values of more than {} bytes in one message",
+                self.budget
+            ))),
+        }
+    }
+
     fn take(&mut self, n: usize) -> Result<&'a [u8], FrameError> {
-        if n > self.0.len() {
+        if n > self.bytes.len() {
             return Err(malformed(format!(
                 "{n} bytes announced where {} are left",
-                self.0.len()
+                self.bytes.len()
             )));
         }
-        let (taken, rest) = self.0.split_at(n);
-        self.0 = rest;
+        let (taken, rest) = self.bytes.split_at(n);
+        self.bytes = rest;
         Ok(taken)
     }
 
     fn byte(&mut self) -> Result<u8, FrameError> {
-        self.0.try_get_u8().map_err(cut_short)
+        self.bytes.try_get_u8().map_err(cut_short)
     }
 
     fn u32(&mut self) -> Result<u32, FrameError> {
-        self.0.try_get_u32().map_err(cut_short)
+        self.bytes.try_get_u32().map_err(cut_short)
     }
 
     fn u64(&mut self) -> Result<u64, FrameError> {
-        self.0.try_get_u64().map_err(cut_short)
+        self.bytes.try_get_u64().map_err(cut_short)
     }
 
     /// A count of things each at least `least` bytes long: never more than the bytes left
     /// can hold, so what is reserved for them is bounded by the frame.
     fn count(&mut self, least: usize) -> Result<usize, FrameError> {
         let count = self.u32()? as usize;
-        if count.saturating_mul(least) > self.0.len() {
+        if count.saturating_mul(least) > self.bytes.len() {
             return Err(malformed(format!(
                 "{count} items announced where {} bytes are left",
-                self.0.len()
+                self.bytes.len()
             )));
         }
         Ok(count)
@@ -295,6 +337,13 @@ impl<'a> Reader<'a> {
     fn str(&mut self) -> Result<&'a str, FrameError> {
         let len = self.u32()? as usize;
         std::str::from_utf8(self.take(len)?).map_err(|_| malformed("a string that is not UTF-8"))
+    }
+
+    /// A string the message keeps, its bytes counted against the budget.
+    fn owned_str(&mut self) -> Result<String, FrameError> {
+        let text = self.str()?;
+        self.charge(text.len())?;
+        Ok(text.to_owned())
     }
 
     fn lifted(&mut self) -> Result<Vec<(u32, u32)>, FrameError> {
@@ -306,7 +355,10 @@ impl<'a> Reader<'a> {
         Ok(lifted)
     }
 
+    /// A whole value: the `Value` itself is counted here, an array's items and an object's
+    /// entries where they are announced, so that a vector or a map is counted before it grows.
     fn value(&mut self) -> Result<Value, FrameError> {
+        self.charge(VALUE_BYTES)?;
         self.nested(0)
     }
 
@@ -317,7 +369,7 @@ impl<'a> Reader<'a> {
             TRUE => Value::Bool(true),
             UNSIGNED => Value::from(self.u64()?),
             NEGATIVE => {
-                let n = self.0.try_get_i64().map_err(cut_short)?;
+                let n = self.bytes.try_get_i64().map_err(cut_short)?;
                 // What the writer sends as unsigned never comes as negative: one number, one
                 // encoding.
                 if n >= 0 {
@@ -326,20 +378,25 @@ impl<'a> Reader<'a> {
                 Value::from(n)
             }
             FLOAT => {
-                let n = self.0.try_get_f64().map_err(cut_short)?;
+                let n = self.bytes.try_get_f64().map_err(cut_short)?;
                 Number::from_f64(n)
                     .map(Value::Number)
                     .ok_or_else(|| malformed("a number that is not finite"))?
             }
-            STRING => Value::String(self.str()?.to_owned()),
+            STRING => Value::String(self.owned_str()?),
             ARRAY => {
                 let depth = deeper(depth)?;
                 let count = self.count(1)?;
+                self.charge(count.saturating_mul(VALUE_BYTES))?;
                 // Reserved up to a bound, then grown by what is really there: an array of one-
                 // byte items that announces a count and breaks off early costs no more than
-                // what came before it (docs/isolation-model.md, "The wire format").
+                // what came before it (docs/isolation-model.md, "The wire format"). It grows
+                // by doubling, but never past its count: it takes no more than was counted.
                 let mut items = Vec::with_capacity(count.min(RESERVED_ITEMS));
                 for _ in 0..count {
+                    if items.len() == items.capacity() {
+                        items.reserve_exact(items.len().min(count - items.len()));
+                    }
                     items.push(self.nested(depth)?);
                 }
                 Value::Array(items)
@@ -348,9 +405,10 @@ impl<'a> Reader<'a> {
                 let depth = deeper(depth)?;
                 // A key is at least its length, a value at least its tag.
                 let count = self.count(5)?;
+                self.charge(count.saturating_mul(KEY_BYTES + VALUE_BYTES))?;
                 let mut map = Map::new();
                 for _ in 0..count {
-                    let key = self.str()?.to_owned();
+                    let key = self.owned_str()?;
                     let item = self.nested(depth)?;
                     match map.entry(key) {
                         Entry::Vacant(place) => {
@@ -367,12 +425,12 @@ impl<'a> Reader<'a> {
 
     /// Nothing may follow a message.
     fn end(&self) -> Result<(), FrameError> {
-        if self.0.is_empty() {
+        if self.bytes.is_empty() {
             Ok(())
         } else {
             Err(malformed(format!(
                 "{} bytes after the message",
-                self.0.len()
+                self.bytes.len()
             )))
         }
     }
@@ -381,7 +439,7 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{Message, decode, encode};
+    use crate::wire::{MAX_DECODED, Message, decode, encode};
     use bytes::Bytes;
     use capability_types::ErrorCode;
     use serde_json::json;
@@ -469,7 +527,7 @@ mod tests {
             let mut header = Vec::new();
             call.write_header(&mut header).unwrap();
             assert_eq!(header[0], CALL);
-            assert_eq!(read_to_worker(&header).unwrap(), call);
+            assert_eq!(read_to_worker(&header, MAX_DECODED).unwrap(), call);
             let (back, blobs) =
                 decode::<ToWorker>(body(encode(&call, &[], 1 << 20).unwrap())).unwrap();
             assert_eq!((back, blobs), (call, Vec::new()));
@@ -478,7 +536,7 @@ mod tests {
             let mut header = Vec::new();
             done.write_header(&mut header).unwrap();
             assert_eq!(header[0], DONE);
-            assert_eq!(read_from_worker(&header).unwrap(), done);
+            assert_eq!(read_from_worker(&header, MAX_DECODED).unwrap(), done);
         }
     }
 
@@ -517,9 +575,9 @@ mod tests {
             for cut in (0..header.len()).filter(|cut| *cut < 200 || cut % 997 == 0) {
                 let part = &header[..cut];
                 let refused = if to_worker {
-                    read_to_worker(part).is_err()
+                    read_to_worker(part, MAX_DECODED).is_err()
                 } else {
-                    read_from_worker(part).is_err()
+                    read_from_worker(part, MAX_DECODED).is_err()
                 };
                 assert!(
                     refused,
@@ -530,9 +588,9 @@ mod tests {
             let mut longer = header.clone();
             longer.push(0);
             let error = if to_worker {
-                read_to_worker(&longer).unwrap_err()
+                read_to_worker(&longer, MAX_DECODED).unwrap_err()
             } else {
-                read_from_worker(&longer).unwrap_err()
+                read_from_worker(&longer, MAX_DECODED).unwrap_err()
             };
             assert!(
                 error.to_string().contains("1 bytes after the message"),
@@ -554,7 +612,7 @@ mod tests {
     }
 
     fn refused(header: &[u8], why: &str) {
-        match read_to_worker(header) {
+        match read_to_worker(header, MAX_DECODED) {
             Err(e) => assert!(e.to_string().contains(why), "{e} (expected {why:?})"),
             Ok(message) => panic!("read {message:?}, expected a refusal for {why:?}"),
         }
@@ -563,7 +621,7 @@ mod tests {
     #[test]
     fn hostile_headers_are_refused_with_what_is_wrong() {
         // The frame is well formed: only the value changes.
-        assert!(read_to_worker(&call_with(&[NULL])).is_ok());
+        assert!(read_to_worker(&call_with(&[NULL]), MAX_DECODED).is_ok());
         refused(&call_with(&[9]), "value tag 9");
         refused(&call_with(&[0xff]), "value tag 255");
         // Counts beyond the bytes left are refused before anything is reserved for them.
@@ -606,7 +664,7 @@ mod tests {
         header[0] = DONE;
         refused(&header, "no message to a worker");
         assert!(
-            read_from_worker(&call_with(&[NULL]))
+            read_from_worker(&call_with(&[NULL]), MAX_DECODED)
                 .unwrap_err()
                 .to_string()
                 .contains("no message to a host")
@@ -624,6 +682,76 @@ mod tests {
         refused(&header, "unknown field");
     }
 
+    /// The least budget `header` is read within: it is refused at one byte less.
+    fn least_budget(header: &[u8], least: u64) {
+        assert!(
+            read_to_worker(header, least).is_ok(),
+            "refused within {least} bytes"
+        );
+        refused_within(
+            header,
+            least - 1,
+            &format!("values of more than {} bytes", least - 1),
+        );
+    }
+
+    fn refused_within(header: &[u8], budget: u64, why: &str) {
+        match read_to_worker(header, budget) {
+            Err(e) => assert!(e.to_string().contains(why), "{e} (expected {why:?})"),
+            Ok(message) => panic!("read {message:?}, expected a refusal for {why:?}"),
+        }
+    }
+
+    // guarantee: G-CAP-02
+    #[test]
+    fn a_message_is_refused_before_its_values_take_more_than_its_budget() {
+        // What is counted, exactly: the whole value, each item and each entry as a `Value`,
+        // each key as a `String`, and every string's bytes (the call's id "c" among them).
+        let value = 32u64;
+        let key = 24u64;
+        let nulls = [&[ARRAY][..], &1000u32.to_be_bytes(), &[NULL; 1000]].concat();
+        least_budget(&call_with(&nulls), 1 + value + 1000 * value);
+        least_budget(
+            &call_with(&[STRING, 0, 0, 0, 6, b'a', b'b', b'c', b'd', b'e', b'f']),
+            1 + value + 6,
+        );
+        let object = [
+            &[OBJECT][..],
+            &1u32.to_be_bytes(),
+            &3u32.to_be_bytes(),
+            b"key",
+            &[NULL],
+        ]
+        .concat();
+        least_budget(&call_with(&object), 1 + value + key + value + 3);
+        // An array is counted when it is announced, before its items are read: a count the
+        // budget cannot hold is refused at once (here, before the bad tag of its first item).
+        let announced = [&[ARRAY][..], &1000u32.to_be_bytes(), &[9], &[NULL; 999]].concat();
+        refused_within(&call_with(&announced), 1000 * value, "values of more than");
+        refused_within(
+            &call_with(&announced),
+            1 + value + 1000 * value,
+            "value tag 9",
+        );
+        // The worst a byte can do: a one-byte null is a 32-byte `Value`. Under the real budget a
+        // message of nulls is refused once it would decode to 4 GiB, about 128 MiB of them; a
+        // result reads the same way.
+        assert_eq!(MAX_DECODED / value, 1 << 27);
+        let done = [
+            &[DONE][..],
+            &1u64.to_be_bytes(),
+            &[OK],
+            &nulls,
+            &0u32.to_be_bytes(),
+        ]
+        .concat();
+        assert!(read_from_worker(&done, value + 1000 * value).is_ok());
+        match read_from_worker(&done, value + 1000 * value - 1) {
+            Err(e) => assert!(e.to_string().contains("values of more than"), "{e}"),
+            Ok(message) => panic!("read {message:?}"),
+        }
+    }
+
     fn nested(depth: usize) -> Value {
         (0..depth).fold(json!(1), |inner, _| json!([inner]))
     }
@@ -639,7 +767,7 @@ mod tests {
         };
         let mut header = Vec::new();
         fits.write_header(&mut header).unwrap();
-        assert_eq!(read_to_worker(&header).unwrap(), fits);
+        assert_eq!(read_to_worker(&header, MAX_DECODED).unwrap(), fits);
 
         let mut header = Vec::new();
         let too_deep = FromWorker::Done {

@@ -43,6 +43,18 @@ pub const CONTINUED: u32 = 1 << 31;
 /// The largest body (a message and its blobs) that may travel in pieces (1 GiB).
 pub const MAX_MESSAGE: usize = 1 << 30;
 
+/// The most memory the values of one message may take once read (4 GiB, a worker's default
+/// address space): the host builds no more from a worker's message than such a worker could
+/// have held itself, where a message's bytes could otherwise decode to some 32 times their
+/// size. A compact header is counted as it is read and refused at the limit; a JSON header, which
+/// `serde_json` reads whole, is refused unread when it is longer than a sixteenth of it (JSON's
+/// worst case, `[0,0,…`, is 32 bytes of `Value` for 2 of text). See docs/isolation-model.md, "The
+/// wire format".
+pub const MAX_DECODED: u64 = 4 << 30;
+
+/// How many bytes of values a byte of JSON text can decode to at most.
+const JSON_AMPLIFICATION: u64 = 16;
+
 /// At most this many blobs ride in one frame.
 const MAX_BLOBS: usize = 4;
 
@@ -88,19 +100,25 @@ mod sealed {
 }
 
 /// A header read by `read_compact` when its first byte is a compact tag (below any byte a JSON
-/// text starts with), else as JSON.
+/// text starts with), else as JSON; its values taking at most `budget` bytes either way.
 fn read_either<M: for<'de> Deserialize<'de>>(
     header: &[u8],
-    read_compact: fn(&[u8]) -> Result<M, FrameError>,
+    budget: u64,
+    read_compact: fn(&[u8], u64) -> Result<M, FrameError>,
 ) -> Result<M, FrameError> {
     if header
         .first()
         .is_some_and(|b| *b < compact::FIRST_JSON_BYTE)
     {
-        read_compact(header)
-    } else {
-        Ok(serde_json::from_slice(header)?)
+        return read_compact(header, budget);
     }
+    if (header.len() as u64).saturating_mul(JSON_AMPLIFICATION) > budget {
+        return Err(FrameError::Malformed(format!(
+            "a JSON header of {} bytes could decode to more than {budget} bytes of values",
+            header.len()
+        )));
+    }
+    Ok(serde_json::from_slice(header)?)
 }
 
 impl Message for ToWorker {
@@ -117,7 +135,7 @@ impl Message for ToWorker {
         }
     }
     fn read_header(header: &[u8]) -> Result<Self, FrameError> {
-        read_either(header, compact::read_to_worker)
+        read_either(header, MAX_DECODED, compact::read_to_worker)
     }
 }
 
@@ -133,7 +151,7 @@ impl Message for FromWorker {
         }
     }
     fn read_header(header: &[u8]) -> Result<Self, FrameError> {
-        read_either(header, compact::read_from_worker)
+        read_either(header, MAX_DECODED, compact::read_from_worker)
     }
 }
 
@@ -920,6 +938,25 @@ mod tests {
         }
         let (ok, _): (FromWorker, _) = decode(frame(r#"{"ready":{}}"#)).unwrap();
         assert_eq!(ok, FromWorker::Ready {});
+    }
+
+    // guarantee: G-CAP-02
+    #[test]
+    fn a_json_header_that_could_decode_past_the_budget_is_refused_unread() {
+        // `serde_json` reads a header whole, so its length is what is checked: JSON's worst,
+        // `[0,0,…`, is 32 bytes of values for every 2 of text.
+        let header = br#"{"done":{"seq":1,"result":{"Ok":[0,0,0,0]}}}"#;
+        let least = header.len() as u64 * JSON_AMPLIFICATION;
+        assert!(read_either(header, least, compact::read_from_worker).is_ok());
+        match read_either(header, least - 1, compact::read_from_worker) {
+            Err(FrameError::Malformed(why)) => assert!(
+                why.contains(&format!("could decode to more than {} bytes", least - 1)),
+                "{why}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // Under the real budget, a JSON header may be up to 256 MiB long.
+        assert_eq!(MAX_DECODED / JSON_AMPLIFICATION, 256 << 20);
     }
 
     // guarantee: G-CAP-03
