@@ -6,8 +6,8 @@
 //! contents, every length a big-endian `u32` counted before anything is allocated for it, every
 //! string checked for UTF-8, nesting limited to [`MAX_DEPTH`], an object's duplicate key and
 //! anything left over after the message refused, and the memory its values take counted as they
-//! are made, up to [`MAX_DECODED`](crate::wire::MAX_DECODED). The rarer parts (a call's context, an error)
-//! stay JSON inside, read as strictly as the JSON messages are.
+//! are made, up to [`MAX_DECODED`](crate::wire::MAX_DECODED). The rarer parts (a call's context,
+//! an error) stay JSON inside, read as strictly as the JSON messages are.
 //!
 //! A compact header starts with its message's tag (1 for a call, 2 for a result), a byte no
 //! JSON text starts with, so [`decode`](crate::wire::decode) tells the two encodings apart by
