@@ -101,7 +101,8 @@ pub fn mask_arguments_with(args: &Value, extra: &[String]) -> Value {
     }
 }
 
-/// The escalation subjects of a call, and the approvals that granting them means.
+/// The escalation subjects of a call, and the approvals that granting them means; `None` when
+/// there are none (most personalities have no `[escalate]` rules, and then nothing is built).
 ///
 /// Hosts come from every `http(s)` URL among the arguments (tools that declare `network`);
 /// write paths from every absolute-path argument and the `path` argument (tools that declare a
@@ -112,16 +113,16 @@ pub(crate) fn subjects(
     args: &Value,
     policy: &CompiledPolicy,
     working_dir: &Path,
-) -> (Vec<EscalationSubject>, Approvals) {
+) -> Option<(Vec<EscalationSubject>, Approvals)> {
     if policy.escalate_hosts.is_empty()
         && policy.escalate_write.is_empty()
         && policy.escalate_args.is_empty()
     {
         // No `[escalate]` rules: nothing to look for in the arguments (decided where the call
-        // is, without a call: most personalities have none).
-        return (Vec::new(), Approvals::default());
+        // is, without a call).
+        return None;
     }
-    subjects_of(caps, args, policy, working_dir)
+    Some(subjects_of(caps, args, policy, working_dir)).filter(|(subjects, _)| !subjects.is_empty())
 }
 
 /// [`subjects`] under a policy that has `[escalate]` rules.

@@ -186,12 +186,9 @@ impl DefaultToolRegistry {
             resolved: Arc::clone(&ready.plan.resolved),
             scoped: ready.plan.scoped.clone(),
         };
-        let (subjects, _) =
-            escalation::subjects(ready.caps, &call.args, &ctx.policy, &ctx.working_dir);
-        if subjects.is_empty() {
-            Admission::Admitted(admitted)
-        } else {
-            Admission::NeedsApproval { subjects, admitted }
+        match escalation::subjects(ready.caps, &call.args, &ctx.policy, &ctx.working_dir) {
+            None => Admission::Admitted(admitted),
+            Some((subjects, _)) => Admission::NeedsApproval { subjects, admitted },
         }
     }
 

@@ -79,17 +79,17 @@ impl DefaultToolRegistry {
         }
         // Escalation: ask before anything runs; an approved call gets scoped objects that allow
         // exactly what was approved.
-        let (subjects, approvals) =
-            escalation::subjects(ready.caps, &call.args, &ctx.policy, &ctx.working_dir);
-        let asked = !subjects.is_empty();
-        let scoped = if !asked {
-            ready.plan.scoped.clone()
-        } else {
+        let asking = escalation::subjects(ready.caps, &call.args, &ctx.policy, &ctx.working_dir);
+        let asked = asking.is_some();
+        let scoped = match asking {
+            None => ready.plan.scoped.clone(),
             // Boxed: the question's state (its request, its timer) is carried only by a call
             // that asks.
-            match Box::pin(self.approved(&call, ready, ctx, subjects, approvals)).await {
-                Ok(scoped) => scoped,
-                Err(refusal) => return self.refused(call, refusal, ctx, clock),
+            Some((subjects, approvals)) => {
+                match Box::pin(self.approved(&call, ready, ctx, subjects, approvals)).await {
+                    Ok(scoped) => scoped,
+                    Err(refusal) => return self.refused(call, refusal, ctx, clock),
+                }
             }
         };
         // The call's own attachments, of the kinds its declaration and the personality allow.
