@@ -7,6 +7,7 @@
 
 mod support;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -287,6 +288,87 @@ fn a_panic_ends_its_own_call_only_in_every_placement() {
         let again = runtime(placement)
             .block_on(registry.execute(ToolCall::new("x", "echo", json!(1)), &ctx()));
         assert!(again.result.is_ok());
+    }
+}
+
+/// Panics where its arguments say: `"make"` while making its future (a tool written without
+/// `async_trait` runs code there), `"first"` at the future's first poll, `"wait"` after it
+/// waited once.
+struct PanicsAt;
+
+impl Tool for PanicsAt {
+    fn name(&self) -> &str {
+        "panics_at"
+    }
+    fn description(&self) -> &str {
+        "panics where it is told"
+    }
+    fn input_schema(&self) -> Value {
+        json!({})
+    }
+    fn capabilities(&self) -> ToolCapabilities {
+        ToolCapabilities::none()
+    }
+    fn execute<'a, 'b, 'f>(
+        &'a self,
+        args: Value,
+        _: &'b ToolContext,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Value, CapabilityError>> + Send + 'f>>
+    where
+        'a: 'f,
+        'b: 'f,
+        Self: 'f,
+    {
+        support::quiet_deliberate_panics();
+        let at = args["at"].as_str().unwrap_or_default().to_owned();
+        if at == "make" {
+            panic!("boom from making its future");
+        }
+        Box::pin(async move {
+            if at == "wait" {
+                tokio::task::yield_now().await;
+                panic!("boom from after it waited");
+            }
+            panic!("boom from its first poll")
+        })
+    }
+}
+
+// guarantee: G-REG-10
+#[test]
+fn a_panic_while_making_the_future_or_after_waiting_ends_its_own_call_only() {
+    // The panic is caught where the tool's code runs: making its future, its first poll, and
+    // every poll after it waited (docs/decisions.md, "The per-call path").
+    for placement in PLACEMENTS {
+        let mut registry = DefaultToolRegistry::new(None);
+        registry.register(PanicsAt).unwrap();
+        registry
+            .register(TestTool::new(
+                "echo",
+                ToolCapabilities::none(),
+                Behaviour::Echo,
+            ))
+            .unwrap();
+        for (at, said) in [
+            ("make", "boom from making its future"),
+            ("first", "boom from its first poll"),
+            ("wait", "boom from after it waited"),
+        ] {
+            let call = ToolCall::new("0", "panics_at", json!({"at": at}));
+            let results = runtime(placement)
+                .block_on(registry.execute_parallel(batch(placement, call), &ctx()));
+            assert_eq!(results[0].call_id, "0");
+            assert_eq!(
+                results[0].result.error_message(),
+                Some(format!("tool panics_at panicked: {said}").as_str()),
+                "{placement:?} {at}"
+            );
+            assert_eq!(results[0].result.code(), Some(ErrorCode::ExecutionFailed));
+            echoes_in_order(&results);
+        }
+        let again = runtime(placement)
+            .block_on(registry.execute(ToolCall::new("x", "echo", json!(1)), &ctx()));
+        assert!(again.result.is_ok(), "{placement:?}");
     }
 }
 

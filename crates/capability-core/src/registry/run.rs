@@ -147,10 +147,7 @@ impl DefaultToolRegistry {
                     deadline,
                     timeout,
                 );
-                let outcome = std::panic::AssertUnwindSafe(run)
-                    .catch_unwind()
-                    .await
-                    .unwrap_or_else(|payload| panicked(&tool_ctx.tool, payload));
+                let outcome = run.await;
                 (
                     outcome,
                     std::mem::take(&mut tool_ctx.call_id),
@@ -327,12 +324,14 @@ fn too_deep(tool: &str, depth: usize) -> CapabilityError {
     ))
 }
 
-/// Runs `execute` (or the isolation's) under the call's timeout and its batch's cancellation.
+/// Runs `execute` (or the isolation's) under the call's timeout and its batch's cancellation,
+/// a panic in it ending the call with `execution_failed`.
 ///
 /// A call that is done at its first poll (a tool that does not wait on anything) never
 /// registers a timer or a wake-up: the deadline and the cancellation are armed only when it has
 /// to wait. The deadline still counts from before that first poll, and a batch cancelled
-/// before it is still refused first.
+/// before it is still refused first. The panic is caught where the tool's code runs (making its
+/// future, and each poll), so the call's future is not moved into a wrapper.
 async fn guarded(
     tool: &dyn Tool,
     isolation: Option<&(Arc<dyn ToolIsolation>, IsolationKey)>,
@@ -341,21 +340,34 @@ async fn guarded(
     deadline: tokio::time::Instant,
     timeout: Duration,
 ) -> Outcome {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
     use std::task::Poll;
     if ctx.cancellation.is_cancelled() {
         return Err(CapabilityError::Cancelled);
     }
-    let mut work = match isolation {
+    let made = catch_unwind(AssertUnwindSafe(|| match isolation {
         Some((isolation, key)) => isolation.execute(key, tool, args, ctx),
         None => tool.execute(args, ctx),
+    }));
+    let mut work = match made {
+        Ok(work) => work,
+        Err(payload) => return panicked(&ctx.tool, payload),
     };
-    let first = std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await;
-    if let Poll::Ready(done) = first {
-        return done;
+    let first = std::future::poll_fn(|cx| {
+        Poll::Ready(catch_unwind(AssertUnwindSafe(|| work.as_mut().poll(cx))))
+    })
+    .await;
+    match first {
+        Ok(Poll::Ready(done)) => return done,
+        Ok(Poll::Pending) => {}
+        Err(payload) => return panicked(&ctx.tool, payload),
     }
     // The timer and the cancellation's wake-up live in a box of their own, made only for a call
     // that waits: a call's future stays small, and a batch moves it cheaply.
-    Box::pin(waited(work, ctx, deadline, timeout)).await
+    AssertUnwindSafe(Box::pin(waited(work, ctx, deadline, timeout)))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|payload| panicked(&ctx.tool, payload))
 }
 
 /// The rest of a call that did not finish at its first poll: it ends at its result, its
