@@ -66,7 +66,7 @@ fn ctx() -> ExecutionContext {
     ExecutionContext::new("s", Arc::new(CompiledPolicy::none(None)), "/tmp")
 }
 
-fn registry_with(tool: TestTool) -> DefaultToolRegistry {
+fn registry_with(tool: impl Tool + 'static) -> DefaultToolRegistry {
     let mut registry = DefaultToolRegistry::new(None);
     registry.register(tool).unwrap();
     registry
@@ -340,15 +340,7 @@ fn a_panic_while_making_the_future_or_after_waiting_ends_its_own_call_only() {
     // The panic is caught where the tool's code runs: making its future, its first poll, and
     // every poll after it waited (docs/decisions.md, "The per-call path").
     for placement in PLACEMENTS {
-        let mut registry = DefaultToolRegistry::new(None);
-        registry.register(PanicsAt).unwrap();
-        registry
-            .register(TestTool::new(
-                "echo",
-                ToolCapabilities::none(),
-                Behaviour::Echo,
-            ))
-            .unwrap();
+        let registry = registry_with(PanicsAt);
         for (at, said) in [
             ("make", "boom from making its future"),
             ("first", "boom from its first poll"),
