@@ -274,7 +274,7 @@ impl DefaultToolRegistry {
         let timeout = ctx.call_timeout.unwrap_or(self.config.call_timeout);
         let mut completed_before = None;
         if total == 1
-            && let Some(call) = calls.pop()
+            && let Some(mut call) = calls.pop()
         {
             // A batch of one: no task, no stream, no table of prepared tools.
             let clock = Clock::start();
@@ -284,7 +284,7 @@ impl DefaultToolRegistry {
             });
             let prep = prep.as_ref().map_err(Refusal::clone);
             return vec![
-                self.run_one(call, prep, ctx, timeout, &clock, Placement::Only)
+                self.run_one(&mut call, prep, ctx, timeout, &clock, Placement::Only)
                     .await,
             ];
         }
@@ -361,7 +361,9 @@ impl DefaultToolRegistry {
             };
             self.run_one(call, prep, ctx, timeout, clock, placement)
         };
-        let calls = calls.into_iter().zip(decided);
+        // Each call is lent to its run, not moved out of the batch: a run takes out what it
+        // needs, and its future carries no copy of the call.
+        let calls = calls.iter_mut().zip(decided);
         drive::in_order(calls, start, total, concurrency, unreachable_result).await
     }
 }

@@ -59,7 +59,7 @@ impl DefaultToolRegistry {
     )]
     pub(super) async fn run_one(
         &self,
-        mut call: ToolCall,
+        call: &mut ToolCall,
         prep: Result<&Ready<'_>, Refusal>,
         ctx: &ExecutionContext,
         timeout: Duration,
@@ -86,7 +86,7 @@ impl DefaultToolRegistry {
             // Boxed: the question's state (its request, its timer) is carried only by a call
             // that asks.
             Some((subjects, approvals)) => {
-                match Box::pin(self.approved(&call, ready, ctx, subjects, approvals)).await {
+                match Box::pin(self.approved(call, ready, ctx, subjects, approvals)).await {
                     Ok(scoped) => scoped,
                     Err(refusal) => return self.refused(call, refusal, ctx, clock),
                 }
@@ -102,7 +102,7 @@ impl DefaultToolRegistry {
         });
         // Asked once: whether `ToolCalled` and `ToolCompleted` go anywhere.
         let audit_info = self.audited(tracing::Level::INFO);
-        if audit_info && let Err(refusal) = self.audit_called(&call, ctx, attachments.as_deref()) {
+        if audit_info && let Err(refusal) = self.audit_called(call, ctx, attachments.as_deref()) {
             return self.refused(call, refusal, ctx, clock);
         }
 
@@ -125,7 +125,7 @@ impl DefaultToolRegistry {
             Arc::clone(&ctx.working_dir),
             ctx.cancellation.clone(),
         )
-        .with_call(call.id, call.tool);
+        .with_call(std::mem::take(&mut call.id), std::mem::take(&mut call.tool));
         tool_ctx.personality_id = ctx.policy.shared_id();
         scoped.install(&mut tool_ctx);
         tool_ctx.scoped_attachments = attachments.map(|a| a as Arc<dyn ScopedAttachments>);
@@ -222,7 +222,7 @@ impl DefaultToolRegistry {
     #[inline(never)]
     fn refused(
         &self,
-        call: ToolCall,
+        call: &mut ToolCall,
         refusal: Refusal,
         ctx: &ExecutionContext,
         clock: &Clock,
@@ -231,14 +231,14 @@ impl DefaultToolRegistry {
             let e = call_event(refusal.kind, ctx, &call.id, &call.tool)
                 .with_outcome(Some(refusal.code), refusal.denial)
                 .with_reason(refusal.message.clone())
-                .with_arguments(self.audited_arguments(&call));
+                .with_arguments(self.audited_arguments(call));
             if let Err(err) = emit(&e, self.audit.as_deref()) {
                 tracing::error!(target: "toolcap::audit", error = %err, "could not record a denial");
             }
         }
         ToolCallResult {
-            call_id: call.id,
-            tool: call.tool,
+            call_id: std::mem::take(&mut call.id),
+            tool: std::mem::take(&mut call.tool),
             result: ToolResult::error(refusal.code, refusal.message),
             duration: clock.read(),
         }
