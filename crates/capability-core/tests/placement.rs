@@ -293,8 +293,27 @@ fn a_panic_ends_its_own_call_only_in_every_placement() {
 
 /// Panics where its arguments say: `"make"` while making its future (a tool written without
 /// `async_trait` runs code there), `"first"` at the future's first poll, `"wait"` after it
-/// waited once.
+/// waited once, `"drop"` when its future, done, is dropped.
 struct PanicsAt;
+
+/// A future that is done at once, and panics when it is dropped.
+struct DoneThenPanics;
+
+impl Future for DoneThenPanics {
+    type Output = Result<Value, CapabilityError>;
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::task::Poll::Ready(Ok(json!("done")))
+    }
+}
+
+impl Drop for DoneThenPanics {
+    fn drop(&mut self) {
+        panic!("boom from dropping its future");
+    }
+}
 
 impl Tool for PanicsAt {
     fn name(&self) -> &str {
@@ -324,6 +343,9 @@ impl Tool for PanicsAt {
         if at == "make" {
             panic!("boom from making its future");
         }
+        if at == "drop" {
+            return Box::pin(DoneThenPanics);
+        }
         Box::pin(async move {
             if at == "wait" {
                 tokio::task::yield_now().await;
@@ -336,15 +358,16 @@ impl Tool for PanicsAt {
 
 // guarantee: G-REG-10
 #[test]
-fn a_panic_while_making_the_future_or_after_waiting_ends_its_own_call_only() {
-    // The panic is caught where the tool's code runs: making its future, its first poll, and
-    // every poll after it waited (docs/decisions.md, "The per-call path").
+fn a_panic_while_making_polling_or_dropping_the_future_ends_its_own_call_only() {
+    // The panic is caught where the tool's code runs: making its future, its first poll, every
+    // poll after it waited, and dropping it (docs/decisions.md, "The per-call path").
     for placement in PLACEMENTS {
         let registry = registry_with(PanicsAt);
         for (at, said) in [
             ("make", "boom from making its future"),
             ("first", "boom from its first poll"),
             ("wait", "boom from after it waited"),
+            ("drop", "boom from dropping its future"),
         ] {
             let call = ToolCall::new("0", "panics_at", json!({"at": at}));
             let results = runtime(placement)

@@ -331,7 +331,7 @@ fn too_deep(tool: &str, depth: usize) -> CapabilityError {
 /// registers a timer or a wake-up: the deadline and the cancellation are armed only when it has
 /// to wait. The deadline still counts from before that first poll, and a batch cancelled
 /// before it is still refused first. The panic is caught where the tool's code runs (making its
-/// future, and each poll), so the call's future is not moved into a wrapper.
+/// future, each poll, and dropping it), so the call's future is not moved into a wrapper.
 async fn guarded(
     tool: &dyn Tool,
     isolation: Option<&(Arc<dyn ToolIsolation>, IsolationKey)>,
@@ -358,9 +358,9 @@ async fn guarded(
     })
     .await;
     match first {
-        Ok(Poll::Ready(done)) => return done,
+        Ok(Poll::Ready(done)) => return dropped(work, done, &ctx.tool),
         Ok(Poll::Pending) => {}
-        Err(payload) => return panicked(&ctx.tool, payload),
+        Err(payload) => return dropped(work, panicked(&ctx.tool, payload), &ctx.tool),
     }
     // The timer and the cancellation's wake-up live in a box of their own, made only for a call
     // that waits: a call's future stays small, and a batch moves it cheaply.
@@ -368,6 +368,15 @@ async fn guarded(
         .catch_unwind()
         .await
         .unwrap_or_else(|payload| panicked(&ctx.tool, payload))
+}
+
+/// Drops a call's future, its `outcome` unless the drop panics (a future's own `Drop` is the
+/// tool's code too).
+fn dropped<F: ?Sized>(work: Pin<Box<F>>, outcome: Outcome, tool: &str) -> Outcome {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(work))) {
+        Ok(()) => outcome,
+        Err(payload) => panicked(tool, payload),
+    }
 }
 
 /// The rest of a call that did not finish at its first poll: it ends at its result, its
