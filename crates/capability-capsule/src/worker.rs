@@ -507,24 +507,54 @@ struct Template {
     tool: Arc<str>,
     working_dir: Arc<Path>,
     declared: Arc<[SecretRef]>,
-    /// Which scoped objects the calls have.
-    has: CallContext,
+    /// Which scoped objects the calls have: fetch, fs, secrets, process, attachments, kv.
+    has: Has,
+}
+
+/// The scoped objects a context gives its calls (the strings of the context are kept once, in
+/// the template's `Arc`s).
+#[derive(Clone, Copy)]
+struct Has {
+    fetch: bool,
+    fs: bool,
+    secrets: bool,
+    process: bool,
+    attachments: bool,
+    kv: bool,
 }
 
 impl Template {
-    fn new(has: CallContext) -> Self {
+    fn new(context: CallContext) -> Self {
+        let CallContext {
+            session_id,
+            personality_id,
+            tool,
+            working_dir,
+            fetch,
+            fs,
+            secrets,
+            process,
+            kv,
+            attachments,
+        } = context;
         Self {
-            session_id: Arc::from(has.session_id.as_str()),
-            personality_id: has.personality_id.as_deref().map(Arc::from),
-            tool: Arc::from(has.tool.as_str()),
-            working_dir: Arc::from(has.working_dir.as_path()),
-            declared: has
-                .secrets
+            session_id: Arc::from(session_id),
+            personality_id: personality_id.map(Arc::from),
+            tool: Arc::from(tool),
+            working_dir: Arc::from(working_dir),
+            declared: secrets
                 .iter()
                 .flatten()
                 .filter_map(|text| SecretRef::parse(text).ok())
                 .collect(),
-            has,
+            has: Has {
+                fetch,
+                fs,
+                secrets: secrets.is_some(),
+                process,
+                attachments,
+                kv,
+            },
         }
     }
 
@@ -535,7 +565,7 @@ impl Template {
             seq,
             declared: Arc::clone(&self.declared),
         });
-        let has = &self.has;
+        let has = self.has;
         // A token of its own: nothing in the worker cancels it, and a tool that cancels its own
         // reaches no other call.
         let mut ctx = ToolContext::shared(
@@ -551,7 +581,7 @@ impl Template {
         if has.fs {
             ctx.scoped_fs = Some(remote.clone());
         }
-        if has.secrets.is_some() {
+        if has.secrets {
             ctx.secrets_resolver = Some(remote.clone());
         }
         if has.process {
