@@ -15,8 +15,8 @@ use serde_json::Value;
 
 use crate::ring::{RingReader, RingWriter};
 use crate::wire::{
-    CallContext, FrameError, FrameReader, FromWorker, KEPT_BUFFER, ToWorker, WireError, decode,
-    encode_into, restore_strings, write_frame,
+    CallContext, FrameError, FrameReader, FromWorker, ToWorker, WireError, decode, encode_into,
+    restore_strings, reuse, write_frame,
 };
 
 /// How a call ended without an answer from its worker; either way the worker is lost and must
@@ -53,7 +53,8 @@ pub(crate) struct Worker {
     /// The context the worker holds: the last one sent, which later calls with the same one
     /// do not send again.
     pub(crate) context: Option<CallContext>,
-    /// The frame being sent, its buffer kept for the next one (up to [`KEPT_BUFFER`] bytes).
+    /// The frame being sent, its buffer kept for the next one (up to
+    /// [`KEPT_BUFFER`](crate::wire::KEPT_BUFFER) bytes).
     pub(crate) out: Vec<u8>,
 }
 
@@ -75,9 +76,7 @@ impl Worker {
         self.out.clear();
         encode_into(&mut self.out, message, blobs, self.max_frame)?;
         let written = write_frame(&mut self.writer, &self.out).await;
-        if self.out.capacity() > KEPT_BUFFER {
-            self.out = Vec::new();
-        }
+        reuse(&mut self.out);
         written
     }
 

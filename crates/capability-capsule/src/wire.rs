@@ -165,6 +165,15 @@ pub fn encode<M: Message>(message: &M, blobs: &[Bytes], max: usize) -> Result<Ve
 /// The most buffer a sender keeps between frames: a large frame's is not held while it idles.
 pub(crate) const KEPT_BUFFER: usize = 64 << 10;
 
+/// Empties a sender's buffer for its next frame, and lets it go if a large frame grew it past
+/// [`KEPT_BUFFER`].
+pub(crate) fn reuse(buf: &mut Vec<u8>) {
+    buf.clear();
+    if buf.capacity() > KEPT_BUFFER {
+        *buf = Vec::new();
+    }
+}
+
 /// [`encode`], appending the frame to `out` (a sender's buffer, kept between frames); on an
 /// error `out` is left as it was.
 pub fn encode_into<M: Message>(

@@ -28,8 +28,8 @@ use crate::ops::{self, Operation};
 use crate::ring::RingWriter;
 use crate::sys;
 use crate::wire::{
-    CallContext, FrameError, FrameReader, FromWorker, KEPT_BUFFER, Op, ToWorker, WireError,
-    WorkerSettings, decode, encode, encode_into,
+    CallContext, FrameError, FrameReader, FromWorker, Op, ToWorker, WireError, WorkerSettings,
+    decode, encode, encode_into, reuse,
 };
 
 /// The first argument that puts a binary into worker mode.
@@ -232,10 +232,7 @@ impl Link {
         }
         // Kept for the next frame, unless a large answer's: that is not held while the worker
         // idles.
-        outbox.bytes.clear();
-        if outbox.bytes.capacity() > KEPT_BUFFER {
-            outbox.bytes = Vec::new();
-        }
+        reuse(&mut outbox.bytes);
         outbox.written = 0;
         Ok(Flushed::Sent)
     }
