@@ -504,14 +504,7 @@ struct Template {
     tool: Arc<str>,
     working_dir: Arc<Path>,
     declared: Arc<[SecretRef]>,
-    /// Which scoped objects the calls have: fetch, fs, secrets, process, attachments, kv.
-    has: Has,
-}
-
-/// The scoped objects a context gives its calls (the strings of the context are kept once, in
-/// the template's `Arc`s).
-#[derive(Clone, Copy)]
-struct Has {
+    // Which scoped objects the calls have.
     fetch: bool,
     fs: bool,
     secrets: bool,
@@ -521,37 +514,22 @@ struct Has {
 }
 
 impl Template {
+    /// Each of the context's strings kept once, in an `Arc` its calls share.
     fn new(context: CallContext) -> Self {
-        let CallContext {
-            session_id,
-            personality_id,
-            tool,
-            working_dir,
-            fetch,
-            fs,
-            secrets,
-            process,
-            kv,
-            attachments,
-        } = context;
         Self {
-            session_id: Arc::from(session_id),
-            personality_id: personality_id.map(Arc::from),
-            tool: Arc::from(tool),
-            working_dir: Arc::from(working_dir),
-            declared: secrets
-                .iter()
-                .flatten()
+            declared: (context.secrets.iter().flatten())
                 .filter_map(|text| SecretRef::parse(text).ok())
                 .collect(),
-            has: Has {
-                fetch,
-                fs,
-                secrets: secrets.is_some(),
-                process,
-                attachments,
-                kv,
-            },
+            secrets: context.secrets.is_some(),
+            session_id: Arc::from(context.session_id),
+            personality_id: context.personality_id.map(Arc::from),
+            tool: Arc::from(context.tool),
+            working_dir: Arc::from(context.working_dir),
+            fetch: context.fetch,
+            fs: context.fs,
+            process: context.process,
+            attachments: context.attachments,
+            kv: context.kv,
         }
     }
 
@@ -562,7 +540,6 @@ impl Template {
             seq,
             declared: Arc::clone(&self.declared),
         });
-        let has = self.has;
         // A token of its own: nothing in the worker cancels it, and a tool that cancels its own
         // reaches no other call.
         let mut ctx = ToolContext::shared(
@@ -572,22 +549,22 @@ impl Template {
         )
         .with_call(call_id, &*self.tool);
         ctx.personality_id.clone_from(&self.personality_id);
-        if has.fetch {
+        if self.fetch {
             ctx.scoped_fetch = Some(remote.clone());
         }
-        if has.fs {
+        if self.fs {
             ctx.scoped_fs = Some(remote.clone());
         }
-        if has.secrets {
+        if self.secrets {
             ctx.secrets_resolver = Some(remote.clone());
         }
-        if has.process {
+        if self.process {
             ctx.scoped_process = Some(remote.clone());
         }
-        if has.attachments {
+        if self.attachments {
             ctx.scoped_attachments = Some(remote.clone());
         }
-        if has.kv {
+        if self.kv {
             ctx.kv_store = Some(remote);
         }
         ctx
