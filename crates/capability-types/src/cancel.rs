@@ -66,6 +66,18 @@ impl CancellationToken {
         self.inner.cancelled.load(Ordering::SeqCst)
     }
 
+    /// Whether `other` is this token or a clone of it (cancelling one cancels the other).
+    ///
+    /// ```
+    /// use capability_types::CancellationToken;
+    /// let token = CancellationToken::new();
+    /// assert!(token.same_as(&token.clone()));
+    /// assert!(!token.same_as(&CancellationToken::new()));
+    /// ```
+    pub fn same_as(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// A future that completes once the token is cancelled.
     pub fn cancelled(&self) -> Cancelled {
         Cancelled {

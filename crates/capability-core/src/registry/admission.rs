@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::audit::{AuditKind, emit};
 use crate::escalation::{self, ApprovalRequest, EscalationSubject, mask_arguments_with};
 use crate::matching::host::HostPattern;
-use crate::resolve::{Declaration, Plan, ResolvedCapabilities, ResolvedPaths, ScopedObjects};
+use crate::resolve::{Plan, ResolvedCapabilities, ResolvedPaths, ScopedObjects};
 
 use super::output::AbortOnDrop;
 use super::{DefaultToolRegistry, ExecutionContext, ToolCall};
@@ -220,9 +220,9 @@ impl DefaultToolRegistry {
         }
         let plan = match &entry.undeclared {
             Some(plan) => Arc::clone(plan),
-            None => self.cache.plan_shared(
+            None => self.cache.plan_remembered(
                 name,
-                Declaration::Shared(&entry.capabilities),
+                &entry.capabilities,
                 &ctx.policy,
                 &ctx.session_id,
                 &ctx.working_dir,

@@ -3,7 +3,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use capability_types::{CancellationToken, ToolResult};
@@ -91,6 +92,11 @@ pub struct ExecutionContext {
 pub struct Invocation {
     /// Unique among the invocations of this process, never 0.
     id: u64,
+    /// The first tool counted in this invocation, whose count is `first_count`: counted without
+    /// a lock (an agent loop calls the same tool again and again). Every other tool is counted
+    /// in `dispatched`; a tool is never counted in both.
+    first: OnceLock<Box<str>>,
+    first_count: AtomicU32,
     dispatched: Mutex<HashMap<String, u32, ByName>>,
     completed: Mutex<HashSet<String, ByName>>,
 }
@@ -100,6 +106,8 @@ impl Default for Invocation {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Invocation {
             id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            first: OnceLock::new(),
+            first_count: AtomicU32::new(0),
             dispatched: Mutex::default(),
             completed: Mutex::default(),
         }
@@ -150,6 +158,10 @@ impl Invocation {
 
     /// How many calls of `tool` were dispatched.
     pub fn dispatched(&self, tool: &str) -> u32 {
+        // Asking claims nothing: a tool not yet counted is in neither place.
+        if self.first.get().is_some_and(|first| **first == *tool) {
+            return self.first_count.load(Ordering::Acquire);
+        }
         self.dispatched
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -175,6 +187,15 @@ impl Invocation {
 
     /// Takes a `max_invocations` slot; false when none is left.
     pub(super) fn reserve(&self, tool: &str, max: Option<u32>) -> bool {
+        if self.is_first(tool) {
+            // One compare-and-swap: the limit is checked against the count it replaces.
+            return self
+                .first_count
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    max.is_none_or(|m| n < m).then(|| n.saturating_add(1))
+                })
+                .is_ok();
+        }
         let mut counts = self
             .dispatched
             .lock()
@@ -190,11 +211,25 @@ impl Invocation {
 
     /// Counts `n` dispatches of `tool` that no maximum limits, at once.
     pub(super) fn add_dispatched(&self, tool: &str, n: u32) {
+        if self.is_first(tool) {
+            // `fetch_update` cannot fail when the closure always returns `Some`.
+            let _ = self
+                .first_count
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |count| {
+                    Some(count.saturating_add(n))
+                });
+            return;
+        }
         let mut counts = self
             .dispatched
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         with_count(&mut counts, tool, |count| *count = count.saturating_add(n));
+    }
+
+    /// Whether `tool` is the invocation's first counted tool; the first tool counted becomes it.
+    fn is_first(&self, tool: &str) -> bool {
+        &**self.first.get_or_init(|| Box::from(tool)) == tool
     }
 
     pub(super) fn mark_completed(&self, tool: &str) {

@@ -14,6 +14,7 @@ mod drive;
 use drive::Clock;
 mod output;
 mod run;
+mod spare;
 
 pub use self::admission::{Admission, Admitted};
 pub(crate) use self::call::ByName;

@@ -21,7 +21,7 @@ use super::admission::{self, Ready, Refusal};
 use super::drive::Clock;
 use super::output::{AbortOnDrop, apply_budget, panic_message};
 use super::{
-    DefaultToolRegistry, ExecutionContext, Placement, ToolCall, ToolCallResult, call_event,
+    DefaultToolRegistry, ExecutionContext, Placement, ToolCall, ToolCallResult, call_event, spare,
 };
 use crate::attachments::CallAttachments;
 use crate::audit::{AuditKind, emit};
@@ -81,13 +81,14 @@ impl DefaultToolRegistry {
         // exactly what was approved.
         let asking = escalation::subjects(ready.caps, &call.args, &ctx.policy, &ctx.working_dir);
         let asked = asking.is_some();
-        let scoped = match asking {
-            None => ready.plan.scoped.clone(),
+        // `None`: the plan's own, installed only in a context built afresh.
+        let approved = match asking {
+            None => None,
             // Boxed: the question's state (its request, its timer) is carried only by a call
             // that asks.
             Some((subjects, approvals)) => {
                 match Box::pin(self.approved(call, ready, ctx, subjects, approvals)).await {
-                    Ok(scoped) => scoped,
+                    Ok(scoped) => Some(scoped),
                     Err(refusal) => return self.refused(call, refusal, ctx, clock),
                 }
             }
@@ -119,16 +120,18 @@ impl DefaultToolRegistry {
                 };
                 (Arc::clone(isolation), key)
             });
-        // The call's id and tool name move into the context and come back with the outcome.
-        let mut tool_ctx = ToolContext::shared(
-            Arc::clone(&ctx.session_id),
-            Arc::clone(&ctx.working_dir),
-            ctx.cancellation.clone(),
-        )
-        .with_call(std::mem::take(&mut call.id), std::mem::take(&mut call.tool));
-        tool_ctx.personality_id = ctx.policy.shared_id();
-        scoped.install(&mut tool_ctx);
-        tool_ctx.scoped_attachments = attachments.map(|a| a as Arc<dyn ScopedAttachments>);
+        // The context's parts every call has; its id, name and attachments are the call's own.
+        let fresh = |scoped: ScopedObjects| {
+            let mut fresh = ToolContext::shared(
+                Arc::clone(&ctx.session_id),
+                Arc::clone(&ctx.working_dir),
+                ctx.cancellation.clone(),
+            );
+            fresh.personality_id = ctx.policy.shared_id();
+            scoped.install(&mut fresh);
+            fresh
+        };
+        let attachments = attachments.map(|a| a as Arc<dyn ScopedAttachments>);
         // The deadline counts from when `execute` is about to start (not from admission: a call
         // queued behind the concurrency cap, or waiting for an approval, is not charged for the
         // wait). Unless the call waited for an approval, the batch's latest reading of the clock
@@ -139,6 +142,18 @@ impl DefaultToolRegistry {
         let deadline = tokio::time::Instant::from_std(clock.at(started)) + timeout;
         let (outcome, call_id, tool_name) = match placement {
             Placement::Only | Placement::Inline => {
+                // Run here, a call borrows the thread's spare context when one fits, and gives
+                // it back; an approved call has scoped objects of its own. Boxed, so that
+                // lending it moves a pointer.
+                let mut tool_ctx = match approved {
+                    Some(scoped) => Box::new(fresh(scoped)),
+                    None => spare::borrow(&ready.plan, ctx)
+                        .unwrap_or_else(|| Box::new(fresh(ready.plan.scoped.clone()))),
+                };
+                // The call's id and name move into the context and come back with the outcome.
+                tool_ctx.call_id = std::mem::take(&mut call.id);
+                tool_ctx.tool = std::mem::take(&mut call.tool);
+                tool_ctx.scoped_attachments = attachments;
                 let run = guarded(
                     ready.tool.as_ref(),
                     isolation.as_ref(),
@@ -148,13 +163,19 @@ impl DefaultToolRegistry {
                     timeout,
                 );
                 let outcome = run.await;
-                (
-                    outcome,
-                    std::mem::take(&mut tool_ctx.call_id),
-                    std::mem::take(&mut tool_ctx.tool),
-                )
+                let call_id = std::mem::take(&mut tool_ctx.call_id);
+                let tool_name = std::mem::take(&mut tool_ctx.tool);
+                if !asked {
+                    tool_ctx.scoped_attachments = None;
+                    spare::give_back(&ready.plan, ctx.policy.generation(), tool_ctx);
+                }
+                (outcome, call_id, tool_name)
             }
             Placement::Task => {
+                let mut tool_ctx = fresh(approved.unwrap_or_else(|| ready.plan.scoped.clone()));
+                tool_ctx.call_id = std::mem::take(&mut call.id);
+                tool_ctx.tool = std::mem::take(&mut call.tool);
+                tool_ctx.scoped_attachments = attachments;
                 // The task owns the context; the identity is kept here for a task that panics.
                 let (id, name) = (tool_ctx.call_id.clone(), tool_ctx.tool.clone());
                 let tool = Arc::clone(ready.tool);

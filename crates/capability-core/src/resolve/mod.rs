@@ -7,6 +7,7 @@
 //!   paths, binaries, argv, environment) with the personality's deny rules and escalation.
 
 mod backends;
+mod memo;
 mod scope;
 
 pub use self::backends::{
@@ -287,11 +288,23 @@ impl Intersected {
 /// Remembers intersections per (tool, declaration, personality), so a call resolves with a
 /// lookup and a few reference-count bumps. Entries are checked against the declaration they
 /// were made from, so a stale entry is never used; the cache empties itself past 4,096 entries.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ResolutionCache {
+    /// Unique in the process: a thread's memo of plans tells caches apart by it.
+    id: u64,
     entries: Mutex<HashMap<CacheKey, CacheEntry>>,
     /// Per tool, the plan of the last context it was resolved in.
     plans: Mutex<HashMap<String, PlanSlot, crate::registry::ByName>>,
+}
+
+impl Default for ResolutionCache {
+    fn default() -> Self {
+        Self {
+            id: crate::policy::next_generation(),
+            entries: Mutex::default(),
+            plans: Mutex::default(),
+        }
+    }
 }
 
 /// An admission plan: what one tool gets in one context — a compiled policy, a set of
@@ -445,6 +458,42 @@ impl ResolutionCache {
             working_dir,
             backends,
         )
+    }
+
+    /// [`plan_shared`](Self::plan_shared) for the registry, whose entries hold their
+    /// declarations and whose contexts share their session and directory: first from the
+    /// calling thread's memo of the plans it was last handed, without a lock; on a miss, from
+    /// the cache, then remembered (docs/decisions.md, "The per-call path").
+    pub(crate) fn plan_remembered(
+        &self,
+        tool: &str,
+        caps: &Arc<ToolCapabilities>,
+        policy: &CompiledPolicy,
+        session_id: &Arc<str>,
+        working_dir: &Arc<Path>,
+        backends: Option<&CapabilityBackends>,
+    ) -> Result<Arc<Plan>, CapabilityError> {
+        let key = memo::Key {
+            cache: self.id,
+            caps,
+            generation: policy.generation,
+            backends: backends.map_or(0, |b| b.generation),
+            session_id,
+            working_dir,
+        };
+        if let Some(plan) = memo::recall(&key) {
+            return Ok(plan);
+        }
+        let plan = self.plan_shared(
+            tool,
+            Declaration::Shared(caps),
+            policy,
+            session_id,
+            working_dir,
+            backends,
+        )?;
+        memo::remember(&key, &plan);
+        Ok(plan)
     }
 
     /// [`plan`](Self::plan) for a declaration the caller keeps in an `Arc` (the registry): the
