@@ -69,6 +69,119 @@ async fn max_invocations_counts_per_invocation_in_input_order() {
 }
 
 #[tokio::test]
+async fn every_tool_is_counted_alone_whichever_was_counted_first() {
+    // An invocation counts the first tool it counts without a lock, and the others in a table
+    // (docs/decisions.md, "The per-call path"): each tool's count and limit are its own, asking
+    // for a count changes nothing, and a limit holds for the first tool and the others alike,
+    // in batches of one and of several.
+    let mut registry = DefaultToolRegistry::new(None);
+    for name in ["first", "second", "third"] {
+        registry
+            .register(TestTool::new(
+                name,
+                ToolCapabilities::none(),
+                Behaviour::Echo,
+            ))
+            .unwrap();
+    }
+    let ctx = ExecutionContext::new(
+        "s",
+        policy(
+            "id = \"p\"\n[constraints.first]\nmax_invocations = 3\n\
+             [constraints.second]\nmax_invocations = 2\n",
+        ),
+        "/tmp",
+    );
+    // Asking first claims nothing for the tool asked about.
+    assert_eq!(ctx.invocation.dispatched("third"), 0);
+    let one = |tool: &'static str| {
+        let (registry, ctx) = (&registry, &ctx);
+        async move { registry.execute(call("1", tool, json!({})), ctx).await }
+    };
+    assert!(one("first").await.result.is_ok());
+    assert!(one("third").await.result.is_ok());
+    let batch = registry
+        .execute_parallel(
+            [
+                "first", "second", "first", "second", "second", "third", "first",
+            ]
+            .iter()
+            .enumerate()
+            .map(|(i, tool)| call(&i.to_string(), tool, json!({})))
+            .collect(),
+            &ctx,
+        )
+        .await;
+    let limit = |tool: &str, n: u32| {
+        format!("CONSTRAINT_NOT_MET: {tool} may run at most {n} time(s) per invocation")
+    };
+    assert_eq!(
+        outcomes(&batch),
+        [
+            "ok".to_owned(),
+            "ok".to_owned(),
+            "ok".to_owned(),
+            "ok".to_owned(),
+            limit("second", 2),
+            "ok".to_owned(),
+            limit("first", 3),
+        ]
+    );
+    assert_eq!(
+        one("first").await.result.error_message(),
+        Some(limit("first", 3).as_str())
+    );
+    assert_eq!(
+        one("second").await.result.error_message(),
+        Some(limit("second", 2).as_str())
+    );
+    // Refused calls are not counted; a tool no limit bounds is counted all the same.
+    let counted: Vec<u32> = ["first", "second", "third", "never"]
+        .iter()
+        .map(|tool| ctx.invocation.dispatched(tool))
+        .collect();
+    assert_eq!(counted, [3, 2, 2, 0]);
+    // An invocation whose first tool no limit bounds counts it all the same, batch or not.
+    let unbounded = ctx.clone().new_invocation();
+    let batch = (0..3)
+        .map(|i| call(&i.to_string(), "third", json!({})))
+        .collect();
+    assert!(
+        registry
+            .execute_parallel(batch, &unbounded)
+            .await
+            .iter()
+            .all(|r| r.result.is_ok())
+    );
+    assert!(
+        registry
+            .execute(call("4", "third", json!({})), &unbounded)
+            .await
+            .result
+            .is_ok()
+    );
+    assert_eq!(unbounded.invocation.dispatched("third"), 4);
+    // Another invocation counts from zero, with its own first tool.
+    let fresh = ctx.clone().new_invocation();
+    assert!(
+        registry
+            .execute(call("9", "second", json!({})), &fresh)
+            .await
+            .result
+            .is_ok()
+    );
+    assert!(
+        registry
+            .execute(call("9", "first", json!({})), &fresh)
+            .await
+            .result
+            .is_ok()
+    );
+    assert_eq!(fresh.invocation.dispatched("second"), 1);
+    assert_eq!(fresh.invocation.dispatched("first"), 1);
+}
+
+#[tokio::test]
 async fn only_after_needs_a_success_in_an_earlier_batch() {
     let mut registry = DefaultToolRegistry::new(None);
     registry

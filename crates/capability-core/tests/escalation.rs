@@ -330,6 +330,58 @@ async fn what_was_not_approved_stays_refused_by_the_scoped_objects() {
     );
 }
 
+// guarantee: G-REG-11
+#[tokio::test]
+async fn an_approval_is_never_lent_to_a_later_call_of_the_same_context() {
+    // A call run in the caller's task borrows the context the thread's last call of the same
+    // plan left (docs/decisions.md, "The per-call path"). An approved call's scoped objects
+    // allow what was approved, for that call only: no later call of the context gets them,
+    // in a batch of one or in a batch run on this thread.
+    let s = setup(Some(Answer::Only("pay.")));
+    let ctx = ExecutionContext::new("sess", policy(PERSONALITY), "/srv/out");
+    let run = |args: Value| {
+        let (s, ctx) = (&s, &ctx);
+        async move {
+            let r = s
+                .registry
+                .execute(ToolCall::new("c", "agent", args), ctx)
+                .await;
+            r.result.error_message().unwrap_or("ok").to_owned()
+        }
+    };
+    let not_approved = "HOST_NOT_ALLOWED: pay.stripe.com requires approval (escalate) and this call was not approved for it";
+    for _ in 0..2 {
+        assert_eq!(run(json!({"url": "https://api.github.com/"})).await, "ok");
+        assert_eq!(
+            run(json!({"url": "https://pay.stripe.com/transfer"})).await,
+            "ok"
+        );
+        assert_eq!(run(json!({"sneak": "host"})).await, not_approved);
+    }
+    let results = s
+        .registry
+        .execute_parallel(
+            vec![
+                ToolCall::new("1", "agent", json!({"url": "https://pay.stripe.com/a"})),
+                ToolCall::new("2", "agent", json!({"sneak": "host"})),
+                ToolCall::new("3", "agent", json!({"url": "https://api.github.com/"})),
+                ToolCall::new("4", "agent", json!({"sneak": "host"})),
+            ],
+            &ctx,
+        )
+        .await;
+    let shown: Vec<&str> = results
+        .iter()
+        .map(|r| r.result.error_message().unwrap_or("ok"))
+        .collect();
+    assert_eq!(shown, ["ok", not_approved, "ok", not_approved]);
+    assert_eq!(
+        s.approver.as_ref().unwrap().asked.lock().unwrap().len(),
+        3,
+        "each escalated call asked for itself"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_escalations_are_independent() {
     let s = setup(Some(Answer::Only("api.")));

@@ -634,9 +634,12 @@ fn a_batch_naming_many_tools_finds_each_ones_preparation() {
 
 #[test]
 fn each_call_sees_its_own_identity_and_token_whatever_ran_before_it() {
-    // Plans are kept between calls, and a tool that declares nothing shares one plan across every
-    // context (docs/decisions.md, "The per-call path"): whatever ran before, each call sees its
-    // own id, session, directory, personality and batch token, in every placement.
+    // Plans are kept between calls, a tool that declares nothing shares one plan across every
+    // context, and a call run in the caller's task borrows the context its thread's last call
+    // of the same plan left (docs/decisions.md, "The per-call path"): whatever ran before, each
+    // call sees its own id, session, directory, personality and batch token, in every
+    // placement: whether the tools run in turn (each call finds the other tool's context left)
+    // or one tool runs across the contexts (each finds its own tool's, made for another).
     let mut registry = DefaultToolRegistry::new(Some(recording_backends().0));
     registry
         .register(TestTool::new(
@@ -654,55 +657,94 @@ fn each_call_sees_its_own_identity_and_token_whatever_ran_before_it() {
         .unwrap();
     let p = policy("id = \"p\"\n[fs_reach]\nread = [\"/srv\"]\n");
     let q = policy("id = \"q\"\n[fs_reach]\nread = [\"/srv\"]\n");
+    // Each differs from the first in one thing only, the rest shared with it.
+    let first = ExecutionContext::new("s1", Arc::clone(&p), "/srv/a");
     let contexts = [
-        ExecutionContext::new("s1", Arc::clone(&p), "/srv/a"),
-        ExecutionContext::new("s2", Arc::clone(&p), "/srv/a"),
-        ExecutionContext::new("s1", Arc::clone(&p), "/srv/b"),
-        ExecutionContext::new("s1", Arc::clone(&q), "/srv/a"),
-        ExecutionContext::new("s1", Arc::new(CompiledPolicy::none(None)), "/srv/a"),
+        first.clone(),
+        ExecutionContext {
+            session_id: Arc::from("s2"),
+            ..first.clone()
+        },
+        ExecutionContext {
+            working_dir: Arc::from(std::path::Path::new("/srv/b")),
+            ..first.clone()
+        },
+        ExecutionContext {
+            policy: Arc::clone(&q),
+            ..first.clone()
+        },
+        ExecutionContext {
+            policy: Arc::new(CompiledPolicy::none(None)),
+            ..first.clone()
+        },
     ];
+    let count = contexts.len();
+    // `true`: the batch gets a token of its own, cancelled once it is done when `n` is even;
+    // `false`: it shares the first context's token, never cancelled.
+    let in_turn = |own_token: bool| {
+        (0..3).flat_map(move |round| {
+            (0..count).flat_map(move |n| {
+                [
+                    (round, n, "bare", own_token),
+                    (round, n, "reader", own_token),
+                ]
+            })
+        })
+    };
+    // One tool across the contexts, back to the first between the others: each batch differs
+    // from the one before in one thing.
+    let across = ["bare", "reader"].into_iter().flat_map(move |tool| {
+        (0..3).flat_map(move |round| {
+            (1..count).flat_map(move |n| [(round, 0, tool, false), (round, n, tool, false)])
+        })
+    });
+    // Each context twice in a row: the second batch differs from the first in its token only.
+    let tokens = ["bare", "reader"].into_iter().flat_map(move |tool| {
+        (0..3).flat_map(move |round| (0..count).flat_map(move |n| [(round, n, tool, true); 2]))
+    });
+    let order: Vec<(usize, usize, &str, bool)> = in_turn(true)
+        .chain(in_turn(false))
+        .chain(across)
+        .chain(tokens)
+        .collect();
     for placement in PLACEMENTS {
         let rt = runtime(placement);
-        for round in 0..3 {
-            for (n, base) in contexts.iter().enumerate() {
-                // A fresh token per batch; every other batch's is cancelled once it is done.
-                let ctx = base
+        for &(round, n, tool, own_token) in &order {
+            let ctx = match own_token {
+                true => contexts[n]
                     .clone()
-                    .with_cancellation(CancellationToken::new())
-                    .new_invocation();
-                for tool in ["bare", "reader"] {
-                    let calls: Vec<ToolCall> = match placement {
-                        Placement::One => {
-                            vec![ToolCall::new(format!("{round}-{n}"), tool, json!({}))]
-                        }
-                        _ => (0..3)
-                            .map(|i| ToolCall::new(format!("{round}-{n}-{i}"), tool, json!({})))
-                            .collect(),
-                    };
-                    let ids: Vec<String> = calls.iter().map(|c| c.id.clone()).collect();
-                    let results = rt.block_on(registry.execute_parallel(calls, &ctx));
-                    for (result, id) in results.iter().zip(&ids) {
-                        let seen = result
-                            .result
-                            .value()
-                            .unwrap_or_else(|| panic!("{placement:?} {tool}: {:?}", result.result));
-                        let expected_personality = ctx.policy.id().map(str::to_owned);
-                        assert_eq!(seen["call"], json!(id), "{placement:?} {tool}");
-                        assert_eq!(seen["tool"], json!(tool));
-                        assert_eq!(
-                            seen["session"],
-                            json!(&*ctx.session_id),
-                            "{placement:?} {tool} {id}"
-                        );
-                        assert_eq!(seen["dir"], json!(ctx.working_dir.display().to_string()));
-                        assert_eq!(seen["personality"], json!(expected_personality));
-                        assert_eq!(seen["cancelled"], json!(false), "the new batch's token");
-                        assert_eq!(seen["fs"], json!(tool == "reader"), "{placement:?} {tool}");
-                    }
-                }
-                if n % 2 == 0 {
-                    ctx.cancellation.cancel();
-                }
+                    .with_cancellation(CancellationToken::new()),
+                false => contexts[n].clone(),
+            }
+            .new_invocation();
+            let calls: Vec<ToolCall> = match placement {
+                Placement::One => vec![ToolCall::new(format!("{round}-{n}"), tool, json!({}))],
+                _ => (0..3)
+                    .map(|i| ToolCall::new(format!("{round}-{n}-{i}"), tool, json!({})))
+                    .collect(),
+            };
+            let ids: Vec<String> = calls.iter().map(|c| c.id.clone()).collect();
+            let results = rt.block_on(registry.execute_parallel(calls, &ctx));
+            for (result, id) in results.iter().zip(&ids) {
+                let seen = result
+                    .result
+                    .value()
+                    .unwrap_or_else(|| panic!("{placement:?} {tool}: {:?}", result.result));
+                let expected_personality = ctx.policy.id().map(str::to_owned);
+                assert_eq!(seen["call"], json!(id), "{placement:?} {tool}");
+                assert_eq!(seen["tool"], json!(tool));
+                assert_eq!(
+                    seen["session"],
+                    json!(&*ctx.session_id),
+                    "{placement:?} {tool} {id}"
+                );
+                assert_eq!(seen["dir"], json!(ctx.working_dir.display().to_string()));
+                assert_eq!(seen["personality"], json!(expected_personality));
+                assert_eq!(seen["cancelled"], json!(false), "the new batch's token");
+                assert_eq!(seen["fs"], json!(tool == "reader"), "{placement:?} {tool}");
+            }
+            if own_token && n % 2 == 0 {
+                ctx.cancellation.cancel();
             }
         }
     }

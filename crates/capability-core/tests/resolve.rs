@@ -696,3 +696,47 @@ fn building_without_backends_refuses_every_declared_category() {
         assert!(err.to_string().contains(category), "{category}: {err}");
     }
 }
+
+// guarantee: G-REG-11
+#[tokio::test]
+async fn registries_on_one_thread_never_hand_out_each_others_plans() {
+    // A thread remembers the plans it was last handed (docs/decisions.md, "The per-call path"):
+    // two registries, with a tool of the same name declared differently and the same backends,
+    // called in turn in the same context, each get their own tool's scoped objects.
+    let (backends, _) = recording_backends();
+    let mut reads = DefaultToolRegistry::new(Some(backends.clone()));
+    reads
+        .register(TestTool::new(
+            "tool",
+            ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality),
+            Behaviour::ReportIdentity,
+        ))
+        .unwrap();
+    let mut fetches = DefaultToolRegistry::new(Some(backends));
+    fetches
+        .register(TestTool::new(
+            "tool",
+            ToolCapabilities::none().with_network(["api.github.com"]),
+            Behaviour::ReportIdentity,
+        ))
+        .unwrap();
+    let ctx = ExecutionContext::new("s", policy(RESEARCHER), "/srv/data");
+    for round in 0..3 {
+        for (registry, fs) in [
+            (&reads, true),
+            (&fetches, false),
+            (&fetches, false),
+            (&reads, true),
+        ] {
+            let r = registry
+                .execute(ToolCall::new("1", "tool", json!({})), &ctx)
+                .await;
+            let seen = r
+                .result
+                .value()
+                .cloned()
+                .unwrap_or_else(|| panic!("{:?}", r.result));
+            assert_eq!(seen["fs"], json!(fs), "round {round}");
+        }
+    }
+}
