@@ -632,6 +632,7 @@ fn a_batch_naming_many_tools_finds_each_ones_preparation() {
     }
 }
 
+// guarantee: G-REG-11
 #[test]
 fn each_call_sees_its_own_identity_and_token_whatever_ran_before_it() {
     // Plans are kept between calls, a tool that declares nothing shares one plan across every
