@@ -240,3 +240,36 @@ fn the_standard_tool_list_is_consistent() {
         assert!(!tool.description().is_empty());
     }
 }
+
+// guarantee: G-REG-11
+#[tokio::test]
+async fn dropping_the_registry_closes_its_store_for_the_next_one() {
+    // The registry keeps plans and a spare context between calls (docs/decisions.md, "The
+    // per-call path"), and a thread remembers the plans it was handed; none of it outlives the
+    // registry. So the embedded store's file is closed when the registry is dropped, and the
+    // same thread opens it again at once, with what was written.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kv.redb");
+    let policy = Arc::new(CompiledPolicy::load("id = \"kv\"\n", PolicyFormat::Toml, None).unwrap());
+    let ctx = ExecutionContext::new("s", policy, dir.path());
+    for round in 0..3 {
+        let registry = standard_registry(StandardConfig::new(Store::Embedded(path.clone())))
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let call = |tool: &str, args: Value| registry.execute(ToolCall::new("c", tool, args), &ctx);
+        let before = call("kv_get", json!({"key": "round"})).await.result;
+        let expected = if round == 0 {
+            json!(null)
+        } else {
+            json!(round - 1)
+        };
+        assert_eq!(before.value(), Some(&expected), "round {round}");
+        assert!(
+            call("kv_set", json!({"key": "round", "value": round}))
+                .await
+                .result
+                .is_ok()
+        );
+        drop(registry);
+    }
+}

@@ -73,6 +73,8 @@ pub(super) struct Ready<'r> {
     pub(super) plan: Arc<Plan>,
     /// The last invocation the tool is known to have completed in.
     pub(super) completed_in: &'r std::sync::atomic::AtomicU64,
+    /// Where the tool's spare context waits between calls.
+    pub(super) spare: &'r super::spare::SpareSlot,
 }
 
 /// Whether admission is for a call that will run, or a dry run that stops before execution.
@@ -234,6 +236,7 @@ impl DefaultToolRegistry {
             caps: &entry.capabilities,
             plan,
             completed_in: &entry.completed_in,
+            spare: &entry.spare,
         })
     }
 

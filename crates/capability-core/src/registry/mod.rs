@@ -53,6 +53,8 @@ struct Entry {
     /// ([`Invocation::id`](call::Invocation)), so that its later successes in that invocation
     /// need not mark it again.
     completed_in: AtomicU64,
+    /// The context the tool's last call run in the caller's task left for the next.
+    spare: spare::SpareSlot,
 }
 
 /// The registry an agent loop calls tools through.
@@ -199,6 +201,7 @@ impl DefaultToolRegistry {
                 tool,
                 capabilities: Arc::new(capabilities),
                 completed_in: AtomicU64::new(0),
+                spare: spare::SpareSlot::default(),
             },
         );
         // The tools after the new one moved up by one.

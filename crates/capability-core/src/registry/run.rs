@@ -20,8 +20,9 @@ use futures_util::FutureExt;
 use super::admission::{self, Ready, Refusal};
 use super::drive::Clock;
 use super::output::{AbortOnDrop, apply_budget, panic_message};
+use super::spare::Spare;
 use super::{
-    DefaultToolRegistry, ExecutionContext, Placement, ToolCall, ToolCallResult, call_event, spare,
+    DefaultToolRegistry, ExecutionContext, Placement, ToolCall, ToolCallResult, call_event,
 };
 use crate::attachments::CallAttachments;
 use crate::audit::{AuditKind, emit};
@@ -142,14 +143,15 @@ impl DefaultToolRegistry {
         let deadline = tokio::time::Instant::from_std(clock.at(started)) + timeout;
         let (outcome, call_id, tool_name) = match placement {
             Placement::Only | Placement::Inline => {
-                // Run here, a call borrows the thread's spare context when one fits, and gives
-                // it back; an approved call has scoped objects of its own. Boxed, so that
-                // lending it moves a pointer.
-                let mut tool_ctx = match approved {
-                    Some(scoped) => Box::new(fresh(scoped)),
-                    None => spare::borrow(&ready.plan, ctx)
-                        .unwrap_or_else(|| Box::new(fresh(ready.plan.scoped.clone()))),
+                // Run here, a call borrows the tool's spare context when one fits, and gives
+                // it back; an approved call has scoped objects of its own.
+                let mut spare = match approved {
+                    Some(scoped) => Spare::new(&ready.plan, ctx, fresh(scoped)),
+                    None => ready.spare.borrow(&ready.plan, ctx).unwrap_or_else(|| {
+                        Spare::new(&ready.plan, ctx, fresh(ready.plan.scoped.clone()))
+                    }),
                 };
+                let tool_ctx = &mut spare.ctx;
                 // The call's id and name move into the context and come back with the outcome.
                 tool_ctx.call_id = std::mem::take(&mut call.id);
                 tool_ctx.tool = std::mem::take(&mut call.tool);
@@ -158,7 +160,7 @@ impl DefaultToolRegistry {
                     ready.tool.as_ref(),
                     isolation.as_ref(),
                     args,
-                    &tool_ctx,
+                    tool_ctx,
                     deadline,
                     timeout,
                 );
@@ -167,7 +169,7 @@ impl DefaultToolRegistry {
                 let tool_name = std::mem::take(&mut tool_ctx.tool);
                 if !asked {
                     tool_ctx.scoped_attachments = None;
-                    spare::give_back(&ready.plan, ctx.policy.generation(), tool_ctx);
+                    ready.spare.give_back(spare);
                 }
                 (outcome, call_id, tool_name)
             }

@@ -4,17 +4,19 @@
 //! The shared cache ([`ResolutionCache::plan`](super::ResolutionCache::plan)) takes a lock and
 //! hashes the tool's name on every call; in a batch of one that was a sixth of the registry's
 //! own time. Each thread keeps the last few plans it was handed, with everything they were made
-//! for: the cache they came from, the declaration (held, so compared by address), the policy's
-//! and the backends' generations, the session and the working directory. A plan is served from
-//! the memo only when every one of them is the same, so a memo never answers for a context the
+//! for: the cache they came from, the declaration (compared by address), the policy's and the
+//! backends' generations, the session and the working directory. A plan is served from the
+//! memo only when every one of them is the same, so a memo never answers for a context the
 //! shared cache would not; a miss goes to the shared cache and remembers what it returns.
 //!
-//! What a memo holds lives until the thread replaces it or ends: at most [`SLOTS`] plans per
-//! thread, whose scoped objects are never handed out for any other context.
+//! A memo holds its plans and declarations weakly: it never keeps a plan, or the scoped
+//! objects in it, alive after the cache has let it go (a store's file is closed when the
+//! registry that opened it is dropped), and a weak reference keeps the declaration's memory
+//! from being reused, so an address compared is never a new declaration's.
 
 use std::cell::RefCell;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use capability_types::ToolCapabilities;
 
@@ -27,13 +29,14 @@ pub(super) const SLOTS: usize = 4;
 struct Remembered {
     /// The [`ResolutionCache`](super::ResolutionCache) it came from (ids are never reused).
     cache: u64,
-    /// Held, so that a declaration compared by address is never a new one at an old address.
-    caps: Arc<ToolCapabilities>,
+    /// Held weakly: its memory is not reused while this lives, so its address is never a new
+    /// declaration's.
+    caps: Weak<ToolCapabilities>,
     generation: u64,
     backends: u64,
     session_id: Arc<str>,
     working_dir: Arc<Path>,
-    plan: Arc<Plan>,
+    plan: Weak<Plan>,
 }
 
 /// What a plan is looked up by: the same fields as [`Remembered`], borrowed.
@@ -49,7 +52,7 @@ pub(super) struct Key<'a> {
 impl Remembered {
     fn is_for(&self, key: &Key<'_>) -> bool {
         self.cache == key.cache
-            && Arc::ptr_eq(&self.caps, key.caps)
+            && std::ptr::eq(self.caps.as_ptr(), Arc::as_ptr(key.caps))
             && self.generation == key.generation
             && self.backends == key.backends
             && (Arc::ptr_eq(&self.session_id, key.session_id)
@@ -74,7 +77,7 @@ thread_local! {
     };
 }
 
-/// The plan this thread remembers for `key`, if any.
+/// The plan this thread remembers for `key`, if it has one and the cache still holds it.
 pub(super) fn recall(key: &Key<'_>) -> Option<Arc<Plan>> {
     MEMO.try_with(|memo| {
         let memo = memo.try_borrow().ok()?;
@@ -82,25 +85,26 @@ pub(super) fn recall(key: &Key<'_>) -> Option<Arc<Plan>> {
             .iter()
             .flatten()
             .find(|held| held.is_for(key))
-            .map(|held| Arc::clone(&held.plan))
+            .and_then(|held| held.plan.upgrade())
     })
     .ok()
     .flatten()
 }
 
 /// Remembers `plan` for `key`, in place of the slot filled longest ago.
+///
+/// What a slot held is dropped after the memo's borrow ends, though only weak references and
+/// the session's and directory's names are in it.
 pub(super) fn remember(key: &Key<'_>, plan: &Arc<Plan>) {
     let held = Remembered {
         cache: key.cache,
-        caps: Arc::clone(key.caps),
+        caps: Arc::downgrade(key.caps),
         generation: key.generation,
         backends: key.backends,
         session_id: Arc::clone(key.session_id),
         working_dir: Arc::clone(key.working_dir),
-        plan: Arc::clone(plan),
+        plan: Arc::downgrade(plan),
     };
-    // The slot's old plan is dropped after the borrow ends: its scoped objects' `Drop` may be
-    // anyone's code.
     let replaced = MEMO
         .try_with(|memo| {
             let mut memo = memo.try_borrow_mut().ok()?;
