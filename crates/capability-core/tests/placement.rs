@@ -156,6 +156,34 @@ fn a_call_has_its_whole_timeout_from_its_own_start_whatever_ran_before_it() {
     }
 }
 
+// guarantee: G-REG-10
+#[test]
+fn a_timeout_too_long_for_the_clock_lets_a_waiting_call_finish() {
+    // A call's deadline is worked out only when it has to wait; a timeout the clock cannot add
+    // (`Duration::MAX`) is up in thirty years, never a panic, in every placement.
+    let registry = registry_with(TestTool::new(
+        "wait",
+        ToolCapabilities::none(),
+        Behaviour::Sleep(Duration::from_millis(20)),
+    ));
+    let ctx = ctx().with_timeout(Duration::MAX);
+    for placement in PLACEMENTS {
+        let n = if matches!(placement, Placement::One) {
+            1
+        } else {
+            3
+        };
+        let calls = (0..n)
+            .map(|i| ToolCall::new(i.to_string(), "wait", json!({})))
+            .collect();
+        let results = runtime(placement).block_on(registry.execute_parallel(calls, &ctx));
+        assert_eq!(results.len(), n);
+        for r in &results {
+            assert!(r.result.is_ok(), "{placement:?}: {r:?}");
+        }
+    }
+}
+
 #[test]
 fn a_result_counts_from_the_batchs_checks_and_its_audit_from_the_calls_start() {
     // Two tools that hold the thread 40 ms and 25 ms, one after the other (a cap of one): each

@@ -110,7 +110,8 @@ impl RawStore for MemoryStore {
         value: Vec<u8>,
         ttl: Option<Duration>,
     ) -> Result<(), CapabilityError> {
-        let expires_at = ttl.map(|t| Instant::now() + t);
+        // A TTL past what the clock can count never comes: the value stays.
+        let expires_at = ttl.and_then(|t| Instant::now().checked_add(t));
         self.namespaces
             .entry(namespace.to_owned())
             .or_default()

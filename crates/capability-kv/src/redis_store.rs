@@ -141,7 +141,12 @@ impl RawStore for RedisStore {
         let full = format!("{}{key}", self.head(namespace)).into_bytes();
         match ttl {
             Some(t) => {
-                let ms = u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1);
+                // Redis takes at most what it can add to its clock in a signed 64-bit count of
+                // milliseconds; a longer TTL (2^62 ms is some 146 million years) stays as that.
+                const LONGEST_MS: u64 = 1 << 62;
+                let ms = u64::try_from(t.as_millis())
+                    .unwrap_or(u64::MAX)
+                    .clamp(1, LONGEST_MS);
                 conn.pset_ex::<_, _, ()>(full, value, ms)
                     .await
                     .map_err(redis_error)

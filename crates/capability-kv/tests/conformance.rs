@@ -176,6 +176,23 @@ async fn conformance<S: RawStore + 'static>(store: Arc<S>, label: &str) {
         Some(json!(3)),
         "{label}: a refused write changes nothing"
     );
+    // A TTL longer than any clock counts (a tool may pass `ttl_seconds` up to 2^63 - 1) is a
+    // value that stays, in every store: neither a panic nor an error.
+    for (i, ttl) in [Duration::from_secs(i64::MAX.unsigned_abs()), Duration::MAX]
+        .into_iter()
+        .enumerate()
+    {
+        let key = format!("forever{i}");
+        t.set(&key, json!(i), Some(ttl))
+            .await
+            .unwrap_or_else(|e| panic!("{label}: {ttl:?}: {e}"));
+        assert_eq!(
+            t.get(&key).await.unwrap(),
+            Some(json!(i)),
+            "{label}: {ttl:?}"
+        );
+        assert!(t.delete(&key).await.unwrap(), "{label}");
+    }
 
     // Limits.
     let big = "k".repeat(1025);

@@ -167,9 +167,37 @@ impl Clock {
         Duration::from_nanos(self.latest.load(Ordering::Relaxed))
     }
 
-    /// The instant `since` after the batch began.
-    pub(super) fn at(&self, since: Duration) -> Instant {
-        self.start + since
+    /// The deadline of a call that starts `since` after the batch began and may run for
+    /// `timeout`; worked out only if the call has to wait for it.
+    pub(super) fn deadline(&self, since: Duration, timeout: Duration) -> Deadline {
+        Deadline {
+            start: self.start,
+            since,
+            timeout,
+        }
+    }
+}
+
+/// When a call's time is up, kept in parts: a call done at its first poll never needs the
+/// instant, and adding to an instant costs more than keeping its parts.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Deadline {
+    start: Instant,
+    since: Duration,
+    /// How long the call may run.
+    pub(super) timeout: Duration,
+}
+
+impl Deadline {
+    /// The instant the call's time is up. A timeout too long for the clock to count (say
+    /// `Duration::MAX`) is up in thirty years, as `tokio::time::timeout` has it.
+    pub(super) fn instant(self) -> tokio::time::Instant {
+        const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);
+        let started = self.start + self.since;
+        let up = started
+            .checked_add(self.timeout)
+            .unwrap_or_else(|| started + FAR);
+        tokio::time::Instant::from_std(up)
     }
 }
 

@@ -18,7 +18,7 @@ use capability_types::{
 use futures_util::FutureExt;
 
 use super::admission::{self, Ready, Refusal};
-use super::drive::Clock;
+use super::drive::{Clock, Deadline};
 use super::output::{AbortOnDrop, apply_budget, panic_message};
 use super::spare::Spare;
 use super::{
@@ -140,7 +140,7 @@ impl DefaultToolRegistry {
         // path"), so the deadline is, if anything, that much earlier.
         let started = if asked { clock.read() } else { clock.latest() };
         let exec_started = audit_info.then_some(started);
-        let deadline = tokio::time::Instant::from_std(clock.at(started)) + timeout;
+        let deadline = clock.deadline(started, timeout);
         let (outcome, call_id, tool_name) = match placement {
             Placement::Only | Placement::Inline => {
                 // Run here, a call borrows the tool's spare context when one fits, and gives
@@ -162,7 +162,6 @@ impl DefaultToolRegistry {
                     args,
                     tool_ctx,
                     deadline,
-                    timeout,
                 );
                 let outcome = run.await;
                 let call_id = std::mem::take(&mut tool_ctx.call_id);
@@ -182,15 +181,7 @@ impl DefaultToolRegistry {
                 let (id, name) = (tool_ctx.call_id.clone(), tool_ctx.tool.clone());
                 let tool = Arc::clone(ready.tool);
                 let task = AbortOnDrop(tokio::spawn(async move {
-                    guarded(
-                        tool.as_ref(),
-                        isolation.as_ref(),
-                        args,
-                        &tool_ctx,
-                        deadline,
-                        timeout,
-                    )
-                    .await
+                    guarded(tool.as_ref(), isolation.as_ref(), args, &tool_ctx, deadline).await
                 }));
                 let outcome = match task.join().await {
                     Ok(outcome) => outcome,
@@ -360,8 +351,7 @@ async fn guarded(
     isolation: Option<&(Arc<dyn ToolIsolation>, IsolationKey)>,
     args: serde_json::Value,
     ctx: &ToolContext,
-    deadline: tokio::time::Instant,
-    timeout: Duration,
+    deadline: Deadline,
 ) -> Outcome {
     use std::panic::{AssertUnwindSafe, catch_unwind};
     use std::task::Poll;
@@ -387,7 +377,7 @@ async fn guarded(
     }
     // The timer and the cancellation's wake-up live in a box of their own, made only for a call
     // that waits: a call's future stays small, and a batch moves it cheaply.
-    AssertUnwindSafe(Box::pin(waited(work, ctx, deadline, timeout)))
+    AssertUnwindSafe(Box::pin(waited(work, ctx, deadline)))
         .catch_unwind()
         .await
         .unwrap_or_else(|payload| panicked(&ctx.tool, payload))
@@ -407,13 +397,13 @@ fn dropped<F: ?Sized>(work: Pin<Box<F>>, outcome: Outcome, tool: &str) -> Outcom
 async fn waited(
     work: Pin<Box<dyn Future<Output = Outcome> + Send + '_>>,
     ctx: &ToolContext,
-    deadline: tokio::time::Instant,
-    timeout: Duration,
+    deadline: Deadline,
 ) -> Outcome {
+    let timeout = deadline.timeout;
     tokio::select! {
         biased;
         () = ctx.cancellation.cancelled() => Err(CapabilityError::Cancelled),
-        r = tokio::time::timeout_at(deadline, work) => match r {
+        r = tokio::time::timeout_at(deadline.instant(), work) => match r {
             Ok(r) => r,
             Err(_) => Err(CapabilityError::Timeout(format!(
                 "tool {} timed out after {timeout:?}",
