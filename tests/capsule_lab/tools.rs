@@ -379,6 +379,12 @@ async fn proxy(args: &Value, ctx: &ToolContext) -> Result<Value, CapabilityError
                 .write(Path::new(&path), arg(args, "content").as_bytes())
                 .await?
         )),
+        // A write to a path that is not among the arguments, so escalation cannot see it.
+        "sneak_write" => Ok(json!(
+            ctx.fs()?
+                .write(Path::new("releases/a.txt"), b"sneaked")
+                .await?
+        )),
         "append" => Ok(json!(
             ctx.fs()?
                 .append(Path::new(&path), arg(args, "content").as_bytes())

@@ -12,8 +12,8 @@ use std::time::Duration;
 use capability_capsule::{Capsule, CapsuleConfig};
 use capability_core::PolicyFormat;
 use capability_core::{
-    CapabilityBackends, CompiledPolicy, DefaultToolRegistry, ExecutionContext, IsolationKey,
-    IsolationSelection, RegistryConfig, ToolCall,
+    ApprovalHandler, ApprovalRequest, CapabilityBackends, CompiledPolicy, DefaultToolRegistry,
+    ExecutionContext, IsolationKey, IsolationSelection, RegistryConfig, ToolCall,
 };
 use capability_fetch::{FetchBackend, FetchConfig};
 use capability_fs::{FsBackend, FsConfig};
@@ -1061,4 +1061,103 @@ fn a_worker_that_trickles_a_frame_is_ended_at_the_call_timeout() {
         "the trickling worker is not kept"
     );
     rt.block_on(lab.assert_alive());
+}
+
+/// Approves every question it is asked, and counts them.
+#[derive(Debug, Default)]
+struct Approves(AtomicUsize);
+
+#[capability_types::async_trait]
+impl ApprovalHandler for Approves {
+    async fn approve(&self, _: &ApprovalRequest) -> Result<bool, String> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(true)
+    }
+}
+
+// guarantee: G-REG-11
+#[tokio::test]
+async fn an_approved_write_is_never_lent_to_a_later_call_in_process_or_in_the_capsule() {
+    // A current-thread runtime, one context for every call: a call runs in the caller's task and
+    // reuses its tool's spare context (docs/decisions.md, "The per-call path"). A write approved
+    // after an escalation is its call's alone: a later call of the same tool that writes the
+    // same file without naming it (so nothing is asked) is refused, and the file is not there.
+    for capsule in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("out/releases")).unwrap();
+        let policy = CompiledPolicy::load(
+            &format!(
+                "id = \"releases\"\n[fs_reach]\nwrite = [\"{r}/out\"]\n\
+                 [escalate]\nwrite_paths = [\"{r}/out/releases\"]\n",
+                r = root.display()
+            ),
+            PolicyFormat::Toml,
+            Some(Path::new("/home/capsule")),
+        )
+        .unwrap();
+        let approver = Arc::new(Approves::default());
+        let mut registry =
+            DefaultToolRegistry::new(Some(backends())).with_approval_handler(approver.clone());
+        let isolation = Arc::new(Capsule::new(config()));
+        if capsule {
+            registry = registry.with_isolation(isolation.clone(), IsolationSelection::All);
+        }
+        for tool in lab::lab_tools() {
+            registry.register_arc(tool).unwrap();
+        }
+        let ctx = ExecutionContext::new("approvals", Arc::new(policy), root.join("out"));
+        let released = root.join("out/releases/a.txt");
+        let approved = || {
+            ToolCall::new(
+                "approved",
+                "proxy",
+                json!({"op": "write", "path": "releases/a.txt", "content": "approved"}),
+            )
+        };
+        let sneak = || ToolCall::new("sneak", "proxy", json!({"op": "sneak_write"}));
+        let refused = format!(
+            "PATH_NOT_REACHABLE: write to {} requires approval (escalate) and this call was not approved for it",
+            released.display()
+        );
+        for round in 0..2 {
+            // One call a batch, then both in one batch run on this thread.
+            let results = if round == 0 {
+                let first = registry.execute(approved(), &ctx).await;
+                assert!(first.result.is_ok(), "capsule {capsule}: {first:?}");
+                assert_eq!(std::fs::read_to_string(&released).unwrap(), "approved");
+                std::fs::remove_file(&released).unwrap();
+                vec![registry.execute(sneak(), &ctx).await]
+            } else {
+                std::fs::remove_file(&released).ok();
+                let both = registry
+                    .execute_parallel(vec![approved(), sneak()], &ctx)
+                    .await;
+                assert!(both[0].result.is_ok(), "capsule {capsule}: {both:?}");
+                both[1..].to_vec()
+            };
+            assert_eq!(
+                results[0].result.error_message(),
+                Some(refused.as_str()),
+                "capsule {capsule}, round {round}"
+            );
+            // The forbidden side: the file the sneak aimed at holds no sneaked bytes.
+            let left = std::fs::read_to_string(&released).ok();
+            assert_ne!(
+                left.as_deref(),
+                Some("sneaked"),
+                "capsule {capsule}, round {round}"
+            );
+            if round == 0 {
+                assert!(!released.exists(), "capsule {capsule}");
+            }
+        }
+        assert_eq!(
+            approver.0.load(Ordering::SeqCst),
+            2,
+            "capsule {capsule}: one question per approved call"
+        );
+        // In the capsule, the calls really ran in a confined worker.
+        assert_eq!(isolation.workers_started() > 0, capsule);
+    }
 }

@@ -133,6 +133,13 @@ impl DefaultToolRegistry {
             fresh
         };
         let attachments = attachments.map(|a| a as Arc<dyn ScopedAttachments>);
+        // The call's id, name and attachments move into its context; the id and the name come
+        // back with the outcome.
+        let own = move |tool_ctx: &mut ToolContext| {
+            tool_ctx.call_id = std::mem::take(&mut call.id);
+            tool_ctx.tool = std::mem::take(&mut call.tool);
+            tool_ctx.scoped_attachments = attachments;
+        };
         // The deadline counts from when `execute` is about to start (not from admission: a call
         // queued behind the concurrency cap, or waiting for an approval, is not charged for the
         // wait). Unless the call waited for an approval, the batch's latest reading of the clock
@@ -144,18 +151,15 @@ impl DefaultToolRegistry {
         let (outcome, call_id, tool_name) = match placement {
             Placement::Only | Placement::Inline => {
                 // Run here, a call borrows the tool's spare context when one fits, and gives
-                // it back; an approved call has scoped objects of its own.
+                // it back; an approved call has scoped objects of its own, lent to it alone.
                 let mut spare = match approved {
-                    Some(scoped) => Spare::new(&ready.plan, ctx, fresh(scoped)),
+                    Some(scoped) => Spare::approved(fresh(scoped)),
                     None => ready.spare.borrow(&ready.plan, ctx).unwrap_or_else(|| {
                         Spare::new(&ready.plan, ctx, fresh(ready.plan.scoped.clone()))
                     }),
                 };
                 let tool_ctx = &mut spare.ctx;
-                // The call's id and name move into the context and come back with the outcome.
-                tool_ctx.call_id = std::mem::take(&mut call.id);
-                tool_ctx.tool = std::mem::take(&mut call.tool);
-                tool_ctx.scoped_attachments = attachments;
+                own(tool_ctx);
                 let run = guarded(
                     ready.tool.as_ref(),
                     isolation.as_ref(),
@@ -166,17 +170,12 @@ impl DefaultToolRegistry {
                 let outcome = run.await;
                 let call_id = std::mem::take(&mut tool_ctx.call_id);
                 let tool_name = std::mem::take(&mut tool_ctx.tool);
-                if !asked {
-                    tool_ctx.scoped_attachments = None;
-                    ready.spare.give_back(spare);
-                }
+                ready.spare.give_back(spare);
                 (outcome, call_id, tool_name)
             }
             Placement::Task => {
                 let mut tool_ctx = fresh(approved.unwrap_or_else(|| ready.plan.scoped.clone()));
-                tool_ctx.call_id = std::mem::take(&mut call.id);
-                tool_ctx.tool = std::mem::take(&mut call.tool);
-                tool_ctx.scoped_attachments = attachments;
+                own(&mut tool_ctx);
                 // The task owns the context; the identity is kept here for a task that panics.
                 let (id, name) = (tool_ctx.call_id.clone(), tool_ctx.tool.clone());
                 let tool = Arc::clone(ready.tool);

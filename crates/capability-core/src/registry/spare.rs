@@ -28,8 +28,10 @@ use crate::resolve::Plan;
 /// A context, and what it was made for: kept boxed, so that lending it moves a pointer (moved
 /// by value, its 200 bytes cost more than the reference counts it saves).
 pub(super) struct Spare {
-    /// Held, so that a plan compared by address is never a new one at an old address.
-    plan: Arc<Plan>,
+    /// Held, so that a plan compared by address is never a new one at an old address. `None`
+    /// for a call approved after an escalation: its scoped objects are its own, not the
+    /// plan's, so it never fits and is never left for another call.
+    plan: Option<Arc<Plan>>,
     /// The policy's generation (never reused), standing for its personality.
     generation: u64,
     /// The context; between calls its id and tool name are empty and it has no attachments.
@@ -40,8 +42,18 @@ impl Spare {
     /// A spare for a context made afresh for a call of `plan` under `ctx`.
     pub(super) fn new(plan: &Arc<Plan>, ctx: &ExecutionContext, fresh: ToolContext) -> Box<Self> {
         Box::new(Spare {
-            plan: Arc::clone(plan),
+            plan: Some(Arc::clone(plan)),
             generation: ctx.policy.generation(),
+            ctx: fresh,
+        })
+    }
+
+    /// A context made for a call approved after an escalation, with the scoped objects that
+    /// allow what was approved: lent to that call alone.
+    pub(super) fn approved(fresh: ToolContext) -> Box<Self> {
+        Box::new(Spare {
+            plan: None,
+            generation: 0,
             ctx: fresh,
         })
     }
@@ -49,7 +61,7 @@ impl Spare {
     /// Whether this is the context a call of `plan` under `ctx` would build: the same plan,
     /// policy, session, directory and token.
     fn fits(&self, plan: &Arc<Plan>, ctx: &ExecutionContext) -> bool {
-        Arc::ptr_eq(&self.plan, plan)
+        self.plan.as_ref().is_some_and(|own| Arc::ptr_eq(own, plan))
             && self.generation == ctx.policy.generation()
             && Arc::ptr_eq(&self.ctx.session_id, &ctx.session_id)
             && Arc::ptr_eq(&self.ctx.working_dir, &ctx.working_dir)
@@ -69,11 +81,15 @@ impl SpareSlot {
         self.0.take().filter(|spare| spare.fits(plan, ctx))
     }
 
-    /// Leaves `spare` for the next call; its call id, tool name and attachments must already be
-    /// taken out. Whatever another call left meanwhile is dropped.
-    pub(super) fn give_back(&self, spare: Box<Spare>) {
+    /// Leaves `spare` for the next call, its attachments dropped (its call id and tool name
+    /// must already be taken out); one made for an approved call is dropped instead. Whatever
+    /// another call left meanwhile is dropped.
+    pub(super) fn give_back(&self, mut spare: Box<Spare>) {
         debug_assert!(spare.ctx.call_id.is_empty() && spare.ctx.tool.is_empty());
-        debug_assert!(spare.ctx.scoped_attachments.is_none());
+        if spare.plan.is_none() {
+            return;
+        }
+        spare.ctx.scoped_attachments = None;
         drop(self.0.swap(Some(spare)));
     }
 }
