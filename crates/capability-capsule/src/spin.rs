@@ -61,7 +61,7 @@ pub(crate) fn next_within(
         rounds += 1;
         if rounds.is_multiple_of(ROUNDS_PER_CLOCK) {
             let now = Instant::now();
-            if now >= *until.get_or_insert(now + spin) {
+            if now >= *until.get_or_insert_with(|| capability_types::deadline(now, spin)) {
                 return Ok(None);
             }
         }
@@ -107,25 +107,28 @@ mod tests {
 
     #[test]
     fn a_frame_that_arrives_in_pieces_while_polling_is_taken_whole() {
-        let rt = runtime();
-        let _guard = rt.enter();
-        let (mut frames, mut peer) = pair();
-        let frame = ready_frame();
-        let (head, tail) = frame.split_at(3);
-        let (head, tail) = (head.to_vec(), tail.to_vec());
-        let writer = std::thread::spawn(move || {
-            peer.write_all(&head).unwrap_or_else(|e| panic!("{e}"));
-            std::thread::sleep(Duration::from_millis(5));
-            peer.write_all(&tail).unwrap_or_else(|e| panic!("{e}"));
-            peer
-        });
-        let body = next_within(&mut frames, Duration::from_secs(5))
-            .unwrap_or_else(|e| panic!("{e}"))
-            .unwrap_or_else(|| panic!("the frame came within the time"));
-        let (message, blobs) = decode::<FromWorker>(body).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(message, FromWorker::Ready {});
-        assert_eq!(blobs, vec![Bytes::from_static(b"blob")]);
-        drop(writer.join());
+        // The longest wait there is (`Duration::MAX`) is a wait with no end, not a clock overflow.
+        for spin in [Duration::from_secs(5), Duration::MAX] {
+            let rt = runtime();
+            let _guard = rt.enter();
+            let (mut frames, mut peer) = pair();
+            let frame = ready_frame();
+            let (head, tail) = frame.split_at(3);
+            let (head, tail) = (head.to_vec(), tail.to_vec());
+            let writer = std::thread::spawn(move || {
+                peer.write_all(&head).unwrap_or_else(|e| panic!("{e}"));
+                std::thread::sleep(Duration::from_millis(5));
+                peer.write_all(&tail).unwrap_or_else(|e| panic!("{e}"));
+                peer
+            });
+            let body = next_within(&mut frames, spin)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .unwrap_or_else(|| panic!("the frame came within the time"));
+            let (message, blobs) = decode::<FromWorker>(body).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(message, FromWorker::Ready {});
+            assert_eq!(blobs, vec![Bytes::from_static(b"blob")]);
+            drop(writer.join());
+        }
     }
 
     #[test]

@@ -191,7 +191,8 @@ impl McpSession {
         // interval in (a call that ends sooner reports nothing).
         let period = self.shared.progress_interval;
         let mut ticks = progress.as_ref().map(|_| {
-            let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            let first = capability_types::deadline(tokio::time::Instant::now().into_std(), period);
+            let mut ticks = tokio::time::interval_at(first.into(), period);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             ticks
         });

@@ -294,3 +294,22 @@ async fn a_long_call_with_a_progress_token_reports_progress() {
         .await;
     assert!(before.is_empty(), "{before:?}");
 }
+
+/// A progress interval too long for the clock (an operator's "never") reports no progress and
+/// answers the call: the first tick is put thirty years off instead of overflowing the clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_progress_interval_too_long_for_the_clock_still_answers_the_call() {
+    let scratch = Scratch::new();
+    let (server, _) = server(&scratch).await;
+    let server = server.with_progress_interval(Duration::MAX);
+    let mut raw = Raw::initialized(&server, false).await;
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "_meta": {"progressToken": "p-1"},
+        "name": "run_command", "arguments": {"binary": "sleep", "args": ["0.1"]}}}),
+    )
+    .await;
+    let (result, before) = raw.response(1).await;
+    assert_eq!(result["result"]["isError"], false, "{result}");
+    assert!(before.is_empty(), "no progress in thirty years: {before:?}");
+}

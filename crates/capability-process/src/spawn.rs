@@ -248,7 +248,10 @@ impl ScopedProcess for ScopedSpawner {
         // The call's wall time is bounded whatever holds its pipes: past the timeout and the
         // kill grace (twice: the leader's, then the pipes'), reading stops and what was read is
         // kept.
-        let read_deadline = tokio::time::Instant::now() + timeout + config.kill_grace * 2;
+        let read_deadline = tokio::time::Instant::from_std(capability_types::deadline(
+            tokio::time::Instant::now().into_std(),
+            timeout.saturating_add(config.kill_grace.saturating_mul(2)),
+        ));
         let stdout = tokio::spawn(read_capped(Some(stdout), cap, read_deadline));
         let stderr = tokio::spawn(read_capped(Some(stderr), cap, read_deadline));
         let waiting =

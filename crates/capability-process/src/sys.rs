@@ -82,8 +82,11 @@ pub(crate) fn identity(path: &Path) -> Option<(u64, u64)> {
 /// Waits for a child started outside tokio, through a pidfd the runtime watches; reaps it even
 /// when dropped before it ended (the group is killed by then).
 pub(crate) struct PidWaiter {
-    fd: Option<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>>,
+    fd: Option<Pidfd>,
 }
+
+/// A pidfd registered with the runtime.
+type Pidfd = tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>;
 
 impl PidWaiter {
     /// Watches our child `pid` (not yet reaped).
@@ -109,31 +112,61 @@ impl PidWaiter {
             .fd
             .as_ref()
             .ok_or_else(|| std::io::Error::other("the child was already reaped"))?;
-        loop {
-            let mut ready = fd.readable().await?;
-            let status = rustix::process::waitid(
-                rustix::process::WaitId::PidFd(std::os::fd::AsFd::as_fd(fd.get_ref())),
-                rustix::process::WaitIdOptions::EXITED | rustix::process::WaitIdOptions::NOHANG,
-            )?;
-            match status {
-                Some(status) => {
-                    self.fd = None;
-                    return Ok((status.exit_status(), status.terminating_signal()));
-                }
-                None => ready.clear_ready(),
-            }
+        let status = wait_on(fd).await?;
+        self.fd = None;
+        Ok(status)
+    }
+}
+
+/// Waits until the child behind `fd` has ended and reaps it.
+async fn wait_on(fd: &Pidfd) -> std::io::Result<(Option<i32>, Option<i32>)> {
+    loop {
+        let mut ready = fd.readable().await?;
+        match reap_now(fd)? {
+            Some(status) => return Ok(status),
+            None => ready.clear_ready(),
+        }
+    }
+}
+
+/// Reaps the child behind `fd` if it has ended, without waiting.
+fn reap_now(fd: &Pidfd) -> std::io::Result<Option<(Option<i32>, Option<i32>)>> {
+    let status = rustix::process::waitid(
+        rustix::process::WaitId::PidFd(std::os::fd::AsFd::as_fd(fd.get_ref())),
+        rustix::process::WaitIdOptions::EXITED | rustix::process::WaitIdOptions::NOHANG,
+    )?;
+    Ok(status.map(|s| (s.exit_status(), s.terminating_signal())))
+}
+
+/// A dropped waiter's child, reaped by a task of the runtime once it ends.
+///
+/// It holds the pidfd, not a [`PidWaiter`]: a task dropped unfinished (its runtime shutting
+/// down, which drops at once every task spawned then) must not hand its child on again, or
+/// each hand-off's task is dropped in turn, each inside the last one's drop, until the stack
+/// overflows. Dropped unfinished, it reaps the child if it has ended by then; one that has not
+/// is left to the process's end (or to init).
+struct Reaper(Option<Pidfd>);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        if let Some(fd) = &self.0 {
+            let _ = reap_now(fd);
         }
     }
 }
 
 impl Drop for PidWaiter {
     fn drop(&mut self) {
-        if let Some(fd) = self.fd.take()
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            let mut rest = PidWaiter { fd: Some(fd) };
+        let Some(fd) = self.fd.take() else { return };
+        let mut reaper = Reaper(Some(fd));
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let _ = rest.wait().await;
+                if let Some(fd) = &reaper.0
+                    && wait_on(fd).await.is_ok()
+                {
+                    // Reaped: nothing is left for the drop to look at.
+                    drop(reaper.0.take());
+                }
             });
         }
     }

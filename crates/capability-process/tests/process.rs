@@ -799,3 +799,74 @@ async fn sandboxed_children_get_resource_limits_and_cpu_follows_the_timeout() {
     // CPU seconds: the call's timeout rounded up; address space 4 GiB (in KiB); 1,024 files.
     assert_eq!(stdout(&out), "5\n4194304\n1024\n");
 }
+
+// guarantee: G-PROC-05
+/// An operator's "no limit" written as the longest duration there is (a timeout, its ceiling and
+/// the kill grace all `Duration::MAX`) runs the child to its end: the call's deadlines saturate
+/// instead of overflowing the clock.
+#[tokio::test]
+async fn timeouts_and_a_grace_too_long_for_the_clock_still_run_the_child() {
+    let fx = fixture();
+    let mut config = ProcessConfig::with_host_env(host_env())
+        .scratch_root(fx.scratch.clone())
+        .default_timeout(Duration::MAX)
+        .kill_grace(Duration::MAX);
+    config.max_timeout = Duration::MAX;
+    let p = spawner_with(&fx, "\"echo\", \"sh\"", "", config);
+    let out = p
+        .spawn("echo", &argv(&["still here"]), SpawnOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        (stdout(&out).as_str(), out.exit_code),
+        ("still here\n", Some(0))
+    );
+    let out = p
+        .spawn(
+            "sh",
+            &argv(&["-c", "echo asked"]),
+            SpawnOptions::default().timeout(Duration::MAX),
+        )
+        .await
+        .unwrap();
+    assert_eq!((stdout(&out).as_str(), out.exit_code), ("asked\n", Some(0)));
+}
+
+// guarantee: G-PROC-04
+/// A runtime shut down while a call's child is still being reaped (the call dropped at its
+/// timeout, the runtime dropped straight after, as a server does when its client goes away)
+/// ends cleanly: the child's group is killed and nothing is left of it running.
+#[test]
+fn a_runtime_shut_down_while_a_child_is_reaped_ends_cleanly() {
+    let fx = fixture();
+    let m = marker();
+    for _ in 0..3 {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let p = runtime.block_on(async { spawner(&fx) });
+        let abandoned = runtime.block_on(async {
+            tokio::time::timeout(
+                Duration::from_millis(300),
+                p.spawn(
+                    "sh",
+                    &argv(&["-c", &format!("sleep {m}")]),
+                    SpawnOptions::default(),
+                ),
+            )
+            .await
+        });
+        assert!(
+            abandoned.is_err(),
+            "the call should still have been running"
+        );
+        drop(p);
+        drop(runtime);
+    }
+    let check = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    assert_eq!(check.block_on(survivors(&m)), [0u32; 0]);
+}

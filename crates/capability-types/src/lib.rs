@@ -54,6 +54,7 @@ mod error;
 mod scoped;
 mod secret_ref;
 mod serde_util;
+mod time;
 mod tool;
 
 pub use async_trait::async_trait;
@@ -79,4 +80,5 @@ pub use crate::scoped::{
     ScopedProcess, ScopedSecretsResolver, SpawnOptions,
 };
 pub use crate::secret_ref::SecretRef;
+pub use crate::time::deadline;
 pub use crate::tool::Tool;

@@ -118,7 +118,9 @@ impl AsFd for BlockingEnd {
 
 impl Read for BlockingEnd {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let until = self.timeout.map(|t| Instant::now() + t);
+        let until = self
+            .timeout
+            .map(|t| capability_types::deadline(Instant::now(), t));
         loop {
             let n = self.read_now(buf)?;
             if n > 0 || buf.is_empty() {
@@ -139,7 +141,9 @@ impl Read for BlockingEnd {
 
 impl Write for BlockingEnd {
     fn write(&mut self, src: &[u8]) -> io::Result<usize> {
-        let until = self.timeout.map(|t| Instant::now() + t);
+        let until = self
+            .timeout
+            .map(|t| capability_types::deadline(Instant::now(), t));
         loop {
             let (n, wake) = self.producer.put(src)?;
             if wake {

@@ -783,6 +783,20 @@ mod tests {
     }
 
     #[test]
+    fn a_timeout_too_long_for_the_clock_is_no_timeout() {
+        let (mut host, mut worker) = pair();
+        host.set_timeout(Some(Duration::MAX));
+        worker.set_timeout(Some(Duration::MAX));
+        worker.write_all(b"abc").unwrap();
+        let mut got = [0u8; 3];
+        host.read_exact(&mut got).unwrap();
+        host.write_all(b"de").unwrap();
+        let mut back = [0u8; 2];
+        worker.read_exact(&mut back).unwrap();
+        assert_eq!((&got, &back), (b"abc", b"de"));
+    }
+
+    #[test]
     fn memory_that_is_not_the_channel_s_is_refused() {
         // The wrong size, and the right size without seals.
         for (len, sealed) in [(4096, true), (shm::testing::CHANNEL_LEN, false)] {

@@ -192,12 +192,8 @@ impl Deadline {
     /// The instant the call's time is up. A timeout too long for the clock to count (say
     /// `Duration::MAX`) is up in thirty years, as `tokio::time::timeout` has it.
     pub(super) fn instant(self) -> tokio::time::Instant {
-        const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);
         let started = self.start + self.since;
-        let up = started
-            .checked_add(self.timeout)
-            .unwrap_or_else(|| started + FAR);
-        tokio::time::Instant::from_std(up)
+        tokio::time::Instant::from_std(capability_types::deadline(started, self.timeout))
     }
 }
 
