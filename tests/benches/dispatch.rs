@@ -453,7 +453,7 @@ fn dispatch(c: &mut Criterion) {
     }
 
     // Through the registry, awaited inside the runtime as an agent loop awaits it; the calls
-    // are built before the clock starts.
+    // are built as the loop goes, inside the timing, as the single call builds its own.
     let per_call = |tool: &str, n: usize, iters: u64| -> (Duration, f64) {
         rt.block_on(async {
             let before = ALLOCATIONS.load(Ordering::Relaxed);
