@@ -156,7 +156,9 @@ impl AuditError {
 /// When recording a `ToolCalled` event fails, the registry refuses the call: a call that cannot
 /// be audited does not run.
 pub trait AuditSink: Send + Sync + fmt::Debug {
-    /// Records one event.
+    /// Records one event. An error, or a panic (taken as an error: it goes no further than the
+    /// registry), means the event was not recorded: a call whose start cannot be recorded does
+    /// not run (docs/guarantees.md, G-REG-05).
     fn record(&self, event: &AuditEvent) -> Result<(), AuditError>;
 }
 
@@ -325,7 +327,16 @@ pub(crate) fn emit(event: &AuditEvent, sink: Option<&dyn AuditSink>) -> Result<(
         ),
     }
     match sink {
-        Some(sink) => sink.record(event),
+        // A sink that panics has failed as one that returns an error has: the call it was
+        // recording is refused or kept as for an error, and the panic goes no further (a sink
+        // is the host's code, and a panic out of here would end the caller's task).
+        Some(sink) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sink.record(event)))
+            .unwrap_or_else(|payload| {
+                Err(AuditError::new(format!(
+                    "the sink panicked: {}",
+                    crate::panic_message(payload)
+                )))
+            }),
         None => Ok(()),
     }
 }

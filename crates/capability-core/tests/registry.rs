@@ -575,3 +575,72 @@ fn the_json_lines_sink_syncs_per_event_when_asked() {
 fn sample_event() -> capability_core::AuditEvent {
     serde_json::from_value(json!({"timestamp_ms": 1, "event": "tool_called", "session_id": "s", "personality_id": null, "call_id": "c", "tool": "t"})).unwrap()
 }
+
+/// A sink that panics on the event it is handed (`at`: the first event of that kind).
+#[derive(Debug)]
+struct PanickingSink {
+    at: AuditKind,
+}
+impl AuditSink for PanickingSink {
+    fn record(&self, event: &AuditEvent) -> Result<(), AuditError> {
+        if event.event == self.at {
+            panic!("the sink's disk caught fire");
+        }
+        Ok(())
+    }
+}
+
+// guarantee: G-REG-05
+/// A sink that panics is a sink that failed: a call whose start cannot be recorded does not run,
+/// one whose end cannot be recorded still gets its result, and the panic reaches neither the
+/// caller nor the batch's other calls, in a batch of one, in a batch of several, and on a
+/// multi-thread runtime.
+#[test]
+fn a_sink_that_panics_fails_its_call_and_nothing_else() {
+    for flavour in ["current", "multi"] {
+        let runtime = match flavour {
+            "current" => tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build(),
+            _ => tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build(),
+        }
+        .unwrap();
+        for at in [AuditKind::ToolCalled, AuditKind::ToolCompleted] {
+            for n in [1usize, 3] {
+                let echo = TestTool::new("echo", ToolCapabilities::none(), Behaviour::Echo);
+                let runs = Arc::clone(&echo.runs);
+                let mut registry =
+                    DefaultToolRegistry::new(None).with_audit_sink(Arc::new(PanickingSink { at }));
+                registry.register(echo).unwrap();
+                let ctx = ExecutionContext::new("s", none_policy(), "/tmp");
+                let calls: Vec<ToolCall> = (0..n).map(|i| call(i, "echo")).collect();
+                let results = runtime.block_on(registry.execute_parallel(calls, &ctx));
+                assert_eq!(results.len(), n, "{flavour} {at:?} {n}");
+                for r in &results {
+                    match at {
+                        AuditKind::ToolCalled => {
+                            assert_eq!(
+                                r.result.code(),
+                                Some(ErrorCode::NotAvailable),
+                                "{flavour} {n}"
+                            );
+                            assert!(
+                                r.result
+                                    .error_message()
+                                    .is_some_and(|m| m.contains("cannot be audited")),
+                                "{:?}",
+                                r.result
+                            );
+                        }
+                        _ => assert!(r.result.is_ok(), "{flavour} {n}: {:?}", r.result),
+                    }
+                }
+                let ran = if at == AuditKind::ToolCalled { 0 } else { n };
+                assert_eq!(runs.load(Ordering::SeqCst), ran, "{flavour} {at:?} {n}");
+            }
+        }
+    }
+}
