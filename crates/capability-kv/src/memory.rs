@@ -45,8 +45,12 @@ impl MemoryStore {
     }
 
     /// An empty store with a sweeper that purges expired entries every `interval` on the current
-    /// tokio runtime. The sweeper holds only a weak reference and stops with the store.
+    /// tokio runtime (at least a millisecond apart: an interval of zero sweeps every millisecond).
+    /// The sweeper holds only a weak reference and stops with the store.
     pub fn with_sweeper(interval: Duration) -> Arc<Self> {
+        // `tokio::time::interval` panics on zero, inside the task, which would leave the store
+        // with no sweeper and no word of it.
+        let interval = interval.max(Duration::from_millis(1));
         let store = Self::new();
         let weak: Weak<Self> = Arc::downgrade(&store);
         if let Ok(handle) = tokio::runtime::Handle::try_current() {

@@ -357,24 +357,28 @@ async fn redis_concurrency() {
     .await;
 }
 
+/// The sweeper purges without a read; an interval of zero (which `tokio::time::interval`
+/// refuses with a panic) sweeps as often as it can instead of never.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_memory_sweeper_purges_expired_entries() {
-    let store = MemoryStore::with_sweeper(Duration::from_millis(50));
-    let backend = KvBackend::new(Arc::clone(&store), KvLimits::default());
-    let kv = scoped(&backend, "session:sweep", None);
-    for i in 0..100 {
-        kv.set(&format!("k{i}"), json!(i), Some(Duration::from_millis(20)))
-            .await
-            .unwrap();
+    for interval in [Duration::from_millis(50), Duration::ZERO] {
+        let store = MemoryStore::with_sweeper(interval);
+        let backend = KvBackend::new(Arc::clone(&store), KvLimits::default());
+        let kv = scoped(&backend, "session:sweep", None);
+        for i in 0..100 {
+            kv.set(&format!("k{i}"), json!(i), Some(Duration::from_millis(20)))
+                .await
+                .unwrap();
+        }
+        kv.set("kept", json!(1), None).await.unwrap();
+        assert!(store.len_including_expired() > 1, "{interval:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(
+            store.len_including_expired(),
+            1,
+            "expired entries are removed without being read ({interval:?})"
+        );
     }
-    kv.set("kept", json!(1), None).await.unwrap();
-    assert_eq!(store.len_including_expired(), 101);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(
-        store.len_including_expired(),
-        1,
-        "expired entries are removed without being read"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
