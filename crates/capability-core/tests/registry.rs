@@ -644,3 +644,75 @@ fn a_sink_that_panics_fails_its_call_and_nothing_else() {
         }
     }
 }
+
+/// A backend whose factory panics when asked for a scoped object.
+#[derive(Debug)]
+struct PanickingFs;
+impl capability_types::backend::FsFactory for PanickingFs {
+    fn scoped_fs(
+        &self,
+        _: capability_types::backend::FsGrant,
+    ) -> Result<Arc<dyn capability_types::ScopedFs>, capability_types::CapabilityError> {
+        panic!("the backend's mount went away");
+    }
+}
+
+// guarantee: G-REG-06
+/// A backend that panics while a call's scoped objects are made fails that call (a backend is
+/// the host's code, as a tool is): the panic reaches neither the caller nor the batch's other
+/// calls, in a batch of one, in a batch of several, and on a multi-thread runtime.
+#[test]
+fn a_backend_that_panics_fails_its_call_and_nothing_else() {
+    for flavour in ["current", "multi"] {
+        let runtime = match flavour {
+            "current" => tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build(),
+            _ => tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build(),
+        }
+        .unwrap();
+        for n in [1usize, 3] {
+            let (backends, _) = recording_backends();
+            let reads = TestTool::new(
+                "reads",
+                ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality),
+                Behaviour::Echo,
+            );
+            let echo = TestTool::new("echo", ToolCapabilities::none(), Behaviour::Echo);
+            let (read_runs, echo_runs) = (Arc::clone(&reads.runs), Arc::clone(&echo.runs));
+            let mut registry =
+                DefaultToolRegistry::new(Some(backends.with_fs(Arc::new(PanickingFs))));
+            registry.register(reads).unwrap();
+            registry.register(echo).unwrap();
+            let ctx = ExecutionContext::new(
+                "s",
+                policy("id = \"p\"\n[fs_reach]\nread = [\"/srv\"]\n"),
+                "/srv",
+            );
+            let mut calls: Vec<ToolCall> = (0..n).map(|i| call(i, "reads")).collect();
+            calls.push(call(n, "echo"));
+            let results = runtime.block_on(registry.execute_parallel(calls, &ctx));
+            assert_eq!(results.len(), n + 1, "{flavour} {n}");
+            for r in &results[..n] {
+                assert!(!r.result.is_ok(), "{flavour} {n}: {:?}", r.result);
+                assert!(
+                    r.result
+                        .error_message()
+                        .is_some_and(|m| m.contains("mount went away")),
+                    "{flavour} {n}: {:?}",
+                    r.result
+                );
+            }
+            assert!(
+                results[n].result.is_ok(),
+                "{flavour} {n}: {:?}",
+                results[n].result
+            );
+            assert_eq!(read_runs.load(Ordering::SeqCst), 0, "{flavour} {n}");
+            assert_eq!(echo_runs.load(Ordering::SeqCst), 1, "{flavour} {n}");
+        }
+    }
+}

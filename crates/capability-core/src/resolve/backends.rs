@@ -222,7 +222,26 @@ impl fmt::Debug for ScopedObjects {
 /// Builds scoped objects from an existing resolution. Run the guard ([`check_backends`]) first
 /// for its message naming every missing backend; without it, the first declared category whose
 /// backend is missing (all of them when `backends` is `None`) still refuses.
+///
+/// A factory that panics fails the build as one that returns an error does
+/// (`execution_failed`, naming the panic): a backend is the host's code, as a tool is, and its
+/// panic goes no further than the call it was making objects for.
 pub fn build_scoped(
+    resolved: &ResolvedCapabilities,
+    backends: Option<&CapabilityBackends>,
+) -> Result<ScopedObjects, CapabilityError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| made(resolved, backends)))
+        .unwrap_or_else(|payload| {
+            Err(CapabilityError::failed(format!(
+                "a capability backend panicked while making the scoped objects of tool {}: {}",
+                resolved.tool,
+                crate::panic_message(payload)
+            )))
+        })
+}
+
+/// [`build_scoped`]'s work, each factory asked in turn.
+fn made(
     resolved: &ResolvedCapabilities,
     backends: Option<&CapabilityBackends>,
 ) -> Result<ScopedObjects, CapabilityError> {
