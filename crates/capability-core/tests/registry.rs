@@ -576,6 +576,22 @@ fn sample_event() -> capability_core::AuditEvent {
     serde_json::from_value(json!({"timestamp_ms": 1, "event": "tool_called", "session_id": "s", "personality_id": null, "call_id": "c", "tool": "t"})).unwrap()
 }
 
+/// A current-thread runtime (where a batch runs in the caller's task) and a multi-thread one
+/// (where its calls run in tasks of their own), named.
+fn both_runtimes() -> [(&'static str, tokio::runtime::Runtime); 2] {
+    let build = |b: &mut tokio::runtime::Builder| b.enable_all().build().unwrap();
+    [
+        (
+            "current",
+            build(&mut tokio::runtime::Builder::new_current_thread()),
+        ),
+        (
+            "multi",
+            build(tokio::runtime::Builder::new_multi_thread().worker_threads(2)),
+        ),
+    ]
+}
+
 /// A sink that panics on the event it is handed (`at`: the first event of that kind).
 #[derive(Debug)]
 struct PanickingSink {
@@ -597,17 +613,7 @@ impl AuditSink for PanickingSink {
 /// multi-thread runtime.
 #[test]
 fn a_sink_that_panics_fails_its_call_and_nothing_else() {
-    for flavour in ["current", "multi"] {
-        let runtime = match flavour {
-            "current" => tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build(),
-            _ => tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build(),
-        }
-        .unwrap();
+    for (flavour, runtime) in both_runtimes() {
         for at in [AuditKind::ToolCalled, AuditKind::ToolCompleted] {
             for n in [1usize, 3] {
                 let echo = TestTool::new("echo", ToolCapabilities::none(), Behaviour::Echo);
@@ -663,17 +669,7 @@ impl capability_types::backend::FsFactory for PanickingFs {
 /// calls, in a batch of one, in a batch of several, and on a multi-thread runtime.
 #[test]
 fn a_backend_that_panics_fails_its_call_and_nothing_else() {
-    for flavour in ["current", "multi"] {
-        let runtime = match flavour {
-            "current" => tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build(),
-            _ => tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build(),
-        }
-        .unwrap();
+    for (flavour, runtime) in both_runtimes() {
         for n in [1usize, 3] {
             let (backends, _) = recording_backends();
             let reads = TestTool::new(
