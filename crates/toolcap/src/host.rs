@@ -365,8 +365,10 @@ pub(crate) fn bearer_token(file: Option<&Path>, env: Option<&str>) -> Result<Str
 }
 
 /// A client's JSON configuration file: `{}` when it does not exist; an error (and nothing
-/// written later) when it cannot be read or is not JSON.
+/// written later) when it cannot be read, is not JSON, or has a key twice in one object (a
+/// parser keeps only the last, so writing it back would drop the others).
 pub(crate) fn read_json_config(path: &Path) -> Result<serde_json::Value, Usage> {
+    let left = |why: String| Usage(format!("{} {why}; it was left as it is", path.display()));
     match std::fs::read(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             Ok(serde_json::Value::Object(serde_json::Map::new()))
@@ -375,19 +377,48 @@ pub(crate) fn read_json_config(path: &Path) -> Result<serde_json::Value, Usage> 
         Ok(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => {
             Ok(serde_json::Value::Object(serde_json::Map::new()))
         }
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-            Usage(format!(
-                "{} is not valid JSON ({e}); it was left as it is",
-                path.display()
-            ))
-        }),
+        Ok(bytes) => {
+            let text = std::str::from_utf8(&bytes)
+                .map_err(|e| left(format!("is not valid JSON (not UTF-8: {e})")))?;
+            capability_core::check_policy_text(text, capability_core::PolicyFormat::Json)
+                .map_err(|e| left(format!("cannot be merged safely ({e})")))?;
+            serde_json::from_str(text).map_err(|e| left(format!("is not valid JSON ({e})")))
+        }
     }
 }
 
-/// Replaces `path` with `contents` atomically (a private temporary file in the same directory,
-/// synced, then renamed over it), creating the directory if needed.
+/// Where writing to `path` lands: the file a symlink (or a chain of them) names, so that a
+/// configuration kept elsewhere (a dotfiles repository) is updated and its link kept; `path`
+/// itself when it is not a link or does not exist.
+fn written_through(path: &Path) -> Result<PathBuf, Usage> {
+    let mut at = path.to_path_buf();
+    // As many links as the kernel follows in one lookup.
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&at) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let target = std::fs::read_link(&at)
+                    .map_err(|e| Usage(format!("cannot read the link {}: {e}", at.display())))?;
+                at = match at.parent() {
+                    Some(dir) => dir.join(target),
+                    None => target,
+                };
+            }
+            _ => return Ok(at),
+        }
+    }
+    Err(Usage(format!(
+        "{} is a chain of more than 40 symlinks; it was left as it is",
+        path.display()
+    )))
+}
+
+/// Replaces `path` with `contents` atomically (a temporary file in the same directory, synced,
+/// then renamed over it), creating the directory if needed. A symlink is written through (the
+/// file it names is replaced, the link kept), and a file that existed keeps its permissions; a
+/// new file is private to its owner.
 pub(crate) fn write_private_atomically(path: &Path, contents: &[u8]) -> Result<(), Usage> {
     use std::io::Write as _;
+    let path = &written_through(path)?;
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -396,8 +427,13 @@ pub(crate) fn write_private_atomically(path: &Path, contents: &[u8]) -> Result<(
         .map_err(|e| Usage(format!("cannot create {}: {e}", dir.display())))?;
     let mut temp = tempfile::NamedTempFile::new_in(dir)
         .map_err(|e| Usage(format!("cannot write in {}: {e}", dir.display())))?;
+    let kept = std::fs::metadata(path).ok().map(|m| m.permissions());
     temp.write_all(contents)
         .and_then(|()| temp.write_all(b"\n"))
+        .and_then(|()| match kept {
+            Some(permissions) => temp.as_file().set_permissions(permissions),
+            None => Ok(()),
+        })
         .and_then(|()| temp.as_file().sync_all())
         .map_err(|e| Usage(format!("cannot write {}: {e}", path.display())))?;
     temp.persist(path)

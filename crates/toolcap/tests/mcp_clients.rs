@@ -516,6 +516,100 @@ fn mcp_config_prints_a_working_server_entry_and_merges_without_losing_anything()
     assert_eq!(refused.status.code(), Some(2));
 }
 
+/// `mcp config --write` as someone who keeps dotfiles would run it: a configuration that is a
+/// symlink into a dotfiles directory is updated there and stays a link with its permissions; a
+/// file with a key twice (which a parser would read as its last, dropping the servers of the
+/// first) and a link to nowhere are refused and left exactly as they were.
+#[test]
+fn mcp_config_write_keeps_links_and_permissions_and_refuses_keys_given_twice() {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    let scratch = Scratch::new();
+    let p = scratch.path("p.toml");
+    let write = |file: &Path| {
+        let f = file.display().to_string();
+        scratch.toolcap(&[
+            "mcp",
+            "config",
+            "--client",
+            "cursor",
+            "--personality",
+            &p,
+            "--write",
+            "--file",
+            &f,
+        ])
+    };
+
+    // Through a link (relative, as `ln -s` writes them) into a dotfiles directory.
+    let dotfiles = scratch.root.join("dotfiles");
+    std::fs::create_dir(&dotfiles).unwrap();
+    let kept = dotfiles.join("mcp.json");
+    std::fs::write(&kept, r#"{"mcpServers": {"git": {"command": "git-mcp"}}}"#).unwrap();
+    std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let cursor = scratch.root.join(".cursor");
+    std::fs::create_dir(&cursor).unwrap();
+    let link = cursor.join("mcp.json");
+    symlink("../dotfiles/mcp.json", &link).unwrap();
+    let written = write(&link);
+    assert_eq!(written.status.code(), Some(0), "{written:?}");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let merged: Value = serde_json::from_str(&std::fs::read_to_string(&kept).unwrap()).unwrap();
+    assert_eq!(merged["mcpServers"]["git"]["command"], "git-mcp");
+    assert!(
+        merged["mcpServers"]["toolcap"]["command"].is_string(),
+        "{merged}"
+    );
+    let mode = std::fs::metadata(&kept).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o644);
+    // A new file is its owner's alone.
+    let fresh = scratch.root.join("fresh.json");
+    assert_eq!(write(&fresh).status.code(), Some(0));
+    let mode = std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+
+    // A key twice, at the top and inside the servers.
+    for text in [
+        r#"{"mcpServers": {"git": {"command": "git-mcp"}}, "mcpServers": {}}"#,
+        r#"{"mcpServers": {"git": {"command": "a"}, "git": {"command": "b"}}}"#,
+    ] {
+        let file = scratch.root.join("twice.json");
+        std::fs::write(&file, text).unwrap();
+        let refused = write(&file);
+        assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            said.contains("duplicate key") && said.contains("left as it is"),
+            "{said}"
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+    }
+
+    // Links in a loop are refused; nothing is created or replaced.
+    let a = scratch.root.join("loop-a.json");
+    let b = scratch.root.join("loop-b.json");
+    symlink(&b, &a).unwrap();
+    symlink(&a, &b).unwrap();
+    let refused = write(&a);
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert!(
+        std::fs::symlink_metadata(&a)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(
+        std::fs::symlink_metadata(&b)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+}
+
 /// The resident size of a process, in KiB.
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
