@@ -22,6 +22,39 @@ pub(crate) fn home() -> Option<PathBuf> {
         .filter(|p| p.is_absolute())
 }
 
+/// How much of a file the command line reads for what it parses (a policy, a configuration, a
+/// manifest): a policy's own limit, so that `/dev/zero` or a mistyped log file is refused with
+/// a message instead of filling memory.
+const TEXT_FILE_LIMIT: usize = capability_core::MAX_POLICY_BYTES;
+
+/// A manifest lists every tool's declaration; it may be larger than a policy.
+const MANIFEST_LIMIT: usize = 16 << 20;
+
+/// All of `path`'s bytes if there are at most `limit`; an error naming `what` otherwise (having
+/// read no more than one byte past the limit).
+fn read_at_most(path: &Path, limit: usize, what: &str) -> Result<Vec<u8>, Usage> {
+    use std::io::Read as _;
+    let shown = path.display();
+    let file =
+        std::fs::File::open(path).map_err(|e| Usage(format!("cannot read {what} {shown}: {e}")))?;
+    let mut bytes = Vec::new();
+    file.take(limit as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Usage(format!("cannot read {what} {shown}: {e}")))?;
+    if bytes.len() > limit {
+        return Err(Usage(format!(
+            "{what} {shown} is larger than {limit} bytes, the most accepted; it was not read further"
+        )));
+    }
+    Ok(bytes)
+}
+
+/// [`read_at_most`], as UTF-8 text.
+fn read_text(path: &Path, limit: usize, what: &str) -> Result<String, Usage> {
+    String::from_utf8(read_at_most(path, limit, what)?)
+        .map_err(|_| Usage(format!("{what} {} is not UTF-8", path.display())))
+}
+
 /// Reads, parses and compiles a personality file, or an Ethos personality directory; every
 /// problem is one line naming it.
 pub(crate) fn load_policy(path: &Path) -> Result<CompiledPolicy, Usage> {
@@ -30,10 +63,7 @@ pub(crate) fn load_policy(path: &Path) -> Result<CompiledPolicy, Usage> {
     }
     let shown = path.display();
     let format = PolicyFormat::from_path(path).map_err(|e| Usage(format!("{shown}: {e}")))?;
-    let bytes = std::fs::read(path)
-        .map_err(|e| Usage(format!("cannot read personality file {shown}: {e}")))?;
-    let text = String::from_utf8(bytes)
-        .map_err(|_| Usage(format!("personality file {shown} is not UTF-8")))?;
+    let text = read_text(path, TEXT_FILE_LIMIT, "personality file")?;
     CompiledPolicy::load(&text, format, home().as_deref())
         .map_err(|e| Usage(format!("invalid personality file {shown}: {e}")))
 }
@@ -74,9 +104,7 @@ fn load_ethos_dir(dir: &Path) -> Result<CompiledPolicy, Usage> {
         if !path.exists() {
             return Ok(None);
         }
-        std::fs::read_to_string(&path)
-            .map(Some)
-            .map_err(|e| Usage(format!("cannot read {}: {e}", path.display())))
+        read_text(&path, TEXT_FILE_LIMIT, "Ethos file").map(Some)
     };
     let (config, toolset, mcp) = (
         read("config.yaml")?,
@@ -119,12 +147,15 @@ fn load_ethos_dir(dir: &Path) -> Result<CompiledPolicy, Usage> {
     Ok(policy)
 }
 
+/// What the attachments of one command line may hold in all.
+const ATTACHMENTS_LIMIT: u64 = 64 * 1024 * 1024;
+
 /// The files of `--attach FILE[:KIND]`, as attachments `att-1`, `att-2`, … kept within one
 /// session's bound (64 MiB in all).
 pub(crate) fn attachments(
     specs: &[String],
 ) -> Result<Vec<Arc<capability_core::Attachment>>, Usage> {
-    let cache = capability_core::AttachmentCache::new(64 * 1024 * 1024);
+    let cache = capability_core::AttachmentCache::new(ATTACHMENTS_LIMIT);
     let mut out = Vec::new();
     for (i, spec) in specs.iter().enumerate() {
         // FILE:KIND only when what follows the last ':' is a MIME type; a path may hold ':'.
@@ -136,8 +167,8 @@ pub(crate) fn attachments(
         };
         let path = Path::new(file);
         let kind = kind.unwrap_or_else(|| kind_from_extension(path).to_owned());
-        let data = std::fs::read(path)
-            .map_err(|e| Usage(format!("--attach {spec}: cannot read {file}: {e}")))?;
+        let data = read_at_most(path, ATTACHMENTS_LIMIT as usize, "attachment")
+            .map_err(|Usage(e)| Usage(format!("--attach {spec}: {e}")))?;
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -181,8 +212,7 @@ fn kind_from_extension(path: &Path) -> &'static str {
 
 /// Reads and verifies a manifest file.
 pub(crate) fn load_manifest(path: &Path) -> Result<capability_core::Manifest, Usage> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Usage(format!("cannot read manifest {}: {e}", path.display())))?;
+    let text = read_text(path, MANIFEST_LIMIT, "manifest")?;
     capability_core::Manifest::parse(&text).map_err(|e| Usage(format!("{}: {e}", path.display())))
 }
 
@@ -347,8 +377,7 @@ pub(crate) fn current_exe() -> Result<PathBuf, Usage> {
 pub(crate) fn bearer_token(file: Option<&Path>, env: Option<&str>) -> Result<String, Usage> {
     match (file, env) {
         (Some(path), _) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| Usage(format!("cannot read token file {}: {e}", path.display())))?;
+            let text = read_text(path, 64 * 1024, "token file")?;
             Ok(text.lines().next().unwrap_or("").trim().to_owned())
         }
         (None, Some(var)) => std::env::var(var)
@@ -369,11 +398,13 @@ pub(crate) fn bearer_token(file: Option<&Path>, env: Option<&str>) -> Result<Str
 /// parser keeps only the last, so writing it back would drop the others).
 pub(crate) fn read_json_config(path: &Path) -> Result<serde_json::Value, Usage> {
     let left = |why: String| Usage(format!("{} {why}; it was left as it is", path.display()));
-    match std::fs::read(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Ok(serde_json::Value::Object(serde_json::Map::new()))
-        }
-        Err(e) => Err(Usage(format!("cannot read {}: {e}", path.display()))),
+    if matches!(std::fs::metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
+        return Ok(serde_json::Value::Object(serde_json::Map::new()));
+    }
+    match read_at_most(path, TEXT_FILE_LIMIT, "the client's configuration file")
+        .map_err(|Usage(e)| Usage(format!("{e}; it was left as it is")))
+    {
+        Err(e) => Err(e),
         Ok(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => {
             Ok(serde_json::Value::Object(serde_json::Map::new()))
         }
@@ -448,12 +479,7 @@ pub(crate) fn canonical(path: &Path) -> std::io::Result<PathBuf> {
 
 /// Reads and checks a guard configuration file.
 pub(crate) fn load_guard_config(path: &Path) -> Result<capability_mcp::GuardConfig, Usage> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Usage(format!(
-            "cannot read guard configuration {}: {e}",
-            path.display()
-        ))
-    })?;
+    let text = read_text(path, TEXT_FILE_LIMIT, "guard configuration")?;
     capability_mcp::GuardConfig::parse(&text).map_err(|e| {
         Usage(format!(
             "invalid guard configuration {}: {e}",

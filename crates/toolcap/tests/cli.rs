@@ -995,3 +995,86 @@ fn attachments_through_call_in_process_and_in_the_capsule() {
         assert!(out.stdout.is_empty());
     }
 }
+
+/// Every file the command line parses is read only up to its limit: an endless file
+/// (`/dev/zero` behind a name with the right extension) is refused with one line and exit 2
+/// instead of filling memory, as a personality, an Ethos file, a manifest, a guard
+/// configuration, a client's configuration, a token file and an attachment.
+#[test]
+fn endless_files_are_refused_not_read_into_memory() {
+    use std::os::unix::fs::symlink;
+    let env = Env::new();
+    let p = env.path("p.toml");
+    let endless = |name: &str| {
+        let path = env.root.join(name);
+        symlink("/dev/zero", &path).unwrap();
+        path.display().to_string()
+    };
+    let ethos = env.root.join("ethos");
+    std::fs::create_dir(&ethos).unwrap();
+    symlink("/dev/zero", ethos.join("config.yaml")).unwrap();
+    let (zero_toml, zero_json, zero_guard, zero_manifest, zero_token, zero_bin) = (
+        endless("zero.toml"),
+        endless("zero.json"),
+        endless("guard.toml"),
+        endless("manifest.json"),
+        endless("token"),
+        endless("zero.bin"),
+    );
+    let ethos = ethos.display().to_string();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["validate", "--personality", &zero_toml],
+        vec!["validate", "--personality", &ethos],
+        vec!["diff", &zero_manifest, &zero_manifest],
+        vec![
+            "mcp",
+            "config",
+            "--client",
+            "cursor",
+            "--personality",
+            &p,
+            "--guard-config",
+            &zero_guard,
+        ],
+        vec![
+            "mcp",
+            "config",
+            "--client",
+            "cursor",
+            "--personality",
+            &p,
+            "--write",
+            "--file",
+            &zero_json,
+        ],
+        vec![
+            "mcp",
+            "serve",
+            "--personality",
+            &p,
+            "--http",
+            "0.0.0.0:0",
+            "--allow-remote",
+            "--token-file",
+            &zero_token,
+        ],
+        vec![
+            "call",
+            "--personality",
+            &p,
+            "--attach",
+            &zero_bin,
+            "read_attachment",
+            "{}",
+        ],
+    ];
+    for args in cases {
+        let out = env.toolcap(&args);
+        let said = stderr(&out);
+        assert_eq!(code(&out), 2, "{args:?}: {said}");
+        assert!(
+            said.contains("larger than") && said.lines().count() == 1,
+            "{args:?}: {said}"
+        );
+    }
+}
