@@ -394,9 +394,10 @@ pub(crate) fn bearer_token(file: Option<&Path>, env: Option<&str>) -> Result<Str
 }
 
 /// A client's JSON configuration file: `{}` when it does not exist; an error (and nothing
-/// written later) when it cannot be read, is not JSON, or has a key twice in one object (a
-/// parser keeps only the last, so writing it back would drop the others).
+/// written later) when it is a symlink, cannot be read, is not JSON, or has a key twice in one
+/// object (a parser keeps only the last, so writing it back would drop the others).
 pub(crate) fn read_json_config(path: &Path) -> Result<serde_json::Value, Usage> {
+    not_a_link(path)?;
     let left = |why: String| Usage(format!("{} {why}; it was left as it is", path.display()));
     if matches!(std::fs::metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
         return Ok(serde_json::Value::Object(serde_json::Map::new()));
@@ -418,38 +419,34 @@ pub(crate) fn read_json_config(path: &Path) -> Result<serde_json::Value, Usage> 
     }
 }
 
-/// Where writing to `path` lands: the file a symlink (or a chain of them) names, so that a
-/// configuration kept elsewhere (a dotfiles repository) is updated and its link kept; `path`
-/// itself when it is not a link or does not exist.
-fn written_through(path: &Path) -> Result<PathBuf, Usage> {
-    let mut at = path.to_path_buf();
-    // As many links as the kernel follows in one lookup.
-    for _ in 0..40 {
-        match std::fs::symlink_metadata(&at) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                let target = std::fs::read_link(&at)
-                    .map_err(|e| Usage(format!("cannot read the link {}: {e}", at.display())))?;
-                at = match at.parent() {
-                    Some(dir) => dir.join(target),
-                    None => target,
-                };
-            }
-            _ => return Ok(at),
+/// Refuses to write through a symlink: the default files of Claude Code and VS Code lie in the
+/// project, and a project's `.mcp.json` that links to a file elsewhere would have the merge land
+/// there. The message names where the link leads, for `--file`.
+fn not_a_link(path: &Path) -> Result<(), Usage> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            let leads = std::fs::canonicalize(path)
+                .or_else(|_| std::fs::read_link(path))
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|e| format!("an unreadable target ({e})"));
+            Err(Usage(format!(
+                "{} is a symlink to {leads}; toolcap does not write through links (the file \
+                 they name may lie outside the project): pass --file with that path to write \
+                 there; it was left as it is",
+                path.display()
+            )))
         }
+        _ => Ok(()),
     }
-    Err(Usage(format!(
-        "{} is a chain of more than 40 symlinks; it was left as it is",
-        path.display()
-    )))
 }
 
 /// Replaces `path` with `contents` atomically (a temporary file in the same directory, synced,
-/// then renamed over it), creating the directory if needed. A symlink is written through (the
-/// file it names is replaced, the link kept), and a file that existed keeps its permissions; a
-/// new file is private to its owner.
+/// then renamed over it), creating the directory if needed. A symlink is refused, not replaced
+/// or written through; a file that existed keeps its permissions; a new file is private to its
+/// owner.
 pub(crate) fn write_private_atomically(path: &Path, contents: &[u8]) -> Result<(), Usage> {
     use std::io::Write as _;
-    let path = &written_through(path)?;
+    not_a_link(path)?;
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())

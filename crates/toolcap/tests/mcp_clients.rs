@@ -516,12 +516,14 @@ fn mcp_config_prints_a_working_server_entry_and_merges_without_losing_anything()
     assert_eq!(refused.status.code(), Some(2));
 }
 
-/// `mcp config --write` as someone who keeps dotfiles would run it: a configuration that is a
-/// symlink into a dotfiles directory is updated there and stays a link with its permissions; a
-/// file with a key twice (which a parser would read as its last, dropping the servers of the
-/// first) and a link to nowhere are refused and left exactly as they were.
+/// `mcp config --write` with files a user did not expect to be touched: a configuration that is
+/// a symlink (into a dotfiles directory, or a project's `.mcp.json` linking elsewhere) is
+/// refused, the link and the file it names left as they were, and the message gives the path to
+/// pass as `--file`; written there, the file keeps its permissions. A file with a key twice
+/// (which a parser would read as its last, dropping the servers of the first) is refused and
+/// left exactly as it was.
 #[test]
-fn mcp_config_write_keeps_links_and_permissions_and_refuses_keys_given_twice() {
+fn mcp_config_write_refuses_links_and_keys_given_twice_and_keeps_permissions() {
     use std::os::unix::fs::{PermissionsExt, symlink};
     let scratch = Scratch::new();
     let p = scratch.path("p.toml");
@@ -540,24 +542,31 @@ fn mcp_config_write_keeps_links_and_permissions_and_refuses_keys_given_twice() {
         ])
     };
 
-    // Through a link (relative, as `ln -s` writes them) into a dotfiles directory.
     let dotfiles = scratch.root.join("dotfiles");
     std::fs::create_dir(&dotfiles).unwrap();
     let kept = dotfiles.join("mcp.json");
-    std::fs::write(&kept, r#"{"mcpServers": {"git": {"command": "git-mcp"}}}"#).unwrap();
+    let before = r#"{"mcpServers": {"git": {"command": "git-mcp"}}}"#;
+    std::fs::write(&kept, before).unwrap();
     std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o644)).unwrap();
     let cursor = scratch.root.join(".cursor");
     std::fs::create_dir(&cursor).unwrap();
     let link = cursor.join("mcp.json");
     symlink("../dotfiles/mcp.json", &link).unwrap();
-    let written = write(&link);
-    assert_eq!(written.status.code(), Some(0), "{written:?}");
+    let refused = write(&link);
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    let target = kept.canonicalize().unwrap().display().to_string();
+    assert!(said.contains(&target) && said.contains("--file"), "{said}");
     assert!(
         std::fs::symlink_metadata(&link)
             .unwrap()
             .file_type()
             .is_symlink()
     );
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), before);
+    // Written where the link leads, as the message says.
+    let written = write(Path::new(&target));
+    assert_eq!(written.status.code(), Some(0), "{written:?}");
     let merged: Value = serde_json::from_str(&std::fs::read_to_string(&kept).unwrap()).unwrap();
     assert_eq!(merged["mcpServers"]["git"]["command"], "git-mcp");
     assert!(
@@ -571,6 +580,11 @@ fn mcp_config_write_keeps_links_and_permissions_and_refuses_keys_given_twice() {
     assert_eq!(write(&fresh).status.code(), Some(0));
     let mode = std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
+    // A link to nowhere is refused too, and nothing is created where it leads.
+    let dangling = cursor.join("other.json");
+    symlink("../dotfiles/none.json", &dangling).unwrap();
+    assert_eq!(write(&dangling).status.code(), Some(2));
+    assert!(!dotfiles.join("none.json").exists());
 
     // A key twice, at the top and inside the servers.
     for text in [
@@ -588,26 +602,6 @@ fn mcp_config_write_keeps_links_and_permissions_and_refuses_keys_given_twice() {
         );
         assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
     }
-
-    // Links in a loop are refused; nothing is created or replaced.
-    let a = scratch.root.join("loop-a.json");
-    let b = scratch.root.join("loop-b.json");
-    symlink(&b, &a).unwrap();
-    symlink(&a, &b).unwrap();
-    let refused = write(&a);
-    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
-    assert!(
-        std::fs::symlink_metadata(&a)
-            .unwrap()
-            .file_type()
-            .is_symlink()
-    );
-    assert!(
-        std::fs::symlink_metadata(&b)
-            .unwrap()
-            .file_type()
-            .is_symlink()
-    );
 }
 
 /// The resident size of a process, in KiB.
