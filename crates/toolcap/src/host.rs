@@ -440,6 +440,30 @@ fn not_a_link(path: &Path) -> Result<(), Usage> {
     }
 }
 
+/// Refuses `path` when the directory it would be written in, as far as it exists, lies outside
+/// `root` (a project's `.vscode` that is a symlink to another directory): the message names
+/// where it leads.
+pub(crate) fn stays_within(path: &Path, root: &Path) -> Result<(), Usage> {
+    let root = std::fs::canonicalize(root)
+        .map_err(|e| Usage(format!("cannot resolve {}: {e}", root.display())))?;
+    // The nearest directory that exists; what is created beneath it is created inside it.
+    let existing = path.ancestors().skip(1).find(|dir| dir.exists());
+    let Some(dir) = existing else { return Ok(()) };
+    let resolved = std::fs::canonicalize(dir)
+        .map_err(|e| Usage(format!("cannot resolve {}: {e}", dir.display())))?;
+    if resolved.starts_with(&root) {
+        Ok(())
+    } else {
+        Err(Usage(format!(
+            "{} leads to {}, outside the project {}; toolcap writes a project's configuration \
+             only inside it (pass --file to write elsewhere)",
+            dir.display(),
+            resolved.display(),
+            root.display()
+        )))
+    }
+}
+
 /// Replaces `path` with `contents` atomically (a temporary file in the same directory, synced,
 /// then renamed over it), creating the directory if needed. A symlink is refused, not replaced
 /// or written through; a file that existed keeps its permissions; a new file is private to its

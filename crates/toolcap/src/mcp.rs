@@ -301,7 +301,14 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
             }
             let path = match file {
                 Some(f) => f,
-                None => default_config_path(client, &workdir)?,
+                None => {
+                    let path = default_config_path(client, &workdir)?;
+                    // A project's own file stays in the project, whatever its directories link to.
+                    if matches!(client, Client::ClaudeCode | Client::Vscode) {
+                        host::stays_within(&path, &workdir)?;
+                    }
+                    path
+                }
             };
             let existing = host::read_json_config(&path)?;
             let merged = merge(client, existing, &name, entry)?;

@@ -519,7 +519,8 @@ fn mcp_config_prints_a_working_server_entry_and_merges_without_losing_anything()
 /// `mcp config --write` with files a user did not expect to be touched: a configuration that is
 /// a symlink (into a dotfiles directory, or a project's `.mcp.json` linking elsewhere) is
 /// refused, the link and the file it names left as they were, and the message gives the path to
-/// pass as `--file`; written there, the file keeps its permissions. A file with a key twice
+/// pass as `--file`; written there, the file keeps its permissions. A project's directory that
+/// links outside the project is refused too. A file with a key twice
 /// (which a parser would read as its last, dropping the servers of the first) is refused and
 /// left exactly as it was.
 #[test]
@@ -585,6 +586,31 @@ fn mcp_config_write_refuses_links_and_keys_given_twice_and_keeps_permissions() {
     symlink("../dotfiles/none.json", &dangling).unwrap();
     assert_eq!(write(&dangling).status.code(), Some(2));
     assert!(!dotfiles.join("none.json").exists());
+
+    // A project whose `.vscode` links to a directory outside it: nothing is written there.
+    let project = scratch.root.join("project");
+    let elsewhere = scratch.root.join("elsewhere");
+    std::fs::create_dir(&project).unwrap();
+    std::fs::create_dir(&elsewhere).unwrap();
+    symlink("../elsewhere", project.join(".vscode")).unwrap();
+    let w = project.display().to_string();
+    let refused = scratch.toolcap(&[
+        "mcp",
+        "config",
+        "--client",
+        "vscode",
+        "--personality",
+        &p,
+        "--workdir",
+        &w,
+        "--write",
+    ]);
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("outside the project"),
+        "{refused:?}"
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
 
     // A key twice, at the top and inside the servers.
     for text in [
