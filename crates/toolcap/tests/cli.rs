@@ -1013,9 +1013,9 @@ fn endless_files_are_refused_not_read_into_memory() {
     let ethos = env.root.join("ethos");
     std::fs::create_dir(&ethos).unwrap();
     symlink("/dev/zero", ethos.join("config.yaml")).unwrap();
-    let (zero_toml, zero_json, zero_guard, zero_manifest, zero_token, zero_bin) = (
+    // A client's configuration is not read through a link at all; it is named as it is.
+    let (zero_toml, zero_guard, zero_manifest, zero_token, zero_bin) = (
         endless("zero.toml"),
-        endless("zero.json"),
         endless("guard.toml"),
         endless("manifest.json"),
         endless("token"),
@@ -1045,7 +1045,7 @@ fn endless_files_are_refused_not_read_into_memory() {
             &p,
             "--write",
             "--file",
-            &zero_json,
+            "/dev/zero",
         ],
         vec![
             "mcp",
