@@ -870,3 +870,30 @@ fn a_runtime_shut_down_while_a_child_is_reaped_ends_cleanly() {
         .unwrap();
     assert_eq!(check.block_on(survivors(&m)), [0u32; 0]);
 }
+
+/// Limits written as "no limit" (`u64::MAX` for the processes, the address space and the CPU
+/// time) confine the child to what is already in force instead of failing the spawn: the
+/// kernel refuses a `pid_max` above 4 Mi, and a child with no capabilities cannot raise a hard
+/// limit.
+#[tokio::test]
+async fn limits_larger_than_the_kernel_allows_run_the_child_under_the_limits_in_force() {
+    let fx = fixture();
+    let limits = capability_sandbox::ResourceLimits {
+        processes: Some(u64::MAX),
+        address_space: Some(u64::MAX),
+        cpu_seconds: Some(u64::MAX),
+        ..capability_sandbox::ResourceLimits::default()
+    };
+    let config = ProcessConfig::with_host_env(host_env())
+        .scratch_root(fx.scratch.clone())
+        .sandbox_limits(limits);
+    let p = spawner_with(&fx, "\"echo\"", "", config);
+    let out = p
+        .spawn("echo", &argv(&["confined"]), SpawnOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        (stdout(&out).as_str(), out.exit_code),
+        ("confined\n", Some(0))
+    );
+}

@@ -97,7 +97,10 @@ pub const SYSTEM_HIDDEN: &[&str] = &[
 pub const SYSTEM_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"];
 
 /// Resource limits applied to a sandboxed child (`setrlimit`, soft and hard alike). `None`
-/// leaves the inherited limit.
+/// leaves the inherited limit. Each is "at most": a value above the hard limit already in force
+/// (`u64::MAX` for "no limit") keeps that one, since the child, its capabilities dropped, could
+/// not raise it; for root, whose processes are limited by the PID namespace's `pid_max`,
+/// `processes` above the kernel's 4 Mi is 4 Mi.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ResourceLimits {
     /// `RLIMIT_AS`, in bytes.

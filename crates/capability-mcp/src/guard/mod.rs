@@ -131,7 +131,7 @@ impl Guard {
         }
         let limits = server.limits;
         sandbox = sandbox.limits(ResourceLimits {
-            address_space: Some(limits.memory_mib << 20),
+            address_space: Some(address_space(limits.memory_mib)),
             cpu_seconds: Some(limits.cpu_seconds),
             processes: Some(limits.processes),
             ..ResourceLimits::default()
@@ -239,5 +239,22 @@ impl Guard {
             registry.register_arc(Arc::clone(tool) as _)?;
         }
         Ok(())
+    }
+}
+
+/// `memory_mib` in bytes. A count too large for the bytes to fit (an operator's "no limit") is
+/// no limit (`RLIM_INFINITY`), where a shift dropped its high bits: `2^44 + 64` MiB became a
+/// 64 MiB limit and `2^44` MiB none at all (zero bytes, a server that cannot start).
+fn address_space(memory_mib: u64) -> u64 {
+    memory_mib.saturating_mul(1 << 20)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_memory_limit_too_large_for_bytes_is_no_limit() {
+        assert_eq!(super::address_space(4096), 4 << 30);
+        assert_eq!(super::address_space((1 << 44) + 64), u64::MAX);
+        assert_eq!(super::address_space(u64::MAX), u64::MAX);
     }
 }

@@ -32,6 +32,16 @@ fn set_limit(resource: libc::__rlimit_resource_t, value: Option<u64>) -> io::Res
     let Some(value) = value else {
         return Ok(());
     };
+    // A limit is "at most": one above the hard limit already in force (an operator's "no
+    // limit", `u64::MAX`) keeps that one, which the child, its capabilities dropped, could not
+    // raise anyway (`EPERM` failed the spawn).
+    let mut current = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `current` is a valid rlimit for the kernel to fill.
+    check(unsafe { libc::getrlimit(resource, &mut current) })?;
+    let value = value.min(current.rlim_max);
     let limit = libc::rlimit {
         rlim_cur: value,
         rlim_max: value,

@@ -340,10 +340,19 @@ pub(crate) fn drop_capabilities() -> io::Result<()> {
     Ok(())
 }
 
+/// The most `pid_max` may be (`PID_MAX_LIMIT` on 64-bit kernels, 4 Mi): the kernel refuses
+/// more, so a larger process limit (an operator's "no limit") is this one, not a failed spawn.
+const PID_MAX_LIMIT: u64 = 4 << 20;
+
 /// The value for `pid_max` that allows `processes` processes in a fresh PID namespace (the
-/// kernel refuses values below 301).
+/// kernel refuses values below 301 and above [`PID_MAX_LIMIT`]).
 pub(crate) fn pid_max_for(processes: u64) -> Vec<u8> {
-    CString::new(processes.saturating_add(1).max(301).to_string())
-        .map(CString::into_bytes)
-        .unwrap_or_default()
+    CString::new(
+        processes
+            .saturating_add(1)
+            .clamp(301, PID_MAX_LIMIT)
+            .to_string(),
+    )
+    .map(CString::into_bytes)
+    .unwrap_or_default()
 }
