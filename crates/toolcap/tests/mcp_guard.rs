@@ -868,13 +868,46 @@ fn hostile_setup(root: &Path, limits: &str, extra: &str) -> (PathBuf, PathBuf) {
     std::fs::write(
         &personality,
         format!(
-            "id = \"g\"\ntoolset = [\"mcp__hostile__echo\", \"mcp__hostile__hang\"]\n\
+            "id = \"g\"\ntoolset = [\"mcp__hostile__echo\", \"mcp__hostile__hang\", \"mcp__hostile__flood_stderr\"]\n\
              [fs_reach]\nread = [\"{ws}\"]\nwrite = [\"{ws}\"]\n{extra}\n",
             ws = ws.display()
         ),
     )
     .unwrap();
     (config, personality)
+}
+
+/// The guard's peak resident size, in KiB.
+fn peak_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A server that writes 400 MB to stderr without a newline: the guard logs the start of the
+/// line and drops the rest as it comes, its memory stays bounded, and the call is answered.
+// guarantee: G-MCP-04
+#[test]
+fn a_server_s_endless_stderr_line_is_not_buffered() {
+    let (_dir, root) = scratch();
+    let (config, personality) = hostile_setup(&root, "call_timeout_seconds = 60", "");
+    let mut guard = Guarded::start(&root, &personality, &config);
+    let (failed, text, _) = guard.call("mcp__hostile__echo", json!({}));
+    assert!(!failed, "{text}");
+    let before = peak_kib(guard.child.id());
+    let (failed, text, _) =
+        guard.call("mcp__hostile__flood_stderr", json!({"bytes": 400u64 << 20}));
+    assert!(!failed && text == "flooded stderr", "{text}");
+    let after = peak_kib(guard.child.id());
+    assert!(
+        after < before + 64 * 1024,
+        "the guard's peak grew from {before} KiB to {after} KiB"
+    );
+    let (failed, text, _) = guard.call("mcp__hostile__echo", json!({"after": "stderr"}));
+    assert!(!failed && text.contains("stderr"), "{text}");
 }
 
 // guarantee: G-MCP-08

@@ -1,7 +1,9 @@
 //! The guarded server's output, held to `output_bytes` per message (docs/guard.md,
 //! "Supervision"): a line longer than that ends the read with an error, so the transport
 //! closes, the in-flight calls fail at once and the server is stopped and restarted within its
-//! budget, instead of the guard reading (and the call waiting on) a flood.
+//! budget, instead of the guard reading (and the call waiting on) a flood. Its stderr is
+//! drained a line at a time with each line's start kept and the rest dropped as it comes
+//! ([`drain_lines`]).
 
 use std::io;
 use std::pin::Pin;
@@ -9,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
-use tokio::io::{AsyncRead, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 
 /// A reader of newline-delimited messages that fails once a message passes `max` bytes.
 pub(crate) struct LineCap<R> {
@@ -68,6 +70,48 @@ fn overflow(max: usize) -> io::Error {
     ))
 }
 
+/// Reads `pipe` to its end, handing `each` the first `max_lines` lines (a last one without a
+/// newline included), each cut to its first `keep` bytes (as UTF-8, invalid sequences
+/// replaced), and dropping the rest as it comes: a line that never ends holds no more than
+/// `keep` bytes and one read's buffer, and the writer never blocks on a full pipe.
+pub(crate) async fn drain_lines<R: AsyncRead + Unpin>(
+    mut pipe: R,
+    max_lines: usize,
+    keep: usize,
+    mut each: impl FnMut(&str),
+) {
+    let mut buf = vec![0u8; 8192];
+    let mut line = Vec::with_capacity(keep.min(buf.len()));
+    let mut lines = 0usize;
+    let mut hand = |line: &mut Vec<u8>, lines: &mut usize| {
+        if *lines < max_lines {
+            each(&String::from_utf8_lossy(line));
+            *lines += 1;
+        }
+        line.clear();
+    };
+    loop {
+        let n = match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for piece in buf[..n].split_inclusive(|&b| b == b'\n') {
+            let (body, ends) = match piece.split_last() {
+                Some((b'\n', body)) => (body, true),
+                _ => (piece, false),
+            };
+            let room = keep.saturating_sub(line.len());
+            line.extend_from_slice(&body[..body.len().min(room)]);
+            if ends {
+                hand(&mut line, &mut lines);
+            }
+        }
+    }
+    if !line.is_empty() {
+        hand(&mut line, &mut lines);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,5 +134,31 @@ mod tests {
                 .contains("longer than output_bytes (10 bytes)")
         );
         assert!(tripped.load(Ordering::Relaxed));
+    }
+
+    #[tokio::test]
+    async fn stderr_lines_are_cut_counted_and_drained_to_the_end() {
+        let mut data = vec![b'x'; 5 << 20];
+        data.extend_from_slice(b"\nshort\n\xff\xfe bytes\n");
+        for i in 0..10 {
+            data.extend_from_slice(format!("line {i}\n").as_bytes());
+        }
+        data.extend_from_slice(b"no newline at the end");
+        let mut seen = Vec::new();
+        drain_lines(&data[..], 5, 8, |l| seen.push(l.to_owned())).await;
+        assert_eq!(
+            seen,
+            [
+                "xxxxxxxx",
+                "short",
+                "\u{fffd}\u{fffd} bytes",
+                "line 0",
+                "line 1"
+            ]
+        );
+        // Every line counted, none kept past the first ones; the last, unended, is a line.
+        let mut all = 0;
+        drain_lines(&data[..], usize::MAX, 500, |_| all += 1).await;
+        assert_eq!(all, 14);
     }
 }

@@ -14,7 +14,6 @@ use rmcp::service::{RunningService, ServiceError};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{Peer, RoleClient, ServiceExt as _};
 use secrecy::{ExposeSecret as _, SecretString};
-use tokio::io::AsyncBufReadExt as _;
 // toolcap: allow(tokio::net::unix::pipe, reason = "the guard's own end of a confined server's stdio pipes, which the sandbox created")
 use tokio::net::unix::pipe;
 use tokio::sync::Mutex;
@@ -295,15 +294,13 @@ impl Supervisor {
         let stderr = pipe::Receiver::from_owned_fd(child.stderr).map_err(pipes)?;
         let name = self.name.clone();
         let stderr = tokio::spawn(async move {
-            // What the server says on stderr goes to the log, a line at a time, capped.
-            let mut lines = tokio::io::BufReader::new(stderr).lines();
-            let mut logged = 0usize;
-            while let Ok(Some(line)) = lines.next_line().await {
-                if logged < 1000 {
-                    tracing::debug!(target: "toolcap::guard", server = %name, "{}", line.chars().take(500).collect::<String>());
-                    logged += 1;
-                }
-            }
+            // What the server says on stderr goes to the log, a line at a time, capped: 1,000
+            // lines of at most 500 bytes; the rest is read and dropped (a line that never ends
+            // is not held, and invalid UTF-8 does not stop the draining).
+            super::linecap::drain_lines(stderr, 1000, 500, |line| {
+                tracing::debug!(target: "toolcap::guard", server = %name, "{line}");
+            })
+            .await;
         });
         self.overflowed.store(false, Ordering::Relaxed);
         let limit = self.config.limits.output_bytes;

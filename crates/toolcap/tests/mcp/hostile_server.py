@@ -3,7 +3,8 @@ JSON-RPC over stdio). Each tool tries one thing a compromised server would; the 
 contain all of them and keep serving.
 
 Tools: echo, read_secret {path}, connect_unix {path}, connect_tcp {port}, fork_bomb,
-flood {bytes}, malformed, hang, env (its whole environment, as JSON), crash (exits mid-call).
+flood {bytes}, flood_stderr {bytes} (one line that never ends, on stderr), malformed, hang,
+env (its whole environment, as JSON), crash (exits mid-call).
 """
 
 import json
@@ -14,7 +15,7 @@ import time
 
 
 TOOLS = ["echo", "read_secret", "connect_unix", "connect_tcp", "fork_bomb", "flood",
-         "malformed", "hang", "env", "crash"]
+         "flood_stderr", "malformed", "hang", "env", "crash"]
 
 
 def send(message):
@@ -107,6 +108,12 @@ def main():
                 sys.stdout.write("\n")
                 sys.stdout.flush()
                 result(rid, "flooded")
+            elif name == "flood_stderr":
+                chunk = "x" * (1 << 20)
+                for _ in range(int(args.get("bytes", 1 << 30)) >> 20):
+                    sys.stderr.write(chunk)
+                sys.stderr.flush()
+                result(rid, "flooded stderr")
             elif name == "malformed":
                 sys.stdout.write('{"jsonrpc": "2.0", "id": \n')
                 sys.stdout.write("not json at all\n")
