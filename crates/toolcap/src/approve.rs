@@ -1,7 +1,7 @@
 //! The interactive approval handler of `toolcap call --ask`: shows the escalated call on stderr
 //! and reads `y`/`yes` (anything else refuses) from stdin.
 
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
 
 use capability_core::{ApprovalHandler, ApprovalRequest};
 use capability_types::async_trait;
@@ -25,25 +25,48 @@ impl ApprovalHandler for TerminalApprover {
             request.arguments
         ));
         prompt.push_str("approve? [y/N] ");
-        tokio::task::spawn_blocking(move || {
-            let mut err = std::io::stderr().lock();
-            err.write_all(prompt.as_bytes())
-                .map_err(|e| e.to_string())?;
-            err.flush().map_err(|e| e.to_string())?;
-            let mut answer = String::new();
-            let read = std::io::stdin()
-                .lock()
-                .read_line(&mut answer)
-                .map_err(|e| e.to_string())?;
-            if read == 0 {
-                return Err("stdin closed before an answer".to_owned());
-            }
-            Ok(matches!(
-                answer.trim().to_ascii_lowercase().as_str(),
-                "y" | "yes"
-            ))
-        })
-        .await
-        .map_err(|e| e.to_string())?
+        // A thread of its own, not `spawn_blocking`: when the registry gives up waiting (the
+        // personality's timeout), the process must be free to end, and the runtime waits for
+        // its blocking tasks when it shuts down, which kept an unanswered terminal open until
+        // someone pressed Enter. The thread is left blocked in its read; the process ends
+        // without it.
+        let (answered, answer) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name("toolcap-ask".to_owned())
+            .spawn(move || {
+                let _ = answered.send(ask(&prompt));
+            })
+            .map_err(|e| format!("cannot ask on the terminal: {e}"))?;
+        answer
+            .await
+            .map_err(|_| "the terminal prompt ended without an answer".to_owned())?
     }
+}
+
+/// The longest answer read: `y`, `yes` and a line ending fit many times over; a line that never
+/// ends (`/dev/zero` as stdin) is read no further and refuses.
+const ANSWER_BYTES: u64 = 64;
+
+/// Shows `prompt` on stderr and reads one answer line from stdin.
+fn ask(prompt: &str) -> Result<bool, String> {
+    let mut err = std::io::stderr().lock();
+    err.write_all(prompt.as_bytes())
+        .map_err(|e| e.to_string())?;
+    err.flush().map_err(|e| e.to_string())?;
+    let mut answer = Vec::new();
+    let read = std::io::stdin()
+        .lock()
+        .take(ANSWER_BYTES)
+        .read_until(b'\n', &mut answer)
+        .map_err(|e| e.to_string())?;
+    if read == 0 {
+        return Err("stdin closed before an answer".to_owned());
+    }
+    Ok(matches!(
+        String::from_utf8_lossy(&answer)
+            .trim()
+            .to_ascii_lowercase()
+            .as_str(),
+        "y" | "yes"
+    ))
 }

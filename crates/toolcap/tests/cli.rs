@@ -1078,3 +1078,85 @@ fn endless_files_are_refused_not_read_into_memory() {
         );
     }
 }
+
+/// `--ask` with no answer in time: the refusal is printed at the personality's timeout and the
+/// process ends with it, though stdin is still open (a terminal nobody answers). An answer that
+/// never ends its line (`/dev/zero`) is read only so far and refuses.
+#[test]
+fn an_unanswered_prompt_ends_with_its_timeout_and_an_endless_answer_refuses() {
+    let env = Env::new();
+    std::fs::write(
+        env.root.join("esc.toml"),
+        format!(
+            "id = \"esc\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}/out\"]\n[escalate]\nwrite_paths = [\"{w}/out/releases\"]\ntimeout_seconds = 1\n",
+            w = env.path("work")
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir_all(env.root.join("work/out/releases")).unwrap();
+    let p = env.path("esc.toml");
+    let ask = |stdin: std::process::Stdio| {
+        Command::new(env!("CARGO_BIN_EXE_toolcap"))
+            .args([
+                "call",
+                "--personality",
+                &p,
+                "--workdir",
+                "out",
+                "--ask",
+                "write_file",
+            ])
+            .arg(r#"{"path": "releases/v1.txt", "content": "v1"}"#)
+            .env("XDG_DATA_HOME", env.root.join("data"))
+            .env("HOME", &env.root)
+            .current_dir(env.root.join("work"))
+            .stdin(stdin)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+
+    // Stdin held open and never written: the process ends with the timeout.
+    let started = std::time::Instant::now();
+    let mut child = ask(std::process::Stdio::piped());
+    let held = child.stdin.take();
+    let ended = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let out = child.wait_with_output().unwrap();
+    drop(held);
+    assert!(ended.is_some(), "still running 20 s after a 1 s timeout");
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stdout_json(&out)["error"]
+            .as_str()
+            .unwrap()
+            .ends_with("no answer within 1s"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // An answer with no end: its first bytes are the answer (not "y"), read at once, and the
+    // approver refuses (before, the whole of /dev/zero was read for a line's end).
+    let out = ask(std::fs::File::open("/dev/zero").unwrap().into())
+        .wait_with_output()
+        .unwrap();
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stdout_json(&out)["error"]
+            .as_str()
+            .unwrap()
+            .ends_with("the approver denied it"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(!env.root.join("work/out/releases/v1.txt").exists());
+}
