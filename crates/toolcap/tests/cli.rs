@@ -31,6 +31,20 @@ impl Env {
         Self { dir, root }
     }
 
+    /// `toolcap` started with `stdin`, its output piped, for a test that talks to it.
+    fn spawn(&self, args: &[&str], stdin: std::process::Stdio) -> std::process::Child {
+        Command::new(env!("CARGO_BIN_EXE_toolcap"))
+            .args(args)
+            .env("XDG_DATA_HOME", self.root.join("data"))
+            .env("HOME", &self.root)
+            .current_dir(self.root.join("work"))
+            .stdin(stdin)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
     fn toolcap(&self, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_toolcap"))
             .args(args)
@@ -690,20 +704,26 @@ fn manifest_and_diff() {
     );
 }
 
-#[test]
-fn escalation_asks_on_the_terminal_and_is_refused_headless() {
-    use std::io::Write;
-    let env = Env::new();
+/// A personality whose writes under `work/out/releases` are escalated (`extra`: more lines of
+/// its `[escalate]`); its path.
+fn escalating(env: &Env, extra: &str) -> String {
     std::fs::write(
         env.root.join("esc.toml"),
         format!(
-            "id = \"esc\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}/out\"]\n[escalate]\nwrite_paths = [\"{w}/out/releases\"]\n",
+            "id = \"esc\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}/out\"]\n[escalate]\nwrite_paths = [\"{w}/out/releases\"]\n{extra}",
             w = env.path("work")
         ),
     )
     .unwrap();
     std::fs::create_dir_all(env.root.join("work/out/releases")).unwrap();
-    let p = env.path("esc.toml");
+    env.path("esc.toml")
+}
+
+#[test]
+fn escalation_asks_on_the_terminal_and_is_refused_headless() {
+    use std::io::Write;
+    let env = Env::new();
+    let p = escalating(&env, "");
     // The refused calls carry a credential-like argument, to show it is masked in the prompt;
     // write_file itself would refuse it as unknown, so the approved call does without.
     let with_answer = |answer: &str, ask: bool| {
@@ -717,16 +737,7 @@ fn escalation_asks_on_the_terminal_and_is_refused_headless() {
             r#"{"path": "releases/v1.txt", "content": "v1", "token": "sk-live-x"}"#
         };
         args.extend(["write_file", call_args]);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_toolcap"))
-            .args(&args)
-            .env("XDG_DATA_HOME", env.root.join("data"))
-            .env("HOME", &env.root)
-            .current_dir(env.root.join("work"))
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = env.spawn(&args, std::process::Stdio::piped());
         child
             .stdin
             .take()
@@ -1085,36 +1096,19 @@ fn endless_files_are_refused_not_read_into_memory() {
 #[test]
 fn an_unanswered_prompt_ends_with_its_timeout_and_an_endless_answer_refuses() {
     let env = Env::new();
-    std::fs::write(
-        env.root.join("esc.toml"),
-        format!(
-            "id = \"esc\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}/out\"]\n[escalate]\nwrite_paths = [\"{w}/out/releases\"]\ntimeout_seconds = 1\n",
-            w = env.path("work")
-        ),
-    )
-    .unwrap();
-    std::fs::create_dir_all(env.root.join("work/out/releases")).unwrap();
-    let p = env.path("esc.toml");
+    let p = escalating(&env, "timeout_seconds = 1\n");
     let ask = |stdin: std::process::Stdio| {
-        Command::new(env!("CARGO_BIN_EXE_toolcap"))
-            .args([
-                "call",
-                "--personality",
-                &p,
-                "--workdir",
-                "out",
-                "--ask",
-                "write_file",
-            ])
-            .arg(r#"{"path": "releases/v1.txt", "content": "v1"}"#)
-            .env("XDG_DATA_HOME", env.root.join("data"))
-            .env("HOME", &env.root)
-            .current_dir(env.root.join("work"))
-            .stdin(stdin)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
+        let args = [
+            "call",
+            "--personality",
+            &p,
+            "--workdir",
+            "out",
+            "--ask",
+            "write_file",
+            r#"{"path": "releases/v1.txt", "content": "v1"}"#,
+        ];
+        env.spawn(&args, stdin)
     };
 
     // Stdin held open and never written: the process ends with the timeout.
