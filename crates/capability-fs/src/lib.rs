@@ -45,7 +45,7 @@ pub use crate::scoped::ScopedFiles;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct FsConfig {
-    /// Reads of files larger than this fail (default 10 MiB).
+    /// Reads of files larger than this fail (default 10 MiB; `u64::MAX` is no limit).
     pub max_read: u64,
     /// Writes larger than this fail (default 64 MiB).
     pub max_write: u64,

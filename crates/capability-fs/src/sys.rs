@@ -328,8 +328,11 @@ pub(crate) fn stat_in(dir: BorrowedFd<'_>, name: &OsStr) -> SysResult<Option<Sta
 /// the call that sees its end).
 pub(crate) fn read_all(fd: OwnedFd, size_hint: u64, cap: u64) -> SysResult<Result<Vec<u8>, u64>> {
     let mut file = std::fs::File::from(fd);
-    let mut bytes = Vec::with_capacity(usize::try_from(size_hint.min(cap) + 1).unwrap_or(0));
-    let read = (&mut file).take(cap + 1).read_to_end(&mut bytes)?;
+    // Saturating: a cap of `u64::MAX` ("no limit") plus one wrapped to a read of nothing, and
+    // the file came back empty.
+    let mut bytes =
+        Vec::with_capacity(usize::try_from(size_hint.min(cap).saturating_add(1)).unwrap_or(0));
+    let read = (&mut file).take(cap.saturating_add(1)).read_to_end(&mut bytes)?;
     if read as u64 > cap {
         return Ok(Err(cap));
     }

@@ -492,6 +492,17 @@ async fn proc_magic_links_nul_bytes_and_fifos() {
     );
 }
 
+/// A read limit of `u64::MAX` (an operator's "no limit") reads the whole file, in a build with
+/// overflow checks and without.
+#[tokio::test]
+async fn a_read_limit_of_the_largest_number_reads_the_whole_file() {
+    let t = tree();
+    std::fs::write(t.root.join("docs/some"), "all of it").unwrap();
+    let fs = scoped(&t, FsConfig::default().max_read(u64::MAX), "");
+    assert_eq!(fs.read(Path::new("some")).await.unwrap(), "all of it");
+    assert_eq!(fs.read_bytes(Path::new("some")).await.unwrap(), b"all of it");
+}
+
 #[tokio::test]
 async fn read_cap_and_text() {
     let t = tree();
