@@ -332,7 +332,9 @@ pub(crate) fn read_all(fd: OwnedFd, size_hint: u64, cap: u64) -> SysResult<Resul
     // the file came back empty.
     let mut bytes =
         Vec::with_capacity(usize::try_from(size_hint.min(cap).saturating_add(1)).unwrap_or(0));
-    let read = (&mut file).take(cap.saturating_add(1)).read_to_end(&mut bytes)?;
+    let read = (&mut file)
+        .take(cap.saturating_add(1))
+        .read_to_end(&mut bytes)?;
     if read as u64 > cap {
         return Ok(Err(cap));
     }

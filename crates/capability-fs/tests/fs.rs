@@ -500,7 +500,10 @@ async fn a_read_limit_of_the_largest_number_reads_the_whole_file() {
     std::fs::write(t.root.join("docs/some"), "all of it").unwrap();
     let fs = scoped(&t, FsConfig::default().max_read(u64::MAX), "");
     assert_eq!(fs.read(Path::new("some")).await.unwrap(), "all of it");
-    assert_eq!(fs.read_bytes(Path::new("some")).await.unwrap(), b"all of it");
+    assert_eq!(
+        fs.read_bytes(Path::new("some")).await.unwrap(),
+        b"all of it"
+    );
 }
 
 #[tokio::test]
