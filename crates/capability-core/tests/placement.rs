@@ -778,3 +778,72 @@ fn each_call_sees_its_own_identity_and_token_whatever_ran_before_it() {
         }
     }
 }
+
+// guarantee: G-REG-11
+/// Batches of one to three calls from eight tasks on a four-thread runtime, each batch in a
+/// context of its own (two personalities with their own directories, three sessions per task),
+/// two tools (one with scoped objects, one without): every call sees its own id, session,
+/// directory and personality, whichever thread ran the call before it and whatever its
+/// plan memo and the tool's kept context held.
+#[test]
+fn contexts_of_concurrent_batches_on_many_threads_never_cross() {
+    let (backends, _) = recording_backends();
+    let mut registry = DefaultToolRegistry::new(Some(backends));
+    let reach = ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality);
+    registry
+        .register(TestTool::new("who", reach, Behaviour::ReportIdentity))
+        .unwrap();
+    registry
+        .register(TestTool::new(
+            "bare",
+            ToolCapabilities::none(),
+            Behaviour::ReportIdentity,
+        ))
+        .unwrap();
+    let registry = Arc::new(registry);
+    let personalities = [
+        policy("id = \"a\"\n[fs_reach]\nread = [\"/srv/a\"]\n"),
+        policy("id = \"b\"\n[fs_reach]\nread = [\"/srv/b\"]\n"),
+    ];
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+    let tasks: Vec<_> = (0..8u32)
+        .map(|task| {
+            let registry = Arc::clone(&registry);
+            let personalities = personalities.clone();
+            runtime.spawn(async move {
+                for i in 0..2000u32 {
+                    let k = ((i * 7 + task) % 2) as usize;
+                    let session = format!("s{task}-{}", i % 3);
+                    let dir = ["/srv/a", "/srv/b"][k];
+                    let ctx =
+                        ExecutionContext::new(session.as_str(), Arc::clone(&personalities[k]), dir);
+                    let calls: Vec<ToolCall> = (0..=(i % 3))
+                        .map(|j| {
+                            let tool = if (i + j) % 2 == 0 { "who" } else { "bare" };
+                            ToolCall::new(format!("{task}-{i}-{j}"), tool, json!({}))
+                        })
+                        .collect();
+                    for (j, r) in registry
+                        .execute_parallel(calls, &ctx)
+                        .await
+                        .iter()
+                        .enumerate()
+                    {
+                        let seen = r.result.value().expect("a call of a known tool");
+                        assert_eq!(seen["call"], format!("{task}-{i}-{j}"));
+                        assert_eq!(seen["session"], session);
+                        assert_eq!(seen["dir"], dir);
+                        assert_eq!(seen["personality"], ["a", "b"][k]);
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        runtime.block_on(task).unwrap();
+    }
+}
