@@ -1,7 +1,7 @@
 //! The source backstop of toolcap (docs/lint.md): checks a crate's Rust sources against what
 //! its tools declare, with the same engine as `cargo xtask lint` and `toolcap lint DIR`.
 //!
-//! Two rules apply to every crate that holds tools (one that implements `Tool`, or sets
+//! The rules apply to every crate that holds tools (one that implements `Tool`, or sets
 //! `[package.metadata.toolcap] holds-tools = true`):
 //!
 //! - **ambient authority** ([`Rule::AmbientAuthority`]): no reach for the file system,
@@ -10,6 +10,10 @@
 //! - **declared vs used** ([`Rule::UndeclaredUse`], [`Rule::UnusedDeclaration`]): an
 //!   `execute` that uses a scoped object its `capabilities()` does not declare fails on every
 //!   call (an error); a declaration nothing uses is access nobody needs (a warning).
+//!
+//! The files checked are the crate's module tree, followed beyond `src/` (`#[path]`,
+//! `include!`, the manifest's target paths); what cannot be followed is an error of its own
+//! ([`Rule::UncheckedSource`]).
 //!
 //! ```
 //! let report = capability_lint::lint_source(
@@ -28,6 +32,7 @@
 mod ambient;
 mod declared;
 mod sarif;
+mod sources;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -47,15 +52,20 @@ pub enum Rule {
     UnusedDeclaration,
     /// A dependency across a boundary the workspace forbids (`cargo xtask lint` only).
     CrateBoundary,
+    /// Code the compiler would build that the lint cannot read: a symbolic link among the
+    /// sources, a source outside the crate's directory, an `include!` of a path that is not a
+    /// literal, a `#[path]` module whose file is not there.
+    UncheckedSource,
 }
 
 impl Rule {
     /// Every rule, in the order of their ids.
-    pub const ALL: [Rule; 4] = [
+    pub const ALL: [Rule; 5] = [
         Rule::AmbientAuthority,
         Rule::UndeclaredUse,
         Rule::UnusedDeclaration,
         Rule::CrateBoundary,
+        Rule::UncheckedSource,
     ];
 
     /// The stable id (`TC001` …), as SARIF `ruleId`.
@@ -65,6 +75,7 @@ impl Rule {
             Rule::UndeclaredUse => "TC002",
             Rule::UnusedDeclaration => "TC003",
             Rule::CrateBoundary => "TC004",
+            Rule::UncheckedSource => "TC005",
         }
     }
 
@@ -75,6 +86,7 @@ impl Rule {
             Rule::UndeclaredUse => "undeclared-use",
             Rule::UnusedDeclaration => "unused-declaration",
             Rule::CrateBoundary => "crate-boundary",
+            Rule::UncheckedSource => "unchecked-source",
         }
     }
 
@@ -92,6 +104,9 @@ impl Rule {
             }
             Rule::CrateBoundary => {
                 "Crates depend only across the boundaries of the workspace's crate graph."
+            }
+            Rule::UncheckedSource => {
+                "Every file the compiler builds into a crate that holds tools is a file the lint reads: no symbolic link among the sources, nothing outside the crate's directory, no include! of a computed path."
             }
         }
     }
@@ -314,8 +329,11 @@ pub struct CrateSources {
     pub dir: PathBuf,
     /// The manifest.
     pub manifest: toml::Table,
-    /// Each source file under `src/`: path, text and syntax tree.
+    /// Each source file: under `src/`, and what the module tree brings in from elsewhere in the
+    /// crate's directory (docs/lint.md, "Which files are checked"): path, text and syntax tree.
     pub sources: Vec<(PathBuf, String, syn::File)>,
+    /// What the module tree brings in that the lint cannot read ([`Rule::UncheckedSource`]).
+    pub unchecked: Vec<Finding>,
 }
 
 impl fmt::Debug for CrateSources {
@@ -329,8 +347,10 @@ impl fmt::Debug for CrateSources {
 }
 
 impl CrateSources {
-    /// Reads the crate in `dir` (its `Cargo.toml` and every `.rs` file under `src/`).
+    /// Reads the crate in `dir`: its `Cargo.toml`, every `.rs` file under `src/`, and what the
+    /// module tree brings in from elsewhere.
     pub fn read(dir: &Path) -> Result<Self, LintError> {
+        let dir = &std::fs::canonicalize(dir).map_err(|e| LintError::new(dir, e))?;
         let manifest_path = dir.join("Cargo.toml");
         let text = std::fs::read_to_string(&manifest_path)
             .map_err(|e| LintError::new(&manifest_path, e))?;
@@ -343,19 +363,13 @@ impl CrateSources {
             .and_then(toml::Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        let mut sources = Vec::new();
-        for file in rust_files(&dir.join("src")).map_err(|e| LintError::new(dir, e))? {
-            let source = std::fs::read_to_string(&file).map_err(|e| LintError::new(&file, e))?;
-            let ast = syn::parse_file(&source).map_err(|e| {
-                LintError::new(&file, format!("line {}: {e}", e.span().start().line))
-            })?;
-            sources.push((file, source, ast));
-        }
+        let (sources, unchecked) = sources::collect(dir, &manifest)?;
         Ok(Self {
             name,
             dir: dir.to_path_buf(),
             manifest,
             sources,
+            unchecked,
         })
     }
 
@@ -381,6 +395,12 @@ impl CrateSources {
             report.findings.extend(findings);
             report.exemptions.extend(exemptions);
             report.files += 1;
+        }
+        for finding in &self.unchecked {
+            let mut finding = finding.clone();
+            let file = self.dir.join(&finding.file);
+            finding.file = file.strip_prefix(root).unwrap_or(&file).to_path_buf();
+            report.findings.push(finding);
         }
         report.checked_crates.push(self.name.clone());
     }

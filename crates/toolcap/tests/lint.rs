@@ -326,3 +326,130 @@ fn sarif_output_is_valid_sarif_2_1_0() {
         "the validator found errors: {problems:#?}\n{said}"
     );
 }
+
+/// Code the compiler builds from outside `src/` is checked where the lint can follow it (a
+/// `#[path]` module, also inside an inline module or under `cfg_attr`, an `include!`, a
+/// `[lib]` path, and the plain modules of such a file), and refused where it cannot (a symbolic
+/// link among the sources, a file outside the crate, an `include!` of a computed path, a
+/// `#[path]` file that is not there): before, each of these passed with the hidden code
+/// unread.
+// guarantee: G-LINT-01
+#[test]
+fn code_brought_in_from_outside_src_is_checked_or_refused() {
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().unwrap();
+    let krate = dir.path().join("p");
+    plugin(&krate);
+    // Only the clean tool and the exempted helper: the crate passes until code is brought in.
+    std::fs::write(krate.join("src/lib.rs"), "mod clean;\nmod util;\n").unwrap();
+    std::fs::write(
+        krate.join("src/util.rs"),
+        "// toolcap: allow(std::fs, reason = \"reads its own bundled data at build time\")\npub fn bundled() { let _ = std::fs::read(\"data.bin\"); }\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(krate.join("hidden/inner")).unwrap();
+    let ambient = |name: &str| {
+        std::fs::write(
+            krate.join("hidden").join(name),
+            format!(
+                "pub fn {}() {{ let _ = std::process::Command::new(\"sh\"); }}\n",
+                name.replace(['/', '.'], "_")
+            ),
+        )
+        .unwrap();
+    };
+    // Each case: what src/util.rs adds, and the finding it must give (file, rule).
+    let lint = |extra: &str| {
+        let base = std::fs::read_to_string(krate.join("src/util.rs")).unwrap();
+        std::fs::write(krate.join("src/util.rs"), format!("{base}{extra}\n")).unwrap();
+        let out = toolcap(&["lint", krate.to_str().unwrap()]);
+        std::fs::write(krate.join("src/util.rs"), base).unwrap();
+        (out.status.code(), text(&out.stdout))
+    };
+    assert_eq!(lint("").0, Some(0), "{}", lint("").1);
+    ambient("by_path.rs");
+    ambient("included.rs");
+    ambient("inline.rs");
+    ambient("conditional.rs");
+    ambient("inner/plain.rs");
+    std::fs::write(krate.join("hidden/parent.rs"), "mod plain;\n").unwrap();
+    std::fs::create_dir_all(krate.join("hidden/parent")).unwrap();
+    std::fs::write(
+        krate.join("hidden/parent/plain.rs"),
+        "pub fn p() { let _ = std::fs::remove_file(\"x\"); }\n",
+    )
+    .unwrap();
+    for (extra, file) in [
+        (
+            "#[path = \"../hidden/by_path.rs\"] mod by_path;",
+            "hidden/by_path.rs:1",
+        ),
+        (
+            "include!(\"../hidden/included.rs\");",
+            "hidden/included.rs:1",
+        ),
+        (
+            "mod wrapper { #[path = \"../../hidden/inline.rs\"] mod inline; }",
+            "hidden/inline.rs:1",
+        ),
+        (
+            "#[cfg_attr(feature = \"x\", path = \"../hidden/conditional.rs\")] mod util_c;",
+            "hidden/conditional.rs:1",
+        ),
+        (
+            "#[path = \"../hidden/parent.rs\"] mod parent;",
+            "hidden/parent/plain.rs:1",
+        ),
+    ] {
+        if extra.contains("util_c") {
+            std::fs::write(krate.join("src/util_c.rs"), "").unwrap();
+        }
+        let (code, said) = lint(extra);
+        assert_eq!(code, Some(1), "{extra}: {said}");
+        assert!(said.contains(&format!("error: {file}")), "{extra}: {said}");
+    }
+    for (extra, what) in [
+        (
+            "include!(concat!(env!(\"OUT_DIR\"), \"/gen.rs\"));",
+            "cannot read statically",
+        ),
+        (
+            "#[path = \"/etc/hostname\"] mod host;",
+            "outside the crate's directory",
+        ),
+        (
+            "#[path = \"../hidden/none.rs\"] mod none;",
+            "whose file is not there",
+        ),
+        (
+            "macro_rules! m { () => { include!(\"/etc/passwd\"); } }",
+            "outside the crate's directory",
+        ),
+    ] {
+        let (code, said) = lint(extra);
+        assert_eq!(code, Some(1), "{extra}: {said}");
+        assert!(
+            said.contains("src/util.rs:3:") && said.contains(what) && said.contains("TC005"),
+            "{extra}: {said}"
+        );
+    }
+    // A symbolic link among the sources, even to a clean file of the crate.
+    symlink("clean.rs", krate.join("src/linked.rs")).unwrap();
+    let (code, said) = lint("");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("error: src/linked.rs:1: a symbolic link among the sources [TC005"),
+        "{said}"
+    );
+    std::fs::remove_file(krate.join("src/linked.rs")).unwrap();
+    // The crate's library at a path of the manifest's.
+    let manifest = std::fs::read_to_string(krate.join("Cargo.toml")).unwrap();
+    std::fs::write(
+        krate.join("Cargo.toml"),
+        format!("{manifest}\n[lib]\npath = \"hidden/by_path.rs\"\n"),
+    )
+    .unwrap();
+    let (code, said) = lint("");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("error: hidden/by_path.rs:1"), "{said}");
+}

@@ -1,0 +1,423 @@
+//! Which files a crate's sources are (docs/lint.md, "Which files are checked"): every `.rs` file
+//! under `src/`, and whatever the compiler would also build from elsewhere, found by following
+//! the module tree: a `[lib]` or `[[bin]]` path in the manifest, a `#[path = "…"]` module, an
+//! `include!("…")`, and the plain `mod m;` of a file found that way. What the lint cannot follow
+//! (a symbolic link among the sources, a file outside the crate's directory, an `include!` of a
+//! path it cannot read statically, a `#[path]` whose file is not there) is a finding of
+//! [`Rule::UncheckedSource`], never a silent pass.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::path::{Component, Path, PathBuf};
+
+use proc_macro2::{TokenStream, TokenTree};
+use syn::visit::Visit;
+
+use crate::{Finding, LintError, Rule};
+
+/// The largest source file read: a file larger than this cannot be checked.
+const MAX_SOURCE_BYTES: u64 = 8 << 20;
+
+/// A parsed source file: path, text and syntax tree.
+pub(crate) type Source = (PathBuf, String, syn::File);
+
+/// The sources of the crate in `dir` (canonical) whose manifest is `manifest`, and the findings
+/// for what could not be followed (paths in findings relative to `dir`).
+pub(crate) fn collect(
+    dir: &Path,
+    manifest: &toml::Table,
+) -> Result<(Vec<Source>, Vec<Finding>), LintError> {
+    let mut unchecked = Vec::new();
+    let mut seen = BTreeSet::new();
+    let mut queue: VecDeque<(PathBuf, bool)> = VecDeque::new();
+    let src = dir.join("src");
+    for file in walk(&src, dir, &mut unchecked).map_err(|e| LintError::new(&src, e))? {
+        seen.insert(file.clone());
+        queue.push_back((file, false));
+    }
+    for target in target_paths(manifest) {
+        let file = dir.join(target);
+        follow(
+            dir,
+            &file,
+            Path::new("Cargo.toml"),
+            1,
+            true,
+            &mut seen,
+            &mut queue,
+            &mut unchecked,
+        );
+    }
+    let mut sources = Vec::new();
+    while let Some((file, outside_src)) = queue.pop_front() {
+        let (text, ast) = read(&file)?;
+        let rel = file.strip_prefix(dir).unwrap_or(&file).to_path_buf();
+        let mut pulls = Pulls::default();
+        pulls.visit_file(&ast);
+        let here = file.parent().unwrap_or(dir).to_path_buf();
+        let stem = file.file_stem().map(PathBuf::from).unwrap_or_default();
+        for pull in pulls.0 {
+            match pull {
+                Pull::Module {
+                    line,
+                    path,
+                    inline,
+                    name,
+                } => {
+                    // A plain `mod m;` of a file under `src/` is a file under `src/`, already
+                    // walked; elsewhere it is followed like a `#[path]`.
+                    if path.is_none() && !outside_src && inline.is_empty() {
+                        continue;
+                    }
+                    let candidates =
+                        module_candidates(&here, &stem, &inline, &name, path.as_deref());
+                    let found: Vec<_> = candidates.iter().filter(|c| c.exists()).collect();
+                    if found.is_empty() && path.is_some() {
+                        unchecked.push(finding(
+                            &rel,
+                            line,
+                            "a `#[path]` module whose file is not there",
+                        ));
+                    }
+                    for candidate in found {
+                        follow(
+                            dir,
+                            candidate,
+                            &rel,
+                            line,
+                            true,
+                            &mut seen,
+                            &mut queue,
+                            &mut unchecked,
+                        );
+                    }
+                }
+                Pull::Include {
+                    line,
+                    path: Some(path),
+                } => {
+                    follow(
+                        dir,
+                        &here.join(path),
+                        &rel,
+                        line,
+                        true,
+                        &mut seen,
+                        &mut queue,
+                        &mut unchecked,
+                    );
+                }
+                Pull::Include { line, path: None } => {
+                    unchecked.push(finding(
+                        &rel,
+                        line,
+                        "an `include!` of a path the lint cannot read statically",
+                    ));
+                }
+            }
+        }
+        sources.push((file, text, ast));
+    }
+    sources.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok((sources, unchecked))
+}
+
+/// A finding of [`Rule::UncheckedSource`].
+fn finding(file: &Path, line: usize, what: &str) -> Finding {
+    Finding::new(
+        Rule::UncheckedSource,
+        file,
+        line,
+        what,
+        "a plain file of the crate, under src/ or reached by a literal #[path] or include! inside the crate's directory",
+    )
+}
+
+/// Queues `file` (named at `from:line`) unless it was seen; refuses a link, a file outside the
+/// crate's directory, or one that is not a regular file.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the walk's state, passed by its one caller"
+)]
+fn follow(
+    dir: &Path,
+    file: &Path,
+    from: &Path,
+    line: usize,
+    outside_src: bool,
+    seen: &mut BTreeSet<PathBuf>,
+    queue: &mut VecDeque<(PathBuf, bool)>,
+    unchecked: &mut Vec<Finding>,
+) {
+    let Ok(real) = std::fs::canonicalize(file) else {
+        // The manifest may name a target that is not there; cargo reports that itself.
+        return;
+    };
+    if !real.starts_with(dir) {
+        unchecked.push(finding(
+            from,
+            line,
+            &format!(
+                "a source outside the crate's directory ({})",
+                real.display()
+            ),
+        ));
+    } else if !std::fs::metadata(&real).is_ok_and(|m| m.is_file()) {
+        unchecked.push(finding(
+            from,
+            line,
+            &format!("a source that is not a regular file ({})", real.display()),
+        ));
+    } else if seen.insert(real.clone()) {
+        queue.push_back((real, outside_src));
+    }
+}
+
+/// The `.rs` files under `src`, sorted; a symbolic link there is a finding, never followed.
+fn walk(src: &Path, dir: &Path, unchecked: &mut Vec<Finding>) -> std::io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    if !src.is_dir() {
+        return Ok(out);
+    }
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d)? {
+            let entry = entry?;
+            let path = entry.path();
+            let kind = entry.file_type()?;
+            if kind.is_symlink() {
+                let rel = path.strip_prefix(dir).unwrap_or(&path);
+                unchecked.push(finding(rel, 1, "a symbolic link among the sources"));
+            } else if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_file() && path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The `path` of the manifest's `[lib]` and `[[bin]]` targets.
+fn target_paths(manifest: &toml::Table) -> Vec<String> {
+    let lib = manifest.get("lib").into_iter();
+    let bins = manifest
+        .get("bin")
+        .and_then(toml::Value::as_array)
+        .into_iter()
+        .flatten();
+    lib.chain(bins)
+        .filter_map(|t| t.get("path").and_then(toml::Value::as_str))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Where the compiler may look for module `name` declared in a file of directory `here` and
+/// stem `stem`, inside inline modules `inline`, with an optional `#[path]`: both the rule for a
+/// `mod.rs`-like file (a crate root, `mod.rs`) and for any other file, since which one applies
+/// depends on how the file itself was reached.
+fn module_candidates(
+    here: &Path,
+    stem: &Path,
+    inline: &[String],
+    name: &str,
+    path: Option<&str>,
+) -> Vec<PathBuf> {
+    let nested: PathBuf = inline.iter().collect();
+    let mut out = Vec::new();
+    for base in [here.join(&nested), here.join(stem).join(&nested)] {
+        match path {
+            // At the top of a file, `#[path]` is relative to the file's directory whatever
+            // kind the file is.
+            Some(path) if inline.is_empty() => out.push(here.join(path)),
+            Some(path) => out.push(base.join(path)),
+            None => {
+                out.push(base.join(format!("{name}.rs")));
+                out.push(base.join(name).join("mod.rs"));
+            }
+        }
+    }
+    let mut out: Vec<PathBuf> = out.into_iter().map(|p| normal(&p)).collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// `path` with `.` and `..` worked out lexically (the file may be reached through them).
+fn normal(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Reads and parses a source file; a file an `include!` brings in may be an expression, which
+/// is parsed inside a function on its first line (so that its lines keep their numbers).
+fn read(file: &Path) -> Result<(String, syn::File), LintError> {
+    use std::io::Read as _;
+    let handle = std::fs::File::open(file).map_err(|e| LintError::new(file, e))?;
+    let mut text = String::new();
+    handle
+        .take(MAX_SOURCE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| LintError::new(file, e))?;
+    if text.len() as u64 > MAX_SOURCE_BYTES {
+        return Err(LintError::new(
+            file,
+            format!("larger than {MAX_SOURCE_BYTES} bytes; not checked"),
+        ));
+    }
+    let parsed = syn::parse_file(&text).or_else(|first| {
+        syn::parse_file(&format!("fn __toolcap_included() {{ {text}\n}}")).map_err(|_| first)
+    });
+    let ast =
+        parsed.map_err(|e| LintError::new(file, format!("line {}: {e}", e.span().start().line)))?;
+    Ok((text, ast))
+}
+
+/// What a file pulls in.
+enum Pull {
+    /// A file module, inside inline modules `inline`, with its `#[path]` if it has one.
+    Module {
+        line: usize,
+        path: Option<String>,
+        inline: Vec<String>,
+        name: String,
+    },
+    /// An `include!`, with its path when it is a string literal.
+    Include { line: usize, path: Option<String> },
+}
+
+/// The pulls of one file, in order.
+#[derive(Default)]
+struct Pulls(Vec<Pull>, Vec<String>);
+
+impl<'ast> Visit<'ast> for Pulls {
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        let (paths, always) = path_values(&m.attrs);
+        if m.content.is_some() {
+            // An inline module's `#[path]` names the directory of the modules inside it.
+            let dir = paths
+                .first()
+                .cloned()
+                .unwrap_or_else(|| m.ident.to_string());
+            self.1.push(dir);
+            syn::visit::visit_item_mod(self, m);
+            self.1.pop();
+            return;
+        }
+        let line = m.ident.span().start().line;
+        let mut pull = |path| {
+            self.0.push(Pull::Module {
+                line,
+                path,
+                inline: self.1.clone(),
+                name: m.ident.to_string(),
+            });
+        };
+        // A `#[cfg_attr(…, path = "…")]` applies only under its condition: the plain file
+        // applies otherwise, so both are followed.
+        if !always {
+            pull(None);
+        }
+        for path in paths {
+            pull(Some(path));
+        }
+    }
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        let named_include = mac
+            .path
+            .segments
+            .last()
+            .is_some_and(|s| s.ident == "include");
+        if named_include {
+            let line = mac
+                .path
+                .segments
+                .last()
+                .map_or(1, |s| s.ident.span().start().line);
+            self.0.push(Pull::Include {
+                line,
+                path: literal(&mac.tokens),
+            });
+        }
+        includes_in(&mac.tokens, &mut self.0);
+    }
+}
+
+/// The paths an item's `#[path = "…"]` and `#[cfg_attr(…, path = "…")]` give it, and whether
+/// one applies whatever the configuration. A path that is not a string literal is given as one
+/// that cannot exist, so that it is reported, not skipped.
+fn path_values(attrs: &[syn::Attribute]) -> (Vec<String>, bool) {
+    let mut out = Vec::new();
+    let mut always = false;
+    for attr in attrs {
+        if attr.path().is_ident("path") {
+            always = true;
+            out.push(match &attr.meta {
+                syn::Meta::NameValue(syn::MetaNameValue {
+                    value:
+                        syn::Expr::Lit(syn::ExprLit {
+                            lit: syn::Lit::Str(s),
+                            ..
+                        }),
+                    ..
+                }) => s.value(),
+                _ => String::from("\0"),
+            });
+        } else if attr.path().is_ident("cfg_attr")
+            && let syn::Meta::List(list) = &attr.meta
+        {
+            let trees: Vec<TokenTree> = list.tokens.clone().into_iter().collect();
+            for (i, tree) in trees.iter().enumerate() {
+                if let TokenTree::Ident(id) = tree
+                    && id == "path"
+                    && matches!(trees.get(i + 1), Some(TokenTree::Punct(p)) if p.as_char() == '=')
+                {
+                    let value = trees
+                        .get(i + 2)
+                        .and_then(|t| syn::parse2::<syn::LitStr>(t.clone().into()).ok());
+                    out.push(value.map_or_else(|| String::from("\0"), |s| s.value()));
+                }
+            }
+        }
+    }
+    (out, always)
+}
+
+/// The string literal that is all of `tokens`, if it is one.
+fn literal(tokens: &TokenStream) -> Option<String> {
+    syn::parse2::<syn::LitStr>(tokens.clone())
+        .ok()
+        .map(|s| s.value())
+}
+
+/// `include ! (…)` anywhere in a macro's tokens (a macro body is not parsed as code).
+fn includes_in(tokens: &TokenStream, out: &mut Vec<Pull>) {
+    let trees: Vec<TokenTree> = tokens.clone().into_iter().collect();
+    for (i, tree) in trees.iter().enumerate() {
+        match tree {
+            TokenTree::Ident(id) if id == "include" => {
+                if let (Some(TokenTree::Punct(bang)), Some(TokenTree::Group(args))) =
+                    (trees.get(i + 1), trees.get(i + 2))
+                    && bang.as_char() == '!'
+                {
+                    out.push(Pull::Include {
+                        line: id.span().start().line,
+                        path: literal(&args.stream()),
+                    });
+                }
+            }
+            TokenTree::Group(group) => includes_in(&group.stream(), out),
+            _ => {}
+        }
+    }
+}
