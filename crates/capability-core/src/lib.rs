@@ -53,7 +53,7 @@ pub use crate::audit::{
     MemoryAuditSink, whole_lines_len,
 };
 pub use crate::escalation::{
-    ApprovalHandler, ApprovalRequest, EscalationSubject, mask_arguments, mask_arguments_with,
+    ApprovalHandler, ApprovalRequest, EscalationSubject, mask_arguments, mask_arguments_with, shown,
 };
 pub use crate::filter::{ToolFilter, ToolFilterError};
 pub use crate::isolation::{IsolationKey, IsolationSelection, ToolIsolation};

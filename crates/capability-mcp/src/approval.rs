@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use capability_core::{ApprovalHandler, ApprovalRequest, EscalationSubject};
+use capability_core::{ApprovalHandler, ApprovalRequest, EscalationSubject, shown};
 use capability_types::async_trait;
 use rmcp::model::{
     BooleanSchema, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
@@ -189,12 +189,14 @@ pub(crate) fn input_request(message: String) -> InputRequest {
 /// What the user is shown: the tool, what needs approval, the arguments with credentials
 /// masked.
 pub(crate) fn describe(tool: &str, subjects: &[EscalationSubject], masked_args: &Value) -> String {
-    let mut text = format!("toolcap: the tool {tool} asks for approval");
+    // What came from the call is shown escaped: an agent's path must not start a line of its
+    // own in the client's dialog or reverse how the text reads (docs/policy.md, "Escalation").
+    let mut text = format!("toolcap: the tool {} asks for approval", shown(tool));
     for (i, s) in subjects.iter().enumerate() {
         text.push_str(if i == 0 { " to reach " } else { ", " });
-        text.push_str(&format!("{} {}", s.category, s.subject));
+        text.push_str(&format!("{} {}", s.category, shown(&s.subject)));
     }
-    text.push_str(&format!(". Arguments: {masked_args}"));
+    text.push_str(&format!(". Arguments: {}", shown(&masked_args.to_string())));
     text
 }
 
@@ -261,6 +263,28 @@ mod tests {
         let mut m = HashMapLike::new();
         m.insert(INPUT_KEY.to_owned(), v);
         m
+    }
+
+    /// An agent's path cannot draw a subject of its own in the client's approval dialog: its
+    /// newline, terminal escape and bidirectional override are shown escaped.
+    // guarantee: G-MCP-02
+    #[test]
+    fn an_approval_message_shows_control_characters_escaped() {
+        let subject = EscalationSubject {
+            category: "fs_reach.write".to_owned(),
+            subject: "/w/a\u{1b}[2J.txt\nfs_reach.write /w/safe\u{202e}txt.exe".to_owned(),
+        };
+        let message = describe("write_file", &[subject], &json!({"path": "a\u{202e}b"}));
+        assert!(
+            !message.contains(['\n', '\u{1b}', '\u{202e}']),
+            "{message:?}"
+        );
+        assert_eq!(
+            message,
+            "toolcap: the tool write_file asks for approval to reach fs_reach.write \
+             /w/a\\u{1b}[2J.txt\\nfs_reach.write /w/safe\\u{202e}txt.exe. Arguments: \
+             {\"path\":\"a\\u{202e}b\"}"
+        );
     }
 
     // guarantee: G-MCP-02

@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, Read, Write};
 
-use capability_core::{ApprovalHandler, ApprovalRequest};
+use capability_core::{ApprovalHandler, ApprovalRequest, shown};
 use capability_types::async_trait;
 
 /// Asks on the terminal (or whatever stdin is: `echo y | toolcap call --ask …` works in scripts).
@@ -13,16 +13,20 @@ pub(crate) struct TerminalApprover;
 #[async_trait]
 impl ApprovalHandler for TerminalApprover {
     async fn approve(&self, request: &ApprovalRequest) -> Result<bool, String> {
+        // Everything in the prompt that came from the call is shown escaped: an agent's path
+        // must not clear the terminal or draw a subject line of its own (docs/policy.md,
+        // "Escalation").
         let mut prompt = format!(
             "toolcap: {} (call {}) needs approval for:\n",
-            request.tool, request.call_id
+            shown(&request.tool),
+            shown(&request.call_id)
         );
         for s in &request.subjects {
-            prompt.push_str(&format!("  {}: {}\n", s.category, s.subject));
+            prompt.push_str(&format!("  {}: {}\n", s.category, shown(&s.subject)));
         }
         prompt.push_str(&format!(
             "  arguments (credentials masked): {}\n",
-            request.arguments
+            shown(&request.arguments.to_string())
         ));
         prompt.push_str("approve? [y/N] ");
         // A thread of its own, not `spawn_blocking`: when the registry gives up waiting (the

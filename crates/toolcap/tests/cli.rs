@@ -1154,3 +1154,59 @@ fn an_unanswered_prompt_ends_with_its_timeout_and_an_endless_answer_refuses() {
     );
     assert!(!env.root.join("work/out/releases/v1.txt").exists());
 }
+
+// guarantee: G-MCP-02
+/// What an agent puts in a call cannot dress up the approval prompt: a path with a terminal
+/// escape sequence, a newline and a bidirectional override is shown with those characters
+/// escaped, on the one line of its subject, and the answer is still asked for.
+#[test]
+fn an_approval_prompt_shows_control_characters_escaped() {
+    let env = Env::new();
+    let p = escalating(&env, "");
+    let path =
+        "releases/a\u{1b}[2J\u{1b}[1;1H.txt\n  fs_reach.write /tmp/nothing-to-see\u{202e}txt.exe";
+    let args = serde_json::json!({"path": path, "content": "x"}).to_string();
+    let mut child = env.spawn(
+        &[
+            "call",
+            "--personality",
+            &p,
+            "--workdir",
+            "out",
+            "--ask",
+            "write_file",
+            &args,
+        ],
+        std::process::Stdio::piped(),
+    );
+    use std::io::Write as _;
+    child.stdin.take().unwrap().write_all(b"n\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let prompt = stderr(&out);
+    assert!(
+        !prompt.contains('\u{1b}'),
+        "a raw escape reached the terminal: {prompt:?}"
+    );
+    assert!(
+        !prompt.contains('\u{202e}'),
+        "a raw override reached the terminal: {prompt:?}"
+    );
+    let subject = prompt
+        .lines()
+        .find(|l| l.trim_start().starts_with("fs_reach.write"))
+        .unwrap_or_else(|| panic!("{prompt:?}"));
+    assert!(
+        subject.contains("\\u{1b}[2J")
+            && subject.contains("\\n  fs_reach.write /tmp/nothing-to-see\\u{202e}txt.exe"),
+        "{subject:?}"
+    );
+    assert_eq!(
+        prompt
+            .lines()
+            .filter(|l| l.trim_start().starts_with("fs_reach.write"))
+            .count(),
+        1,
+        "the subject stays on its line: {prompt:?}"
+    );
+    assert_eq!(code(&out), 1);
+}
