@@ -389,6 +389,9 @@ impl CrateSources {
 
     /// Applies the rules to every source file, naming files relative to `root`.
     pub fn lint(&self, root: &Path, report: &mut Report) {
+        // The sources' paths are canonical (`read`); so must the root be for them to be named
+        // relative to it.
+        let root = &std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
         for (file, source, ast) in &self.sources {
             let rel = file.strip_prefix(root).unwrap_or(file);
             let (findings, exemptions) = lint_parsed(rel, source, ast);
