@@ -35,6 +35,7 @@ mod policy;
 mod realpath;
 mod registry;
 mod resolve;
+mod restrictions;
 mod validate;
 
 pub use capability_policy::{

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 
 use capability_types::{FsPaths, SecretRef, StorageScope, ToolCapabilities};
 use serde::{Deserialize, Serialize};
+
+pub use crate::restrictions::Restrictions;
 use sha2::{Digest, Sha256};
 
 use crate::matching::binary::intersect_binaries;
@@ -72,6 +74,10 @@ pub struct Effective {
     /// Attachment kinds the tool may be handed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attachments: Option<Vec<String>>,
+    /// What the personality takes from that reach (absent in manifests made before it was
+    /// recorded; then its loosening cannot be told).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restrictions: Option<Restrictions>,
 }
 
 #[derive(Serialize)]
@@ -163,6 +169,7 @@ fn effective(tool: &str, caps: &ToolCapabilities, policy: &CompiledPolicy) -> Ef
             .attachments
             .as_ref()
             .map(|a| crate::attachments::effective_kinds(a, &policy.attachment_kinds)),
+        restrictions: Some(Restrictions::of(tool, caps, policy)),
     }
 }
 
@@ -239,6 +246,21 @@ pub enum WideningCode {
     /// Attachment kinds not covered before.
     #[serde(rename = "attachments.widened")]
     Attachments,
+    /// A deny path, deny host pattern or `deny_args` pattern no longer in force.
+    #[serde(rename = "restriction.removed")]
+    Restriction,
+    /// Something that needed approval no longer does.
+    #[serde(rename = "escalation.removed")]
+    Escalation,
+    /// A child may be given a variable it could not.
+    #[serde(rename = "env.widened")]
+    Environment,
+    /// Children no longer run under kernel confinement.
+    #[serde(rename = "sandbox.off")]
+    Sandbox,
+    /// A constraint dropped or relaxed.
+    #[serde(rename = "constraints.loosened")]
+    Constraints,
 }
 
 impl WideningCode {
@@ -254,6 +276,11 @@ impl WideningCode {
             WideningCode::Storage => "storage.widened",
             WideningCode::Toolset => "toolset.widened",
             WideningCode::Attachments => "attachments.widened",
+            WideningCode::Restriction => "restriction.removed",
+            WideningCode::Escalation => "escalation.removed",
+            WideningCode::Environment => "env.widened",
+            WideningCode::Sandbox => "sandbox.off",
+            WideningCode::Constraints => "constraints.loosened",
         }
     }
 }
@@ -562,6 +589,11 @@ pub fn diff(old: &Manifest, new: &Manifest) -> Vec<Widening> {
                     "effective",
                     binaries.join(", "),
                 );
+            }
+            if let (Some(or), Some(nr)) = (&oe.restrictions, &ne.restrictions) {
+                for (code, detail) in crate::restrictions::loosened(or, nr) {
+                    push(code, name, "effective", detail);
+                }
             }
         }
     }

@@ -56,6 +56,7 @@ fn manifests_are_deterministic_and_verified() {
     ));
 }
 
+// guarantee: G-MAN-01
 #[test]
 fn coverage_rules_table() {
     let table: &[(&str, &str, &[&str])] = &[
@@ -183,6 +184,7 @@ fn coverage_rules_table() {
     assert!(codes(&[("gone", "{}")], &[]).is_empty());
 }
 
+// guarantee: G-MAN-01
 #[test]
 fn effective_access_and_toolset_widen_with_the_personality() {
     let load = |toml: &str| {
@@ -238,4 +240,112 @@ fn effective_access_and_toolset_widen_with_the_personality() {
         diff(&new, &old).is_empty(),
         "narrowing the personality is not a widening"
     );
+}
+
+// guarantee: G-MAN-01
+/// Loosening what the personality takes from a tool's reach is a widening in the effective layer:
+/// a deny path or host no longer in force, a `deny_args` pattern, an escalation, a constraint
+/// relaxed, a child variable allowed, the sandbox turned off. Tightening any of them is not, and a
+/// manifest made before the rules were recorded gives no loosening to report. Before, each of
+/// these changes gave "no widenings".
+#[test]
+fn loosening_the_personality_s_restrictions_is_a_widening() {
+    let load = |toml: &str| {
+        CompiledPolicy::load(toml, PolicyFormat::Toml, Some(Path::new("/home/u"))).unwrap()
+    };
+    let base = "id = \"p\"\n[fs_reach]\nread = [\"/srv\"]\nwrite = [\"/srv/out\"]\ndeny = [\"/srv/keys\"]\n\
+         [safety.network]\nallow = [\"*.x.com\"]\ndeny = [\"admin.x.com\"]\n\
+         [safety.process]\nallow = [\"git\"]\ndeny_args = [\"git push*\"]\n\
+         [safety.env]\nallow = [\"TZ\"]\n\
+         [escalate]\nwrite_paths = [\"/srv/out/releases\"]\nhosts = [\"uploads.x.com\"]\n\
+         [constraints.shell]\nmax_invocations = 2\n";
+    let tools = [
+        (
+            "shell",
+            r#"{"process":{"allowedBinaries":["git"]},"fs_reach":{"read":"from-personality","write":"from-personality"}}"#,
+        ),
+        ("fetch", r#"{"network":{"allowedHosts":["*"]}}"#),
+    ];
+    let old = manifest(&tools, Some(&load(base)));
+    let found = |from: &str, to: &str| -> Vec<(WideningCode, String)> {
+        assert!(base.contains(from), "{from}");
+        let new = manifest(&tools, Some(&load(&base.replace(from, to))));
+        diff(&old, &new)
+            .into_iter()
+            .map(|w| (w.code, w.tool))
+            .collect()
+    };
+    let shell = |code| vec![(code, "shell".to_owned())];
+    let fetch = |code| vec![(code, "fetch".to_owned())];
+    assert_eq!(
+        found("deny = [\"/srv/keys\"]", "deny = []"),
+        shell(WideningCode::Restriction)
+    );
+    assert_eq!(
+        found("deny = [\"admin.x.com\"]", "deny = []"),
+        fetch(WideningCode::Restriction)
+    );
+    assert_eq!(
+        found("deny_args = [\"git push*\"]", "deny_args = []"),
+        shell(WideningCode::Restriction)
+    );
+    assert_eq!(
+        found("write_paths = [\"/srv/out/releases\"]", "write_paths = []"),
+        shell(WideningCode::Escalation)
+    );
+    assert_eq!(
+        found("hosts = [\"uploads.x.com\"]", "hosts = []"),
+        fetch(WideningCode::Escalation)
+    );
+    assert_eq!(
+        found("max_invocations = 2", "max_invocations = 3"),
+        shell(WideningCode::Constraints)
+    );
+    assert_eq!(
+        found("max_invocations = 2\n", "\n"),
+        shell(WideningCode::Constraints)
+    );
+    assert_eq!(
+        found(
+            "allow = [\"TZ\"]",
+            "allow = [\"TZ\", \"AWS_SECRET_ACCESS_KEY\"]"
+        ),
+        shell(WideningCode::Environment)
+    );
+    assert_eq!(
+        found(
+            "deny_args = [\"git push*\"]",
+            "deny_args = [\"git push*\"]\nsandbox = \"off\""
+        ),
+        shell(WideningCode::Sandbox)
+    );
+    // Tightening is not a widening.
+    for (from, to) in [
+        (
+            "deny = [\"/srv/keys\"]",
+            "deny = [\"/srv/keys\", \"/srv/more\"]",
+        ),
+        ("deny = [\"/srv/keys\"]", "deny = [\"/srv\"]"),
+        ("deny = [\"admin.x.com\"]", "deny = [\"*.x.com\"]"),
+        ("max_invocations = 2", "max_invocations = 1"),
+        (
+            "max_invocations = 2",
+            "max_invocations = 2\nforbidden = true",
+        ),
+        ("allow = [\"TZ\"]", "allow = []"),
+    ] {
+        assert_eq!(found(from, to), [], "{from} -> {to}");
+    }
+    // A manifest from before the rules were recorded: nothing to compare them with.
+    let mut older = old.clone();
+    for entry in older.tools.values_mut() {
+        if let Some(effective) = entry.effective.as_mut() {
+            effective.restrictions = None;
+        }
+    }
+    let loosened = manifest(
+        &tools,
+        Some(&load(&base.replace("deny = [\"/srv/keys\"]", "deny = []"))),
+    );
+    assert_eq!(diff(&older, &loosened), []);
 }

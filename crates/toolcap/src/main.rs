@@ -154,9 +154,9 @@ enum Command {
     /// Report how NEW allows more than OLD (two manifests), by coverage.
     ///
     /// Exit 0 when nothing widened, 1 when something did. Compared: what each tool may reach
-    /// (roots, hosts, binaries, secrets, storage, attachment kinds) and the toolset; not the
-    /// personality's deny rules, escalation, constraints, child environment or sandbox mode
-    /// (docs/review.md).
+    /// (roots, hosts, binaries, secrets, storage, attachment kinds), the toolset, and with a
+    /// personality the rules that take from the reach (deny paths, hosts and argv patterns,
+    /// escalation, constraints, the child environment, the sandbox mode; docs/review.md).
     Diff {
         /// The manifest before the change.
         old: PathBuf,

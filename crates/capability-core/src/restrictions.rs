@@ -1,0 +1,201 @@
+//! The personality's rules that take from a tool's reach, recorded in a manifest's effective
+//! layer so that `diff` reports their loosening (docs/review.md, "The diff: did anything
+//! widen?"): a deny path or host, a `deny_args` pattern, an escalation, a constraint, a child
+//! variable, the sandbox mode. A manifest that recorded only the reach said "no widenings" when
+//! any of these was removed.
+
+use std::path::PathBuf;
+
+use capability_policy::ToolConstraints;
+use capability_types::ToolCapabilities;
+use capability_types::backend::SandboxMode;
+use serde::{Deserialize, Serialize};
+
+use crate::manifest::WideningCode;
+use crate::matching::host::HostPattern;
+use crate::matching::path::is_within;
+use crate::policy::CompiledPolicy;
+
+/// What the personality takes from a tool's reach, for the categories the tool declares.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Restrictions {
+    /// Paths refused inside the roots (`[fs_reach] deny`), for a tool that declares a reach.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fs_deny: Vec<PathBuf>,
+    /// Host patterns refused (`[safety.network] deny`), for a tool that declares network.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network_deny: Vec<String>,
+    /// Argv patterns refused (`deny_args`, the built-in ones first), for a tool that spawns.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_args: Vec<String>,
+    /// Variables a child may be given (`[safety.env] allow`), for a tool that spawns.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_allow: Vec<String>,
+    /// Children run without kernel confinement (`sandbox = "off"`), for a tool that spawns.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sandbox_off: bool,
+    /// What needs approval first (`[escalate]`), as `network <host>`, `fs_reach.write <path>`
+    /// or `process.args <pattern>`, for the categories the tool declares.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub escalate: Vec<String>,
+    /// The tool's `[constraints]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constraints: Option<ToolConstraints>,
+}
+
+impl Restrictions {
+    /// The rules of `policy` that apply to `tool` declaring `caps`.
+    pub(crate) fn of(tool: &str, caps: &ToolCapabilities, policy: &CompiledPolicy) -> Self {
+        let reach = caps.fs_reach.clone().unwrap_or_default();
+        let fs = reach.read.is_some() || reach.write.is_some();
+        let spawns = caps.process.is_some();
+        let hosts = |set: &crate::matching::host::HostSet| -> Vec<String> {
+            set.patterns().iter().map(ToString::to_string).collect()
+        };
+        let mut escalate = Vec::new();
+        if caps.network.is_some() {
+            escalate.extend(
+                hosts(&policy.escalate_hosts)
+                    .into_iter()
+                    .map(|h| format!("network {h}")),
+            );
+        }
+        if reach.write.is_some() {
+            escalate.extend(
+                policy
+                    .escalate_write
+                    .iter()
+                    .map(|p| format!("fs_reach.write {}", p.display())),
+            );
+        }
+        if spawns {
+            escalate.extend(
+                policy
+                    .escalate_args
+                    .iter()
+                    .map(|a| format!("process.args {}", a.as_str())),
+            );
+        }
+        Restrictions {
+            fs_deny: if fs {
+                policy.fs_deny.to_vec()
+            } else {
+                Vec::new()
+            },
+            network_deny: if caps.network.is_some() {
+                hosts(&policy.network_deny)
+            } else {
+                Vec::new()
+            },
+            deny_args: if spawns {
+                policy.deny_args().map(str::to_owned).collect()
+            } else {
+                Vec::new()
+            },
+            env_allow: if spawns {
+                policy.env_allow.to_vec()
+            } else {
+                Vec::new()
+            },
+            sandbox_off: spawns && policy.sandbox == SandboxMode::Off,
+            escalate,
+            constraints: policy.constraints(tool).cloned(),
+        }
+    }
+}
+
+/// How `new` loosens `old`, as (code, detail): a rule of `old` that `new` no longer has (a deny
+/// path no deny of `new` covers, a deny host pattern no deny pattern of `new` covers, a
+/// `deny_args` pattern or an escalation missing from `new`), a child variable `new` adds, the
+/// sandbox turned off, a constraint dropped or relaxed.
+pub(crate) fn loosened(old: &Restrictions, new: &Restrictions) -> Vec<(WideningCode, String)> {
+    let mut out = Vec::new();
+    let gone = |what: &str, items: Vec<String>, out: &mut Vec<(WideningCode, String)>| {
+        if !items.is_empty() {
+            out.push((
+                WideningCode::Restriction,
+                format!("{what} no longer: {}", items.join(", ")),
+            ));
+        }
+    };
+    let paths = old
+        .fs_deny
+        .iter()
+        .filter(|o| !new.fs_deny.iter().any(|n| is_within(o, n)))
+        .map(|p| p.display().to_string())
+        .collect();
+    gone("fs_reach.deny", paths, &mut out);
+    let parsed: Vec<HostPattern> = new
+        .network_deny
+        .iter()
+        .filter_map(|p| HostPattern::parse(p).ok())
+        .collect();
+    let hosts = old
+        .network_deny
+        .iter()
+        .filter(|o| match HostPattern::parse(o) {
+            Ok(o) => !parsed.iter().any(|n| o.is_covered_by(n)),
+            Err(_) => !new.network_deny.contains(o),
+        })
+        .cloned()
+        .collect();
+    gone("safety.network.deny", hosts, &mut out);
+    let missing = |o: &[String], n: &[String]| -> Vec<String> {
+        o.iter().filter(|x| !n.contains(x)).cloned().collect()
+    };
+    gone(
+        "safety.process.deny_args",
+        missing(&old.deny_args, &new.deny_args),
+        &mut out,
+    );
+    let asks = missing(&old.escalate, &new.escalate);
+    if !asks.is_empty() {
+        out.push((
+            WideningCode::Escalation,
+            format!("no longer asks for: {}", asks.join(", ")),
+        ));
+    }
+    let env = missing(&new.env_allow, &old.env_allow);
+    if !env.is_empty() {
+        out.push((
+            WideningCode::Environment,
+            format!("children may now be given {}", env.join(", ")),
+        ));
+    }
+    if new.sandbox_off && !old.sandbox_off {
+        out.push((
+            WideningCode::Sandbox,
+            "children now run without kernel confinement".to_owned(),
+        ));
+    }
+    if let Some(o) = &old.constraints {
+        // No entry is the defaults in force: no limit, the path gate on (`new`, where
+        // `Default` would have it off).
+        #[allow(
+            clippy::unwrap_or_default,
+            reason = "ToolConstraints::default() has the path gate off; new() is what applies"
+        )]
+        let n = new.constraints.clone().unwrap_or_else(ToolConstraints::new);
+        let mut relaxed = Vec::new();
+        if o.forbidden && !n.forbidden {
+            relaxed.push("no longer forbidden".to_owned());
+        }
+        match (o.max_invocations, n.max_invocations) {
+            (Some(a), None) => relaxed.push(format!("max_invocations {a} -> none")),
+            (Some(a), Some(b)) if b > a => relaxed.push(format!("max_invocations {a} -> {b}")),
+            _ => {}
+        }
+        let after = missing(&o.only_after, &n.only_after);
+        if !after.is_empty() {
+            relaxed.push(format!("only_after no longer: {}", after.join(", ")));
+        }
+        if o.path_gate && !n.path_gate {
+            relaxed.push("path_gate off".to_owned());
+        }
+        if !relaxed.is_empty() {
+            out.push((WideningCode::Constraints, relaxed.join("; ")));
+        }
+    }
+    out
+}
