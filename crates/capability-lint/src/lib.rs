@@ -463,26 +463,8 @@ fn expand_member(root: &Path, member: &str) -> Result<Vec<PathBuf>, LintError> {
     Ok(out)
 }
 
-/// Every `.rs` file under `dir`, sorted (none when `dir` does not exist).
+/// Every `.rs` file under `dir`, sorted (none when `dir` does not exist); a symbolic link is not
+/// followed.
 pub fn rust_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    if !dir.is_dir() {
-        return Ok(out);
-    }
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d)? {
-            let entry = entry?;
-            let path = entry.path();
-            // A symbolic link is not followed: a crate's sources are its own files.
-            let kind = entry.file_type()?;
-            if kind.is_dir() {
-                stack.push(path);
-            } else if kind.is_file() && path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
+    sources::files_under(dir, dir, &mut Vec::new())
 }

@@ -26,29 +26,22 @@ pub(crate) fn collect(
     dir: &Path,
     manifest: &toml::Table,
 ) -> Result<(Vec<Source>, Vec<Finding>), LintError> {
-    let mut unchecked = Vec::new();
-    let mut seen = BTreeSet::new();
-    let mut queue: VecDeque<(PathBuf, bool)> = VecDeque::new();
+    let mut walk = Walk {
+        dir,
+        seen: BTreeSet::new(),
+        queue: VecDeque::new(),
+        unchecked: Vec::new(),
+    };
     let src = dir.join("src");
-    for file in walk(&src, dir, &mut unchecked).map_err(|e| LintError::new(&src, e))? {
-        seen.insert(file.clone());
-        queue.push_back((file, false));
+    for file in files_under(&src, dir, &mut walk.unchecked).map_err(|e| LintError::new(&src, e))? {
+        walk.seen.insert(file.clone());
+        walk.queue.push_back((file, false));
     }
     for target in target_paths(manifest) {
-        let file = dir.join(target);
-        follow(
-            dir,
-            &file,
-            Path::new("Cargo.toml"),
-            1,
-            true,
-            &mut seen,
-            &mut queue,
-            &mut unchecked,
-        );
+        walk.follow(&dir.join(target), Path::new("Cargo.toml"), 1);
     }
     let mut sources = Vec::new();
-    while let Some((file, outside_src)) = queue.pop_front() {
+    while let Some((file, outside_src)) = walk.queue.pop_front() {
         let (text, ast) = read(&file)?;
         let rel = file.strip_prefix(dir).unwrap_or(&file).to_path_buf();
         let mut pulls = Pulls::default();
@@ -63,8 +56,8 @@ pub(crate) fn collect(
                     inline,
                     name,
                 } => {
-                    // A plain `mod m;` of a file under `src/` is a file under `src/`, already
-                    // walked; elsewhere it is followed like a `#[path]`.
+                    // A plain `mod m;` at the top of a file under `src/` is a file under `src/`,
+                    // already walked; elsewhere it is followed like a `#[path]`.
                     if path.is_none() && !outside_src && inline.is_empty() {
                         continue;
                     }
@@ -72,42 +65,22 @@ pub(crate) fn collect(
                         module_candidates(&here, &stem, &inline, &name, path.as_deref());
                     let found: Vec<_> = candidates.iter().filter(|c| c.exists()).collect();
                     if found.is_empty() && path.is_some() {
-                        unchecked.push(finding(
+                        walk.unchecked.push(finding(
                             &rel,
                             line,
                             "a `#[path]` module whose file is not there",
                         ));
                     }
                     for candidate in found {
-                        follow(
-                            dir,
-                            candidate,
-                            &rel,
-                            line,
-                            true,
-                            &mut seen,
-                            &mut queue,
-                            &mut unchecked,
-                        );
+                        walk.follow(candidate, &rel, line);
                     }
                 }
                 Pull::Include {
                     line,
                     path: Some(path),
-                } => {
-                    follow(
-                        dir,
-                        &here.join(path),
-                        &rel,
-                        line,
-                        true,
-                        &mut seen,
-                        &mut queue,
-                        &mut unchecked,
-                    );
-                }
+                } => walk.follow(&here.join(path), &rel, line),
                 Pull::Include { line, path: None } => {
-                    unchecked.push(finding(
+                    walk.unchecked.push(finding(
                         &rel,
                         line,
                         "an `include!` of a path the lint cannot read statically",
@@ -118,7 +91,7 @@ pub(crate) fn collect(
         sources.push((file, text, ast));
     }
     sources.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok((sources, unchecked))
+    Ok((sources, walk.unchecked))
 }
 
 /// A finding of [`Rule::UncheckedSource`].
@@ -132,48 +105,45 @@ fn finding(file: &Path, line: usize, what: &str) -> Finding {
     )
 }
 
-/// Queues `file` (named at `from:line`) unless it was seen; refuses a link, a file outside the
-/// crate's directory, or one that is not a regular file.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the walk's state, passed by its one caller"
-)]
-fn follow(
-    dir: &Path,
-    file: &Path,
-    from: &Path,
-    line: usize,
-    outside_src: bool,
-    seen: &mut BTreeSet<PathBuf>,
-    queue: &mut VecDeque<(PathBuf, bool)>,
-    unchecked: &mut Vec<Finding>,
-) {
-    let Ok(real) = std::fs::canonicalize(file) else {
-        // The manifest may name a target that is not there; cargo reports that itself.
-        return;
-    };
-    if !real.starts_with(dir) {
-        unchecked.push(finding(
-            from,
-            line,
-            &format!(
+/// The walk of one crate's module tree: the files seen, those still to read (each with whether
+/// it lies outside `src/`), and what could not be followed.
+struct Walk<'a> {
+    dir: &'a Path,
+    seen: BTreeSet<PathBuf>,
+    queue: VecDeque<(PathBuf, bool)>,
+    unchecked: Vec<Finding>,
+}
+
+impl Walk<'_> {
+    /// Queues `file` (named at `from:line`) unless it was seen; refuses a file outside the
+    /// crate's directory, or one that is not a regular file.
+    fn follow(&mut self, file: &Path, from: &Path, line: usize) {
+        let Ok(real) = std::fs::canonicalize(file) else {
+            // The manifest may name a target that is not there; cargo reports that itself.
+            return;
+        };
+        if !real.starts_with(self.dir) {
+            let what = format!(
                 "a source outside the crate's directory ({})",
                 real.display()
-            ),
-        ));
-    } else if !std::fs::metadata(&real).is_ok_and(|m| m.is_file()) {
-        unchecked.push(finding(
-            from,
-            line,
-            &format!("a source that is not a regular file ({})", real.display()),
-        ));
-    } else if seen.insert(real.clone()) {
-        queue.push_back((real, outside_src));
+            );
+            self.unchecked.push(finding(from, line, &what));
+        } else if !std::fs::metadata(&real).is_ok_and(|m| m.is_file()) {
+            let what = format!("a source that is not a regular file ({})", real.display());
+            self.unchecked.push(finding(from, line, &what));
+        } else if self.seen.insert(real.clone()) {
+            self.queue.push_back((real, true));
+        }
     }
 }
 
-/// The `.rs` files under `src`, sorted; a symbolic link there is a finding, never followed.
-fn walk(src: &Path, dir: &Path, unchecked: &mut Vec<Finding>) -> std::io::Result<Vec<PathBuf>> {
+/// The `.rs` files under `src`, sorted; a symbolic link there is a finding (named relative to
+/// `dir`), never followed.
+pub(crate) fn files_under(
+    src: &Path,
+    dir: &Path,
+    unchecked: &mut Vec<Finding>,
+) -> std::io::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     if !src.is_dir() {
         return Ok(out);
