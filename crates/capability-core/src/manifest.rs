@@ -316,7 +316,7 @@ impl fmt::Display for Widening {
 }
 
 /// Host patterns of `new` not covered by any of `old` (an unparsable pattern counts as new).
-fn uncovered_hosts(old: &[String], new: &[String]) -> Vec<String> {
+pub(crate) fn uncovered_hosts(old: &[String], new: &[String]) -> Vec<String> {
     let old: Vec<Option<HostPattern>> = old.iter().map(|p| HostPattern::parse(p).ok()).collect();
     new.iter()
         .filter(|n| match HostPattern::parse(n) {
@@ -335,7 +335,7 @@ fn uncovered_kinds(old: &[String], new: &[String]) -> Vec<String> {
         .collect()
 }
 
-fn uncovered_paths(old: &[PathBuf], new: &[PathBuf]) -> Vec<String> {
+pub(crate) fn uncovered_paths(old: &[PathBuf], new: &[PathBuf]) -> Vec<String> {
     new.iter()
         .filter(|n| !old.iter().any(|o| is_within(n, o)))
         .map(|p| p.display().to_string())

@@ -11,9 +11,7 @@ use capability_types::ToolCapabilities;
 use capability_types::backend::SandboxMode;
 use serde::{Deserialize, Serialize};
 
-use crate::manifest::WideningCode;
-use crate::matching::host::HostPattern;
-use crate::matching::path::is_within;
+use crate::manifest::{WideningCode, uncovered_hosts, uncovered_paths};
 use crate::policy::CompiledPolicy;
 
 /// What the personality takes from a tool's reach, for the categories the tool declares.
@@ -119,28 +117,18 @@ pub(crate) fn loosened(old: &Restrictions, new: &Restrictions) -> Vec<(WideningC
             ));
         }
     };
-    let paths = old
-        .fs_deny
-        .iter()
-        .filter(|o| !new.fs_deny.iter().any(|n| is_within(o, n)))
-        .map(|p| p.display().to_string())
-        .collect();
-    gone("fs_reach.deny", paths, &mut out);
-    let parsed: Vec<HostPattern> = new
-        .network_deny
-        .iter()
-        .filter_map(|p| HostPattern::parse(p).ok())
-        .collect();
-    let hosts = old
-        .network_deny
-        .iter()
-        .filter(|o| match HostPattern::parse(o) {
-            Ok(o) => !parsed.iter().any(|n| o.is_covered_by(n)),
-            Err(_) => !new.network_deny.contains(o),
-        })
-        .cloned()
-        .collect();
-    gone("safety.network.deny", hosts, &mut out);
+    // A rule of `old` is still in force when a rule of `new` covers it: the widenings of the
+    // reach with the sides swapped.
+    gone(
+        "fs_reach.deny",
+        uncovered_paths(&new.fs_deny, &old.fs_deny),
+        &mut out,
+    );
+    gone(
+        "safety.network.deny",
+        uncovered_hosts(&new.network_deny, &old.network_deny),
+        &mut out,
+    );
     let missing = |o: &[String], n: &[String]| -> Vec<String> {
         o.iter().filter(|x| !n.contains(x)).cloned().collect()
     };
@@ -169,33 +157,32 @@ pub(crate) fn loosened(old: &Restrictions, new: &Restrictions) -> Vec<(WideningC
             "children now run without kernel confinement".to_owned(),
         ));
     }
-    if let Some(o) = &old.constraints {
-        // No entry is the defaults in force: no limit, the path gate on (`new`, where
-        // `Default` would have it off).
-        #[allow(
-            clippy::unwrap_or_default,
-            reason = "ToolConstraints::default() has the path gate off; new() is what applies"
-        )]
-        let n = new.constraints.clone().unwrap_or_else(ToolConstraints::new);
-        let mut relaxed = Vec::new();
-        if o.forbidden && !n.forbidden {
-            relaxed.push("no longer forbidden".to_owned());
-        }
-        match (o.max_invocations, n.max_invocations) {
-            (Some(a), None) => relaxed.push(format!("max_invocations {a} -> none")),
-            (Some(a), Some(b)) if b > a => relaxed.push(format!("max_invocations {a} -> {b}")),
-            _ => {}
-        }
-        let after = missing(&o.only_after, &n.only_after);
-        if !after.is_empty() {
-            relaxed.push(format!("only_after no longer: {}", after.join(", ")));
-        }
-        if o.path_gate && !n.path_gate {
-            relaxed.push("path_gate off".to_owned());
-        }
-        if !relaxed.is_empty() {
-            out.push((WideningCode::Constraints, relaxed.join("; ")));
-        }
+    // No entry is the defaults in force: no limit, the path gate on (`new`, where `Default`
+    // would have it off).
+    #[allow(
+        clippy::unwrap_or_default,
+        reason = "ToolConstraints::default() has the path gate off; new() is what applies"
+    )]
+    let [o, n] = [&old.constraints, &new.constraints]
+        .map(|c| c.clone().unwrap_or_else(ToolConstraints::new));
+    let mut relaxed = Vec::new();
+    if o.forbidden && !n.forbidden {
+        relaxed.push("no longer forbidden".to_owned());
+    }
+    match (o.max_invocations, n.max_invocations) {
+        (Some(a), None) => relaxed.push(format!("max_invocations {a} -> none")),
+        (Some(a), Some(b)) if b > a => relaxed.push(format!("max_invocations {a} -> {b}")),
+        _ => {}
+    }
+    let after = missing(&o.only_after, &n.only_after);
+    if !after.is_empty() {
+        relaxed.push(format!("only_after no longer: {}", after.join(", ")));
+    }
+    if o.path_gate && !n.path_gate {
+        relaxed.push("path_gate off".to_owned());
+    }
+    if !relaxed.is_empty() {
+        out.push((WideningCode::Constraints, relaxed.join("; ")));
     }
     out
 }

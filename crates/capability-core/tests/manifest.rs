@@ -319,6 +319,15 @@ fn loosening_the_personality_s_restrictions_is_a_widening() {
         ),
         shell(WideningCode::Sandbox)
     );
+    // A tool with no `[constraints]` entry has the defaults in force: giving it one that turns
+    // its path gate off loosens it.
+    assert_eq!(
+        found(
+            "[constraints.shell]\n",
+            "[constraints.fetch]\npath_gate = false\n[constraints.shell]\n"
+        ),
+        fetch(WideningCode::Constraints)
+    );
     // Tightening is not a widening.
     for (from, to) in [
         (
