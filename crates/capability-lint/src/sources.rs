@@ -7,7 +7,7 @@
 //! [`Rule::UncheckedSource`], never a silent pass.
 
 use std::collections::{BTreeSet, VecDeque};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use proc_macro2::{TokenStream, TokenTree};
 use syn::visit::Visit;
@@ -48,7 +48,7 @@ pub(crate) fn collect(
         pulls.visit_file(&ast);
         let here = file.parent().unwrap_or(dir).to_path_buf();
         let stem = file.file_stem().map(PathBuf::from).unwrap_or_default();
-        for pull in pulls.0 {
+        for pull in pulls.found {
             match pull {
                 Pull::Module {
                     line,
@@ -119,7 +119,12 @@ impl Walk<'_> {
     /// crate's directory, or one that is not a regular file.
     fn follow(&mut self, file: &Path, from: &Path, line: usize) {
         let Ok(real) = std::fs::canonicalize(file) else {
-            // The manifest may name a target that is not there; cargo reports that itself.
+            // A target that is not there is the compiler's to report; one that is there but
+            // cannot be resolved (a link to nowhere, a directory it may not search) is ours.
+            if std::fs::symlink_metadata(file).is_ok() {
+                let what = format!("a source that cannot be resolved ({})", file.display());
+                self.unchecked.push(finding(from, line, &what));
+            }
             return;
         };
         if !real.starts_with(self.dir) {
@@ -207,24 +212,11 @@ fn module_candidates(
             }
         }
     }
-    let mut out: Vec<PathBuf> = out.into_iter().map(|p| normal(&p)).collect();
+    // Kept as written: the compiler opens the joined path, so `..` after a directory that is
+    // a link goes up from where the link leads (worked out lexically, it named a decoy inside
+    // the crate while the compiler built a file outside it).
     out.sort();
     out.dedup();
-    out
-}
-
-/// `path` with `.` and `..` worked out lexically (the file may be reached through them).
-fn normal(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for part in path.components() {
-        match part {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
     out
 }
 
@@ -267,7 +259,11 @@ enum Pull {
 
 /// The pulls of one file, in order.
 #[derive(Default)]
-struct Pulls(Vec<Pull>, Vec<String>);
+struct Pulls {
+    found: Vec<Pull>,
+    /// The directories of the inline modules the visit is inside.
+    inline: Vec<String>,
+}
 
 impl<'ast> Visit<'ast> for Pulls {
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
@@ -278,17 +274,17 @@ impl<'ast> Visit<'ast> for Pulls {
                 .first()
                 .cloned()
                 .unwrap_or_else(|| m.ident.to_string());
-            self.1.push(dir);
+            self.inline.push(dir);
             syn::visit::visit_item_mod(self, m);
-            self.1.pop();
+            self.inline.pop();
             return;
         }
         let line = m.ident.span().start().line;
         let mut pull = |path| {
-            self.0.push(Pull::Module {
+            self.found.push(Pull::Module {
                 line,
                 path,
-                inline: self.1.clone(),
+                inline: self.inline.clone(),
                 name: m.ident.to_string(),
             });
         };
@@ -303,23 +299,15 @@ impl<'ast> Visit<'ast> for Pulls {
     }
 
     fn visit_macro(&mut self, mac: &'ast syn::Macro) {
-        let named_include = mac
-            .path
-            .segments
-            .last()
-            .is_some_and(|s| s.ident == "include");
-        if named_include {
-            let line = mac
-                .path
-                .segments
-                .last()
-                .map_or(1, |s| s.ident.span().start().line);
-            self.0.push(Pull::Include {
-                line,
+        if let Some(last) = mac.path.segments.last()
+            && last.ident == "include"
+        {
+            self.found.push(Pull::Include {
+                line: last.ident.span().start().line,
                 path: literal(&mac.tokens),
             });
         }
-        includes_in(&mac.tokens, &mut self.0);
+        includes_in(&mac.tokens, &mut self.found);
     }
 }
 

@@ -389,7 +389,7 @@ fn code_brought_in_from_outside_src_is_checked_or_refused() {
             "hidden/included.rs:1",
         ),
         (
-            "mod wrapper { #[path = \"../../hidden/inline.rs\"] mod inline; }",
+            "mod wrapper { #[path = \"../../../hidden/inline.rs\"] mod inline; }",
             "hidden/inline.rs:1",
         ),
         (
@@ -401,6 +401,11 @@ fn code_brought_in_from_outside_src_is_checked_or_refused() {
             "hidden/parent/plain.rs:1",
         ),
     ] {
+        // Inside inline module `wrapper` of `src/util.rs`, a `#[path]` is relative to
+        // `src/util/wrapper/`, which the compiler opens as a directory: it must be there.
+        if extra.contains("wrapper") {
+            std::fs::create_dir_all(krate.join("src/util/wrapper")).unwrap();
+        }
         if extra.contains("util_c") {
             std::fs::write(krate.join("src/util_c.rs"), "").unwrap();
         }
@@ -433,6 +438,24 @@ fn code_brought_in_from_outside_src_is_checked_or_refused() {
             "{extra}: {said}"
         );
     }
+    // A `#[path]` through a directory that links outside the crate, with `..` after it: the
+    // compiler resolves it through the link (to a file outside), not lexically (to a clean
+    // decoy inside the crate).
+    let outer = dir.path().join("outer");
+    std::fs::create_dir_all(outer.join("deep")).unwrap();
+    std::fs::write(
+        outer.join("evil.rs"),
+        "pub fn e() { let _ = std::fs::read(\"/etc/shadow\"); }\n",
+    )
+    .unwrap();
+    std::fs::write(krate.join("hidden/evil.rs"), "pub fn decoy() {}\n").unwrap();
+    symlink(outer.join("deep"), krate.join("hidden/link")).unwrap();
+    let (code, said) = lint("#[path = \"../hidden/link/../evil.rs\"] mod through;");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("src/util.rs:3:") && said.contains("outside the crate's directory"),
+        "{said}"
+    );
     // A symbolic link among the sources, even to a clean file of the crate.
     symlink("clean.rs", krate.join("src/linked.rs")).unwrap();
     let (code, said) = lint("");
