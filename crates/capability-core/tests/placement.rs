@@ -660,15 +660,9 @@ fn a_batch_naming_many_tools_finds_each_ones_preparation() {
     }
 }
 
-// guarantee: G-REG-11
-#[test]
-fn each_call_sees_its_own_identity_and_token_whatever_ran_before_it() {
-    // Plans are kept between calls, a tool that declares nothing shares one plan across every
-    // context, and a call run in the caller's task borrows the context its thread's last call
-    // of the same plan left (docs/decisions.md, "The per-call path"): whatever ran before, each
-    // call sees its own id, session, directory, personality and batch token, in every
-    // placement: whether the tools run in turn (each call finds the other tool's context left)
-    // or one tool runs across the contexts (each finds its own tool's, made for another).
+/// Two tools that report what their context says: `bare` declares nothing (one plan for every
+/// context), `reader` reads the personality's roots (a plan per context).
+fn identity_registry() -> DefaultToolRegistry {
     let mut registry = DefaultToolRegistry::new(Some(recording_backends().0));
     registry
         .register(TestTool::new(
@@ -684,6 +678,19 @@ fn each_call_sees_its_own_identity_and_token_whatever_ran_before_it() {
             Behaviour::ReportIdentity,
         ))
         .unwrap();
+    registry
+}
+
+// guarantee: G-REG-11
+#[test]
+fn each_call_sees_its_own_identity_and_token_whatever_ran_before_it() {
+    // Plans are kept between calls, a tool that declares nothing shares one plan across every
+    // context, and a call run in the caller's task borrows the context its thread's last call
+    // of the same plan left (docs/decisions.md, "The per-call path"): whatever ran before, each
+    // call sees its own id, session, directory, personality and batch token, in every
+    // placement: whether the tools run in turn (each call finds the other tool's context left)
+    // or one tool runs across the contexts (each finds its own tool's, made for another).
+    let registry = identity_registry();
     let p = policy("id = \"p\"\n[fs_reach]\nread = [\"/srv\"]\n");
     let q = policy("id = \"q\"\n[fs_reach]\nread = [\"/srv\"]\n");
     // Each differs from the first in one thing only, the rest shared with it.
@@ -787,20 +794,7 @@ fn each_call_sees_its_own_identity_and_token_whatever_ran_before_it() {
 /// plan memo and the tool's kept context held.
 #[test]
 fn contexts_of_concurrent_batches_on_many_threads_never_cross() {
-    let (backends, _) = recording_backends();
-    let mut registry = DefaultToolRegistry::new(Some(backends));
-    let reach = ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality);
-    registry
-        .register(TestTool::new("who", reach, Behaviour::ReportIdentity))
-        .unwrap();
-    registry
-        .register(TestTool::new(
-            "bare",
-            ToolCapabilities::none(),
-            Behaviour::ReportIdentity,
-        ))
-        .unwrap();
-    let registry = Arc::new(registry);
+    let registry = Arc::new(identity_registry());
     let personalities = [
         policy("id = \"a\"\n[fs_reach]\nread = [\"/srv/a\"]\n"),
         policy("id = \"b\"\n[fs_reach]\nread = [\"/srv/b\"]\n"),
@@ -823,7 +817,7 @@ fn contexts_of_concurrent_batches_on_many_threads_never_cross() {
                         ExecutionContext::new(session.as_str(), Arc::clone(&personalities[k]), dir);
                     let calls: Vec<ToolCall> = (0..=(i % 3))
                         .map(|j| {
-                            let tool = if (i + j) % 2 == 0 { "who" } else { "bare" };
+                            let tool = if (i + j) % 2 == 0 { "reader" } else { "bare" };
                             ToolCall::new(format!("{task}-{i}-{j}"), tool, json!({}))
                         })
                         .collect();
