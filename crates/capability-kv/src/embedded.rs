@@ -1,4 +1,4 @@
-//! The embedded store: one redb file, crash-safe, with group commit.
+//! The embedded store: one redb file, crash-safe, with group commit, shared by processes.
 //!
 //! Keys are stored as `u32 BE length of namespace ‖ namespace ‖ key`, so a namespace is a
 //! length-prefixed binary prefix no key can imitate. Values are `u64 BE expiry in ms since the
@@ -7,18 +7,25 @@
 //! All writes go through one writer thread. It takes every write that is waiting, applies them
 //! in one transaction and commits it durably; only then is each `set` acknowledged. Concurrent
 //! writers share one fsync, and an acknowledged write survives a crash of the process.
+//!
+//! The file is locked (by redb, `flock`) only while the store is in use: the writer thread
+//! closes it once nothing has used it for [`HOLD`], and whoever needs it next opens it again,
+//! waiting for another process to let go for up to the store's lock wait. So the processes of
+//! one user (two MCP servers, a server and `toolcap call`) share one file, one at a time
+//! (docs/semantics.md, "Key-value state").
 #![allow(clippy::disallowed_methods, reason = "the embedded store's file layer")]
 
 use std::fmt;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use capability_types::CapabilityError;
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, DatabaseError, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::oneshot;
 
 use crate::{RawStore, now_ms};
@@ -27,25 +34,114 @@ const KV: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("toolcap_kv")
 
 /// Writes waiting at most this many per transaction.
 const MAX_BATCH: usize = 4096;
-/// Idle time after which the writer purges expired entries.
-const PURGE_AFTER_IDLE: Duration = Duration::from_secs(60);
+/// How long the file stays open (and locked) after its last use.
+const HOLD: Duration = Duration::from_millis(100);
+/// Expired entries are purged, when the file is closed, at most this often.
+const PURGE_EVERY: Duration = Duration::from_secs(60);
 
 enum Op {
     Set { key: Vec<u8>, value: Vec<u8> },
     Delete { key: Vec<u8> },
 }
 
-struct Job {
-    op: Op,
-    ack: oneshot::Sender<Result<bool, String>>,
+/// What the writer thread is asked.
+enum Msg {
+    /// A write, acknowledged once committed.
+    Job {
+        op: Op,
+        ack: oneshot::Sender<Result<bool, CapabilityError>>,
+    },
+    /// Open the file for a reader (waiting for another process if need be), and say when.
+    Open(oneshot::Sender<Result<(), CapabilityError>>),
+    /// The file was opened by another thread: start counting its idle time.
+    Opened,
 }
 
-/// Key-value state in one crash-safe file.
-pub struct EmbeddedStore {
+/// The file, open while in use, and what decides when to close it.
+struct Shared {
     path: PathBuf,
-    db: Arc<Database>,
+    lock_wait: Duration,
+    /// `Some` while the file is open (and locked). Readers clone the `Arc` for one transaction,
+    /// so a close waits for them.
+    db: Mutex<Option<Arc<Database>>>,
+    /// When the file was last used, in ms since `epoch`.
+    used: AtomicU64,
+    epoch: Instant,
+}
+
+impl Shared {
+    fn touch(&self) {
+        let ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.used.store(ms, Ordering::Relaxed);
+    }
+
+    fn idle(&self) -> Duration {
+        let now = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        Duration::from_millis(now.saturating_sub(self.used.load(Ordering::Relaxed)))
+    }
+
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Arc<Database>>> {
+        self.db.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The open file, if it is open.
+    fn current(&self) -> Option<Arc<Database>> {
+        let db = self.slot().clone();
+        if db.is_some() {
+            self.touch();
+        }
+        db
+    }
+
+    /// The open file, opened now if it is not: another process holding it is waited for, up to
+    /// the lock wait. Blocks the calling thread. Whether it was opened by this call.
+    fn acquire(&self) -> Result<(Arc<Database>, bool), CapabilityError> {
+        let mut slot = self.slot();
+        if let Some(db) = slot.as_ref() {
+            self.touch();
+            return Ok((Arc::clone(db), false));
+        }
+        let db = Arc::new(open_waiting(&self.path, self.lock_wait)?);
+        *slot = Some(Arc::clone(&db));
+        self.touch();
+        Ok((db, true))
+    }
+}
+
+/// Opens the file, retrying while another process (or a reader of this one still finishing
+/// with a closed handle) holds its lock, for up to `wait`.
+fn open_waiting(path: &Path, wait: Duration) -> Result<Database, CapabilityError> {
+    let deadline = capability_types::deadline(Instant::now(), wait);
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match Database::create(path) {
+            Ok(db) => return Ok(db),
+            Err(DatabaseError::DatabaseAlreadyOpen) if Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(25));
+            }
+            Err(DatabaseError::DatabaseAlreadyOpen) => {
+                return Err(CapabilityError::not_available(format!(
+                    "the key-value store {} is in use by another process, which did not let go \
+                     of it within {wait:?}",
+                    path.display()
+                )));
+            }
+            Err(e) => {
+                return Err(CapabilityError::not_available(format!(
+                    "cannot open the key-value store {}: {e}",
+                    path.display()
+                )));
+            }
+        }
+    }
+}
+
+/// Key-value state in one crash-safe file, which processes share one at a time.
+pub struct EmbeddedStore {
+    shared: Arc<Shared>,
     /// `None` only while dropping.
-    writer: Option<Sender<Job>>,
+    writer: Option<Sender<Msg>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -63,7 +159,7 @@ impl Drop for EmbeddedStore {
 impl fmt::Debug for EmbeddedStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EmbeddedStore")
-            .field("path", &self.path)
+            .field("path", &self.shared.path)
             .finish_non_exhaustive()
     }
 }
@@ -104,13 +200,33 @@ fn storage_error(e: impl fmt::Display) -> CapabilityError {
 }
 
 impl EmbeddedStore {
-    /// Opens (or creates, readable by the owner only) the store at `path`.
+    /// How long a store waits for another process to let go of the file, unless
+    /// [`open_with_lock_wait`](Self::open_with_lock_wait) says otherwise.
+    pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(5);
+
+    /// Opens (or creates, readable by the owner only) the store at `path`, waiting up to
+    /// [`DEFAULT_LOCK_WAIT`](Self::DEFAULT_LOCK_WAIT) for another process whenever the file is in use.
     ///
     /// # Ambient Authority
     ///
-    /// Opens `path` from the process's file system view. A file another process holds open
-    /// is refused with `not_available`.
+    /// Opens `path` from the process's file system view.
     pub fn open(path: impl AsRef<Path>) -> Result<Arc<Self>, CapabilityError> {
+        Self::open_with_lock_wait(path, Self::DEFAULT_LOCK_WAIT)
+    }
+
+    /// [`open`](Self::open), waiting up to `lock_wait` for another process that holds the
+    /// file; past it, an operation fails with `not_available`.
+    ///
+    /// The file is checked now (a file that is not a store is refused here), unless another
+    /// process holds it at this moment: then it is a store in use, and checked when first used.
+    ///
+    /// # Ambient Authority
+    ///
+    /// Opens `path` from the process's file system view.
+    pub fn open_with_lock_wait(
+        path: impl AsRef<Path>,
+        lock_wait: Duration,
+    ) -> Result<Arc<Self>, CapabilityError> {
         let path = path.as_ref().to_path_buf();
         if !path.exists() {
             use std::os::unix::fs::OpenOptionsExt;
@@ -128,18 +244,31 @@ impl EmbeddedStore {
                 )));
             }
         }
-        let db = Database::create(&path).map_err(|e| {
-            CapabilityError::not_available(format!(
-                "cannot open the key-value store {}: {e}",
-                path.display()
-            ))
-        })?;
-        let txn = db.begin_write().map_err(storage_error)?;
-        txn.open_table(KV).map_err(storage_error)?;
-        txn.commit().map_err(storage_error)?;
-        let db = Arc::new(db);
+        let db = match Database::create(&path) {
+            Ok(db) => {
+                let txn = db.begin_write().map_err(storage_error)?;
+                txn.open_table(KV).map_err(storage_error)?;
+                txn.commit().map_err(storage_error)?;
+                Some(Arc::new(db))
+            }
+            // In use by another process: a store, whose holder made its table.
+            Err(DatabaseError::DatabaseAlreadyOpen) => None,
+            Err(e) => {
+                return Err(CapabilityError::not_available(format!(
+                    "cannot open the key-value store {}: {e}",
+                    path.display()
+                )));
+            }
+        };
+        let shared = Arc::new(Shared {
+            path,
+            lock_wait,
+            db: Mutex::new(db),
+            used: AtomicU64::new(0),
+            epoch: Instant::now(),
+        });
         let (writer, jobs) = mpsc::channel();
-        let for_thread = Arc::clone(&db);
+        let for_thread = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("toolcap-kv-writer".to_owned())
             .spawn(move || write_loop(&for_thread, &jobs))
@@ -147,16 +276,20 @@ impl EmbeddedStore {
                 CapabilityError::not_available(format!("cannot start the key-value writer: {e}"))
             })?;
         Ok(Arc::new(Self {
-            path,
-            db,
+            shared,
             writer: Some(writer),
             thread: Some(thread),
         }))
     }
 
     /// Every entry's raw bytes, for integrity checks: (namespace, key, decodable payload).
+    /// Blocks the calling thread while another process holds the file.
     pub fn scan_all(&self) -> Result<Vec<(String, String, bool)>, CapabilityError> {
-        let txn = self.db.begin_read().map_err(storage_error)?;
+        let (db, opened) = self.shared.acquire()?;
+        if opened {
+            self.send(Msg::Opened)?;
+        }
+        let txn = db.begin_read().map_err(storage_error)?;
         let table = txn.open_table(KV).map_err(storage_error)?;
         let mut out = Vec::new();
         for item in table.iter().map_err(storage_error)? {
@@ -181,61 +314,122 @@ impl EmbeddedStore {
         Ok(out)
     }
 
-    async fn submit(&self, op: Op) -> Result<bool, CapabilityError> {
-        let (ack, done) = oneshot::channel();
+    fn send(&self, msg: Msg) -> Result<(), CapabilityError> {
         self.writer
             .as_ref()
-            .ok_or_else(|| CapabilityError::not_available("the key-value writer has stopped"))?
-            .send(Job { op, ack })
-            .map_err(|_| CapabilityError::not_available("the key-value writer has stopped"))?;
-        done.await
-            .map_err(|_| CapabilityError::not_available("the key-value writer has stopped"))?
-            .map_err(storage_error)
+            .ok_or_else(stopped)?
+            .send(msg)
+            .map_err(|_| stopped())
+    }
+
+    /// The open file for a read: the one open now, or one the writer thread opens (waiting
+    /// there, not in the caller's task, for another process to let go).
+    async fn reader(&self) -> Result<Arc<Database>, CapabilityError> {
+        loop {
+            if let Some(db) = self.shared.current() {
+                return Ok(db);
+            }
+            let (opened, done) = oneshot::channel();
+            self.send(Msg::Open(opened))?;
+            done.await.map_err(|_| stopped())??;
+            // Closed again before this read got it only after `HOLD` unused: rare, and then
+            // asked again.
+        }
+    }
+
+    async fn submit(&self, op: Op) -> Result<bool, CapabilityError> {
+        let (ack, done) = oneshot::channel();
+        self.send(Msg::Job { op, ack })?;
+        done.await.map_err(|_| stopped())?
     }
 }
 
-fn write_loop(db: &Database, jobs: &Receiver<Job>) {
+fn stopped() -> CapabilityError {
+    CapabilityError::not_available("the key-value writer has stopped")
+}
+
+/// The writer thread: applies the writes, opens the file for readers, and closes it once it is
+/// idle (purging expired entries first, at most every [`PURGE_EVERY`]).
+fn write_loop(shared: &Shared, jobs: &Receiver<Msg>) {
+    let mut purged: Option<Instant> = None;
     loop {
-        let first = match jobs.recv_timeout(PURGE_AFTER_IDLE) {
-            Ok(job) => job,
-            Err(RecvTimeoutError::Timeout) => {
-                let _ = purge(db);
-                continue;
+        let open = shared.slot().is_some();
+        let first = if open {
+            match jobs.recv_timeout(HOLD) {
+                Ok(msg) => msg,
+                Err(RecvTimeoutError::Timeout) => {
+                    if shared.idle() >= HOLD {
+                        close(shared, &mut purged);
+                    }
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => return,
             }
-            Err(RecvTimeoutError::Disconnected) => return,
+        } else {
+            match jobs.recv() {
+                Ok(msg) => msg,
+                Err(_) => return,
+            }
         };
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match jobs.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
+        let mut batch = Vec::new();
+        let mut next = Some(first);
+        while let Some(msg) = next.take() {
+            match msg {
+                Msg::Job { op, ack } => batch.push((op, ack)),
+                Msg::Open(reply) => {
+                    let _ = reply.send(shared.acquire().map(drop));
+                }
+                Msg::Opened => {}
+            }
+            if batch.len() < MAX_BATCH {
+                next = jobs.try_recv().ok();
             }
         }
-        match apply(db, &batch) {
+        if batch.is_empty() {
+            continue;
+        }
+        let applied = shared
+            .acquire()
+            .and_then(|(db, _)| apply(&db, batch.iter().map(|(op, _)| op)).map_err(storage_error));
+        match applied {
             Ok(results) => {
-                for (job, result) in batch.into_iter().zip(results) {
-                    let _ = job.ack.send(Ok(result));
+                for ((_, ack), result) in batch.into_iter().zip(results) {
+                    let _ = ack.send(Ok(result));
                 }
             }
             Err(e) => {
-                let message = e.to_string();
-                for job in batch {
-                    let _ = job.ack.send(Err(message.clone()));
+                for (_, ack) in batch {
+                    let _ = ack.send(Err(e.clone()));
                 }
             }
         }
     }
 }
 
+/// Closes the file (once its readers are done with it), purging first when a purge is due.
+fn close(shared: &Shared, purged: &mut Option<Instant>) {
+    let mut slot = shared.slot();
+    if purged.is_none_or(|at| at.elapsed() >= PURGE_EVERY)
+        && let Some(db) = slot.as_ref()
+    {
+        let _ = purge(db);
+        *purged = Some(Instant::now());
+    }
+    *slot = None;
+}
+
 /// Applies a batch in one durable transaction.
-fn apply(db: &Database, batch: &[Job]) -> Result<Vec<bool>, redb::Error> {
+fn apply<'a>(
+    db: &Database,
+    batch: impl ExactSizeIterator<Item = &'a Op>,
+) -> Result<Vec<bool>, redb::Error> {
     let now = now_ms();
     let txn = db.begin_write()?;
     let mut results = Vec::with_capacity(batch.len());
     {
         let mut table = txn.open_table(KV)?;
-        for job in batch {
-            match &job.op {
+        for op in batch {
+            match op {
                 Op::Set { key, value } => {
                     table.insert(key.as_slice(), value.as_slice())?;
                     results.push(true);
@@ -277,7 +471,8 @@ fn purge(db: &Database) -> Result<usize, redb::Error> {
 #[async_trait]
 impl RawStore for EmbeddedStore {
     async fn get(&self, namespace: &str, key: &str) -> Result<Option<Vec<u8>>, CapabilityError> {
-        let txn = self.db.begin_read().map_err(storage_error)?;
+        let db = self.reader().await?;
+        let txn = db.begin_read().map_err(storage_error)?;
         let table = txn.open_table(KV).map_err(storage_error)?;
         let Some(stored) = table
             .get(encode_key(namespace, key).as_slice())
@@ -320,7 +515,8 @@ impl RawStore for EmbeddedStore {
         let start = encode_key(namespace, prefix);
         let head = encode_key(namespace, "").len();
         let now = now_ms();
-        let txn = self.db.begin_read().map_err(storage_error)?;
+        let db = self.reader().await?;
+        let txn = db.begin_read().map_err(storage_error)?;
         let table = txn.open_table(KV).map_err(storage_error)?;
         let range = table
             .range::<&[u8]>((Bound::Included(start.as_slice()), Bound::Unbounded))

@@ -399,3 +399,62 @@ async fn redis_that_cannot_be_reached_is_not_available() {
     let err = RedisStore::connect("not a url", None).await.unwrap_err();
     assert!(matches!(err, CapabilityError::InvalidInput(_)), "{err}");
 }
+
+/// Two stores on one file (two processes of one user, here two handles of one process) share
+/// it: each holds the file only while in use, so each sees what the other wrote; one that
+/// another process never lets go of fails with `not_available` past its lock wait, and works
+/// again once it is let go (docs/semantics.md, "Key-value state").
+// guarantee: G-KV-03
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_stores_share_one_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kv.redb");
+    let first = KvBackend::new(EmbeddedStore::open(&path).unwrap(), KvLimits::default());
+    let second = KvBackend::new(EmbeddedStore::open(&path).unwrap(), KvLimits::default());
+    let (a, b) = (
+        scoped(&first, "session:s", None),
+        scoped(&second, "session:s", None),
+    );
+    a.set("k", json!("from a"), None).await.unwrap();
+    assert_eq!(b.get("k").await.unwrap(), Some(json!("from a")));
+    b.set("k", json!("from b"), None).await.unwrap();
+    assert_eq!(a.get("k").await.unwrap(), Some(json!("from b")));
+    assert!(a.delete("k").await.unwrap());
+    assert_eq!(b.get("k").await.unwrap(), None);
+
+    // A process that holds the file and does not let go until told (flock(1), whose lock redb
+    // honours, around a `cat` that ends when its input is closed).
+    let mut holder = std::process::Command::new("flock")
+        .arg(&path)
+        .arg("cat")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop((a, b, first, second));
+    std::thread::sleep(Duration::from_millis(300));
+    let waiting = KvBackend::new(
+        EmbeddedStore::open_with_lock_wait(&path, Duration::from_millis(200)).unwrap(),
+        KvLimits::default(),
+    );
+    let c = scoped(&waiting, "session:s", None);
+    let started = std::time::Instant::now();
+    let refused = c.get("k").await.unwrap_err();
+    assert!(
+        matches!(refused, CapabilityError::NotAvailable(_)),
+        "{refused:?}"
+    );
+    assert!(
+        refused.to_string().contains("in use by another process"),
+        "{refused}"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    let refused = c.set("k", json!(1), None).await.unwrap_err();
+    assert!(
+        matches!(refused, CapabilityError::NotAvailable(_)),
+        "{refused:?}"
+    );
+    drop(holder.stdin.take());
+    holder.wait().unwrap();
+    c.set("k", json!(2), None).await.unwrap();
+    assert_eq!(c.get("k").await.unwrap(), Some(json!(2)));
+}

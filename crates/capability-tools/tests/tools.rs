@@ -241,13 +241,14 @@ fn the_standard_tool_list_is_consistent() {
     }
 }
 
-// guarantee: G-REG-11
+// guarantee: G-REG-11, G-KV-03
 #[tokio::test]
 async fn dropping_the_registry_closes_its_store_for_the_next_one() {
     // The registry keeps plans and a spare context between calls (docs/decisions.md, "The
     // per-call path"), and a thread remembers the plans it was handed; none of it outlives the
-    // registry. So the embedded store's file is closed when the registry is dropped, and the
-    // same thread opens it again at once, with what was written.
+    // registry. So the embedded store's file is closed when the registry is dropped (not only
+    // once idle: nothing is left holding the store), and the same thread opens it again at
+    // once, with what was written.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("kv.redb");
     let policy = Arc::new(CompiledPolicy::load("id = \"kv\"\n", PolicyFormat::Toml, None).unwrap());
@@ -271,5 +272,12 @@ async fn dropping_the_registry_closes_its_store_for_the_next_one() {
                 .is_ok()
         );
         drop(registry);
+        let free = std::process::Command::new("flock")
+            .args(["--nonblock", "--conflict-exit-code", "3"])
+            .arg(&path)
+            .arg("true")
+            .status()
+            .unwrap();
+        assert!(free.success(), "round {round}: the file is still locked");
     }
 }

@@ -1210,3 +1210,82 @@ fn an_approval_prompt_shows_control_characters_escaped() {
     );
     assert_eq!(code(&out), 1);
 }
+
+/// The default store shared by processes: a running `toolcap mcp serve` (an MCP client's
+/// server, holding nothing between calls) leaves `toolcap call`, a second server and parallel
+/// key-value writers working on the same file (docs/semantics.md, "Key-value state").
+// guarantee: G-KV-03
+#[test]
+fn processes_share_the_default_store() {
+    use std::io::{BufRead, BufReader, Write};
+    let env = Env::new();
+    let p = env.path("p.toml");
+    let initialize = concat!(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","#,
+        r#""capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        "\n"
+    );
+    let serve = || {
+        let mut server = env.spawn(
+            &["mcp", "serve", "--personality", &p],
+            std::process::Stdio::piped(),
+        );
+        server
+            .stdin
+            .as_mut()
+            .unwrap()
+            .write_all(initialize.as_bytes())
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(server.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        (server, line)
+    };
+    let (mut first, answer) = serve();
+    assert!(answer.contains("\"result\""), "the first server: {answer}");
+
+    // Another tool, while the server runs.
+    let read = env.toolcap(&[
+        "call",
+        "--personality",
+        &p,
+        "read_file",
+        r#"{"path": "notes.md"}"#,
+    ]);
+    assert_eq!(code(&read), 0, "{}", String::from_utf8_lossy(&read.stdout));
+    // A second server of the same user (a second client), on the same default store.
+    let (mut second, answer) = serve();
+    assert!(answer.contains("\"result\""), "the second server: {answer}");
+
+    // Writers in parallel processes, while both servers run: every write lands.
+    std::thread::scope(|scope| {
+        for w in 0..3 {
+            let (env, p) = (&env, &p);
+            scope.spawn(move || {
+                for i in 0..8 {
+                    let set = env.toolcap(&[
+                        "call",
+                        "--personality",
+                        p,
+                        "kv_set",
+                        &format!(r#"{{"key": "w{w}-{i}", "value": {i}}}"#),
+                    ]);
+                    assert_eq!(
+                        code(&set),
+                        0,
+                        "writer {w}, write {i}: {}",
+                        String::from_utf8_lossy(&set.stdout)
+                    );
+                }
+            });
+        }
+    });
+    let list = env.toolcap(&["call", "--personality", &p, "kv_list", "{}"]);
+    let keys = stdout_json(&list)["value"].as_array().unwrap().len();
+    assert_eq!(keys, 24, "{}", String::from_utf8_lossy(&list.stdout));
+    for server in [&mut first, &mut second] {
+        server.kill().unwrap();
+        server.wait().unwrap();
+    }
+}
