@@ -223,15 +223,18 @@ pub(crate) fn workdir(given: Option<PathBuf>) -> Result<PathBuf, Usage> {
         None => std::env::current_dir()
             .map_err(|e| Usage(format!("cannot determine the current directory: {e}")))?,
     };
-    std::fs::canonicalize(&dir)
-        .ok()
-        .filter(|d| d.is_dir())
-        .ok_or_else(|| {
-            Usage(format!(
-                "working directory {} does not exist",
-                dir.display()
-            ))
-        })
+    match std::fs::canonicalize(&dir) {
+        Ok(d) if d.is_dir() => Ok(d),
+        Ok(_) => Err(Usage(format!(
+            "working directory {} is not a directory",
+            dir.display()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Usage(format!(
+            "working directory {} does not exist",
+            dir.display()
+        ))),
+        Err(e) => Err(Usage(format!("working directory {}: {e}", dir.display()))),
+    }
 }
 
 /// `$XDG_DATA_HOME/toolcap/NAME`, or `~/.local/share/toolcap/NAME`; the directory is created

@@ -384,6 +384,18 @@ fn user_errors_are_one_line_and_exit_2() {
         ),
         (
             vec![
+                "call".into(),
+                "--personality".into(),
+                p.clone(),
+                "--workdir".into(),
+                env.path("work/notes.md"),
+                "read_file".into(),
+                "{}".into(),
+            ],
+            "is not a directory",
+        ),
+        (
+            vec![
                 "explain".into(),
                 "--personality".into(),
                 env.path("missing.toml"),
