@@ -12,7 +12,7 @@
 //! closes it once nothing has used it for [`HOLD`], and whoever needs it next opens it again,
 //! waiting for another process to let go for up to the store's lock wait. So the processes of
 //! one user (two MCP servers, a server and `toolcap call`) share one file, one at a time
-//! (docs/semantics.md, "Key-value state").
+//! (docs/semantics.md, "Storage scopes").
 #![allow(clippy::disallowed_methods, reason = "the embedded store's file layer")]
 
 use std::fmt;

@@ -403,7 +403,7 @@ async fn redis_that_cannot_be_reached_is_not_available() {
 /// Two stores on one file (two processes of one user, here two handles of one process) share
 /// it: each holds the file only while in use, so each sees what the other wrote; one that
 /// another process never lets go of fails with `not_available` past its lock wait, and works
-/// again once it is let go (docs/semantics.md, "Key-value state").
+/// again once it is let go (docs/semantics.md, "Storage scopes").
 // guarantee: G-KV-03
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn embedded_stores_share_one_file() {

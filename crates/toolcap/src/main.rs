@@ -78,8 +78,8 @@ enum Command {
         /// Directory relative paths resolve against (default: the current directory).
         #[arg(long, value_name = "DIR")]
         workdir: Option<PathBuf>,
-        /// Session id (names the session storage scope).
-        #[arg(long, value_name = "ID", default_value = "cli")]
+        /// Session id (names the session storage scope): 1 to 256 bytes, no control characters.
+        #[arg(long, value_name = "ID", default_value = "cli", value_parser = session_id)]
         session: String,
         /// Key-value store: a file path (embedded, the default lives in the user's data
         /// directory) or a redis:// URL.
@@ -471,4 +471,22 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
             .await
             .map_err(|e| Usage(format!("demo: {e:#}"))),
     }
+}
+
+/// A `--session` id: it names a storage namespace and appears in every audit event, so it is
+/// not empty, not endless and shows as one line.
+fn session_id(given: &str) -> Result<String, String> {
+    if given.is_empty() {
+        return Err("a session id cannot be empty".to_owned());
+    }
+    if given.len() > 256 {
+        return Err(format!(
+            "a session id is at most 256 bytes, not {}",
+            given.len()
+        ));
+    }
+    if given.chars().any(char::is_control) {
+        return Err("a session id cannot contain control characters".to_owned());
+    }
+    Ok(given.to_owned())
 }

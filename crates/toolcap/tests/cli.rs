@@ -1225,7 +1225,7 @@ fn an_approval_prompt_shows_control_characters_escaped() {
 
 /// The default store shared by processes: a running `toolcap mcp serve` (an MCP client's
 /// server, holding nothing between calls) leaves `toolcap call`, a second server and parallel
-/// key-value writers working on the same file (docs/semantics.md, "Key-value state").
+/// key-value writers working on the same file (docs/semantics.md, "Storage scopes").
 // guarantee: G-KV-03
 #[test]
 fn processes_share_the_default_store() {
@@ -1300,4 +1300,46 @@ fn processes_share_the_default_store() {
         server.kill().unwrap();
         server.wait().unwrap();
     }
+}
+
+/// `--session` names a storage namespace and shows in every audit event: an empty one, one with
+/// a control character or one over 256 bytes is a usage error, and nothing runs.
+#[test]
+fn session_ids_are_checked() {
+    let env = Env::new();
+    let p = env.path("p.toml");
+    let long = "s".repeat(257);
+    for (session, expected) in [
+        ("", "cannot be empty"),
+        ("a\nb", "control characters"),
+        ("a\u{1b}[2J", "control characters"),
+        (long.as_str(), "at most 256 bytes"),
+    ] {
+        let out = env.toolcap(&[
+            "call",
+            "--personality",
+            &p,
+            "--session",
+            session,
+            "kv_set",
+            r#"{"key": "k", "value": 1}"#,
+        ]);
+        assert_eq!(code(&out), 2, "{session:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(expected),
+            "{session:?}: {}",
+            stderr(&out)
+        );
+        assert!(out.stdout.is_empty());
+    }
+    let ok = env.toolcap(&[
+        "call",
+        "--personality",
+        &p,
+        "--session",
+        "agent-7 ü",
+        "kv_set",
+        r#"{"key": "k", "value": 1}"#,
+    ]);
+    assert_eq!(code(&ok), 0, "{}", stderr(&ok));
 }
