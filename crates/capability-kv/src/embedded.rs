@@ -101,11 +101,29 @@ impl Shared {
             self.touch();
             return Ok((Arc::clone(db), false));
         }
-        let db = Arc::new(open_waiting(&self.path, self.lock_wait)?);
+        let db = open_waiting(&self.path, self.lock_wait)?;
+        // A file first opened by another process's store has its table; one made by another
+        // program's redb may not.
+        with_table(&db)?;
+        let db = Arc::new(db);
         *slot = Some(Arc::clone(&db));
         self.touch();
         Ok((db, true))
     }
+}
+
+/// Makes the store's table in `db` unless it is there (a write, only the first time).
+fn with_table(db: &Database) -> Result<(), CapabilityError> {
+    let read = db.begin_read().map_err(storage_error)?;
+    match read.open_table(KV) {
+        Ok(_) => return Ok(()),
+        Err(redb::TableError::TableDoesNotExist(_)) => {}
+        Err(e) => return Err(storage_error(e)),
+    }
+    drop(read);
+    let txn = db.begin_write().map_err(storage_error)?;
+    txn.open_table(KV).map_err(storage_error)?;
+    txn.commit().map_err(storage_error)
 }
 
 /// Opens the file, retrying while another process (or a reader of this one still finishing
@@ -218,7 +236,7 @@ impl EmbeddedStore {
     /// file; past it, an operation fails with `not_available`.
     ///
     /// The file is checked now (a file that is not a store is refused here), unless another
-    /// process holds it at this moment: then it is a store in use, and checked when first used.
+    /// process holds it at this moment: then it is checked when this store first opens it.
     ///
     /// # Ambient Authority
     ///
@@ -246,12 +264,10 @@ impl EmbeddedStore {
         }
         let db = match Database::create(&path) {
             Ok(db) => {
-                let txn = db.begin_write().map_err(storage_error)?;
-                txn.open_table(KV).map_err(storage_error)?;
-                txn.commit().map_err(storage_error)?;
+                with_table(&db)?;
                 Some(Arc::new(db))
             }
-            // In use by another process: a store, whose holder made its table.
+            // In use by another process: checked when this store first opens it.
             Err(DatabaseError::DatabaseAlreadyOpen) => None,
             Err(e) => {
                 return Err(CapabilityError::not_available(format!(

@@ -458,3 +458,34 @@ async fn embedded_stores_share_one_file() {
     c.set("k", json!(2), None).await.unwrap();
     assert_eq!(c.get("k").await.unwrap(), Some(json!(2)));
 }
+
+/// A store opened while another program holds its file (so not checked then) that turns out
+/// to be a redb file of that program's, without the store's table: reads find nothing, writes
+/// make the table, as in a file the store made itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_first_opened_while_held_gets_its_table_when_it_opens_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("other.redb");
+    {
+        let other: redb::TableDefinition<'_, &str, u64> = redb::TableDefinition::new("other");
+        let db = redb::Database::create(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(other).unwrap().insert("x", 1).unwrap();
+        txn.commit().unwrap();
+    }
+    let mut holder = std::process::Command::new("flock")
+        .arg(&path)
+        .arg("cat")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let backend = KvBackend::new(EmbeddedStore::open(&path).unwrap(), KvLimits::default());
+    drop(holder.stdin.take());
+    holder.wait().unwrap();
+    let kv = scoped(&backend, "session:s", None);
+    assert_eq!(kv.get("k").await.unwrap(), None);
+    assert_eq!(kv.list("").await.unwrap(), Vec::<String>::new());
+    kv.set("k", json!(1), None).await.unwrap();
+    assert_eq!(kv.get("k").await.unwrap(), Some(json!(1)));
+}
