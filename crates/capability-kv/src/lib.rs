@@ -4,7 +4,7 @@
 //! | store | feature | for |
 //! |---|---|---|
 //! | [`MemoryStore`] | `memory` | tests and single-process hosts; expired entries purged lazily and by a sweeper |
-//! | [`EmbeddedStore`] | `embedded` | the default: one crash-safe file (redb), no server; an acknowledged `set` is committed durably |
+//! | [`EmbeddedStore`] | `embedded` | the default: one crash-safe file (redb), no server, shared by the processes of one user one at a time; an acknowledged `set` is committed durably |
 //! | [`RedisStore`] | `redis` | agents on many machines sharing state; TTL by Redis expiry, listing by `SCAN MATCH` |
 //!
 //! All three behave the same, and one conformance suite runs against each: keys never leave
