@@ -284,6 +284,11 @@ impl CompiledPolicy {
         self.constraints.get(tool)
     }
 
+    /// The tools `[constraints]` names, sorted.
+    pub fn constrained_tools(&self) -> impl Iterator<Item = &str> {
+        self.constraints.keys().map(String::as_str)
+    }
+
     /// This policy further restricted by `narrowing`: every list present in the narrowing is
     /// intersected with this policy's (with the same functions the resolver uses), deny lists add
     /// up, and constraints combine to the stricter. The result is never wider than `self` in any

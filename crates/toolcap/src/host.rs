@@ -512,6 +512,56 @@ pub(crate) fn load_guard_config(path: &Path) -> Result<capability_mcp::GuardConf
     })
 }
 
+/// The personality's toolset entries and `[constraints]` tables that name no tool of `known`
+/// but nearly one (at most two letters off): a typo that would leave the tool out of the toolset,
+/// or its constraint unapplied, without a word. A name far from every known tool may be a tool
+/// of another registry, and an `mcp__` name one of a guarded server: neither is reported.
+pub(crate) fn misspelt_tools(policy: &CompiledPolicy, known: &[&str]) -> Vec<String> {
+    let near = |name: &str| {
+        if known.contains(&name) || name.starts_with("mcp__") || name.chars().count() < 4 {
+            return None;
+        }
+        known
+            .iter()
+            .map(|k| (edit_distance(name, k), *k))
+            .filter(|(d, _)| *d <= 2)
+            .min()
+            .map(|(_, k)| k)
+    };
+    let toolset = policy.toolset().unwrap_or_default().iter().map(|name| {
+        let shown = capability_core::shown(name);
+        (name.as_str(), format!("toolset entry {shown}"))
+    });
+    let constraints = policy.constrained_tools().map(|name| {
+        let shown = capability_core::shown(name);
+        (name, format!("[constraints.{shown}]"))
+    });
+    toolset
+        .chain(constraints)
+        .filter_map(|(name, field)| {
+            near(name).map(|k| format!("{field} names no tool; did you mean {k}?"))
+        })
+        .collect()
+}
+
+/// Levenshtein distance by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (diagonal + usize::from(ca != *cb))
+                .min(above + 1)
+                .min(row[j] + 1);
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -130,7 +130,9 @@ enum Command {
     },
     /// Report what the standard tools declare that the personality will not grant.
     ///
-    /// Exit 0 when there is nothing to report, 1 when there are findings.
+    /// Also reported: a toolset entry or a [constraints] table whose tool name is a typo away
+    /// from a standard tool (the tool would be left out, or its constraint unapplied). Exit 0
+    /// when there is nothing to report, 1 when there are findings.
     Validate {
         /// The personality policy file.
         #[arg(long, value_name = "FILE")]
@@ -380,7 +382,12 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
             for tool in standard_tools() {
                 registry.register_arc(tool).map_err(Usage::from)?;
             }
-            let findings = registry.validate(&policy);
+            let mut findings: Vec<String> = registry
+                .validate(&policy)
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            findings.extend(host::misspelt_tools(&policy, &STANDARD_TOOLS));
             let id = policy.id().unwrap_or("?");
             for finding in &findings {
                 outln!("{finding}")?;

@@ -543,6 +543,28 @@ fn validate_reports_findings() {
         String::from_utf8_lossy(&clean.stdout)
     );
     assert!(String::from_utf8_lossy(&clean.stdout).starts_with("ok: 2 standard tool(s)"));
+
+    // A tool name a typo away from a standard tool, in the toolset or in [constraints]: the tool
+    // would be left out, or its constraint unapplied, without a word. Names far from every
+    // standard tool (another registry's) and MCP names are not reported.
+    std::fs::write(
+        env.root.join("typo.toml"),
+        format!(
+            "id = \"typo\"\ntoolset = [\"read_file\", \"list_dirs\", \"shell\", \"mcp__gh__*\"]\n\
+             [fs_reach]\nread = [\"{}\"]\n[constraints.read_fiel]\nmax_invocations = 1\n\
+             [constraints.summarize]\nmax_invocations = 1\n",
+            env.path("work")
+        ),
+    )
+    .unwrap();
+    let typo = env.toolcap(&["validate", "--personality", &env.path("typo.toml")]);
+    assert_eq!(code(&typo), 1, "{}", String::from_utf8_lossy(&typo.stdout));
+    assert_eq!(
+        String::from_utf8_lossy(&typo.stdout),
+        "toolset entry list_dirs names no tool; did you mean list_dir?\n\
+         [constraints.read_fiel] names no tool; did you mean read_file?\n\
+         2 finding(s) for personality typo\n"
+    );
 }
 
 #[test]
