@@ -512,9 +512,9 @@ pub(crate) fn load_guard_config(path: &Path) -> Result<capability_mcp::GuardConf
     })
 }
 
-/// The personality's toolset entries and `[constraints]` tables that name no tool of `known`
-/// but nearly one (at most two letters off): a typo that would leave the tool out of the toolset,
-/// or its constraint unapplied, without a word. A name far from every known tool may be a tool
+/// The personality's toolset entries, `[constraints]` tables and `only_after` entries that name
+/// no tool of `known` but nearly one (at most two letters off): a typo that would leave the tool
+/// out of the toolset, its constraint unapplied, or it refused for ever, without a word. A name far from every known tool may be a tool
 /// of another registry, and an `mcp__` name one of a guarded server: neither is reported.
 pub(crate) fn misspelt_tools(policy: &CompiledPolicy, known: &[&str]) -> Vec<String> {
     let near = |name: &str| {
@@ -536,8 +536,21 @@ pub(crate) fn misspelt_tools(policy: &CompiledPolicy, known: &[&str]) -> Vec<Str
         let shown = capability_core::shown(name);
         (name, format!("[constraints.{shown}]"))
     });
+    // A tool that must run first, misspelt, can never have run: the constrained tool is refused
+    // every time (closed, but not what was meant).
+    let only_after = policy.constrained_tools().flat_map(|tool| {
+        let after = policy.constraints(tool).map(|c| c.only_after.as_slice());
+        after.unwrap_or_default().iter().map(move |name| {
+            let (tool, shown) = (capability_core::shown(tool), capability_core::shown(name));
+            (
+                name.as_str(),
+                format!("[constraints.{tool}] only_after entry {shown}"),
+            )
+        })
+    });
     toolset
         .chain(constraints)
+        .chain(only_after)
         .filter_map(|(name, field)| {
             near(name).map(|k| format!("{field} names no tool; did you mean {k}?"))
         })

@@ -552,7 +552,7 @@ fn validate_reports_findings() {
         format!(
             "id = \"typo\"\ntoolset = [\"read_file\", \"list_dirs\", \"shell\", \"mcp__gh__*\"]\n\
              [fs_reach]\nread = [\"{}\"]\n[constraints.read_fiel]\nmax_invocations = 1\n\
-             [constraints.summarize]\nmax_invocations = 1\n",
+             [constraints.summarize]\nmax_invocations = 1\nonly_after = [\"list_dri\"]\n",
             env.path("work")
         ),
     )
@@ -563,7 +563,8 @@ fn validate_reports_findings() {
         String::from_utf8_lossy(&typo.stdout),
         "toolset entry list_dirs names no tool; did you mean list_dir?\n\
          [constraints.read_fiel] names no tool; did you mean read_file?\n\
-         2 finding(s) for personality typo\n"
+         [constraints.summarize] only_after entry list_dri names no tool; did you mean list_dir?\n\
+         3 finding(s) for personality typo\n"
     );
 }
 
