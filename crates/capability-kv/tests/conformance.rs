@@ -489,3 +489,46 @@ async fn a_store_first_opened_while_held_gets_its_table_when_it_opens_it() {
     kv.set("k", json!(1), None).await.unwrap();
     assert_eq!(kv.get("k").await.unwrap(), Some(json!(1)));
 }
+
+/// Two stores on one file, each used by several tasks with pauses around the store's idle close
+/// (100 ms), so files are closed and opened again while reads and writes are under way: every
+/// operation succeeds and every write is read back by the other store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn shared_stores_closing_and_reopening_under_load_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kv.redb");
+    let backends = [
+        KvBackend::new(EmbeddedStore::open(&path).unwrap(), KvLimits::default()),
+        KvBackend::new(EmbeddedStore::open(&path).unwrap(), KvLimits::default()),
+    ];
+    let mut tasks = Vec::new();
+    for task in 0..6u64 {
+        let mine = scoped(&backends[(task % 2) as usize], "session:s", None);
+        let theirs = scoped(&backends[((task + 1) % 2) as usize], "session:s", None);
+        tasks.push(tokio::spawn(async move {
+            for round in 0..6u64 {
+                let key = format!("t{task}-r{round}");
+                mine.set(&key, json!(round), None).await.unwrap();
+                // Around the idle close: before it, at it, after it.
+                let pause = [0, 60, 95, 105, 140, 30][((task + round) % 6) as usize];
+                tokio::time::sleep(Duration::from_millis(pause)).await;
+                assert_eq!(theirs.get(&key).await.unwrap(), Some(json!(round)), "{key}");
+                assert!(
+                    theirs
+                        .list(&format!("t{task}-"))
+                        .await
+                        .unwrap()
+                        .contains(&key)
+                );
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let all = scoped(&backends[0], "session:s", None)
+        .list("t")
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 36);
+}
