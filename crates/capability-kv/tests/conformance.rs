@@ -493,6 +493,7 @@ async fn a_store_first_opened_while_held_gets_its_table_when_it_opens_it() {
 /// Two stores on one file, each used by several tasks with pauses around the store's idle close
 /// (100 ms), so files are closed and opened again while reads and writes are under way: every
 /// operation succeeds and every write is read back by the other store.
+// guarantee: G-KV-03
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn shared_stores_closing_and_reopening_under_load_lose_nothing() {
     let dir = tempfile::tempdir().unwrap();
