@@ -59,6 +59,7 @@
 
 mod approval;
 mod guard;
+mod hangup;
 mod http;
 mod listing;
 mod session;
@@ -206,7 +207,8 @@ impl McpServer {
         )
     }
 
-    /// Serves one session over this process's stdin and stdout until the client closes them.
+    /// Serves one session over this process's stdin and stdout until the client closes them,
+    /// or stops reading: a write to stdout that fails ends the session, cancelling its calls.
     ///
     /// # Ambient Authority
     ///
@@ -216,8 +218,25 @@ impl McpServer {
     ///
     /// When the client does not complete the `initialize` handshake, or the transport fails.
     pub async fn serve_stdio(&self) -> Result<(), ServeError> {
-        self.serve_transport(rmcp::transport::io::stdio_pipes())
+        let (input, output) = rmcp::transport::io::stdio_pipes();
+        let hung_up = tokio_util::sync::CancellationToken::new();
+        let output = hangup::HangUp::new(output, hung_up.clone());
+        let running = self
+            .session()
+            .serve((input, output))
             .await
+            .map_err(|e| ServeError(e.to_string()))?;
+        let stop = running.cancellation_token();
+        // Cancels the session when the client hangs up, then waits for it to end below.
+        let hang_up = async move {
+            hung_up.cancelled().await;
+            stop.cancel();
+            std::future::pending().await
+        };
+        tokio::select! {
+            quit = running.waiting() => quit.map(drop).map_err(|e| ServeError(e.to_string())),
+            never = hang_up => never,
+        }
     }
 
     /// Serves one session over any transport `rmcp` accepts (a pair of async reader and writer,

@@ -904,3 +904,102 @@ fn serve_with_a_tool_filter_lists_and_runs_only_what_it_keeps() {
     assert_eq!(bad.status.code(), Some(2), "{bad:?}");
     assert!(String::from_utf8_lossy(&bad.stderr).contains("allowedTools[0]"));
 }
+
+/// Processes whose command line is `sleep <marker>`.
+fn sleeping(marker: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .filter(|cmdline| cmdline == format!("sleep\0{marker}\0").as_bytes())
+        .count()
+}
+
+// guarantee: G-MCP-03
+/// A client that stops reading (its end of the server's stdout closed) while it still holds the
+/// server's stdin ends the session: the server exits instead of answering into a broken pipe
+/// for ever, and the call it was running is cancelled, its child killed (docs/mcp.md,
+/// "Cancellation and progress").
+#[test]
+fn a_client_that_stops_reading_ends_the_session() {
+    let scratch = Scratch::new();
+    let marker = "31.4159";
+    let child = Command::new(TOOLCAP)
+        .args([
+            "mcp",
+            "serve",
+            "--personality",
+            &scratch.path("p.toml"),
+            "--workdir",
+            &scratch.path("work"),
+            "--store",
+            &scratch.path("gone.redb"),
+        ])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut server = Server(child);
+    let mut stdin = server.0.stdin.take().unwrap();
+    let mut lines = BufReader::new(server.0.stdout.take().unwrap()).lines();
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "gone", "version": "1"}}})
+    )
+    .unwrap();
+    assert!(lines.next().unwrap().unwrap().contains("\"id\":0"));
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .unwrap();
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "run_command", "arguments": {"binary": "sleep", "args": [marker]}}})
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    while sleeping(marker) == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the child never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The client stops reading; its next request's answer meets a closed pipe.
+    drop(lines);
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = server.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the server still runs 15 s after its output was closed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    let started = std::time::Instant::now();
+    while sleeping(marker) > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the child outlived the session"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(stdin);
+}
