@@ -257,25 +257,68 @@ pub(crate) fn default_store(name: &str) -> Result<PathBuf, Usage> {
 }
 
 /// The audit file: every event is synced to disk before the call it records goes on.
-struct AuditFile(std::fs::File);
+/// An audit file that other processes may share (two MCP servers, parallel `toolcap call`s):
+/// each line is appended under an exclusive `flock`, after a line torn by a writer killed
+/// mid-line is trimmed, so events are never glued to a fragment nor cut by another process's
+/// trim.
+struct AuditFile {
+    file: std::fs::File,
+    /// Whether the last write ended a line (a short write leaves the rest of a line to come).
+    at_line_start: bool,
+}
+
+/// Takes `file`'s exclusive lock, waiting at most 5 s for another writer (held for one line's
+/// write, it is let go at once unless its holder is stopped): past that, the event fails, and a
+/// call whose start cannot be recorded does not run.
+fn lock_briefly(file: &std::fs::File) -> std::io::Result<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut pause = std::time::Duration::from_micros(100);
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(20));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(std::io::Error::other(
+                    "another process has held the audit file's lock for over 5 s",
+                ));
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+        }
+    }
+}
 
 impl std::io::Write for AuditFile {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.write(buf)
+        lock_briefly(&self.file)?;
+        let written = (|| {
+            if self.at_line_start {
+                trim_torn_tail(&mut self.file)?;
+            }
+            self.file.write(buf)
+        })();
+        let unlocked = self.file.unlock();
+        let n = written?;
+        unlocked?;
+        self.at_line_start = buf.get(..n).and_then(<[u8]>::last) == Some(&b'\n');
+        Ok(n)
     }
     fn flush(&mut self) -> std::io::Result<()> {
-        self.0.flush()
+        self.file.flush()
     }
 }
 
 impl DurableWrite for AuditFile {
     fn sync_data(&mut self) -> std::io::Result<()> {
-        self.0.sync_data()
+        self.file.sync_data()
     }
 }
 
 /// An append-only JSON-lines audit file, created private to the user, synced per event. A
-/// partial last line left by a killed writer is trimmed first.
+/// partial last line left by a killed writer is trimmed first, and before each event (under the
+/// file's lock, which every writer of it takes).
 pub(crate) fn audit_file(path: &Path) -> Result<Arc<dyn AuditSink>, Usage> {
     let cannot =
         |e: std::io::Error| Usage(format!("cannot open audit file {}: {e}", path.display()));
@@ -286,20 +329,34 @@ pub(crate) fn audit_file(path: &Path) -> Result<Arc<dyn AuditSink>, Usage> {
         .mode(0o600)
         .open(path)
         .map_err(cannot)?;
-    trim_torn_tail(&mut file).map_err(cannot)?;
+    lock_briefly(&file).map_err(cannot)?;
+    let trimmed = trim_torn_tail(&mut file);
+    file.unlock().map_err(cannot)?;
+    trimmed.map_err(cannot)?;
     Ok(Arc::new(JsonLinesAuditSink::with_policy(
-        AuditFile(file),
+        AuditFile {
+            file,
+            at_line_start: true,
+        },
         FsyncPolicy::EveryEvent,
     )))
 }
 
 /// Trims a partial last line (a write cut short by a kill) from a JSON-lines file; a file that
-/// ends in a newline, or whose last 1 MiB holds none, is left as it is.
+/// ends in a newline, or whose last 1 MiB holds none, is left as it is. The caller holds the
+/// file's lock.
 pub(crate) fn trim_torn_tail(file: &mut std::fs::File) -> std::io::Result<()> {
     use std::io::{Read as _, Seek as _, SeekFrom};
+    use std::os::unix::fs::FileExt as _;
     const WINDOW: u64 = 1 << 20;
     let len = file.metadata()?.len();
     if len == 0 {
+        return Ok(());
+    }
+    // The common case, one read of a byte: the file ends a line.
+    let mut last = [0u8];
+    file.read_exact_at(&mut last, len - 1)?;
+    if last == [b'\n'] {
         return Ok(());
     }
     let start = len.saturating_sub(WINDOW);

@@ -1366,3 +1366,78 @@ fn session_ids_are_checked() {
     ]);
     assert_eq!(code(&ok), 0, "{}", stderr(&ok));
 }
+
+// guarantee: G-REG-08
+/// Processes share an audit file: a line torn by a writer killed mid-line while another process
+/// keeps the file open is trimmed before that process appends, so its events are not glued to
+/// the fragment; and parallel `toolcap call`s appending to one file leave only whole lines
+/// (docs/policy.md, "Audit").
+#[test]
+fn an_audit_file_shared_by_processes_stays_whole_lines() {
+    use std::io::{BufRead, BufReader, Write};
+    let env = Env::new();
+    let p = env.path("p.toml");
+    let audit = env.path("shared-audit.jsonl");
+    let mut server = env.spawn(
+        &["mcp", "serve", "--personality", &p, "--audit", &audit],
+        std::process::Stdio::piped(),
+    );
+    let mut stdin = server.stdin.take().unwrap();
+    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
+    for message in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    ] {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    assert!(lines.next().unwrap().unwrap().contains("\"id\":1"));
+    // Another writer of the file, killed in the middle of a line.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&audit)
+        .unwrap()
+        .write_all(br#"{"kind":"tool_called","tor"#)
+        .unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"read_file","arguments":{{"path":"notes.md"}}}}}}"#
+    )
+    .unwrap();
+    assert!(lines.next().unwrap().unwrap().contains("hello notes"));
+    // Parallel one-shot writers of the same file.
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                for _ in 0..5 {
+                    let out = env.toolcap(&[
+                        "call",
+                        "--personality",
+                        &p,
+                        "--store",
+                        &env.path("audit-test.redb"),
+                        "--audit",
+                        &audit,
+                        "read_file",
+                        r#"{"path": "notes.md"}"#,
+                    ]);
+                    assert_eq!(code(&out), 0, "{}", stderr(&out));
+                }
+            });
+        }
+    });
+    drop(stdin);
+    server.wait().unwrap();
+    let record = std::fs::read_to_string(&audit).unwrap();
+    assert!(record.ends_with('\n'));
+    let events: Vec<Value> = record
+        .lines()
+        .map(|line| {
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: a torn line {line:?}"))
+        })
+        .collect();
+    let completed = events
+        .iter()
+        .filter(|e| e["event"] == "tool_completed" && e["tool"] == "read_file")
+        .count();
+    assert_eq!(completed, 21, "{record}");
+}
