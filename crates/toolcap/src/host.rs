@@ -265,6 +265,10 @@ struct AuditFile {
     file: std::fs::File,
     /// Whether the last write ended a line (a short write leaves the rest of a line to come).
     at_line_start: bool,
+    /// A regular file; not a pipe, a terminal or a device (`--audit /dev/stderr`, a FIFO to a
+    /// log shipper), which have no tail to trim and nothing to sync: what was written to them
+    /// has been handed on.
+    regular: bool,
 }
 
 /// Takes `file`'s exclusive lock, waiting at most 5 s for another writer (held for one line's
@@ -292,6 +296,9 @@ fn lock_briefly(file: &std::fs::File) -> std::io::Result<()> {
 
 impl std::io::Write for AuditFile {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if !self.regular {
+            return self.file.write(buf);
+        }
         lock_briefly(&self.file)?;
         let written = (|| {
             if self.at_line_start {
@@ -312,7 +319,11 @@ impl std::io::Write for AuditFile {
 
 impl DurableWrite for AuditFile {
     fn sync_data(&mut self) -> std::io::Result<()> {
-        self.file.sync_data()
+        if self.regular {
+            self.file.sync_data()
+        } else {
+            Ok(())
+        }
     }
 }
 
@@ -329,14 +340,18 @@ pub(crate) fn audit_file(path: &Path) -> Result<Arc<dyn AuditSink>, Usage> {
         .mode(0o600)
         .open(path)
         .map_err(cannot)?;
-    lock_briefly(&file).map_err(cannot)?;
-    let trimmed = trim_torn_tail(&mut file);
-    file.unlock().map_err(cannot)?;
-    trimmed.map_err(cannot)?;
+    let regular = file.metadata().map_err(cannot)?.file_type().is_file();
+    if regular {
+        lock_briefly(&file).map_err(cannot)?;
+        let trimmed = trim_torn_tail(&mut file);
+        file.unlock().map_err(cannot)?;
+        trimmed.map_err(cannot)?;
+    }
     Ok(Arc::new(JsonLinesAuditSink::with_policy(
         AuditFile {
             file,
             at_line_start: true,
+            regular,
         },
         FsyncPolicy::EveryEvent,
     )))

@@ -1441,3 +1441,29 @@ fn an_audit_file_shared_by_processes_stays_whole_lines() {
         .count();
     assert_eq!(completed, 21, "{record}");
 }
+
+/// `--audit` may name a stream rather than a file (`/dev/stderr`, a FIFO read by a log
+/// shipper): its events are written there; there is no tail to trim and nothing to sync, where
+/// the sync of a pipe failed and every call was refused as not auditable.
+#[test]
+fn audit_events_can_go_to_a_stream() {
+    let env = Env::new();
+    let out = env.toolcap(&[
+        "call",
+        "--personality",
+        &env.path("p.toml"),
+        "--store",
+        &env.path("stream.redb"),
+        "--audit",
+        "/dev/stderr",
+        "read_file",
+        r#"{"path": "notes.md"}"#,
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let events: Vec<Value> = stderr(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert_eq!(kinds, ["tool_called", "tool_completed"]);
+}
