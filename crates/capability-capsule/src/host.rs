@@ -83,15 +83,26 @@ impl CapsuleConfig {
         }
     }
 
-    /// The defaults, with this process's own executable as the worker binary.
+    /// The defaults, with this process's own executable as the worker binary: the program
+    /// running now (`/proc/self/exe`, which a child resolves to its parent's executable), not
+    /// the file at its path, which an upgrade may have replaced since (a new version need not
+    /// speak this one's protocol).
+    ///
+    /// # Errors
+    ///
+    /// `not_available` when this process's executable cannot be found (no `/proc`).
     ///
     /// # Ambient Authority
     ///
-    /// Reads the path of this process's own executable (`/proc/self/exe`).
+    /// Names this process's own executable (`/proc/self/exe`).
     pub fn current_exe() -> Result<Self, CapabilityError> {
-        std::env::current_exe().map(Self::new).map_err(|e| {
-            CapabilityError::not_available(format!("the capsule cannot find its own binary: {e}"))
-        })
+        const RUNNING: &str = "/proc/self/exe";
+        std::fs::metadata(RUNNING).map_err(|e| {
+            CapabilityError::not_available(format!(
+                "the capsule cannot find its own binary ({RUNNING}): {e}"
+            ))
+        })?;
+        Ok(Self::new(RUNNING))
     }
 
     /// Sets the worker's address-space limit.

@@ -1467,3 +1467,66 @@ fn audit_events_can_go_to_a_stream() {
     let kinds: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
     assert_eq!(kinds, ["tool_called", "tool_completed"]);
 }
+
+/// A capsule worker is the running program re-executed, not whatever file its path names now:
+/// upgrading toolcap (`cargo install` replaces the file) under a running `toolcap mcp serve
+/// --capsule` leaves its new workers the same program as the host, where they were the new
+/// file, which may not even speak the same protocol (docs/isolation-model.md).
+#[test]
+fn capsule_workers_are_the_running_program_after_an_upgrade() {
+    use std::io::{BufRead, BufReader, Write};
+    let env = Env::new();
+    let installed = env.root.join("bin/toolcap");
+    std::fs::create_dir_all(installed.parent().unwrap()).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_toolcap"), &installed).unwrap();
+    let mut server = Command::new(&installed)
+        .args([
+            "mcp",
+            "serve",
+            "--capsule",
+            "--personality",
+            &env.path("p.toml"),
+        ])
+        .args(["--store", &env.path("upgrade.redb")])
+        .current_dir(env.root.join("work"))
+        .env("HOME", &env.root)
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = server.stdin.take().unwrap();
+    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+    )
+    .unwrap();
+    assert!(lines.next().unwrap().unwrap().contains("\"id\":0"));
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    let mut call = |id: u32, tool: &str, args: &str| -> Value {
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{args}}}}}"#
+        )
+        .unwrap();
+        serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap()
+    };
+    let before = call(1, "read_file", r#"{"path": "notes.md"}"#);
+    assert_eq!(before["result"]["isError"], false, "{before}");
+    // The upgrade: a new file renamed over the old one (here a program that is no worker).
+    let new = env.root.join("bin/toolcap.new");
+    std::fs::copy("/bin/true", &new).unwrap();
+    std::fs::rename(&new, &installed).unwrap();
+    // A tool with no warm worker yet: a new worker starts.
+    let after = call(2, "list_dir", r#"{"path": "."}"#);
+    assert_eq!(after["result"]["isError"], false, "{after}");
+    assert!(after.to_string().contains("notes.md"), "{after}");
+    drop(stdin);
+    assert!(server.wait().unwrap().success());
+}
