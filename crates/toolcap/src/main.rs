@@ -130,9 +130,10 @@ enum Command {
     },
     /// Report what the standard tools declare that the personality will not grant.
     ///
-    /// Also reported: a toolset entry or a [constraints] table whose tool name is a typo away
-    /// from a standard tool (the tool would be left out, or its constraint unapplied). Exit 0
-    /// when there is nothing to report, 1 when there are findings.
+    /// Also reported: a toolset entry, a constraints table or an only_after entry whose tool
+    /// name is a typo away from a standard tool (the tool would be left out, its constraint
+    /// unapplied, or it refused every time). Exit 0 when there is nothing to report, 1 when
+    /// there are findings.
     Validate {
         /// The personality policy file.
         #[arg(long, value_name = "FILE")]
