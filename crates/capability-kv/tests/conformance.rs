@@ -400,6 +400,29 @@ async fn redis_that_cannot_be_reached_is_not_available() {
     assert!(matches!(err, CapabilityError::InvalidInput(_)), "{err}");
 }
 
+/// A process that holds a file's lock and does not let go until told: flock(1), whose lock
+/// redb honours, around a `cat` that ends when its input is closed.
+struct Holder(std::process::Child);
+
+impl Holder {
+    /// Started, and given time to take the lock (it waits for any holder before it).
+    fn start(path: &std::path::Path) -> Self {
+        let child = std::process::Command::new("flock")
+            .arg(path)
+            .arg("cat")
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        Holder(child)
+    }
+
+    fn let_go(mut self) {
+        drop(self.0.stdin.take());
+        self.0.wait().unwrap();
+    }
+}
+
 /// Two stores on one file (two processes of one user, here two handles of one process) share
 /// it: each holds the file only while in use, so each sees what the other wrote; one that
 /// another process never lets go of fails with `not_available` past its lock wait, and works
@@ -422,16 +445,8 @@ async fn embedded_stores_share_one_file() {
     assert!(a.delete("k").await.unwrap());
     assert_eq!(b.get("k").await.unwrap(), None);
 
-    // A process that holds the file and does not let go until told (flock(1), whose lock redb
-    // honours, around a `cat` that ends when its input is closed).
-    let mut holder = std::process::Command::new("flock")
-        .arg(&path)
-        .arg("cat")
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
     drop((a, b, first, second));
-    std::thread::sleep(Duration::from_millis(300));
+    let holder = Holder::start(&path);
     let waiting = KvBackend::new(
         EmbeddedStore::open_with_lock_wait(&path, Duration::from_millis(200)).unwrap(),
         KvLimits::default(),
@@ -453,8 +468,7 @@ async fn embedded_stores_share_one_file() {
         matches!(refused, CapabilityError::NotAvailable(_)),
         "{refused:?}"
     );
-    drop(holder.stdin.take());
-    holder.wait().unwrap();
+    holder.let_go();
     c.set("k", json!(2), None).await.unwrap();
     assert_eq!(c.get("k").await.unwrap(), Some(json!(2)));
 }
@@ -473,16 +487,9 @@ async fn a_store_first_opened_while_held_gets_its_table_when_it_opens_it() {
         txn.open_table(other).unwrap().insert("x", 1).unwrap();
         txn.commit().unwrap();
     }
-    let mut holder = std::process::Command::new("flock")
-        .arg(&path)
-        .arg("cat")
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let holder = Holder::start(&path);
     let backend = KvBackend::new(EmbeddedStore::open(&path).unwrap(), KvLimits::default());
-    drop(holder.stdin.take());
-    holder.wait().unwrap();
+    holder.let_go();
     let kv = scoped(&backend, "session:s", None);
     assert_eq!(kv.get("k").await.unwrap(), None);
     assert_eq!(kv.list("").await.unwrap(), Vec::<String>::new());

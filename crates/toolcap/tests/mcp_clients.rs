@@ -640,23 +640,25 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-// guarantee: G-MCP-04
-/// A thousand calls held in flight (each waiting for its approval) cost the server a bounded
-/// amount of memory, and every one is answered when the user declines (docs/benchmarks.md,
-/// "MCP").
-#[test]
-fn a_thousand_calls_in_flight_stay_within_a_memory_bound() {
-    let scratch = Scratch::new();
+/// `toolcap mcp serve` on the scratch personality and `store`, past `initialize` (with the
+/// client `capabilities`) and `notifications/initialized`: the server, its stdin, its stdout's
+/// lines.
+fn initialized(
+    scratch: &Scratch,
+    store: &str,
+    capabilities: Value,
+) -> (
+    Server,
+    std::process::ChildStdin,
+    std::io::Lines<BufReader<std::process::ChildStdout>>,
+) {
     let child = Command::new(TOOLCAP)
+        .args(["mcp", "serve", "--personality", &scratch.path("p.toml")])
         .args([
-            "mcp",
-            "serve",
-            "--personality",
-            &scratch.path("p.toml"),
             "--workdir",
             &scratch.path("work"),
             "--store",
-            &scratch.path("flight.redb"),
+            &scratch.path(store),
         ])
         .env_remove("RUST_LOG")
         .stdin(Stdio::piped())
@@ -664,26 +666,42 @@ fn a_thousand_calls_in_flight_stay_within_a_memory_bound() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let pid = child.id();
     let mut server = Server(child);
     let mut stdin = server.0.stdin.take().unwrap();
     let mut lines = BufReader::new(server.0.stdout.take().unwrap()).lines();
-    let mut next = || -> Value { serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap() };
     writeln!(
         stdin,
         "{}",
         json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {"form": {}}},
-            "clientInfo": {"name": "flood", "version": "1"}}})
+            "protocolVersion": "2025-11-25", "capabilities": capabilities,
+            "clientInfo": {"name": "test", "version": "1"}}})
     )
     .unwrap();
-    assert_eq!(next()["id"], 0);
+    let answer: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(answer["id"], 0, "{answer}");
     writeln!(
         stdin,
         "{}",
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
     )
     .unwrap();
+    (server, stdin, lines)
+}
+
+// guarantee: G-MCP-04
+/// A thousand calls held in flight (each waiting for its approval) cost the server a bounded
+/// amount of memory, and every one is answered when the user declines (docs/benchmarks.md,
+/// "MCP").
+#[test]
+fn a_thousand_calls_in_flight_stay_within_a_memory_bound() {
+    let scratch = Scratch::new();
+    let (server, mut stdin, mut lines) = initialized(
+        &scratch,
+        "flight.redb",
+        json!({"elicitation": {"form": {}}}),
+    );
+    let pid = server.0.id();
+    let mut next = || -> Value { serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap() };
     let idle = rss_kib(pid);
 
     let n = 1000;
@@ -923,41 +941,7 @@ fn sleeping(marker: &str) -> usize {
 fn a_client_that_stops_reading_ends_the_session() {
     let scratch = Scratch::new();
     let marker = "31.4159";
-    let child = Command::new(TOOLCAP)
-        .args([
-            "mcp",
-            "serve",
-            "--personality",
-            &scratch.path("p.toml"),
-            "--workdir",
-            &scratch.path("work"),
-            "--store",
-            &scratch.path("gone.redb"),
-        ])
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut server = Server(child);
-    let mut stdin = server.0.stdin.take().unwrap();
-    let mut lines = BufReader::new(server.0.stdout.take().unwrap()).lines();
-    writeln!(
-        stdin,
-        "{}",
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "gone", "version": "1"}}})
-    )
-    .unwrap();
-    assert!(lines.next().unwrap().unwrap().contains("\"id\":0"));
-    writeln!(
-        stdin,
-        "{}",
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    )
-    .unwrap();
+    let (mut server, mut stdin, lines) = initialized(&scratch, "gone.redb", json!({}));
     writeln!(
         stdin,
         "{}",
