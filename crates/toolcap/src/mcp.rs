@@ -159,6 +159,8 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
             } else {
                 registry
             };
+            let misspelt = host::misspelt_tools(&policy, &capability_tools::STANDARD_TOOLS);
+            let id = policy.id().unwrap_or("?").to_owned();
             let server = McpServer::new(registry, policy, &workdir);
             let server = match filter {
                 Some(f) => server.with_tool_filter(f),
@@ -166,6 +168,7 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
             };
             match http {
                 None => {
+                    say_what_is_offered(&server, &id, &misspelt)?;
                     server.serve_stdio().await.map_err(Usage::from)?;
                     Ok(ExitCode::SUCCESS)
                 }
@@ -184,7 +187,9 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
                     }
                     let bound = server.bind_http(options).await.map_err(Usage::from)?;
                     let addr = bound.local_addr().map_err(Usage::from)?;
+                    // The address first: scripts read the port from the first line.
                     errln!("toolcap: serving MCP (Streamable HTTP) on http://{addr}/mcp");
+                    say_what_is_offered(&server, &id, &misspelt)?;
                     let stop = bound.shutdown();
                     tokio::spawn(async move {
                         let _ = tokio::signal::ctrl_c().await;
@@ -481,6 +486,31 @@ pub(crate) fn validate_guard(
         outln!("{findings} finding(s) for personality {id}")?;
         Ok(ExitCode::from(1))
     }
+}
+
+/// Says on stderr (which an MCP client keeps as the server's log) which tools the server
+/// offers, and warns when it offers none or the toolset names a tool a typo away from a
+/// standard one: otherwise a client just shows no tools, with nothing to say why.
+fn say_what_is_offered(server: &McpServer, id: &str, misspelt: &[String]) -> Result<(), Usage> {
+    for warning in misspelt {
+        errln!("toolcap: warning: {warning}");
+    }
+    let names: Vec<&str> = server.tools().iter().map(|t| t.name.as_ref()).collect();
+    if names.is_empty() {
+        errln!(
+            "toolcap: warning: personality {} offers no tool: its toolset names none of the \
+             standard tools ({})",
+            capability_core::shown(id),
+            capability_tools::STANDARD_TOOLS.join(", ")
+        );
+    } else {
+        errln!(
+            "toolcap: serving {} tool(s): {}",
+            names.len(),
+            names.join(", ")
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]

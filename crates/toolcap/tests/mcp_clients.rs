@@ -987,3 +987,45 @@ fn a_client_that_stops_reading_ends_the_session() {
     }
     drop(stdin);
 }
+
+/// A server whose personality offers no tool says so on stderr (what an MCP client shows in its
+/// server log), naming a toolset entry a typo away from a standard tool; one that offers tools
+/// says which.
+#[test]
+fn serve_says_which_tools_it_offers_and_warns_when_none() {
+    let scratch = Scratch::new();
+    std::fs::write(
+        scratch.root.join("typo.toml"),
+        "id = \"typo\"\ntoolset = [\"read_fil\"]\n",
+    )
+    .unwrap();
+    let serve = |personality: &str| -> String {
+        let mut child = Command::new(TOOLCAP)
+            .args(["mcp", "serve", "--personality", &scratch.path(personality)])
+            .args(["--store", &scratch.path("said.redb")])
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // No client comes: the server says what it offers, then ends (no `initialize`).
+        let mut said = String::new();
+        let mut stderr = child.stderr.take().unwrap();
+        stderr.read_to_string(&mut said).unwrap();
+        child.wait().unwrap();
+        said
+    };
+    let none = serve("typo.toml");
+    assert!(
+        none.contains("toolset entry read_fil names no tool; did you mean read_file?"),
+        "{none}"
+    );
+    assert!(none.contains("personality typo offers no tool"), "{none}");
+    let some = serve("p.toml");
+    assert!(
+        some.contains("toolcap: serving 6 tool(s): kv_get, kv_set, list_dir, read_file, run_command, write_file"),
+        "{some}"
+    );
+    assert!(!some.contains("warning"), "{some}");
+}
