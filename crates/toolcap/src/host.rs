@@ -590,7 +590,7 @@ pub(crate) fn load_guard_config(path: &Path) -> Result<capability_mcp::GuardConf
 /// of another registry, and an `mcp__` name one of a guarded server: neither is reported.
 pub(crate) fn misspelt_tools(policy: &CompiledPolicy, known: &[&str]) -> Vec<String> {
     let near = |name: &str| {
-        if known.contains(&name) || name.starts_with("mcp__") || name.chars().count() < 4 {
+        if known.contains(&name) || name.ends_with('*') || name.chars().count() < 4 {
             return None;
         }
         known

@@ -244,6 +244,13 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
                 offered.len(),
                 offered.join(", ")
             );
+            let known: Vec<&str> = guard
+                .tool_names()
+                .chain(capability_tools::STANDARD_TOOLS)
+                .collect();
+            for warning in host::misspelt_tools(&policy, &known) {
+                errln!("toolcap: warning: {warning}");
+            }
             let registry = match audit {
                 Some(path) => registry.with_audit_sink(host::audit_file(&path)?),
                 None => registry,

@@ -519,6 +519,50 @@ fn a_server_that_cannot_start_is_reported_and_the_others_are_served() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("servers.x.command"));
 }
 
+/// A toolset entry a typo away from a guarded tool is warned about when the guard starts (the
+/// tool would silently not be offered); a pattern and a far name are not.
+#[test]
+fn the_guard_warns_of_a_toolset_entry_a_typo_away_from_a_guarded_tool() {
+    let (_dir, root) = scratch();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/hostile_server.py");
+    let config = root.join("servers.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.hostile]\ncommand = \"/usr/bin/python3\"\nargs = [\"{}\"]\nruntime = [\"{}\"]\n",
+            script.display(),
+            script.parent().unwrap().display()
+        ),
+    )
+    .unwrap();
+    let personality = root.join("p.toml");
+    std::fs::write(
+        &personality,
+        "id = \"g\"\ntoolset = [\"mcp__hostile__echo\", \"mcp__hostile__ech0\", \"mcp__other__*\", \"summarize\"]\n",
+    )
+    .unwrap();
+    let out = Command::new(TOOLCAP)
+        .args(["mcp", "guard", "--personality"])
+        .arg(&personality)
+        .arg("--config")
+        .arg(&config)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("toolcap: guarding 1 tool(s): mcp__hostile__echo"),
+        "{said}"
+    );
+    assert!(
+        said.contains(
+            "toolcap: warning: toolset entry mcp__hostile__ech0 names no tool; did you mean mcp__hostile__echo?"
+        ),
+        "{said}"
+    );
+    assert_eq!(said.matches("warning").count(), 1, "{said}");
+}
+
 /// A loopback HTTP server answering every request with `body`, or with a redirect to
 /// `redirect` for `/redirect`; counts the requests it sees.
 fn http_server(body: &'static str, redirect: Option<String>) -> (u16, Arc<AtomicUsize>) {
