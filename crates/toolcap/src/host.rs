@@ -586,8 +586,10 @@ pub(crate) fn load_guard_config(path: &Path) -> Result<capability_mcp::GuardConf
 
 /// The personality's toolset entries, `[constraints]` tables and `only_after` entries that name
 /// no tool of `known` but nearly one (at most two letters off): a typo that would leave the tool
-/// out of the toolset, its constraint unapplied, or it refused for ever, without a word. A name far from every known tool may be a tool
-/// of another registry, and an `mcp__` name one of a guarded server: neither is reported.
+/// out of the toolset, its constraint unapplied, or it refused for ever, without a word. A name
+/// far from every known tool may be a tool of another registry (an `mcp__` name is far from
+/// every standard tool), and a pattern (`mcp__github__*`) names no one tool: neither is
+/// reported.
 pub(crate) fn misspelt_tools(policy: &CompiledPolicy, known: &[&str]) -> Vec<String> {
     let near = |name: &str| {
         if known.contains(&name) || name.ends_with('*') || name.chars().count() < 4 {
