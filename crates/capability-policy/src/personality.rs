@@ -567,6 +567,9 @@ pub(crate) fn parse_any<T: serde::de::DeserializeOwned>(
     text: &str,
     format: PolicyFormat,
 ) -> Result<T, PolicyError> {
+    // A byte-order mark (what Windows editors write first) means nothing in UTF-8; the YAML
+    // parser took it for the start of a second document, and JSON's for a syntax error.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     crate::strict::check_policy_text(text, format).map_err(|e| syntax(None, e))?;
     match format {
         PolicyFormat::Json => {
@@ -705,6 +708,22 @@ mod tests {
         assert_eq!(p.fs_reach.write, [PathBuf::from("/home/ada")]);
         assert_eq!(p.fs_reach.deny, [PathBuf::from("/srv/b/secret")]);
         assert_eq!(p.toolset.as_deref(), Some(&["read_file".to_owned()][..]));
+    }
+
+    #[test]
+    fn a_byte_order_mark_first_is_read_past_in_every_format() {
+        let mut cases = vec![("\u{feff}{\"id\": \"b\"}", PolicyFormat::Json)];
+        #[cfg(feature = "toml")]
+        cases.push(("\u{feff}id = \"b\"\r\n", PolicyFormat::Toml));
+        #[cfg(feature = "yaml")]
+        cases.push((
+            "\u{feff}id: b\r\ntoolset: [read_file]\r\n",
+            PolicyFormat::Yaml,
+        ));
+        for (text, format) in cases {
+            let p = PersonalityPolicy::parse(text, format, None).unwrap();
+            assert_eq!(p.id, "b", "{format:?}");
+        }
     }
 
     #[test]

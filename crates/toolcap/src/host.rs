@@ -51,8 +51,13 @@ fn read_at_most(path: &Path, limit: usize, what: &str) -> Result<Vec<u8>, Usage>
 
 /// [`read_at_most`], as UTF-8 text.
 fn read_text(path: &Path, limit: usize, what: &str) -> Result<String, Usage> {
-    String::from_utf8(read_at_most(path, limit, what)?)
-        .map_err(|_| Usage(format!("{what} {} is not UTF-8", path.display())))
+    let mut text = String::from_utf8(read_at_most(path, limit, what)?)
+        .map_err(|_| Usage(format!("{what} {} is not UTF-8", path.display())))?;
+    // A byte-order mark (what Windows editors write first) means nothing in UTF-8.
+    if text.starts_with('\u{feff}') {
+        text.drain(..'\u{feff}'.len_utf8());
+    }
+    Ok(text)
 }
 
 /// Reads, parses and compiles a personality file, or an Ethos personality directory; every
@@ -487,6 +492,8 @@ pub(crate) fn read_json_config(path: &Path) -> Result<serde_json::Value, Usage> 
         Ok(bytes) => {
             let text = std::str::from_utf8(&bytes)
                 .map_err(|e| left(format!("is not valid JSON (not UTF-8: {e})")))?;
+            // Written back without the byte-order mark a Windows editor may have put first.
+            let text = text.strip_prefix('\u{feff}').unwrap_or(text);
             capability_core::check_policy_text(text, capability_core::PolicyFormat::Json)
                 .map_err(|e| left(format!("cannot be merged safely ({e})")))?;
             serde_json::from_str(text).map_err(|e| left(format!("is not valid JSON ({e})")))

@@ -1530,3 +1530,64 @@ fn capsule_workers_are_the_running_program_after_an_upgrade() {
     drop(stdin);
     assert!(server.wait().unwrap().success());
 }
+
+/// A text file that starts with a UTF-8 byte-order mark (what Windows editors write) means
+/// what it means without it: a personality in each format, and a client's configuration that
+/// `mcp config --write` merges into.
+#[test]
+fn a_byte_order_mark_at_the_start_of_a_file_is_read_past() {
+    let env = Env::new();
+    let work = env.path("work");
+    let bom = "\u{feff}";
+    for (name, text) in [
+        (
+            "bom.toml",
+            format!(
+                "{bom}id = \"bom\"\r\ntoolset = [\"read_file\"]\r\n[fs_reach]\r\nread = [\"{work}\"]\r\n"
+            ),
+        ),
+        (
+            "bom.yaml",
+            format!(
+                "{bom}id: bom\r\ntoolset: [read_file]\r\nfs_reach:\r\n  read: [\"{work}\"]\r\n"
+            ),
+        ),
+        (
+            "bom.json",
+            format!(
+                "{bom}{{\"id\": \"bom\", \"toolset\": [\"read_file\"], \"fs_reach\": {{\"read\": [\"{work}\"]}}}}"
+            ),
+        ),
+    ] {
+        std::fs::write(env.root.join(name), text).unwrap();
+        let out = env.toolcap(&["validate", "--personality", &env.path(name)]);
+        assert_eq!(
+            code(&out),
+            0,
+            "{name}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            stderr(&out)
+        );
+    }
+    let config = env.root.join("claude_desktop_config.json");
+    std::fs::write(
+        &config,
+        format!("{bom}{{\"mcpServers\": {{\"other\": {{\"command\": \"x\"}}}}}}"),
+    )
+    .unwrap();
+    let out = env.toolcap(&[
+        "mcp",
+        "config",
+        "--client",
+        "claude-desktop",
+        "--personality",
+        &env.path("bom.toml"),
+        "--write",
+        "--file",
+        config.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let merged: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    assert_eq!(merged["mcpServers"]["other"]["command"], "x");
+    assert!(merged["mcpServers"]["toolcap"].is_object(), "{merged}");
+}
