@@ -524,17 +524,7 @@ fn a_server_that_cannot_start_is_reported_and_the_others_are_served() {
 #[test]
 fn the_guard_warns_of_a_toolset_entry_a_typo_away_from_a_guarded_tool() {
     let (_dir, root) = scratch();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/hostile_server.py");
-    let config = root.join("servers.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[servers.hostile]\ncommand = \"/usr/bin/python3\"\nargs = [\"{}\"]\nruntime = [\"{}\"]\n",
-            script.display(),
-            script.parent().unwrap().display()
-        ),
-    )
-    .unwrap();
+    let (config, _) = hostile_setup(&root, "", "");
     let personality = root.join("p.toml");
     std::fs::write(
         &personality,
