@@ -261,8 +261,8 @@ pub(crate) fn default_store(name: &str) -> Result<PathBuf, Usage> {
     Ok(dir.join(name))
 }
 
-/// The audit file: every event is synced to disk before the call it records goes on.
-/// An audit file that other processes may share (two MCP servers, parallel `toolcap call`s):
+/// The audit file: every event is synced to disk before the call it records goes on. Other
+/// processes may share it (two MCP servers, parallel `toolcap call`s):
 /// each line is appended under an exclusive `flock`, after a line torn by a writer killed
 /// mid-line is trimmed, so events are never glued to a fragment nor cut by another process's
 /// trim.
@@ -482,23 +482,15 @@ pub(crate) fn read_json_config(path: &Path) -> Result<serde_json::Value, Usage> 
     if matches!(std::fs::metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
         return Ok(serde_json::Value::Object(serde_json::Map::new()));
     }
-    match read_at_most(path, TEXT_FILE_LIMIT, "the client's configuration file")
-        .map_err(|Usage(e)| Usage(format!("{e}; it was left as it is")))
-    {
-        Err(e) => Err(e),
-        Ok(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => {
-            Ok(serde_json::Value::Object(serde_json::Map::new()))
-        }
-        Ok(bytes) => {
-            let text = std::str::from_utf8(&bytes)
-                .map_err(|e| left(format!("is not valid JSON (not UTF-8: {e})")))?;
-            // Written back without the byte-order mark a Windows editor may have put first.
-            let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-            capability_core::check_policy_text(text, capability_core::PolicyFormat::Json)
-                .map_err(|e| left(format!("cannot be merged safely ({e})")))?;
-            serde_json::from_str(text).map_err(|e| left(format!("is not valid JSON ({e})")))
-        }
+    // Read past a byte-order mark, so it is written back without one.
+    let text = read_text(path, TEXT_FILE_LIMIT, "the client's configuration file")
+        .map_err(|Usage(e)| Usage(format!("{e}; it was left as it is")))?;
+    if text.trim_ascii().is_empty() {
+        return Ok(serde_json::Value::Object(serde_json::Map::new()));
     }
+    capability_core::check_policy_text(&text, capability_core::PolicyFormat::Json)
+        .map_err(|e| left(format!("cannot be merged safely ({e})")))?;
+    serde_json::from_str(&text).map_err(|e| left(format!("is not valid JSON ({e})")))
 }
 
 /// Refuses to write through a symlink: the default files of Claude Code and VS Code lie in the
