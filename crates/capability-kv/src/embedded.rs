@@ -132,26 +132,33 @@ fn open_waiting(path: &Path, wait: Duration) -> Result<Database, CapabilityError
     let deadline = capability_types::deadline(Instant::now(), wait);
     let mut pause = Duration::from_millis(1);
     loop {
-        match Database::create(path) {
-            Ok(db) => return Ok(db),
-            Err(DatabaseError::DatabaseAlreadyOpen) if Instant::now() < deadline => {
+        match try_open(path)? {
+            Some(db) => return Ok(db),
+            None if Instant::now() < deadline => {
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(25));
             }
-            Err(DatabaseError::DatabaseAlreadyOpen) => {
+            None => {
                 return Err(CapabilityError::not_available(format!(
                     "the key-value store {} is in use by another process, which did not let go \
                      of it within {wait:?}",
                     path.display()
                 )));
             }
-            Err(e) => {
-                return Err(CapabilityError::not_available(format!(
-                    "cannot open the key-value store {}: {e}",
-                    path.display()
-                )));
-            }
         }
+    }
+}
+
+/// Opens the file, or `None` when another process (or a reader of this one still finishing
+/// with a closed handle) holds its lock.
+fn try_open(path: &Path) -> Result<Option<Database>, CapabilityError> {
+    match Database::create(path) {
+        Ok(db) => Ok(Some(db)),
+        Err(DatabaseError::DatabaseAlreadyOpen) => Ok(None),
+        Err(e) => Err(CapabilityError::not_available(format!(
+            "cannot open the key-value store {}: {e}",
+            path.display()
+        ))),
     }
 }
 
@@ -262,19 +269,13 @@ impl EmbeddedStore {
                 )));
             }
         }
-        let db = match Database::create(&path) {
-            Ok(db) => {
+        // In use by another process (`None`): checked when this store first opens it.
+        let db = match try_open(&path)? {
+            Some(db) => {
                 with_table(&db)?;
                 Some(Arc::new(db))
             }
-            // In use by another process: checked when this store first opens it.
-            Err(DatabaseError::DatabaseAlreadyOpen) => None,
-            Err(e) => {
-                return Err(CapabilityError::not_available(format!(
-                    "cannot open the key-value store {}: {e}",
-                    path.display()
-                )));
-            }
+            None => None,
         };
         let shared = Arc::new(Shared {
             path,
