@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use capability_capsule::{Capsule, CapsuleConfig};
-use capability_core::IsolationSelection;
+use capability_core::{CompiledPolicy, IsolationSelection};
 use capability_mcp::{Guard, HttpOptions, McpServer, RemoteAccess};
 use capability_tools::{StandardConfig, Store, standard_registry};
 use clap::{Subcommand, ValueEnum};
@@ -159,16 +159,14 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
             } else {
                 registry
             };
-            let misspelt = host::misspelt_tools(&policy, &capability_tools::STANDARD_TOOLS);
-            let id = policy.id().unwrap_or("?").to_owned();
-            let server = McpServer::new(registry, policy, &workdir);
+            let server = McpServer::new(registry, Arc::clone(&policy), &workdir);
             let server = match filter {
                 Some(f) => server.with_tool_filter(f),
                 None => server,
             };
             match http {
                 None => {
-                    say_what_is_offered(&server, &id, &misspelt)?;
+                    say_what_is_offered(&server, &policy);
                     server.serve_stdio().await.map_err(Usage::from)?;
                     Ok(ExitCode::SUCCESS)
                 }
@@ -189,7 +187,7 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
                     let addr = bound.local_addr().map_err(Usage::from)?;
                     // The address first: scripts read the port from the first line.
                     errln!("toolcap: serving MCP (Streamable HTTP) on http://{addr}/mcp");
-                    say_what_is_offered(&server, &id, &misspelt)?;
+                    say_what_is_offered(&server, &policy);
                     let stop = bound.shutdown();
                     tokio::spawn(async move {
                         let _ = tokio::signal::ctrl_c().await;
@@ -248,9 +246,7 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
                 .tool_names()
                 .chain(capability_tools::STANDARD_TOOLS)
                 .collect();
-            for warning in host::misspelt_tools(&policy, &known) {
-                errln!("toolcap: warning: {warning}");
-            }
+            warn_of_misspelt_tools(&policy, &known);
             let registry = match audit {
                 Some(path) => registry.with_audit_sink(host::audit_file(&path)?),
                 None => registry,
@@ -495,19 +491,25 @@ pub(crate) fn validate_guard(
     }
 }
 
+/// Warns on stderr of the personality's tool names a typo away from one of `known`
+/// ([`host::misspelt_tools`]).
+fn warn_of_misspelt_tools(policy: &CompiledPolicy, known: &[&str]) {
+    for warning in host::misspelt_tools(policy, known) {
+        errln!("toolcap: warning: {warning}");
+    }
+}
+
 /// Says on stderr (which an MCP client keeps as the server's log) which tools the server
 /// offers, and warns when it offers none or the toolset names a tool a typo away from a
 /// standard one: otherwise a client just shows no tools, with nothing to say why.
-fn say_what_is_offered(server: &McpServer, id: &str, misspelt: &[String]) -> Result<(), Usage> {
-    for warning in misspelt {
-        errln!("toolcap: warning: {warning}");
-    }
+fn say_what_is_offered(server: &McpServer, policy: &CompiledPolicy) {
+    warn_of_misspelt_tools(policy, &capability_tools::STANDARD_TOOLS);
     let names: Vec<&str> = server.tools().iter().map(|t| t.name.as_ref()).collect();
     if names.is_empty() {
         errln!(
             "toolcap: warning: personality {} offers no tool: its toolset names none of the \
              standard tools ({})",
-            capability_core::shown(id),
+            capability_core::shown(policy.id().unwrap_or("?")),
             capability_tools::STANDARD_TOOLS.join(", ")
         );
     } else {
@@ -517,7 +519,6 @@ fn say_what_is_offered(server: &McpServer, id: &str, misspelt: &[String]) -> Res
             names.join(", ")
         );
     }
-    Ok(())
 }
 
 #[cfg(test)]
