@@ -841,3 +841,66 @@ fn contexts_of_concurrent_batches_on_many_threads_never_cross() {
         runtime.block_on(task).unwrap();
     }
 }
+
+#[test]
+fn a_batch_is_admitted_against_the_invocation_as_it_began_in_every_batch_placement() {
+    // `reader` comes first and succeeds (it may run two times), then slower calls of `other`,
+    // then `writer`s, which may run only after `reader` completed in an earlier batch. By the
+    // time the first `writer` starts, the first `reader` has long finished; admission is still
+    // against the invocation as it was when the batch began, in input order (docs/policy.md,
+    // `[constraints]`): the `writer`s are refused, the third `reader` is refused by its limit,
+    // and a later batch sees the `reader`'s success and counts on from two.
+    for placement in [Placement::CurrentThread, Placement::MultiThread] {
+        let mut registry = DefaultToolRegistry::new(None)
+            .with_config(RegistryConfig::default().max_concurrency(2));
+        for (name, takes) in [("reader", 1), ("other", 15), ("writer", 1)] {
+            registry
+                .register(TestTool::new(
+                    name,
+                    ToolCapabilities::none(),
+                    Behaviour::Sleep(Duration::from_millis(takes)),
+                ))
+                .unwrap();
+        }
+        let policy = policy(
+            "id = \"p\"\n[constraints.writer]\nonly_after = [\"reader\"]\n[constraints.reader]\nmax_invocations = 2\n",
+        );
+        let ctx = ExecutionContext::new("s", policy, "/tmp");
+        let rt = runtime(placement);
+        // With two at once, the first `writer` starts only after two calls of `other` ended,
+        // and the `reader` before them.
+        let mut calls = vec![ToolCall::new("r0", "reader", json!({}))];
+        calls.extend((0..4).map(|i| ToolCall::new(format!("o{i}"), "other", json!({}))));
+        calls.extend((0..8).map(|i| ToolCall::new(format!("w{i}"), "writer", json!({}))));
+        calls.push(ToolCall::new("r1", "reader", json!({})));
+        calls.push(ToolCall::new("r2", "reader", json!({})));
+        let first = rt.block_on(registry.execute_parallel(calls, &ctx));
+        let refused_writer = "CONSTRAINT_NOT_MET: writer may run only after reader completed successfully in an earlier batch of this invocation";
+        let refused_reader = "CONSTRAINT_NOT_MET: reader may run at most 2 time(s) per invocation";
+        for r in &first {
+            let expected = match r.call_id.as_str() {
+                "r0" | "r1" => None,
+                id if id.starts_with('o') => None,
+                "r2" => Some(refused_reader),
+                _ => Some(refused_writer),
+            };
+            assert_eq!(r.result.error_message(), expected, "{placement:?}: {r:?}");
+        }
+        assert_eq!(ctx.invocation.dispatched("reader"), 2, "{placement:?}");
+        assert_eq!(ctx.invocation.dispatched("writer"), 0, "{placement:?}");
+        let second = rt.block_on(registry.execute_parallel(
+            vec![
+                ToolCall::new("w", "writer", json!({})),
+                ToolCall::new("r3", "reader", json!({})),
+            ],
+            &ctx,
+        ));
+        assert!(second[0].result.is_ok(), "{placement:?}: {:?}", second[0]);
+        assert_eq!(
+            second[1].result.error_message(),
+            Some(refused_reader),
+            "{placement:?}"
+        );
+        assert_eq!(ctx.invocation.dispatched("writer"), 1, "{placement:?}");
+    }
+}
