@@ -3,7 +3,9 @@
 //! Loopback by default. Every request's `Host` must name an allowed host and a present `Origin`
 //! must be a loopback origin (or one the options allow), which defeats DNS rebinding: a page on
 //! `http://evil.example` that resolves to 127.0.0.1 still sends its own `Origin`. A
-//! non-loopback address needs [`RemoteAccess`]: a bearer token checked on every request.
+//! non-loopback address needs [`RemoteAccess`]: a bearer token checked on every request. On
+//! loopback a token is optional ([`HttpOptions::with_token`]): without one, every process on the
+//! machine, of any user, can call the tools.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -37,15 +39,19 @@ pub struct HttpOptions {
     pub remote: Option<RemoteAccess>,
     /// Browser origins allowed besides loopback ones (`http://localhost:*`, ...), with scheme.
     pub allowed_origins: Vec<String>,
+    /// A token every request on a loopback address must carry; with [`remote`](Self::remote),
+    /// the remote access's token is the one checked.
+    pub token: Option<BearerToken>,
 }
 
 impl HttpOptions {
-    /// Loopback only, on `bind`.
+    /// Loopback only, on `bind`, open to every process on the machine.
     pub fn loopback(bind: SocketAddr) -> Self {
         Self {
             bind,
             remote: None,
             allowed_origins: Vec::new(),
+            token: None,
         }
     }
 
@@ -54,34 +60,35 @@ impl HttpOptions {
         self.remote = Some(remote);
         self
     }
-}
 
-/// What a non-loopback endpoint requires: a bearer token, and the host names clients use to
-/// reach it (checked against `Host`).
-#[derive(Clone)]
-#[non_exhaustive]
-pub struct RemoteAccess {
-    /// SHA-256 of the token (the token itself is not kept).
-    token_digest: [u8; 32],
-    /// Host names (or `host:port`) clients reach the server by.
-    pub hosts: Vec<String>,
-}
-
-impl std::fmt::Debug for RemoteAccess {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RemoteAccess")
-            .field("hosts", &self.hosts)
-            .finish_non_exhaustive()
+    /// Requires `token` on every request on loopback too: on a machine other users share,
+    /// loopback is theirs as well.
+    pub fn with_token(mut self, token: BearerToken) -> Self {
+        self.token = Some(token);
+        self
     }
 }
 
-impl RemoteAccess {
-    /// Requires `Authorization: Bearer TOKEN` on every request.
+/// A bearer token every request must carry (`Authorization: Bearer TOKEN`). Only its SHA-256 is
+/// kept.
+#[derive(Clone)]
+pub struct BearerToken {
+    digest: [u8; 32],
+}
+
+impl std::fmt::Debug for BearerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BearerToken(..)")
+    }
+}
+
+impl BearerToken {
+    /// The token `token` (one trailing line end is read past).
     ///
     /// # Errors
     ///
     /// When the token is shorter than 16 characters or holds whitespace or control characters.
-    pub fn new(token: &str, hosts: Vec<String>) -> Result<Self, HttpError> {
+    pub fn new(token: &str) -> Result<Self, HttpError> {
         let token = token.trim_end_matches(['\n', '\r']);
         if token.len() < 16 || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(HttpError(
@@ -89,8 +96,7 @@ impl RemoteAccess {
             ));
         }
         Ok(Self {
-            token_digest: Sha256::digest(token.as_bytes()).into(),
-            hosts,
+            digest: Sha256::digest(token.as_bytes()).into(),
         })
     }
 
@@ -109,9 +115,33 @@ impl RemoteAccess {
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         digest
             .iter()
-            .zip(self.token_digest.iter())
+            .zip(self.digest.iter())
             .fold(0u8, |acc, (a, b)| acc | (a ^ b))
             == 0
+    }
+}
+
+/// What a non-loopback endpoint requires: a bearer token, and the host names clients use to
+/// reach it (checked against `Host`).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RemoteAccess {
+    token: BearerToken,
+    /// Host names (or `host:port`) clients reach the server by.
+    pub hosts: Vec<String>,
+}
+
+impl RemoteAccess {
+    /// Requires `Authorization: Bearer TOKEN` on every request.
+    ///
+    /// # Errors
+    ///
+    /// When the token is shorter than 16 characters or holds whitespace or control characters.
+    pub fn new(token: &str, hosts: Vec<String>) -> Result<Self, HttpError> {
+        Ok(Self {
+            token: BearerToken::new(token)?,
+            hosts,
+        })
     }
 }
 
@@ -132,7 +162,8 @@ pub struct HttpServer {
     // toolcap: allow(tokio::net::TcpListener, reason = "the MCP endpoint this crate serves (its listening socket and connections), not a tool's reach")
     listener: TcpListener,
     service: StreamableHttpService<crate::McpSession, LocalSessionManager>,
-    remote: Option<Arc<RemoteAccess>>,
+    /// The token every request must carry, if any.
+    token: Option<Arc<BearerToken>>,
     stop: CancellationToken,
 }
 
@@ -197,10 +228,14 @@ impl McpServer {
             Arc::new(LocalSessionManager::default()),
             config,
         );
+        let token = match options.remote {
+            Some(remote) => Some(remote.token),
+            None => options.token,
+        };
         Ok(HttpServer {
             listener,
             service,
-            remote: options.remote.map(Arc::new),
+            token: token.map(Arc::new),
             stop,
         })
     }
@@ -227,7 +262,7 @@ impl HttpServer {
         let Self {
             listener,
             service,
-            remote,
+            token,
             stop,
         } = self;
         loop {
@@ -239,16 +274,16 @@ impl HttpServer {
                 continue;
             };
             let service = service.clone();
-            let remote = remote.clone();
+            let token = token.clone();
             let stop = stop.clone();
             tokio::spawn(async move {
                 // toolcap: allow(hyper::service::service_fn, reason = "the MCP endpoint this crate serves (its listening socket and connections), not a tool's reach")
                 let handler = hyper::service::service_fn(move |request| {
                     let mut service = service.clone();
-                    let remote = remote.clone();
+                    let token = token.clone();
                     async move {
-                        if let Some(remote) = &remote
-                            && !remote.admits(request.headers().get(header::AUTHORIZATION))
+                        if let Some(token) = &token
+                            && !token.admits(request.headers().get(header::AUTHORIZATION))
                         {
                             return Ok::<_, Infallible>(unauthorized());
                         }

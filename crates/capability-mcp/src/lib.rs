@@ -73,7 +73,9 @@ use capability_core::{CompiledPolicy, DefaultToolRegistry, ToolFilter};
 use rmcp::ServiceExt as _;
 
 pub use crate::guard::{Guard, GuardConfig, GuardConfigError, Limits, Reach, ServerConfig};
-pub use crate::http::{HttpError, HttpOptions, HttpServer, MAX_REQUEST_BYTES, RemoteAccess};
+pub use crate::http::{
+    BearerToken, HttpError, HttpOptions, HttpServer, MAX_REQUEST_BYTES, RemoteAccess,
+};
 pub use crate::listing::tool_annotations;
 pub use crate::session::{FILTER_META_KEY, McpSession};
 

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use capability_capsule::{Capsule, CapsuleConfig};
 use capability_core::{CompiledPolicy, IsolationSelection};
-use capability_mcp::{Guard, HttpOptions, McpServer, RemoteAccess};
+use capability_mcp::{BearerToken, Guard, HttpOptions, HttpServer, McpServer, RemoteAccess};
 use capability_tools::{StandardConfig, Store, standard_registry};
-use clap::{Subcommand, ValueEnum};
+use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Map, Value, json};
 
 use crate::filter::FilterArgs;
@@ -45,12 +45,8 @@ pub(crate) enum McpCommand {
         /// --token-env); every request must carry it.
         #[arg(long, requires = "http")]
         allow_remote: bool,
-        /// Read the bearer token from this file (never from the command line).
-        #[arg(long, value_name = "FILE", conflicts_with = "token_env")]
-        token_file: Option<PathBuf>,
-        /// Read the bearer token from this environment variable.
-        #[arg(long, value_name = "VAR")]
-        token_env: Option<String>,
+        #[command(flatten)]
+        token: TokenArgs,
         /// A host name remote clients use to reach the server (checked against `Host`);
         /// repeatable.
         #[arg(long = "public-host", value_name = "NAME", requires = "allow_remote")]
@@ -77,6 +73,8 @@ pub(crate) enum McpCommand {
         /// Serve Streamable HTTP on this loopback address instead of stdio.
         #[arg(long, value_name = "ADDR")]
         http: Option<SocketAddr>,
+        #[command(flatten)]
+        token: TokenArgs,
         #[command(flatten)]
         filter: FilterArgs,
     },
@@ -111,6 +109,61 @@ pub(crate) enum McpCommand {
     },
 }
 
+/// The bearer token an HTTP endpoint requires: read from a file or the environment, never
+/// from the command line (which `ps` shows).
+#[derive(Debug, Args)]
+pub(crate) struct TokenArgs {
+    /// Require a bearer token on every HTTP request, read from this file's first line.
+    /// Without one, every process on this machine, of any user, can call the tools.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "token_env",
+        requires = "http"
+    )]
+    token_file: Option<PathBuf>,
+    /// The same, with the token read from this environment variable.
+    #[arg(long, value_name = "VAR", requires = "http")]
+    token_env: Option<String>,
+}
+
+/// The HTTP endpoint on `bind`: reachable from other machines with `remote` (its public host
+/// names), and behind the token `token` names (required with `remote`).
+fn http_options(
+    bind: SocketAddr,
+    token: &TokenArgs,
+    remote: Option<Vec<String>>,
+) -> Result<HttpOptions, Usage> {
+    let options = HttpOptions::loopback(bind);
+    let given = token.token_file.is_some() || token.token_env.is_some();
+    if remote.is_none() && !given {
+        return Ok(options);
+    }
+    let token = host::bearer_token(token.token_file.as_deref(), token.token_env.as_deref())?;
+    Ok(match remote {
+        Some(hosts) => options.with_remote(RemoteAccess::new(&token, hosts).map_err(Usage::from)?),
+        None => options.with_token(BearerToken::new(&token).map_err(Usage::from)?),
+    })
+}
+
+/// Binds `server`'s HTTP endpoint and says where, on the first line (scripts read the port
+/// from it), then who may call it.
+async fn bind_http(server: &McpServer, options: HttpOptions) -> Result<HttpServer, Usage> {
+    let open = options.token.is_none() && options.remote.is_none();
+    let bound = server.bind_http(options).await.map_err(Usage::from)?;
+    let addr = bound.local_addr().map_err(Usage::from)?;
+    errln!("toolcap: serving MCP (Streamable HTTP) on http://{addr}/mcp");
+    if open {
+        errln!(
+            "toolcap: no bearer token: every process on this machine, of any user, can call \
+             these tools (--token-file FILE or --token-env VAR requires one)"
+        );
+    } else {
+        errln!("toolcap: every request must carry the bearer token");
+    }
+    Ok(bound)
+}
+
 /// The MCP clients `toolcap mcp config` knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Client {
@@ -134,8 +187,7 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
             capsule,
             http,
             allow_remote,
-            token_file,
-            token_env,
+            token,
             public_hosts,
             filter,
         } => {
@@ -171,22 +223,8 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
                     Ok(ExitCode::SUCCESS)
                 }
                 Some(bind) => {
-                    let mut options = HttpOptions::loopback(bind);
-                    if allow_remote {
-                        let token =
-                            host::bearer_token(token_file.as_deref(), token_env.as_deref())?;
-                        options = options.with_remote(
-                            RemoteAccess::new(&token, public_hosts).map_err(Usage::from)?,
-                        );
-                    } else if token_file.is_some() || token_env.is_some() {
-                        return Err(Usage(
-                            "a bearer token is only used with --allow-remote".to_owned(),
-                        ));
-                    }
-                    let bound = server.bind_http(options).await.map_err(Usage::from)?;
-                    let addr = bound.local_addr().map_err(Usage::from)?;
-                    // The address first: scripts read the port from the first line.
-                    errln!("toolcap: serving MCP (Streamable HTTP) on http://{addr}/mcp");
+                    let options = http_options(bind, &token, allow_remote.then_some(public_hosts))?;
+                    let bound = bind_http(&server, options).await?;
                     say_what_is_offered(&server, &policy);
                     let stop = bound.shutdown();
                     tokio::spawn(async move {
@@ -204,9 +242,14 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
             workdir,
             audit,
             http,
+            token,
             filter,
         } => {
             let filter = filter.filter()?;
+            // The token is read before any guarded server starts.
+            let options = http
+                .map(|bind| http_options(bind, &token, None))
+                .transpose()?;
             let policy = Arc::new(host::load_policy(&personality)?);
             let config = host::load_guard_config(&config)?;
             let workdir = host::workdir(workdir)?;
@@ -256,17 +299,9 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
                 Some(f) => server.with_tool_filter(f),
                 None => server,
             };
-            match http {
+            match options {
                 None => server.serve_stdio().await.map_err(Usage::from)?,
-                Some(bind) => {
-                    let bound = server
-                        .bind_http(HttpOptions::loopback(bind))
-                        .await
-                        .map_err(Usage::from)?;
-                    let addr = bound.local_addr().map_err(Usage::from)?;
-                    errln!("toolcap: serving MCP (Streamable HTTP) on http://{addr}/mcp");
-                    bound.run().await;
-                }
+                Some(options) => bind_http(&server, options).await?.run().await,
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -367,6 +367,150 @@ fn http_checks_origin_host_and_the_bearer_token_on_every_request() {
     );
 }
 
+/// `toolcap ARGS` (serving HTTP on `127.0.0.1:0`), killed when dropped; its URL, and what it
+/// said on stderr up to the line that says who may call it.
+fn http_start(args: &[&str]) -> (Server, String, String) {
+    let mut child = Command::new(TOOLCAP)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env("MCP_TEST_TOKEN", "a-long-enough-test-token-0123")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("bearer token") {
+        if stderr.read_line(&mut said).unwrap() == 0 {
+            panic!("the server ended: {said}");
+        }
+    }
+    let url = said
+        .lines()
+        .find_map(|l| l.split_once(" on http://"))
+        .map(|(_, url)| format!("http://{url}"))
+        .unwrap_or_else(|| panic!("no URL in {said:?}"));
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        let _ = stderr.read_to_string(&mut sink);
+    });
+    (Server(child), url, said)
+}
+
+// guarantee: G-MCP-05
+#[test]
+fn a_loopback_server_can_require_a_token_and_says_who_can_call_it_without_one() {
+    // Loopback is every local user's: on a shared machine another account's process can call
+    // the tools of a tokenless server. With a token (from a file or the environment, never the
+    // command line), `serve` and `guard` admit only requests that carry it.
+    let scratch = Scratch::new();
+    let (_open, open_url) = scratch.serve_http(&[]);
+    assert_eq!(post_initialize(&open_url, &[]), 200);
+    let (p, w) = (scratch.path("p.toml"), scratch.path("work"));
+    let (_server, _, said) = http_start(&[
+        "mcp",
+        "serve",
+        "--personality",
+        &p,
+        "--workdir",
+        &w,
+        "--store",
+        &scratch.path("open.redb"),
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    assert!(
+        said.contains("no bearer token: every process on this machine")
+            && said.contains("--token-file"),
+        "{said}"
+    );
+
+    std::fs::write(
+        scratch.root.join("token"),
+        "a-long-enough-test-token-0123\n",
+    )
+    .unwrap();
+    let token = scratch.path("token");
+    for source in [["--token-file", &token], ["--token-env", "MCP_TEST_TOKEN"]] {
+        let store = scratch.path(&format!("{}.redb", source[0].trim_start_matches('-')));
+        let mut args = vec![
+            "mcp",
+            "serve",
+            "--personality",
+            &p,
+            "--workdir",
+            &w,
+            "--store",
+            &store,
+            "--http",
+            "127.0.0.1:0",
+        ];
+        args.extend_from_slice(&source);
+        let (_server, url, said) = http_start(&args);
+        assert!(!said.contains("no bearer token"), "{said}");
+        assert_eq!(post_initialize(&url, &[]), 401, "{source:?}: no token");
+        assert_eq!(
+            post_initialize(&url, &[("Authorization", "Bearer wrong-token-wrong-token")]),
+            401,
+            "{source:?}"
+        );
+        assert_eq!(
+            post_initialize(
+                &url,
+                &[("Authorization", "Bearer a-long-enough-test-token-0123")]
+            ),
+            200,
+            "{source:?}"
+        );
+    }
+
+    // The guard takes the same options (its guarded server: the test's hostile one, which
+    // needs only the system's Python).
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/hostile_server.py");
+    let config = scratch.root.join("guard.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.hostile]\ncommand = \"/usr/bin/python3\"\nargs = [\"{}\"]\nruntime = [\"{}\"]\n",
+            script.display(),
+            script.parent().unwrap().display()
+        ),
+    )
+    .unwrap();
+    let guarded = scratch.root.join("guard-p.toml");
+    std::fs::write(&guarded, "id = \"g\"\ntoolset = [\"mcp__hostile__echo\"]\n").unwrap();
+    let (config, guarded) = (config.display().to_string(), guarded.display().to_string());
+    let guard = [
+        "mcp",
+        "guard",
+        "--personality",
+        &guarded,
+        "--config",
+        &config,
+        "--workdir",
+        &w,
+    ];
+    let (_guard, _, said) = http_start(&[&guard[..], &["--http", "127.0.0.1:0"]].concat());
+    assert!(said.contains("no bearer token"), "{said}");
+    let (_guard, url, said) = http_start(
+        &[
+            &guard[..],
+            &["--http", "127.0.0.1:0", "--token-file", &token],
+        ]
+        .concat(),
+    );
+    assert!(!said.contains("no bearer token"), "{said}");
+    assert_eq!(post_initialize(&url, &[]), 401, "guard: no token");
+    assert_eq!(
+        post_initialize(
+            &url,
+            &[("Authorization", "Bearer a-long-enough-test-token-0123")]
+        ),
+        200
+    );
+}
+
 // guarantee: G-MCP-05
 #[test]
 fn serving_other_machines_needs_allow_remote_and_a_token_not_on_the_command_line() {
