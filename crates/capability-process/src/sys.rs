@@ -54,10 +54,14 @@ pub(crate) fn canonical_dir(path: &Path) -> std::io::Result<PathBuf> {
     }
 }
 
-/// A fresh private directory for a child's `HOME`, removed when dropped.
+/// A fresh directory for a child's `HOME` (or a tool's directory of them), removed when dropped:
+/// mode 0700, since the temporary directory it is made in is listed to every account, and what a
+/// child keeps in its `HOME` (a credential cache, a token, its history) is its user's alone.
 pub(crate) fn scratch_home(root: &Path) -> std::io::Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt as _;
     tempfile::Builder::new()
         .prefix("toolcap-home-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir_in(root)
 }
 

@@ -184,6 +184,35 @@ async fn a_look_alike_binary_is_refused() {
 
 // guarantee: G-PROC-02
 #[tokio::test]
+async fn a_childs_scratch_home_is_private_to_its_user() {
+    // The scratch home and the tool's directory of homes live in a shared temporary directory
+    // whose listing every account can read: what a child keeps in its HOME (a credential
+    // helper's cache, a CLI's token, its history) must not be readable by another account.
+    let fx = fixture();
+    let p = spawner(&fx);
+    let out = p
+        .spawn(
+            "sh",
+            &argv(&["-c", "stat -c %a \"$HOME\" \"$HOME/..\""]),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        out.exit_code,
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout(&out),
+        "700\n700\n",
+        "the home, then the tool's directory of homes"
+    );
+}
+
+// guarantee: G-PROC-02
+#[tokio::test]
 async fn the_child_environment_is_cleared_and_fixed() {
     let fx = fixture();
     let p = spawner(&fx);

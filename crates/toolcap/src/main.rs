@@ -244,12 +244,63 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match runtime.block_on(run(cli.command)) {
-        Ok(code) => code,
-        Err(Usage(message)) => {
+    let outcome = runtime.block_on(async {
+        // Listening from before the command starts, so no signal finds the default (dying
+        // where it stands) in force.
+        let stop = stop_signal();
+        tokio::select! {
+            outcome = run(cli.command) => Ok(outcome),
+            signal = stop => Err(signal),
+        }
+    });
+    match outcome {
+        Ok(Ok(code)) => code,
+        Ok(Err(Usage(message))) => {
             errln!("toolcap: {message}");
             ExitCode::from(2)
         }
+        Err((name, number)) => {
+            // The command's future is gone: its calls cancelled, their children killed, their
+            // scratch homes removed. What it handed to tasks of their own (an MCP session, an
+            // HTTP connection) goes with the runtime; a thread blocked reading a terminal is
+            // not waited for.
+            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+            errln!("toolcap: stopped by {name}");
+            ExitCode::from(128 + number)
+        }
+    }
+}
+
+/// Waits for a request to stop — `SIGINT` (a terminal's Ctrl-C), `SIGTERM` (an MCP client or
+/// a service manager), `SIGHUP` (the terminal went away) — and names it with its number.
+/// Handled rather than left to kill the process, so that what a call leaves behind (a child's
+/// scratch home, a guarded server's home) is removed first (docs/reference.md, "Exit codes").
+/// Never ends when the handlers cannot be installed (the default, dying, stays in force).
+fn stop_signal() -> impl std::future::Future<Output = (&'static str, u8)> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let handlers = [
+        ("SIGINT", 2, SignalKind::interrupt()),
+        ("SIGTERM", 15, SignalKind::terminate()),
+        ("SIGHUP", 1, SignalKind::hangup()),
+    ]
+    .map(|(name, number, kind)| signal(kind).map(|s| (name, number, s)));
+    async move {
+        let mut listening = Vec::new();
+        for handler in handlers {
+            match handler {
+                Ok(h) => listening.push(h),
+                Err(_) => return std::future::pending().await,
+            }
+        }
+        std::future::poll_fn(|cx| {
+            for (name, number, signal) in &mut listening {
+                if signal.poll_recv(cx).is_ready() {
+                    return std::task::Poll::Ready((*name, *number));
+                }
+            }
+            std::task::Poll::Pending
+        })
+        .await
     }
 }
 

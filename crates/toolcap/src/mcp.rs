@@ -226,11 +226,7 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
                     let options = http_options(bind, &token, allow_remote.then_some(public_hosts))?;
                     let bound = bind_http(&server, options).await?;
                     say_what_is_offered(&server, &policy);
-                    let stop = bound.shutdown();
-                    tokio::spawn(async move {
-                        let _ = tokio::signal::ctrl_c().await;
-                        stop();
-                    });
+                    // Until a signal stops the process (main.rs).
                     bound.run().await;
                     Ok(ExitCode::SUCCESS)
                 }

@@ -1591,3 +1591,143 @@ fn a_byte_order_mark_at_the_start_of_a_file_is_read_past() {
     assert_eq!(merged["mcpServers"]["other"]["command"], "x");
     assert!(merged["mcpServers"]["toolcap"].is_object(), "{merged}");
 }
+
+/// Waits at most 20 s for `child` to end.
+fn ended_within(child: &mut std::process::Child) -> Option<std::process::ExitStatus> {
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_secs(20) {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    None
+}
+
+/// Whether a process whose command line is `command` (its words joined by spaces) is running.
+fn running(command: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+            String::from_utf8_lossy(&c)
+                .trim_end_matches('\0')
+                .replace('\0', " ")
+                == command
+        })
+    })
+}
+
+/// A `toolcap call` stopped from the terminal (`SIGINT`) or by a service manager (`SIGTERM`),
+/// and an MCP server stopped by its client (`SIGTERM`), stop their calls' children and remove
+/// the children's scratch homes before they end, with 128 + the signal's number. Before, the
+/// process died where it stood: the children went (they die with their parent), but every
+/// `HOME` a child had written stayed in the temporary directory.
+// guarantee: G-CLI-02
+#[test]
+fn a_stopped_call_or_server_leaves_no_scratch_home_behind() {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    use std::os::unix::process::ExitStatusExt as _;
+    let env = Env::new();
+    let personality = env.root.join("sh.toml");
+    std::fs::write(
+        &personality,
+        format!(
+            "id = \"sh\"\n[fs_reach]\nread = [\"{w}\"]\n[safety.process]\nallow = [\"sh\", \"sleep\"]\n",
+            w = env.root.join("work").display()
+        ),
+    )
+    .unwrap();
+    let personality = personality.display().to_string();
+    // The scratch homes are made in TMPDIR: a directory of the test's own, to look into.
+    let tmp = env.root.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let start = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_toolcap"))
+            .args(args)
+            .env("XDG_DATA_HOME", env.root.join("data"))
+            .env("HOME", &env.root)
+            .env("TMPDIR", &tmp)
+            .current_dir(env.root.join("work"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    // A child that writes to its HOME, then sleeps until it is stopped.
+    let run = |marker: &str| {
+        serde_json::json!({
+            "binary": "sh",
+            "args": ["-c", format!("echo kept > \"$HOME/note\" && exec sleep {marker}")],
+            "timeout_ms": 60_000,
+        })
+    };
+    let homes = || std::fs::read_dir(&tmp).unwrap().count();
+    let sleeping = |marker: &str| {
+        let started = std::time::Instant::now();
+        while !running(&format!("sleep {marker}")) {
+            assert!(started.elapsed().as_secs() < 20, "the child never started");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    let stop = |child: &std::process::Child, signal: &str| {
+        let sent = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    };
+
+    for (signal, number, marker) in [("INT", 2, "71.25"), ("TERM", 15, "71.5")] {
+        let args = run(marker).to_string();
+        let mut child = start(&["call", "--personality", &personality, "run_command", &args]);
+        sleeping(marker);
+        assert_eq!(homes(), 1, "{signal}: the tool's directory of homes");
+        stop(&child, signal);
+        let status = ended_within(&mut child).expect("still running 20 s after the signal");
+        assert_eq!(
+            (status.code(), status.signal()),
+            (Some(128 + number), None),
+            "{signal}"
+        );
+        assert!(
+            !running(&format!("sleep {marker}")),
+            "{signal}: the child lives on"
+        );
+        assert_eq!(homes(), 0, "{signal}: a scratch home was left behind");
+    }
+
+    let mut server = start(&[
+        "mcp",
+        "serve",
+        "--personality",
+        &personality,
+        "--store",
+        "s.redb",
+    ]);
+    let mut stdin = server.stdin.take().unwrap();
+    let mut answers = BufReader::new(server.stdout.take().unwrap());
+    for message in [
+        serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "cli-test", "version": "1"}}}),
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "run_command", "arguments": run("71.75")}}),
+    ] {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut line = String::new();
+    answers.read_line(&mut line).unwrap();
+    assert!(line.contains("\"id\":0"), "{line}");
+    sleeping("71.75");
+    assert_eq!(homes(), 1);
+    stop(&server, "TERM");
+    let status = ended_within(&mut server).expect("the server still runs 20 s after SIGTERM");
+    assert_eq!((status.code(), status.signal()), (Some(143), None));
+    assert!(!running("sleep 71.75"), "the server's child lives on");
+    assert_eq!(homes(), 0, "a scratch home was left behind");
+    drop(stdin);
+}

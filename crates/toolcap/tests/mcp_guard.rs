@@ -37,7 +37,8 @@ fn npm_servers() -> Option<PathBuf> {
 /// A guard session over stdio, with its answers arriving on a channel.
 struct Guarded {
     child: Child,
-    stdin: ChildStdin,
+    /// `None` once closed ([`hang_up`](Self::hang_up)).
+    stdin: Option<ChildStdin>,
     answers: mpsc::Receiver<Value>,
     next: i64,
 }
@@ -99,7 +100,7 @@ impl Guarded {
                 }
             }
         });
-        let stdin = child.stdin.take().unwrap();
+        let stdin = child.stdin.take();
         let mut guarded = Self {
             child,
             stdin,
@@ -118,8 +119,26 @@ impl Guarded {
     }
 
     fn send(&mut self, message: Value) {
-        writeln!(self.stdin, "{message}").unwrap();
-        self.stdin.flush().unwrap();
+        let stdin = self.stdin.as_mut().expect("the guard's stdin is open");
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Closes the guard's stdin, as a client that quits does.
+    fn hang_up(&mut self) {
+        self.stdin = None;
+    }
+
+    /// How the guard ended, waiting at most 20 s; `None` if it is still running.
+    fn ended(&mut self) -> Option<std::process::ExitStatus> {
+        let started = std::time::Instant::now();
+        while started.elapsed() < Duration::from_secs(20) {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
     }
 
     fn answer(&mut self, id: i64) -> Value {
@@ -1016,6 +1035,55 @@ fn escalation_applies_to_guarded_tools() {
             .unwrap()
             .contains("x.txt")
     );
+}
+
+/// A guarded server's home is its user's alone (mode 0700: the temporary directory it is made in
+/// is listed to every account, and servers keep tokens and caches in their homes), and it goes
+/// when the guard ends: when the client closes its end, and when the guard is told to stop
+/// (`SIGTERM` from a client or a service manager, `SIGINT` from a terminal, `SIGHUP` when the
+/// terminal goes), which ends it with 128 + the signal's number, as a shell reports it.
+// guarantee: G-CLI-02
+#[test]
+fn a_guarded_servers_home_is_private_and_goes_with_the_guard() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::os::unix::process::ExitStatusExt as _;
+    for stop in [None, Some(("TERM", 15)), Some(("INT", 2)), Some(("HUP", 1))] {
+        let (_dir, root) = scratch();
+        let (config, personality) = hostile_setup(&root, "", "");
+        let text = std::fs::read_to_string(&personality).unwrap().replace(
+            "\"mcp__hostile__hang\"",
+            "\"mcp__hostile__hang\", \"mcp__hostile__env\"",
+        );
+        std::fs::write(&personality, text).unwrap();
+        let mut guard = Guarded::start(&root, &personality, &config);
+        let (failed, env, _) = guard.call("mcp__hostile__env", json!({}));
+        assert!(!failed, "{env}");
+        let env: Value = serde_json::from_str(&env).unwrap();
+        let home = PathBuf::from(env["HOME"].as_str().unwrap());
+        let mode = std::fs::metadata(&home).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{stop:?}: {home:?} is {mode:o}");
+        match stop {
+            None => guard.hang_up(),
+            Some((name, _)) => {
+                let sent = Command::new("kill")
+                    .arg(format!("-{name}"))
+                    .arg(guard.child.id().to_string())
+                    .status()
+                    .unwrap();
+                assert!(sent.success());
+            }
+        }
+        let status = guard
+            .ended()
+            .unwrap_or_else(|| panic!("{stop:?}: still running"));
+        let expected = stop.map_or(0, |(_, number)| 128 + number);
+        assert_eq!(
+            (status.code(), status.signal()),
+            (Some(expected), None),
+            "{stop:?}"
+        );
+        assert!(!home.exists(), "{stop:?}: {home:?} was left behind");
+    }
 }
 
 /// A server gets a cleared environment plus the secrets its configuration maps, by name, from

@@ -109,8 +109,11 @@ impl Guard {
         let handed = Self::secrets_for(server, secrets).await?;
         let caps = tool::declaration(server);
         let resolved = resolve(&format!("mcp__{name}"), &caps, policy, "guard", working_dir);
+        // Its user's alone (mode 0700): a server keeps tokens and caches in its home, and the
+        // temporary directory is listed to every account.
         let home = tempfile::Builder::new()
             .prefix("toolcap-guard-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir()
             .map_err(|e| format!("cannot create its home directory: {e}"))?;
         let mut sandbox = match &resolved.fs {
