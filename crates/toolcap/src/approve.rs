@@ -53,10 +53,14 @@ const ANSWER_BYTES: u64 = 64;
 
 /// Shows `prompt` on stderr and reads one answer line from stdin.
 fn ask(prompt: &str) -> Result<bool, String> {
-    let mut err = std::io::stderr().lock();
-    err.write_all(prompt.as_bytes())
-        .map_err(|e| e.to_string())?;
-    err.flush().map_err(|e| e.to_string())?;
+    {
+        // Let go of stderr before the read: the process may have to say something (that it was
+        // stopped, say) while this thread still waits for an answer.
+        let mut err = std::io::stderr().lock();
+        err.write_all(prompt.as_bytes())
+            .map_err(|e| e.to_string())?;
+        err.flush().map_err(|e| e.to_string())?;
+    }
     let mut answer = Vec::new();
     let read = std::io::stdin()
         .lock()

@@ -1731,3 +1731,52 @@ fn a_stopped_call_or_server_leaves_no_scratch_home_behind() {
     assert_eq!(homes(), 0, "a scratch home was left behind");
     drop(stdin);
 }
+
+/// Ctrl-C at an `--ask` prompt nobody answers ends the call at once, with 130, though the
+/// prompt's thread is still blocked reading stdin (before, the thread held stderr while it read,
+/// so the last line could not be written until someone pressed Enter).
+// guarantee: G-CLI-02
+#[test]
+fn ctrl_c_at_an_unanswered_prompt_ends_the_call_at_once() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let env = Env::new();
+    let p = escalating(&env, "timeout_seconds = 120\n");
+    let mut child = env.spawn(
+        &[
+            "call",
+            "--personality",
+            &p,
+            "--workdir",
+            "out",
+            "--ask",
+            "write_file",
+            r#"{"path": "releases/v1.txt", "content": "v1"}"#,
+        ],
+        std::process::Stdio::piped(),
+    );
+    let held = child.stdin.take();
+    let mut stderr = child.stderr.take().unwrap();
+    // Wait for the prompt (it ends without a line end), then press Ctrl-C.
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    while !String::from_utf8_lossy(&seen).ends_with("approve? [y/N] ") {
+        use std::io::Read as _;
+        assert_eq!(stderr.read(&mut byte).unwrap(), 1, "no prompt: {seen:?}");
+        seen.push(byte[0]);
+    }
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let started = std::time::Instant::now();
+    let status = ended_within(&mut child).expect("still running 20 s after Ctrl-C");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "ended only after {:?}",
+        started.elapsed()
+    );
+    assert_eq!((status.code(), status.signal()), (Some(130), None));
+    assert!(!env.root.join("work/out/releases/v1.txt").exists());
+    drop(held);
+}
