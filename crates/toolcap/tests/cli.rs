@@ -741,6 +741,28 @@ fn manifest_and_diff() {
 
 /// A personality whose writes under `work/out/releases` are escalated (`extra`: more lines of
 /// its `[escalate]`); its path.
+/// `toolcap call --ask write_file ARGS` under `personality`, in `work/out`, with `stdin`.
+fn asking(
+    env: &Env,
+    personality: &str,
+    args: &str,
+    stdin: std::process::Stdio,
+) -> std::process::Child {
+    env.spawn(
+        &[
+            "call",
+            "--personality",
+            personality,
+            "--workdir",
+            "out",
+            "--ask",
+            "write_file",
+            args,
+        ],
+        stdin,
+    )
+}
+
 fn escalating(env: &Env, extra: &str) -> String {
     std::fs::write(
         env.root.join("esc.toml"),
@@ -1201,19 +1223,7 @@ fn an_approval_prompt_shows_control_characters_escaped() {
     let path =
         "releases/a\u{1b}[2J\u{1b}[1;1H.txt\n  fs_reach.write /tmp/nothing-to-see\u{202e}txt.exe";
     let args = serde_json::json!({"path": path, "content": "x"}).to_string();
-    let mut child = env.spawn(
-        &[
-            "call",
-            "--personality",
-            &p,
-            "--workdir",
-            "out",
-            "--ask",
-            "write_file",
-            &args,
-        ],
-        std::process::Stdio::piped(),
-    );
+    let mut child = asking(&env, &p, &args, std::process::Stdio::piped());
     use std::io::Write as _;
     child.stdin.take().unwrap().write_all(b"n\n").unwrap();
     let out = child.wait_with_output().unwrap();
@@ -1741,17 +1751,10 @@ fn ctrl_c_at_an_unanswered_prompt_ends_the_call_at_once() {
     use std::os::unix::process::ExitStatusExt as _;
     let env = Env::new();
     let p = escalating(&env, "timeout_seconds = 120\n");
-    let mut child = env.spawn(
-        &[
-            "call",
-            "--personality",
-            &p,
-            "--workdir",
-            "out",
-            "--ask",
-            "write_file",
-            r#"{"path": "releases/v1.txt", "content": "v1"}"#,
-        ],
+    let mut child = asking(
+        &env,
+        &p,
+        r#"{"path": "releases/v1.txt", "content": "v1"}"#,
         std::process::Stdio::piped(),
     );
     let held = child.stdin.take();

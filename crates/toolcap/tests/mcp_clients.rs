@@ -147,29 +147,8 @@ write_paths = ["{w}/ask"]
             "127.0.0.1:0",
         ];
         args.extend_from_slice(extra);
-        let mut child = Command::new(TOOLCAP)
-            .args(&args)
-            .env_remove("RUST_LOG")
-            .env("MCP_TEST_TOKEN", "a-long-enough-test-token-0123")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        stderr.read_line(&mut line).unwrap();
-        let url = line
-            .trim()
-            .rsplit_once(" on ")
-            .map(|(_, url)| url.to_owned())
-            .unwrap_or_else(|| panic!("no URL in {line:?}"));
-        // Keep draining stderr so the server never blocks on a full pipe.
-        std::thread::spawn(move || {
-            let mut sink = String::new();
-            let _ = stderr.read_to_string(&mut sink);
-        });
-        (Server(child), url)
+        let (server, url, _) = http_start(&args);
+        (server, url)
     }
 }
 
