@@ -452,12 +452,33 @@ pub(crate) fn current_exe() -> Result<PathBuf, Usage> {
         .map_err(|e| Usage(format!("cannot determine the path of toolcap itself: {e}")))
 }
 
-/// The bearer token of `toolcap mcp serve --allow-remote`: from a file (its first line) or an
-/// environment variable, never from the command line (where `ps` shows it).
+/// Refuses a token file that other accounts may read or write: the token would be theirs too
+/// (as ssh refuses a private key file others can read).
+fn private(path: &Path) -> Result<(), Usage> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let shown = path.display();
+    let mode = std::fs::metadata(path)
+        .map_err(|e| Usage(format!("cannot read token file {shown}: {e}")))?
+        .permissions()
+        .mode()
+        & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(Usage(format!(
+            "token file {shown} has mode {mode:o}: other users can read or change the token; \
+             make it yours alone (chmod 600 {shown})"
+        )));
+    }
+    Ok(())
+}
+
+/// The bearer token of an HTTP endpoint (`mcp serve`, `mcp guard`): from a file (its first
+/// line; the file its owner's alone) or an environment variable, never from the command line
+/// (where `ps` shows it).
 pub(crate) fn bearer_token(file: Option<&Path>, env: Option<&str>) -> Result<String, Usage> {
     match (file, env) {
         (Some(path), _) => {
             let text = read_text(path, 64 * 1024, "token file")?;
+            private(path)?;
             Ok(text.lines().next().unwrap_or("").trim().to_owned())
         }
         (None, Some(var)) => std::env::var(var)

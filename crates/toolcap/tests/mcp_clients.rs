@@ -346,6 +346,12 @@ fn http_checks_origin_host_and_the_bearer_token_on_every_request() {
     );
 }
 
+/// Sets `path`'s permission bits.
+fn set_mode(path: &str, mode: u32) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
 /// `toolcap ARGS` (serving HTTP on `127.0.0.1:0`), killed when dropped; its URL, and what it
 /// said on stderr up to the line that says who may call it.
 fn http_start(args: &[&str]) -> (Server, String, String) {
@@ -405,12 +411,36 @@ fn a_loopback_server_can_require_a_token_and_says_who_can_call_it_without_one() 
         "{said}"
     );
 
+    // A token file other accounts can read gives the token away: refused, as ssh refuses such a
+    // key, before anything is served.
     std::fs::write(
         scratch.root.join("token"),
         "a-long-enough-test-token-0123\n",
     )
     .unwrap();
     let token = scratch.path("token");
+    for mode in [0o644, 0o640, 0o604, 0o620] {
+        set_mode(&token, mode);
+        let exposed = scratch.toolcap(&[
+            "mcp",
+            "serve",
+            "--personality",
+            &p,
+            "--workdir",
+            &w,
+            "--http",
+            "127.0.0.1:0",
+            "--token-file",
+            &token,
+        ]);
+        let said = String::from_utf8_lossy(&exposed.stderr);
+        assert_eq!(exposed.status.code(), Some(2), "{mode:o}: {said}");
+        assert!(
+            said.contains(&format!("mode {mode:o}")) && said.contains("chmod 600"),
+            "{mode:o}: {said}"
+        );
+    }
+    set_mode(&token, 0o600);
     for source in [["--token-file", &token], ["--token-env", "MCP_TEST_TOKEN"]] {
         let store = scratch.path(&format!("{}.redb", source[0].trim_start_matches('-')));
         let mut args = vec![
@@ -514,6 +544,7 @@ fn serving_other_machines_needs_allow_remote_and_a_token_not_on_the_command_line
 
     std::fs::write(scratch.root.join("short"), "abc\n").unwrap();
     let short = scratch.path("short");
+    set_mode(&short, 0o600);
     let weak = scratch.toolcap(&[
         "mcp",
         "serve",
