@@ -335,17 +335,51 @@ impl DurableWrite for AuditFile {
 /// An append-only JSON-lines audit file, created private to the user, synced per event. A
 /// partial last line left by a killed writer is trimmed first, and before each event (under the
 /// file's lock, which every writer of it takes).
+///
+/// What another account could have planted at the path (in `/tmp`, say) is refused before it is
+/// written or trimmed: a symbolic link to anything but a stream (the events would go into, and a
+/// torn line be cut from, whatever file it names), and a file or FIFO owned by another user
+/// (the events would be theirs to read). A link to a stream (`/dev/stderr`) or a device is used.
 pub(crate) fn audit_file(path: &Path) -> Result<Arc<dyn AuditSink>, Usage> {
-    let cannot =
-        |e: std::io::Error| Usage(format!("cannot open audit file {}: {e}", path.display()));
-    let mut file = OpenOptions::new()
+    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+    let shown = path.display();
+    let cannot = |e: std::io::Error| Usage(format!("cannot open audit file {shown}: {e}"));
+    let opened = OpenOptions::new()
         .create(true)
         .read(true)
         .append(true)
         .mode(0o600)
-        .open(path)
-        .map_err(cannot)?;
-    let regular = file.metadata().map_err(cannot)?.file_type().is_file();
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path);
+    let mut file = match opened {
+        Ok(file) => file,
+        // A symbolic link (O_NOFOLLOW's refusal): followed only to a stream, never created.
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+            let file = OpenOptions::new()
+                .read(true)
+                .append(true)
+                .open(path)
+                .map_err(cannot)?;
+            let kind = file.metadata().map_err(cannot)?.file_type();
+            if kind.is_file() || kind.is_dir() {
+                return Err(Usage(format!(
+                    "audit file {shown} is a symbolic link to a file; give the file's own path"
+                )));
+            }
+            file
+        }
+        Err(e) => return Err(cannot(e)),
+    };
+    let meta = file.metadata().map_err(cannot)?;
+    let owner = rustix::process::geteuid().as_raw();
+    if (meta.file_type().is_file() || meta.file_type().is_fifo()) && meta.uid() != owner {
+        return Err(Usage(format!(
+            "audit file {shown} is owned by another user (uid {}); toolcap writes its audit \
+             only to a file of its own user",
+            meta.uid()
+        )));
+    }
+    let regular = meta.file_type().is_file();
     if regular {
         lock_briefly(&file).map_err(cannot)?;
         let trimmed = trim_torn_tail(&mut file);

@@ -1478,6 +1478,91 @@ fn audit_events_can_go_to_a_stream() {
     assert_eq!(kinds, ["tool_called", "tool_completed"]);
 }
 
+/// An audit path another account could have planted in a shared directory (`/tmp`) is refused
+/// before anything runs, its target untouched: a symbolic link to a regular file (events would
+/// be appended to, and a torn last line trimmed from, whatever file it names: `~/.bashrc`, say),
+/// and a file or FIFO owned by another user (the events, arguments and all, would be theirs to
+/// read). A link to a stream (`/dev/stderr`) and a device stay usable.
+// guarantee: G-REG-08
+#[test]
+fn an_audit_path_planted_by_another_account_is_refused() {
+    use std::os::unix::fs::symlink;
+    let env = Env::new();
+    let call = |audit: &Path| {
+        env.toolcap(&[
+            "call",
+            "--personality",
+            &env.path("p.toml"),
+            "--store",
+            &env.path("planted.redb"),
+            "--audit",
+            audit.to_str().unwrap(),
+            "read_file",
+            r#"{"path": "notes.md"}"#,
+        ])
+    };
+    // A link to the victim's file, whose last line has no end (so a trim would cut it).
+    let victim = env.root.join("bashrc");
+    std::fs::write(&victim, "export A=1\nalias ll='ls -l'").unwrap();
+    let link = env.root.join("audit-link.jsonl");
+    symlink(&victim, &link).unwrap();
+    let out = call(&link);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("symbolic link"), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "export A=1\nalias ll='ls -l'"
+    );
+    assert!(out.stdout.is_empty(), "the call ran");
+
+    // Owned by someone else (needs root to arrange; CI runs as root).
+    let theirs = env.root.join("theirs.jsonl");
+    std::fs::write(&theirs, "").unwrap();
+    let fifo = env.root.join("theirs.fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let given = Command::new("chown")
+        .args([
+            "65534:65534",
+            theirs.to_str().unwrap(),
+            fifo.to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    if given.success() {
+        for planted in [&theirs, &fifo] {
+            let out = call(planted);
+            assert_eq!(code(&out), 2, "{planted:?}: {}", stderr(&out));
+            assert!(
+                stderr(&out).contains("owned by another user"),
+                "{planted:?}: {}",
+                stderr(&out)
+            );
+        }
+        assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "");
+    }
+
+    // The user's own: a file, a link to a stream, a device.
+    let own = env.root.join("own.jsonl");
+    assert_eq!(code(&call(&own)), 0);
+    assert_eq!(std::fs::read_to_string(&own).unwrap().lines().count(), 2);
+    let to_null = env.root.join("to-null");
+    symlink("/dev/null", &to_null).unwrap();
+    for usable in [
+        Path::new("/dev/stderr"),
+        Path::new("/dev/null"),
+        to_null.as_path(),
+    ] {
+        let out = call(usable);
+        assert_eq!(code(&out), 0, "{usable:?}: {}", stderr(&out));
+    }
+}
+
 /// A capsule worker is the running program re-executed, not whatever file its path names now:
 /// upgrading toolcap (`cargo install` replaces the file) under a running `toolcap mcp serve
 /// --capsule` leaves its new workers the same program as the host, where they were the new
