@@ -149,6 +149,33 @@ fn open_waiting(path: &Path, wait: Duration) -> Result<Database, CapabilityError
     }
 }
 
+/// Refuses a store path another account could have planted in a shared directory: a symbolic
+/// link (the store would initialise an empty file it names, or create one where it dangles) and
+/// a file of another user (who could read and change every value). Checked once, when the store
+/// opens: in a directory with the sticky bit (`/tmp`), nobody else can replace a file of this
+/// user's afterwards, and a directory others may write without it is no place for a store.
+fn planted(path: &Path) -> Result<(), CapabilityError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let refused = |why: String| {
+        CapabilityError::not_available(format!("the key-value store {} {why}", path.display()))
+    };
+    let meta =
+        std::fs::symlink_metadata(path).map_err(|e| refused(format!("cannot be examined: {e}")))?;
+    if meta.file_type().is_symlink() {
+        return Err(refused(
+            "is a symbolic link; give the file's own path".to_owned(),
+        ));
+    }
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(refused(format!(
+            "is owned by another user (uid {}); a store is its own user's alone",
+            meta.uid()
+        )));
+    }
+    Ok(())
+}
+
 /// Opens the file, or `None` when another process (or a reader of this one still finishing
 /// with a closed handle) holds its lock.
 fn try_open(path: &Path) -> Result<Option<Database>, CapabilityError> {
@@ -269,6 +296,7 @@ impl EmbeddedStore {
                 )));
             }
         }
+        planted(&path)?;
         // In use by another process (`None`): checked when this store first opens it.
         let db = match try_open(&path)? {
             Some(db) => {
