@@ -1,0 +1,202 @@
+//! The audit file of `--audit`: opened so that nothing another account planted is written to,
+//! shared by the processes of one user, every event synced (docs/policy.md, "Audit").
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use capability_core::{AuditSink, DurableWrite, FsyncPolicy, JsonLinesAuditSink};
+
+use crate::Usage;
+
+/// The audit file: every event is synced to disk before the call it records goes on. Other
+/// processes may share it (two MCP servers, parallel `toolcap call`s):
+/// each line is appended under an exclusive `flock`, after a line torn by a writer killed
+/// mid-line is trimmed, so events are never glued to a fragment nor cut by another process's
+/// trim.
+struct AuditFile {
+    file: std::fs::File,
+    /// Whether the last write ended a line (a short write leaves the rest of a line to come).
+    at_line_start: bool,
+    /// A regular file; not a pipe, a terminal or a device (`--audit /dev/stderr`, a FIFO to a
+    /// log shipper), which have no tail to trim and nothing to sync: what was written to them
+    /// has been handed on.
+    regular: bool,
+}
+
+/// Takes `file`'s exclusive lock, waiting at most 5 s for another writer (held for one line's
+/// write, it is let go at once unless its holder is stopped): past that, the event fails, and a
+/// call whose start cannot be recorded does not run.
+fn lock_briefly(file: &std::fs::File) -> std::io::Result<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut pause = std::time::Duration::from_micros(100);
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(20));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(std::io::Error::other(
+                    "another process has held the audit file's lock for over 5 s",
+                ));
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+        }
+    }
+}
+
+impl std::io::Write for AuditFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if !self.regular {
+            return self.file.write(buf);
+        }
+        lock_briefly(&self.file)?;
+        let written = (|| {
+            if self.at_line_start {
+                trim_torn_tail(&mut self.file)?;
+            }
+            self.file.write(buf)
+        })();
+        let unlocked = self.file.unlock();
+        let n = written?;
+        unlocked?;
+        self.at_line_start = buf.get(..n).and_then(<[u8]>::last) == Some(&b'\n');
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl DurableWrite for AuditFile {
+    fn sync_data(&mut self) -> std::io::Result<()> {
+        if self.regular {
+            self.file.sync_data()
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// An append-only JSON-lines audit file, created private to the user, synced per event. A
+/// partial last line left by a killed writer is trimmed first, and before each event (under the
+/// file's lock, which every writer of it takes).
+///
+/// What another account could have planted at the path (in `/tmp`, say) is refused before it is
+/// written or trimmed: a symbolic link to anything but a stream (the events would go into, and a
+/// torn line be cut from, whatever file it names), and a file or FIFO owned by another user
+/// (the events would be theirs to read). A link to a stream (`/dev/stderr`) or a device is used.
+pub(crate) fn audit_file(path: &Path) -> Result<Arc<dyn AuditSink>, Usage> {
+    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+    let shown = path.display();
+    let cannot = |e: std::io::Error| Usage(format!("cannot open audit file {shown}: {e}"));
+    let opened = OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path);
+    let mut file = match opened {
+        Ok(file) => file,
+        // A symbolic link (O_NOFOLLOW's refusal): followed only to a stream, never created.
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+            let file = OpenOptions::new()
+                .read(true)
+                .append(true)
+                .open(path)
+                .map_err(cannot)?;
+            let kind = file.metadata().map_err(cannot)?.file_type();
+            if kind.is_file() || kind.is_dir() {
+                return Err(Usage(format!(
+                    "audit file {shown} is a symbolic link to a file; give the file's own path"
+                )));
+            }
+            file
+        }
+        Err(e) => return Err(cannot(e)),
+    };
+    let meta = file.metadata().map_err(cannot)?;
+    let owner = rustix::process::geteuid().as_raw();
+    if (meta.file_type().is_file() || meta.file_type().is_fifo()) && meta.uid() != owner {
+        return Err(Usage(format!(
+            "audit file {shown} is owned by another user (uid {}); toolcap writes its audit \
+             only to a file of its own user",
+            meta.uid()
+        )));
+    }
+    let regular = meta.file_type().is_file();
+    if regular {
+        lock_briefly(&file).map_err(cannot)?;
+        let trimmed = trim_torn_tail(&mut file);
+        file.unlock().map_err(cannot)?;
+        trimmed.map_err(cannot)?;
+    }
+    Ok(Arc::new(JsonLinesAuditSink::with_policy(
+        AuditFile {
+            file,
+            at_line_start: true,
+            regular,
+        },
+        FsyncPolicy::EveryEvent,
+    )))
+}
+
+/// Trims a partial last line (a write cut short by a kill) from a JSON-lines file; a file that
+/// ends in a newline, or whose last 1 MiB holds none, is left as it is. The caller holds the
+/// file's lock.
+pub(crate) fn trim_torn_tail(file: &mut std::fs::File) -> std::io::Result<()> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    use std::os::unix::fs::FileExt as _;
+    const WINDOW: u64 = 1 << 20;
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(());
+    }
+    // The common case, one read of a byte: the file ends a line.
+    let mut last = [0u8];
+    file.read_exact_at(&mut last, len - 1)?;
+    if last == [b'\n'] {
+        return Ok(());
+    }
+    let start = len.saturating_sub(WINDOW);
+    file.seek(SeekFrom::Start(start))?;
+    let mut tail = Vec::new();
+    file.take(WINDOW).read_to_end(&mut tail)?;
+    match capability_core::whole_lines_len(&tail) {
+        Some(whole) if whole < tail.len() => file.set_len(start + whole as u64),
+        // A file of one torn line: nothing in it was acknowledged.
+        None if start == 0 => file.set_len(0),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // guarantee: G-REG-08
+    #[test]
+    fn a_torn_last_line_is_trimmed_and_whole_files_are_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        for (before, after) in [
+            ("{\"a\":1}\n{\"b\":2}\n", "{\"a\":1}\n{\"b\":2}\n"),
+            ("{\"a\":1}\n{\"b\"", "{\"a\":1}\n"),
+            ("{\"torn", ""),
+            ("", ""),
+        ] {
+            std::fs::write(&path, before).unwrap();
+            let mut file = OpenOptions::new()
+                .read(true)
+                .append(true)
+                .open(&path)
+                .unwrap();
+            trim_torn_tail(&mut file).unwrap();
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), after, "{before:?}");
+        }
+    }
+}
