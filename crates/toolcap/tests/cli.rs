@@ -1868,3 +1868,75 @@ fn ctrl_c_at_an_unanswered_prompt_ends_the_call_at_once() {
     assert!(!env.root.join("work/out/releases/v1.txt").exists());
     drop(held);
 }
+
+/// A personality or guard configuration another account can change is refused before it is
+/// used, with its mode or owner named: whoever can write it can widen what the agent may do.
+/// World-writable (mode `o+w`), or owned by another user than this one or root: refused; the
+/// user's own and root's files, readable by all or not, are used.
+// guarantee: G-POL-02
+#[test]
+fn a_policy_another_account_can_change_is_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let env = Env::new();
+    let p = env.root.join("p.toml");
+    let validate =
+        |path: &Path| env.toolcap(&["validate", "--personality", path.to_str().unwrap()]);
+    let explain = |path: &Path| {
+        env.toolcap(&[
+            "explain",
+            "--personality",
+            path.to_str().unwrap(),
+            "read_file",
+            r#"{"path": "notes.md"}"#,
+        ])
+    };
+    for mode in [0o666, 0o646, 0o602] {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        for out in [validate(&p), explain(&p)] {
+            assert_eq!(code(&out), 2, "{mode:o}: {}", stderr(&out));
+            assert!(
+                stderr(&out).contains("other users can change it")
+                    && stderr(&out).contains(&format!("{mode:o}")),
+                "{mode:o}: {}",
+                stderr(&out)
+            );
+        }
+    }
+    for mode in [0o644, 0o600, 0o664, 0o444] {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        assert_eq!(code(&explain(&p)), 0, "{mode:o}: {}", stderr(&explain(&p)));
+    }
+    // Another user's file, and a guard configuration (needs root to arrange; CI runs as root).
+    let theirs = env.root.join("theirs.toml");
+    std::fs::copy(&p, &theirs).unwrap();
+    let guard = env.root.join("guard.toml");
+    std::fs::write(&guard, "[servers.x]\ncommand = \"/bin/true\"\n").unwrap();
+    std::fs::set_permissions(&guard, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = env.toolcap(&[
+        "mcp",
+        "guard",
+        "--personality",
+        p.to_str().unwrap(),
+        "--config",
+        guard.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("other users can change it"),
+        "{}",
+        stderr(&out)
+    );
+    let given = Command::new("chown")
+        .args(["65534:65534", theirs.to_str().unwrap()])
+        .status()
+        .unwrap();
+    if given.success() {
+        let out = explain(&theirs);
+        assert_eq!(code(&out), 2, "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("owned by another user"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}

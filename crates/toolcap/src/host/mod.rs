@@ -36,14 +36,25 @@ const MANIFEST_LIMIT: usize = 16 << 20;
 /// All of `path`'s bytes if there are at most `limit`; an error naming `what` otherwise (having
 /// read no more than one byte past the limit).
 fn read_at_most(path: &Path, limit: usize, what: &str) -> Result<Vec<u8>, Usage> {
+    read_checked(path, limit, what, |_| Ok(()))
+}
+
+/// [`read_at_most`], the opened file's metadata first passed to `check`.
+fn read_checked(
+    path: &Path,
+    limit: usize,
+    what: &str,
+    check: impl FnOnce(&std::fs::Metadata) -> Result<(), Usage>,
+) -> Result<Vec<u8>, Usage> {
     use std::io::Read as _;
     let shown = path.display();
-    let file =
-        std::fs::File::open(path).map_err(|e| Usage(format!("cannot read {what} {shown}: {e}")))?;
+    let cannot = |e: std::io::Error| Usage(format!("cannot read {what} {shown}: {e}"));
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    check(&file.metadata().map_err(cannot)?)?;
     let mut bytes = Vec::new();
     file.take(limit as u64 + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| Usage(format!("cannot read {what} {shown}: {e}")))?;
+        .map_err(cannot)?;
     if bytes.len() > limit {
         return Err(Usage(format!(
             "{what} {shown} is larger than {limit} bytes, the most accepted; it was not read further"
@@ -54,7 +65,48 @@ fn read_at_most(path: &Path, limit: usize, what: &str) -> Result<Vec<u8>, Usage>
 
 /// [`read_at_most`], as UTF-8 text.
 fn read_text(path: &Path, limit: usize, what: &str) -> Result<String, Usage> {
-    let mut text = String::from_utf8(read_at_most(path, limit, what)?)
+    as_text(read_at_most(path, limit, what)?, path, what)
+}
+
+/// A file that says what the agent may do (a personality, an Ethos file, a guard
+/// configuration), as UTF-8 text: refused when another account can change it, since whoever
+/// can write it can widen the agent's reach (as sudo refuses a sudoers file others can write).
+fn read_rules(path: &Path, what: &str) -> Result<String, Usage> {
+    let bytes = read_checked(path, TEXT_FILE_LIMIT, what, |meta| {
+        only_ours_to_change(path, what, meta)
+    })?;
+    as_text(bytes, path, what)
+}
+
+/// Refuses what another account can change: writable by all (`o+w`), or owned by a user other
+/// than this one and root. A device is left to the reading's own limits (nobody without root
+/// makes one, and `/dev/zero` says nothing of policy).
+fn only_ours_to_change(path: &Path, what: &str, meta: &std::fs::Metadata) -> Result<(), Usage> {
+    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+    if meta.file_type().is_char_device() || meta.file_type().is_block_device() {
+        return Ok(());
+    }
+    let shown = path.display();
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o002 != 0 {
+        return Err(Usage(format!(
+            "{what} {shown} has mode {mode:o}: other users can change it, and with it what the \
+             agent may do; make it writable by its owner only (chmod o-w {shown})"
+        )));
+    }
+    let owner = meta.uid();
+    if owner != rustix::process::geteuid().as_raw() && owner != 0 {
+        return Err(Usage(format!(
+            "{what} {shown} is owned by another user (uid {owner}), who can change what the \
+             agent may do; use a copy of your own"
+        )));
+    }
+    Ok(())
+}
+
+/// `bytes` as UTF-8 text, a leading byte-order mark read past.
+fn as_text(bytes: Vec<u8>, path: &Path, what: &str) -> Result<String, Usage> {
+    let mut text = String::from_utf8(bytes)
         .map_err(|_| Usage(format!("{what} {} is not UTF-8", path.display())))?;
     // A byte-order mark (what Windows editors write first) means nothing in UTF-8.
     if text.starts_with('\u{feff}') {
@@ -71,7 +123,7 @@ pub(crate) fn load_policy(path: &Path) -> Result<CompiledPolicy, Usage> {
     }
     let shown = path.display();
     let format = PolicyFormat::from_path(path).map_err(|e| Usage(format!("{shown}: {e}")))?;
-    let text = read_text(path, TEXT_FILE_LIMIT, "personality file")?;
+    let text = read_rules(path, "personality file")?;
     CompiledPolicy::load(&text, format, home().as_deref())
         .map_err(|e| Usage(format!("invalid personality file {shown}: {e}")))
 }
@@ -84,6 +136,10 @@ fn load_ethos_dir(dir: &Path) -> Result<CompiledPolicy, Usage> {
     let shown = dir.display();
     let dir = std::fs::canonicalize(dir)
         .map_err(|e| Usage(format!("cannot read personality directory {shown}: {e}")))?;
+    // Whoever can add a file to it can add policy.
+    let meta = std::fs::metadata(&dir)
+        .map_err(|e| Usage(format!("cannot read personality directory {shown}: {e}")))?;
+    only_ours_to_change(&dir, "personality directory", &meta)?;
     let id = dir
         .file_name()
         .and_then(|n| n.to_str())
@@ -112,7 +168,7 @@ fn load_ethos_dir(dir: &Path) -> Result<CompiledPolicy, Usage> {
         if !path.exists() {
             return Ok(None);
         }
-        read_text(&path, TEXT_FILE_LIMIT, "Ethos file").map(Some)
+        read_rules(&path, "Ethos file").map(Some)
     };
     let (config, toolset, mcp) = (
         read("config.yaml")?,
@@ -468,7 +524,7 @@ pub(crate) fn canonical(path: &Path) -> std::io::Result<PathBuf> {
 
 /// Reads and checks a guard configuration file.
 pub(crate) fn load_guard_config(path: &Path) -> Result<capability_mcp::GuardConfig, Usage> {
-    let text = read_text(path, TEXT_FILE_LIMIT, "guard configuration")?;
+    let text = read_rules(path, "guard configuration")?;
     capability_mcp::GuardConfig::parse(&text).map_err(|e| {
         Usage(format!(
             "invalid guard configuration {}: {e}",
