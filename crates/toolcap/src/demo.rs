@@ -338,6 +338,12 @@ deny_args = ["ls -R*"]
         let kept = scratch.keep();
         crate::outln!("scratch directory kept: {}", kept.display())
             .map_err(|crate::Usage(m)| anyhow::anyhow!(m))?;
+    } else {
+        crate::outln!(
+            "(the scratch directory, audit log and personality included, is removed now; \
+             `toolcap demo --keep` keeps it to read them)"
+        )
+        .map_err(|crate::Usage(m)| anyhow::anyhow!(m))?;
     }
     crate::outln!("finished in {:.2?}", started.elapsed())
         .map_err(|crate::Usage(m)| anyhow::anyhow!(m))?;

@@ -616,6 +616,28 @@ fn demo_runs_and_its_state_persists() {
         String::from_utf8_lossy(&second.stdout).contains("demo run #2"),
         "state persisted across runs"
     );
+    // The files it names are there to read when it says so: without --keep it says they went,
+    // and how to keep them; with --keep they are there.
+    let named = |text: &str, label: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(label))
+            .map(|rest| PathBuf::from(rest.split(" (").next().unwrap_or(rest).trim()))
+            .unwrap_or_else(|| panic!("no {label:?} line in {text}"))
+    };
+    let audit = named(&text, "audit log: ");
+    assert!(!audit.exists(), "{audit:?}");
+    assert!(
+        text.contains("removed") && text.contains("toolcap demo --keep"),
+        "{text}"
+    );
+    let kept = env.toolcap(&["demo", "--keep"]);
+    let kept = String::from_utf8_lossy(&kept.stdout);
+    for label in ["audit log: ", "personality: "] {
+        let path = named(&kept, label);
+        assert!(path.exists(), "{label}{path:?}");
+    }
+    let dir = named(&kept, "scratch directory kept: ");
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
