@@ -113,6 +113,7 @@ impl Guard {
         // temporary directory is listed to every account.
         let home = tempfile::Builder::new()
             .prefix("toolcap-guard-")
+            // toolcap: allow(std::os::unix::fs::PermissionsExt::from_mode, reason = "the mode of the home the guard makes for a confined server, not a tool's reach")
             .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir()
             .map_err(|e| format!("cannot create its home directory: {e}"))?;
