@@ -91,7 +91,8 @@ fn only_ours_to_change(path: &Path, what: &str, meta: &std::fs::Metadata) -> Res
     if mode & 0o002 != 0 {
         return Err(Usage(format!(
             "{what} {shown} has mode {mode:o}: other users can change it, and with it what the \
-             agent may do; make it writable by its owner only (chmod o-w {shown})"
+             agent may do; make it writable by its owner only (chmod o-w {shown}), or copy it \
+             to a file system that keeps Unix permissions"
         )));
     }
     let owner = meta.uid();
