@@ -538,6 +538,46 @@ fn a_server_that_cannot_start_is_reported_and_the_others_are_served() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("servers.x.command"));
 }
 
+/// A server that ends before the MCP handshake (a wrong command, a script that exits) is
+/// reported in words a user reads: that it ended before answering, and where its own output
+/// is; not the SDK's transport types.
+// guarantee: G-MCP-08
+#[test]
+fn a_server_that_ends_before_the_handshake_is_reported_plainly() {
+    let (_dir, root) = scratch();
+    let config = root.join("servers.toml");
+    std::fs::write(
+        &config,
+        "[servers.quits]\ncommand = \"/bin/sh\"\nargs = [\"-c\", \"echo nope >&2; exit 3\"]\n",
+    )
+    .unwrap();
+    let personality = root.join("p.toml");
+    std::fs::write(&personality, "id = \"g\"\ntoolset = [\"mcp__quits__x\"]\n").unwrap();
+    let out = Command::new(TOOLCAP)
+        .args(["mcp", "guard", "--personality"])
+        .arg(&personality)
+        .arg("--config")
+        .arg(&config)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    let line = said
+        .lines()
+        .find(|l| l.contains("MCP server quits is not offered"))
+        .unwrap_or_else(|| panic!("{said}"));
+    assert!(
+        line.contains("ended before answering the MCP handshake") && line.contains("-v"),
+        "{line}"
+    );
+    assert!(
+        !line.contains("rmcp::") && !line.contains("Transport ["),
+        "{line}"
+    );
+}
+
 /// A toolset entry a typo away from a guarded tool is warned about when the guard starts (the
 /// tool would silently not be offered); a pattern and a far name are not.
 #[test]

@@ -308,7 +308,7 @@ impl Supervisor {
         let transport = AsyncRwTransport::new_client(reader, writer).with_max_line_length(limit);
         let client = match tokio::time::timeout(START_WITHIN, ().serve(transport)).await {
             Ok(Ok(client)) => client,
-            Ok(Err(e)) => return Err(format!("the MCP handshake failed: {e}")),
+            Ok(Err(e)) => return Err(handshake_failure(&e)),
             Err(_) => {
                 return Err(format!(
                     "the MCP handshake did not complete within {} s",
@@ -323,5 +323,20 @@ impl Supervisor {
             _proxy: proxy,
             _stderr: stderr,
         })
+    }
+}
+
+/// Why the MCP handshake with a server failed, in a user's words: a server that ended or closed
+/// its pipes before answering (a wrong command, a script that exits, a crash) is said to have
+/// done so, without the SDK's transport types; what it wrote on stderr is in the log (`-v`).
+fn handshake_failure(e: &rmcp::service::ClientInitializeError) -> String {
+    use rmcp::service::ClientInitializeError as Failed;
+    match e {
+        Failed::ConnectionClosed(_) | Failed::TransportError { .. } => {
+            "it ended before answering the MCP handshake (`toolcap -v` shows what it wrote on \
+             stderr)"
+                .to_owned()
+        }
+        other => format!("the MCP handshake failed: {other}"),
     }
 }
