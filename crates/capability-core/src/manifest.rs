@@ -299,17 +299,20 @@ pub struct Widening {
 }
 
 impl fmt::Display for Widening {
+    /// One line. The tool's name and the detail come from the manifests, which a change
+    /// proposes: they are [`shown`](crate::shown) escaped, so that terminal controls or a
+    /// bidirectional override in them cannot hide or disguise a widening from its reviewer.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let detail = crate::shown(&self.detail);
         if self.tool.is_empty() {
-            write!(f, "{}: {}", self.code.as_str(), self.detail)
+            write!(f, "{}: {detail}", self.code.as_str())
         } else {
             write!(
                 f,
-                "{}: {} ({}): {}",
+                "{}: {} ({}): {detail}",
                 self.code.as_str(),
-                self.tool,
+                crate::shown(&self.tool),
                 self.layer,
-                self.detail
             )
         }
     }

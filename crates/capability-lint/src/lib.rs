@@ -37,6 +37,7 @@ mod sources;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use capability_types::shown;
 use syn::visit::Visit;
 
 /// What a finding is about.
@@ -153,11 +154,13 @@ impl Finding {
 }
 
 impl fmt::Display for Finding {
+    /// One line; the file's name, which the checked sources choose, shown escaped
+    /// ([`shown`]).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "{}:{}: {} [{} {}] — use {}",
-            self.file.display(),
+            shown(&self.file.display().to_string()),
             self.line,
             self.what,
             self.rule.id(),
@@ -236,12 +239,14 @@ impl Report {
             out.push_str(&format!("{level}: {f}\n"));
         }
         for e in &self.exemptions {
+            // The file's name and the reason are the checked sources' words, which a change
+            // proposes: shown escaped, so that terminal controls in them cannot hide a line.
             out.push_str(&format!(
                 "exempt: {}:{}: {} (reason: {})\n",
-                e.file.display(),
+                shown(&e.file.display().to_string()),
                 e.line,
                 e.what,
-                e.reason
+                shown(&e.reason)
             ));
         }
         for name in &self.skipped_crates {

@@ -54,6 +54,7 @@ mod error;
 mod scoped;
 mod secret_ref;
 mod serde_util;
+mod text;
 mod time;
 mod tool;
 
@@ -80,5 +81,6 @@ pub use crate::scoped::{
     ScopedProcess, ScopedSecretsResolver, SpawnOptions,
 };
 pub use crate::secret_ref::SecretRef;
+pub use crate::text::shown;
 pub use crate::time::deadline;
 pub use crate::tool::Tool;

@@ -1962,3 +1962,39 @@ fn a_policy_another_account_can_change_is_refused() {
         );
     }
 }
+
+/// `toolcap diff` reads manifests a change proposes, so what it prints from them is shown
+/// escaped: a tool name or a host with terminal controls in it (a cursor moved up and a line
+/// erased) would otherwise hide a widening from the reviewer reading the output, and a
+/// bidirectional override could make a host read as another.
+// guarantee: G-MAN-01
+#[test]
+fn diff_shows_what_a_manifest_says_escaped() {
+    use capability_core::build_manifest;
+    use capability_types::ToolCapabilities;
+    let env = Env::new();
+    let plain = ToolCapabilities::none()
+        .with_network(["api.github.com"])
+        .with_process(["git"]);
+    let hostile = ToolCapabilities::none()
+        .with_network(["api.github.com", "evil.com\u{1b}[1A\u{1b}[2Kfine"])
+        .with_process(["git", "sh\u{202e}hs"]);
+    let old = build_manifest([("fetcher", &plain)], None);
+    let new = build_manifest([("fetcher", &hostile), ("new\u{1b}[2Ktool", &plain)], None);
+    std::fs::write(env.root.join("old.json"), old.to_pretty_json()).unwrap();
+    std::fs::write(env.root.join("new.json"), new.to_pretty_json()).unwrap();
+    let out = env.toolcap(&["diff", &env.path("old.json"), &env.path("new.json")]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\u{202e}'),
+        "{text:?}"
+    );
+    assert!(
+        text.contains("evil.com\\u{1b}[1A\\u{1b}[2Kfine")
+            && text.contains("new\\u{1b}[2Ktool")
+            && text.contains("sh\\u{202e}hs"),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), 3, "one line a widening: {text}");
+}

@@ -476,3 +476,28 @@ fn code_brought_in_from_outside_src_is_checked_or_refused() {
     assert_eq!(code, Some(1), "{said}");
     assert!(said.contains("error: hidden/by_path.rs:1"), "{said}");
 }
+
+/// The text report quotes what the plugin's sources say (an exemption's reason, a file's
+/// name), and a change proposes those sources: they are shown escaped, so that terminal
+/// controls in a reason cannot move the cursor up and erase the error line a reviewer should
+/// read.
+// guarantee: G-LINT-01
+#[test]
+fn the_text_report_shows_what_the_sources_say_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    plugin(dir.path());
+    std::fs::write(
+        dir.path().join("src/util.rs"),
+        "// toolcap: allow(std::fs, reason = \"bundled\u{1b}[1A\u{1b}[2K\u{1b}[1A\u{1b}[2K data\")\npub fn bundled() { let _ = std::fs::read(\"data.bin\"); }\n",
+    )
+    .unwrap();
+    let out = toolcap(&["lint", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let report = text(&out.stdout);
+    assert!(!report.contains('\u{1b}'), "{report:?}");
+    assert!(
+        report.contains("reason: bundled\\u{1b}[1A\\u{1b}[2K"),
+        "{report}"
+    );
+    assert!(report.contains("error:"), "{report}");
+}
