@@ -127,27 +127,34 @@ write_paths = ["{w}/ask"]
         answers
     }
 
-    /// `toolcap mcp serve --http 127.0.0.1:0 EXTRA...`, and the URL it printed.
-    fn serve_http(&self, extra: &[&str]) -> (Server, String) {
-        let personality = self.path("p.toml");
-        let workdir = self.path("work");
+    /// The arguments of `toolcap mcp serve --http 127.0.0.1:0 EXTRA...` on this scratch's
+    /// personality and working directory, with a store of its own.
+    fn serve_args(&self, extra: &[&str]) -> Vec<String> {
         static SERVERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = SERVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let store = self.path(&format!("http-{n}.redb"));
-        let mut args = vec![
+        let mut args: Vec<String> = [
             "mcp",
             "serve",
             "--personality",
-            &personality,
+            &self.path("p.toml"),
             "--workdir",
-            &workdir,
+            &self.path("work"),
             "--store",
-            &store,
+            &self.path(&format!("http-{n}.redb")),
             "--http",
             "127.0.0.1:0",
-        ];
-        args.extend_from_slice(extra);
-        let (server, url, _) = http_start(&args);
+        ]
+        .iter()
+        .map(|a| (*a).to_owned())
+        .collect();
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        args
+    }
+
+    /// `toolcap mcp serve --http 127.0.0.1:0 EXTRA...`, and the URL it printed.
+    fn serve_http(&self, extra: &[&str]) -> (Server, String) {
+        let args = self.serve_args(extra);
+        let (server, url, _) = http_start(&args.iter().map(String::as_str).collect::<Vec<_>>());
         (server, url)
     }
 }
@@ -392,19 +399,12 @@ fn a_loopback_server_can_require_a_token_and_says_who_can_call_it_without_one() 
     let scratch = Scratch::new();
     let (_open, open_url) = scratch.serve_http(&[]);
     assert_eq!(post_initialize(&open_url, &[]), 200);
-    let (p, w) = (scratch.path("p.toml"), scratch.path("work"));
-    let (_server, _, said) = http_start(&[
-        "mcp",
-        "serve",
-        "--personality",
-        &p,
-        "--workdir",
-        &w,
-        "--store",
-        &scratch.path("open.redb"),
-        "--http",
-        "127.0.0.1:0",
-    ]);
+    let w = scratch.path("work");
+    let started = |extra: &[&str]| {
+        let args = scratch.serve_args(extra);
+        http_start(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let (_server, _, said) = started(&[]);
     assert!(
         said.contains("no bearer token: every process on this machine")
             && said.contains("--token-file"),
@@ -421,18 +421,8 @@ fn a_loopback_server_can_require_a_token_and_says_who_can_call_it_without_one() 
     let token = scratch.path("token");
     for mode in [0o644, 0o640, 0o604, 0o620] {
         set_mode(&token, mode);
-        let exposed = scratch.toolcap(&[
-            "mcp",
-            "serve",
-            "--personality",
-            &p,
-            "--workdir",
-            &w,
-            "--http",
-            "127.0.0.1:0",
-            "--token-file",
-            &token,
-        ]);
+        let args = scratch.serve_args(&["--token-file", &token]);
+        let exposed = scratch.toolcap(&args.iter().map(String::as_str).collect::<Vec<_>>());
         let said = String::from_utf8_lossy(&exposed.stderr);
         assert_eq!(exposed.status.code(), Some(2), "{mode:o}: {said}");
         assert!(
@@ -442,21 +432,7 @@ fn a_loopback_server_can_require_a_token_and_says_who_can_call_it_without_one() 
     }
     set_mode(&token, 0o600);
     for source in [["--token-file", &token], ["--token-env", "MCP_TEST_TOKEN"]] {
-        let store = scratch.path(&format!("{}.redb", source[0].trim_start_matches('-')));
-        let mut args = vec![
-            "mcp",
-            "serve",
-            "--personality",
-            &p,
-            "--workdir",
-            &w,
-            "--store",
-            &store,
-            "--http",
-            "127.0.0.1:0",
-        ];
-        args.extend_from_slice(&source);
-        let (_server, url, said) = http_start(&args);
+        let (_server, url, said) = started(&source);
         assert!(!said.contains("no bearer token"), "{said}");
         assert_eq!(post_initialize(&url, &[]), 401, "{source:?}: no token");
         assert_eq!(
