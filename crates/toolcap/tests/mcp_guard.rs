@@ -578,6 +578,67 @@ fn a_server_that_ends_before_the_handshake_is_reported_plainly() {
     );
 }
 
+/// A server whose program, or a runtime root, another account can change is not started: its
+/// code would be theirs to choose, run with the user's reach. Refused and reported, naming the
+/// path and its mode or owner; the other servers are served.
+// guarantee: G-MCP-08
+#[test]
+fn a_server_whose_code_another_account_can_change_is_not_started() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let (_dir, root) = scratch();
+    let (config, personality) = hostile_setup(&root, "", "");
+    let open = root.join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let script = open.join("server.sh");
+    std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    for (name, mode, runtime) in [("loose", 0o777, false), ("roomy", 0o755, true)] {
+        let program = open.join(format!("{name}.sh"));
+        std::fs::copy(&script, &program).unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(mode)).unwrap();
+        text.push_str(&format!(
+            "[servers.{name}]\ncommand = \"{}\"\n{}",
+            program.display(),
+            if runtime {
+                format!("runtime = [\"{}\"]\n", open.display())
+            } else {
+                String::new()
+            }
+        ));
+    }
+    std::fs::write(&config, text).unwrap();
+    let out = Command::new(TOOLCAP)
+        .args(["mcp", "guard", "--personality"])
+        .arg(&personality)
+        .arg("--config")
+        .arg(&config)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    for (name, path, mode) in [
+        ("loose", open.join("loose.sh"), "777"),
+        ("roomy", open.clone(), "777"),
+    ] {
+        let line = said
+            .lines()
+            .find(|l| l.contains(&format!("MCP server {name} is not offered")))
+            .unwrap_or_else(|| panic!("{name}: {said}"));
+        assert!(
+            line.contains(&path.display().to_string())
+                && line.contains("other users can change it")
+                && line.contains(mode),
+            "{line}"
+        );
+    }
+    assert!(
+        said.contains("guarding"),
+        "the hostile server is still served: {said}"
+    );
+}
+
 /// A toolset entry a typo away from a guarded tool is warned about when the guard starts (the
 /// tool would silently not be offered); a pattern and a far name are not.
 #[test]

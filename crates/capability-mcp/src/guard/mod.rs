@@ -106,6 +106,7 @@ impl Guard {
         egress: Arc<dyn EgressFactory>,
         secrets: &[Arc<dyn SecretsBackend>],
     ) -> Result<(Arc<Supervisor>, Vec<Arc<GuardedTool>>), String> {
+        only_ours_to_change(server)?;
         let handed = Self::secrets_for(server, secrets).await?;
         let caps = tool::declaration(server);
         let resolved = resolve(&format!("mcp__{name}"), &caps, policy, "guard", working_dir);
@@ -251,6 +252,51 @@ impl Guard {
 /// 64 MiB limit and `2^44` MiB none at all (zero bytes, a server that cannot start).
 fn address_space(memory_mib: u64) -> u64 {
     memory_mib.saturating_mul(1 << 20)
+}
+
+/// Refuses a server whose code another account can change (docs/guard.md, "Confinement"): its
+/// program or a runtime root writable by all or owned by another user than this one and root,
+/// or a program in a directory anyone may replace files in (writable by all, no sticky bit).
+/// Such a server would run their code with the user's reach.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the guard examines the program it will start, not a tool's reach"
+)]
+fn only_ours_to_change(server: &ServerConfig) -> Result<(), String> {
+    // toolcap: allow(std::os::unix::fs::MetadataExt, reason = "the guard checks who can change the program it will start, not a tool's reach")
+    use std::os::unix::fs::MetadataExt as _;
+    let me = rustix::process::geteuid().as_raw();
+    let check = |field: &str, path: &std::path::Path, whole: bool| -> Result<(), String> {
+        // toolcap: allow(std::fs::metadata, reason = "the guard checks who can change the program it will start, not a tool's reach")
+        let meta = std::fs::metadata(path)
+            .map_err(|e| format!("its {field} {} cannot be examined: {e}", path.display()))?;
+        let mode = meta.mode() & 0o7777;
+        let open = mode & 0o002 != 0 && (whole || mode & 0o1000 == 0);
+        if open {
+            return Err(format!(
+                "its {field} {} has mode {mode:o}: other users can change it, and with it the \
+                 code the guard would run",
+                path.display()
+            ));
+        }
+        if whole && meta.uid() != me && meta.uid() != 0 {
+            return Err(format!(
+                "its {field} {} is owned by another user (uid {}), who can change the code the \
+                 guard would run",
+                path.display(),
+                meta.uid()
+            ));
+        }
+        Ok(())
+    };
+    check("command", &server.command, true)?;
+    if let Some(dir) = server.command.parent() {
+        check("command's directory", dir, false)?;
+    }
+    for root in &server.runtime {
+        check("runtime", root, true)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
