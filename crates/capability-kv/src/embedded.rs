@@ -150,23 +150,31 @@ fn open_waiting(path: &Path, wait: Duration) -> Result<Database, CapabilityError
 }
 
 /// Refuses a store path another account could have planted in a shared directory: a symbolic
-/// link (the store would initialise an empty file it names, or create one where it dangles) and
-/// a file of another user (who could read and change every value). Checked once, when the store
-/// opens: in a directory with the sticky bit (`/tmp`), nobody else can replace a file of this
-/// user's afterwards, and a directory others may write without it is no place for a store.
+/// link of another user's (the store would initialise an empty file it names, or create one
+/// where it dangles) and a file of another user (who could read and change every value). The
+/// user's own links and root's are followed. Checked once, when the store opens: in a directory
+/// with the sticky bit (`/tmp`), nobody else can replace a file or link of this user's
+/// afterwards, and a directory others may write without it is no place for a store.
 fn planted(path: &Path) -> Result<(), CapabilityError> {
     use std::os::unix::fs::MetadataExt as _;
     let refused = |why: String| {
         CapabilityError::not_available(format!("the key-value store {} {why}", path.display()))
     };
-    let meta =
-        std::fs::symlink_metadata(path).map_err(|e| refused(format!("cannot be examined: {e}")))?;
-    if meta.file_type().is_symlink() {
-        return Err(refused(
-            "is a symbolic link; give the file's own path".to_owned(),
-        ));
-    }
     let me = rustix::process::geteuid().as_raw();
+    let link =
+        std::fs::symlink_metadata(path).map_err(|e| refused(format!("cannot be examined: {e}")))?;
+    if link.file_type().is_symlink() && link.uid() != me && link.uid() != 0 {
+        return Err(refused(format!(
+            "is a symbolic link of another user's (uid {}); give the path of a file of your own",
+            link.uid()
+        )));
+    }
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        // The user's own link that leads nowhere yet: the store is made where it leads.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(refused(format!("cannot be examined: {e}"))),
+    };
     if meta.uid() != me {
         return Err(refused(format!(
             "is owned by another user (uid {}); a store is its own user's alone",

@@ -542,46 +542,65 @@ async fn shared_stores_closing_and_reopening_under_load_lose_nothing() {
 }
 
 /// A store path another account could have planted in a shared directory (`/tmp`) is refused
-/// when the store opens, and what it names is left as it was: a symbolic link (redb would
-/// initialise an empty file it names, wherever that is, or a file created where a dangling link
-/// points), and a file owned by another user (its owner could read and change every value).
+/// when the store opens, and what it names is left as it was: a symbolic link of another user's
+/// (redb would initialise an empty file it names, wherever that is, or create one where it
+/// dangles), and a file owned by another user (who could read and change every value). The
+/// user's own links are followed.
 // guarantee: G-KV-03
 #[test]
 fn a_store_path_planted_by_another_account_is_refused() {
     let dir = tempfile::tempdir().unwrap();
+    let chown = |path: &std::path::Path, link: bool| {
+        let mut command = std::process::Command::new("chown");
+        if link {
+            command.arg("-h");
+        }
+        command
+            .arg("65534:65534")
+            .arg(path)
+            .status()
+            .unwrap()
+            .success()
+    };
+    // The user's own: a file, and their link to another file of theirs.
+    assert!(EmbeddedStore::open(dir.path().join("own.redb")).is_ok());
+    let own_link = dir.path().join("own-link.redb");
+    std::os::unix::fs::symlink(dir.path().join("own.redb"), &own_link).unwrap();
+    assert!(EmbeddedStore::open(&own_link).is_ok());
+    let own_dangling = dir.path().join("own-dangling.redb");
+    std::os::unix::fs::symlink(dir.path().join("made-here.redb"), &own_dangling).unwrap();
+    assert!(EmbeddedStore::open(&own_dangling).is_ok());
+    assert!(
+        dir.path().join("made-here.redb").exists(),
+        "made where the link leads"
+    );
+
+    // Another user's (needs root to arrange; CI runs as root).
     let victim = dir.path().join("victim");
     std::fs::write(&victim, "").unwrap();
     let link = dir.path().join("link.redb");
     std::os::unix::fs::symlink(&victim, &link).unwrap();
     let dangling = dir.path().join("dangling.redb");
     std::os::unix::fs::symlink(dir.path().join("made-by-the-store"), &dangling).unwrap();
-    for planted in [&link, &dangling] {
-        let Err(e) = EmbeddedStore::open(planted) else {
-            panic!("{planted:?} was opened");
-        };
-        assert!(e.to_string().contains("symbolic link"), "{planted:?}: {e}");
-    }
-    assert_eq!(
-        std::fs::read(&victim).unwrap(),
-        b"",
-        "the linked file is untouched"
-    );
-    assert!(!dir.path().join("made-by-the-store").exists());
-
-    // Owned by someone else (needs root to arrange; CI runs as root).
     let theirs = dir.path().join("theirs.redb");
     std::fs::write(&theirs, "").unwrap();
-    let given = std::process::Command::new("chown")
-        .args(["65534:65534", theirs.to_str().unwrap()])
-        .status()
-        .unwrap();
-    if given.success() {
-        let Err(e) = EmbeddedStore::open(&theirs) else {
-            panic!("a store owned by another user was opened");
-        };
-        assert!(e.to_string().contains("owned by another user"), "{e}");
+    if chown(&link, true) && chown(&dangling, true) && chown(&theirs, false) {
+        for (planted, said) in [
+            (&link, "symbolic link of another user"),
+            (&dangling, "symbolic link of another user"),
+            (&theirs, "owned by another user"),
+        ] {
+            let Err(e) = EmbeddedStore::open(planted) else {
+                panic!("{planted:?} was opened");
+            };
+            assert!(e.to_string().contains(said), "{planted:?}: {e}");
+        }
+        assert_eq!(
+            std::fs::read(&victim).unwrap(),
+            b"",
+            "the linked file is untouched"
+        );
+        assert!(!dir.path().join("made-by-the-store").exists());
         assert_eq!(std::fs::read(&theirs).unwrap(), b"");
     }
-    // The user's own file opens.
-    assert!(EmbeddedStore::open(dir.path().join("own.redb")).is_ok());
 }

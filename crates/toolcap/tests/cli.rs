@@ -1501,10 +1501,11 @@ fn audit_events_can_go_to_a_stream() {
 }
 
 /// An audit path another account could have planted in a shared directory (`/tmp`) is refused
-/// before anything runs, its target untouched: a symbolic link to a regular file (events would
-/// be appended to, and a torn last line trimmed from, whatever file it names: `~/.bashrc`, say),
-/// and a file or FIFO owned by another user (the events, arguments and all, would be theirs to
-/// read). A link to a stream (`/dev/stderr`) and a device stay usable.
+/// before anything runs, what it names untouched: a symbolic link of another user's (events
+/// would be appended to, and a torn last line trimmed from, whatever file it names: the user's
+/// `~/.bashrc`, say), and a file or FIFO owned by another user (the events, arguments and all,
+/// would be theirs to read). The user's own links and root's are followed: `/dev/stderr`, also
+/// when stderr is a file, and a link of the user's own to a log file.
 // guarantee: G-REG-08
 #[test]
 fn an_audit_path_planted_by_another_account_is_refused() {
@@ -1523,21 +1524,65 @@ fn an_audit_path_planted_by_another_account_is_refused() {
             r#"{"path": "notes.md"}"#,
         ])
     };
-    // A link to the victim's file, whose last line has no end (so a trim would cut it).
+    let chown = |whose: &str, path: &Path, link: bool| {
+        let mut args = vec![whose.to_owned()];
+        if link {
+            args.insert(0, "-h".to_owned());
+        }
+        args.push(path.display().to_string());
+        Command::new("chown")
+            .args(&args)
+            .status()
+            .unwrap()
+            .success()
+    };
+
+    // The user's own: a file, a link to a stream, a device, their own link to their own file,
+    // and /dev/stderr when stderr is a file.
+    let own = env.root.join("own.jsonl");
+    assert_eq!(code(&call(&own)), 0);
+    assert_eq!(std::fs::read_to_string(&own).unwrap().lines().count(), 2);
+    let to_null = env.root.join("to-null");
+    symlink("/dev/null", &to_null).unwrap();
+    let own_link = env.root.join("own-link.jsonl");
+    symlink(&own, &own_link).unwrap();
+    for usable in [
+        Path::new("/dev/stderr"),
+        Path::new("/dev/null"),
+        to_null.as_path(),
+        own_link.as_path(),
+    ] {
+        let out = call(usable);
+        assert_eq!(code(&out), 0, "{usable:?}: {}", stderr(&out));
+    }
+    assert_eq!(std::fs::read_to_string(&own).unwrap().lines().count(), 4);
+    let log = env.root.join("stderr.log");
+    let out = Command::new(env!("CARGO_BIN_EXE_toolcap"))
+        .args([
+            "call",
+            "--personality",
+            &env.path("p.toml"),
+            "--store",
+            &env.path("planted.redb"),
+            "--audit",
+            "/dev/stderr",
+            "read_file",
+            r#"{"path": "notes.md"}"#,
+        ])
+        .env("XDG_DATA_HOME", env.root.join("data"))
+        .current_dir(env.root.join("work"))
+        .stderr(std::fs::File::create(&log).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", std::fs::read_to_string(&log).unwrap());
+    assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 2);
+
+    // Another user's (needs root to arrange; CI runs as root): their link to the victim's file,
+    // whose last line has no end (so a trim would cut it), their file and their FIFO.
     let victim = env.root.join("bashrc");
     std::fs::write(&victim, "export A=1\nalias ll='ls -l'").unwrap();
     let link = env.root.join("audit-link.jsonl");
     symlink(&victim, &link).unwrap();
-    let out = call(&link);
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(stderr(&out).contains("symbolic link"), "{}", stderr(&out));
-    assert_eq!(
-        std::fs::read_to_string(&victim).unwrap(),
-        "export A=1\nalias ll='ls -l'"
-    );
-    assert!(out.stdout.is_empty(), "the call ran");
-
-    // Owned by someone else (needs root to arrange; CI runs as root).
     let theirs = env.root.join("theirs.jsonl");
     std::fs::write(&theirs, "").unwrap();
     let fifo = env.root.join("theirs.fifo");
@@ -1548,40 +1593,25 @@ fn an_audit_path_planted_by_another_account_is_refused() {
             .unwrap()
             .success()
     );
-    let given = Command::new("chown")
-        .args([
-            "65534:65534",
-            theirs.to_str().unwrap(),
-            fifo.to_str().unwrap(),
-        ])
-        .status()
-        .unwrap();
-    if given.success() {
-        for planted in [&theirs, &fifo] {
+    if chown("65534:65534", &link, true)
+        && chown("65534:65534", &theirs, false)
+        && chown("65534:65534", &fifo, false)
+    {
+        for (planted, said) in [
+            (&link, "symbolic link of another user"),
+            (&theirs, "owned by another user"),
+            (&fifo, "owned by another user"),
+        ] {
             let out = call(planted);
             assert_eq!(code(&out), 2, "{planted:?}: {}", stderr(&out));
-            assert!(
-                stderr(&out).contains("owned by another user"),
-                "{planted:?}: {}",
-                stderr(&out)
-            );
+            assert!(stderr(&out).contains(said), "{planted:?}: {}", stderr(&out));
+            assert!(out.stdout.is_empty(), "{planted:?}: the call ran");
         }
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "export A=1\nalias ll='ls -l'"
+        );
         assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "");
-    }
-
-    // The user's own: a file, a link to a stream, a device.
-    let own = env.root.join("own.jsonl");
-    assert_eq!(code(&call(&own)), 0);
-    assert_eq!(std::fs::read_to_string(&own).unwrap().lines().count(), 2);
-    let to_null = env.root.join("to-null");
-    symlink("/dev/null", &to_null).unwrap();
-    for usable in [
-        Path::new("/dev/stderr"),
-        Path::new("/dev/null"),
-        to_null.as_path(),
-    ] {
-        let out = call(usable);
-        assert_eq!(code(&out), 0, "{usable:?}: {}", stderr(&out));
     }
 }
 

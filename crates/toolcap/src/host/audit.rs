@@ -86,9 +86,9 @@ impl DurableWrite for AuditFile {
 /// file's lock, which every writer of it takes).
 ///
 /// What another account could have planted at the path (in `/tmp`, say) is refused before it is
-/// written or trimmed: a symbolic link to anything but a stream (the events would go into, and a
-/// torn line be cut from, whatever file it names), and a file or FIFO owned by another user
-/// (the events would be theirs to read). A link to a stream (`/dev/stderr`) or a device is used.
+/// written or trimmed: a symbolic link of another user's (the events would go into, and a torn
+/// line be cut from, whatever file it names), and a file or FIFO owned by another user (the
+/// events would be theirs to read). The user's own links and root's (`/dev/stderr`) are followed.
 pub(crate) fn audit_file(path: &Path) -> Result<Arc<dyn AuditSink>, Usage> {
     use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
     let shown = path.display();
@@ -100,27 +100,30 @@ pub(crate) fn audit_file(path: &Path) -> Result<Arc<dyn AuditSink>, Usage> {
         .mode(0o600)
         .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(path);
+    let owner = rustix::process::geteuid().as_raw();
     let mut file = match opened {
         Ok(file) => file,
-        // A symbolic link (O_NOFOLLOW's refusal): followed only to a stream, never created.
+        // A symbolic link (O_NOFOLLOW's refusal): followed, never created through, unless it is
+        // another user's. A link the user or root made (`/dev/stderr`) leads where they meant;
+        // another user's leads where that user chose.
         Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
-            let file = OpenOptions::new()
+            let link = std::fs::symlink_metadata(path).map_err(cannot)?;
+            if link.uid() != owner && link.uid() != 0 {
+                return Err(Usage(format!(
+                    "audit file {shown} is a symbolic link of another user's (uid {}); give \
+                     the path of a file of your own",
+                    link.uid()
+                )));
+            }
+            OpenOptions::new()
                 .read(true)
                 .append(true)
                 .open(path)
-                .map_err(cannot)?;
-            let kind = file.metadata().map_err(cannot)?.file_type();
-            if kind.is_file() || kind.is_dir() {
-                return Err(Usage(format!(
-                    "audit file {shown} is a symbolic link to a file; give the file's own path"
-                )));
-            }
-            file
+                .map_err(cannot)?
         }
         Err(e) => return Err(cannot(e)),
     };
     let meta = file.metadata().map_err(cannot)?;
-    let owner = rustix::process::geteuid().as_raw();
     if (meta.file_type().is_file() || meta.file_type().is_fifo()) && meta.uid() != owner {
         return Err(Usage(format!(
             "audit file {shown} is owned by another user (uid {}); toolcap writes its audit \
