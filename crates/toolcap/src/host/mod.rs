@@ -384,14 +384,14 @@ pub(crate) fn current_exe() -> Result<PathBuf, Usage> {
 
 /// Refuses a token file that other accounts may read or write: the token would be theirs too
 /// (as ssh refuses a private key file others can read).
-fn private(path: &Path) -> Result<(), Usage> {
-    use std::os::unix::fs::PermissionsExt as _;
+fn private(path: &Path, meta: &std::fs::Metadata) -> Result<(), Usage> {
+    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+    // A device is left to the reading's limit, as for a policy.
+    if meta.file_type().is_char_device() || meta.file_type().is_block_device() {
+        return Ok(());
+    }
     let shown = path.display();
-    let mode = std::fs::metadata(path)
-        .map_err(|e| Usage(format!("cannot read token file {shown}: {e}")))?
-        .permissions()
-        .mode()
-        & 0o7777;
+    let mode = meta.mode() & 0o7777;
     if mode & 0o077 != 0 {
         return Err(Usage(format!(
             "token file {shown} has mode {mode:o}: other users can read or change the token; \
@@ -407,8 +407,9 @@ fn private(path: &Path) -> Result<(), Usage> {
 pub(crate) fn bearer_token(file: Option<&Path>, env: Option<&str>) -> Result<String, Usage> {
     match (file, env) {
         (Some(path), _) => {
-            let text = read_text(path, 64 * 1024, "token file")?;
-            private(path)?;
+            let what = "token file";
+            let bytes = read_checked(path, 64 * 1024, what, |meta| private(path, meta))?;
+            let text = as_text(bytes, path, what)?;
             Ok(text.lines().next().unwrap_or("").trim().to_owned())
         }
         (None, Some(var)) => std::env::var(var)
