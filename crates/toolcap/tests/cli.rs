@@ -1524,18 +1524,6 @@ fn an_audit_path_planted_by_another_account_is_refused() {
             r#"{"path": "notes.md"}"#,
         ])
     };
-    let chown = |whose: &str, path: &Path, link: bool| {
-        let mut args = vec![whose.to_owned()];
-        if link {
-            args.insert(0, "-h".to_owned());
-        }
-        args.push(path.display().to_string());
-        Command::new("chown")
-            .args(&args)
-            .status()
-            .unwrap()
-            .success()
-    };
 
     // The user's own: a file, a link to a stream, a device, their own link to their own file,
     // and /dev/stderr when stderr is a file.
@@ -1593,9 +1581,9 @@ fn an_audit_path_planted_by_another_account_is_refused() {
             .unwrap()
             .success()
     );
-    if chown("65534:65534", &link, true)
-        && chown("65534:65534", &theirs, false)
-        && chown("65534:65534", &fifo, false)
+    if given_to_nobody(&link, true)
+        && given_to_nobody(&theirs, false)
+        && given_to_nobody(&fifo, false)
     {
         for (planted, said) in [
             (&link, "symbolic link of another user"),
@@ -1739,6 +1727,20 @@ fn a_byte_order_mark_at_the_start_of_a_file_is_read_past() {
     assert!(merged["mcpServers"]["toolcap"].is_object(), "{merged}");
 }
 
+/// Gives `path` (the link itself when `link`) to user and group 65534, as another account's; false
+/// when this user may not (only root may), and the caller's check of another account is skipped.
+fn given_to_nobody(path: &Path, link: bool) -> bool {
+    let mut chown = Command::new("chown");
+    if link {
+        chown.arg("-h");
+    }
+    chown
+        .arg("65534:65534")
+        .arg(path)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// Waits at most 20 s for `child` to end.
 fn ended_within(child: &mut std::process::Child) -> Option<std::process::ExitStatus> {
     let started = std::time::Instant::now();
@@ -1826,9 +1828,19 @@ fn a_stopped_call_or_server_leaves_no_scratch_home_behind() {
         assert!(sent.success());
     };
 
-    for (signal, number, marker) in [("INT", 2, "71.25"), ("TERM", 15, "71.5")] {
+    // In process mode and in the capsule (the tool's code in a confined worker).
+    for (signal, number, marker, capsule) in [
+        ("INT", 2, "71.25", false),
+        ("TERM", 15, "71.5", false),
+        ("TERM", 15, "71.625", true),
+    ] {
         let args = run(marker).to_string();
-        let mut child = start(&["call", "--personality", &personality, "run_command", &args]);
+        let mut call = vec!["call", "--personality", &personality];
+        if capsule {
+            call.push("--capsule");
+        }
+        call.extend(["run_command", &args]);
+        let mut child = start(&call);
         sleeping(marker);
         assert_eq!(homes(), 1, "{signal}: the tool's directory of homes");
         stop(&child, signal);
@@ -1978,11 +1990,7 @@ fn a_policy_another_account_can_change_is_refused() {
         "{}",
         stderr(&out)
     );
-    let given = Command::new("chown")
-        .args(["65534:65534", theirs.to_str().unwrap()])
-        .status()
-        .unwrap();
-    if given.success() {
+    if given_to_nobody(&theirs, false) {
         let out = explain(&theirs);
         assert_eq!(code(&out), 2, "{}", stderr(&out));
         assert!(

@@ -34,6 +34,18 @@ fn npm_servers() -> Option<PathBuf> {
     .map(|cache| cache.join("servers/node_modules"))
 }
 
+/// `toolcap mcp guard --personality P --config C`, `RUST_LOG` cleared: the rest is the caller's.
+fn guard_command(personality: &Path, config: &Path) -> Command {
+    let mut command = Command::new(TOOLCAP);
+    command
+        .args(["mcp", "guard", "--personality"])
+        .arg(personality)
+        .arg("--config")
+        .arg(config)
+        .env_remove("RUST_LOG");
+    command
+}
+
 /// A guard session over stdio, with its answers arriving on a channel.
 struct Guarded {
     child: Child,
@@ -57,16 +69,11 @@ impl Guarded {
 
     /// As [`start`](Self::start), the client declaring `capabilities`.
     fn start_with(root: &Path, personality: &Path, config: &Path, capabilities: Value) -> Self {
-        let child = Command::new(TOOLCAP)
-            .args(["mcp", "guard", "--personality"])
-            .arg(personality)
-            .arg("--config")
-            .arg(config)
+        let child = guard_command(personality, config)
             .arg("--workdir")
             .arg(root.join("ws"))
             .env("HOME", root.join("home"))
             .env("TOOLCAP_TEST_CANARY", CANARY)
-            .env_remove("RUST_LOG")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -527,13 +534,7 @@ fn a_server_that_cannot_start_is_reported_and_the_others_are_served() {
 
     // A configuration with a mistake is refused before anything starts.
     std::fs::write(&config, "[servers.x]\ncommand = \"python3\"\n").unwrap();
-    let out = Command::new(TOOLCAP)
-        .args(["mcp", "guard", "--personality"])
-        .arg(&personality)
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .unwrap();
+    let out = guard_command(&personality, &config).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("servers.x.command"));
 }
@@ -553,12 +554,7 @@ fn a_server_that_ends_before_the_handshake_is_reported_plainly() {
     .unwrap();
     let personality = root.join("p.toml");
     std::fs::write(&personality, "id = \"g\"\ntoolset = [\"mcp__quits__x\"]\n").unwrap();
-    let out = Command::new(TOOLCAP)
-        .args(["mcp", "guard", "--personality"])
-        .arg(&personality)
-        .arg("--config")
-        .arg(&config)
-        .env_remove("RUST_LOG")
+    let out = guard_command(&personality, &config)
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -580,7 +576,8 @@ fn a_server_that_ends_before_the_handshake_is_reported_plainly() {
 
 /// A server whose program, or a runtime root, another account can change is not started: its
 /// code would be theirs to choose, run with the user's reach. Refused and reported, naming the
-/// path and its mode or owner; the other servers are served.
+/// path and its mode or owner; the other servers are served. Each program says it ran on
+/// stderr, which `-v` logs: the refused ones never say it, the user's own one does.
 // guarantee: G-MCP-08
 #[test]
 fn a_server_whose_code_another_account_can_change_is_not_started() {
@@ -588,14 +585,23 @@ fn a_server_whose_code_another_account_can_change_is_not_started() {
     let (_dir, root) = scratch();
     let (config, personality) = hostile_setup(&root, "", "");
     let open = root.join("open");
-    std::fs::create_dir(&open).unwrap();
-    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let script = open.join("server.sh");
-    std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+    let mine = root.join("mine");
+    for (dir, mode) in [(&open, 0o777), (&mine, 0o755)] {
+        std::fs::create_dir(dir).unwrap();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
     let mut text = std::fs::read_to_string(&config).unwrap();
-    for (name, mode, runtime) in [("loose", 0o777, false), ("roomy", 0o755, true)] {
-        let program = open.join(format!("{name}.sh"));
-        std::fs::copy(&script, &program).unwrap();
+    for (name, dir, mode, runtime) in [
+        ("loose", &open, 0o777, false),
+        ("roomy", &open, 0o755, true),
+        ("ours", &mine, 0o755, false),
+    ] {
+        let program = dir.join(format!("{name}.sh"));
+        std::fs::write(
+            &program,
+            format!("#!/bin/sh\necho RAN:{name} >&2\nexit 0\n"),
+        )
+        .unwrap();
         std::fs::set_permissions(&program, std::fs::Permissions::from_mode(mode)).unwrap();
         text.push_str(&format!(
             "[servers.{name}]\ncommand = \"{}\"\n{}",
@@ -608,12 +614,8 @@ fn a_server_whose_code_another_account_can_change_is_not_started() {
         ));
     }
     std::fs::write(&config, text).unwrap();
-    let out = Command::new(TOOLCAP)
-        .args(["mcp", "guard", "--personality"])
-        .arg(&personality)
-        .arg("--config")
-        .arg(&config)
-        .env_remove("RUST_LOG")
+    let out = guard_command(&personality, &config)
+        .arg("-v")
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -632,7 +634,12 @@ fn a_server_whose_code_another_account_can_change_is_not_started() {
                 && line.contains(mode),
             "{line}"
         );
+        assert!(!said.contains(&format!("RAN:{name}")), "{name} ran: {said}");
     }
+    assert!(
+        said.contains("RAN:ours"),
+        "the user's own program runs: {said}"
+    );
     assert!(
         said.contains("guarding"),
         "the hostile server is still served: {said}"
@@ -651,11 +658,7 @@ fn the_guard_warns_of_a_toolset_entry_a_typo_away_from_a_guarded_tool() {
         "id = \"g\"\ntoolset = [\"mcp__hostile__echo\", \"mcp__hostile__ech0\", \"mcp__other__*\", \"summarize\"]\n",
     )
     .unwrap();
-    let out = Command::new(TOOLCAP)
-        .args(["mcp", "guard", "--personality"])
-        .arg(&personality)
-        .arg("--config")
-        .arg(&config)
+    let out = guard_command(&personality, &config)
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
@@ -1203,14 +1206,9 @@ fn a_guarded_server_gets_its_mapped_secrets_and_nothing_else_of_the_environment(
     );
     std::fs::write(&personality, personality_text).unwrap();
 
-    let child = Command::new(TOOLCAP)
-        .args(["mcp", "guard", "--personality"])
-        .arg(&personality)
-        .arg("--config")
-        .arg(&config)
+    let child = guard_command(&personality, &config)
         .env("TOOLCAP_SECRET_DEMO_TOKEN", "s3cret-value-for-the-server")
         .env("TOOLCAP_TEST_CANARY", CANARY)
-        .env_remove("RUST_LOG")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -1234,13 +1232,8 @@ fn a_guarded_server_gets_its_mapped_secrets_and_nothing_else_of_the_environment(
     drop(guard);
 
     // Without the secret, the server is not started, and the guard says which secret.
-    let out = Command::new(TOOLCAP)
-        .args(["mcp", "guard", "--personality"])
-        .arg(&personality)
-        .arg("--config")
-        .arg(&config)
+    let out = guard_command(&personality, &config)
         .env_remove("TOOLCAP_SECRET_DEMO_TOKEN")
-        .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .output()
         .unwrap();
