@@ -275,32 +275,30 @@ fn main() -> ExitCode {
 /// a service manager), `SIGHUP` (the terminal went away) — and names it with its number.
 /// Handled rather than left to kill the process, so that what a call leaves behind (a child's
 /// scratch home, a guarded server's home) is removed first (docs/reference.md, "Exit codes").
-/// Never ends when the handlers cannot be installed (the default, dying, stays in force).
+/// A signal whose handler cannot be installed keeps its default (dying); the others are
+/// still listened to.
 fn stop_signal() -> impl std::future::Future<Output = (&'static str, u8)> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let handlers = [
-        ("SIGINT", 2, SignalKind::interrupt()),
-        ("SIGTERM", 15, SignalKind::terminate()),
-        ("SIGHUP", 1, SignalKind::hangup()),
-    ]
-    .map(|(name, number, kind)| signal(kind).map(|s| (name, number, s)));
-    async move {
-        let mut listening = Vec::new();
-        for handler in handlers {
-            match handler {
-                Ok(h) => listening.push(h),
-                Err(_) => return std::future::pending().await,
-            }
+    use tokio::signal::unix::{Signal, SignalKind, signal};
+    /// The next delivery of `signal`; never, when it has no handler.
+    async fn next(signal: &mut Option<Signal>) {
+        let delivered = match signal {
+            Some(s) => s.recv().await.is_some(),
+            None => false,
+        };
+        if !delivered {
+            std::future::pending::<()>().await;
         }
-        std::future::poll_fn(|cx| {
-            for (name, number, signal) in &mut listening {
-                if signal.poll_recv(cx).is_ready() {
-                    return std::task::Poll::Ready((*name, *number));
-                }
-            }
-            std::task::Poll::Pending
-        })
-        .await
+    }
+    // Installed now, before the command starts.
+    let mut int = signal(SignalKind::interrupt()).ok();
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut hup = signal(SignalKind::hangup()).ok();
+    async move {
+        tokio::select! {
+            () = next(&mut int) => ("SIGINT", 2),
+            () = next(&mut term) => ("SIGTERM", 15),
+            () = next(&mut hup) => ("SIGHUP", 1),
+        }
     }
 }
 
