@@ -10,6 +10,7 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Response, StatusCode, header};
@@ -17,17 +18,32 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt as _, Full};
 // toolcap: allow(hyper_util::rt::TokioIo, reason = "the MCP endpoint this crate serves (its listening socket and connections), not a tool's reach")
 use hyper_util::rt::TokioIo;
+// toolcap: allow(hyper_util::rt::TokioTimer, reason = "the timer of the MCP endpoint's connections (their idle timeout), not a tool's reach")
+use hyper_util::rt::TokioTimer;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use sha2::{Digest as _, Sha256};
 // toolcap: allow(tokio::net::TcpListener, reason = "the MCP endpoint this crate serves (its listening socket and connections), not a tool's reach")
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::McpServer;
 
 /// The largest request body accepted (larger gets `413 Payload Too Large`).
 pub const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
+
+/// How many sessions an endpoint keeps open at once unless told otherwise
+/// ([`HttpOptions::with_max_sessions`]).
+pub const DEFAULT_MAX_SESSIONS: usize = 64;
+
+/// How many connections an endpoint serves at once unless told otherwise
+/// ([`HttpOptions::with_max_connections`]).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+
+/// How long a connection may go without sending a whole request head unless told otherwise
+/// ([`HttpOptions::with_idle_timeout`]).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How the HTTP endpoint is exposed.
 #[derive(Debug, Clone)]
@@ -42,6 +58,14 @@ pub struct HttpOptions {
     /// A token every request on a loopback address must carry; with [`remote`](Self::remote),
     /// the remote access's token is the one checked.
     pub token: Option<BearerToken>,
+    /// The most sessions open at once; a handshake past it gets `503` until one ends (its client
+    /// closes it, or it is idle for five minutes).
+    pub max_sessions: usize,
+    /// The most connections served at once; one past it waits, unanswered, until another closes.
+    pub max_connections: usize,
+    /// A connection that sends no whole request head for this long is closed: one that is
+    /// silent from the start, that trickles a head, or that sits idle between requests.
+    pub idle_timeout: Duration,
 }
 
 impl HttpOptions {
@@ -52,7 +76,28 @@ impl HttpOptions {
             remote: None,
             allowed_origins: Vec::new(),
             token: None,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }
+    }
+
+    /// Keeps at most `max` sessions open at once (at least one).
+    pub fn with_max_sessions(mut self, max: usize) -> Self {
+        self.max_sessions = max.max(1);
+        self
+    }
+
+    /// Serves at most `max` connections at once (at least one).
+    pub fn with_max_connections(mut self, max: usize) -> Self {
+        self.max_connections = max.max(1);
+        self
+    }
+
+    /// Closes a connection that sends no whole request head for `timeout`.
+    pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
     }
 
     /// Allows access from other machines with `remote`'s token and host names.
@@ -164,7 +209,21 @@ pub struct HttpServer {
     service: StreamableHttpService<crate::McpSession, LocalSessionManager>,
     /// The token every request must carry, if any.
     token: Option<Arc<BearerToken>>,
+    /// The sessions' table and its limit.
+    sessions: Arc<Sessions>,
+    /// One permit per connection served.
+    connections: Arc<Semaphore>,
+    idle_timeout: Duration,
     stop: CancellationToken,
+}
+
+/// The open sessions (rmcp's table, which drops a session when it ends) and how many may be.
+struct Sessions {
+    manager: Arc<LocalSessionManager>,
+    max: usize,
+    /// Held from a handshake's count of the open sessions to its session's creation, so that
+    /// handshakes sent at once cannot all see room for one more.
+    opening: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for HttpServer {
@@ -223,11 +282,9 @@ impl McpServer {
             .with_max_request_body_bytes(MAX_REQUEST_BYTES)
             .with_cancellation_token(stop.clone());
         let server = self.clone();
-        let service = StreamableHttpService::new(
-            move || Ok(server.session()),
-            Arc::new(LocalSessionManager::default()),
-            config,
-        );
+        let manager = Arc::new(LocalSessionManager::default());
+        let service =
+            StreamableHttpService::new(move || Ok(server.session()), Arc::clone(&manager), config);
         let token = match options.remote {
             Some(remote) => Some(remote.token),
             None => options.token,
@@ -236,6 +293,13 @@ impl McpServer {
             listener,
             service,
             token: token.map(Arc::new),
+            sessions: Arc::new(Sessions {
+                manager,
+                max: options.max_sessions.max(1),
+                opening: tokio::sync::Mutex::new(()),
+            }),
+            connections: Arc::new(Semaphore::new(options.max_connections.max(1))),
+            idle_timeout: options.idle_timeout,
             stop,
         })
     }
@@ -258,40 +322,70 @@ impl HttpServer {
     }
 
     /// Serves until shut down.
+    ///
+    /// At most [`HttpOptions::max_connections`] connections are served at once: past that, no
+    /// connection is accepted until one closes. A failed `accept` (out of descriptors, say) is
+    /// tried again after a pause, not at once: the listener stays ready while the cause lasts,
+    /// and retrying at once would spin.
     pub async fn run(self) {
         let Self {
             listener,
             service,
             token,
+            sessions,
+            connections,
+            idle_timeout,
             stop,
         } = self;
         loop {
+            let permit = tokio::select! {
+                () = stop.cancelled() => return,
+                permit = Arc::clone(&connections).acquire_owned() => permit,
+            };
+            let Ok(permit) = permit else {
+                return;
+            };
             let accepted = tokio::select! {
                 () = stop.cancelled() => return,
                 accepted = listener.accept() => accepted,
             };
-            let Ok((stream, _)) = accepted else {
-                continue;
+            let stream = match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(target: "toolcap::mcp", error = %e, "cannot accept a connection; trying again shortly");
+                    drop(permit);
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        () = tokio::time::sleep(ACCEPT_PAUSE) => {}
+                    }
+                    continue;
+                }
             };
             let service = service.clone();
             let token = token.clone();
+            let sessions = Arc::clone(&sessions);
             let stop = stop.clone();
             tokio::spawn(async move {
+                let _permit = permit;
                 // toolcap: allow(hyper::service::service_fn, reason = "the MCP endpoint this crate serves (its listening socket and connections), not a tool's reach")
                 let handler = hyper::service::service_fn(move |request| {
-                    let mut service = service.clone();
+                    let service = service.clone();
                     let token = token.clone();
+                    let sessions = Arc::clone(&sessions);
                     async move {
                         if let Some(token) = &token
                             && !token.admits(request.headers().get(header::AUTHORIZATION))
                         {
                             return Ok::<_, Infallible>(unauthorized());
                         }
-                        tower_service::Service::call(&mut service, request).await
+                        Ok(sessions.handle(service, request).await)
                     }
                 });
                 // toolcap: allow(hyper::server::conn::http1::Builder::new, reason = "the MCP endpoint this crate serves (its listening socket and connections), not a tool's reach")
                 let connection = hyper::server::conn::http1::Builder::new()
+                    // toolcap: allow(hyper_util::rt::TokioTimer::new, reason = "the timer of the MCP endpoint's connections (their idle timeout), not a tool's reach")
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(idle_timeout)
                     // toolcap: allow(hyper_util::rt::TokioIo::new, reason = "the MCP endpoint this crate serves (its listening socket and connections), not a tool's reach")
                     .serve_connection(TokioIo::new(stream), handler);
                 tokio::pin!(connection);
@@ -302,6 +396,130 @@ impl HttpServer {
             });
         }
     }
+}
+
+/// How long the server waits after a failed `accept` before it tries again.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+/// An HTTP response as rmcp's service gives it.
+type Answer = Response<BoxBody<Bytes, Infallible>>;
+
+impl Sessions {
+    /// Hands `request` to rmcp's service, unless it is a handshake that would open a session
+    /// past the limit (`503`). Only a `POST` without a session id can open one, so only such a
+    /// request is read whole here first (rmcp reads every body whole anyway).
+    async fn handle(
+        &self,
+        mut service: StreamableHttpService<crate::McpSession, LocalSessionManager>,
+        // toolcap: allow(hyper::body::Incoming, reason = "a request to the MCP endpoint this crate serves, not a tool's reach")
+        request: http::Request<hyper::body::Incoming>,
+    ) -> Answer {
+        use tower_service::Service as _;
+        if request.method() != http::Method::POST
+            || request.headers().contains_key(SESSION_ID_HEADER)
+        {
+            return unwrap_infallible(service.call(request).await);
+        }
+        let (parts, body) = request.into_parts();
+        let body = match http_body_util::Limited::new(body, MAX_REQUEST_BYTES)
+            .collect()
+            .await
+        {
+            Ok(collected) => collected.to_bytes(),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                return plain(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "the request body is over 4 MiB\n",
+                );
+            }
+            Err(_) => {
+                return plain(
+                    StatusCode::BAD_REQUEST,
+                    "the request body could not be read\n",
+                );
+            }
+        };
+        let handshake = opens_session(&body);
+        let request = http::Request::from_parts(parts, Full::new(body));
+        let Some(id) = handshake else {
+            return unwrap_infallible(service.call(request).await);
+        };
+        let _turn = self.opening.lock().await;
+        if self.manager.sessions.read().await.len() >= self.max {
+            return self.full(id);
+        }
+        unwrap_infallible(service.call(request).await)
+    }
+
+    /// The answer to a handshake when every session is in use: a JSON-RPC error to its
+    /// request, with `503` and `Retry-After`.
+    fn full(&self, id: serde_json::Value) -> Answer {
+        let max = self.max;
+        let body = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "error": {
+                "code": -32000,
+                "message": format!(
+                    "this server keeps at most {max} sessions open, and all {max} are in use: \
+                     end one (HTTP DELETE with its Mcp-Session-Id) or wait until one has been \
+                     idle for five minutes"
+                ),
+            },
+        });
+        let mut response = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+        *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/json"),
+        );
+        headers.insert(header::RETRY_AFTER, header::HeaderValue::from_static("5"));
+        response
+    }
+}
+
+/// The header that names a request's session.
+const SESSION_ID_HEADER: &str = "mcp-session-id";
+
+/// The id of the request in `body` if it is a handshake that opens a session: an `initialize`
+/// request without the protocol version in its `_meta` (one with it is answered in the
+/// stateless 2026-07-28 mode, and opens none), as rmcp decides. Anything else, unparsable
+/// bodies included, is rmcp's to answer.
+fn opens_session(body: &[u8]) -> Option<serde_json::Value> {
+    use rmcp::model::{ClientJsonRpcMessage, ClientRequest, GetMeta as _, JsonRpcMessage};
+    /// Only the method, read without building the rest.
+    #[derive(serde::Deserialize)]
+    struct Method {
+        method: Option<String>,
+    }
+    let method: Method = serde_json::from_slice(body).ok()?;
+    if method.method.as_deref() != Some("initialize") {
+        return None;
+    }
+    match serde_json::from_slice::<ClientJsonRpcMessage>(body).ok()? {
+        JsonRpcMessage::Request(request)
+            if matches!(request.request, ClientRequest::InitializeRequest(_))
+                && request.request.get_meta().protocol_version().is_none() =>
+        {
+            serde_json::to_value(&request.id).ok()
+        }
+        _ => None,
+    }
+}
+
+/// rmcp's service never fails: its errors are answers.
+fn unwrap_infallible(answer: Result<Answer, Infallible>) -> Answer {
+    match answer {
+        Ok(answer) => answer,
+        Err(never) => match never {},
+    }
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Answer {
+    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
+    *response.status_mut() = status;
+    response
 }
 
 fn unauthorized() -> Response<BoxBody<Bytes, Infallible>> {

@@ -74,7 +74,8 @@ use rmcp::ServiceExt as _;
 
 pub use crate::guard::{Guard, GuardConfig, GuardConfigError, Limits, Reach, ServerConfig};
 pub use crate::http::{
-    BearerToken, HttpError, HttpOptions, HttpServer, MAX_REQUEST_BYTES, RemoteAccess,
+    BearerToken, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, HttpError,
+    HttpOptions, HttpServer, MAX_REQUEST_BYTES, RemoteAccess,
 };
 pub use crate::listing::tool_annotations;
 pub use crate::session::{FILTER_META_KEY, McpSession};

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use capability_capsule::{Capsule, CapsuleConfig};
 use capability_core::{CompiledPolicy, IsolationSelection};
-use capability_mcp::{BearerToken, Guard, HttpOptions, HttpServer, McpServer, RemoteAccess};
+use capability_mcp::{
+    BearerToken, DEFAULT_MAX_SESSIONS, Guard, HttpOptions, HttpServer, McpServer, RemoteAccess,
+};
 use capability_tools::{StandardConfig, Store, standard_registry};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Map, Value, json};
@@ -46,7 +48,7 @@ pub(crate) enum McpCommand {
         #[arg(long, requires = "http")]
         allow_remote: bool,
         #[command(flatten)]
-        token: TokenArgs,
+        http_args: HttpArgs,
         /// A host name remote clients use to reach the server (checked against `Host`);
         /// repeatable.
         #[arg(long = "public-host", value_name = "NAME", requires = "allow_remote")]
@@ -74,7 +76,7 @@ pub(crate) enum McpCommand {
         #[arg(long, value_name = "ADDR")]
         http: Option<SocketAddr>,
         #[command(flatten)]
-        token: TokenArgs,
+        http_args: HttpArgs,
         #[command(flatten)]
         filter: FilterArgs,
     },
@@ -112,7 +114,7 @@ pub(crate) enum McpCommand {
 /// The bearer token an HTTP endpoint requires: read from a file or the environment, never
 /// from the command line (which `ps` shows).
 #[derive(Debug, Args)]
-pub(crate) struct TokenArgs {
+pub(crate) struct HttpArgs {
     /// Require a bearer token on every HTTP request, read from this file's first line.
     /// Without one, every process on this machine, of any user, can call the tools.
     #[arg(
@@ -125,21 +127,26 @@ pub(crate) struct TokenArgs {
     /// The same, with the token read from this environment variable.
     #[arg(long, value_name = "VAR", requires = "http")]
     token_env: Option<String>,
+    /// The most MCP sessions kept open at once over HTTP (default 64); a client's handshake
+    /// past it gets 503 until one ends or has been idle for five minutes.
+    #[arg(long, value_name = "N", requires = "http", value_parser = clap::value_parser!(u16).range(1..))]
+    max_sessions: Option<u16>,
 }
 
 /// The HTTP endpoint on `bind`: reachable from other machines with `remote` (its public host
 /// names), and behind the token `token` names (required with `remote`).
 fn http_options(
     bind: SocketAddr,
-    token: &TokenArgs,
+    args: &HttpArgs,
     remote: Option<Vec<String>>,
 ) -> Result<HttpOptions, Usage> {
-    let options = HttpOptions::loopback(bind);
-    let given = token.token_file.is_some() || token.token_env.is_some();
+    let options = HttpOptions::loopback(bind)
+        .with_max_sessions(args.max_sessions.map_or(DEFAULT_MAX_SESSIONS, usize::from));
+    let given = args.token_file.is_some() || args.token_env.is_some();
     if remote.is_none() && !given {
         return Ok(options);
     }
-    let token = host::bearer_token(token.token_file.as_deref(), token.token_env.as_deref())?;
+    let token = host::bearer_token(args.token_file.as_deref(), args.token_env.as_deref())?;
     Ok(match remote {
         Some(hosts) => options.with_remote(RemoteAccess::new(&token, hosts).map_err(Usage::from)?),
         None => options.with_token(BearerToken::new(&token).map_err(Usage::from)?),
@@ -187,7 +194,7 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
             capsule,
             http,
             allow_remote,
-            token,
+            http_args,
             public_hosts,
             filter,
         } => {
@@ -223,7 +230,8 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
                     Ok(ExitCode::SUCCESS)
                 }
                 Some(bind) => {
-                    let options = http_options(bind, &token, allow_remote.then_some(public_hosts))?;
+                    let options =
+                        http_options(bind, &http_args, allow_remote.then_some(public_hosts))?;
                     let bound = bind_http(&server, options).await?;
                     say_what_is_offered(&server, &policy);
                     // Until a signal stops the process (main.rs).
@@ -238,13 +246,13 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
             workdir,
             audit,
             http,
-            token,
+            http_args,
             filter,
         } => {
             let filter = filter.filter()?;
             // The token is read before any guarded server starts.
             let options = http
-                .map(|bind| http_options(bind, &token, None))
+                .map(|bind| http_options(bind, &http_args, None))
                 .transpose()?;
             let policy = Arc::new(host::load_policy(&personality)?);
             let config = host::load_guard_config(&config)?;

@@ -362,8 +362,15 @@ fn set_mode(path: &str, mode: u32) {
 /// `toolcap ARGS` (serving HTTP on `127.0.0.1:0`), killed when dropped; its URL, and what it
 /// said on stderr up to the line that says who may call it.
 fn http_start(args: &[&str]) -> (Server, String, String) {
-    let mut child = Command::new(TOOLCAP)
-        .args(args)
+    let mut command = Command::new(TOOLCAP);
+    command.args(args);
+    http_started(command)
+}
+
+/// `command` (a `toolcap` serving HTTP on `127.0.0.1:0`, perhaps through a shell), as
+/// [`http_start`] has it.
+fn http_started(mut command: Command) -> (Server, String, String) {
+    let mut child = command
         .env_remove("RUST_LOG")
         .env("MCP_TEST_TOKEN", "a-long-enough-test-token-0123")
         .stdin(Stdio::null())
@@ -494,6 +501,59 @@ fn a_loopback_server_can_require_a_token_and_says_who_can_call_it_without_one() 
         ),
         200
     );
+}
+
+/// The CPU time `pid` has used, in clock ticks (user and system).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // Fields 14 and 15 of the line; 3 is the first after the name.
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+// guarantee: G-MCP-10
+#[test]
+fn an_http_server_out_of_descriptors_waits_and_caps_its_sessions() {
+    // Connections that hold every descriptor the server may open: each `accept` then fails
+    // while the listener stays ready. The server must pause and try again, not spin, and
+    // serve again once the connections go.
+    let scratch = Scratch::new();
+    let mut command = Command::new("sh");
+    command
+        .args(["-c", "ulimit -n 40 && exec \"$0\" \"$@\"", TOOLCAP])
+        .args(scratch.serve_args(&["--max-sessions", "2"]));
+    let (server, url, _) = http_started(command);
+    let authority = url
+        .strip_prefix("http://")
+        .and_then(|u| u.strip_suffix("/mcp"))
+        .unwrap()
+        .to_owned();
+    let held: Vec<TcpStream> = (0..60)
+        .map(|_| TcpStream::connect(&authority).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let before = cpu_ticks(server.0.id());
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_ticks(server.0.id()) - before;
+    // Spinning, it would use about 200 ticks (2 s of a core); pausing, next to none.
+    assert!(
+        used < 60,
+        "{used} ticks of CPU in 2 s with no descriptor left"
+    );
+    drop(held);
+    let mut answered = 0;
+    for _ in 0..100 {
+        answered = post_initialize(&url, &[]);
+        if answered == 200 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(answered, 200, "serving again once the connections closed");
+    // --max-sessions: the first opened above, one more fits, the third is refused.
+    assert_eq!(post_initialize(&url, &[]), 200);
+    assert_eq!(post_initialize(&url, &[]), 503);
 }
 
 // guarantee: G-MCP-05
