@@ -23,6 +23,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::{AbortHandle, JoinSet};
 
 use crate::FetchConfig;
@@ -30,6 +31,16 @@ use crate::connect::{ConnectError, connect_checked};
 use crate::resolver::SystemResolver;
 
 type Body = BoxBody<Bytes, hyper::Error>;
+
+/// How many connections one child's proxy serves at once (docs/isolation-model.md, "Limits").
+/// Each costs the host a descriptor (a tunnel, two), and the host's descriptors are shared by
+/// every call and guarded server it runs; a connection past the limit waits in the kernel's
+/// queue, unanswered, until one of the child's others closes.
+pub const EGRESS_MAX_CONNECTIONS: usize = 128;
+
+/// How long the proxy waits after a failed `accept` (the host out of descriptors, say) before
+/// it tries again.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 /// Serves the egress proxy of confined children (an [`EgressFactory`] for
 /// `capability-process`).
@@ -95,18 +106,38 @@ impl EgressFactory for EgressProxy {
         });
         let accept = runtime.spawn(async move {
             let mut connections = JoinSet::new();
-            while let Ok((stream, _)) = listener.accept().await {
+            let limit = Arc::new(Semaphore::new(EGRESS_MAX_CONNECTIONS));
+            loop {
+                // Taken before the accept: past the limit, the child's next connection waits.
+                let Ok(permit) = Arc::clone(&limit).acquire_owned().await else {
+                    return;
+                };
+                let stream = match listener.accept().await {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        // The listener stays ready while the cause lasts: at once, this would
+                        // spin; ending here would leave the child without its network.
+                        tracing::warn!(target: "toolcap::egress", error = %e, "cannot accept a connection; trying again shortly");
+                        drop(permit);
+                        tokio::time::sleep(ACCEPT_PAUSE).await;
+                        continue;
+                    }
+                };
+                // Held by the connection and by a tunnel it hands its socket to.
+                let permit = Arc::new(permit);
                 let proxy = Arc::clone(&proxy);
                 connections.spawn(async move {
                     let service = service_fn(move |req| {
                         let proxy = Arc::clone(&proxy);
-                        async move { Ok::<_, Infallible>(proxy.handle(req).await) }
+                        let permit = Arc::clone(&permit);
+                        async move { Ok::<_, Infallible>(proxy.handle(req, permit).await) }
                     });
                     let conn = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service)
                         .with_upgrades();
                     // No timeout of its own: the session (the child's spawn call, under its
-                    // timeout) bounds every connection and tunnel.
+                    // timeout, or a guarded server's life) bounds every connection and tunnel,
+                    // and the limit bounds how many there are.
                     let _ = conn.await;
                 });
                 // Reap finished connections as we go.
@@ -179,9 +210,14 @@ impl Proxy {
         );
     }
 
-    async fn handle(&self, req: Request<Incoming>) -> Response<Body> {
+    /// Answers `req`, one of a connection that holds `permit` (one of the limit's).
+    async fn handle(
+        &self,
+        req: Request<Incoming>,
+        permit: Arc<OwnedSemaphorePermit>,
+    ) -> Response<Body> {
         if req.method() == Method::CONNECT {
-            return self.tunnel(req).await;
+            return self.tunnel(req, permit).await;
         }
         self.forward(req).await
     }
@@ -226,7 +262,12 @@ impl Proxy {
         }
     }
 
-    async fn tunnel(&self, req: Request<Incoming>) -> Response<Body> {
+    /// A CONNECT tunnel: it holds `permit` while it lasts, since it takes over the connection.
+    async fn tunnel(
+        &self,
+        req: Request<Incoming>,
+        permit: Arc<OwnedSemaphorePermit>,
+    ) -> Response<Body> {
         let Some(authority) = req.uri().authority().cloned() else {
             return full(
                 StatusCode::BAD_REQUEST,
@@ -241,6 +282,7 @@ impl Proxy {
             Err(refusal) => return refusal,
         };
         let task = tokio::spawn(async move {
+            let _permit = permit;
             let mut upstream = upstream;
             if let Ok(upgraded) = hyper::upgrade::on(req).await {
                 let mut client = TokioIo::new(upgraded);

@@ -47,7 +47,7 @@ use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::CertificateDer;
 
 use crate::connect::PolicyConnector;
-pub use crate::egress::EgressProxy;
+pub use crate::egress::{EGRESS_MAX_CONNECTIONS, EgressProxy};
 pub use crate::resolver::{Resolution, Resolver, StaticResolver, SystemResolver};
 
 /// Why the address `ip` may not be reached through a wildcard pattern (loopback, private,

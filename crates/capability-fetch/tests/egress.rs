@@ -223,3 +223,96 @@ async fn the_proxy_ends_with_its_session() {
     // The listener was closed with the accept task.
     assert!(TcpStream::connect(("127.0.0.1", port)).await.is_err());
 }
+
+/// How many connections to `port` on loopback an accept has taken: established, and owned by
+/// a descriptor (one still in the listener's queue has none), from `/proc/net/tcp`.
+fn accepted_on(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let local_port = fields[1].rsplit(':').next().unwrap();
+            u16::from_str_radix(local_port, 16).ok() == Some(port)
+                && fields[3] == "01"
+                && fields[9] != "0"
+        })
+        .count()
+}
+
+// guarantee: G-NET-04
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_holding_connections_cannot_take_the_hosts_descriptors() {
+    // A confined child (a guarded MCP server lives as long as the guard) can open connections
+    // to its proxy and hold them; each one the proxy accepts is a descriptor of the host's, which
+    // every other call and server of the host shares.
+    let (allowed, _) = server("allowed").await;
+    let (port, _session) = proxy(&format!("127.0.0.1:{allowed}")).await;
+    // 200: past the limit, the listener's queue (128 here) takes the rest.
+    let mut held = Vec::new();
+    for _ in 0..200 {
+        held.push(TcpStream::connect(("127.0.0.1", port)).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let taken = accepted_on(port);
+    assert_eq!(
+        taken,
+        capability_fetch::EGRESS_MAX_CONNECTIONS,
+        "the proxy took {taken} of the child's 200 connections"
+    );
+    // A connection past the limit waits; its request is answered once a held one closes.
+    let request = format!("GET http://127.0.0.1:{allowed}/ HTTP/1.1\r\nConnection: close\r\n\r\n");
+    let waiting = tokio::spawn(async move {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut out)).await;
+        String::from_utf8_lossy(&out).to_string()
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!waiting.is_finished(), "served past the limit");
+    drop(held);
+    let out = waiting.await.unwrap();
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+}
+
+// guarantee: G-NET-04
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tunnel_counts_against_the_limit_while_it_lasts() {
+    // A CONNECT tunnel takes its connection over from the proxy's HTTP server: it keeps its
+    // place under the limit until it closes, not only until its answer went out.
+    let (allowed, _) = server("allowed").await;
+    let (port, _session) = proxy(&format!("127.0.0.1:{allowed}")).await;
+    let connect =
+        format!("CONNECT 127.0.0.1:{allowed} HTTP/1.1\r\nHost: 127.0.0.1:{allowed}\r\n\r\n");
+    let mut tunnels = Vec::new();
+    for _ in 0..capability_fetch::EGRESS_MAX_CONNECTIONS {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        stream.write_all(connect.as_bytes()).await.unwrap();
+        let mut head = [0u8; 64];
+        let n = stream.read(&mut head).await.unwrap();
+        assert!(
+            head[..n].starts_with(b"HTTP/1.1 200"),
+            "{:?}",
+            String::from_utf8_lossy(&head[..n])
+        );
+        tunnels.push(stream);
+    }
+    let request = format!("GET http://127.0.0.1:{allowed}/ HTTP/1.1\r\nConnection: close\r\n\r\n");
+    let waiting = tokio::spawn(async move {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut out)).await;
+        String::from_utf8_lossy(&out).to_string()
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !waiting.is_finished(),
+        "served past the limit while the tunnels last"
+    );
+    drop(tunnels.pop());
+    let out = waiting.await.unwrap();
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+}
