@@ -192,9 +192,8 @@ impl DefaultToolRegistry {
         };
         // One limit in process mode and in the capsule (whose messages cannot carry deeper).
         let outcome = outcome.and_then(|value| {
-            let depth = capability_types::value_depth(&value);
-            if depth > capability_types::MAX_VALUE_DEPTH {
-                return Err(too_deep(&tool_name, depth));
+            if capability_types::nests_deeper_than(&value, capability_types::MAX_VALUE_DEPTH) {
+                return Err(too_deep(&tool_name, &value));
             }
             Ok(value)
         });
@@ -330,7 +329,8 @@ fn panicked(tool: &str, payload: Box<dyn std::any::Any + Send>) -> Outcome {
 /// The error of a result nested deeper than any message can carry.
 #[cold]
 #[inline(never)]
-fn too_deep(tool: &str, depth: usize) -> CapabilityError {
+fn too_deep(tool: &str, value: &serde_json::Value) -> CapabilityError {
+    let depth = capability_types::value_depth(value);
     CapabilityError::failed(format!(
         "tool {tool} returned a value nested {depth} levels deep; at most {} are accepted",
         capability_types::MAX_VALUE_DEPTH
