@@ -481,6 +481,33 @@ async fn proxy(args: &Value, ctx: &ToolContext) -> Result<Value, CapabilityError
                 .map_err(|e| CapabilityError::failed(format!("the spawned read: {e}")))??;
             Ok(json!(text))
         }
+        "flood" => {
+            // `n` fetches of `url` at once, each from a task of its own: as many requests in
+            // flight to the host as the tool cares to make.
+            let n = args["n"].as_u64().unwrap_or(1);
+            let fetch = ctx
+                .scoped_fetch
+                .clone()
+                .ok_or_else(|| CapabilityError::invalid_input("no scoped fetch"))?;
+            let mut tasks = tokio::task::JoinSet::new();
+            for _ in 0..n {
+                let fetch = Arc::clone(&fetch);
+                let url = arg(args, "url");
+                tasks.spawn(async move {
+                    let request = http::Request::get(url)
+                        .body(Bytes::new())
+                        .map_err(|e| CapabilityError::invalid_input(e.to_string()))?;
+                    fetch.fetch(request).await.map(|r| r.status().as_u16())
+                });
+            }
+            let mut ok = 0u64;
+            while let Some(done) = tasks.join_next().await {
+                if matches!(done, Ok(Ok(200))) {
+                    ok += 1;
+                }
+            }
+            Ok(json!({"ok": ok}))
+        }
         other => Err(CapabilityError::invalid_input(format!(
             "unknown op {other}"
         ))),

@@ -1161,3 +1161,65 @@ async fn an_approved_write_is_never_lent_to_a_later_call_in_process_or_in_the_ca
         assert_eq!(isolation.workers_started() > 0, capsule);
     }
 }
+
+/// A loopback server that holds every request for `hold` before it answers, and counts the
+/// most requests it held at once.
+async fn holding_server(hold: Duration) -> (u16, Arc<AtomicUsize>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let now = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&most);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let (now, most) = (Arc::clone(&now), Arc::clone(&most));
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let _ = stream.read(&mut buf).await;
+                let at_once = now.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(at_once, Ordering::SeqCst);
+                tokio::time::sleep(hold).await;
+                now.fetch_sub(1, Ordering::SeqCst);
+                let _ = stream
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                    )
+                    .await;
+            });
+        }
+    });
+    (port, seen)
+}
+
+// guarantee: G-CAP-05
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capsule_call_has_a_bounded_number_of_requests_in_flight_at_the_host() {
+    // The host performs what a worker asks of its scoped objects. A tool (or a worker that has
+    // been taken over) can ask for as much at once as it likes: without a bound, the host would
+    // hold that many fetches, reads or children for one call.
+    let (port, most) = holding_server(Duration::from_millis(300)).await;
+    let mut lab = lab_default().await;
+    lab.policy = Arc::new(policy(&lab.root, port));
+    let flood = json!({"op": "flood", "n": 150, "url": format!("http://127.0.0.1:{port}/")});
+
+    // In process, the tool's 150 fetches are all in flight at once: the test can see it.
+    let ctx = lab.ctx();
+    let result = in_process()
+        .execute(ToolCall::new("1", "proxy", flood.clone()), &ctx)
+        .await
+        .result;
+    assert_eq!(json_of(&result), r#"{"ok":true,"value":{"ok":150}}"#);
+    assert!(most.load(Ordering::SeqCst) > 100, "{most:?} in process");
+
+    // In the capsule, every one is performed, no more than the bound at a time.
+    most.store(0, Ordering::SeqCst);
+    let result = lab.call("proxy", flood).await;
+    assert_eq!(json_of(&result), r#"{"ok":true,"value":{"ok":150}}"#);
+    let at_once = most.load(Ordering::SeqCst);
+    assert!(
+        at_once <= capability_capsule::MAX_REQUESTS_IN_FLIGHT,
+        "{at_once} requests of one capsule call performed at once"
+    );
+    lab.assert_alive().await;
+}

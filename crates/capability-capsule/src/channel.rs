@@ -19,6 +19,12 @@ use crate::wire::{
     restore_strings, reuse, write_frame,
 };
 
+/// How many of one call's requests the host performs at once (docs/isolation-model.md,
+/// "Limits"). A tool in a capsule, or a worker taken over, can ask for as many fetches, reads or
+/// children at once as it likes; past this many, the host takes the next request from the
+/// channel only when one of them has finished, and the worker waits to send it.
+pub const MAX_REQUESTS_IN_FLIGHT: usize = 64;
+
 /// How a call ended without an answer from its worker; either way the worker is lost and must
 /// be dropped.
 pub(crate) enum Lost {
@@ -133,10 +139,14 @@ impl Worker {
             } else {
                 None
             };
+            // At the bound, the next request waits in the channel until one has finished.
+            let full = pending
+                .as_ref()
+                .is_some_and(|p: &FuturesUnordered<_>| p.len() >= MAX_REQUESTS_IN_FLIGHT);
             let message = match quick {
                 Some(body) => decode(body),
                 None => tokio::select! {
-                    message = self.receive() => message,
+                    message = self.receive(), if !full => message,
                     Some((id, result)) = next_done(&mut pending) => {
                         self.reply(id, result).await?;
                         continue;

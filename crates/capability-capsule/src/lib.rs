@@ -63,6 +63,7 @@ pub mod wire;
 mod worker;
 
 #[cfg(target_os = "linux")]
+pub use crate::channel::MAX_REQUESTS_IN_FLIGHT;
 pub use crate::host::{Capsule, CapsuleConfig};
 #[cfg(target_os = "linux")]
 pub use crate::worker::{WORKER_FLAG, run_worker_if_requested};

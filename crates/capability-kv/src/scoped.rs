@@ -81,8 +81,8 @@ impl KeyValueStore for ScopedKv {
                 "ttl: must be greater than zero",
             ));
         }
-        if capability_types::nests_deeper_than(&value, capability_types::MAX_VALUE_DEPTH) {
-            let depth = capability_types::value_depth(&value);
+        let depth = capability_types::value_depth(&value);
+        if depth > capability_types::MAX_VALUE_DEPTH {
             return Err(CapabilityError::invalid_input(format!(
                 "value: nested {depth} levels deep; at most {} are accepted",
                 capability_types::MAX_VALUE_DEPTH

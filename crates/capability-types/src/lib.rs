@@ -74,8 +74,7 @@ pub use crate::capabilities::{
 };
 pub use crate::context::ToolContext;
 pub use crate::error::{
-    CapabilityError, DenialCode, ErrorCode, MAX_VALUE_DEPTH, ToolResult, nests_deeper_than,
-    value_depth,
+    CapabilityError, DenialCode, ErrorCode, MAX_VALUE_DEPTH, ToolResult, value_depth,
 };
 pub use crate::scoped::{
     DirEntry, FileKind, FsMetadata, KeyValueStore, ProcessOutput, ScopedFetch, ScopedFs,

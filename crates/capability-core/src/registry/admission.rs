@@ -629,7 +629,7 @@ mod tests {
                 _ => true,
             }
         }
-        if capability_types::nests_deeper_than(args, capability_types::MAX_VALUE_DEPTH) {
+        if crate::registry::output::nests_deeper_than(args, capability_types::MAX_VALUE_DEPTH) {
             return Err(ErrorCode::InputInvalid);
         }
         if gated && !gate(args, reach) {

@@ -78,6 +78,24 @@ pub fn apply_budget(value: Value, budget: usize) -> Value {
     ))
 }
 
+/// Whether `value` nests arrays and objects more than `max` levels deep
+/// (`capability_types::value_depth(value) > max`), decided without measuring the whole depth:
+/// it goes no more than `max + 1` levels down (so a hostile depth costs it nothing), and a
+/// shallow value costs a walk of its items and no allocation. Every call's result passes it
+/// (docs/benchmarks.md, "Instructions per call").
+pub(crate) fn nests_deeper_than(value: &serde_json::Value, max: usize) -> bool {
+    use serde_json::Value;
+    // A scalar item is looked at here, not in a call of its own.
+    let below = |v: &Value| {
+        matches!(v, Value::Array(_) | Value::Object(_)) && max > 0 && nests_deeper_than(v, max - 1)
+    };
+    match value {
+        Value::Array(items) => max == 0 || items.iter().any(below),
+        Value::Object(map) => max == 0 || map.values().any(below),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,5 +124,46 @@ mod tests {
             unreachable_result().result.code(),
             Some(ErrorCode::ExecutionFailed)
         );
+    }
+
+    fn nested() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<i64>().prop_map(serde_json::Value::from),
+            "[a-z]{0,3}".prop_map(serde_json::Value::from),
+        ];
+        leaf.prop_recursive(12, 64, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::Array),
+                proptest::collection::btree_map("[a-c]", inner, 0..4)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn nests_deeper_than_agrees_with_the_depth(value in nested(), max in 0usize..14) {
+            proptest::prop_assert_eq!(
+                nests_deeper_than(&value, max),
+                capability_types::value_depth(&value) > max,
+                "{} at {}", value, max
+            );
+        }
+    }
+
+    #[test]
+    fn nests_deeper_than_stops_at_its_bound() {
+        // A million levels: answered from the first 101, without overflowing the stack.
+        let mut deep = serde_json::json!(1);
+        for _ in 0..1_000_000 {
+            deep = serde_json::Value::Array(vec![deep]);
+        }
+        assert!(nests_deeper_than(&deep, capability_types::MAX_VALUE_DEPTH));
+        // serde_json drops nested values recursively: take it apart by hand.
+        while let serde_json::Value::Array(mut items) = deep {
+            deep = items.pop().unwrap_or(serde_json::Value::Null);
+        }
     }
 }

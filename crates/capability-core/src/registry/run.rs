@@ -192,7 +192,7 @@ impl DefaultToolRegistry {
         };
         // One limit in process mode and in the capsule (whose messages cannot carry deeper).
         let outcome = outcome.and_then(|value| {
-            if capability_types::nests_deeper_than(&value, capability_types::MAX_VALUE_DEPTH) {
+            if super::output::nests_deeper_than(&value, capability_types::MAX_VALUE_DEPTH) {
                 return Err(too_deep(&tool_name, &value));
             }
             Ok(value)
