@@ -692,6 +692,48 @@ fn mcp_config_prints_a_working_server_entry_and_merges_without_losing_anything()
     assert_eq!(refused.status.code(), Some(2));
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "{ not json");
 
+    // VS Code reads its mcp.json as JSON with comments and trailing commas. Written back as
+    // JSON, they would be lost: refused, left as it was, and the message says why and how to
+    // add the server by hand, so the user does not take a file their editor reads for broken.
+    let commented = "{\n  // the team's servers\n  \"servers\": {\n    \"git\": {\"command\": \"git-mcp\"},\n  }\n}\n";
+    std::fs::write(&file, commented).unwrap();
+    let refused = scratch.toolcap(&[
+        "mcp",
+        "config",
+        "--client",
+        "vscode",
+        "--personality",
+        &p,
+        "--write",
+        "--file",
+        &f,
+    ]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), commented);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("comments or trailing commas") && said.contains("without --write"),
+        "{said}"
+    );
+    // A "//" inside a string is no comment: a file of plain JSON with a URL in it merges.
+    std::fs::write(
+        &file,
+        r#"{"servers": {"web": {"url": "http://localhost:9/mcp"}}}"#,
+    )
+    .unwrap();
+    let merged = scratch.toolcap(&[
+        "mcp",
+        "config",
+        "--client",
+        "vscode",
+        "--personality",
+        &p,
+        "--write",
+        "--file",
+        &f,
+    ]);
+    assert_eq!(merged.status.code(), Some(0), "{merged:?}");
+
     // An unusable personality is reported now, not at the client's next start.
     std::fs::write(scratch.root.join("bad.toml"), "id = 5\n").unwrap();
     let bad = scratch.path("bad.toml");

@@ -442,7 +442,48 @@ pub(crate) fn read_json_config(path: &Path) -> Result<serde_json::Value, Usage> 
     }
     capability_core::check_policy_text(&text, capability_core::PolicyFormat::Json)
         .map_err(|e| left(format!("cannot be merged safely ({e})")))?;
-    serde_json::from_str(&text).map_err(|e| left(format!("is not valid JSON ({e})")))
+    serde_json::from_str(&text).map_err(|e| {
+        if with_comments(&text) {
+            left(
+                "has comments or trailing commas (JSON with comments, which editors such as VS \
+                 Code read), and writing it back as JSON would lose them; run the command \
+                 without --write and add the entry it prints yourself"
+                    .to_owned(),
+            )
+        } else {
+            left(format!("is not valid JSON ({e})"))
+        }
+    })
+}
+
+/// Whether `text` has a `//` or `/* */` comment or a trailing comma (`,` before `}` or `]`)
+/// outside its strings: JSON with comments, as VS Code reads its configuration.
+fn with_comments(text: &str) -> bool {
+    let mut chars = text.chars().peekable();
+    let (mut in_string, mut escaped) = (false, false);
+    // The last character outside strings and whitespace.
+    let mut last = None;
+    while let Some(c) = chars.next() {
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '/' if matches!(chars.peek(), Some('/' | '*')) => return true,
+            '}' | ']' if last == Some(',') => return true,
+            _ => {}
+        }
+        if !c.is_whitespace() {
+            last = Some(c);
+        }
+    }
+    false
 }
 
 /// Refuses to write through a symlink: the default files of Claude Code and VS Code lie in the
@@ -598,4 +639,29 @@ fn edit_distance(a: &str, b: &str) -> usize {
         }
     }
     row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn comments_and_trailing_commas_are_found_outside_strings_only() {
+        for jsonc in [
+            "{\n// a\n}",
+            "{/* a */}",
+            r#"{"a": 1,}"#,
+            "[1, 2 ,\n ]",
+            r#"{"a": "x\"", // b
+            }"#,
+        ] {
+            assert!(super::with_comments(jsonc), "{jsonc}");
+        }
+        for json in [
+            r#"{"url": "http://a/b"}"#,
+            r#"{"a": "/* no */", "b": ",}"}"#,
+            r#"{"a": "\\", "b": [1, 2]}"#,
+            "{ not json",
+        ] {
+            assert!(!super::with_comments(json), "{json}");
+        }
+    }
 }
