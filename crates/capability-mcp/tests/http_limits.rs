@@ -279,3 +279,35 @@ async fn connections_past_the_limit_wait_for_one_to_close() {
     assert_eq!(answer.status, 200);
     drop(second);
 }
+
+// guarantee: G-MCP-10
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_body_over_the_limit_is_refused_unread() {
+    let scratch = Scratch::new();
+    let addr = serving(&scratch, loopback()).await;
+    let opened = exchange(addr, "POST", &[], &initialize()).await;
+    let session = opened
+        .header("mcp-session-id")
+        .expect("a session id")
+        .to_owned();
+    // Valid JSON-RPC, one byte a padding, past 4 MiB: a handshake and a request of a session.
+    let padding = "x".repeat(capability_mcp::MAX_REQUEST_BYTES);
+    let big =
+        json!({"jsonrpc": "2.0", "id": 9, "method": "ping", "params": {"_meta": {"pad": padding}}})
+            .to_string();
+    let big_handshake = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "pad": padding,
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let refused = exchange(addr, "POST", &[], &big_handshake).await;
+    assert_eq!(refused.status, 413, "{}", refused.body);
+    let headers = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("Mcp-Protocol-Version", "2025-11-25"),
+    ];
+    let refused = exchange(addr, "POST", &headers, &big).await;
+    assert_eq!(refused.status, 413, "{}", refused.body);
+    // The session and the server go on.
+    let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}).to_string();
+    assert_eq!(exchange(addr, "POST", &headers, &ping).await.status, 200);
+}
