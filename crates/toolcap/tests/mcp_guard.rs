@@ -532,6 +532,36 @@ fn a_server_that_cannot_start_is_reported_and_the_others_are_served() {
     let (failed, _, _) = guard.call("mcp__hostile__echo", json!({}));
     assert!(!failed);
 
+    // A server that lists a tool twice (two descriptions, one name) does not stop the guard:
+    // neither copy is offered, since which one the client would be shown and which one the
+    // server runs are the server's to choose; its other tools and the other servers are.
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.twice]\ncommand = \"/usr/bin/python3\"\nargs = [\"{s}\", \"--twice\"]\nruntime = [\"{d}\"]\n\
+             [servers.hostile]\ncommand = \"/usr/bin/python3\"\nargs = [\"{s}\"]\nruntime = [\"{d}\"]\n",
+            s = script.display(),
+            d = script.parent().unwrap().display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        &personality,
+        "id = \"g\"\ntoolset = [\"mcp__hostile__echo\", \"mcp__twice__*\"]\n",
+    )
+    .unwrap();
+    let mut guard = Guarded::start(&root, &personality, &config);
+    let offered = guard.tools();
+    assert!(
+        offered.contains(&"mcp__hostile__echo".to_owned())
+            && offered.contains(&"mcp__twice__env".to_owned())
+            && !offered.contains(&"mcp__twice__echo".to_owned()),
+        "{offered:?}"
+    );
+    let (failed, _, _) = guard.call("mcp__hostile__echo", json!({}));
+    assert!(!failed);
+    drop(guard);
+
     // A configuration with a mistake is refused before anything starts.
     std::fs::write(&config, "[servers.x]\ncommand = \"python3\"\n").unwrap();
     let out = guard_command(&personality, &config).output().unwrap();

@@ -172,8 +172,19 @@ impl Guard {
             server.path_arguments.clone().into(),
             cwd.clone(),
         );
+        // A name listed twice: which description the client would be shown, and which tool the
+        // server would run, are the server's to choose. Neither copy is offered.
+        let mut seen = std::collections::HashMap::<&str, usize>::new();
+        for upstream in &listed {
+            *seen.entry(upstream.name.as_ref()).or_default() += 1;
+        }
         let mut tools = Vec::new();
         for upstream in &listed {
+            if seen.get(upstream.name.as_ref()).is_some_and(|&n| n > 1) {
+                tracing::warn!(target: "toolcap::guard", server = %name,
+                    "tool {:?} is not offered: the server lists it more than once", upstream.name);
+                continue;
+            }
             if server
                 .tools
                 .as_ref()
