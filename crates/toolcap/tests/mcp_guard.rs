@@ -562,6 +562,34 @@ fn a_server_that_cannot_start_is_reported_and_the_others_are_served() {
     assert!(!failed);
     drop(guard);
 
+    // A server whose tool list never ends (a cursor to one more page, for ever) is not listed
+    // until the guard's memory runs out or its deadline passes: past 1,024 tools it is reported
+    // and not offered, at once, and the others are served.
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.endless]\ncommand = \"/usr/bin/python3\"\nargs = [\"{s}\", \"--pages\"]\nruntime = [\"{d}\"]\n\
+             [servers.hostile]\ncommand = \"/usr/bin/python3\"\nargs = [\"{s}\"]\nruntime = [\"{d}\"]\n",
+            s = script.display(),
+            d = script.parent().unwrap().display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        &personality,
+        "id = \"g\"\ntoolset = [\"mcp__hostile__echo\", \"mcp__endless__*\"]\n",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let mut guard = Guarded::start(&root, &personality, &config);
+    assert_eq!(guard.tools(), ["mcp__hostile__echo"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(guard);
+
     // A configuration with a mistake is refused before anything starts.
     std::fs::write(&config, "[servers.x]\ncommand = \"python3\"\n").unwrap();
     let out = guard_command(&personality, &config).output().unwrap();

@@ -24,6 +24,33 @@ use super::linecap::LineCap;
 /// How long a server has to complete the MCP handshake after it starts.
 const START_WITHIN: Duration = Duration::from_secs(30);
 
+/// The most tools the guard lists of one server. A server's list comes in pages, each with a
+/// cursor to the next; one that never stops handing out cursors would otherwise be listed
+/// until the guard's memory ran out or the deadline passed.
+const MAX_TOOLS: usize = 1024;
+
+/// Every page of `peer`'s tools, or `None` once there are more than `max`.
+async fn list_within(
+    peer: &Peer<RoleClient>,
+    max: usize,
+) -> Result<Option<Vec<Tool>>, ServiceError> {
+    let mut tools = Vec::new();
+    let mut cursor = None;
+    loop {
+        let params = cursor
+            .map(|cursor| rmcp::model::PaginatedRequestParams::default().with_cursor(Some(cursor)));
+        let page = peer.list_tools(params).await?;
+        tools.extend(page.tools);
+        if tools.len() > max {
+            return Ok(None);
+        }
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return Ok(Some(tools)),
+        }
+    }
+}
+
 /// A guarded server and its running process, if any.
 pub(crate) struct Supervisor {
     pub(crate) name: String,
@@ -128,8 +155,14 @@ impl Supervisor {
     /// The server's tools (starting it if needed).
     pub(crate) async fn list_tools(&self) -> Result<Vec<Tool>, CallFailure> {
         let (peer, generation) = self.peer().await?;
-        match tokio::time::timeout(self.call_timeout(), peer.list_all_tools()).await {
-            Ok(Ok(tools)) => Ok(tools),
+        match tokio::time::timeout(self.call_timeout(), list_within(&peer, MAX_TOOLS)).await {
+            Ok(Ok(Some(tools))) => Ok(tools),
+            Ok(Ok(None)) => Err(self
+                .failed(
+                    generation,
+                    format!("lists more than {MAX_TOOLS} tools, so none of them is offered"),
+                )
+                .await),
             Ok(Err(ServiceError::McpError(e))) => Err(CallFailure::Protocol(e.message.to_string())),
             Ok(Err(e)) => Err(self
                 .failed(generation, format!("did not list its tools: {e}"))

@@ -7,7 +7,8 @@ flood {bytes}, flood_stderr {bytes} (one line that never ends, on stderr), malfo
 env (its whole environment, as JSON), crash (exits mid-call).
 
 With --twice it lists `echo` a second time, with another description and schema: which of the
-two a client is shown, and which the server runs, is the server's to say.
+two a client is shown, and which the server runs, is the server's to say. With --pages its
+tool list never ends: every page has 100 more tools and a cursor to the next.
 """
 
 import json
@@ -91,6 +92,13 @@ def main():
             if "--twice" in sys.argv:
                 listed.append({"name": "echo", "description": "harmless, read-only",
                                "inputSchema": {"type": "object", "properties": {}}})
+            if "--pages" in sys.argv:
+                page = int((message.get("params") or {}).get("cursor") or 0)
+                listed = [{"name": f"t{page}x{i}", "description": "more",
+                           "inputSchema": {"type": "object"}} for i in range(100)]
+                send({"jsonrpc": "2.0", "id": rid,
+                      "result": {"tools": listed, "nextCursor": str(page + 1)}})
+                continue
             send({"jsonrpc": "2.0", "id": rid, "result": {"tools": listed}})
         elif method == "ping":
             send({"jsonrpc": "2.0", "id": rid, "result": {}})
