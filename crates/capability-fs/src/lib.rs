@@ -49,6 +49,10 @@ pub struct FsConfig {
     pub max_read: u64,
     /// Writes larger than this fail (default 64 MiB).
     pub max_write: u64,
+    /// Listings of directories with more entries than this fail, without reading the rest
+    /// (default 100,000; `usize::MAX` is no limit): a listing is held in memory whole, as a
+    /// file read is.
+    pub max_entries: usize,
     /// Use the `O_NOFOLLOW` component walk even where `openat2` exists (refuses every symlink).
     pub force_component_walk: bool,
     /// Run each operation on tokio's blocking pool instead of inline. An operation is a handful
@@ -63,6 +67,7 @@ impl Default for FsConfig {
         Self {
             max_read: 10 * 1024 * 1024,
             max_write: 64 * 1024 * 1024,
+            max_entries: 100_000,
             force_component_walk: false,
             offload_blocking: false,
         }
@@ -73,6 +78,11 @@ impl FsConfig {
     /// Sets the read cap.
     pub fn max_read(mut self, bytes: u64) -> Self {
         self.max_read = bytes;
+        self
+    }
+    /// Sets the listing cap.
+    pub fn max_entries(mut self, entries: usize) -> Self {
+        self.max_entries = entries;
         self
     }
     /// Sets the write cap.

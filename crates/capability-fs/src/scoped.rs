@@ -379,8 +379,14 @@ impl ScopedFiles {
 
     fn list_blocking(&self, path: &Path) -> Result<Vec<DirEntry>, CapabilityError> {
         let (a, fd) = self.open_checked(path, FsAccess::Read, sys::DIR_FLAGS)?;
-        let mut entries: Vec<DirEntry> = sys::list(fd)
+        let mut entries: Vec<DirEntry> = sys::list(fd, self.config.max_entries)
             .map_err(sys_failure(FsAccess::Read, &a.path))?
+            .map_err(|max| {
+                CapabilityError::failed(format!(
+                    "{} has more than {max} entries, the listing limit",
+                    a.path.display()
+                ))
+            })?
             .into_iter()
             .map(|(name, kind)| DirEntry::new(String::from_utf8_lossy(&name).into_owned(), kind))
             .collect();

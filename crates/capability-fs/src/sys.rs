@@ -341,8 +341,9 @@ pub(crate) fn read_all(fd: OwnedFd, size_hint: u64, cap: u64) -> SysResult<Resul
     Ok(Ok(bytes))
 }
 
-/// Entries of an opened directory: (name, kind), without `.` and `..`.
-pub(crate) fn list(dir: OwnedFd) -> SysResult<Vec<(Vec<u8>, FileKind)>> {
+/// Entries of an opened directory: (name, kind), without `.` and `..`; `Err(max)` as soon as
+/// there are more than `max` (the rest unread).
+pub(crate) fn list(dir: OwnedFd, max: usize) -> SysResult<Result<Vec<(Vec<u8>, FileKind)>, usize>> {
     let mut entries = Vec::new();
     let mut reader = rustix::fs::Dir::read_from(&dir)?;
     while let Some(entry) = reader.read() {
@@ -357,9 +358,12 @@ pub(crate) fn list(dir: OwnedFd) -> SysResult<Vec<(Vec<u8>, FileKind)>> {
             }
             t => kind_of(t),
         };
+        if entries.len() == max {
+            return Ok(Err(max));
+        }
         entries.push((name.to_vec(), kind));
     }
-    Ok(entries)
+    Ok(Ok(entries))
 }
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);

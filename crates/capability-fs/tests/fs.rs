@@ -539,6 +539,37 @@ async fn read_cap_and_text() {
     );
 }
 
+// guarantee: G-FS-08
+#[tokio::test]
+async fn a_listing_past_its_limit_fails_without_reading_the_rest() {
+    // A directory holds as many entries as anyone made in it; a listing is read into memory
+    // whole, as a file is, and is bounded as a file read is.
+    let t = tree();
+    let dir = t.root.join("docs/many");
+    std::fs::create_dir(&dir).unwrap();
+    for i in 0..10 {
+        std::fs::write(dir.join(format!("f{i}")), "").unwrap();
+    }
+    for (mode, config) in modes() {
+        let fs = scoped(&t, config.max_entries(10), "");
+        let listed = fs.list(Path::new("many")).await.unwrap();
+        assert_eq!(listed.len(), 10, "{mode}");
+    }
+    std::fs::write(dir.join("f10"), "").unwrap();
+    for (mode, config) in modes() {
+        let fs = scoped(&t, config.max_entries(10), "");
+        assert_eq!(
+            fs.list(Path::new("many")).await.unwrap_err(),
+            CapabilityError::failed(format!(
+                "{} has more than 10 entries, the listing limit",
+                dir.display()
+            )),
+            "{mode}"
+        );
+    }
+    assert_eq!(FsConfig::default().max_entries, 100_000);
+}
+
 #[tokio::test]
 async fn list_mkdir_metadata_remove() {
     let t = tree();
