@@ -341,9 +341,12 @@ pub(crate) fn read_all(fd: OwnedFd, size_hint: u64, cap: u64) -> SysResult<Resul
     Ok(Ok(bytes))
 }
 
-/// Entries of an opened directory: (name, kind), without `.` and `..`; `Err(max)` as soon as
-/// there are more than `max` (the rest unread).
-pub(crate) fn list(dir: OwnedFd, max: usize) -> SysResult<Result<Vec<(Vec<u8>, FileKind)>, usize>> {
+/// A directory's entries: (name, kind).
+pub(crate) type Listing = Vec<(Vec<u8>, FileKind)>;
+
+/// Entries of an opened directory, without `.` and `..`; `Err(max)` as soon as there are more
+/// than `max` (the rest unread).
+pub(crate) fn list(dir: OwnedFd, max: usize) -> SysResult<Result<Listing, usize>> {
     let mut entries = Vec::new();
     let mut reader = rustix::fs::Dir::read_from(&dir)?;
     while let Some(entry) = reader.read() {
