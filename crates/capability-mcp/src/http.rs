@@ -9,7 +9,9 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -224,6 +226,8 @@ struct Sessions {
     /// Held from a handshake's count of the open sessions to its session's creation, so that
     /// handshakes sent at once cannot all see room for one more.
     opening: tokio::sync::Mutex<()>,
+    /// How long a request's body may take to arrive whole, from its head.
+    body_within: Duration,
 }
 
 impl std::fmt::Debug for HttpServer {
@@ -297,6 +301,7 @@ impl McpServer {
                 manager,
                 max: options.max_sessions.max(1),
                 opening: tokio::sync::Mutex::new(()),
+                body_within: options.idle_timeout,
             }),
             connections: Arc::new(Semaphore::new(options.max_connections.max(1))),
             idle_timeout: options.idle_timeout,
@@ -412,13 +417,23 @@ impl Sessions {
         &self,
         mut service: StreamableHttpService<crate::McpSession, LocalSessionManager>,
         // toolcap: allow(hyper::body::Incoming, reason = "a request to the MCP endpoint this crate serves, not a tool's reach")
-        request: http::Request<hyper::body::Incoming>,
+        request: http::Request<Incoming>,
     ) -> Answer {
         use tower_service::Service as _;
+        let stalled = Arc::new(AtomicBool::new(false));
+        let request = request.map(|body| Punctual::new(body, self.body_within, &stalled));
         if request.method() != http::Method::POST
             || request.headers().contains_key(SESSION_ID_HEADER)
         {
-            return unwrap_infallible(service.call(request).await);
+            let answer = unwrap_infallible(service.call(request).await);
+            // rmcp answers a body it could not read with 500; it was the client's.
+            if stalled.load(Ordering::Relaxed) {
+                return plain(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "the request body did not arrive in time\n",
+                );
+            }
+            return answer;
         }
         let (parts, body) = request.into_parts();
         let body = match http_body_util::Limited::new(body, MAX_REQUEST_BYTES)
@@ -426,6 +441,12 @@ impl Sessions {
             .await
         {
             Ok(collected) => collected.to_bytes(),
+            Err(e) if e.is::<Stalled>() => {
+                return plain(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "the request body did not arrive in time\n",
+                );
+            }
             Err(e) if e.is::<http_body_util::LengthLimitError>() => {
                 return plain(
                     StatusCode::PAYLOAD_TOO_LARGE,
@@ -476,6 +497,82 @@ impl Sessions {
         );
         headers.insert(header::RETRY_AFTER, header::HeaderValue::from_static("5"));
         response
+    }
+}
+
+// toolcap: allow(hyper::body::Incoming, reason = "a request to the MCP endpoint this crate serves, not a tool's reach")
+type Incoming = hyper::body::Incoming;
+
+/// A request body that must arrive whole within a time from its first poll (the request's
+/// head has arrived by then): a client that sends a head and then a body a byte at a time, or
+/// never, would otherwise hold its connection for as long as it liked.
+struct Punctual {
+    body: Incoming,
+    within: Duration,
+    /// Set the first time the body has to be waited for.
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Set when the deadline passed.
+    stalled: Arc<AtomicBool>,
+}
+
+impl Punctual {
+    fn new(body: Incoming, within: Duration, stalled: &Arc<AtomicBool>) -> Self {
+        Self {
+            body,
+            within,
+            deadline: None,
+            stalled: Arc::clone(stalled),
+        }
+    }
+}
+
+/// A body that did not arrive in time.
+#[derive(Debug)]
+struct Stalled;
+
+impl std::fmt::Display for Stalled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the request body did not arrive in time")
+    }
+}
+
+impl std::error::Error for Stalled {}
+
+// toolcap: allow(hyper::body::Body, reason = "a request body of the MCP endpoint this crate serves, not a tool's reach")
+impl hyper::body::Body for Punctual {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        // toolcap: allow(hyper::body::Frame, reason = "a request body of the MCP endpoint this crate serves, not a tool's reach")
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        if let Poll::Ready(frame) = Pin::new(&mut this.body).poll_frame(cx) {
+            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        let within = this.within;
+        let deadline = this
+            .deadline
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(within)));
+        match deadline.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                this.stalled.store(true, Ordering::Relaxed);
+                Poll::Ready(Some(Err(Box::new(Stalled))))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    // toolcap: allow(hyper::body::SizeHint, reason = "a request body of the MCP endpoint this crate serves, not a tool's reach")
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 

@@ -311,3 +311,54 @@ async fn a_request_body_over_the_limit_is_refused_unread() {
     let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}).to_string();
     assert_eq!(exchange(addr, "POST", &headers, &ping).await.status, 200);
 }
+
+// guarantee: G-MCP-10
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_body_that_stalls_is_not_waited_for() {
+    // A head in time and then a body that never comes (or comes a byte at a time): without a
+    // limit, each such request holds one of the server's connections for as long as the
+    // client likes.
+    let scratch = Scratch::new();
+    let addr = serving(
+        &scratch,
+        loopback().with_idle_timeout(Duration::from_millis(300)),
+    )
+    .await;
+    let opened = exchange(addr, "POST", &[], &initialize()).await;
+    let session = opened
+        .header("mcp-session-id")
+        .expect("a session id")
+        .to_owned();
+    for with_session in [false, true] {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let mut head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n",
+            addr.port()
+        );
+        if with_session {
+            head.push_str(&format!(
+                "Mcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-11-25\r\n"
+            ));
+        }
+        head.push_str("\r\n{\"jsonrpc\":");
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        let ended = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut out))
+            .await
+            .is_ok();
+        assert!(
+            ended,
+            "a stalled body held its connection (with a session: {with_session})"
+        );
+        let said = String::from_utf8_lossy(&out);
+        assert!(said.starts_with("HTTP/1.1 408"), "{said}");
+    }
+    // The server, and the session, go on.
+    let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}).to_string();
+    let headers = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("Mcp-Protocol-Version", "2025-11-25"),
+    ];
+    assert_eq!(exchange(addr, "POST", &headers, &ping).await.status, 200);
+}
