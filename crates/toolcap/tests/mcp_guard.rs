@@ -648,10 +648,16 @@ fn a_server_whose_code_another_account_can_change_is_not_started() {
         std::fs::create_dir(dir).unwrap();
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).unwrap();
     }
+    // A directory of the user's own inside one anyone may write: whoever can write the outer
+    // one can rename the inner one away and put their own in its place.
+    let deep = open.join("deep");
+    std::fs::create_dir(&deep).unwrap();
+    std::fs::set_permissions(&deep, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut text = std::fs::read_to_string(&config).unwrap();
     for (name, dir, mode, runtime) in [
         ("loose", &open, 0o777, false),
-        ("roomy", &open, 0o755, true),
+        ("roomy", &mine, 0o755, true),
+        ("nested", &deep, 0o755, false),
         ("ours", &mine, 0o755, false),
     ] {
         let program = dir.join(format!("{name}.sh"));
@@ -694,6 +700,17 @@ fn a_server_whose_code_another_account_can_change_is_not_started() {
         );
         assert!(!said.contains(&format!("RAN:{name}")), "{name} ran: {said}");
     }
+    let line = said
+        .lines()
+        .find(|l| l.contains("MCP server nested is not offered"))
+        .unwrap_or_else(|| panic!("nested: {said}"));
+    assert!(
+        line.contains(&format!("lies in {}", open.display()))
+            && line.contains("777")
+            && line.contains("other users can replace"),
+        "{line}"
+    );
+    assert!(!said.contains("RAN:nested"), "nested ran: {said}");
     assert!(
         said.contains("RAN:ours"),
         "the user's own program runs: {said}"

@@ -267,8 +267,9 @@ fn address_space(memory_mib: u64) -> u64 {
 
 /// Refuses a server whose code another account can change (docs/guard.md, "Confinement"): its
 /// program or a runtime root writable by all or owned by another user than this one and root,
-/// or a program in a directory anyone may replace files in (writable by all, no sticky bit).
-/// Such a server would run their code with the user's reach.
+/// or lying in a directory (at any depth) anyone may replace entries in (writable by all
+/// without the sticky bit) or another user owns. Such a server would run their code with the
+/// user's reach.
 #[allow(
     clippy::disallowed_methods,
     reason = "the guard examines the program it will start, not a tool's reach"
@@ -277,20 +278,27 @@ fn only_ours_to_change(server: &ServerConfig) -> Result<(), String> {
     // toolcap: allow(std::os::unix::fs::MetadataExt, reason = "the guard checks who can change the program it will start, not a tool's reach")
     use std::os::unix::fs::MetadataExt as _;
     let me = rustix::process::geteuid().as_raw();
-    let check = |field: &str, path: &std::path::Path, whole: bool| -> Result<(), String> {
+    let theirs = |uid: u32| uid != me && uid != 0;
+    let examined = |field: &str, path: &std::path::Path| {
         // toolcap: allow(std::fs::metadata, reason = "the guard checks who can change the program it will start, not a tool's reach")
-        let meta = std::fs::metadata(path)
-            .map_err(|e| format!("its {field} {} cannot be examined: {e}", path.display()))?;
+        std::fs::metadata(path)
+            .map_err(|e| format!("its {field} {} cannot be examined: {e}", path.display()))
+    };
+    // The path itself (the program, or a runtime root): nobody else may write it or own it.
+    // Then every directory it lies in, up to `/`: one anyone may write without the sticky bit,
+    // or one of another user's, lets them rename what is in it away and put their own in its
+    // place (in a sticky one, such as `/tmp`, only the owner of an entry can).
+    let check = |field: &str, path: &std::path::Path| -> Result<(), String> {
+        let meta = examined(field, path)?;
         let mode = meta.mode() & 0o7777;
-        let open = mode & 0o002 != 0 && (whole || mode & 0o1000 == 0);
-        if open {
+        if mode & 0o002 != 0 {
             return Err(format!(
                 "its {field} {} has mode {mode:o}: other users can change it, and with it the \
                  code the guard would run",
                 path.display()
             ));
         }
-        if whole && meta.uid() != me && meta.uid() != 0 {
+        if theirs(meta.uid()) {
             return Err(format!(
                 "its {field} {} is owned by another user (uid {}), who can change the code the \
                  guard would run",
@@ -298,14 +306,35 @@ fn only_ours_to_change(server: &ServerConfig) -> Result<(), String> {
                 meta.uid()
             ));
         }
+        // toolcap: allow(std::fs::canonicalize, reason = "the guard checks who can change the program it will start, not a tool's reach")
+        let real = std::fs::canonicalize(path)
+            .map_err(|e| format!("its {field} {} cannot be examined: {e}", path.display()))?;
+        for dir in real.ancestors().skip(1) {
+            let meta = examined(field, dir)?;
+            let mode = meta.mode() & 0o7777;
+            if mode & 0o002 != 0 && mode & 0o1000 == 0 {
+                return Err(format!(
+                    "its {field} {} lies in {}, which has mode {mode:o}: other users can replace \
+                     what is in it, and with it the code the guard would run",
+                    path.display(),
+                    dir.display()
+                ));
+            }
+            if theirs(meta.uid()) {
+                return Err(format!(
+                    "its {field} {} lies in {}, which is owned by another user (uid {}), who can \
+                     replace what is in it, and with it the code the guard would run",
+                    path.display(),
+                    dir.display(),
+                    meta.uid()
+                ));
+            }
+        }
         Ok(())
     };
-    check("command", &server.command, true)?;
-    if let Some(dir) = server.command.parent() {
-        check("command's directory", dir, false)?;
-    }
+    check("command", &server.command)?;
     for root in &server.runtime {
-        check("runtime", root, true)?;
+        check("runtime", root)?;
     }
     Ok(())
 }
