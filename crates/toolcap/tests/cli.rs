@@ -1970,6 +1970,28 @@ fn a_policy_another_account_can_change_is_refused() {
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
         assert_eq!(code(&explain(&p)), 0, "{mode:o}: {}", stderr(&explain(&p)));
     }
+    // A policy of the user's own, in a directory of theirs, inside one anyone may write (no
+    // sticky bit): whoever can write the outer one can rename the inner one away and put their
+    // own policy in its place.
+    let open = env.root.join("shared");
+    std::fs::create_dir_all(open.join("team")).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let nested = open.join("team/p.toml");
+    std::fs::copy(&p, &nested).unwrap();
+    std::fs::set_permissions(&nested, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = explain(&nested);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("lies in {}", open.display()))
+            && stderr(&out).contains("777")
+            && stderr(&out).contains("other users can replace"),
+        "{}",
+        stderr(&out)
+    );
+    // With the sticky bit (as on /tmp), only an entry's owner can rename it: accepted.
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    assert_eq!(code(&explain(&nested)), 0, "{}", stderr(&explain(&nested)));
+
     // Another user's file, and a guard configuration (needs root to arrange; CI runs as root).
     let theirs = env.root.join("theirs.toml");
     std::fs::copy(&p, &theirs).unwrap();

@@ -437,6 +437,29 @@ fn a_loopback_server_can_require_a_token_and_says_who_can_call_it_without_one() 
             "{mode:o}: {said}"
         );
     }
+    // A private token file in a directory anyone may write (no sticky bit) can be swapped for
+    // one whose token the swapper knows: refused too.
+    let shared = scratch.root.join("shared/me");
+    std::fs::create_dir_all(&shared).unwrap();
+    set_mode(&scratch.path("shared"), 0o777);
+    let swappable = shared.join("token");
+    std::fs::write(&swappable, "a-long-enough-test-token-0123\n").unwrap();
+    set_mode(&swappable.display().to_string(), 0o600);
+    let args = scratch.serve_args(&["--token-file", &swappable.display().to_string()]);
+    // Through `timeout`: a server that accepted the file would serve until killed.
+    let refused = Command::new("timeout")
+        .arg("20")
+        .arg(TOOLCAP)
+        .args(&args)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains(&format!("lies in {}", scratch.path("shared"))) && said.contains("777"),
+        "{said}"
+    );
     set_mode(&token, 0o600);
     for source in [["--token-file", &token], ["--token-env", "MCP_TEST_TOKEN"]] {
         let (_server, url, said) = started(&source);

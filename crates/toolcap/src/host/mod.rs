@@ -78,9 +78,10 @@ fn read_rules(path: &Path, what: &str) -> Result<String, Usage> {
     as_text(bytes, path, what)
 }
 
-/// Refuses what another account can change: writable by all (`o+w`), or owned by a user other
-/// than this one and root. A device is left to the reading's own limits (nobody without root
-/// makes one, and `/dev/zero` says nothing of policy).
+/// Refuses what another account can change: writable by all (`o+w`), owned by a user other than
+/// this one and root, or lying (at any depth, links resolved) in a directory writable by all
+/// without the sticky bit or of another user's. A device is left to the reading's own limits
+/// (nobody without root makes one, and `/dev/zero` says nothing of policy).
 fn only_ours_to_change(path: &Path, what: &str, meta: &std::fs::Metadata) -> Result<(), Usage> {
     use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
     if meta.file_type().is_char_device() || meta.file_type().is_block_device() {
@@ -101,6 +102,40 @@ fn only_ours_to_change(path: &Path, what: &str, meta: &std::fs::Metadata) -> Res
             "{what} {shown} is owned by another user (uid {owner}), who can change what the \
              agent may do; use a copy of your own"
         )));
+    }
+    in_directories_of_ours(path, what, "what the agent may do")
+}
+
+/// Refuses a file lying (at any depth, links resolved) in a directory anyone may write without
+/// the sticky bit, or of another user's: they can rename it, or a directory between, away and
+/// put theirs in its place (in a sticky one, as `/tmp`, only an entry's owner can). `stake` is
+/// what they would change by it.
+fn in_directories_of_ours(path: &Path, what: &str, stake: &str) -> Result<(), Usage> {
+    use std::os::unix::fs::MetadataExt as _;
+    let shown = path.display();
+    let me = rustix::process::geteuid().as_raw();
+    let real = std::fs::canonicalize(path)
+        .map_err(|e| Usage(format!("cannot read {what} {shown}: {e}")))?;
+    for dir in real.ancestors().skip(1) {
+        let meta = std::fs::metadata(dir)
+            .map_err(|e| Usage(format!("cannot read {what} {shown}: {e}")))?;
+        let mode = meta.mode() & 0o7777;
+        let owner = meta.uid();
+        if mode & 0o002 != 0 && mode & 0o1000 == 0 {
+            return Err(Usage(format!(
+                "{what} {shown} lies in {}, which has mode {mode:o}: other users can replace \
+                 what is in it, and with it {stake}; keep it in a directory only you can change",
+                dir.display()
+            )));
+        }
+        if owner != me && owner != 0 {
+            return Err(Usage(format!(
+                "{what} {shown} lies in {}, which is owned by another user (uid {owner}), who \
+                 can replace what is in it, and with it {stake}; keep it in a directory only you \
+                 can change",
+                dir.display()
+            )));
+        }
     }
     Ok(())
 }
@@ -398,7 +433,7 @@ fn private(path: &Path, meta: &std::fs::Metadata) -> Result<(), Usage> {
              make it yours alone (chmod 600 {shown})"
         )));
     }
-    Ok(())
+    in_directories_of_ours(path, "token file", "the token")
 }
 
 /// The bearer token of an HTTP endpoint (`mcp serve`, `mcp guard`): from a file (its first
