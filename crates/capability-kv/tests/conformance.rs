@@ -549,6 +549,7 @@ async fn shared_stores_closing_and_reopening_under_load_lose_nothing() {
 // guarantee: G-KV-03
 #[test]
 fn a_store_path_planted_by_another_account_is_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
     let dir = tempfile::tempdir().unwrap();
     let chown = |path: &std::path::Path, link: bool| {
         let mut command = std::process::Command::new("chown");
@@ -574,6 +575,35 @@ fn a_store_path_planted_by_another_account_is_refused() {
         dir.path().join("made-here.redb").exists(),
         "made where the link leads"
     );
+
+    // A store in a directory of the user's inside one anyone may write without the sticky bit:
+    // whoever can write the outer one can swap the file (when the store reopens it after a
+    // pause, it would be theirs). Refused before anything is made there.
+    let open = dir.path().join("shared");
+    std::fs::create_dir_all(open.join("me")).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let swappable = open.join("me/state.redb");
+    let Err(e) = EmbeddedStore::open(&swappable) else {
+        panic!("a store in a directory others can change was opened");
+    };
+    assert!(
+        e.to_string()
+            .contains(&format!("lies in {}", open.display()))
+            && e.to_string().contains("777"),
+        "{e}"
+    );
+    assert!(!swappable.exists(), "nothing made there");
+    // The user's own link, in a safe place, to a file there: where the file is counts.
+    let pointer = dir.path().join("pointer.redb");
+    std::os::unix::fs::symlink(&swappable, &pointer).unwrap();
+    let Err(e) = EmbeddedStore::open(&pointer) else {
+        panic!("a link to a store in a directory others can change was opened");
+    };
+    assert!(e.to_string().contains("777"), "{e}");
+    assert!(!swappable.exists(), "nothing made there");
+    // With the sticky bit (as on /tmp), only an entry's owner can rename it.
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    assert!(EmbeddedStore::open(&swappable).is_ok());
 
     // Another user's (needs root to arrange; CI runs as root).
     let victim = dir.path().join("victim");
