@@ -241,6 +241,17 @@ fn accepted_on(port: u16) -> usize {
         .count()
 }
 
+/// A GET of the server on `allowed` through the proxy on `port`, on a connection of its own:
+/// whatever came back within 10 s.
+async fn get_through(port: u16, allowed: u16) -> String {
+    let request = format!("GET http://127.0.0.1:{allowed}/ HTTP/1.1\r\nConnection: close\r\n\r\n");
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).to_string()
+}
+
 // guarantee: G-NET-04
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_holding_connections_cannot_take_the_hosts_descriptors() {
@@ -262,14 +273,7 @@ async fn a_child_holding_connections_cannot_take_the_hosts_descriptors() {
         "the proxy took {taken} of the child's 200 connections"
     );
     // A connection past the limit waits; its request is answered once a held one closes.
-    let request = format!("GET http://127.0.0.1:{allowed}/ HTTP/1.1\r\nConnection: close\r\n\r\n");
-    let waiting = tokio::spawn(async move {
-        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-        stream.write_all(request.as_bytes()).await.unwrap();
-        let mut out = Vec::new();
-        let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut out)).await;
-        String::from_utf8_lossy(&out).to_string()
-    });
+    let waiting = tokio::spawn(get_through(port, allowed));
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!waiting.is_finished(), "served past the limit");
     drop(held);
@@ -299,14 +303,7 @@ async fn a_tunnel_counts_against_the_limit_while_it_lasts() {
         );
         tunnels.push(stream);
     }
-    let request = format!("GET http://127.0.0.1:{allowed}/ HTTP/1.1\r\nConnection: close\r\n\r\n");
-    let waiting = tokio::spawn(async move {
-        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-        stream.write_all(request.as_bytes()).await.unwrap();
-        let mut out = Vec::new();
-        let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut out)).await;
-        String::from_utf8_lossy(&out).to_string()
-    });
+    let waiting = tokio::spawn(get_through(port, allowed));
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(
         !waiting.is_finished(),

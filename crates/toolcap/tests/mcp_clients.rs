@@ -699,19 +699,23 @@ fn mcp_config_prints_a_working_server_entry_and_merges_without_losing_anything()
             .contains(&json!("--capsule"))
     );
 
+    // `mcp config --client vscode --write` into the file.
+    let vscode_write = || {
+        scratch.toolcap(&[
+            "mcp",
+            "config",
+            "--client",
+            "vscode",
+            "--personality",
+            &p,
+            "--write",
+            "--file",
+            &f,
+        ])
+    };
     // A file that is not JSON is refused and left exactly as it was.
     std::fs::write(&file, "{ not json").unwrap();
-    let refused = scratch.toolcap(&[
-        "mcp",
-        "config",
-        "--client",
-        "vscode",
-        "--personality",
-        &p,
-        "--write",
-        "--file",
-        &f,
-    ]);
+    let refused = vscode_write();
     assert_eq!(refused.status.code(), Some(2));
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "{ not json");
 
@@ -720,17 +724,7 @@ fn mcp_config_prints_a_working_server_entry_and_merges_without_losing_anything()
     // add the server by hand, so the user does not take a file their editor reads for broken.
     let commented = "{\n  // the team's servers\n  \"servers\": {\n    \"git\": {\"command\": \"git-mcp\"},\n  }\n}\n";
     std::fs::write(&file, commented).unwrap();
-    let refused = scratch.toolcap(&[
-        "mcp",
-        "config",
-        "--client",
-        "vscode",
-        "--personality",
-        &p,
-        "--write",
-        "--file",
-        &f,
-    ]);
+    let refused = vscode_write();
     assert_eq!(refused.status.code(), Some(2));
     assert_eq!(std::fs::read_to_string(&file).unwrap(), commented);
     let said = String::from_utf8_lossy(&refused.stderr);
@@ -744,17 +738,7 @@ fn mcp_config_prints_a_working_server_entry_and_merges_without_losing_anything()
         r#"{"servers": {"web": {"url": "http://localhost:9/mcp"}}}"#,
     )
     .unwrap();
-    let merged = scratch.toolcap(&[
-        "mcp",
-        "config",
-        "--client",
-        "vscode",
-        "--personality",
-        &p,
-        "--write",
-        "--file",
-        &f,
-    ]);
+    let merged = vscode_write();
     assert_eq!(merged.status.code(), Some(0), "{merged:?}");
 
     // An unusable personality is reported now, not at the client's next start.

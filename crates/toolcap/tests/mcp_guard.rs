@@ -532,24 +532,29 @@ fn a_server_that_cannot_start_is_reported_and_the_others_are_served() {
     let (failed, _, _) = guard.call("mcp__hostile__echo", json!({}));
     assert!(!failed);
 
+    // The configuration of the hostile server `name` run with `flag`, beside a plain one, and
+    // a personality offering the plain one's echo and all of `name`'s tools.
+    let beside_the_hostile_one = |name: &str, flag: &str| {
+        std::fs::write(
+            &config,
+            format!(
+                "[servers.{name}]\ncommand = \"/usr/bin/python3\"\nargs = [\"{s}\", \"{flag}\"]\nruntime = [\"{d}\"]\n\
+                 [servers.hostile]\ncommand = \"/usr/bin/python3\"\nargs = [\"{s}\"]\nruntime = [\"{d}\"]\n",
+                s = script.display(),
+                d = script.parent().unwrap().display()
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            &personality,
+            format!("id = \"g\"\ntoolset = [\"mcp__hostile__echo\", \"mcp__{name}__*\"]\n"),
+        )
+        .unwrap();
+    };
     // A server that lists a tool twice (two descriptions, one name) does not stop the guard:
     // neither copy is offered, since which one the client would be shown and which one the
     // server runs are the server's to choose; its other tools and the other servers are.
-    std::fs::write(
-        &config,
-        format!(
-            "[servers.twice]\ncommand = \"/usr/bin/python3\"\nargs = [\"{s}\", \"--twice\"]\nruntime = [\"{d}\"]\n\
-             [servers.hostile]\ncommand = \"/usr/bin/python3\"\nargs = [\"{s}\"]\nruntime = [\"{d}\"]\n",
-            s = script.display(),
-            d = script.parent().unwrap().display()
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        &personality,
-        "id = \"g\"\ntoolset = [\"mcp__hostile__echo\", \"mcp__twice__*\"]\n",
-    )
-    .unwrap();
+    beside_the_hostile_one("twice", "--twice");
     let mut guard = Guarded::start(&root, &personality, &config);
     let offered = guard.tools();
     assert!(
@@ -565,21 +570,7 @@ fn a_server_that_cannot_start_is_reported_and_the_others_are_served() {
     // A server whose tool list never ends (a cursor to one more page, for ever) is not listed
     // until the guard's memory runs out or its deadline passes: past 1,024 tools it is reported
     // and not offered, at once, and the others are served.
-    std::fs::write(
-        &config,
-        format!(
-            "[servers.endless]\ncommand = \"/usr/bin/python3\"\nargs = [\"{s}\", \"--pages\"]\nruntime = [\"{d}\"]\n\
-             [servers.hostile]\ncommand = \"/usr/bin/python3\"\nargs = [\"{s}\"]\nruntime = [\"{d}\"]\n",
-            s = script.display(),
-            d = script.parent().unwrap().display()
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        &personality,
-        "id = \"g\"\ntoolset = [\"mcp__hostile__echo\", \"mcp__endless__*\"]\n",
-    )
-    .unwrap();
+    beside_the_hostile_one("endless", "--pages");
     let started = std::time::Instant::now();
     let mut guard = Guarded::start(&root, &personality, &config);
     assert_eq!(guard.tools(), ["mcp__hostile__echo"]);
