@@ -1565,6 +1565,27 @@ fn an_audit_path_planted_by_another_account_is_refused() {
     assert_eq!(code(&out), 0, "{}", std::fs::read_to_string(&log).unwrap());
     assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 2);
 
+    // A file of the user's in a directory inside one anyone may write without the sticky bit:
+    // whoever can write the outer one can rename or delete the record. Refused, nothing made.
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let open = env.root.join("shared");
+        std::fs::create_dir_all(open.join("me")).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let exposed = open.join("me/audit.jsonl");
+        let out = call(&exposed);
+        assert_eq!(code(&out), 2, "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("lies in {}", open.display())),
+            "{}",
+            stderr(&out)
+        );
+        assert!(out.stdout.is_empty(), "the call ran");
+        assert!(!exposed.exists(), "nothing made there");
+        std::fs::write(&exposed, "").unwrap();
+        assert_eq!(code(&call(&exposed)), 2, "an existing file there too");
+    }
+
     // Another user's (needs root to arrange; CI runs as root): their link to the victim's file,
     // whose last line has no end (so a trim would cut it), their file and their FIFO.
     let victim = env.root.join("bashrc");

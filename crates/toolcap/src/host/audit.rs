@@ -93,6 +93,15 @@ pub(crate) fn audit_file(path: &Path) -> Result<Arc<dyn AuditSink>, Usage> {
     use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
     let shown = path.display();
     let cannot = |e: std::io::Error| Usage(format!("cannot open audit file {shown}: {e}"));
+    // A file (there, or to be made): not in a directory whose other writers could rename or
+    // delete the record. A stream or a device (`/dev/stderr`) hands events on as they come.
+    let to_be_a_file = match std::fs::metadata(path) {
+        Ok(meta) => meta.file_type().is_file(),
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    };
+    if to_be_a_file {
+        super::in_directories_of_ours(path, "audit file", "the record of what the agent did")?;
+    }
     let opened = OpenOptions::new()
         .create(true)
         .read(true)

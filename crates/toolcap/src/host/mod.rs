@@ -110,11 +110,23 @@ fn only_ours_to_change(path: &Path, what: &str, meta: &std::fs::Metadata) -> Res
 /// the sticky bit, or of another user's: they can rename it, or a directory between, away and
 /// put theirs in its place (in a sticky one, as `/tmp`, only an entry's owner can). `stake` is
 /// what they would change by it.
-fn in_directories_of_ours(path: &Path, what: &str, stake: &str) -> Result<(), Usage> {
+pub(crate) fn in_directories_of_ours(path: &Path, what: &str, stake: &str) -> Result<(), Usage> {
     use std::os::unix::fs::MetadataExt as _;
     let shown = path.display();
     let me = rustix::process::geteuid().as_raw();
+    // A file still to be made: where it would be.
     let real = std::fs::canonicalize(path)
+        .or_else(|e| match (path.parent(), path.file_name()) {
+            (Some(parent), Some(name)) if e.kind() == std::io::ErrorKind::NotFound => {
+                let parent = if parent.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    parent
+                };
+                std::fs::canonicalize(parent).map(|p| p.join(name))
+            }
+            _ => Err(e),
+        })
         .map_err(|e| Usage(format!("cannot read {what} {shown}: {e}")))?;
     for dir in real.ancestors().skip(1) {
         let meta = std::fs::metadata(dir)
