@@ -35,9 +35,11 @@ impl SecretsFileFormat {
 
 /// Secrets read once from a file that only its owner can access.
 ///
-/// The file is opened without following a final symlink; its type and permissions are checked
-/// on the opened descriptor. It is refused if it is not a regular file or if group or others
-/// have any permission on it. No error message quotes the file's contents.
+/// The file is opened without following a final symlink; its type, permissions and owner are
+/// checked on the opened descriptor. It is refused if it is not a regular file, if group or
+/// others have any permission on it, if another user than this one and root owns it, or if it
+/// lies in a directory (at any depth) anyone may write without the sticky bit or another user
+/// owns. No error message quotes the file's contents.
 pub struct FileSecrets {
     path: PathBuf,
     values: HashMap<String, SecretString>,
@@ -71,6 +73,20 @@ impl FileSecrets {
             OpenError::Exposed(mode) => BackendError::new(format!(
                 "secrets file {shown} is accessible by group or others (mode {mode:04o}); run `chmod 600 {shown}`"
             )),
+            OpenError::Theirs(uid) => BackendError::new(format!(
+                "secrets file {shown} is owned by another user (uid {uid}), who chooses the values tools are given; use a file of your own"
+            )),
+            OpenError::Swappable(dir, mode, owner) => BackendError::new(match (mode, owner) {
+                (Some(mode), _) => format!(
+                    "secrets file {shown} lies in {}, which has mode {mode:o}: other users can replace it with theirs; keep it in a directory only you can change",
+                    dir.display()
+                ),
+                (None, owner) => format!(
+                    "secrets file {shown} lies in {}, which is owned by another user (uid {}), who can replace it with theirs; keep it in a directory only you can change",
+                    dir.display(),
+                    owner.unwrap_or(0)
+                ),
+            }),
             OpenError::NotUtf8 => BackendError::new(format!("secrets file {shown} is not valid UTF-8")),
         })?;
         let values = match format {

@@ -23,11 +23,16 @@ pub(crate) enum OpenError {
     Io(std::io::Error),
     NotRegular,
     Exposed(u32),
+    /// Owned by this uid, neither this user nor root.
+    Theirs(u32),
+    /// In this directory, which has this mode (writable by all, no sticky bit) or this owner.
+    Swappable(std::path::PathBuf, Option<u32>, Option<u32>),
     NotUtf8,
 }
 
-/// Opens `path` without following a final symlink, checks the *opened* file's type and mode
-/// (so no swap between check and read is possible), and reads it.
+/// Opens `path` without following a final symlink, checks the *opened* file's type, mode and
+/// owner (so no swap between check and read is possible) and the directories it lies in (none
+/// another account can replace it through), and reads it.
 pub(crate) fn read_private_file(path: &Path) -> Result<PrivateFile, OpenError> {
     let fd = rustix::fs::open(
         path,
@@ -42,6 +47,31 @@ pub(crate) fn read_private_file(path: &Path) -> Result<PrivateFile, OpenError> {
     }
     if mode & 0o077 != 0 {
         return Err(OpenError::Exposed(mode & 0o7777));
+    }
+    let me = rustix::process::geteuid().as_raw();
+    if stat.st_uid != me && stat.st_uid != 0 {
+        return Err(OpenError::Theirs(stat.st_uid));
+    }
+    // Every directory it lies in: one anyone may write without the sticky bit, or another
+    // user's, lets them rename it away and put theirs in its place.
+    let real = std::fs::canonicalize(path).map_err(OpenError::Io)?;
+    for dir in real.ancestors().skip(1) {
+        let meta = rustix::fs::stat(dir).map_err(|e| OpenError::Io(e.into()))?;
+        let dir_mode = meta.st_mode & 0o7777;
+        if dir_mode & 0o002 != 0 && dir_mode & 0o1000 == 0 {
+            return Err(OpenError::Swappable(
+                dir.to_path_buf(),
+                Some(dir_mode),
+                None,
+            ));
+        }
+        if meta.st_uid != me && meta.st_uid != 0 {
+            return Err(OpenError::Swappable(
+                dir.to_path_buf(),
+                None,
+                Some(meta.st_uid),
+            ));
+        }
     }
     let mut bytes = Vec::new();
     std::fs::File::from(fd)

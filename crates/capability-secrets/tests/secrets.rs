@@ -270,6 +270,41 @@ async fn secrets_file_permissions_links_and_formats() {
         assert!(!err.contains(VALUE));
     }
 
+    // A private file of another user's (readable here only as root, as in a container): its
+    // owner chooses the values tools are given. Refused (needs root to arrange; CI runs as root).
+    let theirs = write_file(&dir, "theirs.env", &format!("A={VALUE}\n"), 0o600);
+    let given = std::process::Command::new("chown")
+        .arg("65534:65534")
+        .arg(&theirs)
+        .status()
+        .is_ok_and(|s| s.success());
+    if given {
+        let err = FileSecrets::open(&theirs).unwrap_err().to_string();
+        assert!(err.contains("owned by another user (uid 65534)"), "{err}");
+        assert!(!err.contains(VALUE));
+    }
+    // A private file of the user's in a directory inside one anyone may write without the
+    // sticky bit: whoever can write the outer one can swap it for theirs.
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let open = dir.path().join("shared");
+        std::fs::create_dir_all(open.join("me")).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let swappable = open.join("me/secrets.env");
+        std::fs::write(&swappable, format!("A={VALUE}\n")).unwrap();
+        std::fs::set_permissions(&swappable, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let err = FileSecrets::open(&swappable).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("lies in {}", open.display())) && err.contains("777"),
+            "{err}"
+        );
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert!(
+            FileSecrets::open(&swappable).is_ok(),
+            "a sticky directory is safe"
+        );
+    }
+
     let link = dir.path().join("link.env");
     std::os::unix::fs::symlink(&ok, &link).unwrap();
     let err = FileSecrets::open(&link).unwrap_err().to_string();
