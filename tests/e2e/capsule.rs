@@ -1223,3 +1223,31 @@ async fn a_capsule_call_has_a_bounded_number_of_requests_in_flight_at_the_host()
     );
     lab.assert_alive().await;
 }
+
+// guarantee: G-CAP-05
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_workers_are_bounded_across_personalities() {
+    // Workers are kept warm per tool and compiled personality. A host that compiles a
+    // personality per session (or narrows one per task) makes a new one each time, and its
+    // workers of the old ones are never asked for again: they must not pile up as processes.
+    let mut lab = lab_with(config().max_idle_workers(3), RegistryConfig::default()).await;
+    for i in 0..8 {
+        lab.policy = Arc::new(policy(&lab.root, lab.allowed_port));
+        let value = lab.value("echo", json!({"i": i})).await;
+        assert_eq!(value["args"]["i"], i);
+    }
+    assert_eq!(
+        lab.capsule.workers_started(),
+        8,
+        "one worker per personality"
+    );
+    assert_eq!(
+        lab.capsule.idle_workers_total(),
+        3,
+        "the three most recent kept"
+    );
+    // The most recent personality's worker is one of those kept: its next call is warm.
+    lab.value("echo", json!({})).await;
+    assert_eq!(lab.capsule.workers_started(), 8);
+    assert_eq!(CapsuleConfig::new("x").max_idle_workers, 16);
+}

@@ -45,6 +45,10 @@ pub struct CapsuleConfig {
     /// Idle workers kept per (tool, personality, tokio runtime) for the next call (default 2; 0 starts a fresh
     /// worker for every call).
     pub warm_workers: usize,
+    /// Idle workers kept in all (default 16). Past it, the worker idle the longest is ended: a
+    /// host that compiles a personality per session, or narrows one per task, leaves workers
+    /// of personalities nobody asks for again, which would otherwise stay as processes.
+    pub max_idle_workers: usize,
     /// At most this many worker failures (crash, exit, timeout, malformed frame) per (tool,
     /// personality) within [`restart_window`](Self::restart_window); then no new worker is
     /// started until the window has passed, and calls fail with `not_available` (default 5).
@@ -75,6 +79,7 @@ impl CapsuleConfig {
             open_files: Some(64),
             max_frame: DEFAULT_MAX_FRAME,
             warm_workers: 2,
+            max_idle_workers: 16,
             restart_budget: 5,
             restart_window: Duration::from_secs(60),
             start_timeout: Duration::from_secs(10),
@@ -129,6 +134,12 @@ impl CapsuleConfig {
         self.warm_workers = n;
         self
     }
+
+    /// Keeps at most `n` idle workers in all.
+    pub fn max_idle_workers(mut self, n: usize) -> Self {
+        self.max_idle_workers = n;
+        self
+    }
     /// Sets the restart budget.
     pub fn restart_budget(mut self, failures: u32, window: Duration) -> Self {
         self.restart_budget = failures;
@@ -153,6 +164,41 @@ impl CapsuleConfig {
     }
 }
 
+/// The idle workers, by key, each with when it went idle (a count, not a clock).
+#[derive(Default)]
+struct Idle {
+    by_key: HashMap<IsolationKey, Vec<(u64, Worker)>>,
+    total: usize,
+    next: u64,
+}
+
+impl Idle {
+    /// Ends the worker idle the longest (dropping it kills it), and forgets keys left without
+    /// workers once there are many: a key per personality ever used would otherwise stay.
+    fn evict_oldest(&mut self) {
+        let oldest = self
+            .by_key
+            .iter()
+            .flat_map(|(key, workers)| {
+                workers
+                    .iter()
+                    .enumerate()
+                    .map(move |(at, (since, _))| (*since, key, at))
+            })
+            .min_by_key(|(since, _, _)| *since)
+            .map(|(_, key, at)| (key.clone(), at));
+        if let Some((key, at)) = oldest
+            && let Some(workers) = self.by_key.get_mut(&key)
+        {
+            drop(workers.swap_remove(at));
+            self.total -= 1;
+        }
+        if self.by_key.len() > 2 * self.total.max(8) {
+            self.by_key.retain(|_, workers| !workers.is_empty());
+        }
+    }
+}
+
 /// Runs tools in confined worker processes: the [`ToolIsolation`] of
 /// [`DefaultToolRegistry::with_isolation`](capability_core::DefaultToolRegistry::with_isolation).
 ///
@@ -167,7 +213,7 @@ impl CapsuleConfig {
 pub struct Capsule {
     config: CapsuleConfig,
     support: Support,
-    idle: Mutex<HashMap<IsolationKey, Vec<Worker>>>,
+    idle: Mutex<Idle>,
     failures: Mutex<HashMap<IsolationKey, VecDeque<Instant>>>,
     started: AtomicU64,
     /// Capsule calls in flight: the channel is polled only while there is one.
@@ -208,7 +254,7 @@ impl Capsule {
         Self {
             config,
             support,
-            idle: Mutex::new(HashMap::new()),
+            idle: Mutex::new(Idle::default()),
             failures: Mutex::new(HashMap::new()),
             started: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
@@ -226,8 +272,17 @@ impl Capsule {
         self.idle
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .by_key
             .get(key)
             .map_or(0, Vec::len)
+    }
+
+    /// How many idle workers are kept in all ([`CapsuleConfig::max_idle_workers`] at most).
+    pub fn idle_workers_total(&self) -> usize {
+        self.idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .total
     }
 
     fn settings(&self) -> WorkerSettings {
@@ -247,24 +302,34 @@ impl Capsule {
     fn take_idle(&self, key: &IsolationKey) -> Option<Worker> {
         let runtime = current_runtime();
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        let workers = idle.get_mut(key)?;
-        let at = workers.iter().rposition(|w| w.runtime == runtime)?;
-        Some(workers.swap_remove(at))
+        let workers = idle.by_key.get_mut(key)?;
+        let at = workers.iter().rposition(|(_, w)| w.runtime == runtime)?;
+        let (_, worker) = workers.swap_remove(at);
+        idle.total -= 1;
+        Some(worker)
     }
 
     fn put_idle(&self, key: &IsolationKey, worker: Worker) {
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        let idle = &mut *idle;
+        idle.next += 1;
+        let since = idle.next;
         // The key is copied only the first time a worker of it goes idle.
-        let workers = match idle.get_mut(key) {
+        let workers = match idle.by_key.get_mut(key) {
             Some(workers) => workers,
-            None => idle.entry(key.clone()).or_default(),
+            None => idle.by_key.entry(key.clone()).or_default(),
         };
         let kept = workers
             .iter()
-            .filter(|w| w.runtime == worker.runtime)
+            .filter(|(_, w)| w.runtime == worker.runtime)
             .count();
-        if kept < self.config.warm_workers {
-            workers.push(worker);
+        if kept >= self.config.warm_workers {
+            return;
+        }
+        workers.push((since, worker));
+        idle.total += 1;
+        if idle.total > self.config.max_idle_workers {
+            idle.evict_oldest();
         }
     }
 
