@@ -473,6 +473,88 @@ fn results_keep_input_order_and_the_cap_holds_in_every_batch_placement() {
 }
 
 #[test]
+fn the_running_bound_holds_across_batches_in_every_placement() {
+    // `max_concurrency` bounds the calls of one batch. A server that makes a batch of each
+    // request (MCP) needs a bound across them: `max_running`.
+    for placement in [Placement::CurrentThread, Placement::MultiThread] {
+        let gauge = Arc::new(Gauge {
+            now: AtomicUsize::new(0),
+            max: AtomicUsize::new(0),
+        });
+        let mut registry =
+            DefaultToolRegistry::new(None).with_config(RegistryConfig::default().max_running(3));
+        registry.register(Probe(Arc::clone(&gauge))).unwrap();
+        let registry = Arc::new(registry);
+        let results = runtime(placement).block_on(async {
+            let batches = (0..20).map(|i| {
+                let registry = Arc::clone(&registry);
+                async move {
+                    let calls = vec![
+                        ToolCall::new(format!("{i}a"), "probe", json!(i)),
+                        ToolCall::new(format!("{i}b"), "probe", json!(i)),
+                    ];
+                    registry.execute_parallel(calls, &ctx()).await
+                }
+            });
+            futures_util::future::join_all(batches).await
+        });
+        assert!(
+            results.iter().flatten().all(|r| r.result.value().is_some()),
+            "{placement:?}: every call ran"
+        );
+        let max = gauge.max.load(Ordering::SeqCst);
+        assert!(
+            (2..=3).contains(&max),
+            "{placement:?}: {max} calls ran at once across batches"
+        );
+    }
+}
+
+#[test]
+fn a_call_waiting_for_a_place_is_cancelled_with_its_batch() {
+    let gauge = Arc::new(Gauge {
+        now: AtomicUsize::new(0),
+        max: AtomicUsize::new(0),
+    });
+    let mut registry =
+        DefaultToolRegistry::new(None).with_config(RegistryConfig::default().max_running(1));
+    registry.register(Probe(Arc::clone(&gauge))).unwrap();
+    registry
+        .register(TestTool::new(
+            "hang",
+            ToolCapabilities::none(),
+            Behaviour::Sleep(Duration::from_secs(30)),
+        ))
+        .unwrap();
+    let rt = runtime(Placement::CurrentThread);
+    rt.block_on(async {
+        // One call holds the only place; a call of another batch waits for it and is cancelled.
+        let holder = ctx();
+        let waiter = ctx();
+        let hold = registry.execute(ToolCall::new("h", "hang", json!({})), &holder);
+        let wait = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            waiter.cancellation.cancel();
+            registry
+                .execute(ToolCall::new("w", "probe", json!(1)), &waiter)
+                .await
+        };
+        tokio::select! {
+            _ = hold => panic!("the holder finished"),
+            waited = wait => {
+                assert_eq!(waited.result.code(), Some(ErrorCode::Cancelled), "{waited:?}");
+            }
+        }
+    });
+    assert_eq!(
+        gauge.max.load(Ordering::SeqCst),
+        0,
+        "the waiting call never ran"
+    );
+    assert_eq!(RegistryConfig::default().max_running, None);
+}
+
+#[test]
 fn every_call_is_audited_in_every_placement() {
     for placement in PLACEMENTS {
         let sink = Arc::new(MemoryAuditSink::new());

@@ -129,7 +129,10 @@ impl McpServer {
     /// `working_dir`.
     ///
     /// The registry's approval handler is replaced by the MCP one (elicitation); its audit
-    /// sink, isolation and backends are kept.
+    /// sink, isolation and backends are kept. Unless the registry bounds its running calls
+    /// ([`RegistryConfig::max_running`](capability_core::RegistryConfig::max_running)), its
+    /// per-batch `max_concurrency` becomes that bound: every request is a batch of one, and the
+    /// calls of all sessions together run within it (a call waiting for approval holds no place).
     pub fn new(
         registry: DefaultToolRegistry,
         policy: Arc<CompiledPolicy>,
@@ -137,6 +140,16 @@ impl McpServer {
     ) -> Self {
         let approvals = Arc::new(Approvals::default());
         let registry = registry.with_approval_handler(Arc::clone(&approvals) as _);
+        // Each request is a batch of one, so the registry's per-batch bound would never meet
+        // two of them: it is applied across the server's calls, unless the registry has its own.
+        let registry = match registry.config().max_running {
+            Some(_) => registry,
+            None => {
+                let config = registry.config().clone();
+                let bound = config.max_concurrency;
+                registry.with_config(config.max_running(bound))
+            }
+        };
         let tools = listing::list(&registry, &policy);
         let escalates = policy.policy().is_some_and(|p| {
             let e = &p.escalate;

@@ -313,3 +313,53 @@ async fn a_progress_interval_too_long_for_the_clock_still_answers_the_call() {
     assert_eq!(result["result"]["isError"], false, "{result}");
     assert!(before.is_empty(), "no progress in thirty years: {before:?}");
 }
+
+// guarantee: G-MCP-04
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_of_a_session_run_within_the_registrys_concurrency() {
+    // Each MCP request is a batch of one, so the registry's per-batch bound never met two of
+    // them: a client could start a child per request it sent. The server applies the bound
+    // across them.
+    let scratch = Scratch::new();
+    let mut config = capability_tools::StandardConfig::new(capability_tools::Store::Memory);
+    config.registry = capability_core::RegistryConfig::default().max_concurrency(2);
+    let registry = capability_tools::standard_registry(config).await.unwrap();
+    let server = capability_mcp::McpServer::new(
+        registry,
+        std::sync::Arc::new(scratch.policy()),
+        &scratch.work,
+    );
+    let mut raw = Raw::initialized(&server, false).await;
+    let marker = "1.731";
+    for id in 1..=6 {
+        raw.call_no_wait(
+            id,
+            "run_command",
+            json!({"binary": "sleep", "args": [marker]}),
+        )
+        .await;
+    }
+    // While they run, never more than two children at once; all six finish.
+    let mut most = 0;
+    let watch = async {
+        loop {
+            most = most.max(processes_with(&format!("sleep {marker}")).len());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let answers = async {
+        let mut answered = 0;
+        while answered < 6 {
+            let message = raw.recv().await.expect("an answer");
+            if message.get("id").is_some() && message.get("method").is_none() {
+                assert_eq!(message["result"]["isError"], false, "{message}");
+                answered += 1;
+            }
+        }
+    };
+    tokio::select! {
+        () = watch => unreachable!(),
+        () = answers => {}
+    }
+    assert!((1..=2).contains(&most), "{most} children ran at once");
+}

@@ -323,6 +323,12 @@ impl ExecutionContext {
 pub struct RegistryConfig {
     /// At most this many calls of a batch run at once (default 64).
     pub max_concurrency: usize,
+    /// At most this many calls of this registry run at once, across every batch (default: no
+    /// bound beyond each batch's). A server that makes a batch of each request it gets (an MCP
+    /// server) needs it: `max_concurrency` never binds across requests. A call past it waits
+    /// for a place after its admission and approval and before its tool starts; its timeout
+    /// counts from then, and its batch's cancellation ends the wait.
+    pub max_running: Option<usize>,
     /// A call still running after this long ends with `timeout` (default 60 s).
     pub call_timeout: Duration,
     /// Successful values whose JSON is longer than this many bytes are truncated with a marker
@@ -344,6 +350,7 @@ impl Default for RegistryConfig {
     fn default() -> Self {
         Self {
             max_concurrency: 64,
+            max_running: None,
             call_timeout: Duration::from_secs(60),
             result_budget: None,
             approval_timeout: Duration::from_secs(30),
@@ -354,6 +361,12 @@ impl Default for RegistryConfig {
 }
 
 impl RegistryConfig {
+    /// Bounds the calls running at once across every batch (at least 1).
+    pub fn max_running(mut self, n: usize) -> Self {
+        self.max_running = Some(n.max(1));
+        self
+    }
+
     /// Sets the concurrency bound (at least 1).
     pub fn max_concurrency(mut self, n: usize) -> Self {
         self.max_concurrency = n.max(1);

@@ -106,6 +106,8 @@ pub struct DefaultToolRegistry {
     approval: Option<Arc<dyn ApprovalHandler>>,
     cache: ResolutionCache,
     isolation: Option<(Arc<dyn ToolIsolation>, IsolationSelection)>,
+    /// The places of [`RegistryConfig::max_running`], when it is set.
+    running: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl fmt::Debug for DefaultToolRegistry {
@@ -135,6 +137,7 @@ impl DefaultToolRegistry {
             approval: None,
             cache: ResolutionCache::new(),
             isolation: None,
+            running: None,
         }
     }
 
@@ -153,8 +156,16 @@ impl DefaultToolRegistry {
 
     /// Replaces the settings.
     pub fn with_config(mut self, config: RegistryConfig) -> Self {
+        self.running = config
+            .max_running
+            .map(|n| Arc::new(tokio::sync::Semaphore::new(n.max(1))));
         self.config = config;
         self
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &RegistryConfig {
+        &self.config
     }
 
     /// Sends every audit event to `sink` too.

@@ -94,6 +94,21 @@ impl DefaultToolRegistry {
                 }
             }
         };
+        // A place among the registry's running calls, when they are bounded: taken after the
+        // approval (a call waiting for its user holds none), given back when the call ends.
+        let place = match &self.running {
+            None => None,
+            Some(places) => match place(places, &ctx.cancellation).await {
+                Some(place) => Some(place),
+                None => {
+                    let refusal = Refusal::without_denial(
+                        ErrorCode::Cancelled,
+                        admission::CANCELLED_BEFORE_START.to_owned(),
+                    );
+                    return self.refused(call, refusal, ctx, clock);
+                }
+            },
+        };
         // The call's own attachments, of the kinds its declaration and the personality allow.
         let attachments = ready.caps.attachments.as_ref().map(|declared| {
             Arc::new(CallAttachments::new(
@@ -145,7 +160,11 @@ impl DefaultToolRegistry {
         // wait). Unless the call waited for an approval, the batch's latest reading of the clock
         // serves: it was taken at most a call's bookkeeping ago (docs/decisions.md, "The per-call
         // path"), so the deadline is, if anything, that much earlier.
-        let started = if asked { clock.read() } else { clock.latest() };
+        let started = if asked || place.is_some() {
+            clock.read()
+        } else {
+            clock.latest()
+        };
         let exec_started = audit_info.then_some(started);
         let deadline = clock.deadline(started, timeout);
         let (outcome, call_id, tool_name) = match placement {
@@ -313,6 +332,21 @@ impl DefaultToolRegistry {
         if let Err(err) = emit(&completed, self.audit.as_deref()) {
             tracing::error!(target: "toolcap::audit", error = %err, "could not record a completion");
         }
+    }
+}
+
+/// A place among `places`, or `None` when `cancellation` fires first. Taken at once when one
+/// is free.
+async fn place(
+    places: &Arc<tokio::sync::Semaphore>,
+    cancellation: &capability_types::CancellationToken,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    if let Ok(place) = Arc::clone(places).try_acquire_owned() {
+        return Some(place);
+    }
+    tokio::select! {
+        place = Arc::clone(places).acquire_owned() => place.ok(),
+        () = cancellation.cancelled() => None,
     }
 }
 
