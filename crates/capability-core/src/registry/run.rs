@@ -156,10 +156,11 @@ impl DefaultToolRegistry {
             tool_ctx.scoped_attachments = attachments;
         };
         // The deadline counts from when `execute` is about to start (not from admission: a call
-        // queued behind the concurrency cap, or waiting for an approval, is not charged for the
-        // wait). Unless the call waited for an approval, the batch's latest reading of the clock
-        // serves: it was taken at most a call's bookkeeping ago (docs/decisions.md, "The per-call
-        // path"), so the deadline is, if anything, that much earlier.
+        // queued behind the concurrency cap, waiting for an approval or for a place among the
+        // registry's running calls, is not charged for the wait). Unless the call asked for an
+        // approval or took such a place, the batch's latest reading of the clock serves: it was
+        // taken at most a call's bookkeeping ago (docs/decisions.md, "The per-call path"), so
+        // the deadline is, if anything, that much earlier.
         let started = if asked || place.is_some() {
             clock.read()
         } else {
