@@ -96,10 +96,11 @@ impl DefaultToolRegistry {
         };
         // A place among the registry's running calls, when they are bounded: taken after the
         // approval (a call waiting for its user holds none), given back when the call ends.
-        let place = match &self.running {
-            None => None,
+        // Held (not `_`) until the call ends.
+        let (_place, waited) = match &self.running {
+            None => (None, false),
             Some(places) => match place(places, &ctx.cancellation).await {
-                Some(place) => Some(place),
+                Some((place, waited)) => (Some(place), waited),
                 None => {
                     let refusal = Refusal::without_denial(
                         ErrorCode::Cancelled,
@@ -158,10 +159,10 @@ impl DefaultToolRegistry {
         // The deadline counts from when `execute` is about to start (not from admission: a call
         // queued behind the concurrency cap, waiting for an approval or for a place among the
         // registry's running calls, is not charged for the wait). Unless the call asked for an
-        // approval or took such a place, the batch's latest reading of the clock serves: it was
-        // taken at most a call's bookkeeping ago (docs/decisions.md, "The per-call path"), so
-        // the deadline is, if anything, that much earlier.
-        let started = if asked || place.is_some() {
+        // approval or waited for such a place, the batch's latest reading of the clock serves:
+        // it was taken at most a call's bookkeeping ago (docs/decisions.md, "The per-call
+        // path"), so the deadline is, if anything, that much earlier.
+        let started = if asked || waited {
             clock.read()
         } else {
             clock.latest()
@@ -336,17 +337,17 @@ impl DefaultToolRegistry {
     }
 }
 
-/// A place among `places`, or `None` when `cancellation` fires first. Taken at once when one
-/// is free.
+/// A place among `places` and whether it had to be waited for, or `None` when `cancellation`
+/// fires first. Taken at once when one is free.
 async fn place(
     places: &Arc<tokio::sync::Semaphore>,
     cancellation: &capability_types::CancellationToken,
-) -> Option<tokio::sync::OwnedSemaphorePermit> {
+) -> Option<(tokio::sync::OwnedSemaphorePermit, bool)> {
     if let Ok(place) = Arc::clone(places).try_acquire_owned() {
-        return Some(place);
+        return Some((place, false));
     }
     tokio::select! {
-        place = Arc::clone(places).acquire_owned() => place.ok(),
+        place = Arc::clone(places).acquire_owned() => place.ok().map(|place| (place, true)),
         () = cancellation.cancelled() => None,
     }
 }
