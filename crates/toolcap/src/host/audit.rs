@@ -95,9 +95,11 @@ pub(crate) fn audit_file(path: &Path) -> Result<Arc<dyn AuditSink>, Usage> {
     let cannot = |e: std::io::Error| Usage(format!("cannot open audit file {shown}: {e}"));
     // A file (there, or to be made): not in a directory whose other writers could rename or
     // delete the record. A stream or a device (`/dev/stderr`) hands events on as they come.
+    // Anything that cannot be examined is examined the long way, and refused if it still
+    // cannot be.
     let to_be_a_file = match std::fs::metadata(path) {
         Ok(meta) => meta.file_type().is_file(),
-        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+        Err(_) => true,
     };
     if to_be_a_file {
         super::in_directories_of_ours(path, "audit file", "the record of what the agent did")?;
