@@ -362,3 +362,33 @@ async fn a_request_body_that_stalls_is_not_waited_for() {
     ];
     assert_eq!(exchange(addr, "POST", &headers, &ping).await.status, 200);
 }
+
+// guarantee: G-MCP-10
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_written_oddly_is_counted_like_any_other() {
+    // The limit's own reading of a handshake must not be one a client can slip past while the
+    // SDK still takes it for `initialize`: a key given twice, an escaped method name.
+    let scratch = Scratch::new();
+    let addr = serving(&scratch, loopback().with_max_sessions(1)).await;
+    assert_eq!(exchange(addr, "POST", &[], &initialize()).await.status, 200);
+    let params = r#"{"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}"#;
+    for odd in [
+        format!(
+            r#"{{"jsonrpc": "2.0", "id": 1, "method": "ping", "method": "initialize", "params": {params}}}"#
+        ),
+        format!(
+            r#"{{"jsonrpc": "2.0", "id": 1, "method": "initialize", "method": "initialize", "params": {params}}}"#
+        ),
+        format!(
+            r#"{{"jsonrpc": "2.0", "id": 1, "method": "in\u0069tialize", "params": {params}}}"#
+        ),
+    ] {
+        let answer = exchange(addr, "POST", &[], &odd).await;
+        assert!(
+            answer.header("mcp-session-id").is_none(),
+            "{odd}: a session past the limit ({} {})",
+            answer.status,
+            answer.body
+        );
+    }
+}
