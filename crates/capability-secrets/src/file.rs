@@ -76,17 +76,9 @@ impl FileSecrets {
             OpenError::Theirs(uid) => BackendError::new(format!(
                 "secrets file {shown} is owned by another user (uid {uid}), who chooses the values tools are given; use a file of your own"
             )),
-            OpenError::Swappable(dir, mode, owner) => BackendError::new(match (mode, owner) {
-                (Some(mode), _) => format!(
-                    "secrets file {shown} lies in {}, which has mode {mode:o}: other users can replace it with theirs; keep it in a directory only you can change",
-                    dir.display()
-                ),
-                (None, owner) => format!(
-                    "secrets file {shown} lies in {}, which is owned by another user (uid {}), who can replace it with theirs; keep it in a directory only you can change",
-                    dir.display(),
-                    owner.unwrap_or(0)
-                ),
-            }),
+            OpenError::Swappable(swap) => BackendError::new(format!(
+                "secrets file {shown} {swap}, and with it the values tools are given; keep it in a directory only you can change"
+            )),
             OpenError::NotUtf8 => BackendError::new(format!("secrets file {shown} is not valid UTF-8")),
         })?;
         let values = match format {

@@ -35,3 +35,4 @@ mod sys;
 pub use crate::backend::{BackendError, EnvSecrets, MemorySecrets, SecretsBackend};
 pub use crate::file::{FileSecrets, SecretsFileFormat};
 pub use crate::resolver::{ScopedSecrets, SecretsResolverFactory};
+pub use crate::sys::{Swappable, swappable_through};

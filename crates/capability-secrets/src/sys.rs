@@ -25,8 +25,8 @@ pub(crate) enum OpenError {
     Exposed(u32),
     /// Owned by this uid, neither this user nor root.
     Theirs(u32),
-    /// In this directory, which has this mode (writable by all, no sticky bit) or this owner.
-    Swappable(std::path::PathBuf, Option<u32>, Option<u32>),
+    /// Another account can replace it through a directory it lies in.
+    Swappable(Swappable),
     NotUtf8,
 }
 
@@ -52,26 +52,8 @@ pub(crate) fn read_private_file(path: &Path) -> Result<PrivateFile, OpenError> {
     if stat.st_uid != me && stat.st_uid != 0 {
         return Err(OpenError::Theirs(stat.st_uid));
     }
-    // Every directory it lies in: one anyone may write without the sticky bit, or another
-    // user's, lets them rename it away and put theirs in its place.
-    let real = std::fs::canonicalize(path).map_err(OpenError::Io)?;
-    for dir in real.ancestors().skip(1) {
-        let meta = rustix::fs::stat(dir).map_err(|e| OpenError::Io(e.into()))?;
-        let dir_mode = meta.st_mode & 0o7777;
-        if dir_mode & 0o002 != 0 && dir_mode & 0o1000 == 0 {
-            return Err(OpenError::Swappable(
-                dir.to_path_buf(),
-                Some(dir_mode),
-                None,
-            ));
-        }
-        if meta.st_uid != me && meta.st_uid != 0 {
-            return Err(OpenError::Swappable(
-                dir.to_path_buf(),
-                None,
-                Some(meta.st_uid),
-            ));
-        }
+    if let Some(swap) = swappable_through(path).map_err(OpenError::Io)? {
+        return Err(OpenError::Swappable(swap));
     }
     let mut bytes = Vec::new();
     std::fs::File::from(fd)
@@ -79,4 +61,94 @@ pub(crate) fn read_private_file(path: &Path) -> Result<PrivateFile, OpenError> {
         .map_err(OpenError::Io)?;
     let contents = String::from_utf8(bytes).map_err(|_| OpenError::NotUtf8)?;
     Ok(PrivateFile { contents })
+}
+
+/// How another account could replace a file through a directory it lies in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Swappable {
+    /// The directory anyone may write, without the sticky bit, and its mode.
+    WritableByAll {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The directory another user (neither this one nor root) owns, and who.
+    Owned {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// Its owner.
+        uid: u32,
+    },
+}
+
+impl std::fmt::Display for Swappable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Swappable::WritableByAll { dir, mode } => write!(
+                f,
+                "lies in {}, which has mode {mode:o}: other users can replace what is in it",
+                dir.display()
+            ),
+            Swappable::Owned { dir, uid } => write!(
+                f,
+                "lies in {}, which is owned by another user (uid {uid}), who can replace what is \
+                 in it",
+                dir.display()
+            ),
+        }
+    }
+}
+
+/// Whether another account can replace `path` (or, when it does not exist yet, what would be
+/// made there) through a directory it lies in, at any depth, links resolved: one anyone may
+/// write without the sticky bit, or one of another user's than this one and root. They can
+/// rename it, or a directory between, away and put theirs in its place; in a sticky directory
+/// (`/tmp`) only an entry's owner can. The first such directory from the file up, if any.
+///
+/// For every reader of a file that must be its user's own: a secrets file here, and in the
+/// command line and the MCP guard a policy, a token file, an audit file and a guarded server's
+/// program.
+///
+/// # Errors
+///
+/// When the path (or, for one still to be made, its directory) cannot be resolved, or a
+/// directory cannot be examined: a caller refuses then too.
+///
+/// # Ambient Authority
+///
+/// Resolves `path` and examines its directories in the process's file system view.
+pub fn swappable_through(path: &Path) -> std::io::Result<Option<Swappable>> {
+    // A file still to be made: where it would be.
+    let real =
+        std::fs::canonicalize(path).or_else(|e| match (path.parent(), path.file_name()) {
+            (Some(parent), Some(name)) if e.kind() == std::io::ErrorKind::NotFound => {
+                let parent = if parent.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    parent
+                };
+                std::fs::canonicalize(parent).map(|p| p.join(name))
+            }
+            _ => Err(e),
+        })?;
+    let me = rustix::process::geteuid().as_raw();
+    for dir in real.ancestors().skip(1) {
+        let meta = rustix::fs::stat(dir)?;
+        let mode = meta.st_mode & 0o7777;
+        if mode & 0o002 != 0 && mode & 0o1000 == 0 {
+            return Ok(Some(Swappable::WritableByAll {
+                dir: dir.to_path_buf(),
+                mode,
+            }));
+        }
+        if meta.st_uid != me && meta.st_uid != 0 {
+            return Ok(Some(Swappable::Owned {
+                dir: dir.to_path_buf(),
+                uid: meta.st_uid,
+            }));
+        }
+    }
+    Ok(None)
 }

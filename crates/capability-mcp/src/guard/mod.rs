@@ -306,29 +306,13 @@ fn only_ours_to_change(server: &ServerConfig) -> Result<(), String> {
                 meta.uid()
             ));
         }
-        // toolcap: allow(std::fs::canonicalize, reason = "the guard checks who can change the program it will start, not a tool's reach")
-        let real = std::fs::canonicalize(path)
+        let swap = capability_secrets::swappable_through(path)
             .map_err(|e| format!("its {field} {} cannot be examined: {e}", path.display()))?;
-        for dir in real.ancestors().skip(1) {
-            let meta = examined(field, dir)?;
-            let mode = meta.mode() & 0o7777;
-            if mode & 0o002 != 0 && mode & 0o1000 == 0 {
-                return Err(format!(
-                    "its {field} {} lies in {}, which has mode {mode:o}: other users can replace \
-                     what is in it, and with it the code the guard would run",
-                    path.display(),
-                    dir.display()
-                ));
-            }
-            if theirs(meta.uid()) {
-                return Err(format!(
-                    "its {field} {} lies in {}, which is owned by another user (uid {}), who can \
-                     replace what is in it, and with it the code the guard would run",
-                    path.display(),
-                    dir.display(),
-                    meta.uid()
-                ));
-            }
+        if let Some(swap) = swap {
+            return Err(format!(
+                "its {field} {} {swap}, and with it the code the guard would run",
+                path.display()
+            ));
         }
         Ok(())
     };

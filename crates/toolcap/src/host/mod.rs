@@ -111,45 +111,14 @@ fn only_ours_to_change(path: &Path, what: &str, meta: &std::fs::Metadata) -> Res
 /// put theirs in its place (in a sticky one, as `/tmp`, only an entry's owner can). `stake` is
 /// what they would change by it.
 pub(crate) fn in_directories_of_ours(path: &Path, what: &str, stake: &str) -> Result<(), Usage> {
-    use std::os::unix::fs::MetadataExt as _;
     let shown = path.display();
-    let me = rustix::process::geteuid().as_raw();
-    // A file still to be made: where it would be.
-    let real = std::fs::canonicalize(path)
-        .or_else(|e| match (path.parent(), path.file_name()) {
-            (Some(parent), Some(name)) if e.kind() == std::io::ErrorKind::NotFound => {
-                let parent = if parent.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    parent
-                };
-                std::fs::canonicalize(parent).map(|p| p.join(name))
-            }
-            _ => Err(e),
-        })
-        .map_err(|e| Usage(format!("cannot read {what} {shown}: {e}")))?;
-    for dir in real.ancestors().skip(1) {
-        let meta = std::fs::metadata(dir)
-            .map_err(|e| Usage(format!("cannot read {what} {shown}: {e}")))?;
-        let mode = meta.mode() & 0o7777;
-        let owner = meta.uid();
-        if mode & 0o002 != 0 && mode & 0o1000 == 0 {
-            return Err(Usage(format!(
-                "{what} {shown} lies in {}, which has mode {mode:o}: other users can replace \
-                 what is in it, and with it {stake}; keep it in a directory only you can change",
-                dir.display()
-            )));
-        }
-        if owner != me && owner != 0 {
-            return Err(Usage(format!(
-                "{what} {shown} lies in {}, which is owned by another user (uid {owner}), who \
-                 can replace what is in it, and with it {stake}; keep it in a directory only you \
-                 can change",
-                dir.display()
-            )));
-        }
+    match capability_secrets::swappable_through(path) {
+        Ok(None) => Ok(()),
+        Ok(Some(swap)) => Err(Usage(format!(
+            "{what} {shown} {swap}, and with it {stake}; keep it in a directory only you can change"
+        ))),
+        Err(e) => Err(Usage(format!("cannot read {what} {shown}: {e}"))),
     }
-    Ok(())
 }
 
 /// `bytes` as UTF-8 text, a leading byte-order mark read past.
