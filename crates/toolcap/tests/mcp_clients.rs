@@ -336,20 +336,25 @@ fn http_checks_origin_host_and_the_bearer_token_on_every_request() {
 
     let (_remote, remote_url) =
         scratch.serve_http(&["--allow-remote", "--token-env", "MCP_TEST_TOKEN"]);
-    assert_eq!(post_initialize(&remote_url, &[]), 401, "no token");
+    only_with_the_token(&remote_url, "--allow-remote");
+}
+
+/// `url` answers a handshake with `401` without a token or with a wrong one, and with `200`
+/// with the test's token (`what` names the server in a failure).
+fn only_with_the_token(url: &str, what: &str) {
+    assert_eq!(post_initialize(url, &[]), 401, "{what}: no token");
     assert_eq!(
-        post_initialize(
-            &remote_url,
-            &[("Authorization", "Bearer wrong-token-wrong-token")]
-        ),
-        401
+        post_initialize(url, &[("Authorization", "Bearer wrong-token-wrong-token")]),
+        401,
+        "{what}: a wrong token"
     );
     assert_eq!(
         post_initialize(
-            &remote_url,
+            url,
             &[("Authorization", "Bearer a-long-enough-test-token-0123")]
         ),
-        200
+        200,
+        "{what}: the token"
     );
 }
 
@@ -464,20 +469,7 @@ fn a_loopback_server_can_require_a_token_and_says_who_can_call_it_without_one() 
     for source in [["--token-file", &token], ["--token-env", "MCP_TEST_TOKEN"]] {
         let (_server, url, said) = started(&source);
         assert!(!said.contains("no bearer token"), "{said}");
-        assert_eq!(post_initialize(&url, &[]), 401, "{source:?}: no token");
-        assert_eq!(
-            post_initialize(&url, &[("Authorization", "Bearer wrong-token-wrong-token")]),
-            401,
-            "{source:?}"
-        );
-        assert_eq!(
-            post_initialize(
-                &url,
-                &[("Authorization", "Bearer a-long-enough-test-token-0123")]
-            ),
-            200,
-            "{source:?}"
-        );
+        only_with_the_token(&url, &format!("{source:?}"));
     }
 
     // The guard takes the same options (its guarded server: the test's hostile one, which
@@ -516,14 +508,7 @@ fn a_loopback_server_can_require_a_token_and_says_who_can_call_it_without_one() 
         .concat(),
     );
     assert!(!said.contains("no bearer token"), "{said}");
-    assert_eq!(post_initialize(&url, &[]), 401, "guard: no token");
-    assert_eq!(
-        post_initialize(
-            &url,
-            &[("Authorization", "Bearer a-long-enough-test-token-0123")]
-        ),
-        200
-    );
+    only_with_the_token(&url, "guard");
 }
 
 /// The CPU time `pid` has used, in clock ticks (user and system).
