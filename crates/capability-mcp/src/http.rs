@@ -613,16 +613,16 @@ fn unwrap_infallible(answer: Result<Answer, Infallible>) -> Answer {
     }
 }
 
+/// A plain-text answer with `status`.
 fn plain(status: StatusCode, text: &'static str) -> Answer {
     let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
     *response.status_mut() = status;
     response
 }
 
-fn unauthorized() -> Response<BoxBody<Bytes, Infallible>> {
-    let mut response =
-        Response::new(Full::new(Bytes::from_static(b"a bearer token is required\n")).boxed());
-    *response.status_mut() = StatusCode::UNAUTHORIZED;
+/// The answer to a request without the right bearer token.
+fn unauthorized() -> Answer {
+    let mut response = plain(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
     response.headers_mut().insert(
         header::WWW_AUTHENTICATE,
         header::HeaderValue::from_static("Bearer"),
