@@ -14,6 +14,7 @@ mod demo;
 mod filter;
 mod host;
 mod mcp;
+mod ordered;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

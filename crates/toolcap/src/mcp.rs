@@ -12,9 +12,10 @@ use capability_mcp::{
 };
 use capability_tools::{StandardConfig, Store, standard_registry};
 use clap::{Args, Subcommand, ValueEnum};
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use crate::filter::FilterArgs;
+use crate::ordered::Ordered;
 use crate::{Usage, errln, host, outln};
 
 /// `toolcap mcp ...`.
@@ -342,7 +343,7 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
             };
             let entry = server_entry(client, &exe, &personality, &workdir, launch);
             if !write {
-                let config = merge(client, Value::Object(Map::new()), &name, entry)?;
+                let config = merge(client, Ordered::object(), &name, entry)?;
                 outln!("{}", pretty(&config)?)?;
                 return Ok(ExitCode::SUCCESS);
             }
@@ -366,7 +367,7 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
     }
 }
 
-fn pretty(value: &Value) -> Result<String, Usage> {
+fn pretty(value: &Ordered) -> Result<String, Usage> {
     serde_json::to_string_pretty(value).map_err(Usage::from)
 }
 
@@ -386,7 +387,7 @@ fn server_entry(
     personality: &Path,
     workdir: &Path,
     launch: Launch<'_>,
-) -> Value {
+) -> Ordered {
     let mut args = vec![
         "mcp".to_owned(),
         match launch {
@@ -407,18 +408,31 @@ fn server_entry(
             args.push(config.display().to_string());
         }
     }
-    let mut entry = json!({"command": exe.display().to_string(), "args": args});
-    if matches!(client, Client::ClaudeCode | Client::Vscode)
-        && let Some(map) = entry.as_object_mut()
-    {
-        map.insert("type".to_owned(), Value::from("stdio"));
+    // In the order the clients' own documentation writes an entry.
+    let mut entry = Vec::new();
+    if matches!(client, Client::ClaudeCode | Client::Vscode) {
+        entry.push(("type".to_owned(), Ordered::from("stdio")));
     }
-    entry
+    entry.push((
+        "command".to_owned(),
+        Ordered::from(exe.display().to_string().as_str()),
+    ));
+    entry.push((
+        "args".to_owned(),
+        Ordered::Array(args.iter().map(|a| Ordered::from(a.as_str())).collect()),
+    ));
+    Ordered::Object(entry)
 }
 
 /// `existing` with the server `name` set to `entry` under the client's key (`mcpServers`, or
-/// `servers` for VS Code); every other key and server is kept.
-fn merge(client: Client, mut existing: Value, name: &str, entry: Value) -> Result<Value, Usage> {
+/// `servers` for VS Code); every other key and server is kept, in its place. A new server goes
+/// last; a server already there is replaced where it is.
+fn merge(
+    client: Client,
+    mut existing: Ordered,
+    name: &str,
+    entry: Ordered,
+) -> Result<Ordered, Usage> {
     let key = match client {
         Client::Vscode => "servers",
         _ => "mcpServers",
@@ -428,15 +442,12 @@ fn merge(client: Client, mut existing: Value, name: &str, entry: Value) -> Resul
             "the client's configuration file is not a JSON object; it was left as it is".to_owned(),
         ));
     };
-    let servers = root
-        .entry(key.to_owned())
-        .or_insert_with(|| Value::Object(Map::new()));
-    let Some(servers) = servers.as_object_mut() else {
+    let Some(servers) = Ordered::entry(root, key, Ordered::object).as_object_mut() else {
         return Err(Usage(format!(
             "\"{key}\" in the client's configuration file is not a JSON object; the file was left as it is"
         )));
     };
-    servers.insert(name.to_owned(), entry);
+    Ordered::set(servers, name, entry);
     Ok(existing)
 }
 
@@ -563,6 +574,17 @@ fn say_what_is_offered(server: &McpServer, policy: &CompiledPolicy) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    /// `value` as a document, its keys in `serde_json`'s order.
+    fn doc(value: Value) -> Ordered {
+        serde_json::from_value(value).unwrap()
+    }
+
+    /// `merge`, its result read back as a `Value`.
+    fn merged(client: Client, existing: Value, entry: Ordered) -> Value {
+        serde_json::to_value(merge(client, doc(existing), "toolcap", entry).unwrap()).unwrap()
+    }
 
     #[test]
     fn merging_keeps_other_servers_and_keys() {
@@ -574,7 +596,7 @@ mod tests {
             Path::new("/w"),
             Launch::Serve { capsule: true },
         );
-        let merged = merge(Client::ClaudeDesktop, existing, "toolcap", entry).unwrap();
+        let merged = merged(Client::ClaudeDesktop, existing, entry);
         assert_eq!(merged["theme"], "dark");
         assert_eq!(merged["mcpServers"]["other"]["command"], "x");
         assert_eq!(merged["mcpServers"]["toolcap"]["command"], "/bin/toolcap");
@@ -602,7 +624,7 @@ mod tests {
             Launch::Guard(Path::new("/g.toml")),
         );
         assert_eq!(
-            entry["args"],
+            serde_json::to_value(&entry).unwrap()["args"],
             json!([
                 "mcp",
                 "guard",
@@ -614,14 +636,14 @@ mod tests {
                 "/g.toml"
             ])
         );
-        let merged = merge(Client::Vscode, json!({}), "toolcap", entry).unwrap();
+        let merged = merged(Client::Vscode, json!({}), entry);
         assert_eq!(merged["servers"]["toolcap"]["type"], "stdio");
     }
 
     #[test]
     fn a_file_that_is_not_an_object_is_refused_not_replaced() {
         for bad in [json!([1, 2]), json!("text"), json!({"mcpServers": [1]})] {
-            assert!(merge(Client::Cursor, bad, "toolcap", json!({})).is_err());
+            assert!(merge(Client::Cursor, doc(bad), "toolcap", Ordered::object()).is_err());
         }
     }
 }

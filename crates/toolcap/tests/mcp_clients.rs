@@ -854,6 +854,91 @@ fn mcp_config_write_refuses_links_and_keys_given_twice_and_keeps_permissions() {
     }
 }
 
+/// `mcp config --write` leaves a user's file in the order it was written: its keys, its other
+/// servers and their settings keep their places, a new server goes last among the servers, and
+/// writing it again updates it where it is. Numbers and strings come back as they were read.
+#[test]
+fn mcp_config_write_keeps_the_file_in_its_own_order() {
+    let scratch = Scratch::new();
+    let p = scratch.path("p.toml");
+    let file = scratch.root.join("claude_desktop_config.json");
+    let f = file.display().to_string();
+    let write = |name: &str| {
+        scratch.toolcap(&[
+            "mcp",
+            "config",
+            "--client",
+            "claude-desktop",
+            "--personality",
+            &p,
+            "--write",
+            "--file",
+            &f,
+            "--name",
+            name,
+        ])
+    };
+    std::fs::write(
+        &file,
+        r#"{
+  "theme": "dark",
+  "mcpServers": {
+    "zeta": {"command": "zeta-mcp", "args": ["--x"], "env": {"TOKEN_B": "1", "TOKEN_A": "2"}},
+    "alpha": {"command": "alpha-mcp"}
+  },
+  "windowWidth": 1280,
+  "aardvark": [{"z": 1, "a": 0.5}]
+}"#,
+    )
+    .unwrap();
+    let order = |text: &str, keys: &[&str]| {
+        let at: Vec<usize> = keys
+            .iter()
+            .map(|k| {
+                text.find(&format!("\"{k}\""))
+                    .unwrap_or_else(|| panic!("{k} missing from {text}"))
+            })
+            .collect();
+        assert!(
+            at.windows(2).all(|w| w[0] < w[1]),
+            "{keys:?} out of order in {text}"
+        );
+    };
+    assert_eq!(write("toolcap").status.code(), Some(0));
+    let text = std::fs::read_to_string(&file).unwrap();
+    order(
+        &text,
+        &[
+            "theme",
+            "mcpServers",
+            "zeta",
+            "TOKEN_B",
+            "TOKEN_A",
+            "alpha",
+            "toolcap",
+            "windowWidth",
+            "aardvark",
+            "z",
+            "a",
+        ],
+    );
+    // The entry reads as a person writes one: the command, then its arguments.
+    let entry = &text[text.find("\"toolcap\": {").unwrap()..];
+    order(entry, &["command", "args"]);
+    let merged: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(merged["windowWidth"], 1280);
+    assert_eq!(merged["aardvark"][0]["a"], 0.5);
+
+    // Another server after it, then the first written again: each keeps its place.
+    assert_eq!(write("toolcap-ops").status.code(), Some(0));
+    assert_eq!(write("toolcap").status.code(), Some(0));
+    let text = std::fs::read_to_string(&file).unwrap();
+    order(
+        &text,
+        &["zeta", "alpha", "toolcap", "toolcap-ops", "windowWidth"],
+    );
+}
+
 /// The resident size of a process, in KiB.
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))

@@ -441,20 +441,21 @@ pub(crate) fn bearer_token(file: Option<&Path>, env: Option<&str>) -> Result<Str
     }
 }
 
-/// A client's JSON configuration file: `{}` when it does not exist; an error (and nothing
-/// written later) when it is a symlink, cannot be read, is not JSON, or has a key twice in one
-/// object (a parser keeps only the last, so writing it back would drop the others).
-pub(crate) fn read_json_config(path: &Path) -> Result<serde_json::Value, Usage> {
+/// A client's JSON configuration file, its keys in the file's order: `{}` when it does not
+/// exist; an error (and nothing written later) when it is a symlink, cannot be read, is not
+/// JSON, or has a key twice in one object (a parser keeps only the last, so writing it back
+/// would drop the others).
+pub(crate) fn read_json_config(path: &Path) -> Result<crate::ordered::Ordered, Usage> {
     not_a_link(path)?;
     let left = |why: String| Usage(format!("{} {why}; it was left as it is", path.display()));
     if matches!(std::fs::metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
-        return Ok(serde_json::Value::Object(serde_json::Map::new()));
+        return Ok(crate::ordered::Ordered::object());
     }
     // Read past a byte-order mark, so it is written back without one.
     let text = read_text(path, TEXT_FILE_LIMIT, "the client's configuration file")
         .map_err(|Usage(e)| Usage(format!("{e}; it was left as it is")))?;
     if text.trim_ascii().is_empty() {
-        return Ok(serde_json::Value::Object(serde_json::Map::new()));
+        return Ok(crate::ordered::Ordered::object());
     }
     capability_core::check_policy_text(&text, capability_core::PolicyFormat::Json)
         .map_err(|e| left(format!("cannot be merged safely ({e})")))?;
