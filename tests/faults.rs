@@ -114,7 +114,8 @@ fn fd_targets() -> Vec<String> {
 }
 
 /// Scratch homes left under `root`: each call's `HOME`, removed when the call ends, inside its
-/// tool's scratch parent (one per tool, kept by design: a prepared sandbox grants it).
+/// tool's scratch parent (one per tool, kept by design: a prepared sandbox grants it; what it
+/// hands out is the directory beside its lock, `ScratchDir::INNER`).
 fn homes_left(root: &Path) -> usize {
     std::fs::read_dir(root)
         .into_iter()
@@ -122,7 +123,7 @@ fn homes_left(root: &Path) -> usize {
         .flatten()
         .filter(|parent| parent.path().is_dir())
         .map(|parent| {
-            std::fs::read_dir(parent.path())
+            std::fs::read_dir(parent.path().join(capability_sandbox::ScratchDir::INNER))
                 .into_iter()
                 .flatten()
                 .flatten()

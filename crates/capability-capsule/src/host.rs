@@ -333,8 +333,18 @@ impl Capsule {
         }
     }
 
+    /// Counts a failure of `key`'s worker, and forgets every failure past the window, whatever
+    /// its key: keys come and go with personalities (one compiled per session, say), and the map
+    /// holds only what the budget still counts.
     fn record_failure(&self, key: &IsolationKey) {
         let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
+        let window = self.config.restart_window;
+        failures.retain(|_, times| {
+            while times.front().is_some_and(|t| t.elapsed() > window) {
+                times.pop_front();
+            }
+            !times.is_empty()
+        });
         failures
             .entry(key.clone())
             .or_default()
@@ -581,5 +591,57 @@ impl Drop for FailureGuard<'_> {
         if self.armed {
             self.capsule.record_failure(self.key);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(tool: &str, policy: u64) -> IsolationKey {
+        IsolationKey {
+            tool: tool.to_owned(),
+            policy,
+        }
+    }
+
+    /// A host that compiles a personality per session sees a new key for each; failures past
+    /// the window are forgotten as new ones come, so the map holds only what the budget still
+    /// counts (it used to keep a key for every personality that ever failed).
+    // guarantee: G-CAP-05
+    #[test]
+    fn failures_past_the_window_are_forgotten_whatever_their_key() {
+        let capsule = Capsule::new(
+            CapsuleConfig::new("/nonexistent/worker")
+                .restart_budget(3, Duration::from_millis(30))
+                .support(Support::unsupported("a test")),
+        );
+        for policy in 0..300 {
+            capsule.record_failure(&key("crashy", policy));
+        }
+        assert!(capsule.check_budget(&key("crashy", 7)).is_ok(), "one each");
+        for _ in 0..3 {
+            capsule.record_failure(&key("crashy", 7));
+        }
+        assert!(
+            capsule.check_budget(&key("crashy", 7)).is_err(),
+            "over budget"
+        );
+        std::thread::sleep(Duration::from_millis(60));
+        capsule.record_failure(&key("other", 0));
+        let failures = capsule
+            .failures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        assert_eq!(
+            failures.len(),
+            1,
+            "only the failure within the window is kept"
+        );
+        drop(failures);
+        assert!(
+            capsule.check_budget(&key("crashy", 7)).is_ok(),
+            "the window passed"
+        );
     }
 }

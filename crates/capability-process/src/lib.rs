@@ -196,7 +196,7 @@ pub(crate) struct Inner {
     sandboxes: Mutex<HashMap<SandboxKey, Arc<capability_sandbox::PreparedSandbox>>>,
     /// One scratch parent per tool: the per-call `HOME` directories live inside it, so that a
     /// prepared sandbox (which grants writes beneath the parent) serves every call of the tool.
-    homes: Mutex<HashMap<String, Arc<tempfile::TempDir>>>,
+    homes: Mutex<HashMap<String, Arc<capability_sandbox::ScratchDir>>>,
 }
 
 /// What a prepared sandbox is built from. Paths are keyed with the identity of the file they
@@ -246,15 +246,23 @@ impl Inner {
         Ok(prepared)
     }
 
-    /// The scratch parent of `tool`'s `HOME` directories, made on first use (mode 0700).
-    pub(crate) fn home_parent(&self, tool: &str) -> std::io::Result<Arc<tempfile::TempDir>> {
+    /// The scratch parent of `tool`'s `HOME` directories, made on first use (mode 0700), and
+    /// removed by the next process that makes one if this one is killed before it can
+    /// (docs/isolation-model.md, "Scratch directories").
+    pub(crate) fn home_parent(
+        &self,
+        tool: &str,
+    ) -> std::io::Result<Arc<capability_sandbox::ScratchDir>> {
         let mut homes = self.homes.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(parent) = homes.get(tool)
             && parent.path().is_dir()
         {
             return Ok(Arc::clone(parent));
         }
-        let parent = Arc::new(sys::scratch_home(&self.config.scratch_root)?);
+        let parent = Arc::new(capability_sandbox::ScratchDir::new_in(
+            &self.config.scratch_root,
+            sys::SCRATCH_PREFIX,
+        )?);
         homes.insert(tool.to_owned(), Arc::clone(&parent));
         Ok(parent)
     }

@@ -54,13 +54,16 @@ pub(crate) fn canonical_dir(path: &Path) -> std::io::Result<PathBuf> {
     }
 }
 
-/// A fresh directory for a child's `HOME` (or a tool's directory of them), removed when dropped:
-/// mode 0700, since the temporary directory it is made in is listed to every account, and what a
-/// child keeps in its `HOME` (a credential cache, a token, its history) is its user's alone.
+/// How the names of scratch directories begin.
+pub(crate) const SCRATCH_PREFIX: &str = "toolcap-home-";
+
+/// A fresh directory for a child's `HOME`, in its tool's scratch parent, removed when dropped:
+/// mode 0700, since what a child keeps in its `HOME` (a credential cache, a token, its history)
+/// is its user's alone.
 pub(crate) fn scratch_home(root: &Path) -> std::io::Result<tempfile::TempDir> {
     use std::os::unix::fs::PermissionsExt as _;
     tempfile::Builder::new()
-        .prefix("toolcap-home-")
+        .prefix(SCRATCH_PREFIX)
         .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir_in(root)
 }

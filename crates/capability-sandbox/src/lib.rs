@@ -73,8 +73,13 @@ mod bpf;
 mod hide;
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(unix)]
+mod scratch;
 #[cfg(target_os = "linux")]
 mod sys;
+
+#[cfg(unix)]
+pub use scratch::ScratchDir;
 
 /// Directories a program needs to be loaded and run: readable and executable in every sandbox.
 pub const SYSTEM_EXEC_DIRS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"];

@@ -1912,6 +1912,85 @@ fn a_stopped_call_or_server_leaves_no_scratch_home_behind() {
     drop(stdin);
 }
 
+/// `SIGKILL` cannot be handled, so a killed `toolcap call` leaves its tool's directory of homes
+/// (and what its child wrote there) behind; the next toolcap to make one in the same place
+/// removes it. A directory of a live toolcap's is left alone.
+// guarantee: G-CLI-02
+#[test]
+fn a_killed_call_leaves_its_scratch_home_only_until_the_next_call() {
+    let env = Env::new();
+    let personality = env.root.join("sh.toml");
+    std::fs::write(
+        &personality,
+        "id = \"sh\"\n[safety.process]\nallow = [\"sh\", \"sleep\"]\n",
+    )
+    .unwrap();
+    let personality = personality.display().to_string();
+    let tmp = env.root.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let call = |script: &str| {
+        let args =
+            serde_json::json!({"binary": "sh", "args": ["-c", script], "timeout_ms": 60_000});
+        Command::new(env!("CARGO_BIN_EXE_toolcap"))
+            .args(["call", "--personality", &personality, "run_command"])
+            .arg(args.to_string())
+            .env("XDG_DATA_HOME", env.root.join("data"))
+            .env("HOME", &env.root)
+            .env("TMPDIR", &tmp)
+            .current_dir(env.root.join("work"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let homes = || -> Vec<std::path::PathBuf> {
+        let mut homes: Vec<_> = std::fs::read_dir(&tmp)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        homes.sort();
+        homes
+    };
+    let sleeping = |marker: &str| {
+        let started = std::time::Instant::now();
+        while !running(&format!("sleep {marker}")) {
+            assert!(started.elapsed().as_secs() < 20, "the child never started");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+
+    let mut killed = call("echo secret > \"$HOME/token\" && exec sleep 72.25");
+    sleeping("72.25");
+    let left = homes();
+    assert_eq!(left.len(), 1, "the tool's directory of homes");
+    // A second call while the first runs: the first's directory is left alone.
+    let mut live = call("exec sleep 72.5");
+    sleeping("72.5");
+    let both = homes();
+    assert_eq!(both.len(), 2);
+    assert!(both.contains(&left[0]), "a live call's directory is kept");
+    let kept: Vec<_> = both.into_iter().filter(|h| *h != left[0]).collect();
+
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    let started = std::time::Instant::now();
+    while running("sleep 72.25") {
+        assert!(
+            started.elapsed().as_secs() < 20,
+            "the child outlived its call"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(homes().len(), 2, "SIGKILL runs no clean-up");
+
+    // The next call makes its own (and removes it when it ends) and removes the killed one's.
+    let next = call("true").wait().unwrap();
+    assert!(next.success());
+    assert_eq!(homes(), kept, "only the live call's directory is left");
+    live.kill().unwrap();
+    live.wait().unwrap();
+}
+
 /// Ctrl-C at an `--ask` prompt nobody answers ends the call at once, with 130, though the
 /// prompt's thread is still blocked reading stdin (before, the thread held stderr while it read,
 /// so the last line could not be written until someone pressed Enter).

@@ -1207,6 +1207,26 @@ fn escalation_applies_to_guarded_tools() {
     );
 }
 
+/// The hostile server's setup, its personality also allowing the tool that reports the
+/// server's environment.
+fn env_setup(root: &Path) -> (PathBuf, PathBuf) {
+    let (config, personality) = hostile_setup(root, "", "");
+    let text = std::fs::read_to_string(&personality).unwrap().replace(
+        "\"mcp__hostile__hang\"",
+        "\"mcp__hostile__hang\", \"mcp__hostile__env\"",
+    );
+    std::fs::write(&personality, text).unwrap();
+    (config, personality)
+}
+
+/// The `HOME` the guarded server was given, as it reports it.
+fn home_of(guard: &mut Guarded) -> PathBuf {
+    let (failed, env, _) = guard.call("mcp__hostile__env", json!({}));
+    assert!(!failed, "{env}");
+    let env: Value = serde_json::from_str(&env).unwrap();
+    PathBuf::from(env["HOME"].as_str().unwrap())
+}
+
 /// A guarded server's home is its user's alone (mode 0700: the temporary directory it is made in
 /// is listed to every account, and servers keep tokens and caches in their homes), and it goes
 /// when the guard ends: when the client closes its end, and when the guard is told to stop
@@ -1219,17 +1239,9 @@ fn a_guarded_servers_home_is_private_and_goes_with_the_guard() {
     use std::os::unix::process::ExitStatusExt as _;
     for stop in [None, Some(("TERM", 15)), Some(("INT", 2)), Some(("HUP", 1))] {
         let (_dir, root) = scratch();
-        let (config, personality) = hostile_setup(&root, "", "");
-        let text = std::fs::read_to_string(&personality).unwrap().replace(
-            "\"mcp__hostile__hang\"",
-            "\"mcp__hostile__hang\", \"mcp__hostile__env\"",
-        );
-        std::fs::write(&personality, text).unwrap();
+        let (config, personality) = env_setup(&root);
         let mut guard = Guarded::start(&root, &personality, &config);
-        let (failed, env, _) = guard.call("mcp__hostile__env", json!({}));
-        assert!(!failed, "{env}");
-        let env: Value = serde_json::from_str(&env).unwrap();
-        let home = PathBuf::from(env["HOME"].as_str().unwrap());
+        let home = home_of(&mut guard);
         let mode = std::fs::metadata(&home).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700, "{stop:?}: {home:?} is {mode:o}");
         match stop {
@@ -1254,6 +1266,29 @@ fn a_guarded_servers_home_is_private_and_goes_with_the_guard() {
         );
         assert!(!home.exists(), "{stop:?}: {home:?} was left behind");
     }
+}
+
+/// `SIGKILL` cannot be handled: a killed guard leaves its server's home behind, and the next
+/// guard to start a server removes it (docs/isolation-model.md, "Scratch directories").
+// guarantee: G-CLI-02
+#[test]
+fn a_killed_guards_server_home_goes_with_the_next_guard() {
+    let (_dir, root) = scratch();
+    let (config, personality) = env_setup(&root);
+    let mut killed = Guarded::start(&root, &personality, &config);
+    let left = home_of(&mut killed);
+    std::fs::write(left.join("token"), "secret").unwrap();
+    killed.child.kill().unwrap();
+    killed.child.wait().unwrap();
+    assert!(left.join("token").exists(), "SIGKILL runs no clean-up");
+
+    let mut next = Guarded::start(&root, &personality, &config);
+    let own = home_of(&mut next);
+    assert!(!left.exists(), "{left:?} was left behind");
+    assert!(own.is_dir());
+    next.hang_up();
+    assert!(next.ended().is_some());
+    assert!(!own.exists());
 }
 
 /// A server gets a cleared environment plus the secrets its configuration maps, by name, from

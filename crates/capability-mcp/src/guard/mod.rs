@@ -111,12 +111,10 @@ impl Guard {
         let caps = tool::declaration(server);
         let resolved = resolve(&format!("mcp__{name}"), &caps, policy, "guard", working_dir);
         // Its user's alone (mode 0700): a server keeps tokens and caches in its home, and the
-        // temporary directory is listed to every account.
-        let home = tempfile::Builder::new()
-            .prefix("toolcap-guard-")
-            // toolcap: allow(std::os::unix::fs::PermissionsExt::from_mode, reason = "the mode of the home the guard makes for a confined server, not a tool's reach")
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-            .tempdir()
+        // temporary directory is listed to every account. Removed when the server ends, or by
+        // the next guard if this one is killed first (docs/isolation-model.md, "Scratch
+        // directories").
+        let home = capability_sandbox::ScratchDir::new_in(&std::env::temp_dir(), "toolcap-guard-")
             .map_err(|e| format!("cannot create its home directory: {e}"))?;
         let mut sandbox = match &resolved.fs {
             Some(paths) => SandboxPolicy::from_paths(paths.as_ref()),

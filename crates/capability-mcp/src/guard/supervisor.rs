@@ -64,7 +64,7 @@ pub(crate) struct Supervisor {
     /// Set when the server wrote a message longer than `output_bytes` (its output then ends).
     overflowed: Arc<AtomicBool>,
     /// The server's private, writable `HOME`.
-    _home: tempfile::TempDir,
+    _home: capability_sandbox::ScratchDir,
 }
 
 #[derive(Default)]
@@ -117,7 +117,7 @@ impl Supervisor {
         hosts: Option<Arc<ResolvedHosts>>,
         egress: Arc<dyn EgressFactory>,
         cwd: PathBuf,
-        home: tempfile::TempDir,
+        home: capability_sandbox::ScratchDir,
         secrets: Vec<(String, SecretString)>,
     ) -> Self {
         let mut env = vec![

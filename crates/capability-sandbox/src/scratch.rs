@@ -1,0 +1,124 @@
+//! Scratch directories: the `HOME` toolcap gives a confined child, the home of a guarded MCP
+//! server. What a child keeps there (a credential cache, a token, its history) is its user's
+//! alone and lives only as long as its owner: the directory is made mode 0700 and removed when
+//! dropped, and one left behind by an owner that could not remove it (killed with `SIGKILL`,
+//! which runs no destructor) is removed by the next one made beside it
+//! (docs/isolation-model.md, "Scratch directories").
+//!
+//! An owner holds an advisory lock (`flock`) on a file in its directory, [`ScratchDir::LOCK`],
+//! for as long as it lives; the kernel lets go of the lock when the owner dies, however it dies.
+//! The lock file is made and locked under another name and only then renamed to its own, so a
+//! lock file that can be seen is one that was locked. What the owner hands out
+//! ([`ScratchDir::path`], what a sandbox grants writes beneath) is a directory inside, beside the
+//! lock file: a confined child cannot replace the lock and have a live owner's directory taken
+//! for abandoned.
+//!
+//! A directory is taken for abandoned only when all of these hold: its name has the prefix, it
+//! is a directory (not a symlink) of this user's, its lock file is a regular file of this
+//! user's (opened without following a symlink), and the lock can be taken. Anything else is
+//! left as it is: a live owner's, an older toolcap's (no lock file), anyone else's.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "toolcap's own directories in the temporary directory, not a tool's reach"
+)]
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+/// A directory of toolcap's own (mode 0700), removed when dropped, and removed by the next one
+/// made beside it when its owner is killed first (docs/isolation-model.md, "Scratch directories").
+#[derive(Debug)]
+pub struct ScratchDir {
+    // Dropped first: the directory goes while its lock is still held.
+    _dir: tempfile::TempDir,
+    inner: std::path::PathBuf,
+    _lock: File,
+}
+
+impl ScratchDir {
+    /// The name of the lock file an owner holds in its directory.
+    pub const LOCK: &'static str = ".toolcap-owner";
+
+    /// The name of the directory [`path`](Self::path) is, inside the one named with the prefix.
+    pub const INNER: &'static str = "d";
+
+    /// Makes a directory named `prefix` and random characters in `root`, then removes the
+    /// directories of the same prefix there whose owners died without removing them. The
+    /// sweep is best effort: a directory that cannot be examined or removed is left, and
+    /// nothing it meets is an error.
+    pub fn new_in(root: &Path, prefix: &str) -> io::Result<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix(prefix)
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(root)?;
+        let pending = dir.path().join(".toolcap-owner.pending");
+        let lock = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&pending)?;
+        lock.try_lock().map_err(io::Error::from)?;
+        std::fs::rename(&pending, dir.path().join(Self::LOCK))?;
+        let inner = dir.path().join(Self::INNER);
+        std::fs::DirBuilder::new().mode(0o700).create(&inner)?;
+        let user = std::fs::metadata(dir.path())?.uid();
+        sweep(root, prefix, user, dir.path());
+        Ok(ScratchDir {
+            _dir: dir,
+            inner,
+            _lock: lock,
+        })
+    }
+
+    /// The directory to use (mode 0700): [`INNER`](Self::INNER) inside the directory named with
+    /// the prefix, which holds the lock.
+    pub fn path(&self) -> &Path {
+        &self.inner
+    }
+}
+
+/// Removes the directories of `prefix` in `root` that belong to `user` and whose owners are
+/// gone, all but `own`.
+fn sweep(root: &Path, prefix: &str, user: u32, own: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let ours = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|name| name.starts_with(prefix));
+        if !ours || path == own {
+            continue;
+        }
+        // `DirEntry::metadata` does not follow a symlink.
+        let Ok(meta) = entry.metadata() else { continue };
+        if !meta.is_dir() || meta.uid() != user {
+            continue;
+        }
+        if let Some(_abandoned) = abandoned(&path, user) {
+            // Removed while the lock is held here, so no other sweeper's work is undone.
+            // `remove_dir_all` follows no symlink inside.
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
+}
+
+/// The lock of `dir`, taken, when its owner is gone; `None` when it is held, missing, or not a
+/// regular file of `user`'s.
+fn abandoned(dir: &Path, user: u32) -> Option<File> {
+    let lock = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(dir.join(ScratchDir::LOCK))
+        .ok()?;
+    let meta = lock.metadata().ok()?;
+    if !meta.is_file() || meta.uid() != user {
+        return None;
+    }
+    lock.try_lock().ok()?;
+    Some(lock)
+}
