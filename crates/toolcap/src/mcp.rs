@@ -100,8 +100,9 @@ pub(crate) enum McpCommand {
         /// `toolcap mcp serve` (the configuration is checked now).
         #[arg(long, value_name = "FILE")]
         guard_config: Option<PathBuf>,
-        /// The server's name in the client's configuration.
-        #[arg(long, value_name = "NAME", default_value = "toolcap")]
+        /// The server's name in the client's configuration: 1 to 64 ASCII letters, digits, `-`
+        /// or `_` (clients build tool names from it).
+        #[arg(long, value_name = "NAME", default_value = "toolcap", value_parser = server_name)]
         name: String,
         /// Merge into the client's configuration file instead of printing.
         #[arg(long)]
@@ -369,6 +370,20 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
 
 fn pretty(value: &Ordered) -> Result<String, Usage> {
     serde_json::to_string_pretty(value).map_err(Usage::from)
+}
+
+/// A server name every client can use: clients show it and build tool names from it
+/// (`mcp__NAME__tool`), which model APIs allow only letters, digits, `_` and `-` in, up to 64.
+fn server_name(given: &str) -> Result<String, String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_');
+    if given.is_empty() || given.len() > 64 || !given.chars().all(allowed) {
+        return Err(format!(
+            "\"{}\" is not a server name clients can use: 1 to 64 ASCII letters, digits, `-` \
+             or `_`",
+            capability_core::shown(given)
+        ));
+    }
+    Ok(given.to_owned())
 }
 
 /// Which toolcap MCP server a client starts.

@@ -939,6 +939,57 @@ fn mcp_config_write_keeps_the_file_in_its_own_order() {
     );
 }
 
+/// A server name a client cannot use (empty, with spaces or control characters, too long for the
+/// tool names clients build from it) is refused before anything is printed or written.
+#[test]
+fn mcp_config_refuses_a_server_name_clients_cannot_use() {
+    let scratch = Scratch::new();
+    let p = scratch.path("p.toml");
+    let file = scratch.root.join("mcp.json");
+    let before = r#"{"mcpServers": {"git": {"command": "git-mcp"}}}"#;
+    std::fs::write(&file, before).unwrap();
+    let f = file.display().to_string();
+    let long = "n".repeat(65);
+    for name in [
+        "",
+        "my server",
+        "a\nb",
+        "tool/cap",
+        "über",
+        "toolcap.ops",
+        &long,
+    ] {
+        for write in [false, true] {
+            let mut args = vec!["mcp", "config", "--client", "cursor", "--personality", &p];
+            args.extend(["--name", name]);
+            if write {
+                args.extend(["--write", "--file", &f]);
+            }
+            let refused = scratch.toolcap(&args);
+            assert_eq!(refused.status.code(), Some(2), "{name:?}: {refused:?}");
+            assert!(refused.stdout.is_empty(), "{name:?}");
+            let said = String::from_utf8_lossy(&refused.stderr);
+            assert!(said.contains("--name"), "{name:?}: {said}");
+            assert_eq!(std::fs::read_to_string(&file).unwrap(), before);
+        }
+    }
+    for name in ["toolcap-coder", "tc_2", "TOOLCAP", &"n".repeat(64)] {
+        let printed = scratch.toolcap(&[
+            "mcp",
+            "config",
+            "--client",
+            "cursor",
+            "--personality",
+            &p,
+            "--name",
+            name,
+        ]);
+        assert_eq!(printed.status.code(), Some(0), "{name:?}: {printed:?}");
+        let entry: Value = serde_json::from_slice(&printed.stdout).unwrap();
+        assert!(entry["mcpServers"][name].is_object(), "{entry}");
+    }
+}
+
 /// The resident size of a process, in KiB.
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
