@@ -411,8 +411,10 @@ type Answer = Response<BoxBody<Bytes, Infallible>>;
 
 impl Sessions {
     /// Hands `request` to rmcp's service, unless it is a handshake that would open a session
-    /// past the limit (`503`). Only a `POST` without a session id can open one, so only such a
-    /// request is read whole here first (rmcp reads every body whole anyway).
+    /// past the limit (`503`). Only a `POST` without a session id can open one. A `POST`'s body
+    /// is read whole here first (rmcp reads every body whole anyway), so that one rmcp cannot
+    /// read as a message is answered as the MCP transport asks: `400` and a JSON-RPC error
+    /// ([`malformed`]).
     async fn handle(
         &self,
         mut service: StreamableHttpService<crate::McpSession, LocalSessionManager>,
@@ -422,9 +424,7 @@ impl Sessions {
         use tower_service::Service as _;
         let stalled = Arc::new(AtomicBool::new(false));
         let request = request.map(|body| Punctual::new(body, self.body_within, &stalled));
-        if request.method() != http::Method::POST
-            || request.headers().contains_key(SESSION_ID_HEADER)
-        {
+        if request.method() != http::Method::POST {
             let answer = unwrap_infallible(service.call(request).await);
             // rmcp answers a body it could not read with 500; it was the client's.
             if stalled.load(Ordering::Relaxed) {
@@ -460,16 +460,29 @@ impl Sessions {
                 );
             }
         };
-        let handshake = opens_session(&body);
-        let request = http::Request::from_parts(parts, Full::new(body));
-        let Some(id) = handshake else {
-            return unwrap_infallible(service.call(request).await);
+        let handshake = if parts.headers.contains_key(SESSION_ID_HEADER) {
+            None
+        } else {
+            opens_session(&body)
         };
-        let _turn = self.opening.lock().await;
-        if self.manager.sessions.read().await.len() >= self.max {
-            return self.full(id);
+        let declared_json = declares_json(&parts.headers);
+        let request = http::Request::from_parts(parts, Full::new(body.clone()));
+        let answer = match handshake {
+            None => unwrap_infallible(service.call(request).await),
+            Some(id) => {
+                let _turn = self.opening.lock().await;
+                if self.manager.sessions.read().await.len() >= self.max {
+                    return self.full(id);
+                }
+                unwrap_infallible(service.call(request).await)
+            }
+        };
+        // rmcp answers a body declared JSON that it cannot read as a message with `415`, which
+        // is for a body of the wrong type.
+        if answer.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE && declared_json {
+            return malformed(&body);
         }
-        unwrap_infallible(service.call(request).await)
+        answer
     }
 
     /// The answer to a handshake when every session is in use: a JSON-RPC error to its
@@ -603,6 +616,44 @@ fn opens_session(body: &[u8]) -> Option<serde_json::Value> {
         }
         _ => None,
     }
+}
+
+/// Whether `headers` declare a JSON body, as rmcp checks it: the media type of `Content-Type`,
+/// without its parameters, is `application/json`.
+fn declares_json(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| {
+            let essence = value.split_once(';').map_or(value, |(essence, _)| essence);
+            essence.trim().eq_ignore_ascii_case("application/json")
+        })
+}
+
+/// The answer to a `POST` whose body is not a JSON-RPC message: `400` and a JSON-RPC error
+/// without an id (none could be read), `-32700` when the body is not JSON at all and `-32600`
+/// when it is JSON of another shape (a batch, a bare value, an id that is an object), as the MCP
+/// transport asks and its reference TypeScript server answers.
+fn malformed(body: &[u8]) -> Answer {
+    let (code, message) = match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+        Err(e) => (-32700, format!("Parse error: the body is not JSON ({e})")),
+        Ok(_) => (
+            -32600,
+            "Invalid Request: the body is not one JSON-RPC message".to_owned(),
+        ),
+    };
+    let error = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": code, "message": message},
+    });
+    let mut response = Response::new(Full::new(Bytes::from(error.to_string())).boxed());
+    *response.status_mut() = StatusCode::BAD_REQUEST;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 /// rmcp's service never fails: its errors are answers.

@@ -34,11 +34,17 @@ impl Answer {
 /// answer to its end (the connection is closed after it).
 async fn exchange(addr: SocketAddr, method: &str, headers: &[(&str, &str)], body: &str) -> Answer {
     let mut request = format!(
-        "{method} /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\n\
+        "{method} /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n\
          Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
         addr.port(),
         body.len()
     );
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("content-type"))
+    {
+        request.push_str("Content-Type: application/json\r\n");
+    }
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }
@@ -391,4 +397,62 @@ async fn a_handshake_written_oddly_is_counted_like_any_other() {
             answer.body
         );
     }
+}
+
+/// A body that is not JSON, or JSON that is no JSON-RPC message, gets `400` and a JSON-RPC error
+/// without an id (`-32700` parse error, `-32600` invalid request), as the MCP transport asks and
+/// the reference TypeScript server answers, with or without a session; before, such a body got
+/// `415 Unsupported Media Type` and a line of plain text. A body that is not declared JSON still
+/// gets `415`.
+// guarantee: G-MCP-10
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_body_gets_a_json_rpc_error_with_400() {
+    let scratch = Scratch::new();
+    let addr = serving(&scratch, loopback()).await;
+    let opened = exchange(addr, "POST", &[], &initialize()).await;
+    let session = opened
+        .header("mcp-session-id")
+        .expect("a session id")
+        .to_owned();
+    let with_session = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("Mcp-Protocol-Version", "2025-11-25"),
+    ];
+    for headers in [&[][..], &with_session[..]] {
+        for (body, code) in [
+            ("not json", -32700),
+            ("{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\":", -32700),
+            ("\u{feff}{]", -32700),
+            ("[1, 2]", -32600),
+            (
+                "{\"jsonrpc\": \"2.0\", \"id\": {\"an\": \"object\"}, \"method\": \"ping\"}",
+                -32600,
+            ),
+            ("42", -32600),
+        ] {
+            let answer = exchange(addr, "POST", headers, body).await;
+            let session = !headers.is_empty();
+            assert_eq!(
+                answer.status, 400,
+                "{body:?} (session {session}): {}",
+                answer.body
+            );
+            assert_eq!(answer.header("content-type"), Some("application/json"));
+            let error: Value = serde_json::from_str(&answer.body)
+                .unwrap_or_else(|e| panic!("{body:?}: {e}: {}", answer.body));
+            assert_eq!(error["jsonrpc"], "2.0", "{error}");
+            assert!(error["id"].is_null(), "{error}");
+            assert_eq!(error["error"]["code"], code, "{body:?}: {error}");
+            assert!(error["error"]["message"].is_string(), "{error}");
+        }
+    }
+    let mut plain = with_session.to_vec();
+    plain.push(("Content-Type", "text/plain"));
+    let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}).to_string();
+    assert_eq!(exchange(addr, "POST", &plain, &ping).await.status, 415);
+    // The session goes on.
+    assert_eq!(
+        exchange(addr, "POST", &with_session, &ping).await.status,
+        200
+    );
 }
