@@ -501,14 +501,10 @@ impl Sessions {
                 ),
             },
         });
-        let mut response = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
-        *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-        let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            header::HeaderValue::from_static("application/json"),
-        );
-        headers.insert(header::RETRY_AFTER, header::HeaderValue::from_static("5"));
+        let mut response = json_answer(StatusCode::SERVICE_UNAVAILABLE, &body);
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("5"));
         response
     }
 }
@@ -647,8 +643,13 @@ fn malformed(body: &[u8]) -> Answer {
         "id": null,
         "error": {"code": code, "message": message},
     });
-    let mut response = Response::new(Full::new(Bytes::from(error.to_string())).boxed());
-    *response.status_mut() = StatusCode::BAD_REQUEST;
+    json_answer(StatusCode::BAD_REQUEST, &error)
+}
+
+/// A JSON answer with `status`.
+fn json_answer(status: StatusCode, body: &serde_json::Value) -> Answer {
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+    *response.status_mut() = status;
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         header::HeaderValue::from_static("application/json"),
