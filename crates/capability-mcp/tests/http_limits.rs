@@ -83,6 +83,16 @@ fn initialize() -> String {
     .to_string()
 }
 
+/// Opens a session with a handshake; its id.
+async fn open_session(addr: SocketAddr) -> String {
+    let opened = exchange(addr, "POST", &[], &initialize()).await;
+    assert_eq!(opened.status, 200, "{}", opened.body);
+    opened
+        .header("mcp-session-id")
+        .expect("a session id")
+        .to_owned()
+}
+
 /// Serves `options` (on 127.0.0.1:0) until the test ends; its address.
 async fn serving(scratch: &Scratch, options: HttpOptions) -> SocketAddr {
     let (server, _) = server(scratch).await;
@@ -103,14 +113,7 @@ async fn sessions_past_the_limit_are_refused_until_one_ends() {
     let addr = serving(&scratch, loopback().with_max_sessions(3)).await;
     let mut ids = Vec::new();
     for _ in 0..3 {
-        let opened = exchange(addr, "POST", &[], &initialize()).await;
-        assert_eq!(opened.status, 200, "{}", opened.body);
-        ids.push(
-            opened
-                .header("mcp-session-id")
-                .expect("a session id")
-                .to_owned(),
-        );
+        ids.push(open_session(addr).await);
     }
     // The fourth: 503, a JSON-RPC error that says why and what to do, and when to try again.
     let refused = exchange(addr, "POST", &[], &initialize()).await;
@@ -224,12 +227,10 @@ async fn a_connection_that_sends_no_request_is_closed() {
     }
     // The server still serves, and a stream it is sending on (a session's event stream, which
     // carries nothing for long stretches) is not idle: it stays open past the timeout.
-    let opened = exchange(addr, "POST", &[], &initialize()).await;
-    assert_eq!(opened.status, 200);
-    let session = opened.header("mcp-session-id").expect("a session id");
+    let session = open_session(addr).await;
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     let headers = [
-        ("Mcp-Session-Id", session),
+        ("Mcp-Session-Id", session.as_str()),
         ("Mcp-Protocol-Version", "2025-11-25"),
     ];
     let noted = exchange(addr, "POST", &headers, &initialized.to_string()).await;
@@ -291,11 +292,7 @@ async fn connections_past_the_limit_wait_for_one_to_close() {
 async fn a_request_body_over_the_limit_is_refused_unread() {
     let scratch = Scratch::new();
     let addr = serving(&scratch, loopback()).await;
-    let opened = exchange(addr, "POST", &[], &initialize()).await;
-    let session = opened
-        .header("mcp-session-id")
-        .expect("a session id")
-        .to_owned();
+    let session = open_session(addr).await;
     // Valid JSON-RPC, one byte a padding, past 4 MiB: a handshake and a request of a session.
     let padding = "x".repeat(capability_mcp::MAX_REQUEST_BYTES);
     let big =
@@ -330,11 +327,7 @@ async fn a_request_body_that_stalls_is_not_waited_for() {
         loopback().with_idle_timeout(Duration::from_millis(300)),
     )
     .await;
-    let opened = exchange(addr, "POST", &[], &initialize()).await;
-    let session = opened
-        .header("mcp-session-id")
-        .expect("a session id")
-        .to_owned();
+    let session = open_session(addr).await;
     for with_session in [false, true] {
         let mut stream = TcpStream::connect(addr).await.unwrap();
         let mut head = format!(
@@ -409,11 +402,7 @@ async fn a_handshake_written_oddly_is_counted_like_any_other() {
 async fn a_malformed_body_gets_a_json_rpc_error_with_400() {
     let scratch = Scratch::new();
     let addr = serving(&scratch, loopback()).await;
-    let opened = exchange(addr, "POST", &[], &initialize()).await;
-    let session = opened
-        .header("mcp-session-id")
-        .expect("a session id")
-        .to_owned();
+    let session = open_session(addr).await;
     let with_session = [
         ("Mcp-Session-Id", session.as_str()),
         ("Mcp-Protocol-Version", "2025-11-25"),
