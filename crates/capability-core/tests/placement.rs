@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use capability_core::{
-    AuditKind, CompiledPolicy, DefaultToolRegistry, ExecutionContext, MemoryAuditSink,
-    RegistryConfig, ToolCall,
+    AuditKind, CompiledPolicy, DefaultToolRegistry, ExecutionContext, IsolationKey,
+    IsolationSelection, MemoryAuditSink, RegistryConfig, ToolCall, ToolIsolation,
 };
 use capability_types::{
     CancellationToken, CapabilityError, ErrorCode, FsPaths, StorageScope, Tool, ToolCapabilities,
@@ -472,17 +472,45 @@ fn results_keep_input_order_and_the_cap_holds_in_every_batch_placement() {
     }
 }
 
+/// An isolation that runs the tool where it is: the registry's path for isolated tools (the
+/// capsule's), without a worker process.
+#[derive(Debug, Default)]
+struct Aside(AtomicUsize);
+
+#[async_trait]
+impl ToolIsolation for Aside {
+    async fn execute(
+        &self,
+        _: &IsolationKey,
+        tool: &dyn Tool,
+        args: Value,
+        ctx: &ToolContext,
+    ) -> Result<Value, CapabilityError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        tool.execute(args, ctx).await
+    }
+}
+
 #[test]
 fn the_running_bound_holds_across_batches_in_every_placement() {
     // `max_concurrency` bounds the calls of one batch. A server that makes a batch of each
-    // request (MCP) needs a bound across them: `max_running`.
-    for placement in [Placement::CurrentThread, Placement::MultiThread] {
+    // request (MCP) needs a bound across them: `max_running`, whether the tool runs in process
+    // or through an isolation (`toolcap mcp serve --capsule`).
+    let placements = [Placement::CurrentThread, Placement::MultiThread];
+    for (placement, isolated) in placements.into_iter().flat_map(|p| [(p, false), (p, true)]) {
         let gauge = Arc::new(Gauge {
             now: AtomicUsize::new(0),
             max: AtomicUsize::new(0),
         });
         let mut registry =
             DefaultToolRegistry::new(None).with_config(RegistryConfig::default().max_running(3));
+        let aside = Arc::new(Aside::default());
+        if isolated {
+            registry = registry.with_isolation(
+                Arc::clone(&aside) as Arc<dyn ToolIsolation>,
+                IsolationSelection::All,
+            );
+        }
         registry.register(Probe(Arc::clone(&gauge))).unwrap();
         let registry = Arc::new(registry);
         let results = runtime(placement).block_on(async {
@@ -500,13 +528,15 @@ fn the_running_bound_holds_across_batches_in_every_placement() {
         });
         assert!(
             results.iter().flatten().all(|r| r.result.value().is_some()),
-            "{placement:?}: every call ran"
+            "{placement:?} (isolated {isolated}): every call ran"
         );
         let max = gauge.max.load(Ordering::SeqCst);
         assert!(
             (2..=3).contains(&max),
-            "{placement:?}: {max} calls ran at once across batches"
+            "{placement:?} (isolated {isolated}): {max} calls ran at once across batches"
         );
+        let through = if isolated { 40 } else { 0 };
+        assert_eq!(aside.0.load(Ordering::SeqCst), through, "{placement:?}");
     }
 }
 
