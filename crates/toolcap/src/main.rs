@@ -224,13 +224,14 @@ fn main() -> ExitCode {
     capability_capsule::run_worker_if_requested(standard_tools);
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => {
+        // Help and the version are ours to print as they are.
+        Err(e) if !e.use_stderr() => {
             let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            };
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            refused_command_line(&e);
+            return ExitCode::from(2);
         }
     };
     host::init_logging(cli.verbose);
@@ -529,6 +530,15 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
             .await
             .map_err(|e| Usage(format!("demo: {e:#}"))),
     }
+}
+
+/// The parser's refusal, on stderr, its control characters escaped: its message quotes the
+/// arguments it was given, and an agent or a script that builds a command line can put terminal
+/// escapes in one. Without colour, which is escapes too.
+fn refused_command_line(e: &clap::Error) {
+    let text = e.render().to_string();
+    let shown: Vec<_> = text.split('\n').map(capability_types::shown).collect();
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), shown.join("\n").as_bytes());
 }
 
 /// A `--session` id: it names a storage namespace and appears in every audit event, so it is

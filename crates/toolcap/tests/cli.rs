@@ -1787,6 +1787,54 @@ fn running(command: &str) -> bool {
     })
 }
 
+/// A command line the parser refuses is answered without writing what it was given raw: an
+/// agent or a script that builds `toolcap` command lines can put terminal escapes in an
+/// argument (a session id, a server name, an unknown flag), and the parser's message quotes it.
+/// Control characters are shown escaped; the answer is still the parser's, with its exit code 2.
+#[test]
+fn a_refused_command_line_is_shown_with_its_control_characters_escaped() {
+    let env = Env::new();
+    let p = env.path("p.toml");
+    std::fs::write(&p, "id = \"p\"\n").unwrap();
+    let clear = "a\u{1b}[2J\u{1b}]0;owned\u{7}b";
+    for args in [
+        vec![
+            "call",
+            "--session",
+            clear,
+            "--personality",
+            &p,
+            "read_file",
+            "{}",
+        ],
+        vec![
+            "mcp",
+            "config",
+            "--client",
+            "cursor",
+            "--personality",
+            &p,
+            "--name",
+            clear,
+        ],
+        vec!["call", "--personality", &p, "read_file", "{}", clear],
+        vec![clear],
+    ] {
+        let refused = env.toolcap(&args);
+        assert_eq!(refused.status.code(), Some(2), "{args:?}: {refused:?}");
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            !said.contains('\u{1b}') && !said.contains('\u{7}'),
+            "{args:?}: {said:?}"
+        );
+        assert!(said.contains("a\\u{1b}[2J"), "{args:?}: {said}");
+    }
+    // Help still reads as it is written.
+    let help = env.toolcap(&["call", "--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&help.stdout).contains("--session"));
+}
+
 /// A `toolcap call` stopped from the terminal (`SIGINT`) or by a service manager (`SIGTERM`),
 /// and an MCP server stopped by its client (`SIGTERM`), stop their calls' children and remove
 /// the children's scratch homes before they end, with 128 + the signal's number. Before, the
