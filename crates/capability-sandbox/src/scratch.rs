@@ -34,7 +34,9 @@ pub struct ScratchDir {
     // Dropped first: the directory goes while its lock is still held.
     _dir: tempfile::TempDir,
     inner: std::path::PathBuf,
-    _lock: File,
+    /// `None` on a file system without locks: the directory then has no lock file, and is
+    /// never taken for abandoned (as an older toolcap's).
+    _lock: Option<File>,
 }
 
 impl ScratchDir {
@@ -59,8 +61,18 @@ impl ScratchDir {
             .create_new(true)
             .mode(0o600)
             .open(&pending)?;
-        lock.try_lock().map_err(io::Error::from)?;
-        std::fs::rename(&pending, dir.path().join(Self::LOCK))?;
+        // Nobody else can know of the file yet, so a lock that cannot be taken is a file system
+        // without them: the directory goes without a lock file, never swept, as before.
+        let lock = match lock.try_lock() {
+            Ok(()) => {
+                std::fs::rename(&pending, dir.path().join(Self::LOCK))?;
+                Some(lock)
+            }
+            Err(_) => {
+                std::fs::remove_file(&pending)?;
+                None
+            }
+        };
         let inner = dir.path().join(Self::INNER);
         std::fs::DirBuilder::new().mode(0o700).create(&inner)?;
         let user = std::fs::metadata(dir.path())?.uid();
