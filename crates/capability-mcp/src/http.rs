@@ -626,10 +626,11 @@ fn declares_json(headers: &http::HeaderMap) -> bool {
         })
 }
 
-/// The answer to a `POST` whose body is not a JSON-RPC message: `400` and a JSON-RPC error
-/// without an id (none could be read), `-32700` when the body is not JSON at all and `-32600`
-/// when it is JSON of another shape (a batch, a bare value, an id that is an object), as the MCP
-/// transport asks and its reference TypeScript server answers.
+/// The answer to a `POST` whose body is not a JSON-RPC message: `400` and a JSON-RPC error,
+/// `-32700` when the body is not JSON at all and `-32600` when it is JSON of another shape (a
+/// batch, a bare value, an id that is an object), as the MCP transport asks. The error has no
+/// `id` member: none could be read, and MCP's error responses omit it then (a request id is a
+/// string or a number, never `null`), as rmcp's own do.
 fn malformed(body: &[u8]) -> Answer {
     let (code, message) = match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
         Err(e) => (-32700, format!("Parse error: the body is not JSON ({e})")),
@@ -640,7 +641,6 @@ fn malformed(body: &[u8]) -> Answer {
     };
     let error = serde_json::json!({
         "jsonrpc": "2.0",
-        "id": null,
         "error": {"code": code, "message": message},
     });
     json_answer(StatusCode::BAD_REQUEST, &error)
