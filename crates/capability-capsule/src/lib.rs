@@ -64,6 +64,7 @@ mod worker;
 
 #[cfg(target_os = "linux")]
 pub use crate::channel::MAX_REQUESTS_IN_FLIGHT;
+#[cfg(target_os = "linux")]
 pub use crate::host::{Capsule, CapsuleConfig};
 #[cfg(target_os = "linux")]
 pub use crate::worker::{WORKER_FLAG, run_worker_if_requested};
