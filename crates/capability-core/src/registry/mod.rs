@@ -107,7 +107,7 @@ pub struct DefaultToolRegistry {
     cache: ResolutionCache,
     isolation: Option<(Arc<dyn ToolIsolation>, IsolationSelection)>,
     /// The places of [`RegistryConfig::max_running`], when it is set.
-    running: Option<Arc<tokio::sync::Semaphore>>,
+    running: Option<tokio::sync::Semaphore>,
 }
 
 impl fmt::Debug for DefaultToolRegistry {
@@ -158,7 +158,7 @@ impl DefaultToolRegistry {
     pub fn with_config(mut self, config: RegistryConfig) -> Self {
         self.running = config
             .max_running
-            .map(|n| Arc::new(tokio::sync::Semaphore::new(n.max(1))));
+            .map(|n| tokio::sync::Semaphore::new(n.max(1)));
         self.config = config;
         self
     }

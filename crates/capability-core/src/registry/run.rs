@@ -339,15 +339,15 @@ impl DefaultToolRegistry {
 
 /// A place among `places` and whether it had to be waited for, or `None` when `cancellation`
 /// fires first. Taken at once when one is free.
-async fn place(
-    places: &Arc<tokio::sync::Semaphore>,
+async fn place<'p>(
+    places: &'p tokio::sync::Semaphore,
     cancellation: &capability_types::CancellationToken,
-) -> Option<(tokio::sync::OwnedSemaphorePermit, bool)> {
-    if let Ok(place) = Arc::clone(places).try_acquire_owned() {
+) -> Option<(tokio::sync::SemaphorePermit<'p>, bool)> {
+    if let Ok(place) = places.try_acquire() {
         return Some((place, false));
     }
     tokio::select! {
-        place = Arc::clone(places).acquire_owned() => place.ok().map(|place| (place, true)),
+        place = places.acquire() => place.ok().map(|place| (place, true)),
         () = cancellation.cancelled() => None,
     }
 }
