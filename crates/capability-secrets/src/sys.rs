@@ -102,10 +102,12 @@ impl std::fmt::Display for Swappable {
 }
 
 /// Whether another account can replace `path` (or, when it does not exist yet, what would be
-/// made there) through a directory it lies in, at any depth, links resolved: one anyone may
-/// write without the sticky bit, or one of another user's than this one and root. They can
-/// rename it, or a directory between, away and put theirs in its place; in a sticky directory
-/// (`/tmp`) only an entry's owner can. The first such directory from the file up, if any.
+/// made there) through a directory its resolution walks: one anyone may write without the
+/// sticky bit, or one of another user's than this one and root. They can rename an entry there
+/// (the file, a directory between, or a symlink on the way) away and put theirs in its place; in
+/// a sticky directory (`/tmp`) only an entry's owner can. Every directory an entry is looked up
+/// in counts, the directories of the symlinks followed included, not only those of the file the
+/// path ends at. The first such directory from the file up, if any.
 ///
 /// For every reader of a file that must be its user's own: a secrets file here, and in the
 /// command line and the MCP guard a policy, a token file, an audit file and a guarded server's
@@ -113,42 +115,104 @@ impl std::fmt::Display for Swappable {
 ///
 /// # Errors
 ///
-/// When the path (or, for one still to be made, its directory) cannot be resolved, or a
+/// When the path cannot be resolved (a directory on the way is missing, a link loops), or a
 /// directory cannot be examined: a caller refuses then too.
 ///
 /// # Ambient Authority
 ///
 /// Resolves `path` and examines its directories in the process's file system view.
 pub fn swappable_through(path: &Path) -> std::io::Result<Option<Swappable>> {
-    // A file still to be made: where it would be.
-    let real =
-        std::fs::canonicalize(path).or_else(|e| match (path.parent(), path.file_name()) {
-            (Some(parent), Some(name)) if e.kind() == std::io::ErrorKind::NotFound => {
-                let parent = if parent.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    parent
-                };
-                std::fs::canonicalize(parent).map(|p| p.join(name))
-            }
-            _ => Err(e),
-        })?;
     let me = rustix::process::geteuid().as_raw();
-    for dir in real.ancestors().skip(1) {
+    for dir in walked(path)?.iter().rev() {
         let meta = rustix::fs::stat(dir)?;
         let mode = meta.st_mode & 0o7777;
         if mode & 0o002 != 0 && mode & 0o1000 == 0 {
             return Ok(Some(Swappable::WritableByAll {
-                dir: dir.to_path_buf(),
+                dir: dir.clone(),
                 mode,
             }));
         }
         if meta.st_uid != me && meta.st_uid != 0 {
             return Ok(Some(Swappable::Owned {
-                dir: dir.to_path_buf(),
+                dir: dir.clone(),
                 uid: meta.st_uid,
             }));
         }
     }
     Ok(None)
+}
+
+/// The directories resolving `path` looks entries up in, each once, in the order the walk
+/// first meets them: the walk the kernel makes, from `/` (a relative path from the working
+/// directory), through every symlink it follows, at most 40 as the kernel. The last component
+/// may be missing (a file still to be made); any other missing one is an error.
+fn walked(path: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    use std::path::PathBuf;
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(path)
+    };
+    let mut todo = std::collections::VecDeque::new();
+    push_front(&mut todo, &absolute);
+    let mut current = PathBuf::from("/");
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    let mut hops = 0;
+    while let Some(step) = todo.pop_front() {
+        let name = match step {
+            Step::Root => {
+                current = PathBuf::from("/");
+                continue;
+            }
+            Step::Up => {
+                current.pop();
+                continue;
+            }
+            Step::Name(name) => name,
+        };
+        if !dirs.contains(&current) {
+            dirs.push(current.clone());
+        }
+        let entry = current.join(&name);
+        match std::fs::symlink_metadata(&entry) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                hops += 1;
+                if hops > 40 {
+                    return Err(std::io::Error::other(format!(
+                        "{} leads through more than 40 links",
+                        path.display()
+                    )));
+                }
+                // A relative target from the link's directory, which is still `current`.
+                push_front(&mut todo, &std::fs::read_link(&entry)?);
+            }
+            Ok(_) => current = entry,
+            Err(e) if todo.is_empty() && e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(dirs)
+}
+
+/// One step of a path's resolution.
+enum Step {
+    /// Start again at `/` (an absolute link target).
+    Root,
+    /// `..`: the directory above the current one, where the walk is (links resolved).
+    Up,
+    /// An entry to look up in the current directory.
+    Name(std::ffi::OsString),
+}
+
+/// Puts the steps of `path` in front of `todo`, in order.
+fn push_front(todo: &mut std::collections::VecDeque<Step>, path: &Path) {
+    use std::path::Component;
+    for component in path.components().rev() {
+        match component {
+            Component::RootDir => todo.push_front(Step::Root),
+            Component::ParentDir => todo.push_front(Step::Up),
+            Component::Normal(name) => todo.push_front(Step::Name(name.to_os_string())),
+            Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
 }

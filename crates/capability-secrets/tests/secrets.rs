@@ -395,3 +395,51 @@ fn prefix_rule_never_maps_two_refs_to_one_variable() {
     assert_eq!(env.variable_for("a/b-1").as_deref(), Some("P_A__B_1"));
     assert_eq!(env.variable_for("A_1").as_deref(), Some("P_A_1"));
 }
+
+/// A link is an entry of the directory it lies in: whoever can write that directory can
+/// replace the link, and with it the file every reader reaches through it. So a path is
+/// swappable through every directory its resolution walks, not only those of the file it ends
+/// at: the directory of a final link, of a linked directory on the way, and of a link a link
+/// names. Before, only the resolved file's directories were looked at, and a policy or token
+/// reached through a link in a directory anyone may write passed.
+#[test]
+fn a_path_is_swappable_through_every_directory_its_links_lie_in() {
+    use capability_secrets::{Swappable, swappable_through};
+    use std::os::unix::fs::symlink;
+    let root = tempfile::tempdir().unwrap();
+    let safe = root.path().join("safe");
+    let open = root.path().join("open");
+    std::fs::create_dir(&safe).unwrap();
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let open = open.canonicalize().unwrap();
+    let file = safe.join("policy.toml");
+    std::fs::write(&file, "").unwrap();
+    let through_open = |path: &std::path::Path| match swappable_through(path).unwrap() {
+        Some(Swappable::WritableByAll { dir, .. }) => assert_eq!(dir, open, "{}", path.display()),
+        other => panic!("{}: {other:?}", path.display()),
+    };
+
+    // The file itself, reached directly: nothing to say.
+    assert_eq!(swappable_through(&file).unwrap(), None);
+    // A final link in the open directory.
+    symlink(&file, open.join("policy.toml")).unwrap();
+    through_open(&open.join("policy.toml"));
+    // A linked directory on the way.
+    symlink(&safe, open.join("dir")).unwrap();
+    through_open(&open.join("dir/policy.toml"));
+    // A link in a safe directory that names a link in the open one.
+    symlink(open.join("policy.toml"), safe.join("hop")).unwrap();
+    through_open(&safe.join("hop"));
+    // A relative link, resolved from the directory it lies in, and `..` after a linked
+    // directory, resolved from where the link leads.
+    symlink("../safe/policy.toml", open.join("relative")).unwrap();
+    through_open(&open.join("relative"));
+    through_open(&open.join("dir/../safe/policy.toml"));
+    // A file still to be made behind a linked directory.
+    through_open(&open.join("dir/new.toml"));
+    assert_eq!(swappable_through(&safe.join("new.toml")).unwrap(), None);
+    // A loop is an error, not an endless walk.
+    symlink("loop", safe.join("loop")).unwrap();
+    assert!(swappable_through(&safe.join("loop")).is_err());
+}

@@ -2136,9 +2136,21 @@ fn a_policy_another_account_can_change_is_refused() {
         "{}",
         stderr(&out)
     );
+    // A link to a policy of the user's own, the link in a directory anyone may write: whoever
+    // can write it can point the link elsewhere (before, only the file's directories counted).
+    let link = open.join("p.toml");
+    std::os::unix::fs::symlink(&p, &link).unwrap();
+    let out = explain(&link);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("lies in {}", open.display())),
+        "{}",
+        stderr(&out)
+    );
     // With the sticky bit (as on /tmp), only an entry's owner can rename it: accepted.
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
     assert_eq!(code(&explain(&nested)), 0, "{}", stderr(&explain(&nested)));
+    assert_eq!(code(&explain(&link)), 0, "{}", stderr(&explain(&link)));
 
     // Another user's file, and a guard configuration (needs root to arrange; CI runs as root).
     let theirs = env.root.join("theirs.toml");
