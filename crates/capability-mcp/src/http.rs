@@ -428,10 +428,7 @@ impl Sessions {
             let answer = unwrap_infallible(service.call(request).await);
             // rmcp answers a body it could not read with 500; it was the client's.
             if stalled.load(Ordering::Relaxed) {
-                return plain(
-                    StatusCode::REQUEST_TIMEOUT,
-                    "the request body did not arrive in time\n",
-                );
+                return too_slow();
             }
             return answer;
         }
@@ -442,10 +439,7 @@ impl Sessions {
         {
             Ok(collected) => collected.to_bytes(),
             Err(e) if e.is::<Stalled>() => {
-                return plain(
-                    StatusCode::REQUEST_TIMEOUT,
-                    "the request body did not arrive in time\n",
-                );
+                return too_slow();
             }
             Err(e) if e.is::<http_body_util::LengthLimitError>() => {
                 return plain(
@@ -663,6 +657,14 @@ fn unwrap_infallible(answer: Result<Answer, Infallible>) -> Answer {
         Ok(answer) => answer,
         Err(never) => match never {},
     }
+}
+
+/// The answer to a request whose body did not arrive whole in time.
+fn too_slow() -> Answer {
+    plain(
+        StatusCode::REQUEST_TIMEOUT,
+        "the request body did not arrive in time\n",
+    )
 }
 
 /// A plain-text answer with `status`.

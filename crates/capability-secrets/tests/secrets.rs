@@ -402,6 +402,7 @@ fn prefix_rule_never_maps_two_refs_to_one_variable() {
 /// at: the directory of a final link, of a linked directory on the way, and of a link a link
 /// names. Before, only the resolved file's directories were looked at, and a policy or token
 /// reached through a link in a directory anyone may write passed.
+// guarantee: G-POL-02
 #[test]
 fn a_path_is_swappable_through_every_directory_its_links_lie_in() {
     use capability_secrets::{Swappable, swappable_through};
