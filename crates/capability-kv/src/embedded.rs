@@ -150,52 +150,24 @@ fn open_waiting(path: &Path, wait: Duration) -> Result<Database, CapabilityError
 }
 
 /// Refuses a store path in a directory another account can change: one (at any depth, links
-/// resolved) anyone may write without the sticky bit, or of another user's. Whoever can write
-/// it can rename the store's file away and put theirs in its place, which the store would open
-/// the next time it takes the file up after a pause. In a sticky one (`/tmp`) only an entry's
-/// owner can. Checked before anything is made there.
+/// on the way and their directories included) anyone may write without the sticky bit, one a
+/// group somebody else is in may write without it, or one of another user's
+/// ([`capability_sandbox::swappable_through`]). Whoever can write it can rename the store's file
+/// away and put theirs in its place, which the store would open the next time it takes the file
+/// up after a pause. In a sticky one (`/tmp`) only an entry's owner can. Checked before
+/// anything is made there.
 fn in_directories_of_ours(path: &Path) -> Result<(), CapabilityError> {
-    use std::os::unix::fs::MetadataExt as _;
     let refused = |why: String| {
         CapabilityError::not_available(format!("the key-value store {} {why}", path.display()))
     };
-    let parent_of = |p: &Path| match p.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
-    // Where the path is, and, for a link of the user's, where the file is.
-    let mut places = vec![parent_of(path)];
-    if let Ok(target) = std::fs::read_link(path) {
-        places.push(parent_of(&parent_of(path).join(target)));
+    match capability_sandbox::swappable_through(path) {
+        Ok(None) => Ok(()),
+        Ok(Some(swap)) => Err(refused(format!(
+            "{swap}, and with it the store's file; keep the store in a directory only you \
+             can change"
+        ))),
+        Err(e) => Err(refused(format!("cannot be examined: {e}"))),
     }
-    let me = rustix::process::geteuid().as_raw();
-    let mut dirs = Vec::new();
-    for place in places {
-        let real = std::fs::canonicalize(&place)
-            .map_err(|e| refused(format!("cannot be examined: {e}")))?;
-        dirs.extend(real.ancestors().map(Path::to_path_buf));
-    }
-    for dir in &dirs {
-        let meta =
-            std::fs::metadata(dir).map_err(|e| refused(format!("cannot be examined: {e}")))?;
-        let mode = meta.mode() & 0o7777;
-        if mode & 0o002 != 0 && mode & 0o1000 == 0 {
-            return Err(refused(format!(
-                "lies in {}, which has mode {mode:o}: other users can replace the store's file \
-                 with theirs; keep the store in a directory only you can change",
-                dir.display()
-            )));
-        }
-        if meta.uid() != me && meta.uid() != 0 {
-            return Err(refused(format!(
-                "lies in {}, which is owned by another user (uid {}), who can replace the \
-                 store's file with theirs; keep the store in a directory only you can change",
-                dir.display(),
-                meta.uid()
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// Refuses a store path another account could have planted in a shared directory: a symbolic

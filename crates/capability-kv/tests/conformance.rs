@@ -601,6 +601,26 @@ fn a_store_path_planted_by_another_account_is_refused() {
     };
     assert!(e.to_string().contains("777"), "{e}");
     assert!(!swappable.exists(), "nothing made there");
+    // Writable by its group only, where somebody else is in that group (`nobody`'s, which
+    // only root can give; CI runs as root): its members can swap the file too.
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o775)).unwrap();
+    let given = std::process::Command::new("chgrp")
+        .arg("65534")
+        .arg(&open)
+        .status()
+        .is_ok_and(|s| s.success());
+    if given {
+        let Err(e) = EmbeddedStore::open(&swappable) else {
+            panic!("a store in a directory another's group can change was opened");
+        };
+        assert!(
+            e.to_string()
+                .contains(&format!("lies in {}", open.display()))
+                && e.to_string().contains("gid 65534"),
+            "{e}"
+        );
+        assert!(!swappable.exists(), "nothing made there");
+    }
     // With the sticky bit (as on /tmp), only an entry's owner can rename it.
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
     assert!(EmbeddedStore::open(&swappable).is_ok());

@@ -67,8 +67,12 @@ use std::path::{Path, PathBuf};
 use capability_types::CapabilityError;
 use capability_types::backend::{FsAccess, PathPolicy};
 
+#[cfg(unix)]
+mod accounts;
 #[cfg(target_os = "linux")]
 mod bpf;
+#[cfg(unix)]
+mod changeable;
 #[cfg(target_os = "linux")]
 mod hide;
 #[cfg(target_os = "linux")]
@@ -78,6 +82,10 @@ mod scratch;
 #[cfg(target_os = "linux")]
 mod sys;
 
+#[cfg(unix)]
+pub use accounts::{GroupOpen, group_open};
+#[cfg(unix)]
+pub use changeable::{Changeable, Swappable, changeable_by_others, swappable_through};
 #[cfg(unix)]
 pub use scratch::ScratchDir;
 

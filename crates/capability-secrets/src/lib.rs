@@ -35,4 +35,9 @@ mod sys;
 pub use crate::backend::{BackendError, EnvSecrets, MemorySecrets, SecretsBackend};
 pub use crate::file::{FileSecrets, SecretsFileFormat};
 pub use crate::resolver::{ScopedSecrets, SecretsResolverFactory};
-pub use crate::sys::{Swappable, swappable_through};
+/// Who else can change a file, asked of the secrets file here; the questions live in the
+/// kernel layer, where the embedded store asks them too (docs/policy.md, "Who else can change a
+/// file").
+pub use capability_sandbox::{
+    Changeable, GroupOpen, Swappable, changeable_by_others, group_open, swappable_through,
+};

@@ -2183,6 +2183,91 @@ fn a_policy_another_account_can_change_is_refused() {
     }
 }
 
+/// A personality or guard configuration its group may write, where somebody besides the user
+/// (and root) is in that group, is refused as one anyone may write is: every member can widen
+/// what the agent may do. The user's own group (a user-private group, root's) is theirs.
+// guarantee: G-POL-02
+#[test]
+fn a_policy_a_group_with_other_members_can_change_is_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let env = Env::new();
+    let p = env.root.join("p.toml");
+    let explain = |path: &Path| {
+        env.toolcap(&[
+            "explain",
+            "--personality",
+            path.to_str().unwrap(),
+            "read_file",
+            r#"{"path": "notes.md"}"#,
+        ])
+    };
+    let chgrp = |path: &Path, gid: u32| {
+        Command::new("chgrp")
+            .arg(gid.to_string())
+            .arg(path)
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let mode = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    mode(&p, 0o664);
+    // The group `nobody` is in (65534), which only root can give: as CI runs.
+    if !chgrp(&p, 65534) {
+        return;
+    }
+    for out in [
+        explain(&p),
+        env.toolcap(&["validate", "--personality", p.to_str().unwrap()]),
+    ] {
+        assert_eq!(code(&out), 2, "{}", stderr(&out));
+        let said = stderr(&out);
+        assert!(
+            said.contains("664")
+                && said.contains("gid 65534")
+                && said.contains("they can change it")
+                && said.contains("chmod g-w"),
+            "{said}"
+        );
+    }
+    // Not writable by its group: used.
+    mode(&p, 0o644);
+    assert_eq!(code(&explain(&p)), 0, "{}", stderr(&explain(&p)));
+    // In a directory the group may write (no sticky bit): its members can replace it.
+    let team = env.root.join("team");
+    std::fs::create_dir(&team).unwrap();
+    std::fs::copy(&p, team.join("p.toml")).unwrap();
+    mode(&team, 0o775);
+    assert!(chgrp(&team, 65534));
+    let out = explain(&team.join("p.toml"));
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "lies in {}",
+            team.canonicalize().unwrap().display()
+        )) && stderr(&out).contains("gid 65534"),
+        "{}",
+        stderr(&out)
+    );
+    mode(&team, 0o1775);
+    assert_eq!(code(&explain(&team.join("p.toml"))), 0);
+    // A guard configuration the group may write.
+    let guard = env.root.join("guard.toml");
+    std::fs::write(&guard, "[servers.x]\ncommand = \"/bin/true\"\n").unwrap();
+    mode(&guard, 0o664);
+    assert!(chgrp(&guard, 65534));
+    let out = env.toolcap(&[
+        "mcp",
+        "guard",
+        "--personality",
+        p.to_str().unwrap(),
+        "--config",
+        guard.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("gid 65534"), "{}", stderr(&out));
+}
+
 /// `toolcap diff` reads manifests a change proposes, so what it prints from them is shown
 /// escaped: a tool name or a host with terminal controls in it (a cursor moved up and a line
 /// erased) would otherwise hide a widening from the reviewer reading the output, and a

@@ -668,6 +668,22 @@ fn a_server_whose_code_another_account_can_change_is_not_started() {
             }
         ));
     }
+    // A program its group may write, where that group is `nobody`'s too (only root can give
+    // it; CI runs as root).
+    let grouped = mine.join("grouped.sh");
+    std::fs::write(&grouped, "#!/bin/sh\necho RAN:grouped >&2\nexit 0\n").unwrap();
+    std::fs::set_permissions(&grouped, std::fs::Permissions::from_mode(0o775)).unwrap();
+    let by_group = Command::new("chgrp")
+        .arg("65534")
+        .arg(&grouped)
+        .status()
+        .is_ok_and(|s| s.success());
+    if by_group {
+        text.push_str(&format!(
+            "[servers.grouped]\ncommand = \"{}\"\n",
+            grouped.display()
+        ));
+    }
     std::fs::write(&config, text).unwrap();
     let out = guard_command(&personality, &config)
         .arg("-v")
@@ -675,6 +691,20 @@ fn a_server_whose_code_another_account_can_change_is_not_started() {
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
+    if by_group {
+        let line = said
+            .lines()
+            .find(|l| l.contains("MCP server grouped is not offered"))
+            .unwrap_or_else(|| panic!("grouped: {said}"));
+        assert!(
+            line.contains(&grouped.display().to_string())
+                && line.contains("775")
+                && line.contains("gid 65534")
+                && line.contains("they can change it"),
+            "{line}"
+        );
+        assert!(!said.contains("RAN:grouped"), "grouped ran: {said}");
+    }
     for (name, path, mode) in [
         ("loose", open.join("loose.sh"), "777"),
         ("roomy", open.clone(), "777"),

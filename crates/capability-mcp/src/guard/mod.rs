@@ -264,9 +264,9 @@ fn address_space(memory_mib: u64) -> u64 {
 }
 
 /// Refuses a server whose code another account can change (docs/guard.md, "Confinement"): its
-/// program or a runtime root writable by all or owned by another user than this one and root,
-/// or lying in a directory (at any depth) anyone may replace entries in (writable by all
-/// without the sticky bit) or another user owns. Such a server would run their code with the
+/// program or a runtime root writable by all, writable by a group somebody else is in, or owned
+/// by another user than this one and root, or lying in a directory (at any depth) others may
+/// replace entries in (so writable without the sticky bit) or another user owns. Such a server would run their code with the
 /// user's reach.
 #[allow(
     clippy::disallowed_methods,
@@ -275,36 +275,26 @@ fn address_space(memory_mib: u64) -> u64 {
 fn only_ours_to_change(server: &ServerConfig) -> Result<(), String> {
     // toolcap: allow(std::os::unix::fs::MetadataExt, reason = "the guard checks who can change the program it will start, not a tool's reach")
     use std::os::unix::fs::MetadataExt as _;
-    let me = rustix::process::geteuid().as_raw();
-    let theirs = |uid: u32| uid != me && uid != 0;
     let examined = |field: &str, path: &std::path::Path| {
         // toolcap: allow(std::fs::metadata, reason = "the guard checks who can change the program it will start, not a tool's reach")
         std::fs::metadata(path)
             .map_err(|e| format!("its {field} {} cannot be examined: {e}", path.display()))
     };
     // The path itself (the program, or a runtime root): nobody else may write it or own it.
-    // Then every directory it lies in, up to `/`: one anyone may write without the sticky bit,
+    // Then every directory it lies in, up to `/`: one others may write without the sticky bit,
     // or one of another user's, lets them rename what is in it away and put their own in its
     // place (in a sticky one, such as `/tmp`, only the owner of an entry can).
     let check = |field: &str, path: &std::path::Path| -> Result<(), String> {
         let meta = examined(field, path)?;
-        let mode = meta.mode() & 0o7777;
-        if mode & 0o002 != 0 {
+        if let Some(how) =
+            capability_sandbox::changeable_by_others(meta.mode(), meta.uid(), meta.gid())
+        {
             return Err(format!(
-                "its {field} {} has mode {mode:o}: other users can change it, and with it the \
-                 code the guard would run",
+                "its {field} {} {how}, and with it the code the guard would run",
                 path.display()
             ));
         }
-        if theirs(meta.uid()) {
-            return Err(format!(
-                "its {field} {} is owned by another user (uid {}), who can change the code the \
-                 guard would run",
-                path.display(),
-                meta.uid()
-            ));
-        }
-        let swap = capability_secrets::swappable_through(path)
+        let swap = capability_sandbox::swappable_through(path)
             .map_err(|e| format!("its {field} {} cannot be examined: {e}", path.display()))?;
         if let Some(swap) = swap {
             return Err(format!(

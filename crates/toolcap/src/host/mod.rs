@@ -78,29 +78,22 @@ fn read_rules(path: &Path, what: &str) -> Result<String, Usage> {
     as_text(bytes, path, what)
 }
 
-/// Refuses what another account can change: writable by all (`o+w`), owned by a user other than
-/// this one and root, or lying (at any depth, links resolved) in a directory writable by all
-/// without the sticky bit or of another user's. A device is left to the reading's own limits
+/// Refuses what another account can change: writable by all (`o+w`), writable by a group
+/// somebody else is in, owned by a user other than this one and root, or lying (at any depth,
+/// links resolved) in a directory so writable without the sticky bit or of another user's
+/// (docs/policy.md, "Who else can change a file"). A device is left to the reading's own limits
 /// (nobody without root makes one, and `/dev/zero` says nothing of policy).
 fn only_ours_to_change(path: &Path, what: &str, meta: &std::fs::Metadata) -> Result<(), Usage> {
     use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
     if meta.file_type().is_char_device() || meta.file_type().is_block_device() {
         return Ok(());
     }
-    let shown = path.display();
-    let mode = meta.mode() & 0o7777;
-    if mode & 0o002 != 0 {
+    if let Some(how) = capability_secrets::changeable_by_others(meta.mode(), meta.uid(), meta.gid())
+    {
         return Err(Usage(format!(
-            "{what} {shown} has mode {mode:o}: other users can change it, and with it what the \
-             agent may do; make it writable by its owner only (chmod o-w {shown}), or copy it \
-             to a file system that keeps Unix permissions"
-        )));
-    }
-    let owner = meta.uid();
-    if owner != rustix::process::geteuid().as_raw() && owner != 0 {
-        return Err(Usage(format!(
-            "{what} {shown} is owned by another user (uid {owner}), who can change what the \
-             agent may do; use a copy of your own"
+            "{what} {} {how}, and with it what the agent may do; {}",
+            path.display(),
+            how.remedy(path)
         )));
     }
     in_directories_of_ours(path, what, "what the agent may do")
