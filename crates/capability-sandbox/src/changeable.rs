@@ -12,28 +12,60 @@
 
 use std::path::Path;
 
+/// Who besides this process's user and root may write a file or a directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Writer {
+    /// Anyone (`o+w`).
+    Anyone,
+    /// Its group (`g+w`), which another account is in or nobody is.
+    Group(crate::GroupOpen),
+    /// A user its access control list lets write.
+    AclUser {
+        /// Their user id.
+        uid: u32,
+    },
+    /// A group its access control list lets write, which another account is in or nobody is.
+    AclGroup(crate::GroupOpen),
+    /// Its access control list, which cannot be read (and so may let anyone write).
+    AclUnknown {
+        /// Why not.
+        why: String,
+    },
+}
+
+impl Writer {
+    /// "`has mode …` and who: they", the start of a sentence that ends in what they can do.
+    fn said(&self, mode: u32) -> String {
+        match self {
+            Writer::Anyone => format!("has mode {mode:o}: other users"),
+            Writer::Group(group) => format!("has mode {mode:o} and {group}: they"),
+            Writer::AclUser { uid } => format!(
+                "has mode {mode:o} and an access control list that lets uid {uid} write: they"
+            ),
+            Writer::AclGroup(group) => format!(
+                "has mode {mode:o} and an access control list that lets {group} write: they"
+            ),
+            Writer::AclUnknown { why } => format!(
+                "has mode {mode:o} and an access control list that cannot be read ({why}): \
+                 others"
+            ),
+        }
+    }
+}
+
 /// How another account could replace a file through a directory it lies in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Swappable {
-    /// The directory anyone may write, without the sticky bit, and its mode.
-    WritableByAll {
+    /// The directory another account may write (and it has no sticky bit).
+    WritableBy {
         /// The directory.
         dir: std::path::PathBuf,
         /// Its permission bits.
         mode: u32,
-    },
-    /// The directory its group may write, without the sticky bit, where that group is open to
-    /// other accounts ([`group_open`](crate::group_open)).
-    WritableByGroup {
-        /// The directory.
-        dir: std::path::PathBuf,
-        /// Its permission bits.
-        mode: u32,
-        /// Its group.
-        gid: u32,
-        /// Who else is in that group.
-        group: crate::GroupOpen,
+        /// Who.
+        writer: Writer,
     },
     /// The directory another user (neither this one nor root) owns, and who.
     Owned {
@@ -47,17 +79,11 @@ pub enum Swappable {
 impl std::fmt::Display for Swappable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Swappable::WritableByAll { dir, mode } => write!(
+            Swappable::WritableBy { dir, mode, writer } => write!(
                 f,
-                "lies in {}, which has mode {mode:o}: other users can replace what is in it",
-                dir.display()
-            ),
-            Swappable::WritableByGroup {
-                dir, mode, group, ..
-            } => write!(
-                f,
-                "lies in {}, which has mode {mode:o} and {group}: they can replace what is in it",
-                dir.display()
+                "lies in {}, which {} can replace what is in it",
+                dir.display(),
+                writer.said(*mode)
             ),
             Swappable::Owned { dir, uid } => write!(
                 f,
@@ -69,22 +95,17 @@ impl std::fmt::Display for Swappable {
     }
 }
 
-/// How another account can change a file (or a directory) itself, found from its mode, owner
-/// and group by [`changeable_by_others`].
+/// How another account can change a file (or a directory) itself, found by
+/// [`changeable_by_others`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Changeable {
-    /// Anyone may write it (`o+w`); its permission bits.
-    WritableByAll {
+    /// Another account may write it.
+    WritableBy {
         /// Its permission bits.
         mode: u32,
-    },
-    /// Its group may write it (`g+w`), and that group is open to other accounts.
-    WritableByGroup {
-        /// Its permission bits.
-        mode: u32,
-        /// Who else is in that group.
-        group: crate::GroupOpen,
+        /// Who.
+        writer: Writer,
     },
     /// Another user than this one and root owns it.
     Owned {
@@ -95,15 +116,18 @@ pub enum Changeable {
 
 impl Changeable {
     /// What the user can do about it, for the end of a message about `shown`.
-    pub fn remedy(&self, shown: &std::path::Path) -> String {
+    pub fn remedy(&self, shown: &Path) -> String {
         let shown = shown.display();
         match self {
-            Changeable::WritableByAll { .. } => format!(
+            Changeable::WritableBy {
+                writer: Writer::Anyone,
+                ..
+            } => format!(
                 "make it writable by its owner only (chmod o-w {shown}), or copy it to a file \
                  system that keeps Unix permissions"
             ),
-            Changeable::WritableByGroup { .. } => {
-                format!("make it writable by its owner only (chmod g-w {shown})")
+            Changeable::WritableBy { .. } => {
+                format!("make it writable by its owner only (chmod go-w {shown})")
             }
             Changeable::Owned { .. } => "use a copy of your own".to_owned(),
         }
@@ -113,11 +137,8 @@ impl Changeable {
 impl std::fmt::Display for Changeable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Changeable::WritableByAll { mode } => {
-                write!(f, "has mode {mode:o}: other users can change it")
-            }
-            Changeable::WritableByGroup { mode, group } => {
-                write!(f, "has mode {mode:o} and {group}: they can change it")
+            Changeable::WritableBy { mode, writer } => {
+                write!(f, "{} can change it", writer.said(*mode))
             }
             Changeable::Owned { uid } => {
                 write!(f, "is owned by another user (uid {uid}), who can change it")
@@ -126,44 +147,120 @@ impl std::fmt::Display for Changeable {
     }
 }
 
-/// How another account than this process's user and root can change a file with `mode`,
-/// owner `uid` and group `gid` itself: writable by all, writable by a group somebody else is in
-/// ([`group_open`](crate::group_open)), or another user's. `None` when only this user and root
+/// How another account than this process's user and root can change the file at `path`, whose
+/// `mode`, owner `uid` and group `gid` the caller read (from the file it opened, say): writable
+/// by all, by a group somebody else is in ([`group_open`](crate::group_open)), by a user or
+/// group its access control list names, or another user's. `None` when only this user and root
 /// can. Whether it can be *replaced* through a directory is [`swappable_through`]'s question.
 ///
 /// # Ambient Authority
 ///
-/// Reads `/etc/passwd` and `/etc/group` when the group may write.
-pub fn changeable_by_others(mode: u32, uid: u32, gid: u32) -> Option<Changeable> {
+/// Reads the file's access control list, and `/etc/passwd` and `/etc/group`, when its group
+/// bits let writing.
+pub fn changeable_by_others(path: &Path, mode: u32, uid: u32, gid: u32) -> Option<Changeable> {
     let mode = mode & 0o7777;
     let me = rustix::process::geteuid().as_raw();
-    if mode & 0o002 != 0 {
-        return Some(Changeable::WritableByAll { mode });
-    }
     if uid != me && uid != 0 {
         return Some(Changeable::Owned { uid });
     }
-    if mode & 0o020 != 0
-        && let Some(group) = crate::accounts::AccountFiles::read().open(gid, me)
-    {
-        return Some(Changeable::WritableByGroup { mode, group });
+    writer(path, mode, gid, me, &mut None).map(|writer| Changeable::WritableBy { mode, writer })
+}
+
+/// Who besides `me` and root may write what is at `path`, with `mode` and group `gid`. The
+/// group bits are the access control list's mask when it has one: with writing in them, every
+/// entry the list has is looked at (a named user, a named group, the owning group); without
+/// it, the list lets nobody write. `accounts` holds the account files once read.
+fn writer(
+    path: &Path,
+    mode: u32,
+    gid: u32,
+    me: u32,
+    accounts: &mut Option<crate::accounts::AccountFiles>,
+) -> Option<Writer> {
+    if mode & 0o002 != 0 {
+        return Some(Writer::Anyone);
+    }
+    if mode & 0o020 == 0 {
+        return None;
+    }
+    let accounts = accounts.get_or_insert_with(crate::accounts::AccountFiles::read);
+    let entries = match access_list(path) {
+        Ok(Some(entries)) => entries,
+        // No list: the group bits are the owning group's.
+        Ok(None) => return accounts.open(gid, me).map(Writer::Group),
+        Err(why) => return Some(Writer::AclUnknown { why }),
+    };
+    for (tag, perm, id) in entries {
+        if perm & 0o2 == 0 {
+            continue;
+        }
+        let open = match tag {
+            ACL_USER if id != me && id != 0 => Some(Writer::AclUser { uid: id }),
+            ACL_GROUP_OBJ => accounts.open(gid, me).map(Writer::Group),
+            ACL_GROUP => accounts.open(id, me).map(Writer::AclGroup),
+            // The owner, this user named, the mask and others (the mode's own bits).
+            _ => None,
+        };
+        if open.is_some() {
+            return open;
+        }
     }
     None
 }
 
+const ACL_USER: u16 = 0x02;
+const ACL_GROUP_OBJ: u16 = 0x04;
+const ACL_GROUP: u16 = 0x08;
+/// One entry of an access control list: its tag, permissions and id.
+type AclEntry = (u16, u16, u32);
+
+/// The version of the list's layout the kernel writes (`POSIX_ACL_XATTR_VERSION`).
+const ACL_VERSION: u32 = 2;
+
+/// The entries (tag, permissions, id) of the access control list of what is at `path`, `None`
+/// when it has none (or its file system keeps none), or why it cannot be read.
+fn access_list(path: &Path) -> Result<Option<Vec<AclEntry>>, String> {
+    use rustix::io::Errno;
+    let mut buf = vec![0u8; 4096];
+    let len = match rustix::fs::getxattr(path, "system.posix_acl_access", &mut buf[..]) {
+        Ok(len) => len,
+        // (`ENOTSUP` and `EOPNOTSUPP` are one number on Linux.)
+        Err(Errno::NODATA | Errno::NOTSUP) => return Ok(None),
+        Err(Errno::RANGE) => return Err("over 4096 bytes".to_owned()),
+        Err(e) => return Err(e.to_string()),
+    };
+    parsed_acl(&buf[..len]).map(Some)
+}
+
+/// The entries of an access control list as the kernel lays it out: a version, then eight
+/// bytes an entry. Anything else (a file system that makes up its own answer) cannot be read.
+fn parsed_acl(bytes: &[u8]) -> Result<Vec<AclEntry>, String> {
+    let version = bytes
+        .get(..4)
+        .map(|v| u32::from_le_bytes([v[0], v[1], v[2], v[3]]));
+    if version != Some(ACL_VERSION) || !(bytes.len() - 4).is_multiple_of(8) {
+        return Err("an unknown layout".to_owned());
+    }
+    Ok(bytes[4..]
+        .chunks_exact(8)
+        .map(|e| {
+            (
+                u16::from_le_bytes([e[0], e[1]]),
+                u16::from_le_bytes([e[2], e[3]]),
+                u32::from_le_bytes([e[4], e[5], e[6], e[7]]),
+            )
+        })
+        .collect())
+}
+
 /// Whether another account can replace `path` (or, when it does not exist yet, what would be
-/// made there) through a directory its resolution walks: one anyone may write without the
-/// sticky bit, one its group may write without the sticky bit where somebody besides this user
-/// and root is in that group ([`group_open`](crate::group_open)), or one of another user's
-/// than this one and root. They can rename an entry there
-/// (the file, a directory between, or a symlink on the way) away and put theirs in its place; in
-/// a sticky directory (`/tmp`) only an entry's owner can. Every directory an entry is looked up
-/// in counts, the directories of the symlinks followed included, not only those of the file the
-/// path ends at. The first such directory from the file up, if any.
-///
-/// For every reader of a file that must be its user's own: a secrets file here, and in the
-/// command line and the MCP guard a policy, a token file, an audit file and a guarded server's
-/// program.
+/// made there) through a directory its resolution walks: one another account may write (as
+/// [`changeable_by_others`] finds) without the sticky bit, or one of another user's than this
+/// one and root. They can rename an entry there (the file, a directory between, or a symlink
+/// on the way) away and put theirs in its place; in a sticky directory (`/tmp`) only an
+/// entry's owner can. Every directory an entry is looked up in counts, the directories of the
+/// symlinks followed included, not only those of the file the path ends at. The first such
+/// directory from the file up, if any.
 ///
 /// # Errors
 ///
@@ -172,7 +269,8 @@ pub fn changeable_by_others(mode: u32, uid: u32, gid: u32) -> Option<Changeable>
 ///
 /// # Ambient Authority
 ///
-/// Resolves `path` and examines its directories in the process's file system view.
+/// Resolves `path` and examines its directories (their access control lists too) and the
+/// account files in the process's file system view.
 pub fn swappable_through(path: &Path) -> std::io::Result<Option<Swappable>> {
     let me = rustix::process::geteuid().as_raw();
     // Read when a directory its group may write is met, and once for the walk.
@@ -180,23 +278,14 @@ pub fn swappable_through(path: &Path) -> std::io::Result<Option<Swappable>> {
     for dir in walked(path)?.iter().rev() {
         let meta = rustix::fs::stat(dir)?;
         let mode = meta.st_mode & 0o7777;
-        let sticky = mode & 0o1000 != 0;
-        if mode & 0o002 != 0 && !sticky {
-            return Ok(Some(Swappable::WritableByAll {
+        if mode & 0o1000 == 0
+            && let Some(writer) = writer(dir, mode, meta.st_gid, me, &mut accounts)
+        {
+            return Ok(Some(Swappable::WritableBy {
                 dir: dir.clone(),
                 mode,
+                writer,
             }));
-        }
-        if mode & 0o020 != 0 && !sticky {
-            let accounts = accounts.get_or_insert_with(crate::accounts::AccountFiles::read);
-            if let Some(group) = accounts.open(meta.st_gid, me) {
-                return Ok(Some(Swappable::WritableByGroup {
-                    dir: dir.clone(),
-                    mode,
-                    gid: meta.st_gid,
-                    group,
-                }));
-            }
         }
         if meta.st_uid != me && meta.st_uid != 0 {
             return Ok(Some(Swappable::Owned {
@@ -279,6 +368,28 @@ fn push_front(todo: &mut std::collections::VecDeque<Step>, path: &Path) {
             Component::ParentDir => todo.push_front(Step::Up),
             Component::Normal(name) => todo.push_front(Step::Name(name.to_os_string())),
             Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_access_control_list_of_another_layout_cannot_be_read() {
+        let mut good = ACL_VERSION.to_le_bytes().to_vec();
+        good.extend([2, 0, 6, 0, 0xfe, 0xff, 0, 0]);
+        assert_eq!(parsed_acl(&good), Ok(vec![(2, 6, 65534)]));
+        assert_eq!(parsed_acl(&good[..4]), Ok(vec![]));
+        for bad in [
+            &[][..],
+            &good[..3],
+            &good[..9],
+            &[1, 0, 0, 0, 2, 0, 6, 0, 0, 0, 0, 0][..],
+            &[2, 0, 0, 0, 2, 0, 6, 0, 0, 0, 0, 0, 9][..],
+        ] {
+            assert!(parsed_acl(bad).is_err(), "{bad:?}");
         }
     }
 }

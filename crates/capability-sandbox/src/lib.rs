@@ -85,7 +85,7 @@ mod sys;
 #[cfg(unix)]
 pub use accounts::{GroupOpen, group_open};
 #[cfg(unix)]
-pub use changeable::{Changeable, Swappable, changeable_by_others, swappable_through};
+pub use changeable::{Changeable, Swappable, Writer, changeable_by_others, swappable_through};
 #[cfg(unix)]
 pub use scratch::ScratchDir;
 

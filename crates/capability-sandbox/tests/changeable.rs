@@ -17,7 +17,7 @@ use std::os::unix::fs::PermissionsExt as _;
 // guarantee: G-POL-02
 #[test]
 fn a_path_is_swappable_through_every_directory_its_links_lie_in() {
-    use capability_sandbox::{Swappable, swappable_through};
+    use capability_sandbox::{Swappable, Writer, swappable_through};
     use std::os::unix::fs::symlink;
     let root = tempfile::tempdir().unwrap();
     let safe = root.path().join("safe");
@@ -29,7 +29,11 @@ fn a_path_is_swappable_through_every_directory_its_links_lie_in() {
     let file = safe.join("policy.toml");
     std::fs::write(&file, "").unwrap();
     let through_open = |path: &std::path::Path| match swappable_through(path).unwrap() {
-        Some(Swappable::WritableByAll { dir, .. }) => assert_eq!(dir, open, "{}", path.display()),
+        Some(Swappable::WritableBy {
+            dir,
+            writer: Writer::Anyone,
+            ..
+        }) => assert_eq!(dir, open, "{}", path.display()),
         other => panic!("{}: {other:?}", path.display()),
     };
 
@@ -89,7 +93,7 @@ fn given_group(path: &std::path::Path, gid: u32) -> bool {
 // guarantee: G-POL-02
 #[test]
 fn a_directory_a_group_with_other_members_may_write_is_swappable() {
-    use capability_sandbox::{Swappable, swappable_through};
+    use capability_sandbox::{Swappable, Writer, swappable_through};
     use std::os::unix::fs::MetadataExt as _;
     let root = tempfile::tempdir().unwrap();
     let team = root.path().join("team");
@@ -120,10 +124,15 @@ fn a_directory_a_group_with_other_members_may_write_is_swappable() {
     let swap = swappable_through(&file)
         .unwrap()
         .expect("writable by another's group");
-    let Swappable::WritableByGroup { dir, gid, .. } = &swap else {
+    let Swappable::WritableBy {
+        dir,
+        writer: Writer::Group(group),
+        ..
+    } = &swap
+    else {
         panic!("{swap:?}")
     };
-    assert_eq!((dir, *gid), (&team, theirs));
+    assert_eq!((dir, group.gid()), (&team, theirs));
     let said = swap.to_string();
     assert!(
         said.contains(&format!("gid {theirs}")) && said.contains("replace"),
@@ -154,9 +163,123 @@ fn a_directory_a_group_with_other_members_may_write_is_swappable() {
         std::fs::set_permissions(&team, std::fs::Permissions::from_mode(0o775)).unwrap();
         let swap = swappable_through(&file).unwrap();
         assert!(
-            matches!(&swap, Some(Swappable::WritableByGroup { gid, .. }) if *gid == empty),
+            matches!(&swap, Some(Swappable::WritableBy { writer: Writer::Group(g), .. }) if g.gid() == empty),
             "{swap:?}"
         );
         assert!(swap.unwrap().to_string().contains("no members"));
     }
+}
+
+/// A POSIX access control list of `entries` (tag, permissions, id), written as the kernel keeps
+/// it in `system.posix_acl_access` (what `setfacl` writes): the group bits of the mode become
+/// its mask.
+fn set_acl(path: &std::path::Path, entries: &[(u16, u16, u32)]) {
+    // The kernel takes the entries in the order of their tags, then ids.
+    let mut entries = entries.to_vec();
+    entries.sort_by_key(|&(tag, _, id)| (tag, id));
+    let mut blob = 2u32.to_le_bytes().to_vec();
+    for (tag, perm, id) in entries {
+        blob.extend(tag.to_le_bytes());
+        blob.extend(perm.to_le_bytes());
+        blob.extend(id.to_le_bytes());
+    }
+    rustix::fs::setxattr(
+        path,
+        "system.posix_acl_access",
+        &blob,
+        rustix::fs::XattrFlags::empty(),
+    )
+    .unwrap();
+}
+
+const USER_OBJ: u16 = 1;
+const USER: u16 = 2;
+const GROUP_OBJ: u16 = 4;
+const GROUP: u16 = 8;
+const MASK: u16 = 0x10;
+const OTHER: u16 = 0x20;
+const NOBODY: u32 = u32::MAX;
+
+/// An access control list can let a named user or group write a file or a directory whose mode
+/// says only its owner and group may: `ls -l` shows `775` and a `+`, and the group bits are the
+/// list's mask. Whoever it lets write can change the file, or replace what the directory
+/// holds; a list that names only this user, or whose mask takes writing away, is nothing to say.
+// guarantee: G-POL-02
+#[test]
+fn an_access_control_list_that_lets_another_account_write_is_found() {
+    use capability_sandbox::{Changeable, Swappable, changeable_by_others, swappable_through};
+    use std::os::unix::fs::MetadataExt as _;
+    let root = tempfile::tempdir().unwrap();
+    let team = root.path().join("team");
+    std::fs::create_dir(&team).unwrap();
+    let team = team.canonicalize().unwrap();
+    let file = team.join("policy.toml");
+    std::fs::write(&file, "").unwrap();
+    let me = rustix::process::geteuid().as_raw();
+    let other = if me == 65534 { 65533 } else { 65534 };
+    let base = |extra: &[(u16, u16, u32)], mask: u16| {
+        let mut entries = vec![(USER_OBJ, 7, NOBODY)];
+        entries.extend_from_slice(extra);
+        entries.extend([
+            (GROUP_OBJ, 5, NOBODY),
+            (MASK, mask, NOBODY),
+            (OTHER, 5, NOBODY),
+        ]);
+        entries
+    };
+    let examine = |path: &std::path::Path| {
+        let meta = std::fs::metadata(path).unwrap();
+        changeable_by_others(path, meta.mode(), meta.uid(), meta.gid())
+    };
+    // Another user named, with writing in the mask: the directory, and the file.
+    set_acl(&team, &base(&[(USER, 7, other)], 7));
+    let swap = swappable_through(&file)
+        .unwrap()
+        .expect("an ACL lets another user write");
+    let Swappable::WritableBy { dir, .. } = &swap else {
+        panic!("{swap:?}")
+    };
+    assert_eq!(dir, &team);
+    assert!(
+        swap.to_string()
+            .contains(&format!("lets uid {other} write"))
+            && swap.to_string().contains("they can replace"),
+        "{swap}"
+    );
+    std::fs::set_permissions(&team, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(
+        swappable_through(&file).unwrap(),
+        None,
+        "the mask takes writing away"
+    );
+    set_acl(&file, &base(&[(USER, 6, other)], 6));
+    let how = examine(&file).expect("an ACL lets another user write the file");
+    assert!(matches!(how, Changeable::WritableBy { .. }), "{how:?}");
+    assert!(how.to_string().contains("they can change it"), "{how}");
+    // This user named: theirs alone.
+    set_acl(&file, &base(&[(USER, 6, me)], 6));
+    assert_eq!(examine(&file), None);
+    // A group named that another account is in (`nobody`'s own group, 65534 on Debian).
+    set_acl(&file, &base(&[(GROUP, 6, 65534)], 6));
+    let how = examine(&file);
+    assert!(
+        how.as_ref()
+            .is_some_and(|h| h.to_string().contains("gid 65534")),
+        "{how:?}"
+    );
+    // The owning group's own entry grants writing, and the mask lets it: the group's rule.
+    set_acl(
+        &file,
+        &[
+            (USER_OBJ, 6, NOBODY),
+            (GROUP_OBJ, 6, NOBODY),
+            (MASK, 6, NOBODY),
+            (OTHER, 4, NOBODY),
+        ],
+    );
+    let gid = std::fs::metadata(&file).unwrap().gid();
+    assert_eq!(
+        examine(&file).is_some(),
+        capability_sandbox::group_open(gid).is_some()
+    );
 }

@@ -39,5 +39,5 @@ pub use crate::resolver::{ScopedSecrets, SecretsResolverFactory};
 /// kernel layer, where the embedded store asks them too (docs/policy.md, "Who else can change a
 /// file").
 pub use capability_sandbox::{
-    Changeable, GroupOpen, Swappable, changeable_by_others, group_open, swappable_through,
+    Changeable, GroupOpen, Swappable, Writer, changeable_by_others, group_open, swappable_through,
 };

@@ -287,7 +287,7 @@ fn only_ours_to_change(server: &ServerConfig) -> Result<(), String> {
     let check = |field: &str, path: &std::path::Path| -> Result<(), String> {
         let meta = examined(field, path)?;
         if let Some(how) =
-            capability_sandbox::changeable_by_others(meta.mode(), meta.uid(), meta.gid())
+            capability_sandbox::changeable_by_others(path, meta.mode(), meta.uid(), meta.gid())
         {
             return Err(format!(
                 "its {field} {} {how}, and with it the code the guard would run",

@@ -88,7 +88,8 @@ fn only_ours_to_change(path: &Path, what: &str, meta: &std::fs::Metadata) -> Res
     if meta.file_type().is_char_device() || meta.file_type().is_block_device() {
         return Ok(());
     }
-    if let Some(how) = capability_secrets::changeable_by_others(meta.mode(), meta.uid(), meta.gid())
+    if let Some(how) =
+        capability_secrets::changeable_by_others(path, meta.mode(), meta.uid(), meta.gid())
     {
         return Err(Usage(format!(
             "{what} {} {how}, and with it what the agent may do; {}",
