@@ -172,8 +172,10 @@ fn in_directories_of_ours(path: &Path) -> Result<(), CapabilityError> {
 
 /// Refuses a store path another account could have planted in a shared directory: a symbolic
 /// link of another user's (the store would initialise an empty file it names, or create one
-/// where it dangles) and a file of another user (who could read and change every value). The
-/// user's own links and root's are followed. Checked once, when the store opens: the directories
+/// where it dangles), a file of another user (who could read and change every value), and a
+/// file another account may write (by its mode, its group or its access control list:
+/// [`capability_sandbox::changeable_by_others`]), who could change every value. The user's own
+/// links and root's are followed. Checked once, when the store opens: the directories
 /// it lies in are the user's or root's, or sticky ([`in_directories_of_ours`]), so nobody else
 /// can replace a file or link of this user's afterwards.
 fn planted(path: &Path) -> Result<(), CapabilityError> {
@@ -200,6 +202,15 @@ fn planted(path: &Path) -> Result<(), CapabilityError> {
         return Err(refused(format!(
             "is owned by another user (uid {}); a store is its own user's alone",
             meta.uid()
+        )));
+    }
+    // Whoever else may write it can change every value.
+    if let Some(how) =
+        capability_sandbox::changeable_by_others(path, meta.mode(), meta.uid(), meta.gid())
+    {
+        return Err(refused(format!(
+            "{how}, and with it every value; {}",
+            how.remedy(path)
         )));
     }
     Ok(())

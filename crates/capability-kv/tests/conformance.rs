@@ -625,6 +625,24 @@ fn a_store_path_planted_by_another_account_is_refused() {
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
     assert!(EmbeddedStore::open(&swappable).is_ok());
 
+    // The user's own store file that anyone may write: whoever can write it can change every
+    // value. Refused, the file untouched; once only its owner may write it, opened.
+    let writable = dir.path().join("writable.redb");
+    assert!(EmbeddedStore::open(&writable).is_ok());
+    std::fs::set_permissions(&writable, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let before = std::fs::read(&writable).unwrap();
+    let Err(e) = EmbeddedStore::open(&writable) else {
+        panic!("a store file anyone may write was opened");
+    };
+    assert!(
+        e.to_string()
+            .contains("has mode 666: other users can change it"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read(&writable).unwrap(), before);
+    std::fs::set_permissions(&writable, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert!(EmbeddedStore::open(&writable).is_ok());
+
     // Another user's (needs root to arrange; CI runs as root).
     let victim = dir.path().join("victim");
     std::fs::write(&victim, "").unwrap();

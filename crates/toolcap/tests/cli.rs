@@ -1584,6 +1584,25 @@ fn an_audit_path_planted_by_another_account_is_refused() {
         assert!(!exposed.exists(), "nothing made there");
         std::fs::write(&exposed, "").unwrap();
         assert_eq!(code(&call(&exposed)), 2, "an existing file there too");
+
+        // The user's own file that anyone may write: whoever can write it can forge events or
+        // truncate the record. Refused, the file left as it was.
+        // Its last line has no end, so a trim before the refusal would show.
+        let forgeable = env.root.join("forgeable.jsonl");
+        std::fs::write(&forgeable, "{\"torn").unwrap();
+        std::fs::set_permissions(&forgeable, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let out = call(&forgeable);
+        assert_eq!(code(&out), 2, "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("has mode 666: other users can change it")
+                && stderr(&out).contains("chmod o-w"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(out.stdout.is_empty(), "the call ran");
+        assert_eq!(std::fs::read_to_string(&forgeable).unwrap(), "{\"torn");
+        std::fs::set_permissions(&forgeable, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(code(&call(&forgeable)), 0);
     }
 
     // Another user's (needs root to arrange; CI runs as root): their link to the victim's file,

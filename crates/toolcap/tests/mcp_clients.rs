@@ -465,6 +465,29 @@ fn a_loopback_server_can_require_a_token_and_says_who_can_call_it_without_one() 
         said.contains(&format!("lies in {}", scratch.path("shared"))) && said.contains("777"),
         "{said}"
     );
+    // Another user's token file, private to them (only root can read it): they know the token
+    // and can change it. Refused, as a personality of theirs is.
+    let theirs = scratch.root.join("theirs-token");
+    std::fs::write(&theirs, "a-long-enough-test-token-0123\n").unwrap();
+    set_mode(&theirs.display().to_string(), 0o600);
+    let given = Command::new("chown")
+        .arg("65534:65534")
+        .arg(&theirs)
+        .status()
+        .is_ok_and(|s| s.success());
+    if given {
+        let args = scratch.serve_args(&["--token-file", &theirs.display().to_string()]);
+        let refused = Command::new("timeout")
+            .arg("20")
+            .arg(TOOLCAP)
+            .args(&args)
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "{said}");
+        assert!(said.contains("owned by another user (uid 65534)"), "{said}");
+    }
     set_mode(&token, 0o600);
     for source in [["--token-file", &token], ["--token-env", "MCP_TEST_TOKEN"]] {
         let (_server, url, said) = started(&source);

@@ -87,8 +87,9 @@ impl DurableWrite for AuditFile {
 ///
 /// What another account could have planted at the path (in `/tmp`, say) is refused before it is
 /// written or trimmed: a symbolic link of another user's (the events would go into, and a torn
-/// line be cut from, whatever file it names), and a file or FIFO owned by another user (the
-/// events would be theirs to read). The user's own links and root's (`/dev/stderr`) are followed.
+/// line be cut from, whatever file it names), a file or FIFO owned by another user (the events
+/// would be theirs to read), and one another account may write (they could forge events, or
+/// cut the record short). The user's own links and root's (`/dev/stderr`) are followed.
 pub(crate) fn audit_file(path: &Path) -> Result<Arc<dyn AuditSink>, Usage> {
     use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
     let shown = path.display();
@@ -140,6 +141,16 @@ pub(crate) fn audit_file(path: &Path) -> Result<Arc<dyn AuditSink>, Usage> {
             "audit file {shown} is owned by another user (uid {}); toolcap writes its audit \
              only to a file of its own user",
             meta.uid()
+        )));
+    }
+    // Whoever else may write it can forge events, or cut the record short.
+    if (meta.file_type().is_file() || meta.file_type().is_fifo())
+        && let Some(how) =
+            capability_secrets::changeable_by_others(path, meta.mode(), meta.uid(), meta.gid())
+    {
+        return Err(Usage(format!(
+            "audit file {shown} {how}, and with it the record of what the agent did; {}",
+            how.remedy(path)
         )));
     }
     let regular = meta.file_type().is_file();

@@ -392,8 +392,8 @@ pub(crate) fn current_exe() -> Result<PathBuf, Usage> {
         .map_err(|e| Usage(format!("cannot determine the path of toolcap itself: {e}")))
 }
 
-/// Refuses a token file that other accounts may read or write: the token would be theirs too
-/// (as ssh refuses a private key file others can read).
+/// Refuses a token file that other accounts may read or write, or that another user owns: the
+/// token would be theirs too (as ssh refuses a private key file others can read).
 fn private(path: &Path, meta: &std::fs::Metadata) -> Result<(), Usage> {
     use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
     // A device is left to the reading's limit, as for a policy.
@@ -406,6 +406,14 @@ fn private(path: &Path, meta: &std::fs::Metadata) -> Result<(), Usage> {
         return Err(Usage(format!(
             "token file {shown} has mode {mode:o}: other users can read or change the token; \
              make it yours alone (chmod 600 {shown})"
+        )));
+    }
+    // Its owner knows the token and can change it (root reads another user's private file).
+    let owner = meta.uid();
+    if owner != rustix::process::geteuid().as_raw() && owner != 0 {
+        return Err(Usage(format!(
+            "token file {shown} is owned by another user (uid {owner}), who knows the token and \
+             can change it; use a token file of your own"
         )));
     }
     in_directories_of_ours(path, "token file", "the token")
