@@ -450,17 +450,22 @@ fn a_loopback_server_can_require_a_token_and_says_who_can_call_it_without_one() 
     let swappable = shared.join("token");
     std::fs::write(&swappable, "a-long-enough-test-token-0123\n").unwrap();
     set_mode(&swappable.display().to_string(), 0o600);
-    let args = scratch.serve_args(&["--token-file", &swappable.display().to_string()]);
-    // Through `timeout`: a server that accepted the file would serve until killed.
-    let refused = Command::new("timeout")
-        .arg("20")
-        .arg(TOOLCAP)
-        .args(&args)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&refused.stderr);
-    assert_eq!(refused.status.code(), Some(2), "{said}");
+    // What serving with `file` says, which must be a refusal; through `timeout`: a server that
+    // accepted the file would serve until killed.
+    let refused_with = |file: &Path| {
+        let args = scratch.serve_args(&["--token-file", &file.display().to_string()]);
+        let refused = Command::new("timeout")
+            .arg("20")
+            .arg(TOOLCAP)
+            .args(&args)
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&refused.stderr).into_owned();
+        assert_eq!(refused.status.code(), Some(2), "{said}");
+        said
+    };
+    let said = refused_with(&swappable);
     assert!(
         said.contains(&format!("lies in {}", scratch.path("shared"))) && said.contains("777"),
         "{said}"
@@ -476,16 +481,7 @@ fn a_loopback_server_can_require_a_token_and_says_who_can_call_it_without_one() 
         .status()
         .is_ok_and(|s| s.success());
     if given {
-        let args = scratch.serve_args(&["--token-file", &theirs.display().to_string()]);
-        let refused = Command::new("timeout")
-            .arg("20")
-            .arg(TOOLCAP)
-            .args(&args)
-            .env_remove("RUST_LOG")
-            .output()
-            .unwrap();
-        let said = String::from_utf8_lossy(&refused.stderr);
-        assert_eq!(refused.status.code(), Some(2), "{said}");
+        let said = refused_with(&theirs);
         assert!(said.contains("owned by another user (uid 65534)"), "{said}");
     }
     set_mode(&token, 0o600);
