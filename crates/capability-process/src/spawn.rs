@@ -213,7 +213,17 @@ impl ScopedProcess for ScopedSpawner {
             let prepared = self
                 .inner
                 .sandbox(key, || policy.prepare_with(&config.sandbox_support))?;
-            Started::confined(&prepared, &plan, args, &env, &cwd, options.stdin.is_some())?
+            let paths = &self.grant.paths;
+            let git_writable = |p: &Path| paths.check(p, FsAccess::Write).is_ok();
+            Started::confined(
+                &prepared,
+                &git_writable,
+                &plan,
+                args,
+                &env,
+                &cwd,
+                options.stdin.is_some(),
+            )?
         } else {
             Started::plain(&plan, args, &env, &cwd, options.stdin.is_some())
                 .map_err(|e| CapabilityError::failed(format!("cannot start {binary}: {e}")))?
@@ -373,8 +383,11 @@ impl Started {
         })
     }
 
+    /// `git_writable`: the places git runs code from that the tool's policy lets it write (a
+    /// personality that lists one as a write root), which its child may write too.
     fn confined(
         prepared: &capability_sandbox::PreparedSandbox,
+        git_writable: &(dyn Fn(&Path) -> bool + Sync),
         plan: &Plan,
         args: &[String],
         env: &[(String, String)],
@@ -388,6 +401,7 @@ impl Started {
             env,
             cwd,
             stdin,
+            git_writable: Some(git_writable),
         };
         let child = prepared.spawn(&launch)?;
         let failed = |e: std::io::Error| {

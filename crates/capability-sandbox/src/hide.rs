@@ -154,6 +154,12 @@ pub(crate) enum Mask {
     Dir { path: CString, keep: Vec<CString> },
     /// Anything else: an empty mode-`000` file bound over it, read-only.
     File { path: CString },
+    /// A place bound onto itself, so that it cannot be renamed or removed; what is in it keeps
+    /// its permissions (a git directory, `git.rs`).
+    Pin { path: CString },
+    /// A place bound onto itself read-only, keeping `flags` of the mount it lies on (a git
+    /// directory's hooks and configuration, `git.rs`).
+    ReadOnly { path: CString, flags: libc::c_ulong },
 }
 
 impl Mask {

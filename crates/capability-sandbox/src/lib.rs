@@ -9,9 +9,12 @@
 //! 1. the child is the only child of a reaper that is process 1 of its own PID namespace, in its
 //!    own mount namespace (and user namespace, unless the host is root): when the program ends,
 //!    everything it started ends with it;
-//! 2. in that mount namespace: a fresh `/proc` of the child's PID namespace, and the places deny
-//!    rules and the deny floor protect inside its roots covered ([`SandboxPolicy::hide`]); for
-//!    a root host, the PID namespace's `pid_max` is the process limit;
+//! 2. in that mount namespace: a fresh `/proc` of the child's PID namespace, the places deny
+//!    rules and the deny floor protect inside its roots covered ([`SandboxPolicy::hide`]), and
+//!    the repositories in its write roots kept from rewriting what git runs outside the sandbox
+//!    (their git directories pinned, their hooks and configuration read-only, found at each
+//!    [`PreparedSandbox::spawn`]: [`Launch::git_writable`]); for a root host, the PID
+//!    namespace's `pid_max` is the process limit;
 //! 3. every capability is dropped for good (securebits, bounding, ambient, effective, permitted,
 //!    inheritable);
 //! 4. the child dies with the thread that started it (`PR_SET_PDEATHSIG`);
@@ -73,6 +76,8 @@ mod accounts;
 mod bpf;
 #[cfg(unix)]
 mod changeable;
+#[cfg(target_os = "linux")]
+mod git;
 #[cfg(target_os = "linux")]
 mod hide;
 #[cfg(target_os = "linux")]
@@ -548,7 +553,7 @@ impl PreparedSandbox {
 
 /// A program to start confined with [`PreparedSandbox::spawn`].
 #[cfg(target_os = "linux")]
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct Launch<'a> {
     /// The file to execute (absolute).
     pub program: &'a Path,
@@ -563,6 +568,26 @@ pub struct Launch<'a> {
     /// Whether the child's stdin is a pipe (returned in [`ConfinedChild::stdin`]) rather than
     /// `/dev/null`.
     pub stdin: bool,
+    /// Of the places git runs code from in the child's write roots (a repository's hooks and
+    /// configuration, and its `.git` itself), those the caller's policy lets children write;
+    /// `None`: none. The others are kept from the child's writes (docs/policy.md, "Git's hooks
+    /// and configuration").
+    pub git_writable: Option<&'a (dyn Fn(&Path) -> bool + Sync)>,
+}
+
+#[cfg(target_os = "linux")]
+impl std::fmt::Debug for Launch<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Launch")
+            .field("program", &self.program)
+            .field("arg0", &self.arg0)
+            .field("args", &self.args)
+            .field("env", &self.env.iter().map(|(k, _)| k).collect::<Vec<_>>())
+            .field("cwd", &self.cwd)
+            .field("stdin", &self.stdin)
+            .field("git_writable", &self.git_writable.is_some())
+            .finish()
+    }
 }
 
 /// A child started by [`PreparedSandbox::spawn`]: the reaper of the child's own PID namespace,
@@ -641,9 +666,14 @@ impl PreparedSandbox {
             )?);
         }
         let cwd = c(launch.cwd.as_os_str().as_bytes(), "the working directory")?;
+        let git = git::masks(&self.inner.write, launch.cwd, launch.git_writable).map_err(|e| {
+            CapabilityError::not_available(format!(
+                "the child cannot be kept from git's hooks and configuration: {e}"
+            ))
+        })?;
         let started = self
             .inner
-            .spawn(&program, &argv, &envp, &cwd, launch.stdin)?;
+            .spawn(&program, &argv, &envp, &cwd, launch.stdin, git)?;
         Ok(ConfinedChild {
             pid: started.pid,
             stdin: started.stdin,

@@ -69,6 +69,9 @@ pub(crate) struct Prepared {
     pub(crate) egress: bool,
     /// The namespaces it is created in (or unshares), and what it mounts there.
     pub(crate) ns: Namespaces,
+    /// The write roots, where a spawn looks for the repositories whose hooks and configuration
+    /// it keeps from the child (`git.rs`).
+    pub(crate) write: Vec<PathBuf>,
 }
 
 impl fmt::Debug for Prepared {
@@ -137,6 +140,7 @@ pub(crate) fn prepare(
         limits: policy.limits,
         egress: policy.egress,
         ns,
+        write: policy.write.clone(),
     })
 }
 

@@ -386,6 +386,7 @@ fn launch<'a>(
         env: &[],
         cwd,
         stdin,
+        git_writable: None,
     }
 }
 
@@ -466,4 +467,103 @@ fn a_hidden_link_is_covered_where_it_leads() {
         all.contains("inside"),
         "the rest of the root stays readable: {all}"
     );
+}
+
+/// `git` run in `dir` by the test itself, outside any sandbox; its standard output.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// `sh -c script` spawned under `prepared` in `cwd`, with `writable` as the caller's say on
+/// git's places: its status and what it printed.
+fn spawn_sh(
+    prepared: &capability_sandbox::PreparedSandbox,
+    cwd: &Path,
+    script: &str,
+    writable: Option<&(dyn Fn(&Path) -> bool + Sync)>,
+) -> Result<(i32, String, String), capability_types::CapabilityError> {
+    let args = vec!["-c".to_owned(), script.to_owned()];
+    let mut launch = launch(Path::new("/bin/sh"), &args, cwd, false);
+    launch.git_writable = writable;
+    let env = [("PATH".to_owned(), "/usr/bin:/bin".to_owned())];
+    launch.env = &env;
+    prepared.spawn(&launch).map(|child| run_spawned(child, b""))
+}
+
+// guarantee: G-FS-09
+/// Git runs a repository's hooks and the commands its configuration names when the user runs
+/// git there later, outside any sandbox. A child that may write the working tree cannot write
+/// those, nor set the repository's `.git` aside for one of its own, nor repoint a linked
+/// worktree's `.git` file; `git add` and `git commit` still work. What the caller's policy lets
+/// children write (a personality that lists the hooks as a write root) stays writable.
+#[test]
+fn a_child_cannot_plant_what_git_runs_outside_the_sandbox() {
+    let t = tree();
+    let repo = t.write.join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    std::fs::write(repo.join("a.txt"), "a").unwrap();
+    git(&repo, &["add", "a.txt"]);
+    git(&repo, &["commit", "-qm", "first"]);
+    git(&repo, &["worktree", "add", "-q", "../wt"]);
+    let config = std::fs::read_to_string(repo.join(".git/config")).unwrap();
+    let pointer = std::fs::read_to_string(t.write.join("wt/.git")).unwrap();
+    let prepared = policy(&t).prepare().unwrap();
+    let attacks = "echo 'touch /tmp/planted' > .git/hooks/pre-commit; echo hook=$?; \
+         git config core.fsmonitor 'touch /tmp/planted'; echo config=$?; \
+         mv .git .git-aside; echo moved=$?; rm -rf .git/hooks; echo removed=$?; \
+         echo b > b.txt; git add b.txt && git -c user.name=t -c user.email=t@example.com \
+         commit -qm second; echo commit=$?";
+    let (status, stdout, stderr) = spawn_sh(&prepared, &repo, attacks, None).unwrap();
+    assert_eq!(status, 0, "{stdout}{stderr}");
+    for refused in ["hook=", "config=", "moved=", "removed="] {
+        assert!(
+            !stdout.contains(&format!("{refused}0")),
+            "{refused}: {stdout}{stderr}"
+        );
+    }
+    assert!(stdout.contains("commit=0"), "{stdout}{stderr}");
+    assert!(!repo.join(".git/hooks/pre-commit").exists());
+    assert!(!repo.join(".git-aside").exists());
+    assert_eq!(
+        std::fs::read_to_string(repo.join(".git/config")).unwrap(),
+        config
+    );
+    assert!(git(&repo, &["log", "--format=%s"]).starts_with("second\n"));
+
+    // From the linked worktree: its `.git` file, and the repository's configuration it shares.
+    let wt = t.write.join("wt");
+    let script = "echo 'gitdir: /tmp' > .git; echo pointer=$?; \
+         git config core.fsmonitor x; echo config=$?";
+    let (_, stdout, stderr) = spawn_sh(&prepared, &wt, script, None).unwrap();
+    assert!(
+        !stdout.contains("pointer=0") && !stdout.contains("config=0"),
+        "{stdout}{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(wt.join(".git")).unwrap(), pointer);
+    assert_eq!(
+        std::fs::read_to_string(repo.join(".git/config")).unwrap(),
+        config
+    );
+
+    // What the caller's policy lets children write, they may.
+    let hooks_writable = |p: &Path| p.ends_with(".git/hooks");
+    let script = "echo 'true' > .git/hooks/post-commit; echo hook=$?";
+    let (_, stdout, _) = spawn_sh(&prepared, &repo, script, Some(&hooks_writable)).unwrap();
+    assert!(stdout.contains("hook=0"), "{stdout}");
+
+    // A `.git` that is a link cannot be kept: the child does not start.
+    let linked = t.write.join("linked");
+    std::fs::create_dir(&linked).unwrap();
+    std::os::unix::fs::symlink(repo.join(".git"), linked.join(".git")).unwrap();
+    let err = spawn_sh(&prepared, &linked, "echo ran", None).unwrap_err();
+    assert_eq!(err.result_code(), ErrorCode::NotAvailable, "{err}");
+    assert!(err.to_string().contains("symbolic link"), "{err}");
 }

@@ -769,3 +769,88 @@ fn explain_and_call_agree_on_fetches() {
         }
     }
 }
+
+// guarantee: G-FS-09
+/// Git runs a repository's hooks, and the commands its configuration names (`core.fsmonitor`,
+/// `core.hooksPath`, an alias starting with `!`), whenever the user runs git there: later, and
+/// outside any sandbox. A tool that may write the working tree may not write those, nor a
+/// `.git` itself (a pointer file naming another git directory, a new repository), in process
+/// mode and in the capsule; the rest of the repository stays writable, and a personality that
+/// lists the hooks directory as a write root lets tools write there.
+#[test]
+fn a_tool_cannot_plant_what_git_runs_outside_the_sandbox() {
+    let env = Env::new("");
+    let repo = env.root.join("work/out");
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(&repo)
+            .env("HOME", &env.root)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q"]);
+    let config = std::fs::read_to_string(repo.join(".git/config")).unwrap();
+    let write = |personality: &str, mode: &[&str], path: &str| {
+        let call = serde_json::json!({"path": path, "content": "#!/bin/sh\ntouch /tmp/planted\n"});
+        let mut argv = vec!["call"];
+        argv.extend_from_slice(mode);
+        let call = call.to_string();
+        argv.extend(["--personality", personality, "write_file", &call]);
+        let out = env.toolcap(&argv);
+        let value: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        value
+    };
+    let personality = env.root.join("p.toml").display().to_string();
+    let r = repo.display();
+    for mode in MODES {
+        for planted in [
+            format!("{r}/.git/hooks/pre-commit"),
+            format!("{r}/.git/config"),
+            format!("{r}/.git/config.worktree"),
+            format!("{r}/.git/modules/lib/hooks/post-checkout"),
+            format!("{r}/sub/.git"),
+            format!("{r}/fresh/.git/config"),
+        ] {
+            let result = write(&personality, mode, &planted);
+            assert!(
+                result["error"].as_str().is_some_and(|m| {
+                    m.starts_with("PATH_NOT_REACHABLE: write not permitted")
+                        && m.contains("git runs")
+                }),
+                "{mode:?} {planted}: {result}"
+            );
+            assert!(
+                !std::fs::read_to_string(&planted).is_ok_and(|t| t.contains("planted")),
+                "{mode:?}: {planted} was written"
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(repo.join(".git/config")).unwrap(),
+            config
+        );
+        // The rest of the repository, and the working tree, stay writable.
+        for fine in [format!("{r}/.git/description"), format!("{r}/src.txt")] {
+            let result = write(&personality, mode, &fine);
+            assert_eq!(result["ok"], true, "{mode:?} {fine}: {result}");
+        }
+    }
+    // Listed as a write root, the hooks directory is the personality's to hand out.
+    let hooks = env.personality(
+        "hooks.toml",
+        &format!(
+            "id = \"hooks\"\n[fs_reach]\nread = [\"{r}\"]\nwrite = [\"{r}\", \"{r}/.git/hooks\"]\n"
+        ),
+    );
+    let result = write(&hooks, &[], &format!("{r}/.git/hooks/pre-commit"));
+    assert_eq!(result["ok"], true, "{result}");
+    let result = write(&hooks, &[], &format!("{r}/.git/config"));
+    assert!(
+        result["error"]
+            .as_str()
+            .is_some_and(|m| m.contains("git runs")),
+        "{result}"
+    );
+}

@@ -271,6 +271,59 @@ impl Default for DenyFloor {
     }
 }
 
+/// The names of the files in a git directory whose settings can make git run a command
+/// (`core.fsmonitor`, `core.hooksPath`, `core.pager`, an alias starting with `!`, ...).
+const GIT_CONFIG_NAMES: [&[u8]; 2] = [b"config", b"config.worktree"];
+
+/// Where git, run by the user later and outside any sandbox, would find code to run, as the
+/// area that keeps `path` from writes (docs/policy.md, "Git's hooks and configuration"): a
+/// `.git` itself (a repository's directory, or the file that points at one), its `hooks` and
+/// everything under them, its `config` and `config.worktree`, and the same of the git
+/// directories kept inside it (`modules/…` of submodules, `worktrees/…` of linked worktrees).
+/// `None` for anything else, the rest of a `.git` among it (objects, refs, the index). Decided
+/// from the path's spelling; `path` must be normalised and absolute, as the checks have it.
+///
+/// ```
+/// use capability_core::matching::path::git_run_area;
+/// use std::path::Path;
+/// let area = |p: &str| git_run_area(Path::new(p)).map(|a| a.display().to_string());
+/// assert_eq!(area("/r/.git/hooks/pre-commit").as_deref(), Some("/r/.git/hooks"));
+/// assert_eq!(area("/r/.git/config").as_deref(), Some("/r/.git/config"));
+/// assert_eq!(area("/r/.git/objects/ab/cd"), None);
+/// assert_eq!(area("/r/src/main.rs"), None);
+/// ```
+pub fn git_run_area(path: &Path) -> Option<PathBuf> {
+    let bytes = path.as_os_str().as_bytes();
+    // Most paths name no `.git` at all: one pass finds out.
+    if !bytes.windows(5).any(|w| w == b"/.git") {
+        return None;
+    }
+    let parts: Vec<&[u8]> = bytes.split(|c| *c == b'/').collect();
+    let at = parts.iter().position(|c| *c == b".git")?;
+    // The path up to and with its part `n` (each part but the last followed by its `/`).
+    let through = |n: usize| {
+        let len = parts[..=n].iter().map(|p| p.len() + 1).sum::<usize>() - 1;
+        PathBuf::from(std::ffi::OsStr::from_bytes(&bytes[..len]))
+    };
+    let rest = &parts[at + 1..];
+    let config = |name: &&[u8]| GIT_CONFIG_NAMES.contains(name);
+    match rest {
+        [] => Some(path.to_path_buf()),
+        [name] if config(name) => Some(path.to_path_buf()),
+        [b"hooks", ..] => Some(through(at + 1)),
+        [b"modules" | b"worktrees", inner @ ..] => {
+            if let Some(i) = inner.iter().position(|c| *c == b"hooks") {
+                return Some(through(at + 2 + i));
+            }
+            inner
+                .last()
+                .filter(|name| config(name))
+                .map(|_| path.to_path_buf())
+        }
+        _ => None,
+    }
+}
+
 /// Intersects declared paths with a personality's list for one access. Each declared path
 /// under a personality root is kept; a declared path that contains personality roots is
 /// narrowed to them (and reported); one that meets no personality root is dropped. The result
@@ -404,6 +457,52 @@ mod tests {
                 assert_eq!(got, want, "{path} under {dir}");
                 assert!(is_normalized_absolute(&got), "{path} under {dir}: {got:?}");
             }
+        }
+    }
+
+    // guarantee: G-FS-09
+    #[test]
+    fn git_runs_code_from_hooks_and_config_and_nothing_else_of_a_git_directory() {
+        let area = |p: &str| git_run_area(Path::new(p)).map(|a| a.display().to_string());
+        for (path, want) in [
+            ("/r/.git", "/r/.git"),
+            ("/r/sub/.git", "/r/sub/.git"),
+            ("/r/.git/hooks", "/r/.git/hooks"),
+            ("/r/.git/hooks/pre-commit", "/r/.git/hooks"),
+            ("/r/.git/hooks/a/b", "/r/.git/hooks"),
+            ("/r/.git/config", "/r/.git/config"),
+            ("/r/.git/config.worktree", "/r/.git/config.worktree"),
+            ("/r/.git/modules/lib/config", "/r/.git/modules/lib/config"),
+            (
+                "/r/.git/modules/a/b/hooks/post-checkout",
+                "/r/.git/modules/a/b/hooks",
+            ),
+            (
+                "/r/.git/worktrees/w/config.worktree",
+                "/r/.git/worktrees/w/config.worktree",
+            ),
+            ("/.git/config", "/.git/config"),
+        ] {
+            assert_eq!(area(path).as_deref(), Some(want), "{path}");
+        }
+        for path in [
+            "/r/.git/HEAD",
+            "/r/.git/index",
+            "/r/.git/objects/ab/cdef",
+            "/r/.git/refs/heads/main",
+            "/r/.git/info/exclude",
+            "/r/.git/logs/HEAD",
+            "/r/.git/modules/lib/HEAD",
+            "/r/.gitignore",
+            "/r/.github/workflows/ci.yml",
+            "/r/x.git/config",
+            "/r/.gitconfig",
+            "/r/.git2/config",
+            "/r/config",
+            "/r/hooks/pre-commit",
+            "/",
+        ] {
+            assert_eq!(area(path), None, "{path}");
         }
     }
 

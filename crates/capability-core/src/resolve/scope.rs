@@ -15,7 +15,7 @@ use capability_types::{CapabilityError, DenialCode};
 
 use crate::matching::binary::ArgvPattern;
 use crate::matching::host::{HostSet, normalize_host};
-use crate::matching::path::{DenyFloor, is_within, resolve_path};
+use crate::matching::path::{DenyFloor, git_run_area, is_within, resolve_path};
 use crate::realpath::Aliases;
 
 use super::{Escalation, needs_approval};
@@ -95,11 +95,32 @@ impl ResolvedPaths {
     pub fn reaches(&self, path: &Path) -> Result<(), CapabilityError> {
         match self.check(path, FsAccess::Read) {
             Ok(_) => Ok(()),
-            Err(read) => self
-                .check(path, FsAccess::Write)
-                .map(drop)
-                .map_err(|_| read),
+            Err(read) => match self.check(path, FsAccess::Write) {
+                Ok(_) => Ok(()),
+                // Beneath a write root and still refused (a deny rule, git's hooks): that
+                // refusal says why; otherwise the path is simply out of reach.
+                Err(write) if self.beneath_a_root(path, FsAccess::Write) => Err(write),
+                Err(_) => Err(read),
+            },
         }
+    }
+
+    /// Whether `path`, resolved as [`check`](PathPolicy::check) resolves it, lies beneath a
+    /// root for `access` (whether or not a rule then refuses it there).
+    fn beneath_a_root(&self, path: &Path, access: FsAccess) -> bool {
+        let Ok(full) = resolve_path(path, &self.working_dir) else {
+            return false;
+        };
+        let full = if self.aliases.is_empty() {
+            full
+        } else {
+            self.aliases.rewrite(full)
+        };
+        let roots = match access {
+            FsAccess::Read => &self.read,
+            FsAccess::Write => &self.write,
+        };
+        roots.iter().any(|r| is_within(&full, r))
     }
 
     /// The same reach without `[escalate]` patterns: what the argument gate checks, since
@@ -153,6 +174,26 @@ impl PathPolicy for ResolvedPaths {
                 || self.floor.blocks(&full, personality))
         {
             return Err(refuse());
+        }
+        // Where git finds code to run outside any sandbox: written only under a personality
+        // write root that lies inside that very area (docs/policy.md, "Git's hooks and
+        // configuration").
+        if access == FsAccess::Write
+            && let Some(area) = git_run_area(&full)
+            && !personality
+                .iter()
+                .any(|r| is_within(&full, r) && is_within(r, &area))
+        {
+            return Err(CapabilityError::denied(
+                DenialCode::PathNotReachable,
+                format!(
+                    "write not permitted for {}: git runs the hooks and configuration of a \
+                     repository outside any sandbox, when the user next runs git there (a \
+                     personality that means to allow it lists {} among its write roots)",
+                    full.display(),
+                    area.display()
+                ),
+            ));
         }
         if access == FsAccess::Write
             && self.escalate.write.iter().any(|e| is_within(&full, e))

@@ -300,6 +300,8 @@ impl Supervisor {
             env: &self.env,
             cwd: &self.cwd,
             stdin: true,
+            // A guarded server writes no repository's hooks or configuration.
+            git_writable: None,
         };
         let child = self.prepared.spawn(&launch).map_err(|e| e.to_string())?;
         let proxy = match (child.egress, &self.hosts) {

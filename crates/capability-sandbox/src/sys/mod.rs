@@ -48,6 +48,20 @@ pub(crate) fn kernel_release() -> Option<String> {
     Some(release.to_string_lossy().into_owned())
 }
 
+/// The `ST_*` flags of the mount `path` lies on (`statvfs`).
+pub(crate) fn mount_flags(path: &std::path::Path) -> std::io::Result<libc::c_ulong> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::other("a NUL byte in the path"))?;
+    // SAFETY: statvfs is plain data, valid all zeroes.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a live out-parameter.
+    if unsafe { libc::statvfs(path.as_ptr(), &mut stat) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(stat.f_flag)
+}
+
 /// This process's effective user and group ids.
 pub(crate) fn effective_ids() -> (u32, u32) {
     // SAFETY: geteuid and getegid cannot fail.

@@ -206,6 +206,19 @@ fn cover(ns: &Namespaces) -> io::Result<()> {
                     None,
                 )?;
             }
+            Mask::Pin { path } => {
+                mount(path, path, None, libc::MS_BIND | libc::MS_REC, None)?;
+            }
+            Mask::ReadOnly { path, flags } => {
+                mount(path, path, None, libc::MS_BIND | libc::MS_REC, None)?;
+                mount(
+                    c"none",
+                    path,
+                    None,
+                    libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | HIDDEN | flags,
+                    None,
+                )?;
+            }
             Mask::Dir { path, keep } if keep.is_empty() => hide_dir(path)?,
             Mask::Dir { path, keep } => {
                 // Stage the kept devices first: the tmpfs about to cover them hides the

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use capability_types::CapabilityError;
 
 use crate::ResourceLimits;
+use crate::hide::Mask;
 use crate::linux::Prepared;
 use crate::sys::confine::{Descriptors, check, confine, last_error};
 use crate::sys::ns::{self, Mode, Namespaces};
@@ -385,8 +386,20 @@ impl Prepared {
         envp: &[CString],
         cwd: &CStr,
         stdin: bool,
+        first: Vec<Mask>,
     ) -> Result<Started, CapabilityError> {
         let io_failed = |what: &str, e: io::Error| failed(what, e);
+        // This child's own places to bind first (`git.rs`), before the sandbox's masks: a pin
+        // made after a mask beneath it would carry the uncovered place.
+        let with_first;
+        let ns = if first.is_empty() {
+            &self.ns
+        } else {
+            let mut ns = self.ns.clone();
+            ns.masks.splice(0..0, first);
+            with_first = ns;
+            &with_first
+        };
         let (stdin_read, stdin_write) = if stdin {
             let (r, w) = pipe().map_err(|e| io_failed("stdin pipe", e))?;
             (r, Some(w))
@@ -423,7 +436,7 @@ impl Prepared {
             libc::sigfillset(&mut all);
             libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut mask);
         }
-        let flags = self.ns.flags(Mode::Spawn, self.egress);
+        let flags = ns.flags(Mode::Spawn, self.egress);
         let args = ChildArgs {
             program,
             argv: &argv_ptrs,
@@ -437,7 +450,7 @@ impl Prepared {
             filter: &self.filter,
             limits: &self.limits,
             egress: egress.as_ref(),
-            ns: &self.ns,
+            ns,
             flags,
             mask,
             program_stack: program_stack.as_mut_ptr(),
