@@ -16,7 +16,7 @@ mod host;
 mod mcp;
 mod ordered;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// `println!` that reports a closed or failing stdout as an error (exit 2) instead of
@@ -332,6 +332,21 @@ fn print_json(value: &impl serde::Serialize) -> Result<(), Usage> {
     outln!("{text}")
 }
 
+/// The files toolcap keeps for a run, beside its personality: its audit file, its embedded
+/// store and a configuration (a guard's), each out of every tool's reach
+/// ([`host::load_policy_keeping`]).
+pub(crate) fn own_files<'a>(
+    audit: Option<&'a Path>,
+    store: &'a Store,
+    config: Option<&'a Path>,
+) -> Vec<&'a Path> {
+    let store = match store {
+        Store::Embedded(path) => Some(path.as_path()),
+        _ => None,
+    };
+    [audit, store, config].into_iter().flatten().collect()
+}
+
 async fn run(command: Command) -> Result<ExitCode, Usage> {
     match command {
         Command::Call {
@@ -350,13 +365,14 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
             known_tool(&tool)?;
             let filter = filter.filter()?;
             let attachments = host::attachments(&attach)?;
-            let policy = Arc::new(host::load_policy(&personality)?);
-            let args = parse_args(&args_json)?;
-            let workdir = host::workdir(workdir)?;
             let store = match store {
                 Some(s) => Store::parse(&s),
                 None => Store::Embedded(host::default_store("state.redb")?),
             };
+            let own = own_files(audit.as_deref(), &store, None);
+            let policy = Arc::new(host::load_policy_keeping(&personality, &own)?);
+            let args = parse_args(&args_json)?;
+            let workdir = host::workdir(workdir)?;
             let result = match standard_registry(StandardConfig::new(store)).await {
                 Err(e) => ToolResult::error(ErrorCode::NotAvailable, e.to_string()),
                 Ok(registry) => {
@@ -398,7 +414,8 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
             tool,
             args_json,
         } => {
-            let policy = host::load_policy(&personality)?;
+            let own: Vec<&Path> = guard_config.iter().map(PathBuf::as_path).collect();
+            let policy = host::load_policy_keeping(&personality, &own)?;
             let args = parse_args(&args_json)?;
             let workdir = host::workdir(workdir)?;
             let explanation = match guard_config {

@@ -201,12 +201,14 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
             filter,
         } => {
             let filter = filter.filter()?;
-            let policy = Arc::new(host::load_policy(&personality)?);
-            let workdir = host::workdir(workdir)?;
             let store = match store {
                 Some(s) => Store::parse(&s),
                 None => Store::Embedded(host::default_store("state.redb")?),
             };
+            let mut own = crate::own_files(audit.as_deref(), &store, None);
+            own.extend(http_args.token_file.as_deref());
+            let policy = Arc::new(host::load_policy_keeping(&personality, &own)?);
+            let workdir = host::workdir(workdir)?;
             let registry = standard_registry(StandardConfig::new(store))
                 .await
                 .map_err(|e| Usage(format!("cannot start the standard tools: {e}")))?;
@@ -256,7 +258,9 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
             let options = http
                 .map(|bind| http_options(bind, &http_args, None))
                 .transpose()?;
-            let policy = Arc::new(host::load_policy(&personality)?);
+            let mut own = crate::own_files(audit.as_deref(), &Store::Memory, Some(&config));
+            own.extend(http_args.token_file.as_deref());
+            let policy = Arc::new(host::load_policy_keeping(&personality, &own)?);
             let config = host::load_guard_config(&config)?;
             let workdir = host::workdir(workdir)?;
             let guard = Guard::start(&config, &policy, &workdir).await;

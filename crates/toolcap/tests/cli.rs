@@ -2352,3 +2352,92 @@ fn diff_shows_what_a_manifest_says_escaped() {
     );
     assert_eq!(text.lines().count(), 3, "one line a widening: {text}");
 }
+
+/// A personality whose reach holds toolcap's own files (kept beside the project, as a user
+/// might: `./agent.toml`, `--audit ./audit.jsonl`, `--store ./state.redb`): a tool that could
+/// write the personality would widen every later run, one that could write the audit file would
+/// rewrite the record of this one, and one that could read the store would take every
+/// session's values past their namespaces. They are out of every tool's reach, in process mode
+/// and in the capsule, whatever the personality says; the rest of its reach is as it says.
+// guarantee: G-POL-06
+#[test]
+fn toolcaps_own_files_are_out_of_every_tools_reach() {
+    let env = Env::new();
+    let w = env.root.join("work");
+    let personality = w.join("agent.toml");
+    let text = format!(
+        "id = \"own\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}\"]\n[safety.process]\nallow = [\"cat\"]\n",
+        w = w.display()
+    );
+    std::fs::write(&personality, &text).unwrap();
+    let (audit, store) = (w.join("audit.jsonl"), w.join("state.redb"));
+    let call = |mode: &[&str], tool: &str, args: Value| {
+        let mut argv = vec!["call"];
+        argv.extend_from_slice(mode);
+        let (p, a, s) = (
+            personality.display().to_string(),
+            audit.display().to_string(),
+            store.display().to_string(),
+        );
+        let args = args.to_string();
+        argv.extend([
+            "--personality",
+            &p,
+            "--audit",
+            &a,
+            "--store",
+            &s,
+            tool,
+            &args,
+        ]);
+        stdout_json(&env.toolcap(&argv))
+    };
+    for mode in [&[][..], &["--capsule"][..]] {
+        for target in [&personality, &audit, &store] {
+            let written = call(
+                mode,
+                "write_file",
+                serde_json::json!({"path": target, "content": "id = \"wide\"\n"}),
+            );
+            assert!(
+                written["error"]
+                    .as_str()
+                    .is_some_and(|e| e.starts_with("PATH_NOT_REACHABLE")),
+                "{mode:?} {target:?}: {written}"
+            );
+            let read = call(mode, "read_file", serde_json::json!({"path": target}));
+            assert!(
+                read["error"]
+                    .as_str()
+                    .is_some_and(|e| e.starts_with("PATH_NOT_REACHABLE")),
+                "{mode:?} {target:?}: {read}"
+            );
+        }
+        assert_eq!(std::fs::read_to_string(&personality).unwrap(), text);
+        // The rest of the reach is as the personality says.
+        let fine = call(
+            mode,
+            "write_file",
+            serde_json::json!({"path": w.join("notes.md"), "content": "mine"}),
+        );
+        assert_eq!(fine["ok"], true, "{mode:?}: {fine}");
+        // A confined child finds them covered: empty, unreadable.
+        let cat = call(
+            mode,
+            "run_command",
+            serde_json::json!({"binary": "cat", "args": [personality, store]}),
+        );
+        assert!(
+            !cat.to_string().contains("id = ") && cat["value"]["exit_code"] != 0,
+            "{mode:?}: {cat}"
+        );
+    }
+    // The audit file holds the events of those calls and nothing a tool wrote.
+    let events = std::fs::read_to_string(&audit).unwrap();
+    assert!(
+        events
+            .lines()
+            .all(|l| serde_json::from_str::<Value>(l).is_ok()),
+        "{events}"
+    );
+}

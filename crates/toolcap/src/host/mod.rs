@@ -139,6 +139,43 @@ pub(crate) fn load_policy(path: &Path) -> Result<CompiledPolicy, Usage> {
         .map_err(|e| Usage(format!("invalid personality file {shown}: {e}")))
 }
 
+/// The personality at `path`, with the files toolcap keeps for it taken out of every tool's
+/// reach (docs/policy.md, "Toolcap's own files"): the personality itself, and `own` (an audit
+/// file, an embedded store, a token file, a guard configuration). A tool that could write the
+/// personality would widen every later run, one that could write the audit file would rewrite
+/// the record of this one, and one that could read the store or a token would take every
+/// session's values or the endpoint's key. They become deny rules, so a confined child finds
+/// them covered too.
+pub(crate) fn load_policy_keeping(path: &Path, own: &[&Path]) -> Result<CompiledPolicy, Usage> {
+    let policy = load_policy(path)?;
+    let mut narrowing = capability_core::Narrowing::default();
+    narrowing.fs_reach.deny = std::iter::once(path)
+        .chain(own.iter().copied())
+        .map(kept_place)
+        .collect::<Result<_, _>>()?;
+    policy
+        .narrow(&narrowing)
+        .map_err(|e| Usage(format!("cannot keep toolcap's own files out of reach: {e}")))
+}
+
+/// Where `path` is, as an absolute path without links: the file itself when it exists, its
+/// directory's real place and its name when it is still to be made.
+fn kept_place(path: &Path) -> Result<PathBuf, Usage> {
+    let cannot = |e: std::io::Error| Usage(format!("cannot resolve {}: {e}", path.display()));
+    match std::fs::canonicalize(path) {
+        Ok(real) => Ok(real),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let name = path.file_name().ok_or_else(|| cannot(e))?;
+            let parent = match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::from("."),
+            };
+            Ok(std::fs::canonicalize(parent).map_err(cannot)?.join(name))
+        }
+        Err(e) => Err(cannot(e)),
+    }
+}
+
 /// An Ethos personality directory (docs/policy.md, "Ethos personality directories"): its
 /// policy files are read; other files Ethos keeps there are left alone; a `.yaml`, `.yml`,
 /// `.json` or `.toml` file toolcap does not know is an error (it may be policy).
