@@ -58,7 +58,10 @@ pub(crate) fn masks(
     );
     dirs.sort();
     dirs.dedup();
-    let mut found = Found::default();
+    let mut found = Found {
+        roots: write,
+        ..Found::default()
+    };
     for dir in &dirs {
         let dot_git = dir.join(".git");
         let meta = match std::fs::symlink_metadata(&dot_git) {
@@ -66,13 +69,16 @@ pub(crate) fn masks(
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(format!("{}: {e}", dot_git.display())),
         };
-        if meta.file_type().is_symlink() {
+        if meta.file_type().is_symlink() && !writable.is_some_and(|w| w(&dot_git)) {
             return Err(format!(
                 "{} is a symbolic link: a child could point it at a git directory of its own, \
                  whose hooks and configuration git would run outside the sandbox; make it a \
                  directory, or keep the repository out of the child's write roots",
                 dot_git.display()
             ));
+        }
+        if meta.file_type().is_symlink() {
+            continue;
         }
         if meta.is_dir() {
             found.git_dir(&dot_git);
@@ -107,17 +113,23 @@ pub(crate) fn masks(
 
 /// The places found so far.
 #[derive(Default)]
-struct Found {
+struct Found<'a> {
+    /// The child's write roots: a git directory elsewhere is not the child's to change, and is
+    /// not looked into (a `.git` file or a `commondir` can name any place).
+    roots: &'a [PathBuf],
     pinned: Vec<PathBuf>,
     read_only: Vec<PathBuf>,
     /// Git directories looked at, against [`MAX_GIT_DIRS`].
     seen: usize,
 }
 
-impl Found {
+impl Found<'_> {
     /// A git directory: pinned, its hooks and configuration read-only, and the same for the
     /// submodules' git directories kept in it and, for a linked worktree's, its repository's.
     fn git_dir(&mut self, dir: &Path) {
+        if !self.roots.iter().any(|w| dir.starts_with(w)) {
+            return;
+        }
         self.seen += 1;
         if self.seen > MAX_GIT_DIRS {
             self.read_only.push(dir.to_path_buf());
@@ -145,11 +157,12 @@ impl Found {
         }
         self.modules(&dir.join("modules"), 0);
         // A linked worktree's git directory shares its repository's hooks and configuration.
-        if let Ok(common) = std::fs::read_to_string(dir.join("commondir")) {
-            let common = dir.join(common.trim());
-            if common.is_dir() && common != dir {
-                self.git_dir(&common);
-            }
+        if let Ok(common) = std::fs::read_to_string(dir.join("commondir"))
+            && let Ok(common) = std::fs::canonicalize(dir.join(common.trim()))
+            && common.is_dir()
+            && common != dir
+        {
+            self.git_dir(&common);
         }
     }
 
@@ -186,8 +199,11 @@ fn pointed_at(file: &Path, dir: &Path) -> Option<PathBuf> {
         .read_to_string(&mut text)
         .ok()?;
     let target = text.lines().next()?.strip_prefix("gitdir:")?.trim();
-    let target = dir.join(target);
-    target.is_dir().then_some(target)
+    // Where it really is: the file may say `../..` or go through links, and only a place
+    // beneath the write roots is looked into.
+    std::fs::canonicalize(dir.join(target))
+        .ok()
+        .filter(|t| t.is_dir())
 }
 
 /// The flags of the mount `path` lies on that a read-only bind of it must keep (a mount made

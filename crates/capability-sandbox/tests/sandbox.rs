@@ -559,6 +559,23 @@ fn a_child_cannot_plant_what_git_runs_outside_the_sandbox() {
     let (_, stdout, _) = spawn_sh(&prepared, &repo, script, Some(&hooks_writable)).unwrap();
     assert!(stdout.contains("hook=0"), "{stdout}");
 
+    // A `.git` file that names a place outside the write roots (`../..`) is bound read-only,
+    // and the place it names is neither looked into nor changed.
+    let pointing = t.write.join("pointing");
+    std::fs::create_dir(&pointing).unwrap();
+    let rel = format!(
+        "gitdir: ../../{}",
+        t.outside.file_name().unwrap().to_str().unwrap()
+    );
+    std::fs::write(pointing.join(".git"), &rel).unwrap();
+    let (_, stdout, _) =
+        spawn_sh(&prepared, &pointing, "echo x > .git; echo pointer=$?", None).unwrap();
+    assert!(!stdout.contains("pointer=0"), "{stdout}");
+    assert!(
+        !t.outside.join("hooks").exists(),
+        "a place outside was changed"
+    );
+
     // A `.git` that is a link cannot be kept: the child does not start.
     let linked = t.write.join("linked");
     std::fs::create_dir(&linked).unwrap();
