@@ -38,6 +38,9 @@ use crate::hide::Mask;
 /// `modules` directory is kept read-only whole.
 const MAX_GIT_DIRS: usize = 64;
 
+/// The most entries of the submodules' directories looked at for one child.
+const MAX_MODULE_ENTRIES: usize = 1024;
+
 /// The files of a git directory whose settings can make git run a command.
 const CONFIG_NAMES: [&str; 2] = ["config", "config.worktree"];
 
@@ -121,6 +124,8 @@ struct Found<'a> {
     read_only: Vec<PathBuf>,
     /// Git directories looked at, against [`MAX_GIT_DIRS`].
     seen: usize,
+    /// Entries of `modules` directories looked at, against [`MAX_MODULE_ENTRIES`].
+    entries: usize,
 }
 
 impl Found<'_> {
@@ -169,10 +174,21 @@ impl Found<'_> {
     /// The git directories of submodules beneath `dir` (a submodule's name may hold `/`, so a
     /// directory without a `HEAD` is looked into, at most four levels down).
     fn modules(&mut self, dir: &Path, depth: usize) {
+        // Never through a link (a child could make `modules` one to `/`), and never more than
+        // `MAX_MODULE_ENTRIES` entries in all (a child could fill it): past that, the whole of
+        // it is kept read-only.
+        if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+            return;
+        }
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
         };
         for entry in entries.flatten() {
+            self.entries += 1;
+            if self.entries > MAX_MODULE_ENTRIES {
+                self.read_only.push(dir.to_path_buf());
+                return;
+            }
             let path = entry.path();
             if !entry.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;

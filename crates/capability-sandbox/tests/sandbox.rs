@@ -575,6 +575,15 @@ fn a_child_cannot_plant_what_git_runs_outside_the_sandbox() {
         !t.outside.join("hooks").exists(),
         "a place outside was changed"
     );
+    // A `modules` directory made a link to a place outside (by an earlier child): not followed.
+    std::fs::create_dir_all(t.outside.join("sub")).unwrap();
+    std::fs::write(t.outside.join("sub/HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::os::unix::fs::symlink(&t.outside, repo.join(".git/modules")).unwrap();
+    spawn_sh(&prepared, &repo, "true", None).unwrap();
+    assert!(
+        !t.outside.join("sub/hooks").exists(),
+        "a place outside was changed through modules"
+    );
 
     // A `.git` that is a link cannot be kept: the child does not start.
     let linked = t.write.join("linked");
