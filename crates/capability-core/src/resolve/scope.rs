@@ -15,7 +15,7 @@ use capability_types::{CapabilityError, DenialCode};
 
 use crate::matching::binary::ArgvPattern;
 use crate::matching::host::{HostSet, normalize_host};
-use crate::matching::path::{DenyFloor, git_run_area, is_within, resolve_path};
+use crate::matching::path::{DenyFloor, RunsLater, is_within, resolve_path, runs_later};
 use crate::realpath::Aliases;
 
 use super::{Escalation, needs_approval};
@@ -175,21 +175,30 @@ impl PathPolicy for ResolvedPaths {
         {
             return Err(refuse());
         }
-        // Where git finds code to run outside any sandbox: written only under a personality
-        // write root that lies inside that very area (docs/policy.md, "Git's hooks and
-        // configuration").
+        // Where git or a shell finds code to run outside any sandbox: written only under a
+        // personality write root that lies inside that very area (docs/policy.md, "Git's hooks
+        // and configuration", "Shell startup files").
         if access == FsAccess::Write
-            && let Some(area) = git_run_area(&full)
+            && let Some((area, runs)) = runs_later(&full)
             && !personality
                 .iter()
                 .any(|r| is_within(&full, r) && is_within(r, &area))
         {
+            let why = match runs {
+                RunsLater::Git => {
+                    "git runs the hooks and configuration of a repository outside any sandbox, \
+                     when the user next runs git there"
+                }
+                _ => {
+                    "a shell (or git) reads it as it starts, and runs what it says outside any \
+                     sandbox"
+                }
+            };
             return Err(CapabilityError::denied(
                 DenialCode::PathNotReachable,
                 format!(
-                    "write not permitted for {}: git runs the hooks and configuration of a \
-                     repository outside any sandbox, when the user next runs git there (a \
-                     personality that means to allow it lists {} among its write roots)",
+                    "write not permitted for {}: {why} (a personality that means to allow it \
+                     lists {} among its write roots)",
                     full.display(),
                     area.display()
                 ),
