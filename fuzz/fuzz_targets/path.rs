@@ -1,10 +1,12 @@
-//! Path resolution and reach checks: `resolve_path` yields a normalised absolute path, and
-//! `is_within` agrees with a component-wise reference.
+//! Path resolution and reach checks: `resolve_path` yields a normalised absolute path,
+//! `is_within` agrees with a component-wise reference, and the area `runs_later` keeps a path
+//! from writes in is a normalised place that holds it (a git one only where the path has a
+//! `.git` component).
 #![no_main]
 
 use std::path::{Component, Path};
 
-use capability_core::matching::path::{is_within, resolve_path};
+use capability_core::matching::path::{RunsLater, is_within, resolve_path, runs_later};
 use libfuzzer_sys::fuzz_target;
 
 fn normalised(p: &Path) -> bool {
@@ -23,6 +25,18 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     assert!(normalised(&resolved), "{path:?} resolved to {resolved:?}");
+    if let Some((area, runs)) = runs_later(&resolved) {
+        assert!(
+            normalised(&area) && is_within(&resolved, &area),
+            "{resolved:?} kept in {area:?}"
+        );
+        if runs == RunsLater::Git {
+            assert!(
+                resolved.components().any(|c| c.as_os_str() == ".git"),
+                "{resolved:?} is git's"
+            );
+        }
+    }
     let Ok(root) = resolve_path(Path::new(root), wd) else {
         return;
     };
