@@ -86,8 +86,12 @@ pub(crate) fn masks(
         if meta.is_dir() {
             found.git_dir(&dot_git);
         } else {
+            // A file pointing at a git directory, or anything else a child left there (a FIFO,
+            // which git cannot use either): kept read-only.
             found.read_only.push(dot_git.clone());
-            if let Some(target) = pointed_at(&dot_git, dir) {
+            if meta.is_file()
+                && let Some(target) = pointed_at(&dot_git, dir)
+            {
                 found.git_dir(&target);
             }
         }
@@ -162,7 +166,7 @@ impl Found<'_> {
         }
         self.modules(&dir.join("modules"), 0);
         // A linked worktree's git directory shares its repository's hooks and configuration.
-        if let Ok(common) = std::fs::read_to_string(dir.join("commondir"))
+        if let Some(common) = small_file(&dir.join("commondir"))
             && let Ok(common) = std::fs::canonicalize(dir.join(common.trim()))
             && common.is_dir()
             && common != dir
@@ -207,19 +211,32 @@ impl Found<'_> {
 /// The git directory a `.git` file in `dir` points at (`gitdir: PATH`, relative to `dir`), if
 /// it says one that exists.
 fn pointed_at(file: &Path, dir: &Path) -> Option<PathBuf> {
-    use std::io::Read as _;
-    let mut text = String::new();
-    std::fs::File::open(file)
-        .ok()?
-        .take(4096)
-        .read_to_string(&mut text)
-        .ok()?;
+    let text = small_file(file)?;
     let target = text.lines().next()?.strip_prefix("gitdir:")?.trim();
     // Where it really is: the file may say `../..` or go through links, and only a place
     // beneath the write roots is looked into.
     std::fs::canonicalize(dir.join(target))
         .ok()
         .filter(|t| t.is_dir())
+}
+
+/// The first 4 KiB of the regular file at `path`, as text; `None` for anything else. Opened
+/// without following a link and without waiting: a child may have left a FIFO there, whose open
+/// would wait for a writer that never comes.
+fn small_file(path: &Path) -> Option<String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(4096).read_to_string(&mut text).ok()?;
+    Some(text)
 }
 
 /// The flags of the mount `path` lies on that a read-only bind of it must keep (a mount made

@@ -593,3 +593,44 @@ fn a_child_cannot_plant_what_git_runs_outside_the_sandbox() {
     assert_eq!(err.result_code(), ErrorCode::NotAvailable, "{err}");
     assert!(err.to_string().contains("symbolic link"), "{err}");
 }
+
+// guarantee: G-FS-09
+/// A child may leave a FIFO where the next spawn looks for git's places (a `.git` in a write
+/// root, a `commondir` inside a git directory). Opening one for reading would wait for a writer
+/// that never comes, and the host's spawn with it: the next child starts, and the FIFO `.git`
+/// is kept read-only like any `.git` file.
+#[test]
+fn a_fifo_among_git_places_does_not_stall_the_next_spawn() {
+    let t = tree();
+    let fifo_dir = t.write.join("fifo");
+    let repo = t.write.join("repo");
+    std::fs::create_dir(&fifo_dir).unwrap();
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    for fifo in [fifo_dir.join(".git"), repo.join(".git/commondir")] {
+        let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+    }
+    let prepared = std::sync::Arc::new(policy(&t).prepare().unwrap());
+    for cwd in [fifo_dir.clone(), repo] {
+        let (done, waited) = std::sync::mpsc::channel();
+        let prepared = std::sync::Arc::clone(&prepared);
+        let dir = cwd.clone();
+        std::thread::spawn(move || {
+            let _ = done.send(spawn_sh(
+                &prepared,
+                &dir,
+                "echo ran; rm -f .git; echo rm=$?",
+                None,
+            ));
+        });
+        let (status, stdout, stderr) = waited
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("the spawn in {} is stalled", cwd.display()))
+            .unwrap();
+        assert_eq!(status, 0, "{stdout}{stderr}");
+        assert!(stdout.starts_with("ran\n"), "{stdout}{stderr}");
+        assert!(!stdout.contains("rm=0"), "{stdout}{stderr}");
+    }
+    assert!(std::fs::symlink_metadata(fifo_dir.join(".git")).is_ok());
+}
