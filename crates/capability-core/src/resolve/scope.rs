@@ -108,19 +108,25 @@ impl ResolvedPaths {
     /// Whether `path`, resolved as [`check`](PathPolicy::check) resolves it, lies beneath a
     /// root for `access` (whether or not a rule then refuses it there).
     fn beneath_a_root(&self, path: &Path, access: FsAccess) -> bool {
-        let Ok(full) = resolve_path(path, &self.working_dir) else {
+        let Ok(full) = self.full(path) else {
             return false;
-        };
-        let full = if self.aliases.is_empty() {
-            full
-        } else {
-            self.aliases.rewrite(full)
         };
         let roots = match access {
             FsAccess::Read => &self.read,
             FsAccess::Write => &self.write,
         };
         roots.iter().any(|r| is_within(&full, r))
+    }
+
+    /// `path` as the checks match it: resolved against the working directory, and where it
+    /// really leads when it names a root by a link's spelling.
+    fn full(&self, path: &Path) -> Result<PathBuf, String> {
+        let full = resolve_path(path, &self.working_dir)?;
+        Ok(if self.aliases.is_empty() {
+            full
+        } else {
+            self.aliases.rewrite(full)
+        })
     }
 
     /// The same reach without `[escalate]` patterns: what the argument gate checks, since
@@ -144,13 +150,7 @@ impl ResolvedPaths {
 
 impl PathPolicy for ResolvedPaths {
     fn check(&self, path: &Path, access: FsAccess) -> Result<PathAccess, CapabilityError> {
-        let full = resolve_path(path, &self.working_dir).map_err(CapabilityError::invalid_input)?;
-        // Matched where it really leads when it names a root by a link's spelling.
-        let full = if self.aliases.is_empty() {
-            full
-        } else {
-            self.aliases.rewrite(full)
-        };
+        let full = self.full(path).map_err(CapabilityError::invalid_input)?;
         let refuse = || {
             CapabilityError::denied(
                 DenialCode::PathNotReachable,

@@ -446,11 +446,12 @@ fn private(path: &Path, meta: &std::fs::Metadata) -> Result<(), Usage> {
         )));
     }
     // Its owner knows the token and can change it (root reads another user's private file).
-    let owner = meta.uid();
-    if owner != rustix::process::geteuid().as_raw() && owner != 0 {
+    if let Some(how) =
+        capability_secrets::changeable_by_others(path, meta.mode(), meta.uid(), meta.gid())
+    {
         return Err(Usage(format!(
-            "token file {shown} is owned by another user (uid {owner}), who knows the token and \
-             can change it; use a token file of your own"
+            "token file {shown} {how}, and with it the token; {}",
+            how.remedy(path)
         )));
     }
     in_directories_of_ours(path, "token file", "the token")
