@@ -61,6 +61,18 @@ fn a_path_is_swappable_through_every_directory_its_links_lie_in() {
     assert!(swappable_through(&safe.join("loop")).is_err());
 }
 
+/// A directory `team` (its real path) holding an empty `policy.toml`, in a scratch directory
+/// that lives as long as the first value.
+fn team_with_policy() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let root = tempfile::tempdir().unwrap();
+    let team = root.path().join("team");
+    std::fs::create_dir(&team).unwrap();
+    let team = team.canonicalize().unwrap();
+    let file = team.join("policy.toml");
+    std::fs::write(&file, "").unwrap();
+    (root, team, file)
+}
+
 /// The first account in `/etc/passwd` that is neither this process's user nor root, with the
 /// group it is in by its entry: a group with a member other than this user.
 fn another_accounts_group() -> Option<u32> {
@@ -95,12 +107,7 @@ fn given_group(path: &std::path::Path, gid: u32) -> bool {
 fn a_directory_a_group_with_other_members_may_write_is_swappable() {
     use capability_sandbox::{Swappable, Writer, swappable_through};
     use std::os::unix::fs::MetadataExt as _;
-    let root = tempfile::tempdir().unwrap();
-    let team = root.path().join("team");
-    std::fs::create_dir(&team).unwrap();
-    let team = team.canonicalize().unwrap();
-    let file = team.join("policy.toml");
-    std::fs::write(&file, "").unwrap();
+    let (_root, team, file) = team_with_policy();
     std::fs::set_permissions(&team, std::fs::Permissions::from_mode(0o775)).unwrap();
     // Made by this user, the directory has their primary group: theirs alone here (CI's root,
     // or a user-private group), so writable by its group is nothing to say.
@@ -209,12 +216,7 @@ const NOBODY: u32 = u32::MAX;
 fn an_access_control_list_that_lets_another_account_write_is_found() {
     use capability_sandbox::{Changeable, Swappable, changeable_by_others, swappable_through};
     use std::os::unix::fs::MetadataExt as _;
-    let root = tempfile::tempdir().unwrap();
-    let team = root.path().join("team");
-    std::fs::create_dir(&team).unwrap();
-    let team = team.canonicalize().unwrap();
-    let file = team.join("policy.toml");
-    std::fs::write(&file, "").unwrap();
+    let (_root, team, file) = team_with_policy();
     let me = rustix::process::geteuid().as_raw();
     let other = if me == 65534 { 65533 } else { 65534 };
     let base = |extra: &[(u16, u16, u32)], mask: u16| {

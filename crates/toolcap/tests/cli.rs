@@ -56,6 +56,18 @@ impl Env {
             .unwrap()
     }
 
+    /// `toolcap mcp guard` with `personality` and `config`, its stdin closed.
+    fn guard(&self, personality: &Path, config: &Path) -> Output {
+        self.toolcap(&[
+            "mcp",
+            "guard",
+            "--personality",
+            personality.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ])
+    }
+
     fn path(&self, rel: &str) -> String {
         self.root.join(rel).display().to_string()
     }
@@ -2177,14 +2189,7 @@ fn a_policy_another_account_can_change_is_refused() {
     let guard = env.root.join("guard.toml");
     std::fs::write(&guard, "[servers.x]\ncommand = \"/bin/true\"\n").unwrap();
     std::fs::set_permissions(&guard, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let out = env.toolcap(&[
-        "mcp",
-        "guard",
-        "--personality",
-        p.to_str().unwrap(),
-        "--config",
-        guard.to_str().unwrap(),
-    ]);
+    let out = env.guard(&p, &guard);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(
         stderr(&out).contains("other users can change it"),
@@ -2305,14 +2310,7 @@ fn a_policy_a_group_with_other_members_can_change_is_refused() {
     std::fs::write(&guard, "[servers.x]\ncommand = \"/bin/true\"\n").unwrap();
     mode(&guard, 0o664);
     assert!(chgrp(&guard, 65534));
-    let out = env.toolcap(&[
-        "mcp",
-        "guard",
-        "--personality",
-        p.to_str().unwrap(),
-        "--config",
-        guard.to_str().unwrap(),
-    ]);
+    let out = env.guard(&p, &guard);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(stderr(&out).contains("gid 65534"), "{}", stderr(&out));
 }
@@ -2412,6 +2410,16 @@ fn toolcaps_own_files_are_out_of_every_tools_reach() {
                     .is_some_and(|e| e.starts_with("PATH_NOT_REACHABLE")),
                 "{mode:?} {target:?}: {read}"
             );
+            // On their own side: nothing of the personality came back, and nothing the tool
+            // wrote is in the personality or the store (the audit file is checked whole below).
+            assert!(!read.to_string().contains("[safety.process]"), "{read}");
+            for kept in [&personality, &store] {
+                let bytes = std::fs::read(kept).unwrap_or_default();
+                assert!(
+                    !bytes.windows(4).any(|w| w == b"wide"),
+                    "{mode:?}: {kept:?} holds what the tool wrote"
+                );
+            }
         }
         assert_eq!(std::fs::read_to_string(&personality).unwrap(), text);
         // The rest of the reach is as the personality says.
@@ -2428,7 +2436,7 @@ fn toolcaps_own_files_are_out_of_every_tools_reach() {
             serde_json::json!({"binary": "cat", "args": [personality, store]}),
         );
         assert!(
-            !cat.to_string().contains("id = ") && cat["value"]["exit_code"] != 0,
+            !cat.to_string().contains("[safety.process]") && cat["value"]["exit_code"] != 0,
             "{mode:?}: {cat}"
         );
     }
