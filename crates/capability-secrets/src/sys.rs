@@ -37,7 +37,8 @@ pub(crate) enum OpenError {
 pub(crate) fn read_private_file(path: &Path) -> Result<PrivateFile, OpenError> {
     let fd = rustix::fs::open(
         path,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY,
+        // Without waiting: a FIFO's open would wait for a writer; it is refused below.
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
         Mode::empty(),
     )
     .map_err(|e| OpenError::Io(e.into()))?;

@@ -395,3 +395,36 @@ fn prefix_rule_never_maps_two_refs_to_one_variable() {
     assert_eq!(env.variable_for("a/b-1").as_deref(), Some("P_A__B_1"));
     assert_eq!(env.variable_for("A_1").as_deref(), Some("P_A_1"));
 }
+
+// guarantee: G-SEC-01
+/// A FIFO where the secrets file should be is refused at once, as any file that is not a
+/// regular one is: opening it does not wait for a writer that may never come (which would hang
+/// the program that reads its secrets at start).
+#[test]
+fn a_fifo_secrets_file_is_refused_without_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("secrets.env");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg("-m")
+            .arg("600")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (sent, received) = std::sync::mpsc::channel();
+    let path = fifo.clone();
+    std::thread::spawn(move || {
+        let _ = sent.send(
+            FileSecrets::open(&path)
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+        );
+    });
+    let err = received
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("opening a FIFO as the secrets file waited for a writer")
+        .unwrap_err();
+    assert!(err.contains("is not a regular file"), "{err}");
+}
