@@ -283,6 +283,11 @@ fn escape(args: &Value) -> Value {
             }
             json!({"flooded": written})
         }
+        "session" => {
+            // SAFETY: getsid and getpid take and return integers.
+            let (session, pid) = unsafe { (libc::getsid(0), libc::getpid()) };
+            json!({"leader": session == pid})
+        }
         "close_pipes" => {
             // stdin, stdout and stderr closed early; the channel stays.
             // SAFETY: closes this process's own standard descriptors.

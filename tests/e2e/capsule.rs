@@ -338,9 +338,10 @@ async fn escapes_are_stopped_by_the_kernel_and_the_host_goes_on() {
     );
 }
 
-// guarantee: G-KERN-02, G-KERN-03
+// guarantee: G-KERN-02, G-KERN-03, G-KERN-08
 /// issue 13, classes 1 and 3, in the capsule: a Unix socket outside the reach (the listener
-/// counts its connections), the kernel log, the clock, and the capabilities of a root host.
+/// counts its connections), the kernel log, the clock, and the capabilities of a root host;
+/// and the worker's own session (no controlling terminal).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unix_sockets_and_root_powers_are_out_of_a_workers_reach() {
     let lab = lab_default().await;
@@ -382,6 +383,14 @@ async fn unix_sockets_and_root_powers_are_out_of_a_workers_reach() {
         assert_eq!(confined["escaped"], false, "{attempt}: {confined}");
         assert_eq!(confined["errno"], libc::EPERM, "{attempt}: {confined}");
     }
+    // A session of its own: no controlling terminal, so no `/dev/tty` for a tool to type into
+    // (G-KERN-08). The test process is no session's leader.
+    assert_eq!(
+        control(&lab, json!({"attempt": "session"})).await["leader"],
+        false
+    );
+    let confined = lab.value("escape", json!({"attempt": "session"})).await;
+    assert_eq!(confined["leader"], true, "{confined}");
     lab.assert_alive().await;
 }
 

@@ -28,6 +28,17 @@ pub(crate) enum Decision {
     /// `clone`: `EPERM` when any bit of `refused` is set in the flags (argument 0), and, with
     /// `threads_only`, unless `CLONE_THREAD` is set.
     CloneFlags { refused: u32, threads_only: bool },
+    /// A call that sets a file's mode (`chmod`, or creating a file): `EPERM` when the mode,
+    /// argument `mode`, has a bit of `refused`; with `only_with`, only when argument
+    /// `only_with.0` (the open flags) has a bit of `only_with.1` (the mode is read only then).
+    ModeBits {
+        mode: u32,
+        refused: u32,
+        only_with: Option<(u32, u32)>,
+    },
+    /// `ioctl`: `EPERM` for these requests (the low 32 bits of argument 1, all the kernel
+    /// reads of it), allowed otherwise.
+    IoctlRequests(Vec<u32>),
 }
 
 /// Offsets into `struct seccomp_data`.
@@ -35,6 +46,13 @@ const NR: u32 = 0;
 const ARCH: u32 = 4;
 /// The low 32 bits of argument 0 (little-endian).
 const ARG0_LO: u32 = 16;
+/// The low 32 bits of argument 1 (little-endian).
+const ARG1_LO: u32 = 24;
+
+/// Where the low 32 bits of argument `n` are (little-endian).
+fn arg_lo(n: u32) -> u32 {
+    ARG0_LO + 8 * n
+}
 
 const RET_ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
 const RET_KILL: u32 = libc::SECCOMP_RET_KILL_PROCESS;
@@ -180,6 +198,29 @@ pub(crate) fn compile(decisions: &BTreeMap<u32, Decision>) -> Result<Vec<sock_fi
                     b.push(Insn::Ret(RET_ALLOW));
                 }
             }
+            Decision::ModeBits {
+                mode,
+                refused,
+                only_with,
+            } => {
+                if let Some((flags, bits)) = only_with {
+                    let creates = b.label();
+                    b.push(Insn::Load(arg_lo(*flags)));
+                    b.push(Insn::Set(*bits, creates, allow));
+                    b.push(Insn::Mark(creates));
+                }
+                b.push(Insn::Load(arg_lo(*mode)));
+                b.push(Insn::Set(*refused, eperm, allow));
+            }
+            Decision::IoctlRequests(requests) => {
+                b.push(Insn::Load(ARG1_LO));
+                for request in requests {
+                    let next = b.label();
+                    b.push(Insn::Eq(*request, eperm, next));
+                    b.push(Insn::Mark(next));
+                }
+                b.push(Insn::Ret(RET_ALLOW));
+            }
         }
     }
     b.push(Insn::Mark(eperm));
@@ -220,10 +261,16 @@ mod tests {
 
     /// A classic-BPF interpreter for the instructions `compile` emits.
     fn run(program: &[sock_filter], nr: u32, arch: u32, arg0: u64) -> u32 {
+        run_with(program, nr, arch, [arg0, 0, 0, 0])
+    }
+
+    fn run_with(program: &[sock_filter], nr: u32, arch: u32, args: [u64; 4]) -> u32 {
         let word = |offset: u32| match offset {
             NR => nr,
             ARCH => arch,
-            ARG0_LO => arg0 as u32,
+            o if (ARG0_LO..arg_lo(4)).contains(&o) && (o - ARG0_LO).is_multiple_of(8) => {
+                args[((o - ARG0_LO) / 8) as usize] as u32
+            }
             other => panic!("unexpected load at {other}"),
         };
         let mut acc = 0u32;
@@ -265,7 +312,93 @@ mod tests {
                 threads_only: true,
             },
         );
+        d.insert(
+            16 + 1000,
+            Decision::IoctlRequests(vec![libc::TIOCSTI as u32, libc::TIOCLINUX as u32]),
+        );
+        d.insert(
+            90 + 1000,
+            Decision::ModeBits {
+                mode: 1,
+                refused: 0o6000,
+                only_with: None,
+            },
+        );
+        d.insert(
+            257 + 1000,
+            Decision::ModeBits {
+                mode: 3,
+                refused: 0o6000,
+                only_with: Some((2, libc::O_CREAT as u32)),
+            },
+        );
         d
+    }
+
+    #[test]
+    fn the_mode_decides_chmod_and_creation_only_with_the_flag() {
+        let program = compile(&sample()).unwrap();
+        let eperm = errno(libc::EPERM as u32);
+        let (chmod, openat) = (1090, 1257);
+        for mode in [0o4755u64, 0o2755, 0o6755, 0o104755, (7 << 32) | 0o4000] {
+            assert_eq!(
+                run_with(&program, chmod, AUDIT_ARCH, [9, mode, 0, 0]),
+                eperm
+            );
+            let created = [9, 9, libc::O_CREAT as u64 | libc::O_WRONLY as u64, mode];
+            assert_eq!(run_with(&program, openat, AUDIT_ARCH, created), eperm);
+            // Without O_CREAT the mode is not read.
+            let opened = [9, 9, libc::O_RDONLY as u64, mode];
+            assert_eq!(run_with(&program, openat, AUDIT_ARCH, opened), RET_ALLOW);
+        }
+        for mode in [0o755u64, 0o1777, 0o644, 7 << 32] {
+            assert_eq!(
+                run_with(&program, chmod, AUDIT_ARCH, [9, mode, 0, 0]),
+                RET_ALLOW
+            );
+            let created = [9, 9, libc::O_CREAT as u64, mode];
+            assert_eq!(run_with(&program, openat, AUDIT_ARCH, created), RET_ALLOW);
+        }
+    }
+
+    #[test]
+    #[allow(
+        clippy::unnecessary_cast,
+        reason = "the requests' type is the C library's (`c_ulong` with glibc, `c_int` with musl)"
+    )]
+    fn the_request_decides_ioctl_whatever_the_high_bits_and_descriptor() {
+        let program = compile(&sample()).unwrap();
+        let eperm = errno(libc::EPERM as u32);
+        let ioctl = 1016;
+        for fd in [0u64, 1, 7, u64::MAX] {
+            for request in [libc::TIOCSTI as u64, libc::TIOCLINUX as u64] {
+                assert_eq!(
+                    run_with(&program, ioctl, AUDIT_ARCH, [fd, request, 0, 0]),
+                    eperm
+                );
+                // The kernel takes the request as 32 bits: high bits do not get around it
+                // (flatpak's CVE-2019-10063 compared all 64).
+                assert_eq!(
+                    run_with(
+                        &program,
+                        ioctl,
+                        AUDIT_ARCH,
+                        [fd, (0xdead << 32) | request, 0, 0]
+                    ),
+                    eperm
+                );
+            }
+            for request in [
+                libc::TCGETS as u64,
+                libc::FIONREAD as u64,
+                libc::TIOCGWINSZ as u64,
+            ] {
+                assert_eq!(
+                    run_with(&program, ioctl, AUDIT_ARCH, [fd, request, 0, 0]),
+                    RET_ALLOW
+                );
+            }
+        }
     }
 
     #[test]
@@ -280,6 +413,8 @@ mod tests {
                 Some(Decision::Errno(e)) => errno(*e),
                 Some(Decision::SocketFamilies(_)) => eperm, // family 0 is not allowed
                 Some(Decision::CloneFlags { .. }) => eperm, // no CLONE_THREAD
+                Some(Decision::IoctlRequests(_)) => RET_ALLOW, // request 0 is not refused
+                Some(Decision::ModeBits { .. }) => RET_ALLOW, // mode 0 has no refused bit
             };
             assert_eq!(got, want, "syscall {nr}");
         }
@@ -344,7 +479,8 @@ mod tests {
     #[test]
     fn the_tree_stays_short() {
         let program = compile(&sample()).unwrap();
-        assert!(program.len() < 70, "{} instructions", program.len());
+        // 17 decisions: the search and a short block for each that reads an argument.
+        assert!(program.len() < 80, "{} instructions", program.len());
         let empty = compile(&BTreeMap::new()).unwrap();
         assert_eq!(run(&empty, 7, AUDIT_ARCH, 0), RET_ALLOW);
     }

@@ -523,6 +523,11 @@ impl PreparedSandbox {
     /// program starts are not ended with it. When any step fails there, `spawn` fails with that step's error
     /// and nothing runs.
     ///
+    /// The command keeps the session and process group its caller gave it, so a program handed
+    /// the caller's terminal keeps it as its controlling terminal; seccomp still refuses it
+    /// `TIOCSTI` and `TIOCLINUX` (docs/isolation-model.md, "The terminal"). [`spawn`](Self::spawn)
+    /// starts every child in a session of its own.
+    ///
     /// A prepared sandbox is reusable: prepare once per distinct policy and apply it to every
     /// command (each application duplicates the Landlock ruleset's descriptor). With
     /// [`egress_proxy`](SandboxPolicy::egress_proxy) it returns the host's end of the child's

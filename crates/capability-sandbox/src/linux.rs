@@ -297,6 +297,46 @@ fn decisions(policy: &SandboxPolicy) -> BTreeMap<u32, Decision> {
         },
     );
     d.insert(nr(libc::SYS_clone3), Decision::Errno(libc::ENOSYS as u32));
+    // A terminal's input is not the child's to write: `TIOCSTI` pushes characters into it as
+    // if typed, and the user's shell reads them once the child ends, outside any sandbox (a
+    // terminal the child inherited as a descriptor needs no reach; bubblewrap's CVE-2017-5226).
+    // `TIOCLINUX` pastes a virtual console's selection the same way.
+    d.insert(
+        nr(libc::SYS_ioctl),
+        Decision::IoctlRequests(vec![libc::TIOCSTI as u32, libc::TIOCLINUX as u32]),
+    );
+    // No set-user-ID or set-group-ID file: one left in the write reach would run, for whoever
+    // can reach it later, as the user the host runs as (root, in a container), outside any
+    // sandbox (docs/isolation-model.md, "Set-ID files"). The mode is refused wherever a call
+    // sets one: `chmod` and its kin, and creation by `open`, `creat` and `mknod`. `openat2`
+    // takes its mode behind a pointer, which the filter cannot read: it is `ENOSYS`, and
+    // callers fall back to `openat` as on kernels before 5.6.
+    let set_id: u32 = libc::S_ISUID | libc::S_ISGID;
+    // `O_TMPFILE` includes `O_DIRECTORY`, which alone creates nothing.
+    let creating = (libc::O_CREAT | (libc::O_TMPFILE & !libc::O_DIRECTORY)) as u32;
+    let mode_at = |mode: u32, only_with: Option<(u32, u32)>| Decision::ModeBits {
+        mode,
+        refused: set_id,
+        only_with,
+    };
+    for (n, decision) in [
+        (libc::SYS_fchmod, mode_at(1, None)),
+        (libc::SYS_fchmodat, mode_at(2, None)),
+        (libc::SYS_fchmodat2, mode_at(2, None)),
+        (libc::SYS_mknodat, mode_at(2, None)),
+        (libc::SYS_openat, mode_at(3, Some((2, creating)))),
+        #[cfg(target_arch = "x86_64")]
+        (libc::SYS_chmod, mode_at(1, None)),
+        #[cfg(target_arch = "x86_64")]
+        (libc::SYS_creat, mode_at(1, None)),
+        #[cfg(target_arch = "x86_64")]
+        (libc::SYS_mknod, mode_at(1, None)),
+        #[cfg(target_arch = "x86_64")]
+        (libc::SYS_open, mode_at(2, Some((1, creating)))),
+    ] {
+        d.insert(nr(n), decision);
+    }
+    d.insert(nr(libc::SYS_openat2), Decision::Errno(libc::ENOSYS as u32));
     d
 }
 

@@ -634,3 +634,188 @@ fn a_fifo_among_git_places_does_not_stall_the_next_spawn() {
     }
     assert!(std::fs::symlink_metadata(fifo_dir.join(".git")).is_ok());
 }
+
+/// A new pseudo-terminal: its controller and the terminal end (both close-on-exec).
+#[allow(unsafe_code, reason = "opening a pseudo-terminal for the test")]
+fn terminal() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd as _;
+    // SAFETY: the libc pseudo-terminal calls on a descriptor this function owns; `name` is a
+    // buffer on the stack that `ptsname_r` fills with a terminated string.
+    unsafe {
+        let controller = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(controller >= 0, "posix_openpt");
+        let controller = std::os::fd::OwnedFd::from_raw_fd(controller);
+        use std::os::fd::AsRawFd as _;
+        assert_eq!(libc::grantpt(controller.as_raw_fd()), 0);
+        assert_eq!(libc::unlockpt(controller.as_raw_fd()), 0);
+        let mut name = [0 as libc::c_char; 128];
+        assert_eq!(
+            libc::ptsname_r(controller.as_raw_fd(), name.as_mut_ptr(), name.len()),
+            0
+        );
+        let end = libc::open(
+            name.as_ptr(),
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        );
+        assert!(end >= 0, "open the terminal end");
+        (controller, std::os::fd::OwnedFd::from_raw_fd(end))
+    }
+}
+
+// guarantee: G-KERN-08
+/// A confined child whose standard input is the user's terminal, and which has that terminal
+/// as its controlling one (a program run from a shell), cannot push input into it with
+/// `TIOCSTI` (bubblewrap's CVE-2017-5226): what it typed would be read by the user's shell
+/// once the child ends, and run outside any sandbox. Checked on the terminal's side: nothing
+/// waits to be read there.
+#[test]
+#[allow(
+    unsafe_code,
+    reason = "making the terminal the child's controlling one, and reading it"
+)]
+fn a_confined_child_cannot_type_into_its_terminal() {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::process::CommandExt as _;
+    let t = tree();
+    let (_controller, end) = terminal();
+    let probe = "import fcntl, termios\ntry:\n    for c in b'typed-by-the-child\\n':\n        fcntl.ioctl(0, termios.TIOCSTI, bytes([c]))\n    print('typed')\nexcept OSError as e:\n    print('refused', e.errno)\n";
+    let mut command = Command::new("/usr/bin/python3");
+    command
+        .arg("-c")
+        .arg(probe)
+        .stdin(std::process::Stdio::from(end.try_clone().unwrap()));
+    // The child as a shell's job: a session of its own whose controlling terminal this is.
+    // SAFETY: setsid and ioctl on the child's own standard input, between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    policy(&t)
+        .prepare()
+        .unwrap()
+        .apply_to(&mut command)
+        .unwrap();
+    let out = command.output().expect("the confined child starts");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "refused 1\n", "{}", text(&out.stderr));
+    // SAFETY: a non-blocking read into a local buffer from a descriptor this test owns.
+    let waiting = unsafe {
+        libc::fcntl(end.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK);
+        let mut buf = [0u8; 64];
+        libc::read(end.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
+    };
+    assert!(waiting <= 0, "the child's input waits on the terminal");
+}
+
+/// Tries every way a file gets the set-user-ID or set-group-ID bit in the directory `argv[1]`,
+/// printing `<way> done` or `<way> refused <errno>` for each, then `end`.
+const SET_ID_PROBE: &str = "import ctypes, os, sys\n\
+         libc = ctypes.CDLL(None, use_errno=True)\n\
+         out = sys.argv[1]\n\
+         def attempt(name, call):\n\
+         \x20   try:\n        call()\n        print(name, 'done')\n\
+         \x20   except OSError as e:\n        print(name, 'refused', e.errno)\n\
+         def plain(name):\n\
+         \x20   path = os.path.join(out, name)\n\
+         \x20   with open(path, 'wb') as f:\n        f.write(b'#!/bin/sh\\nid\\n')\n\
+         \x20   return path\n\
+         for bits in (0o4755, 0o2755, 0o6755):\n\
+         \x20   p = plain('chmod-%o' % bits)\n\
+         \x20   attempt('chmod %o' % bits, lambda: os.chmod(p, bits))\n\
+         \x20   p = plain('fchmod-%o' % bits)\n\
+         \x20   fd = os.open(p, os.O_RDONLY)\n\
+         \x20   attempt('fchmod %o' % bits, lambda: os.fchmod(fd, bits))\n\
+         \x20   os.close(fd)\n\
+         \x20   p = plain('fchmodat-%o' % bits)\n\
+         \x20   d = os.open(out, os.O_RDONLY)\n\
+         \x20   attempt('fchmodat %o' % bits, lambda: os.chmod(os.path.basename(p), bits, dir_fd=d))\n\
+         \x20   attempt('openat %o' % bits, lambda: os.close(os.open('openat-%o' % bits, os.O_CREAT | os.O_WRONLY, bits, dir_fd=d)))\n\
+         \x20   os.close(d)\n\
+         \x20   def raw_open():\n\
+         \x20       fd = libc.syscall(2, os.path.join(out, 'open-%o' % bits).encode(), os.O_CREAT | os.O_WRONLY, bits)\n\
+         \x20       if fd < 0:\n            raise OSError(ctypes.get_errno(), 'open')\n\
+         \x20       os.close(fd)\n\
+         \x20   attempt('open %o' % bits, raw_open)\n\
+         \x20   def creat():\n\
+         \x20       fd = libc.creat(os.path.join(out, 'creat-%o' % bits).encode(), bits)\n\
+         \x20       if fd < 0:\n            raise OSError(ctypes.get_errno(), 'creat')\n\
+         \x20       os.close(fd)\n\
+         \x20   attempt('creat %o' % bits, creat)\n\
+         \x20   attempt('mknod %o' % bits, lambda: os.mknod(os.path.join(out, 'mknod-%o' % bits), 0o100000 | bits))\n\
+         attempt('chmod 755', lambda: os.chmod(plain('plain'), 0o755))\n\
+         attempt('openat 644', lambda: os.close(os.open(os.path.join(out, 'made'), os.O_CREAT | os.O_WRONLY, 0o644)))\n\
+         print('end')\n";
+
+// guarantee: G-KERN-09
+/// A child cannot leave a set-user-ID or set-group-ID file behind in its write reach: every
+/// account that can reach the file could run it later as the user who ran the host (as root,
+/// when the host runs as root the way containers run), outside any sandbox. Tried every way a
+/// file gets those bits (`chmod`, `fchmod`, `fchmodat`, created so by `open`, `openat`, `creat`
+/// and `mknod`), by a child started with `spawn` and by one started through `apply_to`.
+/// Checked on disk: no file the child made has either bit, and plain modes still work.
+#[test]
+fn a_child_cannot_leave_a_set_id_file_behind() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let t = tree();
+    let prepared = policy(&t).prepare().unwrap();
+    let python = Path::new("/usr/bin/python3");
+    let args = vec![
+        "-c".to_owned(),
+        SET_ID_PROBE.to_owned(),
+        t.write.display().to_string(),
+    ];
+    let spawned = || {
+        let launch = capability_sandbox::Launch {
+            arg0: std::ffi::OsStr::new("python3"),
+            ..launch(python, &args, &t.write, false)
+        };
+        let (status, stdout, stderr) = run_spawned(prepared.spawn(&launch).unwrap(), b"");
+        assert_eq!(status, 0, "{stderr}");
+        stdout
+    };
+    let applied = || {
+        let mut command = Command::new(python);
+        command.args(&args);
+        prepared.apply_to(&mut command).unwrap();
+        let out = command.output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    for (how, run) in [
+        ("spawn", &spawned as &dyn Fn() -> String),
+        ("apply_to", &applied),
+    ] {
+        let said = run();
+        assert!(said.ends_with("end\n"), "{how}: {said}");
+        assert!(said.contains("chmod 755 done"), "{how}: {said}");
+        assert!(said.contains("openat 644 done"), "{how}: {said}");
+        let mut set_id = Vec::new();
+        for entry in std::fs::read_dir(&t.write).unwrap() {
+            let entry = entry.unwrap();
+            let bits = entry.metadata().unwrap().permissions().mode();
+            if bits & 0o6000 != 0 {
+                set_id.push(format!("{:?} {bits:o}", entry.file_name()));
+            }
+        }
+        assert!(
+            set_id.is_empty(),
+            "{how}: set-ID files left: {set_id:?}\n{said}"
+        );
+        for line in said
+            .lines()
+            .filter(|l| !l.contains(" 755") && !l.contains(" 644"))
+        {
+            assert!(
+                line == "end" || line.ends_with(&format!("refused {}", libc::EPERM)),
+                "{how}: {line}\n{said}"
+            );
+        }
+        for entry in std::fs::read_dir(&t.write).unwrap() {
+            std::fs::remove_file(entry.unwrap().path()).unwrap();
+        }
+    }
+}

@@ -924,3 +924,73 @@ fn a_tool_cannot_plant_what_a_shell_runs_as_it_starts() {
         }
     }
 }
+
+// guarantee: G-KERN-08
+/// A child cannot reach the terminal toolcap was started from: what it pushed into the
+/// terminal's input (`TIOCSTI`) the user's shell would read and run, outside any sandbox, once
+/// toolcap ends. Run under a real terminal (`script`), with `/dev` in the read reach (a reach of
+/// `/` alone shows a child only the sandbox's own devices): the child has no controlling terminal (`/dev/tty` is `ENXIO`), and pushing into any terminal it
+/// can open is refused. Checked on the terminal's side: the shell that runs after toolcap
+/// reads nothing the child typed.
+#[test]
+fn a_child_cannot_type_into_the_users_terminal() {
+    let env = Env::new("");
+    let wide = env.personality(
+        "wide.toml",
+        &format!(
+            "id = \"wide\"\n[fs_reach]\nread = [\"/dev\", \"{w}\"]\n[safety.process]\nallow = [\"python3\"]\n",
+            w = env.root.join("work").display()
+        ),
+    );
+    let probe = env.root.join("work/probe.py");
+    std::fs::write(
+        &probe,
+        "import fcntl, glob, os, termios\n\
+         try:\n    os.close(os.open('/dev/tty', os.O_RDONLY))\n    print('tty opened')\n\
+         except OSError as e:\n    print('tty refused', e.errno)\n\
+         for path in ['/dev/tty'] + sorted(glob.glob('/dev/pts/[0-9]*')):\n\
+         \x20   try:\n        fd = os.open(path, os.O_RDONLY | os.O_NOCTTY)\n\
+         \x20   except OSError:\n        continue\n\
+         \x20   try:\n        for c in b'echo typed-by-the-child\\n':\n\
+         \x20           fcntl.ioctl(fd, termios.TIOCSTI, bytes([c]))\n\
+         \x20       print('typed into', path)\n\
+         \x20   except OSError as e:\n        print('refused', path, e.errno)\n",
+    )
+    .unwrap();
+    let call = serde_json::json!({"binary": "python3", "args": [probe]}).to_string();
+    for mode in MODES {
+        // toolcap in the foreground of a terminal's shell, then the shell reads a line.
+        let run = env.root.join("run.sh");
+        std::fs::write(
+            &run,
+            format!(
+                "{toolcap} call {mode} --personality {wide} run_command '{call}'\n\
+                 read -t 2 line; echo \"shell read:[$line]\"\n",
+                toolcap = env!("CARGO_BIN_EXE_toolcap"),
+                mode = mode.join(" "),
+            ),
+        )
+        .unwrap();
+        let out = Command::new("script")
+            .args(["-qec", &format!("bash {}", run.display()), "/dev/null"])
+            .env("XDG_DATA_HOME", env.root.join("data"))
+            .env("HOME", &env.root)
+            .env_remove("RUST_LOG")
+            .current_dir(env.root.join("work"))
+            .output()
+            .expect("util-linux's script runs (CI installs it)");
+        let terminal = String::from_utf8_lossy(&out.stdout);
+        assert!(terminal.contains("\"ok\":true"), "{mode:?}: {terminal}");
+        assert!(
+            terminal.contains(&format!("tty refused {}", libc_enxio())),
+            "{mode:?}: the child has a controlling terminal: {terminal}"
+        );
+        assert!(!terminal.contains("typed into"), "{mode:?}: {terminal}");
+        assert!(terminal.contains("shell read:[]"), "{mode:?}: {terminal}");
+    }
+}
+
+/// `ENXIO`: what opening `/dev/tty` without a controlling terminal fails with.
+fn libc_enxio() -> i32 {
+    6
+}

@@ -18,23 +18,28 @@ use std::path::Path;
 pub(crate) const CHANNEL_FD: i32 = 3;
 
 /// A command that starts `program` with its channel (see
-/// [`WorkerDescriptors::pass_to`](crate::ring::WorkerDescriptors::pass_to)), in its own process
-/// group, killed when the thread that started it goes away.
+/// [`WorkerDescriptors::pass_to`](crate::ring::WorkerDescriptors::pass_to)), in a session (and
+/// so a process group) of its own, killed when the thread that started it goes away.
+///
+/// The session leaves the worker without a controlling terminal: a tool's code could otherwise
+/// open `/dev/tty` and push input into the user's terminal (docs/isolation-model.md, "The
+/// terminal").
 pub(crate) fn worker_command(
     program: &Path,
     descriptors: crate::ring::WorkerDescriptors,
 ) -> std::process::Command {
     let mut command = std::process::Command::new(program);
-    command.process_group(0);
     descriptors.pass_to(&mut command);
     let setup = || -> io::Result<()> {
-        // SAFETY: prctl takes plain integers.
-        if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) } != 0 {
-            return Err(io::Error::last_os_error());
+        // SAFETY: setsid and prctl take plain integers.
+        unsafe {
+            if libc::setsid() < 0 || libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
         }
         Ok(())
     };
-    // SAFETY: the closure makes one system call and allocates nothing.
+    // SAFETY: the closure makes two system calls and allocates nothing.
     unsafe {
         command.pre_exec(setup);
     }

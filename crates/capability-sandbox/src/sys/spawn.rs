@@ -201,10 +201,13 @@ extern "C" fn reaper_main(arg: *mut libc::c_void) -> libc::c_int {
         unsafe { raw::write(report, message.as_ptr().cast(), 8) };
     };
     let errno = || io::Error::last_os_error().raw_os_error().unwrap_or(0) as u32;
-    // SAFETY: prctl and setpgid take integers.
+    // A session of its own, which also makes it a process group's leader: the child has no
+    // controlling terminal, so no `/dev/tty` to type into or read the user's keys from
+    // (docs/isolation-model.md, "The terminal").
+    // SAFETY: prctl and setsid take integers.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-        libc::setpgid(0, 0);
+        libc::setsid();
     }
     // Before the program enters its working directory: a directory entered first would stay
     // reachable beneath a mask mounted over it.
