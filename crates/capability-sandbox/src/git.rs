@@ -16,11 +16,13 @@
 //!   makes it), so that a child cannot make one. A git directory whose `hooks` or `config` is a
 //!   symbolic link is bound read-only whole.
 //!
-//! Which directories are looked at: every write root, and the working directory with each
+//! Which directories are looked at: every write root, the working directory with each
 //! directory above it that is still beneath a write root (where git, run there, finds its
-//! repository). A `.git` that is a symbolic link cannot be kept (a child could point it
-//! elsewhere), and the child is not started. A repository a child makes itself (`git init`)
-//! is kept from the next child, not from the one that made it.
+//! repository), and the directories up to [`NESTED_DEPTH`] levels beneath each write root (the
+//! other repositories of a workspace, one inside the working tree), read breadth first, at most
+//! [`MAX_WALK_DIRS`] directories read and [`MAX_WALK_ENTRIES`] entries in all. A `.git` that is a symbolic link cannot be kept (a
+//! child could point it elsewhere), and the child is not started. A repository a child makes
+//! itself (`git init`) is kept from the next child, not from the one that made it.
 
 #![allow(
     clippy::disallowed_methods,
@@ -40,6 +42,17 @@ const MAX_GIT_DIRS: usize = 64;
 
 /// The most entries of the submodules' directories looked at for one child.
 const MAX_MODULE_ENTRIES: usize = 1024;
+
+/// How many levels beneath a write root repositories are looked for (`root/a/b/c/.git`).
+const NESTED_DEPTH: usize = 3;
+
+/// The most directories read looking for them, for one child: reading one costs the spawn
+/// some ten microseconds on the project's VM, asking one for a `.git` about a microsecond,
+/// so the walk stops at these (docs/policy.md, "Git's hooks and configuration").
+const MAX_WALK_DIRS: usize = 16;
+
+/// The most entries of those directories looked at and directories asked for a `.git`.
+const MAX_WALK_ENTRIES: usize = 1024;
 
 /// The files of a git directory whose settings can make git run a command.
 const CONFIG_NAMES: [&str; 2] = ["config", "config.worktree"];
@@ -61,6 +74,13 @@ pub(crate) fn masks(
     );
     dirs.sort();
     dirs.dedup();
+    // The others after the working directory's own: it is kept first, should the git
+    // directories be more than `MAX_GIT_DIRS`.
+    let others: Vec<PathBuf> = nested(write)
+        .into_iter()
+        .filter(|d| !dirs.contains(d))
+        .collect();
+    dirs.extend(others);
     let mut found = Found {
         roots: write,
         ..Found::default()
@@ -116,6 +136,50 @@ pub(crate) fn masks(
         }
     }
     Ok(out)
+}
+
+/// The directories beneath `roots` (not the roots themselves) that hold a `.git`, of any kind,
+/// at most [`NESTED_DEPTH`] levels down, breadth first: each directory of a level is asked for
+/// a `.git`, then read for the next level's (never through a link, never into a `.git`), while
+/// [`MAX_WALK_DIRS`] reads and [`MAX_WALK_ENTRIES`] entries and questions last.
+fn nested(roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut level: Vec<PathBuf> = roots.to_vec();
+    let mut budget = MAX_WALK_ENTRIES;
+    let mut reads = MAX_WALK_DIRS;
+    for depth in 0..=NESTED_DEPTH {
+        let mut next = Vec::new();
+        for dir in &level {
+            if depth > 0 {
+                if budget == 0 {
+                    return found;
+                }
+                budget -= 1;
+                if std::fs::symlink_metadata(dir.join(".git")).is_ok() {
+                    found.push(dir.clone());
+                }
+            }
+            if depth == NESTED_DEPTH || reads == 0 {
+                continue;
+            }
+            reads -= 1;
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                if budget == 0 {
+                    return found;
+                }
+                budget -= 1;
+                // The entry's type as the directory gives it: a link is not followed.
+                if entry.file_name() != ".git" && entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    next.push(entry.path());
+                }
+            }
+        }
+        level = next;
+    }
+    found
 }
 
 /// The places found so far.
@@ -255,4 +319,66 @@ fn mount_flags(path: &Path) -> Result<libc::c_ulong, String> {
         .iter()
         .filter(|(st, _)| flags & st == *st)
         .fold(0, |acc, (_, ms)| acc | ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the walk finds: a `.git` of any kind one to three levels down, not the root's own,
+    /// not four levels down, never through a link, and nothing past its budget.
+    #[test]
+    fn the_walk_finds_repositories_three_levels_down_and_no_further() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let at = |rel: &str| root.join(rel);
+        for repo in ["one", "a/two", "a/b/three", "a/b/c/four", "x/y/z"] {
+            std::fs::create_dir_all(at(repo).join(".git")).unwrap();
+        }
+        std::fs::create_dir(at(".git")).unwrap();
+        std::fs::create_dir_all(at("a/file-pointer")).unwrap();
+        std::fs::write(at("a/file-pointer/.git"), "gitdir: ../one/.git\n").unwrap();
+        // A link to a repository elsewhere is not followed into.
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(outside.path().join("r/.git")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), at("link")).unwrap();
+        let mut found = nested(std::slice::from_ref(&root));
+        found.sort();
+        let mut want: Vec<PathBuf> = ["a/b/three", "a/file-pointer", "a/two", "one", "x/y/z"]
+            .iter()
+            .map(|r| at(r))
+            .collect();
+        want.sort();
+        assert_eq!(found, want);
+
+        // Past the budgets, the walk stops: a root of more entries than it reads, or of more
+        // directories than it reads, finds none of what lies past them.
+        let wide = tempfile::tempdir().unwrap();
+        for i in 0..MAX_WALK_ENTRIES + 10 {
+            std::fs::create_dir(wide.path().join(format!("d{i}"))).unwrap();
+        }
+        std::fs::create_dir_all(wide.path().join("d0/deeper/.git")).unwrap();
+        assert!(nested(&[wide.path().to_path_buf()]).is_empty());
+        // Every directory of a level is asked for a `.git` before any is read: a workspace of
+        // more repositories than the walk reads directories has them all found.
+        let many = tempfile::tempdir().unwrap();
+        for i in 0..MAX_WALK_DIRS * 4 {
+            std::fs::create_dir_all(many.path().join(format!("d{i:03}/.git"))).unwrap();
+        }
+        assert_eq!(
+            nested(&[many.path().to_path_buf()]).len(),
+            MAX_WALK_DIRS * 4
+        );
+        // Past the reads, deeper levels are not asked: `e` two levels down in the last
+        // directories of the first level is not reached.
+        for i in 0..MAX_WALK_DIRS * 4 {
+            std::fs::create_dir_all(many.path().join(format!("d{i:03}/e/.git"))).unwrap();
+        }
+        let found = nested(&[many.path().to_path_buf()]);
+        assert_eq!(
+            found.len(),
+            MAX_WALK_DIRS * 4 + (MAX_WALK_DIRS - 1),
+            "{found:?}"
+        );
+    }
 }

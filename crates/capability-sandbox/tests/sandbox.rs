@@ -595,6 +595,60 @@ fn a_child_cannot_plant_what_git_runs_outside_the_sandbox() {
 }
 
 // guarantee: G-FS-09
+/// The repositories a child's working directory is not in are kept too: a write root that is a
+/// workspace of repositories (a sibling of the one the child works in, one nested two levels
+/// down, a repository inside the working tree) has their hooks and configuration read-only and
+/// their git directories pinned, so a child working in one cannot plant what git runs when the
+/// user next works in another. Checked on disk.
+#[test]
+fn a_child_cannot_plant_what_git_runs_in_the_other_repositories_of_its_reach() {
+    let t = tree();
+    let work = t.write.join("work");
+    let others = [
+        t.write.join("sibling"),
+        t.write.join("group/inner"),
+        t.write.join("a/b/deep"),
+        work.join("vendor/lib"),
+    ];
+    for repo in std::iter::once(&work).chain(&others) {
+        std::fs::create_dir_all(repo).unwrap();
+        git(repo, &["init", "-q"]);
+    }
+    let configs: Vec<String> = others
+        .iter()
+        .map(|r| std::fs::read_to_string(r.join(".git/config")).unwrap())
+        .collect();
+    let prepared = policy(&t).prepare().unwrap();
+    let mut script = String::new();
+    for (i, repo) in others.iter().enumerate() {
+        let g = repo.join(".git");
+        script.push_str(&format!(
+            "echo 'touch /tmp/planted' > {g}/hooks/post-checkout; echo hook{i}=$?; \
+             echo '[core] fsmonitor = x' >> {g}/config; echo config{i}=$?; \
+             mv {g} {g}-aside; echo moved{i}=$?; ",
+            g = g.display()
+        ));
+    }
+    let (status, stdout, stderr) = spawn_sh(&prepared, &work, &script, None).unwrap();
+    assert_eq!(status, 0, "{stdout}{stderr}");
+    for (i, repo) in others.iter().enumerate() {
+        for refused in ["hook", "config", "moved"] {
+            assert!(
+                !stdout.contains(&format!("{refused}{i}=0")),
+                "{}: {refused}: {stdout}{stderr}",
+                repo.display()
+            );
+        }
+        assert!(!repo.join(".git/hooks/post-checkout").exists());
+        assert!(repo.join(".git").is_dir() && !repo.join(".git-aside").exists());
+        assert_eq!(
+            std::fs::read_to_string(repo.join(".git/config")).unwrap(),
+            configs[i]
+        );
+    }
+}
+
+// guarantee: G-FS-09
 /// A child may leave a FIFO where the next spawn looks for git's places (a `.git` in a write
 /// root, a `commondir` inside a git directory). Opening one for reading would wait for a writer
 /// that never comes, and the host's spawn with it: the next child starts, and the FIFO `.git`
