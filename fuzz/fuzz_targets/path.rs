@@ -1,7 +1,7 @@
 //! Path resolution and reach checks: `resolve_path` yields a normalised absolute path,
 //! `is_within` agrees with a component-wise reference, and the area `runs_later` keeps a path
 //! from writes in is a normalised place that holds it (a git one only where the path has a
-//! `.git` component).
+//! `.git` component, a client's one named as a client's configuration).
 #![no_main]
 
 use std::path::{Component, Path};
@@ -34,6 +34,24 @@ fuzz_target!(|data: &[u8]| {
             assert!(
                 resolved.components().any(|c| c.as_os_str() == ".git"),
                 "{resolved:?} is git's"
+            );
+        }
+        if runs == RunsLater::Client {
+            let named = area.file_name().and_then(|n| n.to_str());
+            assert!(
+                matches!(
+                    named,
+                    Some(
+                        ".mcp.json"
+                            | ".claude"
+                            | ".cursor"
+                            | ".codex"
+                            | ".gemini"
+                            | ".vscode"
+                            | ".idea"
+                    )
+                ),
+                "{resolved:?} kept in {area:?} for a client"
             );
         }
     }

@@ -925,12 +925,83 @@ fn a_tool_cannot_plant_what_a_shell_runs_as_it_starts() {
     }
 }
 
+// guarantee: G-FS-11
+/// An AI agent's client or an editor runs what a project's own configuration for it says when
+/// it next opens the project: Claude Code the hooks and status line of `.claude/settings.json`
+/// and the servers of `.mcp.json`, Cursor, Codex and Gemini the servers of theirs, VS Code its
+/// folder-open tasks, JetBrains its run configurations, all outside any sandbox. A tool may not
+/// write them beneath a write root, in process mode and in the capsule; names beside them, and a
+/// place the personality lists as a write root, stay writable.
+#[test]
+fn a_tool_cannot_plant_what_an_agent_or_editor_runs_when_it_opens_the_project() {
+    let env = Env::new("");
+    let project = env.root.join("work/out");
+    for dir in [".vscode", "claude", "notes"] {
+        std::fs::create_dir_all(project.join(dir)).unwrap();
+    }
+    let h = project.display();
+    let personality = env.personality(
+        "project.toml",
+        &format!(
+            "id = \"project\"\n[fs_reach]\nread = [\"{h}\"]\nwrite = [\"{h}\", \"{h}/.vscode\"]\n"
+        ),
+    );
+    let write = |mode: &[&str], path: &str| {
+        let call =
+            serde_json::json!({"path": path, "content": "{\"command\": \"sh\"}\n"}).to_string();
+        let mut argv = vec!["call"];
+        argv.extend_from_slice(mode);
+        argv.extend(["--personality", personality.as_str(), "write_file", &call]);
+        let out = env.toolcap(&argv);
+        serde_json::from_slice::<Value>(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+    };
+    for mode in MODES {
+        for planted in [
+            ".mcp.json",
+            ".claude/settings.json",
+            ".claude/settings.local.json",
+            ".claude/commands/deploy.md",
+            ".cursor/mcp.json",
+            ".codex/config.toml",
+            ".gemini/settings.json",
+            ".idea/workspace.xml",
+            "packages/web/.mcp.json",
+            "packages/web/.vscode/tasks.json",
+        ] {
+            let path = format!("{h}/{planted}");
+            let result = write(mode, &path);
+            assert!(
+                result["error"].as_str().is_some_and(|m| {
+                    m.starts_with("PATH_NOT_REACHABLE: write not permitted")
+                        && m.contains("when it next opens the project")
+                }),
+                "{mode:?} {planted}: {result}"
+            );
+            assert!(
+                !std::path::Path::new(&path).exists(),
+                "{mode:?}: {planted} was written"
+            );
+        }
+        // `.vscode` is listed as a write root itself: its tasks are the personality's to allow.
+        for fine in [
+            ".mcp.json.example",
+            "claude/settings.json",
+            "notes/cursor.md",
+            ".vscode/tasks.json",
+        ] {
+            let result = write(mode, &format!("{h}/{fine}"));
+            assert_eq!(result["ok"], true, "{mode:?} {fine}: {result}");
+        }
+    }
+}
+
 // guarantee: G-KERN-08
 /// A child cannot reach the terminal toolcap was started from: what it pushed into the
 /// terminal's input (`TIOCSTI`) the user's shell would read and run, outside any sandbox, once
 /// toolcap ends. Run under a real terminal (`script`), with `/dev` in the read reach (a reach of
-/// `/` alone shows a child only the sandbox's own devices): the child has no controlling terminal (`/dev/tty` is `ENXIO`), and pushing into any terminal it
-/// can open is refused. Checked on the terminal's side: the shell that runs after toolcap
+/// `/` alone shows a child only the sandbox's own devices): the child has no controlling
+/// terminal (`/dev/tty` is `ENXIO`), and pushing into any terminal it can open is refused. Checked on the terminal's side: the shell that runs after toolcap
 /// reads nothing the child typed.
 #[test]
 fn a_child_cannot_type_into_the_users_terminal() {

@@ -333,7 +333,22 @@ pub enum RunsLater {
     /// A shell as it starts (`.bashrc`, `.profile`, `.zshrc`, fish's configuration), or git as
     /// it reads the user's configuration (`.gitconfig`, `.config/git/config`).
     Startup,
+    /// An AI agent's client or an editor, when it next opens the project: the hooks and MCP
+    /// servers of `.mcp.json`, `.claude`, `.cursor`, `.codex` and `.gemini`, the tasks and
+    /// run configurations of `.vscode` and `.idea`.
+    Client,
 }
+
+/// The file in a project whose MCP servers (commands) an agent's client starts as it opens it.
+const CLIENT_FILES: [&[u8]; 1] = [b".mcp.json"];
+
+/// The directories in a project whose settings make an agent's client or an editor run a
+/// command as it opens the project, or as the user works in it: Claude Code's hooks, status
+/// line and MCP servers; Cursor's, Codex's and Gemini CLI's MCP servers; VS Code's tasks (some
+/// run when the folder opens) and settings that name programs; JetBrains' run configurations.
+const CLIENT_DIRS: [&[u8]; 6] = [
+    b".claude", b".cursor", b".codex", b".gemini", b".vscode", b".idea",
+];
 
 /// The names of the files bash, zsh and sh read as they start, and of git's user configuration
 /// (`core.hooksPath`, `core.fsmonitor` and `!` aliases there run commands in every repository).
@@ -352,11 +367,12 @@ const STARTUP_NAMES: [&[u8]; 11] = [
 ];
 
 /// Where code would run from, outside any sandbox, if a tool wrote `path`, as the area that
-/// keeps it from writes, and what runs it (docs/policy.md, "Git's hooks and configuration" and
-/// "Shell startup files"): git's places of a repository ([`git_run_area`]); a file named as a
-/// shell's startup file or git's user configuration, in any directory; and
-/// `.config/git/config` and everything under `.config/fish`. Decided from the path's spelling;
-/// `path` must be normalised and absolute.
+/// keeps it from writes, and what runs it (docs/policy.md, "Git's hooks and configuration",
+/// "Shell startup files" and "What agents and editors run"): git's places of a repository
+/// ([`git_run_area`]); a file named as a shell's startup file or git's user configuration, in
+/// any directory; `.config/git/config` and everything under `.config/fish`; a `.mcp.json`, and
+/// everything under a `.claude`, `.cursor`, `.codex`, `.gemini`, `.vscode` or `.idea`, in any
+/// directory. Decided from the path's spelling; `path` must be normalised and absolute.
 ///
 /// ```
 /// use capability_core::matching::path::{RunsLater, runs_later};
@@ -366,6 +382,8 @@ const STARTUP_NAMES: [&[u8]; 11] = [
 /// assert_eq!(runs("/home/ada/.config/fish/conf.d/x.fish"), Some(RunsLater::Startup));
 /// assert_eq!(runs("/srv/repo/.git/config"), Some(RunsLater::Git));
 /// assert_eq!(runs("/home/ada/.bashrc.orig"), None);
+/// assert_eq!(runs("/srv/app/.claude/settings.json"), Some(RunsLater::Client));
+/// assert_eq!(runs("/srv/app/.mcp.json"), Some(RunsLater::Client));
 /// ```
 pub fn runs_later(path: &Path) -> Option<(PathBuf, RunsLater)> {
     if let Some(area) = git_run_area(path) {
@@ -375,6 +393,12 @@ pub fn runs_later(path: &Path) -> Option<(PathBuf, RunsLater)> {
     let name = path.file_name()?.as_bytes();
     if STARTUP_NAMES.contains(&name) || bytes.ends_with(b"/.config/git/config") {
         return Some((path.to_path_buf(), RunsLater::Startup));
+    }
+    if CLIENT_FILES.contains(&name) {
+        return Some((path.to_path_buf(), RunsLater::Client));
+    }
+    if let Some(area) = client_area(bytes) {
+        return Some((area, RunsLater::Client));
     }
     let at = bytes
         .windows(b"/.config/fish".len())
@@ -386,6 +410,27 @@ pub fn runs_later(path: &Path) -> Option<(PathBuf, RunsLater)> {
             RunsLater::Startup,
         )
     })
+}
+
+/// The first directory of `path` (normalised, absolute) named as one of [`CLIENT_DIRS`], with
+/// the path up to and with it.
+fn client_area(path: &[u8]) -> Option<PathBuf> {
+    // Most paths have no part starting `/.c`, `/.g`, `/.v` or `/.i`: one pass finds out.
+    if !path
+        .windows(3)
+        .any(|w| w[..2] == *b"/." && matches!(w[2], b'c' | b'g' | b'v' | b'i'))
+    {
+        return None;
+    }
+    let mut end = 0;
+    for part in path.split(|c| *c == b'/') {
+        end += part.len();
+        if CLIENT_DIRS.contains(&part) {
+            return Some(PathBuf::from(std::ffi::OsStr::from_bytes(&path[..end])));
+        }
+        end += 1;
+    }
+    None
 }
 
 /// Intersects declared paths with a personality's list for one access. Each declared path
@@ -566,6 +611,46 @@ mod tests {
             "/h/.config/fish.bak/x",
             "/h/profile",
             "/",
+        ] {
+            assert_eq!(runs(path), None, "{path}");
+        }
+    }
+
+    // guarantee: G-FS-11
+    #[test]
+    fn agents_and_editors_run_their_project_configuration_and_nothing_named_like_it() {
+        let runs = |p: &str| runs_later(Path::new(p)).map(|(a, w)| (a.display().to_string(), w));
+        for (path, area) in [
+            ("/p/.mcp.json", "/p/.mcp.json"),
+            ("/p/web/.mcp.json", "/p/web/.mcp.json"),
+            ("/p/.claude", "/p/.claude"),
+            ("/p/.claude/settings.json", "/p/.claude"),
+            ("/p/.claude/commands/a/b.md", "/p/.claude"),
+            ("/p/.cursor/mcp.json", "/p/.cursor"),
+            ("/p/.codex/config.toml", "/p/.codex"),
+            ("/p/.gemini/settings.json", "/p/.gemini"),
+            ("/p/.vscode/tasks.json", "/p/.vscode"),
+            ("/p/.idea/workspace.xml", "/p/.idea"),
+            ("/.vscode/x", "/.vscode"),
+            ("/p/.vscode/.claude/x", "/p/.vscode"),
+        ] {
+            assert_eq!(
+                runs(path),
+                Some((area.to_owned(), RunsLater::Client)),
+                "{path}"
+            );
+        }
+        for path in [
+            "/p/.mcp.json.example",
+            "/p/mcp.json",
+            "/p/claude/settings.json",
+            "/p/.claudeignore",
+            "/p/.vscodeignore",
+            "/p/.cursorrules",
+            "/p/.codexx/config.toml",
+            "/p/docs/.idea.md",
+            "/p/.cache/x",
+            "/p/.github/workflows/ci.yml",
         ] {
             assert_eq!(runs(path), None, "{path}");
         }

@@ -175,9 +175,10 @@ impl PathPolicy for ResolvedPaths {
         {
             return Err(refuse());
         }
-        // Where git or a shell finds code to run outside any sandbox: written only under a
-        // personality write root that lies inside that very area (docs/policy.md, "Git's hooks
-        // and configuration", "Shell startup files").
+        // Where git, a shell, an agent's client or an editor finds code to run outside any
+        // sandbox: written only under a personality write root that lies inside that very area
+        // (docs/policy.md, "Git's hooks and configuration", "Shell startup files", "What agents
+        // and editors run").
         if access == FsAccess::Write
             && let Some((area, runs)) = runs_later(&full)
             && !personality
@@ -188,6 +189,10 @@ impl PathPolicy for ResolvedPaths {
                 RunsLater::Git => {
                     "git runs the hooks and configuration of a repository outside any sandbox, \
                      when the user next runs git there"
+                }
+                RunsLater::Client => {
+                    "an AI agent's client or an editor runs what it says when it next opens the \
+                     project, outside any sandbox"
                 }
                 _ => {
                     "a shell (or git) reads it as it starts, and runs what it says outside any \
