@@ -283,6 +283,24 @@ fn escape(args: &Value) -> Value {
             }
             json!({"flooded": written})
         }
+        "signal" => {
+            // SIGURG, which a process ignores unless it asks for it: to the process `victim`
+            // names, to every process of the user (-1), and to the worker itself; and signal 0
+            // (whether one would be delivered, nothing sent) to the host.
+            let victim = args["victim"].as_i64().unwrap_or(0) as libc::pid_t;
+            let parent = std::os::unix::process::parent_id() as libc::pid_t;
+            // SAFETY: kill and getpid take and return integers.
+            let sent = |pid: libc::pid_t, signal: libc::c_int| unsafe {
+                errno_of(libc::kill(pid, signal) as libc::c_long)
+            };
+            json!({
+                "victim": sent(victim, libc::SIGURG),
+                "everyone": sent(-1, libc::SIGURG),
+                "host": sent(parent, 0),
+                // SAFETY: getpid takes nothing.
+                "itself": sent(unsafe { libc::getpid() }, libc::SIGURG),
+            })
+        }
         "session" => {
             // SAFETY: getsid and getpid take and return integers.
             let (session, pid) = unsafe { (libc::getsid(0), libc::getpid()) };

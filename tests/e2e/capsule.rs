@@ -338,10 +338,10 @@ async fn escapes_are_stopped_by_the_kernel_and_the_host_goes_on() {
     );
 }
 
-// guarantee: G-KERN-02, G-KERN-03, G-KERN-08
+// guarantee: G-KERN-02, G-KERN-03, G-KERN-08, G-KERN-10
 /// issue 13, classes 1 and 3, in the capsule: a Unix socket outside the reach (the listener
 /// counts its connections), the kernel log, the clock, and the capabilities of a root host;
-/// and the worker's own session (no controlling terminal).
+/// the worker's own session (no controlling terminal), and signals to other processes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unix_sockets_and_root_powers_are_out_of_a_workers_reach() {
     let lab = lab_default().await;
@@ -391,6 +391,54 @@ async fn unix_sockets_and_root_powers_are_out_of_a_workers_reach() {
     );
     let confined = lab.value("escape", json!({"attempt": "session"})).await;
     assert_eq!(confined["leader"], true, "{confined}");
+    // Signals to any other process refused, whatever the kernel's Landlock (its signal scope is
+    // Linux 6.12+): not a process of the user's (it would note a SIGURG in a file), not every
+    // process at once (`kill -1`), not the host; the worker itself still.
+    let marker = lab.root.join("data/signalled");
+    let mut victim = std::process::Command::new("/usr/bin/python3")
+        .args([
+            "-c",
+            "import signal, sys, time\n\
+             signal.signal(signal.SIGURG, lambda *_: open(sys.argv[1], 'w').write('got'))\n\
+             signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGURG])\n\
+             print('ready', flush=True)\ntime.sleep(60)\n",
+        ])
+        .arg(&marker)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(victim.stdout.as_mut().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    assert_eq!(ready, "ready\n", "the victim started");
+    let args = json!({"attempt": "signal", "victim": victim.id()});
+    let confined = lab.value("escape", args.clone()).await;
+    for target in ["victim", "everyone", "host"] {
+        assert_eq!(confined[target]["escaped"], false, "{target}: {confined}");
+        assert_eq!(
+            confined[target]["errno"],
+            libc::EPERM,
+            "{target}: {confined}"
+        );
+    }
+    assert_eq!(confined["itself"]["escaped"], true, "{confined}");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !marker.exists(),
+        "a signal from the capsule reached the victim"
+    );
+    // The control, in process, reaches it: the victim notes what it gets.
+    assert_eq!(control(&lab, args).await["victim"]["escaped"], true);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !marker.exists() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(marker.exists(), "the victim does note a signal");
+    victim.kill().unwrap();
+    victim.wait().unwrap();
     lab.assert_alive().await;
 }
 

@@ -23,8 +23,9 @@ const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 pub(crate) enum Decision {
     /// Fails with this errno.
     Errno(u32),
-    /// `socket`: allowed for these address families (argument 0), `EPERM` otherwise.
-    SocketFamilies(Vec<u32>),
+    /// Allowed when argument 0 is one of these (the low 32 bits), `EPERM` otherwise: `socket`'s
+    /// address families, `kill`'s process.
+    Arg0In(Vec<u32>),
     /// `clone`: `EPERM` when any bit of `refused` is set in the flags (argument 0), and, with
     /// `threads_only`, unless `CLONE_THREAD` is set.
     CloneFlags { refused: u32, threads_only: bool },
@@ -175,7 +176,7 @@ pub(crate) fn compile(decisions: &BTreeMap<u32, Decision>) -> Result<Vec<sock_fi
         b.push(Insn::Mark(*label));
         match decision {
             Decision::Errno(e) => b.push(Insn::Ret(errno(*e))),
-            Decision::SocketFamilies(families) => {
+            Decision::Arg0In(families) => {
                 b.push(Insn::Load(ARG0_LO));
                 for family in families {
                     let next = b.label();
@@ -303,7 +304,7 @@ mod tests {
         d.insert(435, Decision::Errno(libc::ENOSYS as u32));
         d.insert(
             41 + 1000,
-            Decision::SocketFamilies(vec![libc::AF_UNIX as u32, libc::AF_INET as u32]),
+            Decision::Arg0In(vec![libc::AF_UNIX as u32, libc::AF_INET as u32]),
         );
         d.insert(
             56 + 1000,
@@ -411,7 +412,7 @@ mod tests {
             let want = match decisions.get(&nr) {
                 None => RET_ALLOW,
                 Some(Decision::Errno(e)) => errno(*e),
-                Some(Decision::SocketFamilies(_)) => eperm, // family 0 is not allowed
+                Some(Decision::Arg0In(_)) => eperm, // 0 is not in the sample's list
                 Some(Decision::CloneFlags { .. }) => eperm, // no CLONE_THREAD
                 Some(Decision::IoctlRequests(_)) => RET_ALLOW, // request 0 is not refused
                 Some(Decision::ModeBits { .. }) => RET_ALLOW, // mode 0 has no refused bit

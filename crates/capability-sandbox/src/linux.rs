@@ -64,6 +64,9 @@ pub(crate) struct Prepared {
     /// descriptor it inherited).
     pub(crate) ruleset: Arc<OwnedFd>,
     pub(crate) filter: Vec<libc::sock_filter>,
+    /// The filter's decisions when the policy starts no process: a process that confines
+    /// itself under it may then signal only itself (`confine_current_process`).
+    pub(crate) alone: Option<BTreeMap<u32, Decision>>,
     pub(crate) limits: ResourceLimits,
     /// The child gets a network namespace with the egress proxy's listener.
     pub(crate) egress: bool,
@@ -132,11 +135,13 @@ pub(crate) fn prepare(
         return Err(failed("Landlock", "no ABI version"));
     }
 
-    let filter = bpf::compile(&decisions(policy)).map_err(|e| failed("seccomp filter", e))?;
+    let decisions = decisions(policy);
+    let filter = bpf::compile(&decisions).map_err(|e| failed("seccomp filter", e))?;
     let ns = namespaces(policy, support)?;
     Ok(Prepared {
         ruleset,
         filter,
+        alone: (!policy.new_processes).then_some(decisions),
         limits: policy.limits,
         egress: policy.egress,
         ns,
@@ -263,7 +268,7 @@ fn decisions(policy: &SandboxPolicy) -> BTreeMap<u32, Decision> {
     // and without egress it has no socket at all (docs/isolation-model.md). socketpair stays
     // allowed: an anonymous connected pair reaches nothing (runtimes use one for signals).
     let socket = if policy.sockets && policy.egress {
-        Decision::SocketFamilies(vec![libc::AF_INET as u32, libc::AF_INET6 as u32])
+        Decision::Arg0In(vec![libc::AF_INET as u32, libc::AF_INET6 as u32])
     } else {
         eperm.clone()
     };
@@ -340,6 +345,25 @@ fn decisions(policy: &SandboxPolicy) -> BTreeMap<u32, Decision> {
     d
 }
 
+/// The calls that send a signal, allowed only to `pid` (and, for `kill`, its own process group,
+/// of which it is the only member): `tkill` names a thread without its process and
+/// `pidfd_send_signal` a process by descriptor, so both are refused.
+fn signals_to_itself(d: &mut BTreeMap<u32, Decision>, pid: u32) {
+    let nr = |n: libc::c_long| n as u32;
+    let group = pid.wrapping_neg();
+    d.insert(nr(libc::SYS_kill), Decision::Arg0In(vec![pid, 0, group]));
+    for n in [
+        libc::SYS_tgkill,
+        libc::SYS_rt_sigqueueinfo,
+        libc::SYS_rt_tgsigqueueinfo,
+    ] {
+        d.insert(nr(n), Decision::Arg0In(vec![pid]));
+    }
+    for n in [libc::SYS_tkill, libc::SYS_pidfd_send_signal] {
+        d.insert(nr(n), Decision::Errno(libc::EPERM as u32));
+    }
+}
+
 /// The number of threads of this process, from `/proc/self/status`.
 fn thread_count() -> io::Result<usize> {
     #[allow(
@@ -369,9 +393,20 @@ impl Prepared {
                 "the egress proxy is for children only",
             ));
         }
+        // A process that starts none has no one to signal but itself: every other process is
+        // refused, whatever the kernel's Landlock (its signal scope is Linux 6.12+; without it
+        // a worker could stop or kill every process of the user, `kill -1`).
+        let filter = match &self.alone {
+            Some(decisions) => {
+                let mut decisions = decisions.clone();
+                signals_to_itself(&mut decisions, std::process::id());
+                bpf::compile(&decisions).map_err(|e| failed("seccomp filter", e))?
+            }
+            None => self.filter.clone(),
+        };
         confine::confine(
             self.ruleset.as_raw_fd(),
-            &self.filter,
+            &filter,
             &self.limits,
             None,
             Descriptors::Keep,
