@@ -4,24 +4,30 @@
 //!
 //! Git runs a repository's hooks, and the commands its configuration names (`core.fsmonitor`,
 //! `core.hooksPath`, `core.pager`, an alias starting with `!`), whenever the user runs git
-//! there: later, with the user's whole reach. Landlock cannot take a place out of a granted
-//! directory, so in the child's own mount namespace:
+//! there: later, with the user's whole reach; and it takes both from whatever git directory a
+//! `commondir` file in the repository's own names. Landlock cannot take a place out of a
+//! granted directory, so in the child's own mount namespace:
 //!
-//! - each git directory (a repository's `.git`, a submodule's under `.git/modules`, the one a
-//!   `.git` file points at) is bound onto itself: a mount point cannot be renamed or removed, so
-//!   a child cannot set it aside and put a git directory of its own in its place, while what is
-//!   in it (objects, refs, the index) stays writable, and `git add` and `git commit` work;
-//! - its `hooks`, `config` and `config.worktree`, and a `.git` that is a file, are bound onto
-//!   themselves read-only. A missing `hooks` directory is made first (empty, as `git init`
-//!   makes it), so that a child cannot make one. A git directory whose `hooks` or `config` is a
-//!   symbolic link is bound read-only whole.
+//! - each git directory (a repository's `.git`, the one a `.git` file points at, and so the
+//!   submodules' and linked worktrees' kept inside it) is bound onto itself read-only, keeping
+//!   the flags of the mount it lies on: a child can neither write in it (`git commit` fails
+//!   there) nor set it aside. A mount can keep only names that exist, and a child that could
+//!   write in a git directory could make a `commondir` in it;
+//! - unless the caller's policy lets children write that git directory: it is then bound onto
+//!   itself read-write (a mount point cannot be renamed or removed), `git add` and `git commit`
+//!   work, and its `hooks`, `config`, `config.worktree` and `commondir` are bound read-only (a
+//!   missing `hooks` directory is made first, empty, as `git init` makes it; one whose `hooks`
+//!   or `config` is a symbolic link is read-only whole). It can then make a `commondir`;
+//! - a `.git` that is a file is bound read-only; a place inside a read-only git directory that
+//!   the caller lets children write is bound writable again.
 //!
 //! Which directories are looked at: every write root, the working directory with each
 //! directory above it that is still beneath a write root (where git, run there, finds its
 //! repository), and the directories up to [`NESTED_DEPTH`] levels beneath each write root (the
 //! other repositories of a workspace, one inside the working tree), read breadth first, at most
-//! [`MAX_WALK_DIRS`] directories read and [`MAX_WALK_ENTRIES`] entries in all. A `.git` that is a symbolic link cannot be kept (a
-//! child could point it elsewhere), and the child is not started. A repository a child makes
+//! [`MAX_WALK_DIRS`] directories read and [`MAX_WALK_ENTRIES`] entries in all. A `.git` that is
+//! a symbolic link cannot be kept (a child could point it elsewhere), and the child is not
+//! started. A repository a child makes
 //! itself (`git init`) is kept from the next child, not from the one that made it.
 
 #![allow(
@@ -54,8 +60,10 @@ const MAX_WALK_DIRS: usize = 16;
 /// The most entries of those directories looked at and directories asked for a `.git`.
 const MAX_WALK_ENTRIES: usize = 1024;
 
-/// The files of a git directory whose settings can make git run a command.
-const CONFIG_NAMES: [&str; 2] = ["config", "config.worktree"];
+/// The files of a git directory whose settings can make git run a command, and the one that
+/// names another git directory to take hooks and configuration from (git reads `commondir` in
+/// any git directory).
+const CONFIG_NAMES: [&str; 3] = ["config", "config.worktree", "commondir"];
 
 /// What to bind in a child's mount namespace, found in `write` (its write roots) and along
 /// `cwd`, leaving out what `writable` says the caller's policy lets children write: the pins
@@ -83,6 +91,7 @@ pub(crate) fn masks(
     dirs.extend(others);
     let mut found = Found {
         roots: write,
+        writable,
         ..Found::default()
     };
     for dir in &dirs {
@@ -118,8 +127,19 @@ pub(crate) fn masks(
     }
     let keep = |p: &PathBuf| beneath(p) && !writable.is_some_and(|w| w(p));
     let mut out = Vec::new();
-    for (places, read_only) in [(&found.pinned, false), (&found.read_only, true)] {
-        let mut places: Vec<&PathBuf> = places.iter().filter(|p| keep(p)).collect();
+    // A git directory the caller lets children write is pinned all the same (set aside, it
+    // would take its read-only places with it); the places the caller lets children write
+    // inside a read-only git directory are bound writable again after it.
+    for (places, read_only, kept) in [
+        (&found.pinned, false, false),
+        (&found.read_only, true, true),
+        (&found.reopened, false, false),
+    ] {
+        let reopened = std::ptr::eq(places, &found.reopened);
+        let mut places: Vec<&PathBuf> = places
+            .iter()
+            .filter(|p| if kept { keep(p) } else { beneath(p) })
+            .collect();
         places.sort();
         places.dedup();
         for place in places {
@@ -127,6 +147,11 @@ pub(crate) fn masks(
                 .map_err(|_| format!("{} contains a NUL byte", place.display()))?;
             out.push(if read_only {
                 Mask::ReadOnly {
+                    flags: mount_flags(place)?,
+                    path,
+                }
+            } else if reopened {
+                Mask::Writable {
                     flags: mount_flags(place)?,
                     path,
                 }
@@ -188,8 +213,12 @@ struct Found<'a> {
     /// The child's write roots: a git directory elsewhere is not the child's to change, and is
     /// not looked into (a `.git` file or a `commondir` can name any place).
     roots: &'a [PathBuf],
+    /// What the caller's policy lets children write of git's places.
+    writable: Option<&'a (dyn Fn(&Path) -> bool + Sync)>,
     pinned: Vec<PathBuf>,
     read_only: Vec<PathBuf>,
+    /// Places inside a read-only git directory that the caller lets children write.
+    reopened: Vec<PathBuf>,
     /// Git directories looked at, against [`MAX_GIT_DIRS`].
     seen: usize,
     /// Entries of `modules` directories looked at, against [`MAX_MODULE_ENTRIES`].
@@ -197,8 +226,9 @@ struct Found<'a> {
 }
 
 impl Found<'_> {
-    /// A git directory: pinned, its hooks and configuration read-only, and the same for the
-    /// submodules' git directories kept in it and, for a linked worktree's, its repository's.
+    /// A git directory: read-only whole, unless the caller lets children write it (then pinned,
+    /// its hooks and configuration read-only, and the same for the submodules' git directories
+    /// kept in it); and, for a linked worktree's, its repository's.
     fn git_dir(&mut self, dir: &Path) {
         if !self.roots.iter().any(|w| dir.starts_with(w)) {
             return;
@@ -206,6 +236,22 @@ impl Found<'_> {
         self.seen += 1;
         if self.seen > MAX_GIT_DIRS {
             self.read_only.push(dir.to_path_buf());
+            return;
+        }
+        if !self.writable.is_some_and(|w| w(dir)) {
+            // Read-only whole: a child could otherwise make a `commondir` in it, naming a git
+            // directory of its own, and no mount can keep a name that does not exist yet.
+            self.read_only.push(dir.to_path_buf());
+            let lifted = |p: &Path| {
+                self.writable.is_some_and(|w| w(p))
+                    && std::fs::symlink_metadata(p).is_ok_and(|m| !m.file_type().is_symlink())
+            };
+            let reopened: Vec<PathBuf> = std::iter::once(dir.join("hooks"))
+                .chain(CONFIG_NAMES.iter().map(|n| dir.join(n)))
+                .filter(|p| lifted(p))
+                .collect();
+            self.reopened.extend(reopened);
+            self.common(dir);
             return;
         }
         let hooks = dir.join("hooks");
@@ -229,7 +275,12 @@ impl Found<'_> {
             }
         }
         self.modules(&dir.join("modules"), 0);
-        // A linked worktree's git directory shares its repository's hooks and configuration.
+        self.common(dir);
+    }
+
+    /// A linked worktree's git directory shares its repository's hooks and configuration: the
+    /// git directory its `commondir` names.
+    fn common(&mut self, dir: &Path) {
         if let Some(common) = small_file(&dir.join("commondir"))
             && let Ok(common) = std::fs::canonicalize(dir.join(common.trim()))
             && common.is_dir()

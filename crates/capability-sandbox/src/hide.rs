@@ -160,6 +160,10 @@ pub(crate) enum Mask {
     /// A place bound onto itself read-only, keeping `flags` of the mount it lies on (a git
     /// directory's hooks and configuration, `git.rs`).
     ReadOnly { path: CString, flags: libc::c_ulong },
+    /// A place inside a read-only one bound onto itself writable again, keeping `flags` of the
+    /// mount it lies on (what the caller lets children write in a read-only git directory,
+    /// `git.rs`). A bind takes the flags of the mount it is made from, so it is remounted.
+    Writable { path: CString, flags: libc::c_ulong },
 }
 
 impl Mask {

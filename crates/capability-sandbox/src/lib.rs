@@ -573,10 +573,11 @@ pub struct Launch<'a> {
     /// Whether the child's stdin is a pipe (returned in [`ConfinedChild::stdin`]) rather than
     /// `/dev/null`.
     pub stdin: bool,
-    /// Of the places git runs code from in the child's write roots (a repository's hooks and
-    /// configuration, and its `.git` itself), those the caller's policy lets children write;
-    /// `None`: none. The others are kept from the child's writes (docs/policy.md, "Git's hooks
-    /// and configuration").
+    /// Of the places git runs code from in the child's write roots (a repository's git
+    /// directory, its hooks, configuration and `commondir`, and its `.git` itself), those the
+    /// caller's policy lets children write; `None`: none. A git directory it does not name is
+    /// read-only to the child whole; the others are kept from the child's writes
+    /// (docs/policy.md, "Git's hooks and configuration").
     pub git_writable: Option<&'a (dyn Fn(&Path) -> bool + Sync)>,
 }
 

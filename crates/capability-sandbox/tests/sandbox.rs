@@ -499,10 +499,13 @@ fn spawn_sh(
 
 // guarantee: G-FS-09
 /// Git runs a repository's hooks and the commands its configuration names when the user runs
-/// git there later, outside any sandbox. A child that may write the working tree cannot write
-/// those, nor set the repository's `.git` aside for one of its own, nor repoint a linked
-/// worktree's `.git` file; `git add` and `git commit` still work. What the caller's policy lets
-/// children write (a personality that lists the hooks as a write root) stays writable.
+/// git there later, outside any sandbox, and takes them from whatever git directory a
+/// `commondir` file in its git directory names. A child that may write the working tree cannot
+/// write any of those, nor set the repository's `.git` aside for one of its own, nor repoint a
+/// linked worktree's `.git` file: the git directory is read-only to it, so `git commit` fails
+/// there. What the caller's policy lets children write stays writable: a repository's git
+/// directory (then `git commit` works, and its hooks and configuration are still kept), or its
+/// hooks alone.
 #[test]
 fn a_child_cannot_plant_what_git_runs_outside_the_sandbox() {
     let t = tree();
@@ -516,27 +519,53 @@ fn a_child_cannot_plant_what_git_runs_outside_the_sandbox() {
     let config = std::fs::read_to_string(repo.join(".git/config")).unwrap();
     let pointer = std::fs::read_to_string(t.write.join("wt/.git")).unwrap();
     let prepared = policy(&t).prepare().unwrap();
+    // A git directory of the child's own, with a hook, for `commondir` to name.
+    let evil = t.write.join("evil");
+    std::fs::create_dir_all(evil.join("hooks")).unwrap();
     let attacks = "echo 'touch /tmp/planted' > .git/hooks/pre-commit; echo hook=$?; \
          git config core.fsmonitor 'touch /tmp/planted'; echo config=$?; \
+         echo ../../evil > .git/commondir; echo commondir=$?; \
          mv .git .git-aside; echo moved=$?; rm -rf .git/hooks; echo removed=$?; \
          echo b > b.txt; git add b.txt && git -c user.name=t -c user.email=t@example.com \
          commit -qm second; echo commit=$?";
     let (status, stdout, stderr) = spawn_sh(&prepared, &repo, attacks, None).unwrap();
     assert_eq!(status, 0, "{stdout}{stderr}");
+    for refused in [
+        "hook=",
+        "config=",
+        "commondir=",
+        "moved=",
+        "removed=",
+        "commit=",
+    ] {
+        assert!(
+            !stdout.contains(&format!("{refused}0")),
+            "{refused}: {stdout}{stderr}"
+        );
+    }
+    assert!(!repo.join(".git/hooks/pre-commit").exists());
+    assert!(!repo.join(".git/commondir").exists());
+    assert!(!repo.join(".git-aside").exists());
+    assert_eq!(
+        std::fs::read_to_string(repo.join(".git/config")).unwrap(),
+        config
+    );
+    assert!(git(&repo, &["log", "--format=%s"]).starts_with("first\n"));
+
+    // The git directory lifted: commits work; hooks and configuration are still kept (a
+    // `commondir` it could now write, docs/policy.md).
+    let git_dir_writable = |p: &Path| p.ends_with("repo/.git");
+    let lifted = attacks.replace("echo ../../evil > .git/commondir; echo commondir=$?;", "");
+    let (_, stdout, stderr) = spawn_sh(&prepared, &repo, &lifted, Some(&git_dir_writable)).unwrap();
+    assert!(stdout.contains("commit=0"), "{stdout}{stderr}");
     for refused in ["hook=", "config=", "moved=", "removed="] {
         assert!(
             !stdout.contains(&format!("{refused}0")),
             "{refused}: {stdout}{stderr}"
         );
     }
-    assert!(stdout.contains("commit=0"), "{stdout}{stderr}");
-    assert!(!repo.join(".git/hooks/pre-commit").exists());
-    assert!(!repo.join(".git-aside").exists());
-    assert_eq!(
-        std::fs::read_to_string(repo.join(".git/config")).unwrap(),
-        config
-    );
     assert!(git(&repo, &["log", "--format=%s"]).starts_with("second\n"));
+    assert!(!repo.join(".git/hooks/pre-commit").exists());
 
     // From the linked worktree: its `.git` file, and the repository's configuration it shares.
     let wt = t.write.join("wt");
@@ -553,7 +582,8 @@ fn a_child_cannot_plant_what_git_runs_outside_the_sandbox() {
         config
     );
 
-    // What the caller's policy lets children write, they may.
+    // What the caller's policy lets children write, they may: the hooks alone, inside a git
+    // directory that stays read-only.
     let hooks_writable = |p: &Path| p.ends_with(".git/hooks");
     let script = "echo 'true' > .git/hooks/post-commit; echo hook=$?";
     let (_, stdout, _) = spawn_sh(&prepared, &repo, script, Some(&hooks_writable)).unwrap();

@@ -773,8 +773,8 @@ fn explain_and_call_agree_on_fetches() {
 // guarantee: G-FS-09
 /// Git runs a repository's hooks, and the commands its configuration names (`core.fsmonitor`,
 /// `core.hooksPath`, an alias starting with `!`), whenever the user runs git there: later, and
-/// outside any sandbox. A tool that may write the working tree may not write those, nor a
-/// `.git` itself (a pointer file naming another git directory, a new repository), in process
+/// outside any sandbox, from whatever git directory a `commondir` file names. A tool that may
+/// write the working tree may not write those, nor a `commondir`, nor a `.git` itself (a pointer file naming another git directory, a new repository), in process
 /// mode and in the capsule; the rest of the repository stays writable, and a personality that
 /// lists the hooks directory as a write root lets tools write there.
 #[test]
@@ -810,6 +810,9 @@ fn a_tool_cannot_plant_what_git_runs_outside_the_sandbox() {
             format!("{r}/.git/hooks/pre-commit"),
             format!("{r}/.git/config"),
             format!("{r}/.git/config.worktree"),
+            format!("{r}/.git/commondir"),
+            format!("{r}/.git/worktrees/wt/commondir"),
+            format!("{r}/.git/modules/lib/commondir"),
             format!("{r}/.git/modules/lib/hooks/post-checkout"),
             format!("{r}/sub/.git"),
             format!("{r}/fresh/.git/config"),

@@ -272,13 +272,15 @@ impl Default for DenyFloor {
 }
 
 /// The names of the files in a git directory whose settings can make git run a command
-/// (`core.fsmonitor`, `core.hooksPath`, `core.pager`, an alias starting with `!`, ...).
-const GIT_CONFIG_NAMES: [&[u8]; 2] = [b"config", b"config.worktree"];
+/// (`core.fsmonitor`, `core.hooksPath`, `core.pager`, an alias starting with `!`, ...), and of
+/// the one that names another git directory to take the hooks and configuration from
+/// (`commondir`, which git reads in any git directory, not only a linked worktree's).
+const GIT_CONFIG_NAMES: [&[u8]; 3] = [b"config", b"config.worktree", b"commondir"];
 
 /// Where git, run by the user later and outside any sandbox, would find code to run, as the
 /// area that keeps `path` from writes (docs/policy.md, "Git's hooks and configuration"): a
 /// `.git` itself (a repository's directory, or the file that points at one), its `hooks` and
-/// everything under them, its `config` and `config.worktree`, and the same of the git
+/// everything under them, its `config`, `config.worktree` and `commondir`, and the same of the git
 /// directories kept inside it (`modules/…` of submodules, `worktrees/…` of linked worktrees).
 /// `None` for anything else, the rest of a `.git` among it (objects, refs, the index). Decided
 /// from the path's spelling; `path` must be normalised and absolute, as the checks have it.
@@ -668,6 +670,15 @@ mod tests {
             ("/r/.git/hooks/a/b", "/r/.git/hooks"),
             ("/r/.git/config", "/r/.git/config"),
             ("/r/.git/config.worktree", "/r/.git/config.worktree"),
+            ("/r/.git/commondir", "/r/.git/commondir"),
+            (
+                "/r/.git/worktrees/w/commondir",
+                "/r/.git/worktrees/w/commondir",
+            ),
+            (
+                "/r/.git/modules/lib/commondir",
+                "/r/.git/modules/lib/commondir",
+            ),
             ("/r/.git/modules/lib/config", "/r/.git/modules/lib/config"),
             (
                 "/r/.git/modules/a/b/hooks/post-checkout",

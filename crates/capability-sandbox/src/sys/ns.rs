@@ -209,6 +209,16 @@ fn cover(ns: &Namespaces) -> io::Result<()> {
             Mask::Pin { path } => {
                 mount(path, path, None, libc::MS_BIND | libc::MS_REC, None)?;
             }
+            Mask::Writable { path, flags } => {
+                mount(path, path, None, libc::MS_BIND | libc::MS_REC, None)?;
+                mount(
+                    c"none",
+                    path,
+                    None,
+                    libc::MS_REMOUNT | libc::MS_BIND | flags,
+                    None,
+                )?;
+            }
             Mask::ReadOnly { path, flags } => {
                 mount(path, path, None, libc::MS_BIND | libc::MS_REC, None)?;
                 mount(
