@@ -301,6 +301,42 @@ fn escape(args: &Value) -> Value {
                 "itself": sent(unsafe { libc::getpid() }, libc::SIGURG),
             })
         }
+        "other_process" => {
+            // What would change how the host runs, each left as it is (a limit read, not set;
+            // the host's own priority and CPUs set again): its resource limits, its priority,
+            // its CPUs; and every process of the user's priority (read back, so set to what the
+            // first of them has: refused before it is tried on the rest).
+            let parent = std::os::unix::process::parent_id() as libc::pid_t;
+            // SAFETY: prlimit64, getpriority, setpriority and the affinity calls take integers
+            // and pointers to locals.
+            unsafe {
+                let mut limit: libc::rlimit64 = std::mem::zeroed();
+                let prlimit = errno_of(libc::prlimit64(
+                    parent,
+                    libc::RLIMIT_NOFILE,
+                    std::ptr::null(),
+                    &mut limit,
+                ) as libc::c_long);
+                *libc::__errno_location() = 0;
+                let nice = libc::getpriority(libc::PRIO_PROCESS, parent as libc::id_t);
+                let priority = errno_of(libc::setpriority(
+                    libc::PRIO_PROCESS,
+                    parent as libc::id_t,
+                    nice,
+                ) as libc::c_long);
+                let mut cpus: libc::cpu_set_t = std::mem::zeroed();
+                let size = std::mem::size_of::<libc::cpu_set_t>();
+                libc::sched_getaffinity(parent, size, &mut cpus);
+                let affinity =
+                    errno_of(libc::sched_setaffinity(parent, size, &cpus) as libc::c_long);
+                let own = errno_of(libc::setpriority(
+                    libc::PRIO_PROCESS,
+                    0,
+                    libc::getpriority(libc::PRIO_PROCESS, 0),
+                ) as libc::c_long);
+                json!({"prlimit": prlimit, "priority": priority, "affinity": affinity, "own_priority": own})
+            }
+        }
         "session" => {
             // SAFETY: getsid and getpid take and return integers.
             let (session, pid) = unsafe { (libc::getsid(0), libc::getpid()) };

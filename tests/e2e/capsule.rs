@@ -439,6 +439,22 @@ async fn unix_sockets_and_root_powers_are_out_of_a_workers_reach() {
     assert!(marker.exists(), "the victim does note a signal");
     victim.kill().unwrap();
     victim.wait().unwrap();
+    // Nor what would change how the host runs: its limits (read here, not set), its priority
+    // and its CPUs (set to what they are); the worker's own priority still.
+    let host = control(&lab, json!({"attempt": "other_process"})).await;
+    assert_eq!(host["prlimit"]["escaped"], true, "the control may: {host}");
+    let confined = lab
+        .value("escape", json!({"attempt": "other_process"}))
+        .await;
+    for target in ["prlimit", "priority", "affinity"] {
+        assert_eq!(confined[target]["escaped"], false, "{target}: {confined}");
+        assert_eq!(
+            confined[target]["errno"],
+            libc::EPERM,
+            "{target}: {confined}"
+        );
+    }
+    assert_eq!(confined["own_priority"]["escaped"], true, "{confined}");
     lab.assert_alive().await;
 }
 

@@ -1,5 +1,5 @@
 //! The seccomp program, built here rather than by a general filter compiler: a binary search over
-//! the sorted syscall numbers that need a decision, so that the program stays short. The kernel
+//! the sorted syscall numbers that need a decision, so that the path a call takes stays short. The kernel
 //! emulates a new filter once per syscall number when it is attached (to cache the constant
 //! answers), so attaching costs time linear in the path length: a 35-syscall linear chain cost
 //! 135 µs per spawn, this tree about a fifth of that (docs/benchmarks.md).
@@ -26,6 +26,9 @@ pub(crate) enum Decision {
     /// Allowed when argument 0 is one of these (the low 32 bits), `EPERM` otherwise: `socket`'s
     /// address families, `kill`'s process.
     Arg0In(Vec<u32>),
+    /// Allowed when argument 0 is one of the first and argument 1 one of the second (the low 32
+    /// bits of each), `EPERM` otherwise: `setpriority`'s kind of target and target.
+    Args01In(Vec<u32>, Vec<u32>),
     /// `clone`: `EPERM` when any bit of `refused` is set in the flags (argument 0), and, with
     /// `threads_only`, unless `CLONE_THREAD` is set.
     CloneFlags { refused: u32, threads_only: bool },
@@ -96,53 +99,112 @@ impl Builder {
     }
 
     /// Resolves labels into forward offsets. Every jump in this program goes forward by
-    /// construction; a jump that does not fit in 8 bits is a bug, reported as an error.
+    /// construction. A conditional jump carries its two offsets in 8 bits each; one whose
+    /// target lies further is laid out long, as a conditional jump to two unconditional ones
+    /// (`BPF_JA`, 32-bit offset) next to it, the layout redone until no jump is left too short.
     fn assemble(self) -> Result<Vec<sock_filter>, String> {
+        let mut long = vec![false; self.code.len()];
+        loop {
+            let at = self.layout(&long);
+            let mut changed = false;
+            let mut here = 0;
+            for (i, insn) in self.code.iter().enumerate() {
+                match *insn {
+                    Insn::Mark(_) => continue,
+                    Insn::Eq(_, t, f) | Insn::Ge(_, t, f) | Insn::Set(_, t, f) if !long[i] => {
+                        let fits = |l: Label| at[l].checked_sub(here + 1).is_some_and(|d| d < 256);
+                        if !fits(t) || !fits(f) {
+                            long[i] = true;
+                            changed = true;
+                        }
+                        here += 1;
+                    }
+                    Insn::Eq(..) | Insn::Ge(..) | Insn::Set(..) => here += 3,
+                    _ => here += 1,
+                }
+            }
+            if !changed {
+                return self.emit(&at, &long);
+            }
+        }
+    }
+
+    /// Where each label points with the conditional jumps marked in `long` laid out long.
+    fn layout(&self, long: &[bool]) -> Vec<usize> {
         let mut at = vec![usize::MAX; self.labels];
         let mut pc = 0;
-        for insn in &self.code {
+        for (i, insn) in self.code.iter().enumerate() {
             match insn {
                 Insn::Mark(l) => at[*l] = pc,
+                Insn::Eq(..) | Insn::Ge(..) | Insn::Set(..) if long[i] => pc += 3,
                 _ => pc += 1,
             }
         }
-        let mut out = Vec::with_capacity(pc);
-        for insn in &self.code {
+        at
+    }
+
+    fn emit(&self, at: &[usize], long: &[bool]) -> Result<Vec<sock_filter>, String> {
+        let mut out: Vec<sock_filter> = Vec::with_capacity(at.len());
+        for (i, insn) in self.code.iter().enumerate() {
             let here = out.len();
-            let offset = |l: Label| -> Result<u8, String> {
-                let target = at[l];
-                target
-                    .checked_sub(here + 1)
-                    .and_then(|d| u8::try_from(d).ok())
-                    .ok_or_else(|| format!("seccomp jump from {here} to {target} does not fit"))
+            let forward = |l: Label, from: usize| -> Result<usize, String> {
+                at[l]
+                    .checked_sub(from + 1)
+                    .ok_or_else(|| format!("seccomp jump from {from} back to {}", at[l]))
             };
-            let jump = |op: u32, k: u32, t: Label, f: Label| -> Result<sock_filter, String> {
-                Ok(sock_filter {
-                    code: (libc::BPF_JMP | op | libc::BPF_K) as u16,
-                    jt: offset(t)?,
-                    jf: offset(f)?,
-                    k,
-                })
+            let jump = |op: u32, k: u32, t: Label, f: Label| -> Result<Vec<sock_filter>, String> {
+                let code = (libc::BPF_JMP | op | libc::BPF_K) as u16;
+                if !long[i] {
+                    let short = |l| {
+                        forward(l, here).and_then(|d| {
+                            u8::try_from(d).map_err(|_| format!("seccomp jump from {here} too far"))
+                        })
+                    };
+                    return Ok(vec![sock_filter {
+                        code,
+                        jt: short(t)?,
+                        jf: short(f)?,
+                        k,
+                    }]);
+                }
+                let always = |l, from| -> Result<sock_filter, String> {
+                    let d = forward(l, from)?;
+                    Ok(sock_filter {
+                        code: (libc::BPF_JMP | libc::BPF_JA) as u16,
+                        jt: 0,
+                        jf: 0,
+                        k: u32::try_from(d).map_err(|_| "seccomp program too long".to_owned())?,
+                    })
+                };
+                Ok(vec![
+                    sock_filter {
+                        code,
+                        jt: 0,
+                        jf: 1,
+                        k,
+                    },
+                    always(t, here + 1)?,
+                    always(f, here + 2)?,
+                ])
             };
-            let filter = match *insn {
-                Insn::Mark(_) => continue,
-                Insn::Load(offset) => sock_filter {
+            match *insn {
+                Insn::Mark(_) => {}
+                Insn::Load(offset) => out.push(sock_filter {
                     code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
                     jt: 0,
                     jf: 0,
                     k: offset,
-                },
-                Insn::Ret(k) => sock_filter {
+                }),
+                Insn::Ret(k) => out.push(sock_filter {
                     code: (libc::BPF_RET | libc::BPF_K) as u16,
                     jt: 0,
                     jf: 0,
                     k,
-                },
-                Insn::Eq(k, t, f) => jump(libc::BPF_JEQ, k, t, f)?,
-                Insn::Ge(k, t, f) => jump(libc::BPF_JGE, k, t, f)?,
-                Insn::Set(k, t, f) => jump(libc::BPF_JSET, k, t, f)?,
-            };
-            out.push(filter);
+                }),
+                Insn::Eq(k, t, f) => out.extend(jump(libc::BPF_JEQ, k, t, f)?),
+                Insn::Ge(k, t, f) => out.extend(jump(libc::BPF_JGE, k, t, f)?),
+                Insn::Set(k, t, f) => out.extend(jump(libc::BPF_JSET, k, t, f)?),
+            }
         }
         Ok(out)
     }
@@ -176,11 +238,29 @@ pub(crate) fn compile(decisions: &BTreeMap<u32, Decision>) -> Result<Vec<sock_fi
         b.push(Insn::Mark(*label));
         match decision {
             Decision::Errno(e) => b.push(Insn::Ret(errno(*e))),
-            Decision::Arg0In(families) => {
+            Decision::Arg0In(values) => {
                 b.push(Insn::Load(ARG0_LO));
-                for family in families {
+                for value in values {
                     let next = b.label();
-                    b.push(Insn::Eq(*family, allow, next));
+                    b.push(Insn::Eq(*value, allow, next));
+                    b.push(Insn::Mark(next));
+                }
+                b.push(Insn::Ret(errno(libc::EPERM as u32)));
+            }
+            Decision::Args01In(first, second) => {
+                let second_ok = b.label();
+                b.push(Insn::Load(ARG0_LO));
+                for value in first {
+                    let next = b.label();
+                    b.push(Insn::Eq(*value, second_ok, next));
+                    b.push(Insn::Mark(next));
+                }
+                b.push(Insn::Ret(errno(libc::EPERM as u32)));
+                b.push(Insn::Mark(second_ok));
+                b.push(Insn::Load(ARG1_LO));
+                for value in second {
+                    let next = b.label();
+                    b.push(Insn::Eq(*value, allow, next));
                     b.push(Insn::Mark(next));
                 }
                 b.push(Insn::Ret(errno(libc::EPERM as u32)));
@@ -284,6 +364,8 @@ mod tests {
                 pc += 1;
             } else if code == libc::BPF_RET | libc::BPF_K {
                 return insn.k;
+            } else if code == libc::BPF_JMP | libc::BPF_JA {
+                pc += 1 + insn.k as usize;
             } else {
                 let taken = match code & 0xf0 {
                     c if c == libc::BPF_JEQ => acc == insn.k,
@@ -317,6 +399,7 @@ mod tests {
             16 + 1000,
             Decision::IoctlRequests(vec![libc::TIOCSTI as u32, libc::TIOCLINUX as u32]),
         );
+        d.insert(140 + 1000, Decision::Args01In(vec![7, 8], vec![1, 2]));
         d.insert(
             90 + 1000,
             Decision::ModeBits {
@@ -334,6 +417,49 @@ mod tests {
             },
         );
         d
+    }
+
+    /// A program longer than a conditional jump reaches (8 bits) still decides every call: its
+    /// far jumps are laid out long.
+    #[test]
+    fn far_decisions_are_reached_through_long_jumps() {
+        let mut d = BTreeMap::new();
+        for nr in 0..150u32 {
+            d.insert(nr * 2, Decision::Arg0In(vec![1, 2, 3, 4, 5]));
+        }
+        let program = compile(&d).unwrap();
+        assert!(program.len() > 600, "{} instructions", program.len());
+        let eperm = errno(libc::EPERM as u32);
+        for nr in 0..300u32 {
+            let (inside, outside) = if nr % 2 == 0 {
+                (RET_ALLOW, eperm)
+            } else {
+                (RET_ALLOW, RET_ALLOW)
+            };
+            assert_eq!(run(&program, nr, AUDIT_ARCH, 3), inside, "{nr}");
+            assert_eq!(run(&program, nr, AUDIT_ARCH, 9), outside, "{nr}");
+        }
+    }
+
+    #[test]
+    fn two_arguments_decide_together() {
+        let program = compile(&sample()).unwrap();
+        let eperm = errno(libc::EPERM as u32);
+        let setpriority = 1140;
+        for (args, want) in [
+            ([7, 1], RET_ALLOW),
+            ([8, 2], RET_ALLOW),
+            ([7, 3], eperm),
+            ([9, 1], eperm),
+            ([1, 7], eperm),
+            ([(5 << 32) | 7, (5 << 32) | 2], RET_ALLOW),
+        ] {
+            assert_eq!(
+                run_with(&program, setpriority, AUDIT_ARCH, [args[0], args[1], 0, 0]),
+                want,
+                "{args:?}"
+            );
+        }
     }
 
     #[test]
@@ -413,6 +539,7 @@ mod tests {
                 None => RET_ALLOW,
                 Some(Decision::Errno(e)) => errno(*e),
                 Some(Decision::Arg0In(_)) => eperm, // 0 is not in the sample's list
+                Some(Decision::Args01In(..)) => eperm, // nor here
                 Some(Decision::CloneFlags { .. }) => eperm, // no CLONE_THREAD
                 Some(Decision::IoctlRequests(_)) => RET_ALLOW, // request 0 is not refused
                 Some(Decision::ModeBits { .. }) => RET_ALLOW, // mode 0 has no refused bit

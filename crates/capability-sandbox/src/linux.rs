@@ -345,13 +345,38 @@ fn decisions(policy: &SandboxPolicy) -> BTreeMap<u32, Decision> {
     d
 }
 
-/// The calls that send a signal, allowed only to `pid` (and, for `kill`, its own process group,
-/// of which it is the only member): `tkill` names a thread without its process and
-/// `pidfd_send_signal` a process by descriptor, so both are refused.
+/// The calls that reach another process by its id, allowed only to `pid` itself (`0` naming
+/// the caller; for `kill` also its own process group, of which it is the only member): signals,
+/// and what would change how another process runs (its resource limits, its priority, its CPUs,
+/// its scheduling, where its memory lies), which a tool could use to starve the host. `tkill`
+/// names a thread without its process and `pidfd_send_signal` a process by descriptor, so both
+/// are refused; `setpriority` and `ioprio_set` only for a process or its group, never for
+/// every process of a user.
 fn signals_to_itself(d: &mut BTreeMap<u32, Decision>, pid: u32) {
     let nr = |n: libc::c_long| n as u32;
     let group = pid.wrapping_neg();
     d.insert(nr(libc::SYS_kill), Decision::Arg0In(vec![pid, 0, group]));
+    for n in [
+        libc::SYS_prlimit64,
+        libc::SYS_sched_setaffinity,
+        libc::SYS_sched_setscheduler,
+        libc::SYS_sched_setparam,
+        libc::SYS_sched_setattr,
+        libc::SYS_migrate_pages,
+        libc::SYS_move_pages,
+    ] {
+        d.insert(nr(n), Decision::Arg0In(vec![0, pid]));
+    }
+    // PRIO_PROCESS and PRIO_PGRP (not PRIO_USER, 2), as the kernel numbers them.
+    d.insert(
+        nr(libc::SYS_setpriority),
+        Decision::Args01In(vec![0, 1], vec![0, pid]),
+    );
+    // IOPRIO_WHO_PROCESS and IOPRIO_WHO_PGRP (not IOPRIO_WHO_USER, 3).
+    d.insert(
+        nr(libc::SYS_ioprio_set),
+        Decision::Args01In(vec![1, 2], vec![0, pid]),
+    );
     for n in [
         libc::SYS_tgkill,
         libc::SYS_rt_sigqueueinfo,
