@@ -526,7 +526,10 @@ impl PreparedSandbox {
     /// The command keeps the session and process group its caller gave it, so a program handed
     /// the caller's terminal keeps it as its controlling terminal; seccomp still refuses it
     /// `TIOCSTI` and `TIOCLINUX` (docs/isolation-model.md, "The terminal"). [`spawn`](Self::spawn)
-    /// starts every child in a session of its own.
+    /// starts every child in a session of its own. Without a PID namespace of its own, the
+    /// program sees the user's other processes: it may change their resource limits (and,
+    /// where the host is not root, their priority), and on kernels before 6.12, whose Landlock
+    /// does not scope signals, signal them; prefer [`spawn`](Self::spawn).
     ///
     /// A prepared sandbox is reusable: prepare once per distinct policy and apply it to every
     /// command (each application duplicates the Landlock ruleset's descriptor). With
