@@ -27,8 +27,8 @@
 //! other repositories of a workspace, one inside the working tree), read breadth first, at most
 //! [`MAX_WALK_DIRS`] directories read and [`MAX_WALK_ENTRIES`] entries in all. A `.git` that is
 //! a symbolic link cannot be kept (a child could point it elsewhere), and the child is not
-//! started. A repository a child makes
-//! itself (`git init`) is kept from the next child, not from the one that made it.
+//! started. A repository a child makes itself (`git init`) is kept from the next child, not
+//! from the one that made it.
 
 #![allow(
     clippy::disallowed_methods,
@@ -65,9 +65,10 @@ const MAX_WALK_ENTRIES: usize = 1024;
 /// any git directory).
 const CONFIG_NAMES: [&str; 3] = ["config", "config.worktree", "commondir"];
 
-/// What to bind in a child's mount namespace, found in `write` (its write roots) and along
-/// `cwd`, leaving out what `writable` says the caller's policy lets children write: the pins
-/// first, then the read-only places. An error when a `.git` cannot be kept.
+/// What to bind in a child's mount namespace, found in `write` (its write roots), along `cwd`
+/// and a few levels beneath the roots, with what `writable` says the caller's policy lets
+/// children write left writable: the pins first, then the read-only places, then the places
+/// bound writable again inside them. An error when a `.git` cannot be kept.
 pub(crate) fn masks(
     write: &[PathBuf],
     cwd: &Path,
@@ -127,36 +128,46 @@ pub(crate) fn masks(
     }
     let keep = |p: &PathBuf| beneath(p) && !writable.is_some_and(|w| w(p));
     let mut out = Vec::new();
-    // A git directory the caller lets children write is pinned all the same (set aside, it
-    // would take its read-only places with it); the places the caller lets children write
-    // inside a read-only git directory are bound writable again after it.
-    for (places, read_only, kept) in [
-        (&found.pinned, false, false),
-        (&found.read_only, true, true),
-        (&found.reopened, false, false),
+    // In this order: a git directory the caller lets children write is pinned all the same
+    // (set aside, it would take its read-only places with it); the read-only places, but for
+    // what the caller lets children write; and what it lets them write inside a read-only git
+    // directory, bound writable again.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Bind {
+        Pin,
+        ReadOnly,
+        Writable,
+    }
+    for (bind, places) in [
+        (Bind::Pin, &found.pinned),
+        (Bind::ReadOnly, &found.read_only),
+        (Bind::Writable, &found.reopened),
     ] {
-        let reopened = std::ptr::eq(places, &found.reopened);
         let mut places: Vec<&PathBuf> = places
             .iter()
-            .filter(|p| if kept { keep(p) } else { beneath(p) })
+            .filter(|p| {
+                if bind == Bind::ReadOnly {
+                    keep(p)
+                } else {
+                    beneath(p)
+                }
+            })
             .collect();
         places.sort();
         places.dedup();
         for place in places {
             let path = CString::new(place.as_os_str().as_bytes())
                 .map_err(|_| format!("{} contains a NUL byte", place.display()))?;
-            out.push(if read_only {
-                Mask::ReadOnly {
+            out.push(match bind {
+                Bind::Pin => Mask::Pin { path },
+                Bind::ReadOnly => Mask::ReadOnly {
                     flags: mount_flags(place)?,
                     path,
-                }
-            } else if reopened {
-                Mask::Writable {
+                },
+                Bind::Writable => Mask::Writable {
                     flags: mount_flags(place)?,
                     path,
-                }
-            } else {
-                Mask::Pin { path }
+                },
             });
         }
     }

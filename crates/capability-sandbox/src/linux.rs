@@ -65,7 +65,7 @@ pub(crate) struct Prepared {
     pub(crate) ruleset: Arc<OwnedFd>,
     pub(crate) filter: Vec<libc::sock_filter>,
     /// The filter's decisions when the policy starts no process: a process that confines
-    /// itself under it may then signal only itself (`confine_current_process`).
+    /// itself under it may then reach no other process by its id (`confine_current_process`).
     pub(crate) alone: Option<BTreeMap<u32, Decision>>,
     pub(crate) limits: ResourceLimits,
     /// The child gets a network namespace with the egress proxy's listener.
@@ -352,7 +352,7 @@ fn decisions(policy: &SandboxPolicy) -> BTreeMap<u32, Decision> {
 /// names a thread without its process and `pidfd_send_signal` a process by descriptor, so both
 /// are refused; `setpriority` and `ioprio_set` only for a process or its group, never for
 /// every process of a user.
-fn signals_to_itself(d: &mut BTreeMap<u32, Decision>, pid: u32) {
+fn only_itself(d: &mut BTreeMap<u32, Decision>, pid: u32) {
     let nr = |n: libc::c_long| n as u32;
     let group = pid.wrapping_neg();
     d.insert(nr(libc::SYS_kill), Decision::Arg0In(vec![pid, 0, group]));
@@ -418,13 +418,14 @@ impl Prepared {
                 "the egress proxy is for children only",
             ));
         }
-        // A process that starts none has no one to signal but itself: every other process is
+        // A process that starts none has no other process to signal or steer: every other is
         // refused, whatever the kernel's Landlock (its signal scope is Linux 6.12+; without it
-        // a worker could stop or kill every process of the user, `kill -1`).
+        // a worker could stop or kill every process of the user, `kill -1`), and whatever
+        // Landlock does not cover (another process's limits and priority).
         let filter = match &self.alone {
             Some(decisions) => {
                 let mut decisions = decisions.clone();
-                signals_to_itself(&mut decisions, std::process::id());
+                only_itself(&mut decisions, std::process::id());
                 bpf::compile(&decisions).map_err(|e| failed("seccomp filter", e))?
             }
             None => self.filter.clone(),
