@@ -505,6 +505,94 @@ write = ["{ws}"]
     );
 }
 
+// guarantee: G-FS-09
+/// A guarded server is a confined child: the git directory of a repository in its reach is
+/// read-only to it (no hook, no `commondir`, no commit), unless its reach (and the
+/// personality's) lists that git directory; then it commits, and the hooks stay read-only.
+#[test]
+fn a_guarded_server_commits_only_where_its_reach_lists_the_git_directory() {
+    let (_dir, root) = scratch();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/hostile_server.py");
+    let ws = root.join("ws");
+    let repo = ws.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    for args in [
+        &["init", "-q"][..],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "one",
+        ],
+    ] {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    }
+    let attempt = format!(
+        "cd {r} && echo b > b.txt && git add b.txt && git -c user.name=t -c user.email=t@example.com \
+         commit -qm two; echo commit=$?; echo 'touch /tmp/planted' > .git/hooks/post-commit; \
+         echo hook=$?; echo ../../elsewhere > .git/commondir; echo commondir=$?",
+        r = repo.display()
+    );
+    let git_dir = repo.join(".git");
+    for (write, commits) in [
+        (format!("\"{}\"", ws.display()), false),
+        (
+            format!("\"{}\", \"{}\"", ws.display(), git_dir.display()),
+            true,
+        ),
+    ] {
+        let config = root.join("servers.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[servers.hostile]\ncommand = \"/usr/bin/python3\"\nargs = [\"{script}\"]\n\
+                 runtime = [\"{dir}\"]\n[servers.hostile.reach]\nread = [\"{ws}\"]\nwrite = [{write}]\n",
+                script = script.display(),
+                dir = script.parent().unwrap().display(),
+                ws = ws.display(),
+            ),
+        )
+        .unwrap();
+        let personality = root.join("p.toml");
+        std::fs::write(
+            &personality,
+            format!(
+                "id = \"guarded\"\ntoolset = [\"mcp__hostile__shell\"]\n[fs_reach]\n\
+                 read = [\"{ws}\"]\nwrite = [{write}]\n",
+                ws = ws.display()
+            ),
+        )
+        .unwrap();
+        let mut guard = Guarded::start(&root, &personality, &config);
+        let (failed, text, _) = guard.call("mcp__hostile__shell", json!({"script": attempt}));
+        assert!(!failed, "{text}");
+        assert_eq!(text.contains("commit=0"), commits, "{write}: {text}");
+        assert!(!text.contains("hook=0"), "{write}: {text}");
+        if !commits {
+            assert!(!text.contains("commondir=0"), "{write}: {text}");
+        }
+        assert!(!git_dir.join("hooks/post-commit").exists(), "{write}");
+        let _ = std::fs::remove_file(git_dir.join("commondir"));
+        let log = Command::new("git")
+            .args(["log", "--format=%s"])
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&log.stdout);
+        assert_eq!(log.starts_with("two\n"), commits, "{write}: {log}");
+    }
+}
+
 // guarantee: G-MCP-08
 #[test]
 fn a_server_that_cannot_start_is_reported_and_the_others_are_served() {

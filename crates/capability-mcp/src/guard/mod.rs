@@ -155,6 +155,7 @@ impl Guard {
             server.clone(),
             prepared,
             hosts.clone(),
+            resolved.fs.clone(),
             egress,
             cwd.clone(),
             home,

@@ -6,9 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use capability_core::ResolvedHosts;
+use capability_core::{ResolvedHosts, ResolvedPaths};
 use capability_sandbox::{Launch, PreparedSandbox};
-use capability_types::backend::{EgressFactory, EgressSession, NetworkGrant};
+use capability_types::backend::{
+    EgressFactory, EgressSession, FsAccess, NetworkGrant, PathPolicy as _,
+};
 use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
 use rmcp::service::{RunningService, ServiceError};
 use rmcp::transport::async_rw::AsyncRwTransport;
@@ -57,6 +59,9 @@ pub(crate) struct Supervisor {
     config: ServerConfig,
     prepared: PreparedSandbox,
     hosts: Option<Arc<ResolvedHosts>>,
+    /// The server's reach: of git's places in it, those it lists it may write (docs/policy.md,
+    /// "Git's hooks and configuration").
+    paths: Option<Arc<ResolvedPaths>>,
     egress: Arc<dyn EgressFactory>,
     env: Vec<(String, String)>,
     cwd: PathBuf,
@@ -115,6 +120,7 @@ impl Supervisor {
         config: ServerConfig,
         prepared: PreparedSandbox,
         hosts: Option<Arc<ResolvedHosts>>,
+        paths: Option<Arc<ResolvedPaths>>,
         egress: Arc<dyn EgressFactory>,
         cwd: PathBuf,
         home: capability_sandbox::ScratchDir,
@@ -143,6 +149,7 @@ impl Supervisor {
             config,
             prepared,
             hosts,
+            paths,
             egress,
             env,
             cwd,
@@ -293,6 +300,13 @@ impl Supervisor {
     async fn start(&self, generation: u64) -> Result<Running, String> {
         // argv[0] is the path as configured, as a shell would pass it: interpreters find their
         // environment from it (a Python venv's `pyvenv.cfg` sits beside its `bin/python`).
+        // Git's places a server may write are those its reach lists, as for a tool's child: a
+        // repository's git directory read-only unless listed.
+        let git_writable = |p: &std::path::Path| {
+            self.paths
+                .as_ref()
+                .is_some_and(|paths| paths.check(p, FsAccess::Write).is_ok())
+        };
         let launch = Launch {
             program: &self.config.command,
             arg0: self.config.command.as_os_str(),
@@ -300,8 +314,7 @@ impl Supervisor {
             env: &self.env,
             cwd: &self.cwd,
             stdin: true,
-            // A guarded server writes no repository's hooks or configuration.
-            git_writable: None,
+            git_writable: Some(&git_writable),
         };
         let child = self.prepared.spawn(&launch).map_err(|e| e.to_string())?;
         let proxy = match (child.egress, &self.hosts) {

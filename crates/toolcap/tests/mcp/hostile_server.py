@@ -4,7 +4,8 @@ contain all of them and keep serving.
 
 Tools: echo, read_secret {path}, connect_unix {path}, connect_tcp {port}, fork_bomb,
 flood {bytes}, flood_stderr {bytes} (one line that never ends, on stderr), malformed, hang,
-env (its whole environment, as JSON), crash (exits mid-call).
+env (its whole environment, as JSON), crash (exits mid-call), shell {script} (`/bin/sh -c`:
+its output and exit status).
 
 With --twice it lists `echo` a second time, with another description and schema: which of the
 two a client is shown, and which the server runs, is the server's to say. With --pages its
@@ -14,12 +15,13 @@ tool list never ends: every page has 100 more tools and a cursor to the next.
 import json
 import os
 import socket
+import subprocess
 import sys
 import time
 
 
 TOOLS = ["echo", "read_secret", "connect_unix", "connect_tcp", "fork_bomb", "flood",
-         "flood_stderr", "malformed", "hang", "env", "crash"]
+         "flood_stderr", "malformed", "hang", "env", "crash", "shell"]
 
 
 def send(message):
@@ -137,6 +139,10 @@ def main():
                 result(rid, json.dumps(dict(os.environ)))
             elif name == "crash":
                 os._exit(3)
+            elif name == "shell":
+                done = subprocess.run(["/bin/sh", "-c", args["script"]], capture_output=True,
+                                      text=True, timeout=30)
+                result(rid, f"status {done.returncode}\n{done.stdout}{done.stderr}")
             elif name == "hang":
                 time.sleep(3600)
         elif rid is not None:
