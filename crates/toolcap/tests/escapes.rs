@@ -938,6 +938,10 @@ fn a_tool_cannot_plant_what_a_shell_runs_as_it_starts() {
             ".config/git/config",
             ".config/fish/config.fish",
             "dotfiles/.bashrc",
+            ".bash_aliases",
+            ".config/autostart/agent.desktop",
+            ".config/systemd/user/agent.service",
+            ".config/environment.d/50-agent.conf",
         ],
         &[
             ".bashrc.orig",

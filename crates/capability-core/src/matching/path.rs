@@ -332,8 +332,9 @@ pub fn git_run_area(path: &Path) -> Option<PathBuf> {
 pub enum RunsLater {
     /// Git, when the user next runs it in the repository ([`git_run_area`]).
     Git,
-    /// A shell as it starts (`.bashrc`, `.profile`, `.zshrc`, fish's configuration), or git as
-    /// it reads the user's configuration (`.gitconfig`, `.config/git/config`).
+    /// A shell as it starts (`.bashrc`, `.profile`, `.zshrc`, fish's configuration), git as it
+    /// reads the user's configuration (`.gitconfig`, `.config/git/config`), or the user's login
+    /// session (`.pam_environment`, `.xprofile`, systemd user units, autostart entries).
     Startup,
     /// An AI agent's client or an editor, when it next opens the project: the hooks and MCP
     /// servers of `.mcp.json`, `.claude`, `.cursor`, `.codex` and `.gemini`, the tasks and
@@ -352,13 +353,17 @@ const CLIENT_DIRS: [&[u8]; 6] = [
     b".claude", b".cursor", b".codex", b".gemini", b".vscode", b".idea",
 ];
 
-/// The names of the files bash, zsh and sh read as they start, and of git's user configuration
-/// (`core.hooksPath`, `core.fsmonitor` and `!` aliases there run commands in every repository).
-const STARTUP_NAMES: [&[u8]; 11] = [
+/// The names of the files bash, zsh and sh read as they start (and `.bash_aliases`, which the
+/// `.bashrc` Debian and Ubuntu give every user reads), of git's user configuration
+/// (`core.hooksPath`, `core.fsmonitor` and `!` aliases there run commands in every repository),
+/// and of what a graphical or PAM login reads into the session (`.pam_environment`,
+/// `.xprofile`, `.xsessionrc`, `.xsession`, `.xinitrc`: an `LD_PRELOAD` there, or a command).
+const STARTUP_NAMES: [&[u8]; 17] = [
     b".bashrc",
     b".bash_profile",
     b".bash_login",
     b".bash_logout",
+    b".bash_aliases",
     b".profile",
     b".zshrc",
     b".zprofile",
@@ -366,13 +371,29 @@ const STARTUP_NAMES: [&[u8]; 11] = [
     b".zlogin",
     b".zlogout",
     b".gitconfig",
+    b".pam_environment",
+    b".xprofile",
+    b".xsessionrc",
+    b".xsession",
+    b".xinitrc",
+];
+
+/// The directories whose every file a login or a shell runs or reads into the session: fish's
+/// configuration, the user's systemd units (started at login), the desktop's autostart entries
+/// and the session's environment (`environment.d`).
+const STARTUP_DIRS: [&[u8]; 4] = [
+    b"/.config/fish",
+    b"/.config/systemd/user",
+    b"/.config/autostart",
+    b"/.config/environment.d",
 ];
 
 /// Where code would run from, outside any sandbox, if a tool wrote `path`, as the area that
 /// keeps it from writes, and what runs it (docs/policy.md, "Git's hooks and configuration",
 /// "Shell startup files" and "What agents and editors run"): git's places of a repository
 /// ([`git_run_area`]); a file named as a shell's startup file or git's user configuration, in
-/// any directory; `.config/git/config` and everything under `.config/fish`; a `.mcp.json`, and
+/// any directory; `.config/git/config` and everything under `.config/fish`,
+/// `.config/systemd/user`, `.config/autostart` and `.config/environment.d`; a `.mcp.json`, and
 /// everything under a `.claude`, `.cursor`, `.codex`, `.gemini`, `.vscode` or `.idea`, in any
 /// directory. Decided from the path's spelling; `path` must be normalised and absolute.
 ///
@@ -402,15 +423,19 @@ pub fn runs_later(path: &Path) -> Option<(PathBuf, RunsLater)> {
     if let Some(area) = client_area(bytes) {
         return Some((area, RunsLater::Client));
     }
-    let at = bytes
-        .windows(b"/.config/fish".len())
-        .position(|w| w == b"/.config/fish")?;
-    let end = at + b"/.config/fish".len();
-    (bytes.len() == end || bytes[end] == b'/').then(|| {
-        (
-            PathBuf::from(std::ffi::OsStr::from_bytes(&bytes[..end])),
-            RunsLater::Startup,
-        )
+    // Most paths have no `/.config/` at all: one pass finds out.
+    if !bytes.windows(9).any(|w| w == b"/.config/") {
+        return None;
+    }
+    STARTUP_DIRS.iter().find_map(|dir| {
+        let at = bytes.windows(dir.len()).position(|w| w == *dir)?;
+        let end = at + dir.len();
+        (bytes.len() == end || bytes[end] == b'/').then(|| {
+            (
+                PathBuf::from(std::ffi::OsStr::from_bytes(&bytes[..end])),
+                RunsLater::Startup,
+            )
+        })
     })
 }
 
@@ -583,6 +608,10 @@ mod tests {
             "/h/.gitconfig",
             "/h/.config/git/config",
             "/h/sub/.bashrc",
+            "/h/.bash_aliases",
+            "/h/.pam_environment",
+            "/h/.xprofile",
+            "/h/.xsessionrc",
         ] {
             assert_eq!(
                 runs(path),
@@ -590,14 +619,27 @@ mod tests {
                 "{path}"
             );
         }
-        for path in [
-            "/h/.config/fish",
-            "/h/.config/fish/config.fish",
-            "/h/.config/fish/a/b",
+        for (path, area) in [
+            ("/h/.config/fish", "/h/.config/fish"),
+            ("/h/.config/fish/config.fish", "/h/.config/fish"),
+            ("/h/.config/fish/a/b", "/h/.config/fish"),
+            ("/h/.config/autostart/x.desktop", "/h/.config/autostart"),
+            (
+                "/h/.config/systemd/user/x.service",
+                "/h/.config/systemd/user",
+            ),
+            (
+                "/h/.config/systemd/user/default.target.wants/x.service",
+                "/h/.config/systemd/user",
+            ),
+            (
+                "/h/.config/environment.d/50-x.conf",
+                "/h/.config/environment.d",
+            ),
         ] {
             assert_eq!(
                 runs(path),
-                Some(("/h/.config/fish".to_owned(), RunsLater::Startup)),
+                Some((area.to_owned(), RunsLater::Startup)),
                 "{path}"
             );
         }
@@ -611,6 +653,8 @@ mod tests {
             "/h/.config/git/ignore",
             "/h/.config/fishy",
             "/h/.config/fish.bak/x",
+            "/h/.config/systemd/system.conf",
+            "/h/.config/autostarted/x",
             "/h/profile",
             "/",
         ] {

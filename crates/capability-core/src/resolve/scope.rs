@@ -195,8 +195,8 @@ impl PathPolicy for ResolvedPaths {
                      project, outside any sandbox"
                 }
                 _ => {
-                    "a shell (or git) reads it as it starts, and runs what it says outside any \
-                     sandbox"
+                    "a shell, git or the user's login session reads it as it starts, and runs what \
+                     it says outside any sandbox"
                 }
             };
             return Err(CapabilityError::denied(
