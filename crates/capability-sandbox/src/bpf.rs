@@ -98,6 +98,17 @@ impl Builder {
         self.code.push(insn);
     }
 
+    /// Loads the word at `offset` and jumps to `hit` when it is one of `values`; falls through
+    /// otherwise.
+    fn any_of(&mut self, offset: u32, values: &[u32], hit: Label) {
+        self.push(Insn::Load(offset));
+        for value in values {
+            let next = self.label();
+            self.push(Insn::Eq(*value, hit, next));
+            self.push(Insn::Mark(next));
+        }
+    }
+
     /// Resolves labels into forward offsets. Every jump in this program goes forward by
     /// construction. A conditional jump carries its two offsets in 8 bits each; one whose
     /// target lies further is laid out long, as a conditional jump to two unconditional ones
@@ -239,30 +250,15 @@ pub(crate) fn compile(decisions: &BTreeMap<u32, Decision>) -> Result<Vec<sock_fi
         match decision {
             Decision::Errno(e) => b.push(Insn::Ret(errno(*e))),
             Decision::Arg0In(values) => {
-                b.push(Insn::Load(ARG0_LO));
-                for value in values {
-                    let next = b.label();
-                    b.push(Insn::Eq(*value, allow, next));
-                    b.push(Insn::Mark(next));
-                }
+                b.any_of(ARG0_LO, values, allow);
                 b.push(Insn::Ret(errno(libc::EPERM as u32)));
             }
             Decision::Args01In(first, second) => {
                 let second_ok = b.label();
-                b.push(Insn::Load(ARG0_LO));
-                for value in first {
-                    let next = b.label();
-                    b.push(Insn::Eq(*value, second_ok, next));
-                    b.push(Insn::Mark(next));
-                }
+                b.any_of(ARG0_LO, first, second_ok);
                 b.push(Insn::Ret(errno(libc::EPERM as u32)));
                 b.push(Insn::Mark(second_ok));
-                b.push(Insn::Load(ARG1_LO));
-                for value in second {
-                    let next = b.label();
-                    b.push(Insn::Eq(*value, allow, next));
-                    b.push(Insn::Mark(next));
-                }
+                b.any_of(ARG1_LO, second, allow);
                 b.push(Insn::Ret(errno(libc::EPERM as u32)));
             }
             Decision::CloneFlags {
@@ -294,12 +290,7 @@ pub(crate) fn compile(decisions: &BTreeMap<u32, Decision>) -> Result<Vec<sock_fi
                 b.push(Insn::Set(*refused, eperm, allow));
             }
             Decision::IoctlRequests(requests) => {
-                b.push(Insn::Load(ARG1_LO));
-                for request in requests {
-                    let next = b.label();
-                    b.push(Insn::Eq(*request, eperm, next));
-                    b.push(Insn::Mark(next));
-                }
+                b.any_of(ARG1_LO, requests, eperm);
                 b.push(Insn::Ret(RET_ALLOW));
             }
         }

@@ -174,6 +174,18 @@ pub(crate) fn enter(ns: &Namespaces, mode: Mode, flags: libc::c_int) -> io::Resu
     Ok(())
 }
 
+/// Binds `path` onto itself, then remounts that bind with `flags`.
+fn rebind(path: &CStr, flags: libc::c_ulong) -> io::Result<()> {
+    mount(path, path, None, libc::MS_BIND | libc::MS_REC, None)?;
+    mount(
+        c"none",
+        path,
+        None,
+        libc::MS_REMOUNT | libc::MS_BIND | flags,
+        None,
+    )
+}
+
 /// Covers every mask. Directory masks are empty read-only tmpfs mounts; file masks bind an empty
 /// mode-`000` file staged on a scratch tmpfs, which is detached again afterwards.
 fn cover(ns: &Namespaces) -> io::Result<()> {
@@ -209,26 +221,10 @@ fn cover(ns: &Namespaces) -> io::Result<()> {
             Mask::Pin { path } => {
                 mount(path, path, None, libc::MS_BIND | libc::MS_REC, None)?;
             }
-            Mask::Writable { path, flags } => {
-                mount(path, path, None, libc::MS_BIND | libc::MS_REC, None)?;
-                mount(
-                    c"none",
-                    path,
-                    None,
-                    libc::MS_REMOUNT | libc::MS_BIND | flags,
-                    None,
-                )?;
-            }
-            Mask::ReadOnly { path, flags } => {
-                mount(path, path, None, libc::MS_BIND | libc::MS_REC, None)?;
-                mount(
-                    c"none",
-                    path,
-                    None,
-                    libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | HIDDEN | flags,
-                    None,
-                )?;
-            }
+            // A bind takes the flags of the mount it is made from: each is remounted with its
+            // own, keeping `flags` of the mount the place lies on.
+            Mask::Writable { path, flags } => rebind(path, *flags)?,
+            Mask::ReadOnly { path, flags } => rebind(path, libc::MS_RDONLY | HIDDEN | flags)?,
             Mask::Dir { path, keep } if keep.is_empty() => hide_dir(path)?,
             Mask::Dir { path, keep } => {
                 // Stage the kept devices first: the tmpfs about to cover them hides the
