@@ -338,6 +338,12 @@ async fn escapes_are_stopped_by_the_kernel_and_the_host_goes_on() {
     );
 }
 
+/// An escape attempt's outcome (`errno_of` in the lab): refused with `EPERM`.
+fn refused_eperm(outcome: &Value, what: &str) {
+    assert_eq!(outcome["escaped"], false, "{what}: {outcome}");
+    assert_eq!(outcome["errno"], libc::EPERM, "{what}: {outcome}");
+}
+
 // guarantee: G-KERN-02, G-KERN-03, G-KERN-08, G-KERN-10
 /// issue 13, classes 1 and 3, in the capsule: a Unix socket outside the reach (the listener
 /// counts its connections), the kernel log, the clock, and the capabilities of a root host;
@@ -380,8 +386,7 @@ async fn unix_sockets_and_root_powers_are_out_of_a_workers_reach() {
     );
     for attempt in ["syslog", "settimeofday"] {
         let confined = lab.value("escape", json!({"attempt": attempt})).await;
-        assert_eq!(confined["escaped"], false, "{attempt}: {confined}");
-        assert_eq!(confined["errno"], libc::EPERM, "{attempt}: {confined}");
+        refused_eperm(&confined, attempt);
     }
     // A session of its own: no controlling terminal, so no `/dev/tty` for a tool to type into
     // (G-KERN-08). The test process is no session's leader.
@@ -417,12 +422,7 @@ async fn unix_sockets_and_root_powers_are_out_of_a_workers_reach() {
     let args = json!({"attempt": "signal", "victim": victim.id()});
     let confined = lab.value("escape", args.clone()).await;
     for target in ["victim", "everyone", "host"] {
-        assert_eq!(confined[target]["escaped"], false, "{target}: {confined}");
-        assert_eq!(
-            confined[target]["errno"],
-            libc::EPERM,
-            "{target}: {confined}"
-        );
+        refused_eperm(&confined[target], target);
     }
     assert_eq!(confined["itself"]["escaped"], true, "{confined}");
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
@@ -447,12 +447,7 @@ async fn unix_sockets_and_root_powers_are_out_of_a_workers_reach() {
         .value("escape", json!({"attempt": "other_process"}))
         .await;
     for target in ["prlimit", "priority", "affinity"] {
-        assert_eq!(confined[target]["escaped"], false, "{target}: {confined}");
-        assert_eq!(
-            confined[target]["errno"],
-            libc::EPERM,
-            "{target}: {confined}"
-        );
+        refused_eperm(&confined[target], target);
     }
     assert_eq!(confined["own_priority"]["escaped"], true, "{confined}");
     lab.assert_alive().await;

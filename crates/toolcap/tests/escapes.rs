@@ -1006,8 +1006,9 @@ fn a_tool_cannot_plant_what_an_agent_or_editor_runs_when_it_opens_the_project() 
 /// terminal's input (`TIOCSTI`) the user's shell would read and run, outside any sandbox, once
 /// toolcap ends. Run under a real terminal (`script`), with `/dev` in the read reach (a reach of
 /// `/` alone shows a child only the sandbox's own devices): the child has no controlling
-/// terminal (`/dev/tty` is `ENXIO`), and pushing into any terminal it can open is refused. Checked on the terminal's side: the shell that runs after toolcap
-/// reads nothing the child typed.
+/// terminal (`/dev/tty` is `ENXIO`), and pushing into any terminal it can open is refused.
+/// Checked on the terminal's side: the shell that runs after toolcap reads nothing the child
+/// typed.
 #[test]
 fn a_child_cannot_type_into_the_users_terminal() {
     let env = Env::new("");

@@ -512,7 +512,6 @@ write = ["{ws}"]
 #[test]
 fn a_guarded_server_commits_only_where_its_reach_lists_the_git_directory() {
     let (_dir, root) = scratch();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/hostile_server.py");
     let ws = root.join("ws");
     let repo = ws.join("repo");
     std::fs::create_dir_all(&repo).unwrap();
@@ -544,35 +543,9 @@ fn a_guarded_server_commits_only_where_its_reach_lists_the_git_directory() {
         r = repo.display()
     );
     let git_dir = repo.join(".git");
-    for (write, commits) in [
-        (format!("\"{}\"", ws.display()), false),
-        (
-            format!("\"{}\", \"{}\"", ws.display(), git_dir.display()),
-            true,
-        ),
-    ] {
-        let config = root.join("servers.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "[servers.hostile]\ncommand = \"/usr/bin/python3\"\nargs = [\"{script}\"]\n\
-                 runtime = [\"{dir}\"]\n[servers.hostile.reach]\nread = [\"{ws}\"]\nwrite = [{write}]\n",
-                script = script.display(),
-                dir = script.parent().unwrap().display(),
-                ws = ws.display(),
-            ),
-        )
-        .unwrap();
-        let personality = root.join("p.toml");
-        std::fs::write(
-            &personality,
-            format!(
-                "id = \"guarded\"\ntoolset = [\"mcp__hostile__shell\"]\n[fs_reach]\n\
-                 read = [\"{ws}\"]\nwrite = [{write}]\n",
-                ws = ws.display()
-            ),
-        )
-        .unwrap();
+    for (write, commits) in [(vec![&*ws], false), (vec![&*ws, &*git_dir], true)] {
+        let (config, personality) = hostile_writing(&root, &write, &["shell"], "", "");
+        let write = format!("{write:?}");
         let mut guard = Guarded::start(&root, &personality, &config);
         let (failed, text, _) = guard.call("mcp__hostile__shell", json!({"script": attempt}));
         assert!(!failed, "{text}");
@@ -1191,14 +1164,44 @@ fn explain_validate_manifest_and_diff_understand_guard_configurations() {
 
 /// The hostile stub's configuration with `limits`, and a personality with `extra` rules.
 fn hostile_setup(root: &Path, limits: &str, extra: &str) -> (PathBuf, PathBuf) {
+    let ws = root.join("ws");
+    hostile_writing(
+        root,
+        &[&ws],
+        &["echo", "hang", "flood_stderr"],
+        limits,
+        extra,
+    )
+}
+
+/// The hostile server under the guard, reading `root/ws` and writing `write` (in its `[reach]`
+/// and in the personality alike), with `tools` of it in the toolset: the configuration and the
+/// personality.
+fn hostile_writing(
+    root: &Path,
+    write: &[&Path],
+    tools: &[&str],
+    limits: &str,
+    extra: &str,
+) -> (PathBuf, PathBuf) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/hostile_server.py");
     let ws = root.join("ws");
+    let write = write
+        .iter()
+        .map(|w| format!("\"{}\"", w.display()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let toolset = tools
+        .iter()
+        .map(|t| format!("\"mcp__hostile__{t}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
     let config = root.join("hostile.toml");
     std::fs::write(
         &config,
         format!(
             "[servers.hostile]\ncommand = \"/usr/bin/python3\"\nargs = [\"{script}\"]\nruntime = [\"{dir}\"]\n\
-             [servers.hostile.reach]\nread = [\"{ws}\"]\nwrite = [\"{ws}\"]\n[servers.hostile.limits]\n{limits}\n",
+             [servers.hostile.reach]\nread = [\"{ws}\"]\nwrite = [{write}]\n[servers.hostile.limits]\n{limits}\n",
             script = script.display(),
             dir = script.parent().unwrap().display(),
             ws = ws.display()
@@ -1209,8 +1212,8 @@ fn hostile_setup(root: &Path, limits: &str, extra: &str) -> (PathBuf, PathBuf) {
     std::fs::write(
         &personality,
         format!(
-            "id = \"g\"\ntoolset = [\"mcp__hostile__echo\", \"mcp__hostile__hang\", \"mcp__hostile__flood_stderr\"]\n\
-             [fs_reach]\nread = [\"{ws}\"]\nwrite = [\"{ws}\"]\n{extra}\n",
+            "id = \"g\"\ntoolset = [{toolset}]\n\
+             [fs_reach]\nread = [\"{ws}\"]\nwrite = [{write}]\n{extra}\n",
             ws = ws.display()
         ),
     )
