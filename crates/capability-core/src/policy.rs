@@ -15,46 +15,6 @@ use crate::matching::host::{HostPattern, HostSet, intersect_hosts};
 use crate::matching::path::{DenyFloor, intersect_paths};
 use crate::realpath::{Aliases, resolve_real};
 
-/// Options that make an allowed program run another program of the caller's choosing: refused
-/// for every personality, before its own `deny_args` (docs/policy.md, "Options that run
-/// programs"). Patterns match token by token, in order, anywhere in the argv, so `git -c` also
-/// refuses `git grep -c` (write `--count`): a refusal too many, never one too few.
-pub const EXEC_OPTIONS: &[&str] = &[
-    "git --upload-pack*",
-    "git --receive-pack*",
-    "git --exec*",
-    "git clone -u",
-    "git -c",
-    "git --config-env*",
-    "git --template*",
-    "git ext::*",
-    "ssh -*o*",
-    "ssh -*F*",
-    "scp -*o*",
-    "scp -*F*",
-    "scp -*S*",
-    "sftp -*o*",
-    "sftp -*F*",
-    "sftp -*S*",
-    "tar --to-command*",
-    "tar --checkpoint-action*",
-    "tar --use-compress-program*",
-    "tar -I*",
-    "tar --rsh-command*",
-    "tar --info-script*",
-    "tar --new-volume-script*",
-    "tar -F*",
-    "find -exec",
-    "find -execdir",
-    "find -ok",
-    "find -okdir",
-    "rsync -e*",
-    "rsync --rsh*",
-    "rsync --rsync-path*",
-    "curl -K*",
-    "curl --config*",
-];
-
 /// The active personality, checked and compiled. Cheap to clone.
 ///
 /// [`CompiledPolicy::none`] stands for "no personality": it allows no hosts, no paths and no
@@ -140,10 +100,9 @@ impl CompiledPolicy {
             );
         }
         let network_deny = hosts("safety.network.deny", &policy.safety.network.deny)?;
-        let mut deny_args: Vec<ArgvPattern> = EXEC_OPTIONS
-            .iter()
-            .map(|text| ArgvPattern::parse(text).expect("the built-in patterns parse"))
-            .collect();
+        // The options that run programs are refused for every personality before these
+        // (`matching::exec_options`), by how each program parses, not by patterns.
+        let mut deny_args: Vec<ArgvPattern> = Vec::new();
         for (i, text) in policy.safety.process.deny_args.iter().enumerate() {
             deny_args.push(ArgvPattern::parse(text).map_err(|why| {
                 PolicyError::invalid(format!("safety.process.deny_args[{i}]"), why)

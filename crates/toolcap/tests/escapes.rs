@@ -602,6 +602,119 @@ fn nothing_steers_a_trusted_binary_into_running_a_program() {
     }
 }
 
+// guarantee: G-PROC-03
+/// Options that run a program are refused however the program lets them be spelled, not only
+/// as the documentation writes them: git and GNU tar accept a long option by any unambiguous
+/// abbreviation (`--upl=`, `--use-compr=`), a short option with its value attached (`-ucmd`,
+/// `-ccore.sshCommand=cmd`) or inside a cluster (`-qu cmd`, `-cvI cmd`), and tar reads its
+/// first argument as a cluster without a dash (`tar cIf cmd`); git's `rebase -x`, `grep -O`
+/// and `difftool -x` run a program too. Each of these ran its program through the real git or
+/// tar; each is refused before the child starts, and the marker the payload would create stays
+/// absent.
+#[test]
+fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accepts() {
+    let env = Env::new("");
+    let w = env.root.join("work");
+    let p = env.personality(
+        "spelling.toml",
+        &format!(
+            "id = \"spelling\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}\"]\n\
+             [safety.process]\nallow = [\"git\", \"tar\"]\n",
+            w = w.display()
+        ),
+    );
+    let marker = w.join("out/pwned");
+    let payload = format!("touch {}", marker.display());
+    let git = |args: Vec<String>| serde_json::json!({"binary": "git", "args": args});
+    let tar = |args: Vec<String>| serde_json::json!({"binary": "tar", "args": args});
+    let s = |parts: &[&str]| parts.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>();
+    let cases = [
+        git(s(&["ls-remote", &format!("--upl={payload}"), "."])),
+        git(s(&["fetch", &format!("--upload-p={payload}"), "."])),
+        git(s(&["clone", "-qu", &payload, ".", "d1"])),
+        git(s(&["clone", &format!("-u{payload}"), ".", "d2"])),
+        git(s(&[
+            "clone",
+            &format!("-ccore.sshCommand={payload}"),
+            "ssh://h/x",
+            "d3",
+        ])),
+        git(s(&[
+            "clone",
+            "-qc",
+            &format!("core.sshCommand={payload}"),
+            "ssh://h/x",
+            "d4",
+        ])),
+        git(s(&[
+            "clone",
+            "--conf",
+            &format!("core.sshCommand={payload}"),
+            "ssh://h/x",
+            "d5",
+        ])),
+        git(s(&[
+            "clone",
+            &format!("--config=core.sshCommand={payload}"),
+            "ssh://h/x",
+            "d6",
+        ])),
+        git(s(&["rebase", "-x", &payload, "HEAD~1"])),
+        git(s(&["grep", &format!("-O{payload}"), "alpha"])),
+        git(s(&["difftool", "-y", "-x", &payload, "HEAD~1"])),
+        tar(s(&["cIf", &payload, "out.tar", "a.txt"])),
+        tar(s(&["-cvI", &payload, "-f", "out.tar", "a.txt"])),
+        tar(s(&[
+            &format!("--use-compr={payload}"),
+            "-cf",
+            "out.tar",
+            "a.txt",
+        ])),
+        tar(s(&["-xf", "in.tar", &format!("--to-comm={payload}")])),
+        tar(s(&["-xvF", &payload, "-f", "in.tar"])),
+        tar(s(&[
+            "-xf",
+            "in.tar",
+            "--checkpoint=1",
+            &format!("--checkpoint-act=exec={payload}"),
+        ])),
+    ];
+    for mode in MODES {
+        for call in &cases {
+            let mut argv = vec!["call"];
+            argv.extend_from_slice(mode);
+            let call_text = call.to_string();
+            argv.extend([
+                "--personality",
+                p.as_str(),
+                "run_command",
+                call_text.as_str(),
+            ]);
+            let out = env.toolcap(&argv);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(out.status.code(), Some(1), "{mode:?} {call}: {stdout}");
+            assert!(
+                stdout.contains("ARGS_NOT_ALLOWED"),
+                "{mode:?} {call}: {stdout}"
+            );
+            assert!(!marker.exists(), "{mode:?} {call}: the payload ran");
+        }
+    }
+    // What the same programs are asked every day still runs: a checkpoint without an action,
+    // a value that happens to hold the letters, an archive listed.
+    std::fs::write(w.join("a.txt"), "alpha").unwrap();
+    for call in [
+        tar(s(&["-cf", "kept.tar", "--checkpoint=1", "a.txt"])),
+        tar(s(&["-tvf", "kept.tar"])),
+        git(s(&["--version"])),
+    ] {
+        let call_text = call.to_string();
+        let out = env.toolcap(&["call", "--personality", &p, "run_command", &call_text]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{call}: {stdout}");
+    }
+}
+
 // guarantee: G-POL-03
 /// Class 2: reach roots and deny rules are matched where they really lead. A root that is a
 /// link to `/proc` is a load error; a link to a directory does not get around a deny rule that

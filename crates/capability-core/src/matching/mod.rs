@@ -3,6 +3,7 @@
 //! it — every backend call these functions; none of them has a second copy.
 
 pub mod binary;
+pub mod exec_options;
 pub mod host;
 pub mod path;
 

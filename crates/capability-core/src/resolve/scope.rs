@@ -14,6 +14,7 @@ use capability_types::backend::{
 use capability_types::{CapabilityError, DenialCode};
 
 use crate::matching::binary::ArgvPattern;
+use crate::matching::exec_options;
 use crate::matching::host::{HostSet, normalize_host};
 use crate::matching::path::{DenyFloor, RunsLater, is_within, resolve_path, runs_later};
 use crate::realpath::Aliases;
@@ -284,6 +285,14 @@ impl ProcessPolicy for ResolvedProcess {
                 .collect::<Vec<_>>()
                 .join(" ")
         };
+        // Before the personality's own patterns, and whatever they say: an option that makes
+        // the program run another one (docs/policy.md, "Options that run programs").
+        if let Some(why) = exec_options::runs_a_program(binary, resolved, args) {
+            return Err(CapabilityError::denied(
+                DenialCode::ArgsNotAllowed,
+                format!("{} refused for every personality: {why}", shown()),
+            ));
+        }
         if let Some(pattern) = self
             .deny_args
             .iter()

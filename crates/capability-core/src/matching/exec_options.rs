@@ -1,0 +1,395 @@
+//! Options that make an allowed program run another program of the caller's choosing, found
+//! the way each program reads its own command line (docs/policy.md, "Options that run
+//! programs").
+//!
+//! A pattern over the argv's tokens sees only the spelling its author thought of. The programs
+//! accept more: git, GNU tar, curl and rsync take a long option by any unambiguous abbreviation
+//! (`--upl=cmd` is `--upload-pack=cmd`); a short option takes its value attached (`-ucmd`) or
+//! ends a cluster of others (`-qu cmd`); tar reads its first argument as a cluster even without
+//! a dash (`tar cIf cmd`). Each rule here says how its program parses, and an argument is
+//! refused when the program could read it as one of the options, in any of those spellings.
+//! Where the parse is uncertain the answer is a refusal: a refusal too many, never one too few.
+
+use std::path::Path;
+
+/// How one program (or one of its subcommands) is told to run another program.
+struct Rule {
+    /// The programs it is for, by file name.
+    programs: &'static [&'static str],
+    /// Only for arguments after this one (a subcommand, anywhere before them); `None`: every
+    /// argument.
+    after: Option<&'static str>,
+    /// Long options (`--name`, `--name=value`, `--name value`) that run a program. A long
+    /// option that begins with one is refused too (`--exec-path` with `exec`).
+    long: &'static [&'static str],
+    /// Whether the program takes a long option by any unambiguous prefix; then every prefix of
+    /// a name in `long` is refused, but for the program's own options in `exact`.
+    abbreviated: bool,
+    /// The program's own long options that a name in `long` begins with: the program matches
+    /// them exactly before it tries abbreviations (`tar --checkpoint`, beside
+    /// `--checkpoint-action`).
+    exact: &'static [&'static str],
+    /// Short options that run a program: alone, with a value attached, or in a cluster.
+    short: &'static str,
+    /// Short options that take a value: in a cluster, what follows one of them is its value,
+    /// not more options. Only letters that take a value wherever `short` is dangerous: a letter
+    /// missing here only refuses more.
+    valued: &'static str,
+    /// Arguments refused whole (`find -exec`, `git filter-branch`).
+    words: &'static [&'static str],
+    /// Arguments refused by how they begin (git's `ext::` addresses).
+    prefixes: &'static [&'static str],
+    /// Whether a first argument without a dash is a cluster of short options (tar's old style).
+    old_style: bool,
+}
+
+impl Rule {
+    const NONE: Rule = Rule {
+        programs: &[],
+        after: None,
+        long: &[],
+        abbreviated: false,
+        exact: &[],
+        short: "",
+        valued: "",
+        words: &[],
+        prefixes: &[],
+        old_style: false,
+    };
+}
+
+/// Every rule, for every personality (docs/policy.md, "Options that run programs").
+const RULES: &[Rule] = &[
+    Rule {
+        programs: &["git"],
+        long: &[
+            "upload-pack",
+            "receive-pack",
+            "exec",
+            "config",
+            "template",
+            "extcmd",
+            "open-files-in-pager",
+        ],
+        abbreviated: true,
+        // Global `-c`, and `clone -c`, which takes its value attached or ends a cluster.
+        // `-m`, `-F`, `-b`, `-C`: values of `commit`, `checkout`, `-C <path>`; none is an option
+        // of `clone`, which refuses them, so stopping there misses no `-c` that would run.
+        short: "c",
+        valued: "bmoCFj",
+        // Subcommands whose purpose is to run programs or whose options run them.
+        words: &[
+            "filter-branch",
+            "difftool",
+            "mergetool",
+            "send-email",
+            "instaweb",
+        ],
+        prefixes: &["ext::"],
+        ..Rule::NONE
+    },
+    Rule {
+        programs: &["git"],
+        after: Some("clone"),
+        short: "u",
+        valued: "bmoCFj",
+        ..Rule::NONE
+    },
+    Rule {
+        programs: &["git"],
+        after: Some("rebase"),
+        short: "x",
+        valued: "CsSX",
+        ..Rule::NONE
+    },
+    Rule {
+        programs: &["git"],
+        after: Some("grep"),
+        short: "O",
+        valued: "efABC",
+        ..Rule::NONE
+    },
+    Rule {
+        programs: &["git"],
+        after: Some("submodule"),
+        words: &["foreach"],
+        ..Rule::NONE
+    },
+    Rule {
+        programs: &["git"],
+        after: Some("bisect"),
+        words: &["run"],
+        ..Rule::NONE
+    },
+    Rule {
+        programs: &["tar"],
+        long: &[
+            "to-command",
+            "checkpoint-action",
+            "use-compress-program",
+            "rsh-command",
+            "rmt-command",
+            "info-script",
+            "new-volume-script",
+        ],
+        abbreviated: true,
+        exact: &["checkpoint"],
+        short: "IF",
+        valued: "bCfgHKLNTVX",
+        old_style: true,
+        ..Rule::NONE
+    },
+    Rule {
+        programs: &["find"],
+        words: &["-exec", "-execdir", "-ok", "-okdir"],
+        ..Rule::NONE
+    },
+    Rule {
+        programs: &["ssh"],
+        short: "oF",
+        ..Rule::NONE
+    },
+    Rule {
+        programs: &["scp", "sftp"],
+        short: "oFS",
+        ..Rule::NONE
+    },
+    Rule {
+        programs: &["rsync"],
+        long: &["rsh", "rsync-path"],
+        abbreviated: true,
+        short: "e",
+        ..Rule::NONE
+    },
+    Rule {
+        programs: &["curl"],
+        long: &["config"],
+        abbreviated: true,
+        short: "K",
+        ..Rule::NONE
+    },
+];
+
+/// Why `args` would make the program run another program, if they would: the argument and the
+/// option the program reads it as. `requested` is the program as the call named it, `resolved`
+/// the file it resolved to; a rule applies when either's file name is the rule's program.
+pub fn runs_a_program(requested: &str, resolved: &Path, args: &[String]) -> Option<String> {
+    let names = [Path::new(requested).file_name(), resolved.file_name()];
+    RULES.iter().find_map(|rule| {
+        let program = rule.programs.iter().find(|p| {
+            names
+                .iter()
+                .flatten()
+                .any(|name| name.to_str() == Some(**p))
+        })?;
+        let start = match rule.after {
+            None => 0,
+            Some(after) => args.iter().position(|a| a == after)? + 1,
+        };
+        args.iter()
+            .enumerate()
+            .skip(start)
+            .find_map(|(i, arg)| refused(rule, arg, i == 0))
+            .map(|why| format!("{program} {why}"))
+    })
+}
+
+/// Why `rule` refuses `arg` (the first argument when `first`), if it does.
+fn refused(rule: &Rule, arg: &str, first: bool) -> Option<String> {
+    if rule.words.contains(&arg) {
+        return Some(format!("`{arg}` runs a program"));
+    }
+    if let Some(prefix) = rule.prefixes.iter().find(|p| arg.starts_with(*p)) {
+        return Some(format!("`{prefix}` addresses run a program"));
+    }
+    if let Some(long) = arg.strip_prefix("--") {
+        let name = long.split_once('=').map_or(long, |(name, _)| name);
+        if name.is_empty() {
+            return None;
+        }
+        let matched = rule.long.iter().find(|option| {
+            name.starts_with(*option)
+                || (rule.abbreviated && option.starts_with(name) && !rule.exact.contains(&name))
+        })?;
+        return Some(if name == *matched {
+            format!("`--{matched}` runs a program")
+        } else {
+            format!("`--{name}` is read as `--{matched}`, which runs a program")
+        });
+    }
+    let cluster = match arg.strip_prefix('-') {
+        Some(cluster) => cluster,
+        None if first && rule.old_style => arg,
+        None => return None,
+    };
+    for letter in cluster.chars() {
+        if rule.short.contains(letter) {
+            return Some(if cluster.len() == 1 {
+                format!("`-{letter}` runs a program")
+            } else {
+                format!("`{arg}` holds `-{letter}`, which runs a program")
+            });
+        }
+        if rule.valued.contains(letter) {
+            break;
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refuses(program: &str, args: &[&str]) -> Option<String> {
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        runs_a_program(program, Path::new(&format!("/usr/bin/{program}")), &args)
+    }
+
+    // guarantee: G-PROC-03
+    #[test]
+    fn every_spelling_the_program_accepts_is_refused() {
+        for (program, args) in [
+            // As documented.
+            ("git", &["ls-remote", "--upload-pack=x", "."][..]),
+            ("git", &["ls-remote", "--upload-pack", "x", "."]),
+            ("git", &["push", "--receive-pack=x"]),
+            ("git", &["archive", "--exec=x", "--remote=r"]),
+            ("git", &["--exec-path=/tmp"]),
+            ("git", &["-c", "alias.x=!sh", "x"]),
+            ("git", &["--config-env=core.pager=X"]),
+            ("git", &["init", "--template=/tmp/t"]),
+            ("git", &["clone", "ext::sh -c x", "d"]),
+            ("git", &["clone", "-u", "x", ".", "d"]),
+            // Abbreviated long options.
+            ("git", &["ls-remote", "--upl=x", "."]),
+            ("git", &["fetch", "--upload-p", "x"]),
+            (
+                "git",
+                &["clone", "--conf", "core.sshCommand=x", "ssh://h/r"],
+            ),
+            ("git", &["clone", "--config=core.sshCommand=x", "ssh://h/r"]),
+            ("git", &["rebase", "--exe=x", "HEAD~1"]),
+            // Values attached, clusters.
+            ("git", &["clone", "-ux", ".", "d"]),
+            ("git", &["clone", "-qu", "x", ".", "d"]),
+            ("git", &["clone", "-ccore.sshCommand=x", "ssh://h/r"]),
+            ("git", &["clone", "-qc", "core.sshCommand=x", "ssh://h/r"]),
+            // Subcommands and their options.
+            ("git", &["rebase", "-x", "x", "HEAD~1"]),
+            ("git", &["rebase", "-ix", "x", "HEAD~1"]),
+            ("git", &["-C", "r", "rebase", "--exec", "x"]),
+            ("git", &["grep", "-Ox", "pattern"]),
+            ("git", &["grep", "-iO", "pattern"]),
+            ("git", &["grep", "--open-files-in-pager=x", "p"]),
+            ("git", &["difftool", "-y", "HEAD~1"]),
+            ("git", &["difftool", "--extcmd=x"]),
+            ("git", &["filter-branch", "--tree-filter", "x"]),
+            ("git", &["submodule", "foreach", "x"]),
+            ("git", &["bisect", "run", "x"]),
+            ("git", &["send-email", "--sendmail-cmd=x"]),
+            // tar, in every style.
+            ("tar", &["-I", "x", "-cf", "a.tar", "b"]),
+            ("tar", &["-Ix", "-cf", "a.tar", "b"]),
+            ("tar", &["cIf", "x", "a.tar", "b"]),
+            ("tar", &["xvF", "x", "a.tar"]),
+            ("tar", &["-cvI", "x", "-f", "a.tar", "b"]),
+            ("tar", &["-xvF", "x", "-f", "a.tar"]),
+            ("tar", &["--use-compress-program=x", "-cf", "a.tar", "b"]),
+            ("tar", &["--use-compr=x", "-cf", "a.tar", "b"]),
+            ("tar", &["-xf", "a.tar", "--to-comm=x"]),
+            ("tar", &["-xf", "a.tar", "--checkpoint-act=exec=x"]),
+            ("tar", &["-xf", "a.tar", "--checkpoin=1"]),
+            ("tar", &["-cf", "h:a.tar", "--rsh-command=x", "b"]),
+            ("tar", &["-cf", "h:a.tar", "--rmt=x", "b"]),
+            ("tar", &["-cMf", "a.tar", "--info=x", "b"]),
+            ("tar", &["-cMf", "a.tar", "--new-volume-script=x", "b"]),
+            // The rest.
+            ("find", &[".", "-exec", "x", ";"]),
+            ("find", &[".", "-execdir", "x", ";"]),
+            ("find", &[".", "-ok", "x", ";"]),
+            ("find", &[".", "-okdir", "x", ";"]),
+            ("ssh", &["-oProxyCommand=x", "h"]),
+            ("ssh", &["-vo", "ProxyCommand=x", "h"]),
+            ("ssh", &["-F", "cfg", "h"]),
+            ("scp", &["-S", "x", "a", "h:b"]),
+            ("sftp", &["-qS", "x", "h"]),
+            ("rsync", &["-e", "x", "a", "h:b"]),
+            ("rsync", &["-ave", "x", "a", "h:b"]),
+            ("rsync", &["--rsh=x", "a", "h:b"]),
+            ("rsync", &["--rs=x", "a", "h:b"]),
+            ("rsync", &["--rsync-p=x", "a", "h:b"]),
+            ("curl", &["-K", "cfg"]),
+            ("curl", &["-sK", "cfg"]),
+            ("curl", &["--config", "cfg"]),
+            ("curl", &["--conf", "cfg"]),
+        ] {
+            assert!(
+                refuses(program, args).is_some(),
+                "{program} {args:?} runs a program and was not refused"
+            );
+        }
+    }
+
+    #[test]
+    fn what_runs_nothing_else_is_left_alone() {
+        for (program, args) in [
+            ("git", &["status"][..]),
+            ("git", &["commit", "-m", "fix the cache"]),
+            ("git", &["commit", "-mfix the cache"]),
+            ("git", &["commit", "-am", "fix"]),
+            ("git", &["checkout", "-bcache"]),
+            ("git", &["clean", "-fdx"]),
+            ("git", &["cherry-pick", "-x", "abc"]),
+            ("git", &["log", "--oneline", "-n5"]),
+            ("git", &["log", "-Oorderfile"]),
+            ("git", &["diff", "--ext-diff"]),
+            ("git", &["clone", "-b", "unstable", "https://h/r"]),
+            ("git", &["clone", "--depth=1", "https://h/r"]),
+            ("git", &["submodule", "update", "--init"]),
+            ("git", &["bisect", "start"]),
+            ("git", &["rebase", "-Sx", "main"]),
+            ("tar", &["-cf", "a.tar", "b"]),
+            ("tar", &["czf", "a.tgz", "b"]),
+            ("tar", &["-xzf", "a.tgz", "-C", "Inbox"]),
+            ("tar", &["-xzfInbox.tgz"]),
+            ("tar", &["-cf", "a.tar", "--checkpoint=1", "b"]),
+            ("tar", &["-cf", "a.tar", "--", "IF"]),
+            ("find", &[".", "-name", "*.exec"]),
+            ("ssh", &["-p", "22", "h", "uptime"]),
+            ("rsync", &["-avz", "a", "b"]),
+            ("curl", &["-sS", "https://h/"]),
+            ("curl", &["--connect-timeout", "5", "https://h/"]),
+            // A rule is for its program only.
+            ("echo", &["--upload-pack=x"]),
+            ("ls", &["-I", "x"]),
+        ] {
+            assert_eq!(refuses(program, args), None, "{program} {args:?}");
+        }
+    }
+
+    #[test]
+    fn a_refusal_names_the_option_the_program_reads() {
+        assert_eq!(
+            refuses("git", &["ls-remote", "--upl=x", "."]).as_deref(),
+            Some("git `--upl` is read as `--upload-pack`, which runs a program")
+        );
+        assert_eq!(
+            refuses("tar", &["cIf", "x", "a.tar"]).as_deref(),
+            Some("tar `cIf` holds `-I`, which runs a program")
+        );
+        assert_eq!(
+            refuses("find", &[".", "-exec", "x"]).as_deref(),
+            Some("find `-exec` runs a program")
+        );
+        // By the file the name resolved to, too.
+        assert!(
+            runs_a_program(
+                "g",
+                Path::new("/usr/bin/git"),
+                &["-c".to_owned(), "x=y".to_owned()]
+            )
+            .is_some()
+        );
+    }
+}
