@@ -368,6 +368,31 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Whatever else an argv holds, a refused option in its documented spelling, put
+        /// anywhere in it, is refused; and no argv makes the reading panic.
+        #[test]
+        fn a_refused_option_is_refused_wherever_it_stands(
+            args in proptest::collection::vec("[-a-zA-Z=:.]{0,12}", 0..8),
+            at in 0usize..8,
+            which in 0usize..6,
+        ) {
+            let (program, option) = [
+                ("git", "--upload-pack=x"),
+                ("git", "-c"),
+                ("tar", "--to-command=x"),
+                ("find", "-exec"),
+                ("rsync", "-e"),
+                ("curl", "--config"),
+            ][which];
+            let resolved = format!("/usr/bin/{program}");
+            let _ = runs_a_program(program, Path::new(&resolved), &args);
+            let mut args = args;
+            args.insert(at.min(args.len()), option.to_owned());
+            proptest::prop_assert!(runs_a_program(program, Path::new(&resolved), &args).is_some());
+        }
+    }
+
     #[test]
     fn a_refusal_names_the_option_the_program_reads() {
         assert_eq!(
