@@ -75,10 +75,22 @@ const REFUSED_EXACT: &[&str] = &[
     "XDG_DATA_DIRS",
     "XDG_DATA_HOME",
     "ZDOTDIR",
+    // What carries the options that run programs (docs/policy.md, "Options that run
+    // programs"), or points a program at another one or at configuration from elsewhere.
+    "TAR_OPTIONS",
+    "RSYNC_RSH",
+    "RSYNC_CONNECT_PROG",
+    "CURL_HOME",
+    "GIT_COMMON_DIR",
+    "GIT_ALLOW_PROTOCOL",
+    "GIT_MAN_VIEWER",
+    "GIT_DIFF_TOOL",
+    "GIT_DIFFTOOL_EXTCMD",
+    "GIT_EXT_SERVICE",
 ];
 
-/// Prefixes of variable families that are refused: dynamic-loader hooks on Linux and macOS and
-/// git's per-key configuration injection.
+/// Prefixes of variable families that are refused: dynamic-loader hooks on Linux and macOS,
+/// git's per-key configuration injection and test switches, and bash's exported functions.
 const REFUSED_PREFIXES: &[&str] = &[
     "LD_",
     "DYLD_",
@@ -88,6 +100,10 @@ const REFUSED_PREFIXES: &[&str] = &[
     "npm_config_",
     "CARGO_BUILD_RUSTC",
     "CARGO_TARGET_",
+    // git's test switches (`GIT_TEST_FSMONITOR` names a program `git status` runs), and bash's
+    // exported functions (`BASH_FUNC_ls%%` replaces `ls` in every bash script the child runs).
+    "GIT_TEST_",
+    "BASH_FUNC_",
 ];
 
 /// Variables a call may set for its child without the personality naming them: locale, time
@@ -195,6 +211,13 @@ mod tests {
             "RUBYOPT",
             "GIT_SSH_COMMAND",
             "GIT_CONFIG_KEY_0",
+            "TAR_OPTIONS",
+            "RSYNC_RSH",
+            "RSYNC_CONNECT_PROG",
+            "CURL_HOME",
+            "GIT_COMMON_DIR",
+            "GIT_TEST_FSMONITOR",
+            "BASH_FUNC_ls%%",
         ] {
             assert!(is_refused_env_name(name), "{name} must be refused");
         }

@@ -715,6 +715,83 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
     }
 }
 
+// guarantee: G-PROC-02
+/// Variables that carry a program's options or point it at another program are the options
+/// themselves: `TAR_OPTIONS` holds tar's (`--to-command`), `GIT_TEST_FSMONITOR` names a program
+/// `git status` runs, `GIT_COMMON_DIR` takes a repository's hooks and configuration from
+/// elsewhere, and `BASH_FUNC_<name>%%` replaces a command bash runs. With a personality that
+/// listed one in `safety.env.allow`, the real tar and git ran the payload; such a personality
+/// is now refused when it loads, naming the field, and nothing runs.
+#[test]
+fn a_variable_that_carries_a_programs_options_cannot_be_allowed() {
+    let env = Env::new("");
+    let w = env.root.join("work");
+    let marker = w.join("out/pwned");
+    let touch = format!("touch {}", marker.display());
+    std::fs::write(w.join("a.txt"), "alpha").unwrap();
+    let archive = Command::new("tar")
+        .args(["-cf", "a.tar", "a.txt"])
+        .current_dir(&w)
+        .status()
+        .unwrap();
+    assert!(archive.success());
+    // Each ran `touch`, which no personality here allows, before the fix (the child's write
+    // reach then kept the marker from being made).
+    let cases = [
+        (
+            "TAR_OPTIONS",
+            format!("--to-command={}", touch.replace(' ', "\\ ")),
+            "tar",
+            vec!["-xf", "a.tar"],
+        ),
+        ("GIT_TEST_FSMONITOR", touch.clone(), "git", vec!["status"]),
+        (
+            "BASH_FUNC_ls%%",
+            format!("() {{ {touch}; }}"),
+            "bash",
+            vec!["-c", "ls"],
+        ),
+        (
+            "GIT_COMMON_DIR",
+            env.root.join("outside").display().to_string(),
+            "git",
+            vec!["status"],
+        ),
+    ];
+    for (name, value, binary, args) in cases {
+        let p = env.personality(
+            "variable.toml",
+            &format!(
+                "id = \"variable\"\n[fs_reach]\nread = [\"{w}\", \"{r}\"]\nwrite = [\"{w}\"]\n\
+                 [safety.process]\nallow = [\"{binary}\"]\n[safety.env]\nallow = [\"{name}\"]\n",
+                w = w.display(),
+                r = env.root.display(),
+            ),
+        );
+        let call = serde_json::json!({"binary": binary, "args": args, "cwd": w,
+            "env": {name: value}});
+        for mode in MODES {
+            let mut argv = vec!["call"];
+            argv.extend_from_slice(mode);
+            let call_text = call.to_string();
+            argv.extend([
+                "--personality",
+                p.as_str(),
+                "run_command",
+                call_text.as_str(),
+            ]);
+            let out = env.toolcap(&argv);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{mode:?} {name}: {stderr}");
+            assert!(
+                stderr.contains("safety.env.allow[0]") && stderr.contains(name),
+                "{mode:?} {name}: {stderr}"
+            );
+            assert!(!marker.exists(), "{mode:?} {name}: the payload ran");
+        }
+    }
+}
+
 // guarantee: G-POL-03
 /// Class 2: reach roots and deny rules are matched where they really lead. A root that is a
 /// link to `/proc` is a load error; a link to a directory does not get around a deny rule that
