@@ -351,8 +351,15 @@ async fn the_argument_gate_checks_every_path_argument() {
         ),
         (
             "no_fs",
-            json!({"url": "https://x.example/a", "cdn": "//cdn.example/x", "rel": "notes/a.md", "n": 5}),
+            json!({"url": "https://x.example/a", "rel": "notes/a.md", "n": 5}),
             "ok",
+        ),
+        // `//x` is `/x` to the kernel: a protocol-relative URL is read as the path it also is
+        // (a tool that takes one names it among its data arguments).
+        (
+            "no_fs",
+            json!({"cdn": "//etc/passwd"}),
+            "PATH_NOT_REACHABLE: read not permitted for /etc/passwd",
         ),
         ("with_fs", json!({"path": "/srv/data/reports/q3.csv"}), "ok"),
         (

@@ -74,6 +74,9 @@ impl Tool for WriteFile {
     fn input_schema(&self) -> Value {
         schema_of::<WriteArgs>()
     }
+    fn data_arguments(&self) -> &[&str] {
+        &["content"]
+    }
     fn capabilities(&self) -> ToolCapabilities {
         ToolCapabilities::none().with_fs_write(FsPaths::FromPersonality)
     }
@@ -143,6 +146,9 @@ impl Tool for FetchUrl {
     }
     fn input_schema(&self) -> Value {
         schema_of::<FetchArgs>()
+    }
+    fn data_arguments(&self) -> &[&str] {
+        &["headers", "body"]
     }
     fn capabilities(&self) -> ToolCapabilities {
         ToolCapabilities::none().with_network(["*"])
@@ -217,6 +223,9 @@ impl Tool for RunCommand {
     }
     fn input_schema(&self) -> Value {
         schema_of::<RunArgs>()
+    }
+    fn data_arguments(&self) -> &[&str] {
+        &["stdin"]
     }
     fn capabilities(&self) -> ToolCapabilities {
         ToolCapabilities::none()
@@ -313,6 +322,9 @@ impl Tool for KvGet {
     fn input_schema(&self) -> Value {
         schema_of::<KeyArgs>()
     }
+    fn data_arguments(&self) -> &[&str] {
+        &["key"]
+    }
     fn capabilities(&self) -> ToolCapabilities {
         kv_capabilities()
     }
@@ -336,6 +348,9 @@ impl Tool for KvSet {
     }
     fn input_schema(&self) -> Value {
         schema_of::<SetArgs>()
+    }
+    fn data_arguments(&self) -> &[&str] {
+        &["key", "value"]
     }
     fn capabilities(&self) -> ToolCapabilities {
         kv_capabilities()
@@ -373,6 +388,9 @@ impl Tool for KvDelete {
     fn input_schema(&self) -> Value {
         schema_of::<KeyArgs>()
     }
+    fn data_arguments(&self) -> &[&str] {
+        &["key"]
+    }
     fn capabilities(&self) -> ToolCapabilities {
         kv_capabilities()
     }
@@ -399,6 +417,9 @@ impl Tool for KvList {
     }
     fn input_schema(&self) -> Value {
         schema_of::<PrefixArgs>()
+    }
+    fn data_arguments(&self) -> &[&str] {
+        &["prefix"]
     }
     fn capabilities(&self) -> ToolCapabilities {
         kv_capabilities()

@@ -9,10 +9,9 @@ use crate::error::CapabilityError;
 
 /// A tool an agent can call.
 ///
-/// The registry reads [`capabilities`](Self::capabilities) once, when the tool is registered,
-/// and from then on hands [`execute`](Self::execute) only the scoped objects that the
-/// intersection of that declaration with the active personality allows. A tool that declares
-/// nothing gets none.
+/// The registry reads [`capabilities`](Self::capabilities) once, at registration, and then
+/// hands [`execute`](Self::execute) only the scoped objects that the intersection of that
+/// declaration with the active personality allows; a tool that declares nothing gets none.
 ///
 /// The crate documentation has a whole tool; the smallest declares nothing:
 ///
@@ -34,6 +33,12 @@ pub trait Tool: Send + Sync {
 
     /// Everything external it touches. Read once at registration.
     fn capabilities(&self) -> ToolCapabilities;
+
+    /// Top-level arguments that are data, never a place the tool opens, runs or fetches: the
+    /// argument gate does not read them as paths (docs/policy.md, "The argument gate").
+    fn data_arguments(&self) -> &[&str] {
+        &[]
+    }
 
     /// Whether it can run here at all (a missing binary, an unsupported platform). A tool that
     /// is not available yields `not_available` and never runs.

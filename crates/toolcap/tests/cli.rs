@@ -2449,3 +2449,62 @@ fn toolcaps_own_files_are_out_of_every_tools_reach() {
         "{events}"
     );
 }
+
+// guarantee: G-REG-13
+/// What a tool writes, sends or feeds a child is data, not a path: `write_file` writes a C file
+/// that opens with a `/* ... */` comment or a note that names `/etc/passwd`, in process and in
+/// the capsule, while the gate still reads the arguments that name places (`//etc/passwd` is
+/// `/etc/passwd` to the kernel, and is refused as a path).
+#[test]
+fn what_a_tool_writes_is_data_and_the_places_it_names_are_still_gated() {
+    let env = Env::new();
+    for mode in [&[][..], &["--capsule"]] {
+        for (name, content) in [
+            ("a.c", "/* SPDX-License-Identifier: MIT */\nint x;\n"),
+            ("b.md", "/etc/passwd is where accounts are listed\n"),
+            ("c.txt", "/etc/passwd"),
+        ] {
+            let args = serde_json::json!({"path": format!("out/{name}"), "content": content});
+            let mut argv = vec!["call"];
+            argv.extend_from_slice(mode);
+            let args_text = args.to_string();
+            argv.extend([
+                "--personality",
+                "../p.toml",
+                "write_file",
+                args_text.as_str(),
+            ]);
+            let out = env.toolcap(&argv);
+            assert_eq!(code(&out), 0, "{mode:?} {name}: {}", stdout_json(&out));
+            let written = std::fs::read_to_string(env.root.join("work/out").join(name)).unwrap();
+            assert_eq!(written, content, "{mode:?} {name}");
+        }
+        for (tool, args) in [
+            ("read_file", serde_json::json!({"path": "//etc/passwd"})),
+            (
+                "write_file",
+                serde_json::json!({"path": "//etc/x", "content": "x"}),
+            ),
+            (
+                "run_command",
+                serde_json::json!({"binary": "echo", "args": ["//etc/passwd"]}),
+            ),
+        ] {
+            let mut argv = vec!["call"];
+            argv.extend_from_slice(mode);
+            let args_text = args.to_string();
+            argv.extend(["--personality", "../p.toml", tool, args_text.as_str()]);
+            let out = env.toolcap(&argv);
+            let result = stdout_json(&out);
+            assert_eq!(code(&out), 1, "{mode:?} {tool}: {result}");
+            assert!(
+                result["error"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("PATH_NOT_REACHABLE"),
+                "{mode:?} {tool}: {result}"
+            );
+        }
+    }
+    assert!(!Path::new("/etc/x").exists());
+}

@@ -8,12 +8,11 @@ use std::sync::Arc;
 use capability_types::{
     CapabilityError, DenialCode, ErrorCode, FsPaths, Tool, ToolCapabilities, check_binary_spec,
 };
-use serde_json::Value;
 
 use crate::audit::{AuditKind, emit};
 use crate::escalation::{self, ApprovalRequest, EscalationSubject, mask_arguments_with};
 use crate::matching::host::HostPattern;
-use crate::resolve::{Plan, ResolvedCapabilities, ResolvedPaths, ScopedObjects};
+use crate::resolve::{Plan, ResolvedCapabilities, ScopedObjects};
 
 use super::output::AbortOnDrop;
 use super::{DefaultToolRegistry, ExecutionContext, ToolCall};
@@ -75,6 +74,8 @@ pub(super) struct Ready<'r> {
     pub(super) completed_in: &'r std::sync::atomic::AtomicU64,
     /// Where the tool's spare context waits between calls.
     pub(super) spare: &'r super::spare::SpareSlot,
+    /// Its arguments that are data, not places ([`Tool::data_arguments`]).
+    pub(super) data: &'r [String],
 }
 
 /// Whether admission is for a call that will run, or a dry run that stops before execution.
@@ -237,6 +238,7 @@ impl DefaultToolRegistry {
             plan,
             completed_in: &entry.completed_in,
             spare: &entry.spare,
+            data: &entry.data,
         })
     }
 
@@ -285,7 +287,12 @@ impl DefaultToolRegistry {
             )));
         }
         let gated = constraints.is_none_or(|c| c.path_gate);
-        check_arguments(&call.args, gated, ready.plan.gate_reach.as_deref())?;
+        super::gate::check_arguments(
+            &call.args,
+            gated,
+            ready.data,
+            ready.plan.gate_reach.as_deref(),
+        )?;
         if let Some(c) = constraints.filter(|c| !c.only_after.is_empty()) {
             // What had completed when the batch began, taken once per batch and only when a
             // constraint asks.
@@ -391,112 +398,6 @@ impl DefaultToolRegistry {
     }
 }
 
-/// The structural checks of a call's arguments, made in one walk: they nest at most
-/// [`MAX_VALUE_DEPTH`](capability_types::MAX_VALUE_DEPTH) levels, and, when `gated`, they pass
-/// the argument gate: every string (at any depth) that is an absolute path or a `file://` URL
-/// must lie within the tool's read or write reach, so a tool that takes a path but does not use
-/// `ScopedFs` is gated all the same. A tool with no reach may take no such argument.
-///
-/// Arguments both too deep and holding a path out of reach are refused for their depth, as if
-/// the depth were checked first, whichever the walk meets first.
-fn check_arguments(
-    args: &Value,
-    gated: bool,
-    reach: Option<&ResolvedPaths>,
-) -> Result<(), Refusal> {
-    /// Keeps a nested container for later, with its depth; gates a scalar at once.
-    fn visit<'a>(
-        child: &'a Value,
-        depth: usize,
-        stack: &mut Vec<(&'a Value, usize)>,
-        gate: &impl Fn(&Value) -> Result<(), Refusal>,
-    ) -> Result<(), Refusal> {
-        match child {
-            Value::Array(_) | Value::Object(_) => {
-                stack.push((child, depth + 1));
-                Ok(())
-            }
-            scalar => gate(scalar),
-        }
-    }
-    let gate = |value: &Value| match value {
-        Value::String(s) if gated => gate_string(s, reach),
-        _ => Ok(()),
-    };
-    // Only on a refusal: the whole depth, for the message and for its precedence.
-    let too_deep = || {
-        let depth = capability_types::value_depth(args);
-        (depth > capability_types::MAX_VALUE_DEPTH).then(|| {
-            Refusal::from(CapabilityError::invalid_input(format!(
-                "arguments nest {depth} levels deep; at most {} are accepted",
-                capability_types::MAX_VALUE_DEPTH
-            )))
-        })
-    };
-    // Strings are checked where they are found; only nested containers go on the stack, so
-    // flat arguments allocate nothing.
-    let mut stack: Vec<(&Value, usize)> = Vec::new();
-    let mut next = match args {
-        Value::Array(_) | Value::Object(_) => Some((args, 1)),
-        scalar => return gate(scalar),
-    };
-    while let Some((container, depth)) = next {
-        if depth > capability_types::MAX_VALUE_DEPTH {
-            return Err(too_deep().unwrap_or_else(|| {
-                Refusal::from(CapabilityError::invalid_input("arguments nest too deep"))
-            }));
-        }
-        let checked = match container {
-            Value::Array(items) => items
-                .iter()
-                .try_for_each(|v| visit(v, depth, &mut stack, &gate)),
-            Value::Object(map) => map
-                .values()
-                .try_for_each(|v| visit(v, depth, &mut stack, &gate)),
-            _ => Ok(()),
-        };
-        if let Err(refusal) = checked {
-            return Err(too_deep().unwrap_or(refusal));
-        }
-        next = stack.pop();
-    }
-    Ok(())
-}
-
-/// The argument gate for one string: an absolute path or a `file://` URL must lie within the
-/// read or the write reach.
-fn gate_string(s: &str, reach: Option<&ResolvedPaths>) -> Result<(), Refusal> {
-    let path = if s.starts_with('/') && !s.starts_with("//") {
-        std::path::PathBuf::from(s)
-    } else if s
-        .get(..7)
-        .is_some_and(|head| head.eq_ignore_ascii_case("file://"))
-    {
-        // A file URL that does not name a local path is refused outright.
-        match url::Url::parse(s).ok().and_then(|u| u.to_file_path().ok()) {
-            Some(p) => p,
-            None => {
-                return Err(CapabilityError::denied(
-                    DenialCode::PathNotReachable,
-                    format!("{} is not a local file URL", s.escape_debug()),
-                )
-                .into());
-            }
-        }
-    } else {
-        return Ok(());
-    };
-    let empty;
-    let reach = match reach {
-        Some(reach) => reach,
-        None => {
-            empty = ResolvedPaths::default();
-            &empty
-        }
-    };
-    reach.reaches(&path).map_err(Refusal::from)
-}
-
 /// Structural checks on a declaration that the type system cannot make for a builder-made
 /// value: host pattern syntax, absolute paths, binary specs.
 pub(super) fn check_declaration(caps: &ToolCapabilities) -> Result<(), String> {
@@ -529,139 +430,7 @@ pub(super) fn check_declaration(caps: &ToolCapabilities) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use super::*;
-    use crate::policy::CompiledPolicy;
-    use crate::resolve::Intersected;
-    use capability_policy::PolicyFormat;
-    use serde_json::json;
-
-    fn reach(toml: &str) -> Arc<ResolvedPaths> {
-        let policy = CompiledPolicy::load(toml, PolicyFormat::Toml, None).unwrap();
-        let caps = ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality);
-        let resolved = Intersected::new("t", &caps, &policy).for_call("s", Path::new("/srv"));
-        resolved.fs.unwrap()
-    }
-
-    #[test]
-    fn the_gate_checks_absolute_paths_and_file_urls_at_any_depth() {
-        let r = reach("id = \"g\"\n[fs_reach]\nread = [\"/srv/data\"]\n");
-        assert!(
-            check_arguments(
-                &json!({"a": ["/srv/data/x", "relative", "//host/share"]}),
-                true,
-                Some(&r)
-            )
-            .is_ok()
-        );
-        let refused = |v| check_arguments(&v, true, Some(&r)).unwrap_err();
-        assert_eq!(
-            refused(json!({"deep": [{"p": "/etc/passwd"}]})).denial,
-            Some(DenialCode::PathNotReachable)
-        );
-        assert_eq!(
-            refused(json!("FILE:///etc/passwd")).denial,
-            Some(DenialCode::PathNotReachable)
-        );
-        let remote = refused(json!("file://server/share"));
-        assert!(
-            remote.message.contains("not a local file URL"),
-            "{}",
-            remote.message
-        );
-        assert!(
-            check_arguments(&json!("/srv/data"), true, None).is_err(),
-            "no reach, no paths"
-        );
-        assert!(
-            check_arguments(&json!({"p": ["/etc/passwd"]}), false, Some(&r)).is_ok(),
-            "a constraint turned the gate off"
-        );
-    }
-
-    /// `depth` levels of arrays around `inner`.
-    fn nested(depth: usize, inner: Value) -> Value {
-        (0..depth).fold(inner, |v, _| json!([v]))
-    }
-
-    // guarantee: G-REG-07
-    #[test]
-    fn arguments_too_deep_are_refused_for_their_depth_before_the_gate() {
-        let r = reach("id = \"g\"\n[fs_reach]\nread = [\"/srv/data\"]\n");
-        let max = capability_types::MAX_VALUE_DEPTH;
-        assert!(check_arguments(&nested(max, json!("/srv/data/x")), true, Some(&r)).is_ok());
-        for gated in [true, false] {
-            let deep = check_arguments(&nested(max + 1, json!(1)), gated, Some(&r)).unwrap_err();
-            assert_eq!(deep.code, ErrorCode::InputInvalid);
-            assert!(
-                deep.message.contains(&format!("nest {} levels", max + 1)),
-                "{}",
-                deep.message
-            );
-        }
-        // Out of reach near the top, too deep further down: the depth is named, the whole of it.
-        let both = json!({"a": "/etc/passwd", "b": nested(max + 30, json!(0))});
-        let refused = check_arguments(&both, true, Some(&r)).unwrap_err();
-        assert!(
-            refused
-                .message
-                .contains(&format!("nest {} levels", max + 31)),
-            "{}",
-            refused.message
-        );
-        // Out of reach at the deepest level allowed: the gate's refusal.
-        let gate = check_arguments(&nested(max, json!("/etc/passwd")), true, Some(&r)).unwrap_err();
-        assert_eq!(gate.denial, Some(DenialCode::PathNotReachable));
-    }
-
-    /// The two checks made separately, recursively: what the one walk must decide.
-    fn separately(
-        args: &Value,
-        gated: bool,
-        reach: Option<&ResolvedPaths>,
-    ) -> Result<(), ErrorCode> {
-        fn gate(v: &Value, reach: Option<&ResolvedPaths>) -> bool {
-            match v {
-                Value::String(s) => gate_string(s, reach).is_ok(),
-                Value::Array(items) => items.iter().all(|v| gate(v, reach)),
-                Value::Object(map) => map.values().all(|v| gate(v, reach)),
-                _ => true,
-            }
-        }
-        if crate::registry::output::nests_deeper_than(args, capability_types::MAX_VALUE_DEPTH) {
-            return Err(ErrorCode::InputInvalid);
-        }
-        if gated && !gate(args, reach) {
-            return Err(ErrorCode::Denied);
-        }
-        Ok(())
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn one_walk_decides_what_the_two_checks_decide(
-            shape in proptest::collection::vec((0usize..4, 0usize..130, 0usize..5), 0..12),
-            gated in proptest::bool::ANY,
-        ) {
-            let r = reach("id = \"g\"\n[fs_reach]\nread = [\"/srv/data\"]\n");
-            let leaves = [json!("/srv/data/ok"), json!("/etc/passwd"), json!("relative"), json!(7), json!("file:///srv/data/x")];
-            // Objects and arrays of nested leaves, some past the depth limit.
-            let mut args = serde_json::Map::new();
-            for (i, (key, depth, leaf)) in shape.into_iter().enumerate() {
-                let value = nested(depth, leaves[leaf].clone());
-                let entry = args.entry(format!("k{key}")).or_insert_with(|| json!([]));
-                if let Some(items) = entry.as_array_mut() {
-                    items.push(value);
-                } else {
-                    args.insert(format!("x{i}"), value);
-                }
-            }
-            let args = Value::Object(args);
-            let walked = check_arguments(&args, gated, Some(&r)).map_err(|refusal| refusal.code);
-            proptest::prop_assert_eq!(walked, separately(&args, gated, Some(&r)));
-        }
-    }
 
     #[test]
     fn declarations_are_checked_for_what_types_cannot_say() {

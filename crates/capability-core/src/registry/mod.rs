@@ -11,6 +11,7 @@
 mod admission;
 mod call;
 mod drive;
+mod gate;
 use drive::Clock;
 mod output;
 mod run;
@@ -55,6 +56,9 @@ struct Entry {
     completed_in: AtomicU64,
     /// The context the tool's last call run in the caller's task left for the next.
     spare: spare::SpareSlot,
+    /// Its arguments that are data, not places ([`Tool::data_arguments`]), read at
+    /// registration.
+    data: Box<[String]>,
 }
 
 /// The registry an agent loop calls tools through.
@@ -203,6 +207,11 @@ impl DefaultToolRegistry {
         let undeclared = capabilities
             .is_empty()
             .then(|| Arc::new(Plan::undeclared(&name)));
+        let data = tool
+            .data_arguments()
+            .iter()
+            .map(|d| (*d).to_owned())
+            .collect();
         let at = self.tools.partition_point(|e| e.name < name);
         self.tools.insert(
             at,
@@ -213,6 +222,7 @@ impl DefaultToolRegistry {
                 capabilities: Arc::new(capabilities),
                 completed_in: AtomicU64::new(0),
                 spare: spare::SpareSlot::default(),
+                data,
             },
         );
         // The tools after the new one moved up by one.
