@@ -145,17 +145,27 @@ mod defaults {
     }
 }
 
-/// Argument names that hold paths in every server.
+/// Argument names that hold paths in every server, and the last words of names that do
+/// (`file_path`, `workingDirectory`), compared in small letters.
 pub(crate) const PATH_ARGUMENTS: &[&str] = &[
     "path",
     "paths",
     "file",
     "files",
+    "filename",
+    "filenames",
+    "dir",
+    "dirs",
     "directory",
+    "directories",
+    "folder",
+    "folders",
     "source",
     "destination",
+    "dest",
     "root",
     "uri",
+    "cwd",
 ];
 
 /// Whether a configuration may set the variable `var` for a server: a plain name, not a loader

@@ -118,9 +118,30 @@ impl ArgumentCheck {
         Ok(())
     }
 
+    /// Whether the argument `key` holds a path: one of [`PATH_ARGUMENTS`] or the configured
+    /// names, or a name whose last word is one of them in any case (`file_path`, `filePath`,
+    /// `workingDirectory`, `base_dir`), as servers spell them (docs/guard.md, "Argument
+    /// checks").
+    ///
+    /// [`PATH_ARGUMENTS`]: super::config::PATH_ARGUMENTS
     fn names_a_path(&self, key: &str) -> bool {
-        super::config::PATH_ARGUMENTS.contains(&key)
-            || self.path_arguments.iter().any(|name| name == key)
+        if self.path_arguments.iter().any(|name| name == key) {
+            return true;
+        }
+        // The last word: after the last `_` or `-`, or from the last capital that follows a
+        // small letter or a digit.
+        let bytes = key.as_bytes();
+        let start = (1..bytes.len())
+            .rev()
+            .find(|&i| {
+                matches!(bytes[i - 1], b'_' | b'-')
+                    || (bytes[i].is_ascii_uppercase()
+                        && (bytes[i - 1].is_ascii_lowercase() || bytes[i - 1].is_ascii_digit()))
+            })
+            .unwrap_or(0);
+        let last = key[start..].to_ascii_lowercase();
+        super::config::PATH_ARGUMENTS.contains(&last.as_str())
+            || super::config::PATH_ARGUMENTS.contains(&key.to_ascii_lowercase().as_str())
     }
 
     fn check_relative(&self, text: &str) -> Result<(), CapabilityError> {
@@ -252,4 +273,50 @@ pub(crate) fn declaration(server: &super::config::ServerConfig) -> ToolCapabilit
         caps = caps.with_network(reach.hosts.iter().cloned());
     }
     caps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check() -> ArgumentCheck {
+        ArgumentCheck::new(
+            "fs",
+            None,
+            None,
+            Arc::from(vec!["target".to_owned()]),
+            PathBuf::from("/srv/ws"),
+        )
+    }
+
+    #[test]
+    fn arguments_named_as_paths_in_the_spellings_servers_use() {
+        let c = check();
+        for key in [
+            "path",
+            "paths",
+            "file",
+            "source",
+            "uri",
+            "target",
+            "file_path",
+            "filePath",
+            "FILE-PATH",
+            "output_path",
+            "workingDirectory",
+            "base_dir",
+            "cwd",
+            "filename",
+            "folder",
+            "notebook_path",
+        ] {
+            assert!(c.names_a_path(key), "{key}");
+        }
+        for key in ["query", "content", "name", "pattern", "url", "profile"] {
+            assert!(!c.names_a_path(key), "{key}");
+        }
+        // With no reach, any relative path in such an argument is refused; others are not read.
+        assert!(c.check(&serde_json::json!({"file_path": "../x"})).is_err());
+        assert!(c.check(&serde_json::json!({"query": "../x"})).is_ok());
+    }
 }
