@@ -23,12 +23,14 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use tokio::io::AsyncWriteExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::{AbortHandle, JoinSet};
 
 use crate::FetchConfig;
 use crate::connect::{ConnectError, connect_checked};
 use crate::resolver::SystemResolver;
+use crate::sni::Opening;
 
 type Body = BoxBody<Bytes, hyper::Error>;
 
@@ -212,7 +214,7 @@ impl Proxy {
 
     /// Answers `req`, one of a connection that holds `permit` (one of the limit's).
     async fn handle(
-        &self,
+        self: Arc<Self>,
         req: Request<Incoming>,
         permit: Arc<OwnedSemaphorePermit>,
     ) -> Response<Body> {
@@ -263,8 +265,10 @@ impl Proxy {
     }
 
     /// A CONNECT tunnel: it holds `permit` while it lasts, since it takes over the connection.
+    /// A tunnel that opens with TLS is forwarded only once its ClientHello is read whole and
+    /// the name it asks for (if any) is allowed as well ([`sni`](crate::sni)).
     async fn tunnel(
-        &self,
+        self: Arc<Self>,
         req: Request<Incoming>,
         permit: Arc<OwnedSemaphorePermit>,
     ) -> Response<Body> {
@@ -281,11 +285,31 @@ impl Proxy {
             Ok(tcp) => tcp,
             Err(refusal) => return refusal,
         };
+        let proxy = Arc::clone(&self);
         let task = tokio::spawn(async move {
             let _permit = permit;
             let mut upstream = upstream;
-            if let Ok(upgraded) = hyper::upgrade::on(req).await {
-                let mut client = TokioIo::new(upgraded);
+            let Ok(upgraded) = hyper::upgrade::on(req).await else {
+                return;
+            };
+            let mut client = TokioIo::new(upgraded);
+            let mut first = Vec::new();
+            let refused = match crate::sni::opening(&mut client, &mut first).await {
+                Ok(Opening::NotTls | Opening::Hello(None)) => None,
+                Ok(Opening::Hello(Some(name))) => proxy
+                    .grant
+                    .hosts
+                    .check(&name, port)
+                    .err()
+                    .map(|e| (name, e.to_string())),
+                Err(why) => Some((authority.host().to_owned(), why)),
+            };
+            if let Some((name, why)) = refused {
+                // The tunnel ends here: the child sees its connection closed.
+                proxy.audit(false, "tls", &name, port, Some(&why));
+                return;
+            }
+            if upstream.write_all(&first).await.is_ok() {
                 let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
             }
         });

@@ -34,6 +34,7 @@ mod connect;
 mod egress;
 mod resolver;
 mod scoped;
+mod sni;
 
 use std::collections::HashMap;
 use std::fmt;

@@ -313,3 +313,168 @@ async fn a_tunnel_counts_against_the_limit_while_it_lasts() {
     let out = waiting.await.unwrap();
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
 }
+
+/// A ClientHello record naming `name`, as a TLS client sends it first in a tunnel.
+fn client_hello(name: &str) -> Vec<u8> {
+    let n = name.len() as u16;
+    let mut extensions = vec![0x00, 0x00];
+    extensions.extend_from_slice(&(n + 5).to_be_bytes());
+    extensions.extend_from_slice(&(n + 3).to_be_bytes());
+    extensions.push(0);
+    extensions.extend_from_slice(&n.to_be_bytes());
+    extensions.extend_from_slice(name.as_bytes());
+    let mut body = vec![0x03, 0x03];
+    body.extend_from_slice(&[7u8; 32]);
+    body.push(0);
+    body.extend_from_slice(&[0x00, 0x02, 0x13, 0x01, 0x01, 0x00]);
+    body.extend_from_slice(&(extensions.len() as u16).to_be_bytes());
+    body.extend_from_slice(&extensions);
+    let mut message = vec![1];
+    message.extend_from_slice(&(body.len() as u32).to_be_bytes()[1..]);
+    message.extend_from_slice(&body);
+    let mut record = vec![22, 0x03, 0x01];
+    record.extend_from_slice(&(message.len() as u16).to_be_bytes());
+    record.extend_from_slice(&message);
+    record
+}
+
+/// Opens a tunnel to `target` through the proxy on `port`, sends `first`, and returns what
+/// came back through it within 2 s.
+async fn through_tunnel(port: u16, target: u16, first: &[u8]) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let connect =
+        format!("CONNECT 127.0.0.1:{target} HTTP/1.1\r\nHost: 127.0.0.1:{target}\r\n\r\n");
+    stream.write_all(connect.as_bytes()).await.unwrap();
+    let mut head = [0u8; 128];
+    let n = stream.read(&mut head).await.unwrap();
+    assert!(
+        head[..n].starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&head[..n])
+    );
+    stream.write_all(first).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(2), stream.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).to_string()
+}
+
+// guarantee: G-KERN-07
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tunnel_asks_the_allowed_address_only_for_allowed_names() {
+    // A server that serves many names at one address routes a TLS connection by the name in
+    // its ClientHello: through a tunnel to an allowed host, a child could otherwise ask for a
+    // name the personality never allowed. The loopback server stands for such an address; what
+    // reaches it answers with its name, so an empty answer means nothing was forwarded.
+    let (allowed, _) = server("allowed").await;
+    let (port, _session) = proxy(&format!("127.0.0.1:{allowed}")).await;
+    let refused = through_tunnel(port, allowed, &client_hello("evil.example")).await;
+    assert_eq!(refused, "", "a ClientHello for another name was forwarded");
+    // Cut short, or spread over records: its name cannot be known, so it is refused too.
+    let whole = client_hello("evil.example");
+    let refused = through_tunnel(port, allowed, &whole[..whole.len() - 3]).await;
+    assert_eq!(refused, "", "a ClientHello cut short was forwarded");
+    // What the tunnel's target is allowed to be asked still goes through: an allowed name, and
+    // what is not TLS at all (a ClientHello with no name too: the unit tests of `sni`).
+    for first in [
+        client_hello("127.0.0.1"),
+        b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".to_vec(),
+    ] {
+        let answer = through_tunnel(port, allowed, &first).await;
+        assert!(answer.contains("allowed"), "{answer:?}");
+    }
+}
+
+/// A TLS server on loopback with a certificate for `localhost`, answering one line; counts the
+/// handshakes it completed. Returns its port, the count and the certificate.
+async fn tls_server() -> (u16, Arc<AtomicUsize>, Vec<u8>) {
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let der = cert.cert.der().to_vec();
+    let key = rustls::pki_types::PrivateKeyDer::try_from(cert.signing_key.serialize_der()).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![der.clone().into()], key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handshakes = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&handshakes);
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            let counted = Arc::clone(&counted);
+            tokio::spawn(async move {
+                if let Ok(mut tls) = acceptor.accept(stream).await {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    let _ = tls.write_all(b"hello over tls\n").await;
+                    let _ = tls.shutdown().await;
+                }
+            });
+        }
+    });
+    (port, handshakes, der)
+}
+
+/// A real TLS client through a tunnel to `localhost:<target>`, asking for `name`: the line the
+/// server sent, or the error.
+async fn tls_through(port: u16, target: u16, name: &str, root: &[u8]) -> Result<String, String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let connect =
+        format!("CONNECT localhost:{target} HTTP/1.1\r\nHost: localhost:{target}\r\n\r\n");
+    stream.write_all(connect.as_bytes()).await.unwrap();
+    let mut head = [0u8; 128];
+    let n = stream.read(&mut head).await.unwrap();
+    assert!(
+        head[..n].starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&head[..n])
+    );
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(root.to_vec().into()).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let server_name = rustls::pki_types::ServerName::try_from(name.to_owned()).unwrap();
+    let handshake = tokio::time::timeout(
+        Duration::from_secs(5),
+        connector.connect(server_name, stream),
+    )
+    .await
+    .map_err(|_| "timed out".to_owned())?;
+    let mut tls = handshake.map_err(|e| e.to_string())?;
+    let mut out = String::new();
+    tls.read_to_string(&mut out)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+// guarantee: G-KERN-07
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_tls_client_gets_through_for_its_allowed_name_only() {
+    let (target, handshakes, root) = tls_server().await;
+    let (port, _session) = proxy(&format!("localhost:{target}")).await;
+    assert_eq!(
+        tls_through(port, target, "localhost", &root)
+            .await
+            .as_deref(),
+        Ok("hello over tls\n")
+    );
+    // The same address, another name: the proxy closes the tunnel before the server sees it.
+    let refused = tls_through(port, target, "evil.example", &root).await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert_eq!(
+        handshakes.load(Ordering::SeqCst),
+        1,
+        "only the allowed name reached the server"
+    );
+}
