@@ -663,6 +663,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         git(s(&["grep", &format!("-O{payload}"), "alpha"])),
         git(s(&["difftool", "-y", "-x", &payload, "HEAD~1"])),
         tar(s(&["cIf", &payload, "out.tar", "a.txt"])),
+        tar(s(&["cfI", "out.tar", &payload, "a.txt"])),
         tar(s(&["-cvI", &payload, "-f", "out.tar", "a.txt"])),
         tar(s(&[
             &format!("--use-compr={payload}"),

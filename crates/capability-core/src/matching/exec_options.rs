@@ -217,9 +217,11 @@ fn refused(rule: &Rule, arg: &str, first: bool) -> Option<String> {
             format!("`--{name}` is read as `--{matched}`, which runs a program")
         });
     }
-    let cluster = match arg.strip_prefix('-') {
-        Some(cluster) => cluster,
-        None if first && rule.old_style => arg,
+    // In a dash cluster a letter that takes a value takes the rest of the cluster; in tar's old
+    // style every letter is an option, whose values come from the arguments after it.
+    let (cluster, valued) = match arg.strip_prefix('-') {
+        Some(cluster) => (cluster, rule.valued),
+        None if first && rule.old_style => (arg, ""),
         None => return None,
     };
     for letter in cluster.chars() {
@@ -230,7 +232,7 @@ fn refused(rule: &Rule, arg: &str, first: bool) -> Option<String> {
                 format!("`{arg}` holds `-{letter}`, which runs a program")
             });
         }
-        if rule.valued.contains(letter) {
+        if valued.contains(letter) {
             break;
         }
     }
@@ -292,6 +294,9 @@ mod tests {
             ("tar", &["-I", "x", "-cf", "a.tar", "b"]),
             ("tar", &["-Ix", "-cf", "a.tar", "b"]),
             ("tar", &["cIf", "x", "a.tar", "b"]),
+            // Old style takes each letter's value from the arguments after it, so a letter that
+            // takes a value ends nothing: `f` takes `a.tar`, `I` takes `x`.
+            ("tar", &["cfI", "a.tar", "x", "b"]),
             ("tar", &["xvF", "x", "a.tar"]),
             ("tar", &["-cvI", "x", "-f", "a.tar", "b"]),
             ("tar", &["-xvF", "x", "-f", "a.tar"]),
