@@ -9,7 +9,7 @@ use crate::resolve::ResolvedPaths;
 
 /// The structural checks of a call's arguments, made in one walk: they nest at most
 /// [`MAX_VALUE_DEPTH`](capability_types::MAX_VALUE_DEPTH) levels, and, when `gated`, they pass
-/// the argument gate: every string (at any depth) that is an absolute path or a `file://` URL
+/// the argument gate: every string (at any depth) that is an absolute path or a `file:` URL
 /// must lie within the tool's read or write reach, so a tool that takes a path but does not use
 /// `ScopedFs` is gated all the same. A tool with no reach may take no such argument.
 ///
@@ -94,16 +94,20 @@ pub(super) fn check_arguments(
     Ok(())
 }
 
-/// The argument gate for one string: an absolute path or a `file://` URL must lie within the
+/// The argument gate for one string: an absolute path or a `file:` URL must lie within the
 /// read or the write reach.
 fn gate_string(s: &str, reach: Option<&ResolvedPaths>) -> Result<(), Refusal> {
     // `//etc/passwd` is `/etc/passwd` to the kernel.
     let path = if s.starts_with('/') {
         std::path::PathBuf::from(s)
     } else if s
-        .get(..7)
-        .is_some_and(|head| head.eq_ignore_ascii_case("file://"))
+        .get(..5)
+        .is_some_and(|head| head.eq_ignore_ascii_case("file:"))
+        && !s[5..].starts_with(char::is_whitespace)
     {
+        // Every form a URL parser reads as a file URL: `file:///p`, `file:/p`, `file:p`, with
+        // backslashes for slashes (WHATWG), not only the one with two slashes. Text that only
+        // starts with the word (`file: fix a typo`) names, parsed, a place under `/ `.
         // A file URL that does not name a local path is refused outright.
         match url::Url::parse(s).ok().and_then(|u| u.to_file_path().ok()) {
             Some(p) => p,
@@ -162,6 +166,23 @@ mod tests {
             .is_ok()
         );
         let refused = |v| check_arguments(&v, true, &[], Some(&r)).unwrap_err();
+        // A file URL in every form a URL parser reads as one (WHATWG: one slash, none, and
+        // backslashes are slashes in a file URL).
+        for url in [
+            "file:/etc/passwd",
+            "file:etc/passwd",
+            "File:/etc/passwd",
+            "file:\\\\etc\\passwd",
+            "file:/srv/data/../../etc/passwd",
+        ] {
+            assert_eq!(
+                refused(json!({"u": url})).denial,
+                Some(DenialCode::PathNotReachable),
+                "{url}"
+            );
+        }
+        // Text that only starts with the word is not a URL.
+        assert!(check_arguments(&json!({"m": "file: fix a typo"}), true, &[], Some(&r)).is_ok());
         // A path the kernel reads as `/etc/passwd`, however many slashes lead it.
         assert_eq!(
             refused(json!({"p": "//etc/passwd"})).denial,
