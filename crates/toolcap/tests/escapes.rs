@@ -608,9 +608,9 @@ fn nothing_steers_a_trusted_binary_into_running_a_program() {
 /// abbreviation (`--upl=`, `--use-compr=`), a short option with its value attached (`-ucmd`,
 /// `-ccore.sshCommand=cmd`) or inside a cluster (`-qu cmd`, `-cvI cmd`), and tar reads its
 /// first argument as a cluster without a dash (`tar cIf cmd`); git's `rebase -x`, `grep -O`
-/// and `difftool -x` run a program too. Each of these ran its program through the real git or
-/// tar; each is refused before the child starts, and the marker the payload would create stays
-/// absent.
+/// and `difftool -x` run a program too, as do GNU sort's `--compress-program` and diff3's
+/// `--diff-program`. Each of these ran its program through the real program; each is refused
+/// before the child starts, and the marker the payload would create stays absent.
 #[test]
 fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accepts() {
     let env = Env::new("");
@@ -619,7 +619,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         "spelling.toml",
         &format!(
             "id = \"spelling\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}\"]\n\
-             [safety.process]\nallow = [\"git\", \"tar\"]\n",
+             [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\"]\n",
             w = w.display()
         ),
     );
@@ -627,6 +627,8 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
     let payload = format!("touch {}", marker.display());
     let git = |args: Vec<String>| serde_json::json!({"binary": "git", "args": args});
     let tar = |args: Vec<String>| serde_json::json!({"binary": "tar", "args": args});
+    let other =
+        |binary: &str, args: Vec<String>| serde_json::json!({"binary": binary, "args": args});
     let s = |parts: &[&str]| parts.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>();
     let cases = [
         git(s(&["ls-remote", &format!("--upl={payload}"), "."])),
@@ -679,6 +681,20 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
             "--checkpoint=1",
             &format!("--checkpoint-act=exec={payload}"),
         ])),
+        // Text utilities that look harmless: GNU sort and diff3 run the program they are given.
+        other(
+            "sort",
+            s(&["-S", "1K", &format!("--compress-p={payload}"), "a.txt"]),
+        ),
+        other(
+            "diff3",
+            s(&[
+                &format!("--diff-program={payload}"),
+                "a.txt",
+                "a.txt",
+                "a.txt",
+            ]),
+        ),
     ];
     for mode in MODES {
         for call in &cases {

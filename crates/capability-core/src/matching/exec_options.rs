@@ -19,11 +19,11 @@ struct Rule {
     /// Only for arguments after this one (a subcommand, anywhere before them); `None`: every
     /// argument.
     after: Option<&'static str>,
-    /// Long options (`--name`, `--name=value`, `--name value`) that run a program. A long
-    /// option that begins with one is refused too (`--exec-path` with `exec`).
+    /// Long options (`--name`, `--name=value`, `--name value`) that run a program.
     long: &'static [&'static str],
     /// Whether the program takes a long option by any unambiguous prefix; then every prefix of
-    /// a name in `long` is refused, but for the program's own options in `exact`.
+    /// a name in `long` is refused, but for the program's own options in `exact`, and so is
+    /// every name that begins with one (`--exec-path` with `exec`).
     abbreviated: bool,
     /// The program's own long options that a name in `long` begins with: the program matches
     /// them exactly before it tries abbreviations (`tar --checkpoint`, beside
@@ -168,6 +168,45 @@ const RULES: &[Rule] = &[
         short: "K",
         ..Rule::NONE
     },
+    // Text utilities that look harmless and are not.
+    Rule {
+        programs: &["sort"],
+        long: &["compress-program"],
+        abbreviated: true,
+        ..Rule::NONE
+    },
+    Rule {
+        programs: &["diff3", "sdiff"],
+        long: &["diff-program"],
+        abbreviated: true,
+        ..Rule::NONE
+    },
+    Rule {
+        programs: &["zip"],
+        long: &["unzip-command"],
+        abbreviated: true,
+        // `-TT <cmd>`; `-T` alone runs only `unzip`, and is refused with it.
+        short: "T",
+        ..Rule::NONE
+    },
+    Rule {
+        programs: &["wget"],
+        long: &["use-askpass"],
+        abbreviated: true,
+        ..Rule::NONE
+    },
+    // ripgrep and fd parse with clap, which takes no abbreviation.
+    Rule {
+        programs: &["rg"],
+        long: &["pre"],
+        ..Rule::NONE
+    },
+    Rule {
+        programs: &["fd", "fdfind"],
+        long: &["exec", "exec-batch"],
+        short: "xX",
+        ..Rule::NONE
+    },
 ];
 
 /// Why `args` would make the program run another program, if they would: the argument and the
@@ -207,9 +246,14 @@ fn refused(rule: &Rule, arg: &str, first: bool) -> Option<String> {
         if name.is_empty() {
             return None;
         }
+        // A program that abbreviates reads a longer name either as another option (git's
+        // `--exec-path` beside `--exec`, refused with it) or not at all; one that does not
+        // reads only the exact name (ripgrep's `--pretty` is not its `--pre`).
         let matched = rule.long.iter().find(|option| {
-            name.starts_with(*option)
-                || (rule.abbreviated && option.starts_with(name) && !rule.exact.contains(&name))
+            name == **option
+                || (rule.abbreviated
+                    && (name.starts_with(*option)
+                        || (option.starts_with(name) && !rule.exact.contains(&name))))
         })?;
         return Some(if name == *matched {
             format!("`--{matched}` runs a program")
@@ -328,6 +372,20 @@ mod tests {
             ("curl", &["-sK", "cfg"]),
             ("curl", &["--config", "cfg"]),
             ("curl", &["--conf", "cfg"]),
+            ("sort", &["--compress-program=x", "-S", "1K"]),
+            ("sort", &["-S", "1K", "--compress-p", "x"]),
+            ("diff3", &["--diff-program=x", "a", "b", "c"]),
+            ("sdiff", &["--diff-p=x", "a", "b"]),
+            ("zip", &["-T", "-TT", "x", "a.zip", "b"]),
+            ("zip", &["-qTTx", "a.zip", "b"]),
+            ("zip", &["--unzip-command=x", "a.zip", "b"]),
+            ("wget", &["--use-askpass=x", "https://h/"]),
+            ("wget", &["--use-ask=x", "https://h/"]),
+            ("rg", &["--pre", "x", "pattern"]),
+            ("rg", &["--pre=x", "pattern"]),
+            ("fd", &["-x", "x", "."]),
+            ("fdfind", &["-HX", "x"]),
+            ("fd", &["--exec-batch", "x"]),
         ] {
             assert!(
                 refuses(program, args).is_some(),
@@ -365,6 +423,13 @@ mod tests {
             ("rsync", &["-avz", "a", "b"]),
             ("curl", &["-sS", "https://h/"]),
             ("curl", &["--connect-timeout", "5", "https://h/"]),
+            ("sort", &["-n", "-k2", "--parallel=2", "file"]),
+            ("diff3", &["a", "b", "c"]),
+            ("zip", &["-r", "a.zip", "dir"]),
+            ("wget", &["-q", "-O", "-", "https://h/"]),
+            ("rg", &["-n", "pattern", "src"]),
+            ("rg", &["--pretty", "pattern"]),
+            ("fd", &["-e", "rs", "main"]),
             // A rule is for its program only.
             ("echo", &["--upload-pack=x"]),
             ("ls", &["-I", "x"]),
