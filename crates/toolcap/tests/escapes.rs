@@ -58,6 +58,17 @@ impl Env {
             .unwrap()
     }
 
+    /// `run_command` with the arguments `call` through `toolcap call` in `mode`, with
+    /// `personality`.
+    fn run_command(&self, mode: &[&str], personality: &str, call: &Value) -> Output {
+        let mut argv = vec!["call"];
+        argv.extend_from_slice(mode);
+        argv.extend(["--personality", personality, "run_command"]);
+        let call = call.to_string();
+        argv.push(&call);
+        self.toolcap(&argv)
+    }
+
     /// `run_command` through `toolcap call` in `mode`, with `personality`: the result JSON and
     /// everything the binary printed.
     fn run(
@@ -68,12 +79,7 @@ impl Env {
         args: &[&str],
     ) -> (Value, String) {
         let call = serde_json::json!({"binary": binary, "args": args, "timeout_ms": 20_000});
-        let mut argv = vec!["call"];
-        argv.extend_from_slice(mode);
-        argv.extend(["--personality", personality, "run_command"]);
-        let call = call.to_string();
-        argv.push(&call);
-        let out = self.toolcap(&argv);
+        let out = self.run_command(mode, personality, &call);
         let everything = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
@@ -584,16 +590,7 @@ fn nothing_steers_a_trusted_binary_into_running_a_program() {
     ];
     for mode in MODES {
         for (call, code) in &cases {
-            let mut argv = vec!["call"];
-            argv.extend_from_slice(mode);
-            let call_text = call.to_string();
-            argv.extend([
-                "--personality",
-                p.as_str(),
-                "run_command",
-                call_text.as_str(),
-            ]);
-            let out = env.toolcap(&argv);
+            let out = env.run_command(mode, &p, call);
             let stdout = String::from_utf8_lossy(&out.stdout);
             assert_eq!(out.status.code(), Some(1), "{mode:?} {call}: {stdout}");
             assert!(stdout.contains(code), "{mode:?} {call}: {stdout}");
@@ -698,16 +695,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
     ];
     for mode in MODES {
         for call in &cases {
-            let mut argv = vec!["call"];
-            argv.extend_from_slice(mode);
-            let call_text = call.to_string();
-            argv.extend([
-                "--personality",
-                p.as_str(),
-                "run_command",
-                call_text.as_str(),
-            ]);
-            let out = env.toolcap(&argv);
+            let out = env.run_command(mode, &p, call);
             let stdout = String::from_utf8_lossy(&out.stdout);
             assert_eq!(out.status.code(), Some(1), "{mode:?} {call}: {stdout}");
             assert!(
@@ -788,16 +776,7 @@ fn a_variable_that_carries_a_programs_options_cannot_be_allowed() {
         let call = serde_json::json!({"binary": binary, "args": args, "cwd": w,
             "env": {name: value}});
         for mode in MODES {
-            let mut argv = vec!["call"];
-            argv.extend_from_slice(mode);
-            let call_text = call.to_string();
-            argv.extend([
-                "--personality",
-                p.as_str(),
-                "run_command",
-                call_text.as_str(),
-            ]);
-            let out = env.toolcap(&argv);
+            let out = env.run_command(mode, &p, &call);
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(2), "{mode:?} {name}: {stderr}");
             assert!(
