@@ -215,13 +215,18 @@ impl Tool for GuardedTool {
 }
 
 /// Whether `text` is an `http(s)` URL as a server would take it: the scheme in any case, with
-/// surrounding whitespace (`HTTPS://host`, ` http://host`).
+/// surrounding whitespace (`HTTPS://host`, ` http://host`), with its slashes missing or turned
+/// (`http:host`, `http:\\host`).
 fn is_web_url(text: &str) -> bool {
-    text.trim_start()
-        .split_once("://")
-        .is_some_and(|(scheme, _)| {
-            scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")
-        })
+    // Every form a WHATWG parser (Node's `URL`, the `url` crate) reads as a web URL: the
+    // slashes may be missing or backslashes; text that only starts with the word is not one.
+    let text = text.trim_start();
+    ["http:", "https:"].iter().any(|scheme| {
+        text.get(..scheme.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(scheme))
+            && !text[scheme.len()..].starts_with(char::is_whitespace)
+            && !text[scheme.len()..].is_empty()
+    })
 }
 
 /// An upstream result as a tool value: its text (text blocks joined by newlines; other blocks
@@ -315,6 +320,21 @@ mod tests {
         for key in ["query", "content", "name", "pattern", "url", "profile"] {
             assert!(!c.names_a_path(key), "{key}");
         }
+        // A URL in every form a WHATWG parser (Node's `URL`, the `url` crate) reads as one is
+        // checked: with no hosts, each is refused; text that only starts with the word is not.
+        for url in [
+            "https://evil.example/x",
+            " HTTP://evil.example/",
+            "http:evil.example",
+            "https:\\\\evil.example\\x",
+            "http:/evil.example",
+        ] {
+            assert!(c.check(&serde_json::json!({"q": url})).is_err(), "{url}");
+        }
+        assert!(
+            c.check(&serde_json::json!({"q": "http: the protocol"}))
+                .is_ok()
+        );
         // With no reach, any relative path in such an argument is refused; others are not read.
         assert!(c.check(&serde_json::json!({"file_path": "../x"})).is_err());
         assert!(c.check(&serde_json::json!({"query": "../x"})).is_ok());
