@@ -294,6 +294,7 @@ mod tests {
         )
     }
 
+    // guarantee: G-MCP-07
     #[test]
     fn arguments_named_as_paths_in_the_spellings_servers_use() {
         let c = check();
