@@ -116,7 +116,15 @@ impl ScopedSpawner {
         }
 
         let cwd = match &options.cwd {
-            None => None,
+            // The session's working directory when the tool may read it (where an agent
+            // expects `git status` to run), else none: the child's scratch home.
+            None => self
+                .grant
+                .paths
+                .check(Path::new("."), FsAccess::Read)
+                .ok()
+                .and_then(|checked| sys::canonical_dir(&checked.path).ok())
+                .filter(|real| self.grant.paths.check(real, FsAccess::Read).is_ok()),
             Some(cwd) => {
                 let checked = self.grant.paths.check(cwd, FsAccess::Read)?;
                 let real = sys::canonical_dir(&checked.path).map_err(|e| {

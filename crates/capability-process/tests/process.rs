@@ -385,6 +385,46 @@ async fn no_shell_is_involved() {
 }
 
 #[tokio::test]
+async fn a_child_runs_in_the_working_directory_when_its_reach_holds_it() {
+    // What an agent expects of `git status` or `ls` without a `cwd`: the session's directory.
+    let fx = fixture();
+    let p = spawner(&fx);
+    let out = p
+        .spawn("sh", &argv(&["-c", "pwd"]), SpawnOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(stdout(&out).trim(), fx.root.to_str().unwrap());
+    // A working directory outside the reach is not entered: the child runs in its scratch home.
+    let toml = format!(
+        "id = \"p\"\n[fs_reach]\nread = [\"{}\"]\n[safety.process]\nallow = [\"sh\"]\n",
+        fx.root.display()
+    );
+    let policy = CompiledPolicy::load(&toml, PolicyFormat::Toml, None).unwrap();
+    let caps = ToolCapabilities::none()
+        .with_process(["*"])
+        .with_fs_read(FsPaths::FromPersonality);
+    let resolved = resolve("run_command", &caps, &policy, "s", Path::new("/etc"));
+    let grant = ProcessGrant::new(
+        "run_command",
+        resolved.process.unwrap() as Arc<dyn ProcessPolicy>,
+        resolved.fs.unwrap() as Arc<dyn PathPolicy>,
+    );
+    let config = ProcessConfig::with_host_env(host_env()).scratch_root(fx.scratch.clone());
+    let outside = ProcessBackend::new(config).scoped_process(grant).unwrap();
+    let out = outside
+        .spawn("sh", &argv(&["-c", "pwd"]), SpawnOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        stdout(&out)
+            .trim()
+            .starts_with(fx.scratch.to_str().unwrap()),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[tokio::test]
 async fn cwd_must_be_inside_the_read_reach() {
     let fx = fixture();
     let p = spawner(&fx);

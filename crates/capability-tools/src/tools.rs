@@ -198,7 +198,8 @@ pub(crate) struct RunArgs {
     /// Its arguments (no shell: each is one argv entry).
     #[serde(default)]
     pub(crate) args: Vec<String>,
-    /// The directory it runs in (within the reach).
+    /// The directory it runs in (within the reach); by default the working directory when the
+    /// reach holds it, else an empty scratch directory.
     #[serde(default)]
     pub(crate) cwd: Option<String>,
     /// Extra environment variables (the personality's env rules apply).

@@ -247,7 +247,7 @@ impl fmt::Debug for SpawnOptions {
 }
 
 impl SpawnOptions {
-    /// Sets the working directory.
+    /// Sets the working directory (without one: the session's, when the reach holds it).
     pub fn cwd(mut self, cwd: impl Into<std::path::PathBuf>) -> Self {
         self.cwd = Some(cwd.into());
         self
