@@ -99,6 +99,8 @@ impl ScopedSpawner {
             .cloned()
             .unwrap_or_else(|| "C.UTF-8".to_owned());
         env.push(("LANG".to_owned(), lang));
+        // Git uses only the repositories it is pointed at; no call can set these names.
+        env.extend(capability_sandbox::child_git_config());
         for name in self.grant.process.env_allow() {
             if let Some(value) = config.host_env.get(name) {
                 env.push((name.clone(), value.clone()));

@@ -245,6 +245,10 @@ async fn the_child_environment_is_cleared_and_fixed() {
         "passed by the call"
     );
     assert!(!env.contains_key("SECRET_TOKEN"), "{env:?}");
+    // Git uses only the repositories it is pointed at.
+    for (name, value) in capability_sandbox::CHILD_GIT_CONFIG {
+        assert_eq!(env.get(name).map(String::as_str), Some(value), "{name}");
+    }
     let home = PathBuf::from(&env["HOME"]);
     assert!(
         home.starts_with(&fx.scratch),
@@ -259,6 +263,9 @@ async fn the_child_environment_is_cleared_and_fixed() {
                 "PATH", "LANG", "TZ", "MY_FLAG", "HOME", "PWD", "SHLVL", "_", "OLDPWD",
             ]
             .contains(k)
+                && !capability_sandbox::CHILD_GIT_CONFIG
+                    .iter()
+                    .any(|(name, _)| name == k)
         })
         .collect();
     assert!(allowed.is_empty(), "unexpected variables {allowed:?}");

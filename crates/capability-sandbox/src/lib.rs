@@ -76,6 +76,7 @@ mod accounts;
 mod bpf;
 #[cfg(unix)]
 mod changeable;
+mod env;
 #[cfg(target_os = "linux")]
 mod git;
 #[cfg(target_os = "linux")]
@@ -92,6 +93,10 @@ pub use accounts::{GroupOpen, group_open};
 #[cfg(unix)]
 pub use changeable::{Changeable, Swappable, Writer, changeable_by_others, swappable_through};
 #[cfg(unix)]
+pub use env::{
+    CHILD_GIT_CONFIG, EGRESS_PROXY_PORT, EGRESS_PROXY_URL, EGRESS_PROXY_VARIABLES,
+    child_git_config, point_at_egress_proxy,
+};
 pub use scratch::ScratchDir;
 
 /// Directories a program needs to be loaded and run: readable and executable in every sandbox.
@@ -422,42 +427,6 @@ impl SandboxPolicy {
 pub struct PreparedSandbox {
     #[cfg(target_os = "linux")]
     inner: linux::Prepared,
-}
-
-/// The port of the egress proxy on a confined child's own loopback.
-pub const EGRESS_PROXY_PORT: u16 = 3128;
-
-/// What a confined child with egress sets `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` to.
-pub const EGRESS_PROXY_URL: &str = "http://127.0.0.1:3128";
-
-/// The variables that point a child at its egress proxy, in both spellings programs read.
-pub const EGRESS_PROXY_VARIABLES: [&str; 6] = [
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-];
-
-/// Points a child's environment at its egress proxy: every proxy variable (and `NO_PROXY`, in
-/// any case) the environment already had is removed, so no variable can point elsewhere, and
-/// [`EGRESS_PROXY_VARIABLES`] are set to [`EGRESS_PROXY_URL`].
-///
-/// ```
-/// let mut env = vec![("https_proxy".to_owned(), "http://elsewhere".to_owned()),
-///                    ("NO_PROXY".to_owned(), "*".to_owned())];
-/// capability_sandbox::point_at_egress_proxy(&mut env);
-/// assert!(env.iter().all(|(n, v)| n != "NO_PROXY" && v == capability_sandbox::EGRESS_PROXY_URL));
-/// assert_eq!(env.len(), 6);
-/// ```
-pub fn point_at_egress_proxy(env: &mut Vec<(String, String)>) {
-    env.retain(|(name, _)| {
-        !EGRESS_PROXY_VARIABLES.contains(&name.as_str()) && !name.eq_ignore_ascii_case("no_proxy")
-    });
-    for name in EGRESS_PROXY_VARIABLES {
-        env.push((name.to_owned(), EGRESS_PROXY_URL.to_owned()));
-    }
 }
 
 /// The host's end of a child's egress: after the spawn, [`receive`](Self::receive) yields the

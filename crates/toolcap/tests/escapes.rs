@@ -721,6 +721,66 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
 }
 
 // guarantee: G-PROC-02
+/// A repository an agent clones can carry a directory laid out as a bare repository (`HEAD`,
+/// `config`, `objects`, `refs` are ordinary files in a tree), whose configuration names a
+/// program (`core.fsmonitor`); git run in that directory takes it as a repository and runs the
+/// program. Every child's git is told to use only the repositories it is pointed at
+/// (`safe.bareRepository=explicit`), so it refuses the planted one and runs nothing.
+#[test]
+fn a_bare_repository_planted_in_the_workspace_runs_nothing() {
+    let env = Env::new("");
+    let w = env.root.join("work");
+    let planted = w.join("vendor/evil.git");
+    let git = |args: &[&str]| {
+        let status = Command::new("git")
+            .args(args)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    let planted_text = planted.display().to_string();
+    git(&["init", "-q", "--bare", &planted_text]);
+    let marker = env.root.join("work/out/pwned");
+    for (key, value) in [
+        ("core.bare", "false".to_owned()),
+        ("core.worktree", w.display().to_string()),
+        (
+            "core.fsmonitor",
+            format!(
+                "echo planted-fsmonitor-ran >&2; touch {}; false",
+                marker.display()
+            ),
+        ),
+    ] {
+        git(&["-C", &planted_text, "config", key, &value]);
+    }
+    let p = env.personality(
+        "git.toml",
+        &format!(
+            "id = \"git\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}/out\"]\n\
+             [safety.process]\nallow = [\"git\"]\n",
+            w = w.display()
+        ),
+    );
+    let call = serde_json::json!({"binary": "git", "args": ["status"], "cwd": planted});
+    for mode in MODES {
+        let out = env.run_command(mode, &p, &call);
+        let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let stderr = result["value"]["stderr"].as_str().unwrap_or_default();
+        assert!(
+            !stderr.contains("planted-fsmonitor-ran"),
+            "{mode:?}: {result}"
+        );
+        assert!(
+            stderr.contains("cannot use bare repository"),
+            "{mode:?}: {result}"
+        );
+        assert!(!marker.exists(), "{mode:?}: the planted program ran");
+    }
+}
+
+// guarantee: G-PROC-02
 /// Variables that carry a program's options or point it at another program are the options
 /// themselves: `TAR_OPTIONS` holds tar's (`--to-command`), `GIT_TEST_FSMONITOR` names a program
 /// `git status` runs, `GIT_COMMON_DIR` takes a repository's hooks and configuration from

@@ -131,6 +131,8 @@ impl Supervisor {
             ("HOME".to_owned(), home.path().display().to_string()),
             ("LANG".to_owned(), "C.UTF-8".to_owned()),
         ];
+        // Git uses only the repositories it is pointed at; a configuration cannot set these.
+        env.extend(capability_sandbox::child_git_config());
         for (name, value) in &config.env {
             env.retain(|(n, _)| n != name);
             env.push((name.clone(), value.clone()));
