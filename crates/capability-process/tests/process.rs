@@ -70,6 +70,17 @@ fn spawner_under(
     process_rules: &str,
     config: ProcessConfig,
 ) -> Arc<dyn ScopedProcess> {
+    spawner_working_in(fx, allow, process_rules, config, &fx.root)
+}
+
+/// As [`spawner_under`], for a session whose working directory is `working`.
+fn spawner_working_in(
+    fx: &Fixture,
+    allow: &str,
+    process_rules: &str,
+    config: ProcessConfig,
+    working: &Path,
+) -> Arc<dyn ScopedProcess> {
     let toml = format!(
         "id = \"p\"\n[fs_reach]\nread = [\"{}\"]\n[safety.process]\nallow = [{allow}]\n{process_rules}\n[safety.env]\nallow = [\"TZ\", \"MY_FLAG\"]\n",
         fx.root.display()
@@ -78,7 +89,7 @@ fn spawner_under(
     let caps = ToolCapabilities::none()
         .with_process(["*"])
         .with_fs_read(FsPaths::FromPersonality);
-    let resolved = resolve("run_command", &caps, &policy, "s", &fx.root);
+    let resolved = resolve("run_command", &caps, &policy, "s", working);
     let grant = ProcessGrant::new(
         "run_command",
         resolved.process.unwrap() as Arc<dyn ProcessPolicy>,
@@ -402,22 +413,8 @@ async fn a_child_runs_in_the_working_directory_when_its_reach_holds_it() {
         .unwrap();
     assert_eq!(stdout(&out).trim(), fx.root.to_str().unwrap());
     // A working directory outside the reach is not entered: the child runs in its scratch home.
-    let toml = format!(
-        "id = \"p\"\n[fs_reach]\nread = [\"{}\"]\n[safety.process]\nallow = [\"sh\"]\n",
-        fx.root.display()
-    );
-    let policy = CompiledPolicy::load(&toml, PolicyFormat::Toml, None).unwrap();
-    let caps = ToolCapabilities::none()
-        .with_process(["*"])
-        .with_fs_read(FsPaths::FromPersonality);
-    let resolved = resolve("run_command", &caps, &policy, "s", Path::new("/etc"));
-    let grant = ProcessGrant::new(
-        "run_command",
-        resolved.process.unwrap() as Arc<dyn ProcessPolicy>,
-        resolved.fs.unwrap() as Arc<dyn PathPolicy>,
-    );
     let config = ProcessConfig::with_host_env(host_env()).scratch_root(fx.scratch.clone());
-    let outside = ProcessBackend::new(config).scoped_process(grant).unwrap();
+    let outside = spawner_working_in(&fx, "\"sh\"", "", config, Path::new("/etc"));
     let out = outside
         .spawn("sh", &argv(&["-c", "pwd"]), SpawnOptions::default())
         .await
