@@ -117,28 +117,24 @@ impl ScopedSpawner {
             env.push((name.clone(), value.clone()));
         }
 
+        // A working directory the tool may read, where it really leads: a symlink on the way
+        // must not lead out of the read reach.
+        let readable_dir = |dir: &Path| -> Result<PathBuf, CapabilityError> {
+            let checked = self.grant.paths.check(dir, FsAccess::Read)?;
+            let real = sys::canonical_dir(&checked.path).map_err(|e| {
+                CapabilityError::failed(format!(
+                    "working directory {}: {e}",
+                    checked.path.display()
+                ))
+            })?;
+            self.grant.paths.check(&real, FsAccess::Read)?;
+            Ok(real)
+        };
         let cwd = match &options.cwd {
+            Some(cwd) => Some(readable_dir(cwd)?),
             // The session's working directory when the tool may read it (where an agent
             // expects `git status` to run), else none: the child's scratch home.
-            None => self
-                .grant
-                .paths
-                .check(Path::new("."), FsAccess::Read)
-                .ok()
-                .and_then(|checked| sys::canonical_dir(&checked.path).ok())
-                .filter(|real| self.grant.paths.check(real, FsAccess::Read).is_ok()),
-            Some(cwd) => {
-                let checked = self.grant.paths.check(cwd, FsAccess::Read)?;
-                let real = sys::canonical_dir(&checked.path).map_err(|e| {
-                    CapabilityError::failed(format!(
-                        "working directory {}: {e}",
-                        checked.path.display()
-                    ))
-                })?;
-                // A symlink on the way must not lead out of the read reach.
-                self.grant.paths.check(&real, FsAccess::Read)?;
-                Some(real)
-            }
+            None => readable_dir(Path::new(".")).ok(),
         };
         Ok(Plan {
             program,
