@@ -20,6 +20,10 @@ use capability_types::backend::{EgressFactory, EgressSession, HostPolicy, Networ
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+#[path = "support/tls.rs"]
+mod tls;
+use tls::tls_material;
+
 /// A server that answers with its name and the Host header it saw; counts connections.
 async fn server(name: &'static str) -> (u16, Arc<AtomicUsize>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -288,20 +292,9 @@ async fn a_tunnel_counts_against_the_limit_while_it_lasts() {
     // place under the limit until it closes, not only until its answer went out.
     let (allowed, _) = server("allowed").await;
     let (port, _session) = proxy(&format!("127.0.0.1:{allowed}")).await;
-    let connect =
-        format!("CONNECT 127.0.0.1:{allowed} HTTP/1.1\r\nHost: 127.0.0.1:{allowed}\r\n\r\n");
     let mut tunnels = Vec::new();
     for _ in 0..capability_fetch::EGRESS_MAX_CONNECTIONS {
-        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-        stream.write_all(connect.as_bytes()).await.unwrap();
-        let mut head = [0u8; 64];
-        let n = stream.read(&mut head).await.unwrap();
-        assert!(
-            head[..n].starts_with(b"HTTP/1.1 200"),
-            "{:?}",
-            String::from_utf8_lossy(&head[..n])
-        );
-        tunnels.push(stream);
+        tunnels.push(tunnel_to(port, "127.0.0.1", allowed).await);
     }
     let waiting = tokio::spawn(get_through(port, allowed));
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -392,21 +385,10 @@ async fn a_tunnel_asks_the_allowed_address_only_for_allowed_names() {
     }
 }
 
-/// A TLS server on loopback with a certificate for `localhost`, answering one line; counts the
+/// A TLS server on loopback (its certificate names `localhost`), answering one line; counts the
 /// handshakes it completed. Returns its port, the count and the certificate.
 async fn tls_server() -> (u16, Arc<AtomicUsize>, Vec<u8>) {
-    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-    let der = cert.cert.der().to_vec();
-    let key = rustls::pki_types::PrivateKeyDer::try_from(cert.signing_key.serialize_der()).unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(vec![der.clone().into()], key)
-    .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let (acceptor, der) = tls_material();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let handshakes = Arc::new(AtomicUsize::new(0));

@@ -21,6 +21,10 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
+#[path = "support/tls.rs"]
+mod tls;
+use tls::tls_material;
+
 #[derive(Debug, Clone)]
 struct Seen {
     method: Method,
@@ -503,25 +507,6 @@ async fn oversize_bodies_and_slow_servers_fail() {
         .unwrap_err();
     assert_eq!(err.result_code(), ErrorCode::Timeout);
     assert!(err.to_string().ends_with("took longer than 300ms"), "{err}");
-}
-
-fn tls_material() -> (tokio_rustls::TlsAcceptor, Vec<u8>) {
-    let cert =
-        rcgen::generate_simple_self_signed(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
-            .unwrap();
-    let der = cert.cert.der().to_vec();
-    let key = rustls::pki_types::PrivateKeyDer::try_from(cert.signing_key.serialize_der()).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![rustls::pki_types::CertificateDer::from(der.clone())],
-            key,
-        )
-        .unwrap();
-    (tokio_rustls::TlsAcceptor::from(Arc::new(config)), der)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
