@@ -2504,6 +2504,11 @@ fn what_a_tool_writes_is_data_and_the_places_it_names_are_still_gated() {
                     .starts_with("PATH_NOT_REACHABLE"),
                 "{mode:?} {tool}: {result}"
             );
+            // On the forbidden side: nothing of the file came back.
+            assert!(
+                !String::from_utf8_lossy(&out.stdout).contains("root:"),
+                "{mode:?} {tool}: {result}"
+            );
         }
     }
     assert!(!Path::new("/etc/x").exists());

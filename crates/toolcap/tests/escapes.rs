@@ -8,7 +8,7 @@
     reason = "the tests run the built binary against real files, sockets and processes"
 )]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -537,6 +537,30 @@ fn a_trailing_slash_after_a_file_name_is_not_folded_away() {
     }
 }
 
+/// A shell payload that prints [`RAN`] when it runs and tries to make `marker`. Its text holds
+/// `$((6*7))`, not the mark, so a refusal that quotes the call does not contain the mark.
+fn payload(marker: &Path) -> String {
+    format!("echo RAN-$((6*7)) >&2; touch {}", marker.display())
+}
+
+/// What [`payload`] prints when it runs.
+const RAN: &str = "RAN-42";
+
+/// Checks on the forbidden side that a payload did not run: its mark is in nothing the call
+/// printed (the child's output travels in the result), and its marker file is absent.
+fn nothing_ran(out: &Output, marker: &Path, what: &str) {
+    let everything = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !everything.contains(RAN),
+        "{what}: the payload ran: {everything}"
+    );
+    assert!(!marker.exists(), "{what}: the payload made its marker");
+}
+
 // guarantee: G-PROC-02, G-PROC-03
 /// Class 6: the child's environment is an allow list (a variable that steers a trusted binary,
 /// such as `XDG_CONFIG_HOME` pointing git at a configuration with a shell alias, is refused), and
@@ -560,7 +584,7 @@ fn nothing_steers_a_trusted_binary_into_running_a_program() {
         format!("[alias]\n\tx = !touch {}\n", marker.display()),
     )
     .unwrap();
-    let payload = format!("touch {}", marker.display());
+    let payload = payload(&marker);
     let cases = [
         (
             serde_json::json!({"binary": "git", "args": ["x"],
@@ -594,7 +618,7 @@ fn nothing_steers_a_trusted_binary_into_running_a_program() {
             let stdout = String::from_utf8_lossy(&out.stdout);
             assert_eq!(out.status.code(), Some(1), "{mode:?} {call}: {stdout}");
             assert!(stdout.contains(code), "{mode:?} {call}: {stdout}");
-            assert!(!marker.exists(), "{mode:?} {call}: the payload ran");
+            nothing_ran(&out, &marker, &format!("{mode:?} {call}"));
         }
     }
 }
@@ -621,7 +645,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         ),
     );
     let marker = w.join("out/pwned");
-    let payload = format!("touch {}", marker.display());
+    let payload = payload(&marker);
     let git = |args: Vec<String>| serde_json::json!({"binary": "git", "args": args});
     let tar = |args: Vec<String>| serde_json::json!({"binary": "tar", "args": args});
     let other =
@@ -702,7 +726,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
                 stdout.contains("ARGS_NOT_ALLOWED"),
                 "{mode:?} {call}: {stdout}"
             );
-            assert!(!marker.exists(), "{mode:?} {call}: the payload ran");
+            nothing_ran(&out, &marker, &format!("{mode:?} {call}"));
         }
     }
     // What the same programs are asked every day still runs: a checkpoint without an action,
@@ -792,7 +816,7 @@ fn a_variable_that_carries_a_programs_options_cannot_be_allowed() {
     let env = Env::new("");
     let w = env.root.join("work");
     let marker = w.join("out/pwned");
-    let touch = format!("touch {}", marker.display());
+    let touch = payload(&marker);
     std::fs::write(w.join("a.txt"), "alpha").unwrap();
     let archive = Command::new("tar")
         .args(["-cf", "a.tar", "a.txt"])
@@ -800,8 +824,9 @@ fn a_variable_that_carries_a_programs_options_cannot_be_allowed() {
         .status()
         .unwrap();
     assert!(archive.success());
-    // Each ran `touch`, which no personality here allows, before the fix (the child's write
-    // reach then kept the marker from being made).
+    // Each ran the payload's `echo` and `touch`, which no personality here allows, before the
+    // fix (the child's write reach then kept the marker from being made; the mark came back in
+    // the result).
     let cases = [
         (
             "TAR_OPTIONS",
@@ -843,7 +868,7 @@ fn a_variable_that_carries_a_programs_options_cannot_be_allowed() {
                 stderr.contains("safety.env.allow[0]") && stderr.contains(name),
                 "{mode:?} {name}: {stderr}"
             );
-            assert!(!marker.exists(), "{mode:?} {name}: the payload ran");
+            nothing_ran(&out, &marker, &format!("{mode:?} {name}"));
         }
     }
 }
