@@ -103,6 +103,25 @@ fn write_file(env: &Env, mode: &[&str], personality: &str, path: &str, content: 
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
 }
 
+/// A personality `id` that reads and writes `root`, with the directories `dirs` made beneath it,
+/// and lists `listed` (beneath it) as a write root of its own: made as a file when it does not
+/// exist, since a write root that names a file is a file entry, which must exist.
+fn writing_beneath(env: &Env, id: &str, root: &Path, dirs: &[&str], listed: &str) -> String {
+    for dir in dirs {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+    }
+    if !root.join(listed).exists() {
+        std::fs::write(root.join(listed), "").unwrap();
+    }
+    let h = root.display();
+    env.personality(
+        &format!("{id}.toml"),
+        &format!(
+            "id = \"{id}\"\n[fs_reach]\nread = [\"{h}\"]\nwrite = [\"{h}\", \"{h}/{listed}\"]\n"
+        ),
+    )
+}
+
 /// In both modes, under `personality`: each of `planted` beneath `base` is refused with a
 /// `PATH_NOT_REACHABLE` that says `why`, and not written; each of `fine` is written.
 fn refuses_planting(
@@ -1182,18 +1201,7 @@ fn a_tool_cannot_plant_what_git_runs_outside_the_sandbox() {
 fn a_tool_cannot_plant_what_a_shell_runs_as_it_starts() {
     let env = Env::new("");
     let home = env.root.join("work/out");
-    for dir in ["notes", ".config/git"] {
-        std::fs::create_dir_all(home.join(dir)).unwrap();
-    }
-    // Listed as a write root itself, it is a file entry: one that exists.
-    std::fs::write(home.join(".zshenv"), "").unwrap();
-    let h = home.display();
-    let personality = env.personality(
-        "home.toml",
-        &format!(
-            "id = \"home\"\n[fs_reach]\nread = [\"{h}\"]\nwrite = [\"{h}\", \"{h}/.zshenv\"]\n"
-        ),
-    );
+    let personality = writing_beneath(&env, "home", &home, &["notes", ".config/git"], ".zshenv");
     refuses_planting(
         &env,
         &personality,
@@ -1235,15 +1243,12 @@ fn a_tool_cannot_plant_what_a_shell_runs_as_it_starts() {
 fn a_tool_cannot_plant_what_an_agent_or_editor_runs_when_it_opens_the_project() {
     let env = Env::new("");
     let project = env.root.join("work/out");
-    for dir in [".vscode", "claude", "notes"] {
-        std::fs::create_dir_all(project.join(dir)).unwrap();
-    }
-    let h = project.display();
-    let personality = env.personality(
-        "project.toml",
-        &format!(
-            "id = \"project\"\n[fs_reach]\nread = [\"{h}\"]\nwrite = [\"{h}\", \"{h}/.vscode\"]\n"
-        ),
+    let personality = writing_beneath(
+        &env,
+        "project",
+        &project,
+        &[".vscode", "claude", "notes"],
+        ".vscode",
     );
     // `.vscode` is listed as a write root itself: its tasks are the personality's to allow.
     refuses_planting(
