@@ -230,10 +230,22 @@ fn decisions(policy: &SandboxPolicy) -> BTreeMap<u32, Decision> {
         libc::SYS_fsopen,
         libc::SYS_fsmount,
         libc::SYS_fsconfig,
+        libc::SYS_fspick,
+        libc::SYS_mount_setattr,
+        libc::SYS_quotactl_fd,
         libc::SYS_init_module,
         libc::SYS_finit_module,
         libc::SYS_delete_module,
         libc::SYS_kexec_load,
+        libc::SYS_kexec_file_load,
+        // Another process's descriptor, taken by its pidfd (Landlock refuses it too, where it
+        // scopes ptrace: only a process of the caller's own domain).
+        libc::SYS_pidfd_getfd,
+        // Calls the kernel keeps only for compatibility, if at all.
+        libc::SYS_lookup_dcookie,
+        libc::SYS_nfsservctl,
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_uselib,
         libc::SYS_userfaultfd,
         libc::SYS_personality,
         // What root could do with a capability left over; the capabilities are gone too.

@@ -275,6 +275,66 @@ fn tracing_and_io_uring_system_calls_fail_with_eperm() {
     );
 }
 
+// guarantee: G-KERN-03
+#[test]
+fn the_new_mount_api_kexec_and_descriptor_theft_fail_with_eperm() {
+    // Each call with arguments the kernel itself rejects (bad flags, no descriptor), so that
+    // without the filter it answers EINVAL or EBADF, and with it EPERM, whatever the caller's
+    // capabilities. Nothing here could mount, load or take anything even unfiltered.
+    let calls = [
+        (libc::SYS_fspick, vec![-100, 0, 0xffff]),
+        (libc::SYS_mount_setattr, vec![-100, 0, 0xffff, 0, 0]),
+        (libc::SYS_pidfd_getfd, vec![-1, 0, 1]),
+        (libc::SYS_quotactl_fd, vec![-1, 0, 0, 0]),
+        (libc::SYS_kexec_file_load, vec![-1, -1, 0, 0, 0]),
+    ];
+    let script = |calls: &[(libc::c_long, Vec<i64>)]| {
+        let list: Vec<String> = calls
+            .iter()
+            .map(|(nr, args)| format!("({nr}, {args:?})"))
+            .collect();
+        format!(
+            "import ctypes\n\
+             libc = ctypes.CDLL(None, use_errno=True)\n\
+             for nr, args in ({},):\n\
+             \x20   ctypes.set_errno(0)\n\
+             \x20   libc.syscall(nr, *[ctypes.c_long(a) for a in args])\n\
+             \x20   print(ctypes.get_errno())\n",
+            list.join(", ")
+        )
+    };
+    let t = tree();
+    let mut command = Command::new("/usr/bin/python3");
+    command.arg("-c").arg(script(&calls));
+    policy(&t)
+        .prepare()
+        .unwrap()
+        .apply_to(&mut command)
+        .unwrap();
+    let out = command.output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let eperm = libc::EPERM.to_string();
+    assert_eq!(
+        text(&out.stdout).lines().collect::<Vec<_>>(),
+        [eperm.as_str(); 5],
+        "fspick, mount_setattr, pidfd_getfd, quotactl_fd, kexec_file_load"
+    );
+
+    // Unconfined, the kernel answers the bad arguments itself (kexec_file_load not tried).
+    let out = Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg(script(&calls[1..4]))
+        .output()
+        .unwrap();
+    for (errno, call) in
+        text(&out.stdout)
+            .lines()
+            .zip(["mount_setattr", "pidfd_getfd", "quotactl_fd"])
+    {
+        assert_ne!(errno, eperm, "{call} unconfined");
+    }
+}
+
 #[test]
 fn one_prepared_sandbox_confines_every_command_it_is_applied_to() {
     let t = tree();
