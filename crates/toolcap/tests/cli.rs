@@ -2489,6 +2489,15 @@ fn what_a_tool_writes_is_data_and_the_places_it_names_are_still_gated() {
                 "run_command",
                 serde_json::json!({"binary": "echo", "args": ["//etc/passwd"]}),
             ),
+            // A file URL as URL parsers read it: tabs inside, control characters before.
+            (
+                "run_command",
+                serde_json::json!({"binary": "echo", "args": ["fi\tle:///etc/passwd"]}),
+            ),
+            (
+                "run_command",
+                serde_json::json!({"binary": "echo", "args": ["\u{1}FILE:/etc/passwd"]}),
+            ),
         ] {
             let mut argv = vec!["call"];
             argv.extend_from_slice(mode);

@@ -1,11 +1,12 @@
 //! The one implementation of toolcap's matching rules (docs/semantics.md): hosts, paths, binaries
-//! and argv patterns. The validator, the resolver and — through the policy objects built from
+//! argv patterns and URL schemes. The validator, the resolver and — through the policy objects built from
 //! it — every backend call these functions; none of them has a second copy.
 
 pub mod binary;
 pub mod exec_options;
 pub mod host;
 pub mod path;
+pub mod scheme;
 
 /// The outcome of intersecting a tool's declaration with a personality's rules for one
 /// category: what is granted, and what was dropped and why.

@@ -100,14 +100,9 @@ fn gate_string(s: &str, reach: Option<&ResolvedPaths>) -> Result<(), Refusal> {
     // `//etc/passwd` is `/etc/passwd` to the kernel.
     let path = if s.starts_with('/') {
         std::path::PathBuf::from(s)
-    } else if s
-        .get(..5)
-        .is_some_and(|head| head.eq_ignore_ascii_case("file:"))
-        && !s[5..].starts_with(char::is_whitespace)
-    {
-        // Every form a URL parser reads as a file URL: `file:///p`, `file:/p`, `file:p`, with
-        // backslashes for slashes (WHATWG), not only the one with two slashes. Text that only
-        // starts with the word (`file: fix a typo`) names, parsed, a place under `/ `.
+    } else if crate::matching::scheme::reads_as_url(s, "file") {
+        // Every form a URL parser reads as a file URL (`file:/p`, `file:p`, backslashes for
+        // slashes, tabs inside, control characters before), not only `file:///p`.
         // A file URL that does not name a local path is refused outright.
         match url::Url::parse(s).ok().and_then(|u| u.to_file_path().ok()) {
             Some(p) => p,
@@ -174,6 +169,9 @@ mod tests {
             "File:/etc/passwd",
             "file:\\\\etc\\passwd",
             "file:/srv/data/../../etc/passwd",
+            "fi\tle:///etc/passwd",
+            " \u{1}file:/etc/passwd",
+            "file\n:/etc/passwd",
         ] {
             assert_eq!(
                 refused(json!({"u": url})).denial,

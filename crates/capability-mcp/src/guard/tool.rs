@@ -214,19 +214,12 @@ impl Tool for GuardedTool {
     }
 }
 
-/// Whether `text` is an `http(s)` URL as a server would take it: the scheme in any case, with
-/// surrounding whitespace (`HTTPS://host`, ` http://host`), with its slashes missing or turned
-/// (`http:host`, `http:\\host`).
+/// Whether `text` is an `http(s)` URL as a server would take it: in every form a URL parser
+/// reads as one (`HTTPS://host`, ` http://host`, `http:host`, `ht\ttp://host`;
+/// `capability_core::matching::scheme`).
 fn is_web_url(text: &str) -> bool {
-    // Every form a WHATWG parser (Node's `URL`, the `url` crate) reads as a web URL: the
-    // slashes may be missing or backslashes; text that only starts with the word is not one.
-    let text = text.trim_start();
-    ["http:", "https:"].iter().any(|scheme| {
-        text.get(..scheme.len())
-            .is_some_and(|head| head.eq_ignore_ascii_case(scheme))
-            && !text[scheme.len()..].starts_with(char::is_whitespace)
-            && !text[scheme.len()..].is_empty()
-    })
+    use capability_core::matching::scheme::reads_as_url;
+    reads_as_url(text, "http") || reads_as_url(text, "https")
 }
 
 /// An upstream result as a tool value: its text (text blocks joined by newlines; other blocks
@@ -329,6 +322,10 @@ mod tests {
             "http:evil.example",
             "https:\\\\evil.example\\x",
             "http:/evil.example",
+            "ht\ttp://evil.example/x",
+            "h\rttps://evil.example",
+            "\u{1}http://evil.example",
+            "http\n:evil.example",
         ] {
             assert!(c.check(&serde_json::json!({"q": url})).is_err(), "{url}");
         }
