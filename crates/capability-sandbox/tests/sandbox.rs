@@ -232,47 +232,48 @@ fn relative_paths_are_refused() {
     assert_eq!(err.result_code(), ErrorCode::InputInvalid);
 }
 
-#[test]
-fn tracing_and_io_uring_system_calls_fail_with_eperm() {
-    // Raw system calls through python's ctypes; each prints its errno (0 when it succeeded).
-    let t = tree();
+/// The `errno` each raw system call `(number, arguments)` leaves (0 when it succeeded), made in
+/// order through python's ctypes by a child, confined by `policy` when there is one.
+fn errnos(calls: &[(libc::c_long, &[i64])], policy: Option<&SandboxPolicy>) -> Vec<String> {
+    let list: Vec<String> = calls
+        .iter()
+        .map(|(nr, args)| format!("({nr}, {args:?})"))
+        .collect();
     let script = format!(
         "import ctypes\n\
          libc = ctypes.CDLL(None, use_errno=True)\n\
-         for nr, args in (({uring}, (1, 0)), ({ptrace}, (0, 0, 0, 0)), ({bpf}, (0, 0, 0))):\n\
+         for nr, args in ({},):\n\
          \x20   ctypes.set_errno(0)\n\
-         \x20   libc.syscall(nr, *args)\n\
+         \x20   libc.syscall(nr, *[ctypes.c_long(a) for a in args])\n\
          \x20   print(ctypes.get_errno())\n",
-        uring = libc::SYS_io_uring_setup,
-        ptrace = libc::SYS_ptrace,
-        bpf = libc::SYS_bpf,
+        list.join(", ")
     );
     let mut command = Command::new("/usr/bin/python3");
     command.arg("-c").arg(&script);
-    policy(&t)
-        .prepare()
-        .unwrap()
-        .apply_to(&mut command)
-        .unwrap();
+    if let Some(policy) = policy {
+        policy.prepare().unwrap().apply_to(&mut command).unwrap();
+    }
     let out = command.output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout).lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn tracing_and_io_uring_system_calls_fail_with_eperm() {
+    let t = tree();
+    let calls: [(libc::c_long, &[i64]); 3] = [
+        (libc::SYS_io_uring_setup, &[1, 0]),
+        (libc::SYS_ptrace, &[0, 0, 0, 0]),
+        (libc::SYS_bpf, &[0, 0, 0]),
+    ];
     let eperm = libc::EPERM.to_string();
     assert_eq!(
-        text(&out.stdout).lines().collect::<Vec<_>>(),
+        errnos(&calls, Some(&policy(&t))),
         [eperm.as_str(); 3],
         "io_uring_setup, ptrace(PTRACE_TRACEME), bpf"
     );
-
     // Unconfined, the same calls get past the filter (and fail, if at all, for other reasons).
-    let out = Command::new("/usr/bin/python3")
-        .arg("-c")
-        .arg(&script)
-        .output()
-        .unwrap();
-    assert_ne!(
-        text(&out.stdout).lines().take(2).collect::<Vec<_>>(),
-        [eperm.as_str(); 2]
-    );
+    assert_ne!(errnos(&calls[..2], None), [eperm.as_str(); 2]);
 }
 
 // guarantee: G-KERN-03
@@ -281,57 +282,27 @@ fn the_new_mount_api_kexec_and_descriptor_theft_fail_with_eperm() {
     // Each call with arguments the kernel itself rejects (bad flags, no descriptor), so that
     // without the filter it answers EINVAL or EBADF, and with it EPERM, whatever the caller's
     // capabilities. Nothing here could mount, load or take anything even unfiltered.
-    let calls = [
-        (libc::SYS_fspick, vec![-100, 0, 0xffff]),
-        (libc::SYS_mount_setattr, vec![-100, 0, 0xffff, 0, 0]),
-        (libc::SYS_pidfd_getfd, vec![-1, 0, 1]),
-        (libc::SYS_quotactl_fd, vec![-1, 0, 0, 0]),
-        (libc::SYS_kexec_file_load, vec![-1, -1, 0, 0, 0]),
+    let calls: [(libc::c_long, &[i64]); 5] = [
+        (libc::SYS_fspick, &[-100, 0, 0xffff]),
+        (libc::SYS_mount_setattr, &[-100, 0, 0xffff, 0, 0]),
+        (libc::SYS_pidfd_getfd, &[-1, 0, 1]),
+        (libc::SYS_quotactl_fd, &[-1, 0, 0, 0]),
+        (libc::SYS_kexec_file_load, &[-1, -1, 0, 0, 0]),
     ];
-    let script = |calls: &[(libc::c_long, Vec<i64>)]| {
-        let list: Vec<String> = calls
-            .iter()
-            .map(|(nr, args)| format!("({nr}, {args:?})"))
-            .collect();
-        format!(
-            "import ctypes\n\
-             libc = ctypes.CDLL(None, use_errno=True)\n\
-             for nr, args in ({},):\n\
-             \x20   ctypes.set_errno(0)\n\
-             \x20   libc.syscall(nr, *[ctypes.c_long(a) for a in args])\n\
-             \x20   print(ctypes.get_errno())\n",
-            list.join(", ")
-        )
-    };
     let t = tree();
-    let mut command = Command::new("/usr/bin/python3");
-    command.arg("-c").arg(script(&calls));
-    policy(&t)
-        .prepare()
-        .unwrap()
-        .apply_to(&mut command)
-        .unwrap();
-    let out = command.output().unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
     let eperm = libc::EPERM.to_string();
     assert_eq!(
-        text(&out.stdout).lines().collect::<Vec<_>>(),
+        errnos(&calls, Some(&policy(&t))),
         [eperm.as_str(); 5],
         "fspick, mount_setattr, pidfd_getfd, quotactl_fd, kexec_file_load"
     );
-
     // Unconfined, the kernel answers the bad arguments itself (kexec_file_load not tried).
-    let out = Command::new("/usr/bin/python3")
-        .arg("-c")
-        .arg(script(&calls[1..4]))
-        .output()
-        .unwrap();
     for (errno, call) in
-        text(&out.stdout)
-            .lines()
+        errnos(&calls[1..4], None)
+            .iter()
             .zip(["mount_setattr", "pidfd_getfd", "quotactl_fd"])
     {
-        assert_ne!(errno, eperm, "{call} unconfined");
+        assert_ne!(*errno, eperm, "{call} unconfined");
     }
 }
 
