@@ -361,7 +361,19 @@ async fn the_argument_gate_checks_every_path_argument() {
             json!({"cdn": "//etc/passwd"}),
             "PATH_NOT_REACHABLE: read not permitted for /etc/passwd",
         ),
+        // A member's name is read as its value is: a map from paths to what to write there.
+        (
+            "no_fs",
+            json!({"files": {"/etc/passwd": "x"}}),
+            "PATH_NOT_REACHABLE: read not permitted for /etc/passwd",
+        ),
+        (
+            "no_fs",
+            json!({"a": [{"file:///etc/shadow": 1}]}),
+            "PATH_NOT_REACHABLE: read not permitted for /etc/shadow",
+        ),
         ("with_fs", json!({"path": "/srv/data/reports/q3.csv"}), "ok"),
+        ("with_fs", json!({"files": {"/srv/data/a.md": "x"}}), "ok"),
         (
             "with_fs",
             json!({"path": "/srv/data/../../etc/passwd"}),

@@ -9,8 +9,8 @@ use crate::resolve::ResolvedPaths;
 
 /// The structural checks of a call's arguments, made in one walk: they nest at most
 /// [`MAX_VALUE_DEPTH`](capability_types::MAX_VALUE_DEPTH) levels, and, when `gated`, they pass
-/// the argument gate: every string (at any depth) that is an absolute path or a `file:` URL
-/// must lie within the tool's read or write reach, so a tool that takes a path but does not use
+/// the argument gate: every string (at any depth, an object's member names too) that is an
+/// absolute path or a `file:` URL must lie within the tool's read or write reach, so a tool that takes a path but does not use
 /// `ScopedFs` is gated all the same. A tool with no reach may take no such argument.
 ///
 /// Arguments both too deep and holding a path out of reach are refused for their depth, as if
@@ -43,7 +43,7 @@ pub(super) fn check_arguments(
         }
     }
     let gate = |value: &Value| match value {
-        Value::String(s) => gate_string(s, reach),
+        Value::String(s) => gate_text(s, reach),
         _ => Ok(()),
     };
     // Only on a refusal: the whole depth, for the message and for its precedence.
@@ -75,15 +75,23 @@ pub(super) fn check_arguments(
                 .iter()
                 .try_for_each(|v| visit(v, depth, gated, &mut stack, &gate)),
             // Only the top level's members can be data.
+            // A member's name is gated with its value: a tool may take a map from paths to
+            // what it writes there.
             Value::Object(map) if depth == 1 && !data.is_empty() => {
                 map.iter().try_for_each(|(key, v)| {
                     let gated = gated && !data.iter().any(|d| d == key);
+                    if gated {
+                        gate_text(key, reach)?;
+                    }
                     visit(v, depth, gated, &mut stack, &gate)
                 })
             }
-            Value::Object(map) => map
-                .values()
-                .try_for_each(|v| visit(v, depth, gated, &mut stack, &gate)),
+            Value::Object(map) => map.iter().try_for_each(|(key, v)| {
+                if gated {
+                    gate_text(key, reach)?;
+                }
+                visit(v, depth, gated, &mut stack, &gate)
+            }),
             _ => Ok(()),
         };
         if let Err(refusal) = checked {
@@ -92,6 +100,22 @@ pub(super) fn check_arguments(
         next = stack.pop();
     }
     Ok(())
+}
+
+/// [`gate_string`], with the question most strings answer at their first byte (neither a
+/// path nor a URL) asked in the walk's own code, without a call.
+#[inline(always)]
+fn gate_text(s: &str, reach: Option<&ResolvedPaths>) -> Result<(), Refusal> {
+    let may_name_a_place = match s.as_bytes().first() {
+        Some(b'/') => true,
+        Some(&b) if b > b' ' && !b.eq_ignore_ascii_case(&b'f') => false,
+        _ => crate::matching::scheme::reads_as_url(s, "file"),
+    };
+    if may_name_a_place {
+        gate_string(s, reach)
+    } else {
+        Ok(())
+    }
 }
 
 /// The argument gate for one string: an absolute path or a `file:` URL must lie within the
@@ -258,7 +282,9 @@ mod tests {
             match v {
                 Value::String(s) => gate_string(s, reach).is_ok(),
                 Value::Array(items) => items.iter().all(|v| gate(v, reach)),
-                Value::Object(map) => map.values().all(|v| gate(v, reach)),
+                Value::Object(map) => map
+                    .iter()
+                    .all(|(key, v)| gate_string(key, reach).is_ok() && gate(v, reach)),
                 _ => true,
             }
         }
@@ -285,18 +311,24 @@ mod tests {
         // guarantee: G-REG-13
         #[test]
         fn one_walk_decides_what_the_two_checks_decide(
-            shape in proptest::collection::vec((0usize..4, 0usize..130, 0usize..5), 0..12),
+            shape in proptest::collection::vec((0usize..6, 0usize..130, 0usize..5), 0..12),
             gated in proptest::bool::ANY,
-            data in proptest::collection::vec(0usize..5, 0..3),
+            data in proptest::collection::vec(0usize..6, 0..3),
         ) {
-            let data: Vec<String> = data.into_iter().map(|k| format!("k{k}")).collect();
+            // Member names, two of them places: one in reach, one out of it.
+            let name = |k: usize| match k {
+                4 => "/etc/passwd".to_owned(),
+                5 => "/srv/data/ok".to_owned(),
+                k => format!("k{k}"),
+            };
+            let data: Vec<String> = data.into_iter().map(name).collect();
             let r = reach("id = \"g\"\n[fs_reach]\nread = [\"/srv/data\"]\n");
             let leaves = [json!("/srv/data/ok"), json!("/etc/passwd"), json!("relative"), json!(7), json!("file:///srv/data/x")];
             // Objects and arrays of nested leaves, some past the depth limit.
             let mut args = serde_json::Map::new();
             for (i, (key, depth, leaf)) in shape.into_iter().enumerate() {
                 let value = nested(depth, leaves[leaf].clone());
-                let entry = args.entry(format!("k{key}")).or_insert_with(|| json!([]));
+                let entry = args.entry(name(key)).or_insert_with(|| json!([]));
                 if let Some(items) = entry.as_array_mut() {
                     items.push(value);
                 } else {
