@@ -476,6 +476,16 @@ write = ["{ws}"]
             );
             everything.push_str(&whole);
         }
+        // A path that only looks like a URL is still a path to the server: Node resolves
+        // `s3://../../etc/passwd` against its directory, `s3:` and the first `..` cancelling.
+        let climbing = format!("s3://{}etc/passwd", "../".repeat(16));
+        let (failed, text, whole) =
+            guard.call("mcp__files__read_text_file", json!({"path": climbing}));
+        assert!(
+            failed && text.starts_with("PATH_NOT_REACHABLE: "),
+            "{climbing}: {text}"
+        );
+        assert!(!whole.contains("root:"), "{whole}");
         let (failed, text, _) = guard.call(
             "mcp__files__write_file",
             json!({"path": root.join("planted.txt").display().to_string(), "content": "x"}),

@@ -107,8 +107,11 @@ impl ArgumentCheck {
                     } else if key.is_some_and(|k| self.names_a_path(k))
                         && !text.is_empty()
                         && !text.starts_with('/')
-                        && !text.contains("://")
+                        && (!text.contains("://") || self.climbs_out(text))
                     {
+                        // A URI in a path argument (`s3://bucket/key`) is let by while, read
+                        // as a path, it stays beneath the server's directory; read as one,
+                        // `s3://../../etc/passwd` climbs out, and servers do read it so.
                         self.check_relative(text)?;
                     }
                 }
@@ -142,6 +145,11 @@ impl ArgumentCheck {
         let last = key[start..].to_ascii_lowercase();
         super::config::PATH_ARGUMENTS.contains(&last.as_str())
             || super::config::PATH_ARGUMENTS.contains(&key.to_ascii_lowercase().as_str())
+    }
+
+    /// Whether `text`, read as a path relative to the server's directory, leads out of it.
+    fn climbs_out(&self, text: &str) -> bool {
+        !normalize_lexically(&self.cwd.join(text)).starts_with(&self.cwd)
     }
 
     fn check_relative(&self, text: &str) -> Result<(), CapabilityError> {
@@ -336,5 +344,19 @@ mod tests {
         // With no reach, any relative path in such an argument is refused; others are not read.
         assert!(c.check(&serde_json::json!({"file_path": "../x"})).is_err());
         assert!(c.check(&serde_json::json!({"query": "../x"})).is_ok());
+        // A URI in a path argument is let by while, read as a path, it stays beneath the
+        // server's directory; one that climbs out is checked as a path.
+        assert!(
+            c.check(&serde_json::json!({"uri": "s3://bucket/key"}))
+                .is_ok()
+        );
+        assert!(
+            c.check(&serde_json::json!({"path": "s3://../../etc/passwd"}))
+                .is_err()
+        );
+        assert!(
+            c.check(&serde_json::json!({"path": "a://b/../../../x"}))
+                .is_err()
+        );
     }
 }
