@@ -476,16 +476,24 @@ write = ["{ws}"]
             );
             everything.push_str(&whole);
         }
-        // A path that only looks like a URL is still a path to the server: Node resolves
-        // `s3://../../etc/passwd` against its directory, `s3:` and the first `..` cancelling.
-        let climbing = format!("s3://{}etc/passwd", "../".repeat(16));
-        let (failed, text, whole) =
-            guard.call("mcp__files__read_text_file", json!({"path": climbing}));
-        assert!(
-            failed && text.starts_with("PATH_NOT_REACHABLE: "),
-            "{climbing}: {text}"
-        );
-        assert!(!whole.contains("root:"), "{whole}");
+        // Relative paths as the server reads them, which is not from its working directory
+        // alone: it resolves `etc/passwd` against `/`, the directory it was given to serve
+        // (the kernel lets a server read `/etc/passwd`, as every account may); it reads
+        // `s3://../../etc/passwd` as a path, `s3:` and the first `..` cancelling; and it
+        // expands `~` to its home.
+        for path in [
+            "etc/passwd".to_owned(),
+            format!("s3://{}etc/passwd", "../".repeat(16)),
+            format!("~/{}etc/passwd", "../".repeat(16)),
+        ] {
+            let (failed, text, whole) =
+                guard.call("mcp__files__read_text_file", json!({"path": path}));
+            assert!(
+                failed && text.starts_with("PATH_NOT_REACHABLE: "),
+                "{path}: {text}"
+            );
+            assert!(!whole.contains("root:"), "{whole}");
+        }
         let (failed, text, _) = guard.call(
             "mcp__files__write_file",
             json!({"path": root.join("planted.txt").display().to_string(), "content": "x"}),

@@ -109,7 +109,7 @@ impl GuardConfig {
             resolved.fs.clone(),
             resolved.network.clone(),
             server.path_arguments.clone().into(),
-            cwd,
+            super::tool::relative_bases(&server.args, &cwd, None),
         )
         .for_tool(tool)
         .check(args)
@@ -210,6 +210,67 @@ mod tests {
                 refused.starts_with("PATH_NOT_REACHABLE"),
                 "{outside}: {refused}"
             );
+        }
+    }
+
+    // guarantee: G-MCP-07
+    #[test]
+    fn a_relative_path_is_read_from_every_directory_the_server_may_resolve_it_from() {
+        let policy = CompiledPolicy::load(
+            "id = \"p\"\n[fs_reach]\nread = [\"/srv/ws\"]\n",
+            PolicyFormat::Toml,
+            None,
+        )
+        .unwrap();
+        let wd = Path::new("/srv/ws");
+        let server = |args: &str| {
+            GuardConfig::parse(&format!(
+                "[servers.files]\ncommand = \"/bin/x\"\nargs = {args}\ntools = [\"read\"]\n\
+                 [servers.files.reach]\nread = [\"/srv/ws\"]\n"
+            ))
+            .unwrap()
+        };
+        let check = |config: &GuardConfig, path: &str| {
+            config
+                .check_arguments("mcp__files__read", &json!({"path": path}), &policy, wd)
+                .map_err(|e| e.to_string())
+        };
+        // Given `/` to serve, the filesystem server reads `etc/passwd` as `/etc/passwd`, from
+        // any working directory: every relative path is read from `/` too, so none is within
+        // a reach of `/srv/ws`; after `=` as well. Given `~`, its home, which no reach holds.
+        for args in [r#"["/"]"#, r#"["--root=/"]"#, r#"["~"]"#] {
+            let config = server(args);
+            for path in ["etc/passwd", "notes.md"] {
+                let refused = check(&config, path).unwrap_err();
+                assert!(
+                    refused.starts_with("PATH_NOT_REACHABLE"),
+                    "{args} {path}: {refused}"
+                );
+            }
+        }
+        // Given only its working directory, or a file, or a directory that does not exist, a
+        // relative path is read from the working directory alone.
+        for args in ["[]", r#"["/srv/ws"]"#, r#"["/etc/passwd", "/no/such/dir"]"#] {
+            let config = server(args);
+            assert!(check(&config, "notes.md").is_ok(), "{args}");
+            assert!(check(&config, "s3://bucket/key").is_ok(), "{args}: a URI");
+            assert!(
+                check(&config, "~/cache/x").is_ok(),
+                "{args}: the server's own home"
+            );
+            for path in [
+                "etc/../../etc/passwd",
+                "s3://../../etc/passwd",
+                "~/../../etc/passwd",
+                "~root/../etc/passwd",
+                "~/../srv/ws/notes.md",
+            ] {
+                let refused = check(&config, path).unwrap_err();
+                assert!(
+                    refused.starts_with("PATH_NOT_REACHABLE"),
+                    "{args} {path}: {refused}"
+                );
+            }
         }
     }
 }

@@ -150,6 +150,7 @@ impl Guard {
             .cwd
             .clone()
             .unwrap_or_else(|| working_dir.to_path_buf());
+        let bases = tool::relative_bases(&server.args, &cwd, Some(home.path()));
         let supervisor = Arc::new(Supervisor::new(
             name.to_owned(),
             server.clone(),
@@ -169,7 +170,7 @@ impl Guard {
             resolved.fs.clone(),
             hosts.clone(),
             server.path_arguments.clone().into(),
-            cwd.clone(),
+            bases,
         );
         // A name listed twice: which description the client would be shown, and which tool the
         // server would run, are the server's to choose. Neither copy is offered.

@@ -53,8 +53,8 @@ impl GuardedTool {
 
 /// toolcap's checks of a guarded tool's arguments beyond the registry's gate (which covers
 /// absolute paths and `file://` URLs anywhere): a relative path in an argument named as a path
-/// is resolved against the server's working directory and must be within its read or its write
-/// reach, as the gate requires of an absolute one; every
+/// must be within the server's read or its write reach from every directory the server may
+/// resolve it from ([`relative_bases`]), as the gate requires of an absolute one; every
 /// `http(s)` URL must name a host its reach allows.
 #[derive(Debug, Clone)]
 pub(crate) struct ArgumentCheck {
@@ -64,7 +64,42 @@ pub(crate) struct ArgumentCheck {
     paths: Option<Arc<ResolvedPaths>>,
     hosts: Option<Arc<ResolvedHosts>>,
     path_arguments: Arc<[String]>,
-    cwd: PathBuf,
+    /// Where the server may resolve a relative path from, its working directory first.
+    bases: Arc<[PathBuf]>,
+}
+
+/// The directories a server may resolve a relative path from: its working directory, and every
+/// directory its command line names (alone or after a `=`; a relative one from the working
+/// directory), since a server given directories
+/// may resolve against them instead: the filesystem server resolves `etc/passwd` against the
+/// first directory it serves, so, given `/`, it reads `/etc/passwd` whatever its working
+/// directory is (docs/guard.md, "Argument checks"). A `~` in the command line is the server's
+/// `home`, when known.
+pub(crate) fn relative_bases(args: &[String], cwd: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+    let mut bases = vec![normalize_lexically(cwd)];
+    for arg in args {
+        let value = arg.split_once('=').map_or(arg.as_str(), |(_, value)| value);
+        for text in [arg.as_str(), value] {
+            let base = match text.strip_prefix('~') {
+                Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+                    let rest = rest.trim_start_matches('/');
+                    match home {
+                        Some(home) => Some(home.join(rest)).filter(|dir| dir.is_dir()),
+                        // Not started (explain): a place no reach holds, as the home it will
+                        // have is in none.
+                        None => Some(Path::new("/~").join(rest)),
+                    }
+                }
+                _ => Some(cwd.join(text)).filter(|dir| !text.is_empty() && dir.is_dir()),
+            };
+            if let Some(base) = base.map(|dir| normalize_lexically(&dir))
+                && !bases.contains(&base)
+            {
+                bases.push(base);
+            }
+        }
+    }
+    bases
 }
 
 impl ArgumentCheck {
@@ -73,7 +108,7 @@ impl ArgumentCheck {
         paths: Option<Arc<ResolvedPaths>>,
         hosts: Option<Arc<ResolvedHosts>>,
         path_arguments: Arc<[String]>,
-        cwd: PathBuf,
+        bases: Vec<PathBuf>,
     ) -> Self {
         Self {
             tool: format!("mcp__{server}"),
@@ -81,7 +116,7 @@ impl ArgumentCheck {
             paths,
             hosts,
             path_arguments,
-            cwd,
+            bases: bases.into(),
         }
     }
 
@@ -107,11 +142,7 @@ impl ArgumentCheck {
                     } else if key.is_some_and(|k| self.names_a_path(k))
                         && !text.is_empty()
                         && !text.starts_with('/')
-                        && (!text.contains("://") || self.climbs_out(text))
                     {
-                        // A URI in a path argument (`s3://bucket/key`) is let by while, read
-                        // as a path, it stays beneath the server's directory; read as one,
-                        // `s3://../../etc/passwd` climbs out, and servers do read it so.
                         self.check_relative(text)?;
                     }
                 }
@@ -147,30 +178,56 @@ impl ArgumentCheck {
             || super::config::PATH_ARGUMENTS.contains(&key.to_ascii_lowercase().as_str())
     }
 
-    /// Whether `text`, read as a path relative to the server's directory, leads out of it.
-    fn climbs_out(&self, text: &str) -> bool {
-        !normalize_lexically(&self.cwd.join(text)).starts_with(&self.cwd)
-    }
-
+    /// A relative path in an argument named as a path, read from each of the server's
+    /// [`relative_bases`]: within its reach from every one.
+    ///
+    /// Two readings more. Text with `://` in it (a URI, `s3://bucket/key`) is let by from a
+    /// base where, read as a path, it stays beneath that base; servers do read it as a path,
+    /// and then `s3://../../etc/passwd` is `../etc/passwd` (`s3:` and the first `..` cancel),
+    /// so one that climbs out is checked. A path that starts with `~` is read from a home
+    /// directory by servers that expand it (the server's own for `~/`, another account's for
+    /// `~name/`), which the guard cannot place: one that climbs out of that home is refused.
     fn check_relative(&self, text: &str) -> Result<(), CapabilityError> {
-        let path = normalize_lexically(&self.cwd.join(text));
-        let refused = || {
+        let refused = |path: &Path, why: &str| {
             CapabilityError::denied(
                 DenialCode::PathNotReachable,
                 format!(
-                    "{} (argument {text:?} of {}) is outside the reach of the MCP server {}",
+                    "{} (argument {text:?} of {}) is outside the reach of the MCP server \
+                     {}{why}",
                     path.display(),
                     self.tool,
                     self.server
                 ),
             )
         };
-        let Some(paths) = &self.paths else {
-            return Err(refused());
-        };
-        // As the argument gate takes an absolute path (docs/guard.md, "Argument checks"): within
-        // the read or the write reach; which one the server will use, the kernel holds it to.
-        paths.reaches(Path::new(&path)).map_err(|_| refused())
+        if let Some(rest) = text.strip_prefix('~') {
+            let tail = rest.split_once('/').map_or("", |(_, tail)| tail);
+            let home = Path::new("/~");
+            let path = normalize_lexically(&home.join(tail));
+            if !path.starts_with(home) {
+                return Err(refused(
+                    Path::new(text),
+                    ", read from the home directory a server expands `~` to",
+                ));
+            }
+        }
+        for base in self.bases.iter() {
+            let path = normalize_lexically(&base.join(text));
+            if text.contains("://") && path.starts_with(base) {
+                continue;
+            }
+            // As the argument gate takes an absolute path (docs/guard.md, "Argument checks"):
+            // within the read or the write reach; which one the server will use, the kernel
+            // holds it to.
+            let reached = self
+                .paths
+                .as_ref()
+                .is_some_and(|paths| paths.reaches(&path).is_ok());
+            if !reached {
+                return Err(refused(&path, ""));
+            }
+        }
+        Ok(())
     }
 
     fn check_url(&self, text: &str) -> Result<(), CapabilityError> {
@@ -291,7 +348,7 @@ mod tests {
             None,
             None,
             Arc::from(vec!["target".to_owned()]),
-            PathBuf::from("/srv/ws"),
+            vec![PathBuf::from("/srv/ws")],
         )
     }
 
