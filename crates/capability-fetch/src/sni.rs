@@ -32,40 +32,46 @@ pub(crate) enum Opening {
 }
 
 /// Reads the first record of a tunnel from `client` into `first` (everything read, to forward
-/// once decided) and says what it is. A record that starts like TLS but is not a whole
-/// ClientHello in one record (cut short, longer than TLS allows, or a ClientHello spread over
-/// records) is an error: its name cannot be known, so it is refused.
+/// once decided, in one piece: a tunnel's first bytes reach the server as they left the child)
+/// and says what it is. A record that starts like TLS but is not a whole ClientHello in one
+/// record (cut short, longer than TLS allows, or a ClientHello spread over records) is an
+/// error: its name cannot be known, so it is refused.
 pub(crate) async fn opening<R: AsyncRead + Unpin>(
     client: &mut R,
     first: &mut Vec<u8>,
 ) -> Result<Opening, String> {
-    let mut byte = [0u8; 1];
-    if client.read(&mut byte).await.map_err(|e| e.to_string())? == 0 {
+    if more(client, first).await? == 0 || first[0] != HANDSHAKE {
         return Ok(Opening::NotTls);
     }
-    first.push(byte[0]);
-    if byte[0] != HANDSHAKE {
-        return Ok(Opening::NotTls);
+    let cut_short = || "a TLS record cut short".to_owned();
+    while first.len() < HEADER {
+        if more(client, first).await? == 0 {
+            return Err(cut_short());
+        }
     }
-    let mut header = [0u8; HEADER - 1];
-    client
-        .read_exact(&mut header)
-        .await
-        .map_err(|e| format!("a TLS record cut short: {e}"))?;
-    first.extend_from_slice(&header);
-    let length = usize::from(u16::from_be_bytes([header[2], header[3]]));
+    let length = usize::from(u16::from_be_bytes([first[3], first[4]]));
     if length > MAX_RECORD {
         return Err(format!(
             "a TLS record of {length} bytes, more than TLS allows"
         ));
     }
+    while first.len() < HEADER + length {
+        if more(client, first).await? == 0 {
+            return Err(cut_short());
+        }
+    }
+    server_name(&first[HEADER..HEADER + length]).map(Opening::Hello)
+}
+
+/// Reads what `client` has sent next onto the end of `first`: how many bytes, 0 at its end.
+async fn more<R: AsyncRead + Unpin>(client: &mut R, first: &mut Vec<u8>) -> Result<usize, String> {
+    const CHUNK: usize = 4096;
     let start = first.len();
-    first.resize(start + length, 0);
-    client
-        .read_exact(&mut first[start..])
-        .await
-        .map_err(|e| format!("a TLS record cut short: {e}"))?;
-    server_name(&first[HEADER..]).map(Opening::Hello)
+    first.resize(start + CHUNK, 0);
+    let read = client.read(&mut first[start..]).await;
+    let n = *read.as_ref().unwrap_or(&0);
+    first.truncate(start + n);
+    read.map_err(|e| e.to_string())
 }
 
 /// The host name a ClientHello (`record`, a handshake record's content) asks for, if any.

@@ -152,7 +152,8 @@ async fn decisions_follow_the_target_never_the_host_header() {
         .unwrap();
     let mut out = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(2), stream.read_to_end(&mut out)).await;
-    assert!(String::from_utf8_lossy(&out).ends_with("allowed host=tunneled"));
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.ends_with("allowed host=tunneled"), "{out:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
