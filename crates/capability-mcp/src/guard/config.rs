@@ -146,14 +146,21 @@ mod defaults {
 }
 
 /// Argument names that hold paths in every server, and the last words of names that do
-/// (`file_path`, `workingDirectory`), compared in small letters.
+/// (`file_path`, `workingDirectory`), compared in small letters, also with their separators
+/// taken out (`file_name`, `fileName`).
 pub(crate) const PATH_ARGUMENTS: &[&str] = &[
     "path",
     "paths",
+    "pathname",
+    "filepath",
+    "filepaths",
     "file",
     "files",
     "filename",
     "filenames",
+    "dirname",
+    "src",
+    "dst",
     "dir",
     "dirs",
     "directory",

@@ -174,8 +174,14 @@ impl ArgumentCheck {
             })
             .unwrap_or(0);
         let last = key[start..].to_ascii_lowercase();
+        // The whole name without its separators: `file_name` and `fileName` are `filename`.
+        let squashed: String = key
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .map(|c| c.to_ascii_lowercase())
+            .collect();
         super::config::PATH_ARGUMENTS.contains(&last.as_str())
-            || super::config::PATH_ARGUMENTS.contains(&key.to_ascii_lowercase().as_str())
+            || super::config::PATH_ARGUMENTS.contains(&squashed.as_str())
     }
 
     /// A relative path in an argument named as a path, read from each of the server's
@@ -373,10 +379,21 @@ mod tests {
             "filename",
             "folder",
             "notebook_path",
+            "file_name",
+            "fileName",
+            "FILE-NAME",
+            "filepath",
+            "pathname",
+            "dir_name",
+            "src",
+            "dst",
         ] {
             assert!(c.names_a_path(key), "{key}");
         }
-        for key in ["query", "content", "name", "pattern", "url", "profile"] {
+        for key in [
+            "query", "content", "name", "pattern", "url", "profile", "username", "hostname",
+            "location",
+        ] {
             assert!(!c.names_a_path(key), "{key}");
         }
         // A URL in every form a WHATWG parser (Node's `URL`, the `url` crate) reads as one is
