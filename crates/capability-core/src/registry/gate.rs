@@ -10,8 +10,9 @@ use crate::resolve::ResolvedPaths;
 /// The structural checks of a call's arguments, made in one walk: they nest at most
 /// [`MAX_VALUE_DEPTH`](capability_types::MAX_VALUE_DEPTH) levels, and, when `gated`, they pass
 /// the argument gate: every string (at any depth, an object's member names too) that is an
-/// absolute path or a `file:` URL must lie within the tool's read or write reach, so a tool that takes a path but does not use
-/// `ScopedFs` is gated all the same. A tool with no reach may take no such argument.
+/// absolute path or a `file:` URL must lie within the tool's read or write reach, so a tool
+/// that takes a path but does not use `ScopedFs` is gated all the same. A tool with no reach
+/// may take no such argument.
 ///
 /// Arguments both too deep and holding a path out of reach are refused for their depth, as if
 /// the depth were checked first, whichever the walk meets first.
@@ -74,9 +75,8 @@ pub(super) fn check_arguments(
             Value::Array(items) => items
                 .iter()
                 .try_for_each(|v| visit(v, depth, gated, &mut stack, &gate)),
-            // Only the top level's members can be data.
-            // A member's name is gated with its value: a tool may take a map from paths to
-            // what it writes there.
+            // A member's name is gated with its value (a tool may take a map from paths to
+            // what it writes there); only the top level's members can be data.
             Value::Object(map) if depth == 1 && !data.is_empty() => {
                 map.iter().try_for_each(|(key, v)| {
                     let gated = gated && !data.iter().any(|d| d == key);
