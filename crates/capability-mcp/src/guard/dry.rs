@@ -246,6 +246,10 @@ mod tests {
                     refused.starts_with("PATH_NOT_REACHABLE"),
                     "{args} {path}: {refused}"
                 );
+                assert!(
+                    refused.contains("its command line names"),
+                    "says where the reading came from: {refused}"
+                );
             }
         }
         // Given only its working directory, or a file, or a directory that does not exist, a

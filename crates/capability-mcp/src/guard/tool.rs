@@ -217,11 +217,27 @@ impl ArgumentCheck {
                 ));
             }
         }
-        for base in self.bases.iter() {
+        for (i, base) in self.bases.iter().enumerate() {
             let path = normalize_lexically(&base.join(text));
             if text.contains("://") && path.starts_with(base) {
                 continue;
             }
+            // Past the working directory, say where the reading came from: the server's
+            // command line, not the argument alone.
+            let from = if i == 0 {
+                String::new()
+            } else if base.starts_with("/~") {
+                // The placeholder of a home not made yet (explain).
+                ", read from the home `~` its command line names (a server may resolve \
+                 relative paths from it)"
+                    .to_owned()
+            } else {
+                format!(
+                    ", read from {}, a directory its command line names (a server may resolve \
+                     relative paths from it)",
+                    base.display()
+                )
+            };
             // As the argument gate takes an absolute path (docs/guard.md, "Argument checks"):
             // within the read or the write reach; which one the server will use, the kernel
             // holds it to.
@@ -230,7 +246,12 @@ impl ArgumentCheck {
                 .as_ref()
                 .is_some_and(|paths| paths.reaches(&path).is_ok());
             if !reached {
-                return Err(refused(&path, ""));
+                // The placeholder home (explain) is shown as the `~` it stands for.
+                let shown = match path.strip_prefix("/~") {
+                    Ok(rest) => Path::new("~").join(rest),
+                    Err(_) => path,
+                };
+                return Err(refused(&shown, &from));
             }
         }
         Ok(())
