@@ -106,12 +106,7 @@ pub(super) fn check_arguments(
 /// path nor a URL) asked in the walk's own code, without a call.
 #[inline(always)]
 fn gate_text(s: &str, reach: Option<&ResolvedPaths>) -> Result<(), Refusal> {
-    let may_name_a_place = match s.as_bytes().first() {
-        Some(b'/') => true,
-        Some(&b) if b > b' ' && !b.eq_ignore_ascii_case(&b'f') => false,
-        _ => crate::matching::scheme::reads_as_url(s, "file"),
-    };
-    if may_name_a_place {
+    if s.starts_with('/') || crate::matching::scheme::reads_as_url(s, "file") {
         gate_string(s, reach)
     } else {
         Ok(())
