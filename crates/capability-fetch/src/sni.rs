@@ -65,13 +65,8 @@ pub(crate) async fn opening<R: AsyncRead + Unpin>(
 
 /// Reads what `client` has sent next onto the end of `first`: how many bytes, 0 at its end.
 async fn more<R: AsyncRead + Unpin>(client: &mut R, first: &mut Vec<u8>) -> Result<usize, String> {
-    const CHUNK: usize = 4096;
-    let start = first.len();
-    first.resize(start + CHUNK, 0);
-    let read = client.read(&mut first[start..]).await;
-    let n = *read.as_ref().unwrap_or(&0);
-    first.truncate(start + n);
-    read.map_err(|e| e.to_string())
+    first.reserve(4096);
+    client.read_buf(first).await.map_err(|e| e.to_string())
 }
 
 /// The host name a ClientHello (`record`, a handshake record's content) asks for, if any.
