@@ -68,6 +68,10 @@ pub(crate) struct ArgumentCheck {
     bases: Arc<[PathBuf]>,
 }
 
+/// Where a home directory the guard cannot place stands in a path (explain's server, not
+/// started, and `~` in an argument): a place no reach holds, shown as `~`.
+const HOME_STAND_IN: &str = "/~";
+
 /// The directories a server may resolve a relative path from: its working directory, and every
 /// directory its command line names (alone or after a `=`; a relative one from the working
 /// directory), since a server given directories
@@ -87,7 +91,7 @@ pub(crate) fn relative_bases(args: &[String], cwd: &Path, home: Option<&Path>) -
                         Some(home) => Some(home.join(rest)).filter(|dir| dir.is_dir()),
                         // Not started (explain): a place no reach holds, as the home it will
                         // have is in none.
-                        None => Some(Path::new("/~").join(rest)),
+                        None => Some(Path::new(HOME_STAND_IN).join(rest)),
                     }
                 }
                 _ => Some(cwd.join(text)).filter(|dir| !text.is_empty() && dir.is_dir()),
@@ -208,7 +212,7 @@ impl ArgumentCheck {
         };
         if let Some(rest) = text.strip_prefix('~') {
             let tail = rest.split_once('/').map_or("", |(_, tail)| tail);
-            let home = Path::new("/~");
+            let home = Path::new(HOME_STAND_IN);
             let path = normalize_lexically(&home.join(tail));
             if !path.starts_with(home) {
                 return Err(refused(
@@ -226,7 +230,7 @@ impl ArgumentCheck {
             // command line, not the argument alone.
             let from = if i == 0 {
                 String::new()
-            } else if base.starts_with("/~") {
+            } else if base.starts_with(HOME_STAND_IN) {
                 // The placeholder of a home not made yet (explain).
                 ", read from the home `~` its command line names (a server may resolve \
                  relative paths from it)"
@@ -247,7 +251,7 @@ impl ArgumentCheck {
                 .is_some_and(|paths| paths.reaches(&path).is_ok());
             if !reached {
                 // The placeholder home (explain) is shown as the `~` it stands for.
-                let shown = match path.strip_prefix("/~") {
+                let shown = match path.strip_prefix(HOME_STAND_IN) {
                     Ok(rest) => Path::new("~").join(rest),
                     Err(_) => path,
                 };
