@@ -2513,7 +2513,9 @@ fn what_a_tool_writes_is_data_and_the_places_it_names_are_still_gated() {
                     .starts_with("PATH_NOT_REACHABLE"),
                 "{mode:?} {tool}: {result}"
             );
-            // On the forbidden side: nothing of the file came back.
+            // On the forbidden side: the tool never ran (no value, so no child output), and
+            // nothing of the file came back.
+            assert!(result.get("value").is_none(), "{mode:?} {tool}: {result}");
             assert!(
                 !String::from_utf8_lossy(&out.stdout).contains("root:"),
                 "{mode:?} {tool}: {result}"
