@@ -203,7 +203,8 @@ fn client_error(e: &hyper_util::client::legacy::Error, url: &Url) -> CapabilityE
 #[async_trait]
 impl ScopedFetch for ScopedHttp {
     async fn fetch(&self, request: Request<Bytes>) -> Result<Response<Bytes>, CapabilityError> {
-        let target = request.uri().to_string();
+        // The target is written out only when the message needs it.
+        let target = request.uri().clone();
         let total = self.config.total_timeout;
         tokio::time::timeout(total, self.fetch_hops(request))
             .await
