@@ -148,6 +148,35 @@ fn escape(args: &Value) -> Value {
             };
             errno_of(r)
         }
+        // A file's metadata, which Landlock does not mediate: its mode, its times and an
+        // extended attribute, by path.
+        "metadata" => {
+            use std::os::unix::fs::PermissionsExt as _;
+            let path = hidden_path(args);
+            let c_path = std::ffi::CString::new(path.clone()).unwrap_or_default();
+            let never = [libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            }; 2];
+            // SAFETY: utimensat and setxattr of a NUL-terminated path with live buffers.
+            let (utime, xattr) = unsafe {
+                (
+                    libc::utimensat(libc::AT_FDCWD, c_path.as_ptr(), never.as_ptr(), 0),
+                    libc::setxattr(
+                        c_path.as_ptr(),
+                        c"user.toolcap".as_ptr(),
+                        b"x".as_ptr().cast(),
+                        1,
+                        0,
+                    ),
+                )
+            };
+            json!({
+                "chmod": outcome(std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))),
+                "utime": errno_of(libc::c_long::from(utime)),
+                "setxattr": errno_of(libc::c_long::from(xattr)),
+            })
+        }
         // issue 13, class 1: a pathname Unix socket outside every reach.
         "unix_socket" => outcome(std::os::unix::net::UnixStream::connect(hidden_path(args))),
         // issue 13, class 3: what root could do with its capabilities.

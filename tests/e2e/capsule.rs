@@ -453,6 +453,45 @@ async fn unix_sockets_and_root_powers_are_out_of_a_workers_reach() {
     lab.assert_alive().await;
 }
 
+// guarantee: G-KERN-11
+/// A worker changes no file's metadata (Landlock does not mediate it): not the mode, times or
+/// attributes of a file outside every reach. Checked on disk; the control, in process, does
+/// change them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_changes_no_files_metadata() {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let lab = lab_default().await;
+    let file = lab.root.join("private/meta.txt");
+    std::fs::write(&file, "private").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let state = || {
+        let m = std::fs::metadata(&file).unwrap();
+        let xattr = std::process::Command::new("/usr/bin/python3")
+            .args(["-c", "import os, sys\nprint(os.listxattr(sys.argv[1]))"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        (
+            m.mode(),
+            m.mtime(),
+            String::from_utf8_lossy(&xattr.stdout).into_owned(),
+        )
+    };
+    let before = state();
+    let args = json!({"attempt": "metadata", "parts": parts(&file)});
+    let confined = lab.value("escape", args.clone()).await;
+    for call in ["chmod", "utime", "setxattr"] {
+        assert_eq!(confined[call]["escaped"], false, "{call}: {confined}");
+    }
+    assert_eq!(state(), before, "the worker changed the file: {confined}");
+    let host = control(&lab, args).await;
+    for call in ["chmod", "utime", "setxattr"] {
+        assert_eq!(host[call]["escaped"], true, "the control may: {host}");
+    }
+    assert_ne!(state(), before, "the control changes the file");
+    lab.assert_alive().await;
+}
+
 // guarantee: G-CAP-01
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_planted_secret_in_the_hosts_environment_is_out_of_reach() {

@@ -9,7 +9,9 @@
 //! 1. the child is the only child of a reaper that is process 1 of its own PID namespace, in its
 //!    own mount namespace (and user namespace, unless the host is root): when the program ends,
 //!    everything it started ends with it;
-//! 2. in that mount namespace: a fresh `/proc` of the child's PID namespace, the places deny
+//! 2. in that mount namespace: every mount read-only but the trees of its write roots (Landlock
+//!    does not mediate `chmod`, `utime`, `chown` or extended attributes; a read-only mount
+//!    refuses them), a fresh `/proc` of the child's PID namespace, the places deny
 //!    rules and the deny floor protect inside its roots covered ([`SandboxPolicy::hide`]), and
 //!    the repositories in its write roots kept from rewriting what git runs outside the sandbox
 //!    (their git directories pinned, their hooks and configuration read-only, found at each

@@ -172,6 +172,27 @@ fn namespaces(policy: &SandboxPolicy, support: &Support) -> Result<Namespaces, C
             "too many device files to keep",
         ));
     }
+    if policy.write.len() > ns::MAX_WRITABLE {
+        return Err(failed(
+            "keeping the rest of the filesystem read-only",
+            format!(
+                "{} write roots; a child may have at most {}",
+                policy.write.len(),
+                ns::MAX_WRITABLE
+            ),
+        ));
+    }
+    let writable = policy
+        .write
+        .iter()
+        .map(|w| std::ffi::CString::new(w.as_os_str().as_encoded_bytes()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| {
+            failed(
+                "keeping the rest of the filesystem read-only",
+                "a write root contains a NUL byte",
+            )
+        })?;
     let proc = std::path::Path::new("/proc");
     let proc_required = granted
         .iter()
@@ -197,6 +218,7 @@ fn namespaces(policy: &SandboxPolicy, support: &Support) -> Result<Namespaces, C
         uid_map: format!("{uid} {uid} 1").into_bytes(),
         gid_map: format!("{gid} {gid} 1").into_bytes(),
         masks,
+        writable,
         pid_max,
         proc_required,
         proc_hidden,
@@ -442,6 +464,12 @@ impl Prepared {
             }
             None => self.filter.clone(),
         };
+        // Its own mount namespace, read-only but for its write roots, as a child's
+        // (docs/isolation-model.md, "Metadata").
+        let flags = self.ns.flags(Mode::Apply, false);
+        confine::unshare(flags)
+            .and_then(|()| ns::enter(&self.ns, Mode::Apply, flags))
+            .map_err(|e| failed("a read-only mount namespace for this process", e))?;
         confine::confine(
             self.ruleset.as_raw_fd(),
             &filter,

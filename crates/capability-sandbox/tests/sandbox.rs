@@ -826,6 +826,37 @@ fn a_confined_child_cannot_type_into_its_terminal() {
     assert!(waiting <= 0, "the child's input waits on the terminal");
 }
 
+/// The two ways a confined child starts: [`capability_sandbox::PreparedSandbox::spawn`] and
+/// `apply_to` on a caller's own `Command`.
+const BOTH_WAYS: [&str; 2] = ["spawn", "apply_to"];
+
+/// Runs `python3 args` in `cwd` under `prepared`, started the way `how` names
+/// ([`BOTH_WAYS`]); asserts that it succeeds and returns its standard output.
+fn python_in(
+    prepared: &capability_sandbox::PreparedSandbox,
+    how: &str,
+    args: &[String],
+    cwd: &Path,
+) -> String {
+    let python = Path::new("/usr/bin/python3");
+    if how == "spawn" {
+        let launch = capability_sandbox::Launch {
+            arg0: std::ffi::OsStr::new("python3"),
+            ..launch(python, args, cwd, false)
+        };
+        let (status, stdout, stderr) = run_spawned(prepared.spawn(&launch).unwrap(), b"");
+        assert_eq!(status, 0, "{how}: {stderr}");
+        stdout
+    } else {
+        let mut command = Command::new(python);
+        command.args(args).current_dir(cwd);
+        prepared.apply_to(&mut command).unwrap();
+        let out = command.output().unwrap();
+        assert!(out.status.success(), "{how}: {}", text(&out.stderr));
+        text(&out.stdout)
+    }
+}
+
 /// Tries every way a file gets the set-user-ID or set-group-ID bit in the directory `argv[1]`,
 /// printing `<way> done` or `<way> refused <errno>` for each, then `end`.
 const SET_ID_PROBE: &str = "import ctypes, os, sys\n\
@@ -877,34 +908,13 @@ fn a_child_cannot_leave_a_set_id_file_behind() {
     use std::os::unix::fs::PermissionsExt as _;
     let t = tree();
     let prepared = policy(&t).prepare().unwrap();
-    let python = Path::new("/usr/bin/python3");
     let args = vec![
         "-c".to_owned(),
         SET_ID_PROBE.to_owned(),
         t.write.display().to_string(),
     ];
-    let spawned = || {
-        let launch = capability_sandbox::Launch {
-            arg0: std::ffi::OsStr::new("python3"),
-            ..launch(python, &args, &t.write, false)
-        };
-        let (status, stdout, stderr) = run_spawned(prepared.spawn(&launch).unwrap(), b"");
-        assert_eq!(status, 0, "{stderr}");
-        stdout
-    };
-    let applied = || {
-        let mut command = Command::new(python);
-        command.args(&args);
-        prepared.apply_to(&mut command).unwrap();
-        let out = command.output().unwrap();
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        text(&out.stdout)
-    };
-    for (how, run) in [
-        ("spawn", &spawned as &dyn Fn() -> String),
-        ("apply_to", &applied),
-    ] {
-        let said = run();
+    for how in BOTH_WAYS {
+        let said = python_in(&prepared, how, &args, &t.write);
         assert!(said.ends_with("end\n"), "{how}: {said}");
         assert!(said.contains("chmod 755 done"), "{how}: {said}");
         assert!(said.contains("openat 644 done"), "{how}: {said}");
@@ -933,4 +943,91 @@ fn a_child_cannot_leave_a_set_id_file_behind() {
             std::fs::remove_file(entry.unwrap().path()).unwrap();
         }
     }
+}
+
+/// A probe that changes the metadata of every file named after it (mode by path and through a
+/// read-only descriptor, times, a user extended attribute, owner) and prints each call's
+/// outcome as `<call> <file> done|refused <errno>`.
+const METADATA_PROBE: &str = "import os, sys\n\
+         def attempt(name, path, call):\n\
+         \x20   try:\n        call()\n        print(name, path, 'done')\n\
+         \x20   except OSError as e:\n        print(name, path, 'refused', e.errno)\n\
+         for path in sys.argv[1:]:\n\
+         \x20   attempt('chmod', path, lambda: os.chmod(path, 0o666))\n\
+         \x20   def fchmod():\n\
+         \x20       fd = os.open(path, os.O_RDONLY)\n\
+         \x20       try:\n            os.fchmod(fd, 0o606)\n\
+         \x20       finally:\n            os.close(fd)\n\
+         \x20   attempt('fchmod', path, fchmod)\n\
+         \x20   attempt('utime', path, lambda: os.utime(path, (0, 0)))\n\
+         \x20   attempt('setxattr', path, lambda: os.setxattr(path, 'user.toolcap', b'x'))\n\
+         \x20   attempt('chown', path, lambda: os.chown(path, os.getuid(), os.getgid()))\n\
+         print('end')\n";
+
+// guarantee: G-KERN-11
+/// Landlock does not mediate a file's metadata: `chmod`, `utime`, extended attributes and
+/// `chown` pass it for any file the child can name, wherever it lies, by path or through a
+/// descriptor opened for reading (the owner needs no capability for them; on a root host the
+/// owner of nearly everything is uid 0). A child must not change the mode of a file outside its
+/// write roots (a `chmod 666` of `/etc/passwd` would hand it to every user of the host), its
+/// times or its attributes. Checked on disk, in both ways a child starts, and the same calls
+/// still work on a file beneath a write root.
+#[test]
+fn a_child_changes_no_files_metadata_outside_its_write_roots() {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let t = tree();
+    let prepared = policy(&t).prepare().unwrap();
+    let outside = t.outside.join("secret.txt");
+    let readable = t.read.join("in.txt");
+    let writable = t.write.join("mine.txt");
+    for how in BOTH_WAYS {
+        for file in [&outside, &readable] {
+            std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o640)).unwrap();
+        }
+        std::fs::write(&writable, "mine").unwrap();
+        let before = |p: &Path| {
+            let m = std::fs::metadata(p).unwrap();
+            (m.mode(), m.mtime(), m.uid(), m.gid())
+        };
+        let (outside_before, readable_before) = (before(&outside), before(&readable));
+        let mut args = vec!["-c".to_owned(), METADATA_PROBE.to_owned()];
+        for file in [&outside, &readable, &writable] {
+            args.push(file.display().to_string());
+        }
+        let said = python_in(&prepared, how, &args, &t.write);
+        assert!(said.ends_with("end\n"), "{how}: {said}");
+        for line in said.lines().filter(|l| *l != "end") {
+            let mine = line.contains(&*writable.display().to_string());
+            assert_eq!(
+                line.ends_with(" done"),
+                mine,
+                "{how}: only a file beneath a write root may change: {line}\n{said}"
+            );
+        }
+        assert_eq!(before(&outside), outside_before, "{how}: {said}");
+        assert_eq!(before(&readable), readable_before, "{how}: {said}");
+        for file in [&outside, &readable] {
+            assert!(
+                xattr_names(file).is_empty(),
+                "{how}: {} has an attribute the child set",
+                file.display()
+            );
+        }
+        assert_eq!(xattr_names(&writable), ["user.toolcap"], "{how}");
+        std::fs::remove_file(&writable).unwrap();
+    }
+}
+
+/// The names of `path`'s extended attributes.
+fn xattr_names(path: &Path) -> Vec<String> {
+    let out = Command::new("/usr/bin/python3")
+        .args([
+            "-c",
+            "import os, sys\nfor n in os.listxattr(sys.argv[1]): print(n)",
+        ])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout).lines().map(str::to_owned).collect()
 }

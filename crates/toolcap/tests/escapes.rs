@@ -1343,6 +1343,76 @@ fn a_child_cannot_type_into_the_users_terminal() {
     }
 }
 
+// guarantee: G-KERN-11
+/// A confined child changes the metadata of no file outside its write reach: Landlock does not
+/// mediate `chmod`, `utime`, extended attributes or `chown`, and a root host's child owns
+/// nearly every file, so before every child got a read-only mount tree one could `chmod 666` a
+/// file outside its reach (the canary) or in its read-only reach, by path or through a
+/// descriptor opened for reading. Checked on disk, in both modes; the same calls still work
+/// on a file in the child's scratch home, its one write root.
+#[test]
+fn a_child_changes_no_files_metadata_outside_its_write_reach() {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let env = Env::new("");
+    let canary_file = env.root.join("outside/canary");
+    let readable = env.root.join("work/readme");
+    std::fs::write(&readable, "readme").unwrap();
+    let script = r#"
+import json, os
+r = {}
+mine = os.path.join(os.environ['HOME'], 'mine')
+open(mine, 'w').write('mine')
+for path in PATHS + [mine]:
+    def attempt(name, call):
+        try:
+            call()
+            r[name + ' ' + path] = 0
+        except OSError as e:
+            r[name + ' ' + path] = e.errno
+    def fchmod():
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fchmod(fd, 0o606)
+        finally:
+            os.close(fd)
+    attempt('chmod', lambda: os.chmod(path, 0o666))
+    attempt('fchmod', fchmod)
+    attempt('utime', lambda: os.utime(path, (0, 0)))
+    attempt('setxattr', lambda: os.setxattr(path, 'user.toolcap', b'x'))
+print(json.dumps(r))
+"#;
+    let p = env.root.join("p.toml").display().to_string();
+    let state = |path: &Path| {
+        let m = std::fs::metadata(path).unwrap();
+        (m.mode(), m.mtime())
+    };
+    for mode in MODES {
+        for file in [&canary_file, &readable] {
+            std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o640)).unwrap();
+        }
+        let before = [state(&canary_file), state(&readable)];
+        // The paths inside the script, as a library holds its own: the argument gate reads
+        // arguments, not what a program does.
+        let paths = [&canary_file, &readable].map(|p| p.display().to_string());
+        let script = format!("PATHS = {}\n{script}", serde_json::json!(paths));
+        let (result, all) = env.run(mode, &p, "python3", &["-c", &script]);
+        let r: Value = serde_json::from_str(stdout_of(&result).trim())
+            .unwrap_or_else(|e| panic!("{mode:?}: {e}: {all}"));
+        let outcomes = r.as_object().unwrap();
+        assert_eq!(outcomes.len(), 12, "{mode:?}: {r}");
+        for (call, errno) in outcomes {
+            // `run_command` writes nowhere but its scratch home.
+            let mine = call.ends_with("/mine");
+            assert_eq!(errno == 0, mine, "{mode:?}: {call} {errno}: {r}");
+        }
+        assert_eq!(
+            [state(&canary_file), state(&readable)],
+            before,
+            "{mode:?}: a file outside the write reach changed: {r}"
+        );
+    }
+}
+
 /// `ENXIO`: what opening `/dev/tty` without a controlling terminal fails with.
 fn libc_enxio() -> i32 {
     6

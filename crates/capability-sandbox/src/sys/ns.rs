@@ -18,6 +18,9 @@ pub(crate) struct Namespaces {
     pub(crate) gid_map: Vec<u8>,
     /// Places to cover.
     pub(crate) masks: Vec<Mask>,
+    /// The write roots: every other mount of the child's tree is made read-only (at most
+    /// [`MAX_WRITABLE`]).
+    pub(crate) writable: Vec<CString>,
     /// The value written to the PID namespace's `pid_max` (root only: `RLIMIT_NPROC` does not
     /// bind root).
     pub(crate) pid_max: Option<Vec<u8>>,
@@ -43,15 +46,15 @@ impl Namespaces {
         if mode == Mode::Spawn {
             flags |= libc::CLONE_NEWPID;
         }
-        // A mount namespace only when there is something to mount: it costs about a fifth of a
-        // spawn (its teardown waits for an RCU grace period).
-        if !self.masks.is_empty() || (mode == Mode::Spawn && self.proc_required) {
-            flags |= libc::CLONE_NEWNS;
-        }
+        // Always a mount namespace, though it costs about a fifth of a spawn (its teardown
+        // waits for an RCU grace period): Landlock does not mediate a file's metadata, so only
+        // a read-only mount keeps a child from changing the mode, times or attributes of what
+        // lies outside its write roots (docs/isolation-model.md, "Metadata").
+        flags |= libc::CLONE_NEWNS;
         if network {
             flags |= libc::CLONE_NEWNET;
         }
-        if flags != 0 && !self.root {
+        if !self.root {
             flags |= libc::CLONE_NEWUSER;
         }
         flags
@@ -164,6 +167,7 @@ pub(crate) fn enter(ns: &Namespaces, mode: Mode, flags: libc::c_int) -> io::Resu
     // Nothing mounted here reaches the host's mount namespace, and nothing mounted there later
     // reaches this one.
     mount(c"none", c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)?;
+    read_only_but(&ns.writable)?;
     cover(ns)?;
     if mode == Mode::Spawn && ns.proc_required {
         fresh_proc()?;
@@ -172,6 +176,85 @@ pub(crate) fn enter(ns: &Namespaces, mode: Mode, flags: libc::c_int) -> io::Resu
         hide_dir(c"/proc")?;
     }
     Ok(())
+}
+
+/// The most write roots a child's tree keeps writable: their trees are held as descriptors on
+/// the stack between being cloned and being put back.
+pub(crate) const MAX_WRITABLE: usize = 64;
+
+/// Makes every mount of this mount namespace read-only except the trees at `writable`, which
+/// keep the flags they have on the host (a mount inside a write root that the host made
+/// read-only stays so). Each write root's tree is cloned first (`open_tree`), the whole tree is
+/// then made read-only at once (`mount_setattr`, recursively), and the clones are moved back
+/// over their places. A read-only mount refuses what Landlock does not see: `chmod`, `chown`,
+/// `utime` and extended attributes, by path or through a descriptor.
+fn read_only_but(writable: &[CString]) -> io::Result<()> {
+    if writable.len() > MAX_WRITABLE {
+        return Err(io::Error::from_raw_os_error(libc::E2BIG));
+    }
+    let mut trees: [libc::c_int; MAX_WRITABLE] = [-1; MAX_WRITABLE];
+    let mut apply = || -> io::Result<()> {
+        for (tree, path) in trees.iter_mut().zip(writable) {
+            // SAFETY: open_tree of a NUL-terminated path; the descriptor is closed below.
+            let fd = unsafe {
+                libc::syscall(
+                    libc::SYS_open_tree,
+                    libc::AT_FDCWD,
+                    path.as_ptr(),
+                    libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC | libc::AT_RECURSIVE as u32,
+                )
+            };
+            if fd < 0 {
+                return Err(last_error());
+            }
+            *tree = fd as libc::c_int;
+        }
+        let attr = libc::mount_attr {
+            attr_set: libc::MOUNT_ATTR_RDONLY,
+            attr_clr: 0,
+            propagation: 0,
+            userns_fd: 0,
+        };
+        // SAFETY: mount_setattr of a NUL-terminated path with a live attribute structure of
+        // the size passed.
+        let set = unsafe {
+            libc::syscall(
+                libc::SYS_mount_setattr,
+                libc::AT_FDCWD,
+                c"/".as_ptr(),
+                libc::AT_RECURSIVE as libc::c_uint,
+                &raw const attr,
+                std::mem::size_of::<libc::mount_attr>(),
+            )
+        };
+        if set != 0 {
+            return Err(last_error());
+        }
+        for (tree, path) in trees.iter().zip(writable) {
+            // SAFETY: move_mount of a descriptor this function holds onto a NUL-terminated
+            // path.
+            let moved = unsafe {
+                libc::syscall(
+                    libc::SYS_move_mount,
+                    *tree,
+                    c"".as_ptr(),
+                    libc::AT_FDCWD,
+                    path.as_ptr(),
+                    libc::MOVE_MOUNT_F_EMPTY_PATH,
+                )
+            };
+            if moved != 0 {
+                return Err(last_error());
+            }
+        }
+        Ok(())
+    };
+    let result = apply();
+    for fd in trees.into_iter().filter(|fd| *fd >= 0) {
+        // SAFETY: closes a descriptor open_tree returned above.
+        unsafe { libc::close(fd) };
+    }
+    result
 }
 
 /// Binds `path` onto itself, then remounts that bind with `flags`.
