@@ -473,8 +473,10 @@ impl PreparedSandbox {
     ///
     /// # Ambient Authority
     ///
-    /// Restricts the calling process for the rest of its life: capabilities dropped, resource
-    /// limits set, `no_new_privs`, Landlock and seccomp installed.
+    /// Restricts the calling process for the rest of its life: a mount namespace of its own in
+    /// which every mount is read-only but its write roots' (a user namespace first, where the
+    /// host is not root), capabilities dropped, resource limits set, `no_new_privs`, Landlock
+    /// and seccomp installed.
     pub fn confine_current_process(self) -> Result<(), CapabilityError> {
         #[cfg(target_os = "linux")]
         {

@@ -1016,6 +1016,37 @@ fn a_child_changes_no_files_metadata_outside_its_write_roots() {
         assert_eq!(xattr_names(&writable), ["user.toolcap"], "{how}");
         std::fs::remove_file(&writable).unwrap();
     }
+    // A child that starts in its write root writes there by relative paths: its working
+    // directory is the writable tree, not the read-only one beneath it (`apply_to` enters it
+    // before the tree is made).
+    let relative = vec![
+        "-c".to_owned(),
+        "import os\nopen('rel.txt', 'w').write('x')\nos.chmod('rel.txt', 0o600)\nprint('wrote')"
+            .to_owned(),
+    ];
+    for how in BOTH_WAYS {
+        assert_eq!(
+            python_in(&prepared, how, &relative, &t.write),
+            "wrote\n",
+            "{how}"
+        );
+        std::fs::remove_file(t.write.join("rel.txt")).unwrap();
+    }
+    // A write root of `/` leaves nothing outside: the same calls work everywhere.
+    let everywhere = SandboxPolicy::new().write("/").prepare().unwrap();
+    let args = vec![
+        "-c".to_owned(),
+        METADATA_PROBE.to_owned(),
+        outside.display().to_string(),
+    ];
+    for how in BOTH_WAYS {
+        let said = python_in(&everywhere, how, &args, &t.write);
+        assert_eq!(
+            said.lines().filter(|l| l.ends_with(" done")).count(),
+            5,
+            "{how}: {said}"
+        );
+    }
 }
 
 /// The names of `path`'s extended attributes.

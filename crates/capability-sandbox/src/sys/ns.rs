@@ -164,6 +164,15 @@ pub(crate) fn enter(ns: &Namespaces, mode: Mode, flags: libc::c_int) -> io::Resu
     if flags & libc::CLONE_NEWNS == 0 {
         return Ok(());
     }
+    // `apply_to`'s program entered its working directory before this (`Command` changes it
+    // before the code that runs here), so it is still in the directory as it was: on the
+    // read-only tree, beneath any cover. It enters it again by path once the tree is made.
+    // `spawn` enters it afterwards.
+    let mut cwd = [0 as libc::c_char; libc::PATH_MAX as usize];
+    // SAFETY: getcwd writes at most the buffer's length, NUL-terminated.
+    if mode == Mode::Apply && unsafe { libc::getcwd(cwd.as_mut_ptr(), cwd.len()) }.is_null() {
+        return Err(last_error());
+    }
     // Nothing mounted here reaches the host's mount namespace, and nothing mounted there later
     // reaches this one.
     mount(c"none", c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)?;
@@ -174,6 +183,10 @@ pub(crate) fn enter(ns: &Namespaces, mode: Mode, flags: libc::c_int) -> io::Resu
     }
     if ns.proc_hidden && ns.masks.iter().any(Mask::is_proc) {
         hide_dir(c"/proc")?;
+    }
+    if mode == Mode::Apply {
+        // SAFETY: chdir to the NUL-terminated path getcwd wrote above.
+        check(unsafe { libc::chdir(cwd.as_ptr()) })?;
     }
     Ok(())
 }
@@ -189,6 +202,11 @@ pub(crate) const MAX_WRITABLE: usize = 64;
 /// over their places. A read-only mount refuses what Landlock does not see: `chmod`, `chown`,
 /// `utime` and extended attributes, by path or through a descriptor.
 fn read_only_but(writable: &[CString]) -> io::Result<()> {
+    // A write root of `/` is the whole tree: nothing lies outside it, and a clone moved over
+    // `/` would not be the process's root anyway.
+    if writable.iter().any(|w| w.as_bytes() == b"/") {
+        return Ok(());
+    }
     if writable.len() > MAX_WRITABLE {
         return Err(io::Error::from_raw_os_error(libc::E2BIG));
     }
