@@ -177,6 +177,12 @@ fn escape(args: &Value) -> Value {
                 "setxattr": errno_of(libc::c_long::from(xattr)),
             })
         }
+        // The host's System V shared memory, found by its key: not a file.
+        "sysv_shm" => {
+            let key = args["key"].as_i64().unwrap_or(0) as libc::key_t;
+            // SAFETY: shmget with a size of 0 and no flags only looks the key up.
+            errno_of(libc::c_long::from(unsafe { libc::shmget(key, 0, 0) }))
+        }
         // issue 13, class 1: a pathname Unix socket outside every reach.
         "unix_socket" => outcome(std::os::unix::net::UnixStream::connect(hidden_path(args))),
         // issue 13, class 3: what root could do with its capabilities.

@@ -492,6 +492,36 @@ async fn a_worker_changes_no_files_metadata() {
     lab.assert_alive().await;
 }
 
+// guarantee: G-KERN-12
+/// A worker finds none of the host's System V IPC objects (not files: Landlock does not
+/// mediate them); the control, in process, finds the segment the test made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_reaches_no_ipc_object_of_the_host() {
+    let lab = lab_default().await;
+    let key = 0x7d00_0000 | (std::process::id() & 0xffff) << 4;
+    let segment = |what: &str| {
+        let script = "import ctypes, sys\n\
+             libc = ctypes.CDLL(None, use_errno=True)\n\
+             key = int(sys.argv[2])\n\
+             if sys.argv[1] == 'make':\n    assert libc.shmget(key, 4096, 0o1000 | 0o2000 | 0o600) >= 0\n\
+             else:\n    libc.shmctl(libc.shmget(key, 0, 0), 0, None)\n";
+        let status = std::process::Command::new("/usr/bin/python3")
+            .args(["-c", script, what, &key.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "{what}");
+    };
+    segment("make");
+    let args = json!({"attempt": "sysv_shm", "key": key});
+    let confined = lab.value("escape", args.clone()).await;
+    let host = control(&lab, args).await;
+    segment("remove");
+    assert_eq!(confined["escaped"], false, "{confined}");
+    assert_eq!(confined["errno"], libc::ENOENT, "{confined}");
+    assert_eq!(host["escaped"], true, "the control finds it: {host}");
+    lab.assert_alive().await;
+}
+
 // guarantee: G-CAP-01
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_planted_secret_in_the_hosts_environment_is_out_of_reach() {

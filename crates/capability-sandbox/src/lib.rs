@@ -7,8 +7,9 @@
 //! ([`PreparedSandbox::spawn`]), in this order:
 //!
 //! 1. the child is the only child of a reaper that is process 1 of its own PID namespace, in its
-//!    own mount namespace (and user namespace, unless the host is root): when the program ends,
-//!    everything it started ends with it;
+//!    own mount and IPC namespaces (and user namespace, unless the host is root): when the
+//!    program ends, everything it started ends with it, and no System V or POSIX IPC object of
+//!    the host's is in reach;
 //! 2. in that mount namespace: every mount read-only but the trees of its write roots (Landlock
 //!    does not mediate `chmod`, `utime`, `chown` or extended attributes; a read-only mount
 //!    refuses them), a fresh `/proc` of the child's PID namespace, the places deny
@@ -473,9 +474,9 @@ impl PreparedSandbox {
     ///
     /// # Ambient Authority
     ///
-    /// Restricts the calling process for the rest of its life: a mount namespace of its own in
-    /// which every mount is read-only but its write roots' (a user namespace first, where the
-    /// host is not root), capabilities dropped, resource limits set, `no_new_privs`, Landlock
+    /// Restricts the calling process for the rest of its life: mount and IPC namespaces of its
+    /// own, every mount read-only but its write roots' (a user namespace first, where the host
+    /// is not root), capabilities dropped, resource limits set, `no_new_privs`, Landlock
     /// and seccomp installed.
     pub fn confine_current_process(self) -> Result<(), CapabilityError> {
         #[cfg(target_os = "linux")]

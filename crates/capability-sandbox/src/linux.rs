@@ -464,12 +464,12 @@ impl Prepared {
             }
             None => self.filter.clone(),
         };
-        // Its own mount namespace, read-only but for its write roots, as a child's
-        // (docs/isolation-model.md, "Metadata").
+        // Its own mount namespace, read-only but for its write roots, and its own IPC
+        // namespace, as a child's (docs/isolation-model.md, "Metadata" and "IPC").
         let flags = self.ns.flags(Mode::Apply, false);
         confine::unshare(flags)
             .and_then(|()| ns::enter(&self.ns, Mode::Apply, flags))
-            .map_err(|e| failed("a read-only mount namespace for this process", e))?;
+            .map_err(|e| failed("namespaces of its own for this process", e))?;
         confine::confine(
             self.ruleset.as_raw_fd(),
             &filter,

@@ -1062,3 +1062,73 @@ fn xattr_names(path: &Path) -> Vec<String> {
     assert!(out.status.success(), "{}", text(&out.stderr));
     text(&out.stdout).lines().map(str::to_owned).collect()
 }
+
+/// A probe that looks for the System V shared-memory segment of `argv[1]` (a key), reads it
+/// when found, and makes a message queue of key `argv[2]`; prints one line for each.
+const IPC_PROBE: &str = "import ctypes, sys\n\
+         libc = ctypes.CDLL(None, use_errno=True)\n\
+         libc.shmat.restype = ctypes.c_void_p\n\
+         shmid = libc.shmget(int(sys.argv[1]), 0, 0)\n\
+         print('shmget', shmid if shmid >= 0 else -ctypes.get_errno())\n\
+         if shmid >= 0:\n\
+         \x20   addr = libc.shmat(shmid, None, 0)\n\
+         \x20   print('read', ctypes.string_at(addr, 11).decode('latin-1'))\n\
+         q = libc.msgget(int(sys.argv[2]), 0o1000 | 0o600)\n\
+         print('msgget', 'made' if q >= 0 else -ctypes.get_errno())\n";
+
+/// The host's side: `make` a segment of key `argv[2]` holding `host-secret`, or `clean` up
+/// (remove the segment, and the queue of key `argv[3]` if one is left, saying so).
+const IPC_HOST: &str = "import ctypes, sys\n\
+         libc = ctypes.CDLL(None, use_errno=True)\n\
+         libc.shmat.restype = ctypes.c_void_p\n\
+         key = int(sys.argv[2])\n\
+         if sys.argv[1] == 'make':\n\
+         \x20   shmid = libc.shmget(key, 4096, 0o1000 | 0o2000 | 0o600)\n\
+         \x20   assert shmid >= 0, ctypes.get_errno()\n\
+         \x20   addr = libc.shmat(shmid, None, 0)\n\
+         \x20   ctypes.memmove(addr, b'host-secret', 11)\n\
+         else:\n\
+         \x20   libc.shmctl(libc.shmget(key, 0, 0), 0, None)\n\
+         \x20   q = libc.msgget(int(sys.argv[3]), 0)\n\
+         \x20   print('queue left' if q >= 0 else 'no queue')\n\
+         \x20   if q >= 0:\n        libc.msgctl(q, 0, None)\n";
+
+// guarantee: G-KERN-12
+/// System V IPC is not a file: Landlock does not mediate it, and a child in the host's IPC
+/// namespace could attach to the host's shared memory (a root host's child owns root's
+/// segments) and leave queues, segments and semaphores behind for the next child, of any tool,
+/// to find. Each child has an IPC namespace of its own: the host's segment is not there, and
+/// what the child makes goes with it. Checked on the host's side, in both ways a child starts.
+#[test]
+fn a_child_reaches_no_ipc_object_of_the_host_and_leaves_none() {
+    // Keys of this process's own, so that parallel runs do not meet.
+    let key = 0x7c00_0000 | (std::process::id() & 0xffff) << 4;
+    let (segment, queue) = (key.to_string(), (key + 1).to_string());
+    let host = |what: &str| {
+        let out = Command::new("/usr/bin/python3")
+            .args(["-c", IPC_HOST, what, &segment, &queue])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{what}: {}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let t = tree();
+    let prepared = policy(&t).prepare().unwrap();
+    let args = vec![
+        "-c".to_owned(),
+        IPC_PROBE.to_owned(),
+        segment.clone(),
+        queue.clone(),
+    ];
+    for how in BOTH_WAYS {
+        host("make");
+        let said = python_in(&prepared, how, &args, &t.write);
+        let left = host("clean");
+        assert_eq!(
+            said,
+            format!("shmget -{}\nmsgget made\n", libc::ENOENT),
+            "{how}: the child met the host's segment, or made no queue of its own"
+        );
+        assert_eq!(left, "no queue\n", "{how}: a child's queue outlived it");
+    }
+}

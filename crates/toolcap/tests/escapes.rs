@@ -1413,6 +1413,60 @@ print(json.dumps(r))
     }
 }
 
+// guarantee: G-KERN-12
+/// A confined child reaches none of the host's System V IPC objects and leaves none behind:
+/// they are not files, so Landlock does not see them, and in the host's IPC namespace a child
+/// read a root-owned `0600` segment's content and left a message queue for the next child of
+/// any tool. Checked on the host's side, in both modes.
+#[test]
+fn a_child_reaches_no_ipc_object_of_the_host_and_leaves_none() {
+    let env = Env::new("");
+    let key = 0x7e00_0000 | (std::process::id() & 0xffff) << 4;
+    let host = |what: &str| {
+        let script = "import ctypes, sys\n\
+             libc = ctypes.CDLL(None, use_errno=True)\n\
+             libc.shmat.restype = ctypes.c_void_p\n\
+             key = int(sys.argv[2])\n\
+             if sys.argv[1] == 'make':\n\
+             \x20   shmid = libc.shmget(key, 4096, 0o1000 | 0o2000 | 0o600)\n\
+             \x20   ctypes.memmove(libc.shmat(shmid, None, 0), b'host-secret', 11)\n\
+             else:\n\
+             \x20   libc.shmctl(libc.shmget(key, 0, 0), 0, None)\n\
+             \x20   q = libc.msgget(key + 1, 0)\n\
+             \x20   print('queue left' if q >= 0 else 'no queue')\n\
+             \x20   if q >= 0:\n        libc.msgctl(q, 0, None)\n";
+        let out = Command::new("/usr/bin/python3")
+            .args(["-c", script, what, &key.to_string()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{what}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let probe = format!(
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.shmat.restype = ctypes.c_void_p\n\
+         shmid = libc.shmget({key}, 0, 0)\n\
+         print('found', ctypes.string_at(libc.shmat(shmid, None, 0), 11)) if shmid >= 0 else print('not found')\n\
+         print('queue made' if libc.msgget({}, 0o1000 | 0o600) >= 0 else 'no queue made')\n",
+        key + 1
+    );
+    let p = env.root.join("p.toml").display().to_string();
+    for mode in MODES {
+        host("make");
+        let (result, all) = env.run(mode, &p, "python3", &["-c", &probe]);
+        let left = host("clean");
+        assert_eq!(
+            stdout_of(&result),
+            "not found\nqueue made\n",
+            "{mode:?}: {all}"
+        );
+        assert!(!all.contains("host-secret"), "{mode:?}: {all}");
+        assert_eq!(
+            left, "no queue\n",
+            "{mode:?}: the child's queue outlived it"
+        );
+    }
+}
+
 /// `ENXIO`: what opening `/dev/tty` without a controlling terminal fails with.
 fn libc_enxio() -> i32 {
     6

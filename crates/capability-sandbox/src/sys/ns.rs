@@ -51,6 +51,11 @@ impl Namespaces {
         // a read-only mount keeps a child from changing the mode, times or attributes of what
         // lies outside its write roots (docs/isolation-model.md, "Metadata").
         flags |= libc::CLONE_NEWNS;
+        // And an IPC namespace: System V shared memory, queues and semaphores, and POSIX
+        // message queues, are not files, so Landlock does not mediate them; in the host's
+        // namespace a child could attach to the host's segments and leave objects behind for
+        // the next child (docs/isolation-model.md, "IPC").
+        flags |= libc::CLONE_NEWIPC;
         if network {
             flags |= libc::CLONE_NEWNET;
         }
