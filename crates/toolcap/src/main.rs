@@ -255,6 +255,12 @@ fn main() -> ExitCode {
             signal = stop => Err(signal),
         }
     });
+    // The command is over, or its future is gone (a signal): its calls cancelled, their
+    // children killed, their scratch homes removed. What it handed to tasks of their own (an
+    // MCP session, an HTTP connection) goes with the runtime. A thread still blocked reading
+    // standard input (an MCP client on sockets that stopped reading but holds our input open,
+    // or a terminal) is not waited for: dropping the runtime would wait for it for ever.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     match outcome {
         Ok(Ok(code)) => code,
         Ok(Err(Usage(message))) => {
@@ -262,11 +268,6 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
         Err((name, number)) => {
-            // The command's future is gone: its calls cancelled, their children killed, their
-            // scratch homes removed. What it handed to tasks of their own (an MCP session, an
-            // HTTP connection) goes with the runtime; a thread blocked reading a terminal is
-            // not waited for.
-            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
             errln!("toolcap: stopped by {name}");
             ExitCode::from(128 + number)
         }

@@ -1031,6 +1031,15 @@ fn initialized(
     std::process::ChildStdin,
     std::io::Lines<BufReader<std::process::ChildStdout>>,
 ) {
+    let mut server = started(scratch, store, Stdio::piped(), Stdio::piped());
+    let stdin = server.0.stdin.take().unwrap();
+    let stdout = server.0.stdout.take().unwrap();
+    let (stdin, lines) = handshake(stdin, stdout, capabilities);
+    (server, stdin, lines)
+}
+
+/// `toolcap mcp serve` with `stdin` and `stdout` as its standard input and output.
+fn started(scratch: &Scratch, store: &str, stdin: Stdio, stdout: Stdio) -> Server {
     let child = Command::new(TOOLCAP)
         .args(["mcp", "serve", "--personality", &scratch.path("p.toml")])
         .args([
@@ -1040,14 +1049,21 @@ fn initialized(
             &scratch.path(store),
         ])
         .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+        .stdin(stdin)
+        .stdout(stdout)
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut server = Server(child);
-    let mut stdin = server.0.stdin.take().unwrap();
-    let mut lines = BufReader::new(server.0.stdout.take().unwrap()).lines();
+    Server(child)
+}
+
+/// The MCP handshake over `stdin` and `stdout` with `capabilities`; what is left of them.
+fn handshake<W: Write, R: std::io::Read>(
+    mut stdin: W,
+    stdout: R,
+    capabilities: Value,
+) -> (W, std::io::Lines<BufReader<R>>) {
+    let mut lines = BufReader::new(stdout).lines();
     writeln!(
         stdin,
         "{}",
@@ -1064,7 +1080,7 @@ fn initialized(
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
     )
     .unwrap();
-    (server, stdin, lines)
+    (stdin, lines)
 }
 
 // guarantee: G-MCP-04
@@ -1315,12 +1331,35 @@ fn sleeping(marker: &str) -> usize {
 /// A client that stops reading (its end of the server's stdout closed) while it still holds the
 /// server's stdin ends the session: the server exits instead of answering into a broken pipe
 /// for ever, and the call it was running is cancelled, its child killed (docs/mcp.md,
-/// "Cancellation and progress").
+/// "Cancellation and progress"). Over pipes, as most clients start a server, and over sockets,
+/// as some do: there the server's standard input is read by a thread that a read still blocks,
+/// and the server exited only once the client closed its input as well.
 #[test]
 fn a_client_that_stops_reading_ends_the_session() {
     let scratch = Scratch::new();
-    let marker = "31.4159";
-    let (mut server, mut stdin, lines) = initialized(&scratch, "gone.redb", json!({}));
+    let (server, stdin, lines) = initialized(&scratch, "gone.redb", json!({}));
+    stops_reading(server, stdin, lines, "31.4159");
+
+    let (client_in, server_in) = std::os::unix::net::UnixStream::pair().unwrap();
+    let (client_out, server_out) = std::os::unix::net::UnixStream::pair().unwrap();
+    let server = started(
+        &scratch,
+        "gone-sockets.redb",
+        Stdio::from(std::os::fd::OwnedFd::from(server_in)),
+        Stdio::from(std::os::fd::OwnedFd::from(server_out)),
+    );
+    let (stdin, lines) = handshake(client_in, client_out, json!({}));
+    stops_reading(server, stdin, lines, "27.1828");
+}
+
+/// Starts `sleep <marker>` through `run_command`, stops reading, asks for one more answer,
+/// and checks that the server exits and its child goes.
+fn stops_reading<W: Write, R: std::io::Read>(
+    mut server: Server,
+    mut stdin: W,
+    lines: std::io::Lines<BufReader<R>>,
+    marker: &str,
+) {
     writeln!(
         stdin,
         "{}",
@@ -1351,7 +1390,7 @@ fn a_client_that_stops_reading_ends_the_session() {
         }
         assert!(
             started.elapsed() < Duration::from_secs(15),
-            "the server still runs 15 s after its output was closed"
+            "the server still runs 15 s after its output was closed ({marker})"
         );
         std::thread::sleep(Duration::from_millis(50));
     };
