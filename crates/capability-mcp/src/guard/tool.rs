@@ -221,27 +221,12 @@ impl ArgumentCheck {
                 ));
             }
         }
+        let uri = text.contains("://");
         for (i, base) in self.bases.iter().enumerate() {
             let path = normalize_lexically(&base.join(text));
-            if text.contains("://") && path.starts_with(base) {
+            if uri && path.starts_with(base) {
                 continue;
             }
-            // Past the working directory, say where the reading came from: the server's
-            // command line, not the argument alone.
-            let from = if i == 0 {
-                String::new()
-            } else if base.starts_with(HOME_STAND_IN) {
-                // The placeholder of a home not made yet (explain).
-                ", read from the home `~` its command line names (a server may resolve \
-                 relative paths from it)"
-                    .to_owned()
-            } else {
-                format!(
-                    ", read from {}, a directory its command line names (a server may resolve \
-                     relative paths from it)",
-                    base.display()
-                )
-            };
             // As the argument gate takes an absolute path (docs/guard.md, "Argument checks"):
             // within the read or the write reach; which one the server will use, the kernel
             // holds it to.
@@ -250,6 +235,22 @@ impl ArgumentCheck {
                 .as_ref()
                 .is_some_and(|paths| paths.reaches(&path).is_ok());
             if !reached {
+                // Past the working directory, say where the reading came from: the server's
+                // command line, not the argument alone.
+                let from = if i == 0 {
+                    String::new()
+                } else if base.starts_with(HOME_STAND_IN) {
+                    // The placeholder of a home not made yet (explain).
+                    ", read from the home `~` its command line names (a server may resolve \
+                     relative paths from it)"
+                        .to_owned()
+                } else {
+                    format!(
+                        ", read from {}, a directory its command line names (a server may \
+                         resolve relative paths from it)",
+                        base.display()
+                    )
+                };
                 // The placeholder home (explain) is shown as the `~` it stands for.
                 let shown = match path.strip_prefix(HOME_STAND_IN) {
                     Ok(rest) => Path::new("~").join(rest),
