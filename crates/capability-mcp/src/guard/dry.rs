@@ -129,6 +129,11 @@ mod tests {
         .unwrap()
     }
 
+    /// A personality from TOML text.
+    fn personality(toml: &str) -> CompiledPolicy {
+        CompiledPolicy::load(toml, PolicyFormat::Toml, None).unwrap()
+    }
+
     #[test]
     fn names_map_to_servers_and_their_allow_lists() {
         let config = config();
@@ -146,12 +151,9 @@ mod tests {
     #[test]
     fn argument_checks_match_the_running_guard() {
         let config = config();
-        let policy = CompiledPolicy::load(
+        let policy = personality(
             "id = \"p\"\n[fs_reach]\nread = [\"/srv/ws\"]\n[safety.network]\nallow = [\"api.example.com\"]\n",
-            PolicyFormat::Toml,
-            None,
-        )
-        .unwrap();
+        );
         let wd = Path::new("/srv/ws");
         let check = |args: Value| config.check_arguments("mcp__files__read", &args, &policy, wd);
         assert!(check(json!({"path": "notes.md"})).is_ok());
@@ -190,12 +192,8 @@ mod tests {
              [servers.files.reach]\nread = [\"/srv/ws\"]\nwrite = [\"/srv/out\"]\n",
         )
         .unwrap();
-        let policy = CompiledPolicy::load(
-            "id = \"p\"\n[fs_reach]\nread = [\"/srv/ws\"]\nwrite = [\"/srv/out\"]\n",
-            PolicyFormat::Toml,
-            None,
-        )
-        .unwrap();
+        let policy =
+            personality("id = \"p\"\n[fs_reach]\nread = [\"/srv/ws\"]\nwrite = [\"/srv/out\"]\n");
         let check = |args: Value| {
             config.check_arguments("mcp__files__write", &args, &policy, Path::new("/srv"))
         };
@@ -216,12 +214,7 @@ mod tests {
     // guarantee: G-MCP-07
     #[test]
     fn a_relative_path_is_read_from_every_directory_the_server_may_resolve_it_from() {
-        let policy = CompiledPolicy::load(
-            "id = \"p\"\n[fs_reach]\nread = [\"/srv/ws\"]\n",
-            PolicyFormat::Toml,
-            None,
-        )
-        .unwrap();
+        let policy = personality("id = \"p\"\n[fs_reach]\nread = [\"/srv/ws\"]\n");
         let wd = Path::new("/srv/ws");
         let server = |args: &str| {
             GuardConfig::parse(&format!(
