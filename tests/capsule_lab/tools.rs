@@ -183,6 +183,17 @@ fn escape(args: &Value) -> Value {
             // SAFETY: shmget with a size of 0 and no flags only looks the key up.
             errno_of(libc::c_long::from(unsafe { libc::shmget(key, 0, 0) }))
         }
+        // A core dump of this process: possible while the hard core limit is above 0 (a crash
+        // would hand the image, secrets and all, to the host's crash handler). Only looked at.
+        "core_dump" => {
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: getrlimit fills the struct it is handed.
+            let r = unsafe { libc::getrlimit(libc::RLIMIT_CORE, &mut limit) };
+            json!({"escaped": r == 0 && limit.rlim_max > 0, "soft": limit.rlim_cur, "hard": limit.rlim_max})
+        }
         // issue 13, class 1: a pathname Unix socket outside every reach.
         "unix_socket" => outcome(std::os::unix::net::UnixStream::connect(hidden_path(args))),
         // issue 13, class 3: what root could do with its capabilities.

@@ -522,6 +522,37 @@ async fn a_worker_reaches_no_ipc_object_of_the_host() {
     lab.assert_alive().await;
 }
 
+// guarantee: G-KERN-13
+/// A worker cannot dump core: its hard core limit is 0, so a crash hands no image of its memory
+/// (the secrets its tools resolved among it) to the host's crash handler. The control, in
+/// process, has the test process's limit, which a crash there could use when it is above 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_cannot_dump_core() {
+    let lab = lab_default().await;
+    let args = json!({"attempt": "core_dump"});
+    let confined = lab.value("escape", args.clone()).await;
+    assert_eq!(confined["escaped"], false, "{confined}");
+    assert_eq!(
+        (&confined["soft"], &confined["hard"]),
+        (&json!(0), &json!(0)),
+        "{confined}"
+    );
+    let host = control(&lab, args).await;
+    // "Max core file size  <soft>  <hard>  bytes", the hard limit a number or "unlimited".
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+    let hard = limits
+        .lines()
+        .find_map(|l| l.strip_prefix("Max core file size"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or_else(|| panic!("no core limit in {limits}"));
+    assert_eq!(
+        host["escaped"],
+        hard != "0",
+        "the control has the test's limit {hard}: {host}"
+    );
+    lab.assert_alive().await;
+}
+
 // guarantee: G-CAP-01
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_planted_secret_in_the_hosts_environment_is_out_of_reach() {

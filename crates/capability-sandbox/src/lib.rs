@@ -21,7 +21,8 @@
 //! 3. every capability is dropped for good (securebits, bounding, ambient, effective, permitted,
 //!    inheritable);
 //! 4. the child dies with the thread that started it (`PR_SET_PDEATHSIG`);
-//! 5. resource limits: address space, CPU time, processes, file size, open files;
+//! 5. resource limits: address space, CPU time, processes, file size, open files, and no core
+//!    dump (a core limit of 0, soft and hard);
 //! 6. every inherited descriptor above stderr is marked close-on-exec;
 //! 7. Landlock: reads only beneath the tool's read and write roots, the system directories a
 //!    program needs to load (`/usr`, `/lib*`, `/bin`, `/sbin`) and the world-readable part of
@@ -126,7 +127,8 @@ pub const SYSTEM_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/urandom", 
 /// leaves the inherited limit. Each is "at most": a value above the hard limit already in force
 /// (`u64::MAX` for "no limit") keeps that one, since the child, its capabilities dropped, could
 /// not raise it; for root, whose processes are limited by the PID namespace's `pid_max`,
-/// `processes` above the kernel's 4 Mi is 4 Mi.
+/// `processes` above the kernel's 4 Mi is 4 Mi. The core-dump limit is not among them: it is
+/// always 0 (docs/isolation-model.md, "Core dumps").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ResourceLimits {
     /// `RLIMIT_AS`, in bytes.
@@ -476,8 +478,8 @@ impl PreparedSandbox {
     ///
     /// Restricts the calling process for the rest of its life: mount and IPC namespaces of its
     /// own, every mount read-only but its write roots' (a user namespace first, where the host
-    /// is not root), capabilities dropped, resource limits set, `no_new_privs`, Landlock
-    /// and seccomp installed.
+    /// is not root), capabilities dropped, resource limits set (a core limit of 0 among them),
+    /// `no_new_privs`, Landlock and seccomp installed.
     pub fn confine_current_process(self) -> Result<(), CapabilityError> {
         #[cfg(target_os = "linux")]
         {

@@ -1471,3 +1471,33 @@ fn a_child_reaches_no_ipc_object_of_the_host_and_leaves_none() {
 fn libc_enxio() -> i32 {
     6
 }
+
+// guarantee: G-KERN-13
+/// A child of `run_command` that crashes leaves no core dump, in both modes: it raises its soft
+/// core limit as far as the hard limit lets it, a grandchild touches 8 MiB and aborts in the
+/// scratch home, and the child lists what is there. Before, the limit was the host's
+/// (unlimited here) and a `core` of the grandchild's memory appeared; where `core_pattern` is a
+/// program, that image would go to the host's crash handler instead.
+#[test]
+fn a_crashing_child_leaves_no_core_dump() {
+    let env = Env::new("");
+    let script = "import os, resource, subprocess\n\
+         soft, hard = resource.getrlimit(resource.RLIMIT_CORE)\n\
+         try:\n\
+         \x20   resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))\n\
+         except (OSError, ValueError):\n\
+         \x20   pass\n\
+         home = os.environ['HOME']\n\
+         crash = 'import os\\nb = bytearray(8 << 20)\\nfor i in range(0, len(b), 4096): b[i] = 1\\nos.abort()'\n\
+         p = subprocess.run(['python3', '-c', crash], cwd=home)\n\
+         print(p.returncode, *resource.getrlimit(resource.RLIMIT_CORE), sorted(os.listdir(home)))\n";
+    let p = env.root.join("p.toml").display().to_string();
+    for mode in MODES {
+        let (result, all) = env.run(mode, &p, "python3", &["-c", script]);
+        assert_eq!(
+            stdout_of(&result).trim(),
+            "-6 0 0 []",
+            "{mode:?}: the grandchild aborts, the limit stays 0 and nothing is left: {all}"
+        );
+    }
+}

@@ -81,6 +81,10 @@ pub(crate) fn confine(
     set_limit(libc::RLIMIT_NPROC, limits.processes)?;
     set_limit(libc::RLIMIT_FSIZE, limits.file_size)?;
     set_limit(libc::RLIMIT_NOFILE, limits.open_files)?;
+    // No core dump, soft or hard: a crash would write the process's memory where it runs, or
+    // hand it to the host's crash handler outside the sandbox (docs/isolation-model.md, "Core
+    // dumps").
+    set_limit(libc::RLIMIT_CORE, Some(0))?;
     if let Descriptors::CloseOnExec = descriptors {
         // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets flags on descriptors.
         let marked = unsafe {
