@@ -157,7 +157,8 @@ impl Default for ResourceLimits {
 }
 
 impl ResourceLimits {
-    /// Limits that leave every inherited limit in place.
+    /// Limits that leave every inherited limit in place (the core-dump limit is 0 whatever
+    /// these say).
     pub fn inherited() -> Self {
         Self {
             address_space: None,
