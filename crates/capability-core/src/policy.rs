@@ -50,6 +50,17 @@ pub struct CompiledPolicy {
     constraints: Arc<BTreeMap<String, ToolConstraints>>,
 }
 
+/// A reach root that lifts part of the deny floor ([`CompiledPolicy::floor_lifts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FloorLift {
+    /// Where the policy lists the root (`fs_reach.read[1]`).
+    pub field: String,
+    /// The root, `~` expanded and `..` folded.
+    pub root: PathBuf,
+    /// The protected area it lifts (`/proc`, `~/.ssh` expanded, `/etc/sudoers*`).
+    pub area: PathBuf,
+}
+
 impl CompiledPolicy {
     /// Parses, checks and compiles a policy file's text. `home` expands `~` and places the
     /// home entries of the deny floor.
@@ -192,6 +203,33 @@ impl CompiledPolicy {
     /// The checked personality it was compiled from (before any narrowing).
     pub fn policy(&self) -> Option<&PersonalityPolicy> {
         self.source.as_deref()
+    }
+
+    /// Each reach root that lifts the deny floor, with where the file lists it and the area it
+    /// lifts, read roots first, in the file's order. A root written with `..` lifts the floor
+    /// as the place it folds to does (`/srv/x/../../proc` is `/proc`), so a reviewer is shown
+    /// the place, not the spelling (`toolcap validate`; docs/policy.md, "Deny rules").
+    pub fn floor_lifts(&self) -> Vec<FloorLift> {
+        let Some(source) = self.source.as_deref() else {
+            return Vec::new();
+        };
+        let listed = |field: &'static str, roots: &[PathBuf]| {
+            roots
+                .iter()
+                .enumerate()
+                .filter_map(|(i, root)| {
+                    let area = self.floor.area_of(root)?;
+                    Some(FloorLift {
+                        field: format!("{field}[{i}]"),
+                        root: root.clone(),
+                        area,
+                    })
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut lifts = listed("fs_reach.read", &source.fs_reach.read);
+        lifts.extend(listed("fs_reach.write", &source.fs_reach.write));
+        lifts
     }
 
     /// The places a confined child must not see whatever its grants say: the deny rules and
@@ -483,4 +521,40 @@ fn intersect_kinds(theirs: &[String], mine: &[String]) -> Vec<String> {
         }
     }
     kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floor_lifts_are_the_roots_inside_a_protected_area_wherever_they_are_spelled() {
+        let policy = test_policy(
+            r#"
+id = "lifts"
+[fs_reach]
+read = ["/", "/home/u", "/srv/x/../../proc/cpuinfo", "/etc/sudoers.d"]
+write = ["~/.ssh", "/srv/out"]
+"#,
+        );
+        let lifts: Vec<(String, PathBuf, PathBuf)> = policy
+            .floor_lifts()
+            .into_iter()
+            .map(|l| (l.field, l.root, l.area))
+            .collect();
+        let lift = |field: &str, root: &str, area: &str| {
+            (field.to_owned(), PathBuf::from(root), PathBuf::from(area))
+        };
+        // `/` and the home directory contain protected areas and lift none of them.
+        assert_eq!(
+            lifts,
+            [
+                lift("fs_reach.read[2]", "/proc/cpuinfo", "/proc"),
+                lift("fs_reach.read[3]", "/etc/sudoers.d", "/etc/sudoers*"),
+                lift("fs_reach.write[0]", "/home/u/.ssh", "/home/u/.ssh"),
+            ]
+        );
+        assert!(CompiledPolicy::none(None).floor_lifts().is_empty());
+        assert!(test_policy("id = \"plain\"").floor_lifts().is_empty());
+    }
 }

@@ -470,11 +470,17 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
                 outln!(
                     "ok: {checked} standard tool(s) in the toolset of {id}; every declaration is granted as declared"
                 )?;
-                Ok(ExitCode::SUCCESS)
             } else {
                 outln!("{} finding(s) for personality {id}", findings.len())?;
-                Ok(ExitCode::from(1))
             }
+            for note in host::floor_notes(&policy) {
+                outln!("{note}")?;
+            }
+            Ok(if findings.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         Command::Manifest {
             personality,

@@ -553,11 +553,17 @@ pub(crate) fn validate_guard(
                 None => String::new(),
             }
         )?;
-        Ok(ExitCode::SUCCESS)
     } else {
         outln!("{findings} finding(s) for personality {id}")?;
-        Ok(ExitCode::from(1))
     }
+    for note in host::floor_notes(policy) {
+        outln!("{note}")?;
+    }
+    Ok(if findings == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// Warns on stderr of the personality's tool names a typo away from one of `known`

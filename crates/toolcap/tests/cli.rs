@@ -580,6 +580,71 @@ fn validate_reports_findings() {
     );
 }
 
+// guarantee: G-POL-07
+/// A personality that lifts the deny floor says so when validated, whatever the spelling: a
+/// root written with `..` (`<work>/../../../proc`) lifts it for `/proc` as `/proc` itself does,
+/// and a reviewer reading the file could take it for a place beneath the workspace. The notes
+/// come after the summary and leave the exit code as the findings decide.
+#[test]
+fn validate_says_which_roots_lift_the_deny_floor() {
+    let env = Env::new();
+    let ups = env.root.components().count();
+    let proc = format!("{}{}proc", env.path("work"), "/..".repeat(ups) + "/");
+    std::fs::write(
+        env.root.join("lifts.toml"),
+        format!(
+            "id = \"lifts\"\ntoolset = [\"read_file\", \"write_file\"]\n[fs_reach]\n\
+             read = [\"{}\", \"{proc}\"]\nwrite = [\"{}\", \"~/.ssh/keys\"]\n",
+            env.path("work"),
+            env.path("work/out")
+        ),
+    )
+    .unwrap();
+    let out = env.toolcap(&["validate", "--personality", &env.path("lifts.toml")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(code(&out), 0, "{text}");
+    let ssh = env.root.join(".ssh");
+    assert_eq!(
+        text.lines().collect::<Vec<_>>(),
+        [
+            "ok: 2 standard tool(s) in the toolset of lifts; every declaration is granted as declared",
+            "note: fs_reach.read[1] is /proc, which lifts the deny floor for /proc",
+            &format!(
+                "note: fs_reach.write[1] is {}/keys, which lifts the deny floor for {}",
+                ssh.display(),
+                ssh.display()
+            ),
+        ],
+        "{text}"
+    );
+    // The same notes when a guard configuration is validated against it.
+    std::fs::write(
+        env.root.join("servers.toml"),
+        format!(
+            "[servers.files]\ncommand = \"/usr/bin/true\"\n[servers.files.reach]\nread = [\"{}\"]\n",
+            env.path("work")
+        ),
+    )
+    .unwrap();
+    let guarded = env.toolcap(&[
+        "validate",
+        "--personality",
+        &env.path("lifts.toml"),
+        "--guard-config",
+        &env.path("servers.toml"),
+    ]);
+    let guarded_text = String::from_utf8_lossy(&guarded.stdout);
+    assert_eq!(code(&guarded), 0, "{guarded_text}");
+    assert_eq!(
+        guarded_text.lines().skip(1).collect::<Vec<_>>(),
+        text.lines().skip(1).collect::<Vec<_>>(),
+        "{guarded_text}"
+    );
+    // A personality that lifts nothing has no note.
+    let plain = env.toolcap(&["validate", "--personality", &env.path("p.toml")]);
+    assert!(!String::from_utf8_lossy(&plain.stdout).contains("note:"));
+}
+
 #[test]
 fn the_example_personalities_validate() {
     let env = Env::new();

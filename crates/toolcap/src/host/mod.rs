@@ -633,6 +633,25 @@ pub(crate) fn load_guard_config(path: &Path) -> Result<capability_mcp::GuardConf
     })
 }
 
+/// What `toolcap validate` notes after its findings: each reach root that lifts the deny floor,
+/// at the place it folds to (`/srv/x/../../proc` is noted as `/proc`). Not a finding, since
+/// naming the place is how a personality lifts the floor, but what a reviewer must see
+/// (docs/review.md).
+pub(crate) fn floor_notes(policy: &CompiledPolicy) -> Vec<String> {
+    policy
+        .floor_lifts()
+        .iter()
+        .map(|lift| {
+            format!(
+                "note: {} is {}, which lifts the deny floor for {}",
+                lift.field,
+                lift.root.display(),
+                lift.area.display()
+            )
+        })
+        .collect()
+}
+
 /// The personality's toolset entries, `[constraints]` tables and `only_after` entries that name
 /// no tool of `known` but nearly one (at most two letters off): a typo that would leave the tool
 /// out of the toolset, its constraint unapplied, or it refused for ever, without a word. A name
