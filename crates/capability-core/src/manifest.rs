@@ -318,7 +318,8 @@ impl fmt::Display for Widening {
     }
 }
 
-/// Host patterns of `new` not covered by any of `old` (an unparsable pattern counts as new).
+/// Host patterns of `new` not covered by any of `old` (an unparsable pattern counts as new), as
+/// a reviewer is shown them: a pattern with letters outside ASCII followed by its ASCII form.
 pub(crate) fn uncovered_hosts(old: &[String], new: &[String]) -> Vec<String> {
     let old: Vec<Option<HostPattern>> = old.iter().map(|p| HostPattern::parse(p).ok()).collect();
     new.iter()
@@ -326,7 +327,7 @@ pub(crate) fn uncovered_hosts(old: &[String], new: &[String]) -> Vec<String> {
             Err(_) => true,
             Ok(n) => !old.iter().flatten().any(|o| n.is_covered_by(o)),
         })
-        .cloned()
+        .map(|n| crate::matching::host::shown_pattern(n))
         .collect()
 }
 

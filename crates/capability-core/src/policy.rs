@@ -232,6 +232,30 @@ impl CompiledPolicy {
         lifts
     }
 
+    /// Each host pattern of the personality written with letters outside ASCII, with where the
+    /// file lists it and the ASCII form it is matched as (`safety.network.allow[1]`,
+    /// `аpi.github.com`, `xn--pi-6kc.github.com`): allow, deny and escalation lists in that
+    /// order. A name in another script can look like a familiar one and be another host
+    /// (`toolcap validate`; docs/review.md).
+    pub fn international_hosts(&self) -> Vec<(String, String, String)> {
+        let Some(source) = self.source.as_deref() else {
+            return Vec::new();
+        };
+        [
+            ("safety.network.allow", &source.safety.network.allow),
+            ("safety.network.deny", &source.safety.network.deny),
+            ("escalate.hosts", &source.escalate.hosts),
+        ]
+        .into_iter()
+        .flat_map(|(field, patterns)| {
+            patterns.iter().enumerate().filter_map(move |(i, p)| {
+                let ascii = crate::matching::host::ascii_form(p)?;
+                Some((format!("{field}[{i}]"), p.clone(), ascii))
+            })
+        })
+        .collect()
+    }
+
     /// The places a confined child must not see whatever its grants say: the deny rules and
     /// the deny floor's areas this personality does not lift (docs/policy.md, "Deny rules").
     /// What the kernel layer hides in a child's mount namespace.

@@ -645,6 +645,60 @@ fn validate_says_which_roots_lift_the_deny_floor() {
     assert!(!String::from_utf8_lossy(&plain.stdout).contains("note:"));
 }
 
+// guarantee: G-POL-08
+/// A host written in another script that looks like a familiar one (`аpi.github.com`, its
+/// first letter Cyrillic) is a valid internationalized name, loaded as its ASCII form
+/// (`xn--pi-6kc.github.com`), a host its owner is not GitHub. A reviewer reading the name as
+/// written takes it for `api.github.com`: `toolcap diff` showed a declaration swapping one for
+/// the other as a widening to `аpi.github.com`, and `validate` said nothing of a personality
+/// allowing it. Both now show the ASCII form beside the name as written.
+#[test]
+fn a_host_in_another_script_is_shown_in_its_ascii_form() {
+    let env = Env::new();
+    let homograph = "\u{430}pi.github.com";
+    let guard = |name: &str, host: &str| {
+        std::fs::write(
+            env.root.join(name),
+            format!("[servers.files]\ncommand = \"/usr/bin/true\"\n[servers.files.reach]\nhosts = [\"{host}\"]\n"),
+        )
+        .unwrap();
+        let out = env.toolcap(&["manifest", "--guard-config", &env.path(name)]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let manifest = format!("{name}.json");
+        std::fs::write(env.root.join(&manifest), &out.stdout).unwrap();
+        env.path(&manifest)
+    };
+    let (before, after) = (
+        guard("g0.toml", "api.github.com"),
+        guard("g1.toml", homograph),
+    );
+    let diff = env.toolcap(&["diff", &before, &after]);
+    assert_eq!(code(&diff), 1, "{}", stderr(&diff));
+    assert_eq!(
+        String::from_utf8_lossy(&diff.stdout),
+        format!(
+            "network.widened: mcp__files__* (declaration): {homograph} (xn--pi-6kc.github.com)\n"
+        )
+    );
+    std::fs::write(
+        env.root.join("idn.toml"),
+        format!(
+            "id = \"idn\"\ntoolset = [\"fetch_url\"]\n[safety.network]\nallow = [\"api.github.com\", \"{homograph}\"]\ndeny = [\"M\u{fc}nchen.example\"]\n"
+        ),
+    )
+    .unwrap();
+    let out = env.toolcap(&["validate", "--personality", &env.path("idn.toml")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text.lines().skip(1).collect::<Vec<_>>(),
+        [
+            format!("note: safety.network.allow[1] is {homograph}, the internationalized name xn--pi-6kc.github.com"),
+            "note: safety.network.deny[0] is M\u{fc}nchen.example, the internationalized name xn--mnchen-3ya.example".to_owned(),
+        ],
+        "{text}"
+    );
+}
+
 #[test]
 fn the_example_personalities_validate() {
     let env = Env::new();

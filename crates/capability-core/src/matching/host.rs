@@ -299,6 +299,34 @@ fn split_port(text: &str) -> Result<(&str, Option<u16>), String> {
     }
 }
 
+/// The ASCII form of a host pattern written with letters outside ASCII (`аpi.github.com`,
+/// its first letter Cyrillic, is `xn--pi-6kc.github.com`), or `None` for a pattern already in
+/// ASCII or one that does not parse. A name in another script can look like a familiar one
+/// and be another host: review output shows this form beside the name as written
+/// (docs/review.md).
+///
+/// ```
+/// use capability_core::matching::host::ascii_form;
+/// assert_eq!(ascii_form("\u{430}pi.github.com").as_deref(), Some("xn--pi-6kc.github.com"));
+/// assert_eq!(ascii_form("*.M\u{fc}nchen.example:8443").as_deref(), Some("*.xn--mnchen-3ya.example:8443"));
+/// assert_eq!(ascii_form("api.github.com"), None);
+/// ```
+pub fn ascii_form(pattern: &str) -> Option<String> {
+    if pattern.is_ascii() {
+        return None;
+    }
+    HostPattern::parse(pattern).ok().map(|p| p.to_string())
+}
+
+/// A host pattern as review output shows it: as written, followed by its ASCII form when it
+/// has letters outside ASCII ([`ascii_form`]).
+pub(crate) fn shown_pattern(pattern: &str) -> String {
+    match ascii_form(pattern) {
+        Some(ascii) => format!("{pattern} ({ascii})"),
+        None => pattern.to_owned(),
+    }
+}
+
 impl fmt::Display for HostPattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let host = match &self.host {

@@ -634,22 +634,29 @@ pub(crate) fn load_guard_config(path: &Path) -> Result<capability_mcp::GuardConf
 }
 
 /// What `toolcap validate` notes after its findings: each reach root that lifts the deny floor,
-/// at the place it folds to (`/srv/x/../../proc` is noted as `/proc`). Not a finding, since
-/// naming the place is how a personality lifts the floor, but what a reviewer must see
-/// (docs/review.md).
+/// at the place it folds to (`/srv/x/../../proc` is noted as `/proc`), and each host pattern
+/// written with letters outside ASCII, with its ASCII form. Not findings (naming the place or
+/// the name is how a personality grants it), but what a reviewer must see (docs/review.md).
 pub(crate) fn floor_notes(policy: &CompiledPolicy) -> Vec<String> {
-    policy
-        .floor_lifts()
-        .iter()
-        .map(|lift| {
+    let lifts = policy.floor_lifts().into_iter().map(|lift| {
+        format!(
+            "note: {} is {}, which lifts the deny floor for {}",
+            lift.field,
+            lift.root.display(),
+            lift.area.display()
+        )
+    });
+    // A host written in another script can look like a familiar one and be another host.
+    let hosts = policy
+        .international_hosts()
+        .into_iter()
+        .map(|(field, written, ascii)| {
             format!(
-                "note: {} is {}, which lifts the deny floor for {}",
-                lift.field,
-                lift.root.display(),
-                lift.area.display()
+                "note: {field} is {}, the internationalized name {ascii}",
+                capability_core::shown(&written)
             )
-        })
-        .collect()
+        });
+    lifts.chain(hosts).collect()
 }
 
 /// The personality's toolset entries, `[constraints]` tables and `only_after` entries that name
