@@ -594,7 +594,7 @@ fn validate_says_which_roots_lift_the_deny_floor() {
         env.root.join("lifts.toml"),
         format!(
             "id = \"lifts\"\ntoolset = [\"read_file\", \"write_file\"]\n[fs_reach]\n\
-             read = [\"{}\", \"{proc}\"]\nwrite = [\"{}\", \"~/.ssh/keys\"]\n",
+             read = [\"{}\", \"{proc}\", \"/sys/\u{202e}fed\"]\nwrite = [\"{}\", \"~/.ssh/keys\"]\n",
             env.path("work"),
             env.path("work/out")
         ),
@@ -609,6 +609,8 @@ fn validate_says_which_roots_lift_the_deny_floor() {
         [
             "ok: 2 standard tool(s) in the toolset of lifts; every declaration is granted as declared",
             "note: fs_reach.read[1] is /proc, which lifts the deny floor for /proc",
+            // Escaped as every review line is: an override must not reverse the note.
+            "note: fs_reach.read[2] is /sys/\\u{202e}fed, which lifts the deny floor for /sys",
             &format!(
                 "note: fs_reach.write[1] is {}/keys, which lifts the deny floor for {}",
                 ssh.display(),

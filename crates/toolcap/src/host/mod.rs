@@ -638,12 +638,14 @@ pub(crate) fn load_guard_config(path: &Path) -> Result<capability_mcp::GuardConf
 /// written with letters outside ASCII, with its ASCII form. Not findings (naming the place or
 /// the name is how a personality grants it), but what a reviewer must see (docs/review.md).
 pub(crate) fn floor_notes(policy: &CompiledPolicy) -> Vec<String> {
+    // Paths and names as the personality spells them, escaped as every review line is: a
+    // control character or a bidirectional override must not disguise a note.
     let lifts = policy.floor_lifts().into_iter().map(|lift| {
         format!(
             "note: {} is {}, which lifts the deny floor for {}",
             lift.field,
-            lift.root.display(),
-            lift.area.display()
+            capability_core::shown(&lift.root.to_string_lossy()),
+            capability_core::shown(&lift.area.to_string_lossy())
         )
     });
     // A host written in another script can look like a familiar one and be another host.
