@@ -59,7 +59,7 @@ pub use crate::escalation::{
 pub use crate::filter::{ToolFilter, ToolFilterError};
 pub use crate::isolation::{IsolationKey, IsolationSelection, ToolIsolation};
 pub use crate::manifest::{Manifest, Widening, WideningCode, build_manifest, diff};
-pub use crate::policy::{CompiledPolicy, FloorLift};
+pub use crate::policy::{CompiledPolicy, FloorLift, InternationalHost};
 pub use crate::registry::{
     Admission, Admitted, DefaultToolRegistry, ExecutionContext, Invocation, RegistryConfig,
     RegistryError, ToolCall, ToolCallResult, apply_budget, panic_message,

@@ -61,6 +61,18 @@ pub struct FloorLift {
     pub area: PathBuf,
 }
 
+/// A host pattern of a personality written with letters outside ASCII
+/// ([`CompiledPolicy::international_hosts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InternationalHost {
+    /// Where the policy lists it (`safety.network.allow[1]`).
+    pub field: String,
+    /// The pattern as written (`аpi.github.com`).
+    pub written: String,
+    /// The ASCII form it is matched as (`xn--pi-6kc.github.com`).
+    pub ascii: String,
+}
+
 impl CompiledPolicy {
     /// Parses, checks and compiles a policy file's text. `home` expands `~` and places the
     /// home entries of the deny floor.
@@ -237,7 +249,7 @@ impl CompiledPolicy {
     /// `аpi.github.com`, `xn--pi-6kc.github.com`): allow, deny and escalation lists in that
     /// order. A name in another script can look like a familiar one and be another host
     /// (`toolcap validate`; docs/review.md).
-    pub fn international_hosts(&self) -> Vec<(String, String, String)> {
+    pub fn international_hosts(&self) -> Vec<InternationalHost> {
         let Some(source) = self.source.as_deref() else {
             return Vec::new();
         };
@@ -250,7 +262,11 @@ impl CompiledPolicy {
         .flat_map(|(field, patterns)| {
             patterns.iter().enumerate().filter_map(move |(i, p)| {
                 let ascii = crate::matching::host::ascii_form(p)?;
-                Some((format!("{field}[{i}]"), p.clone(), ascii))
+                Some(InternationalHost {
+                    field: format!("{field}[{i}]"),
+                    written: p.clone(),
+                    ascii,
+                })
             })
         })
         .collect()
@@ -579,6 +595,33 @@ write = ["~/.ssh", "/srv/out"]
             ]
         );
         assert!(CompiledPolicy::none(None).floor_lifts().is_empty());
+        assert!(policy.international_hosts().is_empty());
         assert!(test_policy("id = \"plain\"").floor_lifts().is_empty());
+    }
+
+    #[test]
+    fn international_hosts_are_the_patterns_outside_ascii_with_their_ascii_form() {
+        let policy = test_policy(
+            "id = \"idn\"\n[safety.network]\nallow = [\"api.github.com\", \"\u{430}pi.github.com\"]\n\
+             [escalate]\nhosts = [\"*.b\u{fc}cher.example:8443\"]\n",
+        );
+        let hosts: Vec<(String, String)> = policy
+            .international_hosts()
+            .into_iter()
+            .map(|h| (h.field, h.ascii))
+            .collect();
+        assert_eq!(
+            hosts,
+            [
+                (
+                    "safety.network.allow[1]".to_owned(),
+                    "xn--pi-6kc.github.com".to_owned()
+                ),
+                (
+                    "escalate.hosts[0]".to_owned(),
+                    "*.xn--bcher-kva.example:8443".to_owned()
+                ),
+            ]
+        );
     }
 }

@@ -649,15 +649,14 @@ pub(crate) fn floor_notes(policy: &CompiledPolicy) -> Vec<String> {
         )
     });
     // A host written in another script can look like a familiar one and be another host.
-    let hosts = policy
-        .international_hosts()
-        .into_iter()
-        .map(|(field, written, ascii)| {
-            format!(
-                "note: {field} is {}, the internationalized name {ascii}",
-                capability_core::shown(&written)
-            )
-        });
+    let hosts = policy.international_hosts().into_iter().map(|host| {
+        format!(
+            "note: {} is {}, the internationalized name {}",
+            host.field,
+            capability_core::shown(&host.written),
+            host.ascii
+        )
+    });
     lifts.chain(hosts).collect()
 }
 
