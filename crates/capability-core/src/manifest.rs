@@ -45,6 +45,22 @@ pub struct ToolEntry {
     /// What it gets under the manifest's personality (absent without one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effective: Option<Effective>,
+    /// For a guarded MCP server (`mcp__<server>__*`), the code it runs: read and executed
+    /// outside the personality's reach, so a review must see it (absent for other tools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerCode>,
+}
+
+/// What a guarded MCP server runs as its own code (docs/guard.md, "Review").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerCode {
+    /// The program started.
+    pub command: PathBuf,
+    /// The places it reads and executes as its code (an interpreter's libraries, its
+    /// package), whatever the personality's reach says.
+    #[serde(default)]
+    pub runtime: Vec<PathBuf>,
 }
 
 /// The intersection of a declaration with a personality, as data.
@@ -121,6 +137,7 @@ where
             ToolEntry {
                 declaration: caps.clone(),
                 effective,
+                server: None,
             },
         );
     }
@@ -201,6 +218,17 @@ impl Manifest {
         Ok(m)
     }
 
+    /// This manifest with `code` recorded for the guarded server `tool` (a tool it does not
+    /// list is left alone), its SHA-256 computed again.
+    #[must_use]
+    pub fn with_server(mut self, tool: &str, code: ServerCode) -> Self {
+        if let Some(entry) = self.tools.get_mut(tool) {
+            entry.server = Some(code);
+            self.sha256 = digest(&self.format, &self.personality, &self.toolset, &self.tools);
+        }
+        self
+    }
+
     /// Pretty JSON with a trailing newline: the committed form.
     pub fn to_pretty_json(&self) -> String {
         let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
@@ -261,6 +289,12 @@ pub enum WideningCode {
     /// A constraint dropped or relaxed.
     #[serde(rename = "constraints.loosened")]
     Constraints,
+    /// A guarded server's `runtime` covers places it did not.
+    #[serde(rename = "runtime.widened")]
+    Runtime,
+    /// A guarded server runs another program.
+    #[serde(rename = "command.changed")]
+    Command,
 }
 
 impl WideningCode {
@@ -281,6 +315,8 @@ impl WideningCode {
             WideningCode::Environment => "env.widened",
             WideningCode::Sandbox => "sandbox.off",
             WideningCode::Constraints => "constraints.loosened",
+            WideningCode::Runtime => "runtime.widened",
+            WideningCode::Command => "command.changed",
         }
     }
 }
@@ -339,9 +375,20 @@ fn uncovered_kinds(old: &[String], new: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// Paths of `new` not beneath any of `old`, as shown in a widening.
 pub(crate) fn uncovered_paths(old: &[PathBuf], new: &[PathBuf]) -> Vec<String> {
+    // A path with `..` is not beneath the place it starts with (`/srv/data/../../etc` is
+    // `/etc` to the kernel), and a relative one is beneath nothing: each counts as new, as an
+    // unparsable host pattern does. Registration refuses both; a manifest made by hand can
+    // hold them.
+    let plain = |p: &PathBuf| {
+        p.is_absolute()
+            && !p
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+    };
     new.iter()
-        .filter(|n| !old.iter().any(|o| is_within(n, o)))
+        .filter(|n| !plain(n) || !old.iter().any(|o| is_within(n, o)))
         .map(|p| p.display().to_string())
         .collect()
 }
@@ -421,6 +468,27 @@ pub fn diff(old: &Manifest, new: &Manifest) -> Vec<Widening> {
             );
             continue;
         };
+        match (&before.server, &entry.server) {
+            (None, Some(n)) if !n.runtime.is_empty() => {
+                let all: Vec<String> = n.runtime.iter().map(|p| p.display().to_string()).collect();
+                push(WideningCode::Runtime, name, "server", all.join(", "));
+            }
+            (Some(o), Some(n)) => {
+                let added = uncovered_paths(&o.runtime, &n.runtime);
+                if !added.is_empty() {
+                    push(WideningCode::Runtime, name, "server", added.join(", "));
+                }
+                if o.command != n.command {
+                    push(
+                        WideningCode::Command,
+                        name,
+                        "server",
+                        format!("{} -> {}", o.command.display(), n.command.display()),
+                    );
+                }
+            }
+            _ => {}
+        }
         let (o, n) = (&before.declaration, &entry.declaration);
         match (&o.network, &n.network) {
             (None, Some(_)) => push(

@@ -91,6 +91,18 @@ fn coverage_rules_table() {
             r#"{"fs_reach":{"write":["/tmp/x"]}}"#,
             &["fs.write.widened"],
         ),
+        // A path with `..` is not beneath the place it starts with: `/srv/data/../../etc` is
+        // `/etc` to the kernel, and a manifest made by hand can hold one.
+        (
+            r#"{"fs_reach":{"read":["/srv/data"]}}"#,
+            r#"{"fs_reach":{"read":["/srv/data/../../etc"]}}"#,
+            &["fs.read.widened"],
+        ),
+        (
+            r#"{"fs_reach":{"write":["/srv/data"]}}"#,
+            r#"{"fs_reach":{"write":["/srv/data/x/.."]}}"#,
+            &["fs.write.widened"],
+        ),
         // network: coverage, not strings.
         (
             r#"{"network":{"allowedHosts":["*.github.com"]}}"#,

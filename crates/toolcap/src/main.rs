@@ -487,18 +487,32 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
             guard_config,
         } => {
             let policy = personality.as_deref().map(host::load_policy).transpose()?;
-            let declarations: Vec<(String, capability_types::ToolCapabilities)> = match guard_config
-            {
-                Some(path) => host::load_guard_config(&path)?.declarations(),
+            let guard = guard_config
+                .as_deref()
+                .map(host::load_guard_config)
+                .transpose()?;
+            let declarations: Vec<(String, capability_types::ToolCapabilities)> = match &guard {
+                Some(config) => config.declarations(),
                 None => standard_tools()
                     .iter()
                     .map(|t| (t.name().to_owned(), t.capabilities()))
                     .collect(),
             };
-            let manifest = build_manifest(
+            let mut manifest = build_manifest(
                 declarations.iter().map(|(n, c)| (n.as_str(), c)),
                 policy.as_ref(),
             );
+            // A guarded server's own code is read and executed outside the personality's
+            // reach: the manifest records it for review (docs/guard.md, "Review").
+            for (name, server) in guard.iter().flat_map(|c| &c.servers) {
+                manifest = manifest.with_server(
+                    &capability_mcp::GuardConfig::manifest_name(name),
+                    capability_core::manifest::ServerCode {
+                        command: server.command.clone(),
+                        runtime: server.runtime.clone(),
+                    },
+                );
+            }
             {
                 use std::io::Write as _;
                 let mut out = std::io::stdout().lock();

@@ -701,6 +701,98 @@ fn a_host_in_another_script_is_shown_in_its_ascii_form() {
     );
 }
 
+// guarantee: G-POL-09
+/// A guarded server reads and executes its `runtime` paths and its `command` outside the
+/// personality's reach, so they are part of what a review of a guard configuration must see.
+/// `toolcap manifest` left them out, and `toolcap diff` said "no widenings" when `runtime`
+/// went from the server's package to `/` (the whole file system but the deny floor, readable by
+/// the server) or `command` to another program. And a path with `..` in a guard configuration
+/// was taken, then read as beneath the place it starts with: it is refused when the
+/// configuration loads, naming the field, as a relative path is.
+#[test]
+fn a_guard_configurations_code_paths_are_reviewed_and_spelled_plainly() {
+    let env = Env::new();
+    let config = |name: &str, command: &str, runtime: &str| {
+        std::fs::write(
+            env.root.join(name),
+            format!(
+                "[servers.files]\ncommand = \"{command}\"\nruntime = [{runtime}]\n\
+                 [servers.files.reach]\nread = [\"{}\"]\n",
+                env.path("work")
+            ),
+        )
+        .unwrap();
+        env.path(name)
+    };
+    let manifest = |config: &str| {
+        let out = env.toolcap(&["manifest", "--guard-config", config]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let path = format!("{config}.json");
+        std::fs::write(&path, &out.stdout).unwrap();
+        (path, String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (narrow, text) = manifest(&config("narrow.toml", "/usr/bin/node", "\"/opt/mcp\""));
+    let listed: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        listed["tools"]["mcp__files__*"]["server"],
+        serde_json::json!({"command": "/usr/bin/node", "runtime": ["/opt/mcp"]}),
+        "{text}"
+    );
+    let (inside, _) = manifest(&config("inside.toml", "/usr/bin/node", "\"/opt/mcp/lib\""));
+    let (wide, _) = manifest(&config("wide.toml", "/usr/bin/node", "\"/opt/mcp\", \"/\""));
+    let (other, _) = manifest(&config("other.toml", "/usr/bin/python3", "\"/opt/mcp\""));
+    let diff = |old: &str, new: &str| {
+        let out = env.toolcap(&["diff", old, new]);
+        (
+            code(&out),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    assert_eq!(diff(&narrow, &inside), (0, "no widenings\n".to_owned()));
+    assert_eq!(
+        diff(&narrow, &wide),
+        (1, "runtime.widened: mcp__files__* (server): /\n".to_owned())
+    );
+    assert_eq!(
+        diff(&narrow, &other),
+        (
+            1,
+            "command.changed: mcp__files__* (server): /usr/bin/node -> /usr/bin/python3\n"
+                .to_owned()
+        )
+    );
+    // `..` anywhere in the configuration's paths is refused, naming the field.
+    for (name, command, runtime, field) in [
+        ("up1.toml", "/usr/bin/node", "\"/opt/mcp/../..\"", "runtime"),
+        ("up2.toml", "/opt/mcp/../bin/node", "", "command"),
+    ] {
+        let out = env.toolcap(&[
+            "manifest",
+            "--guard-config",
+            &config(name, command, runtime),
+        ]);
+        assert_eq!(code(&out), 2, "{name}");
+        assert!(
+            stderr(&out).contains(&format!("servers.files.{field}"))
+                && stderr(&out).contains("'..'"),
+            "{name}: {}",
+            stderr(&out)
+        );
+    }
+    std::fs::write(
+        env.root.join("up3.toml"),
+        "[servers.files]\ncommand = \"/usr/bin/node\"\n[servers.files.reach]\nwrite = [\"/srv/data/../../etc\"]\n",
+    )
+    .unwrap();
+    let out = env.toolcap(&["manifest", "--guard-config", &env.path("up3.toml")]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("servers.files.reach.write"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn the_example_personalities_validate() {
     let env = Env::new();

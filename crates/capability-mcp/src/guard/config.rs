@@ -211,8 +211,8 @@ impl std::fmt::Display for GuardConfigError {
 impl std::error::Error for GuardConfigError {}
 
 impl GuardConfig {
-    /// Parses and checks a configuration (TOML). Unknown fields, relative paths, bad names and
-    /// empty server lists are errors.
+    /// Parses and checks a configuration (TOML). Unknown fields, relative paths, paths with a
+    /// `..` component, bad names and empty server lists are errors.
     ///
     /// # Errors
     ///
@@ -244,13 +244,24 @@ impl ServerConfig {
             return bad("a server name is 1 to 32 of a-z, 0-9 and '-'".to_owned());
         }
         let absolute = |field: &str, path: &Path| {
-            if path.is_absolute() && path.to_str().is_some_and(|p| !p.contains('\0')) {
-                Ok(())
-            } else {
+            if !path.is_absolute() || path.to_str().is_none_or(|p| p.contains('\0')) {
                 Err(GuardConfigError(format!(
                     "servers.{name}.{field}: {} is not an absolute UTF-8 path",
                     path.display()
                 )))
+            } else if path
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+            {
+                // `/opt/mcp/../..` is `/` to the kernel, and reads as a place beneath
+                // `/opt/mcp` to a reviewer: what the configuration grants must be what it
+                // says (docs/guard.md, "Configuration").
+                Err(GuardConfigError(format!(
+                    "servers.{name}.{field}: {} has a '..' component; write the path it means",
+                    path.display()
+                )))
+            } else {
+                Ok(())
             }
         };
         absolute("command", &self.command)?;

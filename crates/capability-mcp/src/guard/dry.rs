@@ -40,12 +40,18 @@ impl Tool for StandIn {
 }
 
 impl GuardConfig {
+    /// The name a server's entry has in a manifest: `mcp__<server>__*`, standing for all its
+    /// tools.
+    pub fn manifest_name(server: &str) -> String {
+        format!("mcp__{server}__*")
+    }
+
     /// Each server's declaration, as the manifest shows it: `mcp__<server>__*` (every tool of a
     /// server declares what the server may reach).
     pub fn declarations(&self) -> Vec<(String, ToolCapabilities)> {
         self.servers
             .iter()
-            .map(|(name, server)| (format!("mcp__{name}__*"), declaration(server)))
+            .map(|(name, server)| (Self::manifest_name(name), declaration(server)))
             .collect()
     }
 
