@@ -45,22 +45,30 @@ pub struct ToolEntry {
     /// What it gets under the manifest's personality (absent without one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effective: Option<Effective>,
-    /// For a guarded MCP server (`mcp__<server>__*`), the code it runs: read and executed
-    /// outside the personality's reach, so a review must see it (absent for other tools).
+    /// For a guarded MCP server (`mcp__<server>__*`), what its configuration says beyond its
+    /// reach that a review must see (absent for other tools).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server: Option<ServerCode>,
+    pub server: Option<GuardedServer>,
 }
 
-/// What a guarded MCP server runs as its own code (docs/guard.md, "Review").
+/// What a guard configuration says of one server beyond its reach (docs/guard.md, "Review"):
+/// the code it runs, read and executed outside the personality's reach, and the restrictions
+/// the guard adds to its calls.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ServerCode {
+pub struct GuardedServer {
     /// The program started.
     pub command: PathBuf,
     /// The places it reads and executes as its code (an interpreter's libraries, its
     /// package), whatever the personality's reach says.
     #[serde(default)]
     pub runtime: Vec<PathBuf>,
+    /// Only these of the server's tools are offered; absent: every tool it lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// Argument names the guard checks as paths besides its defaults.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub path_arguments: Vec<String>,
 }
 
 /// The intersection of a declaration with a personality, as data.
@@ -218,12 +226,12 @@ impl Manifest {
         Ok(m)
     }
 
-    /// This manifest with `code` recorded for the guarded server `tool` (a tool it does not
+    /// This manifest with `server` recorded for the guarded server `tool` (a tool it does not
     /// list is left alone), its SHA-256 computed again.
     #[must_use]
-    pub fn with_server(mut self, tool: &str, code: ServerCode) -> Self {
+    pub fn with_server(mut self, tool: &str, server: GuardedServer) -> Self {
         if let Some(entry) = self.tools.get_mut(tool) {
-            entry.server = Some(code);
+            entry.server = Some(server);
             self.sha256 = digest(&self.format, &self.personality, &self.toolset, &self.tools);
         }
         self
@@ -295,6 +303,9 @@ pub enum WideningCode {
     /// A guarded server runs another program.
     #[serde(rename = "command.changed")]
     Command,
+    /// A guarded server offers tools its allow list left out.
+    #[serde(rename = "tools.widened")]
+    ServerTools,
 }
 
 impl WideningCode {
@@ -317,6 +328,7 @@ impl WideningCode {
             WideningCode::Constraints => "constraints.loosened",
             WideningCode::Runtime => "runtime.widened",
             WideningCode::Command => "command.changed",
+            WideningCode::ServerTools => "tools.widened",
         }
     }
 }
@@ -352,6 +364,66 @@ impl fmt::Display for Widening {
             )
         }
     }
+}
+
+/// How a guarded server's `new` configuration widens `old` (absent: a manifest made before
+/// servers were recorded, which has nothing to compare but the runtime), as (code, detail).
+fn server_widenings(
+    old: Option<&GuardedServer>,
+    new: &GuardedServer,
+) -> Vec<(WideningCode, String)> {
+    let mut out = Vec::new();
+    let Some(old) = old else {
+        if !new.runtime.is_empty() {
+            let all: Vec<String> = new
+                .runtime
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            out.push((WideningCode::Runtime, all.join(", ")));
+        }
+        return out;
+    };
+    let added = uncovered_paths(&old.runtime, &new.runtime);
+    if !added.is_empty() {
+        out.push((WideningCode::Runtime, added.join(", ")));
+    }
+    if old.command != new.command {
+        out.push((
+            WideningCode::Command,
+            format!("{} -> {}", old.command.display(), new.command.display()),
+        ));
+    }
+    match (&old.tools, &new.tools) {
+        (Some(o), None) => out.push((
+            WideningCode::ServerTools,
+            format!("every tool the server lists (only {} before)", o.join(", ")),
+        )),
+        (Some(o), Some(n)) => {
+            let added: Vec<&str> = n
+                .iter()
+                .filter(|t| !o.contains(t))
+                .map(String::as_str)
+                .collect();
+            if !added.is_empty() {
+                out.push((WideningCode::ServerTools, added.join(", ")));
+            }
+        }
+        (None, _) => {}
+    }
+    let unchecked: Vec<&str> = old
+        .path_arguments
+        .iter()
+        .filter(|a| !new.path_arguments.contains(a))
+        .map(String::as_str)
+        .collect();
+    if !unchecked.is_empty() {
+        out.push((
+            WideningCode::Restriction,
+            format!("path_arguments no longer: {}", unchecked.join(", ")),
+        ));
+    }
+    out
 }
 
 /// Host patterns of `new` not covered by any of `old` (an unparsable pattern counts as new), as
@@ -468,26 +540,10 @@ pub fn diff(old: &Manifest, new: &Manifest) -> Vec<Widening> {
             );
             continue;
         };
-        match (&before.server, &entry.server) {
-            (None, Some(n)) if !n.runtime.is_empty() => {
-                let all: Vec<String> = n.runtime.iter().map(|p| p.display().to_string()).collect();
-                push(WideningCode::Runtime, name, "server", all.join(", "));
+        if let Some(n) = &entry.server {
+            for (code, detail) in server_widenings(before.server.as_ref(), n) {
+                push(code, name, "server", detail);
             }
-            (Some(o), Some(n)) => {
-                let added = uncovered_paths(&o.runtime, &n.runtime);
-                if !added.is_empty() {
-                    push(WideningCode::Runtime, name, "server", added.join(", "));
-                }
-                if o.command != n.command {
-                    push(
-                        WideningCode::Command,
-                        name,
-                        "server",
-                        format!("{} -> {}", o.command.display(), n.command.display()),
-                    );
-                }
-            }
-            _ => {}
         }
         let (o, n) = (&before.declaration, &entry.declaration);
         match (&o.network, &n.network) {

@@ -503,13 +503,16 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
                 policy.as_ref(),
             );
             // A guarded server's own code is read and executed outside the personality's
-            // reach: the manifest records it for review (docs/guard.md, "Review").
+            // reach, and its allow list and path arguments restrict its calls: the manifest
+            // records them for review (docs/guard.md, "Review").
             for (name, server) in guard.iter().flat_map(|c| &c.servers) {
                 manifest = manifest.with_server(
                     &capability_mcp::GuardConfig::manifest_name(name),
-                    capability_core::manifest::ServerCode {
+                    capability_core::manifest::GuardedServer {
                         command: server.command.clone(),
                         runtime: server.runtime.clone(),
+                        tools: server.tools.clone(),
+                        path_arguments: server.path_arguments.clone(),
                     },
                 );
             }

@@ -712,11 +712,11 @@ fn a_host_in_another_script_is_shown_in_its_ascii_form() {
 #[test]
 fn a_guard_configurations_code_paths_are_reviewed_and_spelled_plainly() {
     let env = Env::new();
-    let config = |name: &str, command: &str, runtime: &str| {
+    let config_with = |name: &str, command: &str, runtime: &str, extra: &str| {
         std::fs::write(
             env.root.join(name),
             format!(
-                "[servers.files]\ncommand = \"{command}\"\nruntime = [{runtime}]\n\
+                "[servers.files]\ncommand = \"{command}\"\nruntime = [{runtime}]\n{extra}\
                  [servers.files.reach]\nread = [\"{}\"]\n",
                 env.path("work")
             ),
@@ -724,6 +724,7 @@ fn a_guard_configurations_code_paths_are_reviewed_and_spelled_plainly() {
         .unwrap();
         env.path(name)
     };
+    let config = |name: &str, command: &str, runtime: &str| config_with(name, command, runtime, "");
     let manifest = |config: &str| {
         let out = env.toolcap(&["manifest", "--guard-config", config]);
         assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -738,6 +739,27 @@ fn a_guard_configurations_code_paths_are_reviewed_and_spelled_plainly() {
         serde_json::json!({"command": "/usr/bin/node", "runtime": ["/opt/mcp"]}),
         "{text}"
     );
+    // The server's allow list of tools and the argument names the guard checks as paths are
+    // restrictions: dropping them offers more tools, or checks fewer arguments.
+    let (listing, text) = manifest(&config_with(
+        "listing.toml",
+        "/usr/bin/node",
+        "\"/opt/mcp\"",
+        "tools = [\"read\"]\npath_arguments = [\"target\", \"into\"]\n",
+    ));
+    let listed: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        listed["tools"]["mcp__files__*"]["server"],
+        serde_json::json!({"command": "/usr/bin/node", "runtime": ["/opt/mcp"],
+            "tools": ["read"], "path_arguments": ["target", "into"]}),
+        "{text}"
+    );
+    let (more, _) = manifest(&config_with(
+        "more.toml",
+        "/usr/bin/node",
+        "\"/opt/mcp\"",
+        "tools = [\"read\", \"write\"]\npath_arguments = [\"into\"]\n",
+    ));
     let (inside, _) = manifest(&config("inside.toml", "/usr/bin/node", "\"/opt/mcp/lib\""));
     let (wide, _) = manifest(&config("wide.toml", "/usr/bin/node", "\"/opt/mcp\", \"/\""));
     let (other, _) = manifest(&config("other.toml", "/usr/bin/python3", "\"/opt/mcp\""));
@@ -749,6 +771,25 @@ fn a_guard_configurations_code_paths_are_reviewed_and_spelled_plainly() {
         )
     };
     assert_eq!(diff(&narrow, &inside), (0, "no widenings\n".to_owned()));
+    assert_eq!(diff(&narrow, &listing), (0, "no widenings\n".to_owned()));
+    assert_eq!(
+        diff(&listing, &more),
+        (
+            1,
+            "tools.widened: mcp__files__* (server): write\n\
+             restriction.removed: mcp__files__* (server): path_arguments no longer: target\n"
+                .to_owned()
+        )
+    );
+    assert_eq!(
+        diff(&listing, &narrow),
+        (
+            1,
+            "tools.widened: mcp__files__* (server): every tool the server lists (only read before)\n\
+             restriction.removed: mcp__files__* (server): path_arguments no longer: target, into\n"
+                .to_owned()
+        )
+    );
     assert_eq!(
         diff(&narrow, &wide),
         (1, "runtime.widened: mcp__files__* (server): /\n".to_owned())
