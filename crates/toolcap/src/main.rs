@@ -15,6 +15,7 @@ mod filter;
 mod host;
 mod mcp;
 mod ordered;
+mod review;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -457,7 +458,7 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
                 .iter()
                 .map(ToString::to_string)
                 .collect();
-            findings.extend(host::misspelt_tools(&policy, &STANDARD_TOOLS));
+            findings.extend(review::misspelt_tools(&policy, &STANDARD_TOOLS));
             let id = policy.id().unwrap_or("?");
             for finding in &findings {
                 outln!("{finding}")?;
@@ -473,7 +474,7 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
             } else {
                 outln!("{} finding(s) for personality {id}", findings.len())?;
             }
-            for note in host::floor_notes(&policy) {
+            for note in review::notes(&policy) {
                 outln!("{note}")?;
             }
             Ok(if findings.is_empty() {

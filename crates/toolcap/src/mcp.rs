@@ -556,7 +556,7 @@ pub(crate) fn validate_guard(
     } else {
         outln!("{findings} finding(s) for personality {id}")?;
     }
-    for note in host::floor_notes(policy) {
+    for note in crate::review::notes(policy) {
         outln!("{note}")?;
     }
     Ok(if findings == 0 {
@@ -567,9 +567,9 @@ pub(crate) fn validate_guard(
 }
 
 /// Warns on stderr of the personality's tool names a typo away from one of `known`
-/// ([`host::misspelt_tools`]).
+/// ([`crate::review::misspelt_tools`]).
 fn warn_of_misspelt_tools(policy: &CompiledPolicy, known: &[&str]) {
-    for warning in host::misspelt_tools(policy, known) {
+    for warning in crate::review::misspelt_tools(policy, known) {
         errln!("toolcap: warning: {warning}");
     }
 }

@@ -1,0 +1,97 @@
+//! What the command line tells a reviewer beyond a check's findings: a tool name a typo away
+//! from a known one, a reach root that lifts the deny floor, a host written in another script
+//! (docs/review.md). Pure functions of a compiled policy; nothing here touches the host.
+
+use capability_core::CompiledPolicy;
+
+/// What `toolcap validate` notes after its findings: each reach root that lifts the deny floor,
+/// at the place it folds to (`/srv/x/../../proc` is noted as `/proc`), and each host pattern
+/// written with letters outside ASCII, with its ASCII form. Not findings (naming the place or
+/// the name is how a personality grants it), but what a reviewer must see (docs/review.md).
+pub(crate) fn notes(policy: &CompiledPolicy) -> Vec<String> {
+    // Paths and names as the personality spells them, escaped as every review line is: a
+    // control character or a bidirectional override must not disguise a note.
+    let lifts = policy.floor_lifts().into_iter().map(|lift| {
+        format!(
+            "note: {} is {}, which lifts the deny floor for {}",
+            lift.field,
+            capability_core::shown(&lift.root.to_string_lossy()),
+            capability_core::shown(&lift.area.to_string_lossy())
+        )
+    });
+    // A host written in another script can look like a familiar one and be another host.
+    let hosts = policy.international_hosts().into_iter().map(|host| {
+        format!(
+            "note: {} is {}, the internationalized name {}",
+            host.field,
+            capability_core::shown(&host.written),
+            host.ascii
+        )
+    });
+    lifts.chain(hosts).collect()
+}
+
+/// The personality's toolset entries, `[constraints]` tables and `only_after` entries that name
+/// no tool of `known` but nearly one (at most two letters off): a typo that would leave the tool
+/// out of the toolset, its constraint unapplied, or it refused for ever, without a word. A name
+/// far from every known tool may be a tool of another registry (an `mcp__` name is far from
+/// every standard tool), and a pattern (`mcp__github__*`) names no one tool: neither is
+/// reported.
+pub(crate) fn misspelt_tools(policy: &CompiledPolicy, known: &[&str]) -> Vec<String> {
+    let near = |name: &str| {
+        if known.contains(&name) || name.ends_with('*') || name.chars().count() < 4 {
+            return None;
+        }
+        known
+            .iter()
+            .map(|k| (edit_distance(name, k), *k))
+            .filter(|(d, _)| *d <= 2)
+            .min()
+            .map(|(_, k)| k)
+    };
+    let toolset = policy.toolset().unwrap_or_default().iter().map(|name| {
+        let shown = capability_core::shown(name);
+        (name.as_str(), format!("toolset entry {shown}"))
+    });
+    let constraints = policy.constrained_tools().map(|name| {
+        let shown = capability_core::shown(name);
+        (name, format!("[constraints.{shown}]"))
+    });
+    // A tool that must run first, misspelt, can never have run: the constrained tool is refused
+    // every time (closed, but not what was meant).
+    let only_after = policy.constrained_tools().flat_map(|tool| {
+        let after = policy.constraints(tool).map(|c| c.only_after.as_slice());
+        after.unwrap_or_default().iter().map(move |name| {
+            let (tool, shown) = (capability_core::shown(tool), capability_core::shown(name));
+            (
+                name.as_str(),
+                format!("[constraints.{tool}] only_after entry {shown}"),
+            )
+        })
+    });
+    toolset
+        .chain(constraints)
+        .chain(only_after)
+        .filter_map(|(name, field)| {
+            near(name).map(|k| format!("{field} names no tool; did you mean {k}?"))
+        })
+        .collect()
+}
+
+/// Levenshtein distance by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (diagonal + usize::from(ca != *cb))
+                .min(above + 1)
+                .min(row[j] + 1);
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
