@@ -87,10 +87,62 @@ const REFUSED_EXACT: &[&str] = &[
     "GIT_DIFF_TOOL",
     "GIT_DIFFTOOL_EXTCMD",
     "GIT_EXT_SERVICE",
+    "WGETRC",
+    "ZIPOPT",
+    "MANOPT",
+    // Where a library an allowed program links loads code from: OpenSSL's configuration (its
+    // provider and engine sections name shared objects; curl, wget, python and node read it),
+    // its module and engine directories, Kerberos' configuration (plugin modules; curl's
+    // GSS-API), SASL's plugin directory (curl through OpenLDAP), GnuPG's home (its agent's
+    // configuration names the program it runs for a passphrase; git runs gpg), and the plugin
+    // paths of GLib, GTK, Qt and the graphics drivers.
+    "OPENSSL_CONF",
+    "OPENSSL_CONF_INCLUDE",
+    "OPENSSL_ENGINES",
+    "OPENSSL_MODULES",
+    "KRB5_CONFIG",
+    "KRB5_KDC_PROFILE",
+    "SASL_PATH",
+    "SASL_CONF_PATH",
+    "GNUPGHOME",
+    "GIO_EXTRA_MODULES",
+    "GIO_MODULE_DIR",
+    "GTK_MODULES",
+    "GTK_PATH",
+    "QT_PLUGIN_PATH",
+    "QT_QPA_PLATFORM_PLUGIN_PATH",
+    "LIBGL_DRIVERS_PATH",
+    "__EGL_VENDOR_LIBRARY_DIRS",
+    "__EGL_VENDOR_LIBRARY_FILENAMES",
+    // Interpreters' start-up code and module paths, beside Python's, Perl's, Ruby's and Node's
+    // above: Lua, PHP, RubyGems, Tcl, R, Vim, Emacs, Java's class path, .NET's start-up hooks
+    // and profiler.
+    "PHPRC",
+    "PHP_INI_SCAN_DIR",
+    "GEM_HOME",
+    "GEM_PATH",
+    "RUBYGEMS_GEMDEPS",
+    "TCLLIBPATH",
+    "R_PROFILE",
+    "R_PROFILE_USER",
+    "R_ENVIRON",
+    "R_ENVIRON_USER",
+    "R_LIBS",
+    "R_LIBS_USER",
+    "R_LIBS_SITE",
+    "VIMINIT",
+    "EXINIT",
+    "VIMRUNTIME",
+    "EMACSLOADPATH",
+    "CLASSPATH",
+    "DOTNET_STARTUP_HOOKS",
+    "DOTNET_ADDITIONAL_DEPS",
+    "CORECLR_ENABLE_PROFILING",
 ];
 
 /// Prefixes of variable families that are refused: dynamic-loader hooks on Linux and macOS,
-/// git's per-key configuration injection and test switches, and bash's exported functions.
+/// git's per-key configuration injection and test switches, bash's exported functions, and the
+/// versioned or suffixed names of interpreter and plugin paths.
 const REFUSED_PREFIXES: &[&str] = &[
     "LD_",
     "DYLD_",
@@ -104,6 +156,18 @@ const REFUSED_PREFIXES: &[&str] = &[
     // exported functions (`BASH_FUNC_ls%%` replaces `ls` in every bash script the child runs).
     "GIT_TEST_",
     "BASH_FUNC_",
+    // Versioned and suffixed families: `LUA_INIT_5_4`, `LUA_CPATH_5_3`, `GST_PLUGIN_PATH_1_0`,
+    // `CORECLR_PROFILER_PATH_64`, Vulkan's driver and layer lists.
+    "LUA_INIT",
+    "LUA_PATH",
+    "LUA_CPATH",
+    "GST_PLUGIN_",
+    "CORECLR_PROFILER_PATH",
+    "VK_ICD_FILENAMES",
+    "VK_DRIVER_FILES",
+    "VK_ADD_DRIVER_FILES",
+    "VK_LAYER_PATH",
+    "VK_ADD_LAYER_PATH",
 ];
 
 /// Variables a call may set for its child without the personality naming them: locale, time
@@ -213,6 +277,17 @@ mod tests {
             "GIT_CONFIG_KEY_0",
             "TAR_OPTIONS",
             "RSYNC_RSH",
+            "OPENSSL_CONF",
+            "OPENSSL_MODULES",
+            "KRB5_CONFIG",
+            "SASL_PATH",
+            "GNUPGHOME",
+            "LUA_INIT_5_4",
+            "GST_PLUGIN_PATH_1_0",
+            "CORECLR_PROFILER_PATH_64",
+            "DOTNET_STARTUP_HOOKS",
+            "CLASSPATH",
+            "WGETRC",
             "RSYNC_CONNECT_PROG",
             "CURL_HOME",
             "GIT_COMMON_DIR",

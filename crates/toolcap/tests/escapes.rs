@@ -892,6 +892,87 @@ fn a_variable_that_carries_a_programs_options_cannot_be_allowed() {
     }
 }
 
+// guarantee: G-PROC-02
+/// Variables that make a library an allowed program links load code of the caller's choosing
+/// are hooks as much as `LD_PRELOAD`: `OPENSSL_CONF` names a configuration whose provider
+/// section loads a shared object, and curl (through OpenSSL) loads it before it does anything
+/// else; Kerberos, SASL, GnuPG and the interpreters' start-up variables do the same for the
+/// programs that read them. With a personality listing `OPENSSL_CONF` in `safety.env.allow`,
+/// the real curl loaded a library written into the write reach, whose constructor printed the
+/// payload's mark, in both modes; such a personality is now refused when it loads, naming the
+/// field, and nothing runs.
+#[test]
+fn a_library_hook_variable_cannot_be_allowed() {
+    let env = Env::new("");
+    let w = env.root.join("work");
+    let out_dir = w.join("out");
+    let source = out_dir.join("hook.c");
+    std::fs::write(
+        &source,
+        format!(
+            "#include <unistd.h>\n#include <string.h>\n\
+             __attribute__((constructor)) static void hook(void) {{\n\
+             const char *m = \"{RAN}\\n\"; write(2, m, strlen(m)); }}\n"
+        ),
+    )
+    .unwrap();
+    let library = out_dir.join("hook.so");
+    let built = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&library)
+        .arg(&source)
+        .status()
+        .unwrap();
+    assert!(built.success(), "cc builds the hook library");
+    let config = out_dir.join("openssl.cnf");
+    std::fs::write(
+        &config,
+        format!(
+            "openssl_conf = init\n[init]\nproviders = providers\n[providers]\nhook = hook\n\
+             [hook]\nmodule = {}\nactivate = 1\n",
+            library.display()
+        ),
+    )
+    .unwrap();
+    for name in [
+        "OPENSSL_CONF",
+        "OPENSSL_MODULES",
+        "KRB5_CONFIG",
+        "SASL_PATH",
+        "GNUPGHOME",
+    ] {
+        let p = env.personality(
+            "hook.toml",
+            &format!(
+                "id = \"hook\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}/out\"]\n\
+                 [safety.process]\nallow = [\"curl\"]\n[safety.env]\nallow = [\"{name}\"]\n",
+                w = w.display(),
+            ),
+        );
+        let value = if name == "OPENSSL_CONF" {
+            config.display().to_string()
+        } else {
+            out_dir.display().to_string()
+        };
+        let call = serde_json::json!({"binary": "curl", "args": ["--version"], "cwd": w,
+            "env": {name: value}});
+        for mode in MODES {
+            let out = env.run_command(mode, &p, &call);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{mode:?} {name}: {stderr}");
+            assert!(
+                stderr.contains("safety.env.allow[0]") && stderr.contains(name),
+                "{mode:?} {name}: {stderr}"
+            );
+            nothing_ran(
+                &out,
+                &out_dir.join("no-marker"),
+                &format!("{mode:?} {name}"),
+            );
+        }
+    }
+}
+
 // guarantee: G-POL-03
 /// Class 2: reach roots and deny rules are matched where they really lead. A root that is a
 /// link to `/proc` is a load error; a link to a directory does not get around a deny rule that
