@@ -934,6 +934,21 @@ fn a_library_hook_variable_cannot_be_allowed() {
         ),
     )
     .unwrap();
+    // The control: outside toolcap, curl linked with OpenSSL loads the library and its
+    // constructor prints the mark. (A curl built with another TLS library reads no
+    // `OPENSSL_CONF`; then there is nothing to show, and the refusals below still hold.)
+    let version = Command::new("curl").arg("--version").output().unwrap();
+    if String::from_utf8_lossy(&version.stdout).contains("OpenSSL/") {
+        let control = Command::new("curl")
+            .arg("--version")
+            .env("OPENSSL_CONF", &config)
+            .output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&control.stderr).contains(RAN),
+            "the control: curl loads the library {control:?}"
+        );
+    }
     for name in [
         "OPENSSL_CONF",
         "OPENSSL_MODULES",
