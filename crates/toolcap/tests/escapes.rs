@@ -580,6 +580,22 @@ fn nothing_ran(out: &Output, marker: &Path, what: &str) {
     assert!(!marker.exists(), "{what}: the payload made its marker");
 }
 
+/// In both modes: `call` under `personality`, which lists the variable `name` in
+/// `safety.env.allow`, ends before anything runs: the personality is refused when it loads
+/// (exit 2, naming the field), and the payload left no mark.
+fn refused_at_load(env: &Env, personality: &str, call: &Value, name: &str, marker: &Path) {
+    for mode in MODES {
+        let out = env.run_command(mode, personality, call);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{mode:?} {name}: {stderr}");
+        assert!(
+            stderr.contains("safety.env.allow[0]") && stderr.contains(name),
+            "{mode:?} {name}: {stderr}"
+        );
+        nothing_ran(&out, marker, &format!("{mode:?} {name}"));
+    }
+}
+
 // guarantee: G-PROC-02, G-PROC-03
 /// Class 6: the child's environment is an allow list (a variable that steers a trusted binary,
 /// such as `XDG_CONFIG_HOME` pointing git at a configuration with a shell alias, is refused), and
@@ -879,16 +895,7 @@ fn a_variable_that_carries_a_programs_options_cannot_be_allowed() {
         );
         let call = serde_json::json!({"binary": binary, "args": args, "cwd": w,
             "env": {name: value}});
-        for mode in MODES {
-            let out = env.run_command(mode, &p, &call);
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(2), "{mode:?} {name}: {stderr}");
-            assert!(
-                stderr.contains("safety.env.allow[0]") && stderr.contains(name),
-                "{mode:?} {name}: {stderr}"
-            );
-            nothing_ran(&out, &marker, &format!("{mode:?} {name}"));
-        }
+        refused_at_load(&env, &p, &call, name, &marker);
     }
 }
 
@@ -971,20 +978,7 @@ fn a_library_hook_variable_cannot_be_allowed() {
         };
         let call = serde_json::json!({"binary": "curl", "args": ["--version"], "cwd": w,
             "env": {name: value}});
-        for mode in MODES {
-            let out = env.run_command(mode, &p, &call);
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(2), "{mode:?} {name}: {stderr}");
-            assert!(
-                stderr.contains("safety.env.allow[0]") && stderr.contains(name),
-                "{mode:?} {name}: {stderr}"
-            );
-            nothing_ran(
-                &out,
-                &out_dir.join("no-marker"),
-                &format!("{mode:?} {name}"),
-            );
-        }
+        refused_at_load(&env, &p, &call, name, &out_dir.join("no-marker"));
     }
 }
 
