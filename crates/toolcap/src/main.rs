@@ -467,20 +467,10 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
                 .iter()
                 .filter(|t| policy.allows_tool(t))
                 .count();
-            if findings.is_empty() {
-                outln!(
+            review::conclude(&policy, findings.len(), || {
+                format!(
                     "ok: {checked} standard tool(s) in the toolset of {id}; every declaration is granted as declared"
-                )?;
-            } else {
-                outln!("{} finding(s) for personality {id}", findings.len())?;
-            }
-            for note in review::notes(&policy) {
-                outln!("{note}")?;
-            }
-            Ok(if findings.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
+                )
             })
         }
         Command::Manifest {
@@ -488,35 +478,20 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
             guard_config,
         } => {
             let policy = personality.as_deref().map(host::load_policy).transpose()?;
-            let guard = guard_config
-                .as_deref()
-                .map(host::load_guard_config)
-                .transpose()?;
-            let declarations: Vec<(String, capability_types::ToolCapabilities)> = match &guard {
-                Some(config) => config.declarations(),
-                None => standard_tools()
-                    .iter()
-                    .map(|t| (t.name().to_owned(), t.capabilities()))
-                    .collect(),
+            let manifest = match guard_config {
+                Some(path) => host::load_guard_config(&path)?.manifest(policy.as_ref()),
+                None => {
+                    let declarations: Vec<(String, capability_types::ToolCapabilities)> =
+                        standard_tools()
+                            .iter()
+                            .map(|t| (t.name().to_owned(), t.capabilities()))
+                            .collect();
+                    build_manifest(
+                        declarations.iter().map(|(n, c)| (n.as_str(), c)),
+                        policy.as_ref(),
+                    )
+                }
             };
-            let mut manifest = build_manifest(
-                declarations.iter().map(|(n, c)| (n.as_str(), c)),
-                policy.as_ref(),
-            );
-            // A guarded server's own code is read and executed outside the personality's
-            // reach, and its allow list and path arguments restrict its calls: the manifest
-            // records them for review (docs/guard.md, "Review").
-            for (name, server) in guard.iter().flat_map(|c| &c.servers) {
-                manifest = manifest.with_server(
-                    &capability_mcp::GuardConfig::manifest_name(name),
-                    capability_core::manifest::GuardedServer {
-                        command: server.command.clone(),
-                        runtime: server.runtime.clone(),
-                        tools: server.tools.clone(),
-                        path_arguments: server.path_arguments.clone(),
-                    },
-                );
-            }
             {
                 use std::io::Write as _;
                 let mut out = std::io::stdout().lock();

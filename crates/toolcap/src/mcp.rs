@@ -543,26 +543,16 @@ pub(crate) fn validate_guard(
     let offered = policy
         .toolset()
         .map(|t| t.iter().filter(|t| config.server_of(t).is_some()).count());
-    let id = policy.id().unwrap_or("?");
-    if findings == 0 {
-        outln!(
-            "ok: {} server(s); every declaration is granted as declared by {id}{}",
+    crate::review::conclude(policy, findings, || {
+        format!(
+            "ok: {} server(s); every declaration is granted as declared by {}{}",
             config.servers.len(),
+            policy.id().unwrap_or("?"),
             match offered {
                 Some(n) => format!("; its toolset names {n} guarded tool(s)"),
                 None => String::new(),
             }
-        )?;
-    } else {
-        outln!("{findings} finding(s) for personality {id}")?;
-    }
-    for note in crate::review::notes(policy) {
-        outln!("{note}")?;
-    }
-    Ok(if findings == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
+        )
     })
 }
 

@@ -2,9 +2,37 @@
 //! from a known one, a reach root that lifts the deny floor, a host written in another script
 //! (docs/review.md). Pure functions of a compiled policy; nothing here touches the host.
 
+use std::process::ExitCode;
+
 use capability_core::CompiledPolicy;
 
-/// What `toolcap validate` notes after its findings: each reach root that lifts the deny floor,
+use crate::{Usage, outln};
+
+/// How `toolcap validate` ends, with or without `--guard-config`: the summary (`ok`, when there
+/// are no findings, or their count), then the [`notes`], which leave the exit code to the
+/// findings: 0 for none, 1 otherwise.
+pub(crate) fn conclude(
+    policy: &CompiledPolicy,
+    findings: usize,
+    ok: impl FnOnce() -> String,
+) -> Result<ExitCode, Usage> {
+    if findings == 0 {
+        outln!("{}", ok())?;
+    } else {
+        let id = policy.id().unwrap_or("?");
+        outln!("{findings} finding(s) for personality {id}")?;
+    }
+    for note in notes(policy) {
+        outln!("{note}")?;
+    }
+    Ok(if findings == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// What `toolcap validate` notes after its summary: each reach root that lifts the deny floor,
 /// at the place it folds to (`/srv/x/../../proc` is noted as `/proc`), and each host pattern
 /// written with letters outside ASCII, with its ASCII form. Not findings (naming the place or
 /// the name is how a personality grants it), but what a reviewer must see (docs/review.md).

@@ -4,7 +4,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use capability_core::{CompiledPolicy, resolve};
+use capability_core::manifest::GuardedServer;
+use capability_core::{CompiledPolicy, Manifest, build_manifest, resolve};
 use capability_types::{CapabilityError, Tool, ToolCapabilities, ToolContext, async_trait};
 use serde_json::{Value, json};
 
@@ -42,7 +43,7 @@ impl Tool for StandIn {
 impl GuardConfig {
     /// The name a server's entry has in a manifest: `mcp__<server>__*`, standing for all its
     /// tools.
-    pub fn manifest_name(server: &str) -> String {
+    fn manifest_name(server: &str) -> String {
         format!("mcp__{server}__*")
     }
 
@@ -53,6 +54,28 @@ impl GuardConfig {
             .iter()
             .map(|(name, server)| (Self::manifest_name(name), declaration(server)))
             .collect()
+    }
+
+    /// The manifest of these servers: each one's declaration as [`declarations`](Self::declarations)
+    /// gives it (with its effective access under `policy`), and what the configuration says of
+    /// it beyond its reach: its code, read and executed outside the personality's reach, and
+    /// the restrictions the guard adds to its calls (docs/guard.md, "Review").
+    pub fn manifest(&self, policy: Option<&CompiledPolicy>) -> Manifest {
+        let declarations = self.declarations();
+        let manifest = build_manifest(declarations.iter().map(|(n, c)| (n.as_str(), c)), policy);
+        self.servers
+            .iter()
+            .fold(manifest, |manifest, (name, server)| {
+                manifest.with_server(
+                    &Self::manifest_name(name),
+                    GuardedServer {
+                        command: server.command.clone(),
+                        runtime: server.runtime.clone(),
+                        tools: server.tools.clone(),
+                        path_arguments: server.path_arguments.clone(),
+                    },
+                )
+            })
     }
 
     /// The server and upstream tool a guarded tool name (`mcp__<server>__<tool>`) stands for,
