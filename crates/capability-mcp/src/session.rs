@@ -278,9 +278,18 @@ impl ServerHandler for McpSession {
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        // Every tool is on the first page and no cursor is handed out, so any cursor is one
+        // this server never gave: invalid params, as MCP's pagination asks (docs/mcp.md,
+        // "Hostile input"), rather than the first page again to a client that follows it.
+        if request.is_some_and(|r| r.cursor.is_some()) {
+            return Err(ErrorData::invalid_params(
+                "invalid cursor: this server lists every tool on one page and hands out no cursor",
+                None,
+            ));
+        }
         Ok(ListToolsResult::with_all_items(self.offer.tools.clone()))
     }
 

@@ -51,6 +51,30 @@ async fn malformed_frames_get_errors_and_the_session_goes_on() {
     let (unknown, _) = raw.response(6).await;
     assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
 
+    // A cursor toolcap never handed out (it lists every tool on one page): invalid params, as
+    // MCP's pagination asks, not the first page again (a client that loops on its cursor would
+    // list for ever). No cursor, or a null one, is the first page.
+    for cursor in [json!("zzz"), json!(""), json!("e30=")] {
+        raw.send(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list",
+            "params": {"cursor": cursor}}))
+            .await;
+        let (listed, _) = raw.response(9).await;
+        assert_eq!(listed["error"]["code"], -32602, "{cursor}: {listed}");
+        assert!(listed.get("result").is_none(), "{listed}");
+    }
+    for params in [json!({}), json!({"cursor": null})] {
+        raw.send(json!({"jsonrpc": "2.0", "id": 10, "method": "tools/list", "params": params}))
+            .await;
+        let (listed, _) = raw.response(10).await;
+        assert!(
+            listed["result"]["tools"]
+                .as_array()
+                .is_some_and(|t| !t.is_empty()),
+            "{listed}"
+        );
+        assert!(listed["result"].get("nextCursor").is_none(), "{listed}");
+    }
+
     // Deeply nested arguments are refused by the registry's depth gate, not a stack overflow.
     let nest = |levels: usize| {
         let mut deep = json!("x");
