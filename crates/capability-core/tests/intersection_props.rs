@@ -280,3 +280,238 @@ proptest! {
         prop_assert_eq!(narrowed.id(), base.id(), "the storage namespace is unchanged");
     }
 }
+
+// ---------- manifest diffs ----------
+//
+// `toolcap diff` claims to report every widening by coverage (docs/review.md). The oracle asks
+// concrete questions instead: is there a host, a path, a binary, a secret or a scope that the
+// new manifest's tool may use and the old one's could not? If so, the diff must name that
+// category for the tool; the oracles are the naive ones above, not the library's coverage.
+
+fn probe_path() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(vec!["a", "b", "ab"]), 0..=4)
+        .prop_map(|c| format!("/{}", c.join("/")))
+}
+
+/// A declared path list: `None` is `from-personality`.
+fn fs_side() -> impl Strategy<Value = Option<Option<Vec<String>>>> {
+    prop::option::of(prop::option::of(prop::collection::vec(abs_path(), 0..3)))
+}
+
+fn secret_ref() -> impl Strategy<Value = String> {
+    prop::sample::select(vec!["a/b", "a/*", "a/b/c", "a/b/*", "c", "d/*"]).prop_map(str::to_owned)
+}
+
+fn binary() -> impl Strategy<Value = String> {
+    prop::sample::select(vec!["git", "ls", "rm", "*", "/usr/bin/git"]).prop_map(str::to_owned)
+}
+
+#[derive(Debug, Clone)]
+struct Declared {
+    hosts: Option<Vec<String>>,
+    read: Option<Option<Vec<String>>>,
+    write: Option<Option<Vec<String>>>,
+    secrets: Option<Vec<String>>,
+    binaries: Option<Vec<String>>,
+    storage: Option<capability_types::StorageScope>,
+}
+
+fn declared() -> impl Strategy<Value = Declared> {
+    use capability_types::StorageScope;
+    (
+        prop::option::of(prop::collection::vec(host_pattern(), 0..3)),
+        fs_side(),
+        fs_side(),
+        prop::option::of(prop::collection::vec(secret_ref(), 0..3)),
+        prop::option::of(prop::collection::vec(binary(), 0..3)),
+        prop::option::of(prop::sample::select(vec![
+            StorageScope::ToolPrivate,
+            StorageScope::Session,
+            StorageScope::Personality,
+        ])),
+    )
+        .prop_map(
+            |(hosts, read, write, secrets, binaries, storage)| Declared {
+                hosts,
+                read,
+                write,
+                secrets,
+                binaries,
+                storage,
+            },
+        )
+}
+
+impl Declared {
+    fn caps(&self) -> ToolCapabilities {
+        let mut caps = ToolCapabilities::none();
+        if let Some(hosts) = &self.hosts {
+            caps = caps.with_network(hosts.clone());
+        }
+        let side = |s: &Option<Vec<String>>| match s {
+            None => FsPaths::FromPersonality,
+            Some(list) => FsPaths::Paths(list.iter().map(Into::into).collect()),
+        };
+        if let Some(read) = &self.read {
+            caps = caps.with_fs_read(side(read));
+        }
+        if let Some(write) = &self.write {
+            caps = caps.with_fs_write(side(write));
+        }
+        if let Some(secrets) = &self.secrets {
+            caps = caps.with_secrets(
+                secrets
+                    .iter()
+                    .map(|s| capability_types::SecretRef::parse(s).unwrap()),
+            );
+        }
+        if let Some(binaries) = &self.binaries {
+            caps = caps.with_process(binaries.clone());
+        }
+        if let Some(scope) = self.storage {
+            caps = caps.with_storage(scope, None);
+        }
+        caps
+    }
+}
+
+/// The oracle for a declared path list: nothing, everything the personality gives, or beneath
+/// a listed root.
+fn oracle_fs_allows(side: &Option<Option<Vec<String>>>, probe: &str) -> bool {
+    match side {
+        None => false,
+        Some(None) => true,
+        Some(Some(list)) => {
+            let probe = oracle_normalize(probe, "/");
+            list.iter().any(|root| oracle_within(&probe, root))
+        }
+    }
+}
+
+fn oracle_secret_allows(refs: &Option<Vec<String>>, name: &str) -> bool {
+    refs.iter().flatten().any(|r| match r.strip_suffix('*') {
+        Some(prefix) => name.len() > prefix.len() && name.starts_with(prefix),
+        None => r == name,
+    })
+}
+
+fn oracle_binary_allows(binaries: &Option<Vec<String>>, name: &str) -> bool {
+    binaries.iter().flatten().any(|b| b == "*" || b == name)
+}
+
+fn scope_reach(scope: Option<capability_types::StorageScope>) -> u8 {
+    use capability_types::StorageScope;
+    match scope {
+        None => 0,
+        Some(StorageScope::ToolPrivate) => 1,
+        Some(StorageScope::Session) => 2,
+        Some(StorageScope::Personality) => 3,
+    }
+}
+
+fn reported(
+    old: &capability_core::Manifest,
+    new: &capability_core::Manifest,
+) -> std::collections::BTreeSet<&'static str> {
+    capability_core::diff(old, new)
+        .into_iter()
+        .filter(|w| w.tool == "t")
+        .map(|w| w.code.as_str())
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3_000))]
+
+    // guarantee: G-MAN-01
+    /// Whatever the new declaration lets the tool use that the old one did not, the diff
+    /// reports in its category.
+    #[test]
+    fn every_declared_widening_is_reported(
+        old in declared(),
+        new in declared(),
+        host_probe in host(),
+        port in prop::sample::select(vec![80u16, 443]),
+        path_probe in probe_path(),
+        secret_probe in prop::sample::select(vec!["a/b", "a/x", "a/b/c", "a/b/d", "c", "d/e", "e"]),
+        binary_probe in prop::sample::select(vec!["git", "ls", "rm", "cat", "/usr/bin/git"]),
+    ) {
+        let (old_caps, new_caps) = (old.caps(), new.caps());
+        let old_m = capability_core::build_manifest([("t", &old_caps)], None);
+        let new_m = capability_core::build_manifest([("t", &new_caps)], None);
+        let codes = reported(&old_m, &new_m);
+        let hosts = |d: &Declared| d.hosts.iter().flatten().any(|p| oracle_host_matches(p, &host_probe, port));
+        if hosts(&new) && !hosts(&old) {
+            prop_assert!(codes.contains("network.widened"), "{host_probe}:{port} newly reachable, diff said {codes:?}");
+        }
+        if oracle_fs_allows(&new.read, &path_probe) && !oracle_fs_allows(&old.read, &path_probe) {
+            prop_assert!(codes.contains("fs.read.widened"), "{path_probe} newly readable, diff said {codes:?}");
+        }
+        if oracle_fs_allows(&new.write, &path_probe) && !oracle_fs_allows(&old.write, &path_probe) {
+            prop_assert!(codes.contains("fs.write.widened"), "{path_probe} newly writable, diff said {codes:?}");
+        }
+        if oracle_secret_allows(&new.secrets, secret_probe) && !oracle_secret_allows(&old.secrets, secret_probe) {
+            prop_assert!(codes.contains("secrets.widened"), "secret {secret_probe} newly readable, diff said {codes:?}");
+        }
+        if oracle_binary_allows(&new.binaries, binary_probe) && !oracle_binary_allows(&old.binaries, binary_probe) {
+            prop_assert!(codes.contains("process.widened"), "{binary_probe} newly runnable, diff said {codes:?}");
+        }
+        if scope_reach(new.storage) > scope_reach(old.storage) {
+            prop_assert!(codes.contains("storage.widened"), "storage {:?} -> {:?}, diff said {codes:?}", old.storage, new.storage);
+        }
+        // The same manifest against itself: nothing.
+        prop_assert!(capability_core::diff(&new_m, &new_m).is_empty());
+    }
+
+    // guarantee: G-MAN-01
+    /// With a personality on each side, whatever host or path the tool may newly use, through
+    /// its declaration, the personality's allow lists or a deny rule gone, the diff reports.
+    #[test]
+    fn every_effective_widening_is_reported(
+        old_decl in declared(),
+        new_decl in declared(),
+        old_allow in prop::collection::vec(host_pattern(), 0..3),
+        new_allow in prop::collection::vec(host_pattern(), 0..3),
+        old_host_deny in prop::collection::vec(host_pattern(), 0..2),
+        new_host_deny in prop::collection::vec(host_pattern(), 0..2),
+        old_read in prop::collection::vec(abs_path(), 0..3),
+        new_read in prop::collection::vec(abs_path(), 0..3),
+        old_deny in prop::collection::vec(abs_path(), 0..2),
+        new_deny in prop::collection::vec(abs_path(), 0..2),
+        host_probe in host(),
+        port in prop::sample::select(vec![80u16, 443]),
+        path_probe in probe_path(),
+    ) {
+        let old_p = policy_with(old_allow.clone(), old_host_deny.clone(), old_read.clone(), vec![], old_deny.clone(), vec![]);
+        let new_p = policy_with(new_allow.clone(), new_host_deny.clone(), new_read.clone(), vec![], new_deny.clone(), vec![]);
+        let (old_caps, new_caps) = (old_decl.caps(), new_decl.caps());
+        let old_m = capability_core::build_manifest([("t", &old_caps)], Some(&old_p));
+        let new_m = capability_core::build_manifest([("t", &new_caps)], Some(&new_p));
+        let codes = reported(&old_m, &new_m);
+
+        let host_ok = |d: &Declared, allow: &[String], deny: &[String]| {
+            d.hosts.iter().flatten().any(|p| oracle_host_matches(p, &host_probe, port))
+                && allow.iter().any(|p| oracle_host_matches(p, &host_probe, port))
+                && !deny.iter().any(|p| oracle_host_matches(p, &host_probe, port))
+        };
+        if host_ok(&new_decl, &new_allow, &new_host_deny) && !host_ok(&old_decl, &old_allow, &old_host_deny) {
+            prop_assert!(
+                codes.contains("network.widened") || codes.contains("restriction.removed"),
+                "{host_probe}:{port} newly reachable, diff said {codes:?}"
+            );
+        }
+        let read_ok = |d: &Declared, read: &[String], deny: &[String]| {
+            let p = oracle_normalize(&path_probe, "/");
+            oracle_fs_allows(&d.read, &path_probe)
+                && read.iter().any(|r| oracle_within(&p, r))
+                && !deny.iter().any(|r| oracle_within(&p, r))
+        };
+        if read_ok(&new_decl, &new_read, &new_deny) && !read_ok(&old_decl, &old_read, &old_deny) {
+            prop_assert!(
+                codes.contains("fs.read.widened") || codes.contains("restriction.removed"),
+                "{path_probe} newly readable, diff said {codes:?}"
+            );
+        }
+        prop_assert!(capability_core::diff(&new_m, &new_m).is_empty());
+    }
+}
