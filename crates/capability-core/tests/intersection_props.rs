@@ -478,12 +478,18 @@ proptest! {
         new_read in prop::collection::vec(abs_path(), 0..3),
         old_deny in prop::collection::vec(abs_path(), 0..2),
         new_deny in prop::collection::vec(abs_path(), 0..2),
+        old_bins in prop::collection::vec(binary(), 0..3),
+        new_bins in prop::collection::vec(binary(), 0..3),
+        binary_probe in prop::sample::select(vec!["git", "ls", "rm", "cat", "/usr/bin/git"]),
         host_probe in host(),
         port in prop::sample::select(vec![80u16, 443]),
         path_probe in probe_path(),
     ) {
-        let old_p = policy_with(old_allow.clone(), old_host_deny.clone(), old_read.clone(), vec![], old_deny.clone(), vec![]);
-        let new_p = policy_with(new_allow.clone(), new_host_deny.clone(), new_read.clone(), vec![], new_deny.clone(), vec![]);
+        // A personality lists no `*` binary.
+        let old_bins: Vec<String> = old_bins.into_iter().filter(|b| b != "*").collect();
+        let new_bins: Vec<String> = new_bins.into_iter().filter(|b| b != "*").collect();
+        let old_p = policy_with(old_allow.clone(), old_host_deny.clone(), old_read.clone(), vec![], old_deny.clone(), old_bins.clone());
+        let new_p = policy_with(new_allow.clone(), new_host_deny.clone(), new_read.clone(), vec![], new_deny.clone(), new_bins.clone());
         let (old_caps, new_caps) = (old_decl.caps(), new_decl.caps());
         let old_m = capability_core::build_manifest([("t", &old_caps)], Some(&old_p));
         let new_m = capability_core::build_manifest([("t", &new_caps)], Some(&new_p));
@@ -511,6 +517,12 @@ proptest! {
                 codes.contains("fs.read.widened") || codes.contains("restriction.removed"),
                 "{path_probe} newly readable, diff said {codes:?}"
             );
+        }
+        let runs = |d: &Declared, allow: &[String]| {
+            oracle_binary_allows(&d.binaries, binary_probe) && allow.iter().any(|b| b == binary_probe)
+        };
+        if runs(&new_decl, &new_bins) && !runs(&old_decl, &old_bins) {
+            prop_assert!(codes.contains("process.widened"), "{binary_probe} newly runnable, diff said {codes:?}");
         }
         prop_assert!(capability_core::diff(&new_m, &new_m).is_empty());
     }
