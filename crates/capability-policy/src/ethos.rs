@@ -134,6 +134,10 @@ impl PersonalityPolicy {
                 "plugins" => {
                     string(key, value)?;
                 }
+                // Which MEMORY.md Ethos's memory tools shared (Ethos shipped it until 2026-05
+                // and no longer reads it): toolcap keeps every personality's storage to
+                // itself, so `global` gives less here than it did there.
+                "memoryScope" => memory_scope(value)?,
                 "safety" => safety(value, &mut policy)?,
                 k if NOT_POLICY.contains(&k)
                     || NOT_POLICY_PREFIXES.iter().any(|p| k.starts_with(p)) => {}
@@ -301,6 +305,18 @@ fn string(key: &str, value: &Value) -> Result<String, PolicyError> {
             format!("expected a string, got {value}"),
         )
     })
+}
+
+/// `memoryScope`: one of the two values Ethos documented; a misspelt one is an error like any
+/// unknown field.
+fn memory_scope(value: &Value) -> Result<(), PolicyError> {
+    match value.as_str() {
+        Some("global" | "per-personality") => Ok(()),
+        _ => Err(PolicyError::invalid(
+            "config.yaml: memoryScope",
+            format!("expected global or per-personality, got {value}"),
+        )),
+    }
 }
 
 /// The `safety:` block: `network.allow` / `network.deny` map onto `safety.network`; what

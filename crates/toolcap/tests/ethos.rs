@@ -105,6 +105,79 @@ fn every_shipped_ethos_personality_loads() {
 }
 
 // guarantee: G-POL-05
+/// Until 2026-05-22 every personality Ethos shipped said `memoryScope` in its `config.yaml`
+/// (`global`: its MEMORY.md shared with the other personalities; `per-personality`: its own),
+/// and so does any personality a user made then; Ethos no longer reads the key. The fixtures are
+/// Ethos's shipped personalities at `c0334699`, the last commit before it dropped the key. They
+/// load, and `global` shares nothing in toolcap: every personality's storage is its own
+/// (docs/policy.md, "Ethos personality directories"), which is less than Ethos gave. A value
+/// Ethos never had is an error naming the field.
+#[test]
+fn a_personality_from_before_ethos_dropped_memory_scope_loads_and_shares_nothing() {
+    let env = Env::new();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ethos-2026-05-21");
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 5, "{names:?}");
+    for path in &names {
+        let config = std::fs::read_to_string(path.join("config.yaml")).unwrap();
+        assert!(config.contains("memoryScope: per-personality"), "{path:?}");
+        let out = env.toolcap(&["validate", "--personality", path.to_str().unwrap()]);
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "{path:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(
+        env.call(&dir.join("reviewer"), "read_file", r#"{"path": "main.rs"}"#)["value"],
+        "fn main() {}"
+    );
+
+    // Two personalities that both say `global`: what one stores, the other does not see.
+    let made = env.cwd.join("made");
+    for name in ["writer", "reader"] {
+        std::fs::create_dir_all(made.join(name)).unwrap();
+        std::fs::write(
+            made.join(name).join("config.yaml"),
+            format!("name: {name}\nmodel: claude-sonnet-4-6\nmemoryScope: global\n"),
+        )
+        .unwrap();
+        std::fs::write(made.join(name).join("toolset.yaml"), "- kv_set\n- kv_get\n").unwrap();
+    }
+    let set = env.call(
+        &made.join("writer"),
+        "kv_set",
+        r#"{"key": "note", "value": "kept by writer"}"#,
+    );
+    assert_eq!(set["ok"], true, "{set}");
+    assert_eq!(
+        env.call(&made.join("writer"), "kv_get", r#"{"key": "note"}"#)["value"],
+        "kept by writer"
+    );
+    let other = env.call(&made.join("reader"), "kv_get", r#"{"key": "note"}"#);
+    assert_eq!(other["ok"], true, "{other}");
+    assert_eq!(other["value"], Value::Null, "{other}");
+
+    for bad in ["memoryScope: shared\n", "memoryScope:\n  - global\n"] {
+        let path = made.join("bad");
+        std::fs::create_dir_all(&path).unwrap();
+        std::fs::write(path.join("config.yaml"), format!("name: bad\n{bad}")).unwrap();
+        let out = env.toolcap(&["validate", "--personality", path.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(stderr.contains("memoryScope"), "{stderr}");
+        assert!(
+            stderr.contains("per-personality"),
+            "names what it takes: {stderr}"
+        );
+    }
+}
+
+// guarantee: G-POL-05
 #[test]
 fn an_ethos_personality_means_what_it_means_in_ethos() {
     let env = Env::new();
