@@ -161,7 +161,10 @@ impl PersonalityPolicy {
         };
         for server in &mcp_servers {
             match per_server.get(server) {
-                Some(tools) => toolset.extend(tools.iter().map(|t| format!("mcp__{server}__{t}"))),
+                Some(ServerTools::Off) => {}
+                Some(ServerTools::Listed(tools)) => {
+                    toolset.extend(tools.iter().map(|t| format!("mcp__{server}__{t}")));
+                }
                 None => toolset.push(format!("mcp__{server}__*")),
             }
         }
@@ -387,8 +390,17 @@ fn safety(value: &Value, policy: &mut PersonalityPolicy) -> Result<(), PolicyErr
     Ok(())
 }
 
-/// `mcp.yaml`: `servers.<name>.tools` lists; `reject_args` cannot be enforced (an error).
-fn mcp_tools(text: &str) -> Result<BTreeMap<String, Vec<String>>, PolicyError> {
+/// What `mcp.yaml` says of one server's tools (a server it does not name offers all of them).
+enum ServerTools {
+    /// `enabled: false`: none, whatever else the file says (Ethos refuses them all).
+    Off,
+    /// `tools:`: only these.
+    Listed(Vec<String>),
+}
+
+/// `mcp.yaml`: `servers.<name>.tools` lists and `enabled`; `reject_args` cannot be enforced (an
+/// error).
+fn mcp_tools(text: &str) -> Result<BTreeMap<String, ServerTools>, PolicyError> {
     let doc: Value = parse_any(text, PolicyFormat::Yaml).map_err(|e| in_file("mcp.yaml", e))?;
     let mut out = BTreeMap::new();
     let Some(servers) = doc.get("servers").and_then(Value::as_object) else {
@@ -405,8 +417,17 @@ fn mcp_tools(text: &str) -> Result<BTreeMap<String, Vec<String>>, PolicyError> {
     }
     for (server, entry) in servers {
         let field = format!("mcp.yaml: servers.{server}");
+        let mut enabled = true;
         for (k, v) in entry.as_object().into_iter().flatten() {
             match k.as_str() {
+                "enabled" => {
+                    enabled = v.as_bool().ok_or_else(|| {
+                        PolicyError::invalid(
+                            format!("{field}.enabled"),
+                            format!("expected true or false, got {v}"),
+                        )
+                    })?;
+                }
                 "tools" => {
                     let tools = v
                         .as_array()
@@ -416,7 +437,7 @@ fn mcp_tools(text: &str) -> Result<BTreeMap<String, Vec<String>>, PolicyError> {
                         .iter()
                         .map(|t| string("mcp.yaml tools", t))
                         .collect::<Result<Vec<_>, _>>()?;
-                    out.insert(server.clone(), tools);
+                    out.insert(server.clone(), ServerTools::Listed(tools));
                 }
                 "reject_args" if v.as_object().is_some_and(serde_json::Map::is_empty) => {}
                 "reject_args" => {
@@ -432,6 +453,9 @@ fn mcp_tools(text: &str) -> Result<BTreeMap<String, Vec<String>>, PolicyError> {
                     ));
                 }
             }
+        }
+        if !enabled {
+            out.insert(server.clone(), ServerTools::Off);
         }
     }
     Ok(out)

@@ -379,3 +379,37 @@ fn mcp_servers_name_every_tool_of_a_server_unless_mcp_yaml_lists_them() {
     assert!(!text.contains("mcp__linear__*"), "{text}");
     assert!(text.contains("api.github.com"), "{text}");
 }
+
+// guarantee: G-POL-05
+/// `mcp.yaml`'s `enabled: false` (which Ethos's own editor writes) turns a server off for the
+/// personality: Ethos refuses every tool of it, so toolcap's toolset names none, whatever
+/// `mcp_servers` and the server's `tools` say. `enabled: true` changes nothing. Anything but a
+/// boolean is an error naming the field.
+#[test]
+fn a_server_mcp_yaml_turns_off_offers_no_tool() {
+    let env = Env::new();
+    let dir = env.cwd.join("p/mcp-off");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.yaml"), "mcp_servers: github linear jira\n").unwrap();
+    std::fs::write(dir.join("toolset.yaml"), "- read_file\n").unwrap();
+    std::fs::write(
+        dir.join("mcp.yaml"),
+        "servers:\n  github:\n    enabled: false\n  linear:\n    enabled: true\n    tools:\n      - list_issues\n  jira:\n    tools:\n      - get_issue\n    enabled: false\n",
+    )
+    .unwrap();
+    let m = env.manifest(&dir);
+    let toolset: Vec<String> = serde_json::from_value(m["toolset"].clone()).unwrap();
+    assert_eq!(toolset, ["read_file", "mcp__linear__list_issues"], "{m}");
+
+    for bad in ["\"no\"", "0", "[false]"] {
+        std::fs::write(
+            dir.join("mcp.yaml"),
+            format!("servers:\n  github:\n    enabled: {bad}\n"),
+        )
+        .unwrap();
+        let out = env.toolcap(&["validate", "--personality", dir.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(stderr.contains("servers.github.enabled"), "{bad}: {stderr}");
+    }
+}
