@@ -10,6 +10,7 @@
 )]
 
 mod approve;
+mod clients;
 mod demo;
 mod filter;
 mod host;

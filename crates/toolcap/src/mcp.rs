@@ -11,11 +11,11 @@ use capability_mcp::{
     BearerToken, DEFAULT_MAX_SESSIONS, Guard, HttpOptions, HttpServer, McpServer, RemoteAccess,
 };
 use capability_tools::{StandardConfig, Store, standard_registry};
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use serde_json::Value;
 
+use crate::clients::{self, Client, Launch};
 use crate::filter::FilterArgs;
-use crate::ordered::Ordered;
 use crate::{Usage, errln, host, outln};
 
 /// `toolcap mcp ...`.
@@ -171,19 +171,6 @@ async fn bind_http(server: &McpServer, options: HttpOptions) -> Result<HttpServe
         errln!("toolcap: every request must carry the bearer token");
     }
     Ok(bound)
-}
-
-/// The MCP clients `toolcap mcp config` knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum Client {
-    /// Claude Desktop (claude_desktop_config.json).
-    ClaudeDesktop,
-    /// Claude Code (.mcp.json in the project).
-    ClaudeCode,
-    /// Cursor (~/.cursor/mcp.json).
-    Cursor,
-    /// VS Code (.vscode/mcp.json in the workspace).
-    Vscode,
 }
 
 pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
@@ -342,38 +329,20 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
             };
             let workdir = host::workdir(workdir)?;
             let exe = host::current_exe()?;
-            let launch = match &guard_config {
-                Some(config) => Launch::Guard(config),
-                None => Launch::Serve { capsule },
-            };
-            let entry = server_entry(client, &exe, &personality, &workdir, launch);
-            if !write {
-                let config = merge(client, Ordered::object(), &name, entry)?;
-                outln!("{}", pretty(&config)?)?;
-                return Ok(ExitCode::SUCCESS);
-            }
-            let path = match file {
-                Some(f) => f,
-                None => {
-                    let path = default_config_path(client, &workdir)?;
-                    // A project's own file stays in the project, whatever its directories link to.
-                    if matches!(client, Client::ClaudeCode | Client::Vscode) {
-                        host::stays_within(&path, &workdir)?;
-                    }
-                    path
-                }
-            };
-            let existing = host::read_json_config(&path)?;
-            let merged = merge(client, existing, &name, entry)?;
-            host::write_private_atomically(&path, pretty(&merged)?.as_bytes())?;
-            outln!("wrote the {name} server into {}", path.display())?;
-            Ok(ExitCode::SUCCESS)
+            clients::configure(&clients::Request {
+                client,
+                name: &name,
+                exe: &exe,
+                personality: &personality,
+                workdir: &workdir,
+                launch: match &guard_config {
+                    Some(config) => Launch::Guard(config),
+                    None => Launch::Serve { capsule },
+                },
+                write: write.then_some(file),
+            })
         }
     }
-}
-
-fn pretty(value: &Ordered) -> Result<String, Usage> {
-    serde_json::to_string_pretty(value).map_err(Usage::from)
 }
 
 /// A server name every client can use: clients show it and build tool names from it
@@ -388,104 +357,6 @@ fn server_name(given: &str) -> Result<String, String> {
         ));
     }
     Ok(given.to_owned())
-}
-
-/// Which toolcap MCP server a client starts.
-#[derive(Debug, Clone, Copy)]
-enum Launch<'a> {
-    /// `toolcap mcp serve`, with `--capsule` or not.
-    Serve { capsule: bool },
-    /// `toolcap mcp guard --config FILE`.
-    Guard(&'a Path),
-}
-
-/// The server entry: how the client starts `toolcap mcp serve` or `toolcap mcp guard`.
-fn server_entry(
-    client: Client,
-    exe: &Path,
-    personality: &Path,
-    workdir: &Path,
-    launch: Launch<'_>,
-) -> Ordered {
-    let mut args = vec![
-        "mcp".to_owned(),
-        match launch {
-            Launch::Serve { .. } => "serve",
-            Launch::Guard(_) => "guard",
-        }
-        .to_owned(),
-        "--personality".to_owned(),
-        personality.display().to_string(),
-        "--workdir".to_owned(),
-        workdir.display().to_string(),
-    ];
-    match launch {
-        Launch::Serve { capsule: true } => args.push("--capsule".to_owned()),
-        Launch::Serve { capsule: false } => {}
-        Launch::Guard(config) => {
-            args.push("--config".to_owned());
-            args.push(config.display().to_string());
-        }
-    }
-    // In the order the clients' own documentation writes an entry.
-    let mut entry = Vec::new();
-    if matches!(client, Client::ClaudeCode | Client::Vscode) {
-        entry.push(("type".to_owned(), Ordered::from("stdio")));
-    }
-    entry.push((
-        "command".to_owned(),
-        Ordered::from(exe.display().to_string().as_str()),
-    ));
-    entry.push((
-        "args".to_owned(),
-        Ordered::Array(args.iter().map(|a| Ordered::from(a.as_str())).collect()),
-    ));
-    Ordered::Object(entry)
-}
-
-/// `existing` with the server `name` set to `entry` under the client's key (`mcpServers`, or
-/// `servers` for VS Code); every other key and server is kept, in its place. A new server goes
-/// last; a server already there is replaced where it is.
-fn merge(
-    client: Client,
-    mut existing: Ordered,
-    name: &str,
-    entry: Ordered,
-) -> Result<Ordered, Usage> {
-    let key = match client {
-        Client::Vscode => "servers",
-        _ => "mcpServers",
-    };
-    let Some(root) = existing.as_object_mut() else {
-        return Err(Usage(
-            "the client's configuration file is not a JSON object; it was left as it is".to_owned(),
-        ));
-    };
-    let Some(servers) = Ordered::entry(root, key, Ordered::object).as_object_mut() else {
-        return Err(Usage(format!(
-            "\"{key}\" in the client's configuration file is not a JSON object; the file was left as it is"
-        )));
-    };
-    Ordered::set(servers, name, entry);
-    Ok(existing)
-}
-
-/// Where each client reads its MCP servers from.
-fn default_config_path(client: Client, workdir: &Path) -> Result<PathBuf, Usage> {
-    let home = || host::home().ok_or_else(|| Usage("HOME is not set; pass --file".to_owned()));
-    Ok(match client {
-        Client::ClaudeDesktop => {
-            let home = home()?;
-            if cfg!(target_os = "macos") {
-                home.join("Library/Application Support/Claude/claude_desktop_config.json")
-            } else {
-                home.join(".config/Claude/claude_desktop_config.json")
-            }
-        }
-        Client::ClaudeCode => workdir.join(".mcp.json"),
-        Client::Cursor => home()?.join(".cursor/mcp.json"),
-        Client::Vscode => workdir.join(".vscode/mcp.json"),
-    })
 }
 
 /// `toolcap explain --guard-config`: the registry's admission for a stand-in with the server's
@@ -583,82 +454,5 @@ fn say_what_is_offered(server: &McpServer, policy: &CompiledPolicy) {
             names.len(),
             names.join(", ")
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    /// `value` as a document, its keys in `serde_json`'s order.
-    fn doc(value: Value) -> Ordered {
-        serde_json::from_value(value).unwrap()
-    }
-
-    /// `merge`, its result read back as a `Value`.
-    fn merged(client: Client, existing: Value, entry: Ordered) -> Value {
-        serde_json::to_value(merge(client, doc(existing), "toolcap", entry).unwrap()).unwrap()
-    }
-
-    #[test]
-    fn merging_keeps_other_servers_and_keys() {
-        let existing = json!({"theme": "dark", "mcpServers": {"other": {"command": "x"}}});
-        let entry = server_entry(
-            Client::ClaudeDesktop,
-            Path::new("/bin/toolcap"),
-            Path::new("/p.toml"),
-            Path::new("/w"),
-            Launch::Serve { capsule: true },
-        );
-        let merged = merged(Client::ClaudeDesktop, existing, entry);
-        assert_eq!(merged["theme"], "dark");
-        assert_eq!(merged["mcpServers"]["other"]["command"], "x");
-        assert_eq!(merged["mcpServers"]["toolcap"]["command"], "/bin/toolcap");
-        assert_eq!(
-            merged["mcpServers"]["toolcap"]["args"],
-            json!([
-                "mcp",
-                "serve",
-                "--personality",
-                "/p.toml",
-                "--workdir",
-                "/w",
-                "--capsule"
-            ])
-        );
-    }
-
-    #[test]
-    fn vscode_uses_servers_with_a_type() {
-        let entry = server_entry(
-            Client::Vscode,
-            Path::new("/bin/toolcap"),
-            Path::new("/p.toml"),
-            Path::new("/w"),
-            Launch::Guard(Path::new("/g.toml")),
-        );
-        assert_eq!(
-            serde_json::to_value(&entry).unwrap()["args"],
-            json!([
-                "mcp",
-                "guard",
-                "--personality",
-                "/p.toml",
-                "--workdir",
-                "/w",
-                "--config",
-                "/g.toml"
-            ])
-        );
-        let merged = merged(Client::Vscode, json!({}), entry);
-        assert_eq!(merged["servers"]["toolcap"]["type"], "stdio");
-    }
-
-    #[test]
-    fn a_file_that_is_not_an_object_is_refused_not_replaced() {
-        for bad in [json!([1, 2]), json!("text"), json!({"mcpServers": [1]})] {
-            assert!(merge(Client::Cursor, doc(bad), "toolcap", Ordered::object()).is_err());
-        }
     }
 }

@@ -759,6 +759,144 @@ fn mcp_config_prints_a_working_server_entry_and_merges_without_losing_anything()
     assert_eq!(refused.status.code(), Some(2));
 }
 
+/// `mcp config --client codex`: the `[mcp_servers.toolcap]` table of Codex's `config.toml`. The
+/// printed table starts a working server; written into a file with comments and servers of its
+/// own, it is added where Codex reads it (`$CODEX_HOME`, or `~/.codex`) and the rest is kept
+/// line for line; written again, the file is the same; the real Codex CLI (npm
+/// `@openai/codex`, pinned) reads back the entry and the other server. A file toolcap cannot
+/// rewrite without touching the rest (the servers as an inline table) is refused and left as
+/// it was.
+#[test]
+fn mcp_config_writes_a_table_the_real_codex_reads() {
+    let Some(cache) = support::mcp_cache(&["codex/node_modules/.bin/codex"]) else {
+        return;
+    };
+    let codex_bin = cache.join("codex/node_modules/.bin/codex");
+    let scratch = Scratch::new();
+    let p = scratch.path("p.toml");
+    let w = scratch.path("work");
+    let printed = scratch.toolcap(&[
+        "mcp",
+        "config",
+        "--client",
+        "codex",
+        "--personality",
+        &p,
+        "--workdir",
+        &w,
+    ]);
+    assert_eq!(printed.status.code(), Some(0), "{printed:?}");
+    let table: toml::Table = toml::from_str(&String::from_utf8_lossy(&printed.stdout)).unwrap();
+    let entry = &table["mcp_servers"]["toolcap"];
+    let command = entry["command"].as_str().unwrap();
+    let args: Vec<&str> = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let answers = scratch.stdio_session(
+        command,
+        &args,
+        &[json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "read_file", "arguments": {"path": "notes.md"}}})],
+    );
+    assert_eq!(
+        answers[&2]["result"]["content"][0]["text"], "hello from notes\n",
+        "{}",
+        answers[&2]
+    );
+
+    // Into Codex's own file, found through CODEX_HOME.
+    let codex_home = scratch.root.join("codex-home");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    let file = codex_home.join("config.toml");
+    let before = "# my Codex settings\nmodel = \"o3\" # the model\n\n[mcp_servers.git]\ncommand = \"git-mcp\"\nargs = [\"--repo\", \".\"]\n";
+    std::fs::write(&file, before).unwrap();
+    let write = |extra: &[&str]| {
+        Command::new(TOOLCAP)
+            .args([
+                "mcp",
+                "config",
+                "--client",
+                "codex",
+                "--personality",
+                &p,
+                "--workdir",
+                &w,
+            ])
+            .args(["--write"])
+            .args(extra)
+            .env("HOME", &scratch.root)
+            .env("CODEX_HOME", &codex_home)
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap()
+    };
+    let written = write(&["--capsule"]);
+    assert_eq!(written.status.code(), Some(0), "{written:?}");
+    let after = std::fs::read_to_string(&file).unwrap();
+    assert!(after.starts_with(before), "every line kept: {after}");
+    assert_eq!(write(&["--capsule"]).status.code(), Some(0));
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        after,
+        "written twice, the same"
+    );
+
+    let codex = |args: &[&str]| -> Value {
+        let out = Command::new(&codex_bin)
+            .args(args)
+            .env("CODEX_HOME", &codex_home)
+            .env("HOME", &scratch.root)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "codex {args:?}: {out:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let read = codex(&["mcp", "get", "toolcap", "--json"]);
+    assert_eq!(read["enabled"], true, "{read}");
+    assert_eq!(read["transport"]["type"], "stdio", "{read}");
+    assert_eq!(
+        Path::new(read["transport"]["command"].as_str().unwrap())
+            .canonicalize()
+            .unwrap(),
+        Path::new(TOOLCAP).canonicalize().unwrap()
+    );
+    assert_eq!(
+        read["transport"]["args"],
+        json!([
+            "mcp",
+            "serve",
+            "--personality",
+            p,
+            "--workdir",
+            w,
+            "--capsule"
+        ]),
+        "{read}"
+    );
+    let listed = codex(&["mcp", "list", "--json"]);
+    let names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["git", "toolcap"], "{listed}");
+
+    // The servers as an inline table: refused, the file left as it was.
+    let inline = "mcp_servers = { git = { command = \"git-mcp\" } }\n";
+    std::fs::write(&file, inline).unwrap();
+    let refused = write(&[]);
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("[mcp_servers.toolcap]"),
+        "{refused:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), inline);
+}
+
 /// `mcp config --write` with files a user did not expect to be touched: a configuration that is
 /// a symlink (into a dotfiles directory, or a project's `.mcp.json` linking elsewhere) is
 /// refused, the link and the file it names left as they were, and the message gives the path to

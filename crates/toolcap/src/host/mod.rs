@@ -25,6 +25,19 @@ pub(crate) fn home() -> Option<PathBuf> {
         .filter(|p| p.is_absolute())
 }
 
+/// Codex's home (`$CODEX_HOME`), if set: an error when it is not absolute, rather than the
+/// default's file written in its place.
+pub(crate) fn codex_home() -> Result<Option<PathBuf>, Usage> {
+    match std::env::var_os("CODEX_HOME").filter(|h| !h.is_empty()) {
+        None => Ok(None),
+        Some(h) if Path::new(&h).is_absolute() => Ok(Some(PathBuf::from(h))),
+        Some(h) => Err(Usage(format!(
+            "CODEX_HOME ({}) is not an absolute path; pass --file",
+            Path::new(&h).display()
+        ))),
+    }
+}
+
 /// How much of a file the command line reads for what it parses (a policy, a configuration, a
 /// manifest): a policy's own limit, so that `/dev/zero` or a mistyped log file is refused with
 /// a message instead of filling memory.
@@ -511,6 +524,18 @@ pub(crate) fn read_json_config(path: &Path) -> Result<crate::ordered::Ordered, U
             left(format!("is not valid JSON ({e})"))
         }
     })
+}
+
+/// A client's configuration file as text (`None` when it does not exist): an error when it is
+/// a symlink or cannot be read.
+pub(crate) fn read_config_text(path: &Path) -> Result<Option<String>, Usage> {
+    not_a_link(path)?;
+    if matches!(std::fs::metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
+        return Ok(None);
+    }
+    read_text(path, TEXT_FILE_LIMIT, "the client's configuration file")
+        .map(Some)
+        .map_err(|Usage(e)| Usage(format!("{e}; it was left as it is")))
 }
 
 /// Whether `text` has a `//` or `/* */` comment or a trailing comma (`,` before `}` or `]`)
