@@ -82,6 +82,51 @@ write_paths = ["{w}/ask"]
             .unwrap()
     }
 
+    /// `toolcap mcp config --client CLIENT` for `p.toml` and `work/`, printed; it must succeed.
+    fn print_config(&self, client: &str) -> Output {
+        let (p, w) = (self.path("p.toml"), self.path("work"));
+        let printed = self.toolcap(&[
+            "mcp",
+            "config",
+            "--client",
+            client,
+            "--personality",
+            &p,
+            "--workdir",
+            &w,
+        ]);
+        assert_eq!(printed.status.code(), Some(0), "{printed:?}");
+        printed
+    }
+
+    /// A client's entry (`command`, `args`) names this `toolcap`, and what it starts serves
+    /// `read_file` of `work/notes.md` over stdio, as the client would start it.
+    fn starts_a_working_server(&self, entry: &Value) {
+        let command = entry["command"].as_str().unwrap();
+        assert_eq!(
+            Path::new(command).canonicalize().unwrap(),
+            Path::new(TOOLCAP).canonicalize().unwrap(),
+            "{entry}"
+        );
+        let args: Vec<&str> = entry["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        let answers = self.stdio_session(
+            command,
+            &args,
+            &[json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "read_file", "arguments": {"path": "notes.md"}}})],
+        );
+        let answered = &answers[&2];
+        assert_eq!(
+            answered["result"]["content"][0]["text"], "hello from notes\n",
+            "{answered}"
+        );
+    }
+
     /// Starts `program ARGS` as a desktop client would (stdio, in `work/`), completes the
     /// initialize handshake, sends `requests`, and returns every answer by id once each id in
     /// `requests` has one.
@@ -631,44 +676,9 @@ fn mcp_config_prints_a_working_server_entry_and_merges_without_losing_anything()
     let scratch = Scratch::new();
     let p = scratch.path("p.toml");
     let w = scratch.path("work");
-    let printed = scratch.toolcap(&[
-        "mcp",
-        "config",
-        "--client",
-        "claude-desktop",
-        "--personality",
-        &p,
-        "--workdir",
-        &w,
-    ]);
-    assert_eq!(printed.status.code(), Some(0), "{printed:?}");
+    let printed = scratch.print_config("claude-desktop");
     let config: Value = serde_json::from_slice(&printed.stdout).unwrap();
-    let entry = &config["mcpServers"]["toolcap"];
-    let command = entry["command"].as_str().unwrap();
-    let args: Vec<String> = entry["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(
-        Path::new(command).canonicalize().unwrap(),
-        Path::new(TOOLCAP).canonicalize().unwrap()
-    );
-
-    // What the client would start: a real session over stdio.
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let answers = scratch.stdio_session(
-        command,
-        &args,
-        &[json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "read_file", "arguments": {"path": "notes.md"}}})],
-    );
-    let answered = &answers[&2];
-    assert_eq!(
-        answered["result"]["content"][0]["text"], "hello from notes\n",
-        "{answered}"
-    );
+    scratch.starts_a_working_server(&config["mcpServers"]["toolcap"]);
 
     // --write merges into an existing file and keeps what was there.
     let file = scratch.root.join("claude.json");
@@ -775,37 +785,10 @@ fn mcp_config_writes_a_table_the_real_codex_reads() {
     let scratch = Scratch::new();
     let p = scratch.path("p.toml");
     let w = scratch.path("work");
-    let printed = scratch.toolcap(&[
-        "mcp",
-        "config",
-        "--client",
-        "codex",
-        "--personality",
-        &p,
-        "--workdir",
-        &w,
-    ]);
-    assert_eq!(printed.status.code(), Some(0), "{printed:?}");
+    let printed = scratch.print_config("codex");
     let table: toml::Table = toml::from_str(&String::from_utf8_lossy(&printed.stdout)).unwrap();
-    let entry = &table["mcp_servers"]["toolcap"];
-    let command = entry["command"].as_str().unwrap();
-    let args: Vec<&str> = entry["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
-    let answers = scratch.stdio_session(
-        command,
-        &args,
-        &[json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "read_file", "arguments": {"path": "notes.md"}}})],
-    );
-    assert_eq!(
-        answers[&2]["result"]["content"][0]["text"], "hello from notes\n",
-        "{}",
-        answers[&2]
-    );
+    let entry = serde_json::to_value(&table["mcp_servers"]["toolcap"]).unwrap();
+    scratch.starts_a_working_server(&entry);
 
     // Into Codex's own file, found through CODEX_HOME.
     let codex_home = scratch.root.join("codex-home");
