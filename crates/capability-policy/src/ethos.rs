@@ -159,13 +159,35 @@ impl PersonalityPolicy {
             Some(text) if !text.trim().is_empty() => mcp_tools(text)?,
             _ => BTreeMap::new(),
         };
+        // Each entry is checked here, where the error can name the field it came from; the
+        // toolset's own check would name only the entry it made.
+        let unnamable = |field: String, entry: &str| {
+            PolicyError::invalid(
+                field,
+                format!(
+                    "toolcap cannot give this server's tools a name: {entry:?} is not a tool \
+                     name (1-64 characters of a-z 0-9 _ -)"
+                ),
+            )
+        };
         for server in &mcp_servers {
+            let all = format!("mcp__{server}__*");
+            if !crate::is_mcp_server_entry(&all) {
+                return Err(unnamable("config.yaml: mcp_servers".to_owned(), &all));
+            }
             match per_server.get(server) {
                 Some(ServerTools::Off) => {}
                 Some(ServerTools::Listed(tools)) => {
-                    toolset.extend(tools.iter().map(|t| format!("mcp__{server}__{t}")));
+                    for tool in tools {
+                        let entry = format!("mcp__{server}__{tool}");
+                        if !crate::valid_tool_name(&entry) {
+                            let field = format!("mcp.yaml: servers.{server}.tools");
+                            return Err(unnamable(field, &entry));
+                        }
+                        toolset.push(entry);
+                    }
                 }
-                None => toolset.push(format!("mcp__{server}__*")),
+                None => toolset.push(all),
             }
         }
         policy.toolset = Some(toolset);

@@ -336,6 +336,23 @@ fn what_toolcap_cannot_enforce_or_does_not_know_is_an_error() {
             ],
             "toolset.yaml",
         ),
+        // A server whose tools toolcap cannot name: the error names the field it came from.
+        (
+            "server-name",
+            &[("config.yaml", "mcp_servers: linear Some.Server\n")],
+            "config.yaml: mcp_servers",
+        ),
+        (
+            "server-tool-name",
+            &[
+                ("config.yaml", "mcp_servers: linear\n"),
+                (
+                    "mcp.yaml",
+                    "servers:\n  linear:\n    tools:\n      - List Issues\n",
+                ),
+            ],
+            "mcp.yaml: servers.linear.tools",
+        ),
         ("empty", &[("notes.txt", "hello")], "no config.yaml"),
     ];
     for (name, files, expected) in cases {
