@@ -79,7 +79,8 @@ const SAFETY_NOT_ACCESS: &[&str] = &[
 
 impl PersonalityPolicy {
     /// The personality an Ethos personality directory describes, under `id` (the directory's
-    /// name). The result is checked like any policy (`~` expanded with `home`, absolute paths).
+    /// name). `fs_reach` entries are read as Ethos reads them: substituted, `~` not expanded, an
+    /// entry that is not absolute beneath `vars.cwd`. The result is checked like any policy.
     ///
     /// Where Ethos and toolcap differ, toolcap is stricter (docs/policy.md): no `toolset.yaml`
     /// means no tool; no `safety.network.allow` means no host; `safety` settings toolcap cannot
@@ -237,9 +238,15 @@ impl EthosReach {
         vars: EthosVars<'_>,
         policy: &mut PersonalityPolicy,
     ) -> Result<(), PolicyError> {
-        let sub = |field: &str, text: &str, cwd: &Path| substitute(field, text, id, vars, cwd);
+        // An entry is substituted, then read where Ethos reads it: Ethos expands no `~` and
+        // resolves what is not absolute against the current directory (`path.resolve`), so
+        // `~/notes` is `<cwd>/~/notes` there, and here too, never the home directory's notes,
+        // which would be more than the personality has in Ethos.
+        let sub = |field: &str, text: &str, cwd: &Path| {
+            substitute(field, text, id, vars, cwd).map(|path| vars.cwd.join(path))
+        };
         let workdir = match &self.workdir {
-            Some(w) => PathBuf::from(sub("fs_reach.workdir", w, vars.cwd)?),
+            Some(w) => sub("fs_reach.workdir", w, vars.cwd)?,
             None => vars.cwd.to_path_buf(),
         };
         let own = vars.ethos_home.join("personalities").join(id);
@@ -247,7 +254,7 @@ impl EthosReach {
             |field: &str, declared: &Option<Vec<String>>, defaults: Vec<PathBuf>| match declared {
                 Some(items) if !items.is_empty() => items
                     .iter()
-                    .map(|t| sub(field, t, &workdir).map(PathBuf::from))
+                    .map(|t| sub(field, t, &workdir))
                     .collect::<Result<Vec<_>, _>>(),
                 _ => Ok(defaults),
             };

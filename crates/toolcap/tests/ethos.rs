@@ -237,12 +237,14 @@ fn an_ethos_personality_means_what_it_means_in_ethos() {
             .starts_with("TOOL_NOT_IN_TOOLSET")
     );
 
-    // personality-architect: a declared write list replaces the defaults.
+    // personality-architect: a declared write list replaces the defaults. It says
+    // `~/.ethos/personalities/`, which Ethos does not expand: it is beneath the current
+    // directory there, and here ("paths_ethos_does_not_expand_are_read_where_ethos_reads_them").
     let m = env.manifest(&fixture("personality-architect"));
     let write_file = m["tools"]["write_file"].clone();
     assert_eq!(
         write_file["effective"]["fs_write"],
-        serde_json::json!([ethos.join("personalities").display().to_string()]),
+        serde_json::json!([env.cwd.join("~/.ethos/personalities").display().to_string()]),
         "{write_file}"
     );
 
@@ -260,6 +262,75 @@ fn an_ethos_personality_means_what_it_means_in_ethos() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("/srv/ethos/workspace/voice"), "{text}");
+}
+
+// guarantee: G-POL-05
+/// Ethos substitutes `${ETHOS_HOME}`, `${self}` and `${CWD}` in an `fs_reach` entry and nothing
+/// else: it expands no `~`, and resolves an entry that is not absolute against the current
+/// directory (`path.resolve` in its `ScopedFs`). So `~/notes` reaches `<cwd>/~/notes` in Ethos,
+/// not the home directory's notes, and `notes/` reaches `<cwd>/notes`; toolcap reads them the
+/// same. Until 2026-11-27 toolcap expanded `~`, which gave a personality the home directory's
+/// `notes` that Ethos never gave it (and Ethos's own personality-architect the real
+/// `~/.ethos/personalities` for writing).
+#[test]
+fn paths_ethos_does_not_expand_are_read_where_ethos_reads_them() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.home.join("notes")).unwrap();
+    std::fs::write(env.home.join("notes/n.txt"), "the home directory's note").unwrap();
+    for dir in ["~/notes", "notes"] {
+        std::fs::create_dir_all(env.cwd.join(dir)).unwrap();
+        std::fs::write(
+            env.cwd.join(dir).join("n.txt"),
+            format!("{dir} in the project"),
+        )
+        .unwrap();
+    }
+    let dir = env.cwd.join("p/literal");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.yaml"),
+        "name: L\nfs_reach.read: ~/notes, notes/\nfs_reach.write: ~/.ethos/personalities/\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("toolset.yaml"), "- read_file\n- write_file\n").unwrap();
+
+    let home_note = env.home.join("notes/n.txt").display().to_string();
+    let refused = env.call(
+        &dir,
+        "read_file",
+        &serde_json::json!({"path": home_note}).to_string(),
+    );
+    assert!(
+        error(&refused).starts_with("PATH_NOT_REACHABLE"),
+        "{refused}"
+    );
+    for (path, text) in [
+        ("~/notes/n.txt", "~/notes in the project"),
+        ("notes/n.txt", "notes in the project"),
+    ] {
+        let read = env.call(
+            &dir,
+            "read_file",
+            &serde_json::json!({"path": path}).to_string(),
+        );
+        assert_eq!(read["value"], text, "{path}: {read}");
+    }
+    // The home directory's personalities stay out of reach for writing.
+    let real = env
+        .home
+        .join(".ethos/personalities/made/SOUL.md")
+        .display()
+        .to_string();
+    let refused = env.call(
+        &dir,
+        "write_file",
+        &serde_json::json!({"path": real, "content": "x"}).to_string(),
+    );
+    assert!(
+        error(&refused).starts_with("PATH_NOT_REACHABLE"),
+        "{refused}"
+    );
+    assert!(!env.home.join(".ethos/personalities/made").exists());
 }
 
 /// A hostile personality directory: its name, its files, and what the error must name.
@@ -298,11 +369,6 @@ fn what_toolcap_cannot_enforce_or_does_not_know_is_an_error() {
                 "name: A\nfs_reach.read: /tmp\nfs_reach.read: /\n",
             )],
             "duplicate key",
-        ),
-        (
-            "relative",
-            &[("config.yaml", "fs_reach.read: notes/\n")],
-            "fs_reach.read",
         ),
         (
             "substitution",
