@@ -46,7 +46,9 @@ pub use capability_policy::{
     normalize_lexically, valid_env_name, valid_tool_name,
 };
 #[cfg(feature = "yaml")]
-pub use capability_policy::{ETHOS_OTHER_FILES, ETHOS_POLICY_FILES, EthosFiles, EthosVars};
+pub use capability_policy::{
+    ETHOS_ALWAYS_DENY, ETHOS_OTHER_FILES, ETHOS_POLICY_FILES, EthosFiles, EthosVars,
+};
 
 pub use crate::attachments::{Attachment, AttachmentCache};
 pub use crate::audit::{
@@ -59,7 +61,7 @@ pub use crate::escalation::{
 pub use crate::filter::{ToolFilter, ToolFilterError};
 pub use crate::isolation::{IsolationKey, IsolationSelection, ToolIsolation};
 pub use crate::manifest::{Manifest, Widening, WideningCode, build_manifest, diff};
-pub use crate::policy::{CompiledPolicy, FloorLift, InternationalHost};
+pub use crate::policy::{CompiledPolicy, DeniedRoot, FloorLift, InternationalHost};
 pub use crate::registry::{
     Admission, Admitted, DefaultToolRegistry, ExecutionContext, Invocation, RegistryConfig,
     RegistryError, ToolCall, ToolCallResult, apply_budget, panic_message,

@@ -61,6 +61,17 @@ pub struct FloorLift {
     pub area: PathBuf,
 }
 
+/// A reach root a deny rule takes whole ([`CompiledPolicy::denied_roots`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeniedRoot {
+    /// Where the policy lists the root (`fs_reach.read[1]`).
+    pub field: String,
+    /// The root, `~` expanded and `..` folded.
+    pub root: PathBuf,
+    /// The deny rule at or above it.
+    pub rule: PathBuf,
+}
+
 /// A host pattern of a personality written with letters outside ASCII
 /// ([`CompiledPolicy::international_hosts`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -242,6 +253,33 @@ impl CompiledPolicy {
         let mut lifts = listed("fs_reach.read", &source.fs_reach.read);
         lifts.extend(listed("fs_reach.write", &source.fs_reach.write));
         lifts
+    }
+
+    /// Each reach root at or beneath one of the personality's deny rules, with where the file
+    /// lists it and the rule: it reaches nothing (a deny rule wins over every grant), though it
+    /// reads like a grant, read roots first, in the file's order (`toolcap validate`;
+    /// docs/policy.md, "Deny rules").
+    pub fn denied_roots(&self) -> Vec<DeniedRoot> {
+        let Some(source) = self.source.as_deref() else {
+            return Vec::new();
+        };
+        let listed = |field: &'static str, roots: &[PathBuf]| {
+            roots
+                .iter()
+                .enumerate()
+                .filter_map(|(i, root)| {
+                    let rule = source.fs_reach.deny.iter().find(|d| root.starts_with(d))?;
+                    Some(DeniedRoot {
+                        field: format!("{field}[{i}]"),
+                        root: root.clone(),
+                        rule: rule.clone(),
+                    })
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut taken = listed("fs_reach.read", &source.fs_reach.read);
+        taken.extend(listed("fs_reach.write", &source.fs_reach.write));
+        taken
     }
 
     /// Each host pattern of the personality written with letters outside ASCII, with where the

@@ -39,6 +39,37 @@ pub const ETHOS_POLICY_FILES: [&str; 3] = ["config.yaml", "toolset.yaml", "mcp.y
 /// Files an Ethos personality directory holds that are not access policy (read by nobody here).
 pub const ETHOS_OTHER_FILES: [&str; 4] = ["SOUL.md", "skills", "tools.yaml", "README.md"];
 
+/// What Ethos refuses every personality, whatever its `fs_reach` (its `sensitiveDenyPaths`, the
+/// always-deny floor of its `storage-fs`): credentials, shell histories, its own keys and
+/// secrets, and system places. An Ethos personality gets them as deny rules, so that it reaches
+/// here no more than it does in Ethos; entries under `~` need a known home directory, as any
+/// `~` rule does.
+pub const ETHOS_ALWAYS_DENY: [&str; 23] = [
+    "~/.ssh",
+    "~/.aws/credentials",
+    "~/.aws/config",
+    "~/.gnupg",
+    "~/.netrc",
+    "~/.bash_history",
+    "~/.zsh_history",
+    "~/.psql_history",
+    "~/.mysql_history",
+    "~/.npmrc",
+    "~/.ethos/keys.json",
+    "~/.ethos/secrets",
+    "~/Library/Keychains",
+    "/etc/passwd",
+    "/etc/shadow",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/root",
+    "/boot",
+    "/sys",
+    "/proc/sys",
+    "/proc/self/environ",
+    "/proc/self/cmdline",
+];
+
 /// `config.yaml` keys that are not access policy: how the agent talks, which model it uses,
 /// how it remembers. Ignored.
 const NOT_POLICY: &[&str] = &[
@@ -151,6 +182,13 @@ impl PersonalityPolicy {
             }
         }
         reach.apply(id, vars, &mut policy)?;
+        // Ethos's own floor holds whatever the reach says; toolcap's floor is added at check.
+        policy.fs_reach.deny.extend(
+            ETHOS_ALWAYS_DENY
+                .iter()
+                .filter(|p| home.is_some() || !p.starts_with('~'))
+                .map(PathBuf::from),
+        );
 
         let mut toolset: Vec<String> = match files.toolset {
             Some(text) if !text.trim().is_empty() => toolset_list(text)?,

@@ -47,7 +47,9 @@ mod strict;
 pub use crate::env::{is_fixed_env_name, is_refused_env_name, is_safe_env_name, valid_env_name};
 pub use crate::error::PolicyError;
 #[cfg(feature = "yaml")]
-pub use crate::ethos::{ETHOS_OTHER_FILES, ETHOS_POLICY_FILES, EthosFiles, EthosVars};
+pub use crate::ethos::{
+    ETHOS_ALWAYS_DENY, ETHOS_OTHER_FILES, ETHOS_POLICY_FILES, EthosFiles, EthosVars,
+};
 pub use crate::names::{is_mcp_server_entry, valid_tool_name};
 pub use crate::personality::{
     AttachmentRules, EnvRules, EscalateRules, NarrowFs, NarrowNetwork, NarrowProcess, Narrowing,

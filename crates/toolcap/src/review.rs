@@ -33,8 +33,9 @@ pub(crate) fn conclude(
 }
 
 /// What `toolcap validate` notes after its summary: each reach root that lifts the deny floor,
-/// at the place it folds to (`/srv/x/../../proc` is noted as `/proc`), and each host pattern
-/// written with letters outside ASCII, with its ASCII form. Not findings (naming the place or
+/// at the place it folds to (`/srv/x/../../proc` is noted as `/proc`), each reach root a deny
+/// rule takes whole, and each host pattern written with letters outside ASCII, with its ASCII
+/// form. Not findings (naming the place or
 /// the name is how a personality grants it), but what a reviewer must see (docs/review.md).
 pub(crate) fn notes(policy: &CompiledPolicy) -> Vec<String> {
     // Paths and names as the personality spells them, escaped as every review line is: a
@@ -47,6 +48,15 @@ pub(crate) fn notes(policy: &CompiledPolicy) -> Vec<String> {
             capability_core::shown(&lift.area.to_string_lossy())
         )
     });
+    // A root a deny rule takes whole reads like a grant and reaches nothing.
+    let taken = policy.denied_roots().into_iter().map(|taken| {
+        format!(
+            "note: {} is {}, which the deny rule {} takes whole: it reaches nothing",
+            taken.field,
+            capability_core::shown(&taken.root.to_string_lossy()),
+            capability_core::shown(&taken.rule.to_string_lossy())
+        )
+    });
     // A host written in another script can look like a familiar one and be another host.
     let hosts = policy.international_hosts().into_iter().map(|host| {
         format!(
@@ -56,7 +66,7 @@ pub(crate) fn notes(policy: &CompiledPolicy) -> Vec<String> {
             host.ascii
         )
     });
-    lifts.chain(hosts).collect()
+    lifts.chain(taken).chain(hosts).collect()
 }
 
 /// The personality's toolset entries, `[constraints]` tables and `only_after` entries that name

@@ -647,6 +647,48 @@ fn validate_says_which_roots_lift_the_deny_floor() {
     assert!(!String::from_utf8_lossy(&plain.stdout).contains("note:"));
 }
 
+// guarantee: G-POL-07
+/// A reach root at or beneath a deny rule reaches nothing (a deny rule wins), yet reads like a
+/// grant; `toolcap validate` notes each one with the rule that takes it, so that a personality
+/// whose working directory a rule covers (an Ethos personality run from `/root`, under Ethos's
+/// own floor) is not reported as granted without a word.
+#[test]
+fn validate_says_which_roots_a_deny_rule_takes() {
+    let env = Env::new();
+    std::fs::write(
+        env.root.join("taken.toml"),
+        format!(
+            "id = \"taken\"\ntoolset = [\"read_file\", \"write_file\"]\n[fs_reach]\n\
+             read = [\"{work}\", \"{work}/secret/inner\"]\nwrite = [\"{work}/secret\"]\n\
+             deny = [\"{work}/secret\"]\n",
+            work = env.path("work")
+        ),
+    )
+    .unwrap();
+    let out = env.toolcap(&["validate", "--personality", &env.path("taken.toml")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(code(&out), 0, "{text}");
+    let secret = env.root.join("work/secret");
+    assert_eq!(
+        text.lines().skip(1).collect::<Vec<_>>(),
+        [
+            format!(
+                "note: fs_reach.read[1] is {}/inner, which the deny rule {} takes whole: it reaches nothing",
+                secret.display(),
+                secret.display()
+            ),
+            format!(
+                "note: fs_reach.write[0] is {}, which the deny rule {} takes whole: it reaches nothing",
+                secret.display(),
+                secret.display()
+            ),
+        ],
+        "{text}"
+    );
+    let plain = env.toolcap(&["validate", "--personality", &env.path("p.toml")]);
+    assert!(!String::from_utf8_lossy(&plain.stdout).contains("note:"));
+}
+
 // guarantee: G-POL-08
 /// A host written in another script that looks like a familiar one (`аpi.github.com`, its
 /// first letter Cyrillic) is a valid internationalized name, loaded as its ASCII form

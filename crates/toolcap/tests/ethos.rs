@@ -333,6 +333,55 @@ fn paths_ethos_does_not_expand_are_read_where_ethos_reads_them() {
     assert!(!env.home.join(".ethos/personalities/made").exists());
 }
 
+// guarantee: G-POL-05
+/// Ethos refuses every personality, whatever its `fs_reach`, a floor of credential and system
+/// paths (`sensitiveDenyPaths` in its `storage-fs`): shell histories, `~/.npmrc`, the AWS
+/// credentials, Ethos's own `keys.json` and `secrets`, `/etc/passwd`, `/root`, `/boot` and the
+/// rest. Loaded here, an Ethos personality keeps that floor on top of toolcap's own, so a reach
+/// of `/` (or a current directory that is the home directory) reads none of them.
+#[test]
+fn ethos_own_deny_floor_holds_for_its_personalities() {
+    let env = Env::new();
+    let home = &env.home;
+    for (file, text) in [
+        (".bash_history", "export TOKEN=hist"),
+        (".zsh_history", "export TOKEN=zsh"),
+        (".npmrc", "//registry.npmjs.org/:_authToken=npm"),
+        (".ethos/keys.json", "{\"key\": \"k\"}"),
+        (".ethos/secrets/vault.json", "{\"v\": 1}"),
+        ("notes.txt", "a note"),
+    ] {
+        std::fs::create_dir_all(home.join(file).parent().unwrap()).unwrap();
+        std::fs::write(home.join(file), text).unwrap();
+    }
+    let dir = env.cwd.join("p/everything");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.yaml"), "name: E\nfs_reach.read: /\n").unwrap();
+    std::fs::write(dir.join("toolset.yaml"), "- read_file\n").unwrap();
+    let read = |path: &Path| {
+        let args = serde_json::json!({"path": path.display().to_string()}).to_string();
+        env.call(&dir, "read_file", &args)
+    };
+    assert_eq!(read(&home.join("notes.txt"))["value"], "a note");
+    for denied in [
+        home.join(".bash_history"),
+        home.join(".zsh_history"),
+        home.join(".npmrc"),
+        home.join(".ethos/keys.json"),
+        home.join(".ethos/secrets/vault.json"),
+        PathBuf::from("/etc/passwd"),
+    ] {
+        let refused = read(&denied);
+        assert!(
+            error(&refused).starts_with("PATH_NOT_REACHABLE"),
+            "{denied:?}: {refused}"
+        );
+    }
+    let m = env.manifest(&dir);
+    let deny = m["tools"]["read_file"]["effective"]["restrictions"].to_string();
+    assert!(deny.contains(".npmrc") && deny.contains("/boot"), "{deny}");
+}
+
 /// A hostile personality directory: its name, its files, and what the error must name.
 type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
 
