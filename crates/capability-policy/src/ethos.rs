@@ -39,12 +39,13 @@ pub const ETHOS_POLICY_FILES: [&str; 3] = ["config.yaml", "toolset.yaml", "mcp.y
 /// Files an Ethos personality directory holds that are not access policy (read by nobody here).
 pub const ETHOS_OTHER_FILES: [&str; 4] = ["SOUL.md", "skills", "tools.yaml", "README.md"];
 
-/// What Ethos refuses every personality, whatever its `fs_reach` (its `sensitiveDenyPaths`, the
-/// always-deny floor of its `storage-fs`): credentials, shell histories, its own keys and
-/// secrets, and system places. An Ethos personality gets them as deny rules, so that it reaches
-/// here no more than it does in Ethos; entries under `~` need a known home directory, as any
-/// `~` rule does.
-pub const ETHOS_ALWAYS_DENY: [&str; 23] = [
+/// What Ethos refuses every personality, whatever its `fs_reach`: its `sensitiveDenyPaths` (the
+/// always-deny floor of its `storage-fs`: credentials, shell histories, its own keys and
+/// secrets, system places), then the app state its file tools refuse to write (its
+/// configuration, web token, pairing database and sessions), which a deny rule here refuses to
+/// read too. An Ethos personality gets them as deny rules, so that it reaches here no more than
+/// it does in Ethos; entries under `~` need a known home directory, as any `~` rule does.
+pub const ETHOS_ALWAYS_DENY: [&str; 27] = [
     "~/.ssh",
     "~/.aws/credentials",
     "~/.aws/config",
@@ -68,6 +69,10 @@ pub const ETHOS_ALWAYS_DENY: [&str; 23] = [
     "/proc/sys",
     "/proc/self/environ",
     "/proc/self/cmdline",
+    "~/.ethos/config.yaml",
+    "~/.ethos/web-token",
+    "~/.ethos/pairing.db",
+    "~/.ethos/sessions",
 ];
 
 /// `config.yaml` keys that are not access policy: how the agent talks, which model it uses,

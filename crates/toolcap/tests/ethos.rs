@@ -337,8 +337,9 @@ fn paths_ethos_does_not_expand_are_read_where_ethos_reads_them() {
 /// Ethos refuses every personality, whatever its `fs_reach`, a floor of credential and system
 /// paths (`sensitiveDenyPaths` in its `storage-fs`): shell histories, `~/.npmrc`, the AWS
 /// credentials, Ethos's own `keys.json` and `secrets`, `/etc/passwd`, `/root`, `/boot` and the
-/// rest. Loaded here, an Ethos personality keeps that floor on top of toolcap's own, so a reach
-/// of `/` (or a current directory that is the home directory) reads none of them.
+/// rest; and its file tools refuse to write its own state (`~/.ethos/config.yaml`, `sessions`).
+/// Loaded here, an Ethos personality keeps all of it on top of toolcap's own floor, so a reach
+/// of `/` (or a current directory that is the home directory) reads and writes none of them.
 #[test]
 fn ethos_own_deny_floor_holds_for_its_personalities() {
     let env = Env::new();
@@ -349,6 +350,7 @@ fn ethos_own_deny_floor_holds_for_its_personalities() {
         (".npmrc", "//registry.npmjs.org/:_authToken=npm"),
         (".ethos/keys.json", "{\"key\": \"k\"}"),
         (".ethos/secrets/vault.json", "{\"v\": 1}"),
+        (".ethos/sessions/s1.jsonl", "{}"),
         ("notes.txt", "a note"),
     ] {
         std::fs::create_dir_all(home.join(file).parent().unwrap()).unwrap();
@@ -377,8 +379,24 @@ fn ethos_own_deny_floor_holds_for_its_personalities() {
             "{denied:?}: {refused}"
         );
     }
+    // What Ethos's file tools refuse to write (its configuration, its sessions) stays
+    // unwritten here too, whatever the write reach.
+    std::fs::write(dir.join("config.yaml"), "name: E\nfs_reach.write: /\n").unwrap();
+    std::fs::write(dir.join("toolset.yaml"), "- write_file\n").unwrap();
+    for denied in [
+        home.join(".ethos/config.yaml"),
+        home.join(".ethos/sessions/s2.jsonl"),
+    ] {
+        let args = serde_json::json!({"path": denied.display().to_string(), "content": "x"});
+        let refused = env.call(&dir, "write_file", &args.to_string());
+        assert!(
+            error(&refused).starts_with("PATH_NOT_REACHABLE"),
+            "{denied:?}: {refused}"
+        );
+        assert!(!denied.exists(), "{denied:?}");
+    }
     let m = env.manifest(&dir);
-    let deny = m["tools"]["read_file"]["effective"]["restrictions"].to_string();
+    let deny = m["tools"]["write_file"]["effective"]["restrictions"].to_string();
     assert!(deny.contains(".npmrc") && deny.contains("/boot"), "{deny}");
 }
 
