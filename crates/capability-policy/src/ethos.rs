@@ -162,10 +162,15 @@ impl PersonalityPolicy {
                 "fs_reach.write" => reach.write = Some(path_list(key, value)?),
                 "fs_reach.workdir" => reach.workdir = Some(string(key, value)?),
                 "mcp_servers" => {
-                    mcp_servers = string(key, value)?
-                        .split_whitespace()
-                        .map(str::to_owned)
-                        .collect();
+                    let Value::String(names) = value else {
+                        return Err(PolicyError::invalid(
+                            "config.yaml: mcp_servers",
+                            "Ethos reads mcp_servers only as names on its own line \
+                             (`mcp_servers: linear github`); a list on the next lines gives the \
+                             personality no server there",
+                        ));
+                    };
+                    mcp_servers = names.split_whitespace().map(str::to_owned).collect();
                 }
                 // Plugin tools are gated by the toolset in toolcap; the list adds nothing.
                 "plugins" => {
@@ -186,6 +191,7 @@ impl PersonalityPolicy {
                 }
             }
         }
+        same_as_ethos_reads(files.config.unwrap_or(""), &config)?;
         reach.apply(id, vars, &mut policy)?;
         // Ethos's own floor holds whatever the reach says; toolcap's floor is added at check.
         policy.fs_reach.deny.extend(
@@ -196,7 +202,21 @@ impl PersonalityPolicy {
         );
 
         let mut toolset: Vec<String> = match files.toolset {
-            Some(text) if !text.trim().is_empty() => toolset_list(text)?,
+            Some(text) if !text.trim().is_empty() => {
+                let list = toolset_list(text)?;
+                if list != crate::ethos_lines::toolset(text) {
+                    return Err(PolicyError::invalid(
+                        "toolset.yaml",
+                        format!(
+                            "Ethos reads its tools as {:?}, a line at a time, and YAML as \
+                             {list:?}; write one `- tool` a line, with no quote or comment after \
+                             the name",
+                            crate::ethos_lines::toolset(text)
+                        ),
+                    ));
+                }
+                list
+            }
             _ => Vec::new(),
         };
         let per_server = match files.mcp {
@@ -238,6 +258,66 @@ impl PersonalityPolicy {
         policy.check(home)?;
         Ok(policy)
     }
+}
+
+/// The `config.yaml` keys toolcap maps onto access policy, and the `safety:` fields.
+const POLICY_KEYS: [&str; 6] = [
+    "fs_reach.read",
+    "fs_reach.write",
+    "fs_reach.workdir",
+    "mcp_servers",
+    "plugins",
+    "memoryScope",
+];
+
+/// Refuses a `config.yaml` whose policy reads differently as YAML than as Ethos reads it, a line
+/// at a time (`ethos_lines`): a comment after a value is part of the value there, a list in
+/// brackets one string, a value on the next lines none at all. Read as YAML, each would reach
+/// what the personality does not reach in Ethos.
+fn same_as_ethos_reads(text: &str, yaml: &BTreeMap<String, Value>) -> Result<(), PolicyError> {
+    let differs = |field: String, ethos: &dyn std::fmt::Debug, yaml: &dyn std::fmt::Display| {
+        PolicyError::invalid(
+            format!("config.yaml: {field}"),
+            format!(
+                "Ethos reads it as {ethos:?}, a line at a time, and YAML as {yaml}; write \
+                 `key: value` on one line, with no comment after the value"
+            ),
+        )
+    };
+    let flat = crate::ethos_lines::flat(text);
+    for key in POLICY_KEYS {
+        let ethos = flat.get(key);
+        let same = match (yaml.get(key), ethos) {
+            (None, None) => true,
+            (Some(Value::String(y)), Some(e)) => y == e,
+            _ => false,
+        };
+        if !same {
+            let yaml = yaml.get(key).map_or("nothing".to_owned(), Value::to_string);
+            return Err(differs(key.to_owned(), &ethos, &yaml));
+        }
+    }
+    let ethos_safety = crate::ethos_lines::safety(text);
+    let yaml_safety = yaml.get("safety").and_then(Value::as_object);
+    for path in [
+        &["network", "allow"][..],
+        &["network", "deny"],
+        &["approvalMode"],
+        &["denyRules"],
+    ] {
+        let at = |block: Option<&serde_json::Map<String, Value>>| {
+            let (first, rest) = path.split_first()?;
+            rest.iter()
+                .try_fold(block?.get(*first)?, |value, key| value.get(key))
+                .cloned()
+        };
+        let (y, e) = (at(yaml_safety), at(ethos_safety.as_ref()));
+        if y != e {
+            let yaml = y.map_or("nothing".to_owned(), |v| v.to_string());
+            return Err(differs(format!("safety.{}", path.join(".")), &e, &yaml));
+        }
+    }
+    Ok(())
 }
 
 /// `toolset.yaml`: a list of tool names, or a mapping whose only key `tools` holds that list

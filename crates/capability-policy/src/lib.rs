@@ -40,6 +40,7 @@ mod env;
 mod error;
 #[cfg(feature = "yaml")]
 mod ethos;
+mod ethos_lines;
 mod names;
 mod personality;
 mod strict;

@@ -486,6 +486,62 @@ fn what_toolcap_cannot_enforce_or_does_not_know_is_an_error() {
             ],
             "mcp.yaml: servers.linear.tools",
         ),
+        // Ethos reads config.yaml and toolset.yaml a line at a time, not as YAML: a comment
+        // after a value is part of the value there, a list in brackets is one string, a quote
+        // around a tool is part of its name. Each of these meant nothing (or less) in Ethos
+        // and would have granted here: read as YAML they differ, and the file is refused.
+        (
+            "comment-after-reach",
+            &[("config.yaml", "fs_reach.read: /srv/a # my notes\n")],
+            "config.yaml: fs_reach.read",
+        ),
+        (
+            "bracketed-reach",
+            &[("config.yaml", "fs_reach.write: [/srv/a, /srv/b]\n")],
+            "config.yaml: fs_reach.write",
+        ),
+        (
+            "reach-on-next-lines",
+            &[("config.yaml", "fs_reach.read:\n  - /srv/a\n")],
+            "config.yaml: fs_reach.read",
+        ),
+        (
+            "comment-after-server",
+            &[("config.yaml", "mcp_servers: github # the forge\n")],
+            "config.yaml: mcp_servers",
+        ),
+        (
+            "comment-after-tool",
+            &[
+                ("config.yaml", "name: X\n"),
+                ("toolset.yaml", "- read_file # the reader\n- write_file\n"),
+            ],
+            "toolset.yaml",
+        ),
+        (
+            "quoted-tool",
+            &[
+                ("config.yaml", "name: X\n"),
+                ("toolset.yaml", "- \"read_file\"\n"),
+            ],
+            "toolset.yaml",
+        ),
+        (
+            "comment-after-host",
+            &[(
+                "config.yaml",
+                "safety:\n  network:\n    allow:\n      - api.github.com # the forge\n",
+            )],
+            "safety.network.allow",
+        ),
+        (
+            "bracketed-hosts",
+            &[(
+                "config.yaml",
+                "safety:\n  network:\n    allow: [api.github.com]\n",
+            )],
+            "safety.network.allow",
+        ),
         ("empty", &[("notes.txt", "hello")], "no config.yaml"),
     ];
     for (name, files, expected) in cases {

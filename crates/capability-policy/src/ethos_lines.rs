@@ -1,0 +1,207 @@
+//! How Ethos itself reads a personality's `config.yaml` and `toolset.yaml`: not as YAML, but a
+//! line at a time (its `parseConfigYaml`, `parseNestedBlock` and `parseToolsetYaml`). toolcap
+//! reads the files as strict YAML and then asks what Ethos would have read; where a value that
+//! carries policy differs (a comment after a value, which is part of the value in Ethos; a list
+//! in brackets, which is one string there; a quote around a tool's name, which is part of the
+//! name), the personality is refused, since it would reach something here that it does not in
+//! Ethos (docs/policy.md, "Ethos personality directories").
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+/// The flat `key: value` pairs Ethos reads from `config.yaml`: every line that starts with a
+/// key of word characters and dots, then `:`, then a value on the same line; the value trimmed,
+/// a quote at either end dropped. A key given twice is its last value, as in Ethos.
+pub(crate) fn flat(text: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for line in text.split('\n') {
+        let key_len = line
+            .bytes()
+            .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.'))
+            .count();
+        let Some(rest) = line[key_len..].strip_prefix(':') else {
+            continue;
+        };
+        // `\s*(.+)$`: at least one character after the spaces, and none that JavaScript's `.`
+        // refuses (a line ending left in the line, as a CRLF file leaves `\r`: such a line
+        // is not read at all there).
+        let value = rest.trim_start();
+        if key_len == 0 || value.is_empty() || value.contains(['\r', '\u{2028}', '\u{2029}']) {
+            continue;
+        }
+        out.insert(line[..key_len].to_owned(), unquote(value.trim()).to_owned());
+    }
+    out
+}
+
+/// The tool names Ethos reads from `toolset.yaml`: every line that, trimmed, starts with `- `,
+/// the rest trimmed, empty names left out.
+pub(crate) fn toolset(text: &str) -> Vec<String> {
+    text.split('\n')
+        .map(str::trim)
+        .filter_map(|line| line.strip_prefix("- "))
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The `safety:` block as Ethos reads it (`safety:` alone on its line at the left margin, or
+/// followed by `{}`), or `None` when Ethos finds none.
+pub(crate) fn safety(text: &str) -> Option<Map<String, Value>> {
+    let lines: Vec<&str> = text.split('\n').collect();
+    let at = lines.iter().position(|line| {
+        line.strip_prefix("safety:")
+            .is_some_and(|rest| rest.trim().is_empty() || rest.trim_start().starts_with("{}"))
+    })?;
+    Some(block(&lines, at + 1).0)
+}
+
+/// Ethos's `parseNestedBlock`, line for line: the keys at the first line's indentation, each a
+/// value on its line, a list of `- ` lines, or a deeper block; and where it stopped.
+fn block(lines: &[&str], start: usize) -> (Map<String, Value>, usize) {
+    let mut obj = Map::new();
+    let indent = lines
+        .get(start)
+        .map(|l| indentation(l))
+        .filter(|n| *n > 0)
+        .unwrap_or(2);
+    let mut i = start;
+    while i < lines.len() {
+        let line = lines[i];
+        if line.trim().is_empty() || line.trim_start().starts_with('#') {
+            i += 1;
+            continue;
+        }
+        let at = indentation(line);
+        if at < indent {
+            break;
+        }
+        if at == indent
+            && let Some((key, value)) = key_line(line)
+        {
+            let value = value.trim();
+            if value.is_empty() || value == "{}" {
+                let deeper = lines.get(i + 1).filter(|next| indentation(next) > indent);
+                if let Some(next) = deeper {
+                    if next.trim().starts_with("- ") {
+                        let mut items = Vec::new();
+                        let mut j = i + 1;
+                        while j < lines.len() {
+                            let item = lines[j].trim();
+                            if item.is_empty() || item.starts_with('#') {
+                                j += 1;
+                                continue;
+                            }
+                            let Some(item) = item.strip_prefix("- ") else {
+                                break;
+                            };
+                            items.push(Value::String(unquote(item.trim()).to_owned()));
+                            j += 1;
+                        }
+                        obj.insert(key.to_owned(), Value::Array(items));
+                        i = j;
+                        continue;
+                    }
+                    let (child, end) = block(lines, i + 1);
+                    obj.insert(key.to_owned(), Value::Object(child));
+                    i = end;
+                    continue;
+                }
+                obj.insert(key.to_owned(), Value::Object(Map::new()));
+            } else if let Some(first) = value.strip_prefix("- ") {
+                let mut items = vec![Value::String(first.to_owned())];
+                let mut j = i + 1;
+                while let Some(item) = lines.get(j).and_then(|l| l.trim().strip_prefix("- ")) {
+                    items.push(Value::String(item.trim().to_owned()));
+                    j += 1;
+                }
+                obj.insert(key.to_owned(), Value::Array(items));
+                i = j;
+                continue;
+            } else {
+                obj.insert(key.to_owned(), Value::String(unquote(value).to_owned()));
+            }
+        }
+        i += 1;
+    }
+    (obj, i)
+}
+
+/// The whitespace a line starts with, in characters.
+fn indentation(line: &str) -> usize {
+    line.chars().take_while(|c| c.is_whitespace()).count()
+}
+
+/// `^\s+(\w+):\s*(.*)$`: an indented key of word characters and what follows its colon.
+fn key_line(line: &str) -> Option<(&str, &str)> {
+    let rest = line.trim_start();
+    if rest.len() == line.len() {
+        return None;
+    }
+    let key_len = rest
+        .bytes()
+        .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+        .count();
+    let value = rest[key_len..].strip_prefix(':')?;
+    (key_len > 0).then(|| (&rest[..key_len], value))
+}
+
+/// `replace(/^["']|["']$/g, '')`: one quote at the start and one at the end dropped, each on
+/// its own.
+fn unquote(value: &str) -> &str {
+    let value = value.strip_prefix(['"', '\'']).unwrap_or(value);
+    value.strip_suffix(['"', '\'']).unwrap_or(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn values_are_read_as_ethos_reads_them() {
+        let flat = flat(
+            "name: \"Ada\"\nfs_reach.read: /a # notes\nfs_reach.write: [/b]\n  indented: x\n\
+             fs_reach.workdir:\nmodel: x\nmodel: y\n# c: d\n",
+        );
+        assert_eq!(flat["name"], "Ada");
+        assert_eq!(flat["fs_reach.read"], "/a # notes");
+        assert_eq!(flat["fs_reach.write"], "[/b]");
+        assert_eq!(flat["model"], "y", "the last of a key given twice");
+        assert!(!flat.contains_key("fs_reach.workdir") && !flat.contains_key("indented"));
+        assert!(!flat.contains_key("# c"));
+        assert!(
+            super::flat("fs_reach.read: /a\r\n").is_empty(),
+            "a CRLF line is not read"
+        );
+
+        assert_eq!(
+            toolset("# tools\n- read_file\n-  \"x\" # y\ntools:\n  - write_file\n-\n"),
+            ["read_file", "\"x\" # y", "write_file"]
+        );
+
+        let safety = safety(
+            "name: x\nsafety:\n  approvalMode: 'off'\n  network:\n    allow:\n      \
+             - api.github.com # the forge\n      # gh\n      - \"b.com\"\n    deny: [c.com]\n  denyRules: - rm\n    - mv\nother: 1\n",
+        )
+        .unwrap();
+        assert_eq!(
+            Value::Object(safety),
+            json!({
+                "approvalMode": "off",
+                "network": {"allow": ["api.github.com # the forge", "b.com"], "deny": "[c.com]"},
+                "denyRules": ["rm", "mv"]
+            })
+        );
+        // A comment right after `allow:` makes Ethos read a block, not a list: no allow list.
+        let quirk = super::safety("safety:\n  network:\n    allow:\n      # gh\n      - a.com\n");
+        assert_eq!(
+            quirk.map(Value::Object),
+            Some(json!({"network": {"allow": {}}}))
+        );
+        assert!(super::safety("safety: {network: {}}\n").is_none());
+        assert_eq!(super::safety("safety: {}\n"), Some(Map::new()));
+    }
+}
