@@ -223,6 +223,7 @@ impl PersonalityPolicy {
             Some(text) if !text.trim().is_empty() => mcp_tools(text)?,
             _ => BTreeMap::new(),
         };
+        let ethos_servers = files.mcp.map(crate::ethos_lines::mcp).unwrap_or_default();
         // Each entry is checked here, where the error can name the field it came from; the
         // toolset's own check would name only the entry it made.
         let unnamable = |field: String, entry: &str| {
@@ -239,6 +240,7 @@ impl PersonalityPolicy {
             if !crate::is_mcp_server_entry(&all) {
                 return Err(unnamable("config.yaml: mcp_servers".to_owned(), &all));
             }
+            wider_than_ethos(server, per_server.get(server), ethos_servers.get(server))?;
             match per_server.get(server) {
                 Some(ServerTools::Off) => {}
                 Some(ServerTools::Listed(tools)) => {
@@ -538,6 +540,40 @@ fn safety(value: &Value, policy: &mut PersonalityPolicy) -> Result<(), PolicyErr
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// Refuses a server whose tools, read from `mcp.yaml` as YAML, include one that Ethos, reading
+/// the file a line at a time (`ethos_lines::mcp`), does not offer: a comment after a tool's
+/// name is part of the name there, a list indented otherwise or in brackets is not read (then
+/// Ethos restricts nothing, which is more, and is let be).
+fn wider_than_ethos(
+    server: &str,
+    ours: Option<&ServerTools>,
+    ethos: Option<&crate::ethos_lines::McpServer>,
+) -> Result<(), PolicyError> {
+    let ethos_tools = match ethos {
+        Some(s) if s.enabled == Some(false) => Some(&[][..]),
+        Some(s) => s.tools.as_deref(),
+        None => None,
+    };
+    let wider = match (ours, ethos_tools) {
+        (_, None) | (Some(ServerTools::Off), _) => false,
+        (None, Some(_)) => true,
+        (Some(ServerTools::Listed(tools)), Some(theirs)) => {
+            tools.iter().any(|t| !theirs.contains(t))
+        }
+    };
+    if wider {
+        return Err(PolicyError::invalid(
+            format!("mcp.yaml: servers.{server}"),
+            format!(
+                "Ethos reads its tools as {ethos_tools:?}, a line at a time, and YAML as more; \
+                 write `servers:`, two spaces and `{server}:`, four and `tools:`, six and \
+                 `- tool` a line, with no comment after a name"
+            ),
+        ));
     }
     Ok(())
 }

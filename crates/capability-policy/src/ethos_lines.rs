@@ -58,6 +58,121 @@ pub(crate) fn safety(text: &str) -> Option<Map<String, Value>> {
     Some(block(&lines, at + 1).0)
 }
 
+/// What Ethos reads of one server in `mcp.yaml`.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct McpServer {
+    /// `tools:`, its `- name` items.
+    pub(crate) tools: Option<Vec<String>>,
+    /// `enabled: true|false`.
+    pub(crate) enabled: Option<bool>,
+}
+
+/// The servers Ethos reads from `mcp.yaml` (its `parseMcpYaml`): `servers:` at the left margin,
+/// each server at two spaces, its keys at four, list items at six, exactly; whatever else it
+/// skips with a warning (so that a line it does not read restricts nothing there).
+pub(crate) fn mcp(text: &str) -> BTreeMap<String, McpServer> {
+    let lines: Vec<&str> = text.split('\n').collect();
+    let mut out = BTreeMap::new();
+    let Some(start) = lines.iter().position(|l| {
+        l.strip_prefix("servers:")
+            .is_some_and(|rest| rest.trim().is_empty())
+    }) else {
+        return out;
+    };
+    let blank = |l: &str| l.trim().is_empty() || l.trim_start().starts_with('#');
+    // `^\s{n}` then `rest`: exactly `n` whitespace characters before it.
+    let at = |l: &'_ str, n: usize| -> Option<String> {
+        let mut chars = l.chars();
+        for _ in 0..n {
+            if !chars.next()?.is_whitespace() {
+                return None;
+            }
+        }
+        Some(chars.as_str().to_owned())
+    };
+    let mut i = start + 1;
+    while i < lines.len() {
+        if blank(lines[i]) {
+            i += 1;
+            continue;
+        }
+        if indentation(lines[i]) < 2 {
+            break;
+        }
+        let server = at(lines[i], 2).and_then(|rest| {
+            let name = rest
+                .strip_suffix(|c: char| c.is_whitespace())
+                .unwrap_or(&rest);
+            let name = name.trim_end().strip_suffix(':')?;
+            let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+            (name.starts_with(word) && name.chars().all(|c| word(c) || c == '-'))
+                .then(|| name.to_owned())
+        });
+        i += 1;
+        let Some(server) = server else { continue };
+        let mut policy = McpServer::default();
+        while i < lines.len() {
+            if blank(lines[i]) {
+                i += 1;
+                continue;
+            }
+            if indentation(lines[i]) < 4 {
+                break;
+            }
+            let key = at(lines[i], 4).unwrap_or_default();
+            if key
+                .strip_prefix("tools:")
+                .is_some_and(|r| r.trim().is_empty())
+            {
+                let mut tools = Vec::new();
+                i += 1;
+                while i < lines.len() {
+                    if blank(lines[i]) {
+                        i += 1;
+                        continue;
+                    }
+                    // `^\s{6}-\s+(.+)$`: JavaScript's `.` takes no line ending, so an item
+                    // of a CRLF file is not read.
+                    let item = at(lines[i], 6).and_then(|rest| {
+                        let rest = rest.strip_prefix('-')?;
+                        let taken = rest.trim_start();
+                        (rest.starts_with(char::is_whitespace)
+                            && !taken.is_empty()
+                            && !taken.contains(['\r', '\u{2028}', '\u{2029}']))
+                        .then(|| taken.trim().to_owned())
+                    });
+                    let Some(item) = item else { break };
+                    tools.push(item);
+                    i += 1;
+                }
+                policy.tools = Some(tools);
+                continue;
+            }
+            if key
+                .strip_prefix("reject_args:")
+                .is_some_and(|r| r.trim().is_empty())
+            {
+                // Its rules are skipped as Ethos consumes them: everything indented further.
+                i += 1;
+                while i < lines.len() && (blank(lines[i]) || indentation(lines[i]) >= 6) {
+                    i += 1;
+                }
+                continue;
+            }
+            if let Some(value) = key.strip_prefix("enabled:") {
+                match value.trim() {
+                    "true" => policy.enabled = Some(true),
+                    "false" => policy.enabled = Some(false),
+                    _ => {}
+                }
+            }
+            i += 1;
+        }
+        out.insert(server, policy);
+    }
+    out
+}
+
 /// Ethos's `parseNestedBlock`, line for line: the keys at the first line's indentation, each a
 /// value on its line, a list of `- ` lines, or a deeper block; and where it stopped.
 fn block(lines: &[&str], start: usize) -> (Map<String, Value>, usize) {
@@ -202,6 +317,31 @@ mod tests {
             Some(json!({"network": {"allow": {}}}))
         );
         assert!(super::safety("safety: {network: {}}\n").is_none());
+
+        let mcp = mcp(
+            "servers:\n  linear:\n    tools:\n      - list_issues # mine\n      \
+             - get_issue\n    enabled: false # off\n  github:\n    enabled: false\n    \
+             reject_args:\n      save:\n        status:\n          - Done\n    tools: [a]\n    \
+             server:\n  bad name:\n    tools:\n      - x\n",
+        );
+        assert_eq!(
+            mcp["linear"],
+            McpServer {
+                tools: Some(vec![
+                    "list_issues # mine".to_owned(),
+                    "get_issue".to_owned()
+                ]),
+                enabled: None,
+            }
+        );
+        assert_eq!(
+            mcp["github"],
+            McpServer {
+                tools: None,
+                enabled: Some(false)
+            }
+        );
+        assert_eq!(mcp.len(), 2, "{mcp:?}");
         assert_eq!(super::safety("safety: {}\n"), Some(Map::new()));
     }
 }

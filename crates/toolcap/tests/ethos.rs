@@ -542,6 +542,19 @@ fn what_toolcap_cannot_enforce_or_does_not_know_is_an_error() {
             )],
             "safety.network.allow",
         ),
+        // mcp.yaml too is read a line at a time by Ethos: a tool with a comment after its
+        // name is no tool there, and a list indented otherwise restricts nothing.
+        (
+            "comment-after-server-tool",
+            &[
+                ("config.yaml", "mcp_servers: linear\n"),
+                (
+                    "mcp.yaml",
+                    "servers:\n  linear:\n    tools:\n      - list_issues # the list\n",
+                ),
+            ],
+            "mcp.yaml: servers.linear",
+        ),
         ("empty", &[("notes.txt", "hello")], "no config.yaml"),
     ];
     for (name, files, expected) in cases {
