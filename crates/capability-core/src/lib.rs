@@ -41,9 +41,9 @@ mod validate;
 pub use capability_policy::{
     AttachmentRules, EnvRules, EscalateRules, MAX_POLICY_BYTES, MAX_POLICY_DEPTH, NarrowFs,
     NarrowNetwork, NarrowProcess, Narrowing, NetworkRules, PersonalityPolicy, PolicyError,
-    PolicyFormat, PolicyFsReach, ProcessRules, Safety, ToolConstraints, check_policy_text,
-    is_fixed_env_name, is_mcp_server_entry, is_refused_env_name, is_safe_env_name,
-    normalize_lexically, valid_env_name, valid_tool_name,
+    PolicyFormat, PolicyFsReach, ProcessRules, RestrictedAddresses, Safety, ToolConstraints,
+    check_policy_text, is_fixed_env_name, is_mcp_server_entry, is_refused_env_name,
+    is_safe_env_name, normalize_lexically, valid_env_name, valid_tool_name,
 };
 #[cfg(feature = "yaml")]
 pub use capability_policy::{

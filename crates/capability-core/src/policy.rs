@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use capability_policy::{Narrowing, PersonalityPolicy, PolicyError, PolicyFormat, ToolConstraints};
+use capability_policy::{
+    Narrowing, PersonalityPolicy, PolicyError, PolicyFormat, RestrictedAddresses, ToolConstraints,
+};
 use capability_types::backend::SandboxMode;
 
 use crate::matching::binary::{ArgvPattern, intersect_binaries};
@@ -28,6 +30,8 @@ pub struct CompiledPolicy {
     shared_id: Option<Arc<str>>,
     pub(crate) network_allow: Arc<HostSet>,
     pub(crate) network_deny: Arc<HostSet>,
+    /// `[safety.network] restricted_addresses`.
+    pub(crate) restricted_addresses: RestrictedAddresses,
     pub(crate) process_allow: Arc<[String]>,
     pub(crate) deny_args: Arc<[ArgvPattern]>,
     pub(crate) env_allow: Arc<[String]>,
@@ -155,6 +159,7 @@ impl CompiledPolicy {
             generation: next_generation(),
             network_allow: Arc::new(network_allow),
             network_deny: Arc::new(network_deny),
+            restricted_addresses: policy.safety.network.restricted_addresses,
             process_allow: policy.safety.process.allow.clone().into(),
             deny_args: deny_args.into(),
             env_allow: policy.safety.env.allow.clone().into(),
@@ -188,6 +193,7 @@ impl CompiledPolicy {
             shared_id: None,
             network_allow: Arc::default(),
             network_deny: Arc::default(),
+            restricted_addresses: RestrictedAddresses::Named,
             process_allow: Arc::new([]),
             deny_args: Arc::new([]),
             env_allow: Arc::new([]),
@@ -492,6 +498,7 @@ impl CompiledPolicy {
             shared_id: self.shared_id.clone(),
             network_allow,
             network_deny: Arc::new(HostSet::new(deny_patterns)),
+            restricted_addresses: self.restricted_addresses,
             process_allow,
             deny_args: deny_args.into(),
             env_allow,

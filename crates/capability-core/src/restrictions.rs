@@ -24,6 +24,10 @@ pub struct Restrictions {
     /// Host patterns refused (`[safety.network] deny`), for a tool that declares network.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub network_deny: Vec<String>,
+    /// No host reaches the restricted address classes (`restricted_addresses = "never"`), for
+    /// a tool that declares network.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restricted_addresses_never: bool,
     /// Argv patterns refused (`deny_args`, the built-in ones first), for a tool that spawns.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny_args: Vec<String>,
@@ -86,6 +90,8 @@ impl Restrictions {
             } else {
                 Vec::new()
             },
+            restricted_addresses_never: caps.network.is_some()
+                && policy.restricted_addresses == capability_policy::RestrictedAddresses::Never,
             deny_args: if spawns {
                 policy.deny_args().map(str::to_owned).collect()
             } else {
@@ -149,6 +155,14 @@ pub(crate) fn loosened(old: &Restrictions, new: &Restrictions) -> Vec<(WideningC
         out.push((
             WideningCode::Environment,
             format!("children may now be given {}", env.join(", ")),
+        ));
+    }
+    if old.restricted_addresses_never && !new.restricted_addresses_never {
+        out.push((
+            WideningCode::Restriction,
+            "restricted_addresses no longer never: a host named exactly reaches loopback, \
+             private and link-local addresses again"
+                .to_owned(),
         ));
     }
     if new.sandbox_off && !old.sandbox_off {

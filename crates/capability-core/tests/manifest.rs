@@ -331,6 +331,21 @@ fn loosening_the_personality_s_restrictions_is_a_widening() {
         ),
         shell(WideningCode::Sandbox)
     );
+    // From `restricted_addresses = "never"` back to the default: a host named exactly reaches
+    // loopback and private addresses again.
+    {
+        let never = base.replace(
+            "deny = [\"admin.x.com\"]",
+            "deny = [\"admin.x.com\"]\nrestricted_addresses = \"never\"",
+        );
+        let strict = manifest(&tools, Some(&load(&never)));
+        let loosened: Vec<(WideningCode, String)> = diff(&strict, &old)
+            .into_iter()
+            .map(|w| (w.code, w.tool))
+            .collect();
+        assert_eq!(loosened, fetch(WideningCode::Restriction));
+        assert!(diff(&old, &strict).is_empty(), "tightening is no widening");
+    }
     // A tool with no `[constraints]` entry has the defaults in force: giving it one that turns
     // its path gate off loosens it.
     assert_eq!(

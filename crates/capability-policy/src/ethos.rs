@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::personality::parse_any;
+use crate::parse::parse_any;
 use crate::{PersonalityPolicy, PolicyError, PolicyFormat};
 
 /// The policy-bearing files of one Ethos personality directory, as text (absent when the file
@@ -192,6 +192,10 @@ impl PersonalityPolicy {
             }
         }
         same_as_ethos_reads(files.config.unwrap_or(""), &config)?;
+        // Ethos refuses loopback, private and link-local addresses whatever host names them,
+        // unless `allow_private_urls`, and cloud metadata always: never here, which is the
+        // same, or less (docs/policy.md, "Ethos personality directories").
+        policy.safety.network.restricted_addresses = crate::RestrictedAddresses::Never;
         reach.apply(id, vars, &mut policy)?;
         // Ethos's own floor holds whatever the reach says; toolcap's floor is added at check.
         policy.fs_reach.deny.extend(
@@ -504,8 +508,20 @@ fn safety(value: &Value, policy: &mut PersonalityPolicy) -> Result<(), PolicyErr
                     };
                     match k.as_str() {
                         "allow" => policy.safety.network.allow = hosts(list)?,
-                        "deny" => policy.safety.network.deny = hosts(list)?,
-                        // Private addresses are reachable only through explicitly named hosts.
+                        // Ethos's `*.x` matches `x` too (its `hostnameMatches`); toolcap's is
+                        // strictly beneath `x`, so a deny pattern brings its apex along.
+                        "deny" => {
+                            let mut deny = hosts(list)?;
+                            let apexes: Vec<String> = deny
+                                .iter()
+                                .filter_map(|p| p.strip_prefix("*."))
+                                .map(str::to_owned)
+                                .collect();
+                            deny.extend(apexes);
+                            policy.safety.network.deny = deny;
+                        }
+                        // Ethos refuses these addresses unless this is set (and cloud metadata
+                        // always); an Ethos personality here never reaches them (below).
                         "allow_private_urls" => {}
                         other => {
                             return Err(PolicyError::invalid(

@@ -40,8 +40,10 @@ mod env;
 mod error;
 #[cfg(feature = "yaml")]
 mod ethos;
+#[cfg(feature = "yaml")]
 mod ethos_lines;
 mod names;
+mod parse;
 mod personality;
 mod strict;
 
@@ -54,7 +56,7 @@ pub use crate::ethos::{
 pub use crate::names::{is_mcp_server_entry, valid_tool_name};
 pub use crate::personality::{
     AttachmentRules, EnvRules, EscalateRules, NarrowFs, NarrowNetwork, NarrowProcess, Narrowing,
-    NetworkRules, PersonalityPolicy, PolicyFormat, PolicyFsReach, ProcessRules, Safety,
-    ToolConstraints, normalize_lexically,
+    NetworkRules, PersonalityPolicy, PolicyFormat, PolicyFsReach, ProcessRules,
+    RestrictedAddresses, Safety, ToolConstraints, normalize_lexically,
 };
 pub use crate::strict::{MAX_POLICY_BYTES, MAX_POLICY_DEPTH, check_policy_text};

@@ -12,6 +12,7 @@ use capability_types::check_binary_spec;
 use crate::env::{is_fixed_env_name, is_refused_env_name, valid_env_name};
 use crate::error::PolicyError;
 use crate::names::{is_mcp_server_entry, valid_tool_name};
+use crate::parse::parse_any;
 
 /// A personality: the upper bound on what any tool may touch while it is active.
 ///
@@ -175,6 +176,31 @@ pub struct NetworkRules {
     /// Hosts always refused; wins over `allow`.
     #[serde(default)]
     pub deny: Vec<String>,
+    /// Whether a host the personality names exactly may reach the restricted address classes
+    /// (loopback, private, link-local with cloud metadata, CGNAT, multicast, reserved):
+    /// `"named"`, the default, or `"never"` (docs/semantics.md, "Fetch").
+    #[serde(default, skip_serializing_if = "RestrictedAddresses::is_named")]
+    pub restricted_addresses: RestrictedAddresses,
+}
+
+/// `[safety.network] restricted_addresses`: who may reach the restricted address classes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+// toolcap: exhaustive(reason = "a new mode must be weighed by the host policy that refuses restricted addresses; a default arm could let one through")
+pub enum RestrictedAddresses {
+    /// Only a host named exactly (`127.0.0.1`, `db.internal`), never one matched by a wildcard.
+    #[default]
+    Named,
+    /// No host, however it is named: what an Ethos personality gets (Ethos refuses them unless
+    /// `allow_private_urls`, and cloud metadata always).
+    Never,
+}
+
+impl RestrictedAddresses {
+    /// Whether this is the default, `named` (left out when a policy is written).
+    pub fn is_named(&self) -> bool {
+        *self == RestrictedAddresses::Named
+    }
 }
 
 /// `[safety.process]`: binaries and refused argument patterns.
@@ -553,118 +579,6 @@ pub fn normalize_lexically(path: &Path) -> PathBuf {
         out.push(".");
     }
     out
-}
-
-fn syntax(field: Option<String>, message: String) -> PolicyError {
-    PolicyError::Syntax {
-        field: field.filter(|f| !f.is_empty() && f != "."),
-        message,
-    }
-}
-
-/// Parses any of the policy documents in `format`, with errors that name the field.
-pub(crate) fn parse_any<T: serde::de::DeserializeOwned>(
-    text: &str,
-    format: PolicyFormat,
-) -> Result<T, PolicyError> {
-    // A byte-order mark (what Windows editors write first) means nothing in UTF-8; the YAML
-    // parser took it for the start of a second document, and JSON's for a syntax error.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    crate::strict::check_policy_text(text, format).map_err(|e| syntax(None, e))?;
-    match format {
-        PolicyFormat::Json => {
-            let mut de = serde_json::Deserializer::from_str(text);
-            let value = from_deserializer(&mut de)?;
-            de.end().map_err(|e| syntax(None, e.to_string()))?;
-            Ok(value)
-        }
-        PolicyFormat::Toml => parse_toml(text),
-        PolicyFormat::Yaml => parse_yaml(text),
-    }
-}
-
-fn from_deserializer<'de, D, T>(de: D) -> Result<T, PolicyError>
-where
-    D: serde::Deserializer<'de>,
-    D::Error: std::fmt::Display,
-    T: serde::Deserialize<'de>,
-{
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let field = e.path().to_string();
-        syntax(Some(field), e.into_inner().to_string())
-    })
-}
-
-#[cfg(feature = "toml")]
-fn parse_toml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, PolicyError> {
-    // toml's own messages quote the source with a caret diagram over several lines; a policy
-    // error is one line: where, and what.
-    let one_line = |e: &toml::de::Error| {
-        let message = e.message().trim_end_matches('\n').replace('\n', " ");
-        match e.span() {
-            Some(span) => {
-                // Bytes, not a str slice: an offset inside a character must not panic.
-                let before = &text.as_bytes()[..span.start.min(text.len())];
-                let line = before.iter().filter(|b| **b == b'\n').count() + 1;
-                let column = before.len()
-                    - before
-                        .iter()
-                        .rposition(|b| *b == b'\n')
-                        .map_or(0, |i| i + 1)
-                    + 1;
-                format!("TOML line {line}, column {column}: {message}")
-            }
-            None => format!("TOML: {message}"),
-        }
-    };
-    let de = toml::Deserializer::parse(text).map_err(|e| syntax(None, one_line(&e)))?;
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let field = e.path().to_string();
-        syntax(Some(field), one_line(e.inner()))
-    })
-}
-
-#[cfg(not(feature = "toml"))]
-fn parse_toml<T>(_: &str) -> Result<T, PolicyError> {
-    Err(PolicyError::UnsupportedFormat(
-        "TOML support is not compiled in (enable the `toml` feature of capability-policy)"
-            .to_owned(),
-    ))
-}
-
-#[cfg(feature = "yaml")]
-fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, PolicyError> {
-    // A first pass into a generic value finds a key given twice in one mapping, which the typed
-    // pass would let the last one win for maps (constraints).
-    if let Err(e) = serde_norway::from_str::<serde_norway::Value>(text) {
-        let message = e.to_string();
-        if let Some(at) = message.find("duplicate entry with key ") {
-            let rest = &message[at + "duplicate entry with key ".len()..];
-            let key = rest
-                .split(" at line")
-                .next()
-                .unwrap_or(rest)
-                .trim_matches('"')
-                .to_owned();
-            let line = e.location().map_or(0, |l| l.line());
-            return Err(syntax(
-                None,
-                crate::strict::yaml_duplicate(text, &key, line),
-            ));
-        }
-        if message.contains("duplicate entry") {
-            return Err(syntax(None, message));
-        }
-    }
-    from_deserializer(serde_norway::Deserializer::from_str(text))
-}
-
-#[cfg(not(feature = "yaml"))]
-fn parse_yaml<T>(_: &str) -> Result<T, PolicyError> {
-    Err(PolicyError::UnsupportedFormat(
-        "YAML support is not compiled in (enable the `yaml` feature of capability-policy)"
-            .to_owned(),
-    ))
 }
 
 capability_types::__map_only!(

@@ -400,6 +400,95 @@ fn ethos_own_deny_floor_holds_for_its_personalities() {
     assert!(deny.contains(".npmrc") && deny.contains("/boot"), "{deny}");
 }
 
+// guarantee: G-POL-05
+// guarantee: G-NET-01
+/// Ethos's network policy (its `safety/network`): a loopback, private or link-local address is
+/// refused whatever host names it unless the personality sets `allow_private_urls`, and cloud
+/// metadata always; a deny pattern `*.x` refuses `x` as well. toolcap let a host named exactly
+/// reach such addresses, and read `*.x` as strictly beneath `x`: an Ethos personality allowing
+/// `127.0.0.1` fetched from the loopback, and one denying `*.api.example.com` reached
+/// `api.example.com`. Now an Ethos personality never reaches the restricted address classes
+/// (`restricted_addresses = "never"`, even with `allow_private_urls`, which is less than Ethos
+/// then), and a deny pattern `*.x` also denies `x`.
+#[test]
+fn an_ethos_personality_reaches_no_private_address_and_denies_a_patterns_apex() {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let env = Env::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = std::sync::Arc::clone(&hits);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(16) {
+            let Ok(mut stream) = stream else { continue };
+            counter.fetch_add(1, Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
+        }
+    });
+    let url = format!("http://127.0.0.1:{port}/");
+    for private_urls in ["", "    allow_private_urls: true\n"] {
+        let dir = env.cwd.join("p/netter");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("config.yaml"),
+            format!(
+                "name: N\nsafety:\n  network:\n{private_urls}    allow:\n      - 127.0.0.1\n      \
+                 - \"*.example.com\"\n    deny:\n      - \"*.api.example.com\"\n"
+            ),
+        )
+        .unwrap();
+        std::fs::write(dir.join("toolset.yaml"), "- fetch_url\n").unwrap();
+        let fetched = env.call(
+            &dir,
+            "fetch_url",
+            &serde_json::json!({"url": url}).to_string(),
+        );
+        assert!(
+            error(&fetched).starts_with("HOST_NOT_ALLOWED"),
+            "{private_urls}: {fetched}"
+        );
+        for (host, allowed) in [("api.example.com", false), ("www.example.com", true)] {
+            let args = serde_json::json!({"url": format!("https://{host}/")}).to_string();
+            let out = env.toolcap(&[
+                "explain",
+                "--personality",
+                dir.to_str().unwrap(),
+                "fetch_url",
+                &args,
+            ]);
+            let verdict: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(verdict["allowed"], allowed, "{host}: {verdict}");
+        }
+    }
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        0,
+        "the loopback server was reached"
+    );
+
+    // The same personality written for toolcap, as the control: a host named exactly reaches
+    // the loopback there by default, and not with `restricted_addresses = "never"`.
+    for (setting, reached) in [("", true), ("restricted_addresses = \"never\"\n", false)] {
+        let policy = env.cwd.join("net.toml");
+        std::fs::write(
+            &policy,
+            format!("id = \"net\"\ntoolset = [\"fetch_url\"]\n[safety.network]\nallow = [\"127.0.0.1\"]\n{setting}"),
+        )
+        .unwrap();
+        let fetched = env.call(
+            &policy,
+            "fetch_url",
+            &serde_json::json!({"url": url}).to_string(),
+        );
+        assert_eq!(fetched["ok"], reached, "{setting}: {fetched}");
+    }
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+}
+
 /// A hostile personality directory: its name, its files, and what the error must name.
 type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
 

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use capability_policy::RestrictedAddresses;
 use capability_types::backend::{SandboxMode, StorageGrant};
 use capability_types::{CapabilityError, FsPaths, SecretRef, StorageScope, ToolCapabilities};
 
@@ -71,6 +72,8 @@ pub struct Intersected {
     network: Option<(Arc<HostSet>, Arc<HostSet>)>,
     /// The host policy with nothing approved, built once per intersection.
     hosts: Option<Arc<ResolvedHosts>>,
+    /// `restricted_addresses = "never"`.
+    never_restricted: bool,
     escalate: Escalation,
     /// `Some` when `fs_reach` or `process` is declared (a child's cwd must be readable).
     paths: Option<PathRoots>,
@@ -192,6 +195,7 @@ impl Intersected {
             args: Arc::clone(&policy.escalate_args),
             approved: Arc::default(),
         };
+        let never_restricted = policy.restricted_addresses == RestrictedAddresses::Never;
         let hosts = network
             .as_ref()
             .map(|(allow, deny): &(Arc<HostSet>, Arc<HostSet>)| {
@@ -199,12 +203,14 @@ impl Intersected {
                     allow: Arc::clone(allow),
                     deny: Arc::clone(deny),
                     escalate: escalate.clone(),
+                    never_restricted,
                 })
             });
         Self {
             tool: tool.to_owned(),
             network,
             hosts,
+            never_restricted,
             escalate,
             paths,
             fs_declared: caps.fs_reach.is_some(),
@@ -275,6 +281,7 @@ impl Intersected {
                     allow: Arc::clone(allow),
                     deny: Arc::clone(deny),
                     escalate: escalate.clone(),
+                    never_restricted: self.never_restricted,
                 })),
             },
             fs: if self.fs_declared { paths } else { None },

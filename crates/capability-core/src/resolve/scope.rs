@@ -27,6 +27,9 @@ pub struct ResolvedHosts {
     pub(super) allow: Arc<HostSet>,
     pub(super) deny: Arc<HostSet>,
     pub(super) escalate: Escalation,
+    /// `restricted_addresses = "never"`: no host reaches the restricted address classes, so
+    /// every match is answered as a wildcard one (docs/semantics.md, "Fetch").
+    pub(super) never_restricted: bool,
 }
 
 impl ResolvedHosts {
@@ -55,8 +58,8 @@ impl HostPolicy for ResolvedHosts {
             ));
         }
         match self.allow.lookup(&host, port) {
-            Some(true) => Ok(HostMatch::Explicit),
-            Some(false) => Ok(HostMatch::Wildcard),
+            Some(true) if !self.never_restricted => Ok(HostMatch::Explicit),
+            Some(_) => Ok(HostMatch::Wildcard),
             None => Err(CapabilityError::denied(
                 DenialCode::HostNotAllowed,
                 format!("{host} is not in the declared allowedHosts"),
