@@ -24,6 +24,8 @@ pub(crate) const TARGETS: &[&str] = &[
     "frame",
     "kv_key",
     "call_args",
+    "manifest",
+    "ethos",
 ];
 
 /// Seconds per target in the smoke run of `cargo xtask check`.

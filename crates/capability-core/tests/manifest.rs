@@ -103,6 +103,24 @@ fn coverage_rules_table() {
             r#"{"fs_reach":{"write":["/srv/data/x/.."]}}"#,
             &["fs.write.widened"],
         ),
+        // ...but the very same text in both manifests is no widening (found by the `manifest`
+        // fuzz target: a manifest diffed against itself reported one), nor is the same
+        // unparsable host pattern.
+        (
+            r#"{"fs_reach":{"read":["/srv/data/../../etc"]}}"#,
+            r#"{"fs_reach":{"read":["/srv/data/../../etc"]}}"#,
+            &[],
+        ),
+        (
+            r#"{"network":{"allowedHosts":["*.<<x.com"]}}"#,
+            r#"{"network":{"allowedHosts":["*.<<x.com"]}}"#,
+            &[],
+        ),
+        (
+            r#"{"network":{"allowedHosts":["*.<<x.com"]}}"#,
+            r#"{"network":{"allowedHosts":["*.<<x.com", "*.<<y.com"]}}"#,
+            &["network.widened"],
+        ),
         // network: coverage, not strings.
         (
             r#"{"network":{"allowedHosts":["*.github.com"]}}"#,

@@ -186,14 +186,16 @@ fn server_widenings(
     out
 }
 
-/// Host patterns of `new` not covered by any of `old` (an unparsable pattern counts as new), as
+/// Host patterns of `new` not covered by any of `old` (an unparsable one counts as new unless the
+/// very same text is in `old`), as
 /// a reviewer is shown them: a pattern with letters outside ASCII followed by its ASCII form.
 pub(crate) fn uncovered_hosts(old: &[String], new: &[String]) -> Vec<String> {
-    let old: Vec<Option<HostPattern>> = old.iter().map(|p| HostPattern::parse(p).ok()).collect();
+    let parsed: Vec<Option<HostPattern>> = old.iter().map(|p| HostPattern::parse(p).ok()).collect();
     new.iter()
         .filter(|n| match HostPattern::parse(n) {
-            Err(_) => true,
-            Ok(n) => !old.iter().flatten().any(|o| n.is_covered_by(o)),
+            // What it means is unknown, so only the very same text is not new.
+            Err(_) => !old.contains(n),
+            Ok(n) => !parsed.iter().flatten().any(|o| n.is_covered_by(o)),
         })
         .map(|n| crate::matching::host::shown_pattern(n))
         .collect()
@@ -210,9 +212,9 @@ fn uncovered_kinds(old: &[String], new: &[String]) -> Vec<String> {
 /// Paths of `new` not beneath any of `old`, as shown in a widening.
 pub(crate) fn uncovered_paths(old: &[PathBuf], new: &[PathBuf]) -> Vec<String> {
     // A path with `..` is not beneath the place it starts with (`/srv/data/../../etc` is
-    // `/etc` to the kernel), and a relative one is beneath nothing: each counts as new, as an
-    // unparsable host pattern does. Registration refuses both; a manifest made by hand can
-    // hold them.
+    // `/etc` to the kernel), and a relative one is beneath nothing: each counts as new unless
+    // the very same text was there, as an unparsable host pattern does. Registration refuses
+    // both; a manifest made by hand can hold them.
     let plain = |p: &PathBuf| {
         p.is_absolute()
             && !p
@@ -220,7 +222,13 @@ pub(crate) fn uncovered_paths(old: &[PathBuf], new: &[PathBuf]) -> Vec<String> {
                 .any(|c| matches!(c, std::path::Component::ParentDir))
     };
     new.iter()
-        .filter(|n| !plain(n) || !old.iter().any(|o| is_within(n, o)))
+        .filter(|n| {
+            if plain(n) {
+                !old.iter().any(|o| is_within(n, o))
+            } else {
+                !old.contains(n)
+            }
+        })
         .map(|p| p.display().to_string())
         .collect()
 }
