@@ -239,26 +239,13 @@ impl CompiledPolicy {
     /// as the place it folds to does (`/srv/x/../../proc` is `/proc`), so a reviewer is shown
     /// the place, not the spelling (`toolcap validate`; docs/policy.md, "Deny rules").
     pub fn floor_lifts(&self) -> Vec<FloorLift> {
-        let Some(source) = self.source.as_deref() else {
-            return Vec::new();
-        };
-        let listed = |field: &'static str, roots: &[PathBuf]| {
-            roots
-                .iter()
-                .enumerate()
-                .filter_map(|(i, root)| {
-                    let area = self.floor.area_of(root)?;
-                    Some(FloorLift {
-                        field: format!("{field}[{i}]"),
-                        root: root.clone(),
-                        area,
-                    })
-                })
-                .collect::<Vec<_>>()
-        };
-        let mut lifts = listed("fs_reach.read", &source.fs_reach.read);
-        lifts.extend(listed("fs_reach.write", &source.fs_reach.write));
-        lifts
+        self.each_root(|field, root| {
+            Some(FloorLift {
+                field,
+                root: root.clone(),
+                area: self.floor.area_of(root)?,
+            })
+        })
     }
 
     /// Each reach root at or beneath one of the personality's deny rules, with where the file
@@ -266,26 +253,38 @@ impl CompiledPolicy {
     /// reads like a grant, read roots first, in the file's order (`toolcap validate`;
     /// docs/policy.md, "Deny rules").
     pub fn denied_roots(&self) -> Vec<DeniedRoot> {
+        let deny = self
+            .source
+            .as_deref()
+            .map_or(&[][..], |s| &s.fs_reach.deny[..]);
+        self.each_root(|field, root| {
+            Some(DeniedRoot {
+                field,
+                root: root.clone(),
+                rule: deny.iter().find(|d| root.starts_with(d))?.clone(),
+            })
+        })
+    }
+
+    /// `note` of each reach root of the personality as written, with where the file lists it
+    /// (`fs_reach.read[1]`), read roots first, in the file's order; none without a personality.
+    fn each_root<T>(&self, note: impl Fn(String, &PathBuf) -> Option<T>) -> Vec<T> {
         let Some(source) = self.source.as_deref() else {
             return Vec::new();
         };
-        let listed = |field: &'static str, roots: &[PathBuf]| {
+        [
+            ("fs_reach.read", &source.fs_reach.read),
+            ("fs_reach.write", &source.fs_reach.write),
+        ]
+        .into_iter()
+        .flat_map(|(field, roots)| {
             roots
                 .iter()
                 .enumerate()
-                .filter_map(|(i, root)| {
-                    let rule = source.fs_reach.deny.iter().find(|d| root.starts_with(d))?;
-                    Some(DeniedRoot {
-                        field: format!("{field}[{i}]"),
-                        root: root.clone(),
-                        rule: rule.clone(),
-                    })
-                })
+                .filter_map(|(i, root)| note(format!("{field}[{i}]"), root))
                 .collect::<Vec<_>>()
-        };
-        let mut taken = listed("fs_reach.read", &source.fs_reach.read);
-        taken.extend(listed("fs_reach.write", &source.fs_reach.write));
-        taken
+        })
+        .collect()
     }
 
     /// Each host pattern of the personality written with letters outside ASCII, with where the

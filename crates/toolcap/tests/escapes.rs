@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod support;
+
 const MODES: [&[&str]; 2] = [&[], &["--capsule"]];
 const EPERM: i32 = 1;
 const EACCES: i32 = 13;
@@ -1128,23 +1130,9 @@ fn process_mode_and_the_capsule_agree_on_large_and_deep_values() {
 /// `http://0:PORT/` was allowed while the call refused it). A loopback server counts requests.
 #[test]
 fn explain_and_call_agree_on_fetches() {
-    use std::io::{Read, Write};
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::Ordering;
     let env = Env::new("");
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let hits = std::sync::Arc::new(AtomicUsize::new(0));
-    let counter = std::sync::Arc::clone(&hits);
-    std::thread::spawn(move || {
-        for stream in listener.incoming().take(64) {
-            let Ok(mut stream) = stream else { continue };
-            counter.fetch_add(1, Ordering::SeqCst);
-            let mut buf = [0u8; 4096];
-            let _ = stream.read(&mut buf);
-            let _ = stream
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
-        }
-    });
+    let (port, hits) = support::counting_server();
     let p = env.personality(
         "net.toml",
         "id = \"net\"\n[safety.network]\nallow = [\"*\", \"127.0.0.1\"]\n",

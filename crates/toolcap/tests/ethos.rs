@@ -11,6 +11,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod support;
+
 const TOOLCAP: &str = env!("CARGO_BIN_EXE_toolcap");
 
 fn fixture(name: &str) -> PathBuf {
@@ -412,23 +414,9 @@ fn ethos_own_deny_floor_holds_for_its_personalities() {
 /// then), and a deny pattern `*.x` also denies `x`.
 #[test]
 fn an_ethos_personality_reaches_no_private_address_and_denies_a_patterns_apex() {
-    use std::io::{Read, Write};
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::Ordering;
     let env = Env::new();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let hits = std::sync::Arc::new(AtomicUsize::new(0));
-    let counter = std::sync::Arc::clone(&hits);
-    std::thread::spawn(move || {
-        for stream in listener.incoming().take(16) {
-            let Ok(mut stream) = stream else { continue };
-            counter.fetch_add(1, Ordering::SeqCst);
-            let mut buf = [0u8; 4096];
-            let _ = stream.read(&mut buf);
-            let _ = stream
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
-        }
-    });
+    let (port, hits) = support::counting_server();
     let url = format!("http://127.0.0.1:{port}/");
     for private_urls in ["", "    allow_private_urls: true\n"] {
         let dir = env.cwd.join("p/netter");
