@@ -39,6 +39,9 @@ pub struct CompiledPolicy {
     pub(crate) fs_read: Arc<[PathBuf]>,
     pub(crate) fs_write: Arc<[PathBuf]>,
     pub(crate) fs_deny: Arc<[PathBuf]>,
+    /// The deny rules as written (`fs_deny` adds where each really leads): what a manifest
+    /// records, the same in every run (`/proc/self/environ`, not this process's number).
+    pub(crate) fs_deny_written: Arc<[PathBuf]>,
     pub(crate) floor: Arc<DenyFloor>,
     /// Roots the policy named through a symbolic link, with where they lead.
     pub(crate) aliases: Arc<Aliases>,
@@ -167,6 +170,7 @@ impl CompiledPolicy {
             fs_read: fs_read.into(),
             fs_write: fs_write.into(),
             fs_deny: both_spellings(&policy.fs_reach.deny).into(),
+            fs_deny_written: policy.fs_reach.deny.clone().into(),
             floor: Arc::new(floor),
             aliases: Arc::new(aliases),
             escalate_hosts: Arc::new(escalate_hosts),
@@ -201,6 +205,7 @@ impl CompiledPolicy {
             fs_read: Arc::new([]),
             fs_write: Arc::new([]),
             fs_deny: Arc::new([]),
+            fs_deny_written: Arc::new([]),
             floor: Arc::new(floor_for(home)),
             aliases: Arc::new(Aliases::default()),
             escalate_hosts: Arc::default(),
@@ -413,6 +418,8 @@ impl CompiledPolicy {
         let fs_write = side(&self.fs_write, &n.fs_reach.write, "fs_reach.write")?;
         let mut fs_deny: Vec<PathBuf> = self.fs_deny.to_vec();
         fs_deny.extend(both_spellings(&n.fs_reach.deny));
+        let mut fs_deny_written: Vec<PathBuf> = self.fs_deny_written.to_vec();
+        fs_deny_written.extend(n.fs_reach.deny.iter().cloned());
         let mut deny_args: Vec<ArgvPattern> = self.deny_args.to_vec();
         for (i, text) in n.process.deny_args.iter().enumerate() {
             deny_args.push(
@@ -506,6 +513,7 @@ impl CompiledPolicy {
             fs_write,
             aliases: Arc::new(aliases),
             fs_deny: fs_deny.into(),
+            fs_deny_written: fs_deny_written.into(),
             floor: Arc::clone(&self.floor),
             escalate_hosts: Arc::new(HostSet::new(escalate_hosts)),
             escalate_write: escalate_write.into(),

@@ -18,7 +18,8 @@ use crate::policy::CompiledPolicy;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Restrictions {
-    /// Paths refused inside the roots (`[fs_reach] deny`), for a tool that declares a reach.
+    /// Paths refused inside the roots (`[fs_reach] deny`, as written), for a tool that declares
+    /// a reach.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fs_deny: Vec<PathBuf>,
     /// Host patterns refused (`[safety.network] deny`), for a tool that declares network.
@@ -81,7 +82,7 @@ impl Restrictions {
         }
         Restrictions {
             fs_deny: if fs {
-                policy.fs_deny.to_vec()
+                policy.fs_deny_written.to_vec()
             } else {
                 Vec::new()
             },

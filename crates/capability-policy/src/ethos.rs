@@ -44,8 +44,11 @@ pub const ETHOS_OTHER_FILES: [&str; 4] = ["SOUL.md", "skills", "tools.yaml", "RE
 /// secrets, system places), then the app state its file tools refuse to write (its
 /// configuration, web token, pairing database and sessions), which a deny rule here refuses to
 /// read too. An Ethos personality gets them as deny rules, so that it reaches here no more than
-/// it does in Ethos; entries under `~` need a known home directory, as any `~` rule does.
-pub const ETHOS_ALWAYS_DENY: [&str; 27] = [
+/// it does in Ethos; entries under `~` need a known home directory, as any `~` rule does. Its
+/// `/proc/self/environ` and `/proc/self/cmdline` are not among them (a rule on `/proc/self`
+/// would be a rule on this process's number, another in every run): toolcap's own floor keeps
+/// all of `/proc`, and an Ethos personality may not lift it (`from_ethos` refuses a root there).
+pub const ETHOS_ALWAYS_DENY: [&str; 25] = [
     "~/.ssh",
     "~/.aws/credentials",
     "~/.aws/config",
@@ -67,8 +70,6 @@ pub const ETHOS_ALWAYS_DENY: [&str; 27] = [
     "/boot",
     "/sys",
     "/proc/sys",
-    "/proc/self/environ",
-    "/proc/self/cmdline",
     "~/.ethos/config.yaml",
     "~/.ethos/web-token",
     "~/.ethos/pairing.db",
@@ -160,7 +161,11 @@ impl PersonalityPolicy {
             match key.as_str() {
                 "fs_reach.read" => reach.read = Some(path_list(key, value)?),
                 "fs_reach.write" => reach.write = Some(path_list(key, value)?),
-                "fs_reach.workdir" => reach.workdir = Some(string(key, value)?),
+                // `trim() || undefined` in Ethos: an empty workdir is none at all.
+                "fs_reach.workdir" => {
+                    let workdir = string(key, value)?;
+                    reach.workdir = Some(workdir).filter(|w| !w.trim().is_empty());
+                }
                 "mcp_servers" => {
                     let Value::String(names) = value else {
                         return Err(PolicyError::invalid(
@@ -197,6 +202,27 @@ impl PersonalityPolicy {
         // same, or less (docs/policy.md, "Ethos personality directories").
         policy.safety.network.restricted_addresses = crate::RestrictedAddresses::Never;
         reach.apply(id, vars, &mut policy)?;
+        // Naming `/proc` lifts toolcap's floor there, while Ethos keeps `/proc/self/environ`
+        // and `cmdline` from every personality, places no rule here can name for every process.
+        for (field, roots) in [
+            ("fs_reach.read", &policy.fs_reach.read),
+            ("fs_reach.write", &policy.fs_reach.write),
+        ] {
+            let proc = Path::new("/proc");
+            if let Some(root) = roots
+                .iter()
+                .find(|r| crate::normalize_lexically(r).starts_with(proc))
+            {
+                return Err(PolicyError::invalid(
+                    field,
+                    format!(
+                        "{} lies in /proc, which an Ethos personality may not reach here: Ethos \
+                         keeps /proc/self/environ and cmdline from every personality",
+                        root.display()
+                    ),
+                ));
+            }
+        }
         // Ethos's own floor holds whatever the reach says; toolcap's floor is added at check.
         policy.fs_reach.deny.extend(
             ETHOS_ALWAYS_DENY

@@ -970,6 +970,35 @@ fn help_for_every_subcommand() {
     let _ = &env.dir;
 }
 
+// guarantee: G-MAN-01
+/// A manifest records the deny rules as written: a rule on `/proc/self/environ` used to be
+/// recorded also as where it led when the manifest was made, `/proc/<this process>/environ`,
+/// so two runs gave two manifests and `toolcap diff` between them reported the rule removed.
+#[test]
+fn a_manifest_is_the_same_in_every_run() {
+    let env = Env::new();
+    std::fs::write(
+        env.root.join("self.toml"),
+        format!(
+            "id = \"self\"\ntoolset = [\"read_file\"]\n[fs_reach]\nread = [\"{}\"]\n\
+             deny = [\"/proc/self/environ\"]\n",
+            env.path("work")
+        ),
+    )
+    .unwrap();
+    let made = |name: &str| {
+        let out = env.toolcap(&["manifest", "--personality", &env.path("self.toml")]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        std::fs::write(env.root.join(name), &out.stdout).unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (one, two) = (made("one.json"), made("two.json"));
+    assert_eq!(one, two);
+    assert!(one.contains("/proc/self/environ"), "{one}");
+    let diff = env.toolcap(&["diff", &env.path("one.json"), &env.path("two.json")]);
+    assert_eq!(code(&diff), 0, "{}", String::from_utf8_lossy(&diff.stdout));
+}
+
 #[test]
 fn manifest_and_diff() {
     let env = Env::new();

@@ -296,6 +296,23 @@ fn paths_ethos_does_not_expand_are_read_where_ethos_reads_them() {
     .unwrap();
     std::fs::write(dir.join("toolset.yaml"), "- read_file\n- write_file\n").unwrap();
 
+    // An empty workdir is none at all in Ethos (`trim() || undefined`): not the current
+    // directory added to both lists.
+    let empty = env.cwd.join("p/empty-workdir");
+    std::fs::create_dir_all(&empty).unwrap();
+    std::fs::write(
+        empty.join("config.yaml"),
+        "name: E\nfs_reach.workdir: \"  \"\nfs_reach.write: /srv/out\n",
+    )
+    .unwrap();
+    std::fs::write(empty.join("toolset.yaml"), "- write_file\n").unwrap();
+    let m = env.manifest(&empty);
+    assert_eq!(
+        m["tools"]["write_file"]["effective"]["fs_write"],
+        serde_json::json!(["/srv/out"]),
+        "{m}"
+    );
+
     let home_note = env.home.join("notes/n.txt").display().to_string();
     let refused = env.call(
         &dir,
@@ -398,6 +415,12 @@ fn ethos_own_deny_floor_holds_for_its_personalities() {
         assert!(!denied.exists(), "{denied:?}");
     }
     let m = env.manifest(&dir);
+    // The same bytes from another process: no rule follows this process's number.
+    assert_eq!(
+        m,
+        env.manifest(&dir),
+        "a manifest that changes from run to run"
+    );
     let deny = m["tools"]["write_file"]["effective"]["restrictions"].to_string();
     assert!(deny.contains(".npmrc") && deny.contains("/boot"), "{deny}");
 }
@@ -631,6 +654,13 @@ fn what_toolcap_cannot_enforce_or_does_not_know_is_an_error() {
                 ),
             ],
             "mcp.yaml: servers.linear",
+        ),
+        // Naming /proc would lift toolcap's floor there; Ethos keeps /proc/self/environ from
+        // every personality, which no rule here can name for every process.
+        (
+            "proc",
+            &[("config.yaml", "fs_reach.read: ${CWD}, /srv/../proc\n")],
+            "fs_reach.read",
         ),
         ("empty", &[("notes.txt", "hello")], "no config.yaml"),
     ];
