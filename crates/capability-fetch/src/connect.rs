@@ -138,7 +138,7 @@ pub(crate) async fn connect_checked(
     if allowed.is_empty() {
         return Err(match candidates.first() {
             Some(ip) => denied(format!(
-                "{host} resolves to {} ({ip}), which only an explicitly named host may reach",
+                "{host} resolves to {} ({ip}), which a host matched by a wildcard may not reach, nor any host under restricted_addresses = \"never\"",
                 restricted(*ip).unwrap_or("a refused address")
             )),
             None => ConnectError::Failed(format!("{host} resolved to no address")),

@@ -302,7 +302,7 @@ async fn loopback_through_a_wildcard_is_refused_before_connecting() {
     );
     assert_eq!(
         message,
-        "127.0.0.1 resolves to a loopback address (127.0.0.1), which only an explicitly named host may reach"
+        "127.0.0.1 resolves to a loopback address (127.0.0.1), which a host matched by a wildcard may not reach, nor any host under restricted_addresses = \"never\""
     );
     denial(
         fetch

@@ -337,7 +337,7 @@ fn tool_checks(
                             capability_fetch::address_refusal(ip).map(|why| (ip, why))
                         }) {
                             Some((ip, why)) => Err(host_refused(format!(
-                                "{host} resolves to {why} ({ip}), which only an explicitly named host may reach"
+                                "{host} resolves to {why} ({ip}), which a host matched by a wildcard may not reach, nor any host under restricted_addresses = \"never\""
                             ))),
                             None => Ok(format!(
                                 "{host}:{port} matches a wildcard of safety.network.allow; its addresses must be public (checked when connecting); every redirect is checked again"
