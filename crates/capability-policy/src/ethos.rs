@@ -44,7 +44,7 @@ pub const ETHOS_OTHER_FILES: [&str; 4] = ["SOUL.md", "skills", "tools.yaml", "RE
 /// secrets, system places), then the app state its file tools refuse to write (its
 /// configuration, web token, pairing database and sessions), which a deny rule here refuses to
 /// read too. An Ethos personality gets them as deny rules, so that it reaches here no more than
-/// it does in Ethos; entries under `~` need a known home directory, as any `~` rule does. Its
+/// it does in Ethos; without a known home directory for the entries under `~`, it does not load. Its
 /// `/proc/self/environ` and `/proc/self/cmdline` are not among them (a rule on `/proc/self`
 /// would be a rule on this process's number, another in every run): toolcap's own floor keeps
 /// all of `/proc`, and an Ethos personality may not lift it (`from_ethos` refuses a root there).
@@ -134,7 +134,7 @@ impl PersonalityPolicy {
     ///     mcp: None,
     /// };
     /// let vars = EthosVars { ethos_home: Path::new("/home/ada/.ethos"), cwd: Path::new("/srv/repo") };
-    /// let p = PersonalityPolicy::from_ethos("reviewer", files, vars, None).unwrap();
+    /// let p = PersonalityPolicy::from_ethos("reviewer", files, vars, Some(Path::new("/home/ada"))).unwrap();
     /// assert_eq!(p.toolset.as_deref(), Some(&["read_file".to_owned(), "search_files".to_owned()][..]));
     /// assert_eq!(p.fs_reach.read, [Path::new("/srv/repo")]);
     /// # }
@@ -224,12 +224,19 @@ impl PersonalityPolicy {
             }
         }
         // Ethos's own floor holds whatever the reach says; toolcap's floor is added at check.
-        policy.fs_reach.deny.extend(
-            ETHOS_ALWAYS_DENY
-                .iter()
-                .filter(|p| home.is_some() || !p.starts_with('~'))
-                .map(PathBuf::from),
-        );
+        // Its places beneath the home directory need one: without it, refused, never loaded
+        // without them.
+        if home.is_none() {
+            return Err(PolicyError::invalid(
+                "fs_reach",
+                "an Ethos personality needs the home directory known (HOME): Ethos keeps \
+                 ~/.npmrc, the shell histories and its own secrets from every personality",
+            ));
+        }
+        policy
+            .fs_reach
+            .deny
+            .extend(ETHOS_ALWAYS_DENY.iter().map(PathBuf::from));
 
         let mut toolset: Vec<String> = match files.toolset {
             Some(text) if !text.trim().is_empty() => {

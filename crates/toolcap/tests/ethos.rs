@@ -414,6 +414,20 @@ fn ethos_own_deny_floor_holds_for_its_personalities() {
         );
         assert!(!denied.exists(), "{denied:?}");
     }
+    // Without a home directory the rules beneath it could not be placed: refused, rather
+    // than loaded without them.
+    let homeless = Command::new(TOOLCAP)
+        .args(["validate", "--personality", dir.to_str().unwrap()])
+        .env_remove("HOME")
+        .env("ETHOS_HOME", env.home.join(".ethos"))
+        .current_dir(&env.cwd)
+        .output()
+        .unwrap();
+    assert_eq!(homeless.status.code(), Some(2), "{homeless:?}");
+    assert!(
+        String::from_utf8_lossy(&homeless.stderr).contains("home directory"),
+        "{homeless:?}"
+    );
     let m = env.manifest(&dir);
     // The same bytes from another process: no rule follows this process's number.
     assert_eq!(
