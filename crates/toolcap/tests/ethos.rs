@@ -14,6 +14,8 @@ use serde_json::Value;
 mod support;
 
 const TOOLCAP: &str = env!("CARGO_BIN_EXE_toolcap");
+/// Process mode and the capsule.
+const MODES: [&[&str]; 2] = [&[], &["--capsule"]];
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -67,15 +69,30 @@ impl Env {
     }
 
     fn call(&self, personality: &Path, tool: &str, args: &str) -> Value {
-        let out = self.toolcap(&[
-            "call",
-            "--personality",
-            personality.to_str().unwrap(),
-            tool,
-            args,
-        ]);
-        serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)))
+        self.call_in(&[], personality, tool, args).0
+    }
+
+    /// The call in `mode` (nothing for process mode, `--capsule`): its result, and all it wrote
+    /// on both outputs, for a test that looks for what must not have come out.
+    fn call_in(
+        &self,
+        mode: &[&str],
+        personality: &Path,
+        tool: &str,
+        args: &str,
+    ) -> (Value, String) {
+        let mut argv = vec!["call"];
+        argv.extend_from_slice(mode);
+        argv.extend(["--personality", personality.to_str().unwrap(), tool, args]);
+        let out = self.toolcap(&argv);
+        let result = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (result, all)
     }
 }
 
@@ -314,15 +331,18 @@ fn paths_ethos_does_not_expand_are_read_where_ethos_reads_them() {
     );
 
     let home_note = env.home.join("notes/n.txt").display().to_string();
-    let refused = env.call(
-        &dir,
-        "read_file",
-        &serde_json::json!({"path": home_note}).to_string(),
-    );
-    assert!(
-        error(&refused).starts_with("PATH_NOT_REACHABLE"),
-        "{refused}"
-    );
+    for mode in MODES {
+        let args = serde_json::json!({"path": home_note}).to_string();
+        let (refused, all) = env.call_in(mode, &dir, "read_file", &args);
+        assert!(
+            error(&refused).starts_with("PATH_NOT_REACHABLE"),
+            "{mode:?}: {refused}"
+        );
+        assert!(
+            !all.contains("the home directory's note"),
+            "{mode:?}: {all}"
+        );
+    }
     for (path, text) in [
         ("~/notes/n.txt", "~/notes in the project"),
         ("notes/n.txt", "notes in the project"),
@@ -379,40 +399,52 @@ fn ethos_own_deny_floor_holds_for_its_personalities() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("config.yaml"), "name: E\nfs_reach.read: /\n").unwrap();
     std::fs::write(dir.join("toolset.yaml"), "- read_file\n").unwrap();
-    let read = |path: &Path| {
-        let args = serde_json::json!({"path": path.display().to_string()}).to_string();
-        env.call(&dir, "read_file", &args)
-    };
-    assert_eq!(read(&home.join("notes.txt"))["value"], "a note");
-    for denied in [
-        home.join(".bash_history"),
-        home.join(".zsh_history"),
-        home.join(".npmrc"),
-        home.join(".ethos/keys.json"),
-        home.join(".ethos/secrets/vault.json"),
-        PathBuf::from("/etc/passwd"),
-    ] {
-        let refused = read(&denied);
-        assert!(
-            error(&refused).starts_with("PATH_NOT_REACHABLE"),
-            "{denied:?}: {refused}"
+    for mode in MODES {
+        let read = |path: &Path| {
+            let args = serde_json::json!({"path": path.display().to_string()}).to_string();
+            env.call_in(mode, &dir, "read_file", &args)
+        };
+        assert_eq!(
+            read(&home.join("notes.txt")).0["value"],
+            "a note",
+            "{mode:?}"
         );
+        for denied in [
+            home.join(".bash_history"),
+            home.join(".zsh_history"),
+            home.join(".npmrc"),
+            home.join(".ethos/keys.json"),
+            home.join(".ethos/secrets/vault.json"),
+            PathBuf::from("/etc/passwd"),
+        ] {
+            let (refused, all) = read(&denied);
+            assert!(
+                error(&refused).starts_with("PATH_NOT_REACHABLE"),
+                "{mode:?} {denied:?}: {refused}"
+            );
+            // What the file holds came out nowhere.
+            let text = std::fs::read_to_string(&denied).unwrap();
+            let first = text.lines().next().unwrap_or_default();
+            assert!(!all.contains(first), "{mode:?} {denied:?}: {all}");
+        }
     }
     // What Ethos's file tools refuse to write (its configuration, its sessions) stays
     // unwritten here too, whatever the write reach.
     std::fs::write(dir.join("config.yaml"), "name: E\nfs_reach.write: /\n").unwrap();
     std::fs::write(dir.join("toolset.yaml"), "- write_file\n").unwrap();
-    for denied in [
-        home.join(".ethos/config.yaml"),
-        home.join(".ethos/sessions/s2.jsonl"),
-    ] {
-        let args = serde_json::json!({"path": denied.display().to_string(), "content": "x"});
-        let refused = env.call(&dir, "write_file", &args.to_string());
-        assert!(
-            error(&refused).starts_with("PATH_NOT_REACHABLE"),
-            "{denied:?}: {refused}"
-        );
-        assert!(!denied.exists(), "{denied:?}");
+    for mode in MODES {
+        for denied in [
+            home.join(".ethos/config.yaml"),
+            home.join(".ethos/sessions/s2.jsonl"),
+        ] {
+            let args = serde_json::json!({"path": denied.display().to_string(), "content": "x"});
+            let (refused, _) = env.call_in(mode, &dir, "write_file", &args.to_string());
+            assert!(
+                error(&refused).starts_with("PATH_NOT_REACHABLE"),
+                "{mode:?} {denied:?}: {refused}"
+            );
+            assert!(!denied.exists(), "{mode:?} {denied:?}");
+        }
     }
     // Without a home directory the rules beneath it could not be placed: refused, rather
     // than loaded without them.
@@ -467,15 +499,14 @@ fn an_ethos_personality_reaches_no_private_address_and_denies_a_patterns_apex() 
         )
         .unwrap();
         std::fs::write(dir.join("toolset.yaml"), "- fetch_url\n").unwrap();
-        let fetched = env.call(
-            &dir,
-            "fetch_url",
-            &serde_json::json!({"url": url}).to_string(),
-        );
-        assert!(
-            error(&fetched).starts_with("HOST_NOT_ALLOWED"),
-            "{private_urls}: {fetched}"
-        );
+        for mode in MODES {
+            let args = serde_json::json!({"url": url}).to_string();
+            let (fetched, _) = env.call_in(mode, &dir, "fetch_url", &args);
+            assert!(
+                error(&fetched).starts_with("HOST_NOT_ALLOWED"),
+                "{mode:?} {private_urls}: {fetched}"
+            );
+        }
         for (host, allowed) in [("api.example.com", false), ("www.example.com", true)] {
             let args = serde_json::json!({"url": format!("https://{host}/")}).to_string();
             let out = env.toolcap(&[
