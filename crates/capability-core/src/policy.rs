@@ -14,7 +14,7 @@ use capability_types::backend::SandboxMode;
 
 use crate::matching::binary::{ArgvPattern, intersect_binaries};
 use crate::matching::host::{HostPattern, HostSet, intersect_hosts};
-use crate::matching::path::{DenyFloor, intersect_paths};
+use crate::matching::path::{DenyFloor, intersect_paths, is_within};
 use crate::realpath::{Aliases, resolve_real};
 
 /// The active personality, checked and compiled. Cheap to clone.
@@ -266,7 +266,7 @@ impl CompiledPolicy {
             Some(DeniedRoot {
                 field,
                 root: root.clone(),
-                rule: deny.iter().find(|d| root.starts_with(d))?.clone(),
+                rule: deny.iter().find(|d| is_within(root, d))?.clone(),
             })
         })
     }

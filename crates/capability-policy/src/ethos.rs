@@ -241,14 +241,14 @@ impl PersonalityPolicy {
         let mut toolset: Vec<String> = match files.toolset {
             Some(text) if !text.trim().is_empty() => {
                 let list = toolset_list(text)?;
-                if list != crate::ethos_lines::toolset(text) {
+                let ethos = crate::ethos_lines::toolset(text);
+                if list != ethos {
                     return Err(PolicyError::invalid(
                         "toolset.yaml",
                         format!(
-                            "Ethos reads its tools as {:?}, a line at a time, and YAML as \
+                            "Ethos reads its tools as {ethos:?}, a line at a time, and YAML as \
                              {list:?}; write one `- tool` a line, with no quote or comment after \
-                             the name",
-                            crate::ethos_lines::toolset(text)
+                             the name"
                         ),
                     ));
                 }

@@ -40,12 +40,14 @@ pub(crate) fn conclude(
 pub(crate) fn notes(policy: &CompiledPolicy) -> Vec<String> {
     // Paths and names as the personality spells them, escaped as every review line is: a
     // control character or a bidirectional override must not disguise a note.
+    let shown =
+        |path: &std::path::Path| capability_core::shown(&path.to_string_lossy()).into_owned();
     let lifts = policy.floor_lifts().into_iter().map(|lift| {
         format!(
             "note: {} is {}, which lifts the deny floor for {}",
             lift.field,
-            capability_core::shown(&lift.root.to_string_lossy()),
-            capability_core::shown(&lift.area.to_string_lossy())
+            shown(&lift.root),
+            shown(&lift.area)
         )
     });
     // A root a deny rule takes whole reads like a grant and reaches nothing.
@@ -53,8 +55,8 @@ pub(crate) fn notes(policy: &CompiledPolicy) -> Vec<String> {
         format!(
             "note: {} is {}, which the deny rule {} takes whole: it reaches nothing",
             taken.field,
-            capability_core::shown(&taken.root.to_string_lossy()),
-            capability_core::shown(&taken.rule.to_string_lossy())
+            shown(&taken.root),
+            shown(&taken.rule)
         )
     });
     // A host written in another script can look like a familiar one and be another host.

@@ -499,14 +499,11 @@ pub(crate) fn bearer_token(file: Option<&Path>, env: Option<&str>) -> Result<Str
 /// JSON, or has a key twice in one object (a parser keeps only the last, so writing it back
 /// would drop the others).
 pub(crate) fn read_json_config(path: &Path) -> Result<crate::ordered::Ordered, Usage> {
-    not_a_link(path)?;
     let left = |why: String| Usage(format!("{} {why}; it was left as it is", path.display()));
-    if matches!(std::fs::metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
-        return Ok(crate::ordered::Ordered::object());
-    }
     // Read past a byte-order mark, so it is written back without one.
-    let text = read_text(path, TEXT_FILE_LIMIT, "the client's configuration file")
-        .map_err(|Usage(e)| Usage(format!("{e}; it was left as it is")))?;
+    let Some(text) = read_config_text(path)? else {
+        return Ok(crate::ordered::Ordered::object());
+    };
     if text.trim_ascii().is_empty() {
         return Ok(crate::ordered::Ordered::object());
     }
