@@ -196,7 +196,7 @@ impl PersonalityPolicy {
                 }
             }
         }
-        same_as_ethos_reads(files.config.unwrap_or(""), &config)?;
+        crate::ethos_lines::same_as_ethos_reads(files.config.unwrap_or(""), &config)?;
         // Ethos refuses loopback, private and link-local addresses whatever host names them,
         // unless `allow_private_urls`, and cloud metadata always: never here, which is the
         // same, or less (docs/policy.md, "Ethos personality directories").
@@ -297,66 +297,6 @@ impl PersonalityPolicy {
         policy.check(home)?;
         Ok(policy)
     }
-}
-
-/// The `config.yaml` keys toolcap maps onto access policy, and the `safety:` fields.
-const POLICY_KEYS: [&str; 6] = [
-    "fs_reach.read",
-    "fs_reach.write",
-    "fs_reach.workdir",
-    "mcp_servers",
-    "plugins",
-    "memoryScope",
-];
-
-/// Refuses a `config.yaml` whose policy reads differently as YAML than as Ethos reads it, a line
-/// at a time (`ethos_lines`): a comment after a value is part of the value there, a list in
-/// brackets one string, a value on the next lines none at all. Read as YAML, each would reach
-/// what the personality does not reach in Ethos.
-fn same_as_ethos_reads(text: &str, yaml: &BTreeMap<String, Value>) -> Result<(), PolicyError> {
-    let differs = |field: String, ethos: &dyn std::fmt::Debug, yaml: &dyn std::fmt::Display| {
-        PolicyError::invalid(
-            format!("config.yaml: {field}"),
-            format!(
-                "Ethos reads it as {ethos:?}, a line at a time, and YAML as {yaml}; write \
-                 `key: value` on one line, with no comment after the value"
-            ),
-        )
-    };
-    let flat = crate::ethos_lines::flat(text);
-    for key in POLICY_KEYS {
-        let ethos = flat.get(key);
-        let same = match (yaml.get(key), ethos) {
-            (None, None) => true,
-            (Some(Value::String(y)), Some(e)) => y == e,
-            _ => false,
-        };
-        if !same {
-            let yaml = yaml.get(key).map_or("nothing".to_owned(), Value::to_string);
-            return Err(differs(key.to_owned(), &ethos, &yaml));
-        }
-    }
-    let ethos_safety = crate::ethos_lines::safety(text);
-    let yaml_safety = yaml.get("safety").and_then(Value::as_object);
-    for path in [
-        &["network", "allow"][..],
-        &["network", "deny"],
-        &["approvalMode"],
-        &["denyRules"],
-    ] {
-        let at = |block: Option<&serde_json::Map<String, Value>>| {
-            let (first, rest) = path.split_first()?;
-            rest.iter()
-                .try_fold(block?.get(*first)?, |value, key| value.get(key))
-                .cloned()
-        };
-        let (y, e) = (at(yaml_safety), at(ethos_safety.as_ref()));
-        if y != e {
-            let yaml = y.map_or("nothing".to_owned(), |v| v.to_string());
-            return Err(differs(format!("safety.{}", path.join(".")), &e, &yaml));
-        }
-    }
-    Ok(())
 }
 
 /// `toolset.yaml`: a list of tool names, or a mapping whose only key `tools` holds that list

@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use crate::PolicyError;
+
 /// The flat `key: value` pairs Ethos reads from `config.yaml`: every line that starts with a
 /// key of word characters and dots, then `:`, then a value on the same line; the value trimmed,
 /// a quote at either end dropped. A key given twice is its last value, as in Ethos.
@@ -56,6 +58,69 @@ pub(crate) fn safety(text: &str) -> Option<Map<String, Value>> {
             .is_some_and(|rest| rest.trim().is_empty() || rest.trim_start().starts_with("{}"))
     })?;
     Some(block(&lines, at + 1).0)
+}
+
+/// The `config.yaml` keys toolcap maps onto access policy, and the `safety:` fields.
+const POLICY_KEYS: [&str; 6] = [
+    "fs_reach.read",
+    "fs_reach.write",
+    "fs_reach.workdir",
+    "mcp_servers",
+    "plugins",
+    "memoryScope",
+];
+
+/// Refuses a `config.yaml` whose policy reads differently as YAML than as Ethos reads it, a line
+/// at a time (`ethos_lines`): a comment after a value is part of the value there, a list in
+/// brackets one string, a value on the next lines none at all. Read as YAML, each would reach
+/// what the personality does not reach in Ethos.
+pub(crate) fn same_as_ethos_reads(
+    text: &str,
+    yaml: &BTreeMap<String, Value>,
+) -> Result<(), PolicyError> {
+    let differs = |field: String, ethos: &dyn std::fmt::Debug, yaml: &dyn std::fmt::Display| {
+        PolicyError::invalid(
+            format!("config.yaml: {field}"),
+            format!(
+                "Ethos reads it as {ethos:?}, a line at a time, and YAML as {yaml}; write \
+                 `key: value` on one line, with no comment after the value"
+            ),
+        )
+    };
+    let flat = flat(text);
+    for key in POLICY_KEYS {
+        let ethos = flat.get(key);
+        let same = match (yaml.get(key), ethos) {
+            (None, None) => true,
+            (Some(Value::String(y)), Some(e)) => y == e,
+            _ => false,
+        };
+        if !same {
+            let yaml = yaml.get(key).map_or("nothing".to_owned(), Value::to_string);
+            return Err(differs(key.to_owned(), &ethos, &yaml));
+        }
+    }
+    let ethos_safety = safety(text);
+    let yaml_safety = yaml.get("safety").and_then(Value::as_object);
+    for path in [
+        &["network", "allow"][..],
+        &["network", "deny"],
+        &["approvalMode"],
+        &["denyRules"],
+    ] {
+        let at = |block: Option<&serde_json::Map<String, Value>>| {
+            let (first, rest) = path.split_first()?;
+            rest.iter()
+                .try_fold(block?.get(*first)?, |value, key| value.get(key))
+                .cloned()
+        };
+        let (y, e) = (at(yaml_safety), at(ethos_safety.as_ref()));
+        if y != e {
+            let yaml = y.map_or("nothing".to_owned(), |v| v.to_string());
+            return Err(differs(format!("safety.{}", path.join(".")), &e, &yaml));
+        }
+    }
+    Ok(())
 }
 
 /// What Ethos reads of one server in `mcp.yaml`.
