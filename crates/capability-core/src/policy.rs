@@ -493,6 +493,14 @@ impl CompiledPolicy {
                     c.only_after = after.into_iter().collect();
                     c.forbidden = mine.forbidden || extra.forbidden;
                     c.path_gate = mine.path_gate || extra.path_gate;
+                    for (arg, values) in &extra.reject_args {
+                        let refused = c.reject_args.entry(arg.clone()).or_default();
+                        for value in values {
+                            if !refused.contains(value) {
+                                refused.push(value.clone());
+                            }
+                        }
+                    }
                     c
                 }
             };

@@ -4,6 +4,7 @@
 //! variable, the sandbox mode. A manifest that recorded only the reach said "no widenings" when
 //! any of these was removed.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use capability_policy::ToolConstraints;
@@ -45,6 +46,10 @@ pub struct Restrictions {
     /// The tool's `[constraints]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub constraints: Option<ToolConstraints>,
+    /// For an entry that stands for every tool of a guarded server (`mcp__<server>__*`), the
+    /// `[constraints]` of each of the server's tools the personality names.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tool_constraints: BTreeMap<String, ToolConstraints>,
 }
 
 impl Restrictions {
@@ -106,6 +111,14 @@ impl Restrictions {
             sandbox_off: spawns && policy.sandbox == SandboxMode::Off,
             escalate,
             constraints: policy.constraints(tool).cloned(),
+            tool_constraints: match tool.strip_suffix('*') {
+                Some(server) if crate::is_mcp_server_entry(tool) => policy
+                    .constrained_tools()
+                    .filter(|t| t.starts_with(server))
+                    .filter_map(|t| Some((t.to_owned(), policy.constraints(t)?.clone())))
+                    .collect(),
+                _ => BTreeMap::new(),
+            },
         }
     }
 }
@@ -172,14 +185,37 @@ pub(crate) fn loosened(old: &Restrictions, new: &Restrictions) -> Vec<(WideningC
             "children now run without kernel confinement".to_owned(),
         ));
     }
+    let mut relaxed = relaxed_constraints(old.constraints.as_ref(), new.constraints.as_ref());
+    for (tool, o) in &old.tool_constraints {
+        let n = new.tool_constraints.get(tool);
+        relaxed.extend(
+            relaxed_constraints(Some(o), n)
+                .into_iter()
+                .map(|r| format!("{tool}: {r}")),
+        );
+    }
+    if !relaxed.is_empty() {
+        out.push((WideningCode::Constraints, relaxed.join("; ")));
+    }
+    out
+}
+
+/// How the constraints `new` loosens `old` (absent: the defaults, no limit and the path gate
+/// on), one line for each.
+fn relaxed_constraints(
+    old: Option<&ToolConstraints>,
+    new: Option<&ToolConstraints>,
+) -> Vec<String> {
+    let missing = |o: &[String], n: &[String]| -> Vec<String> {
+        o.iter().filter(|x| !n.contains(x)).cloned().collect()
+    };
     // No entry is the defaults in force: no limit, the path gate on (`new`, where `Default`
     // would have it off).
     #[allow(
         clippy::unwrap_or_default,
         reason = "ToolConstraints::default() has the path gate off; new() is what applies"
     )]
-    let [o, n] = [&old.constraints, &new.constraints]
-        .map(|c| c.clone().unwrap_or_else(ToolConstraints::new));
+    let [o, n] = [old, new].map(|c| c.cloned().unwrap_or_else(ToolConstraints::new));
     let mut relaxed = Vec::new();
     if o.forbidden && !n.forbidden {
         relaxed.push("no longer forbidden".to_owned());
@@ -196,8 +232,15 @@ pub(crate) fn loosened(old: &Restrictions, new: &Restrictions) -> Vec<(WideningC
     if o.path_gate && !n.path_gate {
         relaxed.push("path_gate off".to_owned());
     }
-    if !relaxed.is_empty() {
-        out.push((WideningCode::Constraints, relaxed.join("; ")));
+    for (arg, values) in &o.reject_args {
+        let kept = n.reject_args.get(arg).map_or(&[][..], Vec::as_slice);
+        let dropped = missing(values, kept);
+        if !dropped.is_empty() {
+            relaxed.push(format!(
+                "reject_args {arg} no longer: {}",
+                dropped.join(", ")
+            ));
+        }
     }
-    out
+    relaxed
 }

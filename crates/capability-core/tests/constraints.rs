@@ -300,6 +300,99 @@ async fn forbidden_tools_never_run_and_are_audited_as_constraint_denials() {
     assert_eq!(kinds, [AuditKind::ConstraintDenied]);
 }
 
+/// `reject_args`: a call whose top-level argument is a string the rule lists is refused before
+/// its tool runs, in a batch of one and among others, and audited as a constraint denial; any
+/// other value, a value that is not a string, or the same text deeper in the arguments is
+/// not (as Ethos's `mcp.yaml` rule reads). A narrowing adds values and never takes one away.
+#[tokio::test]
+async fn reject_args_refuses_the_listed_values_of_an_argument_and_nothing_else() {
+    let tool = TestTool::new("save_issue", ToolCapabilities::none(), Behaviour::Echo);
+    let runs = Arc::clone(&tool.runs);
+    let audit = Arc::new(MemoryAuditSink::new());
+    let mut registry = DefaultToolRegistry::new(None).with_audit_sink(audit.clone());
+    registry.register(tool).unwrap();
+    let ctx = ExecutionContext::new(
+        "s",
+        policy(
+            "id = \"triage\"\n[constraints.save_issue]\nreject_args = { status = [\"Done\", \"Cancelled\"], \"team-id\" = [\"core\"] }\n",
+        ),
+        "/tmp",
+    );
+    let refused = |arg: &str, value: &str| {
+        format!(
+            "CONSTRAINT_NOT_MET: save_issue: argument {arg:?} may not be {value:?} under personality triage"
+        )
+    };
+    let cases = [
+        (json!({"status": "Done"}), refused("status", "Done")),
+        (
+            json!({"status": "Cancelled", "title": "x"}),
+            refused("status", "Cancelled"),
+        ),
+        (
+            json!({"title": "x", "team-id": "core"}),
+            refused("team-id", "core"),
+        ),
+        (json!({"status": "Open"}), "ok".to_owned()),
+        (json!({"status": "done"}), "ok".to_owned()),
+        (json!({"status": "Done "}), "ok".to_owned()),
+        (json!({"status": ["Done"]}), "ok".to_owned()),
+        (json!({"update": {"status": "Done"}}), "ok".to_owned()),
+        (json!({"Status": "Done"}), "ok".to_owned()),
+        (json!("Done"), "ok".to_owned()),
+    ];
+    let calls: Vec<ToolCall> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, (args, _))| call(&i.to_string(), "save_issue", args.clone()))
+        .collect();
+    let expected: Vec<&str> = cases.iter().map(|(_, e)| e.as_str()).collect();
+    let results = registry.execute_parallel(calls, &ctx).await;
+    assert_eq!(outcomes(&results), expected);
+    assert_eq!(results[0].result.code(), Some(ErrorCode::Denied));
+    assert_eq!(runs.load(Ordering::SeqCst), 7, "refused calls never ran");
+    let alone = registry
+        .execute(call("a", "save_issue", json!({"status": "Done"})), &ctx)
+        .await;
+    assert_eq!(
+        alone.result.error_message(),
+        Some(refused("status", "Done").as_str())
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 7);
+    let denials = audit
+        .events()
+        .into_iter()
+        .filter(|e| e.event == AuditKind::ConstraintDenied)
+        .count();
+    assert_eq!(denials, 4);
+
+    // A narrowing's rule adds to the personality's; it cannot take a value away.
+    let narrowing = capability_core::Narrowing::parse(
+        "[constraints.save_issue]\nreject_args = { status = [\"Open\"] }\n",
+        PolicyFormat::Toml,
+        None,
+    )
+    .unwrap();
+    let narrow = ctx.narrowed(&narrowing).unwrap();
+    let results = registry
+        .execute_parallel(
+            ["Done", "Open", "Triage"]
+                .iter()
+                .map(|s| call(s, "save_issue", json!({"status": s})))
+                .collect(),
+            &narrow,
+        )
+        .await;
+    assert_eq!(
+        outcomes(&results),
+        [
+            refused("status", "Done"),
+            refused("status", "Open"),
+            "ok".to_owned()
+        ]
+    );
+}
+
 #[tokio::test]
 async fn the_argument_gate_checks_every_path_argument() {
     let (backends, _) = recording_backends();
@@ -434,6 +527,21 @@ fn hostile_constraint_sections_are_refused() {
             "id = \"p\"\n[constraints.echo]\nmax_invocations = -1\n",
             "constraints.echo.max_invocations",
             "invalid value",
+        ),
+        (
+            "id = \"p\"\n[constraints.echo]\nreject_args = { \"\" = [\"x\"] }\n",
+            "constraints.echo.reject_args",
+            "empty",
+        ),
+        (
+            "id = \"p\"\n[constraints.echo]\nreject_args = { status = \"Done\" }\n",
+            "constraints.echo.reject_args.status",
+            "invalid type",
+        ),
+        (
+            "id = \"p\"\n[constraints.echo]\nreject_args = { status = [1] }\n",
+            "constraints.echo.reject_args.status[0]",
+            "invalid type",
         ),
         (
             "id = \"p\"\n[escalate]\nhost = [\"a.example.com\"]\n",

@@ -288,7 +288,7 @@ fn loosening_the_personality_s_restrictions_is_a_widening() {
          [safety.process]\nallow = [\"git\"]\ndeny_args = [\"git push*\"]\n\
          [safety.env]\nallow = [\"TZ\"]\n\
          [escalate]\nwrite_paths = [\"/srv/out/releases\"]\nhosts = [\"uploads.x.com\"]\n\
-         [constraints.shell]\nmax_invocations = 2\n";
+         [constraints.shell]\nmax_invocations = 2\nreject_args = { mode = [\"force\", \"hard\"] }\n";
     let tools = [
         (
             "shell",
@@ -335,6 +335,18 @@ fn loosening_the_personality_s_restrictions_is_a_widening() {
         found("max_invocations = 2\n", "\n"),
         shell(WideningCode::Constraints)
     );
+    // An argument value no longer refused.
+    for to in [
+        "reject_args = { mode = [\"force\"] }",
+        "reject_args = {}",
+        "",
+    ] {
+        assert_eq!(
+            found("reject_args = { mode = [\"force\", \"hard\"] }", to),
+            shell(WideningCode::Constraints),
+            "{to}"
+        );
+    }
     assert_eq!(
         found(
             "allow = [\"TZ\"]",
@@ -387,6 +399,10 @@ fn loosening_the_personality_s_restrictions_is_a_widening() {
             "max_invocations = 2\nforbidden = true",
         ),
         ("allow = [\"TZ\"]", "allow = []"),
+        (
+            "reject_args = { mode = [\"force\", \"hard\"] }",
+            "reject_args = { mode = [\"hard\", \"force\", \"soft\"], other = [\"x\"] }",
+        ),
     ] {
         assert_eq!(found(from, to), [], "{from} -> {to}");
     }

@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::ethos_mcp::{ServerTools, mcp_tools, reject_constraints, unnamable, wider_than_ethos};
 use crate::parse::parse_any;
-use crate::{PersonalityPolicy, PolicyError, PolicyFormat};
+use crate::{PersonalityPolicy, PolicyError, PolicyFormat, ToolConstraints};
 
 /// The policy-bearing files of one Ethos personality directory, as text (absent when the file
 /// is not there).
@@ -121,8 +122,9 @@ impl PersonalityPolicy {
     ///
     /// Where Ethos and toolcap differ, toolcap is stricter (docs/policy.md): no `toolset.yaml`
     /// means no tool; no `safety.network.allow` means no host; `safety` settings toolcap cannot
-    /// enforce (`approvalMode` other than `off`, `denyRules`, `mcp.yaml` `reject_args`) are
-    /// errors, never silently dropped.
+    /// enforce (`approvalMode` other than `off`, `denyRules`) are errors, never silently
+    /// dropped. `mcp.yaml`'s `reject_args` become `[constraints.mcp__<server>__<tool>]`
+    /// `reject_args`, read both as YAML and as Ethos reads the file.
     ///
     /// ```
     /// # #[cfg(feature = "yaml")] {
@@ -256,22 +258,13 @@ impl PersonalityPolicy {
             }
             _ => Vec::new(),
         };
-        let per_server = match files.mcp {
+        let (per_server, rejects) = match files.mcp {
             Some(text) if !text.trim().is_empty() => mcp_tools(text)?,
-            _ => BTreeMap::new(),
+            _ => Default::default(),
         };
         let ethos_servers = files.mcp.map(crate::ethos_lines::mcp).unwrap_or_default();
         // Each entry is checked here, where the error can name the field it came from; the
         // toolset's own check would name only the entry it made.
-        let unnamable = |field: String, entry: &str| {
-            PolicyError::invalid(
-                field,
-                format!(
-                    "toolcap cannot give this server's tools a name: {entry:?} is not a tool \
-                     name (1-64 characters of a-z 0-9 _ -)"
-                ),
-            )
-        };
         for server in &mcp_servers {
             let all = format!("mcp__{server}__*");
             if !crate::is_mcp_server_entry(&all) {
@@ -292,6 +285,14 @@ impl PersonalityPolicy {
                 }
                 None => toolset.push(all),
             }
+        }
+        #[allow(
+            clippy::unwrap_or_default,
+            reason = "ToolConstraints::default() has the path gate off; new() is what applies"
+        )]
+        for (tool, rules) in reject_constraints(rejects, &ethos_servers)? {
+            let constraints = (policy.constraints.entry(tool)).or_insert_with(ToolConstraints::new);
+            constraints.reject_args = rules;
         }
         policy.toolset = Some(toolset);
         policy.check(home)?;
@@ -531,111 +532,6 @@ fn safety(value: &Value, policy: &mut PersonalityPolicy) -> Result<(), PolicyErr
         }
     }
     Ok(())
-}
-
-/// Refuses a server whose tools, read from `mcp.yaml` as YAML, include one that Ethos, reading
-/// the file a line at a time (`ethos_lines::mcp`), does not offer: a comment after a tool's
-/// name is part of the name there, a list indented otherwise or in brackets is not read (then
-/// Ethos restricts nothing, which is more, and is let be).
-fn wider_than_ethos(
-    server: &str,
-    ours: Option<&ServerTools>,
-    ethos: Option<&crate::ethos_lines::McpServer>,
-) -> Result<(), PolicyError> {
-    let ethos_tools = match ethos {
-        Some(s) if s.enabled == Some(false) => Some(&[][..]),
-        Some(s) => s.tools.as_deref(),
-        None => None,
-    };
-    let wider = match (ours, ethos_tools) {
-        (_, None) | (Some(ServerTools::Off), _) => false,
-        (None, Some(_)) => true,
-        (Some(ServerTools::Listed(tools)), Some(theirs)) => {
-            tools.iter().any(|t| !theirs.contains(t))
-        }
-    };
-    if wider {
-        return Err(PolicyError::invalid(
-            format!("mcp.yaml: servers.{server}"),
-            format!(
-                "Ethos reads its tools as {ethos_tools:?}, a line at a time, and YAML as more; \
-                 write `servers:`, two spaces and `{server}:`, four and `tools:`, six and \
-                 `- tool` a line, with no comment after a name"
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// What `mcp.yaml` says of one server's tools (a server it does not name offers all of them).
-enum ServerTools {
-    /// `enabled: false`: none, whatever else the file says (Ethos refuses them all).
-    Off,
-    /// `tools:`: only these.
-    Listed(Vec<String>),
-}
-
-/// `mcp.yaml`: `servers.<name>.tools` lists and `enabled`; `reject_args` cannot be enforced (an
-/// error).
-fn mcp_tools(text: &str) -> Result<BTreeMap<String, ServerTools>, PolicyError> {
-    let doc: Value = parse_any(text, PolicyFormat::Yaml).map_err(|e| in_file("mcp.yaml", e))?;
-    let mut out = BTreeMap::new();
-    let Some(servers) = doc.get("servers").and_then(Value::as_object) else {
-        return Ok(out);
-    };
-    if let Some(extra) = doc
-        .as_object()
-        .and_then(|o| o.keys().find(|k| *k != "servers"))
-    {
-        return Err(PolicyError::invalid(
-            format!("mcp.yaml: {extra}"),
-            "not an mcp.yaml field",
-        ));
-    }
-    for (server, entry) in servers {
-        let field = format!("mcp.yaml: servers.{server}");
-        let mut enabled = true;
-        for (k, v) in entry.as_object().into_iter().flatten() {
-            match k.as_str() {
-                "enabled" => {
-                    enabled = v.as_bool().ok_or_else(|| {
-                        PolicyError::invalid(
-                            format!("{field}.enabled"),
-                            format!("expected true or false, got {v}"),
-                        )
-                    })?;
-                }
-                "tools" => {
-                    let tools = v
-                        .as_array()
-                        .ok_or_else(|| {
-                            PolicyError::invalid(format!("{field}.tools"), "expected a list")
-                        })?
-                        .iter()
-                        .map(|t| string("mcp.yaml tools", t))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    out.insert(server.clone(), ServerTools::Listed(tools));
-                }
-                "reject_args" if v.as_object().is_some_and(serde_json::Map::is_empty) => {}
-                "reject_args" => {
-                    return Err(PolicyError::invalid(
-                        format!("{field}.reject_args"),
-                        "argument rules on MCP tools cannot be enforced by toolcap (a guarded server's tools are checked by the guard's own rules, docs/guard.md)",
-                    ));
-                }
-                other => {
-                    return Err(PolicyError::invalid(
-                        format!("{field}.{other}"),
-                        "not an mcp.yaml field",
-                    ));
-                }
-            }
-        }
-        if !enabled {
-            out.insert(server.clone(), ServerTools::Off);
-        }
-    }
-    Ok(out)
 }
 
 fn in_file(file: &str, e: PolicyError) -> PolicyError {

@@ -130,6 +130,8 @@ pub(crate) struct McpServer {
     pub(crate) tools: Option<Vec<String>>,
     /// `enabled: true|false`.
     pub(crate) enabled: Option<bool>,
+    /// `reject_args:`: per tool at six spaces, per argument at eight, its `- value` items at ten.
+    pub(crate) reject_args: BTreeMap<String, BTreeMap<String, Vec<String>>>,
 }
 
 /// The servers Ethos reads from `mcp.yaml` (its `parseMcpYaml`): `servers:` at the left margin,
@@ -164,15 +166,44 @@ pub(crate) fn mcp(text: &str) -> BTreeMap<String, McpServer> {
         if indentation(lines[i]) < 2 {
             break;
         }
-        let server = at(lines[i], 2).and_then(|rest| {
-            let name = rest
-                .strip_suffix(|c: char| c.is_whitespace())
-                .unwrap_or(&rest);
-            let name = name.trim_end().strip_suffix(':')?;
-            let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
-            (name.starts_with(word) && name.chars().all(|c| word(c) || c == '-'))
-                .then(|| name.to_owned())
-        });
+        // `^\s{n}(\w[\w-]*):\s*$`: a name alone on its line, at exactly `n` spaces.
+        let name_at = |l: &str, n: usize| {
+            at(l, n).and_then(|rest| {
+                let name = rest.trim_end().strip_suffix(':')?;
+                let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+                (name.starts_with(word) && name.chars().all(|c| word(c) || c == '-'))
+                    .then(|| name.to_owned())
+            })
+        };
+        // `^\s{n}-\s+(.+)$`, trimmed: JavaScript's `.` takes no line ending, so an item of a
+        // CRLF file is not read.
+        let item_at = |l: &str, n: usize| {
+            at(l, n).and_then(|rest| {
+                let rest = rest.strip_prefix('-')?;
+                let taken = rest.trim_start();
+                (rest.starts_with(char::is_whitespace)
+                    && !taken.is_empty()
+                    && !taken.contains(['\r', '\u{2028}', '\u{2029}']))
+                .then(|| taken.trim().to_owned())
+            })
+        };
+        // The items at `n` spaces from line `i` on, past blank lines and comments.
+        let items_at = |i: &mut usize, n: usize| {
+            let mut items = Vec::new();
+            while *i < lines.len() {
+                if blank(lines[*i]) {
+                    *i += 1;
+                    continue;
+                }
+                let Some(item) = item_at(lines[*i], n) else {
+                    break;
+                };
+                items.push(item);
+                *i += 1;
+            }
+            items
+        };
+        let server = name_at(lines[i], 2);
         i += 1;
         let Some(server) = server else { continue };
         let mut policy = McpServer::default();
@@ -189,38 +220,37 @@ pub(crate) fn mcp(text: &str) -> BTreeMap<String, McpServer> {
                 .strip_prefix("tools:")
                 .is_some_and(|r| r.trim().is_empty())
             {
-                let mut tools = Vec::new();
                 i += 1;
-                while i < lines.len() {
-                    if blank(lines[i]) {
-                        i += 1;
-                        continue;
-                    }
-                    // `^\s{6}-\s+(.+)$`: JavaScript's `.` takes no line ending, so an item
-                    // of a CRLF file is not read.
-                    let item = at(lines[i], 6).and_then(|rest| {
-                        let rest = rest.strip_prefix('-')?;
-                        let taken = rest.trim_start();
-                        (rest.starts_with(char::is_whitespace)
-                            && !taken.is_empty()
-                            && !taken.contains(['\r', '\u{2028}', '\u{2029}']))
-                        .then(|| taken.trim().to_owned())
-                    });
-                    let Some(item) = item else { break };
-                    tools.push(item);
-                    i += 1;
-                }
-                policy.tools = Some(tools);
+                policy.tools = Some(items_at(&mut i, 6));
                 continue;
             }
             if key
                 .strip_prefix("reject_args:")
                 .is_some_and(|r| r.trim().is_empty())
             {
-                // Its rules are skipped as Ethos consumes them: everything indented further.
+                // A tool at six spaces, each argument at eight, its values at ten; a line
+                // indented further that is none of these is skipped, as Ethos skips it.
                 i += 1;
+                let mut tool: Option<String> = None;
                 while i < lines.len() && (blank(lines[i]) || indentation(lines[i]) >= 6) {
+                    let line = lines[i];
                     i += 1;
+                    if blank(line) {
+                        continue;
+                    }
+                    if let Some(name) = name_at(line, 6) {
+                        policy.reject_args.insert(name.clone(), BTreeMap::new());
+                        tool = Some(name);
+                    } else if indentation(line) < 8 {
+                        // Ethos is back to looking for a tool: arguments until the next are not
+                        // read.
+                        tool = None;
+                    } else if let Some(arg) = name_at(line, 8)
+                        && let Some(rules) =
+                            tool.as_ref().and_then(|t| policy.reject_args.get_mut(t))
+                    {
+                        rules.insert(arg, items_at(&mut i, 10));
+                    }
                 }
                 continue;
             }
@@ -397,16 +427,67 @@ mod tests {
                     "get_issue".to_owned()
                 ]),
                 enabled: None,
+                reject_args: BTreeMap::new(),
             }
         );
+        type Written<'a> = [(&'a str, &'a [(&'a str, &'a [&'a str])])];
+        let rules = |pairs: &Written<'_>| {
+            pairs
+                .iter()
+                .map(|(tool, args)| {
+                    let args = args
+                        .iter()
+                        .map(|(a, v)| (a.to_string(), v.iter().map(|x| x.to_string()).collect()))
+                        .collect();
+                    (tool.to_string(), args)
+                })
+                .collect::<BTreeMap<String, BTreeMap<String, Vec<String>>>>()
+        };
         assert_eq!(
             mcp["github"],
             McpServer {
                 tools: None,
-                enabled: Some(false)
+                enabled: Some(false),
+                reject_args: rules(&[("save", &[("status", &["Done"])])]),
             }
         );
         assert_eq!(mcp.len(), 2, "{mcp:?}");
+
+        // Ethos's own loader cases, and the lines it skips: an argument before any tool, one
+        // after a line that ends the tool's block, a value not at ten spaces, a CRLF value.
+        let read = |text: &str| {
+            super::mcp(text)
+                .remove("linear")
+                .unwrap_or_default()
+                .reject_args
+        };
+        assert_eq!(
+            read(
+                "servers:\n  linear:\n    reject_args:\n      save_issue:\n        status:\n          - Done\n          - Cancelled\n"
+            ),
+            rules(&[("save_issue", &[("status", &["Done", "Cancelled"])])])
+        );
+        assert_eq!(
+            read(
+                "servers:\n  linear:\n    tools:\n      - save_issue\n    reject_args:\n      \
+                  # the rules\n      save_issue:\n\n        status:\n          - \"Done\" # final\n           - x\n        \
+                  team:\n          - core\r\n        prio: x\n          - p1\n      create:\n       stray:\n        kind:\n          - bug\n    enabled: true\n"
+            ),
+            rules(&[
+                (
+                    "save_issue",
+                    &[("status", &["\"Done\" # final"]), ("team", &[])]
+                ),
+                ("create", &[]),
+            ])
+        );
+        assert_eq!(
+            read(
+                "servers:\n  linear:\n    reject_args:\n        status:\n          - Done\n      a:\n        b:\n          - c\n      a:\n        d:\n          - e\n"
+            ),
+            rules(&[("a", &[("d", &["e"])])]),
+            "an argument before any tool is not read; a tool given twice is its last"
+        );
         assert_eq!(super::safety("safety: {}\n"), Some(Map::new()));
     }
 }

@@ -42,6 +42,8 @@ mod error;
 mod ethos;
 #[cfg(feature = "yaml")]
 mod ethos_lines;
+#[cfg(feature = "yaml")]
+mod ethos_mcp;
 mod names;
 mod parse;
 mod personality;

@@ -117,6 +117,11 @@ pub struct ToolConstraints {
     /// (default true; turn off for a tool whose string arguments are not file paths).
     #[serde(default = "default_true", skip_serializing_if = "Clone::clone")]
     pub path_gate: bool,
+    /// Argument values refused: a call whose top-level argument `name` is a string equal to one
+    /// of `values` is refused (`reject_args = { status = ["Done"] }`). Ethos's `mcp.yaml`
+    /// `reject_args` reads into this (docs/policy.md, "Invocation constraints").
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reject_args: BTreeMap<String, Vec<String>>,
 }
 
 fn default_true() -> bool {
@@ -493,6 +498,12 @@ impl PersonalityPolicy {
                         format!("{name:?} is not another tool's name"),
                     ));
                 }
+            }
+            if c.reject_args.keys().any(String::is_empty) {
+                return Err(PolicyError::invalid(
+                    format!("{field}.reject_args"),
+                    "an argument's name is empty",
+                ));
             }
         }
         for (i, name) in self.safety.env.allow.iter().enumerate() {

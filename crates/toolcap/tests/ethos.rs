@@ -588,15 +588,38 @@ fn what_toolcap_cannot_enforce_or_does_not_know_is_an_error() {
             "substitution",
         ),
         (
-            "mcp-reject",
+            "mcp-reject-list",
             &[
                 ("config.yaml", "mcp_servers: linear\n"),
                 (
                     "mcp.yaml",
-                    "servers:\n  linear:\n    reject_args:\n      save_issue:\n        status:\n          - Done\n",
+                    "servers:\n  linear:\n    reject_args: [save_issue]\n",
                 ),
             ],
-            "reject_args",
+            "servers.linear.reject_args",
+        ),
+        (
+            "mcp-reject-value",
+            &[
+                ("config.yaml", "mcp_servers: linear\n"),
+                (
+                    "mcp.yaml",
+                    "servers:\n  linear:\n    reject_args:\n      save_issue:\n        status:\n          - 1\n",
+                ),
+            ],
+            "servers.linear.reject_args.save_issue.status",
+        ),
+        // A rule on a tool toolcap could never name: the error names where it is.
+        (
+            "mcp-reject-name",
+            &[
+                ("config.yaml", "mcp_servers: linear\n"),
+                (
+                    "mcp.yaml",
+                    "servers:\n  linear:\n    reject_args:\n      SaveIssue:\n        status:\n          - Done\n",
+                ),
+            ],
+            "mcp.yaml: servers.linear.reject_args",
         ),
         (
             "stray-policy",

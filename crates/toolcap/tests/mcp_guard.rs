@@ -1180,6 +1180,88 @@ fn explain_validate_manifest_and_diff_understand_guard_configurations() {
     );
 }
 
+/// The `[constraints]` of a guarded server's tools are recorded in the manifest's entry for the
+/// server (`mcp__<server>__*`), so that `toolcap diff` reports one dropped or relaxed: an
+/// argument value no longer refused, a limit lifted, a tool no longer forbidden. Tightening
+/// them is no widening.
+// guarantee: G-MAN-01
+#[test]
+fn a_guarded_tools_constraints_are_in_the_manifest_and_their_loosening_in_the_diff() {
+    let (_dir, root) = scratch();
+    let strict = "[constraints.mcp__hostile__echo]\nreject_args = { status = [\"Done\", \"Cancelled\"] }\n\
+                  max_invocations = 2\n[constraints.mcp__hostile__hang]\nforbidden = true";
+    let (config, personality) = hostile_setup(&root, "", strict);
+    let strict_text = std::fs::read_to_string(&personality).unwrap();
+    let manifest = |text: &str, name: &str| {
+        let p = root.join(format!("{name}.toml"));
+        std::fs::write(&p, text).unwrap();
+        let out = Command::new(TOOLCAP)
+            .args(["manifest", "--personality"])
+            .arg(&p)
+            .arg("--guard-config")
+            .arg(&config)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let path = root.join(format!("{name}.json"));
+        std::fs::write(&path, &out.stdout).unwrap();
+        (path, serde_json::from_slice::<Value>(&out.stdout).unwrap())
+    };
+    let (old, m) = manifest(&strict_text, "strict");
+    let recorded = &m["tools"]["mcp__hostile__*"]["effective"]["restrictions"]["tool_constraints"];
+    assert_eq!(
+        recorded["mcp__hostile__echo"],
+        json!({"max_invocations": 2, "reject_args": {"status": ["Done", "Cancelled"]}}),
+        "{m}"
+    );
+    assert_eq!(
+        recorded["mcp__hostile__hang"],
+        json!({"forbidden": true}),
+        "{m}"
+    );
+    let diff = |old: &Path, new: &Path| {
+        let out = Command::new(TOOLCAP)
+            .arg("diff")
+            .args([old, new])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    for (from, to, shown) in [
+        (
+            "\"Done\", \"Cancelled\"",
+            "\"Done\"",
+            "mcp__hostile__echo: reject_args status no longer: Cancelled",
+        ),
+        (
+            "max_invocations = 2",
+            "",
+            "mcp__hostile__echo: max_invocations 2 -> none",
+        ),
+        (
+            "forbidden = true",
+            "",
+            "mcp__hostile__hang: no longer forbidden",
+        ),
+    ] {
+        let (new, _) = manifest(&strict_text.replace(from, to), "loose");
+        let (code, text) = diff(&old, &new);
+        assert_eq!(code, Some(1), "{from} -> {to}: {text}");
+        assert!(
+            text.contains(shown) && text.contains("mcp__hostile__*"),
+            "{text}"
+        );
+        assert_eq!(diff(&new, &old).0, Some(0), "tightening {to} -> {from}");
+    }
+}
+
 /// The hostile stub's configuration with `limits`, and a personality with `extra` rules.
 fn hostile_setup(root: &Path, limits: &str, extra: &str) -> (PathBuf, PathBuf) {
     let ws = root.join("ws");
@@ -1344,6 +1426,68 @@ fn escalation_applies_to_guarded_tools() {
             .unwrap()
             .contains("x.txt")
     );
+}
+
+/// `reject_args` apply to guarded tools: from a toolcap personality's
+/// `[constraints.mcp__<server>__<tool>]`, and from an Ethos personality's `mcp.yaml`, where a
+/// value Ethos reads with its quotes is refused as Ethos refuses it and as YAML reads it. A
+/// refused call is never relayed (the server's echo would show its arguments); any other value
+/// is.
+// guarantee: G-POL-05
+#[test]
+fn reject_args_apply_to_guarded_tools_from_either_kind_of_personality() {
+    let (_dir, root) = scratch();
+    let (config, toml) = hostile_setup(
+        &root,
+        "",
+        "[constraints.mcp__hostile__echo]\nreject_args = { status = [\"Done\", \"Cancelled\"] }",
+    );
+    let ethos = root.join("personalities/triage");
+    std::fs::create_dir_all(&ethos).unwrap();
+    let ws = root.join("ws");
+    std::fs::write(
+        ethos.join("config.yaml"),
+        format!(
+            "name: Triage\nmcp_servers: hostile\nfs_reach.read: {ws}\nfs_reach.write: {ws}\n",
+            ws = ws.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        ethos.join("mcp.yaml"),
+        "servers:\n  hostile:\n    tools:\n      - echo\n    reject_args:\n      echo:\n        \
+         status:\n          - Done\n          - \"Cancelled\"\n",
+    )
+    .unwrap();
+    for (personality, quoted_refused) in [(&toml, false), (&ethos, true)] {
+        let mut guard = Guarded::start(&root, personality, &config);
+        for (status, refused) in [
+            ("Done", true),
+            ("Cancelled", true),
+            ("\"Cancelled\"", quoted_refused),
+            ("Open", false),
+        ] {
+            let (failed, text, whole) = guard.call("mcp__hostile__echo", json!({"status": status}));
+            if refused {
+                assert!(
+                    failed
+                        && text.starts_with(
+                            "CONSTRAINT_NOT_MET: mcp__hostile__echo: argument \"status\""
+                        ),
+                    "{}: {status}: {whole}",
+                    personality.display()
+                );
+                assert!(!text.contains("{\"status\""), "relayed: {whole}");
+            } else {
+                assert!(!failed, "{}: {status}: {whole}", personality.display());
+                assert_eq!(
+                    serde_json::from_str::<Value>(&text).unwrap(),
+                    json!({"status": status}),
+                    "the server echoes what was relayed"
+                );
+            }
+        }
+    }
 }
 
 /// The hostile server's setup, its personality also allowing the tool that reports the

@@ -286,6 +286,9 @@ impl DefaultToolRegistry {
                 call.tool
             )));
         }
+        if let Some(c) = constraints.filter(|c| !c.reject_args.is_empty()) {
+            refused_value(call, &c.reject_args, personality)?;
+        }
         let gated = constraints.is_none_or(|c| c.path_gate);
         super::gate::check_arguments(
             &call.args,
@@ -423,6 +426,27 @@ pub(super) fn check_declaration(caps: &ToolCapabilities) -> Result<(), String> {
     if let Some(p) = &caps.process {
         for b in &p.allowed_binaries {
             check_binary_spec(b, true).map_err(|why| format!("process.allowedBinaries: {why}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// `reject_args`: a top-level argument that is a string equal to one the rule lists refuses the
+/// call (docs/policy.md, "Invocation constraints"), as Ethos's `mcp.yaml` rules do.
+#[cold]
+fn refused_value(
+    call: &ToolCall,
+    rules: &std::collections::BTreeMap<String, Vec<String>>,
+    personality: &str,
+) -> Result<(), Refusal> {
+    for (arg, refused) in rules {
+        if let Some(value) = call.args.get(arg).and_then(serde_json::Value::as_str)
+            && refused.iter().any(|r| r == value)
+        {
+            return Err(Refusal::constraint(format!(
+                "{}: argument {arg:?} may not be {value:?} under personality {personality}",
+                call.tool
+            )));
         }
     }
     Ok(())
