@@ -108,9 +108,12 @@ pub fn mask_arguments_with(args: &Value, extra: &[String]) -> Value {
 ///
 /// Hosts come from every `http(s)` URL among the arguments (tools that declare `network`);
 /// write paths from every absolute-path argument and the `path` argument (tools that declare a
-/// write reach); argv from `{binary, args}` (tools that declare `process`).
+/// write reach); argv from `{binary, args}` (tools that declare `process`); a tool from
+/// `escalate.tools`, whatever it declares; a rule of `escalate.calls` from the call's text
+/// ([`call_text`]).
 #[inline]
 pub(crate) fn subjects(
+    tool: &str,
     caps: &ToolCapabilities,
     args: &Value,
     policy: &CompiledPolicy,
@@ -119,22 +122,43 @@ pub(crate) fn subjects(
     if policy.escalate_hosts.is_empty()
         && policy.escalate_write.is_empty()
         && policy.escalate_args.is_empty()
+        && policy.escalate_tools.is_empty()
+        && policy.escalate_calls.is_empty()
     {
         // No `[escalate]` rules: nothing to look for in the arguments (decided where the call
         // is, without a call).
         return None;
     }
-    Some(subjects_of(caps, args, policy, working_dir)).filter(|(subjects, _)| !subjects.is_empty())
+    Some(subjects_of(tool, caps, args, policy, working_dir))
+        .filter(|(subjects, _)| !subjects.is_empty())
 }
 
 /// [`subjects`] under a policy that has `[escalate]` rules.
 fn subjects_of(
+    tool: &str,
     caps: &ToolCapabilities,
     args: &Value,
     policy: &CompiledPolicy,
     working_dir: &Path,
 ) -> (Vec<EscalationSubject>, Approvals) {
     let mut out = Vec::new();
+    if policy.escalate_tools.iter().any(|t| t == tool) {
+        out.push(EscalationSubject {
+            category: "tool".to_owned(),
+            subject: tool.to_owned(),
+        });
+    }
+    if !policy.escalate_calls.is_empty() {
+        let text = call_text(tool, args);
+        out.extend(
+            (policy.escalate_calls.iter())
+                .filter(|rule| text.contains(rule.as_str()))
+                .map(|rule| EscalationSubject {
+                    category: "call".to_owned(),
+                    subject: rule.clone(),
+                }),
+        );
+    }
     let mut approvals = Approvals::default();
     let declares_write = caps.fs_reach.as_ref().is_some_and(|r| r.write.is_some());
     let mut strings = Vec::new();
@@ -193,6 +217,85 @@ fn subjects_of(
     (out, approvals)
 }
 
+/// A call as `escalate.calls` reads it: the tool's name, a space, and its arguments as JSON
+/// with every object's keys sorted, written as Ethos writes them for its `denyRules`
+/// (JavaScript's `JSON.stringify`: no spaces, a whole number without a fraction, an exponent
+/// with its sign), so that a rule asks here about every call it asks about in Ethos.
+pub(crate) fn call_text(tool: &str, args: &Value) -> String {
+    let mut out = String::with_capacity(tool.len() + 64);
+    out.push_str(tool);
+    out.push(' ');
+    canonical(args, &mut out);
+    out
+}
+
+fn canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            // By UTF-16 code units, as JavaScript's `<` compares strings.
+            keys.sort_unstable_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                canonical(&map[key.as_str()], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(item, out);
+            }
+            out.push(']');
+        }
+        // Every number as JavaScript holds it (a double) and writes it.
+        Value::Number(n) => out.push_str(&js_number(n.as_f64().unwrap_or(f64::NAN))),
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// JavaScript's `Number::toString` (ECMA-262, 6.1.6.1.20): the shortest digits that read back
+/// as the same double, in fixed notation from 1e-6 up to 1e21, in exponent notation with its
+/// sign outside it; `null` for what JSON cannot hold, as `JSON.stringify` writes it.
+fn js_number(x: f64) -> String {
+    if !x.is_finite() {
+        return "null".to_owned();
+    }
+    if x == 0.0 {
+        return "0".to_owned();
+    }
+    if x < 0.0 {
+        return format!("-{}", js_number(-x));
+    }
+    // Rust's shortest round-trip digits: `d.ddde±k`.
+    let sci = format!("{x:e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let k = digits.len() as i64;
+    let n = exp.parse::<i64>().unwrap_or(0) + 1;
+    if k <= n && n <= 21 {
+        format!("{digits}{}", "0".repeat((n - k) as usize))
+    } else if 0 < n && n <= 21 {
+        let (int, frac) = digits.split_at(n as usize);
+        format!("{int}.{frac}")
+    } else if -6 < n && n <= 0 {
+        format!("0.{}{digits}", "0".repeat((-n) as usize))
+    } else {
+        let sign = if n - 1 < 0 { '-' } else { '+' };
+        let (first, rest) = digits.split_at(1);
+        let dot = if rest.is_empty() { "" } else { "." };
+        format!("{first}{dot}{rest}e{sign}{}", (n - 1).abs())
+    }
+}
+
 fn collect_strings<'a>(
     value: &'a Value,
     key: Option<&'a str>,
@@ -212,6 +315,24 @@ fn collect_strings<'a>(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    // guarantee: G-REG-14
+    /// The text `escalate.calls` reads is what Ethos matches its `denyRules` against: node's
+    /// `JSON.stringify` of the same arguments, keys sorted (its output, pasted).
+    #[test]
+    fn a_calls_text_is_written_as_javascript_writes_it() {
+        let args = json!({
+            "z": [1.0, -0.0, 0.1, 1.5e-7, 1.5e-6, 1e21, 123456789012345680000.0, 12345678901234567891_u64, -2.5e-300],
+            "s": "a\u{1}\u{2028}\"\\/é",
+            "b": {"y": null, "x": true}
+        });
+        assert_eq!(
+            call_text("t", &args),
+            r#"t {"b":{"x":true,"y":null},"s":"a\u0001LS\"\\/é","z":[1,0,0.1,1.5e-7,0.0000015,1e+21,123456789012345680000,12345678901234567000,-2.5e-300]}"#
+                .replace("LS", "\u{2028}")
+        );
+        assert_eq!(call_text("t", &json!(null)), "t null");
+    }
 
     #[test]
     fn configured_keys_are_masked_too() {

@@ -49,6 +49,9 @@ pub struct CompiledPolicy {
     pub(crate) escalate_hosts: Arc<HostSet>,
     pub(crate) escalate_write: Arc<[PathBuf]>,
     pub(crate) escalate_args: Arc<[ArgvPattern]>,
+    /// Tools every call of which asks, and text whose presence in a call's text asks.
+    pub(crate) escalate_tools: Arc<[String]>,
+    pub(crate) escalate_calls: Arc<[String]>,
     pub(crate) escalate_timeout: Option<std::time::Duration>,
     /// `[attachments] kinds`: what a tool may be handed (docs/semantics.md, "Attachments").
     pub(crate) attachment_kinds: Arc<[String]>,
@@ -176,6 +179,8 @@ impl CompiledPolicy {
             escalate_hosts: Arc::new(escalate_hosts),
             escalate_write: both_spellings(&policy.escalate.write_paths).into(),
             escalate_args: escalate_args.into(),
+            escalate_tools: policy.escalate.tools.clone().into(),
+            escalate_calls: policy.escalate.calls.clone().into(),
             escalate_timeout: policy
                 .escalate
                 .timeout_seconds
@@ -211,6 +216,8 @@ impl CompiledPolicy {
             escalate_hosts: Arc::default(),
             escalate_write: Arc::new([]),
             escalate_args: Arc::new([]),
+            escalate_tools: Arc::new([]),
+            escalate_calls: Arc::new([]),
             escalate_timeout: None,
             attachment_kinds: Arc::new([]),
             toolset: None,
@@ -461,6 +468,12 @@ impl CompiledPolicy {
                     .map_err(|why| PolicyError::invalid(format!("escalate.args[{i}]"), why))?,
             );
         }
+        let added = |mine: &[String], theirs: &[String]| -> Arc<[String]> {
+            let extra = theirs.iter().filter(|t| !mine.contains(t));
+            mine.iter().chain(extra).cloned().collect()
+        };
+        let escalate_tools = added(&self.escalate_tools, &n.escalate.tools);
+        let escalate_calls = added(&self.escalate_calls, &n.escalate.calls);
         let escalate_timeout = match (
             self.escalate_timeout,
             n.escalate
@@ -526,6 +539,8 @@ impl CompiledPolicy {
             escalate_hosts: Arc::new(HostSet::new(escalate_hosts)),
             escalate_write: escalate_write.into(),
             escalate_args: escalate_args.into(),
+            escalate_tools,
+            escalate_calls,
             escalate_timeout,
             attachment_kinds,
             toolset,

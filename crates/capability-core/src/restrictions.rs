@@ -40,7 +40,8 @@ pub struct Restrictions {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sandbox_off: bool,
     /// What needs approval first (`[escalate]`), as `network <host>`, `fs_reach.write <path>`
-    /// or `process.args <pattern>`, for the categories the tool declares.
+    /// or `process.args <pattern>`, for the categories the tool declares; `tool <name>` for the
+    /// tool itself (or a guarded server's tools), `call <text>` for every tool.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub escalate: Vec<String>,
     /// The tool's `[constraints]`.
@@ -85,6 +86,17 @@ impl Restrictions {
                     .map(|a| format!("process.args {}", a.as_str())),
             );
         }
+        // Whole tools (a guarded server's entry stands for each of its tools), and call text,
+        // which any tool's call may hold.
+        let server = tool
+            .strip_suffix('*')
+            .filter(|_| crate::is_mcp_server_entry(tool));
+        escalate.extend(
+            (policy.escalate_tools.iter())
+                .filter(|t| *t == tool || server.is_some_and(|s| t.starts_with(s)))
+                .map(|t| format!("tool {t}")),
+        );
+        escalate.extend(policy.escalate_calls.iter().map(|c| format!("call {c}")));
         Restrictions {
             fs_deny: if fs {
                 policy.fs_deny_written.to_vec()
@@ -111,8 +123,8 @@ impl Restrictions {
             sandbox_off: spawns && policy.sandbox == SandboxMode::Off,
             escalate,
             constraints: policy.constraints(tool).cloned(),
-            tool_constraints: match tool.strip_suffix('*') {
-                Some(server) if crate::is_mcp_server_entry(tool) => policy
+            tool_constraints: match server {
+                Some(server) => policy
                     .constrained_tools()
                     .filter(|t| t.starts_with(server))
                     .filter_map(|t| Some((t.to_owned(), policy.constraints(t)?.clone())))

@@ -231,6 +231,7 @@ async fn an_approved_call_proceeds_and_unescalated_calls_never_ask() {
     assert_eq!(s.audit.events()[1].reason.as_deref(), Some("approved"));
 }
 
+// guarantee: G-REG-14
 #[tokio::test]
 async fn every_way_of_not_approving_is_a_refusal_that_says_which() {
     let cases = [
@@ -299,6 +300,7 @@ async fn write_paths_and_argv_escalate_too() {
     );
 }
 
+// guarantee: G-REG-14
 #[tokio::test]
 async fn what_was_not_approved_stays_refused_by_the_scoped_objects() {
     let s = setup(Some(Answer::Yes));
@@ -434,5 +436,101 @@ async fn a_narrowing_can_add_an_escalation() {
         Some(
             "ESCALATION_REFUSED: network api.github.com: no approval handler is configured (headless)"
         )
+    );
+}
+
+/// `[escalate] tools`: every call of a listed tool asks first, whatever its arguments and
+/// whatever it declares; `[escalate] calls`: a call asks when its text (the tool's name, a
+/// space, its arguments as JSON with sorted keys, written as JavaScript writes them) holds a
+/// listed text. Approved, the call runs; refused, never answered or with no approver, it does
+/// not. A narrowing adds to both, never takes away.
+async fn run(s: &Setup, ctx: &ExecutionContext, args: Value) -> String {
+    let r = s
+        .registry
+        .execute(ToolCall::new("c", "agent", args), ctx)
+        .await;
+    r.result.error_message().unwrap_or("ok").to_owned()
+}
+
+// guarantee: G-REG-14
+#[tokio::test]
+async fn whole_tools_and_call_text_escalate_too() {
+    let personality = |escalate: &str| {
+        policy(&format!(
+            "id = \"p\"\n[fs_reach]\nread = [\"/srv\"]\nwrite = [\"/srv/out\"]\n[escalate]\n{escalate}\n"
+        ))
+    };
+    let tools = ExecutionContext::new("s", personality("tools = [\"agent\"]"), "/srv/out");
+    let no = setup(Some(Answer::No));
+    assert_eq!(
+        run(&no, &tools, json!({})).await,
+        "ESCALATION_REFUSED: tool agent: the approver denied it"
+    );
+    assert_eq!(no.runs.load(Ordering::SeqCst), 0);
+    let yes = setup(Some(Answer::Yes));
+    assert_eq!(run(&yes, &tools, json!({"note": "x"})).await, "ok");
+    assert_eq!(yes.runs.load(Ordering::SeqCst), 1);
+    let asked = yes.approver.as_ref().unwrap().asked.lock().unwrap().clone();
+    assert_eq!(asked[0].subjects.len(), 1);
+    assert_eq!(
+        (
+            asked[0].subjects[0].category.as_str(),
+            asked[0].subjects[0].subject.as_str()
+        ),
+        ("tool", "agent")
+    );
+    let headless = setup(None);
+    assert!(
+        run(&headless, &tools, json!({}))
+            .await
+            .starts_with("ESCALATION_REFUSED: tool agent: no approval handler")
+    );
+    let other = ExecutionContext::new("s", personality("tools = [\"other\"]"), "/srv/out");
+    assert_eq!(
+        run(&headless, &other, json!({})).await,
+        "ok",
+        "another tool's rule"
+    );
+
+    let calls = ExecutionContext::new(
+        "s",
+        personality(
+            "calls = [\"rm -rf\", \"\\\"b\\\":2,\\\"a\\\"\", \"{\\\"n\\\":1,\", \"e+21\", \"agent {\\\"z\\\"\"]",
+        ),
+        "/srv/out",
+    );
+    let s = setup(Some(Answer::No));
+    for (args, asks) in [
+        (json!({"cmd": "rm -rf /tmp/x"}), Some("rm -rf")),
+        (json!({"cmd": "rm -r -f /tmp/x"}), None),
+        (json!({"a": 1, "b": 2}), None),
+        // Keys sorted, no spaces: `{"a":[...],"b":2}` does not hold `"b":2,"a"`.
+        (json!({"b": 2, "a": [1]}), None),
+        (json!({"n": 1.0, "o": 1}), Some("{\"n\":1,")),
+        (json!({"n": 1e21}), Some("e+21")),
+        (json!({"z": 1}), Some("agent {\"z\"")),
+        (json!({"y": 1, "z": 1}), None),
+    ] {
+        let expected = match asks {
+            Some(rule) => format!("ESCALATION_REFUSED: call {rule}: the approver denied it"),
+            None => "ok".to_owned(),
+        };
+        assert_eq!(run(&s, &calls, args.clone()).await, expected, "{args}");
+    }
+
+    // A narrowing adds a tool to ask about.
+    let base = ExecutionContext::new("s", personality(""), "/srv/out");
+    let narrowing = Narrowing::parse(
+        "[escalate]\ntools = [\"agent\"]\ncalls = [\"zz\"]\n",
+        PolicyFormat::Toml,
+        None,
+    )
+    .unwrap();
+    assert_eq!(run(&headless, &base, json!({})).await, "ok");
+    let narrowed = base.narrowed(&narrowing).unwrap();
+    assert!(
+        run(&headless, &narrowed, json!({}))
+            .await
+            .starts_with("ESCALATION_REFUSED: tool agent")
     );
 }

@@ -77,6 +77,16 @@ pub const ETHOS_ALWAYS_DENY: [&str; 25] = [
     "~/.ethos/sessions",
 ];
 
+/// The tools every Ethos surface with an approval flow asks about, whatever the personality's
+/// `approvalMode` (its `APPROVAL_SURFACE_ALWAYS_ASK`): an Ethos personality's `[escalate]`
+/// `tools` here.
+pub const ETHOS_ALWAYS_ASKS: [&str; 3] =
+    ["skills_pending_approve", "skills_pending_reject", "call"];
+
+/// The tools Ethos's `approvalMode: smart` has reviewed before they run (its
+/// `SMART_MODE_CONSEQUENTIAL_TOOLS`), by a model there and by the approver here.
+pub const ETHOS_SMART_ASKS: [&str; 4] = ["terminal", "write_file", "patch_file", "process_start"];
+
 /// `config.yaml` keys that are not access policy: how the agent talks, which model it uses,
 /// how it remembers. Ignored.
 const NOT_POLICY: &[&str] = &[
@@ -121,10 +131,12 @@ impl PersonalityPolicy {
     /// entry that is not absolute beneath `vars.cwd`. The result is checked like any policy.
     ///
     /// Where Ethos and toolcap differ, toolcap is stricter (docs/policy.md): no `toolset.yaml`
-    /// means no tool; no `safety.network.allow` means no host; `safety` settings toolcap cannot
-    /// enforce (`approvalMode` other than `off`, `denyRules`) are errors, never silently
-    /// dropped. `mcp.yaml`'s `reject_args` become `[constraints.mcp__<server>__<tool>]`
-    /// `reject_args`, read both as YAML and as Ethos reads the file.
+    /// means no tool; no `safety.network.allow` means no host; a `safety` setting toolcap does
+    /// not know is an error, never silently dropped. Ethos's approval flow becomes `[escalate]`
+    /// (`tools`: [`ETHOS_ALWAYS_ASKS`], and [`ETHOS_SMART_ASKS`] under `approvalMode: smart`;
+    /// `calls`: `denyRules`), with toolcap's approver in place of Ethos's modal or model.
+    /// `mcp.yaml`'s `reject_args` become `[constraints.mcp__<server>__<tool>]` `reject_args`,
+    /// read both as YAML and as Ethos reads the file.
     ///
     /// ```
     /// # #[cfg(feature = "yaml")] {
@@ -239,6 +251,7 @@ impl PersonalityPolicy {
             .fs_reach
             .deny
             .extend(ETHOS_ALWAYS_DENY.iter().map(PathBuf::from));
+        (policy.escalate.tools).extend(ETHOS_ALWAYS_ASKS.iter().map(|t| t.to_string()));
 
         let mut toolset: Vec<String> = match files.toolset {
             Some(text) if !text.trim().is_empty() => {
@@ -455,7 +468,8 @@ fn memory_scope(value: &Value) -> Result<(), PolicyError> {
 }
 
 /// The `safety:` block: `network.allow` / `network.deny` map onto `safety.network`; what
-/// toolcap cannot enforce is an error; content and logging settings are ignored.
+/// toolcap does not know is an error; `approvalMode` and `denyRules` become `[escalate]` rules;
+/// content and logging settings are ignored.
 fn safety(value: &Value, policy: &mut PersonalityPolicy) -> Result<(), PolicyError> {
     let Value::Object(block) = value else {
         return Err(PolicyError::invalid(
@@ -506,21 +520,39 @@ fn safety(value: &Value, policy: &mut PersonalityPolicy) -> Result<(), PolicyErr
                     }
                 }
             }
-            "approvalMode" if v.as_str() == Some("off") => {}
-            "approvalMode" => {
-                return Err(PolicyError::invalid(
-                    field,
-                    format!(
-                        "{v} asks before calls by a rule toolcap cannot enforce; toolcap asks only for [escalate] patterns (write a toolcap personality with [escalate], or set approvalMode: off)"
-                    ),
-                ));
-            }
-            "denyRules" if v.as_array().is_some_and(Vec::is_empty) => {}
+            // `manual` (Ethos's default) and `off` ask about the tools every Ethos surface asks
+            // about, added below; `smart` also about its consequential tools, which a model
+            // reviews in Ethos and the approver here.
+            "approvalMode" => match v.as_str() {
+                Some("manual" | "off") => {}
+                Some("smart") => {
+                    (policy.escalate.tools).extend(ETHOS_SMART_ASKS.iter().map(|t| t.to_string()));
+                }
+                _ => {
+                    return Err(PolicyError::invalid(
+                        field,
+                        format!("{v} is not manual, smart or off"),
+                    ));
+                }
+            },
+            // Ethos asks before a call whose text holds a rule (its `denyRules`).
             "denyRules" => {
-                return Err(PolicyError::invalid(
-                    field,
-                    "substring deny rules over arguments cannot be enforced by toolcap; use fs_reach.deny, safety.network.deny or safety.process.deny_args in a toolcap personality",
-                ));
+                let rules = v.as_array().ok_or_else(|| {
+                    PolicyError::invalid(field.clone(), "expected a list of match strings")
+                })?;
+                for rule in rules {
+                    match rule.as_str() {
+                        Some(text) if !text.trim().is_empty() => {
+                            policy.escalate.calls.push(text.to_owned());
+                        }
+                        _ => {
+                            return Err(PolicyError::invalid(
+                                field,
+                                format!("{rule}: every rule is a text that is not blank"),
+                            ));
+                        }
+                    }
+                }
             }
             k if SAFETY_NOT_ACCESS.contains(&k) => {}
             _ => {

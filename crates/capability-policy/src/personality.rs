@@ -92,6 +92,14 @@ pub struct EscalateRules {
     /// Argv patterns (as `deny_args`) whose spawns need approval.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
+    /// Tools every call of which needs approval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    /// Text that a call needs approval for when its text holds it: the tool's name, a space and
+    /// its arguments as JSON with sorted keys (Ethos's `safety.denyRules`, docs/policy.md,
+    /// "Escalation").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<String>,
     /// How long to wait for an answer before refusing (default 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<u64>,
@@ -470,6 +478,20 @@ impl PersonalityPolicy {
                     format!("{pattern:?} has no tokens"),
                 ));
             }
+        }
+        for (i, tool) in self.escalate.tools.iter().enumerate() {
+            if !valid_tool_name(tool) {
+                return Err(PolicyError::invalid(
+                    format!("escalate.tools[{i}]"),
+                    format!("{tool:?} is not a tool name"),
+                ));
+            }
+        }
+        if let Some(i) = self.escalate.calls.iter().position(|c| c.trim().is_empty()) {
+            return Err(PolicyError::invalid(
+                format!("escalate.calls[{i}]"),
+                "blank: every call's text holds it (list the tools in escalate.tools instead)",
+            ));
         }
         if self.escalate.timeout_seconds == Some(0) {
             return Err(PolicyError::invalid(

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 mod support;
 
@@ -559,14 +559,20 @@ fn what_toolcap_cannot_enforce_or_does_not_know_is_an_error() {
             &[("config.yaml", "name: X\nfs_reach.raed: /tmp\n")],
             "fs_reach.raed",
         ),
+        // Values Ethos itself refuses to load.
         (
             "approval",
-            &[("config.yaml", "safety:\n  approvalMode: manual\n")],
+            &[("config.yaml", "safety:\n  approvalMode: always\n")],
             "approvalMode",
         ),
         (
-            "deny-rules",
-            &[("config.yaml", "safety:\n  denyRules:\n    - rm -rf\n")],
+            "deny-rules-blank",
+            &[("config.yaml", "safety:\n  denyRules:\n    - \" \"\n")],
+            "denyRules",
+        ),
+        (
+            "deny-rules-text",
+            &[("config.yaml", "safety:\n  denyRules: rm -rf\n")],
             "denyRules",
         ),
         (
@@ -748,6 +754,89 @@ fn what_toolcap_cannot_enforce_or_does_not_know_is_an_error() {
             "{name}: one line: {stderr}"
         );
     }
+}
+
+// guarantee: G-POL-05
+/// Ethos's approval settings ask here what they ask in Ethos, with toolcap's approver in place of
+/// Ethos's modal (and of its model, for `smart`): `manual`, its default, and `off` ask about no
+/// standard tool; `smart` asks before every call of `write_file` (one of the tools it has
+/// reviewed); a `denyRules` entry asks before a call whose text (the tool's name and its
+/// arguments as JSON, keys sorted) holds it. `toolcap call` has no approver, so what asks is
+/// refused, and nothing is written.
+#[test]
+fn ethos_approval_settings_ask_what_they_ask_in_ethos() {
+    let env = Env::new();
+    let work = env.cwd.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("rm -rf.txt"), "named badly").unwrap();
+    std::fs::write(work.join("plain.txt"), "plain").unwrap();
+    let personality = |name: &str, safety: &str| {
+        let dir = env.cwd.join("personalities").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("config.yaml"),
+            format!(
+                "name: {name}\nfs_reach.read: {w}\nfs_reach.write: {w}\nsafety:\n{safety}",
+                w = work.display()
+            ),
+        )
+        .unwrap();
+        std::fs::write(dir.join("toolset.yaml"), "- read_file\n- write_file\n").unwrap();
+        dir
+    };
+    let write = |dir: &Path, file: &str| {
+        let path = work.join(file).display().to_string();
+        env.call(
+            dir,
+            "write_file",
+            &json!({"path": path, "content": "x"}).to_string(),
+        )
+    };
+    let read = |dir: &Path, file: &str| {
+        let path = work.join(file).display().to_string();
+        env.call(dir, "read_file", &json!({"path": path}).to_string())
+    };
+    for mode in ["manual", "off"] {
+        let dir = personality(mode, &format!("  approvalMode: {mode}\n"));
+        assert_eq!(write(&dir, &format!("{mode}.txt"))["ok"], true, "{mode}");
+    }
+    let smart = personality(
+        "smart",
+        "  approvalMode: smart\n  denyRules:\n    - rm -rf\n    - read_file {\"path\":\"/\n",
+    );
+    let refused = write(&smart, "smart.txt");
+    assert_eq!(
+        error(&refused),
+        "ESCALATION_REFUSED: tool write_file: no approval handler is configured (headless)",
+        "{refused}"
+    );
+    assert!(!work.join("smart.txt").exists(), "nothing written");
+    let refused = read(&smart, "rm -rf.txt");
+    assert!(
+        error(&refused).starts_with("ESCALATION_REFUSED: call rm -rf"),
+        "{refused}"
+    );
+    // The second rule holds `read_file {"path":"/`, so every absolute read asks; a relative one
+    // does not hold it.
+    let refused = read(&smart, "plain.txt");
+    assert!(
+        error(&refused).starts_with("ESCALATION_REFUSED: call read_file {\"path\":\"/"),
+        "{refused}"
+    );
+    let relative = env.call(
+        &smart,
+        "read_file",
+        &json!({"path": "work/plain.txt"}).to_string(),
+    );
+    assert_eq!(relative["value"], "plain", "{relative}");
+    let m = env.manifest(&smart);
+    let escalate = &m["tools"]["write_file"]["effective"]["restrictions"]["escalate"];
+    assert!(
+        escalate.as_array().is_some_and(
+            |e| e.contains(&json!("tool write_file")) && e.contains(&json!("call rm -rf"))
+        ),
+        "{m}"
+    );
 }
 
 #[test]

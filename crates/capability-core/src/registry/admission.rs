@@ -189,7 +189,13 @@ impl DefaultToolRegistry {
             resolved: Arc::clone(&ready.plan.resolved),
             scoped: ready.plan.scoped.clone(),
         };
-        match escalation::subjects(ready.caps, &call.args, &ctx.policy, &ctx.working_dir) {
+        match escalation::subjects(
+            &call.tool,
+            ready.caps,
+            &call.args,
+            &ctx.policy,
+            &ctx.working_dir,
+        ) {
             None => Admission::Admitted(admitted),
             Some((subjects, _)) => Admission::NeedsApproval { subjects, admitted },
         }

@@ -80,7 +80,13 @@ impl DefaultToolRegistry {
         }
         // Escalation: ask before anything runs; an approved call gets scoped objects that allow
         // exactly what was approved.
-        let asking = escalation::subjects(ready.caps, &call.args, &ctx.policy, &ctx.working_dir);
+        let asking = escalation::subjects(
+            &call.tool,
+            ready.caps,
+            &call.args,
+            &ctx.policy,
+            &ctx.working_dir,
+        );
         let asked = asking.is_some();
         // `None`: the plan's own, installed only in a context built afresh.
         let approved = match asking {
