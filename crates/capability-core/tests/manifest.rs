@@ -288,6 +288,7 @@ fn loosening_the_personality_s_restrictions_is_a_widening() {
          [safety.process]\nallow = [\"git\"]\ndeny_args = [\"git push*\"]\n\
          [safety.env]\nallow = [\"TZ\"]\n\
          [escalate]\nwrite_paths = [\"/srv/out/releases\"]\nhosts = [\"uploads.x.com\"]\n\
+         tools = [\"shell\"]\ncalls = [\"rm -rf\"]\n\
          [constraints.shell]\nmax_invocations = 2\nreject_args = { mode = [\"force\", \"hard\"] }\n";
     let tools = [
         (
@@ -326,6 +327,19 @@ fn loosening_the_personality_s_restrictions_is_a_widening() {
     assert_eq!(
         found("hosts = [\"uploads.x.com\"]", "hosts = []"),
         fetch(WideningCode::Escalation)
+    );
+    assert_eq!(
+        found("tools = [\"shell\"]", "tools = []"),
+        shell(WideningCode::Escalation)
+    );
+    // Call text is asked about for every tool.
+    let both: Vec<(WideningCode, String)> = found("calls = [\"rm -rf\"]", "calls = []");
+    assert_eq!(
+        both,
+        [
+            (WideningCode::Escalation, "fetch".to_owned()),
+            (WideningCode::Escalation, "shell".to_owned())
+        ]
     );
     assert_eq!(
         found("max_invocations = 2", "max_invocations = 3"),
@@ -403,6 +417,8 @@ fn loosening_the_personality_s_restrictions_is_a_widening() {
             "reject_args = { mode = [\"force\", \"hard\"] }",
             "reject_args = { mode = [\"hard\", \"force\", \"soft\"], other = [\"x\"] }",
         ),
+        ("tools = [\"shell\"]", "tools = [\"shell\", \"fetch\"]"),
+        ("calls = [\"rm -rf\"]", "calls = [\"rm -rf\", \"DROP\"]"),
     ] {
         assert_eq!(found(from, to), [], "{from} -> {to}");
     }
