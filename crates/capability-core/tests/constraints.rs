@@ -278,13 +278,26 @@ async fn each_invocation_learns_its_own_completions_whatever_others_ran_in_betwe
     assert!(third.invocation.completed("reader"));
 }
 
-#[tokio::test]
-async fn forbidden_tools_never_run_and_are_audited_as_constraint_denials() {
-    let tool = TestTool::new("wipe", ToolCapabilities::none(), Behaviour::Echo);
+/// A registry holding one echoing tool named `name` that declares nothing, with an audit sink:
+/// the registry, the count of the tool's runs, the sink.
+fn audited_echo(
+    name: &'static str,
+) -> (
+    DefaultToolRegistry,
+    Arc<std::sync::atomic::AtomicUsize>,
+    Arc<MemoryAuditSink>,
+) {
+    let tool = TestTool::new(name, ToolCapabilities::none(), Behaviour::Echo);
     let runs = Arc::clone(&tool.runs);
     let audit = Arc::new(MemoryAuditSink::new());
     let mut registry = DefaultToolRegistry::new(None).with_audit_sink(audit.clone());
     registry.register(tool).unwrap();
+    (registry, runs, audit)
+}
+
+#[tokio::test]
+async fn forbidden_tools_never_run_and_are_audited_as_constraint_denials() {
+    let (registry, runs, audit) = audited_echo("wipe");
     let ctx = ExecutionContext::new(
         "s",
         policy("id = \"ops\"\n[constraints.wipe]\nforbidden = true\n"),
@@ -306,11 +319,7 @@ async fn forbidden_tools_never_run_and_are_audited_as_constraint_denials() {
 /// not (as Ethos's `mcp.yaml` rule reads). A narrowing adds values and never takes one away.
 #[tokio::test]
 async fn reject_args_refuses_the_listed_values_of_an_argument_and_nothing_else() {
-    let tool = TestTool::new("save_issue", ToolCapabilities::none(), Behaviour::Echo);
-    let runs = Arc::clone(&tool.runs);
-    let audit = Arc::new(MemoryAuditSink::new());
-    let mut registry = DefaultToolRegistry::new(None).with_audit_sink(audit.clone());
-    registry.register(tool).unwrap();
+    let (registry, runs, audit) = audited_echo("save_issue");
     let ctx = ExecutionContext::new(
         "s",
         policy(
