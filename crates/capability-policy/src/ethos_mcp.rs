@@ -129,10 +129,12 @@ pub(crate) fn mcp_tools(text: &str) -> Result<McpYaml, PolicyError> {
 /// One server's `reject_args` read as YAML: tool, then argument, then a list of values (none
 /// when empty).
 fn reject_args(field: &str, v: &Value) -> Result<RejectArgs, PolicyError> {
-    let map = |field: &str, v: &Value| {
-        v.as_object().cloned().ok_or_else(|| {
+    // Nothing under a key (YAML's null) is nothing to refuse, as Ethos reads it.
+    let map = |field: &str, v: &Value| match v {
+        Value::Null => Ok(serde_json::Map::new()),
+        v => v.as_object().cloned().ok_or_else(|| {
             PolicyError::invalid(field, "expected a map: a tool, its arguments, their values")
-        })
+        }),
     };
     let mut tools = RejectArgs::new();
     for (tool, args) in map(field, v)? {

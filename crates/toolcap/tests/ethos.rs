@@ -864,6 +864,35 @@ fn mcp_servers_name_every_tool_of_a_server_unless_mcp_yaml_lists_them() {
 }
 
 // guarantee: G-POL-05
+/// `mcp.yaml`'s `reject_args` with nothing under it, or a tool with no argument under it, is
+/// nothing to refuse, as Ethos reads it: the personality loads, with no constraint.
+#[test]
+fn reject_args_with_nothing_under_them_load_as_in_ethos() {
+    let env = Env::new();
+    for (name, mcp) in [
+        (
+            "bare",
+            "servers:\n  linear:\n    reject_args:\n    tools:\n      - list_issues\n",
+        ),
+        (
+            "tool",
+            "servers:\n  linear:\n    reject_args:\n      save_issue:\n",
+        ),
+        (
+            "arg",
+            "servers:\n  linear:\n    reject_args:\n      save_issue:\n        status:\n",
+        ),
+    ] {
+        let dir = env.cwd.join("p").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.yaml"), "mcp_servers: linear\n").unwrap();
+        std::fs::write(dir.join("mcp.yaml"), mcp).unwrap();
+        let m = env.manifest(&dir);
+        assert!(!m.to_string().contains("reject_args"), "{name}: {m}");
+    }
+}
+
+// guarantee: G-POL-05
 /// `mcp.yaml`'s `enabled: false` (which Ethos's own editor writes) turns a server off for the
 /// personality: Ethos refuses every tool of it, so toolcap's toolset names none, whatever
 /// `mcp_servers` and the server's `tools` say. `enabled: true` changes nothing. Anything but a
