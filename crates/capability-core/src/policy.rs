@@ -376,6 +376,11 @@ impl CompiledPolicy {
         self.constraints.get(tool)
     }
 
+    /// The tools `[escalate] tools` names: every call of each asks first.
+    pub fn escalated_tools(&self) -> impl Iterator<Item = &str> {
+        self.escalate_tools.iter().map(String::as_str)
+    }
+
     /// The tools `[constraints]` names, sorted.
     pub fn constrained_tools(&self) -> impl Iterator<Item = &str> {
         self.constraints.keys().map(String::as_str)

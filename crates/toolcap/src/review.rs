@@ -71,9 +71,10 @@ pub(crate) fn notes(policy: &CompiledPolicy) -> Vec<String> {
     lifts.chain(taken).chain(hosts).collect()
 }
 
-/// The personality's toolset entries, `[constraints]` tables and `only_after` entries that name
-/// no tool of `known` but nearly one (at most two letters off): a typo that would leave the tool
-/// out of the toolset, its constraint unapplied, or it refused for ever, without a word. A name
+/// The personality's toolset entries, `[constraints]` tables, `only_after` entries and
+/// `[escalate] tools` entries that name no tool of `known` but nearly one (at most two letters
+/// off): a typo that would leave the tool out of the toolset, its constraint unapplied, it
+/// refused for ever, or its calls never asked about, without a word. A name
 /// far from every known tool may be a tool of another registry (an `mcp__` name is far from
 /// every standard tool), and a pattern (`mcp__github__*`) names no one tool: neither is
 /// reported.
@@ -109,9 +110,15 @@ pub(crate) fn misspelt_tools(policy: &CompiledPolicy, known: &[&str]) -> Vec<Str
             )
         })
     });
+    // A tool to ask about, misspelt, runs without asking.
+    let escalated = policy.escalated_tools().map(|name| {
+        let shown = capability_core::shown(name);
+        (name, format!("[escalate] tools entry {shown}"))
+    });
     toolset
         .chain(constraints)
         .chain(only_after)
+        .chain(escalated)
         .filter_map(|(name, field)| {
             near(name).map(|k| format!("{field} names no tool; did you mean {k}?"))
         })

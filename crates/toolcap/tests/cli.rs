@@ -556,15 +556,17 @@ fn validate_reports_findings() {
     );
     assert!(String::from_utf8_lossy(&clean.stdout).starts_with("ok: 2 standard tool(s)"));
 
-    // A tool name a typo away from a standard tool, in the toolset or in [constraints]: the tool
-    // would be left out, or its constraint unapplied, without a word. Names far from every
+    // A tool name a typo away from a standard tool, in the toolset, in [constraints] or in
+    // [escalate] tools: the tool would be left out, its constraint unapplied or its calls never
+    // asked about, without a word. Names far from every
     // standard tool (another registry's) and MCP names are not reported.
     std::fs::write(
         env.root.join("typo.toml"),
         format!(
             "id = \"typo\"\ntoolset = [\"read_file\", \"list_dirs\", \"shell\", \"mcp__gh__*\"]\n\
              [fs_reach]\nread = [\"{}\"]\n[constraints.read_fiel]\nmax_invocations = 1\n\
-             [constraints.summarize]\nmax_invocations = 1\nonly_after = [\"list_dri\"]\n",
+             [constraints.summarize]\nmax_invocations = 1\nonly_after = [\"list_dri\"]\n\
+             [escalate]\ntools = [\"write_fil\", \"deploy\"]\n",
             env.path("work")
         ),
     )
@@ -576,7 +578,8 @@ fn validate_reports_findings() {
         "toolset entry list_dirs names no tool; did you mean list_dir?\n\
          [constraints.read_fiel] names no tool; did you mean read_file?\n\
          [constraints.summarize] only_after entry list_dri names no tool; did you mean list_dir?\n\
-         3 finding(s) for personality typo\n"
+         [escalate] tools entry write_fil names no tool; did you mean write_file?\n\
+         4 finding(s) for personality typo\n"
     );
 }
 
