@@ -568,6 +568,31 @@ fn hostile_constraint_sections_are_refused() {
             "not absolute",
         ),
         (
+            "id = \"p\"\n[escalate]\ntools = [\"read_file\", \"Read File\"]\n",
+            "escalate.tools[1]",
+            "not a tool name",
+        ),
+        (
+            "id = \"p\"\n[escalate]\ncalls = [\"rm -rf\", \" \\t\"]\n",
+            "escalate.calls[1]",
+            "blank",
+        ),
+        (
+            "id = \"p\"\n[escalate]\ncalls = [\"\"]\n",
+            "escalate.calls[0]",
+            "blank",
+        ),
+        (
+            "id = \"p\"\n[escalate]\ncalls = [1]\n",
+            "escalate.calls[0]",
+            "invalid type",
+        ),
+        (
+            "id = \"p\"\n[escalate]\ntools = \"write_file\"\n",
+            "escalate.tools",
+            "invalid type",
+        ),
+        (
             "id = \"p\"\n[escalate]\ntimeout_seconds = 0\n",
             "escalate.timeout_seconds",
             "at least 1",
