@@ -9,7 +9,8 @@ mod support;
 use std::collections::BTreeSet;
 
 use capability_core::{
-    Admission, CompiledPolicy, DefaultToolRegistry, ExecutionContext, PolicyFormat, ToolCall,
+    Admission, CompiledPolicy, DefaultToolRegistry, ExecutionContext, Narrowing, PolicyFormat,
+    ToolCall,
 };
 use capability_types::ToolCapabilities;
 use proptest::prelude::*;
@@ -31,12 +32,18 @@ struct Rules {
 }
 
 impl Rules {
+    /// The rules as a personality.
     fn toml(&self) -> String {
+        format!("id = \"p\"\n{}", self.sections())
+    }
+
+    /// The rules' own sections, as a personality or a narrowing writes them.
+    fn sections(&self) -> String {
         let list = |items: &BTreeSet<&str>| {
             let quoted: Vec<String> = items.iter().map(|i| toml_string(i)).collect();
             format!("[{}]", quoted.join(", "))
         };
-        let mut text = String::from("id = \"p\"\n[constraints.t]\n");
+        let mut text = String::from("[constraints.t]\n");
         if !self.reject.is_empty() {
             text.push_str(&format!("reject_args = {{ a = {} }}\n", list(&self.reject)));
         }
@@ -125,5 +132,36 @@ proptest! {
             );
         }
         prop_assert!(capability_core::diff(&new_m, &new_m).is_empty());
+    }
+
+    // guarantee: G-REG-14
+    /// A narrowing's whole-call rules only add to the personality's: a call the narrowed
+    /// context lets through, the personality lets through too.
+    #[test]
+    fn a_narrowing_s_whole_call_rules_only_take_calls_away(
+        base in rules(),
+        extra in rules(),
+        tool in prop::sample::select(&TOOLS[..]),
+        value in prop::sample::select(&VALUES[..]),
+    ) {
+        let policy = CompiledPolicy::load(&base.toml(), PolicyFormat::Toml, None).unwrap();
+        let narrowing = Narrowing::parse(&extra.sections(), PolicyFormat::Toml, None).unwrap();
+        let ctx = ExecutionContext::new("s", std::sync::Arc::new(policy), "/tmp");
+        let narrowed = ctx.narrowed(&narrowing).unwrap();
+        let registry = registry();
+        let call = ToolCall::new("1", tool, json!({"a": value}));
+        let runs = |ctx: &ExecutionContext| matches!(registry.admission(&call, ctx), Admission::Admitted(_));
+        if runs(&narrowed) {
+            prop_assert!(runs(&ctx), "{base:?} narrowed by {extra:?} lets {tool} {value} through");
+        }
+        // Each side's rule alone takes what it takes under the narrowed context too.
+        let alone = ExecutionContext::new(
+            "s",
+            std::sync::Arc::new(CompiledPolicy::load(&extra.toml(), PolicyFormat::Toml, None).unwrap()),
+            "/tmp",
+        );
+        if runs(&narrowed) {
+            prop_assert!(runs(&alone), "{extra:?} refuses {tool} {value} alone but not as a narrowing");
+        }
     }
 }
