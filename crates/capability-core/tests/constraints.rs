@@ -74,16 +74,7 @@ async fn every_tool_is_counted_alone_whichever_was_counted_first() {
     // (docs/decisions.md, "The per-call path"): each tool's count and limit are its own, asking
     // for a count changes nothing, and a limit holds for the first tool and the others alike,
     // in batches of one and of several.
-    let mut registry = DefaultToolRegistry::new(None);
-    for name in ["first", "second", "third"] {
-        registry
-            .register(TestTool::new(
-                name,
-                ToolCapabilities::none(),
-                Behaviour::Echo,
-            ))
-            .unwrap();
-    }
+    let registry = support::echo_registry(&["first", "second", "third"]);
     let ctx = ExecutionContext::new(
         "s",
         policy(

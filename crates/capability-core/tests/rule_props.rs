@@ -15,7 +15,6 @@ use capability_core::{
 use capability_types::ToolCapabilities;
 use proptest::prelude::*;
 use serde_json::json;
-use support::{Behaviour, TestTool};
 
 /// Values an argument takes, and the texts rules are written with.
 const VALUES: [&str; 4] = ["x", "y", "z", "Done"];
@@ -83,17 +82,7 @@ fn rules() -> impl Strategy<Value = Rules> {
 }
 
 fn registry() -> DefaultToolRegistry {
-    let mut registry = DefaultToolRegistry::new(None);
-    for name in TOOLS {
-        registry
-            .register(TestTool::new(
-                name,
-                ToolCapabilities::none(),
-                Behaviour::Echo,
-            ))
-            .unwrap();
-    }
-    registry
+    support::echo_registry(&TOOLS)
 }
 
 proptest! {

@@ -333,6 +333,25 @@ impl KeyValueStore for NoKv {
 }
 
 /// Compiles a TOML personality with `/home/ada` as home.
+/// A registry without backends holding an echoing tool that declares nothing under each name.
+#[allow(
+    dead_code,
+    reason = "not every test binary that includes the support module uses it"
+)]
+pub fn echo_registry(names: &[&'static str]) -> capability_core::DefaultToolRegistry {
+    let mut registry = capability_core::DefaultToolRegistry::new(None);
+    for name in names {
+        registry
+            .register(TestTool::new(
+                name,
+                ToolCapabilities::none(),
+                Behaviour::Echo,
+            ))
+            .unwrap();
+    }
+    registry
+}
+
 pub fn policy(toml: &str) -> Arc<CompiledPolicy> {
     Arc::new(CompiledPolicy::load(toml, PolicyFormat::Toml, Some(Path::new("/home/ada"))).unwrap())
 }
