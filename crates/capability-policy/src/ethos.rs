@@ -566,6 +566,7 @@ fn safety(value: &Value, policy: &mut PersonalityPolicy) -> Result<(), PolicyErr
     Ok(())
 }
 
-fn in_file(file: &str, e: PolicyError) -> PolicyError {
+/// `e`, named as an error of the file `file`.
+pub(crate) fn in_file(file: &str, e: PolicyError) -> PolicyError {
     PolicyError::invalid(file, e.to_string())
 }

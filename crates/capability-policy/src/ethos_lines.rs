@@ -131,7 +131,7 @@ pub(crate) struct McpServer {
     /// `enabled: true|false`.
     pub(crate) enabled: Option<bool>,
     /// `reject_args:`: per tool at six spaces, per argument at eight, its `- value` items at ten.
-    pub(crate) reject_args: BTreeMap<String, BTreeMap<String, Vec<String>>>,
+    pub(crate) reject_args: crate::ethos_mcp::RejectArgs,
 }
 
 /// The servers Ethos reads from `mcp.yaml` (its `parseMcpYaml`): `servers:` at the left margin,

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::ethos::in_file;
 use crate::ethos_lines::McpServer;
 use crate::parse::parse_any;
 use crate::{PolicyError, PolicyFormat};
@@ -202,8 +203,4 @@ fn strings(field: &str, v: &Value) -> Result<Vec<String>, PolicyError> {
                 .ok_or_else(|| PolicyError::invalid(field, format!("expected a string, got {t}")))
         })
         .collect()
-}
-
-fn in_file(file: &str, e: PolicyError) -> PolicyError {
-    PolicyError::invalid(file, e.to_string())
 }
