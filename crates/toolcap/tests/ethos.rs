@@ -804,18 +804,30 @@ fn ethos_approval_settings_ask_what_they_ask_in_ethos() {
         "smart",
         "  approvalMode: smart\n  denyRules:\n    - rm -rf\n    - read_file {\"path\":\"/\n",
     );
-    let refused = write(&smart, "smart.txt");
-    assert_eq!(
-        error(&refused),
-        "ESCALATION_REFUSED: tool write_file: no approval handler is configured (headless)",
-        "{refused}"
-    );
-    assert!(!work.join("smart.txt").exists(), "nothing written");
-    let refused = read(&smart, "rm -rf.txt");
-    assert!(
-        error(&refused).starts_with("ESCALATION_REFUSED: call rm -rf"),
-        "{refused}"
-    );
+    // Refused before anything runs, in process mode and in the capsule: nothing is written,
+    // and what the refused read would have read is in no output.
+    for mode in MODES {
+        let path = work.join("smart.txt").display().to_string();
+        let args = json!({"path": path, "content": "x"}).to_string();
+        let (refused, _) = env.call_in(mode, &smart, "write_file", &args);
+        assert_eq!(
+            error(&refused),
+            "ESCALATION_REFUSED: tool write_file: no approval handler is configured (headless)",
+            "{mode:?}: {refused}"
+        );
+        assert!(
+            !work.join("smart.txt").exists(),
+            "{mode:?}: nothing written"
+        );
+        let path = work.join("rm -rf.txt").display().to_string();
+        let args = json!({"path": path}).to_string();
+        let (refused, all) = env.call_in(mode, &smart, "read_file", &args);
+        assert!(
+            error(&refused).starts_with("ESCALATION_REFUSED: call rm -rf"),
+            "{mode:?}: {refused}"
+        );
+        assert!(!all.contains("named badly"), "{mode:?}: {all}");
+    }
     // The second rule holds `read_file {"path":"/`, so every absolute read asks; a relative one
     // does not hold it.
     let refused = read(&smart, "plain.txt");
