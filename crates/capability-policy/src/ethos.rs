@@ -317,9 +317,11 @@ impl PersonalityPolicy {
 /// (both forms ship with Ethos).
 fn toolset_list(text: &str) -> Result<Vec<String>, PolicyError> {
     let doc: Value = parse_any(text, PolicyFormat::Yaml).map_err(|e| in_file("toolset.yaml", e))?;
-    let list = match &doc {
-        Value::Array(_) => &doc,
-        Value::Object(map) if map.len() == 1 && map.contains_key("tools") => &map["tools"],
+    let (field, list) = match &doc {
+        Value::Array(_) => ("toolset.yaml", &doc),
+        Value::Object(map) if map.len() == 1 && map.contains_key("tools") => {
+            ("toolset.yaml: tools", &map["tools"])
+        }
         _ => {
             return Err(PolicyError::invalid(
                 "toolset.yaml",
@@ -327,13 +329,10 @@ fn toolset_list(text: &str) -> Result<Vec<String>, PolicyError> {
             ));
         }
     };
-    list.as_array()
-        .ok_or_else(|| {
-            PolicyError::invalid("toolset.yaml: tools", "expected a list of tool names")
-        })?
-        .iter()
-        .map(|t| string("toolset.yaml", t))
-        .collect()
+    if !list.is_array() {
+        return Err(PolicyError::invalid(field, "expected a list of tool names"));
+    }
+    strings(field, list)
 }
 
 /// `fs_reach.*` as declared.
@@ -564,6 +563,20 @@ fn safety(value: &Value, policy: &mut PersonalityPolicy) -> Result<(), PolicyErr
         }
     }
     Ok(())
+}
+
+/// A YAML list of strings; an error names `field`.
+pub(crate) fn strings(field: &str, v: &Value) -> Result<Vec<String>, PolicyError> {
+    let list = v
+        .as_array()
+        .ok_or_else(|| PolicyError::invalid(field, "expected a list"))?;
+    list.iter()
+        .map(|t| {
+            t.as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| PolicyError::invalid(field, format!("expected a string, got {t}")))
+        })
+        .collect()
 }
 
 /// `e`, named as an error of the file `file`.

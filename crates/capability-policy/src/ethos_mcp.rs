@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::ethos::in_file;
+use crate::ethos::{in_file, strings};
 use crate::ethos_lines::McpServer;
 use crate::parse::parse_any;
 use crate::{PolicyError, PolicyFormat};
@@ -189,18 +189,4 @@ pub(crate) fn reject_constraints(
         }
     }
     Ok(out)
-}
-
-/// A YAML list of strings.
-fn strings(field: &str, v: &Value) -> Result<Vec<String>, PolicyError> {
-    let list = v
-        .as_array()
-        .ok_or_else(|| PolicyError::invalid(field, "expected a list"))?;
-    list.iter()
-        .map(|t| {
-            t.as_str()
-                .map(str::to_owned)
-                .ok_or_else(|| PolicyError::invalid(field, format!("expected a string, got {t}")))
-        })
-        .collect()
 }

@@ -736,6 +736,15 @@ fn what_toolcap_cannot_enforce_or_does_not_know_is_an_error() {
             &[("config.yaml", "fs_reach.read: ${CWD}, /srv/../proc\n")],
             "fs_reach.read",
         ),
+        // An item that is not a tool's name: the error names the file it is in.
+        (
+            "toolset-item",
+            &[
+                ("config.yaml", "name: X\n"),
+                ("toolset.yaml", "tools: [read_file, 3]\n"),
+            ],
+            "field `toolset.yaml: tools`: expected a string, got 3",
+        ),
         ("empty", &[("notes.txt", "hello")], "no config.yaml"),
     ];
     for (name, files, expected) in cases {
