@@ -31,9 +31,15 @@ struct Rules {
 }
 
 impl Rules {
-    /// The rules as a personality.
-    fn toml(&self) -> String {
-        format!("id = \"p\"\n{}", self.sections())
+    /// The rules as a personality, compiled.
+    fn compiled(&self) -> CompiledPolicy {
+        let toml = format!("id = \"p\"\n{}", self.sections());
+        CompiledPolicy::load(&toml, PolicyFormat::Toml, None).unwrap()
+    }
+
+    /// A context under the rules as a personality.
+    fn context(&self) -> ExecutionContext {
+        ExecutionContext::new("s", std::sync::Arc::new(self.compiled()), "/tmp")
     }
 
     /// The rules' own sections, as a personality or a narrowing writes them.
@@ -85,6 +91,11 @@ fn registry() -> DefaultToolRegistry {
     support::echo_registry(&TOOLS)
 }
 
+/// Whether `call` would reach its tool under `ctx`, by the registry's own dry run.
+fn runs(registry: &DefaultToolRegistry, call: &ToolCall, ctx: &ExecutionContext) -> bool {
+    matches!(registry.admission(call, ctx), Admission::Admitted(_))
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -96,25 +107,20 @@ proptest! {
         tool in prop::sample::select(&TOOLS[..]),
         value in prop::sample::select(&VALUES[..]),
     ) {
-        let compile = |r: &Rules| CompiledPolicy::load(&r.toml(), PolicyFormat::Toml, None).unwrap();
-        let (old_p, new_p) = (compile(&old), compile(&new));
+        let (old_ctx, new_ctx) = (old.context(), new.context());
         let registry = registry();
         let call = ToolCall::new("1", tool, json!({"a": value}));
-        let runs = |p: &CompiledPolicy| {
-            let ctx = ExecutionContext::new("s", std::sync::Arc::new(p.clone()), "/tmp");
-            matches!(registry.admission(&call, &ctx), Admission::Admitted(_))
-        };
         let caps = ToolCapabilities::none();
         let manifest = |p: &CompiledPolicy| {
             capability_core::build_manifest(TOOLS.iter().map(|t| (*t, &caps)), Some(p))
         };
-        let (old_m, new_m) = (manifest(&old_p), manifest(&new_p));
+        let (old_m, new_m) = (manifest(&old_ctx.policy), manifest(&new_ctx.policy));
         let codes: BTreeSet<&str> = capability_core::diff(&old_m, &new_m)
             .into_iter()
             .filter(|w| w.tool == tool)
             .map(|w| w.code.as_str())
             .collect();
-        if runs(&new_p) && !runs(&old_p) {
+        if runs(&registry, &call, &new_ctx) && !runs(&registry, &call, &old_ctx) {
             prop_assert!(
                 codes.contains("constraints.loosened") || codes.contains("escalation.removed"),
                 "{tool} {{\"a\": {value:?}}} runs now and did not: {old:?} -> {new:?}, diff said {codes:?}"
@@ -133,24 +139,21 @@ proptest! {
         tool in prop::sample::select(&TOOLS[..]),
         value in prop::sample::select(&VALUES[..]),
     ) {
-        let policy = CompiledPolicy::load(&base.toml(), PolicyFormat::Toml, None).unwrap();
         let narrowing = Narrowing::parse(&extra.sections(), PolicyFormat::Toml, None).unwrap();
-        let ctx = ExecutionContext::new("s", std::sync::Arc::new(policy), "/tmp");
+        let ctx = base.context();
         let narrowed = ctx.narrowed(&narrowing).unwrap();
         let registry = registry();
         let call = ToolCall::new("1", tool, json!({"a": value}));
-        let runs = |ctx: &ExecutionContext| matches!(registry.admission(&call, ctx), Admission::Admitted(_));
-        if runs(&narrowed) {
-            prop_assert!(runs(&ctx), "{base:?} narrowed by {extra:?} lets {tool} {value} through");
-        }
-        // Each side's rule alone takes what it takes under the narrowed context too.
-        let alone = ExecutionContext::new(
-            "s",
-            std::sync::Arc::new(CompiledPolicy::load(&extra.toml(), PolicyFormat::Toml, None).unwrap()),
-            "/tmp",
-        );
-        if runs(&narrowed) {
-            prop_assert!(runs(&alone), "{extra:?} refuses {tool} {value} alone but not as a narrowing");
+        if runs(&registry, &call, &narrowed) {
+            prop_assert!(
+                runs(&registry, &call, &ctx),
+                "{base:?} narrowed by {extra:?} lets {tool} {value} through"
+            );
+            // Each side's rule alone takes what it takes under the narrowed context too.
+            prop_assert!(
+                runs(&registry, &call, &extra.context()),
+                "{extra:?} refuses {tool} {value} alone but not as a narrowing"
+            );
         }
     }
 }
