@@ -177,6 +177,55 @@ fn escape(args: &Value) -> Value {
                 "setxattr": errno_of(libc::c_long::from(xattr)),
             })
         }
+        // What a path tells without being opened, which Landlock does not mediate: a file's
+        // size (`stat`), whether a name exists at all (`access`), where a symbolic link points
+        // (`readlink`), a file's extended attributes (`listxattr`), and a watch on a directory
+        // (`inotify_add_watch`), which would name every entry made there later.
+        "peek" => {
+            let path = hidden_path(args);
+            let link = format!("{path}.link");
+            let dir = std::path::Path::new(&path)
+                .parent()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default();
+            let c_path = std::ffi::CString::new(path.clone()).unwrap_or_default();
+            let c_dir = std::ffi::CString::new(dir).unwrap_or_default();
+            let mut names = [0 as libc::c_char; 256];
+            // SAFETY: access, listxattr, inotify_init1, inotify_add_watch and close on
+            // NUL-terminated paths and a live buffer of the length passed.
+            let (access, xattrs, watch) = unsafe {
+                let access = libc::access(c_path.as_ptr(), libc::F_OK);
+                let xattrs = libc::listxattr(c_path.as_ptr(), names.as_mut_ptr(), names.len());
+                let inotify = libc::inotify_init1(libc::IN_CLOEXEC);
+                let watch = if inotify < 0 {
+                    -1
+                } else {
+                    let watch = libc::inotify_add_watch(inotify, c_dir.as_ptr(), libc::IN_CREATE);
+                    let err = std::io::Error::last_os_error();
+                    libc::close(inotify);
+                    if watch < 0 {
+                        // The watch's own error, not close's.
+                        *libc::__errno_location() = err.raw_os_error().unwrap_or(0);
+                    }
+                    watch
+                };
+                (access, xattrs as libc::c_long, watch)
+            };
+            let watch = errno_of(libc::c_long::from(watch));
+            json!({
+                "stat": match std::fs::metadata(&path) {
+                    Ok(m) => json!({"escaped": true, "size": m.len()}),
+                    Err(e) => json!({"escaped": false, "error": e.to_string(), "errno": e.raw_os_error()}),
+                },
+                "access": errno_of(libc::c_long::from(access)),
+                "readlink": match std::fs::read_link(&link) {
+                    Ok(target) => json!({"escaped": true, "target": target.display().to_string()}),
+                    Err(e) => json!({"escaped": false, "error": e.to_string(), "errno": e.raw_os_error()}),
+                },
+                "listxattr": errno_of(xattrs),
+                "inotify": watch,
+            })
+        }
         // The host's System V shared memory, found by its key: not a file.
         "sysv_shm" => {
             let key = args["key"].as_i64().unwrap_or(0) as libc::key_t;

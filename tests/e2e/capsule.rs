@@ -273,14 +273,21 @@ async fn escapes_are_stopped_by_the_kernel_and_the_host_goes_on() {
     let lab = lab_default().await;
     let r = &lab.root;
 
-    // std::fs::read outside (and even inside) the tool's reach.
+    // std::fs::read outside (and even inside) the tool's reach: nothing is there, in the
+    // worker's empty root.
     for path in [r.join("private/key"), r.join("data/notes.md")] {
         let args = json!({"attempt": "fs_read", "parts": parts(&path)});
         assert_eq!(control(&lab, args.clone()).await["escaped"], true);
         let confined = lab.value("escape", args).await;
         assert_eq!(confined["escaped"], false, "{confined}");
-        assert_eq!(confined["errno"], libc::EACCES, "{confined}");
+        assert_eq!(confined["errno"], libc::ENOENT, "{confined}");
     }
+    // And what is there, the empty root itself, Landlock refuses to open.
+    let confined = lab
+        .value("escape", json!({"attempt": "fs_read", "parts": []}))
+        .await;
+    assert_eq!(confined["escaped"], false, "{confined}");
+    assert_eq!(confined["errno"], libc::EACCES, "{confined}");
     // ... while the scoped read of the same file works, served by the host.
     let scoped = lab
         .value(
@@ -489,6 +496,43 @@ async fn a_worker_changes_no_files_metadata() {
         assert_eq!(host[call]["escaped"], true, "the control may: {host}");
     }
     assert_ne!(state(), before, "the control changes the file");
+    lab.assert_alive().await;
+}
+
+/// What the peek attempt looks at.
+const PEEKS: [&str; 5] = ["stat", "access", "readlink", "listxattr", "inotify"];
+
+// guarantee: G-CAP-06
+/// A worker learns nothing of a path it cannot open: not its size, not whether it exists, not
+/// where a link points, not its extended attributes, and it cannot watch a directory for the
+/// names made there (Landlock mediates none of these; the worker's root is an empty file system
+/// of its own). The control, in process, learns each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_learns_nothing_of_a_path_it_cannot_open() {
+    let lab = lab_default().await;
+    let file = lab.root.join("private/peek.txt");
+    std::fs::write(&file, "twelve bytes").unwrap();
+    std::os::unix::fs::symlink("/somewhere/secret", lab.root.join("private/peek.txt.link"))
+        .unwrap();
+    let args = json!({"attempt": "peek", "parts": parts(&file)});
+    let confined = lab.value("escape", args.clone()).await;
+    for peek in PEEKS {
+        assert_eq!(confined[peek]["escaped"], false, "{peek}: {confined}");
+        assert_eq!(
+            confined[peek]["errno"],
+            libc::ENOENT,
+            "{peek}: as if nothing were there: {confined}"
+        );
+    }
+    let host = control(&lab, args).await;
+    for peek in PEEKS {
+        assert_eq!(
+            host[peek]["escaped"], true,
+            "the control may {peek}: {host}"
+        );
+    }
+    assert_eq!(host["stat"]["size"], 12, "{host}");
+    assert_eq!(host["readlink"]["target"], "/somewhere/secret", "{host}");
     lab.assert_alive().await;
 }
 

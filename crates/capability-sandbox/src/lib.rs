@@ -268,6 +268,11 @@ impl SandboxPolicy {
     /// `execve` and a `clone` that is not a thread fail with `EPERM`), no new sockets of any
     /// family. Everything the worker's tool is allowed to do it asks its host for, over the
     /// channel it inherited.
+    ///
+    /// A process under a policy that grants no path at all, as this one does unless paths are
+    /// added to it, also gets an empty root of its own: the host's tree is detached from its
+    /// mount namespace, so `stat`, `access`, `readlink`, extended attributes and `inotify`,
+    /// which Landlock does not mediate, find nothing (`ENOENT`) at any path.
     pub fn isolated() -> Self {
         let mut policy = Self::new();
         policy.system_dirs = false;
@@ -479,7 +484,8 @@ impl PreparedSandbox {
     ///
     /// Restricts the calling process for the rest of its life: mount and IPC namespaces of its
     /// own, every mount read-only but its write roots' (a user namespace first, where the host
-    /// is not root), capabilities dropped, resource limits set (a core limit of 0 among them),
+    /// is not root), an empty root when the policy grants no path at all (see
+    /// [`isolated`](SandboxPolicy::isolated)), capabilities dropped, resource limits set (a core limit of 0 among them),
     /// `no_new_privs`, Landlock and seccomp installed.
     pub fn confine_current_process(self) -> Result<(), CapabilityError> {
         #[cfg(target_os = "linux")]

@@ -222,6 +222,9 @@ fn namespaces(policy: &SandboxPolicy, support: &Support) -> Result<Namespaces, C
         pid_max,
         proc_required,
         proc_hidden,
+        // Nothing granted, not even the system directories: no path may be opened, so none
+        // need name anything.
+        empty_root: granted.is_empty() && !policy.system_dirs,
     })
 }
 

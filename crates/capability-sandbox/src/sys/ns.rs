@@ -29,6 +29,10 @@ pub(crate) struct Namespaces {
     pub(crate) proc_required: bool,
     /// `/proc` is itself hidden (covered after the process limit is set).
     pub(crate) proc_hidden: bool,
+    /// The policy grants no path at all (a capsule worker's): the process's root becomes an
+    /// empty file system of its own, and the host's tree is detached, so that no path names
+    /// anything (docs/isolation-model.md, "An empty root").
+    pub(crate) empty_root: bool,
 }
 
 /// What a child's namespace set-up does: in a new PID namespace (`spawn`) or not (`apply_to`,
@@ -188,6 +192,10 @@ pub(crate) fn enter(ns: &Namespaces, mode: Mode, flags: libc::c_int) -> io::Resu
     }
     if ns.proc_hidden && ns.masks.iter().any(Mask::is_proc) {
         hide_dir(c"/proc")?;
+    }
+    if ns.empty_root {
+        // Nothing is left to enter again: the working directory is the empty root.
+        return empty_root();
     }
     if mode == Mode::Apply {
         // SAFETY: chdir to the NUL-terminated path getcwd wrote above.
@@ -370,6 +378,32 @@ fn cover(ns: &Namespaces) -> io::Result<()> {
 /// host's in reach.
 fn fresh_proc() -> io::Result<()> {
     mount(c"proc", c"/proc", Some(c"proc"), HIDDEN, None)
+}
+
+/// Makes an empty, read-only tmpfs the root of this mount namespace and detaches the tree that
+/// was there, the working directory moved into the new root. Landlock refuses opening what a
+/// path names, but not `stat`, `access`, `readlink`, `listxattr` or an `inotify` watch; in an
+/// empty tree every path names nothing, so each of them finds nothing (`ENOENT`) instead of
+/// telling what lies there. For a process that may open no path at all (a capsule worker).
+fn empty_root() -> io::Result<()> {
+    mount(
+        c"toolcap-empty",
+        STAGE,
+        Some(c"tmpfs"),
+        libc::MS_RDONLY | HIDDEN,
+        Some(c"mode=0555,size=4k,nr_inodes=1"),
+    )?;
+    // SAFETY: chdir, pivot_root and umount2 of NUL-terminated paths. `pivot_root(".", ".")`
+    // stacks the old root on the new one at the same place; detaching `.` then takes the old
+    // root (and every mount beneath it) away, leaving the empty one.
+    unsafe {
+        check(libc::chdir(STAGE.as_ptr()))?;
+        if libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) != 0 {
+            return Err(last_error());
+        }
+        check(libc::umount2(c".".as_ptr(), libc::MNT_DETACH))?;
+        check(libc::chdir(c"/".as_ptr()))
+    }
 }
 
 /// An empty, read-only, mode-`000` tmpfs over the directory `path`.
