@@ -272,7 +272,8 @@ impl SandboxPolicy {
     /// A process under a policy that grants no path at all, as this one does unless paths are
     /// added to it, also gets an empty root of its own: the host's tree is detached from its
     /// mount namespace, so `stat`, `access`, `readlink`, extended attributes and `inotify`,
-    /// which Landlock does not mediate, find nothing (`ENOENT`) at any path.
+    /// which Landlock does not mediate, find nothing (`ENOENT`) at any path; and it may make no
+    /// `inotify` instance (`EPERM`), which could watch nothing there.
     pub fn isolated() -> Self {
         let mut policy = Self::new();
         policy.system_dirs = false;

@@ -222,10 +222,18 @@ fn namespaces(policy: &SandboxPolicy, support: &Support) -> Result<Namespaces, C
         pid_max,
         proc_required,
         proc_hidden,
-        // Nothing granted, not even the system directories: no path may be opened, so none
-        // need name anything.
-        empty_root: granted.is_empty() && !policy.system_dirs,
+        empty_root: grants_no_path(policy),
     })
+}
+
+/// Nothing granted, not even the system directories (a capsule worker's policy): no path may
+/// be opened, so none need name anything. Such a process gets an empty root of its own, and no
+/// `inotify` instance (docs/isolation-model.md, "An empty root").
+fn grants_no_path(policy: &SandboxPolicy) -> bool {
+    policy.read.is_empty()
+        && policy.write.is_empty()
+        && policy.exec.is_empty()
+        && !policy.system_dirs
 }
 
 /// What the seccomp filter decides, per system call: the calls a confined process never needs
@@ -310,6 +318,13 @@ fn decisions(policy: &SandboxPolicy) -> BTreeMap<u32, Decision> {
         eperm.clone()
     };
     d.insert(nr(libc::SYS_socket), socket);
+    // In an empty root an `inotify` instance can watch nothing, and each one counts against the
+    // user's instances (128 by default, for every process of the uid, the host's included).
+    if grants_no_path(policy) {
+        #[cfg(target_arch = "x86_64")]
+        d.insert(nr(libc::SYS_inotify_init), eperm.clone());
+        d.insert(nr(libc::SYS_inotify_init1), eperm.clone());
+    }
     if !policy.new_processes {
         for n in [
             libc::SYS_execve,
