@@ -7,10 +7,11 @@
 //!
 //! * the host ([`Capsule`]) re-executes its own binary in worker mode; the worker's `main`
 //!   begins with [`run_worker_if_requested`], which confines the process with
-//!   [`SandboxPolicy::isolated`](capability_sandbox::SandboxPolicy::isolated) — Landlock with no
-//!   file system access at all, seccomp refusing new sockets, new processes, `ptrace`,
-//!   `io_uring` and the rest, resource limits, a cleared environment — *before* any tool code
-//!   runs, not even the tools' constructors;
+//!   [`SandboxPolicy::isolated`](capability_sandbox::SandboxPolicy::isolated) — an empty root
+//!   of its own (no path names anything, so not even a file's size or existence can be learnt),
+//!   Landlock with no file system access at all, seccomp refusing new sockets, new processes,
+//!   `ptrace`, `io_uring`, `inotify` and the rest, resource limits, a cleared environment —
+//!   *before* any tool code runs, not even the tools' constructors;
 //! * every scoped object the tool receives in the worker is a proxy: fetch, fs, secrets,
 //!   process and kv calls travel as framed requests over the worker's channel (rings in memory
 //!   shared with the host, a socket as their doorbell; see [`ring`]) and are answered by
