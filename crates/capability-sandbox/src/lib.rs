@@ -486,8 +486,8 @@ impl PreparedSandbox {
     /// Restricts the calling process for the rest of its life: mount and IPC namespaces of its
     /// own, every mount read-only but its write roots' (a user namespace first, where the host
     /// is not root), an empty root when the policy grants no path at all (see
-    /// [`isolated`](SandboxPolicy::isolated)), capabilities dropped, resource limits set (a core limit of 0 among them),
-    /// `no_new_privs`, Landlock and seccomp installed.
+    /// [`isolated`](SandboxPolicy::isolated)), capabilities dropped, resource limits set (a
+    /// core limit of 0 among them), `no_new_privs`, Landlock and seccomp installed.
     pub fn confine_current_process(self) -> Result<(), CapabilityError> {
         #[cfg(target_os = "linux")]
         {

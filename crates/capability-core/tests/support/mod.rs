@@ -332,7 +332,6 @@ impl KeyValueStore for NoKv {
     }
 }
 
-/// Compiles a TOML personality with `/home/ada` as home.
 /// A registry without backends holding an echoing tool that declares nothing under each name.
 #[allow(
     dead_code,
@@ -352,6 +351,7 @@ pub fn echo_registry(names: &[&'static str]) -> capability_core::DefaultToolRegi
     registry
 }
 
+/// Compiles a TOML personality with `/home/ada` as home.
 pub fn policy(toml: &str) -> Arc<CompiledPolicy> {
     Arc::new(CompiledPolicy::load(toml, PolicyFormat::Toml, Some(Path::new("/home/ada"))).unwrap())
 }
