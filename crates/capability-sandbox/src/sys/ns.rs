@@ -185,6 +185,11 @@ pub(crate) fn enter(ns: &Namespaces, mode: Mode, flags: libc::c_int) -> io::Resu
     // Nothing mounted here reaches the host's mount namespace, and nothing mounted there later
     // reaches this one.
     mount(c"none", c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)?;
+    if ns.empty_root {
+        // The tree is about to be detached whole: nothing in it needs making read-only or
+        // covering, and nothing is left to enter again (the working directory is the new root).
+        return empty_root();
+    }
     read_only_but(&ns.writable)?;
     cover(ns)?;
     if mode == Mode::Spawn && ns.proc_required {
@@ -192,10 +197,6 @@ pub(crate) fn enter(ns: &Namespaces, mode: Mode, flags: libc::c_int) -> io::Resu
     }
     if ns.proc_hidden && ns.masks.iter().any(Mask::is_proc) {
         hide_dir(c"/proc")?;
-    }
-    if ns.empty_root {
-        // Nothing is left to enter again: the working directory is the empty root.
-        return empty_root();
     }
     if mode == Mode::Apply {
         // SAFETY: chdir to the NUL-terminated path getcwd wrote above.
