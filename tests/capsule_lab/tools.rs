@@ -191,38 +191,42 @@ fn escape(args: &Value) -> Value {
             let c_path = std::ffi::CString::new(path.clone()).unwrap_or_default();
             let c_dir = std::ffi::CString::new(dir).unwrap_or_default();
             let mut names = [0 as libc::c_char; 256];
-            // SAFETY: access, listxattr, inotify_init1, inotify_add_watch and close on
-            // NUL-terminated paths and a live buffer of the length passed.
-            let (access, xattrs, watch) = unsafe {
-                let access = libc::access(c_path.as_ptr(), libc::F_OK);
-                let xattrs = libc::listxattr(c_path.as_ptr(), names.as_mut_ptr(), names.len());
+            // Each outcome is read at once, while errno is still its own.
+            // SAFETY: access of a NUL-terminated path.
+            let access = errno_of(libc::c_long::from(unsafe {
+                libc::access(c_path.as_ptr(), libc::F_OK)
+            }));
+            // SAFETY: listxattr of a NUL-terminated path into a live buffer of the length passed.
+            let xattrs = errno_of(unsafe {
+                libc::listxattr(c_path.as_ptr(), names.as_mut_ptr(), names.len())
+            } as libc::c_long);
+            // SAFETY: inotify_init1, then inotify_add_watch of a NUL-terminated path on the
+            // instance made, which is closed after the outcome (and its errno) is read.
+            let watch = unsafe {
                 let inotify = libc::inotify_init1(libc::IN_CLOEXEC);
-                let watch = if inotify < 0 {
-                    -1
+                if inotify < 0 {
+                    errno_of(-1)
                 } else {
-                    let watch = libc::inotify_add_watch(inotify, c_dir.as_ptr(), libc::IN_CREATE);
-                    let err = std::io::Error::last_os_error();
+                    let watch = errno_of(libc::c_long::from(libc::inotify_add_watch(
+                        inotify,
+                        c_dir.as_ptr(),
+                        libc::IN_CREATE,
+                    )));
                     libc::close(inotify);
-                    if watch < 0 {
-                        // The watch's own error, not close's.
-                        *libc::__errno_location() = err.raw_os_error().unwrap_or(0);
-                    }
                     watch
-                };
-                (access, xattrs as libc::c_long, watch)
+                }
             };
-            let watch = errno_of(libc::c_long::from(watch));
             json!({
                 "stat": match std::fs::metadata(&path) {
                     Ok(m) => json!({"escaped": true, "size": m.len()}),
                     Err(e) => json!({"escaped": false, "error": e.to_string(), "errno": e.raw_os_error()}),
                 },
-                "access": errno_of(libc::c_long::from(access)),
+                "access": access,
                 "readlink": match std::fs::read_link(&link) {
                     Ok(target) => json!({"escaped": true, "target": target.display().to_string()}),
                     Err(e) => json!({"escaped": false, "error": e.to_string(), "errno": e.raw_os_error()}),
                 },
-                "listxattr": errno_of(xattrs),
+                "listxattr": xattrs,
                 "inotify": watch,
             })
         }

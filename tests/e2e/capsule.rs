@@ -526,6 +526,12 @@ async fn a_worker_learns_nothing_of_a_path_it_cannot_open() {
         };
         assert_eq!(confined[peek]["errno"], errno, "{peek}: {confined}");
     }
+    // What the control learns below is nowhere in the worker's answer.
+    let said = confined.to_string();
+    assert!(
+        !said.contains("/somewhere/secret") && !said.contains("\"size\""),
+        "{said}"
+    );
     let host = control(&lab, args).await;
     for peek in PEEKS {
         assert_eq!(
