@@ -34,7 +34,7 @@ pub fn check_policy_text(text: &str, format: PolicyFormat) -> Result<(), String>
         PolicyFormat::Json => check_json(text),
         // TOML refuses duplicate keys itself and bounds its recursion.
         PolicyFormat::Toml => Ok(()),
-        PolicyFormat::Yaml => yaml_flow_depth(text),
+        PolicyFormat::Yaml => yaml_flow_depth(text).and_then(|()| yaml_expansion(text)),
     }
 }
 
@@ -112,6 +112,119 @@ fn check_json(text: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// What a YAML text stands for once its aliases are expanded, held to [`MAX_POLICY_BYTES`] as
+/// its text is: an anchor names a node once and every alias of it repeats the whole node, so a
+/// text well under the limit can stand for gigabytes (one long string repeated by alias, or
+/// lists of aliases of lists), which every parse would build. Counted without building anything,
+/// the way a parse replays the aliases: each scalar's bytes and one for every node, which for a
+/// text without aliases is no more than the text. Any other problem of the text is left to the
+/// parse that follows, which expands no further than this walk did before meeting it.
+#[cfg(feature = "yaml")]
+fn yaml_expansion(text: &str) -> Result<(), String> {
+    use serde::de::{DeserializeSeed, Deserializer, EnumAccess, Error, VariantAccess, Visitor};
+
+    /// Spends the count on every node it is shown, and fails once past the limit.
+    struct Budget<'a>(&'a mut usize);
+
+    impl Budget<'_> {
+        fn spend<E: Error>(&mut self, n: usize) -> Result<(), E> {
+            *self.0 = self.0.saturating_add(n);
+            if *self.0 > MAX_POLICY_BYTES {
+                return Err(E::custom("past the limit"));
+            }
+            Ok(())
+        }
+        fn again(&mut self) -> Budget<'_> {
+            Budget(&mut *self.0)
+        }
+    }
+
+    impl<'de> DeserializeSeed<'de> for Budget<'_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<(), D::Error> {
+            de.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Budget<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("any YAML node")
+        }
+        fn visit_bool<E: Error>(mut self, _: bool) -> Result<(), E> {
+            self.spend(1)
+        }
+        fn visit_i64<E: Error>(mut self, _: i64) -> Result<(), E> {
+            self.spend(1)
+        }
+        fn visit_u64<E: Error>(mut self, _: u64) -> Result<(), E> {
+            self.spend(1)
+        }
+        fn visit_f64<E: Error>(mut self, _: f64) -> Result<(), E> {
+            self.spend(1)
+        }
+        fn visit_str<E: Error>(mut self, s: &str) -> Result<(), E> {
+            self.spend(s.len().saturating_add(1))
+        }
+        fn visit_bytes<E: Error>(mut self, b: &[u8]) -> Result<(), E> {
+            self.spend(b.len().saturating_add(1))
+        }
+        fn visit_unit<E: Error>(mut self) -> Result<(), E> {
+            self.spend(1)
+        }
+        fn visit_none<E: Error>(mut self) -> Result<(), E> {
+            self.spend(1)
+        }
+        fn visit_some<D: Deserializer<'de>>(mut self, de: D) -> Result<(), D::Error> {
+            self.spend(1)?;
+            de.deserialize_any(self)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+            self.spend(1)?;
+            while seq.next_element_seed(self.again())?.is_some() {}
+            Ok(())
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+            self.spend(1)?;
+            while map.next_key_seed(self.again())?.is_some() {
+                map.next_value_seed(self.again())?;
+            }
+            Ok(())
+        }
+        // A tagged node (`!tag value`).
+        fn visit_enum<A: EnumAccess<'de>>(mut self, data: A) -> Result<(), A::Error> {
+            self.spend(1)?;
+            let ((), variant) = data.variant_seed(self.again())?;
+            variant.newtype_variant_seed(self)
+        }
+    }
+
+    let mut spent = 0usize;
+    let Err(e) = Budget(&mut spent).deserialize(serde_norway::Deserializer::from_str(text)) else {
+        return Ok(());
+    };
+    if spent > MAX_POLICY_BYTES {
+        return Err(format!(
+            "its anchors and aliases expand the document past {MAX_POLICY_BYTES} bytes, the limit \
+             of its text"
+        ));
+    }
+    // The parser's own bound: at most a hundred alias repetitions for every event of the text.
+    if e.to_string().starts_with("repetition limit exceeded") {
+        return Err(
+            "its anchors and aliases expand the document by more repetitions than the YAML \
+             parser follows"
+                .to_owned(),
+        );
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "yaml"))]
+fn yaml_expansion(_: &str) -> Result<(), String> {
+    Ok(())
+}
+
 /// The flow nesting (`[` and `{` outside quotes and comments) of YAML, which the parser takes
 /// time superlinear in; block nesting is bounded by the parser's own recursion limit, and
 /// duplicate keys by [`yaml_duplicate`].
@@ -182,6 +295,44 @@ pub(crate) fn yaml_duplicate(text: &str, key: &str, from_line: usize) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // guarantee: G-POL-02
+    #[cfg(feature = "yaml")]
+    #[test]
+    fn yaml_aliases_are_held_to_the_limit_of_the_text() {
+        // One long string, repeated by alias: 64 KiB of text standing for 6 MiB.
+        let text = format!(
+            "a: &s {}\nb: [{}]\n",
+            "x".repeat(60_000),
+            ["*s"; 100].join(", ")
+        );
+        let err = yaml_expansion(&text).unwrap_err();
+        assert!(err.contains("past 1048576 bytes"), "{err}");
+        // Within the limit, aliases and tags are walked and pass.
+        assert_eq!(
+            yaml_expansion("a: &r [\"/x\", !tagged \"/y\"]\nb: *r\nc: ~\nd: {e: 1.5, f: true}\n"),
+            Ok(())
+        );
+        // A text without aliases counts no more than itself, even at the limit: short scalars,
+        // empty values and nested empty nodes.
+        let mut near = String::from("a: [");
+        while near.len() < MAX_POLICY_BYTES - 100 {
+            near.push_str("x,");
+        }
+        near.push_str("x]\n");
+        assert_eq!(yaml_expansion(&near), Ok(()));
+        let mut keys = String::new();
+        for n in 0.. {
+            let line = format!("k{n}:\nl{n}: [[], {{}}]\n");
+            if keys.len() + line.len() > MAX_POLICY_BYTES {
+                break;
+            }
+            keys.push_str(&line);
+        }
+        assert_eq!(yaml_expansion(&keys), Ok(()));
+        // Something else wrong is left to the parse.
+        assert_eq!(yaml_expansion("a: [\n"), Ok(()));
+    }
 
     // guarantee: G-POL-02
     #[test]

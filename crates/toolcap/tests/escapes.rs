@@ -473,6 +473,101 @@ fn policies_say_exactly_what_they_look_like() {
     }
 }
 
+// guarantee: G-POL-02
+/// Class 7, continued: YAML's anchors and aliases let a short text stand for a far longer
+/// document (one long string named once and repeated by alias, or lists of aliases of lists).
+/// A personality file of under 1 MiB whose aliases expand it past 1 MiB, or past the parser's
+/// own bound on repetitions, is refused with that said, before anything is built from it. The
+/// command line runs with its address space capped at 2 GiB, so a parser that expanded the
+/// 30 GB the first text stands for would die of it (it did: `memory allocation of 300000 bytes
+/// failed`). Anchors and aliases that stay within the limit still load.
+#[test]
+fn a_yaml_policy_cannot_expand_itself_past_its_size_limit() {
+    let env = Env::new("");
+    let long = "x".repeat(300_000);
+    let cases = [
+        (
+            "strings.yaml",
+            format!(
+                "id: x\ntoolset:\n  - &s {long}\n{}",
+                "  - *s\n".repeat(100_000)
+            ),
+            "its anchors and aliases expand the document past 1048576 bytes",
+        ),
+        (
+            "lists.yaml",
+            {
+                let mut text = String::from(
+                    "id: x\nconstraints:\n  a0: &a0 [\"x\", \"x\", \"x\", \"x\", \"x\", \"x\", \"x\", \"x\"]\n",
+                );
+                for i in 1..9 {
+                    let aliases = vec![format!("*a{}", i - 1); 8].join(", ");
+                    text.push_str(&format!("  a{i}: &a{i} [{aliases}]\n"));
+                }
+                text
+            },
+            "its anchors and aliases expand the document by more repetitions than the YAML parser follows",
+        ),
+    ];
+    let capped = |args: &[&str]| {
+        Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -v 2097152 && exec \"$@\"")
+            .arg("sh")
+            .arg(env!("CARGO_BIN_EXE_toolcap"))
+            .args(args)
+            .env("XDG_DATA_HOME", env.root.join("data"))
+            .env("HOME", &env.root)
+            .env_remove("RUST_LOG")
+            .current_dir(env.root.join("work"))
+            .output()
+            .unwrap()
+    };
+    for (name, text, message) in cases {
+        assert!(text.len() < 1 << 20, "{name} is under the text limit");
+        let p = env.personality(name, &text);
+        let started = Instant::now();
+        let out = capped(&["validate", "--personality", &p]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{name}: {:?} {stderr}",
+            out.status
+        );
+        assert!(stderr.contains(message), "{name}: {stderr}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{name}: {:?}",
+            started.elapsed()
+        );
+    }
+    // Within the limit, an anchor names a list once for two places.
+    let w = env.root.join("work").display().to_string();
+    let p = env.personality(
+        "aliased.yaml",
+        &format!("id: x\nfs_reach:\n  read: &r [\"{w}\"]\n  write: *r\n"),
+    );
+    std::fs::write(env.root.join("work/note"), "aliased").unwrap();
+    let out = capped(&[
+        "call",
+        "--personality",
+        &p,
+        "write_file",
+        &format!(r#"{{"path": "{w}/written", "content": "ok"}}"#),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.root.join("work/written")).unwrap(),
+        "ok"
+    );
+}
+
 // guarantee: G-CLI-01
 /// Class 9: a closed output pipe ends in the documented exit code 2 with a message, never a
 /// panic (101).
