@@ -3,6 +3,7 @@
 //! [`DefaultToolRegistry::admission`], share these functions, so what `toolcap explain` reports
 //! is what `toolcap call` does.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use capability_types::{
@@ -68,8 +69,9 @@ pub(super) struct Ready<'r> {
     /// The tool's declaration, for escalation.
     pub(super) caps: &'r Arc<ToolCapabilities>,
     /// The tool's admission plan in the batch's context: resolution, scoped objects, and the
-    /// reach the argument gate checks against.
-    pub(super) plan: Arc<Plan>,
+    /// reach the argument gate checks against. A tool that declares nothing lends its entry's
+    /// plan; a declared tool's comes from the cache.
+    pub(super) plan: Cow<'r, Arc<Plan>>,
     /// The last invocation the tool is known to have completed in.
     pub(super) completed_in: &'r std::sync::atomic::AtomicU64,
     /// Where the tool's spare context waits between calls.
@@ -228,15 +230,15 @@ impl DefaultToolRegistry {
             .into());
         }
         let plan = match &entry.undeclared {
-            Some(plan) => Arc::clone(plan),
-            None => self.cache.plan_remembered(
+            Some(plan) => Cow::Borrowed(plan),
+            None => Cow::Owned(self.cache.plan_remembered(
                 name,
                 &entry.capabilities,
                 &ctx.policy,
                 &ctx.session_id,
                 &ctx.working_dir,
                 self.backends.as_ref(),
-            )?,
+            )?),
         };
         Ok(Ready {
             tool: &entry.tool,
