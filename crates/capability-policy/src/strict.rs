@@ -117,8 +117,11 @@ fn check_json(text: &str) -> Result<(), String> {
 /// text well under the limit can stand for gigabytes (one long string repeated by alias, or
 /// lists of aliases of lists), which every parse would build. Counted without building anything,
 /// the way a parse replays the aliases: each scalar's bytes and one for every node, which for a
-/// text without aliases is no more than the text. Any other problem of the text is left to the
-/// parse that follows, which expands no further than this walk did before meeting it.
+/// text without aliases is no more than the text. The walk accepts every node the parser can
+/// show (integers past 64 bits and tagged nodes among them): a node it stopped at that a parse
+/// goes past would let the parse expand what lies beyond unwatched. Any other problem of the
+/// text (its syntax, the parser's recursion limit) is left to the parse that follows, which
+/// meets it at the same place, having expanded no more than this walk did.
 #[cfg(feature = "yaml")]
 fn yaml_expansion(text: &str) -> Result<(), String> {
     use serde::de::{DeserializeSeed, Deserializer, EnumAccess, Error, VariantAccess, Visitor};
@@ -160,6 +163,12 @@ fn yaml_expansion(text: &str) -> Result<(), String> {
         fn visit_u64<E: Error>(mut self, _: u64) -> Result<(), E> {
             self.spend(1)
         }
+        fn visit_i128<E: Error>(mut self, _: i128) -> Result<(), E> {
+            self.spend(1)
+        }
+        fn visit_u128<E: Error>(mut self, _: u128) -> Result<(), E> {
+            self.spend(1)
+        }
         fn visit_f64<E: Error>(mut self, _: f64) -> Result<(), E> {
             self.spend(1)
         }
@@ -176,6 +185,10 @@ fn yaml_expansion(text: &str) -> Result<(), String> {
             self.spend(1)
         }
         fn visit_some<D: Deserializer<'de>>(mut self, de: D) -> Result<(), D::Error> {
+            self.spend(1)?;
+            de.deserialize_any(self)
+        }
+        fn visit_newtype_struct<D: Deserializer<'de>>(mut self, de: D) -> Result<(), D::Error> {
             self.spend(1)?;
             de.deserialize_any(self)
         }
@@ -332,6 +345,32 @@ mod tests {
         assert_eq!(yaml_expansion(&keys), Ok(()));
         // Something else wrong is left to the parse.
         assert_eq!(yaml_expansion("a: [\n"), Ok(()));
+        // Whatever node comes first, the walk goes on to the aliases behind it: integers past
+        // 64 bits, tagged nodes, odd scalars (a walk that stopped at the first of these left
+        // the parse to build what followed).
+        let bomb = format!("- &s {}\n{}", "x".repeat(60_000), "- *s\n".repeat(100));
+        for first in [
+            "100000000000000000000000000",
+            "-100000000000000000000000000",
+            "!tag 1",
+            "!tag [1, 2]",
+            "!tag {a: 1}",
+            "!!binary aGVsbG8=",
+            "!!str 1",
+            ".inf",
+            ".nan",
+            "~",
+            "0x1F",
+            "0o17",
+            "'q'",
+            "\"\\u00e9\"",
+            "|\n  block",
+            "? complex\n  : key",
+        ] {
+            let text = format!("- {first}\n{bomb}");
+            let err = yaml_expansion(&text).expect_err(first);
+            assert!(err.contains("past 1048576 bytes"), "{first}: {err}");
+        }
     }
 
     // guarantee: G-POL-02

@@ -494,6 +494,16 @@ fn a_yaml_policy_cannot_expand_itself_past_its_size_limit() {
             ),
             "its anchors and aliases expand the document past 1048576 bytes",
         ),
+        // Behind a number past 64 bits, which a string field takes as text and a walk that
+        // stopped there would not have looked beyond (one did: the command line died of it).
+        (
+            "behind_a_big_number.yaml",
+            format!(
+                "id: x\ntoolset:\n  - 100000000000000000000000000\n  - &s {long}\n{}",
+                "  - *s\n".repeat(100_000)
+            ),
+            "its anchors and aliases expand the document past 1048576 bytes",
+        ),
         (
             "lists.yaml",
             {
