@@ -366,6 +366,18 @@ mod tests {
             "\"\\u00e9\"",
             "|\n  block",
             "? complex\n  : key",
+            "!tag",
+            "!tag ~",
+            "&t !tag x",
+            "!!null ~",
+            "!!bool true",
+            "!!int 7",
+            "!!float 1.5",
+            "!!seq [1]",
+            "!!map {a: 1}",
+            "!!set {a}",
+            "!!timestamp 2001-12-14",
+            "!<tag:yaml.org,2002:str> x",
         ] {
             let text = format!("- {first}\n{bomb}");
             let err = yaml_expansion(&text).expect_err(first);
