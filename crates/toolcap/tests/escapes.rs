@@ -49,8 +49,24 @@ impl Env {
     }
 
     fn toolcap(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_toolcap"))
-            .args(args)
+        self.command(Command::new(env!("CARGO_BIN_EXE_toolcap")).args(args))
+    }
+
+    /// [`toolcap`](Self::toolcap) with its address space capped at `kib` KiB (`ulimit -v`).
+    fn toolcap_capped(&self, kib: u64, args: &[&str]) -> Output {
+        self.command(
+            Command::new("sh")
+                .arg("-c")
+                .arg(format!("ulimit -v {kib} && exec \"$@\""))
+                .arg("sh")
+                .arg(env!("CARGO_BIN_EXE_toolcap"))
+                .args(args),
+        )
+    }
+
+    /// Runs `command` in the workspace with this environment's data and home directories.
+    fn command(&self, command: &mut Command) -> Output {
+        command
             .env("XDG_DATA_HOME", self.root.join("data"))
             .env("HOME", &self.root)
             .env("TOOLCAP_TEST_CANARY", canary())
@@ -519,20 +535,8 @@ fn a_yaml_policy_cannot_expand_itself_past_its_size_limit() {
             "its anchors and aliases expand the document by more repetitions than the YAML parser follows",
         ),
     ];
-    let capped = |args: &[&str]| {
-        Command::new("sh")
-            .arg("-c")
-            .arg("ulimit -v 2097152 && exec \"$@\"")
-            .arg("sh")
-            .arg(env!("CARGO_BIN_EXE_toolcap"))
-            .args(args)
-            .env("XDG_DATA_HOME", env.root.join("data"))
-            .env("HOME", &env.root)
-            .env_remove("RUST_LOG")
-            .current_dir(env.root.join("work"))
-            .output()
-            .unwrap()
-    };
+    // 2 GiB.
+    let capped = |args: &[&str]| env.toolcap_capped(2 << 20, args);
     for (name, text, message) in cases {
         assert!(text.len() < 1 << 20, "{name} is under the text limit");
         let p = env.personality(name, &text);
