@@ -12,7 +12,8 @@
 //!    the host's is in reach;
 //! 2. in that mount namespace: every mount read-only but the trees of its write roots (Landlock
 //!    does not mediate `chmod`, `utime`, `chown` or extended attributes; a read-only mount
-//!    refuses them), a fresh `/proc` of the child's PID namespace, the places deny
+//!    refuses them), and without devices (`nodev`) but `/dev` (Landlock grants reading a
+//!    device node beneath a read root like any file), a fresh `/proc` of the child's PID namespace, the places deny
 //!    rules and the deny floor protect inside its roots covered ([`SandboxPolicy::hide`]), and
 //!    the repositories in its write roots kept from rewriting what git runs outside the sandbox
 //!    (their git directories pinned, their hooks and configuration read-only, found at each
@@ -484,10 +485,10 @@ impl PreparedSandbox {
     /// # Ambient Authority
     ///
     /// Restricts the calling process for the rest of its life: mount and IPC namespaces of its
-    /// own, every mount read-only but its write roots' (a user namespace first, where the host
-    /// is not root), an empty root when the policy grants no path at all (see
-    /// [`isolated`](SandboxPolicy::isolated)), capabilities dropped, resource limits set (a
-    /// core limit of 0 among them), `no_new_privs`, Landlock and seccomp installed.
+    /// own, every mount read-only but its write roots' and `nodev` but `/dev` (a user namespace
+    /// first, where the host is not root), an empty root when the policy grants no path at all
+    /// (see [`isolated`](SandboxPolicy::isolated)), capabilities dropped, resource limits set
+    /// (a core limit of 0 among them), `no_new_privs`, Landlock and seccomp installed.
     pub fn confine_current_process(self) -> Result<(), CapabilityError> {
         #[cfg(target_os = "linux")]
         {

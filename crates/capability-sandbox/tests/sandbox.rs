@@ -1184,3 +1184,43 @@ fn a_crashing_child_leaves_no_core_dump() {
         assert!(left.is_empty(), "{how}: the crash left {left:?}: {said}");
     }
 }
+
+// guarantee: G-KERN-14
+/// A device node beneath a read root or a write root opens nothing (every mount but `/dev` is
+/// `nodev` in the child's namespace), in both ways a child starts, while the system devices in
+/// `/dev` still work. Making a node needs root (CI runs as root).
+#[test]
+fn a_device_node_beneath_a_root_opens_nothing() {
+    let t = tree();
+    let nodes = [t.read.join("zero-node"), t.write.join("zero-node")];
+    let made = nodes.iter().all(|node| {
+        std::process::Command::new("mknod")
+            .arg(node)
+            .args(["c", "1", "5"])
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if !made {
+        // Not root: nothing to plant (and nothing this test can show).
+        return;
+    }
+    let prepared = policy(&t).prepare().unwrap();
+    let probe = "import os, sys\n\
+        for path, flags in [(p, os.O_RDONLY) for p in sys.argv[1:]] + [('/dev/null', os.O_WRONLY), ('/dev/zero', os.O_RDONLY)]:\n\
+        \x20   try:\n\
+        \x20       os.close(os.open(path, flags))\n\
+        \x20       print(path, 'opened')\n\
+        \x20   except OSError as e:\n\
+        \x20       print(path, e.errno)\n";
+    let mut args = vec!["-c".to_owned(), probe.to_owned()];
+    args.extend(nodes.iter().map(|n| n.display().to_string()));
+    for how in BOTH_WAYS {
+        let said = python_in(&prepared, how, &args, &t.write);
+        let expected = format!(
+            "{} 13\n{} 13\n/dev/null opened\n/dev/zero opened\n",
+            nodes[0].display(),
+            nodes[1].display()
+        );
+        assert_eq!(said, expected, "{how}");
+    }
+}

@@ -1743,3 +1743,65 @@ fn code_run_from_memory_or_loaded_from_the_write_reach_is_as_confined_as_the_chi
         );
     }
 }
+
+// guarantee: G-KERN-14
+/// A device node that lies in a child's reach opens nothing, in both modes. Landlock grants
+/// reading a file beneath a read root whatever kind of file it is, and a child of a root host
+/// keeps uid 0, which owns the nodes: a copy of a disk's node in the reach (a chroot's or a
+/// container's root file system, made by its administrator) would be the whole disk, every
+/// file of the host in it, read past every rule. Here a node of the kernel's zero device and
+/// one of a loop device sit in the read reach; the child opens each for reading, then the
+/// system devices it is given (`/dev/null` for writing, `/dev/zero` and `/dev/urandom` for
+/// reading), which must still work. Making a node needs root (CI runs as root).
+#[test]
+fn a_device_node_in_the_reach_opens_nothing() {
+    let env = Env::new("");
+    let work = env.root.join("work");
+    let made = |name: &str, kind: &str, major: &str, minor: &str| {
+        Command::new("mknod")
+            .arg(work.join(name))
+            .args([kind, major, minor])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !(made("zero-node", "c", "1", "5") && made("loop-node", "b", "7", "0")) {
+        // Not root: nothing to plant (and nothing this test can show).
+        assert!(!is_root(), "root makes device nodes");
+        return;
+    }
+    let script = r#"
+import json, os
+r = {}
+for name, path, flags in [
+    ('zero-node', 'zero-node', os.O_RDONLY),
+    ('loop-node', 'loop-node', os.O_RDONLY),
+    ('zero-node-write', 'zero-node', os.O_WRONLY),
+    ('/dev/null', '/dev/null', os.O_WRONLY),
+    ('/dev/zero', '/dev/zero', os.O_RDONLY),
+    ('/dev/urandom', '/dev/urandom', os.O_RDONLY),
+]:
+    try:
+        fd = os.open(path, flags)
+        r[name] = 0
+        if flags == os.O_RDONLY:
+            r[name + ' read'] = len(os.read(fd, 4))
+        os.close(fd)
+    except OSError as e:
+        r[name] = e.errno
+print(json.dumps(r))
+"#;
+    let p = env.root.join("p.toml").display().to_string();
+    for mode in MODES {
+        let (result, all) = env.run(mode, &p, "python3", &["-c", script]);
+        let r: Value = serde_json::from_str(stdout_of(&result).trim())
+            .unwrap_or_else(|e| panic!("{mode:?}: {e}: {all}"));
+        for node in ["zero-node", "loop-node", "zero-node-write"] {
+            assert_eq!(r[node], EACCES, "{mode:?} {node}: {r}");
+        }
+        assert!(r.get("zero-node read").is_none(), "{mode:?}: {r}");
+        for device in ["/dev/null", "/dev/zero", "/dev/urandom"] {
+            assert_eq!(r[device], 0, "{mode:?} {device}: {r}");
+        }
+        assert_eq!(r["/dev/zero read"], 4, "{mode:?}: {r}");
+    }
+}

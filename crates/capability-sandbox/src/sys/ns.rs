@@ -209,12 +209,16 @@ pub(crate) fn enter(ns: &Namespaces, mode: Mode, flags: libc::c_int) -> io::Resu
 /// the stack between being cloned and being put back.
 pub(crate) const MAX_WRITABLE: usize = 64;
 
-/// Makes every mount of this mount namespace read-only except the trees at `writable`, which
-/// keep the flags they have on the host (a mount inside a write root that the host made
-/// read-only stays so). Each write root's tree is cloned first (`open_tree`), the whole tree is
-/// then made read-only at once (`mount_setattr`, recursively), and the clones are moved back
-/// over their places. A read-only mount refuses what Landlock does not see: `chmod`, `chown`,
-/// `utime` and extended attributes, by path or through a descriptor.
+/// Makes every mount of this mount namespace read-only and without devices (`nodev`) except
+/// the trees at `writable`, which keep the other flags they have on the host (a mount inside a
+/// write root that the host made read-only stays so), and `/dev`, which keeps its devices (the
+/// system devices a child may open live there, and Landlock keeps the rest of it out of reach).
+/// Each of those trees is cloned first (`open_tree`), the whole tree is then made read-only
+/// and device-less at once (`mount_setattr`, recursively), and the clones are moved back over
+/// their places, `/dev` first. A read-only mount refuses what Landlock does not see: `chmod`,
+/// `chown`, `utime` and extended attributes, by path or through a descriptor. A `nodev` mount
+/// refuses opening a device node, which Landlock grants beneath a read root whatever the
+/// file: a copy of a disk's node in the reach would otherwise be the whole disk.
 fn read_only_but(writable: &[CString]) -> io::Result<()> {
     // A write root of `/` is the whole tree: nothing lies outside it, and a clone moved over
     // `/` would not be the process's root anyway.
@@ -225,50 +229,42 @@ fn read_only_but(writable: &[CString]) -> io::Result<()> {
         return Err(io::Error::from_raw_os_error(libc::E2BIG));
     }
     let mut trees: [libc::c_int; MAX_WRITABLE] = [-1; MAX_WRITABLE];
+    let mut dev: libc::c_int = -1;
     let mut apply = || -> io::Result<()> {
         for (tree, path) in trees.iter_mut().zip(writable) {
-            // SAFETY: open_tree of a NUL-terminated path; the descriptor is closed below.
-            let fd = unsafe {
-                libc::syscall(
-                    libc::SYS_open_tree,
-                    libc::AT_FDCWD,
-                    path.as_ptr(),
-                    libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC | libc::AT_RECURSIVE as u32,
-                )
-            };
-            if fd < 0 {
-                return Err(last_error());
+            *tree = clone_tree(path)?;
+            set_attr(*tree, c"", libc::AT_EMPTY_PATH, libc::MOUNT_ATTR_NODEV)?;
+        }
+        match clone_tree(c"/dev") {
+            Ok(fd) => {
+                dev = fd;
+                set_attr(dev, c"", libc::AT_EMPTY_PATH, libc::MOUNT_ATTR_RDONLY)?;
             }
-            *tree = fd as libc::c_int;
+            // A tree without `/dev` (a minimal container) has no devices to keep.
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => return Err(e),
         }
-        let attr = libc::mount_attr {
-            attr_set: libc::MOUNT_ATTR_RDONLY,
-            attr_clr: 0,
-            propagation: 0,
-            userns_fd: 0,
-        };
-        // SAFETY: mount_setattr of a NUL-terminated path with a live attribute structure of
-        // the size passed.
-        let set = unsafe {
-            libc::syscall(
-                libc::SYS_mount_setattr,
-                libc::AT_FDCWD,
-                c"/".as_ptr(),
-                libc::AT_RECURSIVE as libc::c_uint,
-                &raw const attr,
-                std::mem::size_of::<libc::mount_attr>(),
-            )
-        };
-        if set != 0 {
-            return Err(last_error());
-        }
-        for (tree, path) in trees.iter().zip(writable) {
+        set_attr(
+            libc::AT_FDCWD,
+            c"/",
+            0,
+            libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NODEV,
+        )?;
+        // `/dev` first: a write root inside it (a personality may lift the floor for
+        // `/dev/shm`) goes back over the clone, not under it.
+        let back = (dev >= 0).then_some((dev, c"/dev"));
+        for (tree, path) in back.into_iter().chain(
+            trees
+                .iter()
+                .copied()
+                .zip(writable.iter().map(CString::as_c_str)),
+        ) {
             // SAFETY: move_mount of a descriptor this function holds onto a NUL-terminated
             // path.
             let moved = unsafe {
                 libc::syscall(
                     libc::SYS_move_mount,
-                    *tree,
+                    tree,
                     c"".as_ptr(),
                     libc::AT_FDCWD,
                     path.as_ptr(),
@@ -282,11 +278,60 @@ fn read_only_but(writable: &[CString]) -> io::Result<()> {
         Ok(())
     };
     let result = apply();
-    for fd in trees.into_iter().filter(|fd| *fd >= 0) {
+    for fd in trees.into_iter().chain([dev]).filter(|fd| *fd >= 0) {
         // SAFETY: closes a descriptor open_tree returned above.
         unsafe { libc::close(fd) };
     }
     result
+}
+
+/// A detached clone of the tree of mounts at `path` (`open_tree`, recursively, close-on-exec).
+fn clone_tree(path: &CStr) -> io::Result<libc::c_int> {
+    // SAFETY: open_tree of a NUL-terminated path; the caller closes the descriptor.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC | libc::AT_RECURSIVE as u32,
+        )
+    };
+    if fd < 0 {
+        return Err(last_error());
+    }
+    Ok(fd as libc::c_int)
+}
+
+/// Sets `attributes` on every mount of the tree at `path` beneath `dirfd` (`mount_setattr`,
+/// recursively; `flags` may add `AT_EMPTY_PATH` for the tree of a descriptor itself).
+fn set_attr(
+    dirfd: libc::c_int,
+    path: &CStr,
+    flags: libc::c_int,
+    attributes: u64,
+) -> io::Result<()> {
+    let attr = libc::mount_attr {
+        attr_set: attributes,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: mount_setattr of a NUL-terminated path with a live attribute structure of the
+    // size passed.
+    let set = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            dirfd,
+            path.as_ptr(),
+            (libc::AT_RECURSIVE | flags) as libc::c_uint,
+            &raw const attr,
+            std::mem::size_of::<libc::mount_attr>(),
+        )
+    };
+    if set != 0 {
+        return Err(last_error());
+    }
+    Ok(())
 }
 
 /// Binds `path` onto itself, then remounts that bind with `flags`.
