@@ -107,6 +107,15 @@ impl Env {
             .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {everything}"));
         (value, everything)
     }
+
+    /// `python3 -c script` through `run_command` in `mode` under the workspace's personality
+    /// (`p.toml`), and the JSON it printed.
+    fn python_json(&self, mode: &[&str], script: &str) -> Value {
+        let p = self.root.join("p.toml").display().to_string();
+        let (result, all) = self.run(mode, &p, "python3", &["-c", script]);
+        serde_json::from_str(stdout_of(&result).trim())
+            .unwrap_or_else(|e| panic!("{mode:?}: {e}: {all}"))
+    }
 }
 
 /// `write_file` of `content` to `path` through `toolcap call` in `mode`, with `personality`:
@@ -245,11 +254,8 @@ r['effective'] = [data[0], data[3]]
 r['permitted'] = [data[1], data[4]]
 print(json.dumps(r))
 "#;
-    let p = env.root.join("p.toml").display().to_string();
     for mode in MODES {
-        let (result, all) = env.run(mode, &p, "python3", &["-c", script]);
-        let r: Value = serde_json::from_str(stdout_of(&result).trim())
-            .unwrap_or_else(|e| panic!("{mode:?}: {e}: {all}"));
+        let r = env.python_json(mode, script);
         assert!(r["mknod"] == EPERM || r["mknod"] == EACCES, "{mode:?}: {r}");
         for call in ["syslog", "settimeofday", "reboot"] {
             assert_eq!(r[call], EPERM, "{mode:?} {call}: {r}");
@@ -1790,11 +1796,8 @@ for name, path, flags in [
         r[name] = e.errno
 print(json.dumps(r))
 "#;
-    let p = env.root.join("p.toml").display().to_string();
     for mode in MODES {
-        let (result, all) = env.run(mode, &p, "python3", &["-c", script]);
-        let r: Value = serde_json::from_str(stdout_of(&result).trim())
-            .unwrap_or_else(|e| panic!("{mode:?}: {e}: {all}"));
+        let r = env.python_json(mode, script);
         for node in ["zero-node", "loop-node", "zero-node-write"] {
             assert_eq!(r[node], EACCES, "{mode:?} {node}: {r}");
         }
