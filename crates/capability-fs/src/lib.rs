@@ -12,7 +12,11 @@
 //! 3. when a symlink inside the root was followed (the first attempt uses `RESOLVE_NO_SYMLINKS`
 //!    and retries without it only on `ELOOP`), asks the policy again about the place the kernel
 //!    actually reached, so a symlink *inside* a root cannot lead into a denied sub-tree or onto
-//!    the deny floor.
+//!    the deny floor;
+//! 4. refuses what it opened when that lies on a kernel file system (a procfs or a sysfs
+//!    mounted inside the reach, say a chroot's) other than the root's own: the floor names
+//!    `/proc` and `/sys`, and such a mount is the same under another name (docs/semantics.md,
+//!    "Paths").
 //!
 //! Where `openat2` is missing (Linux before 5.6, or [`FsConfig::force_component_walk`]), the
 //! remainder is walked one component at a time with `O_NOFOLLOW`: every symlink is refused.

@@ -24,7 +24,7 @@ use crate::sys::{self, SysError};
 /// "MCP").
 #[derive(Debug, Default)]
 pub(crate) struct RootHandles {
-    open: RwLock<HashMap<OsString, Arc<OwnedFd>>>,
+    open: RwLock<HashMap<OsString, Arc<Root>>>,
     /// Whether a root names a file (an exact-file entry), by root; looked up once.
     files: RwLock<HashMap<OsString, bool>>,
 }
@@ -49,7 +49,7 @@ impl RootHandles {
         file
     }
 
-    fn get(&self, root: &Path) -> Result<Arc<OwnedFd>, SysError> {
+    fn get(&self, root: &Path) -> Result<Arc<Root>, SysError> {
         if let Some(fd) = self
             .open
             .read()
@@ -62,9 +62,25 @@ impl RootHandles {
         if let Some(fd) = open.get(root.as_os_str()) {
             return Ok(Arc::clone(fd));
         }
-        let fd = Arc::new(sys::open_root(root)?);
+        let fd = sys::open_root(root)?;
+        let dev = sys::fstat(fd.as_fd())?.dev;
+        let fd = Arc::new(Root { fd, dev });
         open.insert(root.as_os_str().to_owned(), Arc::clone(&fd));
         Ok(fd)
+    }
+}
+
+/// An opened root directory and the file system it lies on.
+#[derive(Debug)]
+pub(crate) struct Root {
+    fd: OwnedFd,
+    dev: u64,
+}
+
+impl std::ops::Deref for Root {
+    type Target = OwnedFd;
+    fn deref(&self) -> &OwnedFd {
+        &self.fd
     }
 }
 
@@ -164,7 +180,7 @@ impl ScopedFiles {
         Ok(a)
     }
 
-    fn root(&self, a: &PathAccess, access: FsAccess) -> Result<Arc<OwnedFd>, CapabilityError> {
+    fn root(&self, a: &PathAccess, access: FsAccess) -> Result<Arc<Root>, CapabilityError> {
         self.roots
             .get(&a.root)
             .map_err(sys_failure(access, &a.path))
@@ -194,25 +210,32 @@ impl ScopedFiles {
     fn open_confined(
         &self,
         a: &PathAccess,
-        root: &OwnedFd,
+        root: &Root,
         relative: &Path,
         flags: OFlags,
         access: FsAccess,
-    ) -> Result<OwnedFd, CapabilityError> {
+    ) -> Result<(OwnedFd, sys::Stat), CapabilityError> {
         self.open_confined_if_present(a, root, relative, flags, access)?
             .ok_or_else(|| io_failure(&a.path, &io::ErrorKind::NotFound.into()))
     }
 
     /// [`open_confined`](Self::open_confined), with a missing path as `Ok(None)` rather than
     /// an error.
+    ///
+    /// What it opened on another file system than the root's is refused when that is a kernel
+    /// file system (a procfs or a sysfs mounted inside the reach, say a chroot's): through it,
+    /// `/proc/self/environ` would be the host's own environment, which the deny floor keeps out
+    /// of reach at `/proc` (docs/semantics.md, "Paths"). A root that lies on such a file system
+    /// (one the personality named) reaches what lies on that same one. The descriptor's `fstat`
+    /// comes back with it, so a caller that needs it does not ask again.
     fn open_confined_if_present(
         &self,
         a: &PathAccess,
-        root: &OwnedFd,
+        root: &Root,
         relative: &Path,
         flags: OFlags,
         access: FsAccess,
-    ) -> Result<Option<OwnedFd>, CapabilityError> {
+    ) -> Result<Option<(OwnedFd, sys::Stat)>, CapabilityError> {
         let fail = sys_failure(access, &a.path);
         let (fd, followed) = match sys::open_beneath(root.as_fd(), relative, flags, self.walk()) {
             Ok(opened) => opened,
@@ -223,7 +246,19 @@ impl ScopedFiles {
             let landed = sys::reached(root.as_fd(), fd.as_fd()).map_err(&fail)?;
             self.recheck(&a.root.join(landed), access, &a.path)?;
         }
-        Ok(Some(fd))
+        let stat = sys::fstat(fd.as_fd()).map_err(&fail)?;
+        if stat.dev != root.dev
+            && let Some(kind) = sys::kernel_fs(fd.as_fd()).map_err(&fail)?
+        {
+            return Err(CapabilityError::denied(
+                DenialCode::PathNotReachable,
+                format!(
+                    "{access} not permitted for {}: it lies on a kernel file system ({kind}) mounted inside the reach",
+                    a.path.display()
+                ),
+            ));
+        }
+        Ok(Some((fd, stat)))
     }
 
     /// Checks `path`, opens it beneath its root with `flags`, and re-checks where it landed.
@@ -232,11 +267,11 @@ impl ScopedFiles {
         path: &Path,
         access: FsAccess,
         flags: OFlags,
-    ) -> Result<(PathAccess, OwnedFd), CapabilityError> {
+    ) -> Result<(PathAccess, OwnedFd, sys::Stat), CapabilityError> {
         let a = self.checked(path, access)?;
         let root = self.root(&a, access)?;
-        let fd = self.open_confined(&a, &root, &a.relative, flags, access)?;
-        Ok((a, fd))
+        let (fd, stat) = self.open_confined(&a, &root, &a.relative, flags, access)?;
+        Ok((a, fd, stat))
     }
 
     /// Checks `path` and opens its parent directory beneath the root, for operations that act
@@ -256,15 +291,15 @@ impl ScopedFiles {
         let parent = a.relative.parent().unwrap_or(Path::new("")).to_path_buf();
         let root = self.root(&a, access)?;
         // The name itself is acted on through `*at` calls that never follow it.
-        let dir = self.open_confined(&a, &root, &parent, sys::DIR_FLAGS, access)?;
+        let (dir, _) = self.open_confined(&a, &root, &parent, sys::DIR_FLAGS, access)?;
         Ok((a, dir, name))
     }
 
     /// Reads a regular file; returns its absolute path too, for messages.
     fn read_bytes_blocking(&self, path: &Path) -> Result<(PathBuf, Vec<u8>), CapabilityError> {
-        let (a, fd) = self.open_checked(path, FsAccess::Read, OFlags::RDONLY | OFlags::NONBLOCK)?;
+        let (a, fd, stat) =
+            self.open_checked(path, FsAccess::Read, OFlags::RDONLY | OFlags::NONBLOCK)?;
         let fail = sys_failure(FsAccess::Read, &a.path);
-        let stat = sys::fstat(fd.as_fd()).map_err(&fail)?;
         if stat.kind != FileKind::File {
             return Err(not_a_file(stat.kind, &a.path));
         }
@@ -378,7 +413,7 @@ impl ScopedFiles {
     }
 
     fn list_blocking(&self, path: &Path) -> Result<Vec<DirEntry>, CapabilityError> {
-        let (a, fd) = self.open_checked(path, FsAccess::Read, sys::DIR_FLAGS)?;
+        let (a, fd, _) = self.open_checked(path, FsAccess::Read, sys::DIR_FLAGS)?;
         let mut entries: Vec<DirEntry> = sys::list(fd, self.config.max_entries)
             .map_err(sys_failure(FsAccess::Read, &a.path))?
             .map_err(|max| {
@@ -413,7 +448,8 @@ impl ScopedFiles {
                 Err(e) => return Err(fail(e)),
             }
             // Create only where the policy allows the place the parent really is.
-            let dir = self.open_confined(&a, &root, &parent, sys::DIR_FLAGS, FsAccess::Write)?;
+            let (dir, _) =
+                self.open_confined(&a, &root, &parent, sys::DIR_FLAGS, FsAccess::Write)?;
             sys::mkdir_in(dir.as_fd(), component.as_os_str()).map_err(&fail)?;
         }
         self.open_confined(
@@ -429,8 +465,7 @@ impl ScopedFiles {
     fn metadata_blocking(&self, path: &Path) -> Result<FsMetadata, CapabilityError> {
         let a = self.checked(path, FsAccess::Read)?;
         if a.relative.as_os_str().is_empty() {
-            let (a, fd) = self.open_checked(path, FsAccess::Read, OFlags::PATH)?;
-            let st = sys::fstat(fd.as_fd()).map_err(sys_failure(FsAccess::Read, &a.path))?;
+            let (_, _, st) = self.open_checked(path, FsAccess::Read, OFlags::PATH)?;
             return Ok(FsMetadata::new(st.kind, st.len, st.modified));
         }
         let (a, dir, name) = self.open_parent(path, FsAccess::Read)?;

@@ -295,6 +295,8 @@ pub(crate) struct Stat {
     pub(crate) modified: Option<SystemTime>,
     /// How many directory entries name the object.
     pub(crate) links: u64,
+    /// The file system it lies on (`st_dev`).
+    pub(crate) dev: u64,
 }
 
 fn convert(st: &rustix::fs::Stat) -> Stat {
@@ -307,11 +309,45 @@ fn convert(st: &rustix::fs::Stat) -> Stat {
         mode: st.st_mode & 0o7777,
         modified,
         links: st.st_nlink,
+        dev: st.st_dev,
     }
 }
 
 pub(crate) fn fstat(fd: BorrowedFd<'_>) -> SysResult<Stat> {
     Ok(convert(&rustix::fs::fstat(fd)?))
+}
+
+/// The name of the kernel file system `fd` lies on, when it is one of those that show the
+/// kernel's and other processes' state rather than files (procfs, sysfs and their kin); `None`
+/// for any other (docs/semantics.md, "Paths": the deny floor).
+pub(crate) fn kernel_fs(fd: BorrowedFd<'_>) -> SysResult<Option<&'static str>> {
+    // linux/magic.h
+    const KERNEL: &[(i64, &str)] = &[
+        (0x9fa0, "procfs"),
+        (0x6265_6572, "sysfs"),
+        (0x6462_6720, "debugfs"),
+        (0x7472_6163, "tracefs"),
+        (0x7363_6673, "securityfs"),
+        (0xf97c_ff8c, "selinuxfs"),
+        (0x4341_5d53, "smackfs"),
+        (0x0027_e0eb, "cgroup"),
+        (0x6367_7270, "cgroup2"),
+        (0xcafe_4a11, "bpf"),
+        (0x6265_6570, "configfs"),
+        (0xde5e_81e4, "efivarfs"),
+        (0x6165_676c, "pstore"),
+        (0x6573_5543, "fusectl"),
+        (0x4249_4e4d, "binfmt_misc"),
+        (0x6e73_6673, "nsfs"),
+        (0x1cd1, "devpts"),
+        (0x1980_0202, "mqueue"),
+        (0x9fa2, "usbfs"),
+    ];
+    let kind = rustix::fs::fstatfs(fd)?.f_type as i64;
+    Ok(KERNEL
+        .iter()
+        .find(|(magic, _)| *magic == kind)
+        .map(|(_, name)| *name))
 }
 
 /// `stat` of `name` in `dir` without following a final symlink; `None` when it does not exist.

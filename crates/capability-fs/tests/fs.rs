@@ -811,3 +811,85 @@ async fn an_exact_file_entry_reaches_that_file_only() {
         refused(fs.read(&docs.join("b.txt")).await);
     }
 }
+
+/// A procfs mounted at `place`, unmounted when dropped; `None` when it cannot be (not root).
+struct Procfs(PathBuf);
+
+impl Procfs {
+    fn at(place: &Path) -> Option<Self> {
+        std::fs::create_dir_all(place).unwrap();
+        std::process::Command::new("mount")
+            .args(["-t", "proc", "proc"])
+            .arg(place)
+            .status()
+            .is_ok_and(|s| s.success())
+            .then(|| Self(place.to_owned()))
+    }
+}
+
+impl Drop for Procfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+// guarantee: G-FS-12
+/// A procfs mounted inside the reach, in the read root and in the write root, is out of reach
+/// for every operation, in both walk modes: its `self/environ` would be this process's own
+/// environment, its `sys` the kernel's settings. A root named inside it (a personality that
+/// lists a place on that file system) still reaches what lies there. Mounting needs root (CI
+/// runs as root).
+#[tokio::test]
+async fn a_procfs_mounted_inside_the_reach_is_out_of_it() {
+    let t = tree();
+    let Some(_read) = Procfs::at(&t.root.join("docs/proc")) else {
+        // Not root: nothing to mount (and nothing this test can show).
+        return;
+    };
+    let Some(_write) = Procfs::at(&t.root.join("out/proc")) else {
+        panic!("one procfs mounted, the second not");
+    };
+    let read = t.root.join("docs/proc");
+    let write = t.root.join("out/proc");
+    for (mode, config) in modes() {
+        let fs = scoped(&t, config.clone(), "");
+        refused(fs.read(&read.join("self/environ")).await);
+        let message = refused(fs.read(&read.join("1/cmdline")).await);
+        assert!(
+            message.contains("kernel file system (procfs)"),
+            "{mode}: {message}"
+        );
+        refused(fs.list(&read).await);
+        refused(fs.list(&read.join("self")).await);
+        refused(fs.exists(&read.join("self/environ")).await);
+        refused(fs.metadata(&read.join("self/environ")).await);
+        refused(fs.read(&write.join("sys/kernel/printk_ratelimit")).await);
+        // Refused before anything is written: the value would be the kernel's setting.
+        refused(
+            fs.append(&write.join("sys/kernel/printk_ratelimit"), b"5")
+                .await,
+        );
+        refused(
+            fs.write(&write.join("sys/kernel/printk_ratelimit"), b"5")
+                .await,
+        );
+        refused(fs.mkdir(&write.join("sys/made")).await);
+        refused(fs.remove(&write.join("sys/kernel/printk_ratelimit")).await);
+        // The mount point's own name is listed with its directory, as any entry is.
+        let names: Vec<String> = fs
+            .list(&t.root.join("docs"))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        assert!(names.contains(&"proc".to_owned()), "{mode}: {names:?}");
+        // Named as a root, a place on the procfs is read.
+        let named = scoped_over(&[&read.join("self/status")], &[], config, &t.root);
+        let status = named.read(&read.join("self/status")).await.unwrap();
+        assert!(status.starts_with("Name:"), "{mode}: {status}");
+    }
+}

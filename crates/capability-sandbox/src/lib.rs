@@ -87,6 +87,8 @@ mod git;
 #[cfg(target_os = "linux")]
 mod hide;
 #[cfg(target_os = "linux")]
+mod kernel_mounts;
+#[cfg(target_os = "linux")]
 mod linux;
 #[cfg(unix)]
 mod scratch;

@@ -161,7 +161,11 @@ fn namespaces(policy: &SandboxPolicy, support: &Support) -> Result<Namespaces, C
         .chain(&policy.exec)
         .map(PathBuf::as_path)
         .collect();
-    let masks = hide::masks(&policy.hidden, &granted, policy.system(SYSTEM_DEVICES))
+    // A kernel file system mounted beneath a root is hidden as a denied place is.
+    let kernel = crate::kernel_mounts::beneath(&granted)
+        .map_err(|e| failed("finding kernel file systems in the reach", e))?;
+    let hidden: Vec<PathBuf> = policy.hidden.iter().cloned().chain(kernel).collect();
+    let masks = hide::masks(&hidden, &granted, policy.system(SYSTEM_DEVICES))
         .map_err(|e| failed("hiding denied places", e))?;
     if masks
         .iter()

@@ -1224,3 +1224,65 @@ fn a_device_node_beneath_a_root_opens_nothing() {
         assert_eq!(said, expected, "{how}");
     }
 }
+
+/// A procfs mounted at `place`, unmounted when dropped; `None` when it cannot be (not root).
+struct Procfs(std::path::PathBuf);
+
+impl Procfs {
+    fn at(place: &Path) -> Option<Self> {
+        std::fs::create_dir_all(place).unwrap();
+        std::process::Command::new("mount")
+            .args(["-t", "proc", "proc"])
+            .arg(place)
+            .status()
+            .is_ok_and(|s| s.success())
+            .then(|| Self(place.to_owned()))
+    }
+}
+
+impl Drop for Procfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+// guarantee: G-FS-12
+/// A procfs mounted beneath a read root or a write root is covered in the child's namespace,
+/// in both ways a child starts: it cannot read another process's command line through it, nor
+/// open a kernel setting for writing (`sys/kernel/…`: a root child's uid owns them, and its
+/// write root's tree keeps the procfs writable). Mounting needs root (CI runs as root).
+#[test]
+fn a_procfs_beneath_a_root_is_covered() {
+    let t = tree();
+    let Some(_read) = Procfs::at(&t.read.join("proc")) else {
+        // Not root: nothing to mount (and nothing this test can show).
+        return;
+    };
+    let Some(_write) = Procfs::at(&t.write.join("proc")) else {
+        panic!("one procfs mounted, the second not");
+    };
+    let prepared = policy(&t).prepare().unwrap();
+    let probe = "import os, sys\n\
+        for path, flags in [(sys.argv[1], os.O_RDONLY), (sys.argv[2], os.O_WRONLY)]:\n\
+        \x20   try:\n\
+        \x20       os.close(os.open(path, flags))\n\
+        \x20       print('opened')\n\
+        \x20   except OSError as e:\n\
+        \x20       print(e.errno)\n";
+    let args = [
+        "-c".to_owned(),
+        probe.to_owned(),
+        t.read.join("proc/1/cmdline").display().to_string(),
+        t.write
+            .join("proc/sys/kernel/printk_ratelimit")
+            .display()
+            .to_string(),
+    ];
+    for how in BOTH_WAYS {
+        let said = python_in(&prepared, how, &args, &t.write);
+        assert_eq!(said, "13\n13\n", "{how}: each refused (EACCES)");
+    }
+}

@@ -121,10 +121,28 @@ impl Env {
 /// `write_file` of `content` to `path` through `toolcap call` in `mode`, with `personality`:
 /// the result JSON.
 fn write_file(env: &Env, mode: &[&str], personality: &str, path: &str, content: &str) -> Value {
-    let call = serde_json::json!({"path": path, "content": content}).to_string();
+    let call = serde_json::json!({"path": path, "content": content});
+    call_tool(env, mode, personality, "write_file", &call)
+}
+
+/// `read_file` of `path` through `toolcap call` in `mode`, with `personality`: the result JSON.
+fn read_file(env: &Env, mode: &[&str], personality: &str, path: &str) -> Value {
+    call_tool(
+        env,
+        mode,
+        personality,
+        "read_file",
+        &serde_json::json!({"path": path}),
+    )
+}
+
+/// `tool` with the arguments `call` through `toolcap call` in `mode`, with `personality`: the
+/// result JSON.
+fn call_tool(env: &Env, mode: &[&str], personality: &str, tool: &str, call: &Value) -> Value {
+    let call = call.to_string();
     let mut argv = vec!["call"];
     argv.extend_from_slice(mode);
-    argv.extend(["--personality", personality, "write_file", &call]);
+    argv.extend(["--personality", personality, tool, &call]);
     let out = env.toolcap(&argv);
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
@@ -1806,5 +1824,86 @@ print(json.dumps(r))
             assert_eq!(r[device], 0, "{mode:?} {device}: {r}");
         }
         assert_eq!(r["/dev/zero read"], 4, "{mode:?}: {r}");
+    }
+}
+
+/// A kernel file system mounted at `place` (`mount -t kind`), unmounted when dropped; `None`
+/// when it cannot be mounted (not root).
+struct Mounted(PathBuf);
+
+impl Mounted {
+    fn new(kind: &str, place: &Path) -> Option<Self> {
+        std::fs::create_dir_all(place).unwrap();
+        Command::new("mount")
+            .args(["-t", kind, kind])
+            .arg(place)
+            .status()
+            .is_ok_and(|s| s.success())
+            .then(|| Self(place.to_owned()))
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+// guarantee: G-FS-12
+/// A kernel file system mounted inside the reach (a chroot's `/proc`, made by its administrator)
+/// is not a way around the deny floor, in both modes. Through it, `/proc/self/environ` is the
+/// host process's own environment (the agent's keys; the canary here) and `/proc/1/cmdline`
+/// another process's command line, which the floor keeps out of reach at `/proc`: a tool read
+/// both with `read_file`, in process and from the capsule, and a child read the command line.
+/// Mounting needs root (CI runs as root).
+#[test]
+fn a_kernel_file_system_inside_the_reach_is_out_of_it() {
+    let env = Env::new("");
+    let Some(_proc) = Mounted::new("proc", &env.root.join("work/proc")) else {
+        // Not root: nothing to mount (and nothing this test can show).
+        assert!(!is_root(), "root mounts a procfs");
+        return;
+    };
+    let Some(_sys) = Mounted::new("sysfs", &env.root.join("work/sys")) else {
+        panic!("a procfs mounted but no sysfs");
+    };
+    let p = env.root.join("p.toml").display().to_string();
+    let proc = env.root.join("work/proc");
+    for mode in MODES {
+        for (path, shown) in [
+            (proc.join("self/environ"), "canary"),
+            (proc.join("1/cmdline"), "command line"),
+            (env.root.join("work/sys/kernel/uevent_seqnum"), "sysfs"),
+        ] {
+            let path = path.display().to_string();
+            let out = read_file(&env, mode, &p, &path);
+            assert_eq!(out["ok"], false, "{mode:?} {path}: {out}");
+            assert!(
+                out["error"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("PATH_NOT_REACHABLE"),
+                "{mode:?} {path} ({shown}): {out}"
+            );
+            assert!(!out.to_string().contains(&canary()), "{mode:?}: {out}");
+        }
+        let (result, all) = env.run(
+            mode,
+            &p,
+            "sh",
+            &[
+                "-c",
+                &format!(
+                    "cat {0}/1/cmdline {0}/self/environ; ls {0} | wc -l",
+                    proc.display()
+                ),
+            ],
+        );
+        assert!(!all.contains(&canary()), "{mode:?}: {all}");
+        assert_eq!(
+            stdout_of(&result).trim(),
+            "0",
+            "{mode:?}: an empty cover: {all}"
+        );
     }
 }
