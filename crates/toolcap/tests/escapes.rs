@@ -1860,8 +1860,8 @@ impl Drop for Mounted {
 fn a_kernel_file_system_inside_the_reach_is_out_of_it() {
     let env = Env::new("");
     let Some(_proc) = Mounted::new("proc", &env.root.join("work/proc")) else {
-        // Not root: nothing to mount (and nothing this test can show).
-        assert!(!is_root(), "root mounts a procfs");
+        // Not root, or a container's root without the right to mount: nothing to mount (and
+        // nothing this test can show).
         return;
     };
     let Some(_sys) = Mounted::new("sysfs", &env.root.join("work/sys")) else {
