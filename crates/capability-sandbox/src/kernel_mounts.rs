@@ -12,7 +12,11 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
-/// The file systems that show the kernel's and other processes' state rather than files.
+/// The file systems that show the kernel's and other processes' state rather than files, and
+/// that a child could read or change something through. Not among them: `nsfs` (a namespace's
+/// file opens as a descriptor a child cannot `setns` with), `devpts` (terminals, refused by
+/// `nodev`) and `mqueue` (a queue's status line): a host may hold dozens of such mounts (`snap`
+/// keeps one per snap in `/run/snapd/ns`), and each would cost every spawn a cover.
 const KERNEL: &[&str] = &[
     "proc",
     "sysfs",
@@ -29,9 +33,6 @@ const KERNEL: &[&str] = &[
     "pstore",
     "fusectl",
     "binfmt_misc",
-    "nsfs",
-    "devpts",
-    "mqueue",
     "usbfs",
 ];
 
