@@ -34,8 +34,8 @@ pub(crate) fn conclude(
 
 /// What `toolcap validate` notes after its summary: each reach root that lifts the deny floor,
 /// at the place it folds to (`/srv/x/../../proc` is noted as `/proc`), each reach root a deny
-/// rule takes whole, and each host pattern written with letters outside ASCII, with its ASCII
-/// form. Not findings (naming the place or
+/// rule takes whole, each host pattern written with letters outside ASCII, with its ASCII
+/// form, and each allowed program a tool could replace through its write reach. Not findings (naming the place or
 /// the name is how a personality grants it), but what a reviewer must see (docs/review.md).
 pub(crate) fn notes(policy: &CompiledPolicy) -> Vec<String> {
     // Paths and names as the personality spells them, escaped as every review line is: a
@@ -68,7 +68,68 @@ pub(crate) fn notes(policy: &CompiledPolicy) -> Vec<String> {
             host.ascii
         )
     });
-    lifts.chain(taken).chain(hosts).collect()
+    lifts
+        .chain(taken)
+        .chain(hosts)
+        .chain(programs_in_write_reach(policy))
+        .collect()
+}
+
+/// Each program `safety.process.allow` names that a tool could replace: an absolute path beneath
+/// a write root, or a bare name whose first directory of the trusted search path lies beneath
+/// one (a file written there is found before the system's). The allowlist names a place, not a
+/// file, so what a tool writes there runs as that program. A place a deny rule covers is not
+/// noted: no tool writes there.
+fn programs_in_write_reach(policy: &CompiledPolicy) -> Vec<String> {
+    use capability_core::matching::path::is_within;
+    use capability_core::normalize_lexically;
+    use std::path::{Path, PathBuf};
+    let Some(source) = policy.policy() else {
+        return Vec::new();
+    };
+    let fold = |p: &Path| normalize_lexically(p);
+    let writable = |place: &Path| -> Option<usize> {
+        if source
+            .fs_reach
+            .deny
+            .iter()
+            .any(|d| is_within(place, &fold(d)))
+        {
+            return None;
+        }
+        source
+            .fs_reach
+            .write
+            .iter()
+            .position(|w| is_within(place, &fold(w)))
+    };
+    let search: Vec<PathBuf> = std::env::split_paths(capability_process::TRUSTED_PATH).collect();
+    source
+        .safety
+        .process
+        .allow
+        .iter()
+        .enumerate()
+        .filter_map(|(i, program)| {
+            let shown = capability_core::shown(program);
+            let (place, at) = if program.starts_with('/') {
+                let place = fold(Path::new(program));
+                let at = writable(&place)?;
+                (None, at)
+            } else {
+                let (dir, at) = search.iter().find_map(|d| Some((d, writable(d)?)))?;
+                (Some(dir.display().to_string()), at)
+            };
+            Some(match place {
+                None => format!(
+                    "note: safety.process.allow[{i}] is {shown}, beneath fs_reach.write[{at}]: what a tool writes there runs as that program"
+                ),
+                Some(dir) => format!(
+                    "note: safety.process.allow[{i}] is {shown}, looked up in {dir}, beneath fs_reach.write[{at}]: what a tool writes there runs as that program"
+                ),
+            })
+        })
+        .collect()
 }
 
 /// The personality's toolset entries, `[constraints]` tables, `only_after` entries and

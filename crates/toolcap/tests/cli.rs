@@ -584,6 +584,41 @@ fn validate_reports_findings() {
 }
 
 // guarantee: G-POL-07
+/// A program the personality allows that lies in its write reach runs whatever a tool writes
+/// there: the allowlist names a place, not a file. `toolcap validate` notes it, by absolute path
+/// and, for a bare name, where the trusted search path lies in a write root; a denied place and a
+/// program outside every write root are not noted.
+#[test]
+fn validate_notes_an_allowed_program_in_the_write_reach() {
+    let env = Env::new();
+    std::fs::write(
+        env.root.join("programs.toml"),
+        format!(
+            "id = \"programs\"\ntoolset = [\"run_command\"]\n[fs_reach]\nread = [\"{w}\"]\n\
+             write = [\"{w}/out\", \"/usr/local\"]\ndeny = [\"{w}/out/locked\"]\n\
+             [safety.process]\nallow = [\"{w}/out/tool\", \"{w}/out/locked/tool\", \"/usr/bin/true\", \"git\"]\n",
+            w = env.path("work")
+        ),
+    )
+    .unwrap();
+    let out = env.toolcap(&["validate", "--personality", &env.path("programs.toml")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let notes: Vec<&str> = text.lines().filter(|l| l.starts_with("note:")).collect();
+    assert_eq!(
+        notes,
+        [
+            format!(
+                "note: safety.process.allow[0] is {}/out/tool, beneath fs_reach.write[0]: what a tool writes there runs as that program",
+                env.path("work")
+            )
+            .as_str(),
+            "note: safety.process.allow[3] is git, looked up in /usr/local/bin, beneath fs_reach.write[1]: what a tool writes there runs as that program",
+        ],
+        "{text}"
+    );
+}
+
+// guarantee: G-POL-07
 /// A personality that lifts the deny floor says so when validated, whatever the spelling: a
 /// root written with `..` (`<work>/../../../proc`) lifts it for `/proc` as `/proc` itself does,
 /// and a reviewer reading the file could take it for a place beneath the workspace. The notes
