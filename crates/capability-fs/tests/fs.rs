@@ -5,6 +5,9 @@
     reason = "tests build fixture trees and inspect them directly"
 )]
 
+#[path = "../../../tests/shared/mounted.rs"]
+mod mounted;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -812,30 +815,6 @@ async fn an_exact_file_entry_reaches_that_file_only() {
     }
 }
 
-/// A procfs mounted at `place`, unmounted when dropped; `None` when it cannot be (not root).
-struct Procfs(PathBuf);
-
-impl Procfs {
-    fn at(place: &Path) -> Option<Self> {
-        std::fs::create_dir_all(place).unwrap();
-        std::process::Command::new("mount")
-            .args(["-t", "proc", "proc"])
-            .arg(place)
-            .status()
-            .is_ok_and(|s| s.success())
-            .then(|| Self(place.to_owned()))
-    }
-}
-
-impl Drop for Procfs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.0)
-            .status();
-    }
-}
-
 // guarantee: G-FS-12
 /// A procfs mounted inside the reach, in the read root and in the write root, is out of reach
 /// for every operation, in both walk modes: its `self/environ` would be this process's own
@@ -845,11 +824,11 @@ impl Drop for Procfs {
 #[tokio::test]
 async fn a_procfs_mounted_inside_the_reach_is_out_of_it() {
     let t = tree();
-    let Some(_read) = Procfs::at(&t.root.join("docs/proc")) else {
+    let Some(_read) = mounted::Mounted::new("proc", &t.root.join("docs/proc")) else {
         // Not root: nothing to mount (and nothing this test can show).
         return;
     };
-    let Some(_write) = Procfs::at(&t.root.join("out/proc")) else {
+    let Some(_write) = mounted::Mounted::new("proc", &t.root.join("out/proc")) else {
         panic!("one procfs mounted, the second not");
     };
     let read = t.root.join("docs/proc");

@@ -6,6 +6,9 @@
     reason = "the tests start real children and build fixture trees directly"
 )]
 
+#[path = "../../../tests/shared/mounted.rs"]
+mod mounted;
+
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -1225,30 +1228,6 @@ fn a_device_node_beneath_a_root_opens_nothing() {
     }
 }
 
-/// A procfs mounted at `place`, unmounted when dropped; `None` when it cannot be (not root).
-struct Procfs(std::path::PathBuf);
-
-impl Procfs {
-    fn at(place: &Path) -> Option<Self> {
-        std::fs::create_dir_all(place).unwrap();
-        std::process::Command::new("mount")
-            .args(["-t", "proc", "proc"])
-            .arg(place)
-            .status()
-            .is_ok_and(|s| s.success())
-            .then(|| Self(place.to_owned()))
-    }
-}
-
-impl Drop for Procfs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.0)
-            .status();
-    }
-}
-
 // guarantee: G-FS-12
 /// A procfs mounted beneath a read root or a write root is covered in the child's namespace,
 /// in both ways a child starts: it cannot read another process's command line through it, nor
@@ -1257,11 +1236,11 @@ impl Drop for Procfs {
 #[test]
 fn a_procfs_beneath_a_root_is_covered() {
     let t = tree();
-    let Some(_read) = Procfs::at(&t.read.join("proc")) else {
+    let Some(_read) = mounted::Mounted::new("proc", &t.read.join("proc")) else {
         // Not root: nothing to mount (and nothing this test can show).
         return;
     };
-    let Some(_write) = Procfs::at(&t.write.join("proc")) else {
+    let Some(_write) = mounted::Mounted::new("proc", &t.write.join("proc")) else {
         panic!("one procfs mounted, the second not");
     };
     let prepared = policy(&t).prepare().unwrap();

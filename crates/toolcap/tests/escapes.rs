@@ -14,7 +14,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+#[path = "../../../tests/shared/mounted.rs"]
+mod mounted;
 mod support;
+use mounted::Mounted;
 
 const MODES: [&[&str]; 2] = [&[], &["--capsule"]];
 const EPERM: i32 = 1;
@@ -1824,28 +1827,6 @@ print(json.dumps(r))
             assert_eq!(r[device], 0, "{mode:?} {device}: {r}");
         }
         assert_eq!(r["/dev/zero read"], 4, "{mode:?}: {r}");
-    }
-}
-
-/// A kernel file system mounted at `place` (`mount -t kind`), unmounted when dropped; `None`
-/// when it cannot be mounted (not root).
-struct Mounted(PathBuf);
-
-impl Mounted {
-    fn new(kind: &str, place: &Path) -> Option<Self> {
-        std::fs::create_dir_all(place).unwrap();
-        Command::new("mount")
-            .args(["-t", kind, kind])
-            .arg(place)
-            .status()
-            .is_ok_and(|s| s.success())
-            .then(|| Self(place.to_owned()))
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
     }
 }
 
