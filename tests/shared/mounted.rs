@@ -21,6 +21,20 @@ impl Mounted {
     }
 }
 
+impl Mounted {
+    /// Binds `source` (a file or a directory) over `place`, which must exist and be of the same
+    /// kind; `None` when it cannot be bound.
+    pub(crate) fn bind(source: &Path, place: &Path) -> Option<Self> {
+        std::process::Command::new("mount")
+            .arg("--bind")
+            .arg(source)
+            .arg(place)
+            .status()
+            .is_ok_and(|s| s.success())
+            .then(|| Self(place.to_owned()))
+    }
+}
+
 impl Drop for Mounted {
     fn drop(&mut self) {
         let _ = std::process::Command::new("umount")

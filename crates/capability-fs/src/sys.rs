@@ -469,6 +469,11 @@ pub(crate) fn append_in(dir: BorrowedFd<'_>, name: &OsStr, contents: &[u8]) -> S
     if opened.links > 1 {
         return Err(SysError::Escape);
     }
+    // A kernel file bound over the name (its directory is the root's, the file is the
+    // kernel's setting): checked on what was opened, as the directory was.
+    if opened.dev != fstat(dir)?.dev && kernel_fs(fd.as_fd())?.is_some() {
+        return Err(SysError::Escape);
+    }
     let mut file = std::fs::File::from(fd);
     file.write_all(contents)?;
     file.sync_data()?;

@@ -857,6 +857,21 @@ async fn a_procfs_mounted_inside_the_reach_is_out_of_it() {
         );
         refused(fs.mkdir(&write.join("sys/made")).await);
         refused(fs.remove(&write.join("sys/kernel/printk_ratelimit")).await);
+        // One kernel setting bound over a file of the write root: its directory is the root's,
+        // the file is the kernel's. Appended to, refused before anything is written.
+        let setting = std::fs::read_to_string("/proc/sys/kernel/printk_ratelimit").unwrap();
+        std::fs::write(t.root.join("out/setting"), "").unwrap();
+        let bound = mounted::Mounted::bind(
+            Path::new("/proc/sys/kernel/printk_ratelimit"),
+            &t.root.join("out/setting"),
+        )
+        .expect("root binds a file");
+        refused(
+            fs.append(&t.root.join("out/setting"), setting.as_bytes())
+                .await,
+        );
+        refused(fs.read(&t.root.join("out/setting")).await);
+        drop(bound);
         // The mount point's own name is listed with its directory, as any entry is.
         let names: Vec<String> = fs
             .list(&t.root.join("docs"))
