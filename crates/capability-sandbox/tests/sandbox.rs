@@ -1232,7 +1232,7 @@ fn a_device_node_beneath_a_root_opens_nothing() {
 /// A procfs mounted beneath a read root or a write root is covered in the child's namespace,
 /// in both ways a child starts: it cannot read another process's command line through it, nor
 /// open a kernel setting for writing (`sys/kernel/…`: a root child's uid owns them, and its
-/// write root's tree keeps the procfs writable). Mounting needs root (CI runs as root).
+/// write root's tree keeps the procfs writable), nor one bound over a file of its write root. Mounting needs root (CI runs as root).
 #[test]
 fn a_procfs_beneath_a_root_is_covered() {
     let t = tree();
@@ -1243,9 +1243,16 @@ fn a_procfs_beneath_a_root_is_covered() {
     let Some(_write) = mounted::Mounted::new("proc", &t.write.join("proc")) else {
         panic!("one procfs mounted, the second not");
     };
+    // One kernel setting bound over a file of the write root.
+    std::fs::write(t.write.join("setting"), "").unwrap();
+    let _setting = mounted::Mounted::bind(
+        Path::new("/proc/sys/kernel/printk_ratelimit"),
+        &t.write.join("setting"),
+    )
+    .expect("root binds a file");
     let prepared = policy(&t).prepare().unwrap();
     let probe = "import os, sys\n\
-        for path, flags in [(sys.argv[1], os.O_RDONLY), (sys.argv[2], os.O_WRONLY)]:\n\
+        for path, flags in [(sys.argv[1], os.O_RDONLY), (sys.argv[2], os.O_WRONLY), (sys.argv[3], os.O_WRONLY)]:\n\
         \x20   try:\n\
         \x20       os.close(os.open(path, flags))\n\
         \x20       print('opened')\n\
@@ -1259,9 +1266,10 @@ fn a_procfs_beneath_a_root_is_covered() {
             .join("proc/sys/kernel/printk_ratelimit")
             .display()
             .to_string(),
+        t.write.join("setting").display().to_string(),
     ];
     for how in BOTH_WAYS {
         let said = python_in(&prepared, how, &args, &t.write);
-        assert_eq!(said, "13\n13\n", "{how}: each refused (EACCES)");
+        assert_eq!(said, "13\n13\n13\n", "{how}: each refused (EACCES)");
     }
 }

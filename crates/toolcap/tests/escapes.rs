@@ -1848,6 +1848,12 @@ fn a_kernel_file_system_inside_the_reach_is_out_of_it() {
     let Some(_sys) = Mounted::new("sysfs", &env.root.join("work/sys")) else {
         panic!("a procfs mounted but no sysfs");
     };
+    // One process's command line bound over a file of the reach.
+    std::fs::write(env.root.join("work/cmdline"), "").unwrap();
+    let Some(_bound) = Mounted::bind(Path::new("/proc/1/cmdline"), &env.root.join("work/cmdline"))
+    else {
+        panic!("a procfs mounted but no file bound");
+    };
     let p = env.root.join("p.toml").display().to_string();
     let proc = env.root.join("work/proc");
     for mode in MODES {
@@ -1855,6 +1861,7 @@ fn a_kernel_file_system_inside_the_reach_is_out_of_it() {
             (proc.join("self/environ"), "canary"),
             (proc.join("1/cmdline"), "command line"),
             (env.root.join("work/sys/kernel/uevent_seqnum"), "sysfs"),
+            (env.root.join("work/cmdline"), "a bound command line"),
         ] {
             let path = path.display().to_string();
             let out = read_file(&env, mode, &p, &path);
@@ -1875,7 +1882,7 @@ fn a_kernel_file_system_inside_the_reach_is_out_of_it() {
             &[
                 "-c",
                 &format!(
-                    "cat {0}/1/cmdline {0}/self/environ; ls {0} | wc -l",
+                    "cat {0}/1/cmdline {0}/self/environ {0}/../cmdline; ls {0} | wc -l",
                     proc.display()
                 ),
             ],
