@@ -50,7 +50,7 @@ pub use crate::embedded::EmbeddedStore;
 #[cfg(feature = "memory")]
 pub use crate::memory::MemoryStore;
 #[cfg(feature = "redis")]
-pub use crate::redis_store::RedisStore;
+pub use crate::redis_store::{RedisStore, shown_redis_url};
 pub use crate::scoped::ScopedKv;
 
 /// Size limits, checked before anything is stored.

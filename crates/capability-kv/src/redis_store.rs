@@ -51,6 +51,37 @@ fn glob_escape(text: &str) -> String {
     out
 }
 
+/// A Redis URL as errors and `Debug` show it: without its user information and without its
+/// query and fragment (a Unix socket URL may carry `pass=` there), so that a password never
+/// reaches a log.
+///
+/// Everything up to the URL's last `@` is taken for user information, wherever that `@` is: a
+/// password written unescaped may hold `@`, `/`, `?` or `#`, and a URL that only seems to end
+/// earlier is shown shorter rather than with a part of its password.
+///
+/// ```
+/// assert_eq!(
+///     capability_kv::shown_redis_url("redis://:pa@ss@cache:6379/0"),
+///     "redis://…@cache:6379/0"
+/// );
+/// ```
+pub fn shown_redis_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let (hidden, rest) = match rest.rsplit_once('@') {
+        Some((_, after)) => ("…@", after),
+        None => ("", rest),
+    };
+    let place = format!(
+        "{hidden}{}",
+        rest.split(['?', '#']).next().unwrap_or_default()
+    );
+    if scheme.is_empty() {
+        place
+    } else {
+        format!("{scheme}://{place}")
+    }
+}
+
 impl RedisStore {
     /// Connects to `url` (`redis://host:port/db`) with keys under `prefix` (default `toolcap`).
     /// Fails with `not_available` when the server cannot be reached.
@@ -59,14 +90,7 @@ impl RedisStore {
     ///
     /// Opens a network connection to `url`.
     pub async fn connect(url: &str, prefix: Option<&str>) -> Result<Arc<Self>, CapabilityError> {
-        // Shown without credentials.
-        let url_shown = match url.split_once('@') {
-            Some((scheme_user, host)) => format!(
-                "{}://…@{host}",
-                scheme_user.split("://").next().unwrap_or("redis")
-            ),
-            None => url.to_owned(),
-        };
+        let url_shown = shown_redis_url(url);
         let client = redis::Client::open(url)
             .map_err(|e| CapabilityError::invalid_input(format!("redis URL {url_shown}: {e}")))?;
         let config = redis::aio::ConnectionManagerConfig::new()
@@ -200,7 +224,7 @@ impl RawStore for RedisStore {
 
 #[cfg(test)]
 mod tests {
-    use super::glob_escape;
+    use super::{glob_escape, shown_redis_url};
 
     #[test]
     fn glob_characters_are_escaped() {
@@ -209,5 +233,31 @@ mod tests {
             "a\\*b\\?c\\[d\\]e\\\\f\\^g\\-h"
         );
         assert_eq!(glob_escape("plain:key_%"), "plain:key_%");
+    }
+
+    #[test]
+    fn a_shown_url_keeps_the_server_and_drops_every_credential() {
+        for (url, shown) in [
+            ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+            ("redis://:pw@host:6379/", "redis://…@host:6379/"),
+            ("redis://user:pw@host", "redis://…@host"),
+            ("redis://:p@ss@host/1", "redis://…@host/1"),
+            ("redis://:p/a@ss@host/1", "redis://…@host/1"),
+            ("redis://:p#a?s@host/1", "redis://…@host/1"),
+            ("unix:///run/redis.sock?pass=p@w", "unix://…@w"),
+            ("rediss://u:p@h:1/?insecure", "rediss://…@h:1/"),
+            (
+                "redis+unix:///run/redis.sock?pass=pw",
+                "redis+unix:///run/redis.sock",
+            ),
+            (
+                "unix:///run/redis.sock?db=1&password=pw#x",
+                "unix:///run/redis.sock",
+            ),
+            ("pw@host:6379", "…@host:6379"),
+            ("not a url", "not a url"),
+        ] {
+            assert_eq!(shown_redis_url(url), shown, "{url}");
+        }
     }
 }

@@ -400,6 +400,66 @@ async fn redis_that_cannot_be_reached_is_not_available() {
     assert!(matches!(err, CapabilityError::InvalidInput(_)), "{err}");
 }
 
+/// A Redis URL's password (and its user) are never shown: not in the error of a server that
+/// cannot be reached, nor of one that refuses the password, nor in a connected store's `Debug`,
+/// whatever characters the password holds (an `@` in it included: a URL's user information
+/// ends at its last `@`).
+// guarantee: G-KV-04
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_urls_credentials_are_never_shown() {
+    let secrets = ["hunter2", "pa@ss-word", "s3cr3t#x", "us:er"];
+    let hidden = |what: &str, text: &str| {
+        for secret in ["hunter2", "pa@ss", "ss-word", "s3cr3t", "us:er"] {
+            assert!(!text.contains(secret), "{what} shows `{secret}`: {text}");
+        }
+    };
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for password in secrets {
+        for url in [
+            format!("redis://:{password}@127.0.0.1:{closed}/"),
+            format!("redis://us:er:{password}@127.0.0.1:{closed}/0"),
+            format!("redis://default:{password}@127.0.0.1:{closed}"),
+        ] {
+            let err = RedisStore::connect(&url, None).await.unwrap_err();
+            hidden("an unreachable server's error", &err.to_string());
+            assert!(
+                err.to_string().contains(&format!("127.0.0.1:{closed}")),
+                "the server is still named: {err}"
+            );
+        }
+    }
+    // A URL that does not parse is not echoed either.
+    for url in ["redis://:hunter2@[::1", "redis://:hunter2@127.0.0.1:99999/"] {
+        let err = RedisStore::connect(url, None).await.unwrap_err();
+        hidden("an unparsable URL's error", &err.to_string());
+    }
+    // A server that wants a password, given the wrong one and then the right one.
+    let server = support::RedisServer::start_with(&["--requirepass", "pa@ss-word"]);
+    let port = server
+        .url
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_owned();
+    let err = RedisStore::connect(&format!("redis://:hunter2@127.0.0.1:{port}/"), None)
+        .await
+        .unwrap_err();
+    hidden("a refused password's error", &err.to_string());
+    let store = RedisStore::connect(&format!("redis://:pa@ss-word@127.0.0.1:{port}/"), None)
+        .await
+        .unwrap();
+    hidden("a connected store's Debug", &format!("{store:?}"));
+    assert!(
+        format!("{store:?}").contains(&format!("127.0.0.1:{port}")),
+        "{store:?}"
+    );
+}
+
 /// A process that holds a file's lock and does not let go until told: flock(1), whose lock
 /// redb honours, around a `cat` that ends when its input is closed.
 struct Holder(std::process::Child);

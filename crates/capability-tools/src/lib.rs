@@ -75,8 +75,8 @@ pub fn standard_tools() -> Vec<Arc<dyn Tool>> {
     ]
 }
 
-/// Where key-value state lives.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where key-value state lives. Its `Debug` shows a Redis URL without its credentials.
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Store {
     /// In this process only.
@@ -85,6 +85,19 @@ pub enum Store {
     Embedded(PathBuf),
     /// A Redis server, `redis://host:port/db`.
     Redis(String),
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Store::Memory => f.write_str("Memory"),
+            Store::Embedded(path) => f.debug_tuple("Embedded").field(path).finish(),
+            Store::Redis(url) => f
+                .debug_tuple("Redis")
+                .field(&capability_kv::shown_redis_url(url))
+                .finish(),
+        }
+    }
 }
 
 impl Store {

@@ -281,3 +281,21 @@ async fn dropping_the_registry_closes_its_store_for_the_next_one() {
         assert!(free.success(), "round {round}: the file is still locked");
     }
 }
+
+/// A Redis store's URL is shown without its password wherever the configuration is shown.
+// guarantee: G-KV-04
+#[test]
+fn a_redis_stores_password_is_not_in_its_debug() {
+    let store = Store::parse("redis://default:pa@ss-word@cache.internal:6379/2");
+    let shown = format!("{store:?}");
+    assert!(
+        !shown.contains("pa@ss") && !shown.contains("ss-word"),
+        "{shown}"
+    );
+    assert!(shown.contains("cache.internal:6379/2"), "{shown}");
+    assert_eq!(
+        store,
+        Store::Redis("redis://default:pa@ss-word@cache.internal:6379/2".into()),
+        "the store itself keeps the whole URL"
+    );
+}

@@ -15,6 +15,11 @@ pub struct RedisServer {
 impl RedisServer {
     /// Starts `redis-server`; panics with the fix when it is not installed (`.ci/run` installs it).
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts `redis-server` with `extra` arguments after the test's own (`--requirepass …`).
+    pub fn start_with(extra: &[&str]) -> Self {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -25,6 +30,7 @@ impl RedisServer {
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(dir.path())
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -39,9 +45,11 @@ impl RedisServer {
             if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
                 let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
                 let mut buf = [0u8; 16];
+                // A server that wants a password answers `-NOAUTH`: it is up all the same.
                 if s.write_all(b"PING\r\n").is_ok()
-                    && s.read(&mut buf)
-                        .is_ok_and(|n| buf[..n].starts_with(b"+PONG"))
+                    && s.read(&mut buf).is_ok_and(|n| {
+                        buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH")
+                    })
                 {
                     return server;
                 }
