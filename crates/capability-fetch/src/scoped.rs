@@ -43,10 +43,28 @@ fn refuse(message: String) -> CapabilityError {
     CapabilityError::denied(DenialCode::HostNotAllowed, message)
 }
 
+/// A URL as a fetch's errors show it: its origin and path, without its query and fragment,
+/// which often carry what a tool put there (an API key, a presigned URL's signature) and which
+/// an error would otherwise hand to the model and the audit log (docs/decisions.md, "capability-fetch").
+fn shown(url: &Url) -> String {
+    let mut url = url.clone();
+    url.set_query(None);
+    url.set_fragment(None);
+    url.into()
+}
+
+/// [`shown`] for a URL that is text: up to its query or fragment.
+fn shown_text(text: &str) -> &str {
+    text.split(['?', '#']).next().unwrap_or_default()
+}
+
 /// Parses with the WHATWG parser and refuses what may never be fetched.
 pub(crate) fn parse_url(text: &str) -> Result<Url, CapabilityError> {
     let url = Url::parse(text).map_err(|e| {
-        CapabilityError::invalid_input(format!("{text:?} is not an absolute URL: {e}"))
+        CapabilityError::invalid_input(format!(
+            "{:?} is not an absolute URL: {e}",
+            shown_text(text)
+        ))
     })?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(refuse(format!(
@@ -112,7 +130,7 @@ impl ScopedHttp {
             let uri: http::Uri = url
                 .as_str()
                 .parse()
-                .map_err(|e| CapabilityError::invalid_input(format!("{url}: {e}")))?;
+                .map_err(|e| CapabilityError::invalid_input(format!("{}: {e}", shown(&url))))?;
             let mut request = Request::new(Full::new(body.clone()));
             *request.method_mut() = method.clone();
             *request.uri_mut() = uri;
@@ -129,16 +147,21 @@ impl ScopedHttp {
                 if hop == self.config.max_redirects {
                     return Err(CapabilityError::failed(format!(
                         "more than {} redirects, starting from {}",
-                        self.config.max_redirects, parts.uri
+                        self.config.max_redirects,
+                        shown_text(&parts.uri.to_string())
                     )));
                 }
                 let location = location.to_str().map_err(|_| {
                     CapabilityError::failed(format!(
-                        "{url} redirected with a Location that is not text"
+                        "{} redirected with a Location that is not text",
+                        shown(&url)
                     ))
                 })?;
                 let next = url.join(location).map_err(|e| {
-                    CapabilityError::failed(format!("{url} redirected to an invalid URL: {e}"))
+                    CapabilityError::failed(format!(
+                        "{} redirected to an invalid URL: {e}",
+                        shown(&url)
+                    ))
                 })?;
                 let next = parse_url(next.as_str())?;
                 if next.origin() != url.origin() {
@@ -165,10 +188,11 @@ impl ScopedHttp {
             let collected = Limited::new(incoming, cap).collect().await.map_err(|e| {
                 if e.is::<http_body_util::LengthLimitError>() {
                     CapabilityError::failed(format!(
-                        "the response body of {url} exceeds the {cap} byte limit"
+                        "the response body of {} exceeds the {cap} byte limit",
+                        shown(&url)
                     ))
                 } else {
-                    CapabilityError::failed(format!("reading the response of {url}: {e}"))
+                    CapabilityError::failed(format!("reading the response of {}: {e}", shown(&url)))
                 }
             })?;
             return Ok(Response::from_parts(parts, collected.to_bytes()));
@@ -209,7 +233,10 @@ impl ScopedFetch for ScopedHttp {
         tokio::time::timeout(total, self.fetch_hops(request))
             .await
             .map_err(|_| {
-                CapabilityError::Timeout(format!("fetching {target} took longer than {total:?}"))
+                CapabilityError::Timeout(format!(
+                    "fetching {} took longer than {total:?}",
+                    shown_text(&target.to_string())
+                ))
             })?
     }
 }

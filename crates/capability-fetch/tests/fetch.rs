@@ -637,3 +637,48 @@ async fn a_test_resolver_maps_names_and_cannot_widen_what_is_reached() {
         "the loopback server saw no rebinding connection"
     );
 }
+
+// guarantee: G-NET-05
+/// A URL's query and fragment often carry what a tool put there (an API key, a signature of a
+/// redirect's presigned URL): a fetch's errors name the origin and path, never those.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_error_never_shows_a_urls_query_or_fragment() {
+    let server = start("127.0.0.1", None).await;
+    let fetch = fetcher(
+        &["127.0.0.1".to_owned()],
+        FetchConfig::default()
+            .max_body(1024)
+            .total_timeout(Duration::from_millis(300)),
+    );
+    let url = |path: &str| server.url("http", "127.0.0.1", path);
+    let cases = [
+        (
+            "/big?key=SECRET-1#SECRET-2",
+            "/big",
+            "exceeds the 1024 byte limit",
+        ),
+        ("/slow?key=SECRET-1", "/slow", "took longer than 300ms"),
+        // The URL a redirect leads to (a presigned one, say), read past its limit.
+        (
+            "/redirect?status=302&to=/big?sig=SECRET-1",
+            "/big",
+            "exceeds the 1024 byte limit",
+        ),
+        // Too many redirects, named by where they started.
+        ("/chain/50?token=SECRET-1", "/chain/50", "redirects"),
+        // A redirect to what is no URL, named by where it came from.
+        (
+            "/redirect?status=302&to=http://[SECRET-1",
+            "/redirect",
+            "redirected to an invalid URL",
+        ),
+    ];
+    for (path, shown, why) in cases {
+        let err = fetch.fetch(get(&url(path))).await.unwrap_err().to_string();
+        assert!(!err.contains("SECRET"), "{path}: {err}");
+        assert!(
+            err.contains(&url(shown)) && err.contains(why),
+            "{path}: {err}"
+        );
+    }
+}
