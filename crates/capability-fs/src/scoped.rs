@@ -336,10 +336,10 @@ impl ScopedFiles {
         }
         let (a, dir, name) = self.open_parent(path, FsAccess::Write)?;
         let fail = sys_failure(FsAccess::Write, &a.path);
-        let mode = match sys::stat_in(dir.as_fd(), &name).map_err(&fail)? {
-            None => 0o644,
+        let replaced = match sys::stat_in(dir.as_fd(), &name).map_err(&fail)? {
+            None => None,
             Some(st) => match st.kind {
-                FileKind::File => st.mode,
+                FileKind::File => Some(st),
                 FileKind::Symlink => {
                     return Err(CapabilityError::denied(
                         DenialCode::PathNotReachable,
@@ -352,7 +352,7 @@ impl ScopedFiles {
                 other => return Err(not_a_file(other, &a.path)),
             },
         };
-        sys::write_atomic(dir.as_fd(), &name, contents, mode).map_err(&fail)?;
+        sys::write_atomic(dir.as_fd(), &name, contents, replaced.as_ref()).map_err(&fail)?;
         Ok(contents.len() as u64)
     }
 

@@ -297,6 +297,9 @@ pub(crate) struct Stat {
     pub(crate) links: u64,
     /// The file system it lies on (`st_dev`).
     pub(crate) dev: u64,
+    /// Its owner and group.
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
 }
 
 fn convert(st: &rustix::fs::Stat) -> Stat {
@@ -310,6 +313,8 @@ fn convert(st: &rustix::fs::Stat) -> Stat {
         modified,
         links: st.st_nlink,
         dev: st.st_dev,
+        uid: st.st_uid,
+        gid: st.st_gid,
     }
 }
 
@@ -409,11 +414,19 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Writes `contents` to `name` in `dir` atomically: a new temporary file in the same directory,
 /// written, synced and renamed over `name`. The temporary file is removed on any failure.
+///
+/// `replaced` is the file `name` holds now, if any: the new one gets its owner, group and
+/// permission bits, whatever the umask (a root host rewriting a user's group-shared file left
+/// it root's, the umask's mode, before). Where the process may not give the file the old owner
+/// (a host that is not root rewriting another account's file), it stays the process's; where
+/// it may not give it the old group either, the group's permission bits are cleared rather
+/// than granted to the process's own group. A set-ID bit is never kept: the content it vouched
+/// for is gone (docs/decisions.md, "capability-fs"). A new file follows the umask.
 pub(crate) fn write_atomic(
     dir: BorrowedFd<'_>,
     name: &OsStr,
     contents: &[u8],
-    mode: u32,
+    replaced: Option<&Stat>,
 ) -> SysResult<()> {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -424,13 +437,18 @@ pub(crate) fn write_atomic(
         std::process::id(),
         TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
     );
+    // A replacement is made private and given its mode once its owner is settled.
+    let created = if replaced.is_some() { 0o600 } else { 0o644 };
     let fd = rustix::fs::openat(
         dir,
         temp.as_str(),
         OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(mode & 0o777),
+        Mode::from_raw_mode(created),
     )?;
     let result = (|| -> SysResult<()> {
+        if let Some(old) = replaced {
+            keep_owner_and_mode(fd.as_fd(), old)?;
+        }
         let mut file = std::fs::File::from(fd);
         file.write_all(contents)?;
         file.sync_all()?;
@@ -444,6 +462,26 @@ pub(crate) fn write_atomic(
         let _ = rustix::fs::fsync(dir);
     }
     result
+}
+
+/// Gives `fd` the owner, group and permission bits of `old`, as far as the process may
+/// ([`write_atomic`]).
+fn keep_owner_and_mode(fd: BorrowedFd<'_>, old: &Stat) -> SysResult<()> {
+    use rustix::fs::{Gid, Uid};
+    let (uid, gid) = (Uid::from_raw(old.uid), Gid::from_raw(old.gid));
+    let mut mode = old.mode & 0o777;
+    if let Err(e) = rustix::fs::fchown(fd, Some(uid), Some(gid)) {
+        if e != rustix::io::Errno::PERM {
+            return Err(e.into());
+        }
+        match rustix::fs::fchown(fd, None, Some(gid)) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::PERM) => mode &= !0o070,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    rustix::fs::fchmod(fd, Mode::from_raw_mode(mode))?;
+    Ok(())
 }
 
 /// Appends `contents` to `name` in `dir`, creating it (mode 0644) when missing; never follows a

@@ -2887,3 +2887,120 @@ fn what_a_tool_writes_is_data_and_the_places_it_names_are_still_gated() {
     }
     assert!(!Path::new("/etc/x").exists());
 }
+
+// guarantee: G-FS-13
+/// `write_file` over an existing file replaces it whole (a new file renamed over it), and the
+/// file it leaves is the one that was there in everything but its content: its owner, group
+/// and mode, whatever the process's umask, in both modes. A root host that rewrote a user's
+/// group-shared file (`0660`, alice:devs) left it root's, `0640` under umask 022: the user and
+/// the group lost their own file. A set-ID bit is not kept (the content it vouched for is
+/// gone), and a file that did not exist follows the umask as any new file does.
+#[test]
+fn a_rewritten_file_keeps_its_owner_group_and_mode() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt, chown};
+    let env = Env::new();
+    let out = env.root.join("work/out");
+    let p = env.path("p.toml");
+    let set_mode = |name: &str, mode: u32| {
+        std::fs::set_permissions(out.join(name), std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    let meta = |name: &str| std::fs::metadata(out.join(name)).unwrap();
+    for mode in [&[][..], &["--capsule"][..]] {
+        let _ = std::fs::remove_file(out.join("new.txt"));
+        std::fs::write(out.join("mine.txt"), "old").unwrap();
+        set_mode("mine.txt", 0o664);
+        std::fs::write(out.join("setid"), "old").unwrap();
+        set_mode("setid", 0o6755);
+        std::fs::write(out.join("shared.txt"), "old").unwrap();
+        set_mode("shared.txt", 0o660);
+        // Another account's file: only a root host can make one (CI runs as root).
+        let theirs =
+            std::os::unix::fs::chown(out.join("shared.txt"), Some(1000), Some(1001)).is_ok();
+        let write = |name: &str| {
+            let call = serde_json::json!({"path": out.join(name), "content": "new"}).to_string();
+            let mut argv = vec!["call"];
+            argv.extend_from_slice(mode);
+            argv.extend(["--personality", &p, "write_file", &call]);
+            let done = Command::new("sh")
+                .arg("-c")
+                .arg("umask 077 && exec \"$@\"")
+                .arg("sh")
+                .arg(env!("CARGO_BIN_EXE_toolcap"))
+                .args(&argv)
+                .env("XDG_DATA_HOME", env.root.join("data"))
+                .env("HOME", &env.root)
+                .env_remove("RUST_LOG")
+                .current_dir(env.root.join("work"))
+                .output()
+                .unwrap();
+            assert_eq!(code(&done), 0, "{mode:?} {name}: {}", stderr(&done));
+            assert_eq!(std::fs::read_to_string(out.join(name)).unwrap(), "new");
+        };
+        for name in ["mine.txt", "setid", "shared.txt", "new.txt"] {
+            write(name);
+        }
+        assert_eq!(
+            meta("mine.txt").mode() & 0o7777,
+            0o664,
+            "{mode:?}: the mode, not the umask"
+        );
+        assert_eq!(
+            meta("setid").mode() & 0o7777,
+            0o755,
+            "{mode:?}: set-ID bits dropped"
+        );
+        assert_eq!(
+            meta("new.txt").mode() & 0o7777,
+            0o600,
+            "{mode:?}: a new file follows the umask"
+        );
+        let shared = meta("shared.txt");
+        assert_eq!(shared.mode() & 0o7777, 0o660, "{mode:?}");
+        if theirs {
+            assert_eq!(
+                (shared.uid(), shared.gid()),
+                (1000, 1001),
+                "{mode:?}: owner and group kept"
+            );
+        }
+    }
+    // A host that is not root, rewriting another account's file in a directory it may write:
+    // the file becomes its own, and the old group's bits are not handed to its own group.
+    if chown(out.join("shared.txt"), Some(1000), Some(1001)).is_err() {
+        return;
+    }
+    let bin = env.root.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_toolcap"), bin.join("toolcap")).unwrap();
+    let nobody = env.root.join("nobody");
+    std::fs::create_dir(&nobody).unwrap();
+    chown(&nobody, Some(65534), Some(65534)).unwrap();
+    chown(&out, Some(65534), Some(65534)).unwrap();
+    for dir in [&env.root, &env.root.join("work"), &bin] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(
+        env.root.join("p.toml"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    set_mode("shared.txt", 0o664);
+    let call = serde_json::json!({"path": out.join("shared.txt"), "content": "by nobody"});
+    let done = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(bin.join("toolcap"))
+        .args(["call", "--personality", &p, "write_file", &call.to_string()])
+        .env("XDG_DATA_HOME", nobody.join("data"))
+        .env("HOME", &nobody)
+        .env_remove("RUST_LOG")
+        .current_dir(&nobody)
+        .output()
+        .unwrap_or_else(|e| panic!("setpriv (util-linux) is needed here: {e}"));
+    assert_eq!(code(&done), 0, "as nobody: {}", stderr(&done));
+    let shared = meta("shared.txt");
+    assert_eq!(
+        (shared.uid(), shared.gid(), shared.mode() & 0o7777),
+        (65534, 65534, 0o604),
+        "the writer's file, without the group's bits"
+    );
+}
