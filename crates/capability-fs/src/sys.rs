@@ -420,7 +420,9 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// it root's, the umask's mode, before). Where the process may not give the file the old owner
 /// (a host that is not root rewriting another account's file), it stays the process's; where
 /// it may not give it the old group either, the group's permission bits are cleared rather
-/// than granted to the process's own group. A set-ID bit is never kept: the content it vouched
+/// than granted to the process's own group. A file the process may not write is refused, as
+/// an in-place write would be (`EACCES`), though its directory would let it be replaced. A
+/// set-ID bit is never kept: the content it vouched
 /// for is gone (docs/decisions.md, "capability-fs"). A new file follows the umask.
 pub(crate) fn write_atomic(
     dir: BorrowedFd<'_>,
@@ -437,6 +439,11 @@ pub(crate) fn write_atomic(
         std::process::id(),
         TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
     );
+    // A file the process may not write (its owner made it read-only) is not replaced from
+    // around its permission bits: an in-place write would fail, and so does this one.
+    if replaced.is_some() {
+        rustix::fs::accessat(dir, name, rustix::fs::Access::WRITE_OK, AtFlags::EACCESS)?;
+    }
     // A replacement is made private and given its mode once its owner is settled.
     let created = if replaced.is_some() { 0o600 } else { 0o644 };
     let fd = rustix::fs::openat(

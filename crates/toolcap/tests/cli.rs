@@ -2984,7 +2984,8 @@ fn a_rewritten_file_keeps_its_owner_group_and_mode() {
         std::fs::Permissions::from_mode(0o644),
     )
     .unwrap();
-    set_mode("shared.txt", 0o664);
+    // Writable by every account (an in-place write by `nobody` would succeed), another's.
+    set_mode("shared.txt", 0o666);
     let call = serde_json::json!({"path": out.join("shared.txt"), "content": "by nobody"});
     let done = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
@@ -3000,7 +3001,44 @@ fn a_rewritten_file_keeps_its_owner_group_and_mode() {
     let shared = meta("shared.txt");
     assert_eq!(
         (shared.uid(), shared.gid(), shared.mode() & 0o7777),
-        (65534, 65534, 0o604),
+        (65534, 65534, 0o606),
         "the writer's file, without the group's bits"
     );
+    // A file its owner made read-only is not replaced from around its permission bits: an
+    // in-place write would fail, and so does this one, leaving it as it was. Root may write
+    // it, as root may write any file, and it stays read-only.
+    std::fs::write(out.join("locked.txt"), "kept").unwrap();
+    chown(out.join("locked.txt"), Some(65534), Some(65534)).unwrap();
+    set_mode("locked.txt", 0o444);
+    let call = serde_json::json!({"path": out.join("locked.txt"), "content": "lost"});
+    let refused = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(bin.join("toolcap"))
+        .args(["call", "--personality", &p, "write_file", &call.to_string()])
+        .env("XDG_DATA_HOME", nobody.join("data"))
+        .env("HOME", &nobody)
+        .env_remove("RUST_LOG")
+        .current_dir(&nobody)
+        .output()
+        .unwrap();
+    assert_eq!(code(&refused), 1, "{}", stderr(&refused));
+    assert!(
+        stdout_json(&refused)["error"]
+            .as_str()
+            .unwrap()
+            .contains("permission denied"),
+        "{}",
+        String::from_utf8_lossy(&refused.stdout)
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("locked.txt")).unwrap(),
+        "kept"
+    );
+    let by_root = env.toolcap(&["call", "--personality", &p, "write_file", &call.to_string()]);
+    assert_eq!(code(&by_root), 0, "{}", stderr(&by_root));
+    assert_eq!(
+        std::fs::read_to_string(out.join("locked.txt")).unwrap(),
+        "lost"
+    );
+    assert_eq!(meta("locked.txt").mode() & 0o7777, 0o444);
 }
