@@ -270,6 +270,27 @@ pub fn whole_lines_len(tail: &[u8]) -> Option<usize> {
     tail.iter().rposition(|b| *b == b'\n').map(|i| i + 1)
 }
 
+/// How every line of a JSON-lines audit file begins: an [`AuditEvent`] is written with its
+/// `timestamp_ms` first.
+pub const EVENT_LINE_START: &str = "{\"timestamp_ms\":";
+
+/// Whether `text` is where an event's line could begin: it begins as every event's line does
+/// ([`EVENT_LINE_START`]) or, cut short, is the beginning of that. A host opening an audit file
+/// reads its first line so, and cuts a partial last line only when it is so: a file that is not
+/// an audit file (`--audit notes.md`) loses nothing (docs/policy.md, "Audit").
+///
+/// ```
+/// use capability_core::begins_an_event;
+/// assert!(begins_an_event(b"{\"timestamp_ms\":1795\n"));
+/// assert!(begins_an_event(b"{\"times"));
+/// assert!(!begins_an_event(b"my notes"));
+/// assert!(!begins_an_event(b""));
+/// ```
+pub fn begins_an_event(text: &[u8]) -> bool {
+    let start = EVENT_LINE_START.as_bytes();
+    !text.is_empty() && (text.starts_with(start) || start.starts_with(text))
+}
+
 /// Keeps events in memory; for tests and for hosts that forward events themselves.
 #[derive(Debug, Default)]
 pub struct MemoryAuditSink {
@@ -344,6 +365,18 @@ pub(crate) fn emit(event: &AuditEvent, sink: Option<&dyn AuditSink>) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_event_line_begins_as_audit_files_are_recognised() {
+        let event = AuditEvent::new(AuditKind::ToolCalled, "s", Some("p"), "c", "t");
+        let line = serde_json::to_vec(&event).unwrap();
+        assert!(
+            line.starts_with(EVENT_LINE_START.as_bytes()),
+            "{}",
+            String::from_utf8_lossy(&line)
+        );
+        assert!(begins_an_event(&line));
+    }
 
     #[test]
     fn json_lines_shape() {

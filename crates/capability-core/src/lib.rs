@@ -52,8 +52,8 @@ pub use capability_policy::{
 
 pub use crate::attachments::{Attachment, AttachmentCache};
 pub use crate::audit::{
-    AuditError, AuditEvent, AuditKind, AuditSink, DurableWrite, FsyncPolicy, JsonLinesAuditSink,
-    MemoryAuditSink, whole_lines_len,
+    AuditError, AuditEvent, AuditKind, AuditSink, DurableWrite, EVENT_LINE_START, FsyncPolicy,
+    JsonLinesAuditSink, MemoryAuditSink, begins_an_event, whole_lines_len,
 };
 pub use crate::escalation::{
     ApprovalHandler, ApprovalRequest, EscalationSubject, mask_arguments, mask_arguments_with, shown,

@@ -1803,7 +1803,7 @@ fn an_audit_file_shared_by_processes_stays_whole_lines() {
         .append(true)
         .open(&audit)
         .unwrap()
-        .write_all(br#"{"kind":"tool_called","tor"#)
+        .write_all(br#"{"timestamp_ms":1795789424397,"event":"tool_ca"#)
         .unwrap();
     writeln!(
         stdin,
@@ -1964,7 +1964,7 @@ fn an_audit_path_planted_by_another_account_is_refused() {
         // truncate the record. Refused, the file left as it was.
         // Its last line has no end, so a trim before the refusal would show.
         let forgeable = env.root.join("forgeable.jsonl");
-        std::fs::write(&forgeable, "{\"torn").unwrap();
+        std::fs::write(&forgeable, "{\"timestamp_ms\":17").unwrap();
         std::fs::set_permissions(&forgeable, std::fs::Permissions::from_mode(0o666)).unwrap();
         let out = call(&forgeable);
         assert_eq!(code(&out), 2, "{}", stderr(&out));
@@ -1975,7 +1975,10 @@ fn an_audit_path_planted_by_another_account_is_refused() {
             stderr(&out)
         );
         assert!(out.stdout.is_empty(), "the call ran");
-        assert_eq!(std::fs::read_to_string(&forgeable).unwrap(), "{\"torn");
+        assert_eq!(
+            std::fs::read_to_string(&forgeable).unwrap(),
+            "{\"timestamp_ms\":17"
+        );
         std::fs::set_permissions(&forgeable, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert_eq!(code(&call(&forgeable)), 0);
     }
@@ -3041,4 +3044,74 @@ fn a_rewritten_file_keeps_its_owner_group_and_mode() {
         "lost"
     );
     assert_eq!(meta("locked.txt").mode() & 0o7777, 0o444);
+}
+
+// guarantee: G-CLI-03
+/// `--audit` given a file that is not an audit file (a slip of the path: `--audit notes.md`)
+/// is refused before anything is written to it or cut from it. Before, toolcap took a last
+/// line without a newline for an event torn by a kill and cut it off, then appended its events
+/// to the notes. A foreign partial line appended to a real audit file is not cut either: the
+/// event that would follow it fails, and with it the call, the file as it was. A torn event is
+/// still trimmed.
+#[test]
+fn an_audit_path_that_is_not_an_audit_file_loses_nothing() {
+    let env = Env::new();
+    let p = env.path("p.toml");
+    let call = |audit: &str| {
+        env.toolcap(&[
+            "call",
+            "--personality",
+            &p,
+            "--audit",
+            audit,
+            "read_file",
+            r#"{"path":"notes.md"}"#,
+        ])
+    };
+    let private = |path: &str, text: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    };
+    for text in [
+        "my notes\nthe last line, without a newline",
+        "my notes\n",
+        "{\"a\":1}\n",
+    ] {
+        let notes = env.path("work/out/notes.txt");
+        private(&notes, text);
+        let out = call(&notes);
+        assert_eq!(code(&out), 2, "{text:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("is not an audit file"),
+            "{}",
+            stderr(&out)
+        );
+        assert_eq!(std::fs::read_to_string(&notes).unwrap(), text, "untouched");
+    }
+    // A real audit file: a torn event is trimmed, a foreign tail is not.
+    let audit = env.path("work/out/audit.jsonl");
+    let first = call(&audit);
+    assert_eq!(code(&first), 0, "{}", stderr(&first));
+    let whole = std::fs::read_to_string(&audit).unwrap();
+    private(&audit, &format!("{whole}{{\"timestamp_ms\":17"));
+    assert_eq!(code(&call(&audit)), 0);
+    let after = std::fs::read_to_string(&audit).unwrap();
+    assert!(
+        after.starts_with(&whole) && !after.contains("\"timestamp_ms\":17\n"),
+        "{after}"
+    );
+    assert!(
+        after.lines().all(|l| l.starts_with("{\"timestamp_ms\":")),
+        "{after}"
+    );
+    let foreign = format!("{after}a note typed at the end");
+    private(&audit, &foreign);
+    let out = call(&audit);
+    assert_ne!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        std::fs::read_to_string(&audit).unwrap(),
+        foreign,
+        "nothing cut, nothing glued"
+    );
 }

@@ -6,7 +6,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use capability_core::{AuditSink, DurableWrite, FsyncPolicy, JsonLinesAuditSink};
+use capability_core::{AuditSink, DurableWrite, EVENT_LINE_START, FsyncPolicy, JsonLinesAuditSink};
 
 use crate::Usage;
 
@@ -155,6 +155,16 @@ pub(crate) fn audit_file(path: &Path) -> Result<Arc<dyn AuditSink>, Usage> {
     }
     let regular = meta.file_type().is_file();
     if regular {
+        // Not an audit file (a slip of the path: `--audit notes.md`): nothing is written to it
+        // or cut from it.
+        let mut start = [0u8; EVENT_LINE_START.len()];
+        let read = read_at_most(&file, &mut start).map_err(cannot)?;
+        if read > 0 && !capability_core::begins_an_event(&start[..read]) {
+            return Err(Usage(format!(
+                "{shown} is not an audit file: it does not begin with an audit event; give \
+                 the path of a new file, or of one toolcap has written its audit to"
+            )));
+        }
         lock_briefly(&file).map_err(cannot)?;
         let trimmed = trim_torn_tail(&mut file);
         file.unlock().map_err(cannot)?;
@@ -170,9 +180,24 @@ pub(crate) fn audit_file(path: &Path) -> Result<Arc<dyn AuditSink>, Usage> {
     )))
 }
 
-/// Trims a partial last line (a write cut short by a kill) from a JSON-lines file; a file that
-/// ends in a newline, or whose last 1 MiB holds none, is left as it is. The caller holds the
-/// file's lock.
+/// Reads the first bytes of `file` into `buf`, as many as there are: how many.
+fn read_at_most(file: &std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    use std::os::unix::fs::FileExt as _;
+    let mut read = 0;
+    while read < buf.len() {
+        match file.read_at(&mut buf[read..], read as u64)? {
+            0 => break,
+            n => read += n,
+        }
+    }
+    Ok(read)
+}
+
+/// Trims a partial last line (a write cut short by a kill) from a JSON-lines audit file; a
+/// file that ends in a newline, or whose last 1 MiB holds none, is left as it is. A partial
+/// last line that is not the beginning of an event (text someone appended) is not cut: that is
+/// an error, and the event that would have followed it fails. The caller holds the file's
+/// lock.
 pub(crate) fn trim_torn_tail(file: &mut std::fs::File) -> std::io::Result<()> {
     use std::io::{Read as _, Seek as _, SeekFrom};
     use std::os::unix::fs::FileExt as _;
@@ -191,12 +216,19 @@ pub(crate) fn trim_torn_tail(file: &mut std::fs::File) -> std::io::Result<()> {
     file.seek(SeekFrom::Start(start))?;
     let mut tail = Vec::new();
     file.take(WINDOW).read_to_end(&mut tail)?;
-    match capability_core::whole_lines_len(&tail) {
-        Some(whole) if whole < tail.len() => file.set_len(start + whole as u64),
+    let whole = match capability_core::whole_lines_len(&tail) {
+        Some(whole) => whole,
         // A file of one torn line: nothing in it was acknowledged.
-        None if start == 0 => file.set_len(0),
-        _ => Ok(()),
+        None if start == 0 => 0,
+        None => return Ok(()),
+    };
+    if !capability_core::begins_an_event(&tail[whole..]) {
+        return Err(std::io::Error::other(
+            "the audit file ends in a partial line that is not an audit event (text appended \
+             to it?); it is left as it is, and no event is appended after it",
+        ));
     }
+    file.set_len(start + whole as u64)
 }
 
 #[cfg(test)]
@@ -204,14 +236,15 @@ mod tests {
     use super::*;
 
     // guarantee: G-REG-08
+    // guarantee: G-CLI-03
     #[test]
     fn a_torn_last_line_is_trimmed_and_whole_files_are_left_alone() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
         for (before, after) in [
             ("{\"a\":1}\n{\"b\":2}\n", "{\"a\":1}\n{\"b\":2}\n"),
-            ("{\"a\":1}\n{\"b\"", "{\"a\":1}\n"),
-            ("{\"torn", ""),
+            ("{\"a\":1}\n{\"timestamp_ms\":1", "{\"a\":1}\n"),
+            ("{\"times", ""),
             ("", ""),
         ] {
             std::fs::write(&path, before).unwrap();
@@ -222,6 +255,17 @@ mod tests {
                 .unwrap();
             trim_torn_tail(&mut file).unwrap();
             assert_eq!(std::fs::read_to_string(&path).unwrap(), after, "{before:?}");
+        }
+        // A partial last line that no event begins is not cut.
+        for before in ["{\"a\":1}\na note", "a note"] {
+            std::fs::write(&path, before).unwrap();
+            let mut file = OpenOptions::new()
+                .read(true)
+                .append(true)
+                .open(&path)
+                .unwrap();
+            assert!(trim_torn_tail(&mut file).is_err(), "{before:?}");
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
         }
     }
 }
