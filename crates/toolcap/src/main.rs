@@ -88,6 +88,10 @@ enum Command {
         /// directory) or a redis:// URL.
         #[arg(long, value_name = "PATH|URL")]
         store: Option<String>,
+        /// The store, read from this environment variable: a Redis URL's password stays out of
+        /// the process list, where every local account can read a command line.
+        #[arg(long, value_name = "VAR", conflicts_with = "store")]
+        store_env: Option<String>,
         /// Append audit events (JSON lines) to this file.
         #[arg(long, value_name = "FILE")]
         audit: Option<PathBuf>,
@@ -357,6 +361,7 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
             workdir,
             session,
             store,
+            store_env,
             audit,
             ask,
             capsule,
@@ -368,10 +373,7 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
             known_tool(&tool)?;
             let filter = filter.filter()?;
             let attachments = host::attachments(&attach)?;
-            let store = match store {
-                Some(s) => Store::parse(&s),
-                None => Store::Embedded(host::default_store("state.redb")?),
-            };
+            let store = host::store(store, store_env.as_deref())?;
             let own = own_files(audit.as_deref(), &store, None);
             let policy = Arc::new(host::load_policy_keeping(&personality, &own)?);
             let args = parse_args(&args_json)?;

@@ -35,6 +35,10 @@ pub(crate) enum McpCommand {
         /// redis:// URL.
         #[arg(long, value_name = "PATH|URL")]
         store: Option<String>,
+        /// The store, read from this environment variable: a Redis URL's password stays out of
+        /// the process list, where every local account can read a command line.
+        #[arg(long, value_name = "VAR", conflicts_with = "store")]
+        store_env: Option<String>,
         /// Append audit events (JSON lines, one session id per MCP connection) to this file.
         #[arg(long, value_name = "FILE")]
         audit: Option<PathBuf>,
@@ -179,6 +183,7 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
             personality,
             workdir,
             store,
+            store_env,
             audit,
             capsule,
             http,
@@ -188,10 +193,7 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
             filter,
         } => {
             let filter = filter.filter()?;
-            let store = match store {
-                Some(s) => Store::parse(&s),
-                None => Store::Embedded(host::default_store("state.redb")?),
-            };
+            let store = host::store(store, store_env.as_deref())?;
             let mut own = crate::own_files(audit.as_deref(), &store, None);
             own.extend(http_args.token_file.as_deref());
             let policy = Arc::new(host::load_policy_keeping(&personality, &own)?);

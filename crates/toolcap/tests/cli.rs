@@ -3115,3 +3115,99 @@ fn an_audit_path_that_is_not_an_audit_file_loses_nothing() {
         "nothing cut, nothing glued"
     );
 }
+
+#[path = "../../capability-kv/tests/support/mod.rs"]
+mod redis_support;
+
+// guarantee: G-KV-04
+/// A Redis store's password need not be on the command line, where every local account reads
+/// it in the process list (`/proc/<pid>/cmdline`): `--store-env VAR` reads the store from an
+/// environment variable, as `--token-env` reads a token. A password given in `--store` still
+/// works, with a warning that says where it can be read and what to do instead.
+#[test]
+fn a_store_url_with_a_password_can_come_from_the_environment() {
+    let env = Env::new();
+    let p = env.path("p.toml");
+    let server = redis_support::RedisServer::start_with(&["--requirepass", "pa@ss"]);
+    let url = server.url.replace("redis://", "redis://:pa@ss@");
+    let with_env = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_toolcap"))
+            .args(args)
+            .env("TOOLCAP_TEST_STORE", &url)
+            .env("XDG_DATA_HOME", env.root.join("data"))
+            .env("HOME", &env.root)
+            .env_remove("RUST_LOG")
+            .current_dir(env.root.join("work"))
+            .output()
+            .unwrap()
+    };
+    let set = with_env(&[
+        "call",
+        "--personality",
+        &p,
+        "--store-env",
+        "TOOLCAP_TEST_STORE",
+        "kv_set",
+        r#"{"key": "k", "value": 7}"#,
+    ]);
+    assert_eq!(
+        code(&set),
+        0,
+        "{}{}",
+        String::from_utf8_lossy(&set.stdout),
+        stderr(&set)
+    );
+    assert!(stderr(&set).is_empty(), "no warning: {}", stderr(&set));
+    // The same store named on the command line: it works, and says so.
+    let get = env.toolcap(&[
+        "call",
+        "--personality",
+        &p,
+        "--store",
+        &url,
+        "kv_get",
+        r#"{"key": "k"}"#,
+    ]);
+    assert_eq!(
+        stdout_json(&get),
+        serde_json::json!({"ok": true, "value": 7})
+    );
+    let warning = stderr(&get);
+    assert!(
+        warning.contains("process list")
+            && warning.contains("--store-env")
+            && !warning.contains("pa@ss"),
+        "{warning}"
+    );
+    // A variable that is not set, or both at once: usage errors.
+    let unset = env.toolcap(&[
+        "call",
+        "--personality",
+        &p,
+        "--store-env",
+        "TOOLCAP_TEST_UNSET",
+        "kv_get",
+        r#"{"key": "k"}"#,
+    ]);
+    assert_eq!(code(&unset), 2, "{}", stderr(&unset));
+    assert!(
+        stderr(&unset).contains("TOOLCAP_TEST_UNSET"),
+        "{}",
+        stderr(&unset)
+    );
+    let both = with_env(&[
+        "call",
+        "--personality",
+        &p,
+        "--store",
+        &url,
+        "--store-env",
+        "TOOLCAP_TEST_STORE",
+        "kv_get",
+        r#"{"key": "k"}"#,
+    ]);
+    assert_eq!(code(&both), 2, "{}", stderr(&both));
+    assert!(!stderr(&both).contains("pa@ss"), "{}", stderr(&both));
+    let help = env.toolcap(&["mcp", "serve", "--help"]);
+    assert!(String::from_utf8_lossy(&help.stdout).contains("--store-env"));
+}

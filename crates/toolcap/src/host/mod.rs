@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use capability_core::CompiledPolicy;
 use capability_core::PolicyFormat;
+use capability_tools::Store;
 
 use crate::Usage;
 
@@ -359,6 +360,41 @@ pub(crate) fn workdir(given: Option<PathBuf>) -> Result<PathBuf, Usage> {
             dir.display()
         ))),
         Err(e) => Err(Usage(format!("working directory {}: {e}", dir.display()))),
+    }
+}
+
+/// The key-value store of `--store` or `--store-env` (which clap keeps from being given
+/// together), or the default embedded one. A Redis URL with credentials on the command line
+/// works, with a warning: every local account can read a command line in the process list.
+pub(crate) fn store(given: Option<String>, env: Option<&str>) -> Result<Store, Usage> {
+    match (given, env) {
+        (_, Some(var)) => match std::env::var(var) {
+            Ok(text) if !text.trim().is_empty() => Ok(Store::parse(text.trim())),
+            _ => Err(Usage(format!(
+                "--store-env: the environment variable {var} is not set, empty or not UTF-8"
+            ))),
+        },
+        (Some(text), None) => {
+            let store = Store::parse(&text);
+            let credentials = |url: &str| {
+                url.contains('@')
+                    || url
+                        .split_once('?')
+                        .is_some_and(|(_, query)| query.to_ascii_lowercase().contains("pass"))
+            };
+            if let Store::Redis(url) = &store
+                && credentials(url)
+            {
+                crate::errln!(
+                    "toolcap: warning: the --store URL ({}) carries credentials, which every \
+                     local account can read in the process list; give it in an environment \
+                     variable with --store-env VAR instead",
+                    capability_kv::shown_redis_url(url)
+                );
+            }
+            Ok(store)
+        }
+        (None, None) => Ok(Store::Embedded(default_store("state.redb")?)),
     }
 }
 
