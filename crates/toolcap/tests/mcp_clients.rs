@@ -884,7 +884,8 @@ fn mcp_config_writes_a_table_the_real_codex_reads() {
 /// a symlink (into a dotfiles directory, or a project's `.mcp.json` linking elsewhere) is
 /// refused, the link and the file it names left as they were, and the message gives the path to
 /// pass as `--file`; written there, the file keeps its permissions. A project's directory that
-/// links outside the project is refused too. A file with a key twice
+/// links outside the project is refused too. A file rewritten keeps its owner and group. A file
+/// with a key twice
 /// (which a parser would read as its last, dropping the servers of the first) is refused and
 /// left exactly as it was.
 #[test]
@@ -940,6 +941,19 @@ fn mcp_config_write_refuses_links_and_keys_given_twice_and_keeps_permissions() {
     );
     let mode = std::fs::metadata(&kept).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o644);
+    // Its owner and group too: root (`sudo toolcap mcp config --write`) writing a user's
+    // private file left it root's, and the user's client could no longer read it. Only root
+    // can give a file to another account (CI runs as root).
+    if std::os::unix::fs::chown(&kept, Some(1000), Some(1001)).is_ok() {
+        std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(write(Path::new(&target)).status.code(), Some(0));
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(&kept).unwrap();
+        assert_eq!(
+            (meta.uid(), meta.gid(), meta.mode() & 0o777),
+            (1000, 1001, 0o600)
+        );
+    }
     // A new file is its owner's alone.
     let fresh = scratch.root.join("fresh.json");
     assert_eq!(write(&fresh).status.code(), Some(0));

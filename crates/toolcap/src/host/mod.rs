@@ -648,8 +648,8 @@ pub(crate) fn stays_within(path: &Path, root: &Path) -> Result<(), Usage> {
 
 /// Replaces `path` with `contents` atomically (a temporary file in the same directory, synced,
 /// then renamed over it), creating the directory if needed. A symlink is refused, not replaced
-/// or written through; a file that existed keeps its permissions; a new file is private to its
-/// owner.
+/// or written through; a file that existed keeps its owner, group and permission bits (as far
+/// as this process may give them); a new file is private to its owner.
 pub(crate) fn write_private_atomically(path: &Path, contents: &[u8]) -> Result<(), Usage> {
     use std::io::Write as _;
     not_a_link(path)?;
@@ -661,11 +661,31 @@ pub(crate) fn write_private_atomically(path: &Path, contents: &[u8]) -> Result<(
         .map_err(|e| Usage(format!("cannot create {}: {e}", dir.display())))?;
     let mut temp = tempfile::NamedTempFile::new_in(dir)
         .map_err(|e| Usage(format!("cannot write in {}: {e}", dir.display())))?;
-    let kept = std::fs::metadata(path).ok().map(|m| m.permissions());
+    let kept = std::fs::metadata(path).ok();
     temp.write_all(contents)
         .and_then(|()| temp.write_all(b"\n"))
-        .and_then(|()| match kept {
-            Some(permissions) => temp.as_file().set_permissions(permissions),
+        .and_then(|()| match &kept {
+            // The file the client reads keeps its owner and group (root, through `sudo`,
+            // writing a user's file left it root's: the user's client could no longer read a
+            // private one), as far as this process may give them, and its permissions.
+            // Where it may not give the group either, the group's bits are not handed to its
+            // own group (as `write_file` does: docs/decisions.md, "capability-fs").
+            Some(meta) => {
+                use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _, fchown};
+                let given = |owner: Option<u32>| -> std::io::Result<bool> {
+                    match fchown(temp.as_file(), owner, Some(meta.gid())) {
+                        Ok(()) => Ok(true),
+                        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Ok(false),
+                        Err(e) => Err(e),
+                    }
+                };
+                let mut mode = meta.permissions().mode() & 0o777;
+                if !given(Some(meta.uid()))? && !given(None)? {
+                    mode &= !0o070;
+                }
+                temp.as_file()
+                    .set_permissions(std::fs::Permissions::from_mode(mode))
+            }
             None => Ok(()),
         })
         .and_then(|()| temp.as_file().sync_all())
