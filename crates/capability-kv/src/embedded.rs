@@ -598,6 +598,15 @@ impl RawStore for EmbeddedStore {
     }
 
     async fn list(&self, namespace: &str, prefix: &str) -> Result<Vec<String>, CapabilityError> {
+        self.list_limited(namespace, prefix, usize::MAX).await
+    }
+
+    async fn list_limited(
+        &self,
+        namespace: &str,
+        prefix: &str,
+        max: usize,
+    ) -> Result<Vec<String>, CapabilityError> {
         let start = encode_key(namespace, prefix);
         let head = encode_key(namespace, "").len();
         let now = now_ms();
@@ -616,6 +625,7 @@ impl RawStore for EmbeddedStore {
             }
             if live(v.value(), now) {
                 keys.push(String::from_utf8_lossy(&k[head..]).into_owned());
+                crate::check_list_limit(prefix, keys.len(), max)?;
             }
         }
         Ok(keys)

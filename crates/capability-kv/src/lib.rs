@@ -61,6 +61,10 @@ pub struct KvLimits {
     pub max_key: usize,
     /// Longest value, as JSON, in bytes (default 1 MiB).
     pub max_value: usize,
+    /// Most keys one listing returns (default 100,000, as a directory listing's
+    /// `FsConfig::max_entries`): past it the listing fails, naming the limit, without reading
+    /// the rest.
+    pub max_list: usize,
 }
 
 impl Default for KvLimits {
@@ -68,6 +72,7 @@ impl Default for KvLimits {
         Self {
             max_key: 1024,
             max_value: 1024 * 1024,
+            max_list: 100_000,
         }
     }
 }
@@ -81,6 +86,11 @@ impl KvLimits {
     /// Sets the value limit.
     pub fn max_value(mut self, bytes: usize) -> Self {
         self.max_value = bytes;
+        self
+    }
+    /// Sets the listing limit.
+    pub fn max_list(mut self, keys: usize) -> Self {
+        self.max_list = keys;
         self
     }
 }
@@ -117,6 +127,36 @@ pub trait RawStore: Send + Sync + fmt::Debug {
     async fn delete(&self, namespace: &str, key: &str) -> Result<bool, CapabilityError>;
     /// Live keys of `namespace` starting with `prefix` (exact case), sorted.
     async fn list(&self, namespace: &str, prefix: &str) -> Result<Vec<String>, CapabilityError>;
+    /// [`list`](Self::list) when at most `max` keys start with `prefix`; more are refused
+    /// (`execution_failed`, naming the limit) — [`KvLimits::max_list`]. A store that can should
+    /// stop reading once it has found `max + 1`.
+    async fn list_limited(
+        &self,
+        namespace: &str,
+        prefix: &str,
+        max: usize,
+    ) -> Result<Vec<String>, CapabilityError> {
+        let mut keys = self.list(namespace, prefix).await?;
+        keys.sort();
+        keys.dedup();
+        check_list_limit(prefix, keys.len(), max)?;
+        Ok(keys)
+    }
+}
+
+/// Refuses a listing of `found` keys under `prefix` past the limit `max`.
+pub(crate) fn check_list_limit(
+    prefix: &str,
+    found: usize,
+    max: usize,
+) -> Result<(), CapabilityError> {
+    if found > max {
+        return Err(CapabilityError::failed(format!(
+            "more than {max} keys start with {prefix:?}, the most a listing returns; list with \
+             a longer prefix"
+        )));
+    }
+    Ok(())
 }
 
 /// Refuses a stored value of `len` bytes over the read limit `max`.

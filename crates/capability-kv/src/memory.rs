@@ -132,15 +132,27 @@ impl RawStore for MemoryStore {
     }
 
     async fn list(&self, namespace: &str, prefix: &str) -> Result<Vec<String>, CapabilityError> {
+        self.list_limited(namespace, prefix, usize::MAX).await
+    }
+
+    async fn list_limited(
+        &self,
+        namespace: &str,
+        prefix: &str,
+        max: usize,
+    ) -> Result<Vec<String>, CapabilityError> {
         let now = Instant::now();
         let Some(entries) = self.namespaces.get(namespace) else {
             return Ok(Vec::new());
         };
-        Ok(entries
+        let keys: Vec<String> = entries
             .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
             .take_while(|(k, _)| k.starts_with(prefix))
             .filter(|(_, e)| e.live(now))
             .map(|(k, _)| k.clone())
-            .collect())
+            .take(max.saturating_add(1))
+            .collect();
+        crate::check_list_limit(prefix, keys.len(), max)?;
+        Ok(keys)
     }
 }

@@ -189,11 +189,21 @@ impl RawStore for RedisStore {
     }
 
     async fn list(&self, namespace: &str, prefix: &str) -> Result<Vec<String>, CapabilityError> {
+        self.list_limited(namespace, prefix, usize::MAX).await
+    }
+
+    async fn list_limited(
+        &self,
+        namespace: &str,
+        prefix: &str,
+        max: usize,
+    ) -> Result<Vec<String>, CapabilityError> {
         let head = self.head(namespace);
         let pattern = format!("{}*", glob_escape(&format!("{head}{prefix}")));
         let mut conn = self.manager.clone();
         let mut cursor: u64 = 0;
-        let mut keys = Vec::new();
+        // Distinct: SCAN may return a key more than once.
+        let mut keys = std::collections::BTreeSet::new();
         loop {
             let (next, batch): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
                 .arg(cursor)
@@ -210,15 +220,16 @@ impl RawStore for RedisStore {
                 if let Some(rest) = full.strip_prefix(&head)
                     && rest.starts_with(prefix)
                 {
-                    keys.push(rest.to_owned());
+                    keys.insert(rest.to_owned());
                 }
             }
+            crate::check_list_limit(prefix, keys.len(), max)?;
             cursor = next;
             if cursor == 0 {
                 break;
             }
         }
-        Ok(keys)
+        Ok(keys.into_iter().collect())
     }
 }
 

@@ -114,7 +114,10 @@ impl KeyValueStore for ScopedKv {
                 self.limits.max_key
             )));
         }
-        let mut keys = self.store.list(&self.grant.namespace, prefix).await?;
+        let mut keys = self
+            .store
+            .list_limited(&self.grant.namespace, prefix, self.limits.max_list)
+            .await?;
         keys.sort();
         keys.dedup();
         Ok(keys)

@@ -300,10 +300,46 @@ async fn concurrency<S: RawStore + 'static>(store: Arc<S>, label: &str) {
     assert_eq!(listed, present, "{label}: list agrees with get");
 }
 
+/// A listing is bounded as a directory listing is (G-FS-08): past `KvLimits::max_list` keys
+/// under the prefix it fails, naming the limit, instead of gathering every key of a namespace
+/// (a model that set a million keys, a shared Redis) into memory and into the model's context.
+async fn listing_is_bounded<S: RawStore + 'static>(store: Arc<S>, label: &str) {
+    let backend = KvBackend::new(store, KvLimits::default().max_list(20));
+    let kv = scoped(&backend, "session:listing", None);
+    for i in 0..25 {
+        kv.set(&format!("many:{i:02}"), json!(i), None)
+            .await
+            .unwrap();
+    }
+    for i in 0..5 {
+        kv.set(&format!("few:{i}"), json!(i), None).await.unwrap();
+    }
+    for prefix in ["many:", ""] {
+        let err = kv.list(prefix).await.unwrap_err();
+        assert_eq!(
+            err.result_code(),
+            capability_types::ErrorCode::ExecutionFailed,
+            "{label}: {err}"
+        );
+        assert!(
+            err.to_string().contains("more than 20 keys"),
+            "{label}: {err}"
+        );
+    }
+    assert_eq!(kv.list("few:").await.unwrap().len(), 5, "{label}");
+    for i in 0..10 {
+        kv.delete(&format!("many:{i:02}")).await.unwrap();
+    }
+    assert_eq!(kv.list("many:").await.unwrap().len(), 15, "{label}");
+    // Exactly at the limit is within it.
+    assert_eq!(kv.list("").await.unwrap().len(), 20, "{label}");
+}
+
 // guarantee: G-KV-01
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_conforms() {
     conformance(MemoryStore::new(), "memory").await;
+    listing_is_bounded(MemoryStore::new(), "memory").await;
 }
 
 // guarantee: G-KV-01
@@ -315,6 +351,11 @@ async fn embedded_conforms() {
         "embedded",
     )
     .await;
+    listing_is_bounded(
+        EmbeddedStore::open(dir.path().join("listing.redb")).unwrap(),
+        "embedded",
+    )
+    .await;
 }
 
 // guarantee: G-KV-01
@@ -323,6 +364,13 @@ async fn redis_conforms() {
     let server = support::RedisServer::start();
     conformance(
         RedisStore::connect(&server.url, Some("conformance"))
+            .await
+            .unwrap(),
+        "redis",
+    )
+    .await;
+    listing_is_bounded(
+        RedisStore::connect(&server.url, Some("listing"))
             .await
             .unwrap(),
         "redis",
