@@ -53,6 +53,45 @@ pub struct ApprovalRequest {
     pub arguments: Value,
 }
 
+/// The most subjects one approval request puts before a person: more do not fit a screen, and a
+/// prompt whose first subjects have scrolled out of sight asks for what its reader cannot see.
+/// A call with more is refused without asking (`ESCALATION_REFUSED`); made in smaller calls,
+/// each is asked for on its own (docs/policy.md, "Escalation").
+pub const MAX_SUBJECTS_ASKED: usize = 32;
+
+impl ApprovalRequest {
+    /// The masked arguments as a prompt shows them: escaped as [`shown`] does, and cut after
+    /// about `max` bytes, saying how many were left out, so that a flood of arguments cannot push
+    /// the subjects out of sight. The subjects, never cut, are what is approved.
+    pub fn arguments_shown(&self, max: usize) -> String {
+        shown_at_most(&self.arguments.to_string(), max)
+    }
+}
+
+/// `text` escaped as [`shown`] escapes it, and cut after about `max` bytes (on a character's
+/// boundary), saying how many were left out.
+///
+/// ```
+/// use capability_core::shown_at_most;
+/// assert_eq!(shown_at_most("a\nb", 64), "a\\nb");
+/// assert_eq!(shown_at_most(&"x".repeat(100), 10), "xxxxxxxxxx… (90 more bytes not shown)");
+/// ```
+pub fn shown_at_most(text: &str, max: usize) -> String {
+    let text = shown(text);
+    if text.len() <= max {
+        return text.into_owned();
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!(
+        "{}… ({} more bytes not shown)",
+        &text[..cut],
+        text.len() - cut
+    )
+}
+
 /// Argument names whose values are masked wherever they appear (compared case-insensitively,
 /// as substrings: `github_token`, `X-Api-Key` and `password2` are all masked).
 const SENSITIVE: &[&str] = &[
@@ -314,6 +353,31 @@ fn collect_strings<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arguments_are_shown_escaped_and_cut_short() {
+        let request = |arguments: Value| ApprovalRequest {
+            session_id: "s".into(),
+            personality_id: None,
+            call_id: "c".into(),
+            tool: "t".into(),
+            subjects: Vec::new(),
+            arguments,
+        };
+        assert_eq!(
+            request(serde_json::json!({"path": "a\u{202e}.txt"})).arguments_shown(64),
+            r#"{"path":"a\u{202e}.txt"}"#
+        );
+        let long = request(serde_json::json!({"content": "x".repeat(1000)})).arguments_shown(64);
+        assert!(long.starts_with(r#"{"content":"xxx"#), "{long}");
+        assert!(long.ends_with("… (950 more bytes not shown)"), "{long}");
+        // Cut on a character's boundary.
+        let wide = request(serde_json::json!({"c": "é".repeat(100)})).arguments_shown(8);
+        assert!(
+            wide.starts_with(r#"{"c":"é"#) && wide.contains("more bytes not shown"),
+            "{wide}"
+        );
+    }
     use serde_json::json;
 
     // guarantee: G-REG-14

@@ -56,7 +56,8 @@ pub use crate::audit::{
     JsonLinesAuditSink, MemoryAuditSink, begins_an_event, whole_lines_len,
 };
 pub use crate::escalation::{
-    ApprovalHandler, ApprovalRequest, EscalationSubject, mask_arguments, mask_arguments_with, shown,
+    ApprovalHandler, ApprovalRequest, EscalationSubject, MAX_SUBJECTS_ASKED, mask_arguments,
+    mask_arguments_with, shown, shown_at_most,
 };
 pub use crate::filter::{ToolFilter, ToolFilterError};
 pub use crate::isolation::{IsolationKey, IsolationSelection, ToolIsolation};

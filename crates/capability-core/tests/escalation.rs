@@ -263,6 +263,40 @@ async fn every_way_of_not_approving_is_a_refusal_that_says_which() {
     }
 }
 
+/// A call with more subjects than a screen shows is refused without asking any handler, even
+/// one that approves everything, and its refusal names the first few and how many more.
+// guarantee: G-MCP-02
+#[tokio::test]
+async fn a_call_with_more_subjects_than_a_screen_shows_is_refused_unasked() {
+    let s = setup(Some(Answer::Yes));
+    let many: Vec<String> = (0..=capability_core::MAX_SUBJECTS_ASKED)
+        .map(|i| format!("/srv/out/releases/f{i}"))
+        .collect();
+    let got = one(&s, json!({"path": "releases/v1.tar", "also": many})).await;
+    assert!(
+        got.starts_with("ESCALATION_REFUSED: fs_reach.write ")
+            && got.contains(" more: ")
+            && got.ends_with("subjects are too many to show for approval (at most 32); make the call in smaller ones"),
+        "{got}"
+    );
+    assert!(
+        s.approver
+            .as_ref()
+            .unwrap()
+            .asked
+            .lock()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(s.runs.load(Ordering::SeqCst), 0);
+    // Exactly as many as a screen shows are asked about.
+    let fits: Vec<String> = many[..capability_core::MAX_SUBJECTS_ASKED - 1].to_vec();
+    assert_eq!(
+        one(&s, json!({"path": "releases/v1.tar", "also": fits})).await,
+        "ok"
+    );
+}
+
 #[tokio::test]
 async fn write_paths_and_argv_escalate_too() {
     let s = setup(Some(Answer::Yes));

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use capability_core::{ApprovalHandler, ApprovalRequest, EscalationSubject, shown};
+use capability_core::{ApprovalHandler, ApprovalRequest, EscalationSubject, shown, shown_at_most};
 use capability_types::async_trait;
 use rmcp::model::{
     BooleanSchema, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
@@ -191,14 +191,24 @@ pub(crate) fn input_request(message: String) -> InputRequest {
 pub(crate) fn describe(tool: &str, subjects: &[EscalationSubject], masked_args: &Value) -> String {
     // What came from the call is shown escaped: an agent's path must not start a line of its
     // own in the client's dialog or reverse how the text reads (docs/policy.md, "Escalation").
-    let mut text = format!("toolcap: the tool {} asks for approval", shown(tool));
+    // The arguments are cut short and come before the subjects (what is approved), so that a
+    // flood of them cannot push the subjects out of the dialog.
+    let mut text = format!(
+        "toolcap: the tool {} asks for approval. Arguments: {}. It needs: ",
+        shown(tool),
+        shown_at_most(&masked_args.to_string(), SHOWN_ARGUMENTS)
+    );
     for (i, s) in subjects.iter().enumerate() {
-        text.push_str(if i == 0 { " to reach " } else { ", " });
+        if i > 0 {
+            text.push_str(", ");
+        }
         text.push_str(&format!("{} {}", s.category, shown(&s.subject)));
     }
-    text.push_str(&format!(". Arguments: {}", shown(&masked_args.to_string())));
     text
 }
+
+/// About how much of a call's arguments an approval request shows.
+const SHOWN_ARGUMENTS: usize = 2048;
 
 #[async_trait]
 impl ApprovalHandler for Approvals {
@@ -281,9 +291,9 @@ mod tests {
         );
         assert_eq!(
             message,
-            "toolcap: the tool write_file asks for approval to reach fs_reach.write \
-             /w/a\\u{1b}[2J.txt\\nfs_reach.write /w/safe\\u{202e}txt.exe. Arguments: \
-             {\"path\":\"a\\u{202e}b\"}"
+            "toolcap: the tool write_file asks for approval. Arguments: \
+             {\"path\":\"a\\u{202e}b\"}. It needs: fs_reach.write \
+             /w/a\\u{1b}[2J.txt\\nfs_reach.write /w/safe\\u{202e}txt.exe"
         );
     }
 

@@ -131,8 +131,10 @@ impl McpSession {
                  approval cannot be asked about and is refused",
             ),
             (true, None) => {
+                // More subjects than a dialog shows are refused by the registry unasked.
                 if let Admission::NeedsApproval { subjects, .. } =
                     self.shared.registry.admission(&call, &ctx)
+                    && subjects.len() <= capability_core::MAX_SUBJECTS_ASKED
                 {
                     return Ok(self.input_required(&call, &subjects).into());
                 }

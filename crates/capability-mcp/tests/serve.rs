@@ -168,6 +168,58 @@ async fn an_escalated_call_asks_the_client_and_runs_only_on_approval() {
 }
 
 // guarantee: G-MCP-02
+/// The client's approval dialog cannot be flooded: a megabyte of arguments is cut short and
+/// comes before what the call needs, and a call that needs more than a dialog shows (here 200
+/// paths) is refused without asking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_request_cannot_be_flooded() {
+    let scratch = Scratch::new();
+    std::fs::create_dir(scratch.work.join("ask")).unwrap();
+    let (server, _) = server(&scratch).await;
+    let mut raw = Raw::initialized(&server, true).await;
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "write_file",
+        "arguments": {"path": "ask/flood.txt", "content": "x".repeat(1 << 20)}}}),
+    )
+    .await;
+    let ask = raw.recv().await.unwrap();
+    assert_eq!(ask["method"], "elicitation/create", "{ask}");
+    let message = ask["params"]["message"].as_str().unwrap();
+    assert!(message.len() < 4096, "{} bytes", message.len());
+    assert!(message.contains("more bytes not shown"), "{message}");
+    assert!(
+        message.ends_with("ask/flood.txt"),
+        "what it needs comes last: {message}"
+    );
+    raw.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "decline"}}))
+        .await;
+    let (result, _) = raw.response(1).await;
+    assert!(
+        text(&result).starts_with("ESCALATION_REFUSED: "),
+        "{result}"
+    );
+
+    let ask_dir = scratch.work.join("ask");
+    let many: Vec<String> = (0..200)
+        .map(|i| ask_dir.join(format!("f{i}.txt")).display().to_string())
+        .collect();
+    let (result, other) = raw
+        .call(
+            2,
+            "write_file",
+            json!({"path": "ask/x.txt", "content": "x", "also": many}),
+        )
+        .await;
+    assert!(
+        other.iter().all(|m| m["method"] != "elicitation/create"),
+        "{other:?}"
+    );
+    assert!(text(&result).contains("too many to show"), "{result}");
+    assert!(!scratch.work.join("ask/x.txt").exists());
+}
+
+// guarantee: G-MCP-02
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_elicitation_an_escalated_call_is_refused() {
     let scratch = Scratch::new();

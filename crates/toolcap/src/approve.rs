@@ -16,18 +16,18 @@ impl ApprovalHandler for TerminalApprover {
         // Everything in the prompt that came from the call is shown escaped: an agent's path
         // must not clear the terminal or draw a subject line of its own (docs/policy.md,
         // "Escalation").
+        // The arguments come first and cut short, the subjects (what is approved) last, right
+        // above the question: a flood of arguments cannot scroll them out of sight.
         let mut prompt = format!(
-            "toolcap: {} (call {}) needs approval for:\n",
+            "toolcap: {} (call {})\n  arguments (credentials masked): {}\n\
+             needs approval for:\n",
             shown(&request.tool),
-            shown(&request.call_id)
+            shown(&request.call_id),
+            request.arguments_shown(SHOWN_ARGUMENTS)
         );
         for s in &request.subjects {
             prompt.push_str(&format!("  {}: {}\n", s.category, shown(&s.subject)));
         }
-        prompt.push_str(&format!(
-            "  arguments (credentials masked): {}\n",
-            shown(&request.arguments.to_string())
-        ));
         prompt.push_str("approve? [y/N] ");
         // A thread of its own, not `spawn_blocking`: when the registry gives up waiting (the
         // personality's timeout), the process must be free to end, and the runtime waits for
@@ -46,6 +46,9 @@ impl ApprovalHandler for TerminalApprover {
             .map_err(|_| "the terminal prompt ended without an answer".to_owned())?
     }
 }
+
+/// About how much of a call's arguments a prompt shows.
+const SHOWN_ARGUMENTS: usize = 2048;
 
 /// The longest answer read: `y`, `yes` and a line ending fit many times over; a line that never
 /// ends (`/dev/zero` as stdin) is read no further and refuses.

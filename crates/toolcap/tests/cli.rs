@@ -3211,3 +3211,53 @@ fn a_store_url_with_a_password_can_come_from_the_environment() {
     let help = env.toolcap(&["mcp", "serve", "--help"]);
     assert!(String::from_utf8_lossy(&help.stdout).contains("--store-env"));
 }
+
+// guarantee: G-MCP-02
+/// An approval prompt cannot be flooded: a call whose arguments run to a megabyte (written by a
+/// model steered to hide what it asks for) once printed them whole after the subjects, so the
+/// terminal scrolled the subjects out of sight and the user saw a wall of text ending in
+/// `approve? [y/N]`. The arguments are now cut short, saying how much was left out, and come
+/// before the subjects, which are always the last thing above the question; a request with more
+/// subjects than a screen holds is refused without asking.
+#[test]
+fn an_approval_prompt_cannot_be_flooded() {
+    use std::io::Write as _;
+    let env = Env::new();
+    let p = escalating(&env, "");
+    let answer = |args: &str| {
+        let mut child = asking(&env, &p, args, std::process::Stdio::piped());
+        child.stdin.take().unwrap().write_all(b"n\n").unwrap();
+        child.wait_with_output().unwrap()
+    };
+    // As long as one argument of a command line may be (128 KiB), less its JSON.
+    let flood = "x".repeat(100_000);
+    let out = answer(&serde_json::json!({"path": "releases/v1.txt", "content": flood}).to_string());
+    let prompt = stderr(&out);
+    assert!(prompt.len() < 8 * 1024, "{} bytes of prompt", prompt.len());
+    assert!(prompt.contains("more bytes not shown"), "{prompt}");
+    let lines: Vec<&str> = prompt.lines().collect();
+    let question = lines
+        .iter()
+        .position(|l| l.contains("approve? [y/N]"))
+        .unwrap_or_else(|| panic!("{prompt}"));
+    assert!(
+        lines[question - 1]
+            .trim_start()
+            .starts_with("fs_reach.write")
+            && lines[question - 1].contains("releases/v1.txt"),
+        "the subject is right above the question: {prompt}"
+    );
+    assert_eq!(code(&out), 1);
+    assert!(!env.root.join("work/out/releases/v1.txt").exists());
+    // Two hundred subjects: more than a screen shows, so nobody is asked.
+    let releases = env.path("work/out/releases");
+    let many: Vec<String> = (0..200).map(|i| format!("{releases}/f{i}.txt")).collect();
+    let out = answer(
+        &serde_json::json!({"path": "releases/v1.txt", "content": "x", "also": many}).to_string(),
+    );
+    let prompt = stderr(&out);
+    assert!(!prompt.contains("approve? [y/N]"), "{prompt}");
+    let error = stdout_json(&out)["error"].as_str().unwrap().to_owned();
+    assert!(error.contains("too many to show"), "{error}");
+    assert_eq!(code(&out), 1);
+}

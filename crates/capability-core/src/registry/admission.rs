@@ -352,11 +352,23 @@ impl DefaultToolRegistry {
     ) -> Result<(), Refusal> {
         let sink = self.audit.as_deref();
         let personality = ctx.policy.id();
-        let listed = subjects
-            .iter()
-            .map(|s| format!("{} {}", s.category, s.subject))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let listing = |subjects: &[EscalationSubject]| {
+            subjects
+                .iter()
+                .map(|s| format!("{} {}", s.category, s.subject))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let many = subjects.len() > crate::MAX_SUBJECTS_ASKED;
+        let listed = if many {
+            format!(
+                "{} and {} more",
+                listing(&subjects[..3]),
+                subjects.len() - 3
+            )
+        } else {
+            listing(&subjects)
+        };
         let event = |kind| super::call_event(kind, ctx, &call.id, &call.tool);
         let refusal = |why: String| Refusal {
             code: ErrorCode::Denied,
@@ -375,6 +387,13 @@ impl DefaultToolRegistry {
             .escalate_timeout
             .unwrap_or(self.config.approval_timeout);
         let outcome: Result<(), String> = match &self.approval {
+            // More than a screen shows: nobody is asked (docs/policy.md, "Escalation").
+            _ if many => Err(format!(
+                "{} subjects are too many to show for approval (at most {}); make the call in \
+                 smaller ones",
+                subjects.len(),
+                crate::MAX_SUBJECTS_ASKED
+            )),
             None => Err("no approval handler is configured (headless)".to_owned()),
             Some(handler) => {
                 let request = ApprovalRequest {
