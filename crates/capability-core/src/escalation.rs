@@ -59,6 +59,33 @@ pub struct ApprovalRequest {
 /// each is asked for on its own (docs/policy.md, "Escalation").
 pub const MAX_SUBJECTS_ASKED: usize = 32;
 
+/// The most bytes of subjects one approval request puts before a person, all subjects
+/// together: a subject is shown whole, since it is what is approved, so a call whose subjects
+/// run longer (a 100 KB path or argv, which would scroll the rest out of sight) is refused
+/// without asking, as one with too many is.
+pub const MAX_SUBJECT_BYTES_ASKED: usize = 8 * 1024;
+
+/// Why `subjects` cannot be put before a person (more than [`MAX_SUBJECTS_ASKED`], or longer
+/// than [`MAX_SUBJECT_BYTES_ASKED`] together), or `None` when they can. A call whose subjects
+/// cannot be shown is refused without asking.
+pub fn too_much_to_ask(subjects: &[EscalationSubject]) -> Option<String> {
+    let bytes: usize = subjects.iter().map(|s| s.subject.len()).sum();
+    if subjects.len() > MAX_SUBJECTS_ASKED {
+        Some(format!(
+            "{} subjects are too many to show for approval (at most {MAX_SUBJECTS_ASKED}); make \
+             the call in smaller ones",
+            subjects.len()
+        ))
+    } else if bytes > MAX_SUBJECT_BYTES_ASKED {
+        Some(format!(
+            "its subjects ({bytes} bytes) are too long to show for approval (at most \
+             {MAX_SUBJECT_BYTES_ASKED})"
+        ))
+    } else {
+        None
+    }
+}
+
 impl ApprovalRequest {
     /// The masked arguments as a prompt shows them: escaped as [`shown`] does, and cut after
     /// about `max` bytes, saying how many were left out, so that a flood of arguments cannot push

@@ -56,8 +56,8 @@ pub use crate::audit::{
     JsonLinesAuditSink, MemoryAuditSink, begins_an_event, whole_lines_len,
 };
 pub use crate::escalation::{
-    ApprovalHandler, ApprovalRequest, EscalationSubject, MAX_SUBJECTS_ASKED, mask_arguments,
-    mask_arguments_with, shown, shown_at_most,
+    ApprovalHandler, ApprovalRequest, EscalationSubject, MAX_SUBJECT_BYTES_ASKED,
+    MAX_SUBJECTS_ASKED, mask_arguments, mask_arguments_with, shown, shown_at_most, too_much_to_ask,
 };
 pub use crate::filter::{ToolFilter, ToolFilterError};
 pub use crate::isolation::{IsolationKey, IsolationSelection, ToolIsolation};

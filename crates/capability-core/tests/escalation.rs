@@ -263,8 +263,9 @@ async fn every_way_of_not_approving_is_a_refusal_that_says_which() {
     }
 }
 
-/// A call with more subjects than a screen shows is refused without asking any handler, even
-/// one that approves everything, and its refusal names the first few and how many more.
+/// A call with more subjects than a screen shows, or subjects longer than it shows, is refused
+/// without asking any handler, even one that approves everything; its refusal names the first
+/// few and how many more.
 // guarantee: G-MCP-02
 #[tokio::test]
 async fn a_call_with_more_subjects_than_a_screen_shows_is_refused_unasked() {
@@ -294,6 +295,18 @@ async fn a_call_with_more_subjects_than_a_screen_shows_is_refused_unasked() {
     assert_eq!(
         one(&s, json!({"path": "releases/v1.tar", "also": fits})).await,
         "ok"
+    );
+    // One subject longer than a screen shows (a path of 10,000 bytes) is refused unasked too.
+    let asked = s.approver.as_ref().unwrap().asked.lock().unwrap().len();
+    let long = format!("/srv/out/releases/{}", "d/".repeat(5_000));
+    let got = one(&s, json!({"path": long})).await;
+    assert!(
+        got.contains("are too long to show for approval (at most 8192)"),
+        "{got}"
+    );
+    assert_eq!(
+        s.approver.as_ref().unwrap().asked.lock().unwrap().len(),
+        asked
     );
 }
 

@@ -134,7 +134,7 @@ impl McpSession {
                 // More subjects than a dialog shows are refused by the registry unasked.
                 if let Admission::NeedsApproval { subjects, .. } =
                     self.shared.registry.admission(&call, &ctx)
-                    && subjects.len() <= capability_core::MAX_SUBJECTS_ASKED
+                    && capability_core::too_much_to_ask(&subjects).is_none()
                 {
                     return Ok(self.input_required(&call, &subjects).into());
                 }

@@ -359,15 +359,15 @@ impl DefaultToolRegistry {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let many = subjects.len() > crate::MAX_SUBJECTS_ASKED;
-        let listed = if many {
-            format!(
+        // More than a screen shows: nobody is asked (docs/policy.md, "Escalation").
+        let unshowable = crate::escalation::too_much_to_ask(&subjects);
+        let listed = match &unshowable {
+            Some(_) if subjects.len() > 3 => format!(
                 "{} and {} more",
                 listing(&subjects[..3]),
                 subjects.len() - 3
-            )
-        } else {
-            listing(&subjects)
+            ),
+            _ => listing(&subjects),
         };
         let event = |kind| super::call_event(kind, ctx, &call.id, &call.tool);
         let refusal = |why: String| Refusal {
@@ -386,16 +386,10 @@ impl DefaultToolRegistry {
             .policy
             .escalate_timeout
             .unwrap_or(self.config.approval_timeout);
-        let outcome: Result<(), String> = match &self.approval {
-            // More than a screen shows: nobody is asked (docs/policy.md, "Escalation").
-            _ if many => Err(format!(
-                "{} subjects are too many to show for approval (at most {}); make the call in \
-                 smaller ones",
-                subjects.len(),
-                crate::MAX_SUBJECTS_ASKED
-            )),
-            None => Err("no approval handler is configured (headless)".to_owned()),
-            Some(handler) => {
+        let outcome: Result<(), String> = match (unshowable, &self.approval) {
+            (Some(why), _) => Err(why),
+            (None, None) => Err("no approval handler is configured (headless)".to_owned()),
+            (None, Some(handler)) => {
                 let request = ApprovalRequest {
                     session_id: ctx.session_id.to_string(),
                     personality_id: personality.map(str::to_owned),
