@@ -564,6 +564,14 @@ fn absolute_policy_path(path: &Path, home: Option<&Path>) -> Result<PathBuf, Str
     }
     let expanded = if text == "~" || text.starts_with("~/") {
         let home = home.ok_or_else(|| format!("{text:?} uses ~ but no home directory is known"))?;
+        // A home of `/` (a service account's, a container's default `HOME`) is no home: `~`
+        // would stand for the whole file system (docs/semantics.md, "Paths").
+        if normalize_lexically(home) == Path::new("/") {
+            return Err(format!(
+                "{text:?} uses ~, but the home directory is / (the whole file system); set \
+                 HOME to a home directory, or write the path out"
+            ));
+        }
         home.join(text.trim_start_matches('~').trim_start_matches('/'))
     } else if text.starts_with('~') {
         return Err(format!("{text:?}: only ~ and ~/ are expanded, not ~user"));
@@ -753,6 +761,7 @@ mod tests {
         }
     }
 
+    // guarantee: G-POL-10
     #[test]
     fn tilde_without_home_is_refused() {
         let err = PersonalityPolicy::parse(
@@ -762,6 +771,26 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("no home directory"), "{err}");
+        // Nor is a home of `/`, however it is spelled.
+        for home in ["/", "/tmp/..", "//"] {
+            let err = PersonalityPolicy::parse(
+                r#"{"id":"x","fs_reach":{"read":["~"]}}"#,
+                PolicyFormat::Json,
+                Some(Path::new(home)),
+            )
+            .unwrap_err();
+            assert!(
+                err.to_string().contains("the home directory is /"),
+                "{home}: {err}"
+            );
+        }
+        // A personality that names no `~` loads with any home.
+        PersonalityPolicy::parse(
+            r#"{"id":"x","fs_reach":{"read":["/srv"]}}"#,
+            PolicyFormat::Json,
+            Some(Path::new("/")),
+        )
+        .unwrap();
     }
 
     #[test]

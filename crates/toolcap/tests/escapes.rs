@@ -1895,3 +1895,63 @@ fn a_kernel_file_system_inside_the_reach_is_out_of_it() {
         );
     }
 }
+
+// guarantee: G-POL-10
+/// A personality's `~` is the user's home directory, never the whole file system: where `HOME`
+/// is `/` (a service account without a home, a container's default), `read = ["~"]` and
+/// `write = ["~/out"]` granted `/` and `/out`, and a call read `/etc/hostname` and any other
+/// file outside the floor. Such a personality is refused when it loads, saying why, by `call`,
+/// `validate` and `explain`; one that writes its paths out still loads.
+#[test]
+fn a_home_of_slash_is_no_home_for_a_personalitys_tilde() {
+    let env = Env::new("");
+    let tilde = env.personality(
+        "tilde.toml",
+        "id = \"tilde\"\n[fs_reach]\nread = [\"~\"]\nwrite = [\"~/out\"]\n",
+    );
+    let run = |args: &[&str], home: &str| {
+        Command::new(env!("CARGO_BIN_EXE_toolcap"))
+            .args(args)
+            .env("HOME", home)
+            .env("XDG_DATA_HOME", env.root.join("data"))
+            .env_remove("RUST_LOG")
+            .current_dir(env.root.join("work"))
+            .output()
+            .unwrap()
+    };
+    let read = r#"{"path":"/etc/hostname"}"#;
+    for args in [
+        &["call", "--personality", &tilde, "read_file", read][..],
+        &["validate", "--personality", &tilde][..],
+        &["explain", "--personality", &tilde, "read_file", read][..],
+    ] {
+        for home in ["/", "/tmp/.."] {
+            let out = run(args, home);
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{args:?} HOME={home}: {said}{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+            assert!(said.contains("the home directory is /"), "{said}");
+            assert!(
+                out.stdout.is_empty(),
+                "{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+    }
+    // With a home, `~` is that home.
+    let out = run(
+        &[
+            "call",
+            "--personality",
+            &tilde,
+            "read_file",
+            r#"{"path":"~/work/out"}"#,
+        ],
+        &env.root.display().to_string(),
+    );
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("the home directory is /"));
+}
