@@ -386,6 +386,38 @@ impl EthosReach {
                 }
             }
         }
+        // A reach of `/` made from the current directory (its default, `${CWD}`, a relative
+        // entry) is the whole file system: an MCP client may start its servers in `/` (Claude
+        // Desktop does). Refused, where Ethos would reach everything (docs/policy.md, "Ethos
+        // personality directories"). A `/` the personality writes out is its author's choice.
+        let slash = |root: &Path| crate::normalize_lexically(root) == Path::new("/");
+        let written_out = |declared: Option<&Vec<String>>| {
+            declared
+                .into_iter()
+                .flatten()
+                .chain(self.workdir.as_ref())
+                .map(|t| t.trim())
+                .any(|t| !t.contains("${") && Path::new(t).is_absolute() && slash(Path::new(t)))
+        };
+        for (field, roots, declared) in [
+            ("fs_reach.read", &read, self.read.as_ref()),
+            ("fs_reach.write", &write, self.write.as_ref()),
+        ] {
+            if roots.iter().any(|root| slash(root)) && !written_out(declared) {
+                let why = if crate::normalize_lexically(vars.cwd) == Path::new("/") {
+                    "toolcap's current directory is /, and an Ethos personality's working \
+                     directory and default reach are the current directory; start toolcap in \
+                     the project's directory (for an MCP client that starts servers in /: \
+                     sh -c 'cd PROJECT && exec toolcap mcp serve ...')"
+                } else {
+                    "name the places it needs"
+                };
+                return Err(PolicyError::invalid(
+                    field,
+                    format!("the reach would be / (the whole file system): {why}"),
+                ));
+            }
+        }
         policy.fs_reach.read = read;
         policy.fs_reach.write = write;
         Ok(())

@@ -946,3 +946,73 @@ fn a_server_mcp_yaml_turns_off_offers_no_tool() {
         assert!(stderr.contains("servers.github.enabled"), "{bad}: {stderr}");
     }
 }
+
+// guarantee: G-POL-10
+/// An Ethos personality's working directory and default reach are the current directory, and
+/// an MCP client may start its servers in `/` (Claude Desktop does): the engineer's reach was
+/// then the whole file system, `write_file` to `/usr/local/bin` allowed. A reach of `/` that
+/// comes from the current directory, a `${CWD}` or a relative entry is refused when the
+/// personality loads, saying what to do; started in a project, the same personality loads.
+#[test]
+fn an_ethos_personality_started_in_slash_does_not_reach_the_whole_file_system() {
+    let env = Env::new();
+    let write = r#"{"path":"/usr/local/bin/planted","content":"x"}"#;
+    let in_dir = |cwd: &Path, args: &[&str]| {
+        Command::new(TOOLCAP)
+            .args(args)
+            .env("HOME", &env.home)
+            .env_remove("ETHOS_HOME")
+            .env("XDG_DATA_HOME", env.home.join("data"))
+            .env_remove("RUST_LOG")
+            .current_dir(cwd)
+            .output()
+            .unwrap()
+    };
+    let engineer = fixture("engineer");
+    let engineer = engineer.to_str().unwrap();
+    for args in [
+        &["explain", "--personality", engineer, "write_file", write][..],
+        &["call", "--personality", engineer, "write_file", write][..],
+        &["validate", "--personality", engineer][..],
+    ] {
+        let out = in_dir(Path::new("/"), args);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {said}{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(
+            said.contains("the whole file system") && said.contains("current directory is /"),
+            "{said}"
+        );
+        assert!(!Path::new("/usr/local/bin/planted").exists());
+    }
+    // A relative entry that climbs to `/` is refused the same way.
+    let climbing = env.home.join(".ethos/personalities/climbing");
+    std::fs::create_dir_all(&climbing).unwrap();
+    std::fs::write(
+        climbing.join("config.yaml"),
+        "name: Climbing\nfs_reach.read: ../../../../../../../..\n",
+    )
+    .unwrap();
+    std::fs::write(climbing.join("toolset.yaml"), "- read_file\n").unwrap();
+    let out = in_dir(
+        &env.cwd,
+        &["validate", "--personality", climbing.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the whole file system"));
+    // In a project, the engineer reaches the project and not /usr/local/bin.
+    let out = in_dir(
+        &env.cwd,
+        &["explain", "--personality", engineer, "write_file", write],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
