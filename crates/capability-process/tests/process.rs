@@ -315,7 +315,14 @@ async fn hook_variables_and_path_overrides_are_refused() {
             "HOME",
             "HOME is set by toolcap and may not be passed to a child",
         ),
-        ("A=B", "A=B may not be passed to a child"),
+        (
+            "A=B",
+            "\"A=B\" cannot name a variable (a name is not empty and holds no = or NUL byte)",
+        ),
+        (
+            "",
+            "\"\" cannot name a variable (a name is not empty and holds no = or NUL byte)",
+        ),
     ] {
         let r = p
             .spawn(

@@ -337,7 +337,16 @@ impl ProcessPolicy for ResolvedProcess {
                 format!("{name} is set by toolcap and may not be passed to a child"),
             ));
         }
-        if !valid_env_name(name) || is_refused_env_name(name) {
+        if !valid_env_name(name) {
+            return Err(CapabilityError::denied(
+                DenialCode::EnvNotAllowed,
+                format!(
+                    "{name:?} cannot name a variable (a name is not empty and holds no = or \
+                     NUL byte)"
+                ),
+            ));
+        }
+        if is_refused_env_name(name) {
             return Err(CapabilityError::denied(
                 DenialCode::EnvNotAllowed,
                 format!("{} may not be passed to a child", name.escape_debug()),
