@@ -35,7 +35,9 @@ pub(crate) fn conclude(
 /// What `toolcap validate` notes after its summary: each reach root that lifts the deny floor,
 /// at the place it folds to (`/srv/x/../../proc` is noted as `/proc`), each reach root a deny
 /// rule takes whole, each host pattern written with letters outside ASCII, with its ASCII
-/// form, and each allowed program a tool could replace through its write reach. Not findings (naming the place or
+/// form, each reach root that is the whole file system, each directory of the trusted search
+/// path a write root holds, and each allowed program a tool could replace through its write
+/// reach. Not findings (naming the place or
 /// the name is how a personality grants it), but what a reviewer must see (docs/review.md).
 pub(crate) fn notes(policy: &CompiledPolicy) -> Vec<String> {
     // Paths and names as the personality spells them, escaped as every review line is: a
@@ -71,8 +73,68 @@ pub(crate) fn notes(policy: &CompiledPolicy) -> Vec<String> {
     lifts
         .chain(taken)
         .chain(hosts)
+        .chain(wide_reach(policy))
         .chain(programs_in_write_reach(policy))
         .collect()
+}
+
+/// Each reach root that is the whole file system (`/`, however spelled), and each directory of
+/// the trusted search path a write root holds (and no deny rule covers): a program a tool
+/// writes there is found before the system's, by confined children and by whoever else
+/// searches that directory, the user's own shell among them.
+fn wide_reach(policy: &CompiledPolicy) -> Vec<String> {
+    use capability_core::matching::path::is_within;
+    use capability_core::normalize_lexically;
+    use std::path::{Path, PathBuf};
+    let Some(source) = policy.policy() else {
+        return Vec::new();
+    };
+    let reach = &source.fs_reach;
+    let whole = [
+        ("fs_reach.read", &reach.read),
+        ("fs_reach.write", &reach.write),
+    ]
+    .into_iter()
+    .flat_map(|(field, roots)| {
+        roots
+            .iter()
+            .enumerate()
+            .filter(|(_, root)| normalize_lexically(root) == Path::new("/"))
+            .map(move |(i, _)| {
+                format!(
+                    "note: {field}[{i}] is /, the whole file system: tools reach every place \
+                         the deny rules and the floor leave"
+                )
+            })
+    });
+    let search: Vec<PathBuf> = std::env::split_paths(capability_process::TRUSTED_PATH).collect();
+    let denied = |place: &Path| {
+        reach
+            .deny
+            .iter()
+            .any(|d| is_within(place, &normalize_lexically(d)))
+    };
+    let search_dirs = reach.write.iter().enumerate().flat_map(|(i, root)| {
+        let root = normalize_lexically(root);
+        search
+            .iter()
+            .filter(|dir| is_within(dir, &root) && !denied(dir))
+            .map(|dir| {
+                let shown = capability_core::shown(&root.to_string_lossy()).into_owned();
+                let holds = if *dir == root {
+                    String::new()
+                } else {
+                    format!(", which holds {}", dir.display())
+                };
+                format!(
+                    "note: fs_reach.write[{i}] is {shown}{holds}, a directory of the trusted \
+                     search path: a program a tool writes there is found before the system's, by \
+                     children and by whoever else searches it"
+                )
+            })
+            .collect::<Vec<_>>()
+    });
+    whole.chain(search_dirs).collect()
 }
 
 /// Each program `safety.process.allow` names that a tool could replace: an absolute path beneath

@@ -607,6 +607,7 @@ fn validate_notes_an_allowed_program_in_the_write_reach() {
     assert_eq!(
         notes,
         [
+            "note: fs_reach.write[1] is /usr/local, which holds /usr/local/bin, a directory of the trusted search path: a program a tool writes there is found before the system's, by children and by whoever else searches it",
             format!(
                 "note: safety.process.allow[0] is {}/out/tool, beneath fs_reach.write[0]: what a tool writes there runs as that program",
                 env.path("work")
@@ -615,6 +616,41 @@ fn validate_notes_an_allowed_program_in_the_write_reach() {
             "note: safety.process.allow[3] is git, looked up in /usr/local/bin, beneath fs_reach.write[1]: what a tool writes there runs as that program",
         ],
         "{text}"
+    );
+}
+
+// guarantee: G-POL-07
+/// `validate` tells a reviewer when a reach is the whole file system (`read = ["/"]` reads as
+/// a short list), and when a write root holds a directory of the trusted search path, where a
+/// program a tool writes is found before the system's; a deny rule that covers the directory
+/// leaves nothing to note.
+#[test]
+fn validate_notes_a_whole_file_system_reach_and_the_search_path_in_the_write_reach() {
+    let env = Env::new();
+    std::fs::write(
+        env.root.join("wide.toml"),
+        "id = \"wide\"\ntoolset = [\"read_file\"]\n[fs_reach]\nread = [\"/\"]\n\
+         write = [\"/srv/../\", \"/usr\", \"/opt/tools\"]\ndeny = [\"/usr/local/bin\"]\n",
+    )
+    .unwrap();
+    let out = env.toolcap(&["validate", "--personality", &env.path("wide.toml")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let notes: Vec<&str> = text.lines().filter(|l| l.starts_with("note:")).collect();
+    assert_eq!(
+        notes,
+        [
+            "note: fs_reach.read[0] is /, the whole file system: tools reach every place the deny rules and the floor leave",
+            "note: fs_reach.write[0] is /, the whole file system: tools reach every place the deny rules and the floor leave",
+            "note: fs_reach.write[0] is /, which holds /usr/bin, a directory of the trusted search path: a program a tool writes there is found before the system's, by children and by whoever else searches it",
+            "note: fs_reach.write[0] is /, which holds /bin, a directory of the trusted search path: a program a tool writes there is found before the system's, by children and by whoever else searches it",
+            "note: fs_reach.write[1] is /usr, which holds /usr/bin, a directory of the trusted search path: a program a tool writes there is found before the system's, by children and by whoever else searches it",
+        ],
+        "{text}"
+    );
+    assert_eq!(
+        code(&out),
+        0,
+        "notes leave the exit code to the findings: {text}"
     );
 }
 
