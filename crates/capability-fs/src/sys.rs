@@ -422,8 +422,8 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// it may not give it the old group either, the group's permission bits are cleared rather
 /// than granted to the process's own group. A file the process may not write is refused, as
 /// an in-place write would be (`EACCES`), though its directory would let it be replaced. A
-/// set-ID bit is never kept: the content it vouched
-/// for is gone (docs/decisions.md, "capability-fs"). A new file follows the umask.
+/// set-ID bit is never kept: the content it vouched for is gone (docs/decisions.md,
+/// "capability-fs"). A new file follows the umask.
 pub(crate) fn write_atomic(
     dir: BorrowedFd<'_>,
     name: &OsStr,
@@ -454,7 +454,7 @@ pub(crate) fn write_atomic(
     )?;
     let result = (|| -> SysResult<()> {
         if let Some(old) = replaced {
-            keep_owner_and_mode(fd.as_fd(), old)?;
+            keep_owner_and_mode(fd.as_fd(), old);
         }
         let mut file = std::fs::File::from(fd);
         file.write_all(contents)?;
@@ -471,24 +471,21 @@ pub(crate) fn write_atomic(
     result
 }
 
-/// Gives `fd` the owner, group and permission bits of `old`, as far as the process may
-/// ([`write_atomic`]).
-fn keep_owner_and_mode(fd: BorrowedFd<'_>, old: &Stat) -> SysResult<()> {
+/// Gives `fd` the owner, group and permission bits of `old`, as far as the process and the file
+/// system let it ([`write_atomic`]). Nothing here fails the write: an owner it may not give
+/// (`EPERM`, or `EINVAL` for an owner its user namespace does not map) leaves the process's, a
+/// group it may not give clears the group's bits, and a file system without Unix permissions
+/// (whose `fchmod` fails) leaves the file private (`0600`, as it was made).
+fn keep_owner_and_mode(fd: BorrowedFd<'_>, old: &Stat) {
     use rustix::fs::{Gid, Uid};
     let (uid, gid) = (Uid::from_raw(old.uid), Gid::from_raw(old.gid));
     let mut mode = old.mode & 0o777;
-    if let Err(e) = rustix::fs::fchown(fd, Some(uid), Some(gid)) {
-        if e != rustix::io::Errno::PERM {
-            return Err(e.into());
-        }
-        match rustix::fs::fchown(fd, None, Some(gid)) {
-            Ok(()) => {}
-            Err(rustix::io::Errno::PERM) => mode &= !0o070,
-            Err(e) => return Err(e.into()),
-        }
+    if rustix::fs::fchown(fd, Some(uid), Some(gid)).is_err()
+        && rustix::fs::fchown(fd, None, Some(gid)).is_err()
+    {
+        mode &= !0o070;
     }
-    rustix::fs::fchmod(fd, Mode::from_raw_mode(mode))?;
-    Ok(())
+    let _ = rustix::fs::fchmod(fd, Mode::from_raw_mode(mode));
 }
 
 /// Appends `contents` to `name` in `dir`, creating it (mode 0644) when missing; never follows a

@@ -150,15 +150,12 @@ pub(crate) fn write_private_atomically(path: &Path, contents: &[u8]) -> Result<(
             // own group (as `write_file` does: docs/decisions.md, "capability-fs").
             Some(meta) => {
                 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _, fchown};
-                let given = |owner: Option<u32>| -> std::io::Result<bool> {
-                    match fchown(temp.as_file(), owner, Some(meta.gid())) {
-                        Ok(()) => Ok(true),
-                        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Ok(false),
-                        Err(e) => Err(e),
-                    }
-                };
+                // An owner or group it may not give (`EPERM`, or `EINVAL` for one its user
+                // namespace does not map) is not given.
+                let given =
+                    |owner: Option<u32>| fchown(temp.as_file(), owner, Some(meta.gid())).is_ok();
                 let mut mode = meta.permissions().mode() & 0o777;
-                if !given(Some(meta.uid()))? && !given(None)? {
+                if !given(Some(meta.uid())) && !given(None) {
                     mode &= !0o070;
                 }
                 temp.as_file()
