@@ -43,19 +43,22 @@ fn refuse(message: String) -> CapabilityError {
     CapabilityError::denied(DenialCode::HostNotAllowed, message)
 }
 
-/// A URL as a fetch's errors show it: its origin and path, without its query and fragment,
-/// which often carry what a tool put there (an API key, a presigned URL's signature) and which
-/// an error would otherwise hand to the model and the audit log (docs/decisions.md, "capability-fetch").
+/// A URL as a fetch's errors show it: its origin alone. Its path, query and fragment often
+/// carry what a tool put there (a webhook's token in the path, an API key in the query, a
+/// presigned URL's signature after a redirect), and an error goes to the model and the audit
+/// log (docs/decisions.md, "capability-fetch").
 fn shown(url: &Url) -> String {
-    let mut url = url.clone();
-    url.set_query(None);
-    url.set_fragment(None);
-    url.into()
+    url.origin().ascii_serialization()
 }
 
-/// [`shown`] for a URL that is text: up to its query or fragment.
-fn shown_text(text: &str) -> &str {
-    text.split(['?', '#']).next().unwrap_or_default()
+/// [`shown`] for a URL that is text: its scheme and authority, as far as they can be told
+/// apart (a URL that does not parse is shown up to its query or fragment: it is the caller's
+/// own, and what is wrong with it may lie anywhere before those).
+fn shown_text(text: &str) -> String {
+    match Url::parse(text) {
+        Ok(url) => shown(&url),
+        Err(_) => text.split(['?', '#']).next().unwrap_or_default().to_owned(),
+    }
 }
 
 /// Parses with the WHATWG parser and refuses what may never be fetched.
