@@ -643,7 +643,7 @@ async fn a_test_resolver_maps_names_and_cannot_widen_what_is_reached() {
 /// path, an API key in the query, a presigned redirect's signature): a fetch's errors name the
 /// URL by its origin alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fetch_error_never_shows_a_urls_query_or_fragment() {
+async fn a_fetch_error_names_a_url_by_its_origin_alone() {
     let server = start("127.0.0.1", None).await;
     let fetch = fetcher(
         &["127.0.0.1".to_owned()],
