@@ -3023,19 +3023,23 @@ fn a_rewritten_file_keeps_its_owner_group_and_mode() {
         std::fs::Permissions::from_mode(0o644),
     )
     .unwrap();
+    // `write_file` of `content` to `name` by `nobody` (setpriv, util-linux).
+    let as_nobody = |name: &str, content: &str| {
+        let call = serde_json::json!({"path": out.join(name), "content": content});
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(bin.join("toolcap"))
+            .args(["call", "--personality", &p, "write_file", &call.to_string()])
+            .env("XDG_DATA_HOME", nobody.join("data"))
+            .env("HOME", &nobody)
+            .env_remove("RUST_LOG")
+            .current_dir(&nobody)
+            .output()
+            .unwrap_or_else(|e| panic!("setpriv (util-linux) is needed here: {e}"))
+    };
     // Writable by every account (an in-place write by `nobody` would succeed), another's.
     set_mode("shared.txt", 0o666);
-    let call = serde_json::json!({"path": out.join("shared.txt"), "content": "by nobody"});
-    let done = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(bin.join("toolcap"))
-        .args(["call", "--personality", &p, "write_file", &call.to_string()])
-        .env("XDG_DATA_HOME", nobody.join("data"))
-        .env("HOME", &nobody)
-        .env_remove("RUST_LOG")
-        .current_dir(&nobody)
-        .output()
-        .unwrap_or_else(|e| panic!("setpriv (util-linux) is needed here: {e}"));
+    let done = as_nobody("shared.txt", "by nobody");
     assert_eq!(code(&done), 0, "as nobody: {}", stderr(&done));
     let shared = meta("shared.txt");
     assert_eq!(
@@ -3049,17 +3053,7 @@ fn a_rewritten_file_keeps_its_owner_group_and_mode() {
     std::fs::write(out.join("locked.txt"), "kept").unwrap();
     chown(out.join("locked.txt"), Some(65534), Some(65534)).unwrap();
     set_mode("locked.txt", 0o444);
-    let call = serde_json::json!({"path": out.join("locked.txt"), "content": "lost"});
-    let refused = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(bin.join("toolcap"))
-        .args(["call", "--personality", &p, "write_file", &call.to_string()])
-        .env("XDG_DATA_HOME", nobody.join("data"))
-        .env("HOME", &nobody)
-        .env_remove("RUST_LOG")
-        .current_dir(&nobody)
-        .output()
-        .unwrap();
+    let refused = as_nobody("locked.txt", "lost");
     assert_eq!(code(&refused), 1, "{}", stderr(&refused));
     assert!(
         stdout_json(&refused)["error"]
@@ -3073,6 +3067,7 @@ fn a_rewritten_file_keeps_its_owner_group_and_mode() {
         std::fs::read_to_string(out.join("locked.txt")).unwrap(),
         "kept"
     );
+    let call = serde_json::json!({"path": out.join("locked.txt"), "content": "lost"});
     let by_root = env.toolcap(&["call", "--personality", &p, "write_file", &call.to_string()]);
     assert_eq!(code(&by_root), 0, "{}", stderr(&by_root));
     assert_eq!(

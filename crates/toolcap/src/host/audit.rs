@@ -241,30 +241,28 @@ mod tests {
     fn a_torn_last_line_is_trimmed_and_whole_files_are_left_alone() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
+        // The file holding `before`, trimmed: what the trim said.
+        let trimmed = |before: &str| {
+            std::fs::write(&path, before).unwrap();
+            let mut file = OpenOptions::new()
+                .read(true)
+                .append(true)
+                .open(&path)
+                .unwrap();
+            trim_torn_tail(&mut file)
+        };
         for (before, after) in [
             ("{\"a\":1}\n{\"b\":2}\n", "{\"a\":1}\n{\"b\":2}\n"),
             ("{\"a\":1}\n{\"timestamp_ms\":1", "{\"a\":1}\n"),
             ("{\"times", ""),
             ("", ""),
         ] {
-            std::fs::write(&path, before).unwrap();
-            let mut file = OpenOptions::new()
-                .read(true)
-                .append(true)
-                .open(&path)
-                .unwrap();
-            trim_torn_tail(&mut file).unwrap();
+            trimmed(before).unwrap();
             assert_eq!(std::fs::read_to_string(&path).unwrap(), after, "{before:?}");
         }
         // A partial last line that no event begins is not cut.
         for before in ["{\"a\":1}\na note", "a note"] {
-            std::fs::write(&path, before).unwrap();
-            let mut file = OpenOptions::new()
-                .read(true)
-                .append(true)
-                .open(&path)
-                .unwrap();
-            assert!(trim_torn_tail(&mut file).is_err(), "{before:?}");
+            assert!(trimmed(before).is_err(), "{before:?}");
             assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
         }
     }
