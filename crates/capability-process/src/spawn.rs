@@ -186,6 +186,12 @@ impl ScopedProcess for ScopedSpawner {
         };
         let mut env = plan.env.clone();
         env.push(("HOME".to_owned(), home.path().display().to_string()));
+        // Its temporary directory is its private home too, unless the call names one its
+        // personality lets it set: `/tmp` is not the child's to write (docs/isolation-model.md,
+        // "Children").
+        if !env.iter().any(|(name, _)| name == "TMPDIR") {
+            env.push(("TMPDIR".to_owned(), home.path().display().to_string()));
+        }
         if egress.is_some() {
             // The proxy is the only way out; a variable of the tool's cannot point elsewhere.
             capability_sandbox::point_at_egress_proxy(&mut env);

@@ -266,12 +266,17 @@ async fn the_child_environment_is_cleared_and_fixed() {
         "HOME is a scratch directory: {home:?}"
     );
     assert!(!home.exists(), "the scratch home is removed after the call");
+    assert_eq!(
+        env.get("TMPDIR"),
+        Some(&env["HOME"]),
+        "its temporary directory is its home"
+    );
     let allowed: Vec<&str> = env
         .keys()
         .map(String::as_str)
         .filter(|k| {
             ![
-                "PATH", "LANG", "TZ", "MY_FLAG", "HOME", "PWD", "SHLVL", "_", "OLDPWD",
+                "PATH", "LANG", "TZ", "MY_FLAG", "HOME", "TMPDIR", "PWD", "SHLVL", "_", "OLDPWD",
             ]
             .contains(k)
                 && !capability_sandbox::CHILD_GIT_CONFIG

@@ -1955,3 +1955,39 @@ fn a_home_of_slash_is_no_home_for_a_personalitys_tilde() {
     );
     assert!(!String::from_utf8_lossy(&out.stderr).contains("the home directory is /"));
 }
+
+// guarantee: G-PROC-02
+/// A confined child has a temporary directory it may write: `TMPDIR` is its private scratch
+/// home, which goes with the call. Before, it had none (`mktemp` failed with "Read-only file
+/// system" on `/tmp`), and a program that must have one looked for it wherever it could write.
+/// `/tmp` itself stays out of a child's reach, in both modes.
+#[test]
+fn a_child_has_a_private_temporary_directory_and_not_the_hosts() {
+    let env = Env::new("");
+    let script = "import json, os, subprocess, tempfile\n\
+         made = subprocess.run(['mktemp'], capture_output=True, text=True)\n\
+         home = os.environ['HOME']\n\
+         try:\n\
+         \x20   open('/tmp/toolcap-escape-probe', 'w')\n\
+         \x20   tmp = 'written'\n\
+         except OSError as e:\n\
+         \x20   tmp = e.errno\n\
+         print(json.dumps({'tmpdir': os.environ.get('TMPDIR'), 'home': home, 'made': made.stdout.strip(), 'code': made.returncode, 'gettempdir': tempfile.gettempdir(), 'tmp': tmp}))\n";
+    for mode in MODES {
+        let r = env.python_json(mode, script);
+        let home = r["home"].as_str().unwrap();
+        assert_eq!(r["tmpdir"], home, "{mode:?}: {r}");
+        assert_eq!(r["code"], 0, "{mode:?}: {r}");
+        assert!(
+            r["made"].as_str().unwrap().starts_with(&format!("{home}/")),
+            "{mode:?}: {r}"
+        );
+        assert_eq!(r["gettempdir"], home, "{mode:?}: {r}");
+        assert_ne!(r["tmp"], "written", "{mode:?}: the host's /tmp: {r}");
+        assert!(
+            !Path::new(home).exists(),
+            "{mode:?}: the scratch home goes with the call"
+        );
+    }
+    assert!(!Path::new("/tmp/toolcap-escape-probe").exists());
+}

@@ -1603,6 +1603,10 @@ fn a_guarded_server_gets_its_mapped_secrets_and_nothing_else_of_the_environment(
     assert!(!failed, "{env}");
     let env: Value = serde_json::from_str(&env).unwrap();
     assert_eq!(env["DEMO_TOKEN"], "s3cret-value-for-the-server");
+    assert_eq!(
+        env["TMPDIR"], env["HOME"],
+        "its temporary directory is its private home"
+    );
     let names: Vec<&String> = env.as_object().unwrap().keys().collect();
     for absent in [
         "TOOLCAP_SECRET_DEMO_TOKEN",

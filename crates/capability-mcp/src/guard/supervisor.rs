@@ -129,6 +129,9 @@ impl Supervisor {
         let mut env = vec![
             ("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned()),
             ("HOME".to_owned(), home.path().display().to_string()),
+            // Its temporary directory is its private home too (a configuration may name
+            // another): `/tmp` is not the server's to write.
+            ("TMPDIR".to_owned(), home.path().display().to_string()),
             ("LANG".to_owned(), "C.UTF-8".to_owned()),
         ];
         // Git uses only the repositories it is pointed at; a configuration cannot set these.
