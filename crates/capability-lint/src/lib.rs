@@ -357,8 +357,7 @@ impl CrateSources {
     pub fn read(dir: &Path) -> Result<Self, LintError> {
         let dir = &std::fs::canonicalize(dir).map_err(|e| LintError::new(dir, e))?;
         let manifest_path = dir.join("Cargo.toml");
-        let text = std::fs::read_to_string(&manifest_path)
-            .map_err(|e| LintError::new(&manifest_path, e))?;
+        let text = sources::read_text(&manifest_path)?;
         let manifest: toml::Table = text
             .parse()
             .map_err(|e| LintError::new(&manifest_path, e))?;

@@ -220,11 +220,20 @@ fn module_candidates(
     out
 }
 
-/// Reads and parses a source file; a file an `include!` brings in may be an expression, which
-/// is parsed inside a function on its first line (so that its lines keep their numbers).
-fn read(file: &Path) -> Result<(String, syn::File), LintError> {
+/// The text of `file`, a regular file of at most [`MAX_SOURCE_BYTES`]: a crate under review is
+/// not trusted, and a FIFO in it would hold `open` for ever, a link to `/dev/zero` fill the
+/// memory (its `Cargo.toml` as much as its sources).
+pub(crate) fn read_text(file: &Path) -> Result<String, LintError> {
     use std::io::Read as _;
+    let regular = |meta: std::io::Result<std::fs::Metadata>| match meta {
+        Ok(meta) if meta.is_file() => Ok(()),
+        Ok(_) => Err(LintError::new(file, "not a regular file; not checked")),
+        Err(e) => Err(LintError::new(file, e)),
+    };
+    // Looked at before it is opened (a FIFO's `open` waits for a writer), and again once open.
+    regular(std::fs::metadata(file))?;
     let handle = std::fs::File::open(file).map_err(|e| LintError::new(file, e))?;
+    regular(handle.metadata())?;
     let mut text = String::new();
     handle
         .take(MAX_SOURCE_BYTES + 1)
@@ -236,6 +245,13 @@ fn read(file: &Path) -> Result<(String, syn::File), LintError> {
             format!("larger than {MAX_SOURCE_BYTES} bytes; not checked"),
         ));
     }
+    Ok(text)
+}
+
+/// Reads and parses a source file; a file an `include!` brings in may be an expression, which
+/// is parsed inside a function on its first line (so that its lines keep their numbers).
+fn read(file: &Path) -> Result<(String, syn::File), LintError> {
+    let text = read_text(file)?;
     let parsed = syn::parse_file(&text).or_else(|first| {
         syn::parse_file(&format!("fn __toolcap_included() {{ {text}\n}}")).map_err(|_| first)
     });

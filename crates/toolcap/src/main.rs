@@ -256,6 +256,16 @@ fn main() -> ExitCode {
         // Listening from before the command starts, so no signal finds the default (dying
         // where it stands) in force.
         let stop = stop_signal();
+        // A command blocked where it cannot see the signal (a read of a pipe nobody writes)
+        // would never end: a moment after the signal it ends all the same, with what it
+        // holds (its children die with it; a scratch home left is swept by the next toolcap).
+        let blocked = stop_signal();
+        tokio::spawn(async move {
+            let (name, number) = blocked.await;
+            tokio::time::sleep(STOP_GRACE).await;
+            errln!("toolcap: stopped by {name}");
+            std::process::exit(128 + i32::from(number));
+        });
         tokio::select! {
             outcome = run(cli.command) => Ok(outcome),
             signal = stop => Err(signal),
@@ -279,6 +289,10 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// How long a stopped command has to end on its own before the process ends anyway; the
+/// runtime's own shutdown, after a command that ended, waits at most one second.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Waits for a request to stop — `SIGINT` (a terminal's Ctrl-C), `SIGTERM` (an MCP client or
 /// a service manager), `SIGHUP` (the terminal went away) — and names it with its number.

@@ -3292,3 +3292,116 @@ fn an_approval_prompt_cannot_be_flooded() {
     assert!(error.contains("too many to show"), "{error}");
     assert_eq!(code(&out), 1);
 }
+
+// guarantee: G-CLI-04
+/// A file the command line reads that is a FIFO nobody writes to, or a device, ends the command
+/// at once with a clear error, for a personality (`validate`, `call`, `manifest`) and for a
+/// crate's `Cargo.toml` (`lint`, which reviewers run on plugins they do not trust). Before, a
+/// FIFO hung `toolcap` in `open` for ever, deaf to `SIGTERM`, and `lint` read a `Cargo.toml`
+/// that is a link to `/dev/zero` until memory ran out.
+#[test]
+fn a_file_that_is_a_fifo_or_a_device_ends_the_command_at_once() {
+    use std::process::Stdio;
+    let env = Env::new();
+    let fifo = env.root.join("fifo.toml");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let fifo = fifo.display().to_string();
+    let crates = env.root.join("crates");
+    for (name, cargo) in [("piped", None), ("zeroes", Some("/dev/zero"))] {
+        let dir = crates.join(name);
+        std::fs::create_dir_all(dir.join("src")).unwrap();
+        match cargo {
+            None => assert!(
+                Command::new("mkfifo")
+                    .arg(dir.join("Cargo.toml"))
+                    .status()
+                    .unwrap()
+                    .success()
+            ),
+            Some(device) => std::os::unix::fs::symlink(device, dir.join("Cargo.toml")).unwrap(),
+        }
+    }
+    let piped = crates.join("piped").display().to_string();
+    let zeroes = crates.join("zeroes").display().to_string();
+    for args in [
+        &["validate", "--personality", &fifo][..],
+        &["manifest", "--personality", &fifo][..],
+        &[
+            "call",
+            "--personality",
+            &fifo,
+            "read_file",
+            r#"{"path":"notes.md"}"#,
+        ][..],
+        &["lint", &piped][..],
+        &["lint", &zeroes][..],
+    ] {
+        let mut child = env.spawn(args, Stdio::null());
+        let status =
+            ended_within(&mut child).unwrap_or_else(|| panic!("{args:?} still ran after 20 s"));
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).starts_with("toolcap: "),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+/// A stop signal ends a command whatever it is waiting on: `validate` reading a personality
+/// from a pipe whose writer never writes (process substitution, `<(…)`, behaves so) is ended by
+/// `SIGTERM` within moments, with 128 + 15. Before, a command blocked in a read never saw the
+/// signal, and only `SIGKILL` ended it.
+// guarantee: G-CLI-02
+#[test]
+fn a_stop_signal_ends_a_command_blocked_on_a_pipe() {
+    use std::os::unix::process::ExitStatusExt as _;
+    use std::process::Stdio;
+    let env = Env::new();
+    let fifo = env.root.join("held.toml");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    // A writer that holds the pipe open and never writes (read and write: no wait for a reader).
+    let _writer = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    let mut child = env.spawn(
+        &["validate", "--personality", &fifo.display().to_string()],
+        Stdio::null(),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(child.try_wait().unwrap().is_none(), "it waits for the pipe");
+    let sent = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let started = std::time::Instant::now();
+    let status = ended_within(&mut child).expect("still running 20 s after SIGTERM");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!((status.code(), status.signal()), (Some(143), None));
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        stderr(&out).contains("stopped by SIGTERM"),
+        "{}",
+        stderr(&out)
+    );
+}

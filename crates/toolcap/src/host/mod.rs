@@ -67,7 +67,18 @@ fn read_checked(
     use std::io::Read as _;
     let shown = path.display();
     let cannot = |e: std::io::Error| Usage(format!("cannot read {what} {shown}: {e}"));
-    let file = std::fs::File::open(path).map_err(cannot)?;
+    // Opened without waiting: a FIFO nobody writes to would hold `open` for ever. Reads then
+    // wait as reads do, so a pipe that is written (`<(…)`) is read whole, and one with no
+    // writer reads as empty.
+    let file = {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags((rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY).bits() as i32)
+            .open(path)
+            .map_err(cannot)?
+    };
+    rustix::fs::fcntl_setfl(&file, rustix::fs::OFlags::empty()).map_err(|e| cannot(e.into()))?;
     check(&file.metadata().map_err(cannot)?)?;
     let mut bytes = Vec::new();
     file.take(limit as u64 + 1)
