@@ -75,6 +75,49 @@ pub(crate) fn notes(policy: &CompiledPolicy) -> Vec<String> {
         .chain(hosts)
         .chain(wide_reach(policy))
         .chain(programs_in_write_reach(policy))
+        .chain(launchers(policy))
+        .collect()
+}
+
+/// Programs that run whatever program they are asked to: shells, interpreters, the commands
+/// that exist to start another (`env`, `xargs`, `nohup`, `timeout`, ...), and those whose own
+/// language runs one (`awk`'s `system`, GNU `sed`'s `e`, a `Makefile`). Allowing one allows
+/// every program a confined child may execute (docs/review.md). `find` is not among them: its
+/// `-exec` is refused for every personality (docs/policy.md, "Options that run programs").
+const LAUNCHERS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "csh", "tcsh", "busybox", "python",
+    "python2", "python3", "perl", "ruby", "node", "nodejs", "deno", "bun", "php", "lua", "tclsh",
+    "wish", "awk", "gawk", "mawk", "nawk", "env", "xargs", "nohup", "timeout", "nice", "ionice",
+    "stdbuf", "setsid", "chrt", "taskset", "flock", "unshare", "nsenter", "script", "expect",
+    "make", "gdb", "vim", "vi", "nvim", "emacs", "ed", "sed",
+];
+
+/// Each program `safety.process.allow` names (by name or by path) that runs whatever program
+/// it is asked to.
+fn launchers(policy: &CompiledPolicy) -> Vec<String> {
+    let Some(source) = policy.policy() else {
+        return Vec::new();
+    };
+    source
+        .safety
+        .process
+        .allow
+        .iter()
+        .enumerate()
+        .filter(|(_, program)| {
+            let name = program.rsplit('/').next().unwrap_or(program);
+            // `python3.12` is `python3`.
+            let stem = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+            LAUNCHERS.contains(&name) || LAUNCHERS.contains(&stem)
+        })
+        .map(|(i, program)| {
+            format!(
+                "note: safety.process.allow[{i}] is {}, which runs whatever program it is asked \
+                 to: a child may run any program the sandbox lets it execute (the system \
+                 directories)",
+                capability_core::shown(program)
+            )
+        })
         .collect()
 }
 

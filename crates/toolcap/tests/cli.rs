@@ -3405,3 +3405,33 @@ fn a_stop_signal_ends_a_command_blocked_on_a_pipe() {
         stderr(&out)
     );
 }
+
+// guarantee: G-POL-07
+/// A program that runs whatever it is asked to (a shell, an interpreter, `env`, `xargs`) makes
+/// an allowlist of one a grant of every program a child may execute: `validate` says so for
+/// each, by its name or its path, so the review does not read `allow = ["python3"]` as one
+/// program.
+#[test]
+fn validate_notes_an_allowed_program_that_runs_other_programs() {
+    let env = Env::new();
+    std::fs::write(
+        env.root.join("launchers.toml"),
+        "id = \"launchers\"\ntoolset = [\"run_command\"]\n[fs_reach]\nread = [\"/srv\"]\n\
+         [safety.process]\nallow = [\"git\", \"sh\", \"/usr/bin/python3\", \"env\", \"echo\"]\n",
+    )
+    .unwrap();
+    let out = env.toolcap(&["validate", "--personality", &env.path("launchers.toml")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let notes: Vec<&str> = text.lines().filter(|l| l.starts_with("note:")).collect();
+    let runs = |i: usize, name: &str| {
+        format!(
+            "note: safety.process.allow[{i}] is {name}, which runs whatever program it is asked \
+             to: a child may run any program the sandbox lets it execute (the system directories)"
+        )
+    };
+    assert_eq!(
+        notes,
+        [runs(1, "sh"), runs(2, "/usr/bin/python3"), runs(3, "env")],
+        "{text}"
+    );
+}
