@@ -43,7 +43,7 @@ pub use capability_policy::{
     NarrowNetwork, NarrowProcess, Narrowing, NetworkRules, PersonalityPolicy, PolicyError,
     PolicyFormat, PolicyFsReach, ProcessRules, RestrictedAddresses, Safety, ToolConstraints,
     check_policy_text, is_fixed_env_name, is_mcp_server_entry, is_refused_env_name,
-    is_safe_env_name, normalize_lexically, valid_env_name, valid_tool_name,
+    is_safe_env_name, json_duplicate_key, normalize_lexically, valid_env_name, valid_tool_name,
 };
 #[cfg(feature = "yaml")]
 pub use capability_policy::{

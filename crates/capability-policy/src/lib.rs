@@ -62,4 +62,6 @@ pub use crate::personality::{
     NetworkRules, PersonalityPolicy, PolicyFormat, PolicyFsReach, ProcessRules,
     RestrictedAddresses, Safety, ToolConstraints, normalize_lexically,
 };
-pub use crate::strict::{MAX_POLICY_BYTES, MAX_POLICY_DEPTH, check_policy_text};
+pub use crate::strict::{
+    MAX_POLICY_BYTES, MAX_POLICY_DEPTH, check_policy_text, json_duplicate_key,
+};

@@ -31,7 +31,7 @@ pub fn check_policy_text(text: &str, format: PolicyFormat) -> Result<(), String>
         ));
     }
     match format {
-        PolicyFormat::Json => check_json(text),
+        PolicyFormat::Json => check_json(text, MAX_POLICY_DEPTH),
         // TOML refuses duplicate keys itself and bounds its recursion.
         PolicyFormat::Toml => Ok(()),
         PolicyFormat::Yaml => yaml_flow_depth(text).and_then(|()| yaml_expansion(text)),
@@ -51,9 +51,25 @@ enum Frame {
     Array,
 }
 
-/// Duplicate keys and nesting depth in JSON. Syntax errors are left to the parser that follows
-/// (this scanner only has to be right about valid JSON).
-fn check_json(text: &str) -> Result<(), String> {
+/// A key given twice in one object of the JSON `text` (a parser keeps only the last, so what
+/// the text looks like and what it says differ), as an error naming the key and its lines.
+/// Nesting and size are not bounded here: for a call's arguments, which the registry bounds.
+///
+/// ```
+/// use capability_policy::json_duplicate_key;
+/// assert_eq!(
+///     json_duplicate_key(r#"{"path": "a", "p\u0061th": "b"}"#).unwrap_err(),
+///     "duplicate key \"path\" at lines 1 and 1"
+/// );
+/// assert!(json_duplicate_key(r#"{"a": {"a": 1}}"#).is_ok());
+/// ```
+pub fn json_duplicate_key(text: &str) -> Result<(), String> {
+    check_json(text, usize::MAX)
+}
+
+/// Duplicate keys and nesting past `max_depth` in JSON. Syntax errors are left to the parser
+/// that follows (this scanner only has to be right about valid JSON).
+fn check_json(text: &str, max_depth: usize) -> Result<(), String> {
     let bytes = text.as_bytes();
     let mut stack: Vec<Frame> = Vec::new();
     let mut line = 1;
@@ -62,7 +78,7 @@ fn check_json(text: &str) -> Result<(), String> {
         match bytes[i] {
             b'\n' => line += 1,
             b'{' | b'[' => {
-                if stack.len() >= MAX_POLICY_DEPTH {
+                if stack.len() >= max_depth {
                     return Err(too_deep(line));
                 }
                 stack.push(if bytes[i] == b'{' {
@@ -309,6 +325,11 @@ pub(crate) fn yaml_duplicate(text: &str, key: &str, from_line: usize) -> String 
 mod tests {
     use super::*;
 
+    /// The policy reading of a JSON text: duplicate keys and nesting.
+    fn policy_json(text: &str) -> Result<(), String> {
+        check_json(text, MAX_POLICY_DEPTH)
+    }
+
     // guarantee: G-POL-02
     #[cfg(feature = "yaml")]
     #[test]
@@ -389,27 +410,27 @@ mod tests {
     #[test]
     fn json_duplicates_are_found_at_any_depth_with_both_lines() {
         assert_eq!(
-            check_json("{\"a\": 1,\n \"b\": {\"x\": 1,\n \"x\": 2}}"),
+            policy_json("{\"a\": 1,\n \"b\": {\"x\": 1,\n \"x\": 2}}"),
             Err("duplicate key \"x\" at lines 2 and 3".to_owned())
         );
         assert!(
-            check_json("{\"a\": 1, \"\\u0061\": 2}").is_err(),
+            policy_json("{\"a\": 1, \"\\u0061\": 2}").is_err(),
             "escapes decoded"
         );
-        assert!(check_json("{\"a\": {\"k\": 1}, \"b\": {\"k\": 1}}").is_ok());
-        assert!(check_json("[{\"k\": 1}, {\"k\": 2}]").is_ok());
+        assert!(policy_json("{\"a\": {\"k\": 1}, \"b\": {\"k\": 1}}").is_ok());
+        assert!(policy_json("[{\"k\": 1}, {\"k\": 2}]").is_ok());
         assert!(
-            check_json("{\"a\": \"k\", \"k\": \"a\"}").is_ok(),
+            policy_json("{\"a\": \"k\", \"k\": \"a\"}").is_ok(),
             "values are not keys"
         );
-        assert!(check_json("{\"a\": \"}{\\\"\", \"b\": 1}").is_ok());
+        assert!(policy_json("{\"a\": \"}{\\\"\", \"b\": 1}").is_ok());
     }
 
     #[test]
     fn nesting_is_bounded() {
         let deep = "[".repeat(MAX_POLICY_DEPTH + 1);
-        assert!(check_json(&deep).unwrap_err().contains("nested more than"));
-        assert!(check_json(&"[".repeat(MAX_POLICY_DEPTH)).is_ok());
+        assert!(policy_json(&deep).unwrap_err().contains("nested more than"));
+        assert!(policy_json(&"[".repeat(MAX_POLICY_DEPTH)).is_ok());
         let yaml = format!("a: {}", "[".repeat(100_000));
         assert!(yaml_flow_depth(&yaml).is_err());
         assert!(yaml_flow_depth("a: \"[[[[[[[[\" # [[[[\nb: ['x', {c: d}]").is_ok());

@@ -328,6 +328,8 @@ fn stop_signal() -> impl std::future::Future<Output = (&'static str, u8)> {
 fn parse_args(text: &str) -> Result<Value, Usage> {
     let value: Value = serde_json::from_str(text)
         .map_err(|e| Usage(format!("ARGS_JSON is not valid JSON: {e}")))?;
+    // A key given twice: the parser keeps the last, and the command line shows the first.
+    capability_core::json_duplicate_key(text).map_err(|e| Usage(format!("ARGS_JSON: {e}")))?;
     if !value.is_object() {
         return Err(Usage(
             "ARGS_JSON must be a JSON object, e.g. '{\"path\": \"notes.md\"}'".to_owned(),

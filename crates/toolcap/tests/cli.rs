@@ -3435,3 +3435,43 @@ fn validate_notes_an_allowed_program_that_runs_other_programs() {
         "{text}"
     );
 }
+
+// guarantee: G-CLI-05
+/// A call's arguments say exactly what they look like: `ARGS_JSON` with a key given twice is
+/// refused (exit 2), as a personality with one is. Before, the last `path` won, so a command
+/// line (or a script's log of it) that showed `notes.md` first read another file.
+#[test]
+fn call_arguments_with_a_key_given_twice_are_refused() {
+    let env = Env::new();
+    std::fs::write(env.root.join("work/other.md"), "other").unwrap();
+    let p = env.path("p.toml");
+    for args in [
+        r#"{"path": "notes.md", "path": "other.md"}"#,
+        r#"{"path": "notes.md", "p\u0061th": "other.md"}"#,
+    ] {
+        for command in ["call", "explain"] {
+            let out = env.toolcap(&[command, "--personality", &p, "read_file", args]);
+            assert_eq!(
+                code(&out),
+                2,
+                "{command} {args}: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+            assert!(
+                stderr(&out).contains("duplicate key \"path\""),
+                "{}",
+                stderr(&out)
+            );
+            assert!(out.stdout.is_empty());
+        }
+    }
+    // The same key in two objects is two keys.
+    let out = env.toolcap(&[
+        "call",
+        "--personality",
+        &p,
+        "read_file",
+        r#"{"path": "notes.md"}"#,
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
