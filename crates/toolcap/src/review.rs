@@ -121,8 +121,8 @@ fn launchers(policy: &CompiledPolicy) -> Vec<String> {
         .collect()
 }
 
-/// Each reach root that is the whole file system (`/`, however spelled), and each directory of
-/// the trusted search path a write root holds (and no deny rule covers): a program a tool
+/// Each reach root that is the whole file system (`/`, however spelled), each `*` (every host)
+/// of the network allowlist, and each directory of the trusted search path a write root holds (and no deny rule covers): a program a tool
 /// writes there is found before the system's, by confined children and by whoever else
 /// searches that directory, the user's own shell among them.
 fn wide_reach(policy: &CompiledPolicy) -> Vec<String> {
@@ -177,7 +177,21 @@ fn wide_reach(policy: &CompiledPolicy) -> Vec<String> {
             })
             .collect::<Vec<_>>()
     });
-    whole.chain(search_dirs).collect()
+    // `*` in the network allowlist is every host (as `/` is every place).
+    let every_host = source
+        .safety
+        .network
+        .allow
+        .iter()
+        .enumerate()
+        .filter(|(_, host)| host.as_str() == "*")
+        .map(|(i, _)| {
+            format!(
+                "note: safety.network.allow[{i}] is *, every host: tools may fetch from any \
+                 address the restricted classes (loopback, private, link-local, metadata) leave"
+            )
+        });
+    whole.chain(search_dirs).chain(every_host).collect()
 }
 
 /// Each program `safety.process.allow` names that a tool could replace: an absolute path beneath

@@ -621,7 +621,7 @@ fn validate_notes_an_allowed_program_in_the_write_reach() {
 
 // guarantee: G-POL-07
 /// `validate` tells a reviewer when a reach is the whole file system (`read = ["/"]` reads as
-/// a short list), and when a write root holds a directory of the trusted search path, where a
+/// a short list) or every host (`allow = ["*"]`), and when a write root holds a directory of the trusted search path, where a
 /// program a tool writes is found before the system's; a deny rule that covers the directory
 /// leaves nothing to note.
 #[test]
@@ -630,7 +630,8 @@ fn validate_notes_a_whole_file_system_reach_and_the_search_path_in_the_write_rea
     std::fs::write(
         env.root.join("wide.toml"),
         "id = \"wide\"\ntoolset = [\"read_file\"]\n[fs_reach]\nread = [\"/\"]\n\
-         write = [\"/srv/../\", \"/usr\", \"/opt/tools\"]\ndeny = [\"/usr/local/bin\"]\n",
+         write = [\"/srv/../\", \"/usr\", \"/opt/tools\"]\ndeny = [\"/usr/local/bin\"]\n\
+         [safety.network]\nallow = [\"api.github.com\", \"*\"]\n",
     )
     .unwrap();
     let out = env.toolcap(&["validate", "--personality", &env.path("wide.toml")]);
@@ -644,6 +645,7 @@ fn validate_notes_a_whole_file_system_reach_and_the_search_path_in_the_write_rea
             "note: fs_reach.write[0] is /, which holds /usr/bin, a directory of the trusted search path: a program a tool writes there is found before the system's, by children and by whoever else searches it",
             "note: fs_reach.write[0] is /, which holds /bin, a directory of the trusted search path: a program a tool writes there is found before the system's, by children and by whoever else searches it",
             "note: fs_reach.write[1] is /usr, which holds /usr/bin, a directory of the trusted search path: a program a tool writes there is found before the system's, by children and by whoever else searches it",
+            "note: safety.network.allow[1] is *, every host: tools may fetch from any address the restricted classes (loopback, private, link-local, metadata) leave",
         ],
         "{text}"
     );
