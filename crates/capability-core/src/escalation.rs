@@ -141,32 +141,127 @@ pub fn mask_arguments(args: &Value) -> Value {
 }
 
 /// [`mask_arguments`], also masking keys containing any of `extra` (case-insensitive).
+///
+/// Credentials written inside a value are masked too, where they have a name: a URL's password
+/// and the values of its credential-like query parameters (`?api_key=***`), a header line
+/// (`Authorization: ***`), an option with its value attached (`--password=***`), and in a list
+/// (an argv), the value that follows such an option (`"--token", "***"`).
 pub fn mask_arguments_with(args: &Value, extra: &[String]) -> Value {
-    match args {
+    let sensitive = |name: &str| {
+        let lower = name.to_ascii_lowercase();
+        SENSITIVE.iter().any(|s| lower.contains(s))
+            || extra
+                .iter()
+                .any(|s| lower.contains(&s.to_ascii_lowercase()))
+    };
+    mask_value(args, &sensitive)
+}
+
+fn mask_value(value: &Value, sensitive: &dyn Fn(&str) -> bool) -> Value {
+    match value {
         Value::Object(map) => Value::Object(
             map.iter()
                 .map(|(k, v)| {
-                    let lower = k.to_ascii_lowercase();
-                    let sensitive = SENSITIVE.iter().any(|s| lower.contains(s))
-                        || extra
-                            .iter()
-                            .any(|s| lower.contains(&s.to_ascii_lowercase()));
-                    if sensitive {
+                    if sensitive(k) {
                         (k.clone(), Value::String("***".to_owned()))
                     } else {
-                        (k.clone(), mask_arguments_with(v, extra))
+                        (k.clone(), mask_value(v, sensitive))
                     }
                 })
                 .collect(),
         ),
-        Value::Array(items) => Value::Array(
-            items
-                .iter()
-                .map(|v| mask_arguments_with(v, extra))
-                .collect(),
-        ),
+        Value::Array(items) => {
+            let mut masked = Vec::with_capacity(items.len());
+            let mut next_is_secret = false;
+            for item in items {
+                if next_is_secret {
+                    next_is_secret = false;
+                    masked.push(Value::String("***".to_owned()));
+                    continue;
+                }
+                // `--token VALUE`: the option alone, its value the next item.
+                next_is_secret = item
+                    .as_str()
+                    .and_then(|t| t.strip_prefix("--"))
+                    .is_some_and(|name| !name.is_empty() && !name.contains('=') && sensitive(name));
+                masked.push(mask_value(item, sensitive));
+            }
+            Value::Array(masked)
+        }
+        Value::String(text) => match mask_text(text, sensitive) {
+            Some(masked) => Value::String(masked),
+            None => value.clone(),
+        },
         other => other.clone(),
     }
+}
+
+/// `text` with a named credential in it masked, or `None` when it holds none.
+fn mask_text(text: &str, sensitive: &dyn Fn(&str) -> bool) -> Option<String> {
+    // `--password=VALUE`.
+    if let Some((option, _)) = text.split_once('=')
+        && let Some(name) = option.strip_prefix("--")
+        && sensitive(name)
+    {
+        return Some(format!("{option}=***"));
+    }
+    if let Some((scheme, rest)) = text.split_once("://") {
+        return mask_url(scheme, rest, sensitive);
+    }
+    // `Authorization: Bearer VALUE`: a header's name is one word.
+    let (name, _) = text.split_once(':')?;
+    let header = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    (header && sensitive(name)).then(|| format!("{name}: ***"))
+}
+
+/// A URL's password and credential-like query values masked, or `None` when it has neither.
+fn mask_url(scheme: &str, rest: &str, sensitive: &dyn Fn(&str) -> bool) -> Option<String> {
+    let (before_fragment, fragment) = match rest.split_once('#') {
+        Some((b, f)) => (b, Some(f)),
+        None => (rest, None),
+    };
+    let (place, query) = match before_fragment.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (before_fragment, None),
+    };
+    let authority_end = place.find('/').unwrap_or(place.len());
+    let (authority, path) = place.split_at(authority_end);
+    let mut changed = false;
+    let authority = match authority.rsplit_once('@') {
+        Some((user_info, host)) if user_info.contains(':') => {
+            changed = true;
+            let user = user_info.split(':').next().unwrap_or_default();
+            format!("{user}:***@{host}")
+        }
+        _ => authority.to_owned(),
+    };
+    let query = query.map(|q| {
+        q.split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((name, _)) if sensitive(name) => {
+                    changed = true;
+                    format!("{name}=***")
+                }
+                _ => pair.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("&")
+    });
+    changed.then(|| {
+        let mut out = format!("{scheme}://{authority}{path}");
+        if let Some(q) = query {
+            out.push('?');
+            out.push_str(&q);
+        }
+        if let Some(f) = fragment {
+            out.push('#');
+            out.push_str(f);
+        }
+        out
+    })
 }
 
 /// The escalation subjects of a call, and the approvals that granting them means; `None` when
@@ -425,6 +520,7 @@ mod tests {
         assert_eq!(call_text("t", &json!(null)), "t null");
     }
 
+    // guarantee: G-REG-15
     #[test]
     fn configured_keys_are_masked_too() {
         let masked = mask_arguments_with(
@@ -437,6 +533,31 @@ mod tests {
         );
     }
 
+    // guarantee: G-REG-15
+    #[test]
+    fn credentials_inside_values_are_masked_too() {
+        let masked = mask_arguments(&json!({
+            "url": "https://api.example.com/v1/search?q=rust&api_key=k1&Token=t1#frag",
+            "next": "https://ada:pw@example.com/a?x=1",
+            "plain": "https://example.com/a?q=token",
+            "args": ["-H", "Authorization: Bearer t2", "--password=p1", "--token", "t3", "--user", "ada", "-v"],
+            "note": "a sentence about a token: not a header",
+            "hook": "https://hooks.example.com/services/T0/B0/XXXX"
+        }));
+        assert_eq!(
+            masked,
+            json!({
+                "url": "https://api.example.com/v1/search?q=rust&api_key=***&Token=***#frag",
+                "next": "https://ada:***@example.com/a?x=1",
+                "plain": "https://example.com/a?q=token",
+                "args": ["-H", "Authorization: ***", "--password=***", "--token", "***", "--user", "ada", "-v"],
+                "note": "a sentence about a token: not a header",
+                "hook": "https://hooks.example.com/services/T0/B0/XXXX"
+            })
+        );
+    }
+
+    // guarantee: G-REG-15
     #[test]
     fn masking() {
         let masked = mask_arguments(&json!({

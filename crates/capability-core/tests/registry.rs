@@ -484,6 +484,7 @@ fn without_a_runtime_every_call_is_refused() {
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
 
+// guarantee: G-REG-15
 #[tokio::test]
 async fn audit_arguments_are_opt_in_and_masked() {
     let call_args = json!({"query": "status", "api_token": "sk-live-1", "nested": {"SSN": "123-45", "Cookie": "c"}});
