@@ -73,6 +73,14 @@ impl Env {
     }
 }
 
+/// Makes a FIFO at `path` (`mkfifo`).
+fn mkfifo(path: &Path) {
+    assert!(
+        Command::new("mkfifo").arg(path).status().unwrap().success(),
+        "mkfifo {path:?}"
+    );
+}
+
 fn code(o: &Output) -> i32 {
     o.status.code().unwrap()
 }
@@ -2030,13 +2038,7 @@ fn an_audit_path_planted_by_another_account_is_refused() {
     let theirs = env.root.join("theirs.jsonl");
     std::fs::write(&theirs, "").unwrap();
     let fifo = env.root.join("theirs.fifo");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    mkfifo(&fifo);
     if given_to_nobody(&link, true)
         && given_to_nobody(&theirs, false)
         && given_to_nobody(&fifo, false)
@@ -3306,26 +3308,14 @@ fn a_file_that_is_a_fifo_or_a_device_ends_the_command_at_once() {
     use std::process::Stdio;
     let env = Env::new();
     let fifo = env.root.join("fifo.toml");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    mkfifo(&fifo);
     let fifo = fifo.display().to_string();
     let crates = env.root.join("crates");
     for (name, cargo) in [("piped", None), ("zeroes", Some("/dev/zero"))] {
         let dir = crates.join(name);
         std::fs::create_dir_all(dir.join("src")).unwrap();
         match cargo {
-            None => assert!(
-                Command::new("mkfifo")
-                    .arg(dir.join("Cargo.toml"))
-                    .status()
-                    .unwrap()
-                    .success()
-            ),
+            None => mkfifo(&dir.join("Cargo.toml")),
             Some(device) => std::os::unix::fs::symlink(device, dir.join("Cargo.toml")).unwrap(),
         }
     }
@@ -3368,13 +3358,7 @@ fn a_stop_signal_ends_a_command_blocked_on_a_pipe() {
     use std::process::Stdio;
     let env = Env::new();
     let fifo = env.root.join("held.toml");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    mkfifo(&fifo);
     // A writer that holds the pipe open and never writes (read and write: no wait for a reader).
     let _writer = std::fs::OpenOptions::new()
         .read(true)
