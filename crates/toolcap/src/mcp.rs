@@ -390,7 +390,7 @@ pub(crate) fn explain_guarded(
             tool,
             verdict
                 .as_ref()
-                .map(|()| "relative paths within the server's reach, URLs to its hosts".to_owned())
+                .map(|()| "relative paths within the server's reach, URLs to its hosts, nothing beneath its write reach that git, a shell, an agent or an editor runs later".to_owned())
                 .map_err(ToString::to_string),
         );
         if let Err(e) = verdict {

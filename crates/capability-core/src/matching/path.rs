@@ -342,6 +342,26 @@ pub enum RunsLater {
     Client,
 }
 
+impl RunsLater {
+    /// What runs code from such a place, and when, as a refusal says it.
+    pub fn why(self) -> &'static str {
+        match self {
+            RunsLater::Git => {
+                "git runs the hooks and configuration of a repository outside any sandbox, when \
+                 the user next runs git there"
+            }
+            RunsLater::Client => {
+                "an AI agent's client or an editor runs what it says when it next opens the \
+                 project, outside any sandbox"
+            }
+            RunsLater::Startup => {
+                "a shell, git or the user's login session reads it as it starts, and runs what \
+                 it says outside any sandbox"
+            }
+        }
+    }
+}
+
 /// The file in a project whose MCP servers (commands) an agent's client starts as it opens it.
 const CLIENT_FILES: [&[u8]; 1] = [b".mcp.json"];
 

@@ -37,6 +37,27 @@ pub fn reads_as_url(text: &str, scheme: &str) -> bool {
     }
 }
 
+/// The local path a `file:` URL names, in any form [`reads_as_url`] takes as one, as the
+/// argument gate reads it: `Some(Ok(path))`; `Some(Err(()))` for a file URL that names no local
+/// path (a host, or nothing a path can be made of), which the checks refuse; `None` for text
+/// that is not a file URL.
+///
+/// ```
+/// use capability_core::matching::scheme::file_url_path;
+/// use std::path::PathBuf;
+/// assert_eq!(file_url_path("fi\tle:/etc/passwd"), Some(Ok(PathBuf::from("/etc/passwd"))));
+/// assert_eq!(file_url_path("file://host/etc/passwd"), Some(Err(())));
+/// assert_eq!(file_url_path("notes.md"), None);
+/// ```
+pub fn file_url_path(text: &str) -> Option<Result<std::path::PathBuf, ()>> {
+    reads_as_url(text, "file").then(|| {
+        url::Url::parse(text)
+            .ok()
+            .and_then(|u| u.to_file_path().ok())
+            .ok_or(())
+    })
+}
+
 /// [`reads_as_url`], whole.
 #[inline(never)]
 fn read_scheme(text: &str, scheme: &str) -> bool {

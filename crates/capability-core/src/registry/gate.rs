@@ -119,22 +119,21 @@ fn gate_string(s: &str, reach: Option<&ResolvedPaths>) -> Result<(), Refusal> {
     // `//etc/passwd` is `/etc/passwd` to the kernel.
     let path = if s.starts_with('/') {
         std::path::PathBuf::from(s)
-    } else if crate::matching::scheme::reads_as_url(s, "file") {
+    } else {
         // Every form a URL parser reads as a file URL (`file:/p`, `file:p`, backslashes for
         // slashes, tabs inside, control characters before), not only `file:///p`.
         // A file URL that does not name a local path is refused outright.
-        match url::Url::parse(s).ok().and_then(|u| u.to_file_path().ok()) {
-            Some(p) => p,
-            None => {
+        match crate::matching::scheme::file_url_path(s) {
+            Some(Ok(p)) => p,
+            Some(Err(())) => {
                 return Err(CapabilityError::denied(
                     DenialCode::PathNotReachable,
                     format!("{} is not a local file URL", s.escape_debug()),
                 )
                 .into());
             }
+            None => return Ok(()),
         }
-    } else {
-        return Ok(());
     };
     let empty;
     let reach = match reach {

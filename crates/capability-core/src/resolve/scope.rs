@@ -109,6 +109,25 @@ impl ResolvedPaths {
         }
     }
 
+    /// Where `path` lies beneath a write root in a place toolcap's own writes refuse for what
+    /// would run it later, outside any sandbox (git's places, a shell's startup files, what
+    /// agents and editors run), the personality not listing it among its write roots: `path`
+    /// resolved, the area that keeps it and what runs it. What a process that writes wherever
+    /// its kernel confinement lets it, and not through toolcap's scoped objects (a guarded MCP
+    /// server), must not be handed to read or to write, since which of the two it will do
+    /// cannot be told (docs/guard.md, "Argument checks").
+    pub fn runs_later_beneath_write_root(
+        &self,
+        path: &Path,
+    ) -> Option<(PathBuf, PathBuf, RunsLater)> {
+        let full = self.full(path).ok()?;
+        if !self.write.iter().any(|r| is_within(&full, r)) {
+            return None;
+        }
+        let (area, runs) = runs_later_unlisted(&full, &self.personality_write)?;
+        Some((full, area, runs))
+    }
+
     /// Whether `path`, resolved as [`check`](PathPolicy::check) resolves it, lies beneath a
     /// root for `access` (whether or not a rule then refuses it there).
     fn beneath_a_root(&self, path: &Path, access: FsAccess) -> bool {
@@ -179,39 +198,10 @@ impl PathPolicy for ResolvedPaths {
         {
             return Err(refuse());
         }
-        // Where git, a shell, an agent's client or an editor finds code to run outside any
-        // sandbox: written only under a personality write root that lies inside that very area
-        // (docs/policy.md, "Git's hooks and configuration", "Shell startup files", "What agents
-        // and editors run").
         if access == FsAccess::Write
-            && let Some((area, runs)) = runs_later(&full)
-            && !personality
-                .iter()
-                .any(|r| is_within(&full, r) && is_within(r, &area))
+            && let Some(refusal) = runs_later_refusal(&full, personality)
         {
-            let why = match runs {
-                RunsLater::Git => {
-                    "git runs the hooks and configuration of a repository outside any sandbox, \
-                     when the user next runs git there"
-                }
-                RunsLater::Client => {
-                    "an AI agent's client or an editor runs what it says when it next opens the \
-                     project, outside any sandbox"
-                }
-                _ => {
-                    "a shell, git or the user's login session reads it as it starts, and runs what \
-                     it says outside any sandbox"
-                }
-            };
-            return Err(CapabilityError::denied(
-                DenialCode::PathNotReachable,
-                format!(
-                    "write not permitted for {}: {why} (a personality that means to allow it \
-                     lists {} among its write roots)",
-                    full.display(),
-                    area.display()
-                ),
-            ));
+            return Err(refusal);
         }
         if access == FsAccess::Write
             && self.escalate.write.iter().any(|e| is_within(&full, e))
@@ -374,6 +364,33 @@ impl ProcessPolicy for ResolvedProcess {
     fn sandbox(&self) -> SandboxMode {
         self.sandbox
     }
+}
+
+/// Where git, a shell, an agent's client or an editor finds code to run outside any sandbox
+/// (`full`, resolved), unless a personality write root (`personality`) lies inside that very
+/// area (docs/policy.md, "Git's hooks and configuration", "Shell startup files", "What agents
+/// and editors run"): the area and what runs it, or `None`.
+fn runs_later_unlisted(full: &Path, personality: &[PathBuf]) -> Option<(PathBuf, RunsLater)> {
+    let (area, runs) = runs_later(full)?;
+    let listed = personality
+        .iter()
+        .any(|r| is_within(full, r) && is_within(r, &area));
+    (!listed).then_some((area, runs))
+}
+
+/// The refusal of a write of `full` that [`runs_later_unlisted`] finds, or `None`.
+fn runs_later_refusal(full: &Path, personality: &[PathBuf]) -> Option<CapabilityError> {
+    let (area, runs) = runs_later_unlisted(full, personality)?;
+    Some(CapabilityError::denied(
+        DenialCode::PathNotReachable,
+        format!(
+            "write not permitted for {}: {} (a personality that means to allow it lists {} \
+             among its write roots)",
+            full.display(),
+            runs.why(),
+            area.display()
+        ),
+    ))
 }
 
 #[cfg(test)]

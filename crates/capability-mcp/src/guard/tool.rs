@@ -136,11 +136,17 @@ impl ArgumentCheck {
         while let Some((key, value)) = stack.pop() {
             match value {
                 Value::Object(map) => {
-                    stack.extend(map.iter().map(|(k, v)| (Some(k.as_str()), v)));
+                    for (name, value) in map {
+                        // A member's name may be a path too (a map from paths to contents), as
+                        // the argument gate reads it.
+                        self.check_what_runs_later(name)?;
+                        stack.push((Some(name.as_str()), value));
+                    }
                 }
                 // An array inherits its key: `"paths": ["a", "b"]`.
                 Value::Array(items) => stack.extend(items.iter().map(|v| (key, v))),
                 Value::String(text) => {
+                    self.check_what_runs_later(text)?;
                     if is_web_url(text) {
                         self.check_url(text.trim())?;
                     } else if key.is_some_and(|k| self.names_a_path(k))
@@ -258,8 +264,50 @@ impl ArgumentCheck {
                 };
                 return Err(refused(&shown, &from));
             }
+            self.runs_later(&path, text)?;
         }
         Ok(())
+    }
+
+    /// An absolute path or a `file:` URL, anywhere in the arguments: not a place beneath the
+    /// server's write reach that toolcap's own writes refuse for what would run it later
+    /// ([`ResolvedPaths::runs_later_beneath_write_root`]). The registry's gate has already
+    /// held it to the reach; the server may write wherever the kernel lets it, and which of
+    /// reading and writing it will do cannot be told.
+    fn check_what_runs_later(&self, text: &str) -> Result<(), CapabilityError> {
+        if text.starts_with('/') {
+            self.runs_later(Path::new(text), text)
+        } else if let Some(Ok(path)) = capability_core::matching::scheme::file_url_path(text) {
+            self.runs_later(&path, text)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The refusal of `path` (named by the argument `text`) where the server could write what
+    /// git, a shell, an agent's client or an editor runs later (docs/guard.md, "Argument
+    /// checks").
+    fn runs_later(&self, path: &Path, text: &str) -> Result<(), CapabilityError> {
+        let Some(paths) = &self.paths else {
+            return Ok(());
+        };
+        match paths.runs_later_beneath_write_root(path) {
+            None => Ok(()),
+            Some((full, area, runs)) => Err(CapabilityError::denied(
+                DenialCode::PathNotReachable,
+                format!(
+                    "{} (argument {text:?} of {}) is a place the MCP server {} could write, and \
+                     {}; the guard cannot tell whether a server will read or write a path it is \
+                     handed, so it hands it neither (a personality that means to allow it lists \
+                     {} among its write roots, as does the server's reach)",
+                    full.display(),
+                    self.tool,
+                    self.server,
+                    runs.why(),
+                    area.display()
+                ),
+            )),
+        }
     }
 
     fn check_url(&self, text: &str) -> Result<(), CapabilityError> {
