@@ -9,7 +9,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 use capability_sandbox::SandboxPolicy;
-use capability_types::backend::{FsAccess, ProcessGrant, SandboxMode};
+use capability_types::backend::{FsAccess, PathPolicy, ProcessGrant, SandboxMode};
 use capability_types::{
     CapabilityError, DenialCode, ProcessOutput, ScopedProcess, SpawnOptions, check_binary_spec,
 };
@@ -225,11 +225,9 @@ impl ScopedProcess for ScopedSpawner {
             let prepared = self
                 .inner
                 .sandbox(key, || policy.prepare_with(&config.sandbox_support))?;
-            let paths = &self.grant.paths;
-            let git_writable = |p: &Path| paths.check(p, FsAccess::Write).is_ok();
             Started::confined(
                 &prepared,
-                &git_writable,
+                &*self.grant.paths,
                 &plan,
                 args,
                 &env,
@@ -395,17 +393,20 @@ impl Started {
         })
     }
 
-    /// `git_writable`: the places git runs code from that the tool's policy lets it write (a
-    /// personality that lists one as a write root), which its child may write too.
+    /// `paths`: the tool's reach, whose writes decide which of the places git, a shell or an
+    /// agent's client runs code from its child may write (a personality that lists one as a
+    /// write root), and which names of the latter are kept from the child where they exist
+    /// (docs/policy.md, "Kept from children").
     fn confined(
         prepared: &capability_sandbox::PreparedSandbox,
-        git_writable: &(dyn Fn(&Path) -> bool + Sync),
+        paths: &dyn PathPolicy,
         plan: &Plan,
         args: &[String],
         env: &[(String, String)],
         cwd: &Path,
         stdin: bool,
     ) -> Result<Self, CapabilityError> {
+        let git_writable = |p: &Path| paths.check(p, FsAccess::Write).is_ok();
         let launch = capability_sandbox::Launch {
             program: &plan.program,
             arg0: std::ffi::OsStr::new(&plan.arg0),
@@ -413,7 +414,8 @@ impl Started {
             env,
             cwd,
             stdin,
-            git_writable: Some(git_writable),
+            git_writable: Some(&git_writable),
+            runs_later: paths.runs_later_names(),
         };
         let child = prepared.spawn(&launch)?;
         let failed = |e: std::io::Error| {

@@ -440,6 +440,59 @@ async fn a_child_runs_in_the_working_directory_when_its_reach_holds_it() {
     );
 }
 
+// guarantee: G-FS-11
+/// A tool that declares a write root and a program: its child cannot change the
+/// `.claude/settings.json` (hooks Claude Code runs) or the `.bashrc` that exist in that root; a
+/// file beside them it writes. The process backend hands the sandbox the names the resolved
+/// reach gives (`PathPolicy::runs_later_names`). Checked on disk.
+#[tokio::test]
+async fn a_writing_tools_child_cannot_change_what_an_agent_or_a_shell_runs_later() {
+    let fx = fixture();
+    std::fs::create_dir(fx.root.join(".claude")).unwrap();
+    for file in [".claude/settings.json", ".bashrc"] {
+        std::fs::write(fx.root.join(file), "as it was\n").unwrap();
+    }
+    let toml = format!(
+        "id = \"p\"\n[fs_reach]\nread = [\"{r}\"]\nwrite = [\"{r}\"]\n[safety.process]\nallow = [\"sh\"]\n",
+        r = fx.root.display()
+    );
+    let policy = CompiledPolicy::load(&toml, PolicyFormat::Toml, None).unwrap();
+    let caps = ToolCapabilities::none()
+        .with_process(["*"])
+        .with_fs_read(FsPaths::FromPersonality)
+        .with_fs_write(FsPaths::FromPersonality);
+    let resolved = resolve("builder", &caps, &policy, "s", &fx.root);
+    let grant = ProcessGrant::new(
+        "builder",
+        resolved.process.unwrap() as Arc<dyn ProcessPolicy>,
+        resolved.fs.unwrap() as Arc<dyn PathPolicy>,
+    );
+    let config = ProcessConfig::with_host_env(host_env()).scratch_root(fx.scratch.clone());
+    let p = ProcessBackend::new(config).scoped_process(grant).unwrap();
+    let script = "echo evil >> .claude/settings.json; echo hooks=$?; echo evil >> .bashrc; \
+         echo rc=$?; echo fine > notes.md; echo notes=$?";
+    let out = p
+        .spawn("sh", &argv(&["-c", script]), SpawnOptions::default())
+        .await
+        .unwrap();
+    let text = stdout(&out);
+    assert!(
+        fx.root.join("notes.md").exists(),
+        "the child works in the write root"
+    );
+    assert!(
+        text.contains("notes=0") && !text.contains("hooks=0") && !text.contains("rc=0"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for file in [".claude/settings.json", ".bashrc"] {
+        assert_eq!(
+            std::fs::read_to_string(fx.root.join(file)).unwrap(),
+            "as it was\n"
+        );
+    }
+}
+
 #[tokio::test]
 async fn cwd_must_be_inside_the_read_reach() {
     let fx = fixture();

@@ -29,6 +29,16 @@
 //! a symbolic link cannot be kept (a child could point it elsewhere), and the child is not
 //! started. A repository a child makes itself (`git init`) is kept from the next child, not
 //! from the one that made it.
+//!
+//! The same walk keeps what a shell runs as it starts and what an AI agent's client or an
+//! editor runs when it next opens the project (the caller's names, `Launch::runs_later`: a
+//! `.bashrc`, a `.mcp.json`, a `.claude` or `.vscode` directory, fish's configuration, ...):
+//! each that exists in a directory the walk reads, and in the working directory and the
+//! directories above it beneath a write root, is bound onto itself read-only, unless the
+//! caller's policy lets children write it (docs/policy.md, "Shell startup files", "What agents
+//! and editors run"). One that is a symbolic link is kept where it leads, when that lies
+//! beneath a write root. One that does not exist cannot be kept by a mount: a child may still
+//! make it.
 
 #![allow(
     clippy::disallowed_methods,
@@ -60,6 +70,10 @@ const MAX_WALK_DIRS: usize = 16;
 /// The most entries of those directories looked at and directories asked for a `.git`.
 const MAX_WALK_ENTRIES: usize = 1024;
 
+/// The most places of the caller's `runs_later` names kept for one child; past it the child
+/// is not started.
+const MAX_LATER_PLACES: usize = 256;
+
 /// The files of a git directory whose settings can make git run a command, and the one that
 /// names another git directory to take hooks and configuration from (git reads `commondir` in
 /// any git directory).
@@ -73,6 +87,7 @@ pub(crate) fn masks(
     write: &[PathBuf],
     cwd: &Path,
     writable: Option<&(dyn Fn(&Path) -> bool + Sync)>,
+    runs_later: &[&str],
 ) -> Result<Vec<Mask>, String> {
     let beneath = |p: &Path| write.iter().any(|w| p.starts_with(w));
     let mut dirs: Vec<PathBuf> = write.to_vec();
@@ -85,10 +100,21 @@ pub(crate) fn masks(
     dirs.dedup();
     // The others after the working directory's own: it is kept first, should the git
     // directories be more than `MAX_GIT_DIRS`.
-    let others: Vec<PathBuf> = nested(write)
+    let mut later = Later {
+        names: runs_later,
+        ..Later::default()
+    };
+    let others: Vec<PathBuf> = nested(write, &mut later)
         .into_iter()
         .filter(|d| !dirs.contains(d))
         .collect();
+    // The working directory and those above it that the walk did not read: a client opened
+    // there reads its own.
+    for dir in &dirs {
+        if !later.read.contains(dir) {
+            later.read_dir(dir);
+        }
+    }
     dirs.extend(others);
     let mut found = Found {
         roots: write,
@@ -126,6 +152,7 @@ pub(crate) fn masks(
             }
         }
     }
+    found.later(later.places, write)?;
     let keep = |p: &PathBuf| beneath(p) && !writable.is_some_and(|w| w(p));
     let mut out = Vec::new();
     // In this order: a git directory the caller lets children write is pinned all the same
@@ -178,7 +205,7 @@ pub(crate) fn masks(
 /// at most [`NESTED_DEPTH`] levels down, breadth first: each directory of a level is asked for
 /// a `.git`, then read for the next level's (never through a link, never into a `.git`), while
 /// [`MAX_WALK_DIRS`] reads and [`MAX_WALK_ENTRIES`] entries and questions last.
-fn nested(roots: &[PathBuf]) -> Vec<PathBuf> {
+fn nested(roots: &[PathBuf], later: &mut Later<'_>) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut level: Vec<PathBuf> = roots.to_vec();
     let mut budget = MAX_WALK_ENTRIES;
@@ -199,6 +226,7 @@ fn nested(roots: &[PathBuf]) -> Vec<PathBuf> {
                 continue;
             }
             reads -= 1;
+            later.read.push(dir.clone());
             let Ok(entries) = std::fs::read_dir(dir) else {
                 continue;
             };
@@ -207,6 +235,7 @@ fn nested(roots: &[PathBuf]) -> Vec<PathBuf> {
                     return found;
                 }
                 budget -= 1;
+                later.entry(dir, &entry.file_name());
                 // The entry's type as the directory gives it: a link is not followed.
                 if entry.file_name() != ".git" && entry.file_type().is_ok_and(|t| t.is_dir()) {
                     next.push(entry.path());
@@ -216,6 +245,53 @@ fn nested(roots: &[PathBuf]) -> Vec<PathBuf> {
         level = next;
     }
     found
+}
+
+/// The places named as the caller's `runs_later` names them, found in the directories read,
+/// and those directories.
+#[derive(Default)]
+struct Later<'a> {
+    /// The names looked for, as relative paths (`.bashrc`, `.config/fish`).
+    names: &'a [&'a str],
+    /// Directories whose entries were looked at.
+    read: Vec<PathBuf>,
+    /// Places found (links not yet followed).
+    places: Vec<PathBuf>,
+}
+
+impl Later<'_> {
+    /// Looks at the entries of `dir` (a directory the walk did not read). A directory that
+    /// cannot be read holds nothing a child could write either.
+    fn read_dir(&mut self, dir: &Path) {
+        self.read.push(dir.to_path_buf());
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten().take(MAX_WALK_ENTRIES) {
+            self.entry(dir, &entry.file_name());
+        }
+    }
+
+    /// The entry `name` of `dir`: a place named, or the first part of names further down
+    /// (`.config`), beneath which those are asked for.
+    fn entry(&mut self, dir: &Path, name: &std::ffi::OsStr) {
+        // Every name looked for starts with a dot; most entries do not.
+        let Some(name) = name.to_str().filter(|n| n.starts_with('.')) else {
+            return;
+        };
+        for wanted in self.names {
+            match wanted.split_once('/') {
+                None if *wanted == name => self.places.push(dir.join(name)),
+                Some((first, _)) if first == name => {
+                    let place = dir.join(wanted);
+                    if std::fs::symlink_metadata(&place).is_ok() {
+                        self.places.push(place);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
 }
 
 /// The places found so far.
@@ -237,6 +313,47 @@ struct Found<'a> {
 }
 
 impl Found<'_> {
+    /// The places of the caller's `runs_later` names found: each read-only, but for what the caller lets
+    /// children write; one that is a link where it leads, if that lies beneath a write root
+    /// (elsewhere a child cannot write it anyway); and a write root inside one of them bound
+    /// writable again, since the caller's policy granted it. An error past
+    /// [`MAX_LATER_PLACES`].
+    fn later(&mut self, places: Vec<PathBuf>, write: &[PathBuf]) -> Result<(), String> {
+        if places.len() > MAX_LATER_PLACES {
+            return Err(format!(
+                "the write roots hold more than {MAX_LATER_PLACES} places a shell, an agent's \
+                 client or an editor runs code from (a `.bashrc`, a `.vscode`, ...), too many to \
+                 keep from the child; make them fewer, or narrow the write roots"
+            ));
+        }
+        for place in places {
+            let Ok(meta) = std::fs::symlink_metadata(&place) else {
+                continue;
+            };
+            let place = if meta.file_type().is_symlink() {
+                match std::fs::canonicalize(&place) {
+                    Ok(target) => target,
+                    Err(_) => continue,
+                }
+            } else {
+                place
+            };
+            if !self.roots.iter().any(|w| place.starts_with(w))
+                || self.writable.is_some_and(|w| w(&place))
+            {
+                continue;
+            }
+            self.reopened.extend(
+                write
+                    .iter()
+                    .filter(|w| w.starts_with(&place) && **w != place)
+                    .cloned(),
+            );
+            self.read_only.push(place);
+        }
+        Ok(())
+    }
+
     /// A git directory: read-only whole, unless the caller lets children write it (then pinned,
     /// its hooks and configuration read-only, and the same for the submodules' git directories
     /// kept in it); and, for a linked worktree's, its repository's.
@@ -404,7 +521,7 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(outside.path().join("r/.git")).unwrap();
         std::os::unix::fs::symlink(outside.path(), at("link")).unwrap();
-        let mut found = nested(std::slice::from_ref(&root));
+        let mut found = nested(std::slice::from_ref(&root), &mut Later::default());
         found.sort();
         let mut want: Vec<PathBuf> = ["a/b/three", "a/file-pointer", "a/two", "one", "x/y/z"]
             .iter()
@@ -420,7 +537,7 @@ mod tests {
             std::fs::create_dir(wide.path().join(format!("d{i}"))).unwrap();
         }
         std::fs::create_dir_all(wide.path().join("d0/deeper/.git")).unwrap();
-        assert!(nested(&[wide.path().to_path_buf()]).is_empty());
+        assert!(nested(&[wide.path().to_path_buf()], &mut Later::default()).is_empty());
         // Every directory of a level is asked for a `.git` before any is read: a workspace of
         // more repositories than the walk reads directories has them all found.
         let many = tempfile::tempdir().unwrap();
@@ -428,7 +545,7 @@ mod tests {
             std::fs::create_dir_all(many.path().join(format!("d{i:03}/.git"))).unwrap();
         }
         assert_eq!(
-            nested(&[many.path().to_path_buf()]).len(),
+            nested(&[many.path().to_path_buf()], &mut Later::default()).len(),
             MAX_WALK_DIRS * 4
         );
         // Past the reads, deeper levels are not asked: `e` two levels down in the last
@@ -436,7 +553,7 @@ mod tests {
         for i in 0..MAX_WALK_DIRS * 4 {
             std::fs::create_dir_all(many.path().join(format!("d{i:03}/e/.git"))).unwrap();
         }
-        let found = nested(&[many.path().to_path_buf()]);
+        let found = nested(&[many.path().to_path_buf()], &mut Later::default());
         assert_eq!(
             found.len(),
             MAX_WALK_DIRS * 4 + (MAX_WALK_DIRS - 1),

@@ -564,11 +564,17 @@ pub struct Launch<'a> {
     /// `/dev/null`.
     pub stdin: bool,
     /// Of the places git runs code from in the child's write roots (a repository's git
-    /// directory, its hooks, configuration and `commondir`, and its `.git` itself), those the
-    /// caller's policy lets children write; `None`: none. A git directory it does not name is
-    /// read-only to the child whole; the others are kept from the child's writes
-    /// (docs/policy.md, "Git's hooks and configuration").
+    /// directory, its hooks, configuration and `commondir`, and its `.git` itself), and of those
+    /// a shell or an agent's client runs code from (`.bashrc`, `.mcp.json`, `.claude`,
+    /// `.vscode`, ...: `capability_types::backend::runs_later`), those the caller's policy lets
+    /// children write; `None`: none. A git directory it does not name is read-only to the child
+    /// whole; the others are kept from the child's writes (docs/policy.md, "Git's hooks and
+    /// configuration", "Shell startup files", "What agents and editors run").
     pub git_writable: Option<&'a (dyn Fn(&Path) -> bool + Sync)>,
+    /// Names of places whose contents run later outside any sandbox (`PathPolicy::
+    /// runs_later_names`: `.bashrc`, `.claude`, `.config/fish`): each found where git's are
+    /// looked for, and not [`git_writable`](Self::git_writable), is kept read-only.
+    pub runs_later: &'a [&'a str],
 }
 
 #[cfg(target_os = "linux")]
@@ -582,6 +588,7 @@ impl std::fmt::Debug for Launch<'_> {
             .field("cwd", &self.cwd)
             .field("stdin", &self.stdin)
             .field("git_writable", &self.git_writable.is_some())
+            .field("runs_later", &self.runs_later)
             .finish()
     }
 }
@@ -662,9 +669,16 @@ impl PreparedSandbox {
             )?);
         }
         let cwd = c(launch.cwd.as_os_str().as_bytes(), "the working directory")?;
-        let git = git::masks(&self.inner.write, launch.cwd, launch.git_writable).map_err(|e| {
+        let git = git::masks(
+            &self.inner.write,
+            launch.cwd,
+            launch.git_writable,
+            launch.runs_later,
+        )
+        .map_err(|e| {
             CapabilityError::not_available(format!(
-                "the child cannot be kept from git's hooks and configuration: {e}"
+                "the child cannot be kept from what git, a shell or an agent's client runs \
+                 later: {e}"
             ))
         })?;
         let started = self

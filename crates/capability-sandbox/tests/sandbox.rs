@@ -421,6 +421,7 @@ fn launch<'a>(
         cwd,
         stdin,
         git_writable: None,
+        runs_later: &[],
     }
 }
 
@@ -515,6 +516,20 @@ fn git(dir: &Path, args: &[&str]) -> String {
     text(&out.stdout)
 }
 
+/// Places whose contents a program runs later, as `capability-core` names them (`RUNS_LATER_NAMES`,
+/// which the process backend and the guard hand the sandbox); a sample, for these tests.
+const RUNS_LATER: [&str; 9] = [
+    ".bashrc",
+    ".config/git/config",
+    ".mcp.json",
+    ".claude",
+    ".vscode",
+    ".cursor",
+    ".gemini",
+    ".idea",
+    ".config/fish",
+];
+
 /// `sh -c script` spawned under `prepared` in `cwd`, with `writable` as the caller's say on
 /// git's places: its status and what it printed.
 fn spawn_sh(
@@ -526,6 +541,7 @@ fn spawn_sh(
     let args = vec!["-c".to_owned(), script.to_owned()];
     let mut launch = launch(Path::new("/bin/sh"), &args, cwd, false);
     launch.git_writable = writable;
+    launch.runs_later = &RUNS_LATER;
     let env = [("PATH".to_owned(), "/usr/bin:/bin".to_owned())];
     launch.env = &env;
     prepared.spawn(&launch).map(|child| run_spawned(child, b""))
@@ -656,6 +672,95 @@ fn a_child_cannot_plant_what_git_runs_outside_the_sandbox() {
     let err = spawn_sh(&prepared, &linked, "echo ran", None).unwrap_err();
     assert_eq!(err.result_code(), ErrorCode::NotAvailable, "{err}");
     assert!(err.to_string().contains("symbolic link"), "{err}");
+}
+
+// guarantee: G-FS-10
+// guarantee: G-FS-11
+/// What a shell runs as it starts, and what an AI agent's client or an editor runs when it next
+/// opens the project, outside any sandbox: a child that may write its write roots cannot change
+/// those that exist there (`.claude/settings.json`'s hooks, `.mcp.json`, `.vscode/tasks.json`,
+/// `.bashrc`, fish's configuration, git's user configuration), in a write root, along its
+/// working directory or a few levels beneath a root, nor set them aside; a file beside them is
+/// written, and a place the caller's policy lets children write stays writable. Checked on disk.
+#[test]
+fn a_child_cannot_change_what_an_agent_an_editor_or_a_shell_runs_later() {
+    let t = tree();
+    let w = &t.write;
+    for dir in [
+        ".claude",
+        ".vscode",
+        "pkg/.cursor",
+        "deep/a/b/c/d",
+        "deep/a/b/c/d/.idea",
+        ".config/fish",
+        ".config/git",
+        "linked-target",
+    ] {
+        std::fs::create_dir_all(w.join(dir)).unwrap();
+    }
+    let planted = [
+        ".claude/settings.json",
+        ".mcp.json",
+        ".vscode/tasks.json",
+        ".bashrc",
+        "pkg/.cursor/mcp.json",
+        "deep/a/b/c/d/.idea/workspace.xml",
+        ".config/fish/config.fish",
+        ".config/git/config",
+        "linked-target/settings.json",
+    ];
+    for file in planted {
+        std::fs::write(w.join(file), "as it was\n").unwrap();
+    }
+    // `.gemini` a link to a directory of the write root: where it leads is kept.
+    std::os::unix::fs::symlink(w.join("linked-target"), w.join(".gemini")).unwrap();
+    let prepared = policy(&t).prepare().unwrap();
+    let attacks: String = planted
+        .iter()
+        .map(|f| format!("echo evil >> {f}; echo '{f}='$?; "))
+        .chain([
+            "mv .claude .claude-aside; echo 'moved='$?; ".to_owned(),
+            "rm -f .bashrc; echo 'removed='$?; ".to_owned(),
+            "echo fine > notes.md; echo 'notes='$?; ".to_owned(),
+            "echo fine > .vscode-notes; echo 'beside='$?; ".to_owned(),
+        ])
+        .collect();
+    let cwd = w.join("deep/a/b/c/d");
+    let script = format!("cd {}; {attacks}", w.display());
+    let (status, stdout, stderr) = spawn_sh(&prepared, &cwd, &script, None).unwrap();
+    assert_eq!(status, 0, "{stdout}{stderr}");
+    for refused in planted.iter().copied().chain(["moved", "removed"]) {
+        assert!(
+            !stdout.contains(&format!("{refused}=0")),
+            "{refused}: {stdout}{stderr}"
+        );
+    }
+    assert!(
+        stdout.contains("notes=0") && stdout.contains("beside=0"),
+        "{stdout}{stderr}"
+    );
+    for file in planted {
+        assert_eq!(
+            std::fs::read_to_string(w.join(file)).unwrap(),
+            "as it was\n",
+            "{file}"
+        );
+    }
+    assert!(!w.join(".claude-aside").exists());
+
+    // What the caller's policy lets children write, they may: `.vscode`.
+    let vscode_writable = |p: &Path| p.ends_with(".vscode");
+    let (_, stdout, stderr) = spawn_sh(
+        &prepared,
+        w,
+        "echo '{}' > .vscode/tasks.json; echo tasks=$?; echo evil >> .bashrc; echo rc=$?",
+        Some(&vscode_writable),
+    )
+    .unwrap();
+    assert!(
+        stdout.contains("tasks=0") && !stdout.contains("rc=0"),
+        "{stdout}{stderr}"
+    );
 }
 
 // guarantee: G-FS-09

@@ -1,9 +1,9 @@
 //! What the resolver grants a tool for one call, and the factories that turn a grant into a
 //! scoped object.
 //!
-//! The matching rules (hosts, paths, binaries, argv) are implemented once, in
-//! `capability-core`, and reach the backends as the policy objects below. A backend therefore
-//! never re-implements a rule: it asks the same matcher the validator and the resolver used.
+//! The matching rules (hosts, paths, binaries, argv, what runs later) are implemented once, in
+//! `capability-core`, and reach the backends as the policy objects below: a backend never
+//! re-implements a rule, it asks the same matcher the validator and the resolver used.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -98,6 +98,9 @@ pub trait PathPolicy: Send + Sync + fmt::Debug {
     /// deny floor the personality does not lift, as resolved paths. The kernel layer hides them
     /// from children (Landlock can only grant, so a child's mount namespace covers them).
     fn hidden(&self) -> Vec<PathBuf>;
+    /// Names of places whose contents run later outside any sandbox (`.bashrc`, `.claude`): the
+    /// kernel layer keeps from a child those it finds beneath a write root.
+    fn runs_later_names(&self) -> &'static [&'static str];
 }
 
 /// The resolved process rules of one tool.

@@ -658,6 +658,52 @@ fn a_guarded_server_is_not_handed_what_an_agent_a_shell_or_git_runs() {
     );
 }
 
+// guarantee: G-MCP-11
+/// What a guarded server writes of its own accord, not named in any argument: the hooks of
+/// `.claude/settings.json`, a `.vscode/tasks.json`, a `.bashrc` that exist in its write reach are
+/// read-only to it, as git's places are; a file beside them is written. Checked on disk.
+#[test]
+fn a_guarded_server_cannot_change_what_an_agent_or_a_shell_runs_of_its_own_accord() {
+    let (_dir, root) = scratch();
+    let ws = root.join("ws");
+    let planted = [
+        ".claude/settings.json",
+        ".vscode/tasks.json",
+        ".bashrc",
+        ".mcp.json",
+    ];
+    for file in planted {
+        let path = ws.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "as it was\n").unwrap();
+    }
+    let attempt: String = planted
+        .iter()
+        .map(|f| format!("echo evil >> {}/{f}; echo '{f}='$?; ", ws.display()))
+        .chain([format!(
+            "echo fine > {}/notes.md; echo notes=$?",
+            ws.display()
+        )])
+        .collect();
+    let (config, personality) = hostile_writing(&root, &[&ws], &["shell"], "", "");
+    let mut guard = Guarded::start(&root, &personality, &config);
+    let (failed, text, _) = guard.call("mcp__hostile__shell", json!({"script": attempt}));
+    assert!(!failed, "{text}");
+    for file in planted {
+        assert!(!text.contains(&format!("{file}=0")), "{file}: {text}");
+        assert_eq!(
+            std::fs::read_to_string(ws.join(file)).unwrap(),
+            "as it was\n",
+            "{file}"
+        );
+    }
+    assert!(text.contains("notes=0"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.md")).unwrap(),
+        "fine\n"
+    );
+}
+
 // guarantee: G-FS-09
 /// A guarded server is a confined child: the git directory of a repository in its reach is
 /// read-only to it (no hook, no `commondir`, no commit), unless its reach (and the

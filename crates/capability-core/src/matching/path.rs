@@ -408,6 +408,42 @@ const STARTUP_DIRS: [&[u8]; 4] = [
     b"/.config/environment.d",
 ];
 
+/// Every place [`runs_later`] names outside a repository, as a relative path from the directory
+/// it is found in: the startup files, git's user configuration, the startup directories beneath
+/// `.config`, and what agents and editors run. What the kernel layer looks for beneath a
+/// child's write roots, to keep those that exist (docs/policy.md, "Kept from children").
+pub const RUNS_LATER_NAMES: [&str; 29] = [
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".bash_aliases",
+    ".profile",
+    ".zshrc",
+    ".zprofile",
+    ".zshenv",
+    ".zlogin",
+    ".zlogout",
+    ".gitconfig",
+    ".pam_environment",
+    ".xprofile",
+    ".xsessionrc",
+    ".xsession",
+    ".xinitrc",
+    ".config/git/config",
+    ".config/fish",
+    ".config/systemd/user",
+    ".config/autostart",
+    ".config/environment.d",
+    ".mcp.json",
+    ".claude",
+    ".cursor",
+    ".codex",
+    ".gemini",
+    ".vscode",
+    ".idea",
+];
+
 /// Where code would run from, outside any sandbox, if a tool wrote `path`, as the area that
 /// keeps it from writes, and what runs it (docs/policy.md, "Git's hooks and configuration",
 /// "Shell startup files" and "What agents and editors run"): git's places of a repository
@@ -544,6 +580,38 @@ mod tests {
 
     fn pb(s: &str) -> PathBuf {
         PathBuf::from(s)
+    }
+
+    /// [`RUNS_LATER_NAMES`] is the lists [`runs_later`] matches, no more and no less: each
+    /// name, found in a directory, is a place it names, and so is everything beneath one that
+    /// is a directory; and every list's entry is among the names.
+    #[test]
+    fn the_names_the_kernel_layer_keeps_are_those_runs_later_matches() {
+        let listed: Vec<String> = STARTUP_NAMES
+            .iter()
+            .chain(CLIENT_FILES.iter())
+            .chain(CLIENT_DIRS.iter())
+            .map(|n| String::from_utf8(n.to_vec()).unwrap())
+            .chain(std::iter::once(".config/git/config".to_owned()))
+            .chain(
+                STARTUP_DIRS
+                    .iter()
+                    .map(|d| String::from_utf8(d[1..].to_vec()).unwrap()),
+            )
+            .collect();
+        let mut names: Vec<&str> = RUNS_LATER_NAMES.to_vec();
+        let mut want: Vec<&str> = listed.iter().map(String::as_str).collect();
+        names.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(names, want);
+        for name in RUNS_LATER_NAMES {
+            let place = Path::new("/srv/app").join(name);
+            assert_eq!(
+                runs_later(&place).map(|(area, _)| area),
+                Some(place.clone()),
+                "{name}"
+            );
+        }
     }
 
     #[test]

@@ -236,6 +236,10 @@ impl PathPolicy for ResolvedPaths {
         &self.working_dir
     }
 
+    fn runs_later_names(&self) -> &'static [&'static str] {
+        &crate::matching::path::RUNS_LATER_NAMES
+    }
+
     fn hidden(&self) -> Vec<PathBuf> {
         let lifting: Vec<PathBuf> = self
             .personality_read

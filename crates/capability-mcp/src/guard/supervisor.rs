@@ -320,6 +320,7 @@ impl Supervisor {
             cwd: &self.cwd,
             stdin: true,
             git_writable: Some(&git_writable),
+            runs_later: &capability_core::matching::path::RUNS_LATER_NAMES,
         };
         let child = self.prepared.spawn(&launch).map_err(|e| e.to_string())?;
         let proxy = match (child.egress, &self.hosts) {
