@@ -1405,6 +1405,76 @@ fn a_tool_cannot_plant_what_git_runs_outside_the_sandbox() {
     );
 }
 
+// guarantee: G-FS-09
+/// A repository whose hooks a hook manager keeps in its working tree runs them from there:
+/// husky sets `core.hooksPath` to `.husky`, and pre-commit, lefthook and overcommit read their
+/// configuration at every commit to decide which commands to run. A tool that rewrote
+/// `.husky/pre-commit` (executable already, and kept so) had its command run by the user's next
+/// `git commit`, outside any sandbox. Now those places are refused as git's own are, in both
+/// modes, and the hook is as it was; files beside them stay writable.
+#[test]
+fn a_tool_cannot_plant_what_a_hook_manager_runs_at_the_next_commit() {
+    let env = Env::new("");
+    let repo = env.root.join("work/out/app");
+    std::fs::create_dir_all(repo.join(".husky")).unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["config", "core.hooksPath", ".husky"]);
+    let hook = repo.join(".husky/pre-commit");
+    std::fs::write(&hook, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let personality = writing_beneath(&env, "hooks", &repo, &["src"], "src/listed.rs");
+    refuses_planting(
+        &env,
+        &personality,
+        &repo,
+        &[
+            ".husky/pre-push",
+            ".husky/_/husky.sh",
+            ".pre-commit-config.yaml",
+            "lefthook.yml",
+            ".lefthook-local.yaml",
+            ".overcommit.yml",
+            "src/.husky/pre-push",
+        ],
+        &[
+            "src/main.rs",
+            ".husky-notes.md",
+            "pre-commit-config.yaml.example",
+        ],
+        "when the user next runs git there",
+    );
+    for mode in MODES {
+        let result = write_file(
+            &env,
+            mode,
+            &personality,
+            &hook.display().to_string(),
+            "touch x\n",
+        );
+        assert!(
+            result["error"]
+                .as_str()
+                .is_some_and(|m| m.contains("when the user next runs git there")),
+            "{mode:?}: {result}"
+        );
+    }
+    // The hook is as it was, and the user's next commit runs it as it was.
+    assert_eq!(
+        std::fs::read_to_string(&hook).unwrap(),
+        "#!/bin/sh\nexit 0\n"
+    );
+    git(&["commit", "-q", "--allow-empty", "-m", "after"]);
+}
+
 // guarantee: G-FS-10
 /// A shell reads its startup files (`.bashrc`, `.profile`, `.zshrc`, …), and git its user
 /// configuration (`.gitconfig`), as they start: the user's next terminal runs what a tool wrote

@@ -373,6 +373,26 @@ const CLIENT_DIRS: [&[u8]; 6] = [
     b".claude", b".cursor", b".codex", b".gemini", b".vscode", b".idea",
 ];
 
+/// Where the git hook managers keep what a repository's hooks run, in its working tree: husky's
+/// hook scripts (`core.hooksPath` is `.husky` or `.husky/_`, which calls them), and the
+/// configurations pre-commit, lefthook and overcommit read at every commit to decide which
+/// commands to run. Git runs them when the user next commits, outside any sandbox.
+const HOOK_DIRS: [&[u8]; 1] = [b".husky"];
+
+/// The hook managers' configuration files (see [`HOOK_DIRS`]).
+const HOOK_FILES: [&[u8]; 10] = [
+    b".pre-commit-config.yaml",
+    b"lefthook.yml",
+    b".lefthook.yml",
+    b"lefthook.yaml",
+    b".lefthook.yaml",
+    b"lefthook-local.yml",
+    b".lefthook-local.yml",
+    b"lefthook-local.yaml",
+    b".lefthook-local.yaml",
+    b".overcommit.yml",
+];
+
 /// The names of the files bash, zsh and sh read as they start (and `.bash_aliases`, which the
 /// `.bashrc` Debian and Ubuntu give every user reads), of git's user configuration
 /// (`core.hooksPath`, `core.fsmonitor` and `!` aliases there run commands in every repository),
@@ -408,11 +428,12 @@ const STARTUP_DIRS: [&[u8]; 4] = [
     b"/.config/environment.d",
 ];
 
-/// Every place [`runs_later`] names outside a repository, as a relative path from the directory
-/// it is found in: the startup files, git's user configuration, the startup directories beneath
-/// `.config`, and what agents and editors run. What the kernel layer looks for beneath a
+/// Every place [`runs_later`] names outside a repository's git directory, as a relative path
+/// from the directory it is found in: the startup files, git's user configuration, the startup
+/// directories beneath `.config`, what agents and editors run, and the git hook managers'
+/// places. What the kernel layer looks for beneath a
 /// child's write roots, to keep those that exist (docs/policy.md, "Kept from children").
-pub const RUNS_LATER_NAMES: [&str; 29] = [
+pub const RUNS_LATER_NAMES: [&str; 40] = [
     ".bashrc",
     ".bash_profile",
     ".bash_login",
@@ -442,13 +463,25 @@ pub const RUNS_LATER_NAMES: [&str; 29] = [
     ".gemini",
     ".vscode",
     ".idea",
+    ".husky",
+    ".pre-commit-config.yaml",
+    "lefthook.yml",
+    ".lefthook.yml",
+    "lefthook.yaml",
+    ".lefthook.yaml",
+    "lefthook-local.yml",
+    ".lefthook-local.yml",
+    "lefthook-local.yaml",
+    ".lefthook-local.yaml",
+    ".overcommit.yml",
 ];
 
 /// Where code would run from, outside any sandbox, if a tool wrote `path`, as the area that
 /// keeps it from writes, and what runs it (docs/policy.md, "Git's hooks and configuration",
 /// "Shell startup files" and "What agents and editors run"): git's places of a repository
-/// ([`git_run_area`]); a file named as a shell's startup file or git's user configuration, in
-/// any directory; `.config/git/config` and everything under `.config/fish`,
+/// ([`git_run_area`]); the git hook managers' places in a working tree (everything under a
+/// `.husky`, a `.pre-commit-config.yaml`, lefthook's and overcommit's configurations); a file
+/// named as a shell's startup file or git's user configuration, in any directory; `.config/git/config` and everything under `.config/fish`,
 /// `.config/systemd/user`, `.config/autostart` and `.config/environment.d`; a `.mcp.json`, and
 /// everything under a `.claude`, `.cursor`, `.codex`, `.gemini`, `.vscode` or `.idea`, in any
 /// directory. Decided from the path's spelling; `path` must be normalised and absolute.
@@ -463,6 +496,8 @@ pub const RUNS_LATER_NAMES: [&str; 29] = [
 /// assert_eq!(runs("/home/ada/.bashrc.orig"), None);
 /// assert_eq!(runs("/srv/app/.claude/settings.json"), Some(RunsLater::Client));
 /// assert_eq!(runs("/srv/app/.mcp.json"), Some(RunsLater::Client));
+/// assert_eq!(runs("/srv/app/.husky/pre-commit"), Some(RunsLater::Git));
+/// assert_eq!(runs("/srv/app/.pre-commit-config.yaml"), Some(RunsLater::Git));
 /// ```
 pub fn runs_later(path: &Path) -> Option<(PathBuf, RunsLater)> {
     if let Some(area) = git_run_area(path) {
@@ -470,6 +505,12 @@ pub fn runs_later(path: &Path) -> Option<(PathBuf, RunsLater)> {
     }
     let bytes = path.as_os_str().as_bytes();
     let name = path.file_name()?.as_bytes();
+    if HOOK_FILES.contains(&name) {
+        return Some((path.to_path_buf(), RunsLater::Git));
+    }
+    if let Some(area) = component_area(bytes, &HOOK_DIRS) {
+        return Some((area, RunsLater::Git));
+    }
     if STARTUP_NAMES.contains(&name) || bytes.ends_with(b"/.config/git/config") {
         return Some((path.to_path_buf(), RunsLater::Startup));
     }
@@ -498,17 +539,24 @@ pub fn runs_later(path: &Path) -> Option<(PathBuf, RunsLater)> {
 /// The first directory of `path` (normalised, absolute) named as one of [`CLIENT_DIRS`], with
 /// the path up to and with it.
 fn client_area(path: &[u8]) -> Option<PathBuf> {
-    // Most paths have no part starting `/.c`, `/.g`, `/.v` or `/.i`: one pass finds out.
+    component_area(path, &CLIENT_DIRS)
+}
+
+/// The first part of `path` (normalised, absolute) named as one of `names` (each a dot and a
+/// name), with the path up to and with it.
+fn component_area(path: &[u8], names: &[&[u8]]) -> Option<PathBuf> {
+    // Most paths have no part starting with a dot and the second letter of one of the names
+    // (`/.c`, `/.g`, `/.v`, `/.i` for the clients'): one pass finds out.
     if !path
         .windows(3)
-        .any(|w| w[..2] == *b"/." && matches!(w[2], b'c' | b'g' | b'v' | b'i'))
+        .any(|w| w[..2] == *b"/." && names.iter().any(|n| n.get(1) == Some(&w[2])))
     {
         return None;
     }
     let mut end = 0;
     for part in path.split(|c| *c == b'/') {
         end += part.len();
-        if CLIENT_DIRS.contains(&part) {
+        if names.contains(&part) {
             return Some(PathBuf::from(std::ffi::OsStr::from_bytes(&path[..end])));
         }
         end += 1;
@@ -591,6 +639,8 @@ mod tests {
             .iter()
             .chain(CLIENT_FILES.iter())
             .chain(CLIENT_DIRS.iter())
+            .chain(HOOK_DIRS.iter())
+            .chain(HOOK_FILES.iter())
             .map(|n| String::from_utf8(n.to_vec()).unwrap())
             .chain(std::iter::once(".config/git/config".to_owned()))
             .chain(
