@@ -337,8 +337,9 @@ pub enum RunsLater {
     /// session (`.pam_environment`, `.xprofile`, systemd user units, autostart entries).
     Startup,
     /// An AI agent's client or an editor, when it next opens the project: the hooks and MCP
-    /// servers of `.mcp.json`, `.claude`, `.cursor`, `.codex` and `.gemini`, the tasks and
-    /// run configurations of `.vscode` and `.idea`.
+    /// servers of `.mcp.json`, `.claude`, `.cursor`, `.codex`, `.agents`, `.gemini`, `.kiro`,
+    /// `.roo` and `.continue`, the tasks, servers and run configurations of `.vscode`, `.zed`
+    /// and `.idea`.
     Client,
 }
 
@@ -367,10 +368,22 @@ const CLIENT_FILES: [&[u8]; 1] = [b".mcp.json"];
 
 /// The directories in a project whose settings make an agent's client or an editor run a
 /// command as it opens the project, or as the user works in it: Claude Code's hooks, status
-/// line and MCP servers; Cursor's, Codex's and Gemini CLI's MCP servers; VS Code's tasks (some
-/// run when the folder opens) and settings that name programs; JetBrains' run configurations.
-const CLIENT_DIRS: [&[u8]; 6] = [
-    b".claude", b".cursor", b".codex", b".gemini", b".vscode", b".idea",
+/// line and MCP servers; Cursor's, Codex's (and its `.agents` skills, which Codex keeps
+/// read-only itself), Gemini CLI's, Kiro's, Roo Code's and Continue's MCP servers; VS Code's
+/// tasks (some run when the folder opens) and settings that name programs; Zed's language
+/// servers and context servers; JetBrains' run configurations.
+const CLIENT_DIRS: [&[u8]; 11] = [
+    b".claude",
+    b".cursor",
+    b".codex",
+    b".agents",
+    b".gemini",
+    b".kiro",
+    b".roo",
+    b".continue",
+    b".vscode",
+    b".zed",
+    b".idea",
 ];
 
 /// Where the git hook managers keep what a repository's hooks run, in its working tree: husky's
@@ -433,7 +446,7 @@ const STARTUP_DIRS: [&[u8]; 4] = [
 /// directories beneath `.config`, what agents and editors run, and the git hook managers'
 /// places. What the kernel layer looks for beneath a
 /// child's write roots, to keep those that exist (docs/policy.md, "Kept from children").
-pub const RUNS_LATER_NAMES: [&str; 40] = [
+pub const RUNS_LATER_NAMES: [&str; 45] = [
     ".bashrc",
     ".bash_profile",
     ".bash_login",
@@ -463,6 +476,11 @@ pub const RUNS_LATER_NAMES: [&str; 40] = [
     ".gemini",
     ".vscode",
     ".idea",
+    ".agents",
+    ".kiro",
+    ".roo",
+    ".continue",
+    ".zed",
     ".husky",
     ".pre-commit-config.yaml",
     "lefthook.yml",
@@ -815,6 +833,11 @@ mod tests {
             ("/p/.gemini/settings.json", "/p/.gemini"),
             ("/p/.vscode/tasks.json", "/p/.vscode"),
             ("/p/.idea/workspace.xml", "/p/.idea"),
+            ("/p/.agents/skills/deploy/SKILL.md", "/p/.agents"),
+            ("/p/.kiro/settings/mcp.json", "/p/.kiro"),
+            ("/p/.roo/mcp.json", "/p/.roo"),
+            ("/p/.continue/mcpServers/db.yaml", "/p/.continue"),
+            ("/p/.zed/settings.json", "/p/.zed"),
             ("/.vscode/x", "/.vscode"),
             ("/p/.vscode/.claude/x", "/p/.vscode"),
         ] {
@@ -835,6 +858,10 @@ mod tests {
             "/p/docs/.idea.md",
             "/p/.cache/x",
             "/p/.github/workflows/ci.yml",
+            "/p/.agentsrc",
+            "/p/.zedrc/x",
+            "/p/roo/mcp.json",
+            "/p/.continuerc.json",
         ] {
             assert_eq!(runs(path), None, "{path}");
         }
