@@ -136,7 +136,8 @@ pub(crate) fn pointed_at(file: &Path, dir: &Path) -> Option<PathBuf> {
         .filter(|t| t.is_dir())
 }
 
-/// The first `limit` bytes of the regular file at `path`, as text; `None` for anything else. Opened
+/// The first `limit` bytes of the regular file at `path`, as text (bytes that are not UTF-8
+/// replaced); `None` for anything else. Opened
 /// without following a link and without waiting: a child may have left a FIFO there, whose open
 /// would wait for a writer that never comes.
 pub(crate) fn small_file(path: &Path, limit: u64) -> Option<String> {
@@ -150,9 +151,11 @@ pub(crate) fn small_file(path: &Path, limit: u64) -> Option<String> {
     if !file.metadata().ok()?.is_file() {
         return None;
     }
-    let mut text = String::new();
-    file.take(limit).read_to_string(&mut text).ok()?;
-    Some(text)
+    let mut bytes = Vec::new();
+    file.take(limit).read_to_end(&mut bytes).ok()?;
+    // Lossily: a configuration may hold a name in another encoding, and the setting after it
+    // must still be read.
+    Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 #[cfg(test)]
@@ -175,5 +178,32 @@ mod tests {
         assert_eq!(read("[core \"sub\"]\nhooksPath = x\n"), None);
         assert_eq!(read("[user]\nhooksPath = x\n"), None);
         assert_eq!(normalized(Path::new("/r/./a/../b")), PathBuf::from("/r/b"));
+    }
+
+    /// A configuration that is not all UTF-8 (a name in Latin-1), one with a line as long as
+    /// the limit, and a FIFO where the configuration should be: the setting is read where it
+    /// can be, and nothing waits.
+    #[test]
+    fn hostile_configurations_are_read_without_failing_open_or_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tree, git) = (dir.path(), dir.path().join(".git"));
+        std::fs::create_dir(&git).unwrap();
+        let mut config = b"[user]\n\tname = Ren\xe9\n[core]\n\thooksPath = hooks\n".to_vec();
+        std::fs::write(git.join("config"), &config).unwrap();
+        assert_eq!(configured_hooks(tree, &git), Some(tree.join("hooks")));
+        config.splice(0..0, vec![b'#'; 70 * 1024]);
+        std::fs::write(git.join("config"), &config).unwrap();
+        assert_eq!(
+            configured_hooks(tree, &git),
+            None,
+            "past the limit, not read"
+        );
+        std::fs::remove_file(git.join("config")).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(git.join("config"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        assert_eq!(configured_hooks(tree, &git), None);
     }
 }
