@@ -39,7 +39,8 @@ pub fn hooks_path_for(path: &Path, within: &Path) -> Option<PathBuf> {
             return None;
         }
         let dot_git = dir.join(".git");
-        let Ok(meta) = std::fs::symlink_metadata(&dot_git) else {
+        // Through a link too (git follows one): reading where it leads can only add a refusal.
+        let Ok(meta) = std::fs::metadata(&dot_git) else {
             continue;
         };
         return if meta.is_dir() {
