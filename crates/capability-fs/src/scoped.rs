@@ -103,13 +103,18 @@ impl fmt::Debug for ScopedFiles {
     }
 }
 
-/// A write into the hooks directory the enclosing repository's configuration names
-/// (`core.hooksPath = .githooks`): git runs what is there at the user's next commit, outside any
-/// sandbox, as it runs `.git/hooks` (docs/policy.md, "Git's hooks and configuration"). The
-/// policy's rule is decided from a path's spelling, which cannot know the setting; this reads
-/// it. Allowed where the write root covering the path lies at or inside that directory (the
-/// personality lists it).
-fn refuse_configured_hooks(a: &PathAccess) -> Result<(), CapabilityError> {
+/// The refusal of a write the policy allowed (`a`, as its check answered) into the hooks
+/// directory the enclosing repository's configuration names (`core.hooksPath = .githooks`):
+/// git runs what is there at the user's next commit, outside any sandbox, as it runs
+/// `.git/hooks` (docs/policy.md, "Git's hooks and configuration"). The policy's rule is decided
+/// from a path's spelling, which cannot know the setting; this reads it. Allowed where the write
+/// root covering the path lies at or inside that directory (the personality lists it). Every
+/// write of [`ScopedFiles`] asks it; `toolcap explain` asks it too, to answer as a call would.
+///
+/// # Ambient Authority
+///
+/// Reads the enclosing repository's configuration files.
+pub fn refuse_configured_hooks(a: &PathAccess) -> Result<(), CapabilityError> {
     match capability_sandbox::hooks_path_for(&a.path, &a.root) {
         Some(hooks) if a.path.starts_with(&hooks) && !a.root.starts_with(&hooks) => {
             Err(CapabilityError::denied(

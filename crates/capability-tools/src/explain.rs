@@ -259,13 +259,22 @@ fn path_check(
             DenialCode::PathNotReachable,
             format!("the tool has no {capability} in this personality"),
         )),
-        Some(p) => p.check(Path::new(path), access).map(|a| {
-            format!(
-                "{} is under the {capability} root {}",
-                a.path.display(),
-                a.root.display()
-            )
-        }),
+        Some(p) => p
+            .check(Path::new(path), access)
+            .and_then(|a| {
+                // The file system backend's own refusal of a write, as a call meets it.
+                if access == FsAccess::Write {
+                    capability_fs::refuse_configured_hooks(&a)?;
+                }
+                Ok(a)
+            })
+            .map(|a| {
+                format!(
+                    "{} is under the {capability} root {}",
+                    a.path.display(),
+                    a.root.display()
+                )
+            }),
     };
     outcome(capability, path, result, refused)
 }

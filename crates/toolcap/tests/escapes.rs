@@ -1554,6 +1554,12 @@ fn a_tool_cannot_plant_a_hook_where_the_repository_points_git() {
         "#!/bin/sh\nexit 0\n"
     );
     assert!(!repo.join(".githooks/pre-push").exists());
+    // `explain` answers as the call does (G-REG-09).
+    let call = serde_json::json!({"path": hook.display().to_string(), "content": "x"}).to_string();
+    let out = env.toolcap(&["explain", "--personality", &plain, "write_file", &call]);
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["allowed"], false, "{answer}");
+    assert!(answer.to_string().contains("core.hooksPath"), "{answer}");
 }
 
 // guarantee: G-FS-10
