@@ -207,7 +207,7 @@ impl ScopedProcess for ScopedSpawner {
             let call_cpu = timeout.as_secs_f64().ceil() as u64;
             limits.cpu_seconds = Some(limits.cpu_seconds.map_or(call_cpu, |c| c.min(call_cpu)));
             let mut policy = SandboxPolicy::from_paths(&*self.grant.paths)
-                .write(home_parent.path())
+                .scratch(home_parent.path())
                 .exec(&plan.program)
                 .limits(limits);
             if egress.is_some() {
@@ -302,6 +302,7 @@ impl ScopedProcess for ScopedSpawner {
         let (err, err_cut) = stderr
             .await
             .map_err(|e| CapabilityError::failed(e.to_string()))?;
+        child.refuse_what_it_made(binary)?;
         Ok(
             ProcessOutput::new(exit.code, exit.signal, out, err, out_cut || err_cut)
                 .with_timed_out(timed_out),
@@ -327,6 +328,38 @@ enum Child {
 }
 
 impl Child {
+    /// Once a confined child has ended: what it made, where none was, of the places a shell,
+    /// an agent's client, an editor or a git hook manager runs code from, set aside
+    /// (`NAME.refused-by-toolcap`) and the call refused for it; a mount could not keep a name
+    /// that did not exist (docs/policy.md, "Kept from children").
+    fn refuse_what_it_made(&self, binary: &str) -> Result<(), CapabilityError> {
+        let Child::Confined(_, end) = self else {
+            return Ok(());
+        };
+        let moved = end.watch().set_aside().map_err(|e| {
+            CapabilityError::failed(format!(
+                "{binary} made a place a shell or an agent's client runs code from, and it \
+                 could not be set aside: {e}"
+            ))
+        })?;
+        if moved.is_empty() {
+            return Ok(());
+        }
+        let list = moved
+            .iter()
+            .map(|(made, aside)| format!("{} (now {})", made.display(), aside.display()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Err(CapabilityError::denied(
+            DenialCode::PathNotReachable,
+            format!(
+                "write not permitted: {binary} made {list}, where a shell, an AI agent's client, \
+                 an editor or git would run what it says outside any sandbox; it was set aside \
+                 (a personality that means to allow it lists the place among its write roots)"
+            ),
+        ))
+    }
+
     /// Waits for the child to end; may be called again after being cancelled.
     async fn wait(&mut self) -> std::io::Result<Exit> {
         match self {

@@ -493,6 +493,92 @@ async fn a_writing_tools_child_cannot_change_what_an_agent_or_a_shell_runs_later
     }
 }
 
+// guarantee: G-FS-11
+/// What no mount can keep, a place that did not exist: a child that makes a `.mcp.json`, a
+/// `.claude/settings.json` or a `.bashrc` in its write root has them set aside when it ends
+/// (`.mcp.json.refused-by-toolcap`), and the call is refused saying so; a child that makes
+/// nothing of the kind runs as before, and one that writes a `.gitconfig` or a `.bashrc` in its
+/// own scratch home too. Checked on disk.
+#[tokio::test]
+async fn what_a_child_makes_for_an_agent_or_a_shell_to_run_is_set_aside() {
+    let fx = fixture();
+    let toml = format!(
+        "id = \"p\"\n[fs_reach]\nread = [\"{r}\"]\nwrite = [\"{r}\"]\n[safety.process]\nallow = [\"sh\"]\n",
+        r = fx.root.display()
+    );
+    let policy = CompiledPolicy::load(&toml, PolicyFormat::Toml, None).unwrap();
+    let caps = ToolCapabilities::none()
+        .with_process(["*"])
+        .with_fs_read(FsPaths::FromPersonality)
+        .with_fs_write(FsPaths::FromPersonality);
+    let resolved = resolve("builder", &caps, &policy, "s", &fx.root);
+    let grant = ProcessGrant::new(
+        "builder",
+        resolved.process.unwrap() as Arc<dyn ProcessPolicy>,
+        resolved.fs.unwrap() as Arc<dyn PathPolicy>,
+    );
+    let config = ProcessConfig::with_host_env(host_env()).scratch_root(fx.scratch.clone());
+    let p = ProcessBackend::new(config).scoped_process(grant).unwrap();
+    let out = p
+        .spawn(
+            "sh",
+            // Its own scratch home is not a project: a `.gitconfig` there is its own.
+            &argv(&[
+                "-c",
+                "echo fine > notes.md; echo x > \"$HOME/.gitconfig\"; echo x > \"$HOME/.bashrc\"",
+            ]),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, Some(0));
+    let script = "echo '{\"mcpServers\":{}}' > .mcp.json; mkdir .claude; \
+         echo '{\"hooks\":{}}' > .claude/settings.json; echo evil > .bashrc";
+    let err = p
+        .spawn("sh", &argv(&["-c", script]), SpawnOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CapabilityError::Denied {
+                code: DenialCode::PathNotReachable,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    for name in [".mcp.json", ".claude", ".bashrc"] {
+        assert!(err.to_string().contains(name), "{err}");
+        assert!(!fx.root.join(name).exists(), "{name} stayed");
+        assert!(
+            fx.root.join(format!("{name}.refused-by-toolcap")).exists(),
+            "{name} was not set aside"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(fx.root.join("notes.md")).unwrap(),
+        "fine\n"
+    );
+    // A child working in its scratch home (its session's directory out of reach) writes its
+    // own startup files there.
+    let config = ProcessConfig::with_host_env(host_env()).scratch_root(fx.scratch.clone());
+    let homed = spawner_working_in(&fx, "\"sh\"", "", config, Path::new("/etc"));
+    let out = homed
+        .spawn(
+            "sh",
+            &argv(&["-c", "echo x > .gitconfig && echo x > .bashrc && pwd"]),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        stdout(&out).starts_with(fx.scratch.to_str().unwrap()),
+        "{}",
+        stdout(&out)
+    );
+}
+
 #[tokio::test]
 async fn cwd_must_be_inside_the_read_reach() {
     let fx = fixture();

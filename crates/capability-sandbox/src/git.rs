@@ -52,6 +52,7 @@ use std::path::{Path, PathBuf};
 
 use crate::hide::Mask;
 use crate::hooks::{configured_hooks, pointed_at, small_file};
+use crate::watch::Watch;
 
 /// The most git directories kept for one child (submodules included); past it, a repository's
 /// `modules` directory is kept read-only whole.
@@ -89,7 +90,8 @@ pub(crate) fn masks(
     cwd: &Path,
     writable: Option<&(dyn Fn(&Path) -> bool + Sync)>,
     runs_later: &[&str],
-) -> Result<Vec<Mask>, String> {
+    scratch: &[PathBuf],
+) -> Result<(Vec<Mask>, Watch), String> {
     let beneath = |p: &Path| write.iter().any(|w| p.starts_with(w));
     let mut dirs: Vec<PathBuf> = write.to_vec();
     dirs.extend(
@@ -116,6 +118,13 @@ pub(crate) fn masks(
             later.read_dir(dir);
         }
     }
+    // What is missing from the project directories now is looked for when the child ends.
+    let projects: Vec<PathBuf> = dirs
+        .iter()
+        .filter(|d| !scratch.iter().any(|s| d.starts_with(s)))
+        .cloned()
+        .collect();
+    let watch = Watch::new(&projects, runs_later, &later.places, writable);
     dirs.extend(others);
     let mut found = Found {
         roots: write,
@@ -211,7 +220,7 @@ pub(crate) fn masks(
             });
         }
     }
-    Ok(out)
+    Ok((out, watch))
 }
 
 /// The directories beneath `roots` (not the roots themselves) that hold a `.git`, of any kind,

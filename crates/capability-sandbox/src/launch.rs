@@ -78,6 +78,7 @@ pub struct ConfinedChild {
 pub struct ChildEnd {
     pub(crate) report: std::os::fd::OwnedFd,
     pub(crate) _stack: sys::spawn::ReaperStack,
+    pub(crate) watch: crate::Watch,
 }
 
 impl ChildEnd {
@@ -85,5 +86,14 @@ impl ChildEnd {
     /// was killed before the program ended (then the reaper's own status is the answer).
     pub fn status(&self) -> Option<(Option<i32>, Option<i32>)> {
         sys::spawn::read_status(&self.report)
+    }
+
+    /// What the child made, where none was when it started, of the places a shell, an agent's
+    /// client, an editor or a git hook manager runs code from ([`Launch::runs_later`], in its
+    /// write roots, its working directory and those above it): a mount could not keep them.
+    /// Call it once the child has ended ([`Watch::set_aside`](crate::Watch::set_aside) renames
+    /// them so that nothing runs them).
+    pub fn watch(&self) -> &crate::Watch {
+        &self.watch
     }
 }

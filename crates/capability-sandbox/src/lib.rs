@@ -98,6 +98,8 @@ mod linux;
 mod scratch;
 #[cfg(target_os = "linux")]
 mod sys;
+#[cfg(target_os = "linux")]
+mod watch;
 
 #[cfg(unix)]
 pub use accounts::{GroupOpen, group_open};
@@ -113,6 +115,8 @@ pub use hooks::hooks_path_for;
 #[cfg(target_os = "linux")]
 pub use launch::{ChildEnd, ConfinedChild, Launch};
 pub use scratch::ScratchDir;
+#[cfg(target_os = "linux")]
+pub use watch::Watch;
 
 /// Directories a program needs to be loaded and run: readable and executable in every sandbox.
 pub const SYSTEM_EXEC_DIRS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"];
@@ -242,6 +246,7 @@ pub fn probe() -> Support {
 pub struct SandboxPolicy {
     read: Vec<PathBuf>,
     write: Vec<PathBuf>,
+    scratch: Vec<PathBuf>,
     exec: Vec<PathBuf>,
     hidden: Vec<PathBuf>,
     limits: ResourceLimits,
@@ -264,6 +269,7 @@ impl SandboxPolicy {
         Self {
             read: Vec::new(),
             write: Vec::new(),
+            scratch: Vec::new(),
             exec: Vec::new(),
             hidden: Vec::new(),
             limits: ResourceLimits::default(),
@@ -329,6 +335,15 @@ impl SandboxPolicy {
     /// Adds a directory or file the child may read and write (never execute from).
     pub fn write(mut self, path: impl Into<PathBuf>) -> Self {
         self.write.push(path.into());
+        self
+    }
+
+    /// Adds a directory the child may write that is its own scratch space (a private home),
+    /// not a project: what it makes there is not looked for when it ends ([`Watch`]).
+    pub fn scratch(mut self, path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        self.write.push(path.clone());
+        self.scratch.push(path);
         self
     }
 
@@ -589,11 +604,12 @@ impl PreparedSandbox {
             )?);
         }
         let cwd = c(launch.cwd.as_os_str().as_bytes(), "the working directory")?;
-        let git = git::masks(
+        let (git, watch) = git::masks(
             &self.inner.write,
             launch.cwd,
             launch.git_writable,
             launch.runs_later,
+            &self.inner.scratch,
         )
         .map_err(|e| {
             CapabilityError::not_available(format!(
@@ -613,6 +629,7 @@ impl PreparedSandbox {
             end: ChildEnd {
                 report: started.report,
                 _stack: started.stack,
+                watch,
             },
         })
     }

@@ -75,6 +75,8 @@ pub(crate) struct Prepared {
     /// The write roots, where a spawn looks for the repositories whose hooks and configuration
     /// it keeps from the child (`git.rs`).
     pub(crate) write: Vec<PathBuf>,
+    /// The write roots that are the child's scratch space, not a project ([`crate::Watch`]).
+    pub(crate) scratch: Vec<PathBuf>,
 }
 
 impl fmt::Debug for Prepared {
@@ -146,6 +148,7 @@ pub(crate) fn prepare(
         egress: policy.egress,
         ns,
         write: policy.write.clone(),
+        scratch: policy.scratch.clone(),
     })
 }
 

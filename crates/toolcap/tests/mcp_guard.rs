@@ -702,6 +702,24 @@ fn a_guarded_server_cannot_change_what_an_agent_or_a_shell_runs_of_its_own_accor
         std::fs::read_to_string(ws.join("notes.md")).unwrap(),
         "fine\n"
     );
+    // What did not exist when it started, no mount could keep: made, it is set aside when the
+    // call ends, the call is refused saying so, and the server is stopped.
+    let make = format!(
+        "mkdir -p {w}/.cursor && echo x > {w}/.cursor/mcp.json; echo x > {w}/.zshrc",
+        w = ws.display()
+    );
+    let (failed, text, _) = guard.call("mcp__hostile__shell", json!({"script": make}));
+    assert!(
+        failed && text.starts_with("PATH_NOT_REACHABLE: ") && text.contains(".zshrc"),
+        "{text}"
+    );
+    for made in [".cursor", ".zshrc"] {
+        assert!(!ws.join(made).exists(), "{made} stayed");
+        assert!(
+            ws.join(format!("{made}.refused-by-toolcap")).exists(),
+            "{made}"
+        );
+    }
 }
 
 // guarantee: G-FS-09

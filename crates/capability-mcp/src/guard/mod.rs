@@ -120,7 +120,7 @@ impl Guard {
             Some(paths) => SandboxPolicy::from_paths(paths.as_ref()),
             None => SandboxPolicy::new(),
         };
-        sandbox = sandbox.write(home.path()).exec(&server.command);
+        sandbox = sandbox.scratch(home.path()).exec(&server.command);
         for path in &server.runtime {
             sandbox = sandbox.exec(path);
         }
@@ -163,7 +163,7 @@ impl Guard {
             handed,
         ));
         let listed = supervisor.list_tools().await.map_err(|e| match e {
-            CallFailure::Protocol(m) | CallFailure::Server(m) => m,
+            CallFailure::Protocol(m) | CallFailure::Server(m) | CallFailure::Planted(m) => m,
         })?;
         let checks = tool::ArgumentCheck::new(
             name,

@@ -87,7 +87,7 @@ struct Running {
     generation: u64,
     // Dropping these ends the server: the reaper is killed with its whole PID namespace, the
     // proxy stops.
-    _end: capability_sandbox::ChildEnd,
+    end: capability_sandbox::ChildEnd,
     _proxy: Option<Box<dyn EgressSession>>,
     _stderr: tokio::task::JoinHandle<()>,
 }
@@ -108,6 +108,9 @@ pub(crate) enum CallFailure {
     /// The server crashed, hung or could not be started; it was stopped (and will be restarted
     /// within its budget).
     Server(String),
+    /// The server made a place a shell, an agent's client, an editor or git runs code from; it
+    /// was set aside and the server stopped.
+    Planted(String),
 }
 
 impl Supervisor {
@@ -167,7 +170,10 @@ impl Supervisor {
     /// The server's tools (starting it if needed).
     pub(crate) async fn list_tools(&self) -> Result<Vec<Tool>, CallFailure> {
         let (peer, generation) = self.peer().await?;
-        match tokio::time::timeout(self.call_timeout(), list_within(&peer, MAX_TOOLS)).await {
+        let listed = tokio::time::timeout(self.call_timeout(), list_within(&peer, MAX_TOOLS)).await;
+        // What it made as it started, too.
+        self.refuse_what_it_made(generation).await?;
+        match listed {
             Ok(Ok(Some(tools))) => Ok(tools),
             Ok(Ok(None)) => Err(self
                 .failed(
@@ -193,7 +199,9 @@ impl Supervisor {
     ) -> Result<CallToolResult, CallFailure> {
         let (peer, generation) = self.peer().await?;
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-        match tokio::time::timeout(self.call_timeout(), peer.call_tool(params)).await {
+        let answer = tokio::time::timeout(self.call_timeout(), peer.call_tool(params)).await;
+        self.refuse_what_it_made(generation).await?;
+        match answer {
             Ok(Ok(result)) => Ok(result),
             Ok(Err(ServiceError::McpError(e))) => Err(CallFailure::Protocol(e.message.to_string())),
             Ok(Err(e)) => Err(self
@@ -209,6 +217,45 @@ impl Supervisor {
                 )
                 .await),
         }
+    }
+
+    /// What the server made, where none was when it started, of the places a shell, an agent's
+    /// client, an editor or a git hook manager runs code from (a mount could not keep a name
+    /// that did not exist): set aside (`NAME.refused-by-toolcap`), the server stopped as one
+    /// that failed, and the call refused saying so (docs/guard.md, "Confinement").
+    async fn refuse_what_it_made(&self, generation: u64) -> Result<(), CallFailure> {
+        let moved = {
+            let state = self.state.lock().await;
+            match state
+                .running
+                .as_ref()
+                .filter(|r| r.generation == generation)
+            {
+                Some(running) => running.end.watch().set_aside(),
+                None => return Ok(()),
+            }
+        };
+        let why = match moved {
+            Ok(moved) if moved.is_empty() => return Ok(()),
+            Ok(moved) => format!(
+                "made {}, where a shell, an AI agent's client, an editor or git would run what \
+                 it says outside any sandbox; set aside",
+                moved
+                    .iter()
+                    .map(|(made, aside)| format!("{} (now {})", made.display(), aside.display()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Err(e) => format!(
+                "made a place a shell or an agent's client runs code from, which could not be set \
+                 aside: {e}"
+            ),
+        };
+        let stopped = self.failed(generation, why).await;
+        Err(match stopped {
+            CallFailure::Server(message) => CallFailure::Planted(message),
+            other => other,
+        })
     }
 
     fn call_timeout(&self) -> Duration {
@@ -373,7 +420,7 @@ impl Supervisor {
         Ok(Running {
             client,
             generation,
-            _end: child.end,
+            end: child.end,
             _proxy: proxy,
             _stderr: stderr,
         })

@@ -355,6 +355,10 @@ impl Tool for GuardedTool {
                 self.supervisor.name
             ))),
             Err(CallFailure::Server(message)) => Err(CapabilityError::not_available(message)),
+            Err(CallFailure::Planted(message)) => Err(CapabilityError::denied(
+                DenialCode::PathNotReachable,
+                format!("write not permitted: {message}"),
+            )),
         }
     }
 }
