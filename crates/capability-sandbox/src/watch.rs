@@ -48,20 +48,32 @@ impl Watch {
         Self { missing }
     }
 
-    /// The watched places that exist now: each directory read once, a missing one skipped.
-    pub fn made(&self) -> Vec<PathBuf> {
+    /// The watched places that exist now: each directory read once, one that does not exist
+    /// (or is no directory) skipped.
+    ///
+    /// # Errors
+    ///
+    /// A directory that exists but cannot be read (a child may take a write root's permissions
+    /// away): what is in it cannot be told, so the caller refuses.
+    pub fn made(&self) -> io::Result<Vec<PathBuf>> {
         let mut made = Vec::new();
         for (dir, names) in &self.missing {
-            let Ok(entries) = std::fs::read_dir(dir) else {
-                continue;
+            let entries = match std::fs::read_dir(dir) {
+                Ok(entries) => entries,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+                    continue;
+                }
+                Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", dir.display()))),
             };
-            for entry in entries.flatten() {
+            for entry in entries {
+                let entry = entry
+                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
                 if names.contains(&entry.file_name()) {
                     made.push(entry.path());
                 }
             }
         }
-        made
+        Ok(made)
     }
 
     /// Renames each place [`made`](Self::made) finds to `NAME.refused-by-toolcap` beside it
@@ -70,10 +82,10 @@ impl Watch {
     ///
     /// # Errors
     ///
-    /// The first place that could not be renamed.
+    /// A watched directory that cannot be read, or the first place that could not be renamed.
     pub fn set_aside(&self) -> io::Result<Vec<(PathBuf, PathBuf)>> {
         let mut moved = Vec::new();
-        for place in self.made() {
+        for place in self.made()? {
             let name = place
                 .file_name()
                 .unwrap_or_default()
