@@ -1,12 +1,15 @@
 //! Path resolution and reach checks: `resolve_path` yields a normalised absolute path,
 //! `is_within` agrees with a component-wise reference, and the area `runs_later` keeps a path
 //! from writes in is a normalised place that holds it (a git one only where the path has a
-//! `.git` component, a client's one named as a client's configuration).
+//! `.git` component or names a hook manager's place, a client's or a shell's one named as
+//! `RUNS_LATER_NAMES` names them, the list the kernel layer looks for).
 #![no_main]
 
 use std::path::{Component, Path};
 
-use capability_core::matching::path::{RunsLater, is_within, resolve_path, runs_later};
+use capability_core::matching::path::{
+    RUNS_LATER_NAMES, RunsLater, is_within, resolve_path, runs_later,
+};
 use libfuzzer_sys::fuzz_target;
 
 fn normalised(p: &Path) -> bool {
@@ -30,29 +33,28 @@ fuzz_target!(|data: &[u8]| {
             normalised(&area) && is_within(&resolved, &area),
             "{resolved:?} kept in {area:?}"
         );
+        // The area's own name, as the kernel layer looks for it (`RUNS_LATER_NAMES`: the
+        // client's, the startup files' and the hook managers' places).
+        let named = area.file_name().and_then(|n| n.to_str());
+        let listed = RUNS_LATER_NAMES.iter().any(|n| {
+            area.as_os_str()
+                .as_encoded_bytes()
+                .ends_with(format!("/{n}").as_bytes())
+        });
         if runs == RunsLater::Git {
             assert!(
-                resolved.components().any(|c| c.as_os_str() == ".git"),
+                resolved.components().any(|c| c.as_os_str() == ".git") || listed,
                 "{resolved:?} is git's"
             );
         }
         if runs == RunsLater::Client {
-            let named = area.file_name().and_then(|n| n.to_str());
             assert!(
-                matches!(
-                    named,
-                    Some(
-                        ".mcp.json"
-                            | ".claude"
-                            | ".cursor"
-                            | ".codex"
-                            | ".gemini"
-                            | ".vscode"
-                            | ".idea"
-                    )
-                ),
+                listed && named.is_some_and(|n| n.starts_with('.')),
                 "{resolved:?} kept in {area:?} for a client"
             );
+        }
+        if runs == RunsLater::Startup {
+            assert!(listed, "{resolved:?} kept in {area:?} for a shell");
         }
     }
     let Ok(root) = resolve_path(Path::new(root), wd) else {
