@@ -98,6 +98,28 @@ fn spawner_working_in(
     ProcessBackend::new(config).scoped_process(grant).unwrap()
 }
 
+/// A tool `builder` that reads and writes the fixture's root (its session's directory) and may
+/// start `sh`.
+fn writing_spawner(fx: &Fixture) -> Arc<dyn ScopedProcess> {
+    let toml = format!(
+        "id = \"p\"\n[fs_reach]\nread = [\"{r}\"]\nwrite = [\"{r}\"]\n[safety.process]\nallow = [\"sh\"]\n",
+        r = fx.root.display()
+    );
+    let policy = CompiledPolicy::load(&toml, PolicyFormat::Toml, None).unwrap();
+    let caps = ToolCapabilities::none()
+        .with_process(["*"])
+        .with_fs_read(FsPaths::FromPersonality)
+        .with_fs_write(FsPaths::FromPersonality);
+    let resolved = resolve("builder", &caps, &policy, "s", &fx.root);
+    let grant = ProcessGrant::new(
+        "builder",
+        resolved.process.unwrap() as Arc<dyn ProcessPolicy>,
+        resolved.fs.unwrap() as Arc<dyn PathPolicy>,
+    );
+    let config = ProcessConfig::with_host_env(host_env()).scratch_root(fx.scratch.clone());
+    ProcessBackend::new(config).scoped_process(grant).unwrap()
+}
+
 fn spawner(fx: &Fixture) -> Arc<dyn ScopedProcess> {
     let config = ProcessConfig::with_host_env(host_env())
         .scratch_root(fx.scratch.clone())
@@ -452,23 +474,7 @@ async fn a_writing_tools_child_cannot_change_what_an_agent_or_a_shell_runs_later
     for file in [".claude/settings.json", ".bashrc"] {
         std::fs::write(fx.root.join(file), "as it was\n").unwrap();
     }
-    let toml = format!(
-        "id = \"p\"\n[fs_reach]\nread = [\"{r}\"]\nwrite = [\"{r}\"]\n[safety.process]\nallow = [\"sh\"]\n",
-        r = fx.root.display()
-    );
-    let policy = CompiledPolicy::load(&toml, PolicyFormat::Toml, None).unwrap();
-    let caps = ToolCapabilities::none()
-        .with_process(["*"])
-        .with_fs_read(FsPaths::FromPersonality)
-        .with_fs_write(FsPaths::FromPersonality);
-    let resolved = resolve("builder", &caps, &policy, "s", &fx.root);
-    let grant = ProcessGrant::new(
-        "builder",
-        resolved.process.unwrap() as Arc<dyn ProcessPolicy>,
-        resolved.fs.unwrap() as Arc<dyn PathPolicy>,
-    );
-    let config = ProcessConfig::with_host_env(host_env()).scratch_root(fx.scratch.clone());
-    let p = ProcessBackend::new(config).scoped_process(grant).unwrap();
+    let p = writing_spawner(&fx);
     let script = "echo evil >> .claude/settings.json; echo hooks=$?; echo evil >> .bashrc; \
          echo rc=$?; echo fine > notes.md; echo notes=$?";
     let out = p
@@ -502,23 +508,7 @@ async fn a_writing_tools_child_cannot_change_what_an_agent_or_a_shell_runs_later
 #[tokio::test]
 async fn what_a_child_makes_for_an_agent_or_a_shell_to_run_is_set_aside() {
     let fx = fixture();
-    let toml = format!(
-        "id = \"p\"\n[fs_reach]\nread = [\"{r}\"]\nwrite = [\"{r}\"]\n[safety.process]\nallow = [\"sh\"]\n",
-        r = fx.root.display()
-    );
-    let policy = CompiledPolicy::load(&toml, PolicyFormat::Toml, None).unwrap();
-    let caps = ToolCapabilities::none()
-        .with_process(["*"])
-        .with_fs_read(FsPaths::FromPersonality)
-        .with_fs_write(FsPaths::FromPersonality);
-    let resolved = resolve("builder", &caps, &policy, "s", &fx.root);
-    let grant = ProcessGrant::new(
-        "builder",
-        resolved.process.unwrap() as Arc<dyn ProcessPolicy>,
-        resolved.fs.unwrap() as Arc<dyn PathPolicy>,
-    );
-    let config = ProcessConfig::with_host_env(host_env()).scratch_root(fx.scratch.clone());
-    let p = ProcessBackend::new(config).scoped_process(grant).unwrap();
+    let p = writing_spawner(&fx);
     let out = p
         .spawn(
             "sh",

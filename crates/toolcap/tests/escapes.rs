@@ -203,6 +203,18 @@ fn refuses_planting(
     }
 }
 
+/// `git args` in `repo`, run by the test itself outside any sandbox, as a user named `t`;
+/// asserted to succeed.
+fn git_in(repo: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(repo)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
 fn canary() -> String {
     format!("canary-{}-do-not-leak", std::process::id())
 }
@@ -1417,15 +1429,7 @@ fn a_tool_cannot_plant_what_a_hook_manager_runs_at_the_next_commit() {
     let env = Env::new("");
     let repo = env.root.join("work/out/app");
     std::fs::create_dir_all(repo.join(".husky")).unwrap();
-    let git = |args: &[&str]| {
-        let out = Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-            .args(args)
-            .current_dir(&repo)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-    };
+    let git = |args: &[&str]| git_in(&repo, args);
     git(&["init", "-q"]);
     git(&["config", "core.hooksPath", ".husky"]);
     let hook = repo.join(".husky/pre-commit");
@@ -1487,16 +1491,8 @@ fn a_tool_cannot_plant_a_hook_where_the_repository_points_git() {
     let repo = env.root.join("work/out/svc");
     std::fs::create_dir_all(repo.join(".githooks")).unwrap();
     std::fs::create_dir_all(repo.join("src/deep")).unwrap();
-    let git = |args: &[&str]| {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(&repo)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-    };
-    git(&["init", "-q"]);
-    git(&["config", "core.hooksPath", ".githooks"]);
+    git_in(&repo, &["init", "-q"]);
+    git_in(&repo, &["config", "core.hooksPath", ".githooks"]);
     let hook = repo.join(".githooks/pre-commit");
     std::fs::write(&hook, "#!/bin/sh\nexit 0\n").unwrap();
     let out = env.root.join("work/out");
