@@ -15,7 +15,7 @@ use capability_core::PolicyFormat;
 use capability_core::{CompiledPolicy, resolve};
 use capability_process::{ProcessBackend, ProcessConfig};
 use capability_types::backend::{PathPolicy, ProcessFactory, ProcessGrant, ProcessPolicy};
-use capability_types::{SpawnOptions, ToolCapabilities};
+use capability_types::{FsPaths, SpawnOptions, ToolCapabilities};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 #[path = "support/paired.rs"]
@@ -51,10 +51,53 @@ fn spawn(c: &mut Criterion) {
     };
     let scoped = scoped_under("required");
     let unsandboxed = scoped_under("off");
+    // A child that writes a project: a repository (its git directory bound read-only), an
+    // existing `.vscode`, `.claude` and `.bashrc` (each bound read-only), and what it might make
+    // there looked for when it ends (docs/policy.md, "Kept from children").
+    let project = tempfile::tempdir().unwrap();
+    let root = project.path().canonicalize().unwrap();
+    for dir in [".git/hooks", ".vscode", ".claude", "src"] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+    }
+    for file in [
+        ".git/config",
+        ".git/HEAD",
+        ".claude/settings.json",
+        ".bashrc",
+    ] {
+        std::fs::write(root.join(file), "").unwrap();
+    }
+    let in_project = {
+        let policy = CompiledPolicy::load(
+            &format!(
+                "id = \"bench\"\n[fs_reach]\nread = [\"{r}\"]\nwrite = [\"{r}\"]\n\
+                 [safety.process]\nallow = [\"true\"]\n",
+                r = root.display()
+            ),
+            PolicyFormat::Toml,
+            None,
+        )
+        .unwrap();
+        let caps = ToolCapabilities::none()
+            .with_process(["*"])
+            .with_fs_read(FsPaths::FromPersonality)
+            .with_fs_write(FsPaths::FromPersonality);
+        let resolved = resolve("builder", &caps, &policy, "s", &root);
+        let grant = ProcessGrant::new(
+            "builder",
+            resolved.process.unwrap() as Arc<dyn ProcessPolicy>,
+            resolved.fs.unwrap() as Arc<dyn PathPolicy>,
+        );
+        backend.scoped_process(grant).unwrap()
+    };
 
     let std_true = || std::process::Command::new("/bin/true").status().unwrap();
     let scoped_true = || {
         rt.block_on(scoped.spawn("true", &[], SpawnOptions::default()))
+            .unwrap()
+    };
+    let in_project_true = || {
+        rt.block_on(in_project.spawn("true", &[], SpawnOptions::default()))
             .unwrap()
     };
     let unsandboxed_true = || {
@@ -75,6 +118,7 @@ fn spawn(c: &mut Criterion) {
         b.iter(|| std::process::Command::new("/bin/true").output().unwrap())
     });
     group.bench_function("scoped_spawn_true", |b| b.iter(scoped_true));
+    group.bench_function("scoped_spawn_true_in_project", |b| b.iter(in_project_true));
     group.bench_function("scoped_spawn_true_unsandboxed", |b| {
         b.iter(unsandboxed_true)
     });

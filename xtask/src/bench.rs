@@ -214,6 +214,14 @@ const ROWS: &[Row] = &[
         baseline: Some("spawn/std_command_true"),
         budget: Budget::Ratio(1.2),
     },
+    // A child that writes a project (a repository, a `.vscode`, a `.claude`, a `.bashrc`: each
+    // bound read-only, and what it makes there looked for when it ends), against one without:
+    // reported.
+    Row {
+        subject: "spawn/scoped_spawn_true_in_project",
+        baseline: Some("spawn/scoped_spawn_true"),
+        budget: Budget::AddedNs(f64::INFINITY),
+    },
     // The capsule (issue 8): a call whose tool runs in a warm worker, one that starts its worker
     // (spawn, self-confinement, handshake), and one scoped read over the worker's channel, each
     // against the same call in process; the warm call also against a bare round trip to another
