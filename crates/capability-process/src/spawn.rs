@@ -277,8 +277,8 @@ impl ScopedProcess for ScopedSpawner {
         let waiting =
             |e: std::io::Error| CapabilityError::failed(format!("waiting for {binary}: {e}"));
 
-        let (exit, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
-            Ok(exit) => (exit.map_err(waiting)?, false),
+        let waited = match tokio::time::timeout(timeout, child.wait()).await {
+            Ok(exit) => exit.map(|exit| (exit, false)),
             Err(_) => {
                 sys::signal_group(pgid, Signal::TERM);
                 let exit = match tokio::time::timeout(config.kill_grace, child.wait()).await {
@@ -288,11 +288,14 @@ impl ScopedProcess for ScopedSpawner {
                         child.wait().await
                     }
                 };
-                (exit.map_err(waiting)?, true)
+                exit.map(|exit| (exit, true))
             }
         };
         // The leader is gone; end what it left behind so the pipes close.
         sys::signal_group(pgid, Signal::KILL);
+        // What it made is set aside whatever else failed below (a wait or a pipe's reader).
+        let made = child.refuse_what_it_made(binary);
+        let (exit, timed_out) = waited.map_err(waiting)?;
         if let Some(task) = stdin_task {
             let _ = task.await;
         }
@@ -302,7 +305,7 @@ impl ScopedProcess for ScopedSpawner {
         let (err, err_cut) = stderr
             .await
             .map_err(|e| CapabilityError::failed(e.to_string()))?;
-        child.refuse_what_it_made(binary)?;
+        made?;
         Ok(
             ProcessOutput::new(exit.code, exit.signal, out, err, out_cut || err_cut)
                 .with_timed_out(timed_out),
