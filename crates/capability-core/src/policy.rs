@@ -15,7 +15,7 @@ use capability_types::backend::SandboxMode;
 use crate::matching::binary::{ArgvPattern, intersect_binaries};
 use crate::matching::host::{HostPattern, HostSet, intersect_hosts};
 use crate::matching::path::{DenyFloor, intersect_paths, is_within};
-use crate::realpath::{Aliases, resolve_real};
+use crate::realpath::{Aliases, LaterAlias, later_aliases, resolve_real};
 
 /// The active personality, checked and compiled. Cheap to clone.
 ///
@@ -45,6 +45,9 @@ pub struct CompiledPolicy {
     pub(crate) floor: Arc<DenyFloor>,
     /// Roots the policy named through a symbolic link, with where they lead.
     pub(crate) aliases: Arc<Aliases>,
+    /// The places of the home and the write roots whose contents run later, where they lead
+    /// when that is elsewhere (docs/policy.md, "Reached by another name").
+    pub(crate) later_aliases: Arc<[LaterAlias]>,
     /// `[escalate]`: hosts, write paths and argv that need approval.
     pub(crate) escalate_hosts: Arc<HostSet>,
     pub(crate) escalate_write: Arc<[PathBuf]>,
@@ -161,6 +164,8 @@ impl CompiledPolicy {
             &floor,
             &mut aliases,
         )?;
+        let later_aliases =
+            later_aliases(home.into_iter().chain(fs_write.iter().map(|r| r.as_path())));
         Ok(Self {
             generation: next_generation(),
             network_allow: Arc::new(network_allow),
@@ -176,6 +181,7 @@ impl CompiledPolicy {
             fs_deny_written: policy.fs_reach.deny.clone().into(),
             floor: Arc::new(floor),
             aliases: Arc::new(aliases),
+            later_aliases: later_aliases.into(),
             escalate_hosts: Arc::new(escalate_hosts),
             escalate_write: both_spellings(&policy.escalate.write_paths).into(),
             escalate_args: escalate_args.into(),
@@ -213,6 +219,7 @@ impl CompiledPolicy {
             fs_deny_written: Arc::new([]),
             floor: Arc::new(floor_for(home)),
             aliases: Arc::new(Aliases::default()),
+            later_aliases: Arc::new([]),
             escalate_hosts: Arc::default(),
             escalate_write: Arc::new([]),
             escalate_args: Arc::new([]),
@@ -428,6 +435,12 @@ impl CompiledPolicy {
         };
         let fs_read = side(&self.fs_read, &n.fs_reach.read, "fs_reach.read")?;
         let fs_write = side(&self.fs_write, &n.fs_reach.write, "fs_reach.write")?;
+        let mut later: Vec<LaterAlias> = self.later_aliases.to_vec();
+        for alias in later_aliases(fs_write.iter().map(|r| r.as_path())) {
+            if !later.contains(&alias) {
+                later.push(alias);
+            }
+        }
         let mut fs_deny: Vec<PathBuf> = self.fs_deny.to_vec();
         fs_deny.extend(both_spellings(&n.fs_reach.deny));
         let mut fs_deny_written: Vec<PathBuf> = self.fs_deny_written.to_vec();
@@ -538,6 +551,7 @@ impl CompiledPolicy {
             fs_read,
             fs_write,
             aliases: Arc::new(aliases),
+            later_aliases: later.into(),
             fs_deny: fs_deny.into(),
             fs_deny_written: fs_deny_written.into(),
             floor: Arc::clone(&self.floor),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use capability_policy::normalize_lexically;
 
-use crate::matching::path::is_within;
+use crate::matching::path::{RUNS_LATER_NAMES, RunsLater, is_within, runs_later};
 
 /// `path` (absolute, normalised) with its longest existing prefix resolved through every
 /// symbolic link; the components after it are kept as written. A path whose prefix cannot be
@@ -70,4 +70,57 @@ impl Aliases {
     pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+}
+
+/// A place whose contents run later outside any sandbox, reached by another name: where a
+/// home's or a write root's `.bashrc`, `.claude`, `.config/git/config`, ... really leads when it
+/// is a symbolic link, or lies beneath one (docs/policy.md, "Reached by another name").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LaterAlias {
+    /// Where the place really is (normalised, absolute).
+    pub(crate) real: PathBuf,
+    /// The place by the name a shell, git or a client reads it.
+    pub(crate) named: PathBuf,
+    /// What runs it.
+    pub(crate) runs: RunsLater,
+}
+
+/// The most links followed from one place, as the kernel's own limit.
+const MAX_LINKS: usize = 40;
+
+/// The places of [`RUNS_LATER_NAMES`] in each of `bases` (a home directory, the write roots)
+/// that really lie somewhere else: each where it leads, a link that leads nowhere yet included
+/// (what it names is made where it points). Read when a policy loads, as its roots are.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "policy loading reads where the operator's own places lead; no tool reaches this"
+)]
+pub(crate) fn later_aliases<'a>(bases: impl Iterator<Item = &'a Path>) -> Vec<LaterAlias> {
+    let mut out: Vec<LaterAlias> = Vec::new();
+    for base in bases {
+        for name in RUNS_LATER_NAMES {
+            let named = normalize_lexically(&base.join(name));
+            let Some((area, runs)) = runs_later(&named) else {
+                continue;
+            };
+            let mut real = resolve_real(&area);
+            // A dangling link: `canonicalize` cannot follow it, so it is followed here.
+            for _ in 0..MAX_LINKS {
+                // toolcap: allow(std::fs::read_link, reason = "policy loading reads where the operator's own places lead")
+                let Ok(target) = std::fs::read_link(&real) else {
+                    break;
+                };
+                let parent = real.parent().unwrap_or(Path::new("/")).to_path_buf();
+                real = resolve_real(&normalize_lexically(&parent.join(target)));
+            }
+            if real != area && !out.iter().any(|a| a.real == real) {
+                out.push(LaterAlias {
+                    real,
+                    named: area,
+                    runs,
+                });
+            }
+        }
+    }
+    out
 }

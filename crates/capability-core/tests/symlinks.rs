@@ -172,3 +172,82 @@ fn a_root_that_leads_into_the_floor_is_a_load_error() {
         .is_ok()
     );
 }
+
+// guarantee: G-FS-10
+/// A home whose startup files and client configuration are links into a dotfiles repository
+/// the personality writes: one through a link above it (`.config`), one leading nowhere yet,
+/// one a loop, one into `/`. Each is kept where it leads (a write there refused, saying which
+/// name it is, and handed to the kernel layer), the loop without failing; a place that is no
+/// link is not; `/` is a place every write root lies in, as a root listed inside an area lifts
+/// it; and a personality that lists one by its link's name may write it.
+#[test]
+fn a_homes_places_are_kept_where_their_links_lead() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().canonicalize().unwrap();
+    let dots = home.join("dotfiles");
+    std::fs::create_dir_all(dots.join("config/git")).unwrap();
+    std::fs::create_dir_all(dots.join("claude")).unwrap();
+    std::fs::write(dots.join("bashrc"), "").unwrap();
+    std::fs::write(home.join(".profile"), "").unwrap();
+    let link = |target: &str, name: &str| {
+        std::os::unix::fs::symlink(target, home.join(name)).unwrap();
+    };
+    link("dotfiles/bashrc", ".bashrc");
+    link("dotfiles/claude", ".claude");
+    link("dotfiles/config", ".config");
+    link("dotfiles/zshrc", ".zshrc");
+    link(".zlogin", ".zlogin");
+    link("/", ".vscode");
+    let write = |extra: &str| {
+        let policy = load(
+            &format!(
+                "id = \"d\"\n[fs_reach]\nwrite = [\"{d}\"{extra}]\n",
+                d = dots.display()
+            ),
+            &home,
+        )
+        .unwrap();
+        let caps = ToolCapabilities::none().with_fs_write(FsPaths::FromPersonality);
+        resolve("write_file", &caps, &policy, "s", &dots)
+            .fs
+            .unwrap()
+    };
+    let paths = write("");
+    let kept = paths.runs_later_places();
+    for (place, name) in [
+        ("bashrc", ".bashrc"),
+        ("claude/settings.json", ".claude"),
+        ("config/git/config", ".config/git/config"),
+        ("config/fish/config.fish", ".config/fish"),
+        ("zshrc", ".zshrc"),
+    ] {
+        let err = paths.check(&dots.join(place), FsAccess::Write).unwrap_err();
+        assert_eq!(err.denial_code(), Some(DenialCode::PathNotReachable));
+        assert!(
+            err.to_string().contains(&format!(
+                "it is {} by another name",
+                home.join(name).display()
+            )),
+            "{place}: {err}"
+        );
+    }
+    for place in [
+        "bashrc",
+        "claude",
+        "config/git/config",
+        "config/fish",
+        "zshrc",
+    ] {
+        assert!(kept.contains(&dots.join(place)), "{place}: {kept:?}");
+    }
+    assert!(paths.check(&dots.join("profile"), FsAccess::Write).is_ok());
+    assert!(paths.check(&dots.join("notes.md"), FsAccess::Write).is_ok());
+    // Listed by the name its link has: that one is the personality's to allow.
+    let listed = write(&format!(", \"{}\"", home.join(".bashrc").display()));
+    assert!(listed.check(&dots.join("bashrc"), FsAccess::Write).is_ok());
+    assert!(
+        listed
+            .check(&dots.join("claude/settings.json"), FsAccess::Write)
+            .is_err()
+    );
+}

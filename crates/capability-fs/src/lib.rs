@@ -43,7 +43,7 @@ use std::sync::Arc;
 use capability_types::backend::{FsFactory, FsGrant};
 use capability_types::{CapabilityError, ScopedFs};
 
-pub use crate::scoped::{ScopedFiles, refuse_configured_hooks};
+pub use crate::scoped::{ScopedFiles, refuse_what_git_runs};
 
 /// Settings of the file system backend.
 #[derive(Debug, Clone, PartialEq, Eq)]

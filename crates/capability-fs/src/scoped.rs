@@ -1,5 +1,6 @@
 //! `ScopedFiles`: one tool's view of the file system.
 
+use capability_sandbox::GitPlace;
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::fmt;
@@ -103,35 +104,49 @@ impl fmt::Debug for ScopedFiles {
     }
 }
 
-/// The refusal of a write the policy allowed (`a`, as its check answered) into the hooks
-/// directory the enclosing repository's configuration names (`core.hooksPath = .githooks`):
-/// git runs what is there at the user's next commit, outside any sandbox, as it runs
-/// `.git/hooks` (docs/policy.md, "Git's hooks and configuration"). The policy's rule is decided
-/// from a path's spelling, which cannot know the setting; this reads it. Allowed where the write
-/// root covering the path lies at or inside that directory (the personality lists it). Every
-/// write of [`ScopedFiles`] asks it; `toolcap explain` asks it too, to answer as a call would.
+/// The refusal of a write the policy allowed (`a`, as its check answered) into a place git runs
+/// code from that the policy's rule, decided from a path's spelling, cannot know (docs/policy.md,
+/// "Git's hooks and configuration"): the hooks directory the enclosing repository's
+/// configuration names (`core.hooksPath = .githooks`), whose scripts git runs at the user's next
+/// commit, outside any sandbox, as it runs `.git/hooks`; and the hooks and configuration of a
+/// git directory not called `.git` (a bare repository, one kept apart from its working tree),
+/// told by what is in it. Allowed where the write root covering the path lies at or inside
+/// that directory or file (the personality lists it). Every write of [`ScopedFiles`] asks it;
+/// `toolcap explain` asks it too, to answer as a call would.
 ///
 /// # Ambient Authority
 ///
-/// Reads the enclosing repository's configuration files.
-pub fn refuse_configured_hooks(a: &PathAccess) -> Result<(), CapabilityError> {
-    match capability_sandbox::hooks_path_for(&a.path, &a.root) {
-        Some(hooks) if a.path.starts_with(&hooks) && !a.root.starts_with(&hooks) => {
-            Err(CapabilityError::denied(
-                DenialCode::PathNotReachable,
-                format!(
-                    "write not permitted for {}: git runs the hooks of a repository outside any \
-                     sandbox, when the user next runs git there, and this repository's \
-                     core.hooksPath names {} (a personality that means to allow it lists {} \
-                     among its write roots)",
-                    a.path.display(),
-                    hooks.display(),
-                    hooks.display()
-                ),
-            ))
-        }
-        _ => Ok(()),
-    }
+/// Reads the enclosing repository's configuration files, and asks the directories above the
+/// path that it would be a git directory's hooks or configuration of whether they are one.
+pub fn refuse_what_git_runs(a: &PathAccess) -> Result<(), CapabilityError> {
+    let Some(place) = capability_sandbox::git_place_of(&a.path, &a.root) else {
+        return Ok(());
+    };
+    let why = match &place {
+        GitPlace::ConfiguredHooks(hooks) => format!(
+            "git runs the hooks of a repository outside any sandbox, when the user next runs git \
+             there, and this repository's core.hooksPath names {}",
+            hooks.display()
+        ),
+        GitPlace::OtherGitDir { git_dir, .. } => format!(
+            "{} is a git directory, and git runs its hooks and configuration outside any \
+             sandbox, when the user next runs git with it",
+            git_dir.display()
+        ),
+        other => format!(
+            "git runs what is at {} outside any sandbox",
+            other.area().display()
+        ),
+    };
+    Err(CapabilityError::denied(
+        DenialCode::PathNotReachable,
+        format!(
+            "write not permitted for {}: {why} (a personality that means to allow it lists {} \
+             among its write roots)",
+            a.path.display(),
+            place.area().display()
+        ),
+    ))
 }
 
 fn refuse(access: FsAccess, path: &Path) -> CapabilityError {
@@ -198,7 +213,7 @@ impl ScopedFiles {
     fn checked(&self, path: &Path, access: FsAccess) -> Result<PathAccess, CapabilityError> {
         let mut a = self.grant.paths.check(path, access)?;
         if access == FsAccess::Write {
-            refuse_configured_hooks(&a)?;
+            refuse_what_git_runs(&a)?;
         }
         if self.roots.is_file(&a.root)
             && let (Some(parent), Some(name)) = (a.root.parent(), a.root.file_name())

@@ -443,6 +443,7 @@ impl Started {
         stdin: bool,
     ) -> Result<Self, CapabilityError> {
         let git_writable = |p: &Path| paths.check(p, FsAccess::Write).is_ok();
+        let elsewhere = paths.runs_later_places();
         let launch = capability_sandbox::Launch {
             program: &plan.program,
             arg0: std::ffi::OsStr::new(&plan.arg0),
@@ -452,6 +453,7 @@ impl Started {
             stdin,
             git_writable: Some(&git_writable),
             runs_later: paths.runs_later_names(),
+            runs_later_places: &elsewhere,
         };
         let child = prepared.spawn(&launch)?;
         let failed = |e: std::io::Error| {

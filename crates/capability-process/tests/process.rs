@@ -101,11 +101,16 @@ fn spawner_working_in(
 /// A tool `builder` that reads and writes the fixture's root (its session's directory) and may
 /// start `sh`.
 fn writing_spawner(fx: &Fixture) -> Arc<dyn ScopedProcess> {
+    writing_spawner_at_home(fx, None)
+}
+
+/// [`writing_spawner`] under a personality loaded for the home directory `home`.
+fn writing_spawner_at_home(fx: &Fixture, home: Option<&Path>) -> Arc<dyn ScopedProcess> {
     let toml = format!(
         "id = \"p\"\n[fs_reach]\nread = [\"{r}\"]\nwrite = [\"{r}\"]\n[safety.process]\nallow = [\"sh\"]\n",
         r = fx.root.display()
     );
-    let policy = CompiledPolicy::load(&toml, PolicyFormat::Toml, None).unwrap();
+    let policy = CompiledPolicy::load(&toml, PolicyFormat::Toml, home).unwrap();
     let caps = ToolCapabilities::none()
         .with_process(["*"])
         .with_fs_read(FsPaths::FromPersonality)
@@ -497,6 +502,104 @@ async fn a_writing_tools_child_cannot_change_what_an_agent_or_a_shell_runs_later
             "as it was\n"
         );
     }
+}
+
+// guarantee: G-FS-09
+// guarantee: G-FS-10
+/// What runs later, reached by another name: a tool that writes a dotfiles repository and
+/// starts `sh`, its home's `.bashrc` and `.claude` links into that repository: its child
+/// cannot change them there; nor the hooks and configuration of a git directory of another
+/// name in it (a bare repository, one kept apart from its working tree); a file beside them it
+/// writes. Checked on disk.
+#[tokio::test]
+async fn a_writing_tools_child_cannot_change_what_runs_later_by_another_name() {
+    let fx = fixture();
+    let home = tempfile::tempdir().unwrap();
+    let home_dir = home.path().canonicalize().unwrap();
+    std::fs::create_dir(fx.root.join("claude")).unwrap();
+    for file in ["bashrc", "claude/settings.json"] {
+        std::fs::write(fx.root.join(file), "as it was\n").unwrap();
+    }
+    std::os::unix::fs::symlink(fx.root.join("bashrc"), home_dir.join(".bashrc")).unwrap();
+    std::os::unix::fs::symlink(fx.root.join("claude"), home_dir.join(".claude")).unwrap();
+    // A link that leads nowhere yet: what it names would be made in the repository.
+    std::os::unix::fs::symlink(fx.root.join("zshrc"), home_dir.join(".zshrc")).unwrap();
+    std::fs::create_dir(fx.root.join("store")).unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&fx.root)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q", "--bare", "backup.git"]);
+    git(&["init", "-q", "--separate-git-dir", "store/svc", "svc"]);
+    let configs: Vec<(PathBuf, String)> = ["backup.git/config", "store/svc/config"]
+        .iter()
+        .map(|c| {
+            let c = fx.root.join(c);
+            let text = std::fs::read_to_string(&c).unwrap();
+            (c, text)
+        })
+        .collect();
+    let p = writing_spawner_at_home(&fx, Some(&home_dir));
+    let script = "echo evil >> bashrc; echo a=$?; echo evil >> claude/settings.json; echo b=$?; \
+         mkdir claude/commands; echo c=$?; echo evil >> backup.git/config; echo d=$?; \
+         echo x > backup.git/hooks/post-receive; echo e=$?; \
+         echo x > store/svc/hooks/pre-commit; echo f=$?; echo x >> store/svc/config; \
+         echo g=$?; echo x > backup.git/commondir; echo h=$?; echo fine > notes.md; echo ok=$?";
+    let out = p
+        .spawn("sh", &argv(&["-c", script]), SpawnOptions::default())
+        .await
+        .unwrap();
+    let text = stdout(&out);
+    let all = format!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains("ok=0"),
+        "the child works in its write root: {all}"
+    );
+    for step in ["a", "b", "c", "d", "e", "f", "g", "h"] {
+        assert!(!text.contains(&format!("{step}=0")), "{step}: {all}");
+    }
+    for file in ["bashrc", "claude/settings.json"] {
+        assert_eq!(
+            std::fs::read_to_string(fx.root.join(file)).unwrap(),
+            "as it was\n"
+        );
+    }
+    for (config, text) in &configs {
+        assert_eq!(&std::fs::read_to_string(config).unwrap(), text);
+    }
+    for made in [
+        "claude/commands",
+        "backup.git/hooks/post-receive",
+        "store/svc/hooks/pre-commit",
+        "backup.git/commondir",
+    ] {
+        assert!(!fx.root.join(made).exists(), "{made}");
+    }
+    // No mount keeps what does not exist: made, it is set aside and the call refused.
+    let err = p
+        .spawn(
+            "sh",
+            &argv(&["-c", "echo evil > zshrc"]),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CapabilityError::Denied {
+                code: DenialCode::PathNotReachable,
+                ..
+            }
+        ) && err.to_string().contains("zshrc"),
+        "{err}"
+    );
+    assert!(!fx.root.join("zshrc").exists());
+    assert!(fx.root.join("zshrc.refused-by-toolcap").exists());
 }
 
 // guarantee: G-FS-11

@@ -51,7 +51,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::hide::Mask;
-use crate::hooks::{configured_hooks, pointed_at, small_file};
+use crate::hooks::{
+    configured_hooks, git_dir_area, is_git_dir, named_by_git, pointed_at, small_file,
+};
 use crate::watch::Watch;
 
 /// The most git directories kept for one child (submodules included); past it, a repository's
@@ -90,9 +92,25 @@ pub(crate) fn masks(
     cwd: &Path,
     writable: Option<&(dyn Fn(&Path) -> bool + Sync)>,
     runs_later: &[&str],
+    elsewhere: &[PathBuf],
     scratch: &[PathBuf],
 ) -> Result<(Vec<Mask>, Watch), String> {
     let beneath = |p: &Path| write.iter().any(|w| p.starts_with(w));
+    // The caller's rule knows git's places by the name `.git`; those of a git directory of
+    // another name (a bare repository, one kept apart from its working tree) it cannot, so they
+    // are the caller's to let children write only where a write root lies at or inside them,
+    // as configured hooks are.
+    let rule = writable;
+    let named = move |p: &Path| {
+        let unnamed = if !named_by_git(p) && is_git_dir(p) {
+            Some(p.to_path_buf())
+        } else {
+            git_dir_area(p, Path::new("/")).map(|(_, area)| area)
+        };
+        rule.is_some_and(|w| w(p))
+            && unnamed.is_none_or(|area| write.iter().any(|w| w.starts_with(&area)))
+    };
+    let writable: Option<&(dyn Fn(&Path) -> bool + Sync)> = Some(&named);
     let mut dirs: Vec<PathBuf> = write.to_vec();
     dirs.extend(
         cwd.ancestors()
@@ -124,14 +142,31 @@ pub(crate) fn masks(
         .filter(|d| !scratch.iter().any(|s| d.starts_with(s)))
         .cloned()
         .collect();
-    let watch = Watch::new(&projects, runs_later, &later.places, writable);
+    let mut watch = Watch::new(&projects, runs_later, &later.places, writable);
     dirs.extend(others);
+    // The same places by another name (a home's `.bashrc` linked into a write root): kept
+    // where they are, when they exist.
+    later.places.extend(elsewhere.iter().cloned());
+    for place in elsewhere {
+        // One missing (a link that leads nowhere yet) no mount can keep: looked for at the end.
+        if beneath(place)
+            && std::fs::symlink_metadata(place).is_err()
+            && !writable.is_some_and(|w| w(place))
+        {
+            watch.also(place);
+        }
+    }
     let mut found = Found {
         roots: write,
         writable,
         ..Found::default()
     };
     for dir in &dirs {
+        // A git directory of another name (a bare repository): kept as a `.git` is.
+        if !named_by_git(dir) && is_git_dir(dir) {
+            found.git_dir(dir);
+            continue;
+        }
         let dot_git = dir.join(".git");
         let meta = match std::fs::symlink_metadata(&dot_git) {
             Ok(meta) => meta,
@@ -240,11 +275,12 @@ fn nested(roots: &[PathBuf], later: &mut Later<'_>) -> Vec<PathBuf> {
                     return found;
                 }
                 budget -= 1;
-                if std::fs::symlink_metadata(dir.join(".git")).is_ok() {
+                if std::fs::symlink_metadata(dir.join(".git")).is_ok() || is_git_dir(dir) {
                     found.push(dir.clone());
                 }
             }
-            if depth == NESTED_DEPTH || reads == 0 {
+            // Nothing to find inside a git directory of another name but its own places.
+            if depth == NESTED_DEPTH || reads == 0 || is_git_dir(dir) {
                 continue;
             }
             reads -= 1;

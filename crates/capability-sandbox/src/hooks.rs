@@ -79,6 +79,122 @@ pub(crate) fn configured_hooks(work_tree: &Path, git_dir: &Path) -> Option<PathB
     Some(normalized(&work_tree.join(value)))
 }
 
+/// A place git runs code from that a rule decided from a path's spelling cannot know
+/// ([`git_place_of`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GitPlace {
+    /// Beneath the hooks directory the enclosing repository's `core.hooksPath` names.
+    ConfiguredHooks(PathBuf),
+    /// The hooks (`area`, the directory) or a configuration file (`area`, the file) of a git
+    /// directory not called `.git`.
+    OtherGitDir {
+        /// The git directory.
+        git_dir: PathBuf,
+        /// What keeps the path: the hooks directory or the configuration file.
+        area: PathBuf,
+    },
+}
+
+impl GitPlace {
+    /// The directory or file that keeps the path: what a personality lists to allow it.
+    pub fn area(&self) -> &Path {
+        match self {
+            GitPlace::ConfiguredHooks(hooks) => hooks,
+            GitPlace::OtherGitDir { area, .. } => area,
+        }
+    }
+}
+
+/// Where `path`, beneath the write root `root`, lies in a place git runs code from that a rule
+/// decided from a path's spelling cannot know (docs/policy.md, "Git's hooks and
+/// configuration"): the hooks directory its repository's configuration names
+/// ([`hooks_path_for`]), or the hooks and configuration of a git directory of another name
+/// ([`git_dir_area`]). `None` also where `root` lies at or inside that place: the personality
+/// lists it.
+///
+/// # Ambient Authority
+///
+/// Reads the enclosing repository's configuration, and asks the directories above `path` that
+/// it would be a git directory's hooks or configuration of whether they are one.
+pub fn git_place_of(path: &Path, root: &Path) -> Option<GitPlace> {
+    let configured = hooks_path_for(path, root)
+        .filter(|hooks| path.starts_with(hooks))
+        .map(GitPlace::ConfiguredHooks);
+    let other =
+        || git_dir_area(path, root).map(|(git_dir, area)| GitPlace::OtherGitDir { git_dir, area });
+    configured
+        .filter(|p| !root.starts_with(p.area()))
+        .or_else(|| other().filter(|p| !root.starts_with(p.area())))
+}
+
+/// The names in a git directory whose settings make git run a command, or name another git
+/// directory to take hooks and configuration from.
+const CONFIG_NAMES: [&str; 3] = ["config", "config.worktree", "commondir"];
+
+/// Where `path` would change what git runs, in a git directory not called `.git` (whose places
+/// the write rule knows by name): a bare repository (`backup.git`), or one kept apart from its
+/// working tree (`git init --separate-git-dir`), told by what is in it as git tells it (a
+/// `HEAD` file, and an `objects` directory or a `commondir`). The git directory, beneath or at
+/// `within`, and the area that keeps `path`: its `hooks` or the configuration file itself
+/// (docs/policy.md, "Git's hooks and configuration"). Only the directories `path` would be in
+/// such a place of are asked, so a path with no part named `hooks` and no configuration's name
+/// costs nothing.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let bare = dir.path().join("backup.git");
+/// std::fs::create_dir_all(bare.join("objects")).unwrap();
+/// std::fs::write(bare.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+/// let hook = bare.join("hooks/post-receive");
+/// assert_eq!(
+///     capability_sandbox::git_dir_area(&hook, dir.path()),
+///     Some((bare.clone(), bare.join("hooks")))
+/// );
+/// assert_eq!(capability_sandbox::git_dir_area(&bare.join("README"), dir.path()), None);
+/// ```
+pub fn git_dir_area(path: &Path, within: &Path) -> Option<(PathBuf, PathBuf)> {
+    let mut parts = path.components().rev().peekable();
+    let mut depth = 0;
+    for dir in path.ancestors().skip(1) {
+        if !dir.starts_with(within) {
+            return None;
+        }
+        depth += 1;
+        // The part of `path` right beneath `dir`.
+        let Some(Component::Normal(next)) = parts.next() else {
+            return None;
+        };
+        let area = if next == "hooks" {
+            dir.join("hooks")
+        } else if depth == 1 && CONFIG_NAMES.iter().any(|n| next == *n) {
+            path.to_path_buf()
+        } else {
+            continue;
+        };
+        if !named_by_git(dir) && is_git_dir(dir) {
+            return Some((dir.to_path_buf(), area));
+        }
+    }
+    None
+}
+
+/// Whether `dir` is a `.git` or lies inside one (a submodule's or a linked worktree's git
+/// directory): places the write rule knows by name.
+pub(crate) fn named_by_git(dir: &Path) -> bool {
+    dir.components().any(|c| c.as_os_str() == ".git")
+}
+
+/// Whether `dir` is a git directory as git tells one: a `HEAD` file, and an `objects`
+/// directory or a `commondir` (a linked worktree's); none of them through a link.
+pub(crate) fn is_git_dir(dir: &Path) -> bool {
+    let is = |name: &str, dir_wanted: bool| {
+        std::fs::symlink_metadata(dir.join(name))
+            .is_ok_and(|m| if dir_wanted { m.is_dir() } else { m.is_file() })
+    };
+    is("HEAD", false) && (is("objects", true) || is("commondir", false))
+}
+
 /// The last `core.hooksPath` a git configuration's text sets: section and key in any case,
 /// the value without its quotes or a comment after it.
 fn hooks_path_setting(text: &str) -> Option<String> {

@@ -1,7 +1,7 @@
 //! What [`PreparedSandbox::spawn`](crate::PreparedSandbox::spawn) takes and gives: the program
 //! to start, and the confined child it started.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::{EgressReceiver, sys};
 
@@ -33,6 +33,10 @@ pub struct Launch<'a> {
     /// runs_later_names`: `.bashrc`, `.claude`, `.config/fish`): each found where git's are
     /// looked for, and not [`git_writable`](Self::git_writable), is kept read-only.
     pub runs_later: &'a [&'a str],
+    /// Such places by another name, where they really are (`PathPolicy::runs_later_places`: a
+    /// home's `.bashrc` linked into a dotfiles repository): each that exists beneath a write
+    /// root, and is not [`git_writable`](Self::git_writable), is kept read-only too.
+    pub runs_later_places: &'a [PathBuf],
 }
 
 impl std::fmt::Debug for Launch<'_> {
@@ -46,6 +50,7 @@ impl std::fmt::Debug for Launch<'_> {
             .field("stdin", &self.stdin)
             .field("git_writable", &self.git_writable.is_some())
             .field("runs_later", &self.runs_later)
+            .field("runs_later_places", &self.runs_later_places)
             .finish()
     }
 }

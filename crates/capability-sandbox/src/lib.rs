@@ -111,7 +111,7 @@ pub use env::{
     child_git_config, point_at_egress_proxy,
 };
 #[cfg(unix)]
-pub use hooks::hooks_path_for;
+pub use hooks::{GitPlace, git_dir_area, git_place_of, hooks_path_for};
 #[cfg(target_os = "linux")]
 pub use launch::{ChildEnd, ConfinedChild, Launch};
 pub use scratch::ScratchDir;
@@ -609,6 +609,7 @@ impl PreparedSandbox {
             launch.cwd,
             launch.git_writable,
             launch.runs_later,
+            launch.runs_later_places,
             &self.inner.scratch,
         )
         .map_err(|e| {

@@ -48,6 +48,17 @@ impl Watch {
         Self { missing }
     }
 
+    /// Watches `place` too (one of the caller's places by another name, missing when the child
+    /// started).
+    pub(crate) fn also(&mut self, place: &Path) {
+        if let (Some(parent), Some(last)) = (place.parent(), place.file_name()) {
+            let names = self.missing.entry(parent.to_path_buf()).or_default();
+            if !names.iter().any(|n| n == last) {
+                names.push(last.to_os_string());
+            }
+        }
+    }
+
     /// The watched places that exist now: each directory read once, one that does not exist
     /// (or is no directory) skipped.
     ///

@@ -422,6 +422,7 @@ fn launch<'a>(
         stdin,
         git_writable: None,
         runs_later: &[],
+        runs_later_places: &[],
     }
 }
 

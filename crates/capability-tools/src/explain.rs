@@ -264,7 +264,7 @@ fn path_check(
             .and_then(|a| {
                 // The file system backend's own refusal of a write, as a call meets it.
                 if access == FsAccess::Write {
-                    capability_fs::refuse_configured_hooks(&a)?;
+                    capability_fs::refuse_what_git_runs(&a)?;
                 }
                 Ok(a)
             })

@@ -101,6 +101,10 @@ pub trait PathPolicy: Send + Sync + fmt::Debug {
     /// Names of places whose contents run later outside any sandbox (`.bashrc`, `.claude`): the
     /// kernel layer keeps from a child those it finds beneath a write root.
     fn runs_later_names(&self) -> &'static [&'static str];
+    /// Such places reached by another name, where they really are (a home's `.bashrc` that is
+    /// a link into a dotfiles repository): the kernel layer keeps from a child those that
+    /// exist beneath a write root, as it keeps the named ones.
+    fn runs_later_places(&self) -> Vec<PathBuf>;
 }
 
 /// The resolved process rules of one tool.

@@ -2149,3 +2149,147 @@ fn a_child_has_a_private_temporary_directory_and_not_the_hosts() {
     }
     assert!(!Path::new("/tmp/toolcap-escape-probe").exists());
 }
+
+// guarantee: G-FS-10
+// guarantee: G-FS-11
+/// A home's startup files and agents' configuration are often links into a dotfiles
+/// repository (`~/.bashrc → dotfiles/bashrc`, `~/.claude → dotfiles/claude`, as GNU Stow and
+/// the dotfiles managers make them). A personality that writes the dotfiles repository, and
+/// lists none of those places, does not let a tool write them by their other names, in process
+/// mode and in the capsule: the user's next shell, git or client would run it, outside any
+/// sandbox (children: `capability-process`'s tests). The rest of the repository stays writable, and so
+/// does a place the personality lists by either name.
+#[test]
+fn a_tool_cannot_plant_what_a_shell_or_an_agent_runs_through_its_dotfiles_links() {
+    let env = Env::new("");
+    let home = &env.root;
+    let dots = home.join("dotfiles");
+    for dir in ["git", "claude", "fish", "notes"] {
+        std::fs::create_dir_all(dots.join(dir)).unwrap();
+    }
+    std::fs::create_dir_all(home.join(".config/git")).unwrap();
+    let original = "# the user's own\n";
+    for file in ["bashrc", "profile", "git/config", "claude/settings.json"] {
+        std::fs::write(dots.join(file), original).unwrap();
+    }
+    let link = |target: &str, name: &str| {
+        std::os::unix::fs::symlink(target, home.join(name)).unwrap();
+    };
+    link("dotfiles/bashrc", ".bashrc");
+    link(&dots.join("profile").display().to_string(), ".profile");
+    link("../../dotfiles/git/config", ".config/git/config");
+    link("dotfiles/claude", ".claude");
+    link("../dotfiles/fish", ".config/fish");
+    let d = dots.display();
+    let plain = env.personality(
+        "dots.toml",
+        &format!("id = \"dots\"\n[fs_reach]\nread = [\"{d}\"]\nwrite = [\"{d}\"]\n"),
+    );
+    let listed = env.personality(
+        "listed.toml",
+        &format!(
+            "id = \"listed\"\n[fs_reach]\nread = [\"{d}\"]\nwrite = [\"{d}\", \"{h}/.bashrc\"]\n",
+            h = home.display()
+        ),
+    );
+    for mode in MODES {
+        for planted in [
+            "bashrc",
+            "profile",
+            "git/config",
+            "claude/settings.json",
+            "claude/commands/deploy.md",
+            "fish/config.fish",
+        ] {
+            let path = dots.join(planted).display().to_string();
+            let result = write_file(&env, mode, &plain, &path, "touch pwned\n");
+            let error = result["error"].as_str().unwrap_or_default();
+            assert!(
+                error.starts_with("PATH_NOT_REACHABLE: write not permitted")
+                    && error.contains(&home.display().to_string()),
+                "{mode:?} {planted}: {result}"
+            );
+        }
+        for fine in ["notes/todo.md", "README.md"] {
+            let path = dots.join(fine).display().to_string();
+            let result = write_file(&env, mode, &plain, &path, "fine\n");
+            assert_eq!(result["ok"], true, "{mode:?} {fine}: {result}");
+        }
+        let path = dots.join("bashrc").display().to_string();
+        let result = write_file(&env, mode, &listed, &path, original);
+        assert_eq!(result["ok"], true, "{mode:?} listed: {result}");
+    }
+    for file in ["bashrc", "profile", "git/config", "claude/settings.json"] {
+        assert_eq!(
+            std::fs::read_to_string(dots.join(file)).unwrap(),
+            original,
+            "{file}"
+        );
+    }
+    assert!(!dots.join("claude/commands").exists());
+    assert!(!dots.join("fish/config.fish").exists());
+}
+
+// guarantee: G-FS-09
+/// A git directory need not be called `.git`: `git init --separate-git-dir` keeps it under a
+/// name of its own (the working tree's `.git` a file pointing there), and a bare repository
+/// (`backup.git`, the "bare repository" way of keeping dotfiles) is one whole. Git runs their
+/// hooks and configuration when the user next runs git with them, outside any sandbox. A tool
+/// may not write them, in both modes (children: `capability-process`'s tests); the rest stays
+/// writable.
+#[test]
+fn a_tool_cannot_plant_a_hook_in_a_git_directory_of_another_name() {
+    let env = Env::new("");
+    let out = env.root.join("work/out");
+    let store = out.join("store");
+    std::fs::create_dir_all(&store).unwrap();
+    git_in(
+        &out,
+        &[
+            "init",
+            "-q",
+            "--separate-git-dir",
+            &store.join("svc").display().to_string(),
+            "svc",
+        ],
+    );
+    git_in(&out, &["init", "-q", "--bare", "backup.git"]);
+    let o = out.display();
+    let p = env.personality(
+        "sep.toml",
+        &format!("id = \"sep\"\n[fs_reach]\nread = [\"{o}\"]\nwrite = [\"{o}\"]\n"),
+    );
+    let configs: Vec<(PathBuf, String)> = ["store/svc/config", "backup.git/config"]
+        .iter()
+        .map(|c| (out.join(c), std::fs::read_to_string(out.join(c)).unwrap()))
+        .collect();
+    for mode in MODES {
+        for planted in [
+            "store/svc/hooks/pre-commit",
+            "store/svc/config",
+            "store/svc/config.worktree",
+            "backup.git/hooks/post-receive",
+            "backup.git/config",
+            "backup.git/commondir",
+        ] {
+            let path = out.join(planted).display().to_string();
+            let result = write_file(&env, mode, &p, &path, "#!/bin/sh\ntouch pwned\n");
+            let error = result["error"].as_str().unwrap_or_default();
+            assert!(
+                error.starts_with("PATH_NOT_REACHABLE: write not permitted")
+                    && error.contains("git"),
+                "{mode:?} {planted}: {result}"
+            );
+        }
+        for fine in ["svc/main.rs", "store/notes.md", "backup.git/README"] {
+            let path = out.join(fine).display().to_string();
+            let result = write_file(&env, mode, &p, &path, "fine\n");
+            assert_eq!(result["ok"], true, "{mode:?} {fine}: {result}");
+        }
+    }
+    for (config, text) in &configs {
+        assert_eq!(&std::fs::read_to_string(config).unwrap(), text);
+    }
+    assert!(!out.join("store/svc/hooks/pre-commit").exists());
+    assert!(!out.join("backup.git/hooks/post-receive").exists());
+}

@@ -543,6 +543,23 @@ fn a_guarded_server_is_not_handed_what_an_agent_a_shell_or_git_runs() {
     for file in [".claude/settings.json", ".vscode/tasks.json", ".bashrc"] {
         std::fs::write(ws.join(file), "as it was\n").unwrap();
     }
+    // What the names do not tell: a bare repository, hooks a repository's configuration names,
+    // and the home's `.bashrc` as a link into the workspace.
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&ws)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q", "--bare", "backup.git"]);
+    git(&["init", "-q", "svc"]);
+    git(&["-C", "svc", "config", "core.hooksPath", ".githooks"]);
+    std::fs::create_dir_all(ws.join("svc/.githooks")).unwrap();
+    std::fs::create_dir_all(root.join("home")).unwrap();
+    std::fs::write(ws.join("home-bashrc"), "as it was\n").unwrap();
+    std::os::unix::fs::symlink(ws.join("home-bashrc"), root.join("home/.bashrc")).unwrap();
     let server = modules.join("@modelcontextprotocol/server-filesystem/dist/index.js");
     let setup = |name: &str, write: &str| {
         let config = root.join(format!("{name}.toml"));
@@ -598,6 +615,17 @@ fn a_guarded_server_is_not_handed_what_an_agent_a_shell_or_git_runs() {
             ws.join("repo/.git/hooks/pre-commit").display().to_string(),
             "when the user next runs git there",
         ),
+        (
+            ws.join("backup.git/hooks/post-receive")
+                .display()
+                .to_string(),
+            "when the user next runs git there",
+        ),
+        (
+            "svc/.githooks/pre-commit".to_owned(),
+            "when the user next runs git there",
+        ),
+        (ws.join("home-bashrc").display().to_string(), "as it starts"),
     ];
     for (path, why) in &planted {
         let (failed, text, _) = guard.call(
@@ -614,7 +642,12 @@ fn a_guarded_server_is_not_handed_what_an_agent_a_shell_or_git_runs() {
             "read {path}: {text}"
         );
     }
-    for file in [".claude/settings.json", ".vscode/tasks.json", ".bashrc"] {
+    for file in [
+        ".claude/settings.json",
+        ".vscode/tasks.json",
+        ".bashrc",
+        "home-bashrc",
+    ] {
         assert_eq!(
             std::fs::read_to_string(ws.join(file)).unwrap(),
             "as it was\n",
@@ -626,6 +659,8 @@ fn a_guarded_server_is_not_handed_what_an_agent_a_shell_or_git_runs() {
         "pkg/.cursor/mcp.json",
         "pkg/.gemini",
         "repo/.git/hooks/pre-commit",
+        "backup.git/hooks/post-receive",
+        "svc/.githooks/pre-commit",
     ] {
         assert!(!ws.join(missing).exists(), "{missing} was made");
     }

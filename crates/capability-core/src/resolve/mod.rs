@@ -28,7 +28,7 @@ use crate::matching::binary::{ArgvPattern, intersect_binaries};
 use crate::matching::host::{HostSet, intersect_hosts};
 use crate::matching::path::{DenyFloor, intersect_paths, is_within};
 use crate::policy::CompiledPolicy;
-use crate::realpath::Aliases;
+use crate::realpath::{Aliases, LaterAlias};
 
 /// The intersection of one tool's declaration with the personality: data, before any backend
 /// is involved. Categories the tool did not declare are `None`.
@@ -102,6 +102,7 @@ struct PathRoots {
     deny: Arc<[PathBuf]>,
     floor: Arc<DenyFloor>,
     aliases: Arc<Aliases>,
+    later_aliases: Arc<[LaterAlias]>,
     personality_read: Arc<[PathBuf]>,
     personality_write: Arc<[PathBuf]>,
 }
@@ -164,6 +165,7 @@ impl Intersected {
                 deny: Arc::clone(&policy.fs_deny),
                 floor: Arc::clone(&policy.floor),
                 aliases: Arc::clone(&policy.aliases),
+                later_aliases: Arc::clone(&policy.later_aliases),
                 personality_read: Arc::clone(&policy.fs_read),
                 personality_write: Arc::clone(&policy.fs_write),
             }
@@ -246,6 +248,7 @@ impl Intersected {
                 deny: Arc::clone(&r.deny),
                 floor: Arc::clone(&r.floor),
                 aliases: Arc::clone(&r.aliases),
+                later_aliases: Arc::clone(&r.later_aliases),
                 personality_read: Arc::clone(&r.personality_read),
                 personality_write: Arc::clone(&r.personality_write),
                 working_dir: working_dir.to_path_buf(),

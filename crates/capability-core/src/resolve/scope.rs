@@ -17,7 +17,7 @@ use crate::matching::binary::ArgvPattern;
 use crate::matching::exec_options;
 use crate::matching::host::{HostSet, normalize_host};
 use crate::matching::path::{DenyFloor, RunsLater, is_within, resolve_path, runs_later};
-use crate::realpath::Aliases;
+use crate::realpath::{Aliases, LaterAlias};
 
 use super::{Escalation, needs_approval};
 
@@ -86,6 +86,8 @@ pub struct ResolvedPaths {
     pub(super) deny: Arc<[PathBuf]>,
     pub(super) floor: Arc<DenyFloor>,
     pub(super) aliases: Arc<Aliases>,
+    /// The places whose contents run later, reached by another name.
+    pub(super) later_aliases: Arc<[LaterAlias]>,
     pub(super) personality_read: Arc<[PathBuf]>,
     pub(super) personality_write: Arc<[PathBuf]>,
     pub(super) working_dir: PathBuf,
@@ -124,7 +126,8 @@ impl ResolvedPaths {
         if !self.write.iter().any(|r| is_within(&full, r)) {
             return None;
         }
-        let (area, runs) = runs_later_unlisted(&full, &self.personality_write)?;
+        let (area, runs, _) =
+            runs_later_unlisted(&full, &self.personality_write, &self.later_aliases)?;
         Some((full, area, runs))
     }
 
@@ -163,6 +166,7 @@ impl ResolvedPaths {
             deny: Arc::clone(&self.deny),
             floor: Arc::clone(&self.floor),
             aliases: Arc::clone(&self.aliases),
+            later_aliases: Arc::clone(&self.later_aliases),
             personality_read: Arc::clone(&self.personality_read),
             personality_write: Arc::clone(&self.personality_write),
             working_dir: self.working_dir.clone(),
@@ -199,7 +203,7 @@ impl PathPolicy for ResolvedPaths {
             return Err(refuse());
         }
         if access == FsAccess::Write
-            && let Some(refusal) = runs_later_refusal(&full, personality)
+            && let Some(refusal) = runs_later_refusal(&full, personality, &self.later_aliases)
         {
             return Err(refusal);
         }
@@ -238,6 +242,10 @@ impl PathPolicy for ResolvedPaths {
 
     fn runs_later_names(&self) -> &'static [&'static str] {
         &crate::matching::path::RUNS_LATER_NAMES
+    }
+
+    fn runs_later_places(&self) -> Vec<PathBuf> {
+        self.later_aliases.iter().map(|a| a.real.clone()).collect()
     }
 
     fn hidden(&self) -> Vec<PathBuf> {
@@ -371,28 +379,54 @@ impl ProcessPolicy for ResolvedProcess {
 }
 
 /// Where git, a shell, an agent's client or an editor finds code to run outside any sandbox
-/// (`full`, resolved), unless a personality write root (`personality`) lies inside that very
-/// area (docs/policy.md, "Git's hooks and configuration", "Shell startup files", "What agents
-/// and editors run"): the area and what runs it, or `None`.
-fn runs_later_unlisted(full: &Path, personality: &[PathBuf]) -> Option<(PathBuf, RunsLater)> {
-    let (area, runs) = runs_later(full)?;
-    let listed = personality
+/// (`full`, resolved), by its name or by another (`aliases`: where a home's or a write root's
+/// places lead when they are links), unless a personality write root (`personality`) lies
+/// inside that very area (docs/policy.md, "Git's hooks and configuration", "Shell startup
+/// files", "What agents and editors run", "Reached by another name"): the area, what runs it,
+/// and the name it is read by when that is another, or `None`.
+fn runs_later_unlisted<'a>(
+    full: &Path,
+    personality: &[PathBuf],
+    aliases: &'a [LaterAlias],
+) -> Option<(PathBuf, RunsLater, Option<&'a Path>)> {
+    let listed = |area: &Path| {
+        personality
+            .iter()
+            .any(|r| is_within(full, r) && is_within(r, area))
+    };
+    if let Some((area, runs)) = runs_later(full)
+        && !listed(&area)
+    {
+        return Some((area, runs, None));
+    }
+    aliases
         .iter()
-        .any(|r| is_within(full, r) && is_within(r, &area));
-    (!listed).then_some((area, runs))
+        .find(|a| is_within(full, &a.real) && !listed(&a.real))
+        .map(|a| (a.real.clone(), a.runs, Some(a.named.as_path())))
 }
 
 /// The refusal of a write of `full` that [`runs_later_unlisted`] finds, or `None`.
-fn runs_later_refusal(full: &Path, personality: &[PathBuf]) -> Option<CapabilityError> {
-    let (area, runs) = runs_later_unlisted(full, personality)?;
+fn runs_later_refusal(
+    full: &Path,
+    personality: &[PathBuf],
+    aliases: &[LaterAlias],
+) -> Option<CapabilityError> {
+    let (area, runs, named) = runs_later_unlisted(full, personality, aliases)?;
+    let (is, listed) = match named {
+        Some(named) => (
+            format!("it is {} by another name, and ", named.display()),
+            named,
+        ),
+        None => (String::new(), area.as_path()),
+    };
     Some(CapabilityError::denied(
         DenialCode::PathNotReachable,
         format!(
-            "write not permitted for {}: {} (a personality that means to allow it lists {} \
+            "write not permitted for {}: {is}{} (a personality that means to allow it lists {} \
              among its write roots)",
             full.display(),
             runs.why(),
-            area.display()
+            listed.display()
         ),
     ))
 }

@@ -359,6 +359,11 @@ impl Supervisor {
                 .as_ref()
                 .is_some_and(|paths| paths.check(p, FsAccess::Write).is_ok())
         };
+        let elsewhere = self
+            .paths
+            .as_ref()
+            .map(|paths| paths.runs_later_places())
+            .unwrap_or_default();
         let launch = Launch {
             program: &self.config.command,
             arg0: self.config.command.as_os_str(),
@@ -368,6 +373,7 @@ impl Supervisor {
             stdin: true,
             git_writable: Some(&git_writable),
             runs_later: &capability_core::matching::path::RUNS_LATER_NAMES,
+            runs_later_places: &elsewhere,
         };
         let child = self.prepared.spawn(&launch).map_err(|e| e.to_string())?;
         let proxy = match (child.egress, &self.hosts) {

@@ -5,8 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use capability_core::matching::path::RunsLater;
 use capability_core::{ResolvedHosts, ResolvedPaths, normalize_lexically};
-use capability_types::backend::HostPolicy;
+use capability_types::backend::{FsAccess, HostPolicy, PathPolicy};
 use capability_types::{
     CapabilityError, DenialCode, FsPaths, Tool, ToolCapabilities, ToolContext, async_trait,
 };
@@ -291,7 +292,14 @@ impl ArgumentCheck {
         let Some(paths) = &self.paths else {
             return Ok(());
         };
-        match paths.runs_later_beneath_write_root(path) {
+        // By name (and by where a home's places lead), then what the path's spelling cannot
+        // tell: hooks a repository's configuration names, a git directory of another name.
+        let found = paths.runs_later_beneath_write_root(path).or_else(|| {
+            let a = paths.check(path, FsAccess::Write).ok()?;
+            let place = capability_sandbox::git_place_of(&a.path, &a.root)?;
+            Some((a.path, place.area().to_path_buf(), RunsLater::Git))
+        });
+        match found {
             None => Ok(()),
             Some((full, area, runs)) => Err(CapabilityError::denied(
                 DenialCode::PathNotReachable,
