@@ -99,6 +99,12 @@ pub(crate) fn later_aliases<'a>(bases: impl Iterator<Item = &'a Path>) -> Vec<La
     let mut out: Vec<LaterAlias> = Vec::new();
     for base in bases {
         for name in RUNS_LATER_NAMES {
+            // Most are not there at all, a link included: one question each, not a resolution.
+            let first = name.split('/').next().unwrap_or(name);
+            // toolcap: allow(std::fs::symlink_metadata, reason = "policy loading asks whether the operator's own places exist")
+            if std::fs::symlink_metadata(base.join(first)).is_err() {
+                continue;
+            }
             let named = normalize_lexically(&base.join(name));
             let Some((area, runs)) = runs_later(&named) else {
                 continue;
