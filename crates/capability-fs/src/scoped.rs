@@ -128,6 +128,11 @@ pub fn refuse_what_git_runs(a: &PathAccess) -> Result<(), CapabilityError> {
              there, and this repository's core.hooksPath names {}",
             hooks.display()
         ),
+        GitPlace::UserHooks(hooks) => format!(
+            "git runs the hooks the user's own git configuration points it at outside any \
+             sandbox, when the user next runs git, and its core.hooksPath names {}",
+            hooks.display()
+        ),
         GitPlace::OtherGitDir { git_dir, .. } => format!(
             "{} is a git directory, and git runs its hooks and configuration outside any \
              sandbox, when the user next runs git with it",

@@ -53,6 +53,7 @@ use std::path::{Path, PathBuf};
 use crate::hide::Mask;
 use crate::hooks::{
     configured_hooks, git_dir_area, is_git_dir, named_by_git, pointed_at, small_file,
+    user_hooks_dir, user_hooks_setting,
 };
 use crate::watch::Watch;
 
@@ -161,6 +162,16 @@ pub(crate) fn masks(
         writable,
         ..Found::default()
     };
+    // The user's own `core.hooksPath` holds for every repository without its own setting; one
+    // absolute or in the home directory is one directory for all of them.
+    let user = user_hooks_setting();
+    if let Some(hooks) = user.as_deref().and_then(user_hooks_dir)
+        && hooks.is_dir()
+        && beneath(&hooks)
+        && !write.iter().any(|w| w.starts_with(&hooks))
+    {
+        found.hooks.push(hooks);
+    }
     for dir in &dirs {
         // A git directory of another name (a bare repository): kept as a `.git` is.
         if !named_by_git(dir) && is_git_dir(dir) {
@@ -200,7 +211,7 @@ pub(crate) fn masks(
         // Hooks the configuration points git at in the working tree (`core.hooksPath`):
         // read-only, unless the caller's policy lists a write root at or inside them (the
         // policy's own rule does not know the setting, so it cannot be asked).
-        if let Some(hooks) = git_dir.and_then(|g| configured_hooks(dir, &g))
+        if let Some((hooks, _)) = git_dir.and_then(|g| configured_hooks(dir, &g, user.as_deref()))
             && hooks.is_dir()
             && beneath(&hooks)
             && !write.iter().any(|w| w.starts_with(&hooks))

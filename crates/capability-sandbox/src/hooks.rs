@@ -1,8 +1,11 @@
-//! Where a repository's configuration points git for its hooks (`core.hooksPath`): a directory
-//! of the working tree under a name of its own (`.githooks`, `scripts/hooks`), whose scripts
-//! git runs at the user's next commit, outside any sandbox (docs/policy.md, "Git's hooks and
-//! configuration"). The file system backend refuses a tool's writes there; the sandbox keeps a
-//! child from it.
+//! The places git runs code from that a path's spelling does not tell: where a repository's
+//! configuration, or the user's own, points git for its hooks (`core.hooksPath`: a directory of
+//! the working tree under a name of its own, `.githooks`, `scripts/hooks`, or one for every
+//! repository, `~/.githooks`), and the hooks and configuration of a git directory not called
+//! `.git` (a bare repository, one kept apart from its working tree). Git runs what is there at
+//! the user's next commit, outside any sandbox (docs/policy.md, "Git's hooks and
+//! configuration"). The file system backend refuses a tool's writes there, the guard a server's
+//! arguments; the sandbox keeps a child from them.
 
 #![allow(
     clippy::disallowed_methods,
@@ -18,9 +21,10 @@ const CONFIG_LIMIT: u64 = 64 * 1024;
 /// the first directory above `path`, and beneath or at `within`, that holds a `.git` (a
 /// directory, or a file naming one) is the working tree, and its git directory's `config` and
 /// `config.worktree` (and those of the git directory a `commondir` names) say where the hooks
-/// are. A relative value is read from the working tree, as git reads it. `None` when no such
-/// repository or setting is found, or when it names a home directory (`~`), which toolcap does
-/// not place; included files (`[include]`) are not read.
+/// are, or else the user's own configuration (`~/.gitconfig` and its kin). A relative value is read
+/// from the working tree, and `~/` from the home directory, as git reads them. `None` when no
+/// such repository or setting is found, or when it names another account's home (`~name`);
+/// included files (`[include]`) are not read.
 ///
 /// ```
 /// let dir = tempfile::tempdir().unwrap();
@@ -34,6 +38,20 @@ const CONFIG_LIMIT: u64 = 64 * 1024;
 /// );
 /// ```
 pub fn hooks_path_for(path: &Path, within: &Path) -> Option<PathBuf> {
+    hooks_for(path, within, user_hooks_setting().as_deref()).map(|(hooks, _)| hooks)
+}
+
+/// Whose configuration names a hooks directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Named {
+    /// The repository's own.
+    Repository,
+    /// The user's (global or system), which holds for every repository without its own.
+    User,
+}
+
+/// [`hooks_path_for`], with the user's own setting `user` as written, and whose it is.
+fn hooks_for(path: &Path, within: &Path, user: Option<&str>) -> Option<(PathBuf, Named)> {
     for dir in path.ancestors().skip(1) {
         if !dir.starts_with(within) {
             return None;
@@ -44,9 +62,9 @@ pub fn hooks_path_for(path: &Path, within: &Path) -> Option<PathBuf> {
             continue;
         };
         return if meta.is_dir() {
-            configured_hooks(dir, &dot_git)
+            configured_hooks(dir, &dot_git, user)
         } else if meta.is_file() {
-            configured_hooks(dir, &pointed_at(&dot_git, dir)?)
+            configured_hooks(dir, &pointed_at(&dot_git, dir)?, user)
         } else {
             None
         };
@@ -56,8 +74,12 @@ pub fn hooks_path_for(path: &Path, within: &Path) -> Option<PathBuf> {
 
 /// The hooks directory the git directory `git_dir` of the working tree `work_tree` is
 /// configured with (`core.hooksPath`), resolved as git resolves it; the last setting wins,
-/// `config.worktree` after `config`.
-pub(crate) fn configured_hooks(work_tree: &Path, git_dir: &Path) -> Option<PathBuf> {
+/// `config.worktree` after `config`, and without either the user's own (`user`, as written).
+pub(crate) fn configured_hooks(
+    work_tree: &Path,
+    git_dir: &Path,
+    user: Option<&str>,
+) -> Option<(PathBuf, Named)> {
     let common = small_file(&git_dir.join("commondir"), 4096)
         .map(|c| git_dir.join(c.trim()))
         .filter(|c| c.is_dir());
@@ -72,11 +94,78 @@ pub(crate) fn configured_hooks(work_tree: &Path, git_dir: &Path) -> Option<PathB
             }
         }
     }
-    let value = value?;
-    if value.starts_with('~') || value.is_empty() {
-        return None;
+    match value {
+        Some(own) => Some((hooks_dir(&own, Some(work_tree))?, Named::Repository)),
+        None => Some((hooks_dir(user?, Some(work_tree))?, Named::User)),
     }
-    Some(normalized(&work_tree.join(value)))
+}
+
+/// Where a `core.hooksPath` of `value` leads: absolute as it is, `~` and `~/…` from the home
+/// directory (`HOME`), relative from `work_tree` (where git runs the hooks). `None` for an empty
+/// value, another account's home (`~name`), or a relative one without a working tree.
+fn hooks_dir(value: &str, work_tree: Option<&Path>) -> Option<PathBuf> {
+    let home = || {
+        std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from)
+    };
+    let dir = if value.is_empty() {
+        return None;
+    } else if value == "~" {
+        home()?
+    } else if let Some(rest) = value.strip_prefix("~/") {
+        home()?.join(rest)
+    } else if value.starts_with('~') {
+        return None;
+    } else if value.starts_with('/') {
+        PathBuf::from(value)
+    } else {
+        work_tree?.join(value)
+    };
+    Some(normalized(&dir))
+}
+
+/// The user's own `core.hooksPath`, as written: the last of the system's configuration
+/// (`GIT_CONFIG_SYSTEM`, or `/etc/gitconfig`) and the global one (`GIT_CONFIG_GLOBAL`, or
+/// `$XDG_CONFIG_HOME/git/config`, by default `~/.config/git/config`, then `~/.gitconfig`), as
+/// git reads them (docs/policy.md, "Git's hooks and configuration"). It holds for every
+/// repository whose own configuration does not set one.
+pub(crate) fn user_hooks_setting() -> Option<String> {
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let mut files = vec![var("GIT_CONFIG_SYSTEM").unwrap_or_else(|| "/etc/gitconfig".into())];
+    match var("GIT_CONFIG_GLOBAL") {
+        Some(global) => files.push(global),
+        None => {
+            let home = var("HOME");
+            if let Some(config) =
+                var("XDG_CONFIG_HOME").or_else(|| home.as_ref().map(|h| h.join(".config")))
+            {
+                files.push(config.join("git/config"));
+            }
+            files.extend(home.map(|h| h.join(".gitconfig")));
+        }
+    }
+    let mut value = None;
+    for file in files {
+        if let Some(v) = small_file(&file, CONFIG_LIMIT)
+            .as_deref()
+            .and_then(hooks_path_setting)
+        {
+            value = Some(v);
+        }
+    }
+    value
+}
+
+/// The one hooks directory the user's own setting (`setting`, as written) names for every
+/// repository, when it is absolute or in the home directory (`~/.githooks`); a relative one is
+/// each repository's ([`hooks_path_for`]).
+pub(crate) fn user_hooks_dir(setting: &str) -> Option<PathBuf> {
+    hooks_dir(setting, None)
 }
 
 /// A place git runs code from that a rule decided from a path's spelling cannot know
@@ -86,6 +175,9 @@ pub(crate) fn configured_hooks(work_tree: &Path, git_dir: &Path) -> Option<PathB
 pub enum GitPlace {
     /// Beneath the hooks directory the enclosing repository's `core.hooksPath` names.
     ConfiguredHooks(PathBuf),
+    /// Beneath the hooks directory the user's own configuration names (`~/.gitconfig`), for
+    /// every repository (an absolute one) or for the enclosing repository (a relative one).
+    UserHooks(PathBuf),
     /// The hooks (`area`, the directory) or a configuration file (`area`, the file) of a git
     /// directory not called `.git`.
     OtherGitDir {
@@ -100,7 +192,7 @@ impl GitPlace {
     /// The directory or file that keeps the path: what a personality lists to allow it.
     pub fn area(&self) -> &Path {
         match self {
-            GitPlace::ConfiguredHooks(hooks) => hooks,
+            GitPlace::ConfiguredHooks(hooks) | GitPlace::UserHooks(hooks) => hooks,
             GitPlace::OtherGitDir { area, .. } => area,
         }
     }
@@ -109,23 +201,37 @@ impl GitPlace {
 /// Where `path`, beneath the write root `root`, lies in a place git runs code from that a rule
 /// decided from a path's spelling cannot know (docs/policy.md, "Git's hooks and
 /// configuration"): the hooks directory its repository's configuration names
-/// ([`hooks_path_for`]), or the hooks and configuration of a git directory of another name
-/// ([`git_dir_area`]). `None` also where `root` lies at or inside that place: the personality
+/// ([`hooks_path_for`]) or the user's own configuration names (for every repository, when it
+/// is absolute or in the home directory), or the hooks and configuration of a git directory of
+/// another name ([`git_dir_area`]). `None` also where `root` lies at or inside that place: the personality
 /// lists it.
 ///
 /// # Ambient Authority
 ///
-/// Reads the enclosing repository's configuration, and asks the directories above `path` that
-/// it would be a git directory's hooks or configuration of whether they are one.
+/// Reads the enclosing repository's configuration and the user's (found through `HOME`,
+/// `XDG_CONFIG_HOME`, `GIT_CONFIG_GLOBAL` and `GIT_CONFIG_SYSTEM`, as git finds it), and asks
+/// the directories above `path` that it would be a git directory's hooks or configuration of
+/// whether they are one.
 pub fn git_place_of(path: &Path, root: &Path) -> Option<GitPlace> {
-    let configured = hooks_path_for(path, root)
-        .filter(|hooks| path.starts_with(hooks))
-        .map(GitPlace::ConfiguredHooks);
+    let user = user_hooks_setting();
+    let unlisted = |p: &GitPlace| !root.starts_with(p.area());
+    let repository = hooks_for(path, root, user.as_deref())
+        .filter(|(hooks, _)| path.starts_with(hooks))
+        .map(|(hooks, named)| match named {
+            Named::Repository => GitPlace::ConfiguredHooks(hooks),
+            Named::User => GitPlace::UserHooks(hooks),
+        });
+    let everywhere = || {
+        user_hooks_dir(user.as_deref()?)
+            .filter(|hooks| path.starts_with(hooks))
+            .map(GitPlace::UserHooks)
+    };
     let other =
         || git_dir_area(path, root).map(|(git_dir, area)| GitPlace::OtherGitDir { git_dir, area });
-    configured
-        .filter(|p| !root.starts_with(p.area()))
-        .or_else(|| other().filter(|p| !root.starts_with(p.area())))
+    repository
+        .filter(unlisted)
+        .or_else(|| everywhere().filter(unlisted))
+        .or_else(|| other().filter(unlisted))
 }
 
 /// The names in a git directory whose settings make git run a command, or name another git
@@ -307,13 +413,21 @@ mod tests {
         std::fs::create_dir(&git).unwrap();
         let mut config = b"[user]\n\tname = Ren\xe9\n[core]\n\thooksPath = hooks\n".to_vec();
         std::fs::write(git.join("config"), &config).unwrap();
-        assert_eq!(configured_hooks(tree, &git), Some(tree.join("hooks")));
+        assert_eq!(
+            configured_hooks(tree, &git, None),
+            Some((tree.join("hooks"), Named::Repository))
+        );
         config.splice(0..0, vec![b'#'; 70 * 1024]);
         std::fs::write(git.join("config"), &config).unwrap();
         assert_eq!(
-            configured_hooks(tree, &git),
+            configured_hooks(tree, &git, None),
             None,
             "past the limit, not read"
+        );
+        // Without its own, the user's holds, relative to the working tree.
+        assert_eq!(
+            configured_hooks(tree, &git, Some(".githooks")),
+            Some((tree.join(".githooks"), Named::User))
         );
         std::fs::remove_file(git.join("config")).unwrap();
         let made = std::process::Command::new("mkfifo")
@@ -321,6 +435,6 @@ mod tests {
             .status()
             .unwrap();
         assert!(made.success());
-        assert_eq!(configured_hooks(tree, &git), None);
+        assert_eq!(configured_hooks(tree, &git, None), None);
     }
 }

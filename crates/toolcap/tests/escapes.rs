@@ -1558,6 +1558,62 @@ fn a_tool_cannot_plant_a_hook_where_the_repository_points_git() {
     assert!(answer.to_string().contains("core.hooksPath"), "{answer}");
 }
 
+// guarantee: G-FS-09
+/// `core.hooksPath` set in the user's own configuration (`~/.gitconfig`, as global hook set-ups
+/// do) holds for every repository: relative (`.githooks`), git runs each repository's
+/// `.githooks`; absolute or from the home (`~/hooks`), one directory for all. A tool may not
+/// write there, in both modes; a repository whose own configuration sets another keeps its own
+/// (its `.githooks` is an ordinary directory then), and the rest stays writable.
+#[test]
+fn a_tool_cannot_plant_a_hook_where_the_users_configuration_points_git() {
+    let env = Env::new("");
+    let out = env.root.join("work/out");
+    for repo in ["svc", "own"] {
+        std::fs::create_dir_all(out.join(repo).join(".githooks")).unwrap();
+        git_in(&out.join(repo), &["init", "-q"]);
+    }
+    git_in(
+        &out.join("own"),
+        &["config", "core.hooksPath", "scripts/hooks"],
+    );
+    std::fs::create_dir_all(out.join("shared-hooks")).unwrap();
+    let p = env.personality(
+        "global.toml",
+        &format!(
+            "id = \"global\"\n[fs_reach]\nread = [\"{o}\"]\nwrite = [\"{o}\"]\n",
+            o = out.display()
+        ),
+    );
+    for (config, planted) in [
+        (
+            "[core]\n\thooksPath = .githooks\n",
+            "svc/.githooks/pre-commit",
+        ),
+        (
+            "[core]\n\thooksPath = ~/work/out/shared-hooks\n",
+            "shared-hooks/pre-commit",
+        ),
+    ] {
+        std::fs::write(env.root.join(".gitconfig"), config).unwrap();
+        for mode in MODES {
+            let path = out.join(planted).display().to_string();
+            let result = write_file(&env, mode, &p, &path, "#!/bin/sh\ntouch pwned\n");
+            assert!(
+                result["error"].as_str().is_some_and(
+                    |m| m.starts_with("PATH_NOT_REACHABLE") && m.contains("core.hooksPath")
+                ),
+                "{mode:?} {planted}: {result}"
+            );
+            assert!(!out.join(planted).exists(), "{mode:?} {planted}");
+            for fine in ["own/.githooks/pre-commit", "svc/src.rs"] {
+                let path = out.join(fine).display().to_string();
+                let result = write_file(&env, mode, &p, &path, "fine\n");
+                assert_eq!(result["ok"], true, "{mode:?} {fine}: {result}");
+            }
+        }
+    }
+}
+
 // guarantee: G-FS-10
 /// A shell reads its startup files (`.bashrc`, `.profile`, `.zshrc`, …), and git its user
 /// configuration (`.gitconfig`), as they start: the user's next terminal runs what a tool wrote

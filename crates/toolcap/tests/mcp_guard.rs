@@ -712,8 +712,33 @@ fn a_guarded_server_cannot_change_what_an_agent_or_a_shell_runs_of_its_own_accor
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, "as it was\n").unwrap();
     }
+    // What the names do not tell: hooks the user's own configuration points every repository
+    // at, the home's `.profile` as a link into the workspace, a bare repository's configuration.
+    let by_other_names = ["shared-hooks/pre-commit", "profile", "backup.git/config"];
+    std::fs::create_dir_all(root.join("home")).unwrap();
+    std::fs::create_dir_all(ws.join("shared-hooks")).unwrap();
+    for file in ["shared-hooks/pre-commit", "profile"] {
+        std::fs::write(ws.join(file), "as it was\n").unwrap();
+    }
+    std::fs::write(
+        root.join("home/.gitconfig"),
+        format!(
+            "[core]\n\thooksPath = {}\n",
+            ws.join("shared-hooks").display()
+        ),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(ws.join("profile"), root.join("home/.profile")).unwrap();
+    let bare = std::process::Command::new("git")
+        .args(["init", "-q", "--bare"])
+        .arg(ws.join("backup.git"))
+        .status()
+        .unwrap();
+    assert!(bare.success());
+    let bare_config = std::fs::read_to_string(ws.join("backup.git/config")).unwrap();
     let attempt: String = planted
         .iter()
+        .chain(by_other_names.iter())
         .map(|f| format!("echo evil >> {}/{f}; echo '{f}='$?; ", ws.display()))
         .chain([format!(
             "echo fine > {}/notes.md; echo notes=$?",
@@ -736,6 +761,20 @@ fn a_guarded_server_cannot_change_what_an_agent_or_a_shell_runs_of_its_own_accor
     assert_eq!(
         std::fs::read_to_string(ws.join("notes.md")).unwrap(),
         "fine\n"
+    );
+    for file in by_other_names {
+        assert!(!text.contains(&format!("{file}=0")), "{file}: {text}");
+    }
+    for file in ["shared-hooks/pre-commit", "profile"] {
+        assert_eq!(
+            std::fs::read_to_string(ws.join(file)).unwrap(),
+            "as it was\n",
+            "{file}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.join("backup.git/config")).unwrap(),
+        bare_config
     );
     // What did not exist when it started, no mount could keep: made, it is set aside when the
     // call ends, the call is refused saying so, and the server is stopped.
