@@ -291,14 +291,17 @@ pub(crate) fn named_by_git(dir: &Path) -> bool {
     dir.components().any(|c| c.as_os_str() == ".git")
 }
 
-/// Whether `dir` is a git directory as git tells one: a `HEAD` file, and an `objects`
-/// directory or a `commondir` (a linked worktree's); none of them through a link.
+/// Whether `dir` is a git directory as git tells one: a `HEAD` (a file, or a link as older
+/// gits made it), and an `objects` directory or a `commondir` (a linked worktree's); the last
+/// two not through a link.
 pub(crate) fn is_git_dir(dir: &Path) -> bool {
     let is = |name: &str, dir_wanted: bool| {
         std::fs::symlink_metadata(dir.join(name))
             .is_ok_and(|m| if dir_wanted { m.is_dir() } else { m.is_file() })
     };
-    is("HEAD", false) && (is("objects", true) || is("commondir", false))
+    let head = std::fs::symlink_metadata(dir.join("HEAD"))
+        .is_ok_and(|m| m.is_file() || m.file_type().is_symlink());
+    head && (is("objects", true) || is("commondir", false))
 }
 
 /// The last `core.hooksPath` a git configuration's text sets: section and key in any case,
