@@ -133,6 +133,12 @@ pub fn refuse_what_git_runs(a: &PathAccess) -> Result<(), CapabilityError> {
              sandbox, when the user next runs git, and its core.hooksPath names {}",
             hooks.display()
         ),
+        GitPlace::IncludedConfig(file) => format!(
+            "git reads {} as part of its configuration (the user's or the repository's includes \
+             it), and runs the commands a configuration names outside any sandbox, when the \
+             user next runs git",
+            file.display()
+        ),
         GitPlace::OtherGitDir { git_dir, .. } => format!(
             "{} is a git directory, and git runs its hooks and configuration outside any \
              sandbox, when the user next runs git with it",

@@ -50,10 +50,11 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use crate::gitconfig::user_config;
 use crate::hide::Mask;
 use crate::hooks::{
     configured_hooks, git_dir_area, is_git_dir, named_by_git, pointed_at, small_file,
-    user_hooks_dir, user_hooks_setting,
+    user_hooks_dirs,
 };
 use crate::watch::Watch;
 
@@ -162,16 +163,12 @@ pub(crate) fn masks(
         writable,
         ..Found::default()
     };
-    // The user's own `core.hooksPath` holds for every repository without its own setting; one
-    // absolute or in the home directory is one directory for all of them.
-    let user = user_hooks_setting();
-    if let Some(hooks) = user.as_deref().and_then(user_hooks_dir)
-        && hooks.is_dir()
-        && beneath(&hooks)
-        && !write.iter().any(|w| w.starts_with(&hooks))
-    {
-        found.hooks.push(hooks);
-    }
+    // What git's configuration points it at, which the caller's rule cannot know by name: the
+    // user's own `core.hooksPath` (one absolute or in the home directory is one directory for
+    // every repository) and the files it includes; each repository's, below.
+    let user = user_config();
+    let mut configured: Vec<PathBuf> = user_hooks_dirs(&user);
+    configured.extend(user.included.iter().cloned());
     for dir in &dirs {
         // A git directory of another name (a bare repository): kept as a `.git` is.
         if !named_by_git(dir) && is_git_dir(dir) {
@@ -208,15 +205,35 @@ pub(crate) fn masks(
             }
             target
         };
-        // Hooks the configuration points git at in the working tree (`core.hooksPath`):
-        // read-only, unless the caller's policy lists a write root at or inside them (the
-        // policy's own rule does not know the setting, so it cannot be asked).
-        if let Some((hooks, _)) = git_dir.and_then(|g| configured_hooks(dir, &g, user.as_deref()))
-            && hooks.is_dir()
-            && beneath(&hooks)
-            && !write.iter().any(|w| w.starts_with(&hooks))
-        {
-            found.hooks.push(hooks);
+        // Hooks the configuration points git at in the working tree (`core.hooksPath`), and the
+        // files it includes.
+        if let Some(git_dir) = git_dir {
+            let own = configured_hooks(dir, &git_dir, &user);
+            configured.extend(own.hooks.into_iter().map(|(hooks, _)| hooks));
+            configured.extend(own.included);
+        }
+    }
+    // Read-only, unless the caller's policy lists a write root at or inside them (its rule
+    // does not know the settings, so it cannot be asked); one that is a link where it leads; one
+    // missing looked for when the child ends, as no mount can keep it.
+    configured.sort();
+    configured.dedup();
+    for place in configured {
+        let place = match std::fs::symlink_metadata(&place) {
+            Ok(meta) if meta.file_type().is_symlink() => match std::fs::canonicalize(&place) {
+                Ok(target) => target,
+                Err(_) => continue,
+            },
+            Ok(_) => place,
+            Err(_) => {
+                if beneath(&place) && !write.iter().any(|w| w.starts_with(&place)) {
+                    watch.also(&place);
+                }
+                continue;
+            }
+        };
+        if beneath(&place) && !write.iter().any(|w| w.starts_with(&place)) {
+            found.hooks.push(place);
         }
     }
     found.later(later.places, write)?;
@@ -375,8 +392,8 @@ struct Found<'a> {
     read_only: Vec<PathBuf>,
     /// Places inside a read-only git directory that the caller lets children write.
     reopened: Vec<PathBuf>,
-    /// Hooks directories a repository's configuration names in its working tree, already
-    /// decided (the caller's rule does not know the setting).
+    /// Hooks directories git's configuration names, and the configuration files it includes,
+    /// already decided (the caller's rule does not know the settings).
     hooks: Vec<PathBuf>,
     /// Git directories looked at, against [`MAX_GIT_DIRS`].
     seen: usize,

@@ -14,17 +14,15 @@
 
 use std::path::{Component, Path, PathBuf};
 
-/// The most of a configuration file read: its `core` section comes first in what git writes.
-const CONFIG_LIMIT: u64 = 64 * 1024;
+use crate::gitconfig::{ConfigRead, hooks_dir, user_config};
 
 /// The directory `core.hooksPath` names for the repository whose working tree holds `path`:
 /// the first directory above `path`, and beneath or at `within`, that holds a `.git` (a
 /// directory, or a file naming one) is the working tree, and its git directory's `config` and
 /// `config.worktree` (and those of the git directory a `commondir` names) say where the hooks
-/// are, or else the user's own configuration (`~/.gitconfig` and its kin). A relative value is read
-/// from the working tree, and `~/` from the home directory, as git reads them. `None` when no
-/// such repository or setting is found, or when it names another account's home (`~name`);
-/// included files (`[include]`) are not read.
+/// are, or else the user's own configuration (`~/.gitconfig` and its kin). A relative value is
+/// read from the working tree, and `~/` from the home directory, as git reads them. `None` when
+/// no such repository or setting is found, or when it names another account's home (`~name`).
 ///
 /// ```
 /// let dir = tempfile::tempdir().unwrap();
@@ -38,7 +36,8 @@ const CONFIG_LIMIT: u64 = 64 * 1024;
 /// );
 /// ```
 pub fn hooks_path_for(path: &Path, within: &Path) -> Option<PathBuf> {
-    hooks_for(path, within, user_hooks_setting().as_deref()).map(|(hooks, _)| hooks)
+    let configured = repository_of(path, within, &user_config())?;
+    configured.hooks.into_iter().next().map(|(hooks, _)| hooks)
 }
 
 /// Whose configuration names a hooks directory.
@@ -50,8 +49,18 @@ pub(crate) enum Named {
     User,
 }
 
-/// [`hooks_path_for`], with the user's own setting `user` as written, and whose it is.
-fn hooks_for(path: &Path, within: &Path, user: Option<&str>) -> Option<(PathBuf, Named)> {
+/// What a repository's configuration, with the user's, says git runs code from.
+#[derive(Debug, Default)]
+pub(crate) struct Configured {
+    /// The hooks directories: the one in force first, then those an included file names.
+    pub(crate) hooks: Vec<(PathBuf, Named)>,
+    /// The files the repository's configuration includes.
+    pub(crate) included: Vec<PathBuf>,
+}
+
+/// [`Configured`] for the repository whose working tree holds `path` (the first directory
+/// above it, beneath or at `within`, with a `.git`), with the user's configuration `user`.
+fn repository_of(path: &Path, within: &Path, user: &ConfigRead) -> Option<Configured> {
     for dir in path.ancestors().skip(1) {
         if !dir.starts_with(within) {
             return None;
@@ -62,9 +71,9 @@ fn hooks_for(path: &Path, within: &Path, user: Option<&str>) -> Option<(PathBuf,
             continue;
         };
         return if meta.is_dir() {
-            configured_hooks(dir, &dot_git, user)
+            Some(configured_hooks(dir, &dot_git, user))
         } else if meta.is_file() {
-            configured_hooks(dir, &pointed_at(&dot_git, dir)?, user)
+            Some(configured_hooks(dir, &pointed_at(&dot_git, dir)?, user))
         } else {
             None
         };
@@ -72,100 +81,52 @@ fn hooks_for(path: &Path, within: &Path, user: Option<&str>) -> Option<(PathBuf,
     None
 }
 
-/// The hooks directory the git directory `git_dir` of the working tree `work_tree` is
-/// configured with (`core.hooksPath`), resolved as git resolves it; the last setting wins,
-/// `config.worktree` after `config`, and without either the user's own (`user`, as written).
-pub(crate) fn configured_hooks(
-    work_tree: &Path,
-    git_dir: &Path,
-    user: Option<&str>,
-) -> Option<(PathBuf, Named)> {
+/// What the git directory `git_dir` of the working tree `work_tree` is configured with, as git
+/// reads it: `config`, then `config.worktree` (of the git directory a `commondir` names, then
+/// its own), the last `core.hooksPath` in force, and without one the user's (`user`).
+pub(crate) fn configured_hooks(work_tree: &Path, git_dir: &Path, user: &ConfigRead) -> Configured {
     let common = small_file(&git_dir.join("commondir"), 4096)
         .map(|c| git_dir.join(c.trim()))
         .filter(|c| c.is_dir());
-    let mut value = None;
-    for dir in common.iter().map(PathBuf::as_path).chain([git_dir]) {
-        for name in ["config", "config.worktree"] {
-            if let Some(v) = small_file(&dir.join(name), CONFIG_LIMIT)
-                .as_deref()
-                .and_then(hooks_path_setting)
-            {
-                value = Some(v);
-            }
+    let files: Vec<PathBuf> = common
+        .iter()
+        .map(PathBuf::as_path)
+        .chain([git_dir])
+        .flat_map(|d| [d.join("config"), d.join("config.worktree")])
+        .collect();
+    let own = ConfigRead::of(&files);
+    let mut hooks = Vec::new();
+    match (&own.hooks_path, &user.hooks_path) {
+        (Some(value), _) => {
+            hooks.extend(hooks_dir(value, Some(work_tree)).map(|h| (h, Named::Repository)))
         }
+        (None, Some(value)) => {
+            hooks.extend(hooks_dir(value, Some(work_tree)).map(|h| (h, Named::User)))
+        }
+        (None, None) => {}
     }
-    match value {
-        Some(own) => Some((hooks_dir(&own, Some(work_tree))?, Named::Repository)),
-        None => Some((hooks_dir(user?, Some(work_tree))?, Named::User)),
+    for (value, named) in own
+        .included_hooks
+        .iter()
+        .map(|v| (v, Named::Repository))
+        .chain(user.included_hooks.iter().map(|v| (v, Named::User)))
+    {
+        hooks.extend(hooks_dir(value, Some(work_tree)).map(|h| (h, named)));
+    }
+    Configured {
+        hooks,
+        included: own.included,
     }
 }
 
-/// Where a `core.hooksPath` of `value` leads: absolute as it is, `~` and `~/…` from the home
-/// directory (`HOME`), relative from `work_tree` (where git runs the hooks). `None` for an empty
-/// value, another account's home (`~name`), or a relative one without a working tree.
-fn hooks_dir(value: &str, work_tree: Option<&Path>) -> Option<PathBuf> {
-    let home = || {
-        std::env::var_os("HOME")
-            .filter(|h| !h.is_empty())
-            .map(PathBuf::from)
-    };
-    let dir = if value.is_empty() {
-        return None;
-    } else if value == "~" {
-        home()?
-    } else if let Some(rest) = value.strip_prefix("~/") {
-        home()?.join(rest)
-    } else if value.starts_with('~') {
-        return None;
-    } else if value.starts_with('/') {
-        PathBuf::from(value)
-    } else {
-        work_tree?.join(value)
-    };
-    Some(normalized(&dir))
-}
-
-/// The user's own `core.hooksPath`, as written: the last of the system's configuration
-/// (`GIT_CONFIG_SYSTEM`, or `/etc/gitconfig`) and the global one (`GIT_CONFIG_GLOBAL`, or
-/// `$XDG_CONFIG_HOME/git/config`, by default `~/.config/git/config`, then `~/.gitconfig`), as
-/// git reads them (docs/policy.md, "Git's hooks and configuration"). It holds for every
-/// repository whose own configuration does not set one.
-pub(crate) fn user_hooks_setting() -> Option<String> {
-    let var = |name: &str| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    let mut files = vec![var("GIT_CONFIG_SYSTEM").unwrap_or_else(|| "/etc/gitconfig".into())];
-    match var("GIT_CONFIG_GLOBAL") {
-        Some(global) => files.push(global),
-        None => {
-            let home = var("HOME");
-            if let Some(config) =
-                var("XDG_CONFIG_HOME").or_else(|| home.as_ref().map(|h| h.join(".config")))
-            {
-                files.push(config.join("git/config"));
-            }
-            files.extend(home.map(|h| h.join(".gitconfig")));
-        }
-    }
-    let mut value = None;
-    for file in files {
-        if let Some(v) = small_file(&file, CONFIG_LIMIT)
-            .as_deref()
-            .and_then(hooks_path_setting)
-        {
-            value = Some(v);
-        }
-    }
-    value
-}
-
-/// The one hooks directory the user's own setting (`setting`, as written) names for every
-/// repository, when it is absolute or in the home directory (`~/.githooks`); a relative one is
-/// each repository's ([`hooks_path_for`]).
-pub(crate) fn user_hooks_dir(setting: &str) -> Option<PathBuf> {
-    hooks_dir(setting, None)
+/// The hooks directories the user's own configuration names for every repository: those
+/// absolute or in the home directory (`~/.githooks`); a relative one is each repository's.
+pub(crate) fn user_hooks_dirs(user: &ConfigRead) -> Vec<PathBuf> {
+    user.hooks_path
+        .iter()
+        .chain(&user.included_hooks)
+        .filter_map(|v| hooks_dir(v, None))
+        .collect()
 }
 
 /// A place git runs code from that a rule decided from a path's spelling cannot know
@@ -178,6 +139,9 @@ pub enum GitPlace {
     /// Beneath the hooks directory the user's own configuration names (`~/.gitconfig`), for
     /// every repository (an absolute one) or for the enclosing repository (a relative one).
     UserHooks(PathBuf),
+    /// A configuration file the user's configuration or the repository's includes
+    /// (`[include]`, `[includeIf]`), which git reads as its own.
+    IncludedConfig(PathBuf),
     /// The hooks (`area`, the directory) or a configuration file (`area`, the file) of a git
     /// directory not called `.git`.
     OtherGitDir {
@@ -192,7 +156,9 @@ impl GitPlace {
     /// The directory or file that keeps the path: what a personality lists to allow it.
     pub fn area(&self) -> &Path {
         match self {
-            GitPlace::ConfiguredHooks(hooks) | GitPlace::UserHooks(hooks) => hooks,
+            GitPlace::ConfiguredHooks(hooks)
+            | GitPlace::UserHooks(hooks)
+            | GitPlace::IncludedConfig(hooks) => hooks,
             GitPlace::OtherGitDir { area, .. } => area,
         }
     }
@@ -213,25 +179,28 @@ impl GitPlace {
 /// the directories above `path` that it would be a git directory's hooks or configuration of
 /// whether they are one.
 pub fn git_place_of(path: &Path, root: &Path) -> Option<GitPlace> {
-    let user = user_hooks_setting();
-    let unlisted = |p: &GitPlace| !root.starts_with(p.area());
-    let repository = hooks_for(path, root, user.as_deref())
-        .filter(|(hooks, _)| path.starts_with(hooks))
+    let user = user_config();
+    let repository = repository_of(path, root, &user).unwrap_or_default();
+    let hooks = repository
+        .hooks
+        .into_iter()
         .map(|(hooks, named)| match named {
             Named::Repository => GitPlace::ConfiguredHooks(hooks),
             Named::User => GitPlace::UserHooks(hooks),
         });
-    let everywhere = || {
-        user_hooks_dir(user.as_deref()?)
-            .filter(|hooks| path.starts_with(hooks))
-            .map(GitPlace::UserHooks)
-    };
+    let everywhere = user_hooks_dirs(&user).into_iter().map(GitPlace::UserHooks);
+    let included = user
+        .included
+        .into_iter()
+        .chain(repository.included)
+        .map(GitPlace::IncludedConfig);
     let other =
-        || git_dir_area(path, root).map(|(git_dir, area)| GitPlace::OtherGitDir { git_dir, area });
-    repository
-        .filter(unlisted)
-        .or_else(|| everywhere().filter(unlisted))
-        .or_else(|| other().filter(unlisted))
+        git_dir_area(path, root).map(|(git_dir, area)| GitPlace::OtherGitDir { git_dir, area });
+    hooks
+        .chain(everywhere)
+        .chain(included)
+        .chain(other)
+        .find(|place| path.starts_with(place.area()) && !root.starts_with(place.area()))
 }
 
 /// The names in a git directory whose settings make git run a command, or name another git
@@ -304,39 +273,8 @@ pub(crate) fn is_git_dir(dir: &Path) -> bool {
     head && (is("objects", true) || is("commondir", false))
 }
 
-/// The last `core.hooksPath` a git configuration's text sets: section and key in any case,
-/// the value without its quotes or a comment after it.
-fn hooks_path_setting(text: &str) -> Option<String> {
-    let mut in_core = false;
-    let mut value = None;
-    for line in text.lines() {
-        let line = line.trim();
-        if let Some(section) = line.strip_prefix('[') {
-            let name = section.split([']', ' ', '"']).next().unwrap_or("");
-            in_core = name.eq_ignore_ascii_case("core") && !section.contains('"');
-            continue;
-        }
-        if !in_core {
-            continue;
-        }
-        let Some((key, rest)) = line.split_once('=') else {
-            continue;
-        };
-        if !key.trim().eq_ignore_ascii_case("hookspath") {
-            continue;
-        }
-        let rest = rest.trim();
-        let v = match rest.strip_prefix('"') {
-            Some(quoted) => quoted.split('"').next().unwrap_or(""),
-            None => rest.split(['#', ';']).next().unwrap_or("").trim(),
-        };
-        value = Some(v.to_owned());
-    }
-    value
-}
-
 /// `path` with its `.` and `..` parts taken away, as written (no link followed).
-fn normalized(path: &Path) -> PathBuf {
+pub(crate) fn normalized(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for part in path.components() {
         match part {
@@ -389,20 +327,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_setting_is_read_as_git_reads_it() {
-        let read = |t: &str| hooks_path_setting(t);
-        assert_eq!(
-            read("[core]\n\thooksPath = .githooks\n"),
-            Some(".githooks".into())
-        );
-        assert_eq!(read("[CORE]\nHOOKSPATH=\"a b\" # x\n"), Some("a b".into()));
-        assert_eq!(
-            read("[core]\nhookspath = x ; c\n[core]\nhooksPath = y\n"),
-            Some("y".into())
-        );
-        assert_eq!(read("[remote \"core\"]\nhooksPath = x\n"), None);
-        assert_eq!(read("[core \"sub\"]\nhooksPath = x\n"), None);
-        assert_eq!(read("[user]\nhooksPath = x\n"), None);
+    fn paths_are_normalised_as_written() {
         assert_eq!(normalized(Path::new("/r/./a/../b")), PathBuf::from("/r/b"));
     }
 
@@ -416,28 +341,24 @@ mod tests {
         std::fs::create_dir(&git).unwrap();
         let mut config = b"[user]\n\tname = Ren\xe9\n[core]\n\thooksPath = hooks\n".to_vec();
         std::fs::write(git.join("config"), &config).unwrap();
-        assert_eq!(
-            configured_hooks(tree, &git, None),
-            Some((tree.join("hooks"), Named::Repository))
-        );
+        let none = ConfigRead::default();
+        let hooks = |user: &ConfigRead| configured_hooks(tree, &git, user).hooks;
+        assert_eq!(hooks(&none), vec![(tree.join("hooks"), Named::Repository)]);
         config.splice(0..0, vec![b'#'; 70 * 1024]);
         std::fs::write(git.join("config"), &config).unwrap();
-        assert_eq!(
-            configured_hooks(tree, &git, None),
-            None,
-            "past the limit, not read"
-        );
+        assert_eq!(hooks(&none), vec![], "past the limit, not read");
         // Without its own, the user's holds, relative to the working tree.
-        assert_eq!(
-            configured_hooks(tree, &git, Some(".githooks")),
-            Some((tree.join(".githooks"), Named::User))
-        );
+        let user = ConfigRead {
+            hooks_path: Some(".githooks".into()),
+            ..ConfigRead::default()
+        };
+        assert_eq!(hooks(&user), vec![(tree.join(".githooks"), Named::User)]);
         std::fs::remove_file(git.join("config")).unwrap();
         let made = std::process::Command::new("mkfifo")
             .arg(git.join("config"))
             .status()
             .unwrap();
         assert!(made.success());
-        assert_eq!(configured_hooks(tree, &git, None), None);
+        assert_eq!(hooks(&none), vec![]);
     }
 }

@@ -84,9 +84,10 @@ mod changeable;
 mod env;
 #[cfg(target_os = "linux")]
 mod git;
+#[cfg(unix)]
+mod gitconfig;
 #[cfg(target_os = "linux")]
 mod hide;
-#[cfg(unix)]
 mod hooks;
 #[cfg(target_os = "linux")]
 mod kernel_mounts;

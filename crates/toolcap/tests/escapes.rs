@@ -1614,6 +1614,77 @@ fn a_tool_cannot_plant_a_hook_where_the_users_configuration_points_git() {
     }
 }
 
+// guarantee: G-FS-09
+/// Git's configuration need not be in `.gitconfig`: `[include]` and `[includeIf]` take in other
+/// files (`~/.gitconfig.local`, a team's file kept in a repository), and git reads their
+/// `core.fsmonitor`, `core.pager` and `!` aliases as its own, so what a tool wrote in one ran at
+/// the user's next `git status`. The files the user's configuration includes (at any depth)
+/// and those a repository's includes, and the hooks an included file points git at, are kept
+/// from a tool's writes in both modes; other files stay writable.
+#[test]
+fn a_tool_cannot_plant_in_a_git_configuration_another_one_includes() {
+    let env = Env::new("");
+    let out = env.root.join("work/out");
+    let repo = out.join("svc");
+    std::fs::create_dir_all(&repo).unwrap();
+    git_in(&repo, &["init", "-q"]);
+    git_in(&repo, &["config", "include.path", "../shared.cfg"]);
+    std::fs::write(
+        env.root.join(".gitconfig"),
+        "[include]\n\tpath = ~/work/out/team.gitconfig\n\
+         [includeIf \"gitdir:~/work/\"]\n\tpath = work/out/local.gitconfig\n",
+    )
+    .unwrap();
+    std::fs::write(
+        out.join("team.gitconfig"),
+        "[include]\n\tpath = nested.cfg\n[core]\n\thooksPath = ~/work/out/team-hooks\n",
+    )
+    .unwrap();
+    let p = env.personality(
+        "included.toml",
+        &format!(
+            "id = \"included\"\n[fs_reach]\nread = [\"{o}\"]\nwrite = [\"{o}\"]\n",
+            o = out.display()
+        ),
+    );
+    let team = std::fs::read_to_string(out.join("team.gitconfig")).unwrap();
+    for mode in MODES {
+        for planted in [
+            "team.gitconfig",
+            "local.gitconfig",
+            "nested.cfg",
+            "svc/shared.cfg",
+            "team-hooks/pre-commit",
+        ] {
+            let path = out.join(planted).display().to_string();
+            let result = write_file(&env, mode, &p, &path, "[core]\n\tfsmonitor = touch pwned\n");
+            let error = result["error"].as_str().unwrap_or_default();
+            assert!(
+                error.starts_with("PATH_NOT_REACHABLE: write not permitted")
+                    && error.contains("git"),
+                "{mode:?} {planted}: {result}"
+            );
+        }
+        for fine in ["svc/main.rs", "notes.cfg"] {
+            let path = out.join(fine).display().to_string();
+            let result = write_file(&env, mode, &p, &path, "fine\n");
+            assert_eq!(result["ok"], true, "{mode:?} {fine}: {result}");
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(out.join("team.gitconfig")).unwrap(),
+        team
+    );
+    for missing in [
+        "local.gitconfig",
+        "nested.cfg",
+        "svc/shared.cfg",
+        "team-hooks",
+    ] {
+        assert!(!out.join(missing).exists(), "{missing}");
+    }
+}
+
 // guarantee: G-FS-10
 /// A shell reads its startup files (`.bashrc`, `.profile`, `.zshrc`, …), and git its user
 /// configuration (`.gitconfig`), as they start: the user's next terminal runs what a tool wrote

@@ -560,6 +560,14 @@ fn a_guarded_server_is_not_handed_what_an_agent_a_shell_or_git_runs() {
     std::fs::create_dir_all(root.join("home")).unwrap();
     std::fs::write(ws.join("home-bashrc"), "as it was\n").unwrap();
     std::os::unix::fs::symlink(ws.join("home-bashrc"), root.join("home/.bashrc")).unwrap();
+    std::fs::write(
+        root.join("home/.gitconfig"),
+        format!(
+            "[include]\n\tpath = {}\n",
+            ws.join("team.gitconfig").display()
+        ),
+    )
+    .unwrap();
     let server = modules.join("@modelcontextprotocol/server-filesystem/dist/index.js");
     let setup = |name: &str, write: &str| {
         let config = root.join(format!("{name}.toml"));
@@ -626,6 +634,10 @@ fn a_guarded_server_is_not_handed_what_an_agent_a_shell_or_git_runs() {
             "when the user next runs git there",
         ),
         (ws.join("home-bashrc").display().to_string(), "as it starts"),
+        (
+            ws.join("team.gitconfig").display().to_string(),
+            "when the user next runs git there",
+        ),
     ];
     for (path, why) in &planted {
         let (failed, text, _) = guard.call(
@@ -714,17 +726,23 @@ fn a_guarded_server_cannot_change_what_an_agent_or_a_shell_runs_of_its_own_accor
     }
     // What the names do not tell: hooks the user's own configuration points every repository
     // at, the home's `.profile` as a link into the workspace, a bare repository's configuration.
-    let by_other_names = ["shared-hooks/pre-commit", "profile", "backup.git/config"];
+    let by_other_names = [
+        "shared-hooks/pre-commit",
+        "profile",
+        "backup.git/config",
+        "team.gitconfig",
+    ];
     std::fs::create_dir_all(root.join("home")).unwrap();
     std::fs::create_dir_all(ws.join("shared-hooks")).unwrap();
-    for file in ["shared-hooks/pre-commit", "profile"] {
+    for file in ["shared-hooks/pre-commit", "profile", "team.gitconfig"] {
         std::fs::write(ws.join(file), "as it was\n").unwrap();
     }
     std::fs::write(
         root.join("home/.gitconfig"),
         format!(
-            "[core]\n\thooksPath = {}\n",
-            ws.join("shared-hooks").display()
+            "[core]\n\thooksPath = {}\n[include]\n\tpath = {}\n",
+            ws.join("shared-hooks").display(),
+            ws.join("team.gitconfig").display()
         ),
     )
     .unwrap();
@@ -765,7 +783,7 @@ fn a_guarded_server_cannot_change_what_an_agent_or_a_shell_runs_of_its_own_accor
     for file in by_other_names {
         assert!(!text.contains(&format!("{file}=0")), "{file}: {text}");
     }
-    for file in ["shared-hooks/pre-commit", "profile"] {
+    for file in ["shared-hooks/pre-commit", "profile", "team.gitconfig"] {
         assert_eq!(
             std::fs::read_to_string(ws.join(file)).unwrap(),
             "as it was\n",

@@ -1,0 +1,248 @@
+//! Reading git's configuration files for what makes git run code that a path's spelling does
+//! not tell: `core.hooksPath`, and the files `[include]` and `[includeIf]` take in, which git
+//! reads as its own configuration (docs/policy.md, "Git's hooks and configuration").
+
+#![allow(
+    clippy::disallowed_methods,
+    reason = "git's configuration is read to find where it runs code from"
+)]
+
+use std::path::{Path, PathBuf};
+
+use crate::hooks::{normalized, small_file};
+
+/// The most of a configuration file read: its `core` section comes first in what git writes.
+const CONFIG_LIMIT: u64 = 64 * 1024;
+
+/// How deep includes are followed, as git's own limit.
+const MAX_INCLUDE_DEPTH: usize = 10;
+
+/// The most included files kept for one reading.
+const MAX_INCLUDED: usize = 64;
+
+/// One setting toolcap reads, in the order a file gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Setting {
+    /// `core.hooksPath`, as written.
+    HooksPath(String),
+    /// `include.path` or `includeIf.<condition>.path`, as written.
+    Include(String),
+}
+
+/// What a chain of configuration files says.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct ConfigRead {
+    /// The last `core.hooksPath` the files themselves set.
+    pub(crate) hooks_path: Option<String>,
+    /// Every `core.hooksPath` a file they include sets (whether git takes it depends on the
+    /// order and on an `includeIf`'s condition, so each is kept).
+    pub(crate) included_hooks: Vec<String>,
+    /// The files they include, at any depth, where git reads them (whether or not they exist,
+    /// and whatever an `includeIf`'s condition: a file made there would be read).
+    pub(crate) included: Vec<PathBuf>,
+}
+
+impl ConfigRead {
+    /// `files`, in the order git reads them, with what they include.
+    pub(crate) fn of(files: &[PathBuf]) -> Self {
+        let mut read = Self::default();
+        for file in files {
+            read.file(file, 0);
+        }
+        read
+    }
+
+    fn file(&mut self, file: &Path, depth: usize) {
+        let Some(text) = small_file(file, CONFIG_LIMIT) else {
+            return;
+        };
+        for setting in settings(&text) {
+            match setting {
+                Setting::HooksPath(value) if depth == 0 => self.hooks_path = Some(value),
+                Setting::HooksPath(value) => self.included_hooks.push(value),
+                Setting::Include(value) => {
+                    let Some(included) = include_path(&value, file) else {
+                        continue;
+                    };
+                    if self.included.contains(&included) || self.included.len() >= MAX_INCLUDED {
+                        continue;
+                    }
+                    self.included.push(included.clone());
+                    if depth < MAX_INCLUDE_DEPTH {
+                        self.file(&included, depth + 1);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The user's own configuration, as git reads it: the system's (`GIT_CONFIG_SYSTEM`, or
+/// `/etc/gitconfig`), then the global one (`GIT_CONFIG_GLOBAL`, or
+/// `$XDG_CONFIG_HOME/git/config`, by default `~/.config/git/config`, then `~/.gitconfig`). Its
+/// `core.hooksPath` holds for every repository whose own configuration sets none.
+pub(crate) fn user_config() -> ConfigRead {
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let mut files = vec![var("GIT_CONFIG_SYSTEM").unwrap_or_else(|| "/etc/gitconfig".into())];
+    match var("GIT_CONFIG_GLOBAL") {
+        Some(global) => files.push(global),
+        None => {
+            let home = var("HOME");
+            if let Some(config) =
+                var("XDG_CONFIG_HOME").or_else(|| home.as_ref().map(|h| h.join(".config")))
+            {
+                files.push(config.join("git/config"));
+            }
+            files.extend(home.map(|h| h.join(".gitconfig")));
+        }
+    }
+    ConfigRead::of(&files)
+}
+
+/// Where a `core.hooksPath` of `value` leads: absolute as it is, `~` and `~/…` from the home
+/// directory (`HOME`), relative from `work_tree` (where git runs the hooks). `None` for an empty
+/// value, another account's home (`~name`), or a relative one without a working tree.
+pub(crate) fn hooks_dir(value: &str, work_tree: Option<&Path>) -> Option<PathBuf> {
+    from_home(value).unwrap_or_else(|| {
+        if value.is_empty() || value.starts_with('~') {
+            None
+        } else if value.starts_with('/') {
+            Some(normalized(Path::new(value)))
+        } else {
+            Some(normalized(&work_tree?.join(value)))
+        }
+    })
+}
+
+/// Where an include's `path` leads: as [`hooks_dir`], a relative one from the directory of the
+/// file that includes it, as git reads it.
+fn include_path(value: &str, including: &Path) -> Option<PathBuf> {
+    hooks_dir(value, including.parent())
+}
+
+/// `~` and `~/…` read from `HOME`: `Some(None)` when there is no home to read them from, `None`
+/// for a value that does not start so.
+fn from_home(value: &str) -> Option<Option<PathBuf>> {
+    let rest = if value == "~" {
+        ""
+    } else {
+        value.strip_prefix("~/")?
+    };
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    Some(home.map(|h| normalized(&h.join(rest))))
+}
+
+/// The settings of a configuration's text toolcap reads, in order: section and key in any
+/// case, a value without its quotes or a comment after it.
+pub(crate) fn settings(text: &str) -> Vec<Setting> {
+    #[derive(PartialEq)]
+    enum Section {
+        Core,
+        Include,
+        Other,
+    }
+    let mut section = Section::Other;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(header) = line.strip_prefix('[') {
+            let name = header.split([']', ' ', '"']).next().unwrap_or("");
+            section = if name.eq_ignore_ascii_case("core") && !header.contains('"') {
+                Section::Core
+            } else if (name.eq_ignore_ascii_case("include") && !header.contains('"'))
+                || name.eq_ignore_ascii_case("includeif")
+            {
+                Section::Include
+            } else {
+                Section::Other
+            };
+            continue;
+        }
+        let Some((key, rest)) = line.split_once('=') else {
+            continue;
+        };
+        let key = key.trim();
+        let rest = rest.trim();
+        let value = match rest.strip_prefix('"') {
+            Some(quoted) => quoted.split('"').next().unwrap_or(""),
+            None => rest.split(['#', ';']).next().unwrap_or("").trim(),
+        }
+        .to_owned();
+        match section {
+            Section::Core if key.eq_ignore_ascii_case("hookspath") => {
+                out.push(Setting::HooksPath(value));
+            }
+            Section::Include if key.eq_ignore_ascii_case("path") => {
+                out.push(Setting::Include(value));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hooks_path(text: &str) -> Option<String> {
+        settings(text).into_iter().rev().find_map(|s| match s {
+            Setting::HooksPath(v) => Some(v),
+            Setting::Include(_) => None,
+        })
+    }
+
+    #[test]
+    fn the_settings_are_read_as_git_reads_them() {
+        assert_eq!(
+            hooks_path("[core]\n\thooksPath = .githooks\n"),
+            Some(".githooks".into())
+        );
+        assert_eq!(
+            hooks_path("[CORE]\nHOOKSPATH=\"a b\" # x\n"),
+            Some("a b".into())
+        );
+        assert_eq!(
+            hooks_path("[core]\nhookspath = x ; c\n[core]\nhooksPath = y\n"),
+            Some("y".into())
+        );
+        assert_eq!(hooks_path("[remote \"core\"]\nhooksPath = x\n"), None);
+        assert_eq!(hooks_path("[core \"sub\"]\nhooksPath = x\n"), None);
+        assert_eq!(hooks_path("[user]\nhooksPath = x\n"), None);
+        assert_eq!(
+            settings(
+                "[include]\npath = a\n[includeIf \"gitdir:~/w/\"]\n\tPATH = \"b c\"\n[user]\npath = d\n"
+            ),
+            vec![Setting::Include("a".into()), Setting::Include("b c".into())]
+        );
+        assert_eq!(settings("[include \"x\"]\npath = a\n"), vec![]);
+    }
+
+    /// Includes are followed from the including file's directory, at most ten deep, each file
+    /// once (a loop of two files ends), missing ones kept.
+    #[test]
+    fn includes_are_followed_where_git_follows_them_and_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(
+            d.join("main"),
+            "[include]\npath = a\n[include]\npath = missing\n",
+        )
+        .unwrap();
+        std::fs::write(d.join("a"), "[include]\npath = b\n[core]\nhooksPath = h\n").unwrap();
+        std::fs::write(d.join("b"), "[include]\npath = a\n").unwrap();
+        let read = ConfigRead::of(&[d.join("main")]);
+        assert_eq!(
+            read.included,
+            vec![d.join("a"), d.join("b"), d.join("missing")]
+        );
+        assert_eq!(read.included_hooks, vec!["h".to_owned()]);
+        assert_eq!(read.hooks_path, None);
+    }
+}
