@@ -104,13 +104,16 @@ pub(crate) fn masks(
     // as configured hooks are.
     let rule = writable;
     let named = move |p: &Path| {
+        // The caller's answer first: what it refuses needs no look at the disk.
+        if !rule.is_some_and(|w| w(p)) {
+            return false;
+        }
         let unnamed = if !named_by_git(p) && is_git_dir(p) {
             Some(p.to_path_buf())
         } else {
             git_dir_area(p, Path::new("/")).map(|(_, area)| area)
         };
-        rule.is_some_and(|w| w(p))
-            && unnamed.is_none_or(|area| write.iter().any(|w| w.starts_with(&area)))
+        unnamed.is_none_or(|area| write.iter().any(|w| w.starts_with(&area)))
     };
     let writable: Option<&(dyn Fn(&Path) -> bool + Sync)> = Some(&named);
     let mut dirs: Vec<PathBuf> = write.to_vec();
@@ -298,17 +301,18 @@ fn nested(roots: &[PathBuf], later: &mut Later<'_>) -> Vec<PathBuf> {
     for depth in 0..=NESTED_DEPTH {
         let mut next = Vec::new();
         for dir in &level {
+            if depth > 0 && budget == 0 {
+                return found;
+            }
+            let git_dir = is_git_dir(dir);
             if depth > 0 {
-                if budget == 0 {
-                    return found;
-                }
                 budget -= 1;
-                if std::fs::symlink_metadata(dir.join(".git")).is_ok() || is_git_dir(dir) {
+                if git_dir || std::fs::symlink_metadata(dir.join(".git")).is_ok() {
                     found.push(dir.clone());
                 }
             }
             // Nothing to find inside a git directory of another name but its own places.
-            if depth == NESTED_DEPTH || reads == 0 || is_git_dir(dir) {
+            if depth == NESTED_DEPTH || reads == 0 || git_dir {
                 continue;
             }
             reads -= 1;

@@ -16,30 +16,6 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::gitconfig::{ConfigRead, hooks_dir, user_config};
 
-/// The directory `core.hooksPath` names for the repository whose working tree holds `path`:
-/// the first directory above `path`, and beneath or at `within`, that holds a `.git` (a
-/// directory, or a file naming one) is the working tree, and its git directory's `config` and
-/// `config.worktree` (and those of the git directory a `commondir` names) say where the hooks
-/// are, or else the user's own configuration (`~/.gitconfig` and its kin). A relative value is
-/// read from the working tree, and `~/` from the home directory, as git reads them. `None` when
-/// no such repository or setting is found, or when it names another account's home (`~name`).
-///
-/// ```
-/// let dir = tempfile::tempdir().unwrap();
-/// let repo = dir.path().join("svc");
-/// std::fs::create_dir_all(repo.join(".git")).unwrap();
-/// std::fs::write(repo.join(".git/config"), "[core]\n\thooksPath = .githooks\n").unwrap();
-/// let hook = repo.join(".githooks/pre-commit");
-/// assert_eq!(
-///     capability_sandbox::hooks_path_for(&hook, dir.path()),
-///     Some(repo.join(".githooks"))
-/// );
-/// ```
-pub fn hooks_path_for(path: &Path, within: &Path) -> Option<PathBuf> {
-    let configured = repository_of(path, within, &user_config())?;
-    configured.hooks.into_iter().next().map(|(hooks, _)| hooks)
-}
-
 /// Whose configuration names a hooks directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Named {
@@ -166,11 +142,27 @@ impl GitPlace {
 
 /// Where `path`, beneath the write root `root`, lies in a place git runs code from that a rule
 /// decided from a path's spelling cannot know (docs/policy.md, "Git's hooks and
-/// configuration"): the hooks directory its repository's configuration names
-/// ([`hooks_path_for`]) or the user's own configuration names (for every repository, when it
-/// is absolute or in the home directory), or the hooks and configuration of a git directory of
-/// another name ([`git_dir_area`]). `None` also where `root` lies at or inside that place: the personality
-/// lists it.
+/// configuration"): the hooks directory its repository's configuration names (the repository
+/// is the first directory above `path`, beneath or at `root`, with a `.git`; a relative value is
+/// read from its working tree, `~/` from the home directory) or the user's own configuration
+/// names (for every repository without its own; one absolute or in the home directory wherever
+/// it is), a configuration file either includes, or the hooks and configuration of a git
+/// directory of another name ([`git_dir_area`]). `None` also where `root` lies at or inside
+/// that place: the personality lists it.
+///
+/// ```
+/// use capability_sandbox::{GitPlace, git_place_of};
+/// let dir = tempfile::tempdir().unwrap();
+/// let repo = dir.path().join("svc");
+/// std::fs::create_dir_all(repo.join(".git")).unwrap();
+/// std::fs::write(repo.join(".git/config"), "[core]\n\thooksPath = .githooks\n").unwrap();
+/// let hook = repo.join(".githooks/pre-commit");
+/// assert_eq!(
+///     git_place_of(&hook, dir.path()),
+///     Some(GitPlace::ConfiguredHooks(repo.join(".githooks")))
+/// );
+/// assert_eq!(git_place_of(&repo.join("src/main.rs"), dir.path()), None);
+/// ```
 ///
 /// # Ambient Authority
 ///

@@ -112,7 +112,7 @@ pub use env::{
     child_git_config, point_at_egress_proxy,
 };
 #[cfg(unix)]
-pub use hooks::{GitPlace, git_dir_area, git_place_of, hooks_path_for};
+pub use hooks::{GitPlace, git_dir_area, git_place_of};
 #[cfg(target_os = "linux")]
 pub use launch::{ChildEnd, ConfinedChild, Launch};
 pub use scratch::ScratchDir;
