@@ -23,9 +23,11 @@ use syn::visit::Visit;
 /// The most lines a source file may hold before its test module.
 pub(crate) const MAX_FILE_LINES: usize = 700;
 /// The most non-test lines the plugin contract may hold (raised from 2,000 when the contract
-/// gained the not-found error kind and the attachments category, and from 2,400 when the path
-/// policy gained `runs_later_names`, which the kernel layer asks).
-pub(crate) const MAX_TYPES_LINES: usize = 2410;
+/// gained the not-found error kind and the attachments category, from 2,400 when the path
+/// policy gained `runs_later_names`, which the kernel layer asks, and from 2,410 when the names
+/// themselves, `RUNS_LATER_NAMES`, moved in: a path policy returns them, and the kernel layer
+/// keeps them from a command its caller confines with no policy at hand).
+pub(crate) const MAX_TYPES_LINES: usize = 2470;
 
 pub(crate) fn run(root: &Path) -> Result<()> {
     let mut findings = Vec::new();

@@ -66,7 +66,8 @@
 //! Honest limits: a place that does not exist when the sandbox is prepared is not covered; a
 //! hard link to a protected file inside a root is not; `RLIMIT_NPROC` counts every process of an
 //! unprivileged user, not only the child's; [`PreparedSandbox::apply_to`] (a `fork`) cannot put
-//! the program in a new PID namespace. See `docs/isolation-model.md`.
+//! the program in a new PID namespace, nor set aside a place that runs later (a `.bashrc`, a
+//! `.mcp.json`) which the program makes where none was. See `docs/isolation-model.md`.
 
 #![deny(missing_docs)]
 
@@ -534,6 +535,16 @@ impl PreparedSandbox {
     /// program starts are not ended with it. When any step fails there, `spawn` fails with that step's error
     /// and nothing runs.
     ///
+    /// What runs later outside any sandbox is kept from the program as [`spawn`](Self::spawn)
+    /// keeps it, with nothing of it writable: the git directories of the write roots' repositories
+    /// (their hooks, configuration and `commondir` with them) are read-only, and so is each
+    /// place of [`RUNS_LATER_NAMES`](capability_types::backend::RUNS_LATER_NAMES) that exists
+    /// where git's are looked for (`.bashrc`, `.mcp.json`, `.claude`), as of this call; a
+    /// repository that cannot be kept (a `.git` that is a symbolic link) refuses it with
+    /// `not_available`. Unlike [`spawn`](Self::spawn), which sets aside one the program makes
+    /// where none was, it cannot look at those places when the program ends: its caller starts
+    /// and waits for the program (docs/policy.md, "Kept from children").
+    ///
     /// The command keeps the session and process group its caller gave it, so a program handed
     /// the caller's terminal keeps it as its controlling terminal; seccomp still refuses it
     /// `TIOCSTI` and `TIOCLINUX` (docs/isolation-model.md, "The terminal"). [`spawn`](Self::spawn)
@@ -557,7 +568,21 @@ impl PreparedSandbox {
     ) -> Result<Option<EgressReceiver>, CapabilityError> {
         #[cfg(target_os = "linux")]
         {
-            let channel = self.inner.apply_to(command)?;
+            // The working directory the program will start in: the command's, or this
+            // process's, which it inherits.
+            let here = std::env::current_dir().map_err(|e| {
+                CapabilityError::not_available(format!(
+                    "the command's working directory cannot be known: {e}"
+                ))
+            })?;
+            let cwd = command
+                .get_current_dir()
+                .map_or_else(|| here.clone(), |dir| here.join(dir));
+            let names = &capability_types::backend::RUNS_LATER_NAMES;
+            // Nothing of it writable, and no place reached by another name known: the caller's
+            // policy is not at hand here, only the write roots.
+            let (kept, _) = self.kept_from_child(&cwd, None, names, &[])?;
+            let channel = self.inner.apply_to(command, kept)?;
             Ok(channel.map(|channel| EgressReceiver { channel }))
         }
         #[cfg(not(target_os = "linux"))]
@@ -572,6 +597,33 @@ impl PreparedSandbox {
 
 #[cfg(target_os = "linux")]
 impl PreparedSandbox {
+    /// What a child started in `cwd` is kept from among what runs later outside any sandbox
+    /// (git's places, and those `runs_later` and `elsewhere` name), `writable` saying which of
+    /// them the caller's policy lets it write: the masks its mount namespace binds first, and
+    /// the places to look at when it ends (docs/policy.md, "Kept from children").
+    fn kept_from_child(
+        &self,
+        cwd: &Path,
+        writable: Option<&(dyn Fn(&Path) -> bool + Sync)>,
+        runs_later: &[&str],
+        elsewhere: &[PathBuf],
+    ) -> Result<(Vec<hide::Mask>, Watch), CapabilityError> {
+        git::masks(
+            &self.inner.write,
+            cwd,
+            writable,
+            runs_later,
+            elsewhere,
+            &self.inner.scratch,
+        )
+        .map_err(|e| {
+            CapabilityError::not_available(format!(
+                "the child cannot be kept from what git, a shell or an agent's client runs \
+                 later: {e}"
+            ))
+        })
+    }
+
     /// Starts `launch.program` confined, without copying this process: the child shares this
     /// process's memory until it executes the program (as `posix_spawn` does), which keeps the
     /// cost of a confined spawn independent of the host's size. `fork`, which
@@ -605,20 +657,12 @@ impl PreparedSandbox {
             )?);
         }
         let cwd = c(launch.cwd.as_os_str().as_bytes(), "the working directory")?;
-        let (git, watch) = git::masks(
-            &self.inner.write,
+        let (git, watch) = self.kept_from_child(
             launch.cwd,
             launch.git_writable,
             launch.runs_later,
             launch.runs_later_places,
-            &self.inner.scratch,
-        )
-        .map_err(|e| {
-            CapabilityError::not_available(format!(
-                "the child cannot be kept from what git, a shell or an agent's client runs \
-                 later: {e}"
-            ))
-        })?;
+        )?;
         let started = self
             .inner
             .spawn(&program, &argv, &envp, &cwd, launch.stdin, git)?;

@@ -520,17 +520,21 @@ impl Prepared {
         Ok((Some(egress), Some(OwnedFd::from(host_end))))
     }
 
-    /// Installs the confinement into `command`; returns the host's end of the egress channel
-    /// when the policy has egress. Reusable: each call duplicates the ruleset descriptor.
+    /// Installs the confinement into `command`, with `first` bound before the sandbox's own
+    /// masks (what runs later, `git.rs`, as `spawn` binds it); returns the host's end of the
+    /// egress channel when the policy has egress. Reusable: each call duplicates the ruleset
+    /// descriptor.
     pub(crate) fn apply_to(
         &self,
         command: &mut std::process::Command,
+        first: Vec<hide::Mask>,
     ) -> Result<Option<OwnedFd>, CapabilityError> {
         let ruleset = Arc::clone(&self.ruleset);
         let filter = self.filter.clone();
         let limits = self.limits;
         let (egress, host_end) = self.egress_channel()?;
-        let namespaces = self.ns.clone();
+        let mut namespaces = self.ns.clone();
+        namespaces.masks.splice(0..0, first);
         let flags = namespaces.flags(Mode::Apply, self.egress);
         let before_exec = move || -> io::Result<()> {
             // The closure runs in the single-threaded child between fork and exec and makes

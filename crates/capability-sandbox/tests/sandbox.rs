@@ -517,20 +517,6 @@ fn git(dir: &Path, args: &[&str]) -> String {
     text(&out.stdout)
 }
 
-/// Places whose contents a program runs later, as `capability-core` names them (`RUNS_LATER_NAMES`,
-/// which the process backend and the guard hand the sandbox); a sample, for these tests.
-const RUNS_LATER: [&str; 9] = [
-    ".bashrc",
-    ".config/git/config",
-    ".mcp.json",
-    ".claude",
-    ".vscode",
-    ".cursor",
-    ".gemini",
-    ".idea",
-    ".config/fish",
-];
-
 /// `sh -c script` spawned under `prepared` in `cwd`, with `writable` as the caller's say on
 /// git's places: its status and what it printed.
 fn spawn_sh(
@@ -542,7 +528,7 @@ fn spawn_sh(
     let args = vec!["-c".to_owned(), script.to_owned()];
     let mut launch = launch(Path::new("/bin/sh"), &args, cwd, false);
     launch.git_writable = writable;
-    launch.runs_later = &RUNS_LATER;
+    launch.runs_later = &capability_types::backend::RUNS_LATER_NAMES;
     let env = [("PATH".to_owned(), "/usr/bin:/bin".to_owned())];
     launch.env = &env;
     prepared.spawn(&launch).map(|child| run_spawned(child, b""))
@@ -788,6 +774,81 @@ fn a_child_cannot_change_what_an_agent_an_editor_or_a_shell_runs_later() {
         stdout.contains("tasks=0") && !stdout.contains("rc=0"),
         "{stdout}{stderr}"
     );
+}
+
+// guarantee: G-FS-09
+// guarantee: G-FS-10
+// guarantee: G-FS-11
+/// `apply_to`, the crate's first example, keeps what runs later from the child as `spawn` does:
+/// a command confined with it and started by its caller cannot plant a hook or a configured
+/// command in a repository of its write root, nor change the `.bashrc`, `.mcp.json` or
+/// `.claude` settings there; a file beside them is written. Checked on disk.
+#[test]
+fn a_command_confined_with_apply_to_cannot_plant_what_runs_later() {
+    let t = tree();
+    let w = &t.write;
+    let repo = w.join("repo");
+    std::fs::create_dir_all(repo.join(".claude")).unwrap();
+    git(&repo, &["init", "-q"]);
+    let config = std::fs::read_to_string(repo.join(".git/config")).unwrap();
+    let planted = [".bashrc", ".mcp.json", "repo/.claude/settings.json"];
+    for file in planted {
+        std::fs::write(w.join(file), "as it was\n").unwrap();
+    }
+    let attacks = "echo 'touch /tmp/planted' > .git/hooks/pre-commit; echo hook=$?; \
+         git config core.fsmonitor 'touch /tmp/planted'; echo config=$?; \
+         echo evil >> ../.bashrc; echo rc=$?; echo '{}' > ../.mcp.json; echo mcp=$?; \
+         echo evil >> .claude/settings.json; echo claude=$?; \
+         mv .git .git-aside; echo moved=$?; echo fine > notes.md; echo notes=$?";
+    let mut command = Command::new("/bin/sh");
+    command
+        .args(["-c", attacks])
+        .current_dir(&repo)
+        .env("PATH", "/usr/bin:/bin");
+    policy(&t)
+        .prepare()
+        .unwrap()
+        .apply_to(&mut command)
+        .unwrap();
+    let out = command.output().expect("the confined child starts");
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    for refused in ["hook=", "config=", "rc=", "mcp=", "claude=", "moved="] {
+        assert!(
+            !stdout.contains(&format!("{refused}0")),
+            "{refused}: {stdout}{stderr}"
+        );
+    }
+    assert!(stdout.contains("notes=0"), "{stdout}{stderr}");
+    assert!(!repo.join(".git/hooks/pre-commit").exists());
+    assert!(!repo.join(".git-aside").exists());
+    assert_eq!(
+        std::fs::read_to_string(repo.join(".git/config")).unwrap(),
+        config
+    );
+    for file in planted {
+        assert_eq!(
+            std::fs::read_to_string(w.join(file)).unwrap(),
+            "as it was\n",
+            "{file}"
+        );
+    }
+
+    // A `.git` that is a link cannot be kept: the command is refused before it can start.
+    let linked = w.join("linked");
+    std::fs::create_dir(&linked).unwrap();
+    std::os::unix::fs::symlink(repo.join(".git"), linked.join(".git")).unwrap();
+    let mut command = Command::new("/bin/sh");
+    command
+        .args(["-c", "echo ran > ran.txt"])
+        .current_dir(&linked);
+    let err = policy(&t)
+        .prepare()
+        .unwrap()
+        .apply_to(&mut command)
+        .unwrap_err();
+    assert_eq!(err.result_code(), ErrorCode::NotAvailable, "{err}");
+    assert!(err.to_string().contains("symbolic link"), "{err}");
 }
 
 // guarantee: G-FS-09

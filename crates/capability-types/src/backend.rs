@@ -81,6 +81,61 @@ impl PathAccess {
     }
 }
 
+/// Every place whose contents run later outside any sandbox, outside a repository's git
+/// directory, as a relative path from the directory it is found in: the shells' startup files,
+/// git's user configuration, the startup directories beneath `.config`, what agents and editors
+/// run, and the git hook managers' places. `capability_core::matching::path::runs_later`
+/// matches exactly these (its tests hold the two together); the kernel layer looks for them
+/// beneath a child's write roots and keeps those that exist from the child (docs/policy.md,
+/// "Kept from children").
+pub const RUNS_LATER_NAMES: [&str; 45] = [
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".bash_aliases",
+    ".profile",
+    ".zshrc",
+    ".zprofile",
+    ".zshenv",
+    ".zlogin",
+    ".zlogout",
+    ".gitconfig",
+    ".pam_environment",
+    ".xprofile",
+    ".xsessionrc",
+    ".xsession",
+    ".xinitrc",
+    ".config/git/config",
+    ".config/fish",
+    ".config/systemd/user",
+    ".config/autostart",
+    ".config/environment.d",
+    ".mcp.json",
+    ".claude",
+    ".cursor",
+    ".codex",
+    ".gemini",
+    ".vscode",
+    ".idea",
+    ".agents",
+    ".kiro",
+    ".roo",
+    ".continue",
+    ".zed",
+    ".husky",
+    ".pre-commit-config.yaml",
+    "lefthook.yml",
+    ".lefthook.yml",
+    "lefthook.yaml",
+    ".lefthook.yaml",
+    "lefthook-local.yml",
+    ".lefthook-local.yml",
+    "lefthook-local.yaml",
+    ".lefthook-local.yaml",
+    ".overcommit.yml",
+];
+
 /// The resolved read and write reach of one tool for one call.
 ///
 /// Lexical checks happen here; the backend then opens `relative` beneath a handle on `root`

@@ -442,57 +442,9 @@ const STARTUP_DIRS: [&[u8]; 4] = [
 ];
 
 /// Every place [`runs_later`] names outside a repository's git directory, as a relative path
-/// from the directory it is found in: the startup files, git's user configuration, the startup
-/// directories beneath `.config`, what agents and editors run, and the git hook managers'
-/// places. What the kernel layer looks for beneath a
-/// child's write roots, to keep those that exist (docs/policy.md, "Kept from children").
-pub const RUNS_LATER_NAMES: [&str; 45] = [
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".bash_logout",
-    ".bash_aliases",
-    ".profile",
-    ".zshrc",
-    ".zprofile",
-    ".zshenv",
-    ".zlogin",
-    ".zlogout",
-    ".gitconfig",
-    ".pam_environment",
-    ".xprofile",
-    ".xsessionrc",
-    ".xsession",
-    ".xinitrc",
-    ".config/git/config",
-    ".config/fish",
-    ".config/systemd/user",
-    ".config/autostart",
-    ".config/environment.d",
-    ".mcp.json",
-    ".claude",
-    ".cursor",
-    ".codex",
-    ".gemini",
-    ".vscode",
-    ".idea",
-    ".agents",
-    ".kiro",
-    ".roo",
-    ".continue",
-    ".zed",
-    ".husky",
-    ".pre-commit-config.yaml",
-    "lefthook.yml",
-    ".lefthook.yml",
-    "lefthook.yaml",
-    ".lefthook.yaml",
-    "lefthook-local.yml",
-    ".lefthook-local.yml",
-    "lefthook-local.yaml",
-    ".lefthook-local.yaml",
-    ".overcommit.yml",
-];
+/// from the directory it is found in (kept in `capability-types`, where the kernel layer reads
+/// it too: docs/policy.md, "Kept from children").
+pub use capability_types::backend::RUNS_LATER_NAMES;
 
 /// Where code would run from, outside any sandbox, if a tool wrote `path`, as the area that
 /// keeps it from writes, and what runs it (docs/policy.md, "Git's hooks and configuration",
