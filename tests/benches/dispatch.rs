@@ -7,10 +7,11 @@
 //!   of the real backend factories (the in-memory key-value store), then `execute`;
 //! - `dispatch/batch_1_five`, `batch_100_five_per_call`, `batch_10000_five_per_call` — through
 //!   `DefaultToolRegistry::execute_parallel` on a current-thread runtime;
-//! - `dispatch/bare_100_five_per_call`, `single_100_five_per_call`,
+//! - `dispatch/bare_100_five_per_call`, `bare_10000_five_per_call`, `single_100_five_per_call`,
 //!   `single_10000_five_per_call` — the bare and the single call over a batch built as
 //!   `execute_parallel`'s are, run one after another: the same allocation pattern as a batch,
-//!   without the registry;
+//!   without the registry (the bare one is what a batch's caller spends per call on building
+//!   its calls and dropping its results, with no dispatch at all);
 //! - `dispatch/bare_nothing`, `batch_1_nothing` — a tool that declares nothing;
 //! - `dispatch/batch_10000_mt1_per_call`, `batch_10000_mt2_per_call` — a batch of 10,000 spawned
 //!   onto a multi-thread runtime with one and with two workers, with a tool that does about
@@ -300,6 +301,24 @@ impl Setup {
         self.resolved_call(black_box(batch("five", 1)).pop().unwrap().args)
     }
 
+    /// One batch of `n` calls built as `execute_parallel`'s are, each run bare (`resolve`
+    /// false) or as the single call is, one after another, the results kept and then dropped.
+    fn looped(&self, n: usize, resolve: bool) {
+        let calls = black_box(batch("five", n));
+        let results: Vec<(String, String, Value)> = calls
+            .into_iter()
+            .map(|call| {
+                let value = if resolve {
+                    self.resolved_call(call.args)
+                } else {
+                    ready(self.five_tool.execute(call.args, &self.prebuilt)).unwrap()
+                };
+                (call.id, call.tool, value)
+            })
+            .collect();
+        drop(black_box(results));
+    }
+
     /// `iterations` batches of `n` calls of `tool` through the registry, awaited inside the
     /// runtime as an agent loop awaits them; the calls are built as the loop goes.
     async fn batches(&self, tool: &str, n: usize, iterations: u64) {
@@ -339,6 +358,12 @@ const COUNTED: &[(&str, usize, Run)] = &[
     ("batch_10000_five", 10_000, |s, n| {
         s.rt.block_on(s.batches("five", 10_000, n))
     }),
+    ("bare_100_five", 100, |s, n| {
+        (0..n).for_each(|_| s.looped(100, false))
+    }),
+    ("bare_10000_five", 10_000, |s, n| {
+        (0..n).for_each(|_| s.looped(10_000, false))
+    }),
 ];
 
 /// `TOOLCAP_DISPATCH_COUNT=<path>:<iterations>`: runs one path that many times and nothing
@@ -376,6 +401,10 @@ const PAIRED: &[(&str, &str)] = &[
     ("batch_100_five", "single_five"),
     ("batch_10000_five", "single_five"),
     ("batch_1_nothing", "bare_nothing"),
+    // What a batch's caller spends per call with no dispatch at all, against the single call
+    // the batch targets compare with: over 1.0×, no registry can meet them at that size.
+    ("bare_100_five", "single_five"),
+    ("bare_10000_five", "single_five"),
 ];
 
 /// A path of [`COUNTED`] by name.
@@ -421,23 +450,10 @@ fn dispatch(c: &mut Criterion) {
     // calls first, then each run, the results kept, then all dropped): the allocator serves a
     // batch's hundreds of live strings and maps differently from one call's, and these say
     // how much of a batch's per-call figure is that, whoever dispatches.
-    let looped = |n: usize, resolve: bool| {
-        let calls = black_box(batch("five", n));
-        let results: Vec<(String, String, Value)> = calls
-            .into_iter()
-            .map(|call| {
-                let value = if resolve {
-                    setup.resolved_call(call.args)
-                } else {
-                    ready(setup.five_tool.execute(call.args, &setup.prebuilt)).unwrap()
-                };
-                (call.id, call.tool, value)
-            })
-            .collect();
-        drop(black_box(results));
-    };
+    let looped = |n: usize, resolve: bool| setup.looped(n, resolve);
     for (name, n, resolve) in [
         ("bare_100_five_per_call", 100usize, false),
+        ("bare_10000_five_per_call", 10_000, false),
         ("single_100_five_per_call", 100, true),
         ("single_10000_five_per_call", 10_000, true),
     ] {

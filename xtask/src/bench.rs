@@ -110,6 +110,20 @@ const ROWS: &[Row] = &[
         baseline: Some("dispatch/bare_100_five_per_call"),
         budget: Budget::AddedNs(f64::INFINITY),
     },
+    // What the caller of a batch spends per call with no dispatch at all (building its calls,
+    // the tool's own call, dropping its results) against the single call the batch targets
+    // compare with: where it is over 1.0×, a batch of that size cannot meet its target whatever
+    // the registry does (docs/benchmarks.md, "Where issue 19's targets stand").
+    Row {
+        subject: "dispatch/bare_100_five_per_call",
+        baseline: Some("dispatch/single_five"),
+        budget: Budget::AddedNs(f64::INFINITY),
+    },
+    Row {
+        subject: "dispatch/bare_10000_five_per_call",
+        baseline: Some("dispatch/single_five"),
+        budget: Budget::AddedNs(f64::INFINITY),
+    },
     Row {
         subject: "dispatch/batch_1_nothing",
         baseline: Some("dispatch/bare_nothing"),
@@ -306,6 +320,8 @@ const PAIRED_IDS: &[(&str, &str)] = &[
     ("batch_1_nothing", "dispatch/batch_1_nothing"),
     ("batch_100_five", "dispatch/batch_100_five_per_call"),
     ("batch_10000_five", "dispatch/batch_10000_five_per_call"),
+    ("bare_100_five", "dispatch/bare_100_five_per_call"),
+    ("bare_10000_five", "dispatch/bare_10000_five_per_call"),
 ];
 
 /// The criterion id a paired row's name stands for.
