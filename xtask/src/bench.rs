@@ -113,7 +113,7 @@ const ROWS: &[Row] = &[
     // What the caller of a batch spends per call with no dispatch at all (building its calls,
     // the tool's own call, dropping its results) against the single call the batch targets
     // compare with: where it is over 1.0×, a batch of that size cannot meet its target whatever
-    // the registry does (docs/benchmarks.md, "Where issue 19's targets stand").
+    // the registry does (docs/benchmarks.md, "The per-call path (issue 19), 2026-11-23").
     Row {
         subject: "dispatch/bare_100_five_per_call",
         baseline: Some("dispatch/single_five"),

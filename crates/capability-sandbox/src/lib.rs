@@ -515,11 +515,16 @@ impl PreparedSandbox {
     /// own, every mount read-only but its write roots' and `nodev` but `/dev` (a user namespace
     /// first, where the host is not root), an empty root when the policy grants no path at all
     /// (see [`isolated`](SandboxPolicy::isolated)), capabilities dropped, resource limits set
-    /// (a core limit of 0 among them), `no_new_privs`, Landlock and seccomp installed.
+    /// (a core limit of 0 among them), `no_new_privs`, Landlock and seccomp installed. What
+    /// runs later outside any sandbox is kept from it as from a command confined with
+    /// [`apply_to`](Self::apply_to): beneath its write roots, git's places and those of
+    /// [`RUNS_LATER_NAMES`](capability_types::backend::RUNS_LATER_NAMES) that exist are bound
+    /// read-only, and a `.git` that is a symbolic link refuses the confinement.
     pub fn confine_current_process(self) -> Result<(), CapabilityError> {
         #[cfg(target_os = "linux")]
         {
-            self.inner.confine_current_process()
+            let kept = self.kept_without_policy(None)?;
+            self.inner.confine_current_process(kept)
         }
         #[cfg(not(target_os = "linux"))]
         {
@@ -568,20 +573,8 @@ impl PreparedSandbox {
     ) -> Result<Option<EgressReceiver>, CapabilityError> {
         #[cfg(target_os = "linux")]
         {
-            // The working directory the program will start in: the command's, or this
-            // process's, which it inherits.
-            let here = std::env::current_dir().map_err(|e| {
-                CapabilityError::not_available(format!(
-                    "the command's working directory cannot be known: {e}"
-                ))
-            })?;
-            let cwd = command
-                .get_current_dir()
-                .map_or_else(|| here.clone(), |dir| here.join(dir));
-            let names = &capability_types::backend::RUNS_LATER_NAMES;
-            // Nothing of it writable, and no place reached by another name known: the caller's
-            // policy is not at hand here, only the write roots.
-            let (kept, _) = self.kept_from_child(&cwd, None, names, &[])?;
+            // The program starts in the command's working directory, or in this process's.
+            let kept = self.kept_without_policy(command.get_current_dir())?;
             let channel = self.inner.apply_to(command, kept)?;
             Ok(channel.map(|channel| EgressReceiver { channel }))
         }
@@ -622,6 +615,25 @@ impl PreparedSandbox {
                  later: {e}"
             ))
         })
+    }
+
+    /// What a process started in `cwd` (relative to this process's working directory, or
+    /// this one when `None`) is kept from, when no policy is at hand to say what of it the
+    /// process may write (`apply_to`, `confine_current_process`): nothing of it writable, and no
+    /// place reached by another name known, only the write roots and the names of
+    /// [`RUNS_LATER_NAMES`](capability_types::backend::RUNS_LATER_NAMES). Without write roots,
+    /// nothing (the places are kept only beneath one).
+    fn kept_without_policy(&self, cwd: Option<&Path>) -> Result<Vec<hide::Mask>, CapabilityError> {
+        if self.inner.write.is_empty() {
+            return Ok(Vec::new());
+        }
+        let here = std::env::current_dir().map_err(|e| {
+            CapabilityError::not_available(format!("the working directory cannot be known: {e}"))
+        })?;
+        let cwd = cwd.map_or_else(|| here.clone(), |dir| here.join(dir));
+        let names = &capability_types::backend::RUNS_LATER_NAMES;
+        self.kept_from_child(&cwd, None, names, &[])
+            .map(|(kept, _)| kept)
     }
 
     /// Starts `launch.program` confined, without copying this process: the child shares this

@@ -463,7 +463,13 @@ fn thread_count() -> io::Result<usize> {
 }
 
 impl Prepared {
-    pub(crate) fn confine_current_process(self) -> Result<(), CapabilityError> {
+    /// Confines this process, with `first` bound before the sandbox's own masks (what runs
+    /// later, as `apply_to` binds it).
+    pub(crate) fn confine_current_process(
+        mut self,
+        first: Vec<hide::Mask>,
+    ) -> Result<(), CapabilityError> {
+        self.ns.masks.splice(0..0, first);
         let threads = thread_count().map_err(|e| failed("counting this process's threads", e))?;
         if threads != 1 {
             return Err(failed(
