@@ -544,7 +544,8 @@ impl PreparedSandbox {
     /// keeps it, with nothing of it writable: the git directories of the write roots' repositories
     /// (their hooks, configuration and `commondir` with them) are read-only, and so is each
     /// place of [`RUNS_LATER_NAMES`](capability_types::backend::RUNS_LATER_NAMES) that exists
-    /// where git's are looked for (`.bashrc`, `.mcp.json`, `.claude`), as of this call; a
+    /// where git's are looked for (`.bashrc`, `.mcp.json`, `.claude`), as of this call (set the
+    /// command's working directory first: the directories above it are looked in too); a
     /// repository that cannot be kept (a `.git` that is a symbolic link) refuses it with
     /// `not_available`. Unlike [`spawn`](Self::spawn), which sets aside one the program makes
     /// where none was, it cannot look at those places when the program ends: its caller starts
