@@ -160,6 +160,23 @@ pub fn refuse_what_git_runs(a: &PathAccess) -> Result<(), CapabilityError> {
     ))
 }
 
+/// `e`, the refusal of a place a link led a write to, naming the path the tool gave first.
+fn led_to(e: CapabilityError, requested: &Path) -> CapabilityError {
+    match e {
+        CapabilityError::Denied { code, message } => {
+            let message = match message.strip_prefix("write not permitted for ") {
+                Some(rest) => format!(
+                    "write not permitted for {}, which leads to {rest}",
+                    requested.display()
+                ),
+                None => format!("{}: {message}", requested.display()),
+            };
+            CapabilityError::denied(code, message)
+        }
+        other => other,
+    }
+}
+
 fn refuse(access: FsAccess, path: &Path) -> CapabilityError {
     CapabilityError::denied(
         DenialCode::PathNotReachable,
@@ -252,17 +269,36 @@ impl ScopedFiles {
 
     /// The kernel reached `real` for a request the policy allowed lexically; the policy must
     /// allow `real` too. The refusal names the requested path, not where a link led.
+    ///
+    /// A write reached through a link is also the write of `real` and of `below`, the name to
+    /// be written beneath it (when `real` is its directory): each is refused as its own name
+    /// would be where git, a shell or an agent's client runs it later, whatever the name the
+    /// tool gave (docs/policy.md, "Reached by another name"). That refusal says why, and where
+    /// the link led.
     fn recheck(
         &self,
         real: &Path,
         access: FsAccess,
         requested: &Path,
+        below: Option<&OsStr>,
     ) -> Result<(), CapabilityError> {
-        match self.grant.paths.check(real, access) {
-            Ok(_) => Ok(()),
-            Err(CapabilityError::Denied { .. }) => Err(refuse(access, requested)),
-            Err(e) => Err(e),
+        let reached = match self.grant.paths.check(real, access) {
+            Ok(reached) => reached,
+            Err(CapabilityError::Denied { .. }) => return Err(refuse(access, requested)),
+            Err(e) => return Err(e),
+        };
+        if access != FsAccess::Write {
+            return Ok(());
         }
+        let reached = match below {
+            None => reached,
+            Some(name) => self
+                .grant
+                .paths
+                .check(&reached.path.join(name), access)
+                .map_err(|e| led_to(e, requested))?,
+        };
+        refuse_what_git_runs(&reached).map_err(|e| led_to(e, requested))
     }
 
     /// Opens `relative` beneath the opened `root`; when a symlink was followed on the way,
@@ -274,8 +310,9 @@ impl ScopedFiles {
         relative: &Path,
         flags: OFlags,
         access: FsAccess,
+        below: Option<&OsStr>,
     ) -> Result<(OwnedFd, sys::Stat), CapabilityError> {
-        self.open_confined_if_present(a, root, relative, flags, access)?
+        self.open_confined_if_present(a, root, relative, flags, access, below)?
             .ok_or_else(|| io_failure(&a.path, &io::ErrorKind::NotFound.into()))
     }
 
@@ -295,6 +332,7 @@ impl ScopedFiles {
         relative: &Path,
         flags: OFlags,
         access: FsAccess,
+        below: Option<&OsStr>,
     ) -> Result<Option<(OwnedFd, sys::Stat)>, CapabilityError> {
         let fail = sys_failure(access, &a.path);
         let (fd, followed) = match sys::open_beneath(root.as_fd(), relative, flags, self.walk()) {
@@ -304,7 +342,7 @@ impl ScopedFiles {
         };
         if followed {
             let landed = sys::reached(root.as_fd(), fd.as_fd()).map_err(&fail)?;
-            self.recheck(&a.root.join(landed), access, &a.path)?;
+            self.recheck(&a.root.join(landed), access, &a.path, below)?;
         }
         let stat = sys::fstat(fd.as_fd()).map_err(&fail)?;
         if stat.dev != root.dev
@@ -330,7 +368,7 @@ impl ScopedFiles {
     ) -> Result<(PathAccess, OwnedFd, sys::Stat), CapabilityError> {
         let a = self.checked(path, access)?;
         let root = self.root(&a, access)?;
-        let (fd, stat) = self.open_confined(&a, &root, &a.relative, flags, access)?;
+        let (fd, stat) = self.open_confined(&a, &root, &a.relative, flags, access, None)?;
         Ok((a, fd, stat))
     }
 
@@ -351,7 +389,8 @@ impl ScopedFiles {
         let parent = a.relative.parent().unwrap_or(Path::new("")).to_path_buf();
         let root = self.root(&a, access)?;
         // The name itself is acted on through `*at` calls that never follow it.
-        let (dir, _) = self.open_confined(&a, &root, &parent, sys::DIR_FLAGS, access)?;
+        let (dir, _) =
+            self.open_confined(&a, &root, &parent, sys::DIR_FLAGS, access, Some(&name))?;
         Ok((a, dir, name))
     }
 
@@ -467,8 +506,14 @@ impl ScopedFiles {
     fn exists_blocking(&self, path: &Path) -> Result<bool, CapabilityError> {
         let a = self.checked(path, FsAccess::Read)?;
         let root = self.root(&a, FsAccess::Read)?;
-        let fd =
-            self.open_confined_if_present(&a, &root, &a.relative, OFlags::PATH, FsAccess::Read)?;
+        let fd = self.open_confined_if_present(
+            &a,
+            &root,
+            &a.relative,
+            OFlags::PATH,
+            FsAccess::Read,
+            None,
+        )?;
         Ok(fd.is_some())
     }
 
@@ -508,8 +553,14 @@ impl ScopedFiles {
                 Err(e) => return Err(fail(e)),
             }
             // Create only where the policy allows the place the parent really is.
-            let (dir, _) =
-                self.open_confined(&a, &root, &parent, sys::DIR_FLAGS, FsAccess::Write)?;
+            let (dir, _) = self.open_confined(
+                &a,
+                &root,
+                &parent,
+                sys::DIR_FLAGS,
+                FsAccess::Write,
+                Some(component.as_os_str()),
+            )?;
             sys::mkdir_in(dir.as_fd(), component.as_os_str()).map_err(&fail)?;
         }
         self.open_confined(
@@ -518,6 +569,7 @@ impl ScopedFiles {
             &a.relative,
             OFlags::PATH | OFlags::DIRECTORY,
             FsAccess::Write,
+            None,
         )
         .map(drop)
     }

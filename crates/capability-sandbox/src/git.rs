@@ -221,22 +221,16 @@ pub(crate) fn masks(
     // missing looked for when the child ends, as no mount can keep it.
     configured.sort();
     configured.dedup();
-    for place in configured {
-        let place = match std::fs::symlink_metadata(&place) {
-            Ok(meta) if meta.file_type().is_symlink() => match std::fs::canonicalize(&place) {
-                Ok(target) => target,
-                Err(_) => continue,
-            },
-            Ok(_) => place,
-            Err(_) => {
-                if beneath(&place) && !write.iter().any(|w| w.starts_with(&place)) {
-                    watch.also(&place);
-                }
-                continue;
-            }
-        };
-        if beneath(&place) && !write.iter().any(|w| w.starts_with(&place)) {
-            found.hooks.push(place);
+    for named in configured {
+        // Where git reaches it: a link on its way followed, one leading nowhere yet to the place
+        // it names (docs/policy.md, "Reached by another name").
+        let place = crate::hooks::leads_to(&named).unwrap_or(named);
+        let kept = beneath(&place) && !write.iter().any(|w| w.starts_with(&place));
+        match std::fs::symlink_metadata(&place) {
+            Ok(_) if kept => found.hooks.push(place),
+            Ok(_) => {}
+            Err(_) if kept => watch.also(&place),
+            Err(_) => {}
         }
     }
     found.later(later.places, write)?;

@@ -129,6 +129,19 @@ pub enum GitPlace {
 }
 
 impl GitPlace {
+    /// The same kind of place at `area` (where a link of its name leads).
+    fn at(&self, area: PathBuf) -> GitPlace {
+        match self {
+            GitPlace::ConfiguredHooks(_) => GitPlace::ConfiguredHooks(area),
+            GitPlace::UserHooks(_) => GitPlace::UserHooks(area),
+            GitPlace::IncludedConfig(_) => GitPlace::IncludedConfig(area),
+            GitPlace::OtherGitDir { git_dir, .. } => GitPlace::OtherGitDir {
+                git_dir: git_dir.clone(),
+                area,
+            },
+        }
+    }
+
     /// The directory or file that keeps the path: what a personality lists to allow it.
     pub fn area(&self) -> &Path {
         match self {
@@ -188,11 +201,55 @@ pub fn git_place_of(path: &Path, root: &Path) -> Option<GitPlace> {
         .map(GitPlace::IncludedConfig);
     let other =
         git_dir_area(path, root).map(|(git_dir, area)| GitPlace::OtherGitDir { git_dir, area });
-    hooks
-        .chain(everywhere)
-        .chain(included)
+    // A configured place that is, or lies beyond, a symbolic link is also where the link leads:
+    // git follows it, so a write there changes what git runs (docs/policy.md, "Reached by
+    // another name").
+    let configured = hooks.chain(everywhere).chain(included);
+    configured
+        .flat_map(|place| {
+            let led = leads_to(place.area()).map(|real| place.at(real));
+            std::iter::once(place).chain(led)
+        })
         .chain(other)
         .find(|place| path.starts_with(place.area()) && !root.starts_with(place.area()))
+}
+
+/// Where `path` leads when a symbolic link is on its way (the place itself, or a directory
+/// above it), as git reaches it: its real path where it exists; where a link leads nowhere yet,
+/// the place the link names (followed as the kernel follows links, up to forty), with its
+/// parent's real path; where it is missing, its name beneath its parent's real path (the parent
+/// as spelled when that is missing too). `None` when that is `path` itself: no link is on its
+/// way.
+pub(crate) fn leads_to(path: &Path) -> Option<PathBuf> {
+    let real = |p: &Path| std::fs::canonicalize(p).ok();
+    let within = |p: &Path| -> Option<PathBuf> {
+        // The nearest directory that exists, resolved, with the rest as it is spelled.
+        let parent = p.parent()?;
+        Some(
+            real(parent)
+                .unwrap_or_else(|| parent.to_path_buf())
+                .join(p.file_name()?),
+        )
+    };
+    let mut at = path.to_path_buf();
+    let mut found = None;
+    for _ in 0..40 {
+        if let Some(real) = real(&at) {
+            found = Some(real);
+            break;
+        }
+        match std::fs::symlink_metadata(&at) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let target = std::fs::read_link(&at).ok()?;
+                at = normalized(&at.parent()?.join(target));
+            }
+            _ => {
+                found = within(&at);
+                break;
+            }
+        }
+    }
+    found.filter(|led| led != path)
 }
 
 /// The names in a git directory whose settings make git run a command, or name another git

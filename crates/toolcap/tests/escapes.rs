@@ -2370,3 +2370,65 @@ fn a_tool_cannot_plant_a_hook_in_a_git_directory_of_another_name() {
         "is a git directory",
     );
 }
+
+// guarantee: G-FS-09
+// guarantee: G-FS-10
+/// What runs later, reached through a symbolic link: a repository's `core.hooksPath` naming a
+/// link (`.hooks-link` leading to `tools/hooks`), a link elsewhere in the working tree leading
+/// into the configured hooks (`alias` to `.githooks`), and a link leading to a directory above a
+/// place named by more than its last part (`cfg` to `.config`, so `cfg/git/config` is git's user
+/// configuration). A tool may not write any of them by the name the link gives, nor by where
+/// it leads, in both modes; beside them it writes.
+#[test]
+fn a_tool_cannot_plant_what_runs_later_through_a_link_to_it() {
+    let env = Env::new("");
+    let out = env.root.join("work/out");
+    let svc = out.join("svc");
+    std::fs::create_dir_all(svc.join("tools/hooks")).unwrap();
+    git_in(&svc, &["init", "-q"]);
+    git_in(&svc, &["config", "core.hooksPath", ".hooks-link"]);
+    std::os::unix::fs::symlink("tools/hooks", svc.join(".hooks-link")).unwrap();
+    let api = out.join("api");
+    std::fs::create_dir_all(api.join(".githooks")).unwrap();
+    git_in(&api, &["init", "-q"]);
+    git_in(&api, &["config", "core.hooksPath", ".githooks"]);
+    std::os::unix::fs::symlink(".githooks", api.join("alias")).unwrap();
+    for hook in [
+        svc.join("tools/hooks/pre-commit"),
+        api.join(".githooks/pre-commit"),
+    ] {
+        std::fs::write(&hook, "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    std::fs::create_dir_all(out.join(".config/git")).unwrap();
+    std::fs::write(out.join(".config/git/config"), "[user]\n").unwrap();
+    std::os::unix::fs::symlink(".config", out.join("cfg")).unwrap();
+    let o = out.display();
+    let p = env.personality(
+        "links.toml",
+        &format!("id = \"links\"\n[fs_reach]\nread = [\"{o}\"]\nwrite = [\"{o}\"]\n"),
+    );
+    refuses_planting(
+        &env,
+        &p,
+        &out,
+        &[
+            "svc/tools/hooks/pre-commit",
+            "svc/tools/hooks/pre-push",
+            "svc/.hooks-link/pre-commit",
+            "api/alias/pre-commit",
+            "api/alias/post-merge",
+        ],
+        &["svc/tools/readme.md", "api/notes.md"],
+        "core.hooksPath",
+    );
+    refuses_planting(
+        &env,
+        &p,
+        &out,
+        &["cfg/git/config"],
+        &["cfg/notes.txt"],
+        "reads it as it starts",
+    );
+}
