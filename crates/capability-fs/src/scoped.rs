@@ -125,12 +125,12 @@ pub fn refuse_what_git_runs(a: &PathAccess) -> Result<(), CapabilityError> {
     let why = match &place {
         GitPlace::ConfiguredHooks(hooks) => format!(
             "git runs the hooks of a repository outside any sandbox, when the user next runs git \
-             there, and this repository's core.hooksPath names {}",
+             there, and this repository's core.hooksPath leads it to {}",
             hooks.display()
         ),
         GitPlace::UserHooks(hooks) => format!(
             "git runs the hooks the user's own git configuration points it at outside any \
-             sandbox, when the user next runs git, and its core.hooksPath names {}",
+             sandbox, when the user next runs git, and its core.hooksPath leads it to {}",
             hooks.display()
         ),
         GitPlace::IncludedConfig(file) => format!(
