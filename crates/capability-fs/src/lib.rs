@@ -35,6 +35,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod kept;
 mod scoped;
 mod sys;
 
@@ -43,7 +44,8 @@ use std::sync::Arc;
 use capability_types::backend::{FsFactory, FsGrant};
 use capability_types::{CapabilityError, ScopedFs};
 
-pub use crate::scoped::{ScopedFiles, refuse_what_git_runs};
+pub use crate::kept::{refuse_what_git_runs, refuse_where_it_lands};
+pub use crate::scoped::ScopedFiles;
 
 /// Settings of the file system backend.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,5 @@
 //! `ScopedFiles`: one tool's view of the file system.
 
-use capability_sandbox::GitPlace;
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::fmt;
@@ -15,6 +14,7 @@ use capability_types::{CapabilityError, DenialCode, DirEntry, FileKind, FsMetada
 use rustix::fs::OFlags;
 
 use crate::FsConfig;
+use crate::kept::{refuse_what_git_runs, refuse_where_it_lands};
 use crate::sys::{self, SysError};
 
 /// Root directory handles, opened once per root path and shared by every tool of a backend.
@@ -104,80 +104,7 @@ impl fmt::Debug for ScopedFiles {
     }
 }
 
-/// The refusal of a write the policy allowed (`a`, as its check answered) into a place git runs
-/// code from that the policy's rule, decided from a path's spelling, cannot know (docs/policy.md,
-/// "Git's hooks and configuration"): the hooks directory the enclosing repository's
-/// configuration names (`core.hooksPath = .githooks`), whose scripts git runs at the user's next
-/// commit, outside any sandbox, as it runs `.git/hooks`; and the hooks and configuration of a
-/// git directory not called `.git` (a bare repository, one kept apart from its working tree),
-/// told by what is in it. Allowed where the write root covering the path lies at or inside
-/// that directory or file (the personality lists it). Every write of [`ScopedFiles`] asks it;
-/// `toolcap explain` asks it too, to answer as a call would.
-///
-/// # Ambient Authority
-///
-/// Reads the enclosing repository's configuration files, and asks the directories above the
-/// path that it would be a git directory's hooks or configuration of whether they are one.
-pub fn refuse_what_git_runs(a: &PathAccess) -> Result<(), CapabilityError> {
-    let Some(place) = capability_sandbox::git_place_of(&a.path, &a.root) else {
-        return Ok(());
-    };
-    let why = match &place {
-        GitPlace::ConfiguredHooks(hooks) => format!(
-            "git runs the hooks of a repository outside any sandbox, when the user next runs git \
-             there, and this repository's core.hooksPath leads it to {}",
-            hooks.display()
-        ),
-        GitPlace::UserHooks(hooks) => format!(
-            "git runs the hooks the user's own git configuration points it at outside any \
-             sandbox, when the user next runs git, and its core.hooksPath leads it to {}",
-            hooks.display()
-        ),
-        GitPlace::IncludedConfig(file) => format!(
-            "git reads {} as part of its configuration (the user's or the repository's includes \
-             it), and runs the commands a configuration names outside any sandbox, when the \
-             user next runs git",
-            file.display()
-        ),
-        GitPlace::OtherGitDir { git_dir, .. } => format!(
-            "{} is a git directory, and git runs its hooks and configuration outside any \
-             sandbox, when the user next runs git with it",
-            git_dir.display()
-        ),
-        other => format!(
-            "git runs what is at {} outside any sandbox",
-            other.area().display()
-        ),
-    };
-    Err(CapabilityError::denied(
-        DenialCode::PathNotReachable,
-        format!(
-            "write not permitted for {}: {why} (a personality that means to allow it lists {} \
-             among its write roots)",
-            a.path.display(),
-            place.area().display()
-        ),
-    ))
-}
-
-/// `e`, the refusal of a place a link led a write to, naming the path the tool gave first.
-fn led_to(e: CapabilityError, requested: &Path) -> CapabilityError {
-    match e {
-        CapabilityError::Denied { code, message } => {
-            let message = match message.strip_prefix("write not permitted for ") {
-                Some(rest) => format!(
-                    "write not permitted for {}, which leads to {rest}",
-                    requested.display()
-                ),
-                None => format!("{}: {message}", requested.display()),
-            };
-            CapabilityError::denied(code, message)
-        }
-        other => other,
-    }
-}
-
-fn refuse(access: FsAccess, path: &Path) -> CapabilityError {
+pub(crate) fn refuse(access: FsAccess, path: &Path) -> CapabilityError {
     CapabilityError::denied(
         DenialCode::PathNotReachable,
         format!("{access} not permitted for {}", path.display()),
@@ -267,40 +194,6 @@ impl ScopedFiles {
         self.config.force_component_walk
     }
 
-    /// The kernel reached `real` for a request the policy allowed lexically; the policy must
-    /// allow `real` too. The refusal names the requested path, not where a link led.
-    ///
-    /// A write reached through a link is also the write of `real` and of `below`, the name to
-    /// be written beneath it (when `real` is its directory): each is refused as its own name
-    /// would be where git, a shell or an agent's client runs it later, whatever the name the
-    /// tool gave (docs/policy.md, "Reached by another name"). That refusal says why, and where
-    /// the link led.
-    fn recheck(
-        &self,
-        real: &Path,
-        access: FsAccess,
-        requested: &Path,
-        below: Option<&OsStr>,
-    ) -> Result<(), CapabilityError> {
-        let reached = match self.grant.paths.check(real, access) {
-            Ok(reached) => reached,
-            Err(CapabilityError::Denied { .. }) => return Err(refuse(access, requested)),
-            Err(e) => return Err(e),
-        };
-        if access != FsAccess::Write {
-            return Ok(());
-        }
-        let reached = match below {
-            None => reached,
-            Some(name) => self
-                .grant
-                .paths
-                .check(&reached.path.join(name), access)
-                .map_err(|e| led_to(e, requested))?,
-        };
-        refuse_what_git_runs(&reached).map_err(|e| led_to(e, requested))
-    }
-
     /// Opens `relative` beneath the opened `root`; when a symlink was followed on the way,
     /// re-checks the place the kernel reached (as a path under the lexical root).
     fn open_confined(
@@ -342,7 +235,16 @@ impl ScopedFiles {
         };
         if followed {
             let landed = sys::reached(root.as_fd(), fd.as_fd()).map_err(&fail)?;
-            self.recheck(&a.root.join(landed), access, &a.path, below)?;
+            // The policy must allow where the kernel landed too, and a write there is judged
+            // as that place's own name would be (docs/policy.md, "Reached by another name").
+            refuse_where_it_lands(
+                self.grant.paths.as_ref(),
+                &a.root,
+                &a.root.join(landed),
+                access,
+                &a.path,
+                below,
+            )?;
         }
         let stat = sys::fstat(fd.as_fd()).map_err(&fail)?;
         if stat.dev != root.dev

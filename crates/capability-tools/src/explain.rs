@@ -14,7 +14,7 @@ use capability_core::{
     validate_declaration,
 };
 use capability_types::backend::{
-    FsAccess, HostMatch, HostPolicy, PathPolicy, ProcessPolicy, SandboxMode,
+    FsAccess, HostMatch, HostPolicy, PathAccess, PathPolicy, ProcessPolicy, SandboxMode,
 };
 use capability_types::{CapabilityError, DenialCode, ErrorCode, SpawnOptions};
 use serde::Serialize;
@@ -266,6 +266,7 @@ fn path_check(
                 if access == FsAccess::Write {
                     capability_fs::refuse_what_git_runs(&a)?;
                 }
+                landing(p.as_ref(), &a, access)?;
                 Ok(a)
             })
             .map(|a| {
@@ -277,6 +278,37 @@ fn path_check(
             }),
     };
     outcome(capability, path, result, refused)
+}
+
+/// Where the call would land when a symbolic link lies on the way of `a` (its directory, for a
+/// write; the path itself, for a read), judged as the file system backend judges where the
+/// kernel lands: the policy there, and for a write what runs later there (docs/policy.md,
+/// "Reached by another name"), and a link out of the root refused, as the backend never
+/// follows one.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "explain resolves the path a call would open, as the kernel would; it reads nothing there"
+)]
+fn landing(
+    paths: &dyn PathPolicy,
+    a: &PathAccess,
+    access: FsAccess,
+) -> Result<(), CapabilityError> {
+    let (opened, below) = match access {
+        FsAccess::Write => (a.path.parent(), a.path.file_name()),
+        FsAccess::Read => (Some(a.path.as_path()), None),
+    };
+    let Some(opened) = opened else {
+        return Ok(());
+    };
+    // toolcap: allow(std::fs::canonicalize, reason = "explain resolves the path a call would open, as the kernel would, to judge where it lands")
+    let Ok(real) = std::fs::canonicalize(opened) else {
+        return Ok(());
+    };
+    if real == opened {
+        return Ok(());
+    }
+    capability_fs::refuse_where_it_lands(paths, &a.root, &real, access, &a.path, below)
 }
 
 /// A check from a scoped object's own answer; the first refusal decides the verdict.

@@ -2431,4 +2431,22 @@ fn a_tool_cannot_plant_what_runs_later_through_a_link_to_it() {
         &["cfg/notes.txt"],
         "reads it as it starts",
     );
+    // `explain` answers as the call does (G-REG-09), through the links too.
+    for (planted, why) in [
+        ("api/alias/pre-commit", "which leads to"),
+        ("cfg/git/config", "which leads to"),
+        ("svc/tools/hooks/pre-commit", "core.hooksPath"),
+    ] {
+        let call =
+            serde_json::json!({"path": out.join(planted).display().to_string(), "content": "x"})
+                .to_string();
+        let answer = env.toolcap(&["explain", "--personality", &p, "write_file", &call]);
+        let answer: Value = serde_json::from_slice(&answer.stdout).unwrap();
+        assert_eq!(answer["allowed"], false, "{planted}: {answer}");
+        assert_eq!(
+            answer["denial"], "PATH_NOT_REACHABLE",
+            "{planted}: {answer}"
+        );
+        assert!(answer.to_string().contains(why), "{planted}: {answer}");
+    }
 }
