@@ -33,6 +33,18 @@ async fn explain_and_call_agree_on_every_policy_case() {
     }
     std::fs::write(r.join("work/a.md"), "alpha").unwrap();
     std::fs::write(r.join("work/private/s.txt"), "secret").unwrap();
+    // Links the call follows: into a denied place, out of the root, and into a repository's
+    // configured hooks by another name (docs/policy.md, "Reached by another name").
+    std::os::unix::fs::symlink("private", r.join("work/hidden")).unwrap();
+    std::os::unix::fs::symlink("/etc", r.join("work/etc")).unwrap();
+    std::fs::create_dir_all(r.join("work/out/svc/.git")).unwrap();
+    std::fs::create_dir_all(r.join("work/out/svc/.githooks")).unwrap();
+    std::fs::write(
+        r.join("work/out/svc/.git/config"),
+        "[core]\n\thooksPath = .githooks\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(".githooks", r.join("work/out/svc/alias")).unwrap();
     let (port, _) = crate::support::http_server("agree", |_| "hello".to_owned()).await;
     let policy = CompiledPolicy::load(
         &format!(
@@ -78,6 +90,16 @@ args = ["echo release*"]
         ("read_file", json!({"path": "/etc/passwd"})),
         ("read_file", json!({"path": "private/s.txt"})),
         ("read_file", json!({"path": "../../../../../etc/shadow"})),
+        ("read_file", json!({"path": "hidden/s.txt"})),
+        ("read_file", json!({"path": "etc/hostname"})),
+        (
+            "write_file",
+            json!({"path": out("svc/alias/pre-commit"), "content": "x"}),
+        ),
+        (
+            "write_file",
+            json!({"path": out("svc/notes.md"), "content": "x"}),
+        ),
         ("read_file", json!({"nope": 1})),
         ("read_file", json!({"path": nested(120)})),
         ("write_file", json!({"path": out("x.md"), "content": "x"})),
