@@ -224,7 +224,14 @@ pub(crate) fn masks(
     for named in configured {
         // Where git reaches it: a link on its way followed, one leading nowhere yet to the place
         // it names (docs/policy.md, "Reached by another name").
-        let place = crate::hooks::leads_to(&named).unwrap_or(named);
+        let place = match crate::hooks::leads_to(&named) {
+            Some(led) => led,
+            // A link that cannot be followed (a loop): git cannot use it either.
+            None if std::fs::symlink_metadata(&named).is_ok_and(|m| m.file_type().is_symlink()) => {
+                continue;
+            }
+            None => named,
+        };
         let kept = beneath(&place) && !write.iter().any(|w| w.starts_with(&place));
         match std::fs::symlink_metadata(&place) {
             Ok(_) if kept => found.hooks.push(place),

@@ -380,6 +380,33 @@ mod tests {
         assert_eq!(normalized(Path::new("/r/./a/../b")), PathBuf::from("/r/b"));
     }
 
+    /// Where a configured place leads: a plain directory nowhere else; a link where it leads;
+    /// a link leading nowhere yet to what it names, through a chain of links and a link above
+    /// it; a loop nowhere at all.
+    #[test]
+    fn a_place_leads_where_its_links_lead() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(d.join("tools/hooks")).unwrap();
+        std::fs::create_dir(d.join("shared")).unwrap();
+        let link = |target: &str, name: &str| std::os::unix::fs::symlink(target, d.join(name));
+        link("tools/hooks", "hooks-link").unwrap();
+        link("shared/missing", "dangling").unwrap();
+        link("dangling", "chain").unwrap();
+        link("shared", "above").unwrap();
+        link("loop-b", "loop-a").unwrap();
+        link("loop-a", "loop-b").unwrap();
+        assert_eq!(leads_to(&d.join("tools/hooks")), None);
+        assert_eq!(leads_to(&d.join("hooks-link")), Some(d.join("tools/hooks")));
+        assert_eq!(
+            leads_to(&d.join("dangling")),
+            Some(d.join("shared/missing"))
+        );
+        assert_eq!(leads_to(&d.join("chain")), Some(d.join("shared/missing")));
+        assert_eq!(leads_to(&d.join("above/new")), Some(d.join("shared/new")));
+        assert_eq!(leads_to(&d.join("loop-a")), None);
+    }
+
     /// A configuration that is not all UTF-8 (a name in Latin-1), one with a line as long as
     /// the limit, and a FIFO where the configuration should be: the setting is read where it
     /// can be, and nothing waits.
