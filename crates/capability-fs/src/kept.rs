@@ -72,9 +72,10 @@ pub fn refuse_what_git_runs(a: &PathAccess) -> Result<(), CapabilityError> {
 /// `below` is the name to be made beneath `real`, its directory). A place out of `root`, the
 /// lexical root it was opened beneath, is refused; the policy must allow `real`; and a write
 /// there, and at `below`, is refused as its own name would be where git, a shell or an agent's
-/// client runs it later (docs/policy.md, "Reached by another name"). A place the policy refuses
-/// is refused by the name the tool gave (where the link led stays unsaid); one kept for what
-/// runs there says why, and where the link led. The file system backend asks it where the
+/// client runs it later (docs/policy.md, "Reached by another name"). Where the policy refuses
+/// `real` itself, the refusal names only the path the tool gave (where the link led stays
+/// unsaid); a refusal of the name beneath it, or of a place kept for what runs there, gives
+/// the reason and where the link led. The file system backend asks it where the
 /// kernel landed; `toolcap explain` asks it where the path resolves now, to answer as a call
 /// would.
 ///

@@ -221,12 +221,12 @@ pub fn git_place_of(path: &Path, root: &Path) -> Option<GitPlace> {
 /// as spelled when that is missing too). `None` when that is `path` itself: no link is on its
 /// way.
 pub(crate) fn leads_to(path: &Path) -> Option<PathBuf> {
-    let real = |p: &Path| std::fs::canonicalize(p).ok();
+    let resolved = |p: &Path| std::fs::canonicalize(p).ok();
     let within = |p: &Path| -> Option<PathBuf> {
-        // The nearest directory that exists, resolved, with the rest as it is spelled.
+        // Its parent resolved (or as spelled, when missing too), and its own name.
         let parent = p.parent()?;
         Some(
-            real(parent)
+            resolved(parent)
                 .unwrap_or_else(|| parent.to_path_buf())
                 .join(p.file_name()?),
         )
@@ -234,7 +234,7 @@ pub(crate) fn leads_to(path: &Path) -> Option<PathBuf> {
     let mut at = path.to_path_buf();
     let mut found = None;
     for _ in 0..40 {
-        if let Some(real) = real(&at) {
+        if let Some(real) = resolved(&at) {
             found = Some(real);
             break;
         }

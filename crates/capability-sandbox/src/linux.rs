@@ -469,7 +469,7 @@ impl Prepared {
         mut self,
         first: Vec<hide::Mask>,
     ) -> Result<(), CapabilityError> {
-        self.ns.masks.splice(0..0, first);
+        self.ns = self.ns.with_first(first);
         let threads = thread_count().map_err(|e| failed("counting this process's threads", e))?;
         if threads != 1 {
             return Err(failed(
@@ -539,8 +539,7 @@ impl Prepared {
         let filter = self.filter.clone();
         let limits = self.limits;
         let (egress, host_end) = self.egress_channel()?;
-        let mut namespaces = self.ns.clone();
-        namespaces.masks.splice(0..0, first);
+        let namespaces = self.ns.with_first(first);
         let flags = namespaces.flags(Mode::Apply, self.egress);
         let before_exec = move || -> io::Result<()> {
             // The closure runs in the single-threaded child between fork and exec and makes

@@ -44,6 +44,14 @@ pub(crate) enum Mode {
 }
 
 impl Namespaces {
+    /// These namespaces with `first` bound before their own masks: what one child is kept from
+    /// of what runs later (`git.rs`) pins places that a mask made after it must not carry off.
+    pub(crate) fn with_first(&self, first: Vec<Mask>) -> Namespaces {
+        let mut ns = self.clone();
+        ns.masks.splice(0..0, first);
+        ns
+    }
+
     /// `clone` / `unshare` flags for `mode`, with or without a network namespace.
     pub(crate) fn flags(&self, mode: Mode, network: bool) -> libc::c_int {
         let mut flags = 0;

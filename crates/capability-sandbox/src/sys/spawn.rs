@@ -398,9 +398,7 @@ impl Prepared {
         let ns = if first.is_empty() {
             &self.ns
         } else {
-            let mut ns = self.ns.clone();
-            ns.masks.splice(0..0, first);
-            with_first = ns;
+            with_first = self.ns.with_first(first);
             &with_first
         };
         let (stdin_read, stdin_write) = if stdin {
