@@ -72,7 +72,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use capability_core::{CompiledPolicy, DefaultToolRegistry, ToolFilter};
 use rmcp::ServiceExt as _;
 
-pub use crate::guard::{Guard, GuardConfig, GuardConfigError, Limits, Reach, ServerConfig};
+pub use crate::guard::{
+    Guard, GuardConfig, GuardConfigError, Limits, ListedTool, Listing, Reach, ServerConfig,
+};
 pub use crate::http::{
     BearerToken, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, HttpError,
     HttpOptions, HttpServer, MAX_REQUEST_BYTES, RemoteAccess,

@@ -85,6 +85,21 @@ pub(crate) enum McpCommand {
         #[command(flatten)]
         filter: FilterArgs,
     },
+    /// Start the MCP servers of a guard configuration as `mcp guard` does, print the pin of
+    /// each tool it would offer beside what an MCP client is shown of it (its description and
+    /// input schema), for review, then stop them. Put each server's [servers.NAME.pins] table
+    /// in the configuration: from then on a tool is offered only as it was pinned.
+    Pins {
+        /// The personality policy file (the servers are confined by it as under `mcp guard`).
+        #[arg(long, value_name = "FILE")]
+        personality: PathBuf,
+        /// The guard configuration (TOML; docs/guard.md).
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// The servers' default working directory (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        workdir: Option<PathBuf>,
+    },
     /// Print the configuration an MCP client needs to start `toolcap mcp serve`, or merge it
     /// into the client's configuration file with --write (other servers are kept).
     Config {
@@ -115,6 +130,68 @@ pub(crate) enum McpCommand {
         #[arg(long, value_name = "FILE", requires = "write")]
         file: Option<PathBuf>,
     },
+}
+
+/// Says on stderr which servers are not offered and which of their tools are withheld for
+/// their pins, and why.
+fn say_what_is_not_offered(guard: &Guard) {
+    for (server, why) in guard.problems() {
+        errln!("toolcap: MCP server {server} is not offered: {why}");
+    }
+    for (tool, why) in guard.withheld() {
+        errln!("toolcap: tool {tool} is not offered: {why}");
+    }
+}
+
+/// The pins of every tool `guard`'s servers would offer, as TOML tables for the configuration
+/// at `config`, each tool preceded by what an MCP client is shown of it. Everything a server
+/// wrote is shown escaped ([`capability_types::shown`]): a description's line breaks, terminal
+/// controls and invisible or reordering characters cannot hide what it says from its reviewer.
+fn pins_text(guard: &Guard, config: &Path) -> String {
+    use capability_types::shown;
+    use std::fmt::Write as _;
+    let mut out = format!(
+        "# The pins of the tools each server offers (docs/guard.md, \"Pinning what the model is\n\
+         # shown\"). Read what each tool's description and input schema tell the model, then put\n\
+         # the tables (or the lines of the tools to offer) into\n\
+         # {}\n\
+         # From then on a tool is offered only while it is as pinned.\n",
+        shown(&config.display().to_string())
+    );
+    for listing in guard.listings() {
+        for tool in &listing.tools {
+            let _ = writeln!(out, "\n# {}: {}", listing.server, shown(&tool.name));
+            match &tool.description {
+                Some(description) => {
+                    for line in description.lines() {
+                        let _ = writeln!(out, "#   {}", shown(line));
+                    }
+                }
+                None => out.push_str("#   (no description)\n"),
+            }
+            let schema = serde_json::to_string(&tool.input_schema).unwrap_or_default();
+            let _ = writeln!(out, "#   input schema: {}", shown(&schema));
+        }
+        let _ = writeln!(out, "\n[servers.{}.pins]", listing.server);
+        for tool in &listing.tools {
+            let _ = writeln!(out, "{} = \"{}\"", toml_key(&tool.name), tool.pin);
+        }
+    }
+    out
+}
+
+/// `name` as a TOML key: bare when it can be, quoted (and escaped) when not.
+fn toml_key(name: &str) -> String {
+    if !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        name.to_owned()
+    } else {
+        // A JSON string is a TOML basic string, escapes included.
+        serde_json::to_string(name).unwrap_or_default()
+    }
 }
 
 /// The bearer token an HTTP endpoint requires: read from a file or the environment, never
@@ -253,9 +330,7 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
             let config = host::load_guard_config(&config)?;
             let workdir = host::workdir(workdir)?;
             let guard = Guard::start(&config, &policy, &workdir).await;
-            for (server, why) in guard.problems() {
-                errln!("toolcap: MCP server {server} is not offered: {why}");
-            }
+            say_what_is_not_offered(&guard);
             // The standard backends check the guarded tools' scoped reach (the servers' own
             // I/O is confined by the kernel); the standard tools are offered only if the
             // toolset names them.
@@ -303,6 +378,24 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
                 Some(options) => bind_http(&server, options).await?.run().await,
             }
             Ok(ExitCode::SUCCESS)
+        }
+        McpCommand::Pins {
+            personality,
+            config: config_path,
+            workdir,
+        } => {
+            let own = crate::own_files(None, &Store::Memory, Some(&config_path));
+            let policy = host::load_policy_keeping(&personality, &own)?;
+            let config = host::load_guard_config(&config_path)?;
+            let workdir = host::workdir(workdir)?;
+            let guard = Guard::start(&config, &policy, &workdir).await;
+            say_what_is_not_offered(&guard);
+            outln!("{}", pins_text(&guard, &config_path).trim_end())?;
+            Ok(if guard.problems().is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         McpCommand::Config {
             client,
@@ -416,7 +509,7 @@ pub(crate) fn validate_guard(
     let offered = policy
         .toolset()
         .map(|t| t.iter().filter(|t| config.server_of(t).is_some()).count());
-    crate::review::conclude(policy, findings, || {
+    let code = crate::review::conclude(policy, findings, || {
         format!(
             "ok: {} server(s); every declaration is granted as declared by {}{}",
             config.servers.len(),
@@ -426,7 +519,16 @@ pub(crate) fn validate_guard(
                 None => String::new(),
             }
         )
-    })
+    })?;
+    // Not a finding: pinning is the reviewer's choice, but what the model is told without it
+    // must be seen (docs/guard.md, "Pinning what the model is shown").
+    for (name, _) in config.servers.iter().filter(|(_, s)| s.pins.is_none()) {
+        outln!(
+            "note: servers.{name} has no pins: its tools are offered as it describes them when \
+             it starts, a new version's descriptions too (`toolcap mcp pins` prints them to pin)"
+        )?;
+    }
+    Ok(code)
 }
 
 /// Warns on stderr of the personality's tool names a typo away from one of `known`

@@ -721,9 +721,15 @@ fn validate_says_which_roots_lift_the_deny_floor() {
     ]);
     let guarded_text = String::from_utf8_lossy(&guarded.stdout);
     assert_eq!(code(&guarded), 0, "{guarded_text}");
+    // The same notes, then the guard's own: a server without pins.
+    let mut expected: Vec<&str> = text.lines().skip(1).collect();
+    expected.push(
+        "note: servers.files has no pins: its tools are offered as it describes them when it \
+         starts, a new version's descriptions too (`toolcap mcp pins` prints them to pin)",
+    );
     assert_eq!(
         guarded_text.lines().skip(1).collect::<Vec<_>>(),
-        text.lines().skip(1).collect::<Vec<_>>(),
+        expected,
         "{guarded_text}"
     );
     // A personality that lifts nothing has no note.

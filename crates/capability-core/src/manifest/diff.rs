@@ -66,6 +66,10 @@ pub enum WideningCode {
     /// A guarded server offers tools its allow list left out.
     #[serde(rename = "tools.widened")]
     ServerTools,
+    /// A guarded server's tools are no longer pinned, or pinned as something else, or pinned
+    /// where they were not: the model may be shown descriptions it was not.
+    #[serde(rename = "pins.changed")]
+    Pins,
 }
 
 impl WideningCode {
@@ -89,6 +93,7 @@ impl WideningCode {
             WideningCode::Runtime => "runtime.widened",
             WideningCode::Command => "command.changed",
             WideningCode::ServerTools => "tools.widened",
+            WideningCode::Pins => "pins.changed",
         }
     }
 }
@@ -167,6 +172,29 @@ fn server_widenings(
                 .collect();
             if !added.is_empty() {
                 out.push((WideningCode::ServerTools, added.join(", ")));
+            }
+        }
+        (None, _) => {}
+    }
+    match (&old.pins, &new.pins) {
+        (Some(o), None) => out.push((
+            WideningCode::Pins,
+            format!(
+                "every tool the server lists, as it describes it (pinned before: {})",
+                o.keys().map(String::as_str).collect::<Vec<_>>().join(", ")
+            ),
+        )),
+        (Some(o), Some(n)) => {
+            let changed: Vec<String> = n
+                .iter()
+                .filter_map(|(tool, pin)| match o.get(tool) {
+                    None => Some(format!("{tool} pinned as {pin}")),
+                    Some(before) if before != pin => Some(format!("{tool}: {before} -> {pin}")),
+                    Some(_) => None,
+                })
+                .collect();
+            if !changed.is_empty() {
+                out.push((WideningCode::Pins, changed.join(", ")));
             }
         }
         (None, _) => {}

@@ -68,6 +68,10 @@ pub struct GuardedServer {
     /// Argument names the guard checks as paths besides its defaults.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub path_arguments: Vec<String>,
+    /// The pins of the tools offered, by their own names: only these are offered, and only as
+    /// pinned (what the model is shown of them); absent: every tool, as the server describes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pins: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// The intersection of a declaration with a personality, as data.

@@ -60,6 +60,12 @@ pub struct ServerConfig {
     /// Only these tools of the server are offered (by their own names); default all.
     #[serde(default)]
     pub tools: Option<Vec<String>>,
+    /// The pins of the tools offered, by their own names (`toolcap mcp pins` prints them): when
+    /// set, a tool is offered only while what the client is shown of it (its name, description
+    /// and input schema) is what was pinned; a tool not pinned, or changed, is withheld and
+    /// reported (docs/guard.md, "Pinning what the model is shown").
+    #[serde(default)]
+    pub pins: Option<BTreeMap<String, String>>,
     /// Argument names that hold paths, besides the ones recognised by default (`path`, `paths`,
     /// `file`, `files`, `directory`, `source`, `destination`, `root`, `uri`).
     #[serde(default)]
@@ -295,6 +301,17 @@ impl ServerConfig {
                 Err(why) => return bad(format!("secrets.{var}: {why}")),
             }
         }
+        for (tool, pin) in self.pins.iter().flatten() {
+            if tool.is_empty() {
+                return bad("pins: a tool name is empty".to_owned());
+            }
+            if !super::pin::is_pin(pin) {
+                return bad(format!(
+                    "pins.{tool}: {pin:?} is not a pin (sha256: and 64 small hex digits, as \
+                     `toolcap mcp pins` prints them)"
+                ));
+            }
+        }
         if self.limits.call_timeout_seconds == 0 || self.limits.output_bytes < 1024 {
             return bad(
                 "limits: call_timeout_seconds must be positive and output_bytes at least 1024"
@@ -349,6 +366,18 @@ mod tests {
             (
                 "[servers.a]\ncommand = \"/bin/x\"\n[servers.a]\ncommand = \"/bin/y\"\n",
                 "duplicate",
+            ),
+            (
+                "[servers.a]\ncommand = \"/bin/x\"\n[servers.a.pins]\nread = \"sha256:abc\"\n",
+                "pins.read",
+            ),
+            (
+                "[servers.a]\ncommand = \"/bin/x\"\n[servers.a.pins]\nread = 7\n",
+                "invalid type",
+            ),
+            (
+                "[servers.a]\ncommand = \"/bin/x\"\n[servers.a.pins]\n\"\" = \"sha256:0\"\n",
+                "pins: a tool name is empty",
             ),
         ] {
             let err = GuardConfig::parse(text).unwrap_err().to_string();

@@ -73,13 +73,15 @@ impl GuardConfig {
                         runtime: server.runtime.clone(),
                         tools: server.tools.clone(),
                         path_arguments: server.path_arguments.clone(),
+                        pins: server.pins.clone(),
                     },
                 )
             })
     }
 
     /// The server and upstream tool a guarded tool name (`mcp__<server>__<tool>`) stands for,
-    /// when the server is configured and its allow list admits the tool.
+    /// when the server is configured and its allow list and its pins (when it has either)
+    /// admit the tool.
     pub fn server_of<'a>(&'a self, tool: &'a str) -> Option<(&'a str, &'a ServerConfig, &'a str)> {
         let rest = tool.strip_prefix("mcp__")?;
         let (server, upstream) = rest.split_once("__")?;
@@ -89,6 +91,10 @@ impl GuardConfig {
                 .tools
                 .as_ref()
                 .is_some_and(|allowed| !allowed.iter().any(|t| t == upstream))
+            || config
+                .pins
+                .as_ref()
+                .is_some_and(|pins| !pins.contains_key(upstream))
         {
             return None;
         }

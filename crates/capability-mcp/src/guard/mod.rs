@@ -10,9 +10,11 @@
 mod config;
 mod dry;
 mod linecap;
+mod pin;
 mod supervisor;
 mod tool;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -32,7 +34,35 @@ use self::tool::GuardedTool;
 pub struct Guard {
     tools: Vec<Arc<GuardedTool>>,
     problems: Vec<(String, String)>,
+    withheld: Vec<(String, String)>,
+    listings: Vec<Listing>,
     _supervisors: Vec<Arc<Supervisor>>,
+}
+
+/// What a started server lists of the tools the guard would offer (its allow list applied,
+/// names listed twice or unusable left out), each with its pin: what `toolcap mcp pins` prints
+/// for review (docs/guard.md, "Pinning what the model is shown").
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Listing {
+    /// The server's name in the configuration.
+    pub server: String,
+    /// Its tools, in the order the server lists them.
+    pub tools: Vec<ListedTool>,
+}
+
+/// One tool as its server lists it: what an MCP client is shown of it, and its pin.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ListedTool {
+    /// Its name on the server (offered as `mcp__<server>__<name>`).
+    pub name: String,
+    /// Its description, the server's words to the model.
+    pub description: Option<String>,
+    /// Its input schema.
+    pub input_schema: serde_json::Value,
+    /// The SHA-256 of its name, description and input schema (`sha256:` and 64 hex digits).
+    pub pin: String,
 }
 
 impl Guard {
@@ -76,6 +106,8 @@ impl Guard {
         let mut guard = Self {
             tools: Vec::new(),
             problems: Vec::new(),
+            withheld: Vec::new(),
+            listings: Vec::new(),
             _supervisors: Vec::new(),
         };
         for (name, server) in &config.servers {
@@ -88,8 +120,18 @@ impl Guard {
                 secrets,
             );
             match started.await {
-                Ok((supervisor, tools)) => {
+                Ok(Started {
+                    supervisor,
+                    tools,
+                    withheld,
+                    listing,
+                }) => {
                     guard.tools.extend(tools);
+                    guard.withheld.extend(withheld);
+                    guard.listings.push(Listing {
+                        server: name.clone(),
+                        tools: listing,
+                    });
                     guard._supervisors.push(supervisor);
                 }
                 Err(why) => guard.problems.push((name.clone(), why)),
@@ -105,7 +147,7 @@ impl Guard {
         working_dir: &Path,
         egress: Arc<dyn EgressFactory>,
         secrets: &[Arc<dyn SecretsBackend>],
-    ) -> Result<(Arc<Supervisor>, Vec<Arc<GuardedTool>>), String> {
+    ) -> Result<Started, String> {
         only_ours_to_change(server)?;
         let handed = Self::secrets_for(server, secrets).await?;
         let caps = tool::declaration(server);
@@ -178,7 +220,14 @@ impl Guard {
         for upstream in &listed {
             *seen.entry(upstream.name.as_ref()).or_default() += 1;
         }
-        let mut tools = Vec::new();
+        let mut started = Started {
+            supervisor: Arc::clone(&supervisor),
+            tools: Vec::new(),
+            withheld: Vec::new(),
+            listing: Vec::new(),
+        };
+        // What each offered tool was, for the server's restarts to be held to.
+        let mut offered = BTreeMap::new();
         for upstream in &listed {
             if seen.get(upstream.name.as_ref()).is_some_and(|&n| n > 1) {
                 tracing::warn!(target: "toolcap::guard", server = %name,
@@ -203,9 +252,34 @@ impl Guard {
                     "tool {:?} is not offered: {} is not a valid tool name", upstream.name, tool.name);
                 continue;
             }
-            tools.push(Arc::new(tool));
+            let pin = pin::pin_of(upstream);
+            started.listing.push(ListedTool {
+                name: upstream.name.to_string(),
+                description: upstream.description.as_deref().map(str::to_owned),
+                input_schema: serde_json::Value::Object((*upstream.input_schema).clone()),
+                pin: pin.clone(),
+            });
+            if let Some(why) = server
+                .pins
+                .as_ref()
+                .and_then(|pins| unpinned(pins.get(upstream.name.as_ref()), &pin))
+            {
+                started.withheld.push((tool.name.clone(), why));
+                continue;
+            }
+            offered.insert(upstream.name.to_string(), pin);
+            started.tools.push(Arc::new(tool));
         }
-        Ok((supervisor, tools))
+        for pinned in server.pins.iter().flat_map(BTreeMap::keys) {
+            if !listed.iter().any(|t| t.name == pinned.as_str()) {
+                started.withheld.push((
+                    format!("mcp__{name}__{pinned}"),
+                    "it is pinned, but the server does not list it".to_owned(),
+                ));
+            }
+        }
+        supervisor.offer(offered);
+        Ok(started)
     }
 
     /// The secrets a server is handed, as (variable, value); a secret that no backend has
@@ -245,6 +319,17 @@ impl Guard {
         &self.problems
     }
 
+    /// The tools of started servers that are not offered because of their pins
+    /// ([`ServerConfig::pins`]), by their offered names (`mcp__<server>__<tool>`), and why.
+    pub fn withheld(&self) -> &[(String, String)] {
+        &self.withheld
+    }
+
+    /// What each started server lists of the tools the guard would offer, with their pins.
+    pub fn listings(&self) -> &[Listing] {
+        &self.listings
+    }
+
     /// Registers every offered tool in `registry`.
     ///
     /// # Errors
@@ -255,6 +340,31 @@ impl Guard {
             registry.register_arc(Arc::clone(tool) as _)?;
         }
         Ok(())
+    }
+}
+
+/// A server started, with what it offers.
+struct Started {
+    supervisor: Arc<Supervisor>,
+    tools: Vec<Arc<GuardedTool>>,
+    /// Tools not offered for their pins: (offered name, why).
+    withheld: Vec<(String, String)>,
+    listing: Vec<ListedTool>,
+}
+
+/// Why a tool whose pin is `pin` is not offered under a configuration that pins the server's
+/// tools and gives it `pinned`, or `None` when it is offered.
+fn unpinned(pinned: Option<&String>, pin: &str) -> Option<String> {
+    match pinned {
+        None => Some(format!(
+            "it is not pinned, so what the client would be shown of it has not been reviewed \
+             (`toolcap mcp pins` prints it with its pin, {pin})"
+        )),
+        Some(pinned) if pinned != pin => Some(format!(
+            "it is not what was pinned: its description or input schema changed (pinned \
+             {pinned}, now {pin}); review it with `toolcap mcp pins` and pin it again"
+        )),
+        Some(_) => None,
     }
 }
 

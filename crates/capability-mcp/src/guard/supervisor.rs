@@ -1,9 +1,10 @@
 //! One guarded server: started confined, spoken to as an MCP client, restarted within a budget
 //! after a crash or a hang, marked down after that (docs/guard.md, "Supervision").
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use capability_core::{ResolvedHosts, ResolvedPaths};
@@ -70,6 +71,9 @@ pub(crate) struct Supervisor {
     overflowed: Arc<AtomicBool>,
     /// The server's private, writable `HOME`.
     _home: capability_sandbox::ScratchDir,
+    /// The pins of the tools offered when it first listed them, by their own names: what the
+    /// client is shown for the guard's life, which a restarted server is held to.
+    offered: OnceLock<BTreeMap<String, String>>,
 }
 
 #[derive(Default)]
@@ -164,7 +168,13 @@ impl Supervisor {
             state: Mutex::new(State::default()),
             overflowed: Arc::default(),
             _home: home,
+            offered: OnceLock::new(),
         }
+    }
+
+    /// Records the pins of the tools the guard offers, as first listed (once).
+    pub(crate) fn offer(&self, pins: BTreeMap<String, String>) {
+        let _ = self.offered.set(pins);
     }
 
     /// The server's tools (starting it if needed).
@@ -285,6 +295,25 @@ impl Supervisor {
         match self.start(generation).await {
             Ok(running) => {
                 let peer = running.client.peer().clone();
+                // A restart: the client is still shown what the server first listed, so the
+                // server must still list it (docs/guard.md, "Pinning what the model is shown").
+                if let Some(offered) = self.offered.get()
+                    && generation > 1
+                    && let Some(changed) = self.changed(&peer, offered).await
+                {
+                    // Dropping it kills the server's whole PID namespace.
+                    drop(running);
+                    let why = format!(
+                        "its tools changed when it was restarted ({changed}), and the client is \
+                         still shown them as they were"
+                    );
+                    tracing::warn!(target: "toolcap::guard", server = %self.name, "marked down: {why}");
+                    state.down = Some(why.clone());
+                    return Err(CallFailure::Server(format!(
+                        "the MCP server {} is down: {why}",
+                        self.name
+                    )));
+                }
                 state.running = Some(running);
                 Ok((peer, generation))
             }
@@ -302,6 +331,36 @@ impl Supervisor {
                 )))
             }
         }
+    }
+
+    /// How a restarted server's tools differ from the `offered` ones (by their own names, with
+    /// their pins), or `None` when every offered tool is listed as it was. A listing that fails
+    /// or does not come in time counts as a change: the guard cannot tell it is not one.
+    async fn changed(
+        &self,
+        peer: &Peer<RoleClient>,
+        offered: &BTreeMap<String, String>,
+    ) -> Option<String> {
+        let listed =
+            match tokio::time::timeout(self.call_timeout(), list_within(peer, MAX_TOOLS)).await {
+                Ok(Ok(Some(tools))) => tools,
+                Ok(Ok(None)) => return Some(format!("it lists more than {MAX_TOOLS} tools")),
+                Ok(Err(e)) => return Some(format!("it did not list its tools: {e}")),
+                Err(_) => return Some("it did not list its tools in time".to_owned()),
+            };
+        let mut changed = Vec::new();
+        for (name, pin) in offered {
+            let mut same_name = listed.iter().filter(|t| t.name == name.as_str());
+            match (same_name.next(), same_name.next()) {
+                (None, _) => changed.push(format!("{name} is no longer listed")),
+                (Some(_), Some(_)) => changed.push(format!("{name} is listed twice")),
+                (Some(tool), None) if super::pin::pin_of(tool) != *pin => changed.push(format!(
+                    "{name}'s description or input schema is not what it was"
+                )),
+                (Some(_), None) => {}
+            }
+        }
+        (!changed.is_empty()).then(|| changed.join(", "))
     }
 
     /// Stops the server after a failure seen by a call of `generation` (once per generation),
