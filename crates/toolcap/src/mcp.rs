@@ -466,7 +466,7 @@ pub(crate) fn explain_guarded(
     let stand_in = config.stand_in(tool).ok_or_else(|| {
         Usage(format!(
             "{tool} is not a tool of the guard configuration (mcp__SERVER__TOOL, with SERVER \
-             configured and TOOL in its allow list)"
+             configured and TOOL in its allow list and its pins, when it has them)"
         ))
     })?;
     let mut registry = capability_tools::dry_run_registry(&StandardConfig::new(Store::Memory))
