@@ -381,80 +381,14 @@ fn subjects_of(
 /// A call as `escalate.calls` reads it: the tool's name, a space, and its arguments as JSON
 /// with every object's keys sorted, written as Ethos writes them for its `denyRules`
 /// (JavaScript's `JSON.stringify`: no spaces, a whole number without a fraction, an exponent
-/// with its sign), so that a rule asks here about every call it asks about in Ethos.
+/// with its sign; [`canonical_json`](crate::canonical_json)), so that a rule asks here about
+/// every call it asks about in Ethos.
 pub(crate) fn call_text(tool: &str, args: &Value) -> String {
     let mut out = String::with_capacity(tool.len() + 64);
     out.push_str(tool);
     out.push(' ');
-    canonical(args, &mut out);
+    crate::canonical::write_canonical(args, &mut out);
     out
-}
-
-fn canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            // By UTF-16 code units, as JavaScript's `<` compares strings.
-            keys.sort_unstable_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                canonical(&map[key.as_str()], out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                canonical(item, out);
-            }
-            out.push(']');
-        }
-        // Every number as JavaScript holds it (a double) and writes it.
-        Value::Number(n) => out.push_str(&js_number(n.as_f64().unwrap_or(f64::NAN))),
-        other => out.push_str(&other.to_string()),
-    }
-}
-
-/// JavaScript's `Number::toString` (ECMA-262, 6.1.6.1.20): the shortest digits that read back
-/// as the same double, in fixed notation from 1e-6 up to 1e21, in exponent notation with its
-/// sign outside it; `null` for what JSON cannot hold, as `JSON.stringify` writes it.
-fn js_number(x: f64) -> String {
-    if !x.is_finite() {
-        return "null".to_owned();
-    }
-    if x == 0.0 {
-        return "0".to_owned();
-    }
-    if x < 0.0 {
-        return format!("-{}", js_number(-x));
-    }
-    // Rust's shortest round-trip digits: `d.ddde±k`.
-    let sci = format!("{x:e}");
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let k = digits.len() as i64;
-    let n = exp.parse::<i64>().unwrap_or(0) + 1;
-    if k <= n && n <= 21 {
-        format!("{digits}{}", "0".repeat((n - k) as usize))
-    } else if 0 < n && n <= 21 {
-        let (int, frac) = digits.split_at(n as usize);
-        format!("{int}.{frac}")
-    } else if -6 < n && n <= 0 {
-        format!("0.{}{digits}", "0".repeat((-n) as usize))
-    } else {
-        let sign = if n - 1 < 0 { '-' } else { '+' };
-        let (first, rest) = digits.split_at(1);
-        let dot = if rest.is_empty() { "" } else { "." };
-        format!("{first}{dot}{rest}e{sign}{}", (n - 1).abs())
-    }
 }
 
 fn collect_strings<'a>(

@@ -26,6 +26,7 @@
 
 mod attachments;
 pub mod audit;
+pub(crate) mod canonical;
 mod escalation;
 mod filter;
 mod isolation;
@@ -55,6 +56,7 @@ pub use crate::audit::{
     AuditError, AuditEvent, AuditKind, AuditSink, DurableWrite, EVENT_LINE_START, FsyncPolicy,
     JsonLinesAuditSink, MemoryAuditSink, begins_an_event, whole_lines_len,
 };
+pub use crate::canonical::canonical_json;
 pub use crate::escalation::{
     ApprovalHandler, ApprovalRequest, EscalationSubject, MAX_SUBJECT_BYTES_ASKED,
     MAX_SUBJECTS_ASKED, mask_arguments, mask_arguments_with, shown, shown_at_most, too_much_to_ask,

@@ -5,8 +5,9 @@
 //! changes them (a new version of its package, or one that answers differently after a
 //! restart) can tell the model to do something else with the same tools: the "rug pull". A
 //! pin is the SHA-256 of exactly what the guard relays of one tool, its name, its description
-//! and its input schema, written canonically (object members sorted by name, no spaces), so the
-//! same tool gives the same pin whatever order its server writes its members in.
+//! and its input schema, as one object in canonical JSON (RFC 8785,
+//! [`capability_core::canonical_json`]): the same tool gives the same pin whatever order its
+//! server writes its members in, and any RFC 8785 library gives the same text.
 
 use std::fmt::Write as _;
 
@@ -16,19 +17,23 @@ use sha2::{Digest as _, Sha256};
 /// The prefix of every pin: the digest it holds.
 const PREFIX: &str = "sha256:";
 
-/// The pin of `tool`: `sha256:` and 64 small hex digits of its name, description (`null` when
-/// it has none) and input schema.
+/// The pin of `tool`: `sha256:` and 64 small hex digits, the SHA-256 of
+/// `{"description":…,"inputSchema":…,"name":…}` in canonical JSON (a tool without a
+/// description has `null` there).
 pub(crate) fn pin_of(tool: &rmcp::model::Tool) -> String {
-    let mut text = String::from("{\"description\":");
-    match &tool.description {
-        Some(description) => string(description, &mut text),
-        None => text.push_str("null"),
-    }
-    text.push_str(",\"inputSchema\":");
-    object(&tool.input_schema, &mut text);
-    text.push_str(",\"name\":");
-    string(&tool.name, &mut text);
-    text.push('}');
+    let mut shown = serde_json::Map::new();
+    shown.insert(
+        "description".to_owned(),
+        tool.description
+            .as_deref()
+            .map_or(Value::Null, |d| Value::String(d.to_owned())),
+    );
+    shown.insert(
+        "inputSchema".to_owned(),
+        Value::Object((*tool.input_schema).clone()),
+    );
+    shown.insert("name".to_owned(), Value::String(tool.name.to_string()));
+    let text = capability_core::canonical_json(&Value::Object(shown));
     let digest = Sha256::digest(text.as_bytes());
     let mut pin = String::with_capacity(PREFIX.len() + 64);
     pin.push_str(PREFIX);
@@ -46,49 +51,6 @@ pub(crate) fn is_pin(text: &str) -> bool {
                 .bytes()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })
-}
-
-/// `value` in canonical JSON. Its depth is bounded by the JSON parser that read it (serde_json
-/// refuses more than 128 levels), so the recursion is too.
-fn canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => object(map, out),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                canonical(item, out);
-            }
-            out.push(']');
-        }
-        Value::String(s) => string(s, out),
-        // null, booleans and numbers: serde_json's one way of writing each.
-        scalar => out.push_str(&scalar.to_string()),
-    }
-}
-
-/// An object's members sorted by name.
-fn object(map: &serde_json::Map<String, Value>, out: &mut String) {
-    let mut members: Vec<(&String, &Value)> = map.iter().collect();
-    members.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    out.push('{');
-    for (i, (name, value)) in members.into_iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        string(name, out);
-        out.push(':');
-        canonical(value, out);
-    }
-    out.push('}');
-}
-
-/// A JSON string, escaped as serde_json escapes it.
-fn string(text: &str, out: &mut String) {
-    // Writing a string into a `String` cannot fail.
-    out.push_str(&serde_json::to_string(text).unwrap_or_default());
 }
 
 #[cfg(test)]
@@ -139,6 +101,27 @@ mod tests {
         let mut titled = tool("read", Some("Reads a file."), schema);
         titled.title = Some("A title the client is not shown".to_owned());
         assert_eq!(pin_of(&titled), pin);
+    }
+
+    /// The pin of a tool is the SHA-256 of the RFC 8785 text of its name, description and
+    /// schema: here written out by hand, and its digest computed apart (`printf '%s' TEXT |
+    /// sha256sum`), so a reviewer can compute a pin without toolcap.
+    #[test]
+    fn a_pin_is_the_sha256_of_the_canonical_text() {
+        let pinned = tool(
+            "read",
+            Some("Reads é."),
+            serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+        );
+        let text = r#"{"description":"Reads é.","inputSchema":{"properties":{"path":{"type":"string"}},"required":["path"],"type":"object"},"name":"read"}"#;
+        let digest = Sha256::digest(text.as_bytes());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(pin_of(&pinned), format!("sha256:{hex}"));
+        assert_eq!(
+            pin_of(&pinned),
+            "sha256:7ac823d228083f764759978f2fa4e34d6b496cd025af5988e9b70d7be906c937",
+            "the digest sha256sum gives of the text"
+        );
     }
 
     #[test]
