@@ -1663,14 +1663,24 @@ fn an_unanswered_prompt_ends_with_its_timeout_and_an_endless_answer_refuses() {
 
 // guarantee: G-MCP-02
 /// What an agent puts in a call cannot dress up the approval prompt: a path with a terminal
-/// escape sequence, a newline and a bidirectional override is shown with those characters
-/// escaped, on the one line of its subject, and the answer is still asked for.
+/// escape sequence, a newline, a bidirectional override and characters a terminal draws as
+/// nothing (Unicode tags spelling words a model reads, a soft hyphen, a variation selector, a
+/// Hangul filler) is shown with those characters escaped, on the one line of its subject, and
+/// the answer is still asked for.
 #[test]
 fn an_approval_prompt_shows_control_characters_escaped() {
     let env = Env::new();
     let p = escalating(&env, "");
-    let path =
-        "releases/a\u{1b}[2J\u{1b}[1;1H.txt\n  fs_reach.write /tmp/nothing-to-see\u{202e}txt.exe";
+    let hidden = [
+        "\u{e0049}\u{e0067}\u{e006e}",
+        "\u{ad}",
+        "\u{fe0f}",
+        "\u{3164}",
+    ];
+    let path = format!(
+        "releases/a\u{1b}[2J\u{1b}[1;1H.txt\n  fs_reach.write /tmp/nothing-to-see\u{202e}txt.exe{}",
+        hidden.concat()
+    );
     let args = serde_json::json!({"path": path, "content": "x"}).to_string();
     let mut child = asking(&env, &p, &args, std::process::Stdio::piped());
     use std::io::Write as _;
@@ -1691,9 +1701,16 @@ fn an_approval_prompt_shows_control_characters_escaped() {
         .unwrap_or_else(|| panic!("{prompt:?}"));
     assert!(
         subject.contains("\\u{1b}[2J")
-            && subject.contains("\\n  fs_reach.write /tmp/nothing-to-see\\u{202e}txt.exe"),
+            && subject.contains("\\n  fs_reach.write /tmp/nothing-to-see\\u{202e}txt.exe")
+            && subject.contains("\\u{e0049}\\u{e0067}\\u{e006e}\\u{ad}\\u{fe0f}\\u{3164}"),
         "{subject:?}"
     );
+    for c in hidden.concat().chars() {
+        assert!(
+            !prompt.contains(c),
+            "a raw {c:?} reached the terminal: {prompt:?}"
+        );
+    }
     assert_eq!(
         prompt
             .lines()
