@@ -1,16 +1,14 @@
 //! Text from a call, a manifest or a plugin's sources, made safe to show a person.
 
-/// `text` as a person should see it in an approval prompt, a message or a report: every character that
-/// could change what the rest of the text looks like, or that a terminal draws as nothing while
-/// a program (a model among them) reads it, is written as an escape, so that an agent's
-/// argument or a server's tool description cannot clear a terminal, move its cursor, start a
-/// line that looks like another subject, reverse how the text reads, or say words its reader
-/// does not see. Escaped: control characters (C0, DEL, C1: `\n`, `\r`, `\t` by name, the rest
-/// as `\u{1b}`), Unicode's format characters (the bidirectional embeddings, overrides, isolates
-/// and marks, the zero-width and invisible operators, the soft hyphen, the tags that spell
-/// ASCII unseen, …), the variation selectors, the combining grapheme joiner, the fillers drawn
-/// as blanks, the line and paragraph separators, and the backslash itself (so that an escape in
-/// the text is never mistaken for one made here). Other text is shown as it is.
+/// `text` as a person should see it in an approval prompt, a message or a report: a character
+/// that could change how the rest looks, or that a terminal draws as nothing while a program (a
+/// model) reads it, is written as an escape, so that an agent's argument or a server's tool
+/// description cannot clear a terminal, move its cursor, start a line that looks like another
+/// subject, reverse how the text reads, or say words its reader does not see. Escaped: control characters (`\n`, `\r`, `\t` by name, the rest as `\u{1b}`),
+/// Unicode's format characters (bidirectional controls, zero-width characters, the soft hyphen,
+/// the tags that spell ASCII unseen, …), the variation selectors, the combining grapheme joiner,
+/// the blank fillers, the line and paragraph separators, and the backslash itself (so an escape
+/// in the text is never mistaken for one made here). Other text is shown as it is.
 ///
 /// ```
 /// use capability_types::shown;
@@ -20,43 +18,23 @@
 /// assert_eq!(shown("ok\u{e0048}\u{e0069}"), "ok\\u{e0048}\\u{e0069}");
 /// ```
 pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    /// Unseen but read (inclusive ranges), as listed above; plane 14 holds the tags and more
+    /// variation selectors.
+    #[rustfmt::skip]
+    const UNSEEN: &[(u32, u32)] = &[
+        (0xad, 0xad), (0x34f, 0x34f), (0x600, 0x605), (0x61c, 0x61c), (0x6dd, 0x6dd),
+        (0x70f, 0x70f), (0x890, 0x891), (0x8e2, 0x8e2), (0x115f, 0x1160), (0x17b4, 0x17b5),
+        (0x180b, 0x180f), (0x200b, 0x200f), (0x2028, 0x202e), (0x2060, 0x206f), (0x3164, 0x3164),
+        (0xfe00, 0xfe0f), (0xfeff, 0xfeff), (0xffa0, 0xffa0), (0xfff9, 0xfffb), (0x110bd, 0x110bd),
+        (0x110cd, 0x110cd), (0x13430, 0x1343f), (0x1bca0, 0x1bca3), (0x1d173, 0x1d17a),
+        (0xe0000, 0xe0fff),
+    ];
     fn hidden(c: char) -> bool {
         c == '\\'
             || c.is_control()
-            || matches!(
-                u32::from(c),
-                // Format characters (general category Cf), and the soft hyphen among them.
-                0x00ad
-                    | 0x0600..=0x0605
-                    | 0x061c
-                    | 0x06dd
-                    | 0x070f
-                    | 0x0890..=0x0891
-                    | 0x08e2
-                    | 0x180e
-                    | 0x200b..=0x200f
-                    | 0x2028..=0x202e
-                    | 0x2060..=0x206f
-                    | 0xfeff
-                    | 0xfff9..=0xfffb
-                    | 0x110bd
-                    | 0x110cd
-                    | 0x13430..=0x1343f
-                    | 0x1bca0..=0x1bca3
-                    | 0x1d173..=0x1d17a
-                    // Plane 14: the tags and the variation selectors supplement.
-                    | 0xe0000..=0xe0fff
-                    // Variation selectors, the combining grapheme joiner, Mongolian and Khmer
-                    // marks without a shape, and the Hangul fillers drawn as blanks.
-                    | 0xfe00..=0xfe0f
-                    | 0x034f
-                    | 0x180b..=0x180d
-                    | 0x180f
-                    | 0x17b4..=0x17b5
-                    | 0x115f..=0x1160
-                    | 0x3164
-                    | 0xffa0
-            )
+            || UNSEEN
+                .iter()
+                .any(|&(first, last)| (first..=last).contains(&u32::from(c)))
     }
     if !text.chars().any(hidden) {
         return std::borrow::Cow::Borrowed(text);
