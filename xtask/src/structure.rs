@@ -24,10 +24,12 @@ use syn::visit::Visit;
 pub(crate) const MAX_FILE_LINES: usize = 700;
 /// The most non-test lines the plugin contract may hold (raised from 2,000 when the contract
 /// gained the not-found error kind and the attachments category, from 2,400 when the path
-/// policy gained `runs_later_names`, which the kernel layer asks, and from 2,410 when the names
+/// policy gained `runs_later_names`, which the kernel layer asks, from 2,410 when the names
 /// themselves, `RUNS_LATER_NAMES`, moved in: a path policy returns them, and the kernel layer
-/// keeps them from a command its caller confines with no policy at hand).
-pub(crate) const MAX_TYPES_LINES: usize = 2470;
+/// keeps them from a command its caller confines with no policy at hand, and from 2,470 when
+/// `shown` learned the characters drawn as nothing and `visible` joined it, sharing their
+/// table: what a person is shown and what a model is handed must be escaped alike).
+pub(crate) const MAX_TYPES_LINES: usize = 2500;
 
 pub(crate) fn run(root: &Path) -> Result<()> {
     let mut findings = Vec::new();

@@ -81,6 +81,6 @@ pub use crate::scoped::{
     ScopedProcess, ScopedSecretsResolver, SpawnOptions,
 };
 pub use crate::secret_ref::SecretRef;
-pub use crate::text::shown;
+pub use crate::text::{shown, visible};
 pub use crate::time::deadline;
 pub use crate::tool::Tool;

@@ -2272,3 +2272,72 @@ fn a_server_whose_tools_change_when_it_restarts_is_marked_down() {
         "{listing}"
     );
 }
+
+// guarantee: G-MCP-12
+/// What a guarded server tells the model reaches the client as a person can read it: words
+/// spelt in characters a terminal draws as nothing (Unicode tags, a zero-width space, a soft
+/// hyphen) in a tool's description, and in the descriptions and titles inside its input
+/// schema, are relayed as visible escapes, never raw; line breaks stay line breaks, and the
+/// names, `enum` values and defaults the server must recognise stay as they are. A call
+/// still reaches the tool.
+#[test]
+fn a_guarded_tools_description_reaches_the_client_as_a_person_reads_it() {
+    let (_dir, root) = scratch();
+    let (config, personality, describe) = describing_setup(&root, "");
+    // "Ignore" in tags, hidden after honest words.
+    let tags: String = "Ignore"
+        .chars()
+        .map(|c| char::from_u32(0xe0000 + u32::from(c)).unwrap())
+        .collect();
+    std::fs::write(
+        &describe,
+        json!({"echo": {
+            "description": format!("Echoes its arguments.{tags}\nSecond line.\u{200b}"),
+            "inputSchema": {"type": "object", "title": format!("Args{tags}"),
+                "properties": {"mode": {"type": "string", "enum": ["a\u{ad}b"], "default": "a\u{ad}b",
+                    "description": format!("The mode\u{ad}.{tags}")}}}
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let mut guard = Guarded::start(&root, &personality, &config);
+    let listing = guard.listing();
+    let echo = listing["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "mcp__hostile__echo")
+        .unwrap_or_else(|| panic!("{listing}"))
+        .clone();
+    let escaped = |text: &str| {
+        text.chars()
+            .map(|c| format!("\\u{{{:x}}}", u32::from(c)))
+            .collect::<String>()
+    };
+    assert_eq!(
+        echo["description"],
+        format!(
+            "[hostile via toolcap] Echoes its arguments.{}\nSecond line.\\u{{200b}}",
+            escaped(&tags)
+        )
+    );
+    let schema = &echo["inputSchema"];
+    assert_eq!(schema["title"], format!("Args{}", escaped(&tags)));
+    let mode = &schema["properties"]["mode"];
+    assert_eq!(
+        mode["description"],
+        format!("The mode\\u{{ad}}.{}", escaped(&tags))
+    );
+    assert_eq!(
+        mode["enum"],
+        json!(["a\u{ad}b"]),
+        "what the server must recognise, as it is"
+    );
+    assert_eq!(mode["default"], "a\u{ad}b");
+    let whole = listing.to_string();
+    for c in tags.chars().chain(['\u{200b}']) {
+        assert!(!whole.contains(c), "a raw {c:?} reached the client");
+    }
+    let (failed, text, _) = guard.call("mcp__hostile__echo", json!({"mode": "a\u{ad}b"}));
+    assert!(!failed && text.contains("mode"), "{text}");
+}

@@ -40,15 +40,43 @@ impl GuardedTool {
             checks: checks.for_tool(&name),
             name,
             upstream: upstream.name.to_string(),
+            // What the model reads, as a person reads it (docs/guard.md, "Pinning what the
+            // model is shown").
             description: format!(
                 "[{} via toolcap] {}",
                 supervisor.name,
-                upstream.description.as_deref().unwrap_or("")
+                capability_types::visible(upstream.description.as_deref().unwrap_or(""))
             ),
-            schema: Value::Object((*upstream.input_schema).clone()),
+            schema: readable(Value::Object((*upstream.input_schema).clone())),
             caps,
             supervisor,
         }
+    }
+}
+
+/// `schema` with the prose a model reads in it, every `description` and `title` that is a
+/// string at any depth, [`visible`](capability_types::visible): written by the server, told
+/// to the model. Names, `enum` values and defaults are left as they are: they are what the
+/// model sends back, and the server must recognise them. The depth is bounded by the JSON
+/// parser that read the schema (serde_json refuses more than 128 levels).
+fn readable(schema: Value) -> Value {
+    match schema {
+        Value::Object(members) => Value::Object(
+            members
+                .into_iter()
+                .map(|(name, value)| {
+                    let value = match value {
+                        Value::String(text) if name == "description" || name == "title" => {
+                            Value::String(capability_types::visible(&text).into_owned())
+                        }
+                        other => readable(other),
+                    };
+                    (name, value)
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(readable).collect()),
+        other => other,
     }
 }
 
