@@ -31,9 +31,9 @@ pub struct Launch<'a> {
     pub git_writable: Option<&'a (dyn Fn(&Path) -> bool + Sync)>,
     /// Names of places whose contents run later outside any sandbox (`PathPolicy::
     /// runs_later_names`: `.bashrc`, `.claude`, `.config/fish`): each found where git's are
-    /// looked for, and not [`git_writable`](Self::git_writable), is kept read-only. Pass
-    /// [`RUNS_LATER_NAMES`](capability_types::backend::RUNS_LATER_NAMES) unless a policy names
-    /// them; an empty list keeps none of them.
+    /// looked for, and not [`git_writable`](Self::git_writable), is kept read-only. Those of
+    /// [`RUNS_LATER_NAMES`](capability_types::backend::RUNS_LATER_NAMES) are kept whatever this
+    /// holds (an empty list keeps them too); a caller's other names are kept beside them.
     pub runs_later: &'a [&'a str],
     /// Such places by another name, where they really are (`PathPolicy::runs_later_places`: a
     /// home's `.bashrc` linked into a dotfiles repository): each that exists beneath a write

@@ -776,6 +776,44 @@ fn a_child_cannot_change_what_an_agent_an_editor_or_a_shell_runs_later() {
     );
 }
 
+// guarantee: G-FS-10
+// guarantee: G-FS-11
+/// A caller that names no places of its own (`Launch::runs_later` empty, as a struct literal
+/// leaves it) still has its children kept from what a shell or an agent's client runs later:
+/// the built-in names are always kept, a caller's only add to them. Checked on disk.
+#[test]
+fn a_launch_that_names_no_runs_later_places_keeps_the_built_in_ones() {
+    let t = tree();
+    let w = &t.write;
+    std::fs::create_dir_all(w.join(".claude")).unwrap();
+    for file in [".claude/settings.json", ".bashrc"] {
+        std::fs::write(w.join(file), "as it was\n").unwrap();
+    }
+    let prepared = policy(&t).prepare().unwrap();
+    let args = vec![
+        "-c".to_owned(),
+        "echo evil >> .bashrc; echo rc=$?; echo evil >> .claude/settings.json; echo hooks=$?; \
+         echo fine > notes.md; echo notes=$?"
+            .to_owned(),
+    ];
+    let mut launch = launch(Path::new("/bin/sh"), &args, w, false);
+    assert!(launch.runs_later.is_empty());
+    let env = [("PATH".to_owned(), "/usr/bin:/bin".to_owned())];
+    launch.env = &env;
+    let (_, stdout, stderr) = run_spawned(prepared.spawn(&launch).unwrap(), b"");
+    assert!(
+        !stdout.contains("rc=0") && !stdout.contains("hooks=0") && stdout.contains("notes=0"),
+        "{stdout}{stderr}"
+    );
+    for file in [".claude/settings.json", ".bashrc"] {
+        assert_eq!(
+            std::fs::read_to_string(w.join(file)).unwrap(),
+            "as it was\n",
+            "{file}"
+        );
+    }
+}
+
 // guarantee: G-FS-09
 // guarantee: G-FS-10
 // guarantee: G-FS-11
