@@ -1350,6 +1350,25 @@ fn the_readme_guard_configuration_works_as_written() {
     assert!(failed && text.starts_with("PATH_NOT_REACHABLE: "), "{text}");
     drop(guard);
 
+    // The README's `toolcap mcp pins`, its tables put into the configuration: the same tools
+    // are offered, now only as pinned.
+    let (code, pins, errors) = pins_of(&root, &personality, &config);
+    assert_eq!(code, Some(0), "{pins}\n{errors}");
+    assert!(
+        pins.contains("[servers.files.pins]\n") && pins.contains("\nread_text_file = \"sha256:"),
+        "{pins}"
+    );
+    let pinned = std::fs::read_to_string(&config).unwrap() + &pins;
+    std::fs::write(&config, pinned).unwrap();
+    let mut guard = Guarded::start(&root, &personality, &config);
+    let mut tools = guard.tools();
+    tools.sort();
+    assert_eq!(tools.len(), 3, "{tools:?}");
+    let (failed, text, _) = guard.call("mcp__files__read_text_file", json!({"path": new_file}));
+    assert!(!failed && text == "written through the guard\n", "{text}");
+    assert!(!guard.said().contains("is not offered"), "{}", guard.said());
+    drop(guard);
+
     // The README's `toolcap mcp config --guard-config` prints an entry that starts this guard.
     let printed = Command::new(TOOLCAP)
         .args([
