@@ -41,6 +41,27 @@ pub struct Launch<'a> {
     pub runs_later_places: &'a [PathBuf],
 }
 
+impl<'a> Launch<'a> {
+    /// The names of places kept from the child: those of
+    /// [`RUNS_LATER_NAMES`](capability_types::backend::RUNS_LATER_NAMES) always, and the
+    /// caller's others beside them, so that a launch that names none (a struct literal's empty
+    /// list) keeps as much as one that names them all.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn kept_names(&self) -> std::borrow::Cow<'a, [&'a str]> {
+        let built_in: &'static [&'static str] = &capability_types::backend::RUNS_LATER_NAMES;
+        if self.runs_later.iter().all(|name| built_in.contains(name)) {
+            return std::borrow::Cow::Borrowed(built_in);
+        }
+        let mut names = built_in.to_vec();
+        names.extend(
+            self.runs_later
+                .iter()
+                .filter(|name| !built_in.contains(name)),
+        );
+        std::borrow::Cow::Owned(names)
+    }
+}
+
 impl std::fmt::Debug for Launch<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Launch")

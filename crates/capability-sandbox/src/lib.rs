@@ -589,21 +589,6 @@ impl PreparedSandbox {
     }
 }
 
-/// The names of places kept from a child: those of
-/// [`RUNS_LATER_NAMES`](capability_types::backend::RUNS_LATER_NAMES) always, and a caller's
-/// others beside them, so that a launch that names none (a struct literal's empty list) keeps
-/// as much as one that names them all.
-#[cfg(target_os = "linux")]
-fn kept_names<'a>(given: &'a [&'a str]) -> std::borrow::Cow<'a, [&'a str]> {
-    let built_in: &'static [&'static str] = &capability_types::backend::RUNS_LATER_NAMES;
-    if given.iter().all(|name| built_in.contains(name)) {
-        return std::borrow::Cow::Borrowed(built_in);
-    }
-    let mut names = built_in.to_vec();
-    names.extend(given.iter().filter(|name| !built_in.contains(name)));
-    std::borrow::Cow::Owned(names)
-}
-
 #[cfg(target_os = "linux")]
 impl PreparedSandbox {
     /// What a child started in `cwd` is kept from among what runs later outside any sandbox
@@ -688,7 +673,7 @@ impl PreparedSandbox {
         let (git, watch) = self.kept_from_child(
             launch.cwd,
             launch.git_writable,
-            &kept_names(launch.runs_later),
+            &launch.kept_names(),
             launch.runs_later_places,
         )?;
         let started = self
