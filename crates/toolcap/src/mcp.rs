@@ -159,6 +159,15 @@ fn pins_text(guard: &Guard, config: &Path) -> String {
         shown(&config.display().to_string())
     );
     for listing in guard.listings() {
+        if let Some((name, version)) = &listing.implementation {
+            let _ = writeln!(
+                out,
+                "\n# {}: {} {}, as the server names itself",
+                listing.server,
+                shown(name),
+                shown(version)
+            );
+        }
         for tool in &listing.tools {
             let _ = writeln!(out, "\n# {}: {}", listing.server, shown(&tool.name));
             match &tool.description {

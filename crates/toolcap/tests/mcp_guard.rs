@@ -2118,7 +2118,11 @@ fn a_pinned_server_offers_its_tools_only_as_they_were_pinned() {
             && !printed.contains('\u{e0049}'),
         "{printed}"
     );
-    assert!(printed.contains("[servers.hostile.pins]\n"), "{printed}");
+    assert!(
+        printed.contains("[servers.hostile.pins]\n")
+            && printed.contains("\n# hostile: hostile 1, as the server names itself\n"),
+        "{printed}"
+    );
     let pin_line = |tool: &str| {
         printed
             .lines()

@@ -47,6 +47,9 @@ pub struct Guard {
 pub struct Listing {
     /// The server's name in the configuration.
     pub server: String,
+    /// The name and version it gave itself in the MCP handshake (its words: what a reviewer
+    /// reads beside its pins, not a check).
+    pub implementation: Option<(String, String)>,
     /// Its tools, in the order the server lists them.
     pub tools: Vec<ListedTool>,
 }
@@ -130,6 +133,7 @@ impl Guard {
                     guard.withheld.extend(withheld);
                     guard.listings.push(Listing {
                         server: name.clone(),
+                        implementation: supervisor.server_info().await,
                         tools: listing,
                     });
                     guard._supervisors.push(supervisor);

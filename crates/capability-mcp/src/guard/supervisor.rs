@@ -201,6 +201,15 @@ impl Supervisor {
         }
     }
 
+    /// The name and version the running server gave itself in the MCP handshake, if it is
+    /// running.
+    pub(crate) async fn server_info(&self) -> Option<(String, String)> {
+        let state = self.state.lock().await;
+        let info = state.running.as_ref()?.client.peer().peer_info()?;
+        let implementation = info.server_info.as_ref()?;
+        Some((implementation.name.clone(), implementation.version.clone()))
+    }
+
     /// Relays one call; a hang past the deadline or a crash stops the server.
     pub(crate) async fn call(
         &self,
