@@ -65,15 +65,8 @@ pub(crate) enum McpCommand {
     /// their tools (as mcp__SERVER__TOOL) to an MCP client: every call checked, audited and
     /// relayed. stdio by default, Streamable HTTP with --http.
     Guard {
-        /// The personality policy file: its toolset names the mcp__SERVER__TOOL tools offered.
-        #[arg(long, value_name = "FILE")]
-        personality: PathBuf,
-        /// The guard configuration (TOML; docs/guard.md).
-        #[arg(long, value_name = "FILE")]
-        config: PathBuf,
-        /// The servers' default working directory (default: the current directory).
-        #[arg(long, value_name = "DIR")]
-        workdir: Option<PathBuf>,
+        #[command(flatten)]
+        files: GuardFiles,
         /// Append audit events (JSON lines) to this file.
         #[arg(long, value_name = "FILE")]
         audit: Option<PathBuf>,
@@ -90,15 +83,8 @@ pub(crate) enum McpCommand {
     /// input schema), for review, then stop them. Put each server's [servers.NAME.pins] table
     /// in the configuration: from then on a tool is offered only as it was pinned.
     Pins {
-        /// The personality policy file (the servers are confined by it as under `mcp guard`).
-        #[arg(long, value_name = "FILE")]
-        personality: PathBuf,
-        /// The guard configuration (TOML; docs/guard.md).
-        #[arg(long, value_name = "FILE")]
-        config: PathBuf,
-        /// The servers' default working directory (default: the current directory).
-        #[arg(long, value_name = "DIR")]
-        workdir: Option<PathBuf>,
+        #[command(flatten)]
+        files: GuardFiles,
     },
     /// Print the configuration an MCP client needs to start `toolcap mcp serve`, or merge it
     /// into the client's configuration file with --write (other servers are kept).
@@ -200,6 +186,39 @@ fn toml_key(name: &str) -> String {
     } else {
         // A JSON string is a TOML basic string, escapes included.
         serde_json::to_string(name).unwrap_or_default()
+    }
+}
+
+/// What `mcp guard` and `mcp pins` start their servers from.
+#[derive(Debug, Args)]
+pub(crate) struct GuardFiles {
+    /// The personality policy file: it confines the servers, and its toolset names the
+    /// mcp__SERVER__TOOL tools `mcp guard` offers.
+    #[arg(long, value_name = "FILE")]
+    personality: PathBuf,
+    /// The guard configuration (TOML; docs/guard.md).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// The servers' default working directory (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    workdir: Option<PathBuf>,
+}
+
+impl GuardFiles {
+    /// Loads the personality (keeping `own`, with the configuration, out of every tool's reach)
+    /// and the configuration, starts the servers, and says on stderr what is not offered: the
+    /// personality, the working directory and the guard.
+    async fn start(
+        &self,
+        mut own: Vec<&Path>,
+    ) -> Result<(Arc<CompiledPolicy>, PathBuf, Guard), Usage> {
+        own.push(&self.config);
+        let policy = Arc::new(host::load_policy_keeping(&self.personality, &own)?);
+        let config = host::load_guard_config(&self.config)?;
+        let workdir = host::workdir(self.workdir.clone())?;
+        let guard = Guard::start(&config, &policy, &workdir).await;
+        say_what_is_not_offered(&guard);
+        Ok((policy, workdir, guard))
     }
 }
 
@@ -320,9 +339,7 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
             }
         }
         McpCommand::Guard {
-            personality,
-            config,
-            workdir,
+            files,
             audit,
             http,
             http_args,
@@ -333,13 +350,9 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
             let options = http
                 .map(|bind| http_options(bind, &http_args, None))
                 .transpose()?;
-            let mut own = crate::own_files(audit.as_deref(), &Store::Memory, Some(&config));
+            let mut own = crate::own_files(audit.as_deref(), &Store::Memory, None);
             own.extend(http_args.token_file.as_deref());
-            let policy = Arc::new(host::load_policy_keeping(&personality, &own)?);
-            let config = host::load_guard_config(&config)?;
-            let workdir = host::workdir(workdir)?;
-            let guard = Guard::start(&config, &policy, &workdir).await;
-            say_what_is_not_offered(&guard);
+            let (policy, workdir, guard) = files.start(own).await?;
             // The standard backends check the guarded tools' scoped reach (the servers' own
             // I/O is confined by the kernel); the standard tools are offered only if the
             // toolset names them.
@@ -388,18 +401,10 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        McpCommand::Pins {
-            personality,
-            config: config_path,
-            workdir,
-        } => {
-            let own = crate::own_files(None, &Store::Memory, Some(&config_path));
-            let policy = host::load_policy_keeping(&personality, &own)?;
-            let config = host::load_guard_config(&config_path)?;
-            let workdir = host::workdir(workdir)?;
-            let guard = Guard::start(&config, &policy, &workdir).await;
-            say_what_is_not_offered(&guard);
-            outln!("{}", pins_text(&guard, &config_path).trim_end())?;
+        McpCommand::Pins { files } => {
+            let own = crate::own_files(None, &Store::Memory, None);
+            let (_, _, guard) = files.start(own).await?;
+            outln!("{}", pins_text(&guard, &files.config).trim_end())?;
             Ok(if guard.problems().is_empty() {
                 ExitCode::SUCCESS
             } else {
