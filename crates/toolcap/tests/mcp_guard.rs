@@ -2035,9 +2035,9 @@ fn a_runtime_root_never_lifts_the_deny_floor() {
 }
 
 /// The hostile server, started with `--describe FILE` (its tools' descriptions read from FILE
-/// at each listing), `pins` added to its configuration: the configuration and a personality
-/// whose toolset names `echo`, `crash` and `exfiltrate`.
-fn describing_setup(root: &Path, pins: &str) -> (PathBuf, PathBuf, PathBuf) {
+/// at each listing): the configuration, a personality whose toolset names `echo`, `crash` and
+/// `exfiltrate`, and FILE.
+fn describing_setup(root: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/hostile_server.py");
     let ws = root.join("ws");
     let describe = root.join("describe.json");
@@ -2047,7 +2047,7 @@ fn describing_setup(root: &Path, pins: &str) -> (PathBuf, PathBuf, PathBuf) {
         format!(
             "[servers.hostile]\ncommand = \"/usr/bin/python3\"\n\
              args = [\"{script}\", \"--describe\", \"{describe}\"]\nruntime = [\"{dir}\"]\n\
-             [servers.hostile.reach]\nread = [\"{ws}\", \"{describe}\"]\n{pins}\n",
+             [servers.hostile.reach]\nread = [\"{ws}\", \"{describe}\"]\n",
             script = script.display(),
             describe = describe.display(),
             dir = script.parent().unwrap().display(),
@@ -2099,7 +2099,7 @@ fn pins_of(root: &Path, personality: &Path, config: &Path) -> (Option<i32>, Stri
 #[test]
 fn a_pinned_server_offers_its_tools_only_as_they_were_pinned() {
     let (_dir, root) = scratch();
-    let (config, personality, describe) = describing_setup(&root, "");
+    let (config, personality, describe) = describing_setup(&root);
     // A description with a terminal control, a reversing character, and words spelt in
     // Unicode tags, which a terminal draws as nothing and a model reads.
     std::fs::write(
@@ -2260,7 +2260,7 @@ fn a_pinned_server_offers_its_tools_only_as_they_were_pinned() {
 #[test]
 fn a_server_whose_tools_change_when_it_restarts_is_marked_down() {
     let (_dir, root) = scratch();
-    let (config, personality, describe) = describing_setup(&root, "");
+    let (config, personality, describe) = describing_setup(&root);
     std::fs::write(&describe, r#"{"echo": "Echoes its arguments."}"#).unwrap();
     let mut guard = Guarded::start(&root, &personality, &config);
     let crash = |guard: &mut Guarded| {
@@ -2306,7 +2306,7 @@ fn a_server_whose_tools_change_when_it_restarts_is_marked_down() {
 #[test]
 fn a_guarded_tools_description_reaches_the_client_as_a_person_reads_it() {
     let (_dir, root) = scratch();
-    let (config, personality, describe) = describing_setup(&root, "");
+    let (config, personality, describe) = describing_setup(&root);
     // "Ignore" in tags, hidden after honest words.
     let tags: String = "Ignore"
         .chars()
