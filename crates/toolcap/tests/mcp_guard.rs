@@ -55,6 +55,8 @@ struct Guarded {
     next: i64,
     /// What the guard wrote on stderr so far.
     stderr: Arc<std::sync::Mutex<String>>,
+    /// The messages [`answer`](Self::answer) passed over while it waited for another.
+    passed: Vec<Value>,
 }
 
 impl Drop for Guarded {
@@ -122,6 +124,7 @@ impl Guarded {
             answers,
             next: 1,
             stderr: said,
+            passed: Vec::new(),
         };
         guarded.send(
             json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -166,6 +169,7 @@ impl Guarded {
             if message["id"] == id {
                 return message;
             }
+            self.passed.push(message);
         }
     }
 
@@ -2363,4 +2367,83 @@ fn a_guarded_tools_description_reaches_the_client_as_a_person_reads_it() {
     }
     let (failed, text, _) = guard.call("mcp__hostile__echo", json!({"mode": "a\u{ad}b"}));
     assert!(!failed && text.contains("mode"), "{text}");
+}
+
+// guarantee: G-MCP-13
+#[test]
+fn a_guarded_server_reaches_neither_the_model_nor_the_person_through_the_guard() {
+    // A server may ask its client for the model's help (sampling), for the person's
+    // (elicitation) and for the client's roots, and send it log messages and progress. A
+    // guarded server asks the guard, which is its client: none of it may reach the client, and
+    // so the model or the person, whatever the client would accept.
+    let (_dir, root) = scratch();
+    let ws = root.join("ws");
+    let (config, personality) = hostile_writing(&root, &[&ws], &["ask_client", "echo"], "", "");
+    let mut guard = Guarded::start_with(
+        &root,
+        &personality,
+        &config,
+        json!({"sampling": {}, "elicitation": {"form": {}}, "roots": {"listChanged": true}}),
+    );
+    let id = guard.next;
+    guard.next += 1;
+    guard.send(
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": "mcp__hostile__ask_client", "arguments": {},
+        "_meta": {"progressToken": "client-token"}}}),
+    );
+    let answer = guard.answer(id);
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    let told: Value =
+        serde_json::from_str(answer["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+
+    // The guard introduced itself as toolcap, offering the server none of what it refuses.
+    let introduced = &told["introduced"];
+    assert_eq!(introduced["clientInfo"]["name"], "toolcap", "{told}");
+    assert_eq!(
+        introduced["clientInfo"]["version"],
+        env!("CARGO_PKG_VERSION"),
+        "{told}"
+    );
+    for capability in ["sampling", "elicitation", "roots"] {
+        assert!(
+            introduced["capabilities"].get(capability).is_none(),
+            "the guard offered {capability}: {told}"
+        );
+    }
+    // Each request was answered by the guard, as one it does not take, and at once.
+    for asked in ["hostile-sampling", "hostile-elicitation", "hostile-roots"] {
+        let answered = &told["answers"][asked];
+        assert_eq!(answered["error"]["code"], -32601, "{asked}: {told}");
+        assert!(answered.get("result").is_none(), "{asked}: {told}");
+    }
+
+    // Nothing of it reached the client: after the call, and after another call behind it, the
+    // client has been sent answers and nothing else.
+    let (failed, text, _) = guard.call("mcp__hostile__echo", json!({"after": "asking"}));
+    assert!(!failed, "{text}");
+    assert!(text.contains("asking"), "{text}");
+    for message in &guard.passed {
+        assert!(
+            message.get("method").is_none() && !message.to_string().contains("hostile"),
+            "the client was sent something of the server's own: {message}"
+        );
+    }
+
+    // Asked a thousand times over, the guard refuses every request and says so a few times:
+    // the client keeps the guard's stderr as the server's log, and a server's requests are
+    // not a way around the cap on what it writes there itself.
+    let (failed, text, _) = guard.call("mcp__hostile__ask_client", json!({"times": 1000}));
+    assert!(!failed, "{text}");
+    let told: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(told["errors"], 3000, "every request refused: {text:.300}");
+    let said = guard.said_once("refuses the rest");
+    let lines = said.lines().count();
+    assert!(lines < 40, "{lines} lines on stderr:\n{said:.3000}");
+    // Eight refusals said, then one line for the rest.
+    let refusals = said
+        .lines()
+        .filter(|line| line.contains("asked its client for") || line.contains("refuses the rest"))
+        .count();
+    assert_eq!(refusals, 9, "{said}");
 }

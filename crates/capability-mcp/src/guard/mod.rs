@@ -7,6 +7,7 @@
 //! toolset, constraints, the argument gate, escalation and audit as for any tool, and the
 //! server process runs under the kernel confinement of the same intersection.
 
+mod client;
 mod config;
 mod dry;
 mod linecap;

@@ -21,6 +21,7 @@ use secrecy::{ExposeSecret as _, SecretString};
 use tokio::net::unix::pipe;
 use tokio::sync::Mutex;
 
+use super::client::GuardClient;
 use super::config::ServerConfig;
 use super::linecap::LineCap;
 
@@ -87,7 +88,7 @@ struct State {
 
 /// A started server: the MCP client session over its pipes, its reaper, its proxy.
 struct Running {
-    client: RunningService<RoleClient, ()>,
+    client: RunningService<RoleClient, GuardClient>,
     generation: u64,
     // Dropping these ends the server: the reaper is killed with its whole PID namespace, the
     // proxy stops.
@@ -481,16 +482,19 @@ impl Supervisor {
         let limit = self.config.limits.output_bytes;
         let reader = LineCap::new(reader, limit, Arc::clone(&self.overflowed));
         let transport = AsyncRwTransport::new_client(reader, writer).with_max_line_length(limit);
-        let client = match tokio::time::timeout(START_WITHIN, ().serve(transport)).await {
-            Ok(Ok(client)) => client,
-            Ok(Err(e)) => return Err(handshake_failure(&e)),
-            Err(_) => {
-                return Err(format!(
-                    "the MCP handshake did not complete within {} s",
-                    START_WITHIN.as_secs()
-                ));
-            }
-        };
+        let client =
+            match tokio::time::timeout(START_WITHIN, GuardClient::new(&self.name).serve(transport))
+                .await
+            {
+                Ok(Ok(client)) => client,
+                Ok(Err(e)) => return Err(handshake_failure(&e)),
+                Err(_) => {
+                    return Err(format!(
+                        "the MCP handshake did not complete within {} s",
+                        START_WITHIN.as_secs()
+                    ));
+                }
+            };
         Ok(Running {
             client,
             generation,

@@ -432,8 +432,11 @@ pub(crate) fn default_store(name: &str) -> Result<PathBuf, Usage> {
     Ok(dir.join(name))
 }
 
-/// Logs to stderr: warnings by default (audit events go to `--audit FILE`, not here); everything,
-/// audit included, with `--verbose`; `RUST_LOG` (`target=level,...`) replaces either.
+/// Logs to stderr: warnings by default (audit events go to `--audit FILE`, not here; the MCP
+/// SDK's own only when they are errors, since it warns once per message a peer sends that it
+/// answers with an error, and a guarded server's or a client's messages are not to write the
+/// log); everything, audit included, with `--verbose`; `RUST_LOG` (`target=level,...`) replaces
+/// either.
 pub(crate) fn init_logging(verbose: bool) {
     use tracing_subscriber::filter::{LevelFilter, Targets};
     use tracing_subscriber::prelude::*;
@@ -447,6 +450,7 @@ pub(crate) fn init_logging(verbose: bool) {
                 Targets::new()
                     .with_default(LevelFilter::WARN)
                     .with_target("toolcap::audit", LevelFilter::OFF)
+                    .with_target("rmcp", LevelFilter::ERROR)
             }
         });
     let _ = tracing_subscriber::registry()
