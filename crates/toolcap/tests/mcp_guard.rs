@@ -2378,7 +2378,8 @@ fn a_guarded_server_reaches_neither_the_model_nor_the_person_through_the_guard()
     // so the model or the person, whatever the client would accept.
     let (_dir, root) = scratch();
     let ws = root.join("ws");
-    let (config, personality) = hostile_writing(&root, &[&ws], &["ask_client", "echo"], "", "");
+    let (config, personality) =
+        hostile_writing(&root, &[&ws], &["ask_client", "ask_inline", "echo"], "", "");
     let mut guard = Guarded::start_with(
         &root,
         &personality,
@@ -2429,6 +2430,27 @@ fn a_guarded_server_reaches_neither_the_model_nor_the_person_through_the_guard()
             "the client was sent something of the server's own: {message}"
         );
     }
+
+    // Asked in a tool's result instead (`input_required`, the 2026-07-28 protocol's way): the
+    // client gets a refusal of the call, not the server's form, and the server is not taken
+    // for one that failed.
+    let id = guard.next;
+    guard.next += 1;
+    guard.send(
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": "mcp__hostile__ask_inline", "arguments": {}}}),
+    );
+    let answer = guard.answer(id);
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert!(
+        text.contains("asked its client for input") && !text.contains("password"),
+        "{answer}"
+    );
+    assert!(answer["result"].get("inputRequests").is_none(), "{answer}");
+    assert!(!guard.said().contains("was stopped"), "{}", guard.said());
 
     // Asked a thousand times over, the guard refuses every request and says so a few times:
     // the client keeps the guard's stderr as the server's log, and a server's requests are

@@ -25,7 +25,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestMethod, CreateMessageRequestParams,
     CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationCreateRequestMethod,
-    Implementation, ListRootsRequestMethod, ListRootsResult, LoggingMessageNotificationParam,
+    Implementation, InputRequest, InputRequiredResult, ListRootsRequestMethod, ListRootsResult,
+    LoggingMessageNotificationParam,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
@@ -129,5 +130,26 @@ impl ClientHandler for GuardClient {
             "{}",
             capability_types::shown(&data)
         );
+    }
+}
+
+/// What an `input_required` result asks the client for, by method, for the refusal's message
+/// (what the server wrote in its requests is not repeated to the model).
+pub(super) fn asked_for(asked: &InputRequiredResult) -> String {
+    let methods: std::collections::BTreeSet<&str> = asked
+        .input_requests
+        .iter()
+        .flat_map(|requests| requests.values())
+        .map(|request| match request {
+            InputRequest::CreateMessage(_) => "sampling/createMessage",
+            InputRequest::Elicitation(_) => "elicitation/create",
+            InputRequest::ListRoots(_) => "roots/list",
+            _ => "a request of another kind",
+        })
+        .collect();
+    if methods.is_empty() {
+        "nothing named".to_owned()
+    } else {
+        methods.into_iter().collect::<Vec<_>>().join(", ")
     }
 }

@@ -210,7 +210,10 @@ impl Guard {
             handed,
         ));
         let listed = supervisor.list_tools().await.map_err(|e| match e {
-            CallFailure::Protocol(m) | CallFailure::Server(m) | CallFailure::Planted(m) => m,
+            CallFailure::Protocol(m)
+            | CallFailure::Unrelayed(m)
+            | CallFailure::Server(m)
+            | CallFailure::Planted(m) => m,
         })?;
         let checks = tool::ArgumentCheck::new(
             name,

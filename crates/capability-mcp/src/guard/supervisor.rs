@@ -12,7 +12,7 @@ use capability_sandbox::{Launch, PreparedSandbox};
 use capability_types::backend::{
     EgressFactory, EgressSession, FsAccess, NetworkGrant, PathPolicy as _,
 };
-use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, Tool};
 use rmcp::service::{RunningService, ServiceError};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{Peer, RoleClient, ServiceExt as _};
@@ -110,6 +110,9 @@ impl std::fmt::Debug for Supervisor {
 pub(crate) enum CallFailure {
     /// The server answered with a JSON-RPC error; it is still serving.
     Protocol(String),
+    /// The server answered by asking the client for input (`input_required`), which the guard
+    /// does not relay; it is still serving. The whole message.
+    Unrelayed(String),
     /// The server crashed, hung or could not be started; it was stopped (and will be restarted
     /// within its budget).
     Server(String),
@@ -219,10 +222,24 @@ impl Supervisor {
     ) -> Result<CallToolResult, CallFailure> {
         let (peer, generation) = self.peer().await?;
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-        let answer = tokio::time::timeout(self.call_timeout(), peer.call_tool(params)).await;
+        let answer = tokio::time::timeout(self.call_timeout(), peer.call_tool_once(params)).await;
         self.refuse_what_it_made(generation).await?;
         match answer {
-            Ok(Ok(result)) => Ok(result),
+            Ok(Ok(CallToolResponse::Complete(result))) => Ok(result),
+            Ok(Ok(CallToolResponse::InputRequired(asked))) => Err(CallFailure::Unrelayed(format!(
+                "the MCP server {} asked its client for input to answer the call ({}); the guard \
+                 relays nothing a server asks of its client",
+                self.name,
+                super::client::asked_for(&asked)
+            ))),
+            // A task the guard did not ask for (it declares no task support): the server does
+            // not keep to the protocol, and runs on at something nobody will collect.
+            Ok(Ok(_)) => Err(self
+                .failed(
+                    generation,
+                    "answered the call with a task, which the guard did not ask for".to_owned(),
+                )
+                .await),
             Ok(Err(ServiceError::McpError(e))) => Err(CallFailure::Protocol(e.message.to_string())),
             Ok(Err(e)) => Err(self
                 .failed(generation, format!("failed during the call: {e}"))

@@ -390,6 +390,7 @@ impl Tool for GuardedTool {
                 "the MCP server {} refused the call: {message}",
                 self.supervisor.name
             ))),
+            Err(CallFailure::Unrelayed(message)) => Err(CapabilityError::failed(message)),
             Err(CallFailure::Server(message)) => Err(CapabilityError::not_available(message)),
             Err(CallFailure::Planted(message)) => Err(CapabilityError::denied(
                 DenialCode::PathNotReachable,
