@@ -80,7 +80,7 @@ pub use crate::http::{
     HttpOptions, HttpServer, MAX_REQUEST_BYTES, RemoteAccess,
 };
 pub use crate::listing::tool_annotations;
-pub use crate::session::{FILTER_META_KEY, McpSession};
+pub use crate::session::{CONTENT_KEY, FILTER_META_KEY, McpSession};
 
 use crate::approval::Approvals;
 

@@ -25,6 +25,22 @@ use crate::{Offer, Shared};
 /// "Per-call tool filters"): Ethos's filter shape.
 pub const FILTER_META_KEY: &str = "toolcap/toolFilter";
 
+/// The member of a tool's result that carries MCP content blocks (docs/mcp.md, "Tools"): a
+/// tool whose value is an object with this one member, an array of content blocks (text,
+/// images, audio, resource links, embedded resources, as MCP writes them), is answered with
+/// those blocks rather than with its value as JSON text. The guard relays a guarded server's
+/// images this way; any tool may return them so.
+///
+/// ```
+/// use capability_mcp::CONTENT_KEY;
+/// let screenshot = serde_json::json!({CONTENT_KEY: [
+///     {"type": "text", "text": "the page"},
+///     {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+/// ]});
+/// # let _ = screenshot;
+/// ```
+pub const CONTENT_KEY: &str = "toolcap/mcpContent";
+
 /// The handler of one MCP connection: its own session id (in every audit event of its calls),
 /// its own invocation (`max_invocations` counts per session), the server's registry and policy.
 #[derive(Clone)]
@@ -237,12 +253,24 @@ async fn tick(ticks: &mut Option<tokio::time::Interval>) {
     }
 }
 
-/// A registry result as an MCP tool result: a success's value as text (a string as is, anything
-/// else as JSON); a failure with `isError: true` and a text that starts with its stable code.
+/// A registry result as an MCP tool result: a success's value as text (a string as is, content
+/// blocks under [`CONTENT_KEY`] as they are, anything else as JSON); a failure with `isError:
+/// true` and a text that starts with its stable code.
 pub(crate) fn to_mcp(result: ToolResult) -> CallToolResult {
     match result {
         ToolResult::Ok(Value::String(text)) => {
             CallToolResult::success(vec![ContentBlock::text(text)])
+        }
+        ToolResult::Ok(Value::Object(only))
+            if only.len() == 1 && only.contains_key(CONTENT_KEY) =>
+        {
+            match serde_json::from_value::<Vec<ContentBlock>>(only[CONTENT_KEY].clone()) {
+                Ok(blocks) => CallToolResult::success(blocks),
+                // Not content blocks after all: the value as it is, as for any other object.
+                Err(_) => CallToolResult::success(vec![ContentBlock::text(
+                    Value::Object(only).to_string(),
+                )]),
+            }
         }
         ToolResult::Ok(value) => {
             CallToolResult::success(vec![ContentBlock::text(value.to_string())])
@@ -384,5 +412,28 @@ mod tests {
         assert_eq!(err.is_error, Some(true));
         let json = serde_json::to_value(&err).unwrap();
         assert_eq!(json["content"][0]["text"], "HOST_NOT_ALLOWED: evil.test");
+    }
+
+    #[test]
+    fn content_blocks_under_the_content_key_are_answered_as_blocks() {
+        let blocks = serde_json::json!([
+            {"type": "text", "text": "the page"},
+            {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+        ]);
+        let answered = to_mcp(ToolResult::Ok(serde_json::json!({CONTENT_KEY: blocks})));
+        let json = serde_json::to_value(&answered).unwrap();
+        assert_eq!(json["content"], blocks, "{json}");
+        assert_eq!(json["isError"], false);
+        // Anything else under the key, or beside it, is a value like any other: JSON text.
+        for value in [
+            serde_json::json!({CONTENT_KEY: "not blocks"}),
+            serde_json::json!({CONTENT_KEY: [{"type": "no such kind"}]}),
+            serde_json::json!({CONTENT_KEY: blocks, "other": 1}),
+        ] {
+            let answered = serde_json::to_value(to_mcp(ToolResult::Ok(value.clone()))).unwrap();
+            assert_eq!(answered["content"][0]["type"], "text", "{answered}");
+            let text = answered["content"][0]["text"].as_str().unwrap();
+            assert_eq!(serde_json::from_str::<Value>(text).unwrap(), value);
+        }
     }
 }

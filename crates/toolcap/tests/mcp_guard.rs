@@ -2469,3 +2469,88 @@ fn a_guarded_server_reaches_neither_the_model_nor_the_person_through_the_guard()
         .count();
     assert_eq!(refusals, 9, "{said}");
 }
+
+#[test]
+fn a_guarded_servers_images_reach_the_client_as_images() {
+    // A screenshot tool's image must reach the client as an image block, which the client
+    // shows the model as a picture, not as its base64 written out as text (a 1 MB screenshot
+    // as text is some 350,000 tokens, past what a client takes from a tool).
+    let (_dir, root) = scratch();
+    let ws = root.join("ws");
+    let (config, personality) = hostile_writing(&root, &[&ws], &["picture", "echo"], "", "");
+    let mut guard = Guarded::start(&root, &personality, &config);
+    let id = guard.next;
+    guard.next += 1;
+    guard.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "mcp__hostile__picture", "arguments": {}}}));
+    let answer = guard.answer(id);
+    let result = &answer["result"];
+    assert_eq!(result["isError"], false, "{answer}");
+    let content = result["content"].as_array().unwrap();
+    let kinds: Vec<&str> = content
+        .iter()
+        .map(|b| b["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["text", "image", "audio", "resource_link"],
+        "{answer}"
+    );
+    assert_eq!(content[0]["text"], "a screenshot");
+    assert_eq!(content[1]["mimeType"], "image/png");
+    assert!(
+        content[1]["data"]
+            .as_str()
+            .unwrap()
+            .starts_with("iVBORw0KGgo"),
+        "{answer}"
+    );
+    assert_eq!(content[2]["mimeType"], "audio/wav");
+    assert_eq!(content[3]["uri"], "file:///srv/shot.png");
+    // A text answer is relayed as text, as before.
+    let (failed, text, _) = guard.call("mcp__hostile__echo", json!({"a": 1}));
+    assert!(!failed && text == r#"{"a": 1}"#, "{text}");
+    drop(guard);
+
+    // The real filesystem server's `read_media_file`, on a picture in the workspace.
+    let Some(modules) = npm_servers() else { return };
+    let pixel = [
+        0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    ];
+    std::fs::write(ws.join("shot.png"), pixel).unwrap();
+    let server = modules.join("@modelcontextprotocol/server-filesystem/dist/index.js");
+    let config = root.join("files.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.files]\ncommand = \"/usr/bin/node\"\nargs = [\"{server}\", \"{ws}\"]\n\
+             runtime = [\"{modules}\"]\n[servers.files.reach]\nread = [\"{ws}\"]\n",
+            server = server.display(),
+            modules = modules.display(),
+            ws = ws.display()
+        ),
+    )
+    .unwrap();
+    let personality = root.join("files-p.toml");
+    std::fs::write(
+        &personality,
+        format!(
+            "id = \"files\"\ntoolset = [\"mcp__files__read_media_file\"]\n\
+             [fs_reach]\nread = [\"{}\"]\n",
+            ws.display()
+        ),
+    )
+    .unwrap();
+    let mut guard = Guarded::start(&root, &personality, &config);
+    let id = guard.next;
+    guard.send(
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": "mcp__files__read_media_file",
+        "arguments": {"path": ws.join("shot.png").display().to_string()}}}),
+    );
+    let answer = guard.answer(id);
+    let block = &answer["result"]["content"][0];
+    assert_eq!(block["type"], "image", "{answer}");
+    assert_eq!(block["mimeType"], "image/png", "{answer}");
+    assert_eq!(block["data"], "iVBORw0KGgoAAAANSUhEUg==", "{answer}");
+}

@@ -408,9 +408,19 @@ fn is_web_url(text: &str) -> bool {
     reads_as_url(text, "http") || reads_as_url(text, "https")
 }
 
-/// An upstream result as a tool value: its text (text blocks joined by newlines; other blocks
-/// as their JSON), or, for `isError`, a failure carrying that text.
+/// A server's answer as the tool's value: text blocks alone as one text (a structured result
+/// without content as its JSON), so the model reads them as it did from the server; content
+/// with an image, audio or a resource in it as the blocks themselves, under
+/// [`CONTENT_KEY`](crate::CONTENT_KEY), so the client shows them as the server sent them; an
+/// error as its text.
 fn relay(result: CallToolResult) -> Result<Value, CapabilityError> {
+    let texts_only = result.content.iter().all(|block| block.as_text().is_some());
+    if result.is_error != Some(true) && !texts_only {
+        let blocks = serde_json::to_value(&result.content).map_err(|e| {
+            CapabilityError::failed(format!("the server's answer cannot be relayed: {e}"))
+        })?;
+        return Ok(serde_json::json!({ crate::CONTENT_KEY: blocks }));
+    }
     let mut text = String::new();
     for block in &result.content {
         if !text.is_empty() {

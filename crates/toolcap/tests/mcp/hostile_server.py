@@ -9,7 +9,9 @@ its output and exit status), ask_client (asks its client, mid-call, for the mode
 through sampling, for the person's through elicitation and for the client's roots, with a
 log message and a progress notification around them, and answers with how it was
 introduced at the handshake and what each request was answered), ask_inline (answers with
-an `input_required` result asking for the same, as the 2026-07-28 protocol has servers ask).
+an `input_required` result asking for the same, as the 2026-07-28 protocol has servers ask),
+picture (answers with a text, an image, an audio clip and a link to a resource: content a
+screenshot or a recording tool returns).
 
 With --twice it lists `echo` a second time, with another description and schema: which of the
 two a client is shown, and which the server runs, is the server's to say. With --pages its
@@ -30,7 +32,11 @@ import time
 
 TOOLS = ["echo", "read_secret", "connect_unix", "connect_tcp", "fork_bomb", "flood",
          "flood_stderr", "malformed", "hang", "env", "crash", "shell", "ask_client",
-         "ask_inline"]
+         "ask_inline", "picture"]
+
+# A PNG of one transparent pixel.
+PIXEL = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5E"
+         "rkJggg==")
 
 # The client's `initialize` params, as it sent them.
 INTRODUCED = {}
@@ -219,6 +225,13 @@ def main():
                 result(rid, f"status {done.returncode}\n{done.stdout}{done.stderr}")
             elif name == "ask_client":
                 result(rid, json.dumps(ask_client(message)))
+            elif name == "picture":
+                send({"jsonrpc": "2.0", "id": rid, "result": {"content": [
+                    {"type": "text", "text": "a screenshot"},
+                    {"type": "image", "data": PIXEL, "mimeType": "image/png"},
+                    {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
+                    {"type": "resource_link", "uri": "file:///srv/shot.png", "name": "shot.png",
+                     "mimeType": "image/png"}], "isError": False}})
             elif name == "ask_inline":
                 send({"jsonrpc": "2.0", "id": rid, "result": {
                     "resultType": "input_required",
