@@ -264,7 +264,8 @@ pub(crate) fn to_mcp(result: ToolResult) -> CallToolResult {
         ToolResult::Ok(Value::Object(only))
             if only.len() == 1 && only.contains_key(CONTENT_KEY) =>
         {
-            match serde_json::from_value::<Vec<ContentBlock>>(only[CONTENT_KEY].clone()) {
+            // Read in place: the blocks may hold megabytes of an image.
+            match <Vec<ContentBlock> as serde::Deserialize>::deserialize(&only[CONTENT_KEY]) {
                 Ok(blocks) => CallToolResult::success(blocks),
                 // Not content blocks after all: the value as it is, as for any other object.
                 Err(_) => CallToolResult::success(vec![ContentBlock::text(

@@ -148,7 +148,7 @@ pub(super) fn asked_for(asked: &InputRequiredResult) -> String {
         })
         .collect();
     if methods.is_empty() {
-        "nothing named".to_owned()
+        "no request in it".to_owned()
     } else {
         methods.into_iter().collect::<Vec<_>>().join(", ")
     }
