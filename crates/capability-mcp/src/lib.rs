@@ -102,6 +102,9 @@ pub(crate) struct Offer {
     pub(crate) tools: Vec<rmcp::model::Tool>,
     /// The server-wide filter (`--allowed-tools`, …), if any.
     pub(crate) filter: Option<ToolFilter>,
+    /// The tools whose values under [`CONTENT_KEY`] are answered as content blocks
+    /// ([`McpServer::with_content_from`]).
+    pub(crate) content_from: std::collections::HashSet<String>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -175,6 +178,7 @@ impl McpServer {
             offer: Arc::new(Offer {
                 tools,
                 filter: None,
+                content_from: std::collections::HashSet::new(),
             }),
         }
     }
@@ -198,6 +202,26 @@ impl McpServer {
         self.offer = Arc::new(Offer {
             tools,
             filter: Some(filter),
+            content_from: self.offer.content_from.clone(),
+        });
+        self
+    }
+
+    /// Lets `tools` answer with MCP content blocks: a value of theirs that is an object whose
+    /// one member is [`CONTENT_KEY`] is answered with those blocks (an image as an image);
+    /// every other tool's value, such as a value read back from the key-value store, stays
+    /// JSON text whatever it holds. `toolcap mcp guard` names the guarded tools, so a guarded
+    /// server's images reach the client as images (docs/guard.md).
+    pub fn with_content_from<S: Into<String>>(
+        mut self,
+        tools: impl IntoIterator<Item = S>,
+    ) -> Self {
+        let mut content_from = self.offer.content_from.clone();
+        content_from.extend(tools.into_iter().map(Into::into));
+        self.offer = Arc::new(Offer {
+            tools: self.offer.tools.clone(),
+            filter: self.offer.filter.clone(),
+            content_from,
         });
         self
     }

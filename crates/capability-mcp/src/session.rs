@@ -26,10 +26,11 @@ use crate::{Offer, Shared};
 pub const FILTER_META_KEY: &str = "toolcap/toolFilter";
 
 /// The member of a tool's result that carries MCP content blocks (docs/mcp.md, "Tools"): a
-/// tool whose value is an object with this one member, an array of content blocks (text,
-/// images, audio, resource links, embedded resources, as MCP writes them), is answered with
-/// those blocks rather than with its value as JSON text. The guard relays a guarded server's
-/// images this way; any tool may return them so.
+/// tool the server lets answer so ([`McpServer::with_content_from`](crate::McpServer::with_content_from))
+/// whose value is an object with this one member, an array of content blocks (text, images,
+/// audio, resource links, embedded resources, as MCP writes them), is answered with those
+/// blocks rather than with its value as JSON text. The guard relays a guarded server's images
+/// this way.
 ///
 /// ```
 /// use capability_mcp::CONTENT_KEY;
@@ -166,6 +167,7 @@ impl McpSession {
             .escalates
             .then(|| self.shared.approvals.route(&call.id, route));
         let progress = context.meta.get_progress_token();
+        let blocks = self.offer.content_from.contains(&call.tool);
         let outcome = self
             .run(
                 call,
@@ -174,7 +176,7 @@ impl McpSession {
                 progress.map(|t| (t, context.peer.clone())),
             )
             .await;
-        Ok(to_mcp(outcome.result).into())
+        Ok(to_mcp(outcome.result, blocks).into())
     }
 
     /// The `input_required` answer to a call that needs approval (protocol 2026-07-28): the
@@ -254,15 +256,15 @@ async fn tick(ticks: &mut Option<tokio::time::Interval>) {
 }
 
 /// A registry result as an MCP tool result: a success's value as text (a string as is, content
-/// blocks under [`CONTENT_KEY`] as they are, anything else as JSON); a failure with `isError:
-/// true` and a text that starts with its stable code.
-pub(crate) fn to_mcp(result: ToolResult) -> CallToolResult {
+/// blocks under [`CONTENT_KEY`] as they are where `blocks` lets them be, anything else as
+/// JSON); a failure with `isError: true` and a text that starts with its stable code.
+pub(crate) fn to_mcp(result: ToolResult, blocks: bool) -> CallToolResult {
     match result {
         ToolResult::Ok(Value::String(text)) => {
             CallToolResult::success(vec![ContentBlock::text(text)])
         }
         ToolResult::Ok(Value::Object(only))
-            if only.len() == 1 && only.contains_key(CONTENT_KEY) =>
+            if blocks && only.len() == 1 && only.contains_key(CONTENT_KEY) =>
         {
             // Read in place: the blocks may hold megabytes of an image.
             match <Vec<ContentBlock> as serde::Deserialize>::deserialize(&only[CONTENT_KEY]) {
@@ -402,14 +404,14 @@ mod tests {
 
     #[test]
     fn results_become_text_content() {
-        let ok = to_mcp(ToolResult::Ok(Value::from("hello")));
+        let ok = to_mcp(ToolResult::Ok(Value::from("hello")), false);
         assert_eq!(ok.is_error, Some(false));
         let json = serde_json::to_value(&ok).unwrap();
         assert_eq!(json["content"][0]["text"], "hello");
-        let err = to_mcp(ToolResult::error(
-            ErrorCode::Denied,
-            "HOST_NOT_ALLOWED: evil.test",
-        ));
+        let err = to_mcp(
+            ToolResult::error(ErrorCode::Denied, "HOST_NOT_ALLOWED: evil.test"),
+            true,
+        );
         assert_eq!(err.is_error, Some(true));
         let json = serde_json::to_value(&err).unwrap();
         assert_eq!(json["content"][0]["text"], "HOST_NOT_ALLOWED: evil.test");
@@ -421,17 +423,26 @@ mod tests {
             {"type": "text", "text": "the page"},
             {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
         ]);
-        let answered = to_mcp(ToolResult::Ok(serde_json::json!({CONTENT_KEY: blocks})));
+        let answered = to_mcp(
+            ToolResult::Ok(serde_json::json!({CONTENT_KEY: blocks})),
+            true,
+        );
         let json = serde_json::to_value(&answered).unwrap();
         assert_eq!(json["content"], blocks, "{json}");
         assert_eq!(json["isError"], false);
-        // Anything else under the key, or beside it, is a value like any other: JSON text.
-        for value in [
-            serde_json::json!({CONTENT_KEY: "not blocks"}),
-            serde_json::json!({CONTENT_KEY: [{"type": "no such kind"}]}),
-            serde_json::json!({CONTENT_KEY: blocks, "other": 1}),
+        // From a tool not let answer blocks (a value read back from the store, say), anything
+        // else under the key, or beside it: a value like any other, JSON text.
+        for (value, blocks) in [
+            (serde_json::json!({CONTENT_KEY: blocks}), false),
+            (serde_json::json!({CONTENT_KEY: "not blocks"}), true),
+            (
+                serde_json::json!({CONTENT_KEY: [{"type": "no such kind"}]}),
+                true,
+            ),
+            (serde_json::json!({CONTENT_KEY: blocks, "other": 1}), true),
         ] {
-            let answered = serde_json::to_value(to_mcp(ToolResult::Ok(value.clone()))).unwrap();
+            let answered =
+                serde_json::to_value(to_mcp(ToolResult::Ok(value.clone()), blocks)).unwrap();
             assert_eq!(answered["content"][0]["type"], "text", "{answered}");
             let text = answered["content"][0]["text"].as_str().unwrap();
             assert_eq!(serde_json::from_str::<Value>(text).unwrap(), value);

@@ -390,7 +390,9 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
                 Some(path) => registry.with_audit_sink(host::audit_file(&path)?),
                 None => registry,
             };
-            let server = McpServer::new(registry, policy, &workdir);
+            // A guarded server's images, audio and resources reach the client as such.
+            let server =
+                McpServer::new(registry, policy, &workdir).with_content_from(guard.tool_names());
             let server = match filter {
                 Some(f) => server.with_tool_filter(f),
                 None => server,
