@@ -1,7 +1,9 @@
 //! `toolcap mcp guard` from outside, as an MCP client drives it: a hostile server written for
 //! these tests (stdlib Python) whose every attack must be contained, and the real
 //! `@modelcontextprotocol/server-filesystem` from npm (pinned in `.ci/mcp-deps`) started with
-//! `/` as its allowed directory but declared with one workspace (docs/guard.md).
+//! `/` as its allowed directory but declared with one workspace, and the reference
+//! `@modelcontextprotocol/server-everything`, which tries every feature of the protocol
+//! (docs/guard.md).
 #![allow(
     clippy::disallowed_methods,
     clippy::disallowed_types,
@@ -2553,4 +2555,129 @@ fn a_guarded_servers_images_reach_the_client_as_images() {
     assert_eq!(block["type"], "image", "{answer}");
     assert_eq!(block["mimeType"], "image/png", "{answer}");
     assert_eq!(block["data"], "iVBORw0KGgoAAAANSUhEUg==", "{answer}");
+}
+
+// guarantee: G-MCP-13
+#[test]
+fn the_real_everything_server_reaches_the_client_only_through_its_tools_results() {
+    // The protocol's reference server: it offers its sampling, elicitation and roots tools to a
+    // client that declares those capabilities, sends log messages, and answers with images and
+    // resource links. Guarded, from a client that declares everything, it must see a client
+    // that declares nothing, and reach the client only through its tools' results.
+    let Some(cache) = support::mcp_cache(&[
+        "everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    ]) else {
+        return;
+    };
+    let modules = cache.join("everything/node_modules");
+    let (_dir, root) = scratch();
+    let ws = root.join("ws");
+    let config = root.join("everything.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.everything]\ncommand = \"/usr/bin/node\"\n\
+             args = [\"{modules}/@modelcontextprotocol/server-everything/dist/index.js\", \"stdio\"]\n\
+             runtime = [\"{modules}\"]\n[servers.everything.reach]\nread = [\"{ws}\"]\n",
+            modules = modules.display(),
+            ws = ws.display()
+        ),
+    )
+    .unwrap();
+    let tools = [
+        "echo",
+        "get-tiny-image",
+        "get-resource-links",
+        "toggle-simulated-logging",
+        "trigger-sampling-request",
+        "trigger-elicitation-request",
+        "get-roots-list",
+    ];
+    let personality = root.join("everything-p.toml");
+    std::fs::write(
+        &personality,
+        format!(
+            "id = \"everything\"\ntoolset = [{}]\n[fs_reach]\nread = [\"{}\"]\n",
+            tools
+                .iter()
+                .map(|t| format!("\"mcp__everything__{t}\""))
+                .collect::<Vec<_>>()
+                .join(", "),
+            ws.display()
+        ),
+    )
+    .unwrap();
+    // The guard's own log at debug, where a server's log messages go.
+    let child = guard_command(&personality, &config)
+        .arg("--workdir")
+        .arg(&ws)
+        .env("HOME", root.join("home"))
+        .env("RUST_LOG", "warn,toolcap::guard=debug")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut guard = Guarded::attach_with(
+        child,
+        json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": true}}),
+    );
+
+    // The server offered the guard none of the tools that ask its client for something.
+    let mut offered = guard.tools();
+    offered.sort();
+    assert_eq!(
+        offered,
+        [
+            "mcp__everything__echo",
+            "mcp__everything__get-resource-links",
+            "mcp__everything__get-tiny-image",
+            "mcp__everything__toggle-simulated-logging",
+        ],
+        "{}",
+        guard.said()
+    );
+
+    // Its image is an image, its links are links.
+    let id = guard.next;
+    guard.next += 1;
+    guard.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "mcp__everything__get-tiny-image", "arguments": {}}}));
+    let answer = guard.answer(id);
+    let content = answer["result"]["content"].as_array().unwrap();
+    let image = content.iter().find(|b| b["type"] == "image");
+    assert!(
+        image.is_some_and(|b| b["mimeType"] == "image/png"
+            && b["data"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("iVBORw0KGgo"))),
+        "{answer:.600}"
+    );
+    let id = guard.next;
+    guard.next += 1;
+    guard.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "mcp__everything__get-resource-links", "arguments": {"count": 2}}}));
+    let answer = guard.answer(id);
+    let links = answer["result"]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "resource_link")
+        .count();
+    assert_eq!(links, 2, "{answer}");
+
+    // Its log messages stay in the guard's own log; the client is sent nothing of them.
+    let (failed, text, _) = guard.call("mcp__everything__toggle-simulated-logging", json!({}));
+    assert!(!failed && text.starts_with("Started simulated"), "{text}");
+    // (Each log line names the message's level; the server picks one at random.)
+    let said = guard.said_once("server=everything level=");
+    assert!(said.contains("server=everything level="), "{said}");
+    let (failed, text, _) = guard.call("mcp__everything__echo", json!({"message": "after"}));
+    assert!(!failed && text.contains("after"), "{text}");
+    for message in &guard.passed {
+        assert!(
+            message.get("method").is_none(),
+            "the client was sent something of the server's own: {message}"
+        );
+    }
 }
