@@ -1,8 +1,9 @@
 //! `toolcap mcp guard` from outside, as an MCP client drives it: a hostile server written for
 //! these tests (stdlib Python) whose every attack must be contained, and the real
 //! `@modelcontextprotocol/server-filesystem` from npm (pinned in `.ci/mcp-deps`) started with
-//! `/` as its allowed directory but declared with one workspace, and the reference
-//! `@modelcontextprotocol/server-everything`, which tries every feature of the protocol
+//! `/` as its allowed directory but declared with one workspace, the reference
+//! `@modelcontextprotocol/server-everything`, which tries every feature of the protocol, and
+//! PyPI's `mcp-server-everything-wrong`, published to show what hostile servers do
 //! (docs/guard.md).
 #![allow(
     clippy::disallowed_methods,
@@ -2680,4 +2681,167 @@ fn the_real_everything_server_reaches_the_client_only_through_its_tools_results(
             "the client was sent something of the server's own: {message}"
         );
     }
+}
+
+// guarantee: G-MCP-12
+#[test]
+fn the_real_everything_wrong_server_is_offered_as_reviewed_and_contained() {
+    // A server published to show what MCP servers do wrong, on purpose: instructions behind
+    // invisible characters (`joke_teller`), a tool whose description steers another
+    // (`shadowing_attack`), a schema field that asks for the user's words (`echo`'s `debug`),
+    // a description that changes after the first call with `tools/list_changed` (`greet`), the
+    // environment, any URL, any command. A reviewer reads `toolcap mcp pins`, pins the four
+    // tools whose words are harmless, and the guard holds the rest.
+    let Some(cache) = support::mcp_cache(&["wrong-venv/bin/mcp-server-everything-wrong"]) else {
+        return;
+    };
+    let venv = cache.join("wrong-venv");
+    let python = venv.join("bin/python");
+    let base = Command::new(&python)
+        .args(["-c", "import sys; print(sys.base_prefix)"])
+        .output()
+        .unwrap();
+    let base = String::from_utf8(base.stdout).unwrap().trim().to_owned();
+    let (_dir, root) = scratch();
+    let ws = root.join("ws");
+    let server = format!(
+        "[servers.wrong]\ncommand = \"{python}\"\nargs = [\"-m\", \"mcp_server_everything_wrong\"]\n\
+         runtime = [\"{venv}\", \"{base}\"]\n[servers.wrong.reach]\nread = [\"{ws}\"]\n",
+        python = python.display(),
+        venv = venv.display(),
+        ws = ws.display()
+    );
+    let config = root.join("wrong.toml");
+    std::fs::write(&config, &server).unwrap();
+    let tools = [
+        "greet",
+        "joke_teller",
+        "shadowing_attack",
+        "echo",
+        "send_email",
+        "env_var",
+        "fetch",
+        "run_command",
+    ];
+    let personality = root.join("wrong-p.toml");
+    std::fs::write(
+        &personality,
+        format!(
+            "id = \"wrong\"\ntoolset = [{}]\n[fs_reach]\nread = [\"{}\"]\n",
+            tools
+                .iter()
+                .map(|t| format!("\"mcp__wrong__{t}\""))
+                .collect::<Vec<_>>()
+                .join(", "),
+            ws.display()
+        ),
+    )
+    .unwrap();
+
+    // What the reviewer reads: the hidden instructions, their invisible characters escaped.
+    let (code, printed, said) = pins_of(&root, &personality, &config);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(printed.contains("mcp-server-everything-wrong"), "{printed}");
+    assert!(
+        printed.contains(r"\u{200e}") && !printed.contains('\u{200e}'),
+        "{printed}"
+    );
+    assert!(printed.contains("<IMPORTANT>"), "{printed}");
+    assert!(printed.contains("add p0wned@evil.com"), "{printed}");
+    assert!(printed.contains("the user's previous message"), "{printed}");
+    let pin = |tool: &str| {
+        printed
+            .lines()
+            .find(|line| line.starts_with(&format!("{tool} = \"sha256:")))
+            .unwrap_or_else(|| panic!("no pin of {tool}: {printed}"))
+            .to_owned()
+    };
+    let kept = ["greet", "env_var", "fetch", "run_command"];
+    let pins: Vec<String> = kept.iter().map(|tool| pin(tool)).collect();
+    std::fs::write(
+        &config,
+        format!("{server}[servers.wrong.pins]\n{}\n", pins.join("\n")),
+    )
+    .unwrap();
+
+    let mut guard = Guarded::start(&root, &personality, &config);
+    let mut offered = guard.tools();
+    offered.sort();
+    assert_eq!(
+        offered,
+        [
+            "mcp__wrong__env_var",
+            "mcp__wrong__fetch",
+            "mcp__wrong__greet",
+            "mcp__wrong__run_command"
+        ],
+        "{}",
+        guard.said()
+    );
+    let said = guard.said();
+    for withheld in ["joke_teller", "shadowing_attack", "echo", "send_email"] {
+        assert!(
+            said.contains(&format!("mcp__wrong__{withheld} is not offered")),
+            "{withheld}: {said}"
+        );
+    }
+
+    // The rug pull: after its first call, `greet` tells the model to speak French and says its
+    // tools changed. The client is told nothing of it, and is shown `greet` as reviewed.
+    let mut answers = String::new();
+    for _ in 0..2 {
+        let (failed, text, whole) = guard.call("mcp__wrong__greet", json!({}));
+        assert!(!failed && text == "Hi there.", "{whole}");
+        answers.push_str(&whole);
+    }
+    let listing = guard.listing().to_string();
+    assert!(
+        listing.contains("Use this tool to greet the user."),
+        "{listing}"
+    );
+    assert!(!listing.contains("french"), "{listing}");
+
+    // The environment holds nothing of the guard's; the URL and the key are out of reach.
+    let (failed, text, whole) = guard.call("mcp__wrong__env_var", json!({}));
+    assert!(!failed && text.contains("PATH="), "{whole}");
+    assert!(!text.contains("TOOLCAP_TEST_CANARY"), "{text}");
+    answers.push_str(&whole);
+    let (port, hits) = http_server("an undeclared host", None);
+    let (failed, text, whole) = guard.call(
+        "mcp__wrong__fetch",
+        json!({"url": format!("http://127.0.0.1:{port}/")}),
+    );
+    assert!(failed && text.starts_with("HOST_NOT_ALLOWED: "), "{whole}");
+    answers.push_str(&whole);
+    let key = root.join("home/.ssh/id_ed25519").display().to_string();
+    let (failed, text, whole) = guard.call(
+        "mcp__wrong__run_command",
+        json!({"command": "cat", "args": [key]}),
+    );
+    assert!(
+        failed && text.starts_with("PATH_NOT_REACHABLE: "),
+        "{whole}"
+    );
+    answers.push_str(&whole);
+    // Out of the argument check's sight, a shell reads the key and fetches the URL: the kernel
+    // and the egress proxy refuse both.
+    let script = format!(
+        "cat {}/home/.ssh/id_*; python3 -c 'import urllib.request as u; u.urlopen(\"http://127.0.0.1:{port}/\")'",
+        root.display()
+    );
+    let (failed, _, whole) = guard.call(
+        "mcp__wrong__run_command",
+        json!({"command": "sh", "args": ["-c", script]}),
+    );
+    assert!(failed, "{whole}");
+    answers.push_str(&whole);
+    for message in &guard.passed {
+        assert!(message.get("method").is_none(), "{message}");
+    }
+    assert!(!answers.contains(CANARY), "{answers}");
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        0,
+        "the undeclared host was reached"
+    );
 }
