@@ -2585,29 +2585,19 @@ fn the_real_everything_server_reaches_the_client_only_through_its_tools_results(
         ),
     )
     .unwrap();
-    let tools = [
-        "echo",
-        "get-tiny-image",
-        "get-resource-links",
-        "toggle-simulated-logging",
-        "trigger-sampling-request",
-        "trigger-elicitation-request",
-        "get-roots-list",
-    ];
-    let personality = root.join("everything-p.toml");
-    std::fs::write(
-        &personality,
-        format!(
-            "id = \"everything\"\ntoolset = [{}]\n[fs_reach]\nread = [\"{}\"]\n",
-            tools
-                .iter()
-                .map(|t| format!("\"mcp__everything__{t}\""))
-                .collect::<Vec<_>>()
-                .join(", "),
-            ws.display()
-        ),
-    )
-    .unwrap();
+    let personality = reading_personality(
+        &root,
+        "everything",
+        &[
+            "echo",
+            "get-tiny-image",
+            "get-resource-links",
+            "toggle-simulated-logging",
+            "trigger-sampling-request",
+            "trigger-elicitation-request",
+            "get-roots-list",
+        ],
+    );
     // The guard's own log at debug, where a server's log messages go.
     let child = guard_command(&personality, &config)
         .arg("--workdir")
@@ -2713,30 +2703,20 @@ fn the_real_everything_wrong_server_is_offered_as_reviewed_and_contained() {
     );
     let config = root.join("wrong.toml");
     std::fs::write(&config, &server).unwrap();
-    let tools = [
-        "greet",
-        "joke_teller",
-        "shadowing_attack",
-        "echo",
-        "send_email",
-        "env_var",
-        "fetch",
-        "run_command",
-    ];
-    let personality = root.join("wrong-p.toml");
-    std::fs::write(
-        &personality,
-        format!(
-            "id = \"wrong\"\ntoolset = [{}]\n[fs_reach]\nread = [\"{}\"]\n",
-            tools
-                .iter()
-                .map(|t| format!("\"mcp__wrong__{t}\""))
-                .collect::<Vec<_>>()
-                .join(", "),
-            ws.display()
-        ),
-    )
-    .unwrap();
+    let personality = reading_personality(
+        &root,
+        "wrong",
+        &[
+            "greet",
+            "joke_teller",
+            "shadowing_attack",
+            "echo",
+            "send_email",
+            "env_var",
+            "fetch",
+            "run_command",
+        ],
+    );
 
     // What the reviewer reads: the hidden instructions, their invisible characters escaped.
     let (code, printed, said) = pins_of(&root, &personality, &config);
@@ -2844,4 +2824,24 @@ fn the_real_everything_wrong_server_is_offered_as_reviewed_and_contained() {
         0,
         "the undeclared host was reached"
     );
+}
+
+/// A personality named `server` whose toolset is `tools` of the guarded server `server` and
+/// whose reach reads `root/ws`.
+fn reading_personality(root: &Path, server: &str, tools: &[&str]) -> PathBuf {
+    let personality = root.join(format!("{server}-p.toml"));
+    let toolset = tools
+        .iter()
+        .map(|t| format!("\"mcp__{server}__{t}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    std::fs::write(
+        &personality,
+        format!(
+            "id = \"{server}\"\ntoolset = [{toolset}]\n[fs_reach]\nread = [\"{}\"]\n",
+            root.join("ws").display()
+        ),
+    )
+    .unwrap();
+    personality
 }
