@@ -2534,16 +2534,7 @@ fn a_guarded_servers_images_reach_the_client_as_images() {
         ),
     )
     .unwrap();
-    let personality = root.join("files-p.toml");
-    std::fs::write(
-        &personality,
-        format!(
-            "id = \"files\"\ntoolset = [\"mcp__files__read_media_file\"]\n\
-             [fs_reach]\nread = [\"{}\"]\n",
-            ws.display()
-        ),
-    )
-    .unwrap();
+    let personality = reading_personality(&root, "files", &["read_media_file"]);
     let mut guard = Guarded::start(&root, &personality, &config);
     let id = guard.next;
     guard.send(
