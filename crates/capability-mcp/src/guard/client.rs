@@ -11,6 +11,9 @@
 //! a made-up answer (an empty list of roots, a declined form) the server could take for the
 //! person's.
 //!
+//! A server's `notifications/tools/list_changed` is not relayed either; it makes the next call
+//! list the server's tools again, and a server whose offered tools changed is marked down.
+//!
 //! Sampling, roots and logging are deprecated since the 2026-07-28 protocol (SEP-2577), and a
 //! server speaking an earlier one may still use them: the guard answers them as long as the
 //! SDK can read them.
@@ -20,7 +23,7 @@
 )]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestMethod, CreateMessageRequestParams,
@@ -43,6 +46,9 @@ pub(super) struct GuardClient {
     server: Arc<str>,
     /// How many refusals were said so far.
     said: Arc<AtomicU32>,
+    /// Whether the server said its tools changed (`notifications/tools/list_changed`) since
+    /// this was last asked.
+    tools_changed: Arc<AtomicBool>,
 }
 
 impl GuardClient {
@@ -51,7 +57,15 @@ impl GuardClient {
         GuardClient {
             server: server.into(),
             said: Arc::new(AtomicU32::new(0)),
+            tools_changed: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Whether the server said its tools changed since this was last asked; the supervisor
+    /// then lists them again before the next call (docs/guard.md, "Pinning what the model is
+    /// shown").
+    pub(super) fn take_tools_changed(&self) -> bool {
+        self.tools_changed.swap(false, Ordering::AcqRel)
     }
 
     /// Says on stderr (which a client keeps as the server's log) that the server asked for
@@ -110,6 +124,12 @@ impl ClientHandler for GuardClient {
     ) -> Result<ListRootsResult, ErrorData> {
         self.refused("roots/list (the client's roots)");
         Err(ErrorData::method_not_found::<ListRootsRequestMethod>())
+    }
+
+    /// Not relayed: the client keeps being shown the first listing. Noted, so that the next
+    /// call lists the tools again and finds out whether the offered ones changed.
+    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
+        self.tools_changed.store(true, Ordering::Release);
     }
 
     /// A log message goes where the server's stderr goes (`toolcap -v`), escaped; never to the

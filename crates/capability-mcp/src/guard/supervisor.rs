@@ -310,7 +310,19 @@ impl Supervisor {
         }
         if let Some(running) = &state.running {
             if !running.client.is_closed() {
-                return Ok((running.client.peer().clone(), running.generation));
+                let (peer, generation) = (running.client.peer().clone(), running.generation);
+                // It said its tools changed (`tools/list_changed`): the client is still shown
+                // what it first listed, so it must still list that (docs/guard.md, "Pinning
+                // what the model is shown").
+                if running.client.service().take_tools_changed()
+                    && let Some(offered) = self.offered.get()
+                    && let Some(changed) = self.changed(&peer, offered).await
+                {
+                    // Dropping it kills the server's whole PID namespace.
+                    state.running = None;
+                    return Err(self.changed_down(&mut state, "while it ran", &changed));
+                }
+                return Ok((peer, generation));
             }
             // It ended between calls (crashed, or closed its output).
             let generation = running.generation;
@@ -330,16 +342,7 @@ impl Supervisor {
                 {
                     // Dropping it kills the server's whole PID namespace.
                     drop(running);
-                    let why = format!(
-                        "its tools changed when it was restarted ({changed}), and the client is \
-                         still shown them as they were"
-                    );
-                    tracing::warn!(target: "toolcap::guard", server = %self.name, "marked down: {why}");
-                    state.down = Some(why.clone());
-                    return Err(CallFailure::Server(format!(
-                        "the MCP server {} is down: {why}",
-                        self.name
-                    )));
+                    return Err(self.changed_down(&mut state, "when it was restarted", &changed));
                 }
                 state.running = Some(running);
                 Ok((peer, generation))
@@ -360,8 +363,20 @@ impl Supervisor {
         }
     }
 
-    /// How a restarted server's tools differ from the `offered` ones (by their own names, with
-    /// their pins), or `None` when every offered tool is listed as it was. A listing that fails
+    /// Marks the server down because its offered tools `changed` (`when`: when it was
+    /// restarted, while it ran), and the failure a call gets.
+    fn changed_down(&self, state: &mut State, when: &str, changed: &str) -> CallFailure {
+        let why = format!(
+            "its tools changed {when} ({changed}), and the client is still shown them as they were"
+        );
+        tracing::warn!(target: "toolcap::guard", server = %self.name, "marked down: {why}");
+        state.down = Some(why.clone());
+        CallFailure::Server(format!("the MCP server {} is down: {why}", self.name))
+    }
+
+    /// How a server's tools, listed again (after a restart, or after it said they changed),
+    /// differ from the `offered` ones (by their own names, with their pins), or `None` when
+    /// every offered tool is listed as it was. A listing that fails
     /// or does not come in time counts as a change: the guard cannot tell it is not one.
     async fn changed(
         &self,

@@ -11,7 +11,8 @@ log message and a progress notification around them, and answers with how it was
 introduced at the handshake and what each request was answered), ask_inline (answers with
 an `input_required` result asking for the same, as the 2026-07-28 protocol has servers ask),
 picture (answers with a text, an image, an audio clip and a link to a resource: content a
-screenshot or a recording tool returns).
+screenshot or a recording tool returns), announce (sends `notifications/tools/list_changed`,
+then answers).
 
 With --twice it lists `echo` a second time, with another description and schema: which of the
 two a client is shown, and which the server runs, is the server's to say. With --pages its
@@ -32,7 +33,7 @@ import time
 
 TOOLS = ["echo", "read_secret", "connect_unix", "connect_tcp", "fork_bomb", "flood",
          "flood_stderr", "malformed", "hang", "env", "crash", "shell", "ask_client",
-         "ask_inline", "picture"]
+         "ask_inline", "picture", "announce"]
 
 # A PNG of one transparent pixel.
 PIXEL = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5E"
@@ -225,6 +226,9 @@ def main():
                 result(rid, f"status {done.returncode}\n{done.stdout}{done.stderr}")
             elif name == "ask_client":
                 result(rid, json.dumps(ask_client(message)))
+            elif name == "announce":
+                send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+                result(rid, "announced")
             elif name == "picture":
                 send({"jsonrpc": "2.0", "id": rid, "result": {"content": [
                     {"type": "text", "text": "a screenshot"},
