@@ -2571,6 +2571,15 @@ fn a_guarded_servers_images_reach_the_client_as_images() {
     );
     assert_eq!(content[2]["mimeType"], "audio/wav");
     assert_eq!(content[3]["uri"], "file:///srv/shot.png");
+    // An error answer is its text, each other block named, not written out: the model reads
+    // why the call failed, not a screenshot's base64.
+    let (failed, text, _) = guard.call("mcp__hostile__picture", json!({"fail": true}));
+    assert!(failed, "{text}");
+    assert_eq!(
+        text,
+        "EXECUTION_FAILED: a screenshot\n[image: image/png]\n[audio: audio/wav]\n\
+         [resource_link: file:///srv/shot.png]"
+    );
     // A text answer is relayed as text, as before.
     let (failed, text, _) = guard.call("mcp__hostile__echo", json!({"a": 1}));
     assert!(!failed && text == r#"{"a": 1}"#, "{text}");

@@ -412,7 +412,7 @@ fn is_web_url(text: &str) -> bool {
 /// without content as its JSON), so the model reads them as it did from the server; content
 /// with an image, audio or a resource in it as the blocks themselves, under
 /// [`CONTENT_KEY`](crate::CONTENT_KEY), so the client shows them as the server sent them; an
-/// error as its text.
+/// error as its text, other blocks named ([`named`]).
 fn relay(result: CallToolResult) -> Result<Value, CapabilityError> {
     let texts_only = result.content.iter().all(|block| block.as_text().is_some());
     if result.is_error != Some(true) && !texts_only {
@@ -428,7 +428,7 @@ fn relay(result: CallToolResult) -> Result<Value, CapabilityError> {
         }
         match block.as_text() {
             Some(t) => text.push_str(&t.text),
-            None => text.push_str(&serde_json::to_string(block).unwrap_or_default()),
+            None => text.push_str(&named(block)),
         }
     }
     if text.is_empty()
@@ -440,6 +440,23 @@ fn relay(result: CallToolResult) -> Result<Value, CapabilityError> {
         Err(CapabilityError::failed(text))
     } else {
         Ok(Value::String(text))
+    }
+}
+
+/// A block that is not text, named in an error's message by its kind and what it is
+/// (`[image: image/png]`, `[resource_link: file:///srv/shot.png]`), not by its data: the model
+/// reads why a call failed, not a screenshot's base64.
+fn named(block: &impl serde::Serialize) -> String {
+    let value = serde_json::to_value(block).unwrap_or_default();
+    let kind = value["type"].as_str().unwrap_or("content");
+    let what = value
+        .get("uri")
+        .or_else(|| value.pointer("/resource/uri"))
+        .or_else(|| value.get("mimeType"))
+        .and_then(Value::as_str);
+    match what {
+        Some(what) => format!("[{kind}: {what}]"),
+        None => format!("[{kind}]"),
     }
 }
 

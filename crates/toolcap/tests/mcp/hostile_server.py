@@ -10,8 +10,8 @@ through sampling, for the person's through elicitation and for the client's root
 log message and a progress notification around them, and answers with how it was
 introduced at the handshake and what each request was answered), ask_inline (answers with
 an `input_required` result asking for the same, as the 2026-07-28 protocol has servers ask),
-picture (answers with a text, an image, an audio clip and a link to a resource: content a
-screenshot or a recording tool returns), announce (sends `notifications/tools/list_changed`,
+picture {fail} (answers with a text, an image, an audio clip and a link to a resource:
+content a screenshot or a recording tool returns; an error with them when `fail`), announce (sends `notifications/tools/list_changed`,
 then answers).
 
 With --twice it lists `echo` a second time, with another description and schema: which of the
@@ -235,7 +235,7 @@ def main():
                     {"type": "image", "data": PIXEL, "mimeType": "image/png"},
                     {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
                     {"type": "resource_link", "uri": "file:///srv/shot.png", "name": "shot.png",
-                     "mimeType": "image/png"}], "isError": False}})
+                     "mimeType": "image/png"}], "isError": bool(args.get("fail"))}})
             elif name == "ask_inline":
                 send({"jsonrpc": "2.0", "id": rid, "result": {
                     "resultType": "input_required",
