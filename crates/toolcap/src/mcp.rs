@@ -118,14 +118,37 @@ pub(crate) enum McpCommand {
     },
 }
 
-/// Says on stderr which servers are not offered and which of their tools are withheld for
-/// their pins, and why.
-fn say_what_is_not_offered(guard: &Guard) {
+/// Says on stderr which servers are not offered, which of their tools are withheld for their
+/// pins, and which tools the toolset names of a started server that it does not offer, and why.
+fn say_what_is_not_offered(guard: &Guard, policy: &CompiledPolicy) {
     for (server, why) in guard.problems() {
         errln!("toolcap: MCP server {server} is not offered: {why}");
     }
     for (tool, why) in guard.withheld() {
         errln!("toolcap: tool {tool} is not offered: {why}");
+    }
+    let accounted: std::collections::HashSet<&str> = guard
+        .tool_names()
+        .chain(guard.withheld().iter().map(|(tool, _)| tool.as_str()))
+        .collect();
+    let named = policy.toolset().unwrap_or_default();
+    for listing in guard.listings() {
+        let prefix = format!("mcp__{}__", listing.server);
+        for entry in named {
+            if entry.starts_with(&prefix)
+                && !entry.contains('*')
+                && !accounted.contains(entry.as_str())
+            {
+                errln!(
+                    "toolcap: tool {} is not offered: the MCP server {} does not list it, or the \
+                     guard configuration's `tools` leaves it out (a server may list some tools \
+                     only to a client that declares sampling, elicitation or roots, which the \
+                     guard does not)",
+                    capability_types::shown(entry),
+                    listing.server
+                );
+            }
+        }
     }
 }
 
@@ -217,7 +240,7 @@ impl GuardFiles {
         let config = host::load_guard_config(&self.config)?;
         let workdir = host::workdir(self.workdir.clone())?;
         let guard = Guard::start(&config, &policy, &workdir).await;
-        say_what_is_not_offered(&guard);
+        say_what_is_not_offered(&guard, &policy);
         Ok((policy, workdir, guard))
     }
 }

@@ -2153,7 +2153,17 @@ fn a_pinned_server_offers_its_tools_only_as_they_were_pinned() {
         assert_eq!(tools, ["mcp__hostile__crash", "mcp__hostile__echo"]);
         let (failed, text, _) = guard.call("mcp__hostile__echo", json!({"n": 1}));
         assert!(!failed && text.contains("\"n\": 1"), "{text}");
-        assert!(!guard.said().contains("is not offered"), "{}", guard.said());
+        // Both pinned tools offered; only `exfiltrate`, which the server does not list yet,
+        // is said not to be.
+        let said = guard.said();
+        let not_offered: Vec<&str> = said
+            .lines()
+            .filter(|line| line.contains("is not offered"))
+            .collect();
+        assert!(
+            not_offered.len() == 1 && not_offered[0].contains("mcp__hostile__exfiltrate is not offered: the MCP server hostile does not list it"),
+            "{said}"
+        );
     }
 
     // A new version: echo tells the model something else, and a new tool appears.
@@ -2689,6 +2699,20 @@ fn the_real_everything_server_reaches_the_client_only_through_its_tools_results(
         "{}",
         guard.said()
     );
+    // And the guard says why the toolset's others are not offered.
+    let said = guard.said();
+    for tool in [
+        "trigger-sampling-request",
+        "trigger-elicitation-request",
+        "get-roots-list",
+    ] {
+        assert!(
+            said.contains(&format!(
+                "tool mcp__everything__{tool} is not offered: the MCP server everything does not list it"
+            )),
+            "{tool}: {said}"
+        );
+    }
 
     // Its image is an image, its links are links.
     let id = guard.next;
