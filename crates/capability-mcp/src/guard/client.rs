@@ -139,9 +139,13 @@ impl ClientHandler for GuardClient {
         params: LoggingMessageNotificationParam,
         _: NotificationContext<RoleClient>,
     ) {
+        // Nothing is built for a log nobody reads (a server may send thousands).
+        if !tracing::enabled!(target: "toolcap::guard", tracing::Level::DEBUG) {
+            return;
+        }
         let data = match &params.data {
-            serde_json::Value::String(text) => text.clone(),
-            other => other.to_string(),
+            serde_json::Value::String(text) => std::borrow::Cow::Borrowed(text.as_str()),
+            other => std::borrow::Cow::Owned(other.to_string()),
         };
         tracing::debug!(
             target: "toolcap::guard",
