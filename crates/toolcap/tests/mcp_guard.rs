@@ -2045,6 +2045,11 @@ fn a_runtime_root_never_lifts_the_deny_floor() {
 /// at each listing): the configuration, a personality whose toolset names `echo`, `crash` and
 /// `exfiltrate`, and FILE.
 fn describing_setup(root: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    describing_setup_of(root, &["echo", "crash", "exfiltrate"])
+}
+
+/// As [`describing_setup`], the personality's toolset naming `tools` of the server.
+fn describing_setup_of(root: &Path, tools: &[&str]) -> (PathBuf, PathBuf, PathBuf) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/hostile_server.py");
     let ws = root.join("ws");
     let describe = root.join("describe.json");
@@ -2066,8 +2071,12 @@ fn describing_setup(root: &Path) -> (PathBuf, PathBuf, PathBuf) {
     std::fs::write(
         &personality,
         format!(
-            "id = \"g\"\ntoolset = [\"mcp__hostile__echo\", \"mcp__hostile__crash\", \
-             \"mcp__hostile__exfiltrate\"]\n[fs_reach]\nread = [\"{ws}\", \"{describe}\"]\n",
+            "id = \"g\"\ntoolset = [{toolset}]\n[fs_reach]\nread = [\"{ws}\", \"{describe}\"]\n",
+            toolset = tools
+                .iter()
+                .map(|t| format!("\"mcp__hostile__{t}\""))
+                .collect::<Vec<_>>()
+                .join(", "),
             ws = ws.display(),
             describe = describe.display()
         ),
@@ -2321,12 +2330,7 @@ fn a_server_whose_tools_change_while_it_runs_is_marked_down() {
     // client is not told and keeps being shown the first listing, so the guard lists the tools
     // again before the next call: unchanged, the server goes on; changed, it is marked down.
     let (_dir, root) = scratch();
-    let (config, personality, describe) = describing_setup(&root);
-    // Its toolset, `announce` in it; its reach as the setup's (the server reads the file).
-    let toolset = std::fs::read_to_string(&personality)
-        .unwrap()
-        .replace("\"mcp__hostile__crash\"", "\"mcp__hostile__announce\"");
-    std::fs::write(&personality, toolset).unwrap();
+    let (config, personality, describe) = describing_setup_of(&root, &["echo", "announce"]);
     std::fs::write(&describe, r#"{"echo": "Echoes its arguments."}"#).unwrap();
     let mut guard = Guarded::start(&root, &personality, &config);
     let announce = |guard: &mut Guarded| {
