@@ -188,8 +188,9 @@ pub struct ProcessBackend {
 
 pub(crate) struct Inner {
     pub(crate) config: ProcessConfig,
-    /// Spec (bare name or absolute path) → canonical file, or `None` when it resolves to no
-    /// executable file. Resolved once per spec.
+    /// An allowed spec (bare name or absolute path, as a personality lists it) → canonical
+    /// file, or `None` when it resolves to no executable file. Resolved once per spec; what a
+    /// call names is resolved for that call and never kept here.
     resolved: Mutex<HashMap<String, Option<PathBuf>>>,
     /// Prepared sandboxes by what they are built from (see [`SandboxKey`]): preparing costs
     /// about a tenth of a spawn, so it happens once per distinct policy.

@@ -66,16 +66,20 @@ impl ScopedSpawner {
         if check_binary_spec(binary, false).is_err() {
             return Err(Self::refuse_binary(binary));
         }
-        let program = self
-            .inner
-            .resolve(binary)
-            .ok_or_else(|| Self::refuse_binary(binary))?;
+        let allowed_specs = self.grant.process.allowed_binaries();
+        // A request that names an allowed entry as it is written is that entry's file, resolved
+        // once; any other (a path, a name the personality does not list) is resolved for this
+        // call only, so a link is taken for what it leads to now, and what calls name is
+        // never remembered (docs/semantics.md, "Binaries").
+        let program = if allowed_specs.iter().any(|spec| spec == binary) {
+            self.inner.resolve(binary)
+        } else {
+            sys::resolve_binary(binary, &self.inner.config.search_path)
+        }
+        .ok_or_else(|| Self::refuse_binary(binary))?;
         // The allowed spec whose canonical file this is; the child runs under that spec's name,
         // so a multicall binary (busybox) allowed as `ls` cannot be run as `rm`.
-        let allowed = self
-            .grant
-            .process
-            .allowed_binaries()
+        let allowed = allowed_specs
             .iter()
             .find(|spec| self.inner.resolve(spec).as_deref() == Some(program.as_path()))
             .ok_or_else(|| Self::refuse_binary(binary))?;

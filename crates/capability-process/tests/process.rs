@@ -220,6 +220,46 @@ async fn a_look_alike_binary_is_refused() {
     );
 }
 
+// guarantee: G-PROC-01
+/// A binary requested by a path is resolved at each call: a link that led to an allowed binary
+/// and now leads elsewhere is refused, not run as what it led to before. The backend used to
+/// remember every spec a call named, so the link ran `echo` after it had been pointed at
+/// `env`, and ten thousand calls naming ten thousand made-up paths left ten thousand
+/// entries in memory for the backend's lifetime; it remembers the personality's entries only.
+#[tokio::test]
+async fn a_requested_path_is_resolved_at_each_call() {
+    let fx = fixture();
+    let p = spawner(&fx);
+    let link = fx.root.join("tool");
+    let echo = std::fs::canonicalize("/usr/bin/echo").unwrap();
+    std::os::unix::fs::symlink(&echo, &link).unwrap();
+    let named = link.to_str().unwrap();
+    let out = p
+        .spawn(named, &argv(&["first"]), SpawnOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(stdout(&out), "first\n");
+    // Now a program the personality does not allow.
+    std::fs::remove_file(&link).unwrap();
+    let env_binary = std::fs::canonicalize("/usr/bin/env").unwrap();
+    std::os::unix::fs::symlink(&env_binary, &link).unwrap();
+    let (code, message) = denial(
+        p.spawn(named, &argv(&["second"]), SpawnOptions::default())
+            .await,
+    );
+    assert_eq!(code, DenialCode::BinaryNotAllowed);
+    assert_eq!(
+        message,
+        format!("{named} is not in the declared allowedBinaries")
+    );
+    // Paths made up by the thousand are refused, each one alike.
+    for n in 0..2_000 {
+        let made_up = format!("/nonexistent/{n}/echo");
+        let (code, _) = denial(p.spawn(&made_up, &[], SpawnOptions::default()).await);
+        assert_eq!(code, DenialCode::BinaryNotAllowed, "{made_up}");
+    }
+}
+
 // guarantee: G-PROC-02
 #[tokio::test]
 async fn a_childs_scratch_home_is_private_to_its_user() {

@@ -226,7 +226,10 @@ impl Tool for RunCommand {
         schema_of::<RunArgs>()
     }
     fn data_arguments(&self) -> &[&str] {
-        &["stdin"]
+        // The binary is checked where it runs, by canonical file against the allowed ones
+        // (docs/policy.md, "The argument gate"): `/usr/bin/git` is a program to run, not a
+        // file to read.
+        &["stdin", "binary"]
     }
     fn capabilities(&self) -> ToolCapabilities {
         ToolCapabilities::none()

@@ -3484,3 +3484,81 @@ fn call_arguments_with_a_key_given_twice_are_refused() {
     ]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
+
+// guarantee: G-PROC-01
+/// A binary the personality allows can be named by its path: an absolute entry of
+/// `safety.process.allow` called as written, and a bare entry called by the file it resolves to
+/// on the trusted search path, in both modes. The argument gate used to take the path for a
+/// file to read and refused it outside the read reach (`PATH_NOT_REACHABLE: read not permitted
+/// for /usr/bin/echo`), though the policy names exactly that file; the binary is checked where
+/// it runs, by canonical file, so a path that is no allowed binary is refused as one
+/// (`BINARY_NOT_ALLOWED`), whether it exists or not, and nothing of it comes back.
+#[test]
+fn an_allowed_binary_can_be_named_by_its_path() {
+    let env = Env::new();
+    let echo = std::fs::canonicalize("/usr/bin/echo")
+        .or_else(|_| std::fs::canonicalize("/bin/echo"))
+        .unwrap();
+    let echo = echo.to_str().unwrap();
+    let by_path = env.root.join("by-path.toml");
+    std::fs::write(
+        &by_path,
+        format!(
+            "id = \"by-path\"\n[fs_reach]\nread = [\"{w}\"]\n[safety.process]\nallow = [\"{echo}\"]\n",
+            w = env.root.join("work").display()
+        ),
+    )
+    .unwrap();
+    let by_path = by_path.to_str().unwrap();
+    for mode in [&[][..], &["--capsule"]] {
+        let run = |personality: &str, binary: &str| {
+            let args = serde_json::json!({"binary": binary, "args": ["named"]}).to_string();
+            let mut argv = vec!["call"];
+            argv.extend_from_slice(mode);
+            argv.extend(["--personality", personality, "run_command", args.as_str()]);
+            let out = env.toolcap(&argv);
+            (code(&out), stdout_json(&out))
+        };
+        // Allowed by path, called by that path; allowed by name, called by its file.
+        for (personality, binary) in [(by_path, echo), ("../p.toml", echo)] {
+            let (code, result) = run(personality, binary);
+            assert_eq!(code, 0, "{mode:?} {personality} {binary}: {result}");
+            assert_eq!(result["value"]["stdout"], "named\n", "{mode:?}: {result}");
+        }
+        // Paths that are no allowed binary: refused as binaries, the same whether they exist.
+        for binary in [
+            "/bin/sh",
+            "/etc/passwd",
+            "/nonexistent/echo",
+            "//usr/bin/env",
+        ] {
+            let (code, result) = run("../p.toml", binary);
+            assert_eq!(code, 1, "{mode:?} {binary}: {result}");
+            assert_eq!(
+                result["error"],
+                format!("BINARY_NOT_ALLOWED: {binary} is not in the declared allowedBinaries"),
+                "{mode:?} {binary}"
+            );
+            assert!(result.get("value").is_none(), "{mode:?} {binary}: {result}");
+        }
+        // The other places a call names stay gated: its arguments and its working directory.
+        for args in [
+            serde_json::json!({"binary": echo, "args": ["/etc/passwd"]}),
+            serde_json::json!({"binary": "echo", "args": [], "cwd": "/etc"}),
+        ] {
+            let text = args.to_string();
+            let mut argv = vec!["call"];
+            argv.extend_from_slice(mode);
+            argv.extend(["--personality", "../p.toml", "run_command", text.as_str()]);
+            let out = env.toolcap(&argv);
+            let result = stdout_json(&out);
+            assert!(
+                result["error"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("PATH_NOT_REACHABLE"),
+                "{mode:?} {args}: {result}"
+            );
+        }
+    }
+}
