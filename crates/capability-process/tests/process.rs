@@ -224,8 +224,8 @@ async fn a_look_alike_binary_is_refused() {
 /// A binary requested by a path is resolved at each call: a link that led to an allowed binary
 /// and now leads elsewhere is refused, not run as what it led to before. The backend used to
 /// remember every spec a call named, so the link ran `echo` after it had been pointed at
-/// `env`, and ten thousand calls naming ten thousand made-up paths left ten thousand
-/// entries in memory for the backend's lifetime; it remembers the personality's entries only.
+/// `env` (and every made-up path a call named stayed in its memory for its lifetime: it now
+/// remembers the personality's entries only, which this test cannot see from outside).
 #[tokio::test]
 async fn a_requested_path_is_resolved_at_each_call() {
     let fx = fixture();
