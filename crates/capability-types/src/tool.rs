@@ -34,10 +34,8 @@ pub trait Tool: Send + Sync {
     /// Everything external it touches. Read once at registration.
     fn capabilities(&self) -> ToolCapabilities;
 
-    /// Top-level arguments the argument gate does not read as paths (docs/policy.md, "The
-    /// argument gate"): data, never a place the tool opens, runs or fetches, or the program a
-    /// scoped object checks itself before it runs it (`run_command`'s `binary`, which
-    /// `ScopedProcess` runs only when it is an allowed binary's file).
+    /// Top-level arguments the argument gate does not read as paths: data, or a program that
+    /// `ScopedProcess` checks itself (docs/policy.md, "The argument gate").
     fn data_arguments(&self) -> &[&str] {
         &[]
     }
