@@ -113,7 +113,8 @@ enum Command {
         /// read_file, write_file, list_dir, fetch_url, run_command, kv_get, kv_set, kv_delete,
         /// kv_list or read_attachment.
         tool: String,
-        /// The arguments as a JSON object, e.g. '{"path": "notes.md"}'.
+        /// The arguments as a JSON object, e.g. '{"path": "notes.md"}', or - to read them from
+        /// standard input (for arguments longer than a command line holds).
         args_json: String,
     },
     /// Would this call be allowed under the personality, and by which rule? Touches nothing.
@@ -132,7 +133,7 @@ enum Command {
         guard_config: Option<PathBuf>,
         /// The tool.
         tool: String,
-        /// The arguments as a JSON object.
+        /// The arguments as a JSON object, or - to read them from standard input.
         args_json: String,
     },
     /// Report what the standard tools declare that the personality will not grant.
@@ -325,6 +326,40 @@ fn stop_signal() -> impl std::future::Future<Output = (&'static str, u8)> {
     }
 }
 
+/// The most ARGS_JSON read from standard input: twice `write_file`'s 64 MiB, room for JSON's
+/// escapes.
+const MAX_STDIN_ARGS: u64 = 128 * 1024 * 1024;
+
+/// ARGS_JSON as given, or read from standard input when it is `-`: a command line holds at most
+/// 128 KiB in one argument on Linux (docs/reference.md, "The `toolcap` command line"). `ask` says that
+/// stdin is taken by `--ask`'s answer.
+fn args_text(given: String, ask: bool) -> Result<String, Usage> {
+    use std::io::Read as _;
+    if given != "-" {
+        return Ok(given);
+    }
+    if ask {
+        return Err(Usage(
+            "--ask reads its answer from standard input: give ARGS_JSON on the command line, not -"
+                .to_owned(),
+        ));
+    }
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(MAX_STDIN_ARGS + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Usage(format!("cannot read ARGS_JSON from standard input: {e}")))?;
+    if bytes.len() as u64 > MAX_STDIN_ARGS {
+        return Err(Usage(format!(
+            "ARGS_JSON on standard input is longer than {} MiB",
+            MAX_STDIN_ARGS >> 20
+        )));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| Usage("ARGS_JSON is not valid JSON: standard input is not UTF-8".to_owned()))
+}
+
 fn parse_args(text: &str) -> Result<Value, Usage> {
     let value: Value = serde_json::from_str(text)
         .map_err(|e| Usage(format!("ARGS_JSON is not valid JSON: {e}")))?;
@@ -392,7 +427,7 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
             let store = host::store(store, store_env.as_deref())?;
             let own = own_files(audit.as_deref(), &store, None);
             let policy = Arc::new(host::load_policy_keeping(&personality, &own)?);
-            let args = parse_args(&args_json)?;
+            let args = parse_args(&args_text(args_json, ask)?)?;
             let workdir = host::workdir(workdir)?;
             let result = match standard_registry(StandardConfig::new(store)).await {
                 Err(e) => ToolResult::error(ErrorCode::NotAvailable, e.to_string()),
@@ -437,7 +472,7 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
         } => {
             let own: Vec<&Path> = guard_config.iter().map(PathBuf::as_path).collect();
             let policy = host::load_policy_keeping(&personality, &own)?;
-            let args = parse_args(&args_json)?;
+            let args = parse_args(&args_text(args_json, false)?)?;
             let workdir = host::workdir(workdir)?;
             let explanation = match guard_config {
                 None => explain(&tool, &args, &policy, &workdir),

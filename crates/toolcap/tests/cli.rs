@@ -3562,3 +3562,101 @@ fn an_allowed_binary_can_be_named_by_its_path() {
         }
     }
 }
+
+/// `toolcap call` and `explain` run with `(args, stdin)`, `stdin` written whole and then closed.
+fn with_stdin(env: &Env, args: &[&str], stdin: &[u8]) -> Output {
+    use std::io::Write as _;
+    let mut child = env.spawn(args, std::process::Stdio::piped());
+    let mut pipe = child.stdin.take().unwrap();
+    // A refusal may come before everything is read; the pipe then breaks, which is the answer.
+    let _ = pipe.write_all(stdin);
+    drop(pipe);
+    child.wait_with_output().unwrap()
+}
+
+/// Arguments longer than a command line holds (Linux takes at most 128 KiB in one argument:
+/// `toolcap call write_file` of a 300 KiB file failed in the shell with "Argument list too
+/// long") are read from standard input when ARGS_JSON is `-`, for `call` and `explain`. What
+/// stdin gives is checked as ARGS_JSON is (JSON, an object, no key twice), and read no further
+/// than its limit; `--ask`, which reads its answer from stdin, cannot be used with it.
+#[test]
+fn arguments_can_come_from_standard_input() {
+    let env = Env::new();
+    let content = "line of a large file\n".repeat(15_000);
+    assert!(content.len() > 128 * 1024);
+    let args = serde_json::json!({"path": "out/large.txt", "content": content}).to_string();
+    let out = with_stdin(
+        &env,
+        &["call", "--personality", "../p.toml", "write_file", "-"],
+        args.as_bytes(),
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stdout_json(&out)["value"], content.len());
+    assert_eq!(
+        std::fs::read_to_string(env.root.join("work/out/large.txt")).unwrap(),
+        content
+    );
+    let out = with_stdin(
+        &env,
+        &["explain", "--personality", "../p.toml", "read_file", "-"],
+        br#"{"path": "/etc/passwd"}"#,
+    );
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert_eq!(stdout_json(&out)["denial"], "PATH_NOT_REACHABLE");
+
+    // Hostile input: each a usage error of one line, nothing written.
+    for (args, stdin, said) in [
+        (
+            &["call", "--personality", "../p.toml", "write_file", "-"][..],
+            &b"{\"path\": \"out/x\", \"path\": \"out/y\", \"content\": \"\"}"[..],
+            "duplicate key \"path\"",
+        ),
+        (
+            &["call", "--personality", "../p.toml", "write_file", "-"],
+            b"[1, 2]",
+            "must be a JSON object",
+        ),
+        (
+            &["call", "--personality", "../p.toml", "write_file", "-"],
+            b"\xff\xfe{}",
+            "not valid JSON",
+        ),
+        (
+            &["call", "--personality", "../p.toml", "write_file", "-"],
+            b"",
+            "not valid JSON",
+        ),
+        (
+            &[
+                "call",
+                "--ask",
+                "--personality",
+                "../p.toml",
+                "write_file",
+                "-",
+            ],
+            b"{}",
+            "--ask",
+        ),
+    ] {
+        let out = with_stdin(&env, args, stdin);
+        assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
+        let message = stderr(&out);
+        assert!(message.contains(said), "{args:?}: {message}");
+        assert_eq!(message.trim_end().lines().count(), 1, "{message}");
+    }
+    assert!(!env.root.join("work/out/x").exists());
+    assert!(!env.root.join("work/out/y").exists());
+
+    // Standard input that does not end is read no further than the limit.
+    let zero = std::fs::File::open("/dev/zero").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolcap"))
+        .args(["call", "--personality", "../p.toml", "read_file", "-"])
+        .env("HOME", &env.root)
+        .current_dir(env.root.join("work"))
+        .stdin(zero)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("longer than"), "{}", stderr(&out));
+}
