@@ -331,8 +331,8 @@ fn stop_signal() -> impl std::future::Future<Output = (&'static str, u8)> {
 const MAX_STDIN_ARGS: u64 = 128 * 1024 * 1024;
 
 /// ARGS_JSON as given, or read from standard input when it is `-`: a command line holds at most
-/// 128 KiB in one argument on Linux (docs/reference.md, "The `toolcap` command line"). `ask` says that
-/// stdin is taken by `--ask`'s answer.
+/// 128 KiB in one argument on Linux (docs/reference.md, "The `toolcap` command line"). `ask`
+/// says that stdin is taken by `--ask`'s answer.
 fn args_text(given: String, ask: bool) -> Result<String, Usage> {
     use std::io::Read as _;
     if given != "-" {
