@@ -3525,12 +3525,24 @@ fn an_allowed_binary_can_be_named_by_its_path() {
             assert_eq!(code, 0, "{mode:?} {personality} {binary}: {result}");
             assert_eq!(result["value"]["stdout"], "named\n", "{mode:?}: {result}");
         }
-        // Paths that are no allowed binary: refused as binaries, the same whether they exist.
+        // Paths that are no allowed binary: refused as binaries, the same whether they exist,
+        // and never run (the script would leave its mark).
+        let script = env.root.join("work/mark.sh");
+        let mark = env.root.join("work/out/ran");
+        std::fs::write(
+            &script,
+            format!("#!/bin/sh\necho ran > {}\n", mark.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let script = script.display().to_string();
         for binary in [
             "/bin/sh",
             "/etc/passwd",
             "/nonexistent/echo",
             "//usr/bin/env",
+            script.as_str(),
         ] {
             let (code, result) = run("../p.toml", binary);
             assert_eq!(code, 1, "{mode:?} {binary}: {result}");
@@ -3540,6 +3552,7 @@ fn an_allowed_binary_can_be_named_by_its_path() {
                 "{mode:?} {binary}"
             );
             assert!(result.get("value").is_none(), "{mode:?} {binary}: {result}");
+            assert!(!mark.exists(), "{mode:?} {binary} ran");
         }
         // The other places a call names stay gated: its arguments and its working directory.
         for args in [
