@@ -169,7 +169,8 @@ impl ScopedProcess for ScopedSpawner {
         let plan = self.plan(binary, args, &options)?;
         let config = &self.inner.config;
         // Each call's HOME is fresh and private to the call, inside the tool's scratch parent
-        // (which is what a prepared sandbox grants writes beneath).
+        // (which a prepared sandbox grants writes beneath); a confined child sees its own home
+        // there and no other (docs/isolation-model.md, "Each child's own home").
         let home_parent = self
             .inner
             .home_parent(&self.grant.tool)
@@ -211,7 +212,7 @@ impl ScopedProcess for ScopedSpawner {
             let call_cpu = timeout.as_secs_f64().ceil() as u64;
             limits.cpu_seconds = Some(limits.cpu_seconds.map_or(call_cpu, |c| c.min(call_cpu)));
             let mut policy = SandboxPolicy::from_paths(&*self.grant.paths)
-                .scratch(home_parent.path())
+                .homes(&home_parent)
                 .exec(&plan.program)
                 .limits(limits);
             if egress.is_some() {
@@ -236,6 +237,7 @@ impl ScopedProcess for ScopedSpawner {
                 args,
                 &env,
                 &cwd,
+                home.path(),
                 options.stdin.is_some(),
             )?
         } else {
@@ -436,7 +438,11 @@ impl Started {
     /// `paths`: the tool's reach, whose writes decide which of the places git, a shell or an
     /// agent's client runs code from its child may write (a personality that lists one as a
     /// write root), and which names of the latter are kept from the child where they exist
-    /// (docs/policy.md, "Kept from children").
+    /// (docs/policy.md, "Kept from children"). `home`: the call's own, in the sandbox's homes.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the parts of one launch, from the one call that makes it"
+    )]
     fn confined(
         prepared: &capability_sandbox::PreparedSandbox,
         paths: &dyn PathPolicy,
@@ -444,6 +450,7 @@ impl Started {
         args: &[String],
         env: &[(String, String)],
         cwd: &Path,
+        home: &Path,
         stdin: bool,
     ) -> Result<Self, CapabilityError> {
         let git_writable = |p: &Path| paths.check(p, FsAccess::Write).is_ok();
@@ -458,6 +465,7 @@ impl Started {
             git_writable: Some(&git_writable),
             runs_later: paths.runs_later_names(),
             runs_later_places: &elsewhere,
+            home: Some(home),
         };
         let child = prepared.spawn(&launch)?;
         let failed = |e: std::io::Error| {

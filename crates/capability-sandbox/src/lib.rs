@@ -249,6 +249,9 @@ pub struct SandboxPolicy {
     read: Vec<PathBuf>,
     write: Vec<PathBuf>,
     scratch: Vec<PathBuf>,
+    /// The children's homes: the directory granted, and the one inside it where each home is
+    /// made (`scratch.rs`, `SandboxPolicy::homes`).
+    homes: Option<(PathBuf, PathBuf)>,
     exec: Vec<PathBuf>,
     hidden: Vec<PathBuf>,
     limits: ResourceLimits,
@@ -272,6 +275,7 @@ impl SandboxPolicy {
             read: Vec::new(),
             write: Vec::new(),
             scratch: Vec::new(),
+            homes: None,
             exec: Vec::new(),
             hidden: Vec::new(),
             limits: ResourceLimits::default(),
@@ -586,110 +590,5 @@ impl PreparedSandbox {
                 "kernel confinement is implemented for Linux only",
             ))
         }
-    }
-}
-
-#[cfg(target_os = "linux")]
-impl PreparedSandbox {
-    /// What a child started in `cwd` is kept from among what runs later outside any sandbox
-    /// (git's places, and those `runs_later` and `elsewhere` name), `writable` saying which of
-    /// them the caller's policy lets it write: the masks its mount namespace binds first, and
-    /// the places to look at when it ends (docs/policy.md, "Kept from children").
-    fn kept_from_child(
-        &self,
-        cwd: &Path,
-        writable: Option<&(dyn Fn(&Path) -> bool + Sync)>,
-        runs_later: &[&str],
-        elsewhere: &[PathBuf],
-    ) -> Result<(Vec<hide::Mask>, Watch), CapabilityError> {
-        git::masks(
-            &self.inner.write,
-            cwd,
-            writable,
-            runs_later,
-            elsewhere,
-            &self.inner.scratch,
-        )
-        .map_err(|e| {
-            CapabilityError::not_available(format!(
-                "the child cannot be kept from what git, a shell or an agent's client runs \
-                 later: {e}"
-            ))
-        })
-    }
-
-    /// What a process started in `cwd` (relative to this process's working directory, or
-    /// this one when `None`) is kept from, when no policy is at hand to say what of it the
-    /// process may write (`apply_to`, `confine_current_process`): nothing of it writable, and no
-    /// place reached by another name known, only the write roots and the names of
-    /// [`RUNS_LATER_NAMES`](capability_types::backend::RUNS_LATER_NAMES). Without write roots,
-    /// nothing (the places are kept only beneath one).
-    fn kept_without_policy(&self, cwd: Option<&Path>) -> Result<Vec<hide::Mask>, CapabilityError> {
-        if self.inner.write.is_empty() {
-            return Ok(Vec::new());
-        }
-        let here = std::env::current_dir().map_err(|e| {
-            CapabilityError::not_available(format!("the working directory cannot be known: {e}"))
-        })?;
-        let cwd = cwd.map_or_else(|| here.clone(), |dir| here.join(dir));
-        let names = &capability_types::backend::RUNS_LATER_NAMES;
-        self.kept_from_child(&cwd, None, names, &[])
-            .map(|(kept, _)| kept)
-    }
-
-    /// Starts `launch.program` confined, without copying this process: the child shares this
-    /// process's memory until it executes the program (as `posix_spawn` does), which keeps the
-    /// cost of a confined spawn independent of the host's size. `fork`, which
-    /// [`apply_to`](Self::apply_to) needs, copies the page tables of the whole host and cost
-    /// more than the confinement itself in a benchmark process.
-    ///
-    /// Refuses (`not_available`) naming the step that failed in the child; nothing runs
-    /// unconfined. Arguments or variables containing NUL are `input_invalid`.
-    ///
-    /// # Ambient Authority
-    ///
-    /// Starts processes: a reaper in new namespaces (PID, and mount, network or user as the
-    /// policy needs) and the program under it, with the pipes the launch names.
-    pub fn spawn(&self, launch: &Launch<'_>) -> Result<ConfinedChild, CapabilityError> {
-        use std::ffi::CString;
-        use std::os::unix::ffi::OsStrExt;
-        let c = |bytes: &[u8], what: &str| {
-            CString::new(bytes)
-                .map_err(|_| CapabilityError::invalid_input(format!("{what} contains a NUL byte")))
-        };
-        let program = c(launch.program.as_os_str().as_bytes(), "the program path")?;
-        let mut argv = vec![c(launch.arg0.as_bytes(), "argv[0]")?];
-        for arg in launch.args {
-            argv.push(c(arg.as_bytes(), "an argument")?);
-        }
-        let mut envp = Vec::with_capacity(launch.env.len());
-        for (name, value) in launch.env {
-            envp.push(c(
-                format!("{name}={value}").as_bytes(),
-                "an environment variable",
-            )?);
-        }
-        let cwd = c(launch.cwd.as_os_str().as_bytes(), "the working directory")?;
-        let (git, watch) = self.kept_from_child(
-            launch.cwd,
-            launch.git_writable,
-            &launch.kept_names(),
-            launch.runs_later_places,
-        )?;
-        let started = self
-            .inner
-            .spawn(&program, &argv, &envp, &cwd, launch.stdin, git)?;
-        Ok(ConfinedChild {
-            pid: started.pid,
-            stdin: started.stdin,
-            stdout: started.stdout,
-            stderr: started.stderr,
-            egress: started.egress.map(|channel| EgressReceiver { channel }),
-            end: ChildEnd {
-                report: started.report,
-                _stack: started.stack,
-                watch,
-            },
-        })
     }
 }

@@ -77,6 +77,8 @@ pub(crate) struct Prepared {
     pub(crate) write: Vec<PathBuf>,
     /// The write roots that are the child's scratch space, not a project ([`crate::Watch`]).
     pub(crate) scratch: Vec<PathBuf>,
+    /// Where each child's own home must be (`SandboxPolicy::homes`).
+    pub(crate) homes: Option<PathBuf>,
 }
 
 impl fmt::Debug for Prepared {
@@ -149,6 +151,7 @@ pub(crate) fn prepare(
         ns,
         write: policy.write.clone(),
         scratch: policy.scratch.clone(),
+        homes: policy.homes.as_ref().map(|(_, dir)| dir.clone()),
     })
 }
 
@@ -230,6 +233,19 @@ fn namespaces(policy: &SandboxPolicy, support: &Support) -> Result<Namespaces, C
         proc_required,
         proc_hidden,
         empty_root: grants_no_path(policy),
+        homes: match &policy.homes {
+            Some((top, dir)) => {
+                let c = |p: &std::path::Path| {
+                    std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
+                        .map_err(|_| failed("the children's homes", "a NUL byte in their path"))
+                };
+                Some(ns::Homes {
+                    top: c(top)?,
+                    dir: c(dir)?,
+                })
+            }
+            None => None,
+        },
     })
 }
 
@@ -499,7 +515,7 @@ impl Prepared {
         // namespace, as a child's (docs/isolation-model.md, "Metadata" and "IPC").
         let flags = self.ns.flags(Mode::Apply, false);
         confine::unshare(flags)
-            .and_then(|()| ns::enter(&self.ns, Mode::Apply, flags))
+            .and_then(|()| ns::enter(&self.ns, Mode::Apply, flags, None))
             .map_err(|e| failed("namespaces of its own for this process", e))?;
         confine::confine(
             self.ruleset.as_raw_fd(),
@@ -546,7 +562,7 @@ impl Prepared {
             // system calls on memory prepared before the fork; it allocates nothing.
             if flags != 0 {
                 confine::unshare(flags)?;
-                ns::enter(&namespaces, Mode::Apply, flags)?;
+                ns::enter(&namespaces, Mode::Apply, flags, None)?;
             }
             confine::confine(
                 ruleset.as_raw_fd(),

@@ -134,3 +134,23 @@ fn abandoned(dir: &Path, user: u32) -> Option<File> {
     lock.try_lock().ok()?;
     Some(lock)
 }
+
+impl crate::SandboxPolicy {
+    /// Gives the children their homes in `homes`: each launch names its own
+    /// ([`Launch::home`](crate::Launch::home)), a directory made for it directly in
+    /// [`ScratchDir::path`], which the child reads and writes at its path (it is never executed
+    /// from). In the child's mount namespace that directory holds its own home and nothing else:
+    /// no other child's, running at the same time or before it, and nothing a child left there
+    /// beside its home (docs/isolation-model.md, "Each child's own home"). Like
+    /// [`scratch`](Self::scratch), what a child makes there is not looked for when it ends.
+    pub fn homes(mut self, homes: &ScratchDir) -> Self {
+        // The rule is on the directory that holds the lock file: the one the homes are made in
+        // is covered in the child, and Landlock does not consult a rule on a covered directory.
+        // The child sees the former read-only.
+        let top = homes._dir.path().to_path_buf();
+        self.write.push(top.clone());
+        self.scratch.push(top.clone());
+        self.homes = Some((top, homes.inner.clone()));
+        self
+    }
+}

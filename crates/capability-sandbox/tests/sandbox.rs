@@ -423,6 +423,7 @@ fn launch<'a>(
         git_writable: None,
         runs_later: &[],
         runs_later_places: &[],
+        home: None,
     }
 }
 
@@ -445,6 +446,69 @@ fn spawned_children_are_confined_without_copying_the_parent() {
     assert_eq!(stdout, "got hello\ninside\n");
     assert!(stderr.contains("Permission denied"), "{stderr}");
     assert!(stderr.ends_with("done\n"), "{stderr}");
+}
+
+// guarantee: G-PROC-06
+#[test]
+fn a_launch_has_its_own_home_in_the_policys_homes_and_nowhere_else() {
+    let t = tree();
+    let homes = capability_sandbox::ScratchDir::new_in(&t.write, "toolcap-home-").unwrap();
+    let prepared = SandboxPolicy::new().homes(&homes).prepare().unwrap();
+    let mine = tempfile::tempdir_in(homes.path()).unwrap();
+    let other = tempfile::tempdir_in(homes.path()).unwrap();
+    std::fs::write(other.path().join("token"), "the other's").unwrap();
+    let script = "echo kept > \"$H/f\"; ls -a \"$H/..\"; cat \"$H\"/../*/token; \
+                  touch \"$H/../beside\" || echo refused"
+        .to_owned();
+    let args = vec!["-c".to_owned(), script];
+    let env = [("H".to_owned(), mine.path().display().to_string())];
+    let name = mine.path().file_name().unwrap().to_str().unwrap();
+    let own = capability_sandbox::Launch {
+        env: &env,
+        home: Some(mine.path()),
+        ..launch(Path::new("/bin/sh"), &args, mine.path(), false)
+    };
+    let (_, stdout, _) = run_spawned(prepared.spawn(&own).unwrap(), b"");
+    assert_eq!(stdout, format!(".\n..\n{name}\nrefused\n"));
+    assert_eq!(
+        std::fs::read_to_string(mine.path().join("f")).unwrap(),
+        "kept\n"
+    );
+    assert!(!homes.path().join("beside").exists());
+
+    // A home anywhere but directly in the homes is refused before anything starts.
+    let nested = other.path().join("inner");
+    std::fs::create_dir(&nested).unwrap();
+    let up = homes.path().join("..");
+    let dotted = homes.path().join(name).join("..");
+    for wrong in [
+        homes.path(),
+        nested.as_path(),
+        up.as_path(),
+        dotted.as_path(),
+        t.write.as_path(),
+        Path::new("/etc"),
+        Path::new("relative"),
+    ] {
+        let elsewhere = capability_sandbox::Launch {
+            home: Some(wrong),
+            ..launch(Path::new("/bin/sh"), &args, mine.path(), false)
+        };
+        let err = prepared.spawn(&elsewhere).unwrap_err();
+        assert_eq!(
+            err.result_code(),
+            ErrorCode::InputInvalid,
+            "{wrong:?}: {err}"
+        );
+    }
+    // And by a sandbox whose policy has no homes.
+    let without = policy(&t).prepare().unwrap();
+    let unhomed = capability_sandbox::Launch {
+        home: Some(mine.path()),
+        ..launch(Path::new("/bin/sh"), &args, &t.write, false)
+    };
+    let err = without.spawn(&unhomed).unwrap_err();
+    assert_eq!(err.result_code(), ErrorCode::InputInvalid, "{err}");
 }
 
 #[test]

@@ -475,6 +475,8 @@ impl Supervisor {
             git_writable: Some(&git_writable),
             runs_later: &capability_core::matching::path::RUNS_LATER_NAMES,
             runs_later_places: &elsewhere,
+            // Its home is a directory of its own, which its restarts keep (`Supervisor::new`).
+            home: None,
         };
         let child = self.prepared.spawn(&launch).map_err(|e| e.to_string())?;
         let proxy = match (child.egress, &self.hosts) {

@@ -33,6 +33,18 @@ pub(crate) struct Namespaces {
     /// empty file system of its own, and the host's tree is detached, so that no path names
     /// anything (docs/isolation-model.md, "An empty root").
     pub(crate) empty_root: bool,
+    /// The children's homes (`SandboxPolicy::homes`): each child sees its own and no other.
+    pub(crate) homes: Option<Homes>,
+}
+
+/// Where a sandbox's children have their homes: `top`, which the Landlock ruleset grants, is
+/// made read-only in each child's mount namespace, and `dir`, where every child's home is made,
+/// is covered there by an empty file system into which the child's own home is bound back
+/// (docs/isolation-model.md, "Each child's own home").
+#[derive(Debug, Clone)]
+pub(crate) struct Homes {
+    pub(crate) top: CString,
+    pub(crate) dir: CString,
 }
 
 /// What a child's namespace set-up does: in a new PID namespace (`spawn`) or not (`apply_to`,
@@ -167,8 +179,14 @@ const KEEP_NAMES: [&CStr; 8] = [
 pub(crate) const MAX_KEPT: usize = KEEP_NAMES.len();
 
 /// Sets up the namespaces the child was created in (or has just unshared): the user namespace
-/// maps, a private mount tree, the masks, a fresh `/proc` and the process limit.
-pub(crate) fn enter(ns: &Namespaces, mode: Mode, flags: libc::c_int) -> io::Result<()> {
+/// maps, a private mount tree, the masks, its own home (`home`, a directory in
+/// [`Homes::dir`]), a fresh `/proc` and the process limit.
+pub(crate) fn enter(
+    ns: &Namespaces,
+    mode: Mode,
+    flags: libc::c_int,
+    home: Option<&CStr>,
+) -> io::Result<()> {
     if flags & libc::CLONE_NEWUSER != 0 {
         write_file(c"/proc/self/setgroups", b"deny")?;
         write_file(c"/proc/self/uid_map", &ns.uid_map)?;
@@ -200,6 +218,10 @@ pub(crate) fn enter(ns: &Namespaces, mode: Mode, flags: libc::c_int) -> io::Resu
     }
     read_only_but(&ns.writable)?;
     cover(ns)?;
+    if let Some(homes) = &ns.homes {
+        // After the masks: one beneath another child's home is covered with it.
+        own_home(homes, home)?;
+    }
     if mode == Mode::Spawn && ns.proc_required {
         fresh_proc()?;
     }
@@ -424,6 +446,60 @@ fn cover(ns: &Namespaces) -> io::Result<()> {
     }
     // SAFETY: umount2 of a NUL-terminated path.
     check(unsafe { libc::umount2(STAGE.as_ptr(), libc::MNT_DETACH) })
+}
+
+/// Leaves the child only its own home of those in `homes.dir`: the home's tree cloned while it
+/// can still be reached (writable, as the write root it lies in), `homes.top` bound read-only
+/// (the Landlock rule that lets the child write its home is there, and a rule on a directory a
+/// mount covers is not consulted), `homes.dir` covered by an empty tmpfs, and the clone moved
+/// onto a directory of the same name made in it; the tmpfs is then made read-only. The child's
+/// home keeps its path, and no other home, nor anything a child left beside them, is there.
+fn own_home(homes: &Homes, home: Option<&CStr>) -> io::Result<()> {
+    let tree = match home {
+        Some(home) => Some((clone_tree(home)?, home)),
+        None => None,
+    };
+    let apply = || -> io::Result<()> {
+        rebind(&homes.top, libc::MS_RDONLY | HIDDEN)?;
+        mount(
+            c"toolcap-homes",
+            &homes.dir,
+            Some(c"tmpfs"),
+            HIDDEN,
+            Some(c"mode=0700,size=4k,nr_inodes=2"),
+        )?;
+        if let Some((tree, home)) = tree {
+            // SAFETY: mkdir of a NUL-terminated path; move_mount of a descriptor this function
+            // holds onto it.
+            unsafe {
+                check(libc::mkdir(home.as_ptr(), 0o700))?;
+                let moved = libc::syscall(
+                    libc::SYS_move_mount,
+                    tree,
+                    c"".as_ptr(),
+                    libc::AT_FDCWD,
+                    home.as_ptr(),
+                    libc::MOVE_MOUNT_F_EMPTY_PATH,
+                );
+                if moved != 0 {
+                    return Err(last_error());
+                }
+            }
+        }
+        mount(
+            c"none",
+            &homes.dir,
+            None,
+            libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | HIDDEN,
+            None,
+        )
+    };
+    let result = apply();
+    if let Some((tree, _)) = tree {
+        // SAFETY: closes the descriptor open_tree returned above.
+        unsafe { libc::close(tree) };
+    }
+    result
 }
 
 /// A procfs of the child's own PID namespace over `/proc`, when its reach includes `/proc`: the

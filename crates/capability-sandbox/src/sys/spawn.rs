@@ -82,6 +82,8 @@ struct ChildArgs<'a> {
     limits: &'a ResourceLimits,
     egress: Option<&'a Egress>,
     ns: &'a Namespaces,
+    /// The child's own home, in the sandbox's homes (`ns::Homes`).
+    home: Option<&'a CStr>,
     flags: libc::c_int,
     mask: libc::sigset_t,
     /// The program's stack (it runs on it until it executes).
@@ -211,7 +213,7 @@ extern "C" fn reaper_main(arg: *mut libc::c_void) -> libc::c_int {
     }
     // Before the program enters its working directory: a directory entered first would stay
     // reachable beneath a mask mounted over it.
-    if let Err(e) = ns::enter(a.ns, Mode::Spawn, a.flags) {
+    if let Err(e) = ns::enter(a.ns, Mode::Spawn, a.flags, a.home) {
         say(STEP_NAMESPACES, e.raw_os_error().unwrap_or(0) as u32);
         // SAFETY: ends this process only.
         unsafe { raw::exit(127) };
@@ -381,7 +383,12 @@ pub(crate) fn read_status(report: &OwnedFd) -> Option<(Option<i32>, Option<i32>)
 impl Prepared {
     /// Starts `program` confined in its own PID namespace, without copying the host: see the
     /// module documentation. The host's ends of stdin (when `stdin`), stdout and stderr are
-    /// returned non-blocking.
+    /// returned non-blocking. `first`: this child's own places to bind (`git.rs`); `home`: its
+    /// own home in the policy's homes.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the parts of one launch, from `PreparedSandbox::spawn` alone"
+    )]
     pub(crate) fn spawn(
         &self,
         program: &CStr,
@@ -390,6 +397,7 @@ impl Prepared {
         cwd: &CStr,
         stdin: bool,
         first: Vec<Mask>,
+        home: Option<&CStr>,
     ) -> Result<Started, CapabilityError> {
         let io_failed = |what: &str, e: io::Error| failed(what, e);
         // This child's own places to bind first (`git.rs`), before the sandbox's masks: a pin
@@ -455,6 +463,7 @@ impl Prepared {
             limits: &self.limits,
             egress: egress.as_ref(),
             ns,
+            home,
             flags,
             mask,
             program_stack: program_stack.as_mut_ptr().cast::<u8>(),
