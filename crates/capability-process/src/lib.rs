@@ -10,7 +10,7 @@
 //!    (`BINARY_NOT_ALLOWED`). Allowed names are resolved once and remembered.
 //! 2. The argv is checked against the personality's `deny_args` (`ARGS_NOT_ALLOWED`).
 //! 3. The environment is cleared. The child gets a fixed `PATH`, `HOME` set to a fresh scratch
-//!    directory, `LANG`, the host variables named in `safety.env.allow`, and the variables the
+//!    directory (a confined child sees no other child's), `LANG`, the host variables named in `safety.env.allow`, and the variables the
 //!    call passes — loader and interpreter hooks, and `PATH` itself, refused
 //!    (`ENV_NOT_ALLOWED`).
 //! 4. `cwd` must lie inside the tool's read reach, also after symlinks are resolved
@@ -196,7 +196,8 @@ pub(crate) struct Inner {
     /// about a tenth of a spawn, so it happens once per distinct policy.
     sandboxes: Mutex<HashMap<SandboxKey, Arc<capability_sandbox::PreparedSandbox>>>,
     /// One scratch parent per tool: the per-call `HOME` directories live inside it, so that a
-    /// prepared sandbox (which grants writes beneath the parent) serves every call of the tool.
+    /// prepared sandbox (`SandboxPolicy::homes`) serves every call of the tool; each confined
+    /// child sees only its own home there (docs/isolation-model.md, "Each child's own home").
     homes: Mutex<HashMap<String, Arc<capability_sandbox::ScratchDir>>>,
 }
 

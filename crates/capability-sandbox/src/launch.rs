@@ -1,5 +1,6 @@
-//! What [`PreparedSandbox::spawn`](crate::PreparedSandbox::spawn) takes and gives: the program
-//! to start, and the confined child it started.
+//! [`PreparedSandbox::spawn`](crate::PreparedSandbox::spawn): what it takes (the program to
+//! start, the child's own home), what it keeps from the child (what runs later outside any
+//! sandbox), and the confined child it started.
 
 use std::path::{Path, PathBuf};
 

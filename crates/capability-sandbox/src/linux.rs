@@ -149,7 +149,15 @@ pub(crate) fn prepare(
         limits: policy.limits,
         egress: policy.egress,
         ns,
-        write: policy.write.clone(),
+        // Not the children's homes: a child sees only its own, made empty for it, so nothing
+        // another child made there can reach it, and a walk there would only spend the walk's
+        // budget on other children's files (`git.rs`).
+        write: policy
+            .write
+            .iter()
+            .filter(|w| policy.homes.as_ref().is_none_or(|(top, _)| top != *w))
+            .cloned()
+            .collect(),
         scratch: policy.scratch.clone(),
         homes: policy.homes.as_ref().map(|(_, dir)| dir.clone()),
     })
