@@ -419,12 +419,12 @@ fn tool_checks(
             out.push(outcome("process", argv, result, &mut refused));
             let sandbox = match policy.sandbox() {
                 SandboxMode::Off => Ok(
-                    "safety.process.sandbox = \"off\": the child runs without kernel confinement"
+                    "safety.process.sandbox = \"off\": the tool's children run without kernel confinement"
                         .to_owned(),
                 ),
                 SandboxMode::Required => match capability_sandbox::probe().refusal() {
                     None => Ok(
-                        "the child runs under Landlock and seccomp: the tool's reach, no network, resource limits"
+                        "the tool's children run under Landlock and seccomp: its reach, no network, resource limits"
                             .to_owned(),
                     ),
                     Some(why) => Err(CapabilityError::not_available(format!(
