@@ -415,3 +415,65 @@ async fn calls_of_a_session_run_within_the_registrys_concurrency() {
     }
     assert!((1..=2).contains(&most), "{most} children ran at once");
 }
+
+// guarantee: G-PROC-06
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_sessions_child_cannot_read_another_sessions_home() {
+    // The sessions of one server share its tools, and so each tool's directory of homes: what
+    // one session's child keeps in its HOME (a CLI's token) is not another's to read.
+    let scratch = Scratch::new();
+    let w = scratch.work.display();
+    let policy = capability_core::CompiledPolicy::load(
+        &format!(
+            "id = \"homes\"\ntoolset = [\"run_command\"]\n[fs_reach]\nread = [\"{w}\"]\n\
+             [safety.process]\nallow = [\"sh\"]\n"
+        ),
+        capability_core::PolicyFormat::Toml,
+        None,
+    )
+    .unwrap();
+    let registry = capability_tools::standard_registry(capability_tools::StandardConfig::new(
+        capability_tools::Store::Memory,
+    ))
+    .await
+    .unwrap();
+    let server =
+        capability_mcp::McpServer::new(registry, std::sync::Arc::new(policy), &scratch.work);
+    let mut a = Raw::initialized(&server, false).await;
+    let mut b = Raw::initialized(&server, false).await;
+    // `run_command` writes no project: the first child says it kept its token by what it runs
+    // next, which the test sees among the host's processes.
+    let marker = "29.271";
+    a.call_no_wait(
+        1,
+        "run_command",
+        json!({"binary": "sh", "args": ["-c", format!(
+            "echo token-of-session-a > \"$HOME/token\" && exec sleep {marker}"
+        )]}),
+    )
+    .await;
+    assert!(
+        eventually(|| !processes_with(&format!("sleep {marker}")).is_empty()).await,
+        "session a's child never kept its token"
+    );
+    let (seen, _) = b
+        .call(
+            1,
+            "run_command",
+            json!({"binary": "sh", "args": ["-c",
+                "ls -a \"$HOME/..\"; cat \"$HOME\"/../*/token; echo own > \"$HOME/t\" && cat \"$HOME/t\""]}),
+        )
+        .await;
+    let output: serde_json::Value = serde_json::from_str(&text(&seen)).unwrap();
+    let seen = output["stdout"].as_str().unwrap_or_default();
+    assert!(!seen.contains("token-of-session-a"), "{seen}");
+    assert!(
+        seen.ends_with("own\n"),
+        "b's child writes its own home: {seen}"
+    );
+    a.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 1, "reason": "done"}}),
+    )
+    .await;
+}
