@@ -118,14 +118,8 @@ fn prober(dir: &Path) -> String {
     )
 }
 
-// guarantee: G-PROC-06
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn children_of_one_tool_running_at_once_see_only_their_own_home() {
-    let fx = fixture();
-    let tool = tool(&fx, None);
-    let first = keeper(&tool, &fx).await;
-    let out = sh(&*tool, &prober(&fx.scratch)).await;
-    first.abort();
+/// The [`prober`]'s output: nothing of the [`keeper`]'s home, and its own home written.
+fn saw_only_its_own(out: &ProcessOutput) {
     let seen = text(&out.stdout);
     assert!(
         !seen.contains("token-of-the-first") && !seen.contains("cached-secret"),
@@ -140,6 +134,17 @@ async fn children_of_one_tool_running_at_once_see_only_their_own_home() {
 
 // guarantee: G-PROC-06
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn children_of_one_tool_running_at_once_see_only_their_own_home() {
+    let fx = fixture();
+    let tool = tool(&fx, None);
+    let first = keeper(&tool, &fx).await;
+    let out = sh(&*tool, &prober(&fx.scratch)).await;
+    first.abort();
+    saw_only_its_own(&out);
+}
+
+// guarantee: G-PROC-06
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_that_reads_the_temporary_directory_still_sees_no_other_home() {
     // The personality's reach includes the directory the homes are made in: the homes are
     // there on the disk, by their path, and still out of another child's sight.
@@ -148,12 +153,7 @@ async fn a_tool_that_reads_the_temporary_directory_still_sees_no_other_home() {
     let first = keeper(&tool, &fx).await;
     let out = sh(&*tool, &prober(&fx.scratch)).await;
     first.abort();
-    let seen = text(&out.stdout);
-    assert!(
-        !seen.contains("token-of-the-first") && !seen.contains("cached-secret"),
-        "the second child read the first's home through the temporary directory: {seen}"
-    );
-    assert!(seen.ends_with("own\n"), "{seen} / {}", text(&out.stderr));
+    saw_only_its_own(&out);
 }
 
 // guarantee: G-PROC-06

@@ -289,21 +289,7 @@ fn read_only_but(writable: &[CString]) -> io::Result<()> {
                 .copied()
                 .zip(writable.iter().map(CString::as_c_str)),
         ) {
-            // SAFETY: move_mount of a descriptor this function holds onto a NUL-terminated
-            // path.
-            let moved = unsafe {
-                libc::syscall(
-                    libc::SYS_move_mount,
-                    tree,
-                    c"".as_ptr(),
-                    libc::AT_FDCWD,
-                    path.as_ptr(),
-                    libc::MOVE_MOUNT_F_EMPTY_PATH,
-                )
-            };
-            if moved != 0 {
-                return Err(last_error());
-            }
+            move_tree(tree, path)?;
         }
         Ok(())
     };
@@ -330,6 +316,25 @@ fn clone_tree(path: &CStr) -> io::Result<libc::c_int> {
         return Err(last_error());
     }
     Ok(fd as libc::c_int)
+}
+
+/// Moves the detached tree `tree` (from [`clone_tree`]) onto `path` (`move_mount`).
+fn move_tree(tree: libc::c_int, path: &CStr) -> io::Result<()> {
+    // SAFETY: move_mount of a descriptor the caller holds onto a NUL-terminated path.
+    let moved = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree,
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    if moved != 0 {
+        return Err(last_error());
+    }
+    Ok(())
 }
 
 /// Sets `attributes` on every mount of the tree at `path` beneath `dirfd` (`mount_setattr`,
@@ -469,22 +474,9 @@ fn own_home(homes: &Homes, home: Option<&CStr>) -> io::Result<()> {
             Some(c"mode=0700,size=4k,nr_inodes=2"),
         )?;
         if let Some((tree, home)) = tree {
-            // SAFETY: mkdir of a NUL-terminated path; move_mount of a descriptor this function
-            // holds onto it.
-            unsafe {
-                check(libc::mkdir(home.as_ptr(), 0o700))?;
-                let moved = libc::syscall(
-                    libc::SYS_move_mount,
-                    tree,
-                    c"".as_ptr(),
-                    libc::AT_FDCWD,
-                    home.as_ptr(),
-                    libc::MOVE_MOUNT_F_EMPTY_PATH,
-                );
-                if moved != 0 {
-                    return Err(last_error());
-                }
-            }
+            // SAFETY: mkdir of a NUL-terminated path.
+            check(unsafe { libc::mkdir(home.as_ptr(), 0o700) })?;
+            move_tree(tree, home)?;
         }
         mount(
             c"none",
