@@ -32,7 +32,7 @@ use std::path::Path;
 #[derive(Debug)]
 pub struct ScratchDir {
     // Dropped first: the directory goes while its lock is still held.
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     inner: std::path::PathBuf,
     /// `None` on a file system without locks: the directory then has no lock file, and is
     /// never taken for abandoned (as an older toolcap's).
@@ -78,7 +78,7 @@ impl ScratchDir {
         let user = std::fs::metadata(dir.path())?.uid();
         sweep(root, prefix, user, dir.path());
         Ok(ScratchDir {
-            _dir: dir,
+            dir,
             inner,
             _lock: lock,
         })
@@ -147,7 +147,7 @@ impl crate::SandboxPolicy {
         // The rule is on the directory that holds the lock file: the one the homes are made in
         // is covered in the child, and Landlock does not consult a rule on a covered directory.
         // The child sees the former read-only.
-        let top = homes._dir.path().to_path_buf();
+        let top = homes.dir.path().to_path_buf();
         self.write.push(top.clone());
         self.scratch.push(top.clone());
         self.homes = Some((top, homes.inner.clone()));
