@@ -271,7 +271,7 @@ async fn a_childs_scratch_home_is_private_to_its_user() {
     let out = p
         .spawn(
             "sh",
-            &argv(&["-c", "stat -c %a \"$HOME\" \"$HOME/..\""]),
+            &argv(&["-c", "stat -c %a \"$HOME\" \"$HOME/..\"; echo \"$HOME\""]),
             SpawnOptions::default(),
         )
         .await
@@ -282,11 +282,21 @@ async fn a_childs_scratch_home_is_private_to_its_user() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let seen = stdout(&out);
+    let lines: Vec<&str> = seen.lines().collect();
     assert_eq!(
-        stdout(&out),
-        "700\n700\n",
-        "the home, then the tool's directory of homes"
+        lines[..2],
+        ["700", "700"],
+        "the home, then the tool's directory of homes, as the child sees them"
     );
+    // And as every other account sees them on the disk: the directory of homes, and the
+    // directory that holds it and its lock (the home itself went with the call).
+    use std::os::unix::fs::PermissionsExt as _;
+    let homes = Path::new(lines[2]).parent().unwrap();
+    for dir in [homes, homes.parent().unwrap()] {
+        let mode = std::fs::metadata(dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", dir.display());
+    }
 }
 
 // guarantee: G-PROC-02
