@@ -1027,15 +1027,20 @@ async fn a_warm_worker_killed_while_idle_is_replaced_and_the_call_runs() {
     }
 }
 
+// guarantee: G-CAP-07
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_warm_worker_sees_each_calls_own_identity() {
     // The host sends a call's session, directory and scoped objects only when they change
     // (docs/isolation-model.md, "The warm path"); every call must still see its own.
     let lab = lab_default().await;
     let one = ExecutionContext::new("one", Arc::clone(&lab.policy), lab.root.join("data"));
+    let moved = ExecutionContext::new("one", Arc::clone(&lab.policy), lab.root.join("out"));
     let two = ExecutionContext::new("two", Arc::clone(&lab.policy), lab.root.join("out"));
-    let mut pid = None;
-    for (i, ctx) in [&one, &one, &two, &one, &two, &two].into_iter().enumerate() {
+    let mut pids: std::collections::BTreeMap<String, Value> = Default::default();
+    for (i, ctx) in [&one, &one, &moved, &two, &one, &two, &moved]
+        .into_iter()
+        .enumerate()
+    {
         let result = lab
             .registry
             .execute(
@@ -1056,9 +1061,60 @@ async fn a_warm_worker_sees_each_calls_own_identity() {
         );
         assert_eq!(seen["personality"], json!("capsule"), "call {i}: {seen}");
         assert_eq!(seen["args"], json!({"i": i}));
-        // One warm worker served them all.
-        assert_eq!(*pid.get_or_insert_with(|| seen["pid"].clone()), seen["pid"]);
+        // One warm worker served each session, whatever its directory.
+        let pid = pids
+            .entry(ctx.session_id.to_string())
+            .or_insert_with(|| seen["pid"].clone());
+        assert_eq!(*pid, seen["pid"], "call {i}");
     }
+    assert_ne!(pids["one"], pids["two"], "a worker serves one session");
+}
+
+/// The lab's `counter` called in `ctx`'s session.
+async fn counted(lab: &Lab, ctx: &ExecutionContext, i: usize) -> ToolResult {
+    lab.registry
+        .execute(ToolCall::new(format!("n{i}"), "counter", json!({})), ctx)
+        .await
+        .result
+}
+
+// guarantee: G-CAP-07
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_tool_keeps_in_memory_reaches_no_other_session() {
+    // A warm worker keeps the tool's memory between calls (a cache, a count, what it was told):
+    // calls of one session share it, another session's never do, running at the same time or
+    // after (docs/isolation-model.md, "The warm path").
+    let lab = lab_default().await;
+    let session =
+        |id: &str| ExecutionContext::new(id, Arc::clone(&lab.policy), lab.root.join("data"));
+    let (a, b) = (session("a"), session("b"));
+    let count = |result: ToolResult| match result {
+        ToolResult::Ok(seen) => (seen["count"].as_u64().unwrap(), seen["pid"].clone()),
+        other => panic!("{other:?}"),
+    };
+    let (first, a_pid) = count(counted(&lab, &a, 0).await);
+    let (second, again) = count(counted(&lab, &a, 1).await);
+    assert_eq!(
+        (first, second),
+        (1, 2),
+        "one session's calls share its worker"
+    );
+    assert_eq!(a_pid, again);
+    let (b_first, b_pid) = count(counted(&lab, &b, 2).await);
+    assert_eq!(
+        b_first, 1,
+        "session b starts from nothing, not from a's count"
+    );
+    assert_ne!(a_pid, b_pid);
+    // And a's worker is still a's: its count goes on where a left it.
+    let (third, a_again) = count(counted(&lab, &a, 3).await);
+    assert_eq!((third, a_again), (3, a_pid));
+    // Two idle workers of the tool now, one for each session.
+    let key = IsolationKey {
+        tool: "counter".into(),
+        policy: lab.policy.generation(),
+    };
+    assert_eq!(lab.capsule.idle_workers(&key), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -42,8 +42,9 @@ pub struct CapsuleConfig {
     /// The largest frame either side sends (default 16 MiB). Larger answers are refused with an
     /// error naming the limit; a worker that sends a larger frame is ended.
     pub max_frame: usize,
-    /// Idle workers kept per (tool, personality, tokio runtime) for the next call (default 2; 0 starts a fresh
-    /// worker for every call).
+    /// Idle workers kept per (tool, personality, session, tokio runtime) for the next call
+    /// (default 2; 0 starts a fresh worker for every call). A worker serves one session only
+    /// (docs/isolation-model.md, "The warm path").
     pub warm_workers: usize,
     /// Idle workers kept in all (default 16). Past it, the worker idle the longest is ended: a
     /// host that compiles a personality per session, or narrows one per task, leaves workers
@@ -129,7 +130,7 @@ impl CapsuleConfig {
         self.max_frame = bytes.max(64 << 10);
         self
     }
-    /// Sets how many idle workers are kept per (tool, personality).
+    /// Sets how many idle workers are kept per (tool, personality, session).
     pub fn warm_workers(mut self, n: usize) -> Self {
         self.warm_workers = n;
         self
@@ -209,7 +210,7 @@ impl Idle {
 /// which check the policy again. A worker that crashes, exits, is killed, sends a malformed frame
 /// or outlives the call's timeout is gone; the call fails (`execution_failed` or `timeout`) and
 /// other calls go on. Workers are reused only for the same tool under the same compiled
-/// personality.
+/// personality, in the same session: what a tool keeps in memory reaches no other session.
 pub struct Capsule {
     config: CapsuleConfig,
     support: Support,
@@ -296,14 +297,17 @@ impl Capsule {
         }
     }
 
-    /// An idle worker for `key` started on the caller's runtime: a worker's channel is
-    /// registered with the runtime that started it, and another runtime would wait on it for
-    /// ever (docs/isolation-model.md, "The warm path").
-    fn take_idle(&self, key: &IsolationKey) -> Option<Worker> {
+    /// An idle worker for `key` that served `session` and was started on the caller's runtime:
+    /// a worker's channel is registered with the runtime that started it, and another runtime
+    /// would wait on it for ever; and what a tool keeps in memory between calls must reach no
+    /// other session (docs/isolation-model.md, "The warm path").
+    fn take_idle(&self, key: &IsolationKey, session: &str) -> Option<Worker> {
         let runtime = current_runtime();
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         let workers = idle.by_key.get_mut(key)?;
-        let at = workers.iter().rposition(|(_, w)| w.runtime == runtime)?;
+        let at = workers
+            .iter()
+            .rposition(|(_, w)| w.runtime == runtime && w.served(session))?;
         let (_, worker) = workers.swap_remove(at);
         idle.total -= 1;
         Some(worker)
@@ -321,7 +325,7 @@ impl Capsule {
         };
         let kept = workers
             .iter()
-            .filter(|(_, w)| w.runtime == worker.runtime)
+            .filter(|(_, w)| w.runtime == worker.runtime && w.session() == worker.session())
             .count();
         if kept >= self.config.warm_workers {
             return;
@@ -497,7 +501,7 @@ impl Capsule {
             // An idle worker is handed out without asking the kernel whether it still lives (a
             // system call per call): one that died while idle cannot take the call's frame, and
             // the call goes on to the next idle worker or a fresh one.
-            let (mut worker, idle) = match self.take_idle(key) {
+            let (mut worker, idle) = match self.take_idle(key, &ctx.session_id) {
                 Some(worker) => (worker, true),
                 None => (self.start(key).await?, false),
             };

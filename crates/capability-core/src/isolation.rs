@@ -52,7 +52,9 @@ impl IsolationSelection {
 
 /// What an isolated call may share a worker with: calls of the same tool under the same compiled
 /// personality ([`CompiledPolicy::generation`](crate::CompiledPolicy::generation)). A worker is
-/// never reused across tools or personalities, so state a tool keeps in memory cannot cross them.
+/// never reused across tools or personalities, so state a tool keeps in memory cannot cross them;
+/// an isolation may keep it narrower still (the capsule keeps a worker to one session, which the
+/// call's context names).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct IsolationKey {
     /// The tool's name.
