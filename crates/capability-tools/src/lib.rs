@@ -12,7 +12,9 @@
 //! | `read_attachment` | `{id?, offset?, max_bytes?}` | the call's attachments (no `id`), or `{id, offset, bytes_read, text \| base64}` |
 //!
 //! Each tool uses only its scoped objects (checked by `cargo xtask lint`). Unknown or malformed
-//! arguments are `input_invalid`, naming the field.
+//! arguments are `input_invalid`, naming the field. What each declares is in docs/reference.md
+//! ("Standard tools"): `run_command` reads the personality's reach and starts what it allows, so
+//! its children write only their own scratch home.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), capability_types::CapabilityError> {
