@@ -1582,3 +1582,105 @@ fn serve_says_which_tools_it_offers_and_warns_when_none() {
     );
     assert!(!some.contains("warning"), "{some}");
 }
+
+/// Whether a process whose command line contains `needle` runs (any PID namespace's, as the
+/// host's `/proc` shows them).
+fn running(needle: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        std::fs::read(entry.path().join("cmdline")).is_ok_and(|cmdline| {
+            String::from_utf8_lossy(&cmdline)
+                .replace('\0', " ")
+                .contains(needle)
+        })
+    })
+}
+
+/// `toolcap mcp serve` over stdio, in process mode and with `--capsule`: two `run_command`
+/// calls of one session run at once, and the second child finds nothing of what the first
+/// keeps in its `HOME`, neither beside its own home nor by the first's path.
+// guarantee: G-PROC-06
+#[test]
+fn serve_keeps_each_childs_home_from_the_others_in_process_mode_and_in_the_capsule() {
+    let scratch = Scratch::new();
+    let w = scratch.path("work");
+    std::fs::write(
+        scratch.root.join("sh.toml"),
+        format!(
+            "id = \"sh\"\ntoolset = [\"run_command\"]\n[fs_reach]\nread = [\"{w}\"]\n\
+             [safety.process]\nallow = [\"sh\"]\n"
+        ),
+    )
+    .unwrap();
+    let personality = scratch.path("sh.toml");
+    for (n, mode) in [&[][..], &["--capsule"][..]].into_iter().enumerate() {
+        let marker = format!("2{n}.917");
+        let store = scratch.path(&format!("homes-{n}.redb"));
+        let mut args = vec![
+            "mcp",
+            "serve",
+            "--personality",
+            &personality,
+            "--workdir",
+            &w,
+        ];
+        args.extend_from_slice(&["--store", &store]);
+        args.extend_from_slice(mode);
+        let mut child = Command::new(TOOLCAP)
+            .args(&args)
+            .env("HOME", &scratch.root)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let keeper = format!("echo token-of-the-first > \"$HOME/token\" && exec sleep {marker}");
+        for message in [
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "homes", "version": "1"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "run_command", "arguments": {"binary": "sh", "args": ["-c", keeper]}}}),
+        ] {
+            writeln!(stdin, "{message}").unwrap();
+        }
+        let started = (0..500).any(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            running(&format!("sleep {marker}"))
+        });
+        assert!(started, "{mode:?}: the first child never kept its token");
+        let prober = "ls -a \"$HOME/..\"; cat \"$HOME\"/../*/token; find / -name token -path '*toolcap-home*' 2>/dev/null; echo own > \"$HOME/own\" && cat \"$HOME/own\"";
+        let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "run_command", "arguments": {"binary": "sh", "args": ["-c", prober]}}});
+        writeln!(stdin, "{call}").unwrap();
+        let answer = loop {
+            let line = lines.next().expect("an answer").unwrap();
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == json!(3) {
+                break message;
+            }
+        };
+        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 2, "reason": "done"}});
+        writeln!(stdin, "{cancel}").unwrap();
+        drop(stdin);
+        let _ = child.wait();
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        let output: Value = serde_json::from_str(text).unwrap_or_default();
+        let seen = output["stdout"].as_str().unwrap_or_default();
+        assert!(!seen.contains("token-of-the-first"), "{mode:?}: {seen}");
+        assert!(
+            seen.ends_with("own\n"),
+            "{mode:?}: the second child writes its own home: {answer}"
+        );
+        assert!(
+            !running(&format!("sleep {marker}")),
+            "{mode:?}: the first child outlived the server"
+        );
+    }
+}
