@@ -1310,26 +1310,7 @@ fn serve_keeps_the_canary_out_in_process_mode_and_in_the_capsule() {
     let personality = scratch.path("cat.toml");
     for mode in [&[][..], &["--capsule"][..]] {
         let store = scratch.path(&format!("serve-{}.redb", mode.len()));
-        let mut args = vec![
-            "mcp",
-            "serve",
-            "--personality",
-            &personality,
-            "--workdir",
-            &w,
-            "--store",
-            &store,
-        ];
-        args.extend_from_slice(mode);
-        let mut child = Command::new(TOOLCAP)
-            .args(&args)
-            .env("HOME", &scratch.root)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = serve_over_stdio(&scratch, &personality, &w, &store, mode);
         let mut stdin = child.stdin.take().unwrap();
         for message in [
             json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -1583,6 +1564,36 @@ fn serve_says_which_tools_it_offers_and_warns_when_none() {
     assert!(!some.contains("warning"), "{some}");
 }
 
+/// `toolcap mcp serve` of `personality` over stdio, working in `workdir` with its store at
+/// `store`, and the extra arguments `mode` (`--capsule`): stdin, stdout and stderr piped.
+fn serve_over_stdio(
+    scratch: &Scratch,
+    personality: &str,
+    workdir: &str,
+    store: &str,
+    mode: &[&str],
+) -> Child {
+    let mut args = vec![
+        "mcp",
+        "serve",
+        "--personality",
+        personality,
+        "--workdir",
+        workdir,
+    ];
+    args.extend_from_slice(&["--store", store]);
+    args.extend_from_slice(mode);
+    Command::new(TOOLCAP)
+        .args(&args)
+        .env("HOME", &scratch.root)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// Whether a process whose command line contains `needle` runs (any PID namespace's, as the
 /// host's `/proc` shows them).
 fn running(needle: &str) -> bool {
@@ -1615,38 +1626,16 @@ fn serve_keeps_each_childs_home_from_the_others_in_process_mode_and_in_the_capsu
     for (n, mode) in [&[][..], &["--capsule"][..]].into_iter().enumerate() {
         let marker = format!("2{n}.917");
         let store = scratch.path(&format!("homes-{n}.redb"));
-        let mut args = vec![
-            "mcp",
-            "serve",
-            "--personality",
-            &personality,
-            "--workdir",
-            &w,
-        ];
-        args.extend_from_slice(&["--store", &store]);
-        args.extend_from_slice(mode);
-        let mut child = Command::new(TOOLCAP)
-            .args(&args)
-            .env("HOME", &scratch.root)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut child = serve_over_stdio(&scratch, &personality, &w, &store, mode);
+        let (mut stdin, mut lines) = handshake(
+            child.stdin.take().unwrap(),
+            child.stdout.take().unwrap(),
+            json!({}),
+        );
         let keeper = format!("echo token-of-the-first > \"$HOME/token\" && exec sleep {marker}");
-        for message in [
-            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": "2025-11-25", "capabilities": {},
-                "clientInfo": {"name": "homes", "version": "1"}}}),
-            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                "params": {"name": "run_command", "arguments": {"binary": "sh", "args": ["-c", keeper]}}}),
-        ] {
-            writeln!(stdin, "{message}").unwrap();
-        }
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "run_command", "arguments": {"binary": "sh", "args": ["-c", keeper]}}});
+        writeln!(stdin, "{call}").unwrap();
         let started = (0..500).any(|_| {
             std::thread::sleep(Duration::from_millis(20));
             running(&format!("sleep {marker}"))
