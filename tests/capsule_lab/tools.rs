@@ -511,6 +511,12 @@ impl Tool for Lab {
                     // A hang that yields: past any deadline, cancellable at its await.
                     tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
                 }
+                if arg(&args, "attempt") == "nap" {
+                    // A call that takes `ms` milliseconds, then answers.
+                    let ms = args["ms"].as_u64().unwrap_or(100);
+                    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                    return Ok(json!({"napped": ms, "pid": pid}));
+                }
                 if arg(&args, "attempt") == "big" {
                     // A gigantic result: `mib` MiB of text.
                     let mib = args["mib"].as_u64().unwrap_or(24) as usize;

@@ -1070,12 +1070,17 @@ async fn a_warm_worker_sees_each_calls_own_identity() {
     assert_ne!(pids["one"], pids["two"], "a worker serves one session");
 }
 
-/// The lab's `counter` called in `ctx`'s session.
-async fn counted(lab: &Lab, ctx: &ExecutionContext, i: usize) -> ToolResult {
-    lab.registry
-        .execute(ToolCall::new(format!("n{i}"), "counter", json!({})), ctx)
-        .await
-        .result
+/// The lab's `counter` called in `session`: its count and the worker's process id.
+async fn counted(lab: &Lab, session: &str, i: usize) -> (u64, u64) {
+    let ctx = ExecutionContext::new(session, Arc::clone(&lab.policy), lab.root.join("data"));
+    let call = ToolCall::new(format!("n{i}"), "counter", json!({}));
+    match lab.registry.execute(call, &ctx).await.result {
+        ToolResult::Ok(seen) => (
+            seen["count"].as_u64().unwrap(),
+            seen["pid"].as_u64().unwrap(),
+        ),
+        other => panic!("{other:?}"),
+    }
 }
 
 // guarantee: G-CAP-07
@@ -1085,29 +1090,22 @@ async fn what_a_tool_keeps_in_memory_reaches_no_other_session() {
     // calls of one session share it, another session's never do, running at the same time or
     // after (docs/isolation-model.md, "The warm path").
     let lab = lab_default().await;
-    let session =
-        |id: &str| ExecutionContext::new(id, Arc::clone(&lab.policy), lab.root.join("data"));
-    let (a, b) = (session("a"), session("b"));
-    let count = |result: ToolResult| match result {
-        ToolResult::Ok(seen) => (seen["count"].as_u64().unwrap(), seen["pid"].clone()),
-        other => panic!("{other:?}"),
-    };
-    let (first, a_pid) = count(counted(&lab, &a, 0).await);
-    let (second, again) = count(counted(&lab, &a, 1).await);
+    let (first, a_pid) = counted(&lab, "a", 0).await;
+    let (second, again) = counted(&lab, "a", 1).await;
     assert_eq!(
         (first, second),
         (1, 2),
         "one session's calls share its worker"
     );
     assert_eq!(a_pid, again);
-    let (b_first, b_pid) = count(counted(&lab, &b, 2).await);
+    let (b_first, b_pid) = counted(&lab, "b", 2).await;
     assert_eq!(
         b_first, 1,
         "session b starts from nothing, not from a's count"
     );
     assert_ne!(a_pid, b_pid);
     // And a's worker is still a's: its count goes on where a left it.
-    let (third, a_again) = count(counted(&lab, &a, 3).await);
+    let (third, a_again) = counted(&lab, "a", 3).await;
     assert_eq!((third, a_again), (3, a_pid));
     // Two idle workers of the tool now, one for each session.
     let key = IsolationKey {
@@ -1115,6 +1113,42 @@ async fn what_a_tool_keeps_in_memory_reaches_no_other_session() {
         policy: lab.policy.generation(),
     };
     assert_eq!(lab.capsule.idle_workers(&key), 2);
+}
+
+// guarantee: G-CAP-08
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_warm_workers_end_with_the_session() {
+    // A server whose sessions come and go (HTTP clients, the stateless mode's requests) must
+    // not keep their workers as processes once no call of theirs can come again.
+    let lab = lab_default().await;
+    let (_, a_pid) = counted(&lab, "a", 0).await;
+    let (_, b_pid) = counted(&lab, "b", 1).await;
+    assert_eq!(lab.capsule.idle_workers_total(), 2);
+    lab.registry.end_session("a");
+    assert!(reaped(a_pid).await, "session a's worker ended with it");
+    assert_eq!(lab.capsule.idle_workers_total(), 1);
+    // b's worker is untouched: b's next call is served by it, its count going on.
+    assert_eq!(counted(&lab, "b", 2).await, (2, b_pid));
+    assert_eq!(lab.capsule.workers_started(), 2);
+    // Ending a session that has no worker, or one already ended, changes nothing.
+    lab.registry.end_session("a");
+    lab.registry.end_session("never-seen");
+    assert_eq!(lab.capsule.idle_workers_total(), 1);
+    // A later call under the ended id is served afresh, by a worker of its own.
+    let (count, again) = counted(&lab, "a", 3).await;
+    assert_eq!(count, 1);
+    assert_ne!(again, a_pid);
+    // A call still running when its session is said to end keeps its worker to the end.
+    let slow = lab.call("escape", json!({"attempt": "nap", "ms": 400}));
+    let ending = async {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        lab.registry.end_session("capsule-e2e");
+    };
+    let (result, ()) = tokio::join!(slow, ending);
+    let ToolResult::Ok(napped) = result else {
+        panic!("{result:?}")
+    };
+    assert_eq!(napped["napped"], 400);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

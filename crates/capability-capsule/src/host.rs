@@ -198,6 +198,25 @@ impl Idle {
             self.by_key.retain(|_, workers| !workers.is_empty());
         }
     }
+
+    /// Takes out every idle worker that served `session`, and forgets the keys left without
+    /// workers.
+    fn take_session(&mut self, session: &str) -> Vec<Worker> {
+        let mut taken = Vec::new();
+        self.by_key.retain(|_, workers| {
+            let mut at = 0;
+            while at < workers.len() {
+                if workers[at].1.session() == Some(session) {
+                    taken.push(workers.swap_remove(at).1);
+                } else {
+                    at += 1;
+                }
+            }
+            !workers.is_empty()
+        });
+        self.total -= taken.len();
+        taken
+    }
 }
 
 /// Runs tools in confined worker processes: the [`ToolIsolation`] of
@@ -276,6 +295,21 @@ impl Capsule {
             .by_key
             .get(key)
             .map_or(0, Vec::len)
+    }
+
+    /// Ends the idle workers that served `session`, and says how many there were: no call of
+    /// the session will come again ([`ToolIsolation::session_ended`], which the registry's
+    /// [`end_session`](capability_core::DefaultToolRegistry::end_session) calls). A worker still
+    /// serving a call of the session is not touched; it goes idle when its call ends, and the
+    /// idle limit ends it in its turn.
+    pub fn end_session(&self, session: &str) -> usize {
+        let taken = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take_session(session);
+        // Dropped (so killed) outside the lock.
+        taken.len()
     }
 
     /// How many idle workers are kept in all ([`CapsuleConfig::max_idle_workers`] at most).
@@ -552,6 +586,10 @@ impl ToolIsolation for Capsule {
         ctx: &ToolContext,
     ) -> Result<Value, CapabilityError> {
         self.run(key, args, ctx).await
+    }
+
+    fn session_ended(&self, session: &str) {
+        self.end_session(session);
     }
 }
 

@@ -79,4 +79,12 @@ pub trait ToolIsolation: Send + Sync + fmt::Debug {
         args: Value,
         ctx: &ToolContext,
     ) -> Result<Value, CapabilityError>;
+
+    /// No call of `session` will come again (its MCP connection ended, say): what the
+    /// isolation keeps for that session alone (the capsule's warm workers) can go now. A call
+    /// of the session still running when this is said keeps what it uses. The default keeps
+    /// nothing per session and does nothing.
+    fn session_ended(&self, session: &str) {
+        let _ = session;
+    }
 }

@@ -51,6 +51,22 @@ pub struct McpSession {
     id: Arc<str>,
     invocation: Arc<Invocation>,
     calls: Arc<AtomicU64>,
+    /// Held by every clone of the handler: when the last goes (the connection ended and its
+    /// requests returned), the registry is told the session is over.
+    _end: Arc<SessionEnd>,
+}
+
+/// Tells the registry, when dropped, that no call of the session will come again: the capsule
+/// ends the session's warm workers then (docs/mcp.md, "Sessions").
+struct SessionEnd {
+    shared: Arc<Shared>,
+    id: Arc<str>,
+}
+
+impl Drop for SessionEnd {
+    fn drop(&mut self) {
+        self.shared.registry.end_session(&self.id);
+    }
 }
 
 impl std::fmt::Debug for McpSession {
@@ -63,10 +79,15 @@ impl std::fmt::Debug for McpSession {
 
 impl McpSession {
     pub(crate) fn new(shared: Arc<Shared>, offer: Arc<Offer>, id: String) -> Self {
+        let id: Arc<str> = Arc::from(id);
         Self {
+            _end: Arc::new(SessionEnd {
+                shared: Arc::clone(&shared),
+                id: Arc::clone(&id),
+            }),
             shared,
             offer,
-            id: Arc::from(id),
+            id,
             invocation: Invocation::new(),
             calls: Arc::new(AtomicU64::new(0)),
         }

@@ -315,14 +315,20 @@ fn the_official_conformance_suite() {
 
 /// One raw HTTP/1.1 POST of an `initialize` request; the status code.
 fn post_initialize(url: &str, headers: &[(&str, &str)]) -> u16 {
-    let rest = url.strip_prefix("http://").unwrap();
-    let (authority, path) = rest.split_once('/').unwrap();
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "1"}}})
     .to_string();
+    exchange(url, "POST", headers, &body).0
+}
+
+/// One raw HTTP/1.1 request to `url` on a connection of its own, closed after the answer: the
+/// status, and the answer's whole text (its head and its body).
+fn exchange(url: &str, method: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+    let rest = url.strip_prefix("http://").unwrap();
+    let (authority, path) = rest.split_once('/').unwrap();
     let mut request = format!(
-        "POST /{path} HTTP/1.1\r\nContent-Type: application/json\r\n\
+        "{method} /{path} HTTP/1.1\r\nContent-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
     );
@@ -336,19 +342,21 @@ fn post_initialize(url: &str, headers: &[(&str, &str)]) -> u16 {
         request.push_str(&format!("{name}: {value}\r\n"));
     }
     request.push_str("\r\n");
-    request.push_str(&body);
+    request.push_str(body);
     let mut stream = TcpStream::connect(authority).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     stream.write_all(request.as_bytes()).unwrap();
-    let mut status = String::new();
-    BufReader::new(stream).read_line(&mut status).unwrap();
-    status
+    let mut answer = String::new();
+    // A server that sends its status and then stops is read up to the timeout.
+    let _ = stream.read_to_string(&mut answer);
+    let status = answer
         .split_whitespace()
         .nth(1)
         .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {status:?}"))
+        .unwrap_or_else(|| panic!("no status in {answer:?}"));
+    (status, answer)
 }
 
 // guarantee: G-MCP-05
@@ -1672,4 +1680,136 @@ fn serve_keeps_each_childs_home_from_the_others_in_process_mode_and_in_the_capsu
             "{mode:?}: the first child outlived the server"
         );
     }
+}
+
+/// The live processes (not zombies) whose parent is `pid`.
+fn children(pid: u32) -> Vec<u32> {
+    let child_of = |child: u32| {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            return false;
+        };
+        // The state and the parent follow the command's closing parenthesis.
+        let mut fields = stat
+            .rsplit_once(") ")
+            .map(|(_, rest)| rest)
+            .unwrap_or("")
+            .split(' ');
+        let state = fields.next();
+        state != Some("Z") && fields.next() == Some(pid.to_string().as_str())
+    };
+    let mut found: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .filter(|child| child_of(*child))
+        .collect();
+    found.sort_unstable();
+    found
+}
+
+/// Waits up to ten seconds for `pid` to have `count` children; its children then (or last).
+fn children_counted(pid: u32, count: usize) -> Vec<u32> {
+    let mut seen = children(pid);
+    for _ in 0..500 {
+        if seen.len() == count {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        seen = children(pid);
+    }
+    seen
+}
+
+/// `toolcap mcp serve --capsule --http`: a session's warm workers end with the session (its
+/// client's `DELETE`), the other sessions' stay and serve them warm; in the stateless
+/// 2026-07-28 mode, where each request is a session, the worker of a request ends with it.
+// guarantee: G-CAP-08
+#[test]
+fn serve_ends_a_sessions_capsule_workers_with_the_session() {
+    let scratch = Scratch::new();
+    let (server, url) = scratch.serve_http(&["--capsule"]);
+    let pid = server.0.id();
+    let version = ("Mcp-Protocol-Version", "2025-11-25");
+    let open = || {
+        let (status, answer) = exchange(&url, "POST", &[version], &{
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"}}})
+            .to_string()
+        });
+        assert_eq!(status, 200, "{answer}");
+        let id = answer
+            .lines()
+            .find_map(|l| {
+                let (name, value) = l.split_once(':')?;
+                name.eq_ignore_ascii_case("mcp-session-id")
+                    .then(|| value.trim().to_owned())
+            })
+            .unwrap_or_else(|| panic!("no session id in {answer}"));
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let (status, answer) = exchange(
+            &url,
+            "POST",
+            &[version, ("Mcp-Session-Id", &id)],
+            &initialized.to_string(),
+        );
+        assert!(status < 300, "{answer}");
+        id
+    };
+    let read = |session: &str| {
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "read_file", "arguments": {"path": "notes.md"}}});
+        let (status, answer) = exchange(
+            &url,
+            "POST",
+            &[version, ("Mcp-Session-Id", session)],
+            &call.to_string(),
+        );
+        assert!(
+            status == 200 && answer.contains("hello from notes"),
+            "{answer}"
+        );
+    };
+    let (a, b) = (open(), open());
+    read(&a);
+    read(&b);
+    let both = children(pid);
+    assert_eq!(both.len(), 2, "one warm worker a session: {both:?}");
+    let (status, answer) = exchange(&url, "DELETE", &[version, ("Mcp-Session-Id", &a)], "");
+    assert!(status < 300, "{answer}");
+    let survivor = children_counted(pid, 1);
+    assert!(
+        survivor.len() == 1 && both.contains(&survivor[0]),
+        "session a's worker ended with it, b's stayed: {survivor:?} of {both:?}"
+    );
+    // b's worker is the one that stayed: b's next call is served warm, by it.
+    read(&b);
+    assert_eq!(children(pid), survivor, "b's call started no worker");
+
+    // Stateless: each request is a session, and its worker ends with it.
+    let stateless = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "read_file", "arguments": {"path": "notes.md"}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}}});
+    for _ in 0..3 {
+        let (status, answer) = exchange(
+            &url,
+            "POST",
+            &[
+                ("Mcp-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", "read_file"),
+            ],
+            &stateless.to_string(),
+        );
+        assert!(
+            status == 200 && answer.contains("hello from notes"),
+            "{answer}"
+        );
+    }
+    assert_eq!(
+        children_counted(pid, 1),
+        survivor,
+        "each stateless request's worker ended with its request"
+    );
 }

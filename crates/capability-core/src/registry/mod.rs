@@ -158,6 +158,18 @@ impl DefaultToolRegistry {
         self
     }
 
+    /// Says that no call of the session `session_id` will come again (an MCP session ended, an
+    /// agent's conversation closed): the isolation lets go of what it keeps for that session
+    /// alone, so a server whose sessions come and go does not keep their warm workers
+    /// ([`ToolIsolation::session_ended`]; docs/isolation-model.md, "The warm path"). Call it
+    /// once the session's calls have returned. A later call under the same id is served
+    /// afresh. Without an isolation it does nothing.
+    pub fn end_session(&self, session_id: &str) {
+        if let Some((isolation, _)) = &self.isolation {
+            isolation.session_ended(session_id);
+        }
+    }
+
     /// Replaces the settings.
     pub fn with_config(mut self, config: RegistryConfig) -> Self {
         self.running = config
