@@ -19,7 +19,8 @@
 //! * a worker that panics, aborts, exits, segfaults, runs out of memory, loops past the call's
 //!   timeout, or sends a malformed frame is gone: that call ends with `execution_failed` (or
 //!   `timeout`), the host and other calls go on, and a restart budget stops a crash loop;
-//! * idle workers are kept warm per (tool, compiled personality), never shared across them.
+//! * idle workers are kept warm per (tool, compiled personality, session), never shared across
+//!   them, and they end with their session (`DefaultToolRegistry::end_session`).
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -37,6 +38,7 @@
 //!         registry.register_arc(tool)?;
 //!     }
 //!     // ... registry.execute_parallel(calls, &ctx).await in the agent loop ...
+//!     // ... and when a conversation is over: registry.end_session("its session id") ...
 //!     Ok(())
 //! }
 //! ```
