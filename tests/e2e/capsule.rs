@@ -1151,6 +1151,55 @@ async fn a_sessions_warm_workers_end_with_the_session() {
     assert_eq!(napped["napped"], 400);
 }
 
+/// Waits until the lab's capsule has started `started` workers and keeps `idle` idle.
+async fn settled(lab: &Lab, started: u64, idle: usize) {
+    for _ in 0..500 {
+        if lab.capsule.workers_started() == started && lab.capsule.idle_workers_total() == idle {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!(
+        "{} started and {} idle, not {started} and {idle}",
+        lab.capsule.workers_started(),
+        lab.capsule.idle_workers_total()
+    );
+}
+
+// guarantee: G-CAP-09
+// On the current thread: a worker started ahead is started by a task that runs only when the
+// test awaits, so what a call took can be told from the count of starts at its return.
+#[tokio::test]
+async fn a_new_sessions_first_call_takes_a_worker_started_ahead_that_served_nobody() {
+    let lab = lab_with(config().spare_workers(1), RegistryConfig::default()).await;
+    // Nothing is started ahead of a tool's first call; then one is.
+    assert_eq!(lab.capsule.workers_started(), 0);
+    let (count, a_pid) = counted(&lab, "a", 0).await;
+    assert_eq!((count, lab.capsule.workers_started()), (1, 1));
+    settled(&lab, 2, 2).await;
+    // a's next call goes to a's own worker, not to the one started ahead.
+    assert_eq!(counted(&lab, "a", 1).await, (2, a_pid));
+    assert_eq!(lab.capsule.workers_started(), 2);
+    // b's first call takes the one started ahead: no start at the call (the count is still 2
+    // at its return), and the tool's memory there is fresh (it served nobody).
+    let (count, b_pid) = counted(&lab, "b", 2).await;
+    assert_eq!((count, lab.capsule.workers_started()), (1, 2));
+    assert_ne!(b_pid, a_pid);
+    // Another is started ahead for the next session.
+    settled(&lab, 3, 3).await;
+    // Ending b ends b's worker, not the one started ahead, nor a's.
+    lab.registry.end_session("b");
+    assert!(reaped(b_pid).await, "b's worker ended with b");
+    assert_eq!(lab.capsule.idle_workers_total(), 2);
+    assert_eq!(counted(&lab, "a", 3).await, (3, a_pid));
+    // A tool that was never called has none started ahead.
+    let echo = IsolationKey {
+        tool: "echo".into(),
+        policy: lab.policy.generation(),
+    };
+    assert_eq!(lab.capsule.idle_workers(&echo), 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_restart_budget_stops_a_crash_loop() {
     let lab = lab_with(

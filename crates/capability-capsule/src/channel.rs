@@ -71,11 +71,6 @@ impl Worker {
         self.context.as_ref().map(|held| held.session_id.as_str())
     }
 
-    /// Whether this worker may take a call of `session`: it served that session, or none yet.
-    pub(crate) fn served(&self, session: &str) -> bool {
-        self.session().is_none_or(|served| served == session)
-    }
-
     /// The next message. Cancel-safe. End of file is [`FrameError::Truncated`]: a worker never
     /// closes its channel on purpose while the host holds it.
     pub(crate) async fn receive(&mut self) -> Result<(FromWorker, Vec<Bytes>), FrameError> {

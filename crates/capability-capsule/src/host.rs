@@ -3,7 +3,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -17,207 +16,14 @@ use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
 use crate::channel::{Lost, Worker};
+use crate::config::CapsuleConfig;
+use crate::pool::Idle;
 use crate::sys;
-use crate::wire::{DEFAULT_MAX_FRAME, FrameReader, FromWorker, WorkerSettings};
+use crate::wire::{FrameReader, FromWorker, WorkerSettings};
 use crate::worker::WORKER_FLAG;
 
 /// How many bytes of a worker's stderr are kept for error messages.
 const STDERR_TAIL: usize = 2048;
-
-/// Settings of a [`Capsule`]. The defaults suit an interactive agent.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct CapsuleConfig {
-    /// The binary re-executed as a worker; its `main` must begin with
-    /// [`run_worker_if_requested`](crate::run_worker_if_requested). Default: this process's own
-    /// executable.
-    pub program: PathBuf,
-    /// Address space of a worker (`RLIMIT_AS`, default 4 GiB).
-    pub address_space: Option<u64>,
-    /// CPU seconds over a worker's whole life (`RLIMIT_CPU`, default none: a warm worker serves
-    /// many calls, and each call's wall-clock timeout already ends a loop).
-    pub cpu_seconds: Option<u64>,
-    /// Open descriptors of a worker (`RLIMIT_NOFILE`, default 64).
-    pub open_files: Option<u64>,
-    /// The largest frame either side sends (default 16 MiB). Larger answers are refused with an
-    /// error naming the limit; a worker that sends a larger frame is ended.
-    pub max_frame: usize,
-    /// Idle workers kept per (tool, personality, session, tokio runtime) for the next call
-    /// (default 2; 0 starts a fresh worker for every call). A worker serves one session only
-    /// (docs/isolation-model.md, "The warm path").
-    pub warm_workers: usize,
-    /// Idle workers kept in all (default 16). Past it, the worker idle the longest is ended: a
-    /// host that compiles a personality per session, or narrows one per task, leaves workers
-    /// of personalities nobody asks for again, which would otherwise stay as processes.
-    pub max_idle_workers: usize,
-    /// At most this many worker failures (crash, exit, timeout, malformed frame) per (tool,
-    /// personality) within [`restart_window`](Self::restart_window); then no new worker is
-    /// started until the window has passed, and calls fail with `not_available` (default 5).
-    pub restart_budget: u32,
-    /// The window of the restart budget (default 60 s).
-    pub restart_window: Duration,
-    /// How long a new worker may take to confine itself and say it is ready (default 10 s).
-    pub start_timeout: Duration,
-    /// What this kernel can enforce (default: probed). Set it to
-    /// [`Support::unsupported`] to see the refusal path.
-    pub support: Option<Support>,
-    /// How long the host, waiting for a worker's answer, and the worker, waiting for the host's
-    /// next frame, poll the channel before they sleep (default 50 µs; zero never polls). It
-    /// applies only while one capsule call is in flight and on machines with more than one CPU:
-    /// a quick answer is then taken without a process wake-up, which on a virtual machine costs
-    /// more than the call (docs/isolation-model.md, "The warm path"). At most this much CPU
-    /// time is spent per wait.
-    pub spin: Duration,
-}
-
-impl CapsuleConfig {
-    /// The defaults, with `program` as the worker binary.
-    pub fn new(program: impl Into<PathBuf>) -> Self {
-        Self {
-            program: program.into(),
-            address_space: Some(4 << 30),
-            cpu_seconds: None,
-            open_files: Some(64),
-            max_frame: DEFAULT_MAX_FRAME,
-            warm_workers: 2,
-            max_idle_workers: 16,
-            restart_budget: 5,
-            restart_window: Duration::from_secs(60),
-            start_timeout: Duration::from_secs(10),
-            support: None,
-            spin: Duration::from_micros(50),
-        }
-    }
-
-    /// The defaults, with this process's own executable as the worker binary: the program
-    /// running now (`/proc/self/exe`, which a child resolves to its parent's executable), not
-    /// the file at its path, which an upgrade may have replaced since (a new version need not
-    /// speak this one's protocol).
-    ///
-    /// # Errors
-    ///
-    /// `not_available` when this process's executable cannot be found (no `/proc`).
-    ///
-    /// # Ambient Authority
-    ///
-    /// Names this process's own executable (`/proc/self/exe`).
-    #[allow(
-        clippy::disallowed_methods,
-        reason = "the host's own executable, named in the docs' Ambient Authority"
-    )]
-    pub fn current_exe() -> Result<Self, CapabilityError> {
-        const RUNNING: &str = "/proc/self/exe";
-        std::fs::metadata(RUNNING).map_err(|e| {
-            CapabilityError::not_available(format!(
-                "the capsule cannot find its own binary ({RUNNING}): {e}"
-            ))
-        })?;
-        Ok(Self::new(RUNNING))
-    }
-
-    /// Sets the worker's address-space limit.
-    pub fn address_space(mut self, bytes: Option<u64>) -> Self {
-        self.address_space = bytes;
-        self
-    }
-    /// Sets the worker's CPU-time limit.
-    pub fn cpu_seconds(mut self, seconds: Option<u64>) -> Self {
-        self.cpu_seconds = seconds;
-        self
-    }
-    /// Sets the frame limit (at least 64 KiB).
-    pub fn max_frame(mut self, bytes: usize) -> Self {
-        self.max_frame = bytes.max(64 << 10);
-        self
-    }
-    /// Sets how many idle workers are kept per (tool, personality, session).
-    pub fn warm_workers(mut self, n: usize) -> Self {
-        self.warm_workers = n;
-        self
-    }
-
-    /// Keeps at most `n` idle workers in all.
-    pub fn max_idle_workers(mut self, n: usize) -> Self {
-        self.max_idle_workers = n;
-        self
-    }
-    /// Sets the restart budget.
-    pub fn restart_budget(mut self, failures: u32, window: Duration) -> Self {
-        self.restart_budget = failures;
-        self.restart_window = window;
-        self
-    }
-    /// Sets the start timeout.
-    pub fn start_timeout(mut self, timeout: Duration) -> Self {
-        self.start_timeout = timeout;
-        self
-    }
-    /// Sets how long each side polls the channel before it sleeps ([`spin`](Self::spin); zero
-    /// never polls).
-    pub fn spin(mut self, spin: Duration) -> Self {
-        self.spin = spin;
-        self
-    }
-    /// Overrides the probed kernel support.
-    pub fn support(mut self, support: Support) -> Self {
-        self.support = Some(support);
-        self
-    }
-}
-
-/// The idle workers, by key, each with when it went idle (a count, not a clock).
-#[derive(Default)]
-struct Idle {
-    by_key: HashMap<IsolationKey, Vec<(u64, Worker)>>,
-    total: usize,
-    next: u64,
-}
-
-impl Idle {
-    /// Ends the worker idle the longest (dropping it kills it), and forgets keys left without
-    /// workers once there are many: a key per personality ever used would otherwise stay.
-    fn evict_oldest(&mut self) {
-        let oldest = self
-            .by_key
-            .iter()
-            .flat_map(|(key, workers)| {
-                workers
-                    .iter()
-                    .enumerate()
-                    .map(move |(at, (since, _))| (*since, key, at))
-            })
-            .min_by_key(|(since, _, _)| *since)
-            .map(|(_, key, at)| (key.clone(), at));
-        if let Some((key, at)) = oldest
-            && let Some(workers) = self.by_key.get_mut(&key)
-        {
-            drop(workers.swap_remove(at));
-            self.total -= 1;
-        }
-        if self.by_key.len() > 2 * self.total.max(8) {
-            self.by_key.retain(|_, workers| !workers.is_empty());
-        }
-    }
-
-    /// Takes out every idle worker that served `session`, and forgets the keys left without
-    /// workers.
-    fn take_session(&mut self, session: &str) -> Vec<Worker> {
-        let mut taken = Vec::new();
-        self.by_key.retain(|_, workers| {
-            let mut at = 0;
-            while at < workers.len() {
-                if workers[at].1.session() == Some(session) {
-                    taken.push(workers.swap_remove(at).1);
-                } else {
-                    at += 1;
-                }
-            }
-            !workers.is_empty()
-        });
-        self.total -= taken.len();
-        taken
-    }
-}
 
 /// Runs tools in confined worker processes: the [`ToolIsolation`] of
 /// [`DefaultToolRegistry::with_isolation`](capability_core::DefaultToolRegistry::with_isolation).
@@ -231,6 +37,11 @@ impl Idle {
 /// other calls go on. Workers are reused only for the same tool under the same compiled
 /// personality, in the same session: what a tool keeps in memory reaches no other session.
 pub struct Capsule {
+    inner: Arc<Inner>,
+}
+
+/// What a [`Capsule`] holds, shared with the tasks that start workers ahead.
+struct Inner {
     config: CapsuleConfig,
     support: Support,
     idle: Mutex<Idle>,
@@ -245,8 +56,8 @@ pub struct Capsule {
 impl fmt::Debug for Capsule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Capsule")
-            .field("config", &self.config)
-            .field("support", &self.support)
+            .field("config", &self.inner.config)
+            .field("support", &self.inner.support)
             .field("workers_started", &self.workers_started())
             .finish_non_exhaustive()
     }
@@ -271,7 +82,7 @@ impl Capsule {
         } else {
             Duration::ZERO
         };
-        Self {
+        let inner = Inner {
             config,
             support,
             idle: Mutex::new(Idle::default()),
@@ -279,17 +90,21 @@ impl Capsule {
             started: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
             spin,
+        };
+        Self {
+            inner: Arc::new(inner),
         }
     }
 
     /// How many workers were started so far (cold starts).
     pub fn workers_started(&self) -> u64 {
-        self.started.load(Ordering::Relaxed)
+        self.inner.started.load(Ordering::Relaxed)
     }
 
     /// How many idle workers are kept for `key`.
     pub fn idle_workers(&self, key: &IsolationKey) -> usize {
-        self.idle
+        self.inner
+            .idle
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .by_key
@@ -304,6 +119,7 @@ impl Capsule {
     /// idle limit ends it in its turn.
     pub fn end_session(&self, session: &str) -> usize {
         let taken = self
+            .inner
             .idle
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -314,12 +130,15 @@ impl Capsule {
 
     /// How many idle workers are kept in all ([`CapsuleConfig::max_idle_workers`] at most).
     pub fn idle_workers_total(&self) -> usize {
-        self.idle
+        self.inner
+            .idle
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .total
     }
+}
 
+impl Inner {
     fn settings(&self) -> WorkerSettings {
         WorkerSettings {
             max_frame: self.config.max_frame,
@@ -331,43 +150,61 @@ impl Capsule {
         }
     }
 
-    /// An idle worker for `key` that served `session` and was started on the caller's runtime:
-    /// a worker's channel is registered with the runtime that started it, and another runtime
-    /// would wait on it for ever; and what a tool keeps in memory between calls must reach no
-    /// other session (docs/isolation-model.md, "The warm path").
+    /// An idle worker for a call of `session` ([`Idle::take`]).
     fn take_idle(&self, key: &IsolationKey, session: &str) -> Option<Worker> {
         let runtime = current_runtime();
-        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        let workers = idle.by_key.get_mut(key)?;
-        let at = workers
-            .iter()
-            .rposition(|(_, w)| w.runtime == runtime && w.served(session))?;
-        let (_, worker) = workers.swap_remove(at);
-        idle.total -= 1;
-        Some(worker)
+        self.idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take(key, runtime, session)
     }
 
+    /// Keeps `worker` idle: up to `warm_workers` of its session, or `spare_workers` when it has
+    /// served nobody yet.
     fn put_idle(&self, key: &IsolationKey, worker: Worker) {
-        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        let idle = &mut *idle;
-        idle.next += 1;
-        let since = idle.next;
-        // The key is copied only the first time a worker of it goes idle.
-        let workers = match idle.by_key.get_mut(key) {
-            Some(workers) => workers,
-            None => idle.by_key.entry(key.clone()).or_default(),
+        let limit = match worker.session() {
+            Some(_) => self.config.warm_workers,
+            None => self.config.spare_workers,
         };
-        let kept = workers
-            .iter()
-            .filter(|(_, w)| w.runtime == worker.runtime && w.session() == worker.session())
-            .count();
-        if kept >= self.config.warm_workers {
+        let evicted = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .put(key, worker, limit, self.config.max_idle_workers);
+        // Dropped (so killed) outside the lock.
+        drop(evicted);
+    }
+
+    /// Starts workers ahead for `key` in the background, until `spare_workers` of them (idle
+    /// and never used, or starting) wait for the next session's first call
+    /// (docs/isolation-model.md, "Workers started ahead").
+    fn start_ahead(self: &Arc<Self>, key: &IsolationKey) {
+        let wanted = self.config.spare_workers;
+        if wanted == 0 {
             return;
         }
-        workers.push((since, worker));
-        idle.total += 1;
-        if idle.total > self.config.max_idle_workers {
-            idle.evict_oldest();
+        let runtime = current_runtime();
+        let missing = {
+            let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+            let missing = wanted.saturating_sub(idle.ahead(key, runtime));
+            idle.starting(key, missing);
+            missing
+        };
+        for _ in 0..missing {
+            let (inner, key) = (Arc::clone(self), key.clone());
+            tokio::spawn(async move {
+                // A start that fails is counted as a failure where it is one (`start`); the
+                // next call then starts a worker of its own, and says why it cannot.
+                let started = inner.start(&key).await;
+                inner
+                    .idle
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .starting_done(&key);
+                if let Ok(worker) = started {
+                    inner.put_idle(&key, worker);
+                }
+            });
         }
     }
 
@@ -526,7 +363,7 @@ impl Capsule {
     }
 
     async fn run(
-        &self,
+        self: &Arc<Self>,
         key: &IsolationKey,
         mut args: Value,
         ctx: &ToolContext,
@@ -539,6 +376,10 @@ impl Capsule {
                 Some(worker) => (worker, true),
                 None => (self.start(key).await?, false),
             };
+            // A call that found no worker of its session (a new session's first, each of the
+            // stateless mode's) took one started ahead, or started its own: another is started
+            // ahead once it has its answer.
+            let ahead = worker.session().is_none();
             // Until the call ends cleanly, dropping this (timeout, cancellation) counts as a
             // failure of the worker, which the drop of `worker` kills.
             let mut guard = FailureGuard {
@@ -557,6 +398,9 @@ impl Capsule {
                 Ok(result) => {
                     guard.armed = false;
                     self.put_idle(key, worker);
+                    if ahead {
+                        self.start_ahead(key);
+                    }
                     return result;
                 }
                 // Died while idle: not this tool's failure, and the call never ran.
@@ -585,7 +429,7 @@ impl ToolIsolation for Capsule {
         args: Value,
         ctx: &ToolContext,
     ) -> Result<Value, CapabilityError> {
-        self.run(key, args, ctx).await
+        self.inner.run(key, args, ctx).await
     }
 
     fn session_ended(&self, session: &str) {
@@ -623,7 +467,7 @@ impl Drop for InFlight<'_> {
 
 /// Counts a failure unless disarmed (the call ended with an answer from the worker).
 struct FailureGuard<'a> {
-    capsule: &'a Capsule,
+    capsule: &'a Inner,
     key: &'a IsolationKey,
     armed: bool,
 }
@@ -658,6 +502,7 @@ mod tests {
                 .restart_budget(3, Duration::from_millis(30))
                 .support(Support::unsupported("a test")),
         );
+        let capsule = &capsule.inner;
         for policy in 0..300 {
             capsule.record_failure(&key("crashy", policy));
         }

@@ -53,8 +53,12 @@
 mod channel;
 pub mod compact;
 #[cfg(target_os = "linux")]
+mod config;
+#[cfg(target_os = "linux")]
 mod host;
 pub mod ops;
+#[cfg(target_os = "linux")]
+mod pool;
 #[cfg(target_os = "linux")]
 pub mod ring;
 #[cfg(target_os = "linux")]
@@ -68,6 +72,8 @@ mod worker;
 #[cfg(target_os = "linux")]
 pub use crate::channel::MAX_REQUESTS_IN_FLIGHT;
 #[cfg(target_os = "linux")]
-pub use crate::host::{Capsule, CapsuleConfig};
+pub use crate::config::CapsuleConfig;
+#[cfg(target_os = "linux")]
+pub use crate::host::Capsule;
 #[cfg(target_os = "linux")]
 pub use crate::worker::{WORKER_FLAG, run_worker_if_requested};

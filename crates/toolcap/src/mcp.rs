@@ -335,6 +335,10 @@ pub(crate) async fn run(command: McpCommand) -> Result<ExitCode, Usage> {
             };
             let registry = if capsule {
                 let config = CapsuleConfig::current_exe().map_err(Usage::from)?;
+                // Over HTTP, sessions come and go (in the stateless mode, one a request): a
+                // worker started ahead serves each new session's first call
+                // (docs/isolation-model.md, "Workers started ahead"). Over stdio there is one.
+                let config = config.spare_workers(usize::from(http.is_some()));
                 registry.with_isolation(Arc::new(Capsule::new(config)), IsolationSelection::All)
             } else {
                 registry

@@ -1721,9 +1721,12 @@ fn children_counted(pid: u32, count: usize) -> Vec<u32> {
 }
 
 /// `toolcap mcp serve --capsule --http`: a session's warm workers end with the session (its
-/// client's `DELETE`), the other sessions' stay and serve them warm; in the stateless
-/// 2026-07-28 mode, where each request is a session, the worker of a request ends with it.
+/// client's `DELETE`), the other workers stay; a new session's first call takes the worker
+/// started ahead (which served nobody), and another is started ahead for the next; in the
+/// stateless 2026-07-28 mode, where each request is a session, each request takes the one
+/// started ahead, and it ends with the request.
 // guarantee: G-CAP-08
+// guarantee: G-CAP-09
 #[test]
 fn serve_ends_a_sessions_capsule_workers_with_the_session() {
     let scratch = Scratch::new();
@@ -1770,21 +1773,40 @@ fn serve_ends_a_sessions_capsule_workers_with_the_session() {
             "{answer}"
         );
     };
-    let (a, b) = (open(), open());
+    let end = |session: &str| {
+        let (status, answer) =
+            exchange(&url, "DELETE", &[version, ("Mcp-Session-Id", session)], "");
+        assert!(status < 300, "{answer}");
+    };
+    // Session a's first call starts a worker, and one more is started ahead.
+    let a = open();
     read(&a);
-    read(&b);
-    let both = children(pid);
-    assert_eq!(both.len(), 2, "one warm worker a session: {both:?}");
-    let (status, answer) = exchange(&url, "DELETE", &[version, ("Mcp-Session-Id", &a)], "");
-    assert!(status < 300, "{answer}");
-    let survivor = children_counted(pid, 1);
+    let first = children_counted(pid, 2);
+    assert_eq!(first.len(), 2, "a's worker and one ahead: {first:?}");
+    // a's worker ends with a; the one started ahead stays.
+    end(&a);
+    let ahead = children_counted(pid, 1);
     assert!(
-        survivor.len() == 1 && both.contains(&survivor[0]),
-        "session a's worker ended with it, b's stayed: {survivor:?} of {both:?}"
+        ahead.len() == 1 && first.contains(&ahead[0]),
+        "a's worker ended with it, the one ahead stayed: {ahead:?} of {first:?}"
     );
-    // b's worker is the one that stayed: b's next call is served warm, by it.
+    // b's first call takes it, and another is started ahead; b's next call is b's own.
+    let b = open();
     read(&b);
-    assert_eq!(children(pid), survivor, "b's call started no worker");
+    let with_b = children_counted(pid, 2);
+    assert!(
+        with_b.len() == 2 && with_b.contains(&ahead[0]),
+        "{with_b:?}"
+    );
+    read(&b);
+    assert_eq!(children(pid), with_b, "b's second call started no worker");
+    // b's worker is the one that was started before b existed: it ends with b.
+    end(&b);
+    let next = children_counted(pid, 1);
+    assert!(
+        next.len() == 1 && next[0] != ahead[0] && with_b.contains(&next[0]),
+        "b was served by the worker started ahead, and it ended with b: {next:?} of {with_b:?}"
+    );
 
     // Stateless: each request is a session, and its worker ends with it.
     let stateless = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
@@ -1807,9 +1829,10 @@ fn serve_ends_a_sessions_capsule_workers_with_the_session() {
             "{answer}"
         );
     }
-    assert_eq!(
-        children_counted(pid, 1),
-        survivor,
-        "each stateless request's worker ended with its request"
+    let after = children_counted(pid, 1);
+    assert!(
+        after.len() == 1 && after[0] != next[0],
+        "each stateless request took the worker started ahead, which ended with it: {after:?} \
+         (before them: {next:?})"
     );
 }
