@@ -1,6 +1,8 @@
 //! A `read_file` round trip through toolcap's MCP server against the same tool served by a bare
 //! `rmcp` server that checks nothing, in the same run, over the same in-memory pipe and the same
-//! client (docs/mcp.md; docs/benchmarks.md, "MCP").
+//! client (docs/mcp.md; docs/benchmarks.md, "MCP"); and the same two over Streamable HTTP on
+//! loopback, stateless 2026-07-28 requests on one kept-alive connection each, as an HTTP client
+//! library sends them.
 //!
 //! With `TOOLCAP_MCP_COUNT=<bare|toolcap>:<calls>` it makes that many calls of one server and
 //! stops, without criterion: for counting a call's instructions under callgrind.
@@ -15,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use capability_core::{CompiledPolicy, PolicyFormat};
-use capability_mcp::McpServer;
+use capability_mcp::{HttpOptions, McpServer};
 use capability_tools::{StandardConfig, Store, standard_registry};
 use criterion::{Criterion, criterion_group, criterion_main};
 
@@ -28,7 +30,10 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt as _};
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf};
+use tokio::io::{
+    AsyncBufReadExt, AsyncReadExt as _, AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf,
+};
+use tokio::net::TcpStream;
 
 /// An MCP server with one tool, `read_file`, that reads what it is asked to: no declaration, no
 /// policy, no audit. What toolcap is compared with.
@@ -127,6 +132,121 @@ impl Client {
     }
 }
 
+/// A client of one MCP endpoint over HTTP/1.1: one connection, kept alive, that sends each
+/// `tools/call` as a stateless 2026-07-28 request and reads its answer whole.
+struct HttpClient {
+    stream: BufReader<TcpStream>,
+    request: Vec<u8>,
+    answer: Vec<u8>,
+}
+
+impl HttpClient {
+    async fn connect(addr: std::net::SocketAddr) -> Self {
+        let stream = TcpStream::connect(addr).await.unwrap();
+        // As client libraries set it: the request goes out at once, whatever the server does.
+        stream.set_nodelay(true).unwrap();
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "read_file", "arguments": {"path": "q3.txt"}, "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}}}})
+        .to_string();
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2026-07-28\r\n\
+             Mcp-Method: tools/call\r\nMcp-Name: read_file\r\nContent-Length: {}\r\n\r\n{body}",
+            addr.port(),
+            body.len()
+        );
+        Self {
+            stream: BufReader::new(stream),
+            request: request.into_bytes(),
+            answer: Vec::new(),
+        }
+    }
+
+    /// One `read_file`: the request, then the answer's head and its body (chunked or with a
+    /// length) read to their end.
+    async fn read_file(&mut self) {
+        self.stream
+            .get_mut()
+            .write_all(&self.request)
+            .await
+            .unwrap();
+        self.answer.clear();
+        let mut length = None;
+        let mut chunked = false;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            self.stream.read_line(&mut line).await.unwrap();
+            let lower = line.to_ascii_lowercase();
+            if let Some(n) = lower.strip_prefix("content-length:") {
+                length = n.trim().parse::<usize>().ok();
+            }
+            chunked |= lower.starts_with("transfer-encoding:") && lower.contains("chunked");
+            if line == "\r\n" || line.is_empty() {
+                break;
+            }
+        }
+        if chunked {
+            loop {
+                line.clear();
+                self.stream.read_line(&mut line).await.unwrap();
+                let size = usize::from_str_radix(line.trim(), 16).unwrap();
+                let start = self.answer.len();
+                self.answer.resize(start + size + 2, 0);
+                self.stream
+                    .read_exact(&mut self.answer[start..])
+                    .await
+                    .unwrap();
+                self.answer.truncate(start + size);
+                if size == 0 {
+                    break;
+                }
+            }
+        } else {
+            let n = length.expect("a length or chunks");
+            self.answer.resize(n, 0);
+            self.stream.read_exact(&mut self.answer).await.unwrap();
+        }
+        let text = String::from_utf8_lossy(&self.answer);
+        assert!(text.contains("\"isError\":false"), "{text}");
+    }
+}
+
+/// The bare server over Streamable HTTP: rmcp's own service, on a loopback port, each
+/// connection without Nagle's algorithm (as a server that answers in several writes must be);
+/// its address.
+async fn bare_over_http(root: PathBuf) -> std::net::SocketAddr {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let service = StreamableHttpService::new(
+        move || Ok(Bare { root: root.clone() }),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            stream.set_nodelay(true).unwrap();
+            let service = service.clone();
+            tokio::spawn(async move {
+                let handler = hyper::service::service_fn(move |request| {
+                    let service = service.clone();
+                    async move { Ok::<_, std::convert::Infallible>(service.handle(request).await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), handler)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
 fn mcp(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap().join("data");
@@ -168,6 +288,30 @@ fn mcp(c: &mut Criterion) {
             let _ = server.serve_transport(server_end).await;
         });
         let toolcap = Client::connect(client_end).await;
+        (bare, toolcap)
+    });
+    let (mut bare_http, mut toolcap_http) = rt.block_on(async {
+        let bare = HttpClient::connect(bare_over_http(root.clone()).await).await;
+        let policy = CompiledPolicy::load(
+            &format!(
+                "id = \"bench\"\ntoolset = [\"read_file\"]\n[fs_reach]\nread = [\"{}\"]\n",
+                root.display()
+            ),
+            PolicyFormat::Toml,
+            Some(Path::new("/home/bench")),
+        )
+        .unwrap();
+        let registry = standard_registry(StandardConfig::new(Store::Memory))
+            .await
+            .unwrap();
+        let server = McpServer::new(registry, Arc::new(policy), &root);
+        let bound = server
+            .bind_http(HttpOptions::loopback("127.0.0.1:0".parse().unwrap()))
+            .await
+            .unwrap();
+        let addr = bound.local_addr().unwrap();
+        tokio::spawn(bound.run());
+        let toolcap = HttpClient::connect(addr).await;
         (bare, toolcap)
     });
 
@@ -224,6 +368,35 @@ fn mcp(c: &mut Criterion) {
             })
         })
     });
+    // Over HTTP, paired call by call in the same way.
+    group.bench_function("bare_http_read_file", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let mut timed = Duration::ZERO;
+                for _ in 0..iters {
+                    toolcap_http.read_file().await;
+                    let start = Instant::now();
+                    bare_http.read_file().await;
+                    timed += start.elapsed();
+                }
+                timed
+            })
+        })
+    });
+    group.bench_function("toolcap_http_read_file", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let mut timed = Duration::ZERO;
+                for _ in 0..iters {
+                    bare_http.read_file().await;
+                    let start = Instant::now();
+                    toolcap_http.read_file().await;
+                    timed += start.elapsed();
+                }
+                timed
+            })
+        })
+    });
     group.finish();
 
     // The budgeted ratio, timed paired as well (docs/benchmarks.md, "Paired budgets"): here in
@@ -247,6 +420,29 @@ fn mcp(c: &mut Criterion) {
                         rt.block_on(async {
                             for _ in 0..n {
                                 bare.read_file().await;
+                            }
+                        })
+                    },
+                    1,
+                ),
+            )
+            .pair(
+                ("mcp/toolcap_http_read_file", "mcp/bare_http_read_file"),
+                (
+                    &mut |n| {
+                        rt.block_on(async {
+                            for _ in 0..n {
+                                toolcap_http.read_file().await;
+                            }
+                        })
+                    },
+                    1,
+                ),
+                (
+                    &mut |n| {
+                        rt.block_on(async {
+                            for _ in 0..n {
+                                bare_http.read_file().await;
                             }
                         })
                     },

@@ -355,7 +355,15 @@ impl HttpServer {
                 accepted = listener.accept() => accepted,
             };
             let stream = match accepted {
-                Ok((stream, _)) => stream,
+                Ok((stream, _)) => {
+                    // An answer goes out in several writes (its head, each event, the end): with
+                    // Nagle's algorithm, a write waits for the client's acknowledgement of the
+                    // one before, which a client delays by up to 40 ms (docs/mcp.md, "HTTP").
+                    if let Err(e) = stream.set_nodelay(true) {
+                        tracing::debug!(target: "toolcap::mcp", error = %e, "cannot turn Nagle's algorithm off on a connection");
+                    }
+                    stream
+                }
                 Err(e) => {
                     tracing::warn!(target: "toolcap::mcp", error = %e, "cannot accept a connection; trying again shortly");
                     drop(permit);
