@@ -1,5 +1,6 @@
 //! ScopedFetch GET on loopback against a bare hyper-util client (pooled, keep-alive) in the same
-//! run (docs/semantics.md, "Performance budgets").
+//! run (docs/semantics.md, "Performance budgets"); and an exchange through the egress proxy's
+//! tunnel against the same exchange on a direct connection.
 #![allow(
     missing_docs,
     clippy::disallowed_methods,
@@ -14,9 +15,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use capability_core::PolicyFormat;
 use capability_core::{CompiledPolicy, resolve};
-use capability_fetch::{FetchBackend, FetchConfig};
+use capability_fetch::{EgressProxy, FetchBackend, FetchConfig};
 use capability_types::ToolCapabilities;
-use capability_types::backend::{FetchFactory, HostPolicy, NetworkGrant};
+use capability_types::backend::{EgressFactory, FetchFactory, HostPolicy, NetworkGrant};
 use criterion::{Criterion, criterion_group, criterion_main};
 use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
@@ -107,6 +108,112 @@ fn fetch(c: &mut Criterion) {
     }
 }
 
+/// One exchange of a request/answer protocol whose client writes each request in two parts, as
+/// an HTTP client writes a head and then a body: 50 bytes, a pause that lets them travel apart,
+/// 50 more, then the server's 10-byte answer.
+fn exchange(stream: &mut std::net::TcpStream) {
+    use std::io::{Read as _, Write as _};
+    stream.write_all(&[b'h'; 50]).unwrap();
+    std::thread::sleep(Duration::from_micros(50));
+    stream.write_all(&[b'b'; 50]).unwrap();
+    let mut answer = [0u8; 10];
+    stream.read_exact(&mut answer).unwrap();
+}
+
+/// A server of that protocol on loopback (every connection without Nagle's algorithm, as a
+/// server of such a protocol sets it), a direct connection to it, and one through a CONNECT
+/// tunnel of the egress proxy that allows it; the proxy's session lives as long as the tunnel.
+fn egress_connections(
+    rt: &tokio::runtime::Runtime,
+) -> (
+    std::net::TcpStream,
+    std::net::TcpStream,
+    Box<dyn capability_types::backend::EgressSession>,
+) {
+    use std::io::{Read as _, Write as _};
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in server.incoming() {
+            let Ok(mut stream) = stream else { return };
+            stream.set_nodelay(true).unwrap();
+            std::thread::spawn(move || {
+                let mut request = [0u8; 100];
+                while stream.read_exact(&mut request).is_ok() {
+                    if stream.write_all(b"0123456789").is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let policy = CompiledPolicy::load(
+        &format!("id = \"bench\"\n[safety.network]\nallow = [\"127.0.0.1:{port}\"]\n"),
+        PolicyFormat::Toml,
+        None,
+    )
+    .unwrap();
+    let resolved = resolve(
+        "tunnel",
+        &ToolCapabilities::none().with_network(["*"]),
+        &policy,
+        "s",
+        Path::new("/"),
+    );
+    let grant = NetworkGrant::new("tunnel", resolved.network.unwrap() as Arc<dyn HostPolicy>);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy_port = listener.local_addr().unwrap().port();
+    let session = {
+        let _entered = rt.enter();
+        EgressProxy::new(&FetchConfig::default())
+            .serve(grant, listener)
+            .unwrap()
+    };
+    let direct = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    direct.set_nodelay(true).unwrap();
+    let mut tunnel = std::net::TcpStream::connect(("127.0.0.1", proxy_port)).unwrap();
+    tunnel.set_nodelay(true).unwrap();
+    tunnel
+        .write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        tunnel.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 200"), "{head:?}");
+    (direct, tunnel, session)
+}
+
+fn egress(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (direct, tunnel, _session) = egress_connections(&rt);
+    let (direct, tunnel) = (
+        std::cell::RefCell::new(direct),
+        std::cell::RefCell::new(tunnel),
+    );
+    let direct_exchange = || exchange(&mut direct.borrow_mut());
+    let tunnel_exchange = || exchange(&mut tunnel.borrow_mut());
+    let mut group = c.benchmark_group("egress");
+    group.bench_function("direct_exchange", |b| b.iter(direct_exchange));
+    group.bench_function("tunnel_exchange", |b| b.iter(tunnel_exchange));
+    group.finish();
+    if paired::measuring() {
+        paired::Rows::default()
+            .each(
+                ("egress/tunnel_exchange", "egress/direct_exchange"),
+                tunnel_exchange,
+                direct_exchange,
+            )
+            .write("egress-paired.json");
+    }
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_millis(500))
@@ -114,5 +221,5 @@ fn config() -> Criterion {
         .sample_size(40)
 }
 
-criterion_group! { name = benches; config = config(); targets = fetch }
+criterion_group! { name = benches; config = config(); targets = fetch, egress }
 criterion_main!(benches);

@@ -278,6 +278,15 @@ const ROWS: &[Row] = &[
         baseline: Some("capsule/in_process_scoped_read"),
         budget: Budget::AddedNs(f64::INFINITY),
     },
+    // An exchange through the egress proxy's CONNECT tunnel, each request written in two
+    // parts, against the same exchange on a direct connection: what the relay adds, and a
+    // guard against a relayed write held back by Nagle's algorithm (20 ms an exchange before
+    // the fix; docs/benchmarks.md, "The egress tunnel").
+    Row {
+        subject: "egress/tunnel_exchange",
+        baseline: Some("egress/direct_exchange"),
+        budget: Budget::Ratio(1.5),
+    },
     // An MCP `read_file` round trip (issue 16), from `tests/benches/mcp.rs`: toolcap's server
     // against a bare rmcp server that checks nothing, paired call by call.
     Row {
@@ -314,6 +323,7 @@ const PAIRED_FILES: &[&str] = &[
     "capsule-paired.json",
     "fs-paired.json",
     "fetch-paired.json",
+    "egress-paired.json",
     "spawn-paired.json",
     "mcp-paired.json",
 ];

@@ -115,7 +115,13 @@ impl EgressFactory for EgressProxy {
                     return;
                 };
                 let stream = match listener.accept().await {
-                    Ok((stream, _)) => stream,
+                    Ok((stream, _)) => {
+                        // Relayed bytes go on at once (see `connect_checked`).
+                        if let Err(e) = stream.set_nodelay(true) {
+                            tracing::debug!(target: "toolcap::egress", error = %e, "cannot turn Nagle's algorithm off");
+                        }
+                        stream
+                    }
                     Err(e) => {
                         // The listener stays ready while the cause lasts: at once, this would
                         // spin; ending here would leave the child without its network.
