@@ -35,7 +35,9 @@ const STDERR_TAIL: usize = 2048;
 /// which check the policy again. A worker that crashes, exits, is killed, sends a malformed frame
 /// or outlives the call's timeout is gone; the call fails (`execution_failed` or `timeout`) and
 /// other calls go on. Workers are reused only for the same tool under the same compiled
-/// personality, in the same session: what a tool keeps in memory reaches no other session.
+/// personality, in the same session: what a tool keeps in memory reaches no other session. A
+/// worker started ahead ([`CapsuleConfig::spare_workers`]) has served nobody when a new
+/// session's first call takes it.
 pub struct Capsule {
     inner: Arc<Inner>,
 }
@@ -96,7 +98,8 @@ impl Capsule {
         }
     }
 
-    /// How many workers were started so far (cold starts).
+    /// How many workers were started so far: for a call that found none, and ahead
+    /// ([`CapsuleConfig::spare_workers`]).
     pub fn workers_started(&self) -> u64 {
         self.inner.started.load(Ordering::Relaxed)
     }
