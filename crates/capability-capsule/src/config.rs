@@ -8,7 +8,7 @@ use capability_types::CapabilityError;
 
 use crate::wire::DEFAULT_MAX_FRAME;
 
-/// Settings of a [`Capsule`]. The defaults suit an interactive agent.
+/// Settings of a [`Capsule`](crate::Capsule). The defaults suit an interactive agent.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CapsuleConfig {
