@@ -77,6 +77,59 @@ impl ServerHandler for Bare {
     }
 }
 
+/// A client that makes one `read_file` call of its server.
+trait ReadFile {
+    async fn read_file(&mut self);
+}
+
+/// `iters` calls of `timed`, each after an untimed call of `other`, so both servers are measured
+/// under the same machine conditions at the same moments; the time of the timed calls.
+fn interleaved(
+    rt: &tokio::runtime::Runtime,
+    timed: &mut impl ReadFile,
+    other: &mut impl ReadFile,
+    iters: u64,
+) -> Duration {
+    rt.block_on(async {
+        let mut spent = Duration::ZERO;
+        for _ in 0..iters {
+            other.read_file().await;
+            let start = Instant::now();
+            timed.read_file().await;
+            spent += start.elapsed();
+        }
+        spent
+    })
+}
+
+/// `n` calls of `client`, one after another.
+fn calls(rt: &tokio::runtime::Runtime, client: &mut impl ReadFile, n: u64) {
+    rt.block_on(async {
+        for _ in 0..n {
+            client.read_file().await;
+        }
+    });
+}
+
+/// toolcap's server of `read_file` under a personality that reads `root`, as the command line
+/// makes it: the home directory is known, so the deny floor is exact (without one, every path
+/// is scanned for `.ssh`, `.aws` and the like).
+async fn toolcap_server(root: &Path) -> McpServer {
+    let policy = CompiledPolicy::load(
+        &format!(
+            "id = \"bench\"\ntoolset = [\"read_file\"]\n[fs_reach]\nread = [\"{}\"]\n",
+            root.display()
+        ),
+        PolicyFormat::Toml,
+        Some(Path::new("/home/bench")),
+    )
+    .unwrap();
+    let registry = standard_registry(StandardConfig::new(Store::Memory))
+        .await
+        .unwrap();
+    McpServer::new(registry, Arc::new(policy), root)
+}
+
 /// The client end: writes one `tools/call` line, reads one response line.
 struct Client {
     reader: BufReader<ReadHalf<DuplexStream>>,
@@ -119,7 +172,9 @@ impl Client {
         self.reader.read_line(&mut self.line).await.unwrap();
         &self.line
     }
+}
 
+impl ReadFile for Client {
     async fn read_file(&mut self) {
         let id = self.next;
         self.next += 1;
@@ -163,7 +218,9 @@ impl HttpClient {
             answer: Vec::new(),
         }
     }
+}
 
+impl ReadFile for HttpClient {
     /// One `read_file`: the request, then the answer's head and its body (chunked or with a
     /// length) read to their end.
     async fn read_file(&mut self) {
@@ -268,21 +325,7 @@ fn mcp(c: &mut Criterion) {
         });
         let bare = Client::connect(client_end).await;
 
-        // As the command line does: the home directory is known, so the deny floor is exact
-        // (without one, every path is scanned for `.ssh`, `.aws` and the like).
-        let policy = CompiledPolicy::load(
-            &format!(
-                "id = \"bench\"\ntoolset = [\"read_file\"]\n[fs_reach]\nread = [\"{}\"]\n",
-                root.display()
-            ),
-            PolicyFormat::Toml,
-            Some(Path::new("/home/bench")),
-        )
-        .unwrap();
-        let registry = standard_registry(StandardConfig::new(Store::Memory))
-            .await
-            .unwrap();
-        let server = McpServer::new(registry, Arc::new(policy), &root);
+        let server = toolcap_server(&root).await;
         let (client_end, server_end) = tokio::io::duplex(1 << 16);
         tokio::spawn(async move {
             let _ = server.serve_transport(server_end).await;
@@ -292,19 +335,7 @@ fn mcp(c: &mut Criterion) {
     });
     let (mut bare_http, mut toolcap_http) = rt.block_on(async {
         let bare = HttpClient::connect(bare_over_http(root.clone()).await).await;
-        let policy = CompiledPolicy::load(
-            &format!(
-                "id = \"bench\"\ntoolset = [\"read_file\"]\n[fs_reach]\nread = [\"{}\"]\n",
-                root.display()
-            ),
-            PolicyFormat::Toml,
-            Some(Path::new("/home/bench")),
-        )
-        .unwrap();
-        let registry = standard_registry(StandardConfig::new(Store::Memory))
-            .await
-            .unwrap();
-        let server = McpServer::new(registry, Arc::new(policy), &root);
+        let server = toolcap_server(&root).await;
         let bound = server
             .bind_http(HttpOptions::loopback("127.0.0.1:0".parse().unwrap()))
             .await
@@ -318,7 +349,7 @@ fn mcp(c: &mut Criterion) {
     // `TOOLCAP_MCP_COUNT=<bare|toolcap>:<calls>`: that many calls of one server and nothing
     // else, to count its instructions per call under callgrind (two counts, their difference).
     if let Ok(spec) = std::env::var("TOOLCAP_MCP_COUNT") {
-        let (side, calls) = spec
+        let (side, n) = spec
             .split_once(':')
             .and_then(|(side, n)| Some((side, n.parse::<u64>().ok()?)))
             .unwrap_or_else(|| {
@@ -329,11 +360,7 @@ fn mcp(c: &mut Criterion) {
             "toolcap" => &mut toolcap,
             other => panic!("TOOLCAP_MCP_COUNT: no server {other:?}; bare or toolcap"),
         };
-        rt.block_on(async {
-            for _ in 0..calls {
-                client.read_file().await;
-            }
-        });
+        calls(&rt, client, n);
         return;
     }
     // Paired: every timed call of one server follows an untimed call of the other, so both are
@@ -341,61 +368,17 @@ fn mcp(c: &mut Criterion) {
     // drift by tens of percent from one second to the next).
     let mut group = c.benchmark_group("mcp");
     group.bench_function("bare_read_file", |b| {
-        b.iter_custom(|iters| {
-            rt.block_on(async {
-                let mut timed = Duration::ZERO;
-                for _ in 0..iters {
-                    toolcap.read_file().await;
-                    let start = Instant::now();
-                    bare.read_file().await;
-                    timed += start.elapsed();
-                }
-                timed
-            })
-        })
+        b.iter_custom(|iters| interleaved(&rt, &mut bare, &mut toolcap, iters))
     });
     group.bench_function("toolcap_read_file", |b| {
-        b.iter_custom(|iters| {
-            rt.block_on(async {
-                let mut timed = Duration::ZERO;
-                for _ in 0..iters {
-                    bare.read_file().await;
-                    let start = Instant::now();
-                    toolcap.read_file().await;
-                    timed += start.elapsed();
-                }
-                timed
-            })
-        })
+        b.iter_custom(|iters| interleaved(&rt, &mut toolcap, &mut bare, iters))
     });
     // Over HTTP, paired call by call in the same way.
     group.bench_function("bare_http_read_file", |b| {
-        b.iter_custom(|iters| {
-            rt.block_on(async {
-                let mut timed = Duration::ZERO;
-                for _ in 0..iters {
-                    toolcap_http.read_file().await;
-                    let start = Instant::now();
-                    bare_http.read_file().await;
-                    timed += start.elapsed();
-                }
-                timed
-            })
-        })
+        b.iter_custom(|iters| interleaved(&rt, &mut bare_http, &mut toolcap_http, iters))
     });
     group.bench_function("toolcap_http_read_file", |b| {
-        b.iter_custom(|iters| {
-            rt.block_on(async {
-                let mut timed = Duration::ZERO;
-                for _ in 0..iters {
-                    bare_http.read_file().await;
-                    let start = Instant::now();
-                    toolcap_http.read_file().await;
-                    timed += start.elapsed();
-                }
-                timed
-            })
-        })
+        b.iter_custom(|iters| interleaved(&rt, &mut toolcap_http, &mut bare_http, iters))
     });
     group.finish();
 
@@ -405,49 +388,13 @@ fn mcp(c: &mut Criterion) {
         paired::Rows::default()
             .pair(
                 ("mcp/toolcap_read_file", "mcp/bare_read_file"),
-                (
-                    &mut |n| {
-                        rt.block_on(async {
-                            for _ in 0..n {
-                                toolcap.read_file().await;
-                            }
-                        })
-                    },
-                    1,
-                ),
-                (
-                    &mut |n| {
-                        rt.block_on(async {
-                            for _ in 0..n {
-                                bare.read_file().await;
-                            }
-                        })
-                    },
-                    1,
-                ),
+                (&mut |n| calls(&rt, &mut toolcap, n), 1),
+                (&mut |n| calls(&rt, &mut bare, n), 1),
             )
             .pair(
                 ("mcp/toolcap_http_read_file", "mcp/bare_http_read_file"),
-                (
-                    &mut |n| {
-                        rt.block_on(async {
-                            for _ in 0..n {
-                                toolcap_http.read_file().await;
-                            }
-                        })
-                    },
-                    1,
-                ),
-                (
-                    &mut |n| {
-                        rt.block_on(async {
-                            for _ in 0..n {
-                                bare_http.read_file().await;
-                            }
-                        })
-                    },
-                    1,
-                ),
+                (&mut |n| calls(&rt, &mut toolcap_http, n), 1),
+                (&mut |n| calls(&rt, &mut bare_http, n), 1),
             )
             .write("mcp-paired.json");
     }
