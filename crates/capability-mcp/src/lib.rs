@@ -126,6 +126,10 @@ struct Shared {
     /// The prefix of every session id of this server (its start time), then a counter.
     epoch: String,
     sessions: AtomicU64,
+    /// The invocation of every request of the stateless 2026-07-28 protocol, which has no
+    /// sessions: `max_invocations` and `only_after` count them together, never per request
+    /// (docs/mcp.md, "Sessions").
+    stateless_invocation: Arc<capability_core::Invocation>,
     progress_interval: Duration,
 }
 
@@ -173,6 +177,7 @@ impl McpServer {
                 escalates,
                 epoch: format!("mcp-{epoch:x}"),
                 sessions: AtomicU64::new(0),
+                stateless_invocation: capability_core::Invocation::new(),
                 progress_interval: Duration::from_secs(1),
             }),
             offer: Arc::new(Offer {

@@ -138,7 +138,15 @@ impl McpSession {
         let args = Value::Object(arguments.unwrap_or_default());
         let n = self.calls.fetch_add(1, Ordering::Relaxed);
         let call = ToolCall::new(format!("{}/{n}", self.id), name, args);
+        let stateless = context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
         let mut ctx = self.context();
+        if stateless {
+            // A stateless request belongs to no session: the personality's invocation
+            // constraints count such requests together (docs/mcp.md, "Sessions").
+            ctx.invocation = Arc::clone(&self.shared.stateless_invocation);
+        }
         if let Some(filter) = &self.offer.filter {
             ctx = ctx.with_tool_filter(filter.clone());
         }
@@ -150,9 +158,6 @@ impl McpSession {
             })?;
             ctx = ctx.with_tool_filter(filter);
         }
-        let stateless = context
-            .protocol_version()
-            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
         // Only a personality with `[escalate]` rules ever asks (and only then is the client's
         // elicitation support looked up).
         let can_ask = self.shared.escalates

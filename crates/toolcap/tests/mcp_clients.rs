@@ -1836,3 +1836,107 @@ fn serve_ends_a_sessions_capsule_workers_with_the_session() {
          (before them: {next:?})"
     );
 }
+
+/// `toolcap mcp serve --http`: a personality's invocation constraints hold for stateless
+/// 2026-07-28 requests, which belong to no session: they count together, as one invocation of
+/// the server's, so `max_invocations` is not reset by each request and `only_after` can be met
+/// by an earlier request. A session (protocol 2025-11-25) still counts its own.
+// guarantee: G-MCP-14
+#[test]
+fn stateless_requests_count_against_the_invocation_constraints_together() {
+    let scratch = Scratch::new();
+    let w = scratch.path("work");
+    std::fs::write(
+        scratch.root.join("capped.toml"),
+        format!(
+            "id = \"capped\"\ntoolset = [\"read_file\", \"list_dir\"]\n[fs_reach]\nread = [\"{w}\"]\n\
+             [constraints.read_file]\nmax_invocations = 2\n\
+             [constraints.list_dir]\nonly_after = [\"read_file\"]\n"
+        ),
+    )
+    .unwrap();
+    let args = [
+        "mcp",
+        "serve",
+        "--personality",
+        &scratch.path("capped.toml"),
+        "--workdir",
+        &w,
+        "--store",
+        &scratch.path("capped.redb"),
+        "--http",
+        "127.0.0.1:0",
+    ];
+    let (_server, url, _) = http_start(&args);
+    let stateless = |tool: &str, arguments: Value| {
+        let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments, "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}}}});
+        let (status, answer) = exchange(
+            &url,
+            "POST",
+            &[
+                ("Mcp-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", tool),
+            ],
+            &call.to_string(),
+        );
+        assert_eq!(status, 200, "{answer}");
+        answer
+    };
+    let read = || stateless("read_file", json!({"path": "notes.md"}));
+    // Before any read_file completed, list_dir is refused.
+    let early = stateless("list_dir", json!({"path": "."}));
+    assert!(
+        early.contains("CONSTRAINT_NOT_MET") && early.contains("only after read_file"),
+        "{early}"
+    );
+    // Two reads, each in a request of its own, then no third.
+    assert!(read().contains("hello from notes"));
+    // An earlier request's read lets list_dir run.
+    let listed = stateless("list_dir", json!({"path": "."}));
+    assert!(listed.contains("notes.md"), "{listed}");
+    assert!(read().contains("hello from notes"));
+    let third = read();
+    assert!(
+        third.contains("CONSTRAINT_NOT_MET") && third.contains("at most 2"),
+        "the third stateless read is refused: {third}"
+    );
+    assert!(!third.contains("hello from notes"), "{third}");
+
+    // A session counts its own: its first read runs.
+    let version = ("Mcp-Protocol-Version", "2025-11-25");
+    let (status, answer) = exchange(&url, "POST", &[version], &{
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}})
+        .to_string()
+    });
+    assert_eq!(status, 200, "{answer}");
+    let session = answer
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    exchange(
+        &url,
+        "POST",
+        &[version, ("Mcp-Session-Id", &session)],
+        &initialized.to_string(),
+    );
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "read_file", "arguments": {"path": "notes.md"}}});
+    let (_, answer) = exchange(
+        &url,
+        "POST",
+        &[version, ("Mcp-Session-Id", &session)],
+        &call.to_string(),
+    );
+    assert!(answer.contains("hello from notes"), "{answer}");
+}
