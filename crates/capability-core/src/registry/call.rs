@@ -204,7 +204,9 @@ impl Invocation {
             if max.is_some_and(|m| *n >= m) {
                 return false;
             }
-            *n += 1;
+            // An invocation can last a server's life (the stateless MCP requests'): a count
+            // that no maximum limits stops at its top rather than wrapping.
+            *n = n.saturating_add(1);
             true
         })
     }
