@@ -43,7 +43,9 @@ pub const FILTER_META_KEY: &str = "toolcap/toolFilter";
 pub const CONTENT_KEY: &str = "toolcap/mcpContent";
 
 /// The handler of one MCP connection: its own session id (in every audit event of its calls),
-/// its own invocation (`max_invocations` counts per session), the server's registry and policy.
+/// its own invocation (`max_invocations` counts per session; the requests of the stateless
+/// 2026-07-28 protocol, which has no sessions, share one invocation of the server's), the
+/// server's registry and policy.
 /// When its last clone is dropped (rmcp drops it once the connection has ended and the requests
 /// it was serving have returned), the registry is told that the session is over
 /// ([`DefaultToolRegistry::end_session`](capability_core::DefaultToolRegistry::end_session)): a
