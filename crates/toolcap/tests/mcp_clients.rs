@@ -1682,6 +1682,71 @@ fn serve_keeps_each_childs_home_from_the_others_in_process_mode_and_in_the_capsu
     }
 }
 
+/// The protocol version header of a request in a session (protocol before 2026-07-28).
+const IN_A_SESSION: (&str, &str) = ("Mcp-Protocol-Version", "2025-11-25");
+
+/// Opens a session at `url` over raw HTTP (`initialize`, then `notifications/initialized`); its
+/// id.
+fn open_session(url: &str) -> String {
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}});
+    let (status, answer) = exchange(url, "POST", &[IN_A_SESSION], &initialize.to_string());
+    assert_eq!(status, 200, "{answer}");
+    let id = answer
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session id in {answer}"));
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (status, answer) = exchange(
+        url,
+        "POST",
+        &[IN_A_SESSION, ("Mcp-Session-Id", &id)],
+        &initialized.to_string(),
+    );
+    assert!(status < 300, "{answer}");
+    id
+}
+
+/// A `tools/call` of `tool` in `session` over raw HTTP; the answer's whole text.
+fn session_call(url: &str, session: &str, tool: &str, arguments: Value) -> String {
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments}});
+    let (status, answer) = exchange(
+        url,
+        "POST",
+        &[IN_A_SESSION, ("Mcp-Session-Id", session)],
+        &call.to_string(),
+    );
+    assert_eq!(status, 200, "{answer}");
+    answer
+}
+
+/// A `tools/call` of `tool` as a request of the stateless 2026-07-28 protocol over raw HTTP;
+/// the answer's whole text.
+fn stateless_call(url: &str, tool: &str, arguments: Value) -> String {
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let (status, answer) = exchange(
+        url,
+        "POST",
+        &[
+            ("Mcp-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", tool),
+        ],
+        &call.to_string(),
+    );
+    assert_eq!(status, 200, "{answer}");
+    answer
+}
+
 /// The live processes (not zombies) whose parent is `pid`.
 fn children(pid: u32) -> Vec<u32> {
     let child_of = |child: u32| {
@@ -1732,54 +1797,21 @@ fn serve_ends_a_sessions_capsule_workers_with_the_session() {
     let scratch = Scratch::new();
     let (server, url) = scratch.serve_http(&["--capsule"]);
     let pid = server.0.id();
-    let version = ("Mcp-Protocol-Version", "2025-11-25");
-    let open = || {
-        let (status, answer) = exchange(&url, "POST", &[version], &{
-            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": "2025-11-25", "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "1"}}})
-            .to_string()
-        });
-        assert_eq!(status, 200, "{answer}");
-        let id = answer
-            .lines()
-            .find_map(|l| {
-                let (name, value) = l.split_once(':')?;
-                name.eq_ignore_ascii_case("mcp-session-id")
-                    .then(|| value.trim().to_owned())
-            })
-            .unwrap_or_else(|| panic!("no session id in {answer}"));
-        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        let (status, answer) = exchange(
-            &url,
-            "POST",
-            &[version, ("Mcp-Session-Id", &id)],
-            &initialized.to_string(),
-        );
-        assert!(status < 300, "{answer}");
-        id
-    };
     let read = |session: &str| {
-        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "read_file", "arguments": {"path": "notes.md"}}});
-        let (status, answer) = exchange(
-            &url,
-            "POST",
-            &[version, ("Mcp-Session-Id", session)],
-            &call.to_string(),
-        );
-        assert!(
-            status == 200 && answer.contains("hello from notes"),
-            "{answer}"
-        );
+        let answer = session_call(&url, session, "read_file", json!({"path": "notes.md"}));
+        assert!(answer.contains("hello from notes"), "{answer}");
     };
     let end = |session: &str| {
-        let (status, answer) =
-            exchange(&url, "DELETE", &[version, ("Mcp-Session-Id", session)], "");
+        let (status, answer) = exchange(
+            &url,
+            "DELETE",
+            &[IN_A_SESSION, ("Mcp-Session-Id", session)],
+            "",
+        );
         assert!(status < 300, "{answer}");
     };
     // Session a's first call starts a worker, and one more is started ahead.
-    let a = open();
+    let a = open_session(&url);
     read(&a);
     let first = children_counted(pid, 2);
     assert_eq!(first.len(), 2, "a's worker and one ahead: {first:?}");
@@ -1791,7 +1823,7 @@ fn serve_ends_a_sessions_capsule_workers_with_the_session() {
         "a's worker ended with it, the one ahead stayed: {ahead:?} of {first:?}"
     );
     // b's first call takes it, and another is started ahead; b's next call is b's own.
-    let b = open();
+    let b = open_session(&url);
     read(&b);
     let with_b = children_counted(pid, 2);
     assert!(
@@ -1809,25 +1841,9 @@ fn serve_ends_a_sessions_capsule_workers_with_the_session() {
     );
 
     // Stateless: each request is a session, and its worker ends with it.
-    let stateless = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-        "params": {"name": "read_file", "arguments": {"path": "notes.md"}, "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {}}}});
     for _ in 0..3 {
-        let (status, answer) = exchange(
-            &url,
-            "POST",
-            &[
-                ("Mcp-Protocol-Version", "2026-07-28"),
-                ("Mcp-Method", "tools/call"),
-                ("Mcp-Name", "read_file"),
-            ],
-            &stateless.to_string(),
-        );
-        assert!(
-            status == 200 && answer.contains("hello from notes"),
-            "{answer}"
-        );
+        let answer = stateless_call(&url, "read_file", json!({"path": "notes.md"}));
+        assert!(answer.contains("hello from notes"), "{answer}");
     }
     let after = children_counted(pid, 1);
     assert!(
@@ -1868,24 +1884,7 @@ fn stateless_requests_count_against_the_invocation_constraints_together() {
         "127.0.0.1:0",
     ];
     let (_server, url, _) = http_start(&args);
-    let stateless = |tool: &str, arguments: Value| {
-        let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-            "params": {"name": tool, "arguments": arguments, "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {}}}});
-        let (status, answer) = exchange(
-            &url,
-            "POST",
-            &[
-                ("Mcp-Protocol-Version", "2026-07-28"),
-                ("Mcp-Method", "tools/call"),
-                ("Mcp-Name", tool),
-            ],
-            &call.to_string(),
-        );
-        assert_eq!(status, 200, "{answer}");
-        answer
-    };
+    let stateless = |tool: &str, arguments: Value| stateless_call(&url, tool, arguments);
     let read = || stateless("read_file", json!({"path": "notes.md"}));
     // Before any read_file completed, list_dir is refused.
     let early = stateless("list_dir", json!({"path": "."}));
@@ -1907,36 +1906,7 @@ fn stateless_requests_count_against_the_invocation_constraints_together() {
     assert!(!third.contains("hello from notes"), "{third}");
 
     // A session counts its own: its first read runs.
-    let version = ("Mcp-Protocol-Version", "2025-11-25");
-    let (status, answer) = exchange(&url, "POST", &[version], &{
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"}}})
-        .to_string()
-    });
-    assert_eq!(status, 200, "{answer}");
-    let session = answer
-        .lines()
-        .find_map(|l| {
-            let (name, value) = l.split_once(':')?;
-            name.eq_ignore_ascii_case("mcp-session-id")
-                .then(|| value.trim().to_owned())
-        })
-        .unwrap();
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    exchange(
-        &url,
-        "POST",
-        &[version, ("Mcp-Session-Id", &session)],
-        &initialized.to_string(),
-    );
-    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "read_file", "arguments": {"path": "notes.md"}}});
-    let (_, answer) = exchange(
-        &url,
-        "POST",
-        &[version, ("Mcp-Session-Id", &session)],
-        &call.to_string(),
-    );
+    let session = open_session(&url);
+    let answer = session_call(&url, &session, "read_file", json!({"path": "notes.md"}));
     assert!(answer.contains("hello from notes"), "{answer}");
 }
