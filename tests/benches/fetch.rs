@@ -27,6 +27,25 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 #[path = "support/paired.rs"]
 mod paired;
 
+/// What a tool declaring every host (`["*"]`) is granted under a personality that allows one
+/// loopback port.
+fn loopback_grant(tool: &str, port: u16) -> NetworkGrant {
+    let policy = CompiledPolicy::load(
+        &format!("id = \"bench\"\n[safety.network]\nallow = [\"127.0.0.1:{port}\"]\n"),
+        PolicyFormat::Toml,
+        None,
+    )
+    .unwrap();
+    let resolved = resolve(
+        tool,
+        &ToolCapabilities::none().with_network(["*"]),
+        &policy,
+        "s",
+        Path::new("/"),
+    );
+    NetworkGrant::new(tool, resolved.network.unwrap() as Arc<dyn HostPolicy>)
+}
+
 fn fetch(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -56,26 +75,7 @@ fn fetch(c: &mut Criterion) {
     let url = format!("http://127.0.0.1:{}/", addr.port());
 
     let bare: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-    let policy = CompiledPolicy::load(
-        &format!(
-            "id = \"bench\"\n[safety.network]\nallow = [\"127.0.0.1:{}\"]\n",
-            addr.port()
-        ),
-        PolicyFormat::Toml,
-        None,
-    )
-    .unwrap();
-    let resolved = resolve(
-        "fetch_url",
-        &ToolCapabilities::none().with_network(["*"]),
-        &policy,
-        "s",
-        Path::new("/"),
-    );
-    let grant = NetworkGrant::new(
-        "fetch_url",
-        resolved.network.unwrap() as Arc<dyn HostPolicy>,
-    );
+    let grant = loopback_grant("fetch_url", addr.port());
     let scoped = FetchBackend::new(FetchConfig::default())
         .unwrap()
         .scoped_fetch(grant)
@@ -147,20 +147,7 @@ fn egress_connections(
             });
         }
     });
-    let policy = CompiledPolicy::load(
-        &format!("id = \"bench\"\n[safety.network]\nallow = [\"127.0.0.1:{port}\"]\n"),
-        PolicyFormat::Toml,
-        None,
-    )
-    .unwrap();
-    let resolved = resolve(
-        "tunnel",
-        &ToolCapabilities::none().with_network(["*"]),
-        &policy,
-        "s",
-        Path::new("/"),
-    );
-    let grant = NetworkGrant::new("tunnel", resolved.network.unwrap() as Arc<dyn HostPolicy>);
+    let grant = loopback_grant("tunnel", port);
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let proxy_port = listener.local_addr().unwrap().port();
     let session = {
