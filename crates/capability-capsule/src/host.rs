@@ -190,7 +190,7 @@ impl Inner {
         let missing = {
             let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
             let missing = wanted.saturating_sub(idle.ahead(key, runtime));
-            idle.starting(key, missing);
+            idle.starting(key, runtime, missing);
             missing
         };
         for _ in 0..missing {
@@ -203,7 +203,7 @@ impl Inner {
                     .idle
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
-                    .starting_done(&key);
+                    .starting_done(&key, runtime);
                 if let Ok(worker) = started {
                     inner.put_idle(&key, worker);
                 }

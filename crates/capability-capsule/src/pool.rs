@@ -15,8 +15,8 @@ pub(crate) struct Idle {
     pub(crate) by_key: HashMap<IsolationKey, Vec<(u64, Worker)>>,
     pub(crate) total: usize,
     pub(crate) next: u64,
-    /// Workers being started ahead, by key ([`Idle::starting`]).
-    pub(crate) starting: HashMap<IsolationKey, usize>,
+    /// Workers being started ahead, by key and runtime ([`Idle::starting`]).
+    pub(crate) starting: HashMap<(IsolationKey, Option<runtime::Id>), usize>,
 }
 
 impl Idle {
@@ -132,22 +132,28 @@ impl Idle {
                 .filter(|(_, w)| w.runtime == runtime && w.session().is_none())
                 .count()
         });
-        idle + self.starting.get(key).copied().unwrap_or(0)
+        let starting = self
+            .starting
+            .iter()
+            .find(|((k, r), _)| k == key && *r == runtime)
+            .map_or(0, |(_, n)| *n);
+        idle + starting
     }
 
-    /// Counts `n` more workers of `key` being started ahead.
-    pub(crate) fn starting(&mut self, key: &IsolationKey, n: usize) {
+    /// Counts `n` more workers of `key` being started ahead on `runtime`.
+    pub(crate) fn starting(&mut self, key: &IsolationKey, runtime: Option<runtime::Id>, n: usize) {
         if n > 0 {
-            *self.starting.entry(key.clone()).or_default() += n;
+            *self.starting.entry((key.clone(), runtime)).or_default() += n;
         }
     }
 
-    /// One worker of `key` started ahead is no longer starting.
-    pub(crate) fn starting_done(&mut self, key: &IsolationKey) {
-        if let Some(n) = self.starting.get_mut(key) {
+    /// One worker of `key` started ahead on `runtime` is no longer starting.
+    pub(crate) fn starting_done(&mut self, key: &IsolationKey, runtime: Option<runtime::Id>) {
+        let at = (key.clone(), runtime);
+        if let Some(n) = self.starting.get_mut(&at) {
             *n = n.saturating_sub(1);
             if *n == 0 {
-                self.starting.remove(key);
+                self.starting.remove(&at);
             }
         }
     }
