@@ -170,7 +170,9 @@ impl ScopedProcess for ScopedSpawner {
         let config = &self.inner.config;
         // Each call's HOME is fresh and private to the call, inside the tool's scratch parent
         // (which a prepared sandbox grants writes beneath); a confined child sees its own home
-        // there and no other (docs/isolation-model.md, "Each child's own home").
+        // there and no other (docs/isolation-model.md, "Each child's own home"). Dropped last,
+        // after the child's group is gone: its name goes then, the directory just after
+        // (`sys::ScratchHome`).
         let home_parent = self
             .inner
             .home_parent(&self.grant.tool)

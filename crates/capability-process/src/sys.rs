@@ -57,15 +57,70 @@ pub(crate) fn canonical_dir(path: &Path) -> std::io::Result<PathBuf> {
 /// How the names of scratch directories begin.
 pub(crate) const SCRATCH_PREFIX: &str = "toolcap-home-";
 
-/// A fresh directory for a child's `HOME`, in its tool's scratch parent, removed when dropped:
-/// mode 0700, since what a child keeps in its `HOME` (a credential cache, a token, its history)
-/// is its user's alone.
-pub(crate) fn scratch_home(root: &Path) -> std::io::Result<tempfile::TempDir> {
+/// How the names of scratch homes on their way out begin ([`ScratchHome`]'s drop).
+const RETIRED_PREFIX: &str = "toolcap-gone-";
+
+/// A fresh directory for a child's `HOME`, in its tool's scratch parent, retired when dropped
+/// ([`ScratchHome`]): mode 0700, since what a child keeps in its `HOME` (a credential cache, a
+/// token, its history) is its user's alone.
+pub(crate) fn scratch_home(root: &Path) -> std::io::Result<ScratchHome> {
     use std::os::unix::fs::PermissionsExt as _;
     tempfile::Builder::new()
         .prefix(SCRATCH_PREFIX)
         .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir_in(root)
+        .map(|dir| ScratchHome(Some(dir)))
+}
+
+/// A child's `HOME`. Dropped inside a tokio runtime, its name goes at once (renamed beside it,
+/// `toolcap-gone-…`, in the same directory), and the directory with what the child left in it
+/// is removed on the runtime's blocking pool: removing a directory can wait on the disk (on a
+/// file system mounted with `discard`, freeing its block waits for the device, some 200 µs),
+/// and a call's answer need not wait for that (docs/decisions.md, "A home's name goes with its
+/// call, its removal after"). Outside a runtime, or when the rename fails, it is removed where
+/// it is dropped.
+pub(crate) struct ScratchHome(Option<tempfile::TempDir>);
+
+impl ScratchHome {
+    /// Where it is.
+    pub(crate) fn path(&self) -> &Path {
+        self.0
+            .as_ref()
+            .map_or(Path::new(""), tempfile::TempDir::path)
+    }
+}
+
+impl Drop for ScratchHome {
+    fn drop(&mut self) {
+        let Some(dir) = self.0.take() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let Some(name) = dir.path().file_name() else {
+            return;
+        };
+        let mut retired = std::ffi::OsString::from(RETIRED_PREFIX);
+        retired.push(name);
+        let retired = dir.path().with_file_name(retired);
+        if std::fs::rename(dir.path(), &retired).is_err() {
+            // Removed here, by the `TempDir`'s own drop.
+            return;
+        }
+        // Its path names nothing now; the directory goes under its new name, whether the task
+        // runs or the runtime drops it unrun.
+        let _ = dir.keep();
+        let retired = Retired(retired);
+        drop(runtime.spawn_blocking(move || drop(retired)));
+    }
+}
+
+/// A retired home, removed (with everything in it, following no symlink) when dropped.
+struct Retired(PathBuf);
+
+impl Drop for Retired {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Sends `signal` to the process group `pgid`. A group that is already gone is not an error.

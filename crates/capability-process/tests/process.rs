@@ -1222,6 +1222,90 @@ async fn timeouts_and_a_grace_too_long_for_the_clock_still_run_the_child() {
     assert_eq!((stdout(&out).as_str(), out.exit_code), ("asked\n", Some(0)));
 }
 
+/// What is left in the directory that holds `home` (the tool's directory of homes).
+fn beside(home: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(home.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+// guarantee: G-PROC-02
+/// A child's `HOME` is gone by name when its call returns, and the directory, with what the
+/// child left in it (links to what it may not remove included), is removed after, whether the
+/// runtime goes on or is dropped at once.
+#[test]
+fn a_childs_home_is_gone_when_its_call_returns_and_what_it_left_is_removed_after() {
+    let fx = fixture();
+    // Outside the home, reached from it by links the child plants: removing the home follows
+    // no link.
+    let keep = fx.root.join("keep.txt");
+    std::fs::write(&keep, "kept").unwrap();
+    let script = format!(
+        "mkdir -p \"$HOME/.cache/deep\" && echo t > \"$HOME/.cache/deep/token\" && \
+         head -c 65536 /dev/zero > \"$HOME/big\" && ln -s {keep} \"$HOME/link\" && \
+         ln -s {root} \"$HOME/dir-link\" && echo \"$HOME\"",
+        keep = keep.display(),
+        root = fx.root.display()
+    );
+    for sandbox in ["required", "off"] {
+        for drop_runtime in [false, true] {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            // The spawner (and with it the tool's directory of homes) outlives the runtime.
+            let (p, home) = runtime.block_on(async {
+                let p = spawner_under(
+                    &fx,
+                    "\"sh\", \"mkdir\", \"head\", \"ln\"",
+                    &format!("sandbox = \"{sandbox}\""),
+                    config(&fx),
+                );
+                let out = p
+                    .spawn("sh", &argv(&["-c", &script]), SpawnOptions::default())
+                    .await
+                    .unwrap();
+                assert_eq!(
+                    out.exit_code,
+                    Some(0),
+                    "{sandbox}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let home = PathBuf::from(stdout(&out).trim());
+                assert!(home.starts_with(&fx.scratch), "{sandbox}: {home:?}");
+                // Its name is gone when the call returns, whatever is still being removed.
+                assert!(!home.exists(), "{sandbox}: {home:?} is still there");
+                (p, home)
+            });
+            if drop_runtime {
+                // Dropped at once: whether the removal ran by then or not, it is done now.
+                drop(runtime);
+            } else {
+                // The runtime goes on: the directory goes on its blocking pool, soon.
+                runtime.block_on(async {
+                    for _ in 0..200 {
+                        if beside(&home).is_empty() {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(25)).await;
+                    }
+                });
+            }
+            assert_eq!(
+                beside(&home),
+                Vec::<String>::new(),
+                "{sandbox}, runtime dropped {drop_runtime}: what the child left is removed"
+            );
+            assert_eq!(std::fs::read_to_string(&keep).unwrap(), "kept", "{sandbox}");
+            assert!(fx.root.join("sub").is_dir(), "{sandbox}");
+            drop(p);
+        }
+    }
+}
+
 // guarantee: G-PROC-04
 /// A runtime shut down while a call's child is still being reaped (the call dropped at its
 /// timeout, the runtime dropped straight after, as a server does when its client goes away)
