@@ -76,8 +76,8 @@ pub(crate) fn scratch_home(root: &Path) -> std::io::Result<ScratchHome> {
 /// `toolcap-gone-…`, in the same directory), and the directory with what the child left in it
 /// is removed on the runtime's blocking pool: removing a directory can wait on the disk (on a
 /// file system mounted with `discard`, freeing its block waits for the device, some 200 µs),
-/// and a call's answer need not wait for that (docs/decisions.md, "A home's name goes with its
-/// call, its removal after"). Outside a runtime, or when the rename fails, it is removed where
+/// and a call's answer need not wait for that (docs/decisions.md, "capability-process": a
+/// home's name goes with its call, its removal after). Outside a runtime, or when the rename fails, it is removed where
 /// it is dropped.
 pub(crate) struct ScratchHome(Option<tempfile::TempDir>);
 
