@@ -66,8 +66,9 @@ pub use crate::isolation::{IsolationKey, IsolationSelection, ToolIsolation};
 pub use crate::manifest::{Manifest, Widening, WideningCode, build_manifest, diff};
 pub use crate::policy::{CompiledPolicy, DeniedRoot, FloorLift, InternationalHost};
 pub use crate::registry::{
-    Admission, Admitted, DefaultToolRegistry, ExecutionContext, Invocation, RegistryConfig,
-    RegistryError, ToolCall, ToolCallResult, apply_budget, panic_message,
+    Admission, Admitted, DefaultToolRegistry, ExecutionContext, Invocation, MAX_ERROR_MESSAGE,
+    RegistryConfig, RegistryError, ToolCall, ToolCallResult, apply_budget, bounded_message,
+    panic_message,
 };
 pub use crate::resolve::{
     Approvals, Backend, CapabilityBackends, Intersected, Plan, ResolutionCache,

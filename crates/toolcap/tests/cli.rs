@@ -170,6 +170,66 @@ fn call_exit_codes_and_output_contract() {
     assert_eq!(stdout_json(&invalid)["code"], "input_invalid");
 }
 
+// guarantee: G-REG-16
+/// An error that repeats what the call gave (a path, a binary's name) is bounded: a megabyte
+/// of path comes back as the code, what was refused and why, in at most 8 KiB, saying how much
+/// was left out, whether the policy refused it or the operating system did.
+#[test]
+fn an_error_repeating_a_huge_argument_is_bounded() {
+    use std::io::Write as _;
+    let env = Env::new();
+    let p = env.path("p.toml");
+    let call = |tool: &str, args: Value| -> Value {
+        let mut child = env.spawn(
+            &["call", "--personality", &p, tool, "-"],
+            std::process::Stdio::piped(),
+        );
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(args.to_string().as_bytes()).unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(code(&out), 1, "{tool}: {}", stderr(&out));
+        stdout_json(&out)
+    };
+    let long = "a".repeat(1 << 20);
+    let work = env.path("work");
+    for (tool, args, expected, begins, ends) in [
+        (
+            "read_file",
+            serde_json::json!({"path": format!("/etc/{long}")}),
+            "denied",
+            "PATH_NOT_REACHABLE: read not permitted for /etc/aaaa".to_owned(),
+            "aaaa".to_owned(),
+        ),
+        (
+            "read_file",
+            serde_json::json!({"path": format!("{long}/x")}),
+            "execution_failed",
+            format!("{work}/aaaa"),
+            "aaaa/x: File name too long (os error 36)".to_owned(),
+        ),
+        (
+            "run_command",
+            serde_json::json!({"binary": long, "args": []}),
+            "denied",
+            "BINARY_NOT_ALLOWED: aaaa".to_owned(),
+            "aaaa is not in the declared allowedBinaries".to_owned(),
+        ),
+    ] {
+        let result = call(tool, args);
+        assert_eq!(result["code"], expected, "{tool}");
+        let error = result["error"].as_str().unwrap();
+        assert!(error.len() <= 8 * 1024, "{tool}: {} bytes", error.len());
+        assert!(error.starts_with(&begins), "{tool}: {}", &error[..80]);
+        assert!(
+            error.ends_with(&ends),
+            "{tool}: {}",
+            &error[error.len() - 80..]
+        );
+        assert!(error.contains(" bytes not shown) …"), "{tool}");
+    }
+}
+
 /// `call --capsule`: the same calls give the same results, but the tool's code ran in a worker
 /// (this binary re-executed), and a worker mode invoked by hand with bad arguments refuses.
 #[test]

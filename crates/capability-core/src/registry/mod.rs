@@ -22,7 +22,7 @@ pub(crate) use self::call::ByName;
 pub use self::call::{
     ExecutionContext, Invocation, RegistryConfig, RegistryError, ToolCall, ToolCallResult,
 };
-pub use self::output::{apply_budget, panic_message};
+pub use self::output::{MAX_ERROR_MESSAGE, apply_budget, bounded_message, panic_message};
 
 use self::admission::{Ready, Refusal, check_declaration};
 use self::output::unreachable_result;

@@ -78,6 +78,40 @@ pub fn apply_budget(value: Value, budget: usize) -> Value {
     ))
 }
 
+/// The longest error message a call returns, in bytes ([`bounded_message`]).
+pub const MAX_ERROR_MESSAGE: usize = 8 * 1024;
+
+/// How much of an over-long message's end is kept: where an error says why (an operating
+/// system's reason follows the path it was about).
+const KEPT_END: usize = 2 * 1024;
+
+/// `message`, or, when it is longer than [`MAX_ERROR_MESSAGE`] bytes, its beginning and its end
+/// with how many bytes between them were left out. An error often repeats what the call gave
+/// (a path, a binary's name, a tool's name), and a model or an audit log should not be handed a
+/// megabyte of its own argument back; the beginning keeps the stable code and what was refused,
+/// the end the reason (docs/semantics.md, "The registry").
+pub fn bounded_message(message: String) -> String {
+    if message.len() <= MAX_ERROR_MESSAGE {
+        return message;
+    }
+    // Room for the marker between the two parts, whatever the count.
+    const MARKER_ROOM: usize = 64;
+    let mut head = MAX_ERROR_MESSAGE - KEPT_END - MARKER_ROOM;
+    while !message.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = message.len() - KEPT_END;
+    while !message.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!(
+        "{}… ({} bytes not shown) …{}",
+        &message[..head],
+        tail - head,
+        &message[tail..]
+    )
+}
+
 /// Whether `value` nests arrays and objects more than `max` levels deep
 /// (`capability_types::value_depth(value) > max`), decided without measuring the whole depth:
 /// it goes no more than `max + 1` levels down (so a hostile depth costs it nothing), and a
@@ -113,6 +147,34 @@ mod tests {
         let v = apply_budget(json!({"a": [1, 2, 3]}), 5);
         assert_eq!(v, json!("{\"a\":…[truncated: 8 of 13 bytes omitted]"));
         assert_eq!(apply_budget(json!([1]), 100), json!([1]));
+    }
+
+    // guarantee: G-REG-16
+    #[test]
+    fn a_long_message_keeps_its_beginning_and_its_end() {
+        assert_eq!(bounded_message("short".to_owned()), "short");
+        let exact = "x".repeat(MAX_ERROR_MESSAGE);
+        assert_eq!(bounded_message(exact.clone()), exact, "at the bound, whole");
+        // A denial repeating a megabyte of its path, with the reason at the end; multi-byte
+        // characters around both cuts.
+        let long = format!(
+            "PATH_NOT_REACHABLE: read not permitted for /etc/{}: File name too long",
+            "é".repeat(500_000)
+        );
+        let bounded = bounded_message(long.clone());
+        assert!(bounded.len() <= MAX_ERROR_MESSAGE, "{}", bounded.len());
+        assert!(bounded.starts_with("PATH_NOT_REACHABLE: read not permitted for /etc/é"));
+        assert!(
+            bounded.ends_with("éé: File name too long"),
+            "the reason kept"
+        );
+        let (head, rest) = bounded.split_once("… (").unwrap();
+        let (count, tail) = rest.split_once(" bytes not shown) …").unwrap();
+        assert_eq!(
+            head.len() + count.parse::<usize>().unwrap() + tail.len(),
+            long.len(),
+            "the count is what was left out"
+        );
     }
 
     #[test]

@@ -19,7 +19,7 @@ use futures_util::FutureExt;
 
 use super::admission::{self, Ready, Refusal};
 use super::drive::{Clock, Deadline};
-use super::output::{AbortOnDrop, apply_budget, panic_message};
+use super::output::{AbortOnDrop, apply_budget, bounded_message, panic_message};
 use super::spare::Spare;
 use super::{
     DefaultToolRegistry, ExecutionContext, Placement, ToolCall, ToolCallResult, call_event,
@@ -246,7 +246,7 @@ impl DefaultToolRegistry {
                 Some(budget) => apply_budget(value, budget),
                 None => value,
             }),
-            Err(e) => ToolResult::from(Err(e)),
+            Err(e) => ToolResult::error(e.result_code(), bounded_message(e.to_string())),
         };
         ToolCallResult {
             call_id,
@@ -266,10 +266,11 @@ impl DefaultToolRegistry {
         ctx: &ExecutionContext,
         clock: &Clock,
     ) -> ToolCallResult {
+        let message = bounded_message(refusal.message);
         if self.audited(tracing::Level::WARN) {
             let e = call_event(refusal.kind, ctx, &call.id, &call.tool)
                 .with_outcome(Some(refusal.code), refusal.denial)
-                .with_reason(refusal.message.clone())
+                .with_reason(message.clone())
                 .with_arguments(self.audited_arguments(call));
             if let Err(err) = emit(&e, self.audit.as_deref()) {
                 tracing::error!(target: "toolcap::audit", error = %err, "could not record a denial");
@@ -278,7 +279,7 @@ impl DefaultToolRegistry {
         ToolCallResult {
             call_id: std::mem::take(&mut call.id),
             tool: std::mem::take(&mut call.tool),
-            result: ToolResult::error(refusal.code, refusal.message),
+            result: ToolResult::error(refusal.code, message),
             duration: clock.read(),
         }
     }
