@@ -21,6 +21,9 @@ use serde_json::Value;
 use crate::approval::{self, Route};
 use crate::{Offer, Shared};
 
+/// The most bytes of an unknown tool's name its error repeats.
+const UNKNOWN_NAME_SHOWN: usize = 256;
+
 /// The request `_meta` entry in which a client narrows one call's toolset (docs/mcp.md,
 /// "Per-call tool filters"): Ethos's filter shape.
 pub const FILTER_META_KEY: &str = "toolcap/toolFilter";
@@ -132,8 +135,13 @@ impl McpSession {
         } = request;
         let name = name.as_ref();
         if self.shared.registry.capabilities(name).is_none() {
+            // The name as the client sent it, escaped and cut: an error repeats no megabyte of
+            // what it was given (docs/semantics.md, "The registry").
             return Err(ErrorData::invalid_params(
-                format!("unknown tool {name:?}"),
+                format!(
+                    "unknown tool \"{}\"",
+                    capability_core::shown_at_most(name, UNKNOWN_NAME_SHOWN)
+                ),
                 None,
             ));
         }

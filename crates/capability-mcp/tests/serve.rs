@@ -90,6 +90,27 @@ async fn calls_run_through_the_registry_and_refusals_carry_their_code() {
 
     let (unknown, _) = raw.call(6, "no_such_tool", json!({})).await;
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    assert_eq!(unknown["error"]["message"], "unknown tool \"no_such_tool\"");
+    // guarantee: G-REG-16
+    // An error repeats no megabyte of what it was given: not an unknown tool's name, not a path.
+    let huge = "n".repeat(1 << 20);
+    let (unknown, _) = raw.call(61, &huge, json!({})).await;
+    let message = unknown["error"]["message"].as_str().unwrap();
+    assert!(message.len() < 400, "{} bytes", message.len());
+    assert!(message.starts_with("unknown tool \"nnnn"), "{message}");
+    assert!(message.ends_with(" more bytes not shown)\""), "{message}");
+    let (refused, _) = raw
+        .call(62, "read_file", json!({"path": format!("/etc/{huge}")}))
+        .await;
+    assert!(
+        text(&refused).len() <= 8 * 1024,
+        "{} bytes",
+        text(&refused).len()
+    );
+    assert!(
+        text(&refused).starts_with("PATH_NOT_REACHABLE: read not permitted for /etc/nnnn"),
+        "{refused}"
+    );
 
     // Registered but outside the toolset: a refusal the model can read, not a protocol error.
     let (outside, _) = raw.call(7, "kv_list", json!({})).await;
