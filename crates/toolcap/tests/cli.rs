@@ -179,9 +179,10 @@ fn an_error_repeating_a_huge_argument_is_bounded() {
     use std::io::Write as _;
     let env = Env::new();
     let p = env.path("p.toml");
+    let audit = env.path("audit.jsonl");
     let call = |tool: &str, args: Value| -> Value {
         let mut child = env.spawn(
-            &["call", "--personality", &p, tool, "-"],
+            &["call", "--personality", &p, "--audit", &audit, tool, "-"],
             std::process::Stdio::piped(),
         );
         let mut stdin = child.stdin.take().unwrap();
@@ -228,6 +229,22 @@ fn an_error_repeating_a_huge_argument_is_bounded() {
         );
         assert!(error.contains(" bytes not shown) …"), "{tool}");
     }
+    // The audit log records the registry's refusal (the path outside the reach, refused before
+    // the tool ran) with the same bounded reason; the others are the tools' own errors, which
+    // an audit event carries as codes only.
+    let log = std::fs::read_to_string(&audit).unwrap();
+    let denials: Vec<Value> = log
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .filter(|event: &Value| event["event"] == "tool_denied")
+        .collect();
+    assert_eq!(denials.len(), 1, "{log:.400}");
+    for event in &denials {
+        let reason = event["reason"].as_str().unwrap();
+        assert!(reason.len() <= 8 * 1024, "{} bytes", reason.len());
+        assert!(reason.contains(" bytes not shown) …"), "{reason:.200}");
+    }
+    assert!(log.len() < 64 * 1024, "the whole log: {} bytes", log.len());
 }
 
 /// `call --capsule`: the same calls give the same results, but the tool's code ran in a worker
