@@ -55,24 +55,24 @@ pub const CONTENT_KEY: &str = "toolcap/mcpContent";
 /// capsule ends the session's warm workers then.
 #[derive(Clone)]
 pub struct McpSession {
-    shared: Arc<Shared>,
+    /// The server and the session's id, held by every clone of the handler: when the last
+    /// goes (the connection ended and its requests returned), the registry is told the
+    /// session is over.
+    session: Arc<Session>,
     offer: Arc<Offer>,
-    id: Arc<str>,
     invocation: Arc<Invocation>,
     calls: Arc<AtomicU64>,
-    /// Held by every clone of the handler: when the last goes (the connection ended and its
-    /// requests returned), the registry is told the session is over.
-    _end: Arc<SessionEnd>,
 }
 
-/// Tells the registry, when dropped, that no call of the session will come again: the capsule
-/// ends the session's warm workers then (docs/mcp.md, "Sessions").
-struct SessionEnd {
+/// The server a session belongs to and its id. When dropped, it tells the registry that no
+/// call of the session will come again: the capsule ends the session's warm workers then
+/// (docs/mcp.md, "Sessions").
+struct Session {
     shared: Arc<Shared>,
     id: Arc<str>,
 }
 
-impl Drop for SessionEnd {
+impl Drop for Session {
     fn drop(&mut self) {
         self.shared.registry.end_session(&self.id);
     }
@@ -81,22 +81,19 @@ impl Drop for SessionEnd {
 impl std::fmt::Debug for McpSession {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("McpSession")
-            .field("id", &self.id)
+            .field("id", &self.session.id)
             .finish_non_exhaustive()
     }
 }
 
 impl McpSession {
     pub(crate) fn new(shared: Arc<Shared>, offer: Arc<Offer>, id: String) -> Self {
-        let id: Arc<str> = Arc::from(id);
         Self {
-            _end: Arc::new(SessionEnd {
-                shared: Arc::clone(&shared),
-                id: Arc::clone(&id),
+            session: Arc::new(Session {
+                shared,
+                id: Arc::from(id),
             }),
-            shared,
             offer,
-            id,
             invocation: Invocation::new(),
             calls: Arc::new(AtomicU64::new(0)),
         }
@@ -104,14 +101,14 @@ impl McpSession {
 
     /// The session id this connection's calls are audited under.
     pub fn id(&self) -> &str {
-        &self.id
+        &self.session.id
     }
 
     fn context(&self) -> ExecutionContext {
         ExecutionContext {
-            session_id: Arc::clone(&self.id),
-            policy: Arc::clone(&self.shared.policy),
-            working_dir: Arc::clone(&self.shared.working_dir),
+            session_id: Arc::clone(&self.session.id),
+            policy: Arc::clone(&self.session.shared.policy),
+            working_dir: Arc::clone(&self.session.shared.working_dir),
             cancellation: CancellationToken::new(),
             call_timeout: None,
             invocation: Arc::clone(&self.invocation),
@@ -134,7 +131,7 @@ impl McpSession {
             ..
         } = request;
         let name = name.as_ref();
-        if self.shared.registry.capabilities(name).is_none() {
+        if self.session.shared.registry.capabilities(name).is_none() {
             // The name as the client sent it, escaped and cut: an error repeats no megabyte of
             // what it was given (docs/semantics.md, "The registry").
             return Err(ErrorData::invalid_params(
@@ -147,7 +144,7 @@ impl McpSession {
         }
         let args = Value::Object(arguments.unwrap_or_default());
         let n = self.calls.fetch_add(1, Ordering::Relaxed);
-        let call = ToolCall::new(format!("{}/{n}", self.id), name, args);
+        let call = ToolCall::new(format!("{}/{n}", self.session.id), name, args);
         let stateless = context
             .protocol_version()
             .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
@@ -155,7 +152,7 @@ impl McpSession {
         if stateless {
             // A stateless request belongs to no session: the personality's invocation
             // constraints count such requests together (docs/mcp.md, "Sessions").
-            ctx.invocation = Arc::clone(&self.shared.stateless_invocation);
+            ctx.invocation = Arc::clone(&self.session.shared.stateless_invocation);
         }
         if let Some(filter) = &self.offer.filter {
             ctx = ctx.with_tool_filter(filter.clone());
@@ -170,13 +167,14 @@ impl McpSession {
         }
         // Only a personality with `[escalate]` rules ever asks (and only then is the client's
         // elicitation support looked up).
-        let can_ask = self.shared.escalates
+        let can_ask = self.session.shared.escalates
             && context
                 .client_capabilities()
                 .is_some_and(|c| c.elicitation.is_some());
         let route = match (stateless, request_state.as_deref()) {
             (true, Some(state)) => {
                 let answer = self
+                    .session
                     .shared
                     .approvals
                     .redeem(state, &call.tool, &call.args, input_responses.as_ref())
@@ -190,7 +188,7 @@ impl McpSession {
             (true, None) => {
                 // More subjects than a dialog shows are refused by the registry unasked.
                 if let Admission::NeedsApproval { subjects, .. } =
-                    self.shared.registry.admission(&call, &ctx)
+                    self.session.shared.registry.admission(&call, &ctx)
                     && capability_core::too_much_to_ask(&subjects).is_none()
                 {
                     return Ok(self.input_required(&call, &subjects).into());
@@ -203,9 +201,10 @@ impl McpSession {
             (false, _) => Route::Elicit(context.peer.clone()),
         };
         let _route = self
+            .session
             .shared
             .escalates
-            .then(|| self.shared.approvals.route(&call.id, route));
+            .then(|| self.session.shared.approvals.route(&call.id, route));
         let progress = context.meta.get_progress_token();
         let blocks = self.offer.content_from.contains(&call.tool);
         let outcome = self
@@ -227,7 +226,7 @@ impl McpSession {
         subjects: &[EscalationSubject],
     ) -> InputRequiredResult {
         let message = approval::describe(&call.tool, subjects, &mask_arguments(&call.args));
-        let state = self.shared.approvals.issue(&call.tool, &call.args);
+        let state = self.session.shared.approvals.issue(&call.tool, &call.args);
         let mut requests = InputRequests::new();
         requests.insert(
             approval::INPUT_KEY.to_owned(),
@@ -245,11 +244,11 @@ impl McpSession {
         request: &RequestContext<RoleServer>,
         progress: Option<(ProgressToken, Peer<RoleServer>)>,
     ) -> ToolCallResult {
-        let execution = self.shared.registry.execute(call, ctx);
+        let execution = self.session.shared.registry.execute(call, ctx);
         tokio::pin!(execution);
         // No timer at all unless the client asked for progress; then the first tick is one
         // interval in (a call that ends sooner reports nothing).
-        let period = self.shared.progress_interval;
+        let period = self.session.shared.progress_interval;
         let mut ticks = progress.as_ref().map(|_| {
             let first = capability_types::deadline(tokio::time::Instant::now().into_std(), period);
             let mut ticks = tokio::time::interval_at(first.into(), period);
@@ -339,7 +338,7 @@ pub(crate) fn error_text(code: ErrorCode, message: &str) -> String {
 
 impl ServerHandler for McpSession {
     fn get_info(&self) -> ServerConfig {
-        let personality = self.shared.policy.id().unwrap_or("(unnamed)");
+        let personality = self.session.shared.policy.id().unwrap_or("(unnamed)");
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("toolcap", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
