@@ -93,33 +93,39 @@ impl ScratchHome {
 impl Drop for ScratchHome {
     fn drop(&mut self) {
         let Some(dir) = self.0.take() else { return };
+        // Removed by a `Retired` below, not by the `TempDir`, whose removal a child can defeat
+        // (capability_sandbox::remove_tree).
+        let dir = dir.keep();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            drop(Retired(dir));
             return;
         };
-        let Some(name) = dir.path().file_name() else {
+        let Some(name) = dir.file_name() else {
+            drop(Retired(dir));
             return;
         };
         let mut retired = std::ffi::OsString::from(RETIRED_PREFIX);
         retired.push(name);
-        let retired = dir.path().with_file_name(retired);
-        if std::fs::rename(dir.path(), &retired).is_err() {
-            // Removed here, by the `TempDir`'s own drop.
+        let retired = dir.with_file_name(retired);
+        if std::fs::rename(&dir, &retired).is_err() {
+            drop(Retired(dir));
             return;
         }
         // Its path names nothing now; the directory goes under its new name, whether the task
         // runs or the runtime drops it unrun.
-        let _ = dir.keep();
         let retired = Retired(retired);
         drop(runtime.spawn_blocking(move || drop(retired)));
     }
 }
 
-/// A retired home, removed (with everything in it, following no symlink) when dropped.
+/// A retired home, removed with everything in it when dropped, following no symlink, however
+/// deep or closed to its owner the child made what it left
+/// ([`remove_tree`](capability_sandbox::remove_tree)).
 struct Retired(PathBuf);
 
 impl Drop for Retired {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = capability_sandbox::remove_tree(&self.0);
     }
 }
 

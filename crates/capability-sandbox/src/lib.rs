@@ -97,6 +97,8 @@ mod launch;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(unix)]
+mod remove;
+#[cfg(unix)]
 mod scratch;
 #[cfg(target_os = "linux")]
 mod sys;
@@ -116,6 +118,8 @@ pub use env::{
 pub use hooks::{GitPlace, git_dir_area, git_place_of};
 #[cfg(target_os = "linux")]
 pub use launch::{ChildEnd, ConfinedChild, Launch};
+#[cfg(unix)]
+pub use remove::remove_tree;
 pub use scratch::ScratchDir;
 #[cfg(target_os = "linux")]
 pub use watch::Watch;

@@ -91,6 +91,14 @@ impl ScratchDir {
     }
 }
 
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        // Before the fields go, so the lock is still held; whatever a child built in it
+        // ([`remove_tree`](crate::remove_tree)). The `TempDir` then finds nothing to remove.
+        let _ = crate::remove_tree(self.dir.path());
+    }
+}
+
 /// Removes the directories of `prefix` in `root` that belong to `user` and whose owners are
 /// gone, all but `own`.
 fn sweep(root: &Path, prefix: &str, user: u32, own: &Path) {
@@ -113,8 +121,8 @@ fn sweep(root: &Path, prefix: &str, user: u32, own: &Path) {
         }
         if let Some(_abandoned) = abandoned(&path, user) {
             // Removed while the lock is held here, so no other sweeper's work is undone.
-            // `remove_dir_all` follows no symlink inside.
-            let _ = std::fs::remove_dir_all(&path);
+            // Following no symlink inside, however deep or closed what a child left there.
+            let _ = crate::remove_tree(&path);
         }
     }
 }

@@ -2450,3 +2450,94 @@ fn a_tool_cannot_plant_what_runs_later_through_a_link_to_it() {
         assert!(answer.to_string().contains(why), "{planted}: {answer}");
     }
 }
+
+// guarantee: G-PROC-02
+/// What a child leaves in its `HOME` is removed however it built it: a tree deeper than the
+/// host has descriptors (a removal that holds one open directory per level runs out of them
+/// first), and directories whose owner took away their permissions (which stop the owner's
+/// removal, not root's). Through the built binary with 256 descriptors, as `nobody` when the
+/// tests run as root, in both modes: once the call has returned and `toolcap` has ended, the
+/// temporary directory it made the homes in holds nothing.
+#[test]
+fn what_a_child_leaves_in_its_home_is_removed_however_it_is_built() {
+    use std::os::unix::fs::{PermissionsExt as _, chown};
+    let env = Env::new("");
+    let script = "import os\n\
+                  home = os.environ['HOME']\n\
+                  os.chdir(home)\n\
+                  for _ in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\n\
+                  open('deepest', 'w').write('x')\n\
+                  os.chdir(home)\n\
+                  os.makedirs('locked/inner')\n\
+                  open('locked/inner/kept', 'w').write('x')\n\
+                  os.symlink('/etc', 'locked/etc')\n\
+                  os.chmod('locked/inner', 0)\n\
+                  os.chmod('locked', 0o500)\n\
+                  os.chmod(home, 0o500)\n\
+                  print('built')\n";
+    let call =
+        serde_json::json!({"binary": "python3", "args": ["-c", script], "timeout_ms": 60_000})
+            .to_string();
+    // Run as `nobody` when root: root's removal is not stopped by permission bits.
+    let bin = env.root.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_toolcap"), bin.join("toolcap")).unwrap();
+    let as_nobody = is_root();
+    for dir in [&env.root, &env.root.join("work"), &bin] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let p = env.root.join("p.toml");
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    for mode in MODES {
+        let tmp = env.root.join(format!("tmp{}", mode.len()));
+        let home = env.root.join(format!("home{}", mode.len()));
+        for dir in [&tmp, &home] {
+            std::fs::create_dir(dir).unwrap();
+            if as_nobody {
+                chown(dir, Some(65534), Some(65534)).unwrap();
+            }
+        }
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg("ulimit -n 256 && exec \"$@\"")
+            .arg("sh");
+        if as_nobody {
+            command.args([
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--",
+            ]);
+        }
+        let out = command
+            .arg(bin.join("toolcap"))
+            .arg("call")
+            .args(mode)
+            .args(["--personality", p.to_str().unwrap(), "run_command", &call])
+            .env("TMPDIR", &tmp)
+            .env("HOME", &home)
+            .env("XDG_DATA_HOME", home.join("data"))
+            .env_remove("RUST_LOG")
+            .current_dir(env.root.join("work"))
+            .output()
+            .unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(0), "{mode:?}: {said}");
+        assert!(said.contains("built"), "{mode:?}: {said}");
+        let left: Vec<_> = std::fs::read_dir(&tmp)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert!(left.is_empty(), "{mode:?}: left behind: {left:?}");
+        assert!(
+            Path::new("/etc/passwd").exists(),
+            "a link's target is untouched"
+        );
+    }
+}
