@@ -72,8 +72,10 @@ fn overflow(max: usize) -> io::Error {
 
 /// Reads `pipe` to its end, handing `each` the first `max_lines` lines (a last one without a
 /// newline included), each cut to its first `keep` bytes (as UTF-8, invalid sequences
-/// replaced), and dropping the rest as it comes: a line that never ends holds no more than
-/// `keep` bytes and one read's buffer, and the writer never blocks on a full pipe.
+/// replaced) and with its control characters shown escaped
+/// ([`shown`](capability_types::shown)), and dropping the rest
+/// as it comes: a line that never ends holds no more than `keep` bytes and one read's buffer,
+/// and the writer never blocks on a full pipe.
 pub(crate) async fn drain_lines<R: AsyncRead + Unpin>(
     mut pipe: R,
     max_lines: usize,
@@ -85,7 +87,7 @@ pub(crate) async fn drain_lines<R: AsyncRead + Unpin>(
     let mut lines = 0usize;
     let mut hand = |line: &mut Vec<u8>, lines: &mut usize| {
         if *lines < max_lines {
-            each(&String::from_utf8_lossy(line));
+            each(&capability_types::shown(&String::from_utf8_lossy(line)));
             *lines += 1;
         }
         line.clear();
@@ -160,5 +162,24 @@ mod tests {
         let mut all = 0;
         drain_lines(&data[..], usize::MAX, 500, |_| all += 1).await;
         assert_eq!(all, 14);
+    }
+
+    /// What a server writes on stderr reaches the log, and so a terminal, with its control
+    /// characters shown, not obeyed: a carriage return would let a line overwrite the start the
+    /// log gave it (its level and the server's name), an escape sequence set the terminal's
+    /// title, its clipboard or its colours. Text outside ASCII passes as it is.
+    // guarantee: G-MCP-08
+    #[tokio::test]
+    async fn stderr_lines_reach_the_log_with_their_control_characters_shown() {
+        let data = "one\r2026 INFO toolcap::audit allowed\n\u{1b}]52;c;cHduZWQ=\u{7}\u{1b}[2K\u{9b}31m\tk\u{e9}p\u{8}t\n";
+        let mut seen = Vec::new();
+        drain_lines(data.as_bytes(), 10, 500, |l| seen.push(l.to_owned())).await;
+        assert_eq!(
+            seen,
+            [
+                "one\\r2026 INFO toolcap::audit allowed",
+                "\\u{1b}]52;c;cHduZWQ=\\u{7}\\u{1b}[2K\\u{9b}31m\\tk\u{e9}p\\u{8}t",
+            ]
+        );
     }
 }

@@ -257,7 +257,8 @@ impl Guard {
             );
             if !valid_tool_name(&tool.name) {
                 tracing::warn!(target: "toolcap::guard", server = %name,
-                    "tool {:?} is not offered: {} is not a valid tool name", upstream.name, tool.name);
+                    "tool {:?} is not offered: {} is not a valid tool name", upstream.name,
+                    capability_types::shown(&tool.name));
                 continue;
             }
             let pin = pin::pin_of(upstream);

@@ -387,7 +387,12 @@ impl Supervisor {
             match tokio::time::timeout(self.call_timeout(), list_within(peer, MAX_TOOLS)).await {
                 Ok(Ok(Some(tools))) => tools,
                 Ok(Ok(None)) => return Some(format!("it lists more than {MAX_TOOLS} tools")),
-                Ok(Err(e)) => return Some(format!("it did not list its tools: {e}")),
+                Ok(Err(e)) => {
+                    return Some(format!(
+                        "it did not list its tools: {}",
+                        capability_types::shown(&e.to_string())
+                    ));
+                }
                 Err(_) => return Some("it did not list its tools in time".to_owned()),
             };
         let mut changed = Vec::new();
@@ -407,6 +412,8 @@ impl Supervisor {
 
     /// Stops the server after a failure seen by a call of `generation` (once per generation),
     /// and counts it against the restart budget.
+    /// `why` may quote the server (an SDK error repeating what it sent): it is logged and
+    /// handed to the client with its control characters shown, not obeyed.
     async fn failed(&self, generation: u64, why: String) -> CallFailure {
         let why = if self.overflowed.load(Ordering::Relaxed) {
             format!(
@@ -414,7 +421,7 @@ impl Supervisor {
                 self.config.limits.output_bytes
             )
         } else {
-            why
+            capability_types::shown(&why).into_owned()
         };
         let mut state = self.state.lock().await;
         if state
@@ -550,6 +557,11 @@ fn handshake_failure(e: &rmcp::service::ClientInitializeError) -> String {
              stderr)"
                 .to_owned()
         }
-        other => format!("the MCP handshake failed: {other}"),
+        // The server's own words (a JSON-RPC error's message) reach a terminal through
+        // stderr: shown, not obeyed.
+        other => format!(
+            "the MCP handshake failed: {}",
+            capability_types::shown(&other.to_string())
+        ),
     }
 }
