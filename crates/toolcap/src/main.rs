@@ -281,7 +281,14 @@ fn main() -> ExitCode {
     match outcome {
         Ok(Ok(code)) => code,
         Ok(Err(Usage(message))) => {
-            errln!("toolcap: {message}");
+            // A message can quote what toolcap was given (a policy's key, a server's error):
+            // shown on one line, its control and unseen characters written out (what is already
+            // escaped is not escaped again), so a crafted file cannot drive the terminal it is
+            // reviewed in (docs/reference.md, "Exit codes").
+            errln!(
+                "toolcap: {}",
+                capability_types::visible(&message).replace('\n', "\\n")
+            );
             ExitCode::from(2)
         }
         Err((name, number)) => {

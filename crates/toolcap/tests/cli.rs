@@ -2324,10 +2324,58 @@ fn running(command: &str) -> bool {
     })
 }
 
+/// An error that quotes what a file said is written without its control characters raw: a
+/// personality or a guard configuration reviewed with `toolcap validate` in a terminal (a
+/// teammate's, a downloaded one, one a change proposes) can carry terminal escapes, a carriage
+/// return or a line break in a key or a value, and the parser's message quotes them. Each is
+/// shown escaped, the error stays on its one line, and the exit code is still 2.
+// guarantee: G-CLI-06
+#[test]
+fn an_error_quoting_a_crafted_file_is_shown_with_its_control_characters_escaped() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let env = Env::new();
+    let files = [
+        (
+            "key.toml",
+            "id = \"p\"\n\"k\\u001b]0;owned\\u0007\\rok: nothing to report\\nok\" = 1\n",
+        ),
+        (
+            "key.json",
+            "{\"id\": \"p\", \"k\\u001b]0;owned\\u0007\\rok: nothing to report\\nok\": 1}",
+        ),
+        (
+            "key.yaml",
+            "id: p\n\"k\\e]0;owned\\a\\rok: nothing to report\\nok\": 1\n",
+        ),
+        (
+            "value.toml",
+            "id = \"p\"\ntoolset = [\"x\\u001b]0;owned\\u0007\\rok: nothing to report\\nok\"]\n",
+        ),
+    ];
+    for (name, text) in files {
+        let path = env.path(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let refused = env.toolcap(&["validate", "--personality", &path]);
+        assert_eq!(refused.status.code(), Some(2), "{name}: {refused:?}");
+        let said = &refused.stderr;
+        assert!(
+            !said.iter().any(|&b| b == 0x1b || b == 0x07 || b == b'\r'),
+            "{name}: {:?}",
+            String::from_utf8_lossy(said)
+        );
+        let said = String::from_utf8_lossy(said);
+        assert_eq!(said.lines().count(), 1, "{name}: {said}");
+        assert!(said.contains("\\u{1b}]0;owned\\u{7}"), "{name}: {said}");
+        assert!(!said.contains("\nok"), "{name}: {said}");
+    }
+}
+
 /// A command line the parser refuses is answered without writing what it was given raw: an
 /// agent or a script that builds `toolcap` command lines can put terminal escapes in an
 /// argument (a session id, a server name, an unknown flag), and the parser's message quotes it.
 /// Control characters are shown escaped; the answer is still the parser's, with its exit code 2.
+// guarantee: G-CLI-06
 #[test]
 fn a_refused_command_line_is_shown_with_its_control_characters_escaped() {
     let env = Env::new();
