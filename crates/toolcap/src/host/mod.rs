@@ -16,8 +16,11 @@ use capability_tools::Store;
 
 use crate::Usage;
 
+pub(crate) use log::init_logging;
+
 mod audit;
 mod client_file;
+mod log;
 pub(crate) use audit::audit_file;
 pub(crate) use client_file::{
     read_config_text, read_json_config, stays_within, write_private_atomically,
@@ -430,38 +433,6 @@ pub(crate) fn default_store(name: &str) -> Result<PathBuf, Usage> {
         .create(&dir)
         .map_err(|e| Usage(format!("cannot create {}: {e}", dir.display())))?;
     Ok(dir.join(name))
-}
-
-/// Logs to stderr: warnings by default (audit events go to `--audit FILE`, not here; the MCP
-/// SDK's own only when they are errors, since it warns once per message a peer sends that it
-/// answers with an error, and a guarded server's or a client's messages are not to write the
-/// log); everything, audit included, with `--verbose`; `RUST_LOG` (`target=level,...`) replaces
-/// either.
-pub(crate) fn init_logging(verbose: bool) {
-    use tracing_subscriber::filter::{LevelFilter, Targets};
-    use tracing_subscriber::prelude::*;
-    let targets = std::env::var("RUST_LOG")
-        .ok()
-        .and_then(|spec| spec.parse::<Targets>().ok())
-        .unwrap_or_else(|| {
-            if verbose {
-                Targets::new().with_default(LevelFilter::DEBUG)
-            } else {
-                Targets::new()
-                    .with_default(LevelFilter::WARN)
-                    .with_target("toolcap::audit", LevelFilter::OFF)
-                    .with_target("rmcp", LevelFilter::ERROR)
-            }
-        });
-    let _ = tracing_subscriber::registry()
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_ansi(false)
-                .with_target(true),
-        )
-        .with(targets)
-        .try_init();
 }
 
 /// Writes a file (the demo's fixtures).
