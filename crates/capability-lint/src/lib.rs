@@ -416,6 +416,10 @@ impl CrateSources {
 /// Checks the crate in `dir`, or every member of the workspace whose root is `dir`, as
 /// `toolcap lint DIR` does: the rules apply to the crates that hold tools; others are listed
 /// as skipped. A manifest or source that cannot be read is an error.
+///
+/// A source nested a few thousand levels deep runs the parser out of stack, which aborts the
+/// process: on sources it does not trust, a program runs this in a process of its own, as
+/// `toolcap lint` does (docs/lint.md, "Sources it cannot read").
 pub fn lint_dir(dir: &Path) -> Result<Report, LintError> {
     let root = std::fs::canonicalize(dir).map_err(|e| LintError::new(dir, e))?;
     let top = CrateSources::read(&root)?;

@@ -587,6 +587,9 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
             format,
             output,
         } => {
+            if let Some(code) = host::lint_in_a_child(&dir)? {
+                return Ok(code);
+            }
             let report =
                 capability_lint::lint_dir(&dir).map_err(|e| Usage(format!("lint: {e}")))?;
             let text = match format {

@@ -200,6 +200,59 @@ fn what_cannot_be_checked_is_an_error_not_a_pass() {
     assert!(text(&out.stdout).contains("crate just-a-lib holds no tools"));
 }
 
+/// A source nested deeper than the parser can follow (a few thousand levels of brackets,
+/// generic types, `!` in a row or method calls, which a reviewer of a plugin they do not trust
+/// can be handed) runs the parser out of stack; `toolcap lint` answers it as any source it
+/// cannot read, with exit 2, a message and no report, not with an abort. A source nested as deep
+/// as real code is checked as before.
+// guarantee: G-LINT-01
+#[test]
+fn a_source_nested_past_what_the_parser_follows_is_an_error_not_an_abort() {
+    let dir = tempfile::tempdir().unwrap();
+    let krate = dir.path().join("deep");
+    plugin(&krate);
+    let deep = [
+        format!(
+            "pub fn f() -> i32 {{ {}1{} }}",
+            "(".repeat(50_000),
+            ")".repeat(50_000)
+        ),
+        format!(
+            "pub type T = {}u8{};",
+            "Vec<".repeat(10_000),
+            ">".repeat(10_000)
+        ),
+        format!("pub fn f() -> bool {{ {}true }}", "!".repeat(100_000)),
+        format!("pub fn f(x: u8) -> u8 {{ x{} }}", ".f()".repeat(100_000)),
+    ];
+    for source in deep {
+        std::fs::write(krate.join("src/util.rs"), &source).unwrap();
+        let out = toolcap(&["lint", krate.to_str().unwrap()]);
+        let said = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {said}", &source[..40]);
+        assert!(said.contains("could not be checked"), "{said}");
+        assert!(!said.contains("overflowed its stack"), "{said}");
+        assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    }
+    // Nested as deep as real code: checked (the fixture's findings, exit 1).
+    std::fs::write(
+        krate.join("src/util.rs"),
+        format!(
+            "pub fn f() -> i32 {{ {}1{} }}",
+            "(".repeat(100),
+            ")".repeat(100)
+        ),
+    )
+    .unwrap();
+    let out = toolcap(&["lint", krate.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("src/lib.rs:"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
 #[test]
 fn a_workspace_root_checks_every_member() {
     let dir = tempfile::tempdir().unwrap();

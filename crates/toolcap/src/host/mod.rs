@@ -16,10 +16,12 @@ use capability_tools::Store;
 
 use crate::Usage;
 
+pub(crate) use lint::in_a_child as lint_in_a_child;
 pub(crate) use log::init_logging;
 
 mod audit;
 mod client_file;
+mod lint;
 mod log;
 pub(crate) use audit::audit_file;
 pub(crate) use client_file::{
