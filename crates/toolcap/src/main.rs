@@ -282,13 +282,16 @@ fn main() -> ExitCode {
         Ok(Ok(code)) => code,
         Ok(Err(Usage(message))) => {
             // A message can quote what toolcap was given (a policy's key, a server's error):
-            // shown on one line, its control and unseen characters written out (what is already
-            // escaped is not escaped again), so a crafted file cannot drive the terminal it is
-            // reviewed in (docs/reference.md, "Exit codes").
-            errln!(
-                "toolcap: {}",
-                capability_types::visible(&message).replace('\n', "\\n")
-            );
+            // its control and unseen characters are written out (what is already escaped is
+            // not escaped again), and a line after the first (a parser's excerpt of the file)
+            // is indented, so a crafted file can neither drive the terminal it is reviewed in
+            // nor begin a line of its own (docs/reference.md, "Exit codes").
+            let lines: Vec<_> = message
+                .trim_end_matches('\n')
+                .split('\n')
+                .map(capability_types::visible)
+                .collect();
+            errln!("toolcap: {}", lines.join("\n  "));
             ExitCode::from(2)
         }
         Err((name, number)) => {
