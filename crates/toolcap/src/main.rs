@@ -590,7 +590,7 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
             format,
             output,
         } => {
-            if let Some(code) = host::lint_in_a_child(&dir)? {
+            if let Some(code) = host::lint_in_a_child(&dir).await? {
                 return Ok(code);
             }
             let report =

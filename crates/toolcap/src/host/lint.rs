@@ -7,7 +7,7 @@
 //! instead of an abort.
 
 use std::path::Path;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{ExitCode, Stdio};
 
 use crate::Usage;
 
@@ -16,8 +16,9 @@ const CHILD: &str = "TOOLCAP_LINT_CHILD";
 
 /// In the process the user started: runs this command line again as a child that checks
 /// `dir`, passes its report and exit code on, and answers a child that ended by a signal with
-/// an error. `Ok(None)` in that child: the checking is to be done here.
-pub(crate) fn in_a_child(dir: &Path) -> Result<Option<ExitCode>, Usage> {
+/// an error. `Ok(None)` in that child: the checking is to be done here. The child goes with
+/// the future: a command stopped by a signal (`SIGTERM`) leaves no check running.
+pub(crate) async fn in_a_child(dir: &Path) -> Result<Option<ExitCode>, Usage> {
     if std::env::var_os(CHILD).is_some() {
         return Ok(None);
     }
@@ -27,13 +28,14 @@ pub(crate) fn in_a_child(dir: &Path) -> Result<Option<ExitCode>, Usage> {
             dir.display()
         ))
     })?;
-    let checked = Command::new(program)
+    // toolcap: allow(tokio::process::Command::new, reason = "toolcap's own command line, run again to check a crate apart from the process the user started")
+    let checked = tokio::process::Command::new(program)
         .args(std::env::args_os().skip(1))
         .env(CHILD, "1")
         .stdin(Stdio::null())
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::piped())
+        .kill_on_drop(true)
         .output()
+        .await
         .map_err(|e| {
             Usage(format!(
                 "lint: cannot start the check of {}: {e}",
@@ -43,6 +45,8 @@ pub(crate) fn in_a_child(dir: &Path) -> Result<Option<ExitCode>, Usage> {
     match checked.status.code() {
         Some(code) => {
             // What it said is already the command line's own (escaped where it quotes).
+            std::io::Write::write_all(&mut std::io::stdout(), &checked.stdout)
+                .map_err(|e| Usage(format!("cannot write to stdout: {e}")))?;
             let _ = std::io::Write::write_all(&mut std::io::stderr(), &checked.stderr);
             Ok(Some(ExitCode::from(u8::try_from(code).unwrap_or(2))))
         }
