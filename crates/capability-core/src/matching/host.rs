@@ -375,19 +375,21 @@ pub struct HostSet {
 impl HostSet {
     /// Indexes `patterns` (duplicates are kept once).
     pub fn new(patterns: impl IntoIterator<Item = HostPattern>) -> Self {
-        let mut set = HostSet::default();
-        for p in patterns {
-            if set.patterns.contains(&p) {
-                continue;
-            }
+        let mut set = HostSet {
+            patterns: patterns.into_iter().collect(),
+            ..HostSet::default()
+        };
+        // Sorted, then each kept once: a personality may list tens of thousands of hosts, and
+        // a search of the list for each one made loading it quadratic.
+        set.patterns.sort();
+        set.patterns.dedup();
+        for p in &set.patterns {
             match &p.host {
                 HostSpec::Any => set.any.add(p.port),
                 HostSpec::Exact(h) => set.exact.entry(h.clone()).or_default().add(p.port),
                 HostSpec::Suffix(s) => set.suffix.entry(s.clone()).or_default().add(p.port),
             }
-            set.patterns.push(p);
         }
-        set.patterns.sort();
         set
     }
 
@@ -465,11 +467,12 @@ pub fn intersect_hosts(
                 d,
                 format!("{pattern} is not covered by the personality's safety.network.allow"),
             ));
-        } else if !out.granted.contains(&pattern) {
+        } else {
             out.granted.push(pattern);
         }
     }
     out.granted.sort();
+    out.granted.dedup();
     out
 }
 
