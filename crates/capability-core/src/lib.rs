@@ -63,7 +63,9 @@ pub use crate::escalation::{
 };
 pub use crate::filter::{ToolFilter, ToolFilterError};
 pub use crate::isolation::{IsolationKey, IsolationSelection, ToolIsolation};
-pub use crate::manifest::{Manifest, Widening, WideningCode, build_manifest, diff};
+pub use crate::manifest::{
+    MAX_MANIFEST_BYTES, Manifest, Widening, WideningCode, build_manifest, diff,
+};
 pub use crate::policy::{CompiledPolicy, DeniedRoot, FloorLift, InternationalHost};
 pub use crate::registry::{
     Admission, Admitted, DefaultToolRegistry, ExecutionContext, Invocation, MAX_ERROR_MESSAGE,

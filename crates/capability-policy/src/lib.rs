@@ -63,5 +63,5 @@ pub use crate::personality::{
     RestrictedAddresses, Safety, ToolConstraints, normalize_lexically,
 };
 pub use crate::strict::{
-    MAX_POLICY_BYTES, MAX_POLICY_DEPTH, check_policy_text, json_duplicate_key,
+    MAX_POLICY_BYTES, MAX_POLICY_DEPTH, check_policy_text, check_text_within, json_duplicate_key,
 };

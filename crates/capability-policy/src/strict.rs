@@ -24,9 +24,22 @@ pub const MAX_POLICY_DEPTH: usize = 64;
 /// assert_eq!(err, "duplicate key \"a\" at lines 1 and 2");
 /// ```
 pub fn check_policy_text(text: &str, format: PolicyFormat) -> Result<(), String> {
-    if text.len() > MAX_POLICY_BYTES {
+    check_text_within(text, format, MAX_POLICY_BYTES)
+}
+
+/// [`check_policy_text`] with `max_bytes` in place of [`MAX_POLICY_BYTES`], for a text held to
+/// the same nesting and duplicate-key rules that may be larger than a policy: a permission
+/// manifest repeats a personality's hosts and roots in the access of each tool that has them.
+///
+/// ```
+/// use capability_policy::{PolicyFormat, check_text_within};
+/// let err = check_text_within("[1, 2]", PolicyFormat::Json, 4).unwrap_err();
+/// assert_eq!(err, "the text is 6 bytes; at most 4 are accepted");
+/// ```
+pub fn check_text_within(text: &str, format: PolicyFormat, max_bytes: usize) -> Result<(), String> {
+    if text.len() > max_bytes {
         return Err(format!(
-            "the text is {} bytes; at most {MAX_POLICY_BYTES} are accepted",
+            "the text is {} bytes; at most {max_bytes} are accepted",
             text.len()
         ));
     }

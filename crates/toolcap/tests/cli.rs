@@ -1166,6 +1166,51 @@ fn a_manifest_is_the_same_in_every_run() {
     assert_eq!(code(&diff), 0, "{}", String::from_utf8_lossy(&diff.stdout));
 }
 
+/// What `toolcap manifest` writes, `toolcap diff` reads, however large the personality made it:
+/// a personality within its own 1 MiB limit that allows thousands of hosts repeats them in the
+/// effective access of each tool that may use them, and the manifest passes 1 MiB. Read back,
+/// it is the same manifest (no widenings against itself) and a host added is a widening.
+// guarantee: G-MAN-01
+#[test]
+fn a_manifest_past_a_mebibyte_is_read_back_by_diff() {
+    let env = Env::new();
+    let hosts = |extra: &str| {
+        let mut hosts: Vec<String> = (0..40_000)
+            .map(|i| format!("\"h{i}.example.com\""))
+            .collect();
+        hosts.extend((!extra.is_empty()).then(|| format!("\"{extra}\"")));
+        hosts.join(", ")
+    };
+    for (name, extra) in [("few.toml", ""), ("more.toml", "added.example.org")] {
+        let text = format!(
+            "id = \"big\"\ntoolset = [\"fetch_url\", \"run_command\", \"read_file\"]\n[safety.network]\nallow = [{}]\n",
+            hosts(extra)
+        );
+        assert!(text.len() < 1 << 20, "the personality is within its limit");
+        std::fs::write(env.root.join(name), text).unwrap();
+    }
+    let few = env.toolcap(&["manifest", "--personality", &env.path("few.toml")]);
+    assert_eq!(code(&few), 0, "{}", stderr(&few));
+    assert!(few.stdout.len() > 1 << 20, "{} bytes", few.stdout.len());
+    std::fs::write(env.root.join("few.json"), &few.stdout).unwrap();
+    let more = env.toolcap(&["manifest", "--personality", &env.path("more.toml")]);
+    std::fs::write(env.root.join("more.json"), &more.stdout).unwrap();
+    let same = env.toolcap(&["diff", &env.path("few.json"), &env.path("few.json")]);
+    assert_eq!(
+        (code(&same), String::from_utf8_lossy(&same.stdout).trim()),
+        (0, "no widenings"),
+        "{}",
+        stderr(&same)
+    );
+    let widened = env.toolcap(&["diff", &env.path("few.json"), &env.path("more.json")]);
+    assert_eq!(code(&widened), 1, "{}", stderr(&widened));
+    assert!(
+        String::from_utf8_lossy(&widened.stdout).contains("added.example.org"),
+        "{}",
+        String::from_utf8_lossy(&widened.stdout)
+    );
+}
+
 #[test]
 fn manifest_and_diff() {
     let env = Env::new();

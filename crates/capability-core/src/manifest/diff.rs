@@ -8,7 +8,7 @@ use capability_types::{FsPaths, StorageScope};
 use serde::{Deserialize, Serialize};
 
 use super::{GuardedServer, Manifest};
-use crate::matching::host::HostPattern;
+use crate::matching::host::{HostPattern, HostSet};
 use crate::matching::path::is_within;
 
 /// What kind of widening a change is.
@@ -218,12 +218,14 @@ fn server_widenings(
 /// very same text is in `old`), as
 /// a reviewer is shown them: a pattern with letters outside ASCII followed by its ASCII form.
 pub(crate) fn uncovered_hosts(old: &[String], new: &[String]) -> Vec<String> {
-    let parsed: Vec<Option<HostPattern>> = old.iter().map(|p| HostPattern::parse(p).ok()).collect();
+    // Indexed: a manifest can list tens of thousands of hosts on each side.
+    let parsed = HostSet::new(old.iter().filter_map(|p| HostPattern::parse(p).ok()));
+    let texts: std::collections::HashSet<&str> = old.iter().map(String::as_str).collect();
     new.iter()
         .filter(|n| match HostPattern::parse(n) {
             // What it means is unknown, so only the very same text is not new.
-            Err(_) => !old.contains(n),
-            Ok(n) => !parsed.iter().flatten().any(|o| n.is_covered_by(o)),
+            Err(_) => !texts.contains(n.as_str()),
+            Ok(n) => !parsed.covers(&n),
         })
         .map(|n| crate::matching::host::shown_pattern(n))
         .collect()

@@ -201,6 +201,12 @@ fn effective(tool: &str, caps: &ToolCapabilities, policy: &CompiledPolicy) -> Ef
     }
 }
 
+/// The largest manifest text [`Manifest::parse`] reads, in bytes. A manifest repeats the
+/// personality's hosts and roots in the access of each tool that has them, so one made under a
+/// personality within [`MAX_POLICY_BYTES`](crate::MAX_POLICY_BYTES) can pass that limit; it
+/// is held to the policy's nesting and duplicate-key rules all the same.
+pub const MAX_MANIFEST_BYTES: usize = 16 << 20;
+
 /// A manifest that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -249,8 +255,12 @@ impl Manifest {
 }
 
 fn serde_path_to_json(text: &str) -> Result<Manifest, ManifestError> {
-    capability_policy::check_policy_text(text, capability_policy::PolicyFormat::Json)
-        .map_err(ManifestError::Invalid)?;
+    capability_policy::check_text_within(
+        text,
+        capability_policy::PolicyFormat::Json,
+        MAX_MANIFEST_BYTES,
+    )
+    .map_err(ManifestError::Invalid)?;
     serde_json::from_str(text).map_err(|e| ManifestError::Invalid(e.to_string()))
 }
 

@@ -421,9 +421,39 @@ impl HostSet {
         self.any.allows(port).then_some(false)
     }
 
-    /// Whether every host `pattern` matches is matched by some pattern of this set.
+    /// Whether every host `pattern` matches is matched by some pattern of this set
+    /// ([`HostPattern::is_covered_by`] one of them), asked of the index: the pattern's own host
+    /// and each domain it lies in, not every pattern, so intersecting or comparing two long
+    /// lists is not quadratic.
     pub fn covers(&self, pattern: &HostPattern) -> bool {
-        self.patterns.iter().any(|p| pattern.is_covered_by(p))
+        // One pattern of the set covers the port: one without a port, or one with this one.
+        let port = |ports: Option<&Ports>| {
+            ports.is_some_and(|p| p.any || pattern.port.is_some_and(|b| p.listed.contains(&b)))
+        };
+        if port(Some(&self.any)) {
+            return true;
+        }
+        // `*.s` covers a host or a wildcard strictly beneath `s`; a host also covers itself,
+        // and a wildcard the same wildcard.
+        let (own, beneath, ip) = match &pattern.host {
+            HostSpec::Any => return false,
+            HostSpec::Exact(h) => (port(self.exact.get(h)), h.as_str(), is_ip_literal(h)),
+            HostSpec::Suffix(t) => (port(self.suffix.get(t)), t.as_str(), false),
+        };
+        if own {
+            return true;
+        }
+        if ip || self.suffix.is_empty() {
+            return false;
+        }
+        let mut rest = beneath;
+        while let Some(dot) = rest.find('.') {
+            rest = &rest[dot + 1..];
+            if port(self.suffix.get(rest)) {
+                return true;
+            }
+        }
+        false
     }
 }
 
@@ -479,6 +509,59 @@ pub fn intersect_hosts(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The index answers [`HostSet::covers`] as asking every pattern would: over sets and
+    /// patterns drawn from a few labels, wildcards, IP literals and ports, so that hosts,
+    /// their parents and their subdomains meet.
+    // guarantee: G-MAN-01
+    #[test]
+    fn covering_asked_of_the_index_is_covering_by_some_pattern() {
+        use proptest::prelude::*;
+        // Hosts under two bases, so that a host, its parents and its subdomains meet often.
+        let label = prop::sample::select(vec!["a", "api", "x-y", "1"]);
+        let base = prop::sample::select(vec!["ex.com", "a.ex.com", "org.net"]);
+        let host = (prop::collection::vec(label, 0..3), base).prop_map(|(labels, base)| {
+            labels
+                .into_iter()
+                .chain(std::iter::once(base))
+                .collect::<Vec<_>>()
+                .join(".")
+        });
+        let pattern = (
+            prop_oneof![
+                host.clone(),
+                host.prop_map(|h| format!("*.{h}")),
+                Just("*".to_owned()),
+                Just("10.0.0.1".to_owned()),
+                Just("[::1]".to_owned()),
+            ],
+            prop::option::of(prop::sample::select(vec![80u16, 443])),
+        )
+            .prop_map(|(h, port)| match port {
+                Some(p) => format!("{h}:{p}"),
+                None => h,
+            })
+            .prop_filter_map("a pattern", |text| HostPattern::parse(&text).ok());
+        let covered = std::cell::Cell::new(0usize);
+        let mut runner = proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+            cases: 2000,
+            ..Default::default()
+        });
+        runner
+            .run(
+                &(prop::collection::vec(pattern.clone(), 0..12), pattern),
+                |(set, asked)| {
+                    let by_scan = set.iter().any(|p| asked.is_covered_by(p));
+                    let indexed = HostSet::new(set.clone()).covers(&asked);
+                    prop_assert_eq!(indexed, by_scan, "{:?} by {:?}", asked, set);
+                    covered.set(covered.get() + usize::from(by_scan));
+                    Ok(())
+                },
+            )
+            .unwrap();
+        // The draw is not one-sided: a good share of the patterns asked are covered.
+        assert!(covered.get() > 200, "{} of 2,000 covered", covered.get());
+    }
 
     /// Asserts that [`normalize_host`] answers as the WHATWG parser does for every joining of
     /// up to `most` of `pieces` that is a host at all; returns how many of them `fast` (given

@@ -53,9 +53,6 @@ pub(crate) fn codex_home() -> Result<Option<PathBuf>, Usage> {
 /// a message instead of filling memory.
 const TEXT_FILE_LIMIT: usize = capability_core::MAX_POLICY_BYTES;
 
-/// A manifest lists every tool's declaration; it may be larger than a policy.
-const MANIFEST_LIMIT: usize = 16 << 20;
-
 /// All of `path`'s bytes if there are at most `limit`; an error naming `what` otherwise (having
 /// read no more than one byte past the limit).
 fn read_at_most(path: &Path, limit: usize, what: &str) -> Result<Vec<u8>, Usage> {
@@ -358,7 +355,8 @@ fn kind_from_extension(path: &Path) -> &'static str {
 
 /// Reads and verifies a manifest file.
 pub(crate) fn load_manifest(path: &Path) -> Result<capability_core::Manifest, Usage> {
-    let text = read_text(path, MANIFEST_LIMIT, "manifest")?;
+    // A manifest lists every tool's access; it may be larger than a policy.
+    let text = read_text(path, capability_core::MAX_MANIFEST_BYTES, "manifest")?;
     capability_core::Manifest::parse(&text).map_err(|e| Usage(format!("{}: {e}", path.display())))
 }
 
