@@ -14,7 +14,7 @@ pub(crate) fn environment() -> HashMap<String, String> {
 }
 
 pub(crate) fn temp_dir() -> PathBuf {
-    std::env::temp_dir()
+    capability_sandbox::temp_root()
 }
 
 /// Resolves a binary spec to a canonical, executable regular file: bare names through

@@ -120,7 +120,7 @@ pub use hooks::{GitPlace, git_dir_area, git_place_of};
 pub use launch::{ChildEnd, ConfinedChild, Launch};
 #[cfg(unix)]
 pub use remove::remove_tree;
-pub use scratch::ScratchDir;
+pub use scratch::{ScratchDir, temp_root};
 #[cfg(target_os = "linux")]
 pub use watch::Watch;
 

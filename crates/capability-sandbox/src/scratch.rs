@@ -27,6 +27,23 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
+/// Where toolcap makes its scratch directories: `TMPDIR` when it is an absolute path, `/tmp`
+/// otherwise. `std::env::temp_dir` hands back an empty or relative `TMPDIR` as it is, which
+/// would make every scratch directory in the working directory (a project a tool's reach
+/// commonly holds, and where one stays when its owner is killed); the C library's temporary
+/// files fall back to `/tmp` for an empty one too (docs/isolation-model.md, "Scratch
+/// directories").
+///
+/// # Ambient Authority
+///
+/// Reads the process environment's `TMPDIR`.
+pub fn temp_root() -> std::path::PathBuf {
+    match std::env::var_os("TMPDIR").map(std::path::PathBuf::from) {
+        Some(dir) if dir.is_absolute() => dir,
+        _ => std::path::PathBuf::from("/tmp"),
+    }
+}
+
 /// A directory of toolcap's own (mode 0700), removed when dropped, and removed by the next one
 /// made beside it when its owner is killed first (docs/isolation-model.md, "Scratch directories").
 #[derive(Debug)]

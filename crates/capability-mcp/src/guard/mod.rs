@@ -161,8 +161,11 @@ impl Guard {
         // temporary directory is listed to every account. Removed when the server ends, or by
         // the next guard if this one is killed first (docs/isolation-model.md, "Scratch
         // directories").
-        let home = capability_sandbox::ScratchDir::new_in(&std::env::temp_dir(), "toolcap-guard-")
-            .map_err(|e| format!("cannot create its home directory: {e}"))?;
+        let home = capability_sandbox::ScratchDir::new_in(
+            &capability_sandbox::temp_root(),
+            "toolcap-guard-",
+        )
+        .map_err(|e| format!("cannot create its home directory: {e}"))?;
         let mut sandbox = match &resolved.fs {
             Some(paths) => SandboxPolicy::from_paths(paths.as_ref()),
             None => SandboxPolicy::new(),
