@@ -1677,17 +1677,6 @@ fn endless_files_are_refused_not_read_into_memory() {
         ],
         vec![
             "mcp",
-            "config",
-            "--client",
-            "cursor",
-            "--personality",
-            &p,
-            "--write",
-            "--file",
-            "/dev/zero",
-        ],
-        vec![
-            "mcp",
             "serve",
             "--personality",
             &p,
@@ -1716,6 +1705,25 @@ fn endless_files_are_refused_not_read_into_memory() {
             "{args:?}: {said}"
         );
     }
+    // A client's configuration that is a device is not read at all: it is not a file the
+    // merge could replace (`mcp_config_write_refuses_what_is_not_a_regular_file`).
+    let out = env.toolcap(&[
+        "mcp",
+        "config",
+        "--client",
+        "cursor",
+        "--personality",
+        &p,
+        "--write",
+        "--file",
+        "/dev/zero",
+    ]);
+    let said = stderr(&out);
+    assert_eq!(code(&out), 2, "{said}");
+    assert!(
+        said.contains("a character device") && said.lines().count() == 1,
+        "{said}"
+    );
 }
 
 /// `--ask` with no answer in time: the refusal is printed at the personality's timeout and the

@@ -888,6 +888,75 @@ fn mcp_config_writes_a_table_the_real_codex_reads() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), inline);
 }
 
+/// `mcp config --write --file` into what is not a regular file is refused and leaves it as it
+/// was: a FIFO, a socket, and (as root) a device node. The configuration was written beside it
+/// and renamed over it, so `--file /dev/null` run as root put a regular file where the system's
+/// null device was. Each is refused with exit 2, naming what it is, and is still what it was.
+// guarantee: G-CLI-04
+#[test]
+fn mcp_config_write_refuses_what_is_not_a_regular_file() {
+    use std::os::unix::fs::FileTypeExt as _;
+    let scratch = Scratch::new();
+    let p = scratch.path("p.toml");
+    let write = |file: &Path| {
+        let f = file.display().to_string();
+        scratch.toolcap(&[
+            "mcp",
+            "config",
+            "--client",
+            "cursor",
+            "--personality",
+            &p,
+            "--write",
+            "--file",
+            &f,
+        ])
+    };
+    let fifo = scratch.root.join("fifo.json");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    let socket = scratch.root.join("socket.json");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let device = scratch.root.join("null.json");
+    // A device node as /dev/null's (1, 3), where this process may make one (root).
+    let made_device = rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &device,
+        rustix::fs::FileType::CharacterDevice,
+        rustix::fs::Mode::from_raw_mode(0o666),
+        rustix::fs::makedev(1, 3),
+    )
+    .is_ok();
+    let mut places = vec![(fifo.clone(), "a FIFO"), (socket.clone(), "a socket")];
+    if made_device {
+        places.push((device.clone(), "a character device"));
+    }
+    for (place, what) in places {
+        let refused = write(&place);
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "{what}: {said}");
+        assert!(
+            said.contains(what) && said.contains("left as it is"),
+            "{what}: {said}"
+        );
+        let kind = std::fs::symlink_metadata(&place).unwrap().file_type();
+        assert!(
+            kind.is_fifo() || kind.is_socket() || kind.is_char_device(),
+            "{what}: replaced by {kind:?}"
+        );
+    }
+    let dir = scratch.root.join("a-directory");
+    std::fs::create_dir(&dir).unwrap();
+    assert_eq!(write(&dir).status.code(), Some(2));
+    assert!(dir.is_dir());
+}
+
 /// `mcp config --write` with files a user did not expect to be touched: a configuration that is
 /// a symlink (into a dotfiles directory, or a project's `.mcp.json` linking elsewhere) is
 /// refused, the link and the file it names left as they were, and the message gives the path to

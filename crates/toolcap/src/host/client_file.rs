@@ -81,7 +81,8 @@ fn with_comments(text: &str) -> bool {
 
 /// Refuses to write through a symlink: the default files of Claude Code and VS Code lie in the
 /// project, and a project's `.mcp.json` that links to a file elsewhere would have the merge land
-/// there. The message names where the link leads, for `--file`.
+/// there. The message names where the link leads, for `--file`. Refuses what is there and is
+/// not a regular file too (a FIFO, a device, a directory), which the write would replace.
 fn not_a_link(path: &Path) -> Result<(), Usage> {
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_symlink() => {
@@ -93,6 +94,30 @@ fn not_a_link(path: &Path) -> Result<(), Usage> {
                 "{} is a symlink to {leads}; toolcap does not write through links (the file \
                  they name may lie outside the project): pass --file with that path to write \
                  there; it was left as it is",
+                path.display()
+            )))
+        }
+        // Anything else but a regular file (a FIFO, a socket, a device, a directory) is not a
+        // configuration, and the write, a file renamed over it, would replace it: `--file
+        // /dev/null` run as root put a regular file where the null device was.
+        Ok(meta) if !meta.file_type().is_file() => {
+            use std::os::unix::fs::FileTypeExt as _;
+            let kind = meta.file_type();
+            let what = if kind.is_fifo() {
+                "a FIFO"
+            } else if kind.is_socket() {
+                "a socket"
+            } else if kind.is_char_device() {
+                "a character device"
+            } else if kind.is_block_device() {
+                "a block device"
+            } else if kind.is_dir() {
+                "a directory"
+            } else {
+                "not a regular file"
+            };
+            Err(Usage(format!(
+                "{} is {what}, not a client's configuration file; it was left as it is",
                 path.display()
             )))
         }
