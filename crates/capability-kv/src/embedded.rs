@@ -204,6 +204,15 @@ fn planted(path: &Path) -> Result<(), CapabilityError> {
             meta.uid()
         )));
     }
+    // A FIFO, a device or a directory is no store: refused by name rather than by what the
+    // database's own open makes of it (`Invalid argument`), and a disk's device never written.
+    if !meta.is_file() {
+        return Err(refused(
+            "is not a regular file (a FIFO, a socket, a device or a directory); give the path \
+             of a file"
+                .to_owned(),
+        ));
+    }
     // Whoever else may write it can change every value.
     if let Some(how) =
         capability_sandbox::changeable_by_others(path, meta.mode(), meta.uid(), meta.gid())

@@ -671,6 +671,24 @@ fn a_store_path_planted_by_another_account_is_refused() {
             .unwrap()
             .success()
     };
+    // What is not a regular file is no store: a FIFO, a directory.
+    let fifo = dir.path().join("fifo.redb");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for place in [fifo, dir.path().to_path_buf()] {
+        let Err(e) = EmbeddedStore::open(&place) else {
+            panic!("{place:?} opened as a store");
+        };
+        assert!(
+            e.to_string().contains("not a regular file"),
+            "{place:?}: {e}"
+        );
+    }
     // The user's own: a file, and their link to another file of theirs.
     assert!(EmbeddedStore::open(dir.path().join("own.redb")).is_ok());
     let own_link = dir.path().join("own-link.redb");
