@@ -1854,6 +1854,29 @@ fn children_counted(pid: u32, count: usize) -> Vec<u32> {
     seen
 }
 
+/// The one worker of `pid` left, once it is ready to be taken: a worker started ahead is taken
+/// by a session's first call only once it has started (a call that comes while it is still
+/// starting starts a worker of its own, which is as correct and is not what is being shown).
+/// Ready is seen from outside as confined (its seccomp filter on, the last step of its start)
+/// and a moment for its host to hear it.
+fn ready_spare(pid: u32) -> Vec<u32> {
+    let spare = children_counted(pid, 1);
+    if let [worker] = spare[..] {
+        let confined = || {
+            std::fs::read_to_string(format!("/proc/{worker}/status"))
+                .is_ok_and(|status| status.lines().any(|l| l == "Seccomp:\t2"))
+        };
+        for _ in 0..500 {
+            if confined() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    spare
+}
+
 /// `toolcap mcp serve --capsule --http`: a session's warm workers end with the session (its
 /// client's `DELETE`), the other workers stay; a new session's first call takes the worker
 /// started ahead (which served nobody), and another is started ahead for the next; in the
@@ -1886,7 +1909,7 @@ fn serve_ends_a_sessions_capsule_workers_with_the_session() {
     assert_eq!(first.len(), 2, "a's worker and one ahead: {first:?}");
     // a's worker ends with a; the one started ahead stays.
     end(&a);
-    let ahead = children_counted(pid, 1);
+    let ahead = ready_spare(pid);
     assert!(
         ahead.len() == 1 && first.contains(&ahead[0]),
         "a's worker ended with it, the one ahead stayed: {ahead:?} of {first:?}"
@@ -1903,7 +1926,7 @@ fn serve_ends_a_sessions_capsule_workers_with_the_session() {
     assert_eq!(children(pid), with_b, "b's second call started no worker");
     // b's worker is the one that was started before b existed: it ends with b.
     end(&b);
-    let next = children_counted(pid, 1);
+    let next = ready_spare(pid);
     assert!(
         next.len() == 1 && next[0] != ahead[0] && with_b.contains(&next[0]),
         "b was served by the worker started ahead, and it ended with b: {next:?} of {with_b:?}"
@@ -1913,6 +1936,7 @@ fn serve_ends_a_sessions_capsule_workers_with_the_session() {
     for _ in 0..3 {
         let answer = stateless_call(&url, "read_file", json!({"path": "notes.md"}));
         assert!(answer.contains("hello from notes"), "{answer}");
+        ready_spare(pid);
     }
     let after = children_counted(pid, 1);
     assert!(
