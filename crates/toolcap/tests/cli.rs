@@ -3502,6 +3502,70 @@ fn an_approval_prompt_cannot_be_flooded() {
     assert_eq!(code(&out), 1);
 }
 
+/// `--audit` naming a FIFO hands the events to whatever reads it (a log shipper), and only to
+/// that: toolcap opened it for reading too, so a FIFO nobody read took the events into its
+/// buffer and lost them, and the call ran as audited; past the buffer, every later call would
+/// have hung. A FIFO nobody reads is refused with exit 2 before anything runs; one that is read
+/// gets every event.
+// guarantee: G-CLI-03
+#[test]
+fn an_audit_fifo_nobody_reads_is_refused_and_one_that_is_read_gets_the_events() {
+    let env = Env::new();
+    let fifo = env.root.join("audit.fifo");
+    mkfifo(&fifo);
+    let p = env.path("p.toml");
+    let call = || {
+        env.toolcap(&[
+            "call",
+            "--personality",
+            &p,
+            "--audit",
+            fifo.to_str().unwrap(),
+            "read_file",
+            r#"{"path": "notes.md"}"#,
+        ])
+    };
+    let refused = call();
+    assert_eq!(code(&refused), 2, "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("nobody reads"),
+        "{}",
+        stderr(&refused)
+    );
+    assert!(refused.stdout.is_empty(), "nothing ran");
+    // Read by another process: the events arrive, in order.
+    let reader = Command::new("cat")
+        .arg(&fifo)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `cat` is reading once its open returns; opening for writing before that would find no
+    // reader, so wait for it.
+    let mut done = None;
+    for _ in 0..100 {
+        let out = call();
+        if code(&out) == 0 {
+            done = Some(out);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let done = done.expect("the call ran once the FIFO was read");
+    assert!(String::from_utf8_lossy(&done.stdout).contains("\"ok\":true"));
+    let read = reader.wait_with_output().unwrap();
+    let events: Vec<serde_json::Value> = String::from_utf8_lossy(&read.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        events
+            .iter()
+            .map(|e| e["event"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["tool_called", "tool_completed"]
+    );
+}
+
 // guarantee: G-CLI-04
 /// A file the command line reads that is a FIFO nobody writes to, or a device, ends the command
 /// at once with a clear error, for a personality (`validate`, `call`, `manifest`) and for a

@@ -113,7 +113,7 @@ pub(crate) fn audit_file(path: &Path) -> Result<Arc<dyn AuditSink>, Usage> {
         .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(path);
     let owner = rustix::process::geteuid().as_raw();
-    let mut file = match opened {
+    let file = match opened {
         Ok(file) => file,
         // A symbolic link (O_NOFOLLOW's refusal): followed, never created through, unless it is
         // another user's. A link the user or root made (`/dev/stderr`) leads where they meant;
@@ -153,6 +153,40 @@ pub(crate) fn audit_file(path: &Path) -> Result<Arc<dyn AuditSink>, Usage> {
             how.remedy(path)
         )));
     }
+    // A FIFO (or a pipe, `--audit >(logger)`) is written, not read: held open for reading too,
+    // as a file is, it never lacks a reader, so one nobody read took the events into its buffer
+    // and lost them, and once the buffer was full every call hung. Opened again for writing
+    // only, and without waiting: nobody reading it is `ENXIO`, refused here; a reader that goes
+    // away later fails the next event (`EPIPE`), and with it the call.
+    let mut file = if meta.file_type().is_fifo() {
+        drop(file);
+        let nonblock = rustix::fs::OFlags::NONBLOCK.bits() as i32;
+        let writer = match OpenOptions::new()
+            .append(true)
+            .custom_flags(nonblock)
+            .open(path)
+        {
+            Ok(writer) => writer,
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) => {
+                return Err(Usage(format!(
+                    "audit file {shown} is a FIFO nobody reads, so the events would be lost; \
+                     start what reads it first"
+                )));
+            }
+            Err(e) => return Err(cannot(e)),
+        };
+        let again = writer.metadata().map_err(cannot)?;
+        if (again.dev(), again.ino()) != (meta.dev(), meta.ino()) {
+            return Err(Usage(format!(
+                "audit file {shown} was replaced while it was opened"
+            )));
+        }
+        rustix::fs::fcntl_setfl(&writer, rustix::fs::OFlags::APPEND)
+            .map_err(|e| cannot(e.into()))?;
+        writer
+    } else {
+        file
+    };
     let regular = meta.file_type().is_file();
     if regular {
         // Not an audit file (a slip of the path: `--audit notes.md`): nothing is written to it
