@@ -318,6 +318,34 @@ impl ServerConfig {
                     .to_owned(),
             );
         }
+        // No server starts with no memory, no CPU time or no process of its own: refused as
+        // the configuration is read, not found when it fails to start.
+        for (limit, value) in [
+            ("memory_mib", self.limits.memory_mib),
+            ("cpu_seconds", self.limits.cpu_seconds),
+            ("processes", self.limits.processes),
+        ] {
+            if value == 0 {
+                return bad(format!(
+                    "limits.{limit}: 0 leaves the server nothing to start with"
+                ));
+            }
+        }
+        // A NUL byte cannot be handed to a program (it ends a C string): refused here, naming
+        // where, rather than when the server is started.
+        let nul = |field: String, text: &str| {
+            if text.contains('\0') {
+                bad(format!("{field}: a NUL byte cannot be passed to a program"))
+            } else {
+                Ok(())
+            }
+        };
+        for (i, arg) in self.args.iter().enumerate() {
+            nul(format!("args[{i}]"), arg)?;
+        }
+        for (var, value) in &self.env {
+            nul(format!("env.{var}"), value)?;
+        }
         Ok(())
     }
 }
@@ -362,6 +390,32 @@ mod tests {
             (
                 "[servers.a]\ncommand = \"/bin/x\"\n[servers.a.limits]\ncall_timeout_seconds = 0\n",
                 "limits",
+            ),
+            // Refused when the configuration is read (and reviewed), not only when the server
+            // fails to start: a NUL byte no program can be handed, limits no server starts in.
+            (
+                "[servers.a]\ncommand = \"/bin/x\"\nargs = [\"a\\u0000b\"]\n",
+                "servers.a: args[0]: a NUL byte",
+            ),
+            (
+                "[servers.a]\ncommand = \"/bin/x\"\n[servers.a.env]\nA = \"a\\u0000b\"\n",
+                "servers.a: env.A: a NUL byte",
+            ),
+            (
+                "[servers.a]\ncommand = \"/bin/x\\u0000y\"\n",
+                "servers.a.command",
+            ),
+            (
+                "[servers.a]\ncommand = \"/bin/x\"\n[servers.a.limits]\nmemory_mib = 0\n",
+                "memory_mib",
+            ),
+            (
+                "[servers.a]\ncommand = \"/bin/x\"\n[servers.a.limits]\ncpu_seconds = 0\n",
+                "cpu_seconds",
+            ),
+            (
+                "[servers.a]\ncommand = \"/bin/x\"\n[servers.a.limits]\nprocesses = 0\n",
+                "processes",
             ),
             (
                 "[servers.a]\ncommand = \"/bin/x\"\n[servers.a]\ncommand = \"/bin/y\"\n",
