@@ -96,25 +96,24 @@ impl Drop for ScratchHome {
         // Removed by a `Retired` below, not by the `TempDir`, whose removal a child can defeat
         // (capability_sandbox::remove_tree).
         let dir = dir.keep();
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            drop(Retired(dir));
-            return;
-        };
-        let Some(name) = dir.file_name() else {
-            drop(Retired(dir));
-            return;
-        };
-        let mut retired = std::ffi::OsString::from(RETIRED_PREFIX);
-        retired.push(name);
-        let retired = dir.with_file_name(retired);
-        if std::fs::rename(&dir, &retired).is_err() {
-            drop(Retired(dir));
-            return;
+        // Inside a runtime, renamed beside itself; its path names nothing from then on.
+        let renamed = tokio::runtime::Handle::try_current()
+            .ok()
+            .and_then(|runtime| {
+                let mut retired = std::ffi::OsString::from(RETIRED_PREFIX);
+                retired.push(dir.file_name()?);
+                let retired = dir.with_file_name(retired);
+                std::fs::rename(&dir, &retired).ok()?;
+                Some((runtime, retired))
+            });
+        match renamed {
+            // Removed under its new name, whether the task runs or the runtime drops it unrun.
+            Some((runtime, retired)) => {
+                let retired = Retired(retired);
+                drop(runtime.spawn_blocking(move || drop(retired)));
+            }
+            None => drop(Retired(dir)),
         }
-        // Its path names nothing now; the directory goes under its new name, whether the task
-        // runs or the runtime drops it unrun.
-        let retired = Retired(retired);
-        drop(runtime.spawn_blocking(move || drop(retired)));
     }
 }
 

@@ -2549,14 +2549,18 @@ fn what_a_child_leaves_in_its_home_is_removed_however_it_is_built() {
 /// directory: Rust's `temp_dir()` returns it as it is, so an empty one made every home a
 /// directory of the project (in the tool's reach, and left there when `toolcap` is killed).
 /// Toolcap takes `TMPDIR` only when it is an absolute path, `/tmp` otherwise, as the C library
-/// does for an empty one; nothing is made in the working directory.
+/// does for an empty one; nothing is made in the working directory, in process mode and in the
+/// capsule.
 #[test]
 fn an_empty_or_relative_tmpdir_puts_no_home_in_the_working_directory() {
     let env = Env::new("");
     let work = env.root.join("work");
     let p = env.root.join("p.toml").display().to_string();
     let call = serde_json::json!({"binary": "sh", "args": ["-c", "echo $HOME"]}).to_string();
-    for tmpdir in ["", "relative", "."] {
+    for (mode, tmpdir) in MODES
+        .iter()
+        .flat_map(|mode| ["", "relative", "."].map(|tmpdir| (mode, tmpdir)))
+    {
         std::fs::create_dir_all(work.join("relative")).unwrap();
         let before: Vec<_> = std::fs::read_dir(&work)
             .unwrap()
@@ -2564,16 +2568,21 @@ fn an_empty_or_relative_tmpdir_puts_no_home_in_the_working_directory() {
             .collect();
         let out = env.command(
             Command::new(env!("CARGO_BIN_EXE_toolcap"))
-                .args(["call", "--personality", &p, "run_command", &call])
+                .arg("call")
+                .args(*mode)
+                .args(["--personality", &p, "run_command", &call])
                 .env("TMPDIR", tmpdir),
         );
         let result: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!("{tmpdir:?}: {e}: {}", String::from_utf8_lossy(&out.stderr))
+            panic!(
+                "{mode:?} {tmpdir:?}: {e}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
         });
         let home = stdout_of(&result);
         assert!(
             home.starts_with("/tmp/toolcap-home-"),
-            "{tmpdir:?}: the child's HOME is {home:?}: {result}"
+            "{mode:?} {tmpdir:?}: the child's HOME is {home:?}: {result}"
         );
         let after: Vec<_> = std::fs::read_dir(&work)
             .unwrap()
@@ -2581,12 +2590,12 @@ fn an_empty_or_relative_tmpdir_puts_no_home_in_the_working_directory() {
             .collect();
         assert_eq!(
             after, before,
-            "{tmpdir:?}: nothing made in the working directory"
+            "{mode:?} {tmpdir:?}: nothing made in the working directory"
         );
         assert_eq!(
             std::fs::read_dir(work.join("relative")).unwrap().count(),
             0,
-            "{tmpdir:?}"
+            "{mode:?} {tmpdir:?}"
         );
     }
 }

@@ -41,6 +41,22 @@ struct Scratch {
 }
 
 impl Scratch {
+    /// `mcp config --client cursor --personality P --write --file FILE`.
+    fn cursor_config_written(&self, personality: &str, file: &Path) -> Output {
+        let f = file.display().to_string();
+        self.toolcap(&[
+            "mcp",
+            "config",
+            "--client",
+            "cursor",
+            "--personality",
+            personality,
+            "--write",
+            "--file",
+            &f,
+        ])
+    }
+
     fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
@@ -898,20 +914,7 @@ fn mcp_config_write_refuses_what_is_not_a_regular_file() {
     use std::os::unix::fs::FileTypeExt as _;
     let scratch = Scratch::new();
     let p = scratch.path("p.toml");
-    let write = |file: &Path| {
-        let f = file.display().to_string();
-        scratch.toolcap(&[
-            "mcp",
-            "config",
-            "--client",
-            "cursor",
-            "--personality",
-            &p,
-            "--write",
-            "--file",
-            &f,
-        ])
-    };
+    let write = |file: &Path| scratch.cursor_config_written(&p, file);
     let fifo = scratch.root.join("fifo.json");
     rustix::fs::mknodat(
         rustix::fs::CWD,
@@ -970,20 +973,7 @@ fn mcp_config_write_refuses_links_and_keys_given_twice_and_keeps_permissions() {
     use std::os::unix::fs::{PermissionsExt, symlink};
     let scratch = Scratch::new();
     let p = scratch.path("p.toml");
-    let write = |file: &Path| {
-        let f = file.display().to_string();
-        scratch.toolcap(&[
-            "mcp",
-            "config",
-            "--client",
-            "cursor",
-            "--personality",
-            &p,
-            "--write",
-            "--file",
-            &f,
-        ])
-    };
+    let write = |file: &Path| scratch.cursor_config_written(&p, file);
 
     let dotfiles = scratch.root.join("dotfiles");
     std::fs::create_dir(&dotfiles).unwrap();

@@ -40,7 +40,7 @@ pub(crate) fn read_json_config(path: &Path) -> Result<crate::ordered::Ordered, U
 /// A client's configuration file as text (`None` when it does not exist): an error when it is
 /// a symlink or cannot be read.
 pub(crate) fn read_config_text(path: &Path) -> Result<Option<String>, Usage> {
-    not_a_link(path)?;
+    a_file_or_nothing(path)?;
     if matches!(std::fs::metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
         return Ok(None);
     }
@@ -83,7 +83,7 @@ fn with_comments(text: &str) -> bool {
 /// project, and a project's `.mcp.json` that links to a file elsewhere would have the merge land
 /// there. The message names where the link leads, for `--file`. Refuses what is there and is
 /// not a regular file too (a FIFO, a device, a directory), which the write would replace.
-fn not_a_link(path: &Path) -> Result<(), Usage> {
+fn a_file_or_nothing(path: &Path) -> Result<(), Usage> {
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_symlink() => {
             let leads = std::fs::canonicalize(path)
@@ -155,7 +155,7 @@ pub(crate) fn stays_within(path: &Path, root: &Path) -> Result<(), Usage> {
 /// as this process may give them); a new file is private to its owner.
 pub(crate) fn write_private_atomically(path: &Path, contents: &[u8]) -> Result<(), Usage> {
     use std::io::Write as _;
-    not_a_link(path)?;
+    a_file_or_nothing(path)?;
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
