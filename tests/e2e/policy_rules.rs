@@ -235,3 +235,28 @@ write_paths = ["{r}/repo/out/releases"]
         ]
     );
 }
+
+// guarantee: G-FS-03
+/// The files of `/etc` that a child never reads, whatever their mode
+/// (`capability_sandbox::SYSTEM_HIDDEN`), are also in the deny floor, so a personality whose
+/// reach spans `/etc` does not give through the scoped file system (in process or in the
+/// capsule), or to a child through its reach, what the child's own view of `/etc` hides. The
+/// floor once named `/etc/shadow` and not its backup `/etc/shadow-`, the SSH host keys or
+/// `/etc/ssl/private`, all of which the hidden list names.
+#[test]
+fn the_floor_covers_every_file_a_childs_view_of_etc_hides() {
+    use capability_core::matching::path::DenyFloor;
+    let floor = DenyFloor::default();
+    for hidden in capability_sandbox::SYSTEM_HIDDEN {
+        let examples: Vec<String> = match hidden.strip_suffix('*') {
+            Some(prefix) => vec![prefix.to_owned(), format!("{prefix}x"), format!("{prefix}x/y")],
+            None => vec![(*hidden).to_owned(), format!("{hidden}/x")],
+        };
+        for path in examples {
+            assert!(
+                floor.blocks(Path::new(&path), &[]),
+                "{path} ({hidden}) is hidden from children but not in the deny floor"
+            );
+        }
+    }
+}

@@ -245,7 +245,11 @@ fn deny_floor_applies_under_broad_roots() {
     for blocked in [
         "/home/ada/.ssh/id_ed25519",
         "/etc/shadow",
+        "/etc/shadow-",
+        "/etc/gshadow-",
         "/etc/sudoers.d/90",
+        "/etc/ssh/ssh_host_ed25519_key",
+        "/etc/ssl/private/server.key",
         "/proc/1/environ",
         "/sys/x",
         "/dev/mem",
@@ -256,7 +260,13 @@ fn deny_floor_applies_under_broad_roots() {
             "{blocked}"
         );
     }
-    for open in ["/dev/null", "/etc/hostname", "/home/ada/code/main.rs"] {
+    for open in [
+        "/dev/null",
+        "/etc/hostname",
+        "/etc/ssh/ssh_config",
+        "/etc/ssl/certs/ca-certificates.crt",
+        "/home/ada/code/main.rs",
+    ] {
         assert!(
             paths.check(Path::new(open), FsAccess::Read).is_ok(),
             "{open}"

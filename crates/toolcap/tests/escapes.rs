@@ -473,6 +473,75 @@ fn the_host_is_not_seen_through_proc_etc_or_denied_places() {
     }
 }
 
+// guarantee: G-FS-03
+// guarantee: G-KERN-05
+/// With a reach as wide as `/`, the files that hold what `/etc/shadow` holds are out of reach
+/// too: its backup `/etc/shadow-` (and `/etc/gshadow-`, which `passwd` and `useradd` leave beside
+/// the originals, the same hashes), the machine's SSH host keys and its TLS private keys. Before,
+/// the floor named the two originals only, so `read_file /etc/shadow-` (in process and in the
+/// capsule) and a child's `cat /etc/shadow-` gave the hashes that `/etc/shadow` refused. The
+/// scoped reads are refused whether or not a file exists there (the floor is a place); the
+/// child's reads are checked against each of those files this host has.
+#[test]
+fn the_password_backups_and_the_machines_keys_are_out_of_a_wide_reach() {
+    let env = Env::new("");
+    let wide = env.personality(
+        "wide.toml",
+        "id = \"wide\"\n[fs_reach]\nread = [\"/\"]\n[safety.process]\nallow = [\"sh\", \"cat\"]\n",
+    );
+    let places = [
+        "/etc/shadow-",
+        "/etc/gshadow-",
+        "/etc/ssh/ssh_host_ed25519_key",
+        "/etc/ssh/ssh_host_rsa_key",
+        "/etc/ssl/private/server.key",
+    ];
+    for mode in MODES {
+        for place in places {
+            let result = read_file(&env, mode, &wide, place);
+            assert_eq!(result["code"], "denied", "{mode:?} {place}: {result}");
+        }
+        let listing = call_tool(
+            &env,
+            mode,
+            &wide,
+            "list_dir",
+            &serde_json::json!({"path": "/etc/ssl/private"}),
+        );
+        assert_eq!(listing["code"], "denied", "{mode:?}: {listing}");
+    }
+
+    // What this host has of them, read as the test (root in CI) can: no line of any reaches a
+    // child.
+    let mut present: Vec<PathBuf> = ["/etc/shadow-", "/etc/gshadow-"].map(PathBuf::from).to_vec();
+    for (dir, prefix) in [("/etc/ssh", "ssh_host_"), ("/etc/ssl/private", "")] {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            present.extend(
+                entries
+                    .flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+                    .map(|e| e.path()),
+            );
+        }
+    }
+    let lines: Vec<(PathBuf, String)> = present
+        .into_iter()
+        .filter_map(|p| {
+            let text = std::fs::read_to_string(&p).ok()?;
+            let line = text.lines().find(|l| l.len() > 8)?.to_owned();
+            Some((p, line))
+        })
+        .collect();
+    let script = "cat /etc/shadow- /etc/gshadow- /etc/ssh/ssh_host_* /etc/ssl/private/*; echo end";
+    for mode in MODES {
+        let (result, all) = env.run(mode, &wide, "sh", &["-c", script]);
+        assert!(stdout_of(&result).ends_with("end\n"), "{mode:?}: {all}");
+        for (place, line) in &lines {
+            assert!(!all.contains(line.as_str()), "{mode:?}: {} leaked: {all}", place.display());
+        }
+    }
+}
+
 // guarantee: G-POL-02
 /// Class 7: a key given twice is a load error naming the key and its lines, in every format;
 /// deep nesting is refused at once.

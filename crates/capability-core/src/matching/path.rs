@@ -126,7 +126,9 @@ impl FloorEntry {
 const HOME_ENTRIES: [&str; 4] = [".ssh", ".aws", ".gnupg", ".netrc"];
 
 /// The built-in deny floor of docs/semantics.md, "Paths": `~/.ssh`, `~/.aws`, `~/.gnupg`, `~/.netrc`,
-/// `/etc/shadow`, `/etc/gshadow`, `/etc/sudoers*`, `/proc`, `/sys`, `/dev` except `/dev/null`.
+/// `/etc/shadow`, `/etc/gshadow` and their backups `/etc/shadow-` and `/etc/gshadow-`,
+/// `/etc/sudoers*`, the host keys `/etc/ssh/ssh_host_*`, `/etc/ssl/private`, `/proc`, `/sys`,
+/// `/dev` except `/dev/null`.
 ///
 /// A floor entry is lifted only for paths under a personality root that lies inside the
 /// protected area itself (a personality that lists `/proc` may read `/proc/cpuinfo`; one that
@@ -160,10 +162,18 @@ impl DenyFloor {
         entries.extend([
             tree("/etc/shadow"),
             tree("/etc/gshadow"),
+            // The copies `passwd`, `useradd` and their kin leave beside the two: the same hashes.
+            tree("/etc/shadow-"),
+            tree("/etc/gshadow-"),
             FloorEntry::NamePrefix {
                 dir: PathBuf::from("/etc"),
                 prefix: "sudoers",
             },
+            FloorEntry::NamePrefix {
+                dir: PathBuf::from("/etc/ssh"),
+                prefix: "ssh_host_",
+            },
+            tree("/etc/ssl/private"),
             tree("/proc"),
             tree("/sys"),
             FloorEntry::Tree {
@@ -883,8 +893,13 @@ mod tests {
             "/home/ada/.aws",
             "/home/ada/.netrc",
             "/etc/shadow",
+            "/etc/shadow-",
+            "/etc/gshadow-",
             "/etc/sudoers",
             "/etc/sudoers.d/x",
+            "/etc/ssh/ssh_host_rsa_key",
+            "/etc/ssl/private",
+            "/etc/ssl/private/x.key",
             "/proc/self/environ",
             "/sys/kernel",
             "/dev/sda",
@@ -898,6 +913,9 @@ mod tests {
             "/home/ada/.sshx",
             "/home/bob/.ssh",
             "/etc/sudo.conf",
+            "/etc/shadow.d",
+            "/etc/ssh/sshd_config",
+            "/etc/ssl/certs/x.pem",
             "/procfs",
         ] {
             assert!(!floor.blocks(Path::new(open), &root), "{open}");
@@ -914,9 +932,10 @@ mod tests {
                 && floor.overlaps(Path::new("/proc/1"))
         );
         assert!(floor.overlaps(Path::new("/etc")) && floor.overlaps(Path::new("/etc/sudoers.d")));
+        assert!(floor.overlaps(Path::new("/etc/ssl")) && floor.overlaps(Path::new("/etc/ssh")));
         assert!(
             !floor.overlaps(Path::new("/srv/data"))
-                && !floor.overlaps(Path::new("/etc/ssl"))
+                && !floor.overlaps(Path::new("/etc/ssl/certs"))
                 && !floor.overlaps(Path::new("/home/bob"))
         );
         let blind = DenyFloor::new(None);
