@@ -249,7 +249,11 @@ fn the_floor_covers_every_file_a_childs_view_of_etc_hides() {
     let floor = DenyFloor::default();
     for hidden in capability_sandbox::SYSTEM_HIDDEN {
         let examples: Vec<String> = match hidden.strip_suffix('*') {
-            Some(prefix) => vec![prefix.to_owned(), format!("{prefix}x"), format!("{prefix}x/y")],
+            Some(prefix) => vec![
+                prefix.to_owned(),
+                format!("{prefix}x"),
+                format!("{prefix}x/y"),
+            ],
             None => vec![(*hidden).to_owned(), format!("{hidden}/x")],
         };
         for path in examples {

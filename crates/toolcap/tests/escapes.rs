@@ -513,7 +513,9 @@ fn the_password_backups_and_the_machines_keys_are_out_of_a_wide_reach() {
 
     // What this host has of them, read as the test (root in CI) can: no line of any reaches a
     // child.
-    let mut present: Vec<PathBuf> = ["/etc/shadow-", "/etc/gshadow-"].map(PathBuf::from).to_vec();
+    let mut present: Vec<PathBuf> = ["/etc/shadow-", "/etc/gshadow-"]
+        .map(PathBuf::from)
+        .to_vec();
     for (dir, prefix) in [("/etc/ssh", "ssh_host_"), ("/etc/ssl/private", "")] {
         if let Ok(entries) = std::fs::read_dir(dir) {
             present.extend(
@@ -537,7 +539,11 @@ fn the_password_backups_and_the_machines_keys_are_out_of_a_wide_reach() {
         let (result, all) = env.run(mode, &wide, "sh", &["-c", script]);
         assert!(stdout_of(&result).ends_with("end\n"), "{mode:?}: {all}");
         for (place, line) in &lines {
-            assert!(!all.contains(line.as_str()), "{mode:?}: {} leaked: {all}", place.display());
+            assert!(
+                !all.contains(line.as_str()),
+                "{mode:?}: {} leaked: {all}",
+                place.display()
+            );
         }
     }
 }
