@@ -548,6 +548,79 @@ fn the_password_backups_and_the_machines_keys_are_out_of_a_wide_reach() {
     }
 }
 
+// guarantee: G-FS-03
+// guarantee: G-KERN-05
+/// With the home directory in reach (`read = ["~"]`, a personal assistant's), the files where
+/// tools keep the user's credentials are out of it as `~/.ssh` is: git's stored passwords, the
+/// npm, PyPI and crates.io tokens, GitHub's CLI token, Docker's registry logins, the Kubernetes
+/// and cloud configurations, and the shell and database histories where typed secrets stay.
+/// Before, the floor named `~/.ssh`, `~/.aws`, `~/.gnupg` and `~/.netrc` only, and a model led
+/// to `read_file ~/.git-credentials` was handed the token. The files beside them that hold no
+/// credentials (a project's `.cargo/config.toml`, other `~/.config` directories) stay readable.
+#[test]
+fn the_users_credential_files_are_out_of_a_reach_of_the_home_directory() {
+    let env = Env::new("");
+    let home = &env.root;
+    let protected = [
+        ".git-credentials",
+        ".npmrc",
+        ".pypirc",
+        ".cargo/credentials.toml",
+        ".cargo/credentials",
+        ".config/gh/hosts.yml",
+        ".config/gcloud/credentials.db",
+        ".docker/config.json",
+        ".kube/config",
+        ".azure/msal_token_cache.json",
+        ".bash_history",
+        ".zsh_history",
+        ".psql_history",
+        ".mysql_history",
+    ];
+    let open = [
+        ".cargo/config.toml",
+        ".config/other/settings",
+        ".docker/contexts/meta",
+    ];
+    for name in protected.iter().chain(&open) {
+        let path = home.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, format!("{}:{name}\n", canary())).unwrap();
+    }
+    let homely = env.personality(
+        "homely.toml",
+        "id = \"homely\"\n[fs_reach]\nread = [\"~\"]\n[safety.process]\nallow = [\"sh\", \"cat\"]\n",
+    );
+    let path_of = |name: &str| home.join(name).display().to_string();
+    for mode in MODES {
+        for name in protected {
+            let result = read_file(&env, mode, &homely, &path_of(name));
+            assert_eq!(result["code"], "denied", "{mode:?} {name}: {result}");
+        }
+        for name in open {
+            let result = read_file(&env, mode, &homely, &path_of(name));
+            assert_eq!(result["ok"], true, "{mode:?} {name}: {result}");
+        }
+        let every: Vec<String> = protected.iter().chain(&open).map(|n| path_of(n)).collect();
+        let script = format!("cat {} 2>/dev/null; echo end", every.join(" "));
+        let (result, all) = env.run(mode, &homely, "sh", &["-c", &script]);
+        let read = stdout_of(&result);
+        assert!(read.ends_with("end\n"), "{mode:?}: {all}");
+        for name in protected {
+            assert!(
+                !read.contains(&format!(":{name}\n")),
+                "{mode:?}: {name} leaked: {all}"
+            );
+        }
+        for name in open {
+            assert!(
+                read.contains(&format!(":{name}\n")),
+                "{mode:?}: {name} unread: {all}"
+            );
+        }
+    }
+}
+
 // guarantee: G-POL-02
 /// Class 7: a key given twice is a load error naming the key and its lines, in every format;
 /// deep nesting is refused at once.

@@ -89,8 +89,10 @@ enum FloorEntry {
     },
     /// Entries of `dir` whose name starts with `prefix` (`/etc/sudoers*`), and everything under them.
     NamePrefix { dir: PathBuf, prefix: &'static str },
-    /// Any path with a component of this name (used for home-relative entries when the home
-    /// directory is unknown: failing closed means protecting every such directory).
+    /// Any path with a component of this name, or with these components one after another
+    /// when the name has several (`.config/gh`), and everything under it (used for
+    /// home-relative entries when the home directory is unknown: failing closed means
+    /// protecting every such place).
     Component(&'static str),
 }
 
@@ -109,23 +111,46 @@ impl FloorEntry {
                     && p[d.len() + 1..].starts_with(prefix.as_bytes())
             }
             FloorEntry::Component(name) => {
-                // A component after a `/` equal to `name` (`/name/` inside, or `/name` at the
-                // end), each component compared whole: one of another length is passed over
-                // after one comparison.
-                let p = path.as_os_str().as_bytes();
-                p.split(|c| *c == b'/')
-                    .skip(1)
-                    .any(|c| c == name.as_bytes())
+                // `/name` followed by a `/` or the end: in a normalised path, a `/` begins a
+                // component, so this is `name`'s components one after another, each whole.
+                let (p, n) = (path.as_os_str().as_bytes(), name.as_bytes());
+                p.windows(n.len() + 1).enumerate().any(|(at, w)| {
+                    w[0] == b'/'
+                        && &w[1..] == n
+                        && p.get(at + n.len() + 1).is_none_or(|c| *c == b'/')
+                })
             }
         }
     }
 }
 
-/// The protected names of a home directory. Each begins with a dot, which
-/// [`DenyFloor::blocks`] relies on when the home directory is unknown (a test holds it).
-const HOME_ENTRIES: [&str; 4] = [".ssh", ".aws", ".gnupg", ".netrc"];
+/// The protected places of a home directory, relative to it (docs/semantics.md, "Paths"): keys,
+/// the files where tools keep their credentials and tokens, and the histories where typed
+/// secrets stay. Each begins with a dot, which [`DenyFloor::blocks`] relies on when the home
+/// directory is unknown (a test holds it).
+const HOME_ENTRIES: [&str; 18] = [
+    ".ssh",
+    ".aws",
+    ".gnupg",
+    ".netrc",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    ".docker/config.json",
+    ".kube/config",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".config/gh",
+    ".config/gcloud",
+    ".azure",
+    ".bash_history",
+    ".zsh_history",
+    ".psql_history",
+    ".mysql_history",
+];
 
-/// The built-in deny floor of docs/semantics.md, "Paths": `~/.ssh`, `~/.aws`, `~/.gnupg`, `~/.netrc`,
+/// The built-in deny floor of docs/semantics.md, "Paths": `~/.ssh`, `~/.aws`, `~/.gnupg`, `~/.netrc`
+/// and the other credential files and histories of a home directory (`HOME_ENTRIES`),
 /// `/etc/shadow`, `/etc/gshadow` and their backups `/etc/shadow-` and `/etc/gshadow-`,
 /// `/etc/sudoers*`, the host keys `/etc/ssh/ssh_host_*`, `/etc/ssl/private`, `/proc`, `/sys`,
 /// `/dev` except `/dev/null`.
@@ -953,14 +978,30 @@ mod tests {
         let blind = DenyFloor::new(None);
         let root = [pb("/")];
         let mut blocked = 0;
-        // Every path of up to five pieces from an alphabet of near misses, each protected name
-        // among them: blocked exactly when some component is one of the names.
+        // Every path of up to five pieces from an alphabet of near misses, protected names and
+        // the parts of the places of two components among them: blocked exactly when some of
+        // its components, one after another, are one of the places.
         let pieces = [
-            "/", ".", "ssh", ".ssh", ".aws", "x", ".gnupg", ".netrc", "s",
+            "/",
+            ".",
+            "ssh",
+            ".ssh",
+            ".aws",
+            "x",
+            ".netrc",
+            ".config",
+            "gh",
+            ".cargo",
+            "credentials",
+            "s",
         ];
         for p in super::super::every_joining(&pieces, 5) {
             let path = format!("/{p}");
-            let named = path.split('/').skip(1).any(|c| HOME_ENTRIES.contains(&c));
+            let parts: Vec<&str> = path.split('/').skip(1).collect();
+            let named = HOME_ENTRIES.iter().any(|entry| {
+                let entry: Vec<&str> = entry.split('/').collect();
+                parts.windows(entry.len()).any(|w| w == entry.as_slice())
+            });
             let outside = ["/proc", "/sys", "/dev", "/etc"]
                 .iter()
                 .any(|area| is_within(Path::new(&path), Path::new(area)));
