@@ -621,6 +621,39 @@ fn the_users_credential_files_are_out_of_a_reach_of_the_home_directory() {
     }
 }
 
+// guarantee: G-FS-03
+/// A home directory of `/` (a container's default `HOME` for an account without one, a service
+/// manager's) is no home: the floor then protects `.ssh`, `.aws` and the rest wherever they
+/// appear, as it does when `HOME` is not set. Before, it protected `/.ssh` only, and with a reach
+/// of `/` the keys in every account's real home were read.
+#[test]
+fn a_home_of_the_root_directory_protects_keys_wherever_they_are() {
+    let env = Env::new("");
+    let key = env.root.join("someone/.ssh/id_ed25519");
+    std::fs::create_dir_all(key.parent().unwrap()).unwrap();
+    std::fs::write(&key, canary()).unwrap();
+    let wide = env.personality("wide.toml", "id = \"wide\"\n[fs_reach]\nread = [\"/\"]\n");
+    let call = serde_json::json!({"path": key}).to_string();
+    for home in ["/", "//", "/tmp/.."] {
+        for mode in MODES {
+            let mut argv = vec!["call"];
+            argv.extend_from_slice(mode);
+            argv.extend(["--personality", &wide, "read_file", &call]);
+            let out = Command::new(env!("CARGO_BIN_EXE_toolcap"))
+                .args(&argv)
+                .env("HOME", home)
+                .env("XDG_DATA_HOME", env.root.join("data"))
+                .env_remove("RUST_LOG")
+                .current_dir(&env.root)
+                .output()
+                .unwrap();
+            let result: Value = serde_json::from_slice(&out.stdout)
+                .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+            assert_eq!(result["code"], "denied", "HOME={home} {mode:?}: {result}");
+        }
+    }
+}
+
 // guarantee: G-POL-02
 /// Class 7: a key given twice is a load error naming the key and its lines, in every format;
 /// deep nesting is refused at once.

@@ -165,9 +165,15 @@ pub struct DenyFloor {
 
 impl DenyFloor {
     /// The floor for a user whose home directory is `home`. With no home, the home entries
-    /// protect every directory of those names.
+    /// protect every place of those names. A home that is not absolute, or that is `/` however
+    /// it is spelled (a container's default for an account without one), is no home: the keys
+    /// of such a user lie anywhere but in `/.ssh`.
     pub fn new(home: Option<&Path>) -> Self {
-        let mut entries: Vec<FloorEntry> = match home {
+        let home = home
+            .filter(|h| h.is_absolute())
+            .map(normalize_lexically)
+            .filter(|h| h.as_os_str() != "/");
+        let mut entries: Vec<FloorEntry> = match home.as_deref() {
             Some(home) => HOME_ENTRIES
                 .iter()
                 .map(|name| FloorEntry::Tree {
@@ -964,6 +970,9 @@ mod tests {
                 && !floor.overlaps(Path::new("/home/bob"))
         );
         let blind = DenyFloor::new(None);
+        for no_home in ["/", "//", "/tmp/..", "home/ada"] {
+            assert_eq!(DenyFloor::new(Some(Path::new(no_home))), blind, "{no_home}");
+        }
         assert!(blind.blocks(Path::new("/home/bob/.ssh/id_rsa"), &root));
         assert!(blind.blocks(Path::new("/srv/x/.aws/credentials"), &root));
         assert!(blind.blocks(Path::new("/srv/x/.netrc"), &root));
