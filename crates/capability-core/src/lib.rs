@@ -24,6 +24,7 @@
 //! the built-in deny floor win over allow lists.
 #![deny(missing_docs)]
 
+mod accounts;
 mod attachments;
 pub mod audit;
 pub(crate) mod canonical;

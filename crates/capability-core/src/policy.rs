@@ -155,7 +155,11 @@ impl CompiledPolicy {
                 PolicyError::invalid(format!("safety.process.deny_args[{i}]"), why)
             })?);
         }
-        let floor = floor_for(home);
+        let reach: Vec<PathBuf> = (policy.fs_reach.read.iter())
+            .chain(&policy.fs_reach.write)
+            .cloned()
+            .collect();
+        let floor = floor_for(home, &reach);
         let mut aliases = Aliases::default();
         let fs_read = real_roots("fs_reach.read", &policy.fs_reach.read, &floor, &mut aliases)?;
         let fs_write = real_roots(
@@ -217,7 +221,7 @@ impl CompiledPolicy {
             fs_write: Arc::new([]),
             fs_deny: Arc::new([]),
             fs_deny_written: Arc::new([]),
-            floor: Arc::new(floor_for(home)),
+            floor: Arc::new(floor_for(home, &[])),
             aliases: Arc::new(Aliases::default()),
             later_aliases: Arc::new([]),
             escalate_hosts: Arc::default(),
@@ -568,10 +572,13 @@ impl CompiledPolicy {
     }
 }
 
-/// The deny floor for `home`, protecting each area under the name it is written with and the
-/// place it really leads.
-fn floor_for(home: Option<&Path>) -> DenyFloor {
-    DenyFloor::new(home).with_real(resolve_real)
+/// The deny floor for `home` and the places in the machine's accounts' homes that hold what it
+/// protects where `roots` reach them, each area under the name it is written with and the place
+/// it really leads.
+fn floor_for(home: Option<&Path>, roots: &[PathBuf]) -> DenyFloor {
+    DenyFloor::new(home)
+        .with_places(crate::accounts::account_places(&both_spellings(roots)))
+        .with_real(resolve_real)
 }
 
 /// Each path, and where it really leads when that differs: deny rules and escalation paths bind

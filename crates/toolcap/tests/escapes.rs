@@ -654,6 +654,100 @@ fn a_home_of_the_root_directory_protects_keys_wherever_they_are() {
     }
 }
 
+// guarantee: G-FS-03
+// guarantee: G-KERN-05
+/// The floor protects the keys and credential files of every account the machine lists, not
+/// only those of the `HOME` toolcap runs with: a root host with a reach of `/` (a container's, or
+/// `sudo` keeping the user's `HOME`) read another account's `~/.ssh/id_ed25519` in every mode,
+/// and with no `HOME` at all, where the scoped file system refuses every `.ssh`, a child read it
+/// (the kernel layer covers places, and "every `.ssh`" is none). The account is one of an
+/// `/etc/passwd` bound over the real one in a mount namespace of the test's own, whose home is
+/// a temporary directory. Binding needs root (CI runs as root).
+#[test]
+fn every_accounts_keys_are_out_of_a_wide_reach() {
+    let env = Env::new("");
+    let home = env.root.join("accounts/ada");
+    let key = home.join(".ssh/id_ed25519");
+    let token = home.join(".config/gh/hosts.yml");
+    for file in [&key, &token] {
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, format!("{}:{}\n", canary(), file.display())).unwrap();
+    }
+    let passwd = env.root.join("passwd");
+    std::fs::write(
+        &passwd,
+        format!(
+            "{}ada:x:4242:4242:Ada:{}:/bin/sh\n",
+            std::fs::read_to_string("/etc/passwd").unwrap(),
+            home.display()
+        ),
+    )
+    .unwrap();
+    let wide = env.personality(
+        "wide.toml",
+        "id = \"wide\"\n[fs_reach]\nread = [\"/\"]\n[safety.process]\nallow = [\"sh\", \"cat\"]\n",
+    );
+    // `toolcap ARGS` with `passwd` as `/etc/passwd`, and `HOME` as given (or none).
+    let toolcap = |home_var: Option<&Path>, args: &[&str]| -> Option<Output> {
+        let mut command = Command::new("unshare");
+        command
+            .args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg("mount --bind \"$0\" /etc/passwd && exec \"$@\"")
+            .arg(&passwd)
+            .arg(env!("CARGO_BIN_EXE_toolcap"))
+            .args(args)
+            .env("XDG_DATA_HOME", env.root.join("data"))
+            .env_remove("HOME")
+            .env_remove("RUST_LOG")
+            .current_dir(&env.root);
+        if let Some(h) = home_var {
+            command.env("HOME", h);
+        }
+        let out = command.output().unwrap();
+        // Not root, or no right to mount: nothing this test can show.
+        (!out.stderr.starts_with(b"unshare:") && !out.stderr.starts_with(b"mount:")).then_some(out)
+    };
+    let others_home = env.root.join("me");
+    std::fs::create_dir_all(&others_home).unwrap();
+    let script = format!("cat {} {}; echo end", key.display(), token.display());
+    for home_var in [Some(others_home.as_path()), None] {
+        for mode in MODES {
+            for file in [&key, &token] {
+                let call = serde_json::json!({"path": file}).to_string();
+                let mut argv = vec!["call"];
+                argv.extend_from_slice(mode);
+                argv.extend(["--personality", &wide, "read_file", &call]);
+                let Some(out) = toolcap(home_var, &argv) else {
+                    assert!(!is_root(), "root could not bind a passwd file");
+                    return;
+                };
+                let result: Value = serde_json::from_slice(&out.stdout)
+                    .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+                assert_eq!(
+                    result["code"], "denied",
+                    "HOME={home_var:?} {mode:?}: {result}"
+                );
+            }
+            let call = serde_json::json!({"binary": "sh", "args": ["-c", script]}).to_string();
+            let mut argv = vec!["call"];
+            argv.extend_from_slice(mode);
+            argv.extend(["--personality", &wide, "run_command", &call]);
+            let out = toolcap(home_var, &argv).unwrap();
+            let result: Value = serde_json::from_slice(&out.stdout)
+                .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+            let read = stdout_of(&result);
+            assert!(
+                read.ends_with("end\n"),
+                "HOME={home_var:?} {mode:?}: {result}"
+            );
+            assert!(
+                !read.contains(&canary()),
+                "HOME={home_var:?} {mode:?}: {result}"
+            );
+        }
+    }
+}
+
 // guarantee: G-POL-02
 /// Class 7: a key given twice is a load error naming the key and its lines, in every format;
 /// deep nesting is refused at once.

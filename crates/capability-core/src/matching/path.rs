@@ -128,7 +128,7 @@ impl FloorEntry {
 /// the files where tools keep their credentials and tokens, and the histories where typed
 /// secrets stay. Each begins with a dot, which [`DenyFloor::blocks`] relies on when the home
 /// directory is unknown (a test holds it).
-const HOME_ENTRIES: [&str; 18] = [
+pub(crate) const HOME_ENTRIES: [&str; 18] = [
     ".ssh",
     ".aws",
     ".gnupg",
@@ -253,6 +253,24 @@ impl DenyFloor {
                 FloorEntry::NamePrefix { dir, prefix } => dir.join(format!("{prefix}*")),
                 FloorEntry::Component(name) => PathBuf::from(name),
             })
+    }
+
+    /// This floor with `places` too (another account's `~/.ssh`, found where it is by
+    /// the home entries' names): each protected as this user's own entries are, and, being a
+    /// place rather than a name, covered for children too. A place already inside a place of
+    /// the floor adds nothing.
+    pub fn with_places(mut self, places: impl IntoIterator<Item = PathBuf>) -> Self {
+        for root in places {
+            let root = normalize_lexically(&root);
+            let known = self
+                .entries
+                .iter()
+                .any(|e| !matches!(e, FloorEntry::Component(_)) && e.covers(&root));
+            if root.is_absolute() && !known {
+                self.entries.push(FloorEntry::Tree { root, except: None });
+            }
+        }
+        self
     }
 
     /// This floor with every area also where `real` says it really leads (a home directory or
@@ -978,6 +996,28 @@ mod tests {
         assert!(blind.blocks(Path::new("/srv/x/.netrc"), &root));
         assert!(!blind.blocks(Path::new("/srv/x/.netrcx"), &root));
         assert!(!blind.blocks(Path::new("/srv/x.ssh/key"), &root));
+    }
+
+    #[test]
+    fn the_entries_of_other_homes_are_protected_where_they_are() {
+        let places = [pb("/home/bob/.ssh"), pb("/home/bob/.config/gh")];
+        let root = [pb("/")];
+        for floor in [
+            DenyFloor::new(Some(Path::new("/home/ada"))).with_places(places.clone()),
+            DenyFloor::new(None).with_places(places.clone()),
+        ] {
+            assert!(floor.blocks(Path::new("/home/bob/.ssh/id_rsa"), &root));
+            assert!(floor.blocks(Path::new("/home/bob/.config/gh/hosts.yml"), &root));
+            let areas = floor.areas(&root);
+            assert!(areas.contains(&pb("/home/bob/.ssh")), "{areas:?}");
+            assert!(areas.contains(&pb("/home/bob/.config/gh")), "{areas:?}");
+            assert!(!areas.contains(&pb("/home/bob/.aws")), "{areas:?}");
+        }
+        // This user's own entries, or places inside the floor, add nothing.
+        let own = DenyFloor::new(Some(Path::new("/home/bob")));
+        assert_eq!(own.clone().with_places(places.clone()), own);
+        let system = DenyFloor::new(None);
+        assert_eq!(system.clone().with_places([pb("/proc/x/.ssh")]), system);
     }
 
     #[test]

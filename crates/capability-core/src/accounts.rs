@@ -1,0 +1,131 @@
+//! The home directories of the machine's accounts, for the deny floor: the keys and credential
+//! files of every account `/etc/passwd` lists are protected where they are when a policy loads,
+//! not only those of the home toolcap runs with (docs/semantics.md, "Paths").
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use capability_policy::normalize_lexically;
+
+use crate::matching::path::{HOME_ENTRIES, is_within};
+
+/// The most of `/etc/passwd` read; an account listed past it is not looked at.
+const MAX_PASSWD: u64 = 16 << 20;
+
+/// The places of the deny floor's home entries ([`HOME_ENTRIES`]) that are there now in the
+/// homes `/etc/passwd` lists and that some of `roots` (a policy's reach, absolute and
+/// normalised) could reach: none when it cannot be read. A home no root lies above or inside is
+/// not looked at, so a personality that reaches no home costs one read of `/etc/passwd`. Each
+/// home is listed once (one directory read, not a look-up per entry); homes in the system's
+/// program directories, and those that cannot be listed, are passed over.
+pub(crate) fn account_places(roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut places = Vec::new();
+    if roots.is_empty() {
+        return places;
+    }
+    for home in account_homes() {
+        let reached = roots
+            .iter()
+            .any(|root| is_within(&home, root) || is_within(root, &home));
+        if !reached
+            || SYSTEM_DIRS
+                .iter()
+                .any(|dir| is_within(&home, Path::new(dir)))
+        {
+            continue;
+        }
+        let Some(names) = names_in(&home) else {
+            continue;
+        };
+        for entry in HOME_ENTRIES {
+            let (first, rest) = entry.split_once('/').unwrap_or((entry, ""));
+            if names.iter().any(|n| n == first) && (rest.is_empty() || exists(&home.join(entry))) {
+                places.push(home.join(entry));
+            }
+        }
+    }
+    places
+}
+
+/// Directories whose contents are the system's programs and the kernel's, never an account's
+/// keys: an account whose home is `/bin` or `/dev` (Debian's `bin`, `sys`) keeps none there.
+const SYSTEM_DIRS: [&str; 8] = [
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/proc", "/sys",
+];
+
+/// The home directories `/etc/passwd` lists, or none when it cannot be read.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "policy loading reads the machine's account list; no tool reaches this"
+)]
+fn account_homes() -> Vec<PathBuf> {
+    let mut text = String::new();
+    // toolcap: allow(std::fs::File::open, reason = "policy loading reads the machine's account list for the deny floor")
+    let read = std::fs::File::open("/etc/passwd")
+        .and_then(|file| file.take(MAX_PASSWD).read_to_string(&mut text));
+    match read {
+        Ok(_) => homes_in(&text),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The names in directory `dir`, if it can be listed.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "policy loading looks for the places of the deny floor; no tool reaches this"
+)]
+fn names_in(dir: &Path) -> Option<Vec<std::ffi::OsString>> {
+    // toolcap: allow(std::fs::read_dir, reason = "policy loading looks for the places of the deny floor")
+    let entries = std::fs::read_dir(dir).ok()?;
+    Some(entries.flatten().map(|e| e.file_name()).collect())
+}
+
+/// Whether something (a file, a directory, a link) is at `path`.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "policy loading looks for the places of the deny floor; no tool reaches this"
+)]
+fn exists(path: &Path) -> bool {
+    // toolcap: allow(std::fs::symlink_metadata, reason = "policy loading looks for the places of the deny floor")
+    std::fs::symlink_metadata(path).is_ok()
+}
+
+/// The home directories of the account lines of `passwd` (the sixth field), each absolute and
+/// normalised, `/` and duplicates left out. Lines that are not an account (a NIS `+` or `-`
+/// entry, a comment, a line without its fields) are passed over.
+fn homes_in(passwd: &str) -> Vec<PathBuf> {
+    let mut homes: Vec<PathBuf> = passwd
+        .lines()
+        .filter(|line| !line.starts_with(['+', '-', '#']))
+        .filter_map(|line| line.split(':').nth(5))
+        .map(Path::new)
+        .filter(|home| home.is_absolute())
+        .map(normalize_lexically)
+        .filter(|home| home.as_os_str() != "/")
+        .collect();
+    homes.sort();
+    homes.dedup();
+    homes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_homes_of_the_account_lines() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\n\
+                      nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n\
+                      ada:x:1000:1000:Ada,,,:/home/ada/:/bin/sh\n\
+                      again:x:1001:1001::/home/ada:/bin/sh\n\
+                      svc:x:999:999::/:/bin/false\n\
+                      rel:x:998:998::relative/home:/bin/false\n\
+                      +nis::::::\n\
+                      # a comment:a:b:c:d:/commented\n\
+                      short:x:1\n";
+        assert_eq!(
+            homes_in(passwd),
+            ["/home/ada", "/nonexistent", "/root"].map(PathBuf::from)
+        );
+    }
+}
