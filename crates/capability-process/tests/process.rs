@@ -699,7 +699,8 @@ async fn what_a_child_makes_for_an_agent_or_a_shell_to_run_is_set_aside() {
         .unwrap();
     assert_eq!(out.exit_code, Some(0));
     let script = "echo '{\"mcpServers\":{}}' > .mcp.json; mkdir .claude; \
-         echo '{\"hooks\":{}}' > .claude/settings.json; echo evil > .bashrc";
+         echo '{\"hooks\":{}}' > .claude/settings.json; echo evil > .bashrc; \
+         mkdir .cargo; echo '[build]' > .cargo/config.toml; echo 'node-options=-r x' > .npmrc";
     let err = p
         .spawn("sh", &argv(&["-c", script]), SpawnOptions::default())
         .await
@@ -714,7 +715,13 @@ async fn what_a_child_makes_for_an_agent_or_a_shell_to_run_is_set_aside() {
         ),
         "{err}"
     );
-    for name in [".mcp.json", ".claude", ".bashrc"] {
+    for name in [
+        ".mcp.json",
+        ".claude",
+        ".bashrc",
+        ".cargo/config.toml",
+        ".npmrc",
+    ] {
         assert!(err.to_string().contains(name), "{err}");
         assert!(!fx.root.join(name).exists(), "{name} stayed");
         assert!(

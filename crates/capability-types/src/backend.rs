@@ -84,11 +84,12 @@ impl PathAccess {
 /// Every place whose contents run later outside any sandbox, outside a repository's git
 /// directory, as a relative path from the directory it is found in: the shells' startup files,
 /// git's user configuration, the startup directories beneath `.config`, what agents and editors
-/// run, and the git hook managers' places. `capability_core::matching::path::runs_later`
+/// run, the git hook managers' places, and the build tools' and package managers'
+/// configuration. `capability_core::matching::path::runs_later`
 /// matches exactly these (its tests hold the two together); the kernel layer looks for them
 /// beneath a child's write roots and keeps those that exist from the child (docs/policy.md,
 /// "Kept from children").
-pub const RUNS_LATER_NAMES: [&str; 45] = [
+pub const RUNS_LATER_NAMES: [&str; 55] = [
     ".bashrc",
     ".bash_profile",
     ".bash_login",
@@ -134,6 +135,16 @@ pub const RUNS_LATER_NAMES: [&str; 45] = [
     "lefthook-local.yaml",
     ".lefthook-local.yaml",
     ".overcommit.yml",
+    ".cargo/config.toml",
+    ".cargo/config",
+    "rust-toolchain.toml",
+    "rust-toolchain",
+    ".npmrc",
+    ".yarnrc.yml",
+    ".yarnrc",
+    "bunfig.toml",
+    ".devcontainer",
+    ".devcontainer.json",
 ];
 
 /// The resolved read and write reach of one tool for one call.

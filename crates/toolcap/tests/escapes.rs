@@ -2035,6 +2035,57 @@ fn a_tool_cannot_plant_what_an_agent_or_editor_runs_when_it_opens_the_project() 
     );
 }
 
+// guarantee: G-FS-11
+/// The build tools and package managers a user runs in the project every day read the
+/// project's own configuration and run what it names: cargo a `.cargo/config.toml`'s
+/// `build.rustc-wrapper` or target `runner` (in the project or any directory above the one it
+/// builds in), rustup the toolchain a `rust-toolchain.toml`'s `path` names, npm a `.npmrc`'s
+/// `node-options` or `script-shell`, yarn the `yarnPath` of a `.yarnrc.yml`, bun a
+/// `bunfig.toml`'s `preload`, VS Code a dev container's `initializeCommand` on the host. A tool
+/// that wrote one had its command run by the user's next `cargo build` or `npm install`, outside
+/// any sandbox. A tool may not write them beneath a write root, in either mode; names beside
+/// them stay writable. (A confined child that makes one has it set aside: `capability-process`'s
+/// `what_a_child_makes_for_an_agent_or_a_shell_to_run_is_set_aside`; the standard `run_command`
+/// declares no write reach.)
+#[test]
+fn a_tool_cannot_plant_what_a_build_tool_runs_at_the_next_build() {
+    let env = Env::new("");
+    let project = env.root.join("work/out");
+    let personality = writing_beneath(
+        &env,
+        "project",
+        &project,
+        &[".cargo", "crates/x/.cargo", ".devcontainer", "cargo"],
+        "notes",
+    );
+    refuses_planting(
+        &env,
+        &personality,
+        &project,
+        &[
+            ".cargo/config.toml",
+            ".cargo/config",
+            "crates/x/.cargo/config.toml",
+            "rust-toolchain.toml",
+            "rust-toolchain",
+            ".npmrc",
+            ".yarnrc.yml",
+            ".yarnrc",
+            "bunfig.toml",
+            ".devcontainer/devcontainer.json",
+            ".devcontainer.json",
+        ],
+        &[
+            "Cargo.toml",
+            "cargo/config.toml",
+            ".cargo/config.toml.example",
+            ".npmrc.example",
+            "crates/x/build-notes.md",
+        ],
+        "when the user next builds",
+    );
+}
+
 // guarantee: G-KERN-08
 /// A child cannot reach the terminal toolcap was started from: what it pushed into the
 /// terminal's input (`TIOCSTI`) the user's shell would read and run, outside any sandbox, once

@@ -400,6 +400,10 @@ pub enum RunsLater {
     /// `.roo` and `.continue`, the tasks, servers and run configurations of `.vscode`, `.zed`
     /// and `.idea`.
     Client,
+    /// A build tool or package manager, when the user next builds or installs in the project:
+    /// cargo's `.cargo/config.toml`, rustup's `rust-toolchain.toml`, npm's `.npmrc`, yarn's
+    /// `.yarnrc.yml`, bun's `bunfig.toml`, and a dev container's configuration.
+    Build,
 }
 
 impl RunsLater {
@@ -418,12 +422,39 @@ impl RunsLater {
                 "a shell, git or the user's login session reads it as it starts, and runs what \
                  it says outside any sandbox"
             }
+            RunsLater::Build => {
+                "a build tool or package manager (cargo, rustup, npm, yarn, bun) or a dev \
+                 container runs what it names when the user next builds or installs in the \
+                 project, outside any sandbox"
+            }
         }
     }
 }
 
 /// The file in a project whose MCP servers (commands) an agent's client starts as it opens it.
 const CLIENT_FILES: [&[u8]; 1] = [b".mcp.json"];
+
+/// The files in a project (in any directory of it) that a build tool or package manager reads
+/// as the user builds or installs there, and whose settings name a program it runs: rustup's
+/// toolchain file (`path` = a toolchain of any binaries), npm's `.npmrc` (`node-options`,
+/// `script-shell`), yarn's (`yarnPath`, `yarn-path`), bun's `bunfig.toml` (`preload`), and the
+/// dev container file VS Code offers to open (its `initializeCommand` runs on the host).
+const BUILD_FILES: [&[u8]; 7] = [
+    b"rust-toolchain.toml",
+    b"rust-toolchain",
+    b".npmrc",
+    b".yarnrc.yml",
+    b".yarnrc",
+    b"bunfig.toml",
+    b".devcontainer.json",
+];
+
+/// cargo's configuration, which it reads in the directory it builds in and every one above it
+/// (`build.rustc-wrapper`, a target's `runner` and `linker` run at the next `cargo build`).
+const CARGO_CONFIGS: [&[u8]; 2] = [b"/.cargo/config.toml", b"/.cargo/config"];
+
+/// The dev container directory (`.devcontainer/devcontainer.json` and the files it names).
+const BUILD_DIRS: [&[u8]; 1] = [b".devcontainer"];
 
 /// The directories in a project whose settings make an agent's client or an editor run a
 /// command as it opens the project, or as the user works in it: Claude Code's hooks, status
@@ -507,12 +538,15 @@ pub use capability_types::backend::RUNS_LATER_NAMES;
 
 /// Where code would run from, outside any sandbox, if a tool wrote `path`, as the area that
 /// keeps it from writes, and what runs it (docs/policy.md, "Git's hooks and configuration",
-/// "Shell startup files" and "What agents and editors run"): git's places of a repository
-/// ([`git_run_area`]); the git hook managers' places in a working tree (everything under a
-/// `.husky`, a `.pre-commit-config.yaml`, lefthook's and overcommit's configurations); a file
-/// named as a shell's startup file or git's user configuration, in any directory; `.config/git/config` and everything under `.config/fish`,
+/// "Shell startup files", "What agents and editors run" and "What build tools run"): git's
+/// places of a repository ([`git_run_area`]); the git hook managers' places in a working tree
+/// (everything under a `.husky`, a `.pre-commit-config.yaml`, lefthook's and overcommit's
+/// configurations); a file named as a shell's startup file or git's user configuration, in any
+/// directory; `.config/git/config` and everything under `.config/fish`,
 /// `.config/systemd/user`, `.config/autostart` and `.config/environment.d`; a `.mcp.json`, and
 /// everything under a `.claude`, `.cursor`, `.codex`, `.gemini`, `.vscode` or `.idea`, in any
+/// directory; a build tool's or package manager's configuration (`.cargo/config.toml`,
+/// `rust-toolchain.toml`, `.npmrc`, `.yarnrc.yml`, `bunfig.toml`, a dev container's), in any
 /// directory. Decided from the path's spelling; `path` must be normalised and absolute.
 ///
 /// ```
@@ -548,6 +582,12 @@ pub fn runs_later(path: &Path) -> Option<(PathBuf, RunsLater)> {
     }
     if let Some(area) = client_area(bytes) {
         return Some((area, RunsLater::Client));
+    }
+    if BUILD_FILES.contains(&name) || CARGO_CONFIGS.iter().any(|c| bytes.ends_with(c)) {
+        return Some((path.to_path_buf(), RunsLater::Build));
+    }
+    if let Some(area) = component_area(bytes, &BUILD_DIRS) {
+        return Some((area, RunsLater::Build));
     }
     // Most paths have no `/.config/` at all: one pass finds out.
     if !bytes.windows(9).any(|w| w == b"/.config/") {
@@ -670,8 +710,15 @@ mod tests {
             .chain(CLIENT_DIRS.iter())
             .chain(HOOK_DIRS.iter())
             .chain(HOOK_FILES.iter())
+            .chain(BUILD_FILES.iter())
+            .chain(BUILD_DIRS.iter())
             .map(|n| String::from_utf8(n.to_vec()).unwrap())
             .chain(std::iter::once(".config/git/config".to_owned()))
+            .chain(
+                CARGO_CONFIGS
+                    .iter()
+                    .map(|c| String::from_utf8(c[1..].to_vec()).unwrap()),
+            )
             .chain(
                 STARTUP_DIRS
                     .iter()
