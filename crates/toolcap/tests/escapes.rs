@@ -2086,6 +2086,95 @@ fn a_tool_cannot_plant_what_a_build_tool_runs_at_the_next_build() {
     );
 }
 
+// guarantee: G-NET-06
+/// A request's framing and its connection are the client's, not the caller's: a model that gave
+/// `fetch_url` a `Content-Length` of its own had its body cut to that length without a word (the
+/// rest of what it meant to send lost), or, with no body, left the server waiting for bytes the
+/// next request on the connection would have supplied: the seam a smuggled request goes
+/// through. `Transfer-Encoding`, `Connection`, `Keep-Alive`, `TE`, `Trailer`, `Upgrade` and
+/// `Expect` went out as given. Checked on the wire, by a listener that records each request's
+/// bytes: the body arrives whole with its own length, and none of those headers is sent, in both
+/// modes.
+#[test]
+fn a_callers_framing_and_connection_headers_are_not_sent() {
+    use std::io::{Read, Write};
+    let env = Env::new("");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (sent, received) = std::sync::mpsc::channel::<Vec<u8>>();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            stream
+                .set_read_timeout(Some(Duration::from_millis(300)))
+                .unwrap();
+            let mut bytes = Vec::new();
+            let mut buf = [0u8; 4096];
+            // Everything the client sends until it waits for the answer.
+            while let Ok(n) = stream.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                bytes.extend_from_slice(&buf[..n]);
+            }
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
+            let _ = sent.send(bytes);
+        }
+    });
+    let p = env.personality(
+        "net.toml",
+        "id = \"net\"\n[safety.network]\nallow = [\"127.0.0.1\"]\n",
+    );
+    let body = "xxxxxGET /admin HTTP/1.1\r\nHost: internal.example.com\r\n\r\n";
+    let framing = serde_json::json!({
+        "Content-Length": "5",
+        "Transfer-Encoding": "chunked",
+        "Connection": "keep-alive, Upgrade",
+        "Keep-Alive": "timeout=600",
+        "TE": "trailers",
+        "Trailer": "X-After",
+        "Upgrade": "websocket",
+        "Expect": "100-continue",
+        "X-Kept": "yes",
+    });
+    let url = format!("http://127.0.0.1:{port}/");
+    for mode in MODES {
+        for (method, body) in [("POST", body), ("GET", "")] {
+            let call =
+                serde_json::json!({"url": url, "method": method, "headers": framing, "body": body});
+            let result = call_tool(&env, mode, &p, "fetch_url", &call);
+            assert_eq!(result["ok"], true, "{mode:?} {method}: {result}");
+            let wire = received.recv_timeout(Duration::from_secs(10)).unwrap();
+            let wire = String::from_utf8_lossy(&wire).to_ascii_lowercase();
+            let (head, sent_body) = wire.split_once("\r\n\r\n").unwrap();
+            assert_eq!(
+                sent_body,
+                body.to_ascii_lowercase(),
+                "{mode:?} {method}: {wire}"
+            );
+            assert!(head.contains("x-kept: yes"), "{mode:?} {method}: {wire}");
+            for name in [
+                "transfer-encoding",
+                "connection",
+                "keep-alive",
+                "te:",
+                "trailer",
+                "upgrade",
+                "expect",
+            ] {
+                assert!(
+                    !head.contains(&format!("\r\n{name}")),
+                    "{mode:?} {method} {name}: {wire}"
+                );
+            }
+            let length = head.lines().find(|l| l.starts_with("content-length:"));
+            let want = (!body.is_empty()).then(|| format!("content-length: {}", body.len()));
+            assert_eq!(length.map(str::to_owned), want, "{mode:?} {method}: {wire}");
+        }
+    }
+}
+
 // guarantee: G-KERN-08
 /// A child cannot reach the terminal toolcap was started from: what it pushed into the
 /// terminal's input (`TIOCSTI`) the user's shell would read and run, outside any sandbox, once
