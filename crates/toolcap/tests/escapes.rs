@@ -553,7 +553,9 @@ fn the_password_backups_and_the_machines_keys_are_out_of_a_wide_reach() {
 /// With the home directory in reach (`read = ["~"]`, a personal assistant's), the files where
 /// tools keep the user's credentials are out of it as `~/.ssh` is: git's stored passwords, the
 /// npm, PyPI and crates.io tokens, GitHub's CLI token, Docker's registry logins, the Kubernetes
-/// and cloud configurations, and the shell and database histories where typed secrets stay.
+/// and cloud configurations, the AI agents' own keys and tokens (Codex's `auth.json`, Claude
+/// Code's `.credentials.json`, Gemini CLI's and Copilot's), and the shell and database histories
+/// where typed secrets stay.
 /// Before, the floor named `~/.ssh`, `~/.aws`, `~/.gnupg` and `~/.netrc` only, and a model led
 /// to `read_file ~/.git-credentials` was handed the token. The files beside them that hold no
 /// credentials (a project's `.cargo/config.toml`, other `~/.config` directories) stay readable.
@@ -572,6 +574,10 @@ fn the_users_credential_files_are_out_of_a_reach_of_the_home_directory() {
         ".docker/config.json",
         ".kube/config",
         ".azure/msal_token_cache.json",
+        ".codex/auth.json",
+        ".claude/.credentials.json",
+        ".gemini/oauth_creds.json",
+        ".config/github-copilot/apps.json",
         ".bash_history",
         ".zsh_history",
         ".psql_history",
@@ -581,6 +587,8 @@ fn the_users_credential_files_are_out_of_a_reach_of_the_home_directory() {
         ".cargo/config.toml",
         ".config/other/settings",
         ".docker/contexts/meta",
+        ".claude/settings.json",
+        ".codex/config.toml",
     ];
     for name in protected.iter().chain(&open) {
         let path = home.join(name);

@@ -125,10 +125,10 @@ impl FloorEntry {
 }
 
 /// The protected places of a home directory, relative to it (docs/semantics.md, "Paths"): keys,
-/// the files where tools keep their credentials and tokens, and the histories where typed
-/// secrets stay. Each begins with a dot, which [`DenyFloor::blocks`] relies on when the home
-/// directory is unknown (a test holds it).
-pub(crate) const HOME_ENTRIES: [&str; 18] = [
+/// the files where tools (AI agents' clients among them) keep their credentials and tokens, and
+/// the histories where typed secrets stay. Each begins with a dot, which [`DenyFloor::blocks`]
+/// relies on when the home directory is unknown (a test holds it).
+pub(crate) const HOME_ENTRIES: [&str; 22] = [
     ".ssh",
     ".aws",
     ".gnupg",
@@ -143,6 +143,10 @@ pub(crate) const HOME_ENTRIES: [&str; 18] = [
     ".config/gh",
     ".config/gcloud",
     ".azure",
+    ".codex/auth.json",
+    ".claude/.credentials.json",
+    ".gemini/oauth_creds.json",
+    ".config/github-copilot",
     ".bash_history",
     ".zsh_history",
     ".psql_history",
