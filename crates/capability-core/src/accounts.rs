@@ -16,30 +16,41 @@ const MAX_PASSWD: u64 = 16 << 20;
 /// homes `/etc/passwd` lists and that some of `roots` (a policy's reach, absolute and
 /// normalised) could reach: none when it cannot be read. A home no root lies above or inside is
 /// not looked at, so a personality that reaches no home costs one read of `/etc/passwd`. Each
-/// home is listed once (one directory read, not a look-up per entry); homes in the system's
-/// program directories, and those that cannot be listed, are passed over.
+/// home is listed once (one directory read, not a look-up per entry), or, where it cannot be
+/// listed (a home of mode `711`) or holds more than [`MAX_LISTED`] entries, each entry is looked
+/// up; homes in the system's program directories are passed over.
 pub(crate) fn account_places(roots: &[PathBuf]) -> Vec<PathBuf> {
-    let mut places = Vec::new();
     if roots.is_empty() {
-        return places;
+        return Vec::new();
     }
-    for home in account_homes() {
+    places_in(&account_homes(), roots)
+}
+
+/// [`account_places`] of the homes `homes`.
+fn places_in(homes: &[PathBuf], roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut places = Vec::new();
+    for home in homes {
         let reached = roots
             .iter()
-            .any(|root| is_within(&home, root) || is_within(root, &home));
+            .any(|root| is_within(home, root) || is_within(root, home));
         if !reached
             || SYSTEM_DIRS
                 .iter()
-                .any(|dir| is_within(&home, Path::new(dir)))
+                .any(|dir| is_within(home, Path::new(dir)))
         {
             continue;
         }
-        let Some(names) = names_in(&home) else {
-            continue;
-        };
+        let names = dot_names_in(home);
         for entry in HOME_ENTRIES {
             let (first, rest) = entry.split_once('/').unwrap_or((entry, ""));
-            if names.iter().any(|n| n == first) && (rest.is_empty() || exists(&home.join(entry))) {
+            let there = match &names {
+                Some(names) => {
+                    names.iter().any(|n| n == first)
+                        && (rest.is_empty() || exists(&home.join(entry)))
+                }
+                None => exists(&home.join(entry)),
+            };
+            if there {
                 places.push(home.join(entry));
             }
         }
@@ -69,15 +80,29 @@ fn account_homes() -> Vec<PathBuf> {
     }
 }
 
-/// The names in directory `dir`, if it can be listed.
+/// The most entries of a home listed; past it, each place is looked up instead.
+const MAX_LISTED: usize = 4096;
+
+/// The names beginning with a dot in directory `dir` (every entry of [`HOME_ENTRIES`] does),
+/// if it can be listed whole within [`MAX_LISTED`] entries.
 #[allow(
     clippy::disallowed_methods,
     reason = "policy loading looks for the places of the deny floor; no tool reaches this"
 )]
-fn names_in(dir: &Path) -> Option<Vec<std::ffi::OsString>> {
+fn dot_names_in(dir: &Path) -> Option<Vec<std::ffi::OsString>> {
     // toolcap: allow(std::fs::read_dir, reason = "policy loading looks for the places of the deny floor")
     let entries = std::fs::read_dir(dir).ok()?;
-    Some(entries.flatten().map(|e| e.file_name()).collect())
+    let mut names = Vec::new();
+    for (n, entry) in entries.enumerate() {
+        if n == MAX_LISTED {
+            return None;
+        }
+        let name = entry.ok()?.file_name();
+        if name.as_encoded_bytes().first() == Some(&b'.') {
+            names.push(name);
+        }
+    }
+    Some(names)
 }
 
 /// Whether something (a file, a directory, a link) is at `path`.
@@ -111,6 +136,38 @@ fn homes_in(passwd: &str) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[allow(clippy::disallowed_methods, reason = "the test builds homes on disk")]
+    fn the_places_there_in_the_homes_the_reach_spans() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let (ada, bob, eve) = (
+            root.join("ada"),
+            root.join("bob"),
+            root.join("elsewhere/eve"),
+        );
+        for made in [".ssh", ".config/gh", ".config/other"] {
+            std::fs::create_dir_all(ada.join(made)).unwrap();
+        }
+        // More entries than are listed: each place is looked up instead.
+        std::fs::create_dir_all(&bob).unwrap();
+        for n in 0..MAX_LISTED + 10 {
+            std::fs::write(bob.join(format!("f{n}")), "").unwrap();
+        }
+        std::fs::write(bob.join(".npmrc"), "").unwrap();
+        std::fs::create_dir_all(eve.join(".ssh")).unwrap();
+        let homes = [ada.clone(), bob.clone(), eve.clone(), root.join("missing")];
+        let mut places = places_in(&homes, &[root.join("ada"), root.join("bob")]);
+        places.sort();
+        assert_eq!(
+            places,
+            [ada.join(".config/gh"), ada.join(".ssh"), bob.join(".npmrc")]
+        );
+        // A root inside a home reaches its places; no root, no home looked at.
+        assert_eq!(places_in(&homes, &[ada.join(".config")]).len(), 2);
+        assert!(places_in(&homes, &[root.join("other")]).is_empty());
+    }
 
     #[test]
     fn the_homes_of_the_account_lines() {
