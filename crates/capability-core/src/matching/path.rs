@@ -111,14 +111,8 @@ impl FloorEntry {
                     && p[d.len() + 1..].starts_with(prefix.as_bytes())
             }
             FloorEntry::Component(name) => {
-                // `/name` followed by a `/` or the end: in a normalised path, a `/` begins a
-                // component, so this is `name`'s components one after another, each whole.
-                let (p, n) = (path.as_os_str().as_bytes(), name.as_bytes());
-                p.windows(n.len() + 1).enumerate().any(|(at, w)| {
-                    w[0] == b'/'
-                        && &w[1..] == n
-                        && p.get(at + n.len() + 1).is_none_or(|c| *c == b'/')
-                })
+                let p = path.as_os_str().as_bytes();
+                DotParts::of(p).any(|start| names_at(p, start, name))
             }
         }
     }
@@ -235,15 +229,63 @@ impl DenyFloor {
         // The names protected wherever they appear all begin with a dot (`HOME_ENTRIES`): a
         // path without a component that does is covered by none of them, found in one pass
         // instead of one per name.
-        let hidden = path.as_os_str().as_bytes().windows(2).any(|w| w == b"/.");
+        let p = path.as_os_str().as_bytes();
+        // Where the components that begin with a dot start, found once for every name.
+        let mut dots = [0usize; 8];
+        let mut found = 0;
+        for start in DotParts::of(p) {
+            if found == dots.len() {
+                found = usize::MAX;
+                break;
+            }
+            dots[found] = start;
+            found += 1;
+        }
         self.entries.iter().any(|entry| {
-            (hidden || !matches!(entry, FloorEntry::Component(_)))
-                && entry.covers(path)
+            let covers = match entry {
+                FloorEntry::Component(_) if found == 0 => false,
+                FloorEntry::Component(name) if found != usize::MAX => {
+                    dots[..found].iter().any(|&start| names_at(p, start, name))
+                }
+                _ => entry.covers(path),
+            };
+            covers
                 && !personality_roots
                     .iter()
                     .any(|root| is_within(path, root) && entry.covers(root))
         })
     }
+}
+
+/// The starts of the components of a normalised path that begin with a dot (each just past a
+/// `/` followed by `.`).
+struct DotParts<'a> {
+    path: &'a [u8],
+    from: usize,
+}
+
+impl<'a> DotParts<'a> {
+    fn of(path: &'a [u8]) -> Self {
+        Self { path, from: 0 }
+    }
+}
+
+impl Iterator for DotParts<'_> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        let at = self.path[self.from..].windows(2).position(|w| w == b"/.")?;
+        let start = self.from + at + 1;
+        self.from = start;
+        Some(start)
+    }
+}
+
+/// Whether `name`'s components (one, or several joined by `/`) are those of `path` from byte
+/// `start`, each whole: `name` there, followed by a `/` or the end.
+fn names_at(path: &[u8], start: usize, name: &str) -> bool {
+    let rest = &path[start..];
+    rest.starts_with(name.as_bytes()) && rest.get(name.len()).is_none_or(|c| *c == b'/')
 }
 
 impl DenyFloor {
@@ -1047,6 +1089,12 @@ mod tests {
         assert!(blind.blocks(Path::new("/srv/x/.netrc"), &root));
         assert!(!blind.blocks(Path::new("/srv/x/.netrcx"), &root));
         assert!(!blind.blocks(Path::new("/srv/x.ssh/key"), &root));
+        // More components that begin with a dot than `blocks` notes: each still looked at.
+        let deep = "/.a/.b/.c/.d/.e/.f/.g/.h/.i";
+        assert!(blind.blocks(Path::new(&format!("{deep}/.config/gh/hosts.yml")), &root));
+        assert!(!blind.blocks(Path::new(&format!("{deep}/.config/other")), &root));
+        assert!(blind.blocks(Path::new("/srv/.config/gh"), &root));
+        assert!(!blind.blocks(Path::new("/srv/.config/ghost"), &root));
     }
 
     #[test]
