@@ -3662,7 +3662,8 @@ fn a_stop_signal_ends_a_command_blocked_on_a_pipe() {
 }
 
 // guarantee: G-POL-07
-/// A program that runs whatever it is asked to (a shell, an interpreter, `env`, `xargs`) makes
+/// A program that runs whatever it is asked to (a shell, an interpreter, `env`, `xargs`, and
+/// `watch`, `strace`, `time`, `sudo` or `npx`, which it once did not say) makes
 /// an allowlist of one a grant of every program a child may execute: `validate` says so for
 /// each, by its name or its path, so the review does not read `allow = ["python3"]` as one
 /// program.
@@ -3672,7 +3673,8 @@ fn validate_notes_an_allowed_program_that_runs_other_programs() {
     std::fs::write(
         env.root.join("launchers.toml"),
         "id = \"launchers\"\ntoolset = [\"run_command\"]\n[fs_reach]\nread = [\"/srv\"]\n\
-         [safety.process]\nallow = [\"git\", \"sh\", \"/usr/bin/python3\", \"env\", \"echo\"]\n",
+         [safety.process]\nallow = [\"git\", \"sh\", \"/usr/bin/python3\", \"env\", \"echo\", \
+         \"watch\", \"strace\", \"time\", \"sudo\", \"npx\"]\n",
     )
     .unwrap();
     let out = env.toolcap(&["validate", "--personality", &env.path("launchers.toml")]);
@@ -3686,7 +3688,16 @@ fn validate_notes_an_allowed_program_that_runs_other_programs() {
     };
     assert_eq!(
         notes,
-        [runs(1, "sh"), runs(2, "/usr/bin/python3"), runs(3, "env")],
+        [
+            runs(1, "sh"),
+            runs(2, "/usr/bin/python3"),
+            runs(3, "env"),
+            runs(5, "watch"),
+            runs(6, "strace"),
+            runs(7, "time"),
+            runs(8, "sudo"),
+            runs(9, "npx"),
+        ],
         "{text}"
     );
 }
