@@ -137,26 +137,36 @@ fn homes_in(passwd: &str) -> Vec<PathBuf> {
 mod tests {
     use super::*;
 
-    #[test]
+    /// Makes `path`: a directory, or (`file`) an empty file in a directory made for it.
     #[allow(clippy::disallowed_methods, reason = "the test builds homes on disk")]
+    fn make(path: &Path, file: bool) {
+        let dir = if file { path.parent().unwrap() } else { path };
+        // toolcap: allow(std::fs::create_dir_all, reason = "the test builds homes on disk")
+        std::fs::create_dir_all(dir).unwrap();
+        if file {
+            // toolcap: allow(std::fs::write, reason = "the test builds homes on disk")
+            std::fs::write(path, "").unwrap();
+        }
+    }
+
+    #[test]
     fn the_places_there_in_the_homes_the_reach_spans() {
         let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
+        let root = normalize_lexically(dir.path());
         let (ada, bob, eve) = (
             root.join("ada"),
             root.join("bob"),
             root.join("elsewhere/eve"),
         );
         for made in [".ssh", ".config/gh", ".config/other"] {
-            std::fs::create_dir_all(ada.join(made)).unwrap();
+            make(&ada.join(made), false);
         }
         // More entries than are listed: each place is looked up instead.
-        std::fs::create_dir_all(&bob).unwrap();
         for n in 0..MAX_LISTED + 10 {
-            std::fs::write(bob.join(format!("f{n}")), "").unwrap();
+            make(&bob.join(format!("f{n}")), true);
         }
-        std::fs::write(bob.join(".npmrc"), "").unwrap();
-        std::fs::create_dir_all(eve.join(".ssh")).unwrap();
+        make(&bob.join(".npmrc"), true);
+        make(&eve.join(".ssh"), false);
         let homes = [ada.clone(), bob.clone(), eve.clone(), root.join("missing")];
         let mut places = places_in(&homes, &[root.join("ada"), root.join("bob")]);
         places.sort();
