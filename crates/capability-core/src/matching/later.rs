@@ -1,0 +1,526 @@
+//! Where code would run from, outside any sandbox, if a tool wrote there: git's places of a
+//! repository, the shells' startup files, what agents, editors and build tools read from a
+//! project (docs/policy.md, "Git's hooks and configuration", "Shell startup files", "What agents
+//! and editors run", "What build tools run"). Decided from a path's spelling.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// The names of the files in a git directory whose settings can make git run a command
+/// (`core.fsmonitor`, `core.hooksPath`, `core.pager`, an alias starting with `!`, ...), and of
+/// the one that names another git directory to take the hooks and configuration from
+/// (`commondir`, which git reads in any git directory, not only a linked worktree's).
+const GIT_CONFIG_NAMES: [&[u8]; 3] = [b"config", b"config.worktree", b"commondir"];
+
+/// Where git, run by the user later and outside any sandbox, would find code to run, as the
+/// area that keeps `path` from writes (docs/policy.md, "Git's hooks and configuration"): a
+/// `.git` itself (a repository's directory, or the file that points at one), its `hooks` and
+/// everything under them, its `config`, `config.worktree` and `commondir`, and the same of the git
+/// directories kept inside it (`modules/…` of submodules, `worktrees/…` of linked worktrees).
+/// `None` for anything else, the rest of a `.git` among it (objects, refs, the index). Decided
+/// from the path's spelling; `path` must be normalised and absolute, as the checks have it.
+///
+/// ```
+/// use capability_core::matching::path::git_run_area;
+/// use std::path::Path;
+/// let area = |p: &str| git_run_area(Path::new(p)).map(|a| a.display().to_string());
+/// assert_eq!(area("/r/.git/hooks/pre-commit").as_deref(), Some("/r/.git/hooks"));
+/// assert_eq!(area("/r/.git/config").as_deref(), Some("/r/.git/config"));
+/// assert_eq!(area("/r/.git/objects/ab/cd"), None);
+/// assert_eq!(area("/r/src/main.rs"), None);
+/// ```
+pub fn git_run_area(path: &Path) -> Option<PathBuf> {
+    let bytes = path.as_os_str().as_bytes();
+    // Most paths name no `.git` at all: one pass finds out.
+    if !bytes.windows(5).any(|w| w == b"/.git") {
+        return None;
+    }
+    let parts: Vec<&[u8]> = bytes.split(|c| *c == b'/').collect();
+    let at = parts.iter().position(|c| *c == b".git")?;
+    // The path up to and with its part `n` (each part but the last followed by its `/`).
+    let through = |n: usize| {
+        let len = parts[..=n].iter().map(|p| p.len() + 1).sum::<usize>() - 1;
+        PathBuf::from(std::ffi::OsStr::from_bytes(&bytes[..len]))
+    };
+    let rest = &parts[at + 1..];
+    let config = |name: &&[u8]| GIT_CONFIG_NAMES.contains(name);
+    match rest {
+        [] => Some(path.to_path_buf()),
+        [name] if config(name) => Some(path.to_path_buf()),
+        [b"hooks", ..] => Some(through(at + 1)),
+        [b"modules" | b"worktrees", inner @ ..] => {
+            if let Some(i) = inner.iter().position(|c| *c == b"hooks") {
+                return Some(through(at + 2 + i));
+            }
+            inner
+                .last()
+                .filter(|name| config(name))
+                .map(|_| path.to_path_buf())
+        }
+        _ => None,
+    }
+}
+
+/// What would run code from a place a tool may not write, and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RunsLater {
+    /// Git, when the user next runs it in the repository ([`git_run_area`]).
+    Git,
+    /// A shell as it starts (`.bashrc`, `.profile`, `.zshrc`, fish's configuration), git as it
+    /// reads the user's configuration (`.gitconfig`, `.config/git/config`), or the user's login
+    /// session (`.pam_environment`, `.xprofile`, systemd user units, autostart entries).
+    Startup,
+    /// An AI agent's client or an editor, when it next opens the project: the hooks and MCP
+    /// servers of `.mcp.json`, `.claude`, `.cursor`, `.codex`, `.agents`, `.gemini`, `.kiro`,
+    /// `.roo` and `.continue`, the tasks, servers and run configurations of `.vscode`, `.zed`
+    /// and `.idea`.
+    Client,
+    /// A build tool or package manager, when the user next builds or installs in the project:
+    /// cargo's `.cargo/config.toml`, rustup's `rust-toolchain.toml`, npm's `.npmrc`, yarn's
+    /// `.yarnrc.yml`, bun's `bunfig.toml`, and a dev container's configuration.
+    Build,
+}
+
+impl RunsLater {
+    /// What runs code from such a place, and when, as a refusal says it.
+    pub fn why(self) -> &'static str {
+        match self {
+            RunsLater::Git => {
+                "git runs the hooks and configuration of a repository outside any sandbox, when \
+                 the user next runs git there"
+            }
+            RunsLater::Client => {
+                "an AI agent's client or an editor runs what it says when it next opens the \
+                 project, outside any sandbox"
+            }
+            RunsLater::Startup => {
+                "a shell, git or the user's login session reads it as it starts, and runs what \
+                 it says outside any sandbox"
+            }
+            RunsLater::Build => {
+                "a build tool or package manager (cargo, rustup, npm, yarn, bun) or a dev \
+                 container runs what it names when the user next builds or installs in the \
+                 project, outside any sandbox"
+            }
+        }
+    }
+}
+
+/// The file in a project whose MCP servers (commands) an agent's client starts as it opens it.
+const CLIENT_FILES: [&[u8]; 1] = [b".mcp.json"];
+
+/// The files in a project (in any directory of it) that a build tool or package manager reads
+/// as the user builds or installs there, and whose settings name a program it runs: rustup's
+/// toolchain file (`path` = a toolchain of any binaries), npm's `.npmrc` (`node-options`,
+/// `script-shell`), yarn's (`yarnPath`, `yarn-path`), bun's `bunfig.toml` (`preload`), and the
+/// dev container file VS Code offers to open (its `initializeCommand` runs on the host).
+const BUILD_FILES: [&[u8]; 7] = [
+    b"rust-toolchain.toml",
+    b"rust-toolchain",
+    b".npmrc",
+    b".yarnrc.yml",
+    b".yarnrc",
+    b"bunfig.toml",
+    b".devcontainer.json",
+];
+
+/// cargo's configuration, which it reads in the directory it builds in and every one above it
+/// (`build.rustc-wrapper`, a target's `runner` and `linker` run at the next `cargo build`).
+const CARGO_CONFIGS: [&[u8]; 2] = [b"/.cargo/config.toml", b"/.cargo/config"];
+
+/// The dev container directory (`.devcontainer/devcontainer.json` and the files it names).
+const BUILD_DIRS: [&[u8]; 1] = [b".devcontainer"];
+
+/// The directories in a project whose settings make an agent's client or an editor run a
+/// command as it opens the project, or as the user works in it: Claude Code's hooks, status
+/// line and MCP servers; Cursor's, Codex's (and its `.agents` skills, which Codex keeps
+/// read-only itself), Gemini CLI's, Kiro's, Roo Code's and Continue's MCP servers; VS Code's
+/// tasks (some run when the folder opens) and settings that name programs; Zed's language
+/// servers and context servers; JetBrains' run configurations.
+const CLIENT_DIRS: [&[u8]; 11] = [
+    b".claude",
+    b".cursor",
+    b".codex",
+    b".agents",
+    b".gemini",
+    b".kiro",
+    b".roo",
+    b".continue",
+    b".vscode",
+    b".zed",
+    b".idea",
+];
+
+/// Where the git hook managers keep what a repository's hooks run, in its working tree: husky's
+/// hook scripts (`core.hooksPath` is `.husky` or `.husky/_`, which calls them), and the
+/// configurations pre-commit, lefthook and overcommit read at every commit to decide which
+/// commands to run. Git runs them when the user next commits, outside any sandbox.
+const HOOK_DIRS: [&[u8]; 1] = [b".husky"];
+
+/// The hook managers' configuration files (see [`HOOK_DIRS`]).
+const HOOK_FILES: [&[u8]; 10] = [
+    b".pre-commit-config.yaml",
+    b"lefthook.yml",
+    b".lefthook.yml",
+    b"lefthook.yaml",
+    b".lefthook.yaml",
+    b"lefthook-local.yml",
+    b".lefthook-local.yml",
+    b"lefthook-local.yaml",
+    b".lefthook-local.yaml",
+    b".overcommit.yml",
+];
+
+/// The names of the files bash, zsh and sh read as they start (and `.bash_aliases`, which the
+/// `.bashrc` Debian and Ubuntu give every user reads), of git's user configuration
+/// (`core.hooksPath`, `core.fsmonitor` and `!` aliases there run commands in every repository),
+/// and of what a graphical or PAM login reads into the session (`.pam_environment`,
+/// `.xprofile`, `.xsessionrc`, `.xsession`, `.xinitrc`: an `LD_PRELOAD` there, or a command).
+const STARTUP_NAMES: [&[u8]; 17] = [
+    b".bashrc",
+    b".bash_profile",
+    b".bash_login",
+    b".bash_logout",
+    b".bash_aliases",
+    b".profile",
+    b".zshrc",
+    b".zprofile",
+    b".zshenv",
+    b".zlogin",
+    b".zlogout",
+    b".gitconfig",
+    b".pam_environment",
+    b".xprofile",
+    b".xsessionrc",
+    b".xsession",
+    b".xinitrc",
+];
+
+/// The directories whose every file a login or a shell runs or reads into the session: fish's
+/// configuration, the user's systemd units (started at login), the desktop's autostart entries
+/// and the session's environment (`environment.d`).
+const STARTUP_DIRS: [&[u8]; 4] = [
+    b"/.config/fish",
+    b"/.config/systemd/user",
+    b"/.config/autostart",
+    b"/.config/environment.d",
+];
+
+/// Every place [`runs_later`] names outside a repository's git directory, as a relative path
+/// from the directory it is found in (kept in `capability-types`, where the kernel layer reads
+/// it too: docs/policy.md, "Kept from children").
+pub use capability_types::backend::RUNS_LATER_NAMES;
+
+/// Where code would run from, outside any sandbox, if a tool wrote `path`, as the area that
+/// keeps it from writes, and what runs it (docs/policy.md, "Git's hooks and configuration",
+/// "Shell startup files", "What agents and editors run" and "What build tools run"): git's
+/// places of a repository ([`git_run_area`]); the git hook managers' places in a working tree
+/// (everything under a `.husky`, a `.pre-commit-config.yaml`, lefthook's and overcommit's
+/// configurations); a file named as a shell's startup file or git's user configuration, in any
+/// directory; `.config/git/config` and everything under `.config/fish`,
+/// `.config/systemd/user`, `.config/autostart` and `.config/environment.d`; a `.mcp.json`, and
+/// everything under a `.claude`, `.cursor`, `.codex`, `.gemini`, `.vscode` or `.idea`, in any
+/// directory; a build tool's or package manager's configuration (`.cargo/config.toml`,
+/// `rust-toolchain.toml`, `.npmrc`, `.yarnrc.yml`, `bunfig.toml`, a dev container's), in any
+/// directory. Decided from the path's spelling; `path` must be normalised and absolute.
+///
+/// ```
+/// use capability_core::matching::path::{RunsLater, runs_later};
+/// use std::path::Path;
+/// let runs = |p: &str| runs_later(Path::new(p)).map(|(_, what)| what);
+/// assert_eq!(runs("/home/ada/.bashrc"), Some(RunsLater::Startup));
+/// assert_eq!(runs("/home/ada/.config/fish/conf.d/x.fish"), Some(RunsLater::Startup));
+/// assert_eq!(runs("/srv/repo/.git/config"), Some(RunsLater::Git));
+/// assert_eq!(runs("/home/ada/.bashrc.orig"), None);
+/// assert_eq!(runs("/srv/app/.claude/settings.json"), Some(RunsLater::Client));
+/// assert_eq!(runs("/srv/app/.mcp.json"), Some(RunsLater::Client));
+/// assert_eq!(runs("/srv/app/.husky/pre-commit"), Some(RunsLater::Git));
+/// assert_eq!(runs("/srv/app/.pre-commit-config.yaml"), Some(RunsLater::Git));
+/// ```
+pub fn runs_later(path: &Path) -> Option<(PathBuf, RunsLater)> {
+    if let Some(area) = git_run_area(path) {
+        return Some((area, RunsLater::Git));
+    }
+    let bytes = path.as_os_str().as_bytes();
+    let name = path.file_name()?.as_bytes();
+    if HOOK_FILES.contains(&name) {
+        return Some((path.to_path_buf(), RunsLater::Git));
+    }
+    if let Some(area) = component_area(bytes, &HOOK_DIRS) {
+        return Some((area, RunsLater::Git));
+    }
+    if STARTUP_NAMES.contains(&name) || bytes.ends_with(b"/.config/git/config") {
+        return Some((path.to_path_buf(), RunsLater::Startup));
+    }
+    if CLIENT_FILES.contains(&name) {
+        return Some((path.to_path_buf(), RunsLater::Client));
+    }
+    if let Some(area) = client_area(bytes) {
+        return Some((area, RunsLater::Client));
+    }
+    if BUILD_FILES.contains(&name) || CARGO_CONFIGS.iter().any(|c| bytes.ends_with(c)) {
+        return Some((path.to_path_buf(), RunsLater::Build));
+    }
+    if let Some(area) = component_area(bytes, &BUILD_DIRS) {
+        return Some((area, RunsLater::Build));
+    }
+    // Most paths have no `/.config/` at all: one pass finds out.
+    if !bytes.windows(9).any(|w| w == b"/.config/") {
+        return None;
+    }
+    STARTUP_DIRS.iter().find_map(|dir| {
+        let at = bytes.windows(dir.len()).position(|w| w == *dir)?;
+        let end = at + dir.len();
+        (bytes.len() == end || bytes[end] == b'/').then(|| {
+            (
+                PathBuf::from(std::ffi::OsStr::from_bytes(&bytes[..end])),
+                RunsLater::Startup,
+            )
+        })
+    })
+}
+
+/// The first directory of `path` (normalised, absolute) named as one of [`CLIENT_DIRS`], with
+/// the path up to and with it.
+fn client_area(path: &[u8]) -> Option<PathBuf> {
+    component_area(path, &CLIENT_DIRS)
+}
+
+/// The first part of `path` (normalised, absolute) named as one of `names` (each a dot and a
+/// name), with the path up to and with it.
+fn component_area(path: &[u8], names: &[&[u8]]) -> Option<PathBuf> {
+    // Most paths have no part starting with a dot and the second letter of one of the names
+    // (`/.c`, `/.g`, `/.v`, `/.i` for the clients'): one pass finds out.
+    if !path
+        .windows(3)
+        .any(|w| w[..2] == *b"/." && names.iter().any(|n| n.get(1) == Some(&w[2])))
+    {
+        return None;
+    }
+    let mut end = 0;
+    for part in path.split(|c| *c == b'/') {
+        end += part.len();
+        if names.contains(&part) {
+            return Some(PathBuf::from(std::ffi::OsStr::from_bytes(&path[..end])));
+        }
+        end += 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`RUNS_LATER_NAMES`] is the lists [`runs_later`] matches, no more and no less: each
+    /// name, found in a directory, is a place it names, and so is everything beneath one that
+    /// is a directory; and every list's entry is among the names.
+    #[test]
+    fn the_names_the_kernel_layer_keeps_are_those_runs_later_matches() {
+        let listed: Vec<String> = STARTUP_NAMES
+            .iter()
+            .chain(CLIENT_FILES.iter())
+            .chain(CLIENT_DIRS.iter())
+            .chain(HOOK_DIRS.iter())
+            .chain(HOOK_FILES.iter())
+            .chain(BUILD_FILES.iter())
+            .chain(BUILD_DIRS.iter())
+            .map(|n| String::from_utf8(n.to_vec()).unwrap())
+            .chain(std::iter::once(".config/git/config".to_owned()))
+            .chain(
+                CARGO_CONFIGS
+                    .iter()
+                    .map(|c| String::from_utf8(c[1..].to_vec()).unwrap()),
+            )
+            .chain(
+                STARTUP_DIRS
+                    .iter()
+                    .map(|d| String::from_utf8(d[1..].to_vec()).unwrap()),
+            )
+            .collect();
+        let mut names: Vec<&str> = RUNS_LATER_NAMES.to_vec();
+        let mut want: Vec<&str> = listed.iter().map(String::as_str).collect();
+        names.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(names, want);
+        for name in RUNS_LATER_NAMES {
+            let place = Path::new("/srv/app").join(name);
+            assert_eq!(
+                runs_later(&place).map(|(area, _)| area),
+                Some(place.clone()),
+                "{name}"
+            );
+        }
+    }
+
+    // guarantee: G-FS-10
+    #[test]
+    fn shells_run_their_startup_files_and_nothing_named_like_them() {
+        let runs = |p: &str| runs_later(Path::new(p)).map(|(a, w)| (a.display().to_string(), w));
+        for path in [
+            "/h/.bashrc",
+            "/h/.bash_profile",
+            "/h/.profile",
+            "/h/.zshenv",
+            "/h/.gitconfig",
+            "/h/.config/git/config",
+            "/h/sub/.bashrc",
+            "/h/.bash_aliases",
+            "/h/.pam_environment",
+            "/h/.xprofile",
+            "/h/.xsessionrc",
+        ] {
+            assert_eq!(
+                runs(path),
+                Some((path.to_owned(), RunsLater::Startup)),
+                "{path}"
+            );
+        }
+        for (path, area) in [
+            ("/h/.config/fish", "/h/.config/fish"),
+            ("/h/.config/fish/config.fish", "/h/.config/fish"),
+            ("/h/.config/fish/a/b", "/h/.config/fish"),
+            ("/h/.config/autostart/x.desktop", "/h/.config/autostart"),
+            (
+                "/h/.config/systemd/user/x.service",
+                "/h/.config/systemd/user",
+            ),
+            (
+                "/h/.config/systemd/user/default.target.wants/x.service",
+                "/h/.config/systemd/user",
+            ),
+            (
+                "/h/.config/environment.d/50-x.conf",
+                "/h/.config/environment.d",
+            ),
+        ] {
+            assert_eq!(
+                runs(path),
+                Some((area.to_owned(), RunsLater::Startup)),
+                "{path}"
+            );
+        }
+        assert_eq!(
+            runs("/r/.git/hooks/x"),
+            Some(("/r/.git/hooks".to_owned(), RunsLater::Git))
+        );
+        for path in [
+            "/h/.bashrc.orig",
+            "/h/bashrc",
+            "/h/.config/git/ignore",
+            "/h/.config/fishy",
+            "/h/.config/fish.bak/x",
+            "/h/.config/systemd/system.conf",
+            "/h/.config/autostarted/x",
+            "/h/profile",
+            "/",
+        ] {
+            assert_eq!(runs(path), None, "{path}");
+        }
+    }
+
+    // guarantee: G-FS-11
+    #[test]
+    fn agents_and_editors_run_their_project_configuration_and_nothing_named_like_it() {
+        let runs = |p: &str| runs_later(Path::new(p)).map(|(a, w)| (a.display().to_string(), w));
+        for (path, area) in [
+            ("/p/.mcp.json", "/p/.mcp.json"),
+            ("/p/web/.mcp.json", "/p/web/.mcp.json"),
+            ("/p/.claude", "/p/.claude"),
+            ("/p/.claude/settings.json", "/p/.claude"),
+            ("/p/.claude/commands/a/b.md", "/p/.claude"),
+            ("/p/.cursor/mcp.json", "/p/.cursor"),
+            ("/p/.codex/config.toml", "/p/.codex"),
+            ("/p/.gemini/settings.json", "/p/.gemini"),
+            ("/p/.vscode/tasks.json", "/p/.vscode"),
+            ("/p/.idea/workspace.xml", "/p/.idea"),
+            ("/p/.agents/skills/deploy/SKILL.md", "/p/.agents"),
+            ("/p/.kiro/settings/mcp.json", "/p/.kiro"),
+            ("/p/.roo/mcp.json", "/p/.roo"),
+            ("/p/.continue/mcpServers/db.yaml", "/p/.continue"),
+            ("/p/.zed/settings.json", "/p/.zed"),
+            ("/.vscode/x", "/.vscode"),
+            ("/p/.vscode/.claude/x", "/p/.vscode"),
+        ] {
+            assert_eq!(
+                runs(path),
+                Some((area.to_owned(), RunsLater::Client)),
+                "{path}"
+            );
+        }
+        for path in [
+            "/p/.mcp.json.example",
+            "/p/mcp.json",
+            "/p/claude/settings.json",
+            "/p/.claudeignore",
+            "/p/.vscodeignore",
+            "/p/.cursorrules",
+            "/p/.codexx/config.toml",
+            "/p/docs/.idea.md",
+            "/p/.cache/x",
+            "/p/.github/workflows/ci.yml",
+            "/p/.agentsrc",
+            "/p/.zedrc/x",
+            "/p/roo/mcp.json",
+            "/p/.continuerc.json",
+        ] {
+            assert_eq!(runs(path), None, "{path}");
+        }
+    }
+
+    // guarantee: G-FS-09
+    #[test]
+    fn git_runs_code_from_hooks_and_config_and_nothing_else_of_a_git_directory() {
+        let area = |p: &str| git_run_area(Path::new(p)).map(|a| a.display().to_string());
+        for (path, want) in [
+            ("/r/.git", "/r/.git"),
+            ("/r/sub/.git", "/r/sub/.git"),
+            ("/r/.git/hooks", "/r/.git/hooks"),
+            ("/r/.git/hooks/pre-commit", "/r/.git/hooks"),
+            ("/r/.git/hooks/a/b", "/r/.git/hooks"),
+            ("/r/.git/config", "/r/.git/config"),
+            ("/r/.git/config.worktree", "/r/.git/config.worktree"),
+            ("/r/.git/commondir", "/r/.git/commondir"),
+            (
+                "/r/.git/worktrees/w/commondir",
+                "/r/.git/worktrees/w/commondir",
+            ),
+            (
+                "/r/.git/modules/lib/commondir",
+                "/r/.git/modules/lib/commondir",
+            ),
+            ("/r/.git/modules/lib/config", "/r/.git/modules/lib/config"),
+            (
+                "/r/.git/modules/a/b/hooks/post-checkout",
+                "/r/.git/modules/a/b/hooks",
+            ),
+            (
+                "/r/.git/worktrees/w/config.worktree",
+                "/r/.git/worktrees/w/config.worktree",
+            ),
+            ("/.git/config", "/.git/config"),
+        ] {
+            assert_eq!(area(path).as_deref(), Some(want), "{path}");
+        }
+        for path in [
+            "/r/.git/HEAD",
+            "/r/.git/index",
+            "/r/.git/objects/ab/cdef",
+            "/r/.git/refs/heads/main",
+            "/r/.git/info/exclude",
+            "/r/.git/logs/HEAD",
+            "/r/.git/modules/lib/HEAD",
+            "/r/.gitignore",
+            "/r/.github/workflows/ci.yml",
+            "/r/x.git/config",
+            "/r/.gitconfig",
+            "/r/.git2/config",
+            "/r/config",
+            "/r/hooks/pre-commit",
+            "/",
+        ] {
+            assert_eq!(area(path), None, "{path}");
+        }
+    }
+}
