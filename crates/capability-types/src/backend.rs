@@ -89,7 +89,7 @@ impl PathAccess {
 /// matches exactly these (its tests hold the two together); the kernel layer looks for them
 /// beneath a child's write roots and keeps those that exist from the child (docs/policy.md,
 /// "Kept from children").
-pub const RUNS_LATER_NAMES: [&str; 55] = [
+pub const RUNS_LATER_NAMES: [&str; 57] = [
     ".bashrc",
     ".bash_profile",
     ".bash_login",
@@ -145,6 +145,8 @@ pub const RUNS_LATER_NAMES: [&str; 55] = [
     "bunfig.toml",
     ".devcontainer",
     ".devcontainer.json",
+    ".pnpmfile.cjs",
+    ".mvn",
 ];
 
 /// The resolved read and write reach of one tool for one call.

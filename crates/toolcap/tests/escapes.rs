@@ -2049,7 +2049,9 @@ fn a_tool_cannot_plant_what_an_agent_or_editor_runs_when_it_opens_the_project() 
 /// `build.rustc-wrapper` or target `runner` (in the project or any directory above the one it
 /// builds in), rustup the toolchain a `rust-toolchain.toml`'s `path` names, npm a `.npmrc`'s
 /// `node-options` or `script-shell`, yarn the `yarnPath` of a `.yarnrc.yml`, bun a
-/// `bunfig.toml`'s `preload`, VS Code a dev container's `initializeCommand` on the host. A tool
+/// `bunfig.toml`'s `preload`, pnpm the hooks of a `.pnpmfile.cjs`, Maven the JVM options
+/// (`-javaagent`) and extensions of `.mvn`, VS Code a dev container's `initializeCommand` on the
+/// host. A tool
 /// that wrote one had its command run by the user's next `cargo build` or `npm install`, outside
 /// any sandbox. A tool may not write them beneath a write root, in either mode; names beside
 /// them stay writable. (A confined child that makes one has it set aside: `capability-process`'s
@@ -2063,7 +2065,13 @@ fn a_tool_cannot_plant_what_a_build_tool_runs_at_the_next_build() {
         &env,
         "project",
         &project,
-        &[".cargo", "crates/x/.cargo", ".devcontainer", "cargo"],
+        &[
+            ".cargo",
+            "crates/x/.cargo",
+            ".devcontainer",
+            "cargo",
+            ".mvn",
+        ],
         "notes",
     );
     refuses_planting(
@@ -2082,6 +2090,9 @@ fn a_tool_cannot_plant_what_a_build_tool_runs_at_the_next_build() {
             "bunfig.toml",
             ".devcontainer/devcontainer.json",
             ".devcontainer.json",
+            ".pnpmfile.cjs",
+            ".mvn/jvm.config",
+            ".mvn/extensions.xml",
         ],
         &[
             "Cargo.toml",

@@ -78,7 +78,8 @@ pub enum RunsLater {
     Client,
     /// A build tool or package manager, when the user next builds or installs in the project:
     /// cargo's `.cargo/config.toml`, rustup's `rust-toolchain.toml`, npm's `.npmrc`, yarn's
-    /// `.yarnrc.yml`, bun's `bunfig.toml`, and a dev container's configuration.
+    /// `.yarnrc.yml`, pnpm's `.pnpmfile.cjs`, bun's `bunfig.toml`, Maven's `.mvn`, and a dev
+    /// container's configuration.
     Build,
 }
 
@@ -99,9 +100,9 @@ impl RunsLater {
                  it says outside any sandbox"
             }
             RunsLater::Build => {
-                "a build tool or package manager (cargo, rustup, npm, yarn, bun) or a dev \
-                 container runs what it names when the user next builds or installs in the \
-                 project, outside any sandbox"
+                "a build tool or package manager (cargo, rustup, npm, yarn, pnpm, bun, Maven) or \
+                 a dev container runs what it names when the user next builds or installs in \
+                 the project, outside any sandbox"
             }
         }
     }
@@ -113,9 +114,10 @@ const CLIENT_FILES: [&[u8]; 1] = [b".mcp.json"];
 /// The files in a project (in any directory of it) that a build tool or package manager reads
 /// as the user builds or installs there, and whose settings name a program it runs: rustup's
 /// toolchain file (`path` = a toolchain of any binaries), npm's `.npmrc` (`node-options`,
-/// `script-shell`), yarn's (`yarnPath`, `yarn-path`), bun's `bunfig.toml` (`preload`), and the
-/// dev container file VS Code offers to open (its `initializeCommand` runs on the host).
-const BUILD_FILES: [&[u8]; 7] = [
+/// `script-shell`), yarn's (`yarnPath`, `yarn-path`), bun's `bunfig.toml` (`preload`), pnpm's
+/// hooks (`.pnpmfile.cjs`, run at every install), and the dev container file VS Code offers to
+/// open (its `initializeCommand` runs on the host).
+const BUILD_FILES: [&[u8]; 8] = [
     b"rust-toolchain.toml",
     b"rust-toolchain",
     b".npmrc",
@@ -123,14 +125,17 @@ const BUILD_FILES: [&[u8]; 7] = [
     b".yarnrc",
     b"bunfig.toml",
     b".devcontainer.json",
+    b".pnpmfile.cjs",
 ];
 
 /// cargo's configuration, which it reads in the directory it builds in and every one above it
 /// (`build.rustc-wrapper`, a target's `runner` and `linker` run at the next `cargo build`).
 const CARGO_CONFIGS: [&[u8]; 2] = [b"/.cargo/config.toml", b"/.cargo/config"];
 
-/// The dev container directory (`.devcontainer/devcontainer.json` and the files it names).
-const BUILD_DIRS: [&[u8]; 1] = [b".devcontainer"];
+/// The dev container directory (`.devcontainer/devcontainer.json` and the files it names), and
+/// Maven's (`.mvn/jvm.config`'s options, a `-javaagent` among them, and the extensions of
+/// `.mvn/extensions.xml`, loaded at the next `mvn` or `./mvnw`).
+const BUILD_DIRS: [&[u8]; 2] = [b".devcontainer", b".mvn"];
 
 /// The directories in a project whose settings make an agent's client or an editor run a
 /// command as it opens the project, or as the user works in it: Claude Code's hooks, status
@@ -222,8 +227,9 @@ pub use capability_types::backend::RUNS_LATER_NAMES;
 /// `.config/systemd/user`, `.config/autostart` and `.config/environment.d`; a `.mcp.json`, and
 /// everything under a `.claude`, `.cursor`, `.codex`, `.gemini`, `.vscode` or `.idea`, in any
 /// directory; a build tool's or package manager's configuration (`.cargo/config.toml`,
-/// `rust-toolchain.toml`, `.npmrc`, `.yarnrc.yml`, `bunfig.toml`, a dev container's), in any
-/// directory. Decided from the path's spelling; `path` must be normalised and absolute.
+/// `rust-toolchain.toml`, `.npmrc`, `.yarnrc.yml`, `.pnpmfile.cjs`, `bunfig.toml`, `.mvn`, a
+/// dev container's), in any directory. Decided from the path's spelling; `path` must be
+/// normalised and absolute.
 ///
 /// ```
 /// use capability_core::matching::path::{RunsLater, runs_later};
