@@ -578,6 +578,10 @@ fn the_users_credential_files_are_out_of_a_reach_of_the_home_directory() {
         ".claude/.credentials.json",
         ".gemini/oauth_creds.json",
         ".config/github-copilot/apps.json",
+        ".vault-token",
+        ".terraform.d/credentials.tfrc.json",
+        ".m2/settings.xml",
+        ".gradle/gradle.properties",
         ".bash_history",
         ".zsh_history",
         ".psql_history",
@@ -589,6 +593,8 @@ fn the_users_credential_files_are_out_of_a_reach_of_the_home_directory() {
         ".docker/contexts/meta",
         ".claude/settings.json",
         ".codex/config.toml",
+        ".m2/repository/x.pom",
+        ".gradle/caches/x",
     ];
     for name in protected.iter().chain(&open) {
         let path = home.join(name);

@@ -124,7 +124,7 @@ impl FloorEntry {
 /// the files where tools (AI agents' clients among them) keep their credentials and tokens, and
 /// the histories where typed secrets stay. Each begins with a dot, which [`DenyFloor::blocks`]
 /// relies on when the home directory is unknown (a test holds it).
-pub(crate) const HOME_ENTRIES: [&str; 22] = [
+pub(crate) const HOME_ENTRIES: [&str; 26] = [
     ".ssh",
     ".aws",
     ".gnupg",
@@ -143,6 +143,10 @@ pub(crate) const HOME_ENTRIES: [&str; 22] = [
     ".claude/.credentials.json",
     ".gemini/oauth_creds.json",
     ".config/github-copilot",
+    ".vault-token",
+    ".terraform.d/credentials.tfrc.json",
+    ".m2/settings.xml",
+    ".gradle/gradle.properties",
     ".bash_history",
     ".zsh_history",
     ".psql_history",
