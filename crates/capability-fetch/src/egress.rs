@@ -27,10 +27,10 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::{AbortHandle, JoinSet};
 
-use crate::FetchConfig;
 use crate::connect::{ConnectError, connect_checked};
 use crate::resolver::SystemResolver;
 use crate::sni::Opening;
+use crate::{CONNECTION_HEADERS, FetchConfig};
 
 type Body = BoxBody<Bytes, hyper::Error>;
 
@@ -180,16 +180,12 @@ fn full(status: StatusCode, text: String) -> Response<Body> {
     response
 }
 
-/// Headers that belong to one hop and are not forwarded.
-const HOP_BY_HOP: &[&str] = &[
-    "connection",
+/// Headers that belong to the hop to the proxy, beside [`CONNECTION_HEADERS`], and are not
+/// forwarded.
+const PROXY_HEADERS: [&str; 3] = [
     "proxy-connection",
-    "keep-alive",
     "proxy-authorization",
     "proxy-authenticate",
-    "te",
-    "trailer",
-    "upgrade",
 ];
 
 impl Proxy {
@@ -365,7 +361,7 @@ impl Proxy {
             .unwrap_or_else(|_| http::Uri::from_static("/"));
         *req.uri_mut() = origin;
         let headers = req.headers_mut();
-        for name in HOP_BY_HOP {
+        for name in CONNECTION_HEADERS.iter().chain(&PROXY_HEADERS) {
             headers.remove(*name);
         }
         if let Ok(value) = header::HeaderValue::from_str(authority.as_str()) {

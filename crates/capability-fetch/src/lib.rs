@@ -48,6 +48,12 @@ use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::CertificateDer;
 
 use crate::connect::PolicyConnector;
+
+/// The headers that steer one connection rather than the request (RFC 9110, "Connection"): a
+/// client sets them for its own hop, and neither the scoped fetch nor the egress proxy passes on
+/// a caller's (docs/semantics.md, "Fetch").
+pub(crate) const CONNECTION_HEADERS: [&str; 5] =
+    ["connection", "keep-alive", "te", "trailer", "upgrade"];
 pub use crate::egress::{EGRESS_MAX_CONNECTIONS, EgressProxy};
 pub use crate::resolver::{Resolution, Resolver, StaticResolver, SystemResolver};
 

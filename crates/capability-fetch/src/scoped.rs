@@ -8,16 +8,16 @@ use bytes::Bytes;
 use capability_types::backend::HostPolicy;
 use capability_types::{CapabilityError, DenialCode, ScopedFetch};
 use http::header::{
-    AUTHORIZATION, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, COOKIE, EXPECT, HOST, HeaderName,
-    LOCATION, PROXY_AUTHORIZATION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE, USER_AGENT,
+    AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, COOKIE, EXPECT, HOST, HeaderName, LOCATION,
+    PROXY_AUTHORIZATION, TRANSFER_ENCODING, USER_AGENT,
 };
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::Client;
 use url::Url;
 
-use crate::FetchConfig;
 use crate::connect::{ConnectError, PolicyConnector};
+use crate::{CONNECTION_HEADERS, FetchConfig};
 
 pub(crate) type HttpClient = Client<PolicyConnector, Full<Bytes>>;
 
@@ -86,21 +86,11 @@ pub(crate) fn parse_url(text: &str) -> Result<Url, CapabilityError> {
     Ok(url)
 }
 
-/// The headers that frame a request or steer its connection, which the client sets and a
-/// caller may not (docs/semantics.md, "Fetch"): the body goes with its own length, and a
+/// The headers that frame a request, which the client sets and a caller may not, beside
+/// [`CONNECTION_HEADERS`] (docs/semantics.md, "Fetch"): the body goes with its own length, and a
 /// caller's `Content-Length` once cut it short, or, with no body, left the server waiting for
 /// bytes the connection's next request would have supplied. `Host` follows the URL.
-const CLIENT_HEADERS: [HeaderName; 9] = [
-    HOST,
-    CONTENT_LENGTH,
-    TRANSFER_ENCODING,
-    CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    TE,
-    TRAILER,
-    UPGRADE,
-    EXPECT,
-];
+const FRAMING_HEADERS: [HeaderName; 4] = [HOST, CONTENT_LENGTH, TRANSFER_ENCODING, EXPECT];
 
 /// Credentials never follow a redirect to another origin.
 const CREDENTIAL_HEADERS: [http::header::HeaderName; 3] =
@@ -137,7 +127,10 @@ impl ScopedHttp {
         let mut headers = parts.headers;
         // The Host header follows the URL (a caller cannot aim it elsewhere), and the framing
         // and the connection are the client's.
-        for name in &CLIENT_HEADERS {
+        for name in &FRAMING_HEADERS {
+            headers.remove(name);
+        }
+        for name in CONNECTION_HEADERS {
             headers.remove(name);
         }
         if !headers.contains_key(USER_AGENT) {
