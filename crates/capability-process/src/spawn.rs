@@ -347,7 +347,7 @@ impl Child {
         let Child::Confined(_, end) = self else {
             return Ok(());
         };
-        let moved = end.watch().set_aside().map_err(|e| {
+        let moved = end.set_aside().map_err(|e| {
             CapabilityError::failed(format!(
                 "{binary} made a place a shell or an agent's client runs code from, and it \
                  could not be set aside: {e}"

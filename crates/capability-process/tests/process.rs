@@ -641,20 +641,11 @@ async fn a_writing_tools_child_cannot_change_what_runs_later_by_another_name() {
     }
     // No mount keeps what does not exist: made, it is set aside and the call refused.
     let sets_aside = async |script: &str, made: &Path| {
-        let err = p
-            .spawn("sh", &argv(&["-c", script]), SpawnOptions::default())
-            .await
-            .unwrap_err();
         let name = made.file_name().unwrap().to_str().unwrap();
-        assert!(
-            matches!(
-                err,
-                CapabilityError::Denied {
-                    code: DenialCode::PathNotReachable,
-                    ..
-                }
-            ) && err.to_string().contains(name),
-            "{err}"
+        refused_for(
+            p.spawn("sh", &argv(&["-c", script]), SpawnOptions::default())
+                .await,
+            name,
         );
         assert!(!made.exists(), "{}", made.display());
         let aside = made.with_file_name(format!("{name}.refused-by-toolcap"));
@@ -750,6 +741,145 @@ async fn what_a_child_makes_for_an_agent_or_a_shell_to_run_is_set_aside() {
         "{}",
         stdout(&out)
     );
+}
+
+// guarantee: G-FS-11
+/// What a child made where none was is set aside however it tries to keep it there: with every
+/// name it would be set aside under taken first (`.mcp.json.refused-by-toolcap`, `-2`, ...
+/// `-1000`), and with its call cancelled before it ended (the future dropped, as an MCP
+/// client's cancellation or a caller's own timeout drops it). And setting it aside moves
+/// nothing outside the write reach: a `.cargo` the child made as a link to a directory outside,
+/// where a real `config.toml` lies, is set aside itself, and the file it leads to stays where
+/// it is, unchanged. Checked on disk.
+#[tokio::test]
+async fn what_a_child_made_is_set_aside_however_it_tries_to_keep_it() {
+    let fx = fixture();
+    let p = writing_spawner(&fx);
+    // Every predictable name taken.
+    let taken = "touch .mcp.json.refused-by-toolcap; i=2; while [ $i -le 1000 ]; do \
+                 : > .mcp.json.refused-by-toolcap-$i; i=$((i+1)); done; \
+                 echo '{\"mcpServers\":{}}' > .mcp.json";
+    refused_for(
+        p.spawn("sh", &argv(&["-c", taken]), SpawnOptions::default())
+            .await,
+        ".mcp.json",
+    );
+    assert!(!fx.root.join(".mcp.json").exists(), ".mcp.json stayed");
+    // A link to a directory outside the reach that holds a real configuration.
+    let outside = tempfile::tempdir().unwrap();
+    let cfg = outside.path().canonicalize().unwrap().join("cfg");
+    std::fs::create_dir(&cfg).unwrap();
+    std::fs::write(cfg.join("config.toml"), "[alias]\nb = \"build\"\n").unwrap();
+    let link = format!("ln -s {} .cargo", cfg.display());
+    refused_for(
+        p.spawn("sh", &argv(&["-c", &link]), SpawnOptions::default())
+            .await,
+        ".cargo",
+    );
+    assert_eq!(
+        std::fs::read_to_string(cfg.join("config.toml")).unwrap(),
+        "[alias]\nb = \"build\"\n",
+        "the file the link led to stays where it is"
+    );
+    assert_eq!(
+        std::fs::read_dir(&cfg).unwrap().count(),
+        1,
+        "nothing beside it"
+    );
+    assert!(
+        std::fs::symlink_metadata(fx.root.join(".cargo")).is_err(),
+        "the link was set aside"
+    );
+    // The call cancelled while the child still runs.
+    let cancelled = tokio::time::timeout(
+        Duration::from_secs(3),
+        p.spawn(
+            "sh",
+            &argv(&["-c", "echo evil > .bashrc; sleep 60"]),
+            SpawnOptions::default(),
+        ),
+    )
+    .await;
+    assert!(cancelled.is_err(), "the call was cut short");
+    assert!(!fx.root.join(".bashrc").exists(), ".bashrc stayed");
+    assert!(fx.root.join(".bashrc.refused-by-toolcap").exists());
+}
+
+// guarantee: G-FS-11
+/// A child that takes its directories' permissions away (`chmod 100` on its write root, which
+/// leaves a `.bashrc` there openable by name, and `chmod 0` on a `.cargo` it made) does not keep
+/// what it made there: toolcap runs as their owner, who can give the permissions back, and does
+/// so to look and set aside. Only a host that is not root is stopped by permission bits, so as
+/// root (as CI runs) the test runs itself again as `nobody`.
+#[tokio::test]
+async fn what_a_child_made_is_set_aside_though_it_took_its_directorys_permissions_away() {
+    const NAME: &str =
+        "what_a_child_made_is_set_aside_though_it_took_its_directorys_permissions_away";
+    if is_root() && std::env::var_os("TOOLCAP_TEST_AS_NOBODY").is_none() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let bin = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(bin.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let exe = bin.path().join("process-test");
+        std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+        let out = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(&exe)
+            .args(["--exact", NAME, "--nocapture"])
+            .env("TOOLCAP_TEST_AS_NOBODY", "1")
+            .env("TMPDIR", "/tmp")
+            .current_dir(bin.path())
+            .output()
+            .unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success() && said.contains("1 passed"),
+            "as nobody: {said}"
+        );
+        return;
+    }
+    let fx = fixture();
+    let p = writing_spawner(&fx);
+    let script = "echo evil > .bashrc; mkdir .cargo; echo '[build]' > .cargo/config.toml; \
+                  chmod 0 .cargo; chmod 100 .";
+    refused_for(
+        p.spawn("sh", &argv(&["-c", script]), SpawnOptions::default())
+            .await,
+        ".bashrc",
+    );
+    assert!(!fx.root.join(".bashrc").exists(), ".bashrc stayed");
+    assert!(fx.root.join(".bashrc.refused-by-toolcap").exists());
+    assert!(
+        !fx.root.join(".cargo/config.toml").exists(),
+        ".cargo/config.toml stayed"
+    );
+}
+
+/// Asserts that a spawn was refused for what the child made (`PATH_NOT_REACHABLE`), naming
+/// `name`.
+fn refused_for(result: Result<ProcessOutput, CapabilityError>, name: &str) {
+    let err = result.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CapabilityError::Denied {
+                code: DenialCode::PathNotReachable,
+                ..
+            }
+        ) && err.to_string().contains(name),
+        "{err}"
+    );
+}
+
+/// Whether this process runs as root.
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
 }
 
 #[tokio::test]

@@ -147,7 +147,7 @@ pub(crate) fn masks(
         .filter(|d| !scratch.iter().any(|s| d.starts_with(s)))
         .cloned()
         .collect();
-    let mut watch = Watch::new(&projects, runs_later, &later.places, writable);
+    let mut watch = Watch::new(&projects, runs_later, &later.places, writable, write);
     dirs.extend(others);
     // The same places by another name (a home's `.bashrc` linked into a write root): kept
     // where they are, when they exist.

@@ -112,12 +112,18 @@ pub struct ConfinedChild {
 
 /// The program's own end, as its reaper reports it, and the reaper's stack. Keep this until the
 /// reaper has been waited for: dropping it kills the reaper (and with it the whole namespace)
-/// and waits for its end, so that the stack it runs on can be released.
+/// and waits for its end, so that the stack it runs on can be released, and then sets aside
+/// what the child made of the places that run later ([`set_aside`](Self::set_aside)), unless
+/// that was done once the child had ended: a call cancelled, or a long-lived child (a guarded
+/// MCP server) stopped, leaves nothing behind that the last look before its end missed.
 #[derive(Debug)]
 pub struct ChildEnd {
     pub(crate) report: std::os::fd::OwnedFd,
     pub(crate) _stack: sys::spawn::ReaperStack,
     pub(crate) watch: crate::Watch,
+    /// Set when [`set_aside`](Self::set_aside) looked after the reaper had ended: what it
+    /// found then is final.
+    pub(crate) settled: std::sync::atomic::AtomicBool,
 }
 
 impl ChildEnd {
@@ -130,10 +136,58 @@ impl ChildEnd {
     /// What the child made, where none was when it started, of the places a shell, an agent's
     /// client, an editor or a git hook manager runs code from ([`Launch::runs_later`], in its
     /// write roots, its working directory and those above it): a mount could not keep them.
-    /// Call it once the child has ended ([`Watch::set_aside`](crate::Watch::set_aside) renames
-    /// them so that nothing runs them).
+    /// [`set_aside`](Self::set_aside) renames them so that nothing runs them.
     pub fn watch(&self) -> &crate::Watch {
         &self.watch
+    }
+
+    /// Sets aside what the child made ([`Watch::set_aside`](crate::Watch::set_aside)), and
+    /// returns each place with where it went. Called while the child runs (between the calls a
+    /// guarded server answers), it looks at what is there now; called once the reaper has
+    /// ended, its answer is final, and dropping this does not look again.
+    ///
+    /// # Errors
+    ///
+    /// As [`Watch::set_aside`](crate::Watch::set_aside).
+    pub fn set_aside(&self) -> std::io::Result<Vec<(PathBuf, PathBuf)>> {
+        // Whether it had ended before the look: then nothing was made after it.
+        let ended = self._stack.ended();
+        let moved = self.watch.set_aside()?;
+        if ended {
+            self.settled
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(moved)
+    }
+}
+
+impl Drop for ChildEnd {
+    fn drop(&mut self) {
+        if self.settled.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        // The whole tree ends first, so that nothing makes a place again once it is looked at.
+        self._stack.end();
+        match self.watch.set_aside() {
+            Ok(moved) if moved.is_empty() => {}
+            Ok(moved) => {
+                for (made, aside) in moved {
+                    tracing::warn!(
+                        target: "toolcap::sandbox",
+                        "a confined child made {}, where a shell, an AI agent's client, an editor \
+                         or git would run what it says outside any sandbox; set aside as {} when \
+                         it ended",
+                        made.display(),
+                        aside.display()
+                    );
+                }
+            }
+            Err(e) => tracing::error!(
+                target: "toolcap::sandbox",
+                "a confined child may have made a place a shell or an agent's client runs code \
+                 from, which could not be set aside when it ended: {e}"
+            ),
+        }
     }
 }
 
@@ -249,6 +303,7 @@ impl PreparedSandbox {
                 report: started.report,
                 _stack: started.stack,
                 watch,
+                settled: std::sync::atomic::AtomicBool::new(false),
             },
         })
     }

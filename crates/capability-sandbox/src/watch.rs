@@ -8,9 +8,14 @@
 )]
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
+use std::hash::{BuildHasher as _, Hasher as _};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::os::fd::{AsRawFd as _, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
+use rustix::io::Errno;
 
 /// The places of the caller's `runs_later` names that were missing from a child's project
 /// directories (its write roots, its working directory and those above it beneath a write
@@ -19,16 +24,32 @@ use std::path::{Path, PathBuf};
 pub struct Watch {
     /// By directory, the names missing from it.
     missing: BTreeMap<PathBuf, Vec<OsString>>,
+    /// The write roots the watched places lie beneath: from the outermost one above a place,
+    /// nothing the child could have made is followed when the place is set aside.
+    roots: Vec<PathBuf>,
+}
+
+/// What a walk from a write root down to a directory found, following no link.
+enum Walk {
+    /// The directory itself (opened `O_PATH`).
+    Dir(OwnedFd),
+    /// A link on the way, which is then the place to set aside: the directory it lies in, its
+    /// name there, and its path.
+    Link(OwnedFd, OsString, PathBuf),
+    /// Nothing there (or something that is no directory): nothing to look at.
+    Missing,
 }
 
 impl Watch {
     /// Watches `dirs` for `names` (relative paths) that are not among `present`, and that
-    /// `writable` does not let children write.
+    /// `writable` does not let children write; `roots` are the child's write roots, beneath
+    /// which `dirs` lie.
     pub(crate) fn new(
         dirs: &[PathBuf],
         names: &[&str],
         present: &[PathBuf],
         writable: Option<&(dyn Fn(&Path) -> bool + Sync)>,
+        roots: &[PathBuf],
     ) -> Self {
         let mut missing: BTreeMap<PathBuf, Vec<OsString>> = BTreeMap::new();
         for dir in dirs {
@@ -45,7 +66,10 @@ impl Watch {
                 }
             }
         }
-        Self { missing }
+        Self {
+            missing,
+            roots: roots.to_vec(),
+        }
     }
 
     /// Watches `place` too (one of the caller's places by another name, missing when the child
@@ -60,12 +84,14 @@ impl Watch {
     }
 
     /// The watched places that exist now: each directory read once, one that does not exist
-    /// (or is no directory) skipped.
+    /// (or is no directory) skipped. A directory the child took its owner's permissions away
+    /// from (`chmod 0`) is given them back and read; when it is reached through a link the
+    /// child could have made, that link is the place found.
     ///
     /// # Errors
     ///
-    /// A directory that exists but cannot be read (a child may take a write root's permissions
-    /// away): what is in it cannot be told, so the caller refuses.
+    /// A directory that exists but cannot be read, even by its owner: what is in it cannot be
+    /// told, so the caller refuses.
     pub fn made(&self) -> io::Result<Vec<PathBuf>> {
         let mut made = Vec::new();
         for (dir, names) in &self.missing {
@@ -74,22 +100,35 @@ impl Watch {
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
                     continue;
                 }
-                Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", dir.display()))),
+                Err(e) if e.raw_os_error() == Some(libc::EACCES) => match self.walk(dir)? {
+                    Walk::Dir(_) => std::fs::read_dir(dir).map_err(|e| at(dir, e))?,
+                    Walk::Link(_, _, link) => {
+                        made.push(link);
+                        continue;
+                    }
+                    Walk::Missing => continue,
+                },
+                Err(e) => return Err(at(dir, e)),
             };
             for entry in entries {
-                let entry = entry
-                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+                let entry = entry.map_err(|e| at(dir, e))?;
                 if names.contains(&entry.file_name()) {
                     made.push(entry.path());
                 }
             }
         }
+        made.sort();
+        made.dedup();
         Ok(made)
     }
 
     /// Renames each place [`made`](Self::made) finds to `NAME.refused-by-toolcap` beside it
-    /// (`-2`, `-3`, ... when that is taken), so that nothing runs it, and returns each with
-    /// where it went. They stay watched: one made again is found again.
+    /// (`-2`, `-3`, ... when that is taken, then a name nobody can guess), so that nothing runs
+    /// it, and returns each with where it went. No link is followed beneath the write root
+    /// above a place: a place reached through a link (a `.cargo` that leads elsewhere) is set
+    /// aside as the link itself, so nothing outside the write reach is moved. A directory the
+    /// child took its owner's permissions away from is given them back first. They stay
+    /// watched: one made again is found again.
     ///
     /// # Errors
     ///
@@ -97,26 +136,238 @@ impl Watch {
     pub fn set_aside(&self) -> io::Result<Vec<(PathBuf, PathBuf)>> {
         let mut moved = Vec::new();
         for place in self.made()? {
-            let name = place
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned();
-            let aside = (1..=1000)
-                .map(|n| {
-                    let suffix = if n == 1 {
-                        String::new()
-                    } else {
-                        format!("-{n}")
-                    };
-                    place.with_file_name(format!("{name}.refused-by-toolcap{suffix}"))
-                })
-                .find(|p| std::fs::symlink_metadata(p).is_err())
-                .ok_or_else(|| io::Error::other("no free name to set it aside under"))?;
-            std::fs::rename(&place, &aside)
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", place.display())))?;
-            moved.push((place, aside));
+            let (Some(parent), Some(name)) = (place.parent(), place.file_name()) else {
+                continue;
+            };
+            let (dir, name, path) = match self.walk(parent)? {
+                Walk::Dir(dir) => (dir, name.to_os_string(), place.clone()),
+                Walk::Link(dir, name, path) => (dir, name, path),
+                // Set aside with a link above it, or gone meanwhile.
+                Walk::Missing => continue,
+            };
+            if let Some(aside) = rename_aside(&dir, &name).map_err(|e| at(&path, e))? {
+                moved.push((path.clone(), path.with_file_name(aside)));
+            }
         }
         Ok(moved)
+    }
+
+    /// Walks from the outermost write root above `dir` down to `dir`, following no link,
+    /// giving a directory on the way its owner's permissions back where the child took them.
+    fn walk(&self, dir: &Path) -> io::Result<Walk> {
+        let Some(root) = self
+            .roots
+            .iter()
+            .filter(|r| dir.starts_with(r))
+            .min_by_key(|r| r.as_os_str().len())
+        else {
+            return Err(io::Error::other(format!(
+                "{} lies beneath no write root",
+                dir.display()
+            )));
+        };
+        let path_only = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        // Nothing above the outermost write root is the child's to change: its own path is
+        // taken as the policy gave it.
+        let mut fd = match rustix::fs::open(root, path_only, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT | Errno::NOTDIR) => return Ok(Walk::Missing),
+            Err(e) => return Err(at(root, e.into())),
+        };
+        let mut path = root.clone();
+        for part in dir.strip_prefix(root).unwrap_or(Path::new("")).components() {
+            let Component::Normal(part) = part else {
+                continue;
+            };
+            let stat = match with_permissions(&fd, || {
+                rustix::fs::statat(&fd, part, AtFlags::SYMLINK_NOFOLLOW)
+            }) {
+                Ok(stat) => stat,
+                Err(Errno::NOENT | Errno::NOTDIR) => return Ok(Walk::Missing),
+                Err(e) => return Err(at(&path.join(part), e.into())),
+            };
+            path.push(part);
+            match stat.st_mode & libc::S_IFMT {
+                libc::S_IFLNK => return Ok(Walk::Link(fd, part.to_os_string(), path)),
+                libc::S_IFDIR => {}
+                _ => return Ok(Walk::Missing),
+            }
+            fd = match rustix::fs::openat(&fd, part, path_only | OFlags::NOFOLLOW, Mode::empty()) {
+                Ok(next) => next,
+                Err(Errno::NOENT | Errno::NOTDIR) => return Ok(Walk::Missing),
+                Err(e) => return Err(at(&path, e.into())),
+            };
+        }
+        // Listing it needs its read permission too.
+        if let Err(e) = with_permissions(&fd, || {
+            rustix::fs::statat(&fd, ".", AtFlags::empty()).and_then(|_| readable(&fd))
+        }) {
+            return Err(at(dir, e.into()));
+        }
+        Ok(Walk::Dir(fd))
+    }
+}
+
+/// `op`, and when it is refused for want of permission on `dir`, `op` again once `dir` has its
+/// owner's permissions back (a child may `chmod 0` a directory of its own write reach, which
+/// does not stop its owner, the user toolcap runs as, from giving them back).
+fn with_permissions<T>(
+    dir: &OwnedFd,
+    op: impl Fn() -> rustix::io::Result<T>,
+) -> rustix::io::Result<T> {
+    match op() {
+        Err(Errno::ACCESS) => {
+            let stat = rustix::fs::fstat(dir)?;
+            if stat.st_uid != rustix::process::geteuid().as_raw() {
+                return Err(Errno::ACCESS);
+            }
+            // An `O_PATH` descriptor cannot be `fchmod`ed; its `/proc` link names exactly it.
+            let mode = Mode::from_raw_mode((stat.st_mode & 0o7777) | 0o700);
+            rustix::fs::chmod(format!("/proc/self/fd/{}", dir.as_raw_fd()), mode)?;
+            op()
+        }
+        other => other,
+    }
+}
+
+/// Whether the directory `dir` can be listed (its read permission, for its owner).
+fn readable(dir: &OwnedFd) -> rustix::io::Result<()> {
+    rustix::fs::openat(
+        dir,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map(drop)
+}
+
+/// Renames `name` in `dir` to a name of its own that nothing runs, never replacing anything:
+/// `NAME.refused-by-toolcap`, `-2` to `-1000`, then names nobody can guess (a child may have
+/// taken the others first). `None` when `name` is gone meanwhile.
+fn rename_aside(dir: &OwnedFd, name: &OsStr) -> io::Result<Option<OsString>> {
+    const ASIDE: &str = ".refused-by-toolcap";
+    // NAME_MAX less the longest suffix (`-` and sixteen hexadecimal digits).
+    let short = name.len() + ASIDE.len() + 17 > 255;
+    let guessed = (1..=1000u32).filter(|_| !short).map(|n| {
+        let mut aside = name.to_os_string();
+        aside.push(ASIDE);
+        if n > 1 {
+            aside.push(format!("-{n}"));
+        }
+        aside
+    });
+    let unguessable = (0..16).map(|_| {
+        let random = std::hash::RandomState::new().build_hasher().finish();
+        let mut aside = if short {
+            OsString::new()
+        } else {
+            name.to_os_string()
+        };
+        aside.push(format!("{ASIDE}-{random:016x}"));
+        aside
+    });
+    for aside in guessed.chain(unguessable) {
+        let renamed = with_permissions(dir, || {
+            rustix::fs::renameat_with(dir, name, dir, &aside, RenameFlags::NOREPLACE)
+        });
+        match renamed {
+            Ok(()) => return Ok(Some(aside)),
+            Err(Errno::EXIST) => {}
+            Err(Errno::NOENT) => return Ok(None),
+            // A file system without `RENAME_NOREPLACE`: looked at first, then renamed.
+            Err(Errno::INVAL) => {
+                match rustix::fs::statat(dir, &aside, AtFlags::SYMLINK_NOFOLLOW) {
+                    Err(Errno::NOENT) => {}
+                    _ => continue,
+                }
+                return match rustix::fs::renameat(dir, name, dir, &aside) {
+                    Ok(()) => Ok(Some(aside)),
+                    Err(Errno::NOENT) => Ok(None),
+                    Err(e) => Err(e.into()),
+                };
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(io::Error::other("no free name to set it aside under"))
+}
+
+/// `e`, saying where.
+fn at(path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watching(root: &Path, names: &[&str]) -> Watch {
+        Watch::new(
+            &[root.to_path_buf()],
+            names,
+            &[],
+            None,
+            &[root.to_path_buf()],
+        )
+    }
+
+    #[test]
+    fn a_name_too_long_for_its_suffix_is_set_aside_under_a_short_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let long = "h".repeat(240);
+        let watch = watching(&root, &[long.as_str()]);
+        std::fs::write(root.join(&long), "x").unwrap();
+        let moved = watch.set_aside().unwrap();
+        assert_eq!(moved.len(), 1);
+        let aside = moved[0].1.file_name().unwrap().to_str().unwrap().to_owned();
+        assert!(aside.starts_with(".refused-by-toolcap-"), "{aside}");
+        assert!(!root.join(&long).exists());
+        assert!(root.join(&aside).exists());
+    }
+
+    #[test]
+    fn every_guessable_name_taken_leaves_one_nobody_could_guess() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let watch = watching(&root, &[".zshrc"]);
+        std::fs::write(root.join(".zshrc.refused-by-toolcap"), "").unwrap();
+        for n in 2..=1000 {
+            std::fs::write(root.join(format!(".zshrc.refused-by-toolcap-{n}")), "").unwrap();
+        }
+        std::fs::write(root.join(".zshrc"), "evil").unwrap();
+        let moved = watch.set_aside().unwrap();
+        let aside = moved[0].1.file_name().unwrap().to_str().unwrap().to_owned();
+        let random = aside.strip_prefix(".zshrc.refused-by-toolcap-").unwrap();
+        assert_eq!(random.len(), 16, "{aside}");
+        assert_eq!(std::fs::read_to_string(root.join(&aside)).unwrap(), "evil");
+        assert!(!root.join(".zshrc").exists());
+    }
+
+    #[test]
+    fn a_place_reached_through_a_link_is_set_aside_as_the_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("config"), "theirs").unwrap();
+        let watch = watching(&root, &[".config/git/config"]);
+        std::fs::create_dir(root.join(".config")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join(".config/git")).unwrap();
+        let moved = watch.set_aside().unwrap();
+        assert_eq!(
+            moved,
+            vec![(
+                root.join(".config/git"),
+                root.join(".config/git.refused-by-toolcap")
+            )]
+        );
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join("config")).unwrap(),
+            "theirs"
+        );
+        assert!(
+            watch.set_aside().unwrap().is_empty(),
+            "nothing is left to find"
+        );
     }
 }

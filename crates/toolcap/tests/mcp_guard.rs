@@ -856,6 +856,50 @@ fn a_guarded_server_cannot_change_what_an_agent_or_a_shell_runs_of_its_own_accor
     }
 }
 
+// guarantee: G-FS-11
+/// A guarded server runs between calls, so what it makes can come after the check that ends a
+/// call: one that makes `.mcp.json` again as fast as it is set aside, and one that makes a
+/// `.zshrc` after its last answer and is then stopped with the guard, leave neither behind.
+/// What a server made is set aside when it has been stopped, however it stops.
+#[test]
+fn what_a_guarded_server_made_is_set_aside_when_it_stops() {
+    let (_dir, root) = scratch();
+    let ws = root.join("ws");
+    let (config, personality) = hostile_writing(&root, &[&ws], &["shell"], "", "");
+    let mut guard = Guarded::start(&root, &personality, &config);
+    let again = format!(
+        "(while :; do echo x > {w}/.mcp.json; done) >/dev/null 2>&1 & sleep 0.3; echo started",
+        w = ws.display()
+    );
+    let (failed, text, _) = guard.call("mcp__hostile__shell", json!({"script": again}));
+    assert!(
+        failed && text.starts_with("PATH_NOT_REACHABLE: ") && text.contains(".mcp.json"),
+        "{text}"
+    );
+    assert!(
+        std::fs::symlink_metadata(ws.join(".mcp.json")).is_err(),
+        ".mcp.json was made again and stayed"
+    );
+    let later = format!(
+        "(sleep 1; echo x > {w}/.zshrc) >/dev/null 2>&1 & echo started",
+        w = ws.display()
+    );
+    let (failed, text, _) = guard.call("mcp__hostile__shell", json!({"script": later}));
+    assert!(!failed && text.contains("started"), "{text}");
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        ws.join(".zshrc").exists(),
+        "the server made it after its answer"
+    );
+    guard.hang_up();
+    assert!(guard.ended().is_some(), "the guard ends with its client");
+    assert!(
+        !ws.join(".zshrc").exists(),
+        ".zshrc stayed after the guard ended"
+    );
+    assert!(ws.join(".zshrc.refused-by-toolcap").exists());
+}
+
 // guarantee: G-FS-09
 /// A guarded server is a confined child: the git directory of a repository in its reach is
 /// read-only to it (no hook, no `commondir`, no commit), unless its reach (and the

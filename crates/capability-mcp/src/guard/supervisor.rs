@@ -268,7 +268,7 @@ impl Supervisor {
                 .as_ref()
                 .filter(|r| r.generation == generation)
             {
-                Some(running) => running.end.watch().set_aside(),
+                Some(running) => running.end.set_aside(),
                 None => return Ok(()),
             }
         };

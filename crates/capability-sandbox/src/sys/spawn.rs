@@ -337,10 +337,25 @@ impl ReaperStack {
     }
 }
 
-impl Drop for ReaperStack {
-    fn drop(&mut self) {
-        // SAFETY: signals and waits on our own pidfd; unmaps the mapping made in `new` once the
-        // reaper no longer runs on it (or never started: then waitid fails at once).
+impl ReaperStack {
+    /// Whether the reaper has ended (and so every process of its namespace).
+    pub(crate) fn ended(&self) -> bool {
+        // SAFETY: waits on our own pidfd without blocking or reaping.
+        unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(
+                libc::P_PIDFD,
+                self.pidfd.as_raw_fd() as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            ) != 0
+                || info.si_pid() != 0
+        }
+    }
+
+    /// Kills the reaper (and so its namespace) and waits for its end, without reaping it.
+    pub(crate) fn end(&self) {
+        // SAFETY: signals and waits on our own pidfd.
         unsafe {
             libc::syscall(
                 libc::SYS_pidfd_send_signal,
@@ -358,6 +373,16 @@ impl Drop for ReaperStack {
             ) != 0
                 && last_error().raw_os_error() == Some(libc::EINTR)
             {}
+        }
+    }
+}
+
+impl Drop for ReaperStack {
+    fn drop(&mut self) {
+        self.end();
+        // SAFETY: unmaps the mapping made in `new` once the reaper no longer runs on it (or
+        // never started: then the wait fails at once).
+        unsafe {
             libc::munmap(self.base, REAPER_STACK);
         }
     }
