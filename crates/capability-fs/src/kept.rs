@@ -52,18 +52,30 @@ pub fn refuse_what_git_runs(a: &PathAccess) -> Result<(), CapabilityError> {
              sandbox, when the user next runs git with it",
             git_dir.display()
         ),
+        GitPlace::NewGitDir(dir) => format!(
+            "it would make {} a git directory, and git runs the hooks and configuration of one \
+             outside any sandbox, when the user next runs git there or beneath",
+            dir.display()
+        ),
         other => format!(
             "git runs what is at {} outside any sandbox",
             other.area().display()
         ),
     };
+    let allow = match &place {
+        GitPlace::NewGitDir(_) => {
+            "no tool's write makes a git directory; a child's `git init` does".to_owned()
+        }
+        _ => format!(
+            "a personality that means to allow it lists {} among its write roots",
+            place.area().display()
+        ),
+    };
     Err(CapabilityError::denied(
         DenialCode::PathNotReachable,
         format!(
-            "write not permitted for {}: {why} (a personality that means to allow it lists {} \
-             among its write roots)",
-            a.path.display(),
-            place.area().display()
+            "write not permitted for {}: {why} ({allow})",
+            a.path.display()
         ),
     ))
 }

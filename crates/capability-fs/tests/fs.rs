@@ -634,6 +634,42 @@ async fn list_mkdir_metadata_remove() {
     }
 }
 
+// guarantee: G-FS-09
+/// The directory a `HEAD` lies in becomes a git directory when an `objects` directory is made
+/// beside it, also as a part of a longer `mkdir` (`objects/pack`), and the write root itself as
+/// well: refused, in both modes, while an `objects` directory where no `HEAD` is is made.
+#[tokio::test]
+async fn making_the_objects_that_would_make_a_git_directory_is_refused() {
+    let t = tree();
+    for (mode, config) in modes() {
+        let fs = scoped(&t, config, "");
+        let dir = t.root.join(format!("out/{mode}"));
+        fs.mkdir(&dir).await.unwrap();
+        fs.write(&dir.join("config"), b"[core]\n\tfsmonitor = evil\n")
+            .await
+            .unwrap();
+        fs.write(&dir.join("HEAD"), b"ref: refs/heads/main\n")
+            .await
+            .unwrap();
+        for made in ["objects", "objects/pack"] {
+            let message = refused(fs.mkdir(&dir.join(made)).await);
+            assert!(message.contains("would make"), "{mode} {made}: {message}");
+        }
+        assert!(!dir.join("objects").exists(), "{mode}");
+        // The write root itself is no exception.
+        let root = t.root.join("out");
+        fs.write(&root.join("HEAD"), b"ref: refs/heads/main\n")
+            .await
+            .unwrap();
+        let message = refused(fs.mkdir(&root.join("objects")).await);
+        assert!(message.contains("would make"), "{mode}: {message}");
+        std::fs::remove_file(root.join("HEAD")).unwrap();
+        fs.mkdir(&t.root.join(format!("out/{mode}-plain/objects/pack")))
+            .await
+            .unwrap();
+    }
+}
+
 // guarantee: G-FS-02
 #[test]
 fn a_directory_swapped_for_a_symlink_during_writes_never_leaks_a_file() {

@@ -126,6 +126,10 @@ pub enum GitPlace {
         /// What keeps the path: the hooks directory or the configuration file.
         area: PathBuf,
     },
+    /// A directory that the write of its `HEAD`, `commondir` or `objects` would make a git
+    /// directory ([`would_make_git_dir`]): git would then run the hooks and configuration
+    /// already in it. No write root lifts it, the directory itself as a root included.
+    NewGitDir(PathBuf),
 }
 
 impl GitPlace {
@@ -139,6 +143,7 @@ impl GitPlace {
                 git_dir: git_dir.clone(),
                 area,
             },
+            GitPlace::NewGitDir(_) => GitPlace::NewGitDir(area),
         }
     }
 
@@ -147,7 +152,8 @@ impl GitPlace {
         match self {
             GitPlace::ConfiguredHooks(hooks)
             | GitPlace::UserHooks(hooks)
-            | GitPlace::IncludedConfig(hooks) => hooks,
+            | GitPlace::IncludedConfig(hooks)
+            | GitPlace::NewGitDir(hooks) => hooks,
             GitPlace::OtherGitDir { area, .. } => area,
         }
     }
@@ -199,8 +205,9 @@ pub fn git_place_of(path: &Path, root: &Path) -> Option<GitPlace> {
         .into_iter()
         .chain(repository.included)
         .map(GitPlace::IncludedConfig);
-    let other =
-        git_dir_area(path, root).map(|(git_dir, area)| GitPlace::OtherGitDir { git_dir, area });
+    let other = git_dir_area(path, root)
+        .map(|(git_dir, area)| GitPlace::OtherGitDir { git_dir, area })
+        .or_else(|| would_make_git_dir(path, root).map(GitPlace::NewGitDir));
     // A configured place that is, or lies beyond, a symbolic link is also where the link leads:
     // git follows it, so a write there changes what git runs (docs/policy.md, "Reached by
     // another name").
@@ -211,7 +218,12 @@ pub fn git_place_of(path: &Path, root: &Path) -> Option<GitPlace> {
             std::iter::once(place).chain(led)
         })
         .chain(other)
-        .find(|place| path.starts_with(place.area()) && !root.starts_with(place.area()))
+        // A write root at or inside the place lifts it (the personality lists it), but for a
+        // directory a write would make a git directory: no tool makes one by hand.
+        .find(|place| {
+            path.starts_with(place.area())
+                && (matches!(place, GitPlace::NewGitDir(_)) || !root.starts_with(place.area()))
+        })
 }
 
 /// Where `path` leads when a symbolic link is on its way (the place itself, or a directory
@@ -301,6 +313,59 @@ pub fn git_dir_area(path: &Path, within: &Path) -> Option<(PathBuf, PathBuf)> {
         }
     }
     None
+}
+
+/// The directory, beneath `within`, that `path` (or a directory on its way, which a `mkdir`
+/// would make with it) would make a git directory as git tells one where it is none now: a
+/// `HEAD` beside an `objects` directory or a `commondir`, or one of those beside a `HEAD`. A
+/// git directory is told by what is in it, so
+/// its configuration and hooks can be written while it is none, and it made one last; git
+/// would then run them when the user next runs git there or beneath (docs/policy.md, "Git's
+/// hooks and configuration"). Only a path named so is asked.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let src = dir.path().join("src");
+/// std::fs::create_dir_all(src.join("objects")).unwrap();
+/// assert_eq!(
+///     capability_sandbox::would_make_git_dir(&src.join("HEAD"), dir.path()),
+///     Some(src.clone())
+/// );
+/// assert_eq!(capability_sandbox::would_make_git_dir(&src.join("README"), dir.path()), None);
+/// ```
+pub fn would_make_git_dir(path: &Path, within: &Path) -> Option<PathBuf> {
+    // The path itself, and each directory on its way that a `mkdir` would make with it.
+    path.ancestors()
+        .take_while(|p| p.starts_with(within) && *p != within)
+        .find_map(completed_by)
+}
+
+/// The directory `part` (its last part named `HEAD`, `objects` or `commondir`) would complete
+/// as a git directory, when it is none now.
+fn completed_by(part: &Path) -> Option<PathBuf> {
+    let name = part.file_name()?;
+    if name != "HEAD" && name != "objects" && name != "commondir" {
+        return None;
+    }
+    let dir = part.parent()?;
+    if named_by_git(dir) || is_git_dir(dir) {
+        return None;
+    }
+    let has = |name: &str, dir_wanted: bool| {
+        std::fs::symlink_metadata(dir.join(name)).is_ok_and(|m| {
+            if dir_wanted {
+                m.is_dir()
+            } else {
+                m.is_file() || m.file_type().is_symlink()
+            }
+        })
+    };
+    let completes = if name == "HEAD" {
+        has("objects", true) || has("commondir", false)
+    } else {
+        has("HEAD", false)
+    };
+    completes.then(|| dir.to_path_buf())
 }
 
 /// Whether `dir` is a `.git` or lies inside one (a submodule's or a linked worktree's git

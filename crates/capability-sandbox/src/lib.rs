@@ -115,7 +115,7 @@ pub use env::{
     child_git_config, point_at_egress_proxy,
 };
 #[cfg(unix)]
-pub use hooks::{GitPlace, git_dir_area, git_place_of};
+pub use hooks::{GitPlace, git_dir_area, git_place_of, would_make_git_dir};
 #[cfg(target_os = "linux")]
 pub use launch::{ChildEnd, ConfinedChild, Launch};
 #[cfg(unix)]

@@ -2812,6 +2812,85 @@ fn a_tool_cannot_plant_a_hook_in_a_git_directory_of_another_name() {
 }
 
 // guarantee: G-FS-09
+/// A git directory is told by what is in it, so a tool could make one in pieces: its
+/// configuration first (`config` naming a program as `core.fsmonitor`, in a directory that is
+/// no git directory yet, so nothing refused it), then the `HEAD` (or `commondir`) that makes the
+/// directory one, beside an `objects` directory the project happened to have. The user's next
+/// `git status` there, or anywhere beneath it, ran the program outside any sandbox (git's
+/// default `safe.bareRepository` takes a bare repository it finds). The write that would make
+/// a directory a git directory is refused, in both modes, and the user's git runs nothing; a
+/// `HEAD` where nothing would make one, and a `config` beside it, are written.
+#[test]
+fn a_tool_cannot_assemble_a_git_directory_whose_configuration_it_wrote() {
+    let env = Env::new("");
+    let out = env.root.join("work/out");
+    let o = out.display();
+    let p = env.personality(
+        "assemble.toml",
+        &format!("id = \"assemble\"\n[fs_reach]\nread = [\"{o}\"]\nwrite = [\"{o}\"]\n"),
+    );
+    let marker = env.root.join("pwned");
+    let config = format!(
+        "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tfsmonitor = \"touch {}; false\"\n",
+        marker.display()
+    );
+    for mode in MODES {
+        let refused = |path: &Path, content: &str| {
+            let result = write_file(&env, mode, &p, &path.display().to_string(), content);
+            assert!(
+                result["error"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("PATH_NOT_REACHABLE: write not permitted")
+                        && m.contains("would make")
+                        && m.contains("a git directory")),
+                "{mode:?} {}: {result}",
+                path.display()
+            );
+            assert!(!path.exists(), "{mode:?}: {} was written", path.display());
+        };
+        let written = |path: &Path, content: &str| {
+            let result = write_file(&env, mode, &p, &path.display().to_string(), content);
+            assert_eq!(result["ok"], true, "{mode:?} {}: {result}", path.display());
+        };
+        // A project's `objects` and `refs`, then the configuration, then the HEAD.
+        let src = out.join(format!("src{}", mode.len()));
+        for sub in ["objects", "refs", "lib"] {
+            std::fs::create_dir_all(src.join(sub)).unwrap();
+        }
+        written(&src.join("config"), &config);
+        refused(&src.join("HEAD"), "ref: refs/heads/main\n");
+        // A HEAD and the configuration, then a `commondir` naming a git directory for the rest.
+        let linked = out.join(format!("linked{}", mode.len()));
+        std::fs::create_dir_all(&linked).unwrap();
+        written(&linked.join("HEAD"), "ref: refs/heads/main\n");
+        written(&linked.join("config"), &config);
+        refused(&linked.join("commondir"), &format!("{}\n", src.display()));
+        for cwd in [src.clone(), src.join("lib"), linked.clone()] {
+            let status = Command::new("git")
+                .arg("status")
+                .current_dir(&cwd)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .output()
+                .unwrap();
+            assert!(
+                !marker.exists(),
+                "{mode:?}: git in {} ran {status:?}",
+                cwd.display()
+            );
+        }
+        // Where nothing would make a git directory, a HEAD and a config are files like others.
+        let plain = out.join(format!("notes{}", mode.len()));
+        std::fs::create_dir_all(&plain).unwrap();
+        for name in ["HEAD", "config"] {
+            let path = plain.join(name).display().to_string();
+            let result = write_file(&env, mode, &p, &path, "fine\n");
+            assert_eq!(result["ok"], true, "{mode:?} {name}: {result}");
+        }
+    }
+}
+
+// guarantee: G-FS-09
 // guarantee: G-FS-10
 /// What runs later, reached through a symbolic link: a repository's `core.hooksPath` naming a
 /// link (`.hooks-link` leading to `tools/hooks`), a link elsewhere in the working tree leading

@@ -596,6 +596,10 @@ fn a_guarded_server_is_not_handed_what_an_agent_a_shell_or_git_runs() {
         assert!(out.status.success(), "git {args:?}: {out:?}");
     };
     git(&["init", "-q", "--bare", "backup.git"]);
+    // A project's `objects` directory beside a configuration: a `HEAD` would make it a git
+    // directory.
+    std::fs::create_dir_all(ws.join("src/objects")).unwrap();
+    std::fs::write(ws.join("src/config"), "[core]\n\tfsmonitor = evil\n").unwrap();
     git(&["init", "-q", "svc"]);
     git(&["-C", "svc", "config", "core.hooksPath", ".githooks"]);
     std::fs::create_dir_all(ws.join("svc/.githooks")).unwrap();
@@ -675,6 +679,10 @@ fn a_guarded_server_is_not_handed_what_an_agent_a_shell_or_git_runs() {
             "svc/.githooks/pre-commit".to_owned(),
             "when the user next runs git there",
         ),
+        (
+            ws.join("src/HEAD").display().to_string(),
+            "would make a directory a git directory",
+        ),
         (ws.join("home-bashrc").display().to_string(), "as it starts"),
         (
             ws.join("team.gitconfig").display().to_string(),
@@ -715,6 +723,7 @@ fn a_guarded_server_is_not_handed_what_an_agent_a_shell_or_git_runs() {
         "repo/.git/hooks/pre-commit",
         "backup.git/hooks/post-receive",
         "svc/.githooks/pre-commit",
+        "src/HEAD",
     ] {
         assert!(!ws.join(missing).exists(), "{missing} was made");
     }

@@ -322,25 +322,44 @@ impl ArgumentCheck {
         };
         // By name (and by where a home's places lead), then what the path's spelling cannot
         // tell: hooks a repository's configuration names, a git directory of another name.
-        let found = paths.runs_later_beneath_write_root(path).or_else(|| {
-            let a = paths.check(path, FsAccess::Write).ok()?;
-            let place = capability_sandbox::git_place_of(&a.path, &a.root)?;
-            Some((a.path, place.area().to_path_buf(), RunsLater::Git))
-        });
+        let allow = |area: &Path| {
+            format!(
+                "a personality that means to allow it lists {} among its write roots, as does \
+                 the server's reach",
+                area.display()
+            )
+        };
+        let found = paths
+            .runs_later_beneath_write_root(path)
+            .map(|(full, area, runs)| (full, runs.why(), allow(&area)))
+            .or_else(|| {
+                let a = paths.check(path, FsAccess::Write).ok()?;
+                let place = capability_sandbox::git_place_of(&a.path, &a.root)?;
+                Some(match place {
+                    capability_sandbox::GitPlace::NewGitDir(dir) => (
+                        a.path,
+                        "it would make a directory a git directory, whose hooks and \
+                         configuration git runs outside any sandbox when the user next runs git \
+                         there",
+                        format!(
+                            "{} is no git directory, and no write may make it one",
+                            dir.display()
+                        ),
+                    ),
+                    place => (a.path, RunsLater::Git.why(), allow(place.area())),
+                })
+            });
         match found {
             None => Ok(()),
-            Some((full, area, runs)) => Err(CapabilityError::denied(
+            Some((full, why, allow)) => Err(CapabilityError::denied(
                 DenialCode::PathNotReachable,
                 format!(
                     "{} (argument {text:?} of {}) is a place the MCP server {} could write, and \
-                     {}; the guard cannot tell whether a server will read or write a path it is \
-                     handed, so it hands it neither (a personality that means to allow it lists \
-                     {} among its write roots, as does the server's reach)",
+                     {why}; the guard cannot tell whether a server will read or write a path it \
+                     is handed, so it hands it neither ({allow})",
                     full.display(),
                     self.tool,
                     self.server,
-                    runs.why(),
-                    area.display()
                 ),
             )),
         }
