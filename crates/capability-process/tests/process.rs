@@ -115,9 +115,24 @@ fn writing_spawner_reading(
     home: Option<&Path>,
     extra_read: Option<&Path>,
 ) -> Arc<dyn ScopedProcess> {
+    writing_spawner_with(fx, home, extra_read, &[])
+}
+
+/// [`writing_spawner_reading`] whose personality also denies `deny`.
+fn writing_spawner_with(
+    fx: &Fixture,
+    home: Option<&Path>,
+    extra_read: Option<&Path>,
+    deny: &[&Path],
+) -> Arc<dyn ScopedProcess> {
     let extra = extra_read.map_or_else(String::new, |p| format!(", \"{}\"", p.display()));
+    let deny = deny
+        .iter()
+        .map(|p| format!("\"{}\"", p.display()))
+        .collect::<Vec<_>>()
+        .join(", ");
     let toml = format!(
-        "id = \"p\"\n[fs_reach]\nread = [\"{r}\"{extra}]\nwrite = [\"{r}\"]\n[safety.process]\nallow = [\"sh\"]\n",
+        "id = \"p\"\n[fs_reach]\nread = [\"{r}\"{extra}]\nwrite = [\"{r}\"]\ndeny = [{deny}]\n[safety.process]\nallow = [\"sh\"]\n",
         r = fx.root.display()
     );
     let policy = CompiledPolicy::load(&toml, PolicyFormat::Toml, home).unwrap();
@@ -856,6 +871,111 @@ async fn what_a_child_made_is_set_aside_though_it_took_its_directorys_permission
         !fx.root.join(".cargo/config.toml").exists(),
         ".cargo/config.toml stayed"
     );
+}
+
+// guarantee: G-FS-09
+// guarantee: G-FS-11
+/// A place kept from a child is a mount in its namespace, and a mount moves with the directory
+/// above it: a child that renamed that directory and made a new one where it was put what it
+/// liked at the kept place's path, where the user's git, client or toolcap reads it: a nested
+/// repository copied with a hook added (run by the user's next commit there), a subdirectory's
+/// `.mcp.json` rewritten, and a file a deny rule keeps out of reach (toolcap's own personality
+/// kept in the project is one) replaced. The directories above every kept and hidden place,
+/// beneath the write root, cannot be renamed or removed by a child (`EBUSY`); what was there is
+/// still there, unchanged. Checked on disk.
+#[tokio::test]
+async fn a_child_cannot_move_a_kept_place_away_with_the_directory_above_it() {
+    let fx = fixture();
+    let repo = fx.root.join("apps/repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let init = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .arg(&repo)
+        .status()
+        .unwrap();
+    assert!(init.success());
+    std::fs::create_dir_all(fx.root.join("pkg/web")).unwrap();
+    std::fs::write(fx.root.join("pkg/web/.mcp.json"), "as it was\n").unwrap();
+    std::fs::create_dir_all(fx.root.join("conf/agent")).unwrap();
+    let denied = fx.root.join("conf/agent/personality.toml");
+    std::fs::write(&denied, "as it was\n").unwrap();
+    let p = writing_spawner_with(&fx, None, None, &[&denied]);
+    // Each directory above a kept place moved away, a new one made in its place, and the kept
+    // place planted there.
+    let attacks = [
+        (
+            "a",
+            "apps/repo",
+            "apps/repo-old",
+            "cp -r apps/repo-old/.git apps/repo/.git && echo evil > apps/repo/.git/hooks/pre-commit",
+        ),
+        (
+            "b",
+            "apps",
+            "apps-old",
+            "mkdir apps/repo && cp -r apps-old/repo/.git apps/repo/.git && \
+             echo evil > apps/repo/.git/hooks/pre-commit",
+        ),
+        (
+            "c",
+            "pkg/web",
+            "pkg/web-old",
+            "echo evil > pkg/web/.mcp.json",
+        ),
+        (
+            "d",
+            "pkg",
+            "pkg-old",
+            "mkdir pkg/web && echo evil > pkg/web/.mcp.json",
+        ),
+        (
+            "e",
+            "conf/agent",
+            "conf/agent-old",
+            "echo evil > conf/agent/personality.toml",
+        ),
+        (
+            "f",
+            "conf",
+            "conf-old",
+            "mkdir conf/agent && echo evil > conf/agent/personality.toml",
+        ),
+    ];
+    let mut script: String = attacks
+        .iter()
+        .map(|(step, dir, aside, plant)| {
+            format!("(mv {dir} {aside} && mkdir {dir} && {plant}); echo {step}=$?; ")
+        })
+        .collect();
+    script.push_str("rmdir pkg/web 2>/dev/null; echo g=$?; echo fine > notes.md; echo ok=$?");
+    let out = p
+        .spawn("sh", &argv(&["-c", &script]), SpawnOptions::default())
+        .await
+        .unwrap();
+    let text = stdout(&out);
+    let all = format!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("ok=0"), "{all}");
+    for step in ["a", "b", "c", "d", "e", "f", "g"] {
+        assert!(!text.contains(&format!("{step}=0")), "{step}: {all}");
+    }
+    assert!(repo.join(".git/HEAD").exists());
+    assert!(!repo.join(".git/hooks/pre-commit").exists());
+    for (file, text) in [
+        (fx.root.join("pkg/web/.mcp.json"), "as it was\n"),
+        (denied.clone(), "as it was\n"),
+    ] {
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            text,
+            "{}",
+            file.display()
+        );
+    }
+    for moved in [
+        "apps/old", "apps-old", "pkg/old", "pkg-old", "conf/old", "conf-old",
+    ] {
+        assert!(!fx.root.join(moved).exists(), "{moved}");
+    }
 }
 
 /// Asserts that a spawn was refused for what the child made (`PATH_NOT_REACHABLE`), naming

@@ -242,7 +242,15 @@ pub(crate) fn masks(
     }
     found.later(later.places, write)?;
     let keep = |p: &PathBuf| beneath(p) && !writable.is_some_and(|w| w(p));
-    let mut out = Vec::new();
+    // First the directories above what is bound, so that none is moved away with them.
+    let bound = found
+        .pinned
+        .iter()
+        .filter(|p| beneath(p))
+        .chain(found.read_only.iter().filter(|p| keep(p)))
+        .chain(&found.hooks)
+        .map(PathBuf::as_path);
+    let mut out = crate::hide::pins_above(bound, write)?;
     // In this order: a git directory the caller lets children write is pinned all the same
     // (set aside, it would take its read-only places with it); the read-only places, but for
     // what the caller lets children write; and what it lets them write inside a read-only git

@@ -199,6 +199,47 @@ fn expand_prefixes(hidden: &[PathBuf]) -> Vec<PathBuf> {
     out
 }
 
+/// The directories above `places` that a child could rename, and so move a place that is a
+/// mount in its namespace away with them (a mount moves with the directory it lies in): those
+/// beneath the outermost write root above a place, the root itself not included (its parent is
+/// not the child's to change). Each is pinned ([`Mask::Pin`], bound onto itself), since a
+/// directory a mount lies on cannot be renamed or removed; a new one made in its place would
+/// otherwise put what the child likes at a kept place's path (docs/isolation-model.md, "Kept
+/// places stay where they are").
+pub(crate) fn pins_above<'a>(
+    places: impl IntoIterator<Item = &'a Path>,
+    write: &[PathBuf],
+) -> Result<Vec<Mask>, String> {
+    let mut above: Vec<&Path> = Vec::new();
+    for place in places {
+        let Some(root) = write
+            .iter()
+            .filter(|w| place.starts_with(w))
+            .min_by_key(|w| w.as_os_str().len())
+        else {
+            continue;
+        };
+        above.extend(
+            place
+                .ancestors()
+                .skip(1)
+                .take_while(|a| a.starts_with(root) && *a != root.as_path()),
+        );
+    }
+    above.sort();
+    above.dedup();
+    // Only a directory there now (a place a rule names that does not exist has none to pin).
+    above
+        .into_iter()
+        .filter(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.is_dir()))
+        .map(|path| {
+            Ok(Mask::Pin {
+                path: c_path(path)?,
+            })
+        })
+        .collect()
+}
+
 /// The masks for `hidden` places that lie beneath one of `granted` (a place outside every grant
 /// is out of reach already). A place that does not exist is not covered: there is nothing to
 /// read there. `devices` are kept inside a hidden directory that holds them.

@@ -179,8 +179,14 @@ fn namespaces(policy: &SandboxPolicy, support: &Support) -> Result<Namespaces, C
     let kernel = crate::kernel_mounts::beneath(&granted)
         .map_err(|e| failed("finding kernel file systems in the reach", e))?;
     let hidden: Vec<PathBuf> = policy.hidden.iter().cloned().chain(kernel).collect();
-    let masks = hide::masks(&hidden, &granted, policy.system(SYSTEM_DEVICES))
+    // The directories above the hidden places in the write roots first, so that none is moved
+    // away with them.
+    let mut masks = hide::pins_above(hidden.iter().map(PathBuf::as_path), &policy.write)
         .map_err(|e| failed("hiding denied places", e))?;
+    masks.extend(
+        hide::masks(&hidden, &granted, policy.system(SYSTEM_DEVICES))
+            .map_err(|e| failed("hiding denied places", e))?,
+    );
     if masks
         .iter()
         .any(|m| matches!(m, hide::Mask::Dir { keep, .. } if keep.len() > ns::MAX_KEPT))

@@ -865,6 +865,39 @@ fn a_guarded_server_cannot_change_what_an_agent_or_a_shell_runs_of_its_own_accor
     }
 }
 
+// guarantee: G-FS-09
+/// A guarded server kept in the project its personality and its guard configuration reach:
+/// they are deny rules, covered in the server's namespace, but a cover moves with the directory
+/// above it, so a server that renamed that directory and made a new one where it was wrote a
+/// personality of its own there, which the next `toolcap mcp guard` would have loaded. The
+/// directory cannot be renamed; the files are as they were.
+#[test]
+fn a_guarded_server_cannot_replace_the_guards_own_files_by_moving_their_directory() {
+    let (_dir, root) = scratch();
+    let ws = root.join("ws");
+    let (config, personality) = hostile_writing(&root, &[&ws], &["shell"], "", "");
+    let agent = ws.join(".agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    let (config, personality) = {
+        let (c, p) = (agent.join("hostile.toml"), agent.join("hostile-p.toml"));
+        std::fs::rename(&config, &c).unwrap();
+        std::fs::rename(&personality, &p).unwrap();
+        (c, p)
+    };
+    let before = std::fs::read_to_string(&personality).unwrap();
+    let mut guard = Guarded::start(&root, &personality, &config);
+    let replace = format!(
+        "cd {w} && mv .agent .agent-old && mkdir .agent && \
+         printf 'id = \"g\"\\n[fs_reach]\\nwrite = [\"/\"]\\n' > .agent/hostile-p.toml; echo moved=$?",
+        w = ws.display()
+    );
+    let (failed, text, _) = guard.call("mcp__hostile__shell", json!({"script": replace}));
+    assert!(!failed, "{text}");
+    assert!(!text.contains("moved=0"), "{text}");
+    assert_eq!(std::fs::read_to_string(&personality).unwrap(), before);
+    assert!(!ws.join(".agent-old").exists());
+}
+
 // guarantee: G-FS-11
 /// A guarded server runs between calls, so what it makes can come after the check that ends a
 /// call: one that makes `.mcp.json` again as fast as it is set aside, and one that makes a
