@@ -1,8 +1,10 @@
 //! The ambient-authority rule (docs/architecture.md, "The enforcement points": the source
 //! backstop): in a crate that holds tools, any reach for `std::fs`, `std::process`, `std::net`
-//! sockets, `std::env::var*`, `tokio::{fs,process,net}` or an HTTP client crate is a finding —
-//! through `use` (with aliases, groups and globs), fully qualified paths, `extern crate`
-//! renames and paths inside macro bodies. Parsed with `syn`, not grepped.
+//! sockets, `std::env::var*`, `tokio::{fs,process,net}` and the other runtimes' and common
+//! crates' equivalents, an HTTP client crate, or a system call made directly (`libc`, `rustix`,
+//! `nix`, inline assembly, an `extern` block) is a finding — through `use` (with aliases,
+//! groups and globs), fully qualified paths, `extern crate` renames and paths inside macro
+//! bodies (docs/lint.md, "Rules"). Parsed with `syn`, not grepped.
 //!
 //! An exemption is a comment `// toolcap: allow(<path>, reason = "...")` on the line of the
 //! finding or the line above it.
@@ -66,7 +68,37 @@ pub(crate) const BANNED: &[(&str, &str)] = &[
     ("reqwest", "ScopedFetch from the ToolContext"),
     ("ureq", "ScopedFetch from the ToolContext"),
     ("isahc", "ScopedFetch from the ToolContext"),
+    // The other async runtimes' and the common crates' files, sockets and processes.
+    ("async_std::fs", "ScopedFs from the ToolContext"),
+    ("async_std::net", "ScopedFetch from the ToolContext"),
+    ("async_std::process", "ScopedProcess from the ToolContext"),
+    ("smol::fs", "ScopedFs from the ToolContext"),
+    ("smol::net", "ScopedFetch from the ToolContext"),
+    ("smol::process", "ScopedProcess from the ToolContext"),
+    ("async_fs", "ScopedFs from the ToolContext"),
+    ("async_net", "ScopedFetch from the ToolContext"),
+    ("async_process", "ScopedProcess from the ToolContext"),
+    ("fs_err", "ScopedFs from the ToolContext"),
+    ("socket2", "ScopedFetch from the ToolContext"),
+    ("mio::net", "ScopedFetch from the ToolContext"),
+    // System calls made directly: each of the scoped objects can be reached around with them,
+    // so a tool's code makes none (an `extern` block of foreign functions is the same finding).
+    ("libc", RAW),
+    ("rustix", RAW),
+    ("nix", RAW),
+    ("std::arch::asm", RAW),
+    ("core::arch::asm", RAW),
+    ("std::arch::global_asm", RAW),
+    ("core::arch::global_asm", RAW),
+    ("std::arch::naked_asm", RAW),
+    ("core::arch::naked_asm", RAW),
+    // Not a path: the finding of an `extern` block.
+    ("extern", RAW),
 ];
+
+/// What to use instead of a system call made directly.
+const RAW: &str = "the scoped objects of the ToolContext (a system call made directly reaches \
+                   around every one of them)";
 
 /// Lints one parsed source file. `path` is used for reporting only.
 pub(crate) fn lint_source(
@@ -357,6 +389,15 @@ impl<'ast> Visit<'ast> for Collector {
         }
     }
 
+    /// An `extern` block declares foreign functions, which call what they like.
+    fn visit_item_foreign_mod(&mut self, m: &'ast syn::ItemForeignMod) {
+        self.hits.push(Hit {
+            line: m.abi.extern_token.span.start().line,
+            what: "extern".to_owned(),
+        });
+        syn::visit::visit_item_foreign_mod(self, m);
+    }
+
     fn visit_path(&mut self, p: &'ast syn::Path) {
         let segments: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
         if let Some(first) = p.segments.first() {
@@ -389,6 +430,7 @@ mod tests {
         )
     }
 
+    // guarantee: G-LINT-01
     /// `fixtures/lint/*.rs`: one file per evasion (and clean files), each ending with
     /// `// expect: LINE:path | ...` or `// expect: clean`.
     #[test]
