@@ -947,7 +947,11 @@ async fn a_child_cannot_move_a_kept_place_away_with_the_directory_above_it() {
             format!("(mv {dir} {aside} && mkdir {dir} && {plant}); echo {step}=$?; ")
         })
         .collect();
-    script.push_str("rmdir pkg/web 2>/dev/null; echo g=$?; echo fine > notes.md; echo ok=$?");
+    script.push_str(
+        "rmdir pkg/web 2>/dev/null; echo g=$?; echo fine > notes.md; echo ok=$?; \
+         echo fine > pkg/web/index.html && mkdir apps/repo/src && mv pkg/web/index.html \
+         pkg/web/main.html; echo inside=$?",
+    );
     let out = p
         .spawn("sh", &argv(&["-c", &script]), SpawnOptions::default())
         .await
@@ -955,8 +959,13 @@ async fn a_child_cannot_move_a_kept_place_away_with_the_directory_above_it() {
     let text = stdout(&out);
     let all = format!("{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("ok=0"), "{all}");
+    assert!(
+        text.contains("inside=0"),
+        "a pinned directory is written in as before: {all}"
+    );
     for step in ["a", "b", "c", "d", "e", "f", "g"] {
-        assert!(!text.contains(&format!("{step}=0")), "{step}: {all}");
+        let done = format!("{step}=0");
+        assert!(!text.lines().any(|l| l == done), "{step}: {all}");
     }
     assert!(repo.join(".git/HEAD").exists());
     assert!(!repo.join(".git/hooks/pre-commit").exists());
