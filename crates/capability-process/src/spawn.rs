@@ -349,8 +349,8 @@ impl Child {
         };
         let moved = end.set_aside().map_err(|e| {
             CapabilityError::failed(format!(
-                "{binary} made a place a shell or an agent's client runs code from, and it \
-                 could not be set aside: {e}"
+                "{binary} made a place a shell or an agent's client runs code from, or one the \
+                 policy denies, and it could not be set aside: {e}"
             ))
         })?;
         if moved.is_empty() {
@@ -358,15 +358,21 @@ impl Child {
         }
         let list = moved
             .iter()
-            .map(|(made, aside)| format!("{} (now {})", made.display(), aside.display()))
+            .map(|(made, aside)| {
+                format!(
+                    "{} (now {}), {}",
+                    made.display(),
+                    aside.display(),
+                    end.watch().why(made)
+                )
+            })
             .collect::<Vec<_>>()
-            .join(", ");
+            .join("; ");
         Err(CapabilityError::denied(
             DenialCode::PathNotReachable,
             format!(
-                "write not permitted: {binary} made {list}, where a shell, an AI agent's client, \
-                 an editor or git would run what it says outside any sandbox; it was set aside \
-                 (a personality that means to allow it lists the place among its write roots)"
+                "write not permitted: {binary} made {list}; it was set aside (a personality that \
+                 means to allow a place that runs later lists it among its write roots)"
             ),
         ))
     }

@@ -987,6 +987,72 @@ async fn a_child_cannot_move_a_kept_place_away_with_the_directory_above_it() {
     }
 }
 
+// guarantee: G-KERN-05
+/// A deny rule for a place that does not exist yet cannot be a mount in a child's namespace, so
+/// a child could make it lead elsewhere: a link at a denied `.env` to a file of its own reach
+/// (the user's next `cp .env.example .env` writes the secrets through it, where the next call
+/// reads them), a second name of such a file (a hard link), a denied directory holding a link.
+/// Each is set aside when the child ends and the call refused. A plain file the child made
+/// there is left, and covered from the next child on, as one the user makes meanwhile is; a
+/// child that leaves them alone runs as before. Checked on disk.
+#[tokio::test]
+async fn what_a_child_makes_at_a_denied_place_is_set_aside() {
+    let fx = fixture();
+    std::fs::create_dir_all(fx.root.join("conf")).unwrap();
+    std::fs::create_dir_all(fx.root.join("notes")).unwrap();
+    let env = fx.root.join(".env");
+    let plain = fx.root.join("conf/secret.toml");
+    let hard = fx.root.join("conf/hard.toml");
+    let keys = fx.root.join("keys");
+    let p = writing_spawner_with(&fx, None, None, &[&env, &plain, &hard, &keys]);
+    let out = p
+        .spawn(
+            "sh",
+            &argv(&["-c", "echo fine > notes/todo.md"]),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, Some(0));
+    // (`conf` lies above a denied place, so it is a mount of its own: the hard link is made
+    // inside it.)
+    let script = "ln -s notes/leak.txt .env; echo a=$?; echo x > conf/secret.toml; echo b=$?; \
+                  echo y > conf/n; ln conf/n conf/hard.toml; echo c=$?; \
+                  mkdir keys && ln -s ../notes/k keys/prod.key; echo d=$?";
+    let err = p
+        .spawn("sh", &argv(&["-c", script]), SpawnOptions::default())
+        .await
+        .unwrap_err();
+    for name in [".env", "hard.toml", "keys"] {
+        assert!(err.to_string().contains(name), "{name}: {err}");
+    }
+    assert!(!err.to_string().contains("secret.toml"), "{err}");
+    refused_for(Err(err), ".env");
+    for place in [&env, &hard, &keys] {
+        assert!(
+            std::fs::symlink_metadata(place).is_err(),
+            "{} stayed",
+            place.display()
+        );
+    }
+    assert!(
+        std::fs::symlink_metadata(fx.root.join(".env.refused-by-toolcap"))
+            .is_ok_and(|m| m.file_type().is_symlink())
+    );
+    // The plain file stays, and the next child finds it covered.
+    assert_eq!(std::fs::read_to_string(&plain).unwrap(), "x\n");
+    let out = p
+        .spawn(
+            "sh",
+            &argv(&["-c", "cat conf/secret.toml; echo read=$?"]),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap();
+    let text = stdout(&out);
+    assert!(!text.contains("x\n") && !text.contains("read=0"), "{text}");
+}
+
 /// Asserts that a spawn was refused for what the child made (`PATH_NOT_REACHABLE`), naming
 /// `name`.
 fn refused_for(result: Result<ProcessOutput, CapabilityError>, name: &str) {

@@ -174,10 +174,9 @@ impl Drop for ChildEnd {
                 for (made, aside) in moved {
                     tracing::warn!(
                         target: "toolcap::sandbox",
-                        "a confined child made {}, where a shell, an AI agent's client, an editor \
-                         or git would run what it says outside any sandbox; set aside as {} when \
-                         it ended",
+                        "a confined child made {}, {}; set aside as {} when it ended",
                         made.display(),
+                        self.watch.why(&made),
                         aside.display()
                     );
                 }
@@ -185,7 +184,7 @@ impl Drop for ChildEnd {
             Err(e) => tracing::error!(
                 target: "toolcap::sandbox",
                 "a confined child may have made a place a shell or an agent's client runs code \
-                 from, which could not be set aside when it ended: {e}"
+                 from, or one the policy denies, which could not be set aside when it ended: {e}"
             ),
         }
     }
@@ -278,12 +277,17 @@ impl PreparedSandbox {
             Some(home) => Some(c(self.own_home(home)?.as_os_str().as_bytes(), "the home")?),
             None => None,
         };
-        let (git, watch) = self.kept_from_child(
+        let (git, mut watch) = self.kept_from_child(
             launch.cwd,
             launch.git_writable,
             &launch.kept_names(),
             launch.runs_later_places,
         )?;
+        // A denied place no mount covers, since it is not there: looked for when the child
+        // ends (docs/policy.md, "Kept from children").
+        for place in &self.inner.denied {
+            watch.also_denied(place);
+        }
         let started = self.inner.spawn(
             &program,
             &argv,

@@ -79,6 +79,10 @@ pub(crate) struct Prepared {
     pub(crate) scratch: Vec<PathBuf>,
     /// Where each child's own home must be (`SandboxPolicy::homes`).
     pub(crate) homes: Option<PathBuf>,
+    /// The hidden places beneath the write roots (deny rules, the floor, toolcap's own files):
+    /// one missing when a child starts is looked for when it ends, since no mount can cover
+    /// what is not there ([`crate::Watch`]).
+    pub(crate) denied: Vec<PathBuf>,
 }
 
 impl fmt::Debug for Prepared {
@@ -160,6 +164,14 @@ pub(crate) fn prepare(
             .collect(),
         scratch: policy.scratch.clone(),
         homes: policy.homes.as_ref().map(|(_, dir)| dir.clone()),
+        // A pattern (`dir/prefix*`) names no one place to look for.
+        denied: policy
+            .hidden
+            .iter()
+            .filter(|h| policy.write.iter().any(|w| h.starts_with(w) && *h != w))
+            .filter(|h| !h.as_os_str().as_encoded_bytes().contains(&b'*'))
+            .cloned()
+            .collect(),
     })
 }
 

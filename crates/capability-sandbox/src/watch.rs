@@ -27,6 +27,8 @@ pub struct Watch {
     /// The write roots the watched places lie beneath: from the outermost one above a place,
     /// nothing the child could have made is followed when the place is set aside.
     roots: Vec<PathBuf>,
+    /// The watched places that a deny rule (or the floor) names, rather than what runs later.
+    denied: Vec<PathBuf>,
 }
 
 /// What a walk from a write root down to a directory found, following no link.
@@ -69,6 +71,7 @@ impl Watch {
         Self {
             missing,
             roots: roots.to_vec(),
+            denied: Vec::new(),
         }
     }
 
@@ -80,6 +83,28 @@ impl Watch {
             if !names.iter().any(|n| n == last) {
                 names.push(last.to_os_string());
             }
+        }
+    }
+
+    /// Watches `place` too, a place the policy denies, when it is missing as the child starts:
+    /// no mount covers it, so a child could make it (a link to a file of its own reach, through
+    /// which the user's next write of the place would land where the child reads).
+    pub(crate) fn also_denied(&mut self, place: &Path) {
+        if std::fs::symlink_metadata(place).is_ok() {
+            return;
+        }
+        self.also(place);
+        self.denied.push(place.to_path_buf());
+    }
+
+    /// Why `made` (a place [`set_aside`](Self::set_aside) moved) was not the child's to make,
+    /// as a refusal says it: a denied place, or one that runs later outside any sandbox.
+    pub fn why(&self, made: &Path) -> &'static str {
+        if self.denied.iter().any(|d| d == made || d.starts_with(made)) {
+            "a place the policy denies, which no mount could cover since it did not exist"
+        } else {
+            "where a shell, an AI agent's client, an editor or git would run what it says \
+             outside any sandbox"
         }
     }
 
@@ -139,6 +164,12 @@ impl Watch {
             let (Some(parent), Some(name)) = (place.parent(), place.file_name()) else {
                 continue;
             };
+            // A denied place that is a plain file or directory is covered from the next child
+            // on, whoever made it (the user, meanwhile); one that leads elsewhere would take the
+            // user's next write of it where a child reads.
+            if self.denied.contains(&place) && !leads_elsewhere(&place) {
+                continue;
+            }
             let (dir, name, path) = match self.walk(parent)? {
                 Walk::Dir(dir) => (dir, name.to_os_string(), place.clone()),
                 Walk::Link(dir, name, path) => (dir, name, path),
@@ -206,6 +237,37 @@ impl Watch {
         }
         Ok(Walk::Dir(fd))
     }
+}
+
+/// Whether a write of `place` (or of a file beneath it) could land in another file: a
+/// symbolic link, a file with more than one name (a hard link), or a directory holding either
+/// (looked at without following a link; one too large to look through counts as one).
+fn leads_elsewhere(place: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut budget = 4096usize;
+    let mut pending = vec![place.to_path_buf()];
+    while let Some(path) = pending.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.file_type().is_symlink() || (!meta.is_dir() && meta.nlink() > 1) {
+            return true;
+        }
+        if meta.is_dir() {
+            let Ok(entries) = std::fs::read_dir(&path) else {
+                return true;
+            };
+            for entry in entries {
+                let Some(budget_left) = budget.checked_sub(1) else {
+                    return true;
+                };
+                budget = budget_left;
+                let Ok(entry) = entry else { return true };
+                pending.push(entry.path());
+            }
+        }
+    }
+    false
 }
 
 /// `op`, and when it is refused for want of permission on `dir`, `op` again once `dir` has its

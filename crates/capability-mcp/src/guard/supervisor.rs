@@ -268,24 +268,28 @@ impl Supervisor {
                 .as_ref()
                 .filter(|r| r.generation == generation)
             {
-                Some(running) => running.end.set_aside(),
+                Some(running) => running.end.set_aside().map(|moved| {
+                    moved
+                        .iter()
+                        .map(|(made, aside)| {
+                            format!(
+                                "{} (now {}), {}",
+                                made.display(),
+                                aside.display(),
+                                running.end.watch().why(made)
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                }),
                 None => return Ok(()),
             }
         };
         let why = match moved {
             Ok(moved) if moved.is_empty() => return Ok(()),
-            Ok(moved) => format!(
-                "made {}, where a shell, an AI agent's client, an editor or git would run what \
-                 it says outside any sandbox; set aside",
-                moved
-                    .iter()
-                    .map(|(made, aside)| format!("{} (now {})", made.display(), aside.display()))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+            Ok(moved) => format!("made {}; set aside", moved.join("; ")),
             Err(e) => format!(
-                "made a place a shell or an agent's client runs code from, which could not be set \
-                 aside: {e}"
+                "made a place a shell or an agent's client runs code from, or one the policy \
+                 denies, which could not be set aside: {e}"
             ),
         };
         let stopped = self.failed(generation, why).await;
