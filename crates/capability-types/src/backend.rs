@@ -89,7 +89,7 @@ impl PathAccess {
 /// matches exactly these (its tests hold the two together); the kernel layer looks for them
 /// beneath a child's write roots and keeps those that exist from the child (docs/policy.md,
 /// "Kept from children").
-pub const RUNS_LATER_NAMES: [&str; 57] = [
+pub const RUNS_LATER_NAMES: [&str; 68] = [
     ".bashrc",
     ".bash_profile",
     ".bash_login",
@@ -101,6 +101,13 @@ pub const RUNS_LATER_NAMES: [&str; 57] = [
     ".zshenv",
     ".zlogin",
     ".zlogout",
+    ".cshrc",
+    ".tcshrc",
+    ".login",
+    ".logout",
+    ".kshrc",
+    ".mkshrc",
+    ".xonshrc",
     ".gitconfig",
     ".pam_environment",
     ".xprofile",
@@ -109,6 +116,10 @@ pub const RUNS_LATER_NAMES: [&str; 57] = [
     ".xinitrc",
     ".config/git/config",
     ".config/fish",
+    ".config/nushell",
+    ".config/powershell",
+    ".config/xonsh",
+    ".config/elvish",
     ".config/systemd/user",
     ".config/autostart",
     ".config/environment.d",

@@ -1959,8 +1959,8 @@ fn a_tool_cannot_plant_in_a_git_configuration_another_one_includes() {
 }
 
 // guarantee: G-FS-10
-/// A shell reads its startup files (`.bashrc`, `.profile`, `.zshrc`, …), and git its user
-/// configuration (`.gitconfig`), as they start: the user's next terminal runs what a tool wrote
+/// A shell reads its startup files (`.bashrc`, `.profile`, `.zshrc`, `.tcshrc`, `.kshrc`, fish's,
+/// nushell's, …), and git its user configuration (`.gitconfig`), as they start: the user's next terminal runs what a tool wrote
 /// there, outside any sandbox. A personality whose write reach holds a home directory does not
 /// let its tools write them, in process mode and in the capsule; other files beside them, and a
 /// startup file the personality lists as a write root, stay writable.
@@ -1988,9 +1988,23 @@ fn a_tool_cannot_plant_what_a_shell_runs_as_it_starts() {
             ".config/autostart/agent.desktop",
             ".config/systemd/user/agent.service",
             ".config/environment.d/50-agent.conf",
+            // The other shells' own: csh and tcsh, ksh and mksh (their default `ENV`), xonsh,
+            // nushell, PowerShell and elvish.
+            ".cshrc",
+            ".tcshrc",
+            ".login",
+            ".logout",
+            ".kshrc",
+            ".mkshrc",
+            ".xonshrc",
+            ".config/xonsh/rc.xsh",
+            ".config/nushell/config.nu",
+            ".config/powershell/Microsoft.PowerShell_profile.ps1",
+            ".config/elvish/rc.elv",
         ],
         &[
             ".bashrc.orig",
+            ".cshrc.orig",
             "notes/profile",
             ".config/git/ignore",
             ".zshenv",

@@ -178,11 +178,13 @@ const HOOK_FILES: [&[u8]; 10] = [
 ];
 
 /// The names of the files bash, zsh and sh read as they start (and `.bash_aliases`, which the
-/// `.bashrc` Debian and Ubuntu give every user reads), of git's user configuration
-/// (`core.hooksPath`, `core.fsmonitor` and `!` aliases there run commands in every repository),
-/// and of what a graphical or PAM login reads into the session (`.pam_environment`,
-/// `.xprofile`, `.xsessionrc`, `.xsession`, `.xinitrc`: an `LD_PRELOAD` there, or a command).
-const STARTUP_NAMES: [&[u8]; 17] = [
+/// `.bashrc` Debian and Ubuntu give every user reads), and those of csh and tcsh (`.cshrc`,
+/// `.tcshrc`, `.login`, `.logout`), ksh and mksh (`.kshrc`, `.mkshrc`: their `ENV` when none is
+/// set) and xonsh (`.xonshrc`); of git's user configuration (`core.hooksPath`, `core.fsmonitor`
+/// and `!` aliases there run commands in every repository); and of what a graphical or PAM
+/// login reads into the session (`.pam_environment`, `.xprofile`, `.xsessionrc`, `.xsession`,
+/// `.xinitrc`: an `LD_PRELOAD` there, or a command).
+const STARTUP_NAMES: [&[u8]; 24] = [
     b".bashrc",
     b".bash_profile",
     b".bash_login",
@@ -194,6 +196,13 @@ const STARTUP_NAMES: [&[u8]; 17] = [
     b".zshenv",
     b".zlogin",
     b".zlogout",
+    b".cshrc",
+    b".tcshrc",
+    b".login",
+    b".logout",
+    b".kshrc",
+    b".mkshrc",
+    b".xonshrc",
     b".gitconfig",
     b".pam_environment",
     b".xprofile",
@@ -202,11 +211,16 @@ const STARTUP_NAMES: [&[u8]; 17] = [
     b".xinitrc",
 ];
 
-/// The directories whose every file a login or a shell runs or reads into the session: fish's
-/// configuration, the user's systemd units (started at login), the desktop's autostart entries
-/// and the session's environment (`environment.d`).
-const STARTUP_DIRS: [&[u8]; 4] = [
+/// The directories whose every file a login or a shell runs or reads into the session: the
+/// configuration of fish, nushell, PowerShell, xonsh and elvish, the user's systemd units
+/// (started at login), the desktop's autostart entries and the session's environment
+/// (`environment.d`).
+const STARTUP_DIRS: [&[u8]; 8] = [
     b"/.config/fish",
+    b"/.config/nushell",
+    b"/.config/powershell",
+    b"/.config/xonsh",
+    b"/.config/elvish",
     b"/.config/systemd/user",
     b"/.config/autostart",
     b"/.config/environment.d",
@@ -371,6 +385,8 @@ mod tests {
             "/h/.zshenv",
             "/h/.gitconfig",
             "/h/.config/git/config",
+            "/h/.tcshrc",
+            "/h/sub/.kshrc",
             "/h/sub/.bashrc",
             "/h/.bash_aliases",
             "/h/.pam_environment",
@@ -386,6 +402,8 @@ mod tests {
         for (path, area) in [
             ("/h/.config/fish", "/h/.config/fish"),
             ("/h/.config/fish/config.fish", "/h/.config/fish"),
+            ("/h/.config/nushell/config.nu", "/h/.config/nushell"),
+            ("/h/.config/elvish/rc.elv", "/h/.config/elvish"),
             ("/h/.config/fish/a/b", "/h/.config/fish"),
             ("/h/.config/autostart/x.desktop", "/h/.config/autostart"),
             (
@@ -415,6 +433,8 @@ mod tests {
             "/h/.bashrc.orig",
             "/h/bashrc",
             "/h/.config/git/ignore",
+            "/h/.config/nushellx",
+            "/h/.tcshrc.bak",
             "/h/.config/fishy",
             "/h/.config/fish.bak/x",
             "/h/.config/systemd/system.conf",
