@@ -991,7 +991,8 @@ async fn a_child_cannot_move_a_kept_place_away_with_the_directory_above_it() {
 /// A deny rule for a place that does not exist yet cannot be a mount in a child's namespace, so
 /// a child could make it lead elsewhere: a link at a denied `.env` to a file of its own reach
 /// (the user's next `cp .env.example .env` writes the secrets through it, where the next call
-/// reads them), a second name of such a file (a hard link), a denied directory holding a link.
+/// reads them), a second name of such a file (a hard link), a denied directory holding a link,
+/// a link where the directory of a denied place would be.
 /// Each is set aside when the child ends and the call refused. A plain file the child made
 /// there is left, and covered from the next child on, as one the user makes meanwhile is; a
 /// child that leaves them alone runs as before. Checked on disk.
@@ -1004,7 +1005,8 @@ async fn what_a_child_makes_at_a_denied_place_is_set_aside() {
     let plain = fx.root.join("conf/secret.toml");
     let hard = fx.root.join("conf/hard.toml");
     let keys = fx.root.join("keys");
-    let p = writing_spawner_with(&fx, None, None, &[&env, &plain, &hard, &keys]);
+    let vaulted = fx.root.join("vault/prod.key");
+    let p = writing_spawner_with(&fx, None, None, &[&env, &plain, &hard, &keys, &vaulted]);
     let out = p
         .spawn(
             "sh",
@@ -1018,17 +1020,18 @@ async fn what_a_child_makes_at_a_denied_place_is_set_aside() {
     // inside it.)
     let script = "ln -s notes/leak.txt .env; echo a=$?; echo x > conf/secret.toml; echo b=$?; \
                   echo y > conf/n; ln conf/n conf/hard.toml; echo c=$?; \
-                  mkdir keys && ln -s ../notes/k keys/prod.key; echo d=$?";
+                  mkdir keys && ln -s ../notes/k keys/prod.key; echo d=$?; \
+                  ln -s notes vault; echo e=$?";
     let err = p
         .spawn("sh", &argv(&["-c", script]), SpawnOptions::default())
         .await
         .unwrap_err();
-    for name in [".env", "hard.toml", "keys"] {
+    for name in [".env", "hard.toml", "keys", "vault"] {
         assert!(err.to_string().contains(name), "{name}: {err}");
     }
     assert!(!err.to_string().contains("secret.toml"), "{err}");
     refused_for(Err(err), ".env");
-    for place in [&env, &hard, &keys] {
+    for place in [&env, &hard, &keys, &fx.root.join("vault")] {
         assert!(
             std::fs::symlink_metadata(place).is_err(),
             "{} stayed",

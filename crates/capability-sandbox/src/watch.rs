@@ -126,7 +126,15 @@ impl Watch {
                     continue;
                 }
                 Err(e) if e.raw_os_error() == Some(libc::EACCES) => match self.walk(dir)? {
-                    Walk::Dir(_) => std::fs::read_dir(dir).map_err(|e| at(dir, e))?,
+                    Walk::Dir(fd) => {
+                        // Listing it needs its search and read permissions.
+                        with_permissions(&fd, || {
+                            rustix::fs::statat(&fd, ".", AtFlags::empty())
+                                .and_then(|_| readable(&fd))
+                        })
+                        .map_err(|e| at(dir, e.into()))?;
+                        std::fs::read_dir(dir).map_err(|e| at(dir, e))?
+                    }
                     Walk::Link(_, _, link) => {
                         made.push(link);
                         continue;
@@ -140,6 +148,15 @@ impl Watch {
                 if names.contains(&entry.file_name()) {
                     made.push(entry.path());
                 }
+            }
+        }
+        // A link where a denied place's directory would be: the user's next write of the place
+        // would go where it leads.
+        for place in &self.denied {
+            if let Some(dir) = place.parent()
+                && let Walk::Link(_, _, link) = self.walk(dir)?
+            {
+                made.push(link);
             }
         }
         made.sort();
@@ -228,12 +245,6 @@ impl Watch {
                 Err(Errno::NOENT | Errno::NOTDIR) => return Ok(Walk::Missing),
                 Err(e) => return Err(at(&path, e.into())),
             };
-        }
-        // Listing it needs its read permission too.
-        if let Err(e) = with_permissions(&fd, || {
-            rustix::fs::statat(&fd, ".", AtFlags::empty()).and_then(|_| readable(&fd))
-        }) {
-            return Err(at(dir, e.into()));
         }
         Ok(Walk::Dir(fd))
     }
