@@ -940,6 +940,27 @@ fn what_a_guarded_server_made_is_set_aside_when_it_stops() {
         ".zshrc stayed after the guard ended"
     );
     assert!(ws.join(".zshrc.refused-by-toolcap").exists());
+    // The same with the guard stopped by a signal (an MCP client's SIGTERM).
+    let mut guard = Guarded::start(&root, &personality, &config);
+    let later = format!(
+        "(sleep 1; echo x > {w}/.kshrc) >/dev/null 2>&1 & echo started",
+        w = ws.display()
+    );
+    let (failed, text, _) = guard.call("mcp__hostile__shell", json!({"script": later}));
+    assert!(!failed && text.contains("started"), "{text}");
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        ws.join(".kshrc").exists(),
+        "the server made it after its answer"
+    );
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &guard.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    assert!(guard.ended().is_some(), "the guard ends on SIGTERM");
+    assert!(!ws.join(".kshrc").exists(), ".kshrc stayed after SIGTERM");
+    assert!(ws.join(".kshrc.refused-by-toolcap").exists());
 }
 
 // guarantee: G-FS-09
