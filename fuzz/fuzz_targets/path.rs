@@ -34,16 +34,19 @@ fuzz_target!(|data: &[u8]| {
             "{resolved:?} kept in {area:?}"
         );
         // The area's own name, as the kernel layer looks for it (`RUNS_LATER_NAMES`: the
-        // client's, the startup files' and the hook managers' places).
+        // client's, the startup files' and the hook managers' places), in any ASCII case
+        // (docs/policy.md, "Names in any case").
         let named = area.file_name().and_then(|n| n.to_str());
-        let listed = RUNS_LATER_NAMES.iter().any(|n| {
-            area.as_os_str()
-                .as_encoded_bytes()
-                .ends_with(format!("/{n}").as_bytes())
-        });
+        let lower = area.as_os_str().as_encoded_bytes().to_ascii_lowercase();
+        let listed = RUNS_LATER_NAMES
+            .iter()
+            .any(|n| lower.ends_with(format!("/{n}").as_bytes()));
         if runs == RunsLater::Git {
             assert!(
-                resolved.components().any(|c| c.as_os_str() == ".git") || listed,
+                resolved
+                    .components()
+                    .any(|c| c.as_os_str().eq_ignore_ascii_case(".git"))
+                    || listed,
                 "{resolved:?} is git's"
             );
         }

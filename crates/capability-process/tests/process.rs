@@ -805,6 +805,21 @@ async fn what_a_child_made_is_set_aside_however_it_tries_to_keep_it() {
         std::fs::symlink_metadata(fx.root.join(".cargo")).is_err(),
         "the link was set aside"
     );
+    // Another spelling, which a file system that does not tell case apart takes for `.vscode`;
+    // and beside a `.Claude` that was there (kept), a `.claude` made where case is told apart.
+    std::fs::create_dir(fx.root.join(".Claude")).unwrap();
+    refused_for(
+        p.spawn(
+            "sh",
+            &argv(&["-c", "mkdir .VSCode .claude && echo x > .VSCode/tasks.json"]),
+            SpawnOptions::default(),
+        )
+        .await,
+        ".VSCode",
+    );
+    assert!(!fx.root.join(".VSCode").exists(), ".VSCode stayed");
+    assert!(!fx.root.join(".claude").exists(), ".claude stayed");
+    assert!(fx.root.join(".Claude").is_dir(), "what was there stays");
     // The call cancelled while the child still runs.
     let cancelled = tokio::time::timeout(
         Duration::from_secs(3),
@@ -1054,6 +1069,63 @@ async fn what_a_child_makes_at_a_denied_place_is_set_aside() {
         .unwrap();
     let text = stdout(&out);
     assert!(!text.contains("x\n") && !text.contains("read=0"), "{text}");
+}
+
+// guarantee: G-FS-11
+/// The places that run later whose names do not start with a dot (lefthook's `lefthook.yml`,
+/// run at the next commit; rustup's `rust-toolchain.toml`, bun's `bunfig.toml`, at the next
+/// build) are kept from a child where they exist, as the dotted ones are: the walk that finds
+/// them once passed over every name without a dot, and a child rewrote them. And where they
+/// do not exist, one it makes is set aside. Checked on disk.
+#[tokio::test]
+async fn a_child_cannot_change_the_places_without_a_dot_that_run_later() {
+    let fx = fixture();
+    let kept = [
+        "lefthook.yml",
+        "lefthook-local.yaml",
+        "rust-toolchain.toml",
+        "rust-toolchain",
+        "bunfig.toml",
+    ];
+    for name in kept {
+        std::fs::write(fx.root.join(name), "as it was\n").unwrap();
+    }
+    let p = writing_spawner(&fx);
+    let script: String = kept
+        .iter()
+        .map(|name| format!("echo evil >> {name}; echo {name}=$?; "))
+        .chain(std::iter::once(
+            "echo fine > notes.md; echo ok=$?".to_owned(),
+        ))
+        .collect();
+    let out = p
+        .spawn("sh", &argv(&["-c", &script]), SpawnOptions::default())
+        .await
+        .unwrap();
+    let text = stdout(&out);
+    assert!(text.contains("ok=0"), "{text}");
+    for name in kept {
+        let done = format!("{name}=0");
+        assert!(!text.lines().any(|l| l == done), "{name}: {text}");
+        assert_eq!(
+            std::fs::read_to_string(fx.root.join(name)).unwrap(),
+            "as it was\n",
+            "{name}"
+        );
+    }
+    refused_for(
+        p.spawn(
+            "sh",
+            &argv(&[
+                "-c",
+                "echo 'pre-commit: {commands: {x: {run: evil}}}' > lefthook.yaml",
+            ]),
+            SpawnOptions::default(),
+        )
+        .await,
+        "lefthook.yaml",
+    );
+    assert!(!fx.root.join("lefthook.yaml").exists());
 }
 
 /// Asserts that a spawn was refused for what the child made (`PATH_NOT_REACHABLE`), naming

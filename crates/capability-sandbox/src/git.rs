@@ -372,17 +372,24 @@ impl Later<'_> {
     }
 
     /// The entry `name` of `dir`: a place named, or the first part of names further down
-    /// (`.config`), beneath which those are asked for.
+    /// (`.config`), beneath which those are asked for. Names are matched in any ASCII case, as
+    /// a file system that does not tell case apart finds them (docs/policy.md, "Names in any
+    /// case"); a place is kept under the name it has on disk.
     fn entry(&mut self, dir: &Path, name: &std::ffi::OsStr) {
-        // Every name looked for starts with a dot; most entries do not.
-        let Some(name) = name.to_str().filter(|n| n.starts_with('.')) else {
+        let Some(name) = name.to_str() else {
             return;
         };
+        // Most names looked for start with a dot, and most entries do not: those are asked
+        // only for the few names without one (`lefthook.yml`, `rust-toolchain.toml`).
+        let dotted = name.starts_with('.');
         for wanted in self.names {
+            if wanted.starts_with('.') != dotted {
+                continue;
+            }
             match wanted.split_once('/') {
-                None if *wanted == name => self.places.push(dir.join(name)),
-                Some((first, _)) if first == name => {
-                    let place = dir.join(wanted);
+                None if wanted.eq_ignore_ascii_case(name) => self.places.push(dir.join(name)),
+                Some((first, rest)) if first.eq_ignore_ascii_case(name) => {
+                    let place = dir.join(name).join(rest);
                     if std::fs::symlink_metadata(&place).is_ok() {
                         self.places.push(place);
                     }

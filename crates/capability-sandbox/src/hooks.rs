@@ -344,7 +344,8 @@ pub fn would_make_git_dir(path: &Path, within: &Path) -> Option<PathBuf> {
 /// as a git directory, when it is none now.
 fn completed_by(part: &Path) -> Option<PathBuf> {
     let name = part.file_name()?;
-    if name != "HEAD" && name != "objects" && name != "commondir" {
+    let is = |wanted: &str| name.eq_ignore_ascii_case(wanted);
+    if !is("HEAD") && !is("objects") && !is("commondir") {
         return None;
     }
     let dir = part.parent()?;
@@ -360,7 +361,7 @@ fn completed_by(part: &Path) -> Option<PathBuf> {
             }
         })
     };
-    let completes = if name == "HEAD" {
+    let completes = if is("HEAD") {
         has("objects", true) || has("commondir", false)
     } else {
         has("HEAD", false)

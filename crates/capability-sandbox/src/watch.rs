@@ -29,6 +29,9 @@ pub struct Watch {
     roots: Vec<PathBuf>,
     /// The watched places that a deny rule (or the floor) names, rather than what runs later.
     denied: Vec<PathBuf>,
+    /// The places that were there when the child started, as spelled on disk: a name is
+    /// matched in any case, and one of these is not the child's making.
+    present: Vec<PathBuf>,
 }
 
 /// What a walk from a write root down to a directory found, following no link.
@@ -72,6 +75,7 @@ impl Watch {
             missing,
             roots: roots.to_vec(),
             denied: Vec::new(),
+            present: present.to_vec(),
         }
     }
 
@@ -145,8 +149,13 @@ impl Watch {
             };
             for entry in entries {
                 let entry = entry.map_err(|e| at(dir, e))?;
-                if names.contains(&entry.file_name()) {
-                    made.push(entry.path());
+                // In any case: where case is not told apart, `.CLAUDE` is `.claude`.
+                let name = entry.file_name();
+                if names.iter().any(|n| n.eq_ignore_ascii_case(&name)) {
+                    let place = entry.path();
+                    if !self.present.contains(&place) {
+                        made.push(place);
+                    }
                 }
             }
         }

@@ -2826,6 +2826,46 @@ fn a_tool_cannot_plant_a_hook_in_a_git_directory_of_another_name() {
 }
 
 // guarantee: G-FS-09
+// guarantee: G-FS-10
+// guarantee: G-FS-11
+/// On a file system that does not tell case apart (Windows' drives under WSL, exFAT, ext4 or
+/// tmpfs with casefold), `.CLAUDE/settings.json` is `.claude/settings.json`, `.Git/hooks` is
+/// `.git/hooks` and `.BashRC` is `.bashrc`: the names of the places that run later are matched
+/// without regard to ASCII case, so a tool's write of any spelling is refused. (Checked here on
+/// a file system that does tell case apart: no case-folding one could be mounted on this machine,
+/// whose kernel has no Unicode tables for casefold; on such a one the spellings are one file.)
+#[test]
+fn the_places_that_run_later_are_refused_in_every_case() {
+    let env = Env::new("");
+    let out = env.root.join("work/out");
+    let o = out.display();
+    let p = env.personality(
+        "cases.toml",
+        &format!("id = \"cases\"\n[fs_reach]\nread = [\"{o}\"]\nwrite = [\"{o}\"]\n"),
+    );
+    for dir in [".Git/Hooks", ".CLAUDE", "pkg/.VSCode", ".Cargo"] {
+        std::fs::create_dir_all(out.join(dir)).unwrap();
+    }
+    refuses_planting(
+        &env,
+        &p,
+        &out,
+        &[
+            ".Git/Hooks/pre-commit",
+            ".Git/CONFIG",
+            ".CLAUDE/settings.json",
+            "pkg/.VSCode/tasks.json",
+            ".MCP.json",
+            ".BashRC",
+            ".Cargo/Config.toml",
+            ".NPMRC",
+        ],
+        &["notes.MD", "Claude.md"],
+        "write not permitted",
+    );
+}
+
+// guarantee: G-FS-09
 /// A git directory is told by what is in it, so a tool could make one in pieces: its
 /// configuration first (`config` naming a program as `core.fsmonitor`, in a directory that is
 /// no git directory yet, so nothing refused it), then the `HEAD` (or `commondir`) that makes the

@@ -30,6 +30,30 @@ const GIT_CONFIG_NAMES: [&[u8]; 3] = [b"config", b"config.worktree", b"commondir
 /// assert_eq!(area("/r/src/main.rs"), None);
 /// ```
 pub fn git_run_area(path: &Path) -> Option<PathBuf> {
+    folded(path, |p| git_run_area_as_written(p).map(|area| (area, ()))).map(|(area, ())| area)
+}
+
+/// `find` of `path` with its ASCII letters in lower case, when it has capitals: a file system
+/// that does not tell case apart (Windows' drives under WSL, exFAT, ext4 or tmpfs with
+/// casefold) takes `.Git/HOOKS` for `.git/hooks`, so the names are matched as such a file
+/// system would (docs/policy.md, "Names in any case"). The area found is the same part of
+/// `path` as written: folding ASCII case keeps every byte where it is.
+fn folded<T>(path: &Path, find: impl Fn(&Path) -> Option<(PathBuf, T)>) -> Option<(PathBuf, T)> {
+    let bytes = path.as_os_str().as_bytes();
+    if !bytes.iter().any(u8::is_ascii_uppercase) {
+        return find(path);
+    }
+    let lower = bytes.to_ascii_lowercase();
+    let (area, what) = find(Path::new(std::ffi::OsStr::from_bytes(&lower)))?;
+    let len = area.as_os_str().len().min(bytes.len());
+    Some((
+        PathBuf::from(std::ffi::OsStr::from_bytes(&bytes[..len])),
+        what,
+    ))
+}
+
+/// [`git_run_area`] of `path` as it is spelled.
+fn git_run_area_as_written(path: &Path) -> Option<PathBuf> {
     let bytes = path.as_os_str().as_bytes();
     // Most paths name no `.git` at all: one pass finds out.
     if !bytes.windows(5).any(|w| w == b"/.git") {
@@ -242,7 +266,8 @@ pub use capability_types::backend::RUNS_LATER_NAMES;
 /// everything under a `.claude`, `.cursor`, `.codex`, `.gemini`, `.vscode` or `.idea`, in any
 /// directory; a build tool's or package manager's configuration (`.cargo/config.toml`,
 /// `rust-toolchain.toml`, `.npmrc`, `.yarnrc.yml`, `.pnpmfile.cjs`, `bunfig.toml`, `.mvn`, a
-/// dev container's), in any directory. Decided from the path's spelling; `path` must be
+/// dev container's), in any directory. Decided from the path's spelling, the names in any
+/// ASCII case (`.Claude`, `.BASHRC`: one file where case is not told apart); `path` must be
 /// normalised and absolute.
 ///
 /// ```
@@ -255,11 +280,17 @@ pub use capability_types::backend::RUNS_LATER_NAMES;
 /// assert_eq!(runs("/home/ada/.bashrc.orig"), None);
 /// assert_eq!(runs("/srv/app/.claude/settings.json"), Some(RunsLater::Client));
 /// assert_eq!(runs("/srv/app/.mcp.json"), Some(RunsLater::Client));
+/// assert_eq!(runs("/srv/App/.CLAUDE/Settings.json"), Some(RunsLater::Client));
 /// assert_eq!(runs("/srv/app/.husky/pre-commit"), Some(RunsLater::Git));
 /// assert_eq!(runs("/srv/app/.pre-commit-config.yaml"), Some(RunsLater::Git));
 /// ```
 pub fn runs_later(path: &Path) -> Option<(PathBuf, RunsLater)> {
-    if let Some(area) = git_run_area(path) {
+    folded(path, runs_later_as_written)
+}
+
+/// [`runs_later`] of `path` as it is spelled.
+fn runs_later_as_written(path: &Path) -> Option<(PathBuf, RunsLater)> {
+    if let Some(area) = git_run_area_as_written(path) {
         return Some((area, RunsLater::Git));
     }
     let bytes = path.as_os_str().as_bytes();
@@ -372,6 +403,32 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    // guarantee: G-FS-11
+    /// Where case is not told apart, every spelling is the place: matched in any ASCII case,
+    /// the area given as the path spells it.
+    #[test]
+    fn the_names_are_matched_in_any_case_and_given_back_as_spelled() {
+        for (path, area) in [
+            ("/srv/App/.CLAUDE/Settings.json", "/srv/App/.CLAUDE"),
+            ("/srv/App/.Git/HOOKS/pre-commit", "/srv/App/.Git/HOOKS"),
+            ("/srv/App/.Git/Config", "/srv/App/.Git/Config"),
+            ("/H/.BashRC", "/H/.BashRC"),
+            ("/H/.Config/Fish/x.fish", "/H/.Config/Fish"),
+            (
+                "/srv/App/Rust-Toolchain.TOML",
+                "/srv/App/Rust-Toolchain.TOML",
+            ),
+        ] {
+            assert_eq!(
+                runs_later(Path::new(path)).map(|(a, _)| a),
+                Some(PathBuf::from(area)),
+                "{path}"
+            );
+        }
+        assert_eq!(runs_later(Path::new("/srv/App/README.md")), None);
+        assert_eq!(runs_later(Path::new("/srv/App/.BashRC.orig")), None);
     }
 
     // guarantee: G-FS-10
