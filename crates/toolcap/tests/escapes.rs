@@ -2865,6 +2865,48 @@ fn the_places_that_run_later_are_refused_in_every_case() {
     );
 }
 
+// guarantee: G-POL-03
+/// On a file system that does not tell case apart, `.ENV` is `.env`: a deny rule is matched in
+/// any ASCII case, so a read or a write of another spelling of a denied place is refused, in
+/// both modes (here, where case is told apart, `.ENV` is a file of its own, refused all the
+/// same: a refusal too many, never one too few). Reach roots stay exact: a path spelled
+/// otherwise than its root is outside it.
+#[test]
+fn a_deny_rule_holds_in_every_case() {
+    let env = Env::new("");
+    let out = env.root.join("work/out");
+    std::fs::create_dir_all(out.join("Secrets")).unwrap();
+    for file in [".ENV", "Secrets/prod.KEY", "notes.md"] {
+        std::fs::write(out.join(file), "canary\n").unwrap();
+    }
+    let o = out.display();
+    let p = env.personality(
+        "denied.toml",
+        &format!(
+            "id = \"denied\"\n[fs_reach]\nread = [\"{o}\"]\nwrite = [\"{o}\"]\n\
+             deny = [\"{o}/.env\", \"{o}/secrets\"]\n"
+        ),
+    );
+    for mode in MODES {
+        for file in [".ENV", "Secrets/prod.KEY", "SECRETS/prod.key"] {
+            let path = out.join(file).display().to_string();
+            let read = read_file(&env, mode, &p, &path);
+            assert_eq!(read["code"], "denied", "{mode:?} read {file}: {read}");
+            let written = write_file(&env, mode, &p, &path, "planted\n");
+            assert_eq!(
+                written["code"], "denied",
+                "{mode:?} write {file}: {written}"
+            );
+        }
+        let fine = read_file(&env, mode, &p, &out.join("notes.md").display().to_string());
+        assert_eq!(fine["ok"], true, "{mode:?}: {fine}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(out.join(".ENV")).unwrap(),
+        "canary\n"
+    );
+}
+
 // guarantee: G-FS-09
 /// A git directory is told by what is in it, so a tool could make one in pieces: its
 /// configuration first (`config` naming a program as `core.fsmonitor`, in a directory that is

@@ -81,6 +81,19 @@ pub fn is_within(path: &Path, root: &Path) -> bool {
     p.starts_with(r) && (p.len() == r.len() || p[r.len()] == b'/')
 }
 
+/// [`is_within`], with ASCII letters compared in any case: how a deny rule is matched, since a
+/// file system that does not tell case apart takes `.ENV` for `.env` (docs/policy.md, "Names in
+/// any case"). Where case is told apart it refuses a place or two more, never fewer.
+pub fn is_within_any_case(path: &Path, root: &Path) -> bool {
+    let (p, r) = (path.as_os_str().as_bytes(), root.as_os_str().as_bytes());
+    if r == b"/" {
+        return p.first() == Some(&b'/');
+    }
+    p.len() >= r.len()
+        && p[..r.len()].eq_ignore_ascii_case(r)
+        && (p.len() == r.len() || p[r.len()] == b'/')
+}
+
 /// One protected area of the deny floor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum FloorEntry {
@@ -446,6 +459,17 @@ mod tests {
 
     fn pb(s: &str) -> PathBuf {
         PathBuf::from(s)
+    }
+
+    #[test]
+    fn deny_matching_ignores_ascii_case_by_component() {
+        let w = |p: &str, r: &str| is_within_any_case(Path::new(p), Path::new(r));
+        assert!(w("/srv/App/.ENV", "/srv/app/.env"));
+        assert!(w("/srv/app/SECRETS/k", "/srv/app/secrets"));
+        assert!(!w("/srv/app/secretsx", "/srv/app/secrets"));
+        assert!(!w("/srv/app", "/srv/app/secrets"));
+        assert!(w("/x", "/"));
+        assert!(!w("/srv/ÄPP/.env", "/srv/äpp/.env"), "ASCII only");
     }
 
     #[test]

@@ -26,7 +26,7 @@ use capability_types::{CapabilityError, FsPaths, SecretRef, StorageScope, ToolCa
 
 use crate::matching::binary::{ArgvPattern, intersect_binaries};
 use crate::matching::host::{HostSet, intersect_hosts};
-use crate::matching::path::{DenyFloor, intersect_paths, is_within};
+use crate::matching::path::{DenyFloor, intersect_paths, is_within_any_case};
 use crate::policy::CompiledPolicy;
 use crate::realpath::{Aliases, LaterAlias};
 
@@ -153,7 +153,7 @@ impl Intersected {
                             || policy
                                 .fs_deny
                                 .iter()
-                                .any(|d| is_within(d, r) || is_within(r, d))
+                                .any(|d| is_within_any_case(d, r) || is_within_any_case(r, d))
                     })
                     .collect()
             };
