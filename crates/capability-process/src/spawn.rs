@@ -358,14 +358,7 @@ impl Child {
         }
         let list = moved
             .iter()
-            .map(|(made, aside)| {
-                format!(
-                    "{} (now {}), {}",
-                    made.display(),
-                    aside.display(),
-                    end.watch().why(made)
-                )
-            })
+            .map(|(made, aside)| end.watch().describe(made, aside))
             .collect::<Vec<_>>()
             .join("; ");
         Err(CapabilityError::denied(

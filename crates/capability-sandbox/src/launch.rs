@@ -174,10 +174,8 @@ impl Drop for ChildEnd {
                 for (made, aside) in moved {
                     tracing::warn!(
                         target: "toolcap::sandbox",
-                        "a confined child made {}, {}; set aside as {} when it ended",
-                        made.display(),
-                        self.watch.why(&made),
-                        aside.display()
+                        "a confined child made {}; set aside when it ended",
+                        self.watch.describe(&made, &aside)
                     );
                 }
             }

@@ -112,6 +112,17 @@ impl Watch {
         }
     }
 
+    /// A place [`set_aside`](Self::set_aside) moved, as a refusal names it: where it was, where
+    /// it went, and [`why`](Self::why).
+    pub fn describe(&self, made: &Path, aside: &Path) -> String {
+        format!(
+            "{} (now {}), {}",
+            made.display(),
+            aside.display(),
+            self.why(made)
+        )
+    }
+
     /// The watched places that exist now: each directory read once, one that does not exist
     /// (or is no directory) skipped. A directory the child took its owner's permissions away
     /// from (`chmod 0`) is given them back and read; when it is reached through a link the

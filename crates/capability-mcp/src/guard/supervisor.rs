@@ -271,14 +271,7 @@ impl Supervisor {
                 Some(running) => running.end.set_aside().map(|moved| {
                     moved
                         .iter()
-                        .map(|(made, aside)| {
-                            format!(
-                                "{} (now {}), {}",
-                                made.display(),
-                                aside.display(),
-                                running.end.watch().why(made)
-                            )
-                        })
+                        .map(|(made, aside)| running.end.watch().describe(made, aside))
                         .collect::<Vec<_>>()
                 }),
                 None => return Ok(()),
