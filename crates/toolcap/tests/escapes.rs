@@ -2892,6 +2892,7 @@ fn a_deny_rule_holds_in_every_case() {
             let path = out.join(file).display().to_string();
             let read = read_file(&env, mode, &p, &path);
             assert_eq!(read["code"], "denied", "{mode:?} read {file}: {read}");
+            assert!(!read.to_string().contains("canary"), "{mode:?}: {read}");
             let written = write_file(&env, mode, &p, &path, "planted\n");
             assert_eq!(
                 written["code"], "denied",

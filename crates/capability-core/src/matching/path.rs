@@ -74,24 +74,23 @@ fn is_normalized_absolute(path: &Path) -> bool {
 /// [`normalize_lexically`] produce), for which a byte prefix ending at a `/` boundary is the
 /// same as a component prefix, and much cheaper.
 pub fn is_within(path: &Path, root: &Path) -> bool {
+    within(path, root, |p, r| p == r)
+}
+
+/// Whether `path` lies at or under `root`, their bytes compared with `same`.
+fn within(path: &Path, root: &Path, same: impl Fn(&[u8], &[u8]) -> bool) -> bool {
     let (p, r) = (path.as_os_str().as_bytes(), root.as_os_str().as_bytes());
     if r == b"/" {
         return p.first() == Some(&b'/');
     }
-    p.starts_with(r) && (p.len() == r.len() || p[r.len()] == b'/')
+    p.len() >= r.len() && same(&p[..r.len()], r) && (p.len() == r.len() || p[r.len()] == b'/')
 }
 
 /// [`is_within`], with ASCII letters compared in any case: how a deny rule is matched, since a
 /// file system that does not tell case apart takes `.ENV` for `.env` (docs/policy.md, "Names in
 /// any case"). Where case is told apart it refuses a place or two more, never fewer.
 pub fn is_within_any_case(path: &Path, root: &Path) -> bool {
-    let (p, r) = (path.as_os_str().as_bytes(), root.as_os_str().as_bytes());
-    if r == b"/" {
-        return p.first() == Some(&b'/');
-    }
-    p.len() >= r.len()
-        && p[..r.len()].eq_ignore_ascii_case(r)
-        && (p.len() == r.len() || p[r.len()] == b'/')
+    within(path, root, <[u8]>::eq_ignore_ascii_case)
 }
 
 /// One protected area of the deny floor.

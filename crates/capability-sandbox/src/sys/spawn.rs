@@ -339,17 +339,22 @@ impl ReaperStack {
 
 impl ReaperStack {
     /// Whether the reaper has ended (and so every process of its namespace).
+    /// Only an answer that says so counts: a failed question is "not known to have ended", so
+    /// that the look when this is dropped still happens.
     pub(crate) fn ended(&self) -> bool {
         // SAFETY: waits on our own pidfd without blocking or reaping.
         unsafe {
             let mut info: libc::siginfo_t = std::mem::zeroed();
-            libc::waitid(
+            match libc::waitid(
                 libc::P_PIDFD,
                 self.pidfd.as_raw_fd() as libc::id_t,
                 &mut info,
                 libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-            ) != 0
-                || info.si_pid() != 0
+            ) {
+                0 => info.si_pid() != 0,
+                // Reaped already (the caller waited for it): ended.
+                _ => last_error().raw_os_error() == Some(libc::ECHILD),
+            }
         }
     }
 
