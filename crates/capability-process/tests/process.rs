@@ -845,30 +845,7 @@ async fn what_a_child_made_is_set_aside_however_it_tries_to_keep_it() {
 async fn what_a_child_made_is_set_aside_though_it_took_its_directorys_permissions_away() {
     const NAME: &str =
         "what_a_child_made_is_set_aside_though_it_took_its_directorys_permissions_away";
-    if is_root() && std::env::var_os("TOOLCAP_TEST_AS_NOBODY").is_none() {
-        use std::os::unix::fs::PermissionsExt as _;
-        let bin = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(bin.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let exe = bin.path().join("process-test");
-        std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
-        let out = std::process::Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(&exe)
-            .args(["--exact", NAME, "--nocapture"])
-            .env("TOOLCAP_TEST_AS_NOBODY", "1")
-            .env("TMPDIR", "/tmp")
-            .current_dir(bin.path())
-            .output()
-            .unwrap();
-        let said = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            out.status.success() && said.contains("1 passed"),
-            "as nobody: {said}"
-        );
+    if again_as_nobody(NAME) {
         return;
     }
     let fx = fixture();
@@ -1128,6 +1105,180 @@ async fn a_child_cannot_change_the_places_without_a_dot_that_run_later() {
     assert!(!fx.root.join("lefthook.yaml").exists());
 }
 
+/// `git init` of `dir` (made first).
+fn repository(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let init = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(init.success());
+}
+
+/// Asserts that a spawn was not started because the walk for what children are kept from could
+/// not look at everything (`NOT_AVAILABLE`), naming `name`.
+fn not_started_for(result: Result<ProcessOutput, CapabilityError>, name: &str) {
+    let err = result.unwrap_err();
+    assert!(
+        matches!(err, CapabilityError::NotAvailable(_)) && err.to_string().contains(name),
+        "{err}"
+    );
+}
+
+// guarantee: G-FS-09
+// guarantee: G-FS-11
+/// What a child is kept from (the repositories of its write roots, the `.mcp.json` files and
+/// the rest of what runs later) is found by a walk at each spawn, and that walk stopped where its
+/// budget ran out, leaving what lay past it writable. A child filled its write root with
+/// directories, and the next child wrote a hook into a sibling repository (run by the user's
+/// next checkout there, outside any sandbox) and rewrote a subdirectory's `.mcp.json`; a child
+/// filled its working directory with files, and the next rewrote the `.mcp.json` there. Now the
+/// walk looks at every entry within its levels, or the child is not started (`not_available`,
+/// naming the directory where it stopped). Checked on disk.
+#[tokio::test]
+async fn a_child_cannot_use_up_the_search_for_what_it_is_kept_from() {
+    let fx = fixture();
+    repository(&fx.root.join("zz/repo"));
+    std::fs::create_dir_all(fx.root.join("zz/web")).unwrap();
+    std::fs::write(fx.root.join("zz/web/.mcp.json"), "as it was\n").unwrap();
+    let deep = fx.root.join("a/b/c/d");
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::write(deep.join(".mcp.json"), "as it was\n").unwrap();
+    let p = writing_spawner(&fx);
+    let run = |script: &str, cwd: &Path| {
+        let args = argv(&["-c", script]);
+        let options = SpawnOptions::default()
+            .cwd(cwd)
+            .timeout(Duration::from_secs(120));
+        let p = Arc::clone(&p);
+        async move { p.spawn("sh", &args, options).await }
+    };
+    let unchanged = || {
+        assert!(!fx.root.join("zz/repo/.git/hooks/post-checkout").exists());
+        for mcp in [fx.root.join("zz/web/.mcp.json"), deep.join(".mcp.json")] {
+            assert_eq!(std::fs::read_to_string(&mcp).unwrap(), "as it was\n");
+        }
+    };
+    // Thirty thousand files where the working directory is, read apart from the walk: the
+    // `.mcp.json` among them is kept all the same.
+    let files = "i=0; while [ $i -lt 30000 ]; do : > f$i; i=$((i+1)); done; echo made";
+    let out = run(files, &deep).await.unwrap();
+    assert_eq!(
+        out.exit_code,
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run("echo evil > .mcp.json; echo mcp=$?", &deep)
+        .await
+        .unwrap();
+    assert!(
+        stdout(&out).contains("mcp=") && !stdout(&out).contains("mcp=0"),
+        "{}",
+        stdout(&out)
+    );
+    unchanged();
+    // More directories beside the repository than the walk reads.
+    let dirs = "mkdir $(i=0; while [ $i -lt 5000 ]; do echo d$i; i=$((i+1)); done) && echo made";
+    let out = run(dirs, &fx.root).await.unwrap();
+    assert_eq!(
+        out.exit_code,
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plant = "echo evil > zz/repo/.git/hooks/post-checkout; echo evil > zz/web/.mcp.json";
+    match run(plant, &fx.root).await {
+        Ok(out) => panic!("the child started: {}", stdout(&out)),
+        Err(e) => not_started_for(Err(e), &fx.root.display().to_string()),
+    }
+    unchanged();
+}
+
+// guarantee: G-FS-09
+/// A directory the walk cannot read hides what lies in it, and a child may take the read
+/// permission of a directory it owns away and keep the others (`chmod 300`): it then wrote a hook
+/// into the repository inside by name. A directory a child could enter (toolcap may, or owns it
+/// and so may give the permission back: `chmod 0` of one it made stops the next child too) stops
+/// the next child from starting (`not_available`, naming it); another account's that a child
+/// cannot enter either (a container's volume, say) is passed. Only a host that is not root is
+/// stopped by permission bits, so as root (as CI runs) the test runs itself again as `nobody`,
+/// in a write root holding such a directory of root's.
+#[tokio::test]
+async fn a_child_cannot_hide_a_repository_by_taking_its_directorys_read_permission() {
+    const NAME: &str = "a_child_cannot_hide_a_repository_by_taking_its_directorys_read_permission";
+    const ROOT: &str = "TOOLCAP_TEST_WRITE_ROOT";
+    let place = tempfile::tempdir().unwrap();
+    if is_root() && std::env::var_os("TOOLCAP_TEST_AS_NOBODY").is_none() {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(place.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let root = place.path().join("w");
+        std::fs::create_dir(&root).unwrap();
+        std::os::unix::fs::chown(&root, Some(65534), Some(65534)).unwrap();
+        let closed = root.join("volume");
+        std::fs::create_dir(&closed).unwrap();
+        std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert!(again_as_nobody_with(NAME, &[(ROOT, &root)]));
+        return;
+    }
+    let mut fx = fixture();
+    // Another account's directory a child cannot enter, where the run as root made one.
+    if let Some(root) = std::env::var_os(ROOT) {
+        fx.root = PathBuf::from(root);
+    }
+    repository(&fx.root.join("zz/repo"));
+    let p = writing_spawner(&fx);
+    let run = |script: &str| {
+        let args = argv(&["-c", script]);
+        let p = Arc::clone(&p);
+        async move { p.spawn("sh", &args, SpawnOptions::default()).await }
+    };
+    let out = run("echo fine").await.unwrap();
+    assert_eq!(
+        stdout(&out),
+        "fine\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Without its read permission (entered by name) or its search permission (given back by
+    // the next child, which owns it).
+    for mode in ["300", "600"] {
+        let out = run(&format!("chmod {mode} zz && echo hidden"))
+            .await
+            .unwrap();
+        assert_eq!(
+            stdout(&out),
+            "hidden\n",
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        not_started_for(
+            run("chmod 700 zz; echo evil > zz/repo/.git/hooks/post-checkout").await,
+            &fx.root.join("zz").display().to_string(),
+        );
+        assert!(!fx.root.join("zz/repo/.git/hooks/post-checkout").exists());
+        // Given its permissions back by the user, it stops nobody.
+        use std::os::unix::fs::PermissionsExt as _;
+        let open = std::fs::Permissions::from_mode(0o755);
+        std::fs::set_permissions(fx.root.join("zz"), open).unwrap();
+    }
+    // One the child made and closed to everyone, itself included, it could open again.
+    let out = run("mkdir made && chmod 0 made && echo closed")
+        .await
+        .unwrap();
+    assert_eq!(
+        stdout(&out),
+        "closed\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    not_started_for(
+        run("echo evil > zz/repo/.git/hooks/post-checkout").await,
+        &fx.root.join("made").display().to_string(),
+    );
+}
+
 /// Asserts that a spawn was refused for what the child made (`PATH_NOT_REACHABLE`), naming
 /// `name`.
 fn refused_for(result: Result<ProcessOutput, CapabilityError>, name: &str) {
@@ -1142,6 +1293,56 @@ fn refused_for(result: Result<ProcessOutput, CapabilityError>, name: &str) {
         ) && err.to_string().contains(name),
         "{err}"
     );
+}
+
+/// Runs the test `name` again in a copy of this test binary as `nobody`, when this process runs
+/// as root (as CI does) and is not that run already: root ignores permission bits, which the
+/// test is about. True when it ran there (and passed); the caller returns.
+fn again_as_nobody(name: &str) -> bool {
+    again_as_nobody_with(name, &[])
+}
+
+/// [`again_as_nobody`], with `env` set for the run as `nobody`.
+fn again_as_nobody_with(name: &str, env: &[(&str, &Path)]) -> bool {
+    if !is_root() || std::env::var_os("TOOLCAP_TEST_AS_NOBODY").is_some() {
+        return false;
+    }
+    use std::os::unix::fs::PermissionsExt as _;
+    let bin = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(bin.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = bin.path().join("process-test");
+    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    // Another test's spawn that forked while the copy was open for writing holds that
+    // descriptor until it executes: `Text file busy` for a moment, so ask again.
+    let mut tries = 0;
+    let out = loop {
+        let out = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(&exe)
+            .args(["--exact", name, "--nocapture"])
+            .env("TOOLCAP_TEST_AS_NOBODY", "1")
+            .env("TMPDIR", "/tmp")
+            .envs(env.iter().copied())
+            .current_dir(bin.path())
+            .output()
+            .unwrap();
+        tries += 1;
+        if tries < 50 && String::from_utf8_lossy(&out.stderr).contains("Text file busy") {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
+        break out;
+    };
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && said.contains("1 passed"),
+        "as nobody: {said}"
+    );
+    true
 }
 
 /// Whether this process runs as root.

@@ -23,11 +23,10 @@
 //!
 //! Which directories are looked at: every write root, the working directory with each
 //! directory above it that is still beneath a write root (where git, run there, finds its
-//! repository), and the directories up to [`NESTED_DEPTH`] levels beneath each write root (the
-//! other repositories of a workspace, one inside the working tree), read breadth first, at most
-//! [`MAX_WALK_DIRS`] directories read and [`MAX_WALK_ENTRIES`] entries in all. A `.git` that is
-//! a symbolic link cannot be kept (a child could point it elsewhere), and the child is not
-//! started. A repository a child makes itself (`git init`) is kept from the next child, not
+//! repository), and the directories up to three levels beneath each write root (the other
+//! repositories of a workspace, one inside the working tree), read breadth first, every one of
+//! them or the child is not started (`crate::walk`). A `.git` that is a symbolic link cannot be
+//! kept (a child could point it elsewhere), and the child is not started. A repository a child makes itself (`git init`) is kept from the next child, not
 //! from the one that made it.
 //!
 //! The same walk keeps what a shell runs as it starts and what an AI agent's client or an
@@ -56,6 +55,7 @@ use crate::hooks::{
     configured_hooks, git_dir_area, is_git_dir, named_by_git, pointed_at, small_file,
     user_hooks_dirs,
 };
+use crate::walk::{Later, nested};
 use crate::watch::Watch;
 
 /// The most git directories kept for one child (submodules included); past it, a repository's
@@ -64,17 +64,6 @@ const MAX_GIT_DIRS: usize = 64;
 
 /// The most entries of the submodules' directories looked at for one child.
 const MAX_MODULE_ENTRIES: usize = 1024;
-
-/// How many levels beneath a write root repositories are looked for (`root/a/b/c/.git`).
-const NESTED_DEPTH: usize = 3;
-
-/// The most directories read looking for them, for one child: reading one costs the spawn
-/// some ten microseconds on the project's VM, asking one for a `.git` about a microsecond,
-/// so the walk stops at these (docs/policy.md, "Git's hooks and configuration").
-const MAX_WALK_DIRS: usize = 16;
-
-/// The most entries of those directories looked at and directories asked for a `.git`.
-const MAX_WALK_ENTRIES: usize = 1024;
 
 /// The most places of the caller's `runs_later` names kept for one child; past it the child
 /// is not started.
@@ -96,6 +85,7 @@ pub(crate) fn masks(
     runs_later: &[&str],
     elsewhere: &[PathBuf],
     scratch: &[PathBuf],
+    covered: &[PathBuf],
 ) -> Result<(Vec<Mask>, Watch), String> {
     let beneath = |p: &Path| write.iter().any(|w| p.starts_with(w));
     // The caller's rule knows git's places by the name `.git`; those of a git directory of
@@ -126,11 +116,8 @@ pub(crate) fn masks(
     dirs.dedup();
     // The others after the working directory's own: it is kept first, should the git
     // directories be more than `MAX_GIT_DIRS`.
-    let mut later = Later {
-        names: runs_later,
-        ..Later::default()
-    };
-    let others: Vec<PathBuf> = nested(write, &mut later)
+    let mut later = Later::new(runs_later, covered);
+    let others: Vec<PathBuf> = nested(write, &mut later)?
         .into_iter()
         .filter(|d| !dirs.contains(d))
         .collect();
@@ -138,7 +125,7 @@ pub(crate) fn masks(
     // there reads its own.
     for dir in &dirs {
         if !later.read.contains(dir) {
-            later.read_dir(dir);
+            later.read_dir(dir, false)?;
         }
     }
     // What is missing from the project directories now is looked for when the child ends.
@@ -296,108 +283,6 @@ pub(crate) fn masks(
         }
     }
     Ok((out, watch))
-}
-
-/// The directories beneath `roots` (not the roots themselves) that hold a `.git`, of any kind,
-/// at most [`NESTED_DEPTH`] levels down, breadth first: each directory of a level is asked for
-/// a `.git`, then read for the next level's (never through a link, never into a `.git`), while
-/// [`MAX_WALK_DIRS`] reads and [`MAX_WALK_ENTRIES`] entries and questions last.
-fn nested(roots: &[PathBuf], later: &mut Later<'_>) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut level: Vec<PathBuf> = roots.to_vec();
-    let mut budget = MAX_WALK_ENTRIES;
-    let mut reads = MAX_WALK_DIRS;
-    for depth in 0..=NESTED_DEPTH {
-        let mut next = Vec::new();
-        for dir in &level {
-            if depth > 0 && budget == 0 {
-                return found;
-            }
-            let git_dir = is_git_dir(dir);
-            if depth > 0 {
-                budget -= 1;
-                if git_dir || std::fs::symlink_metadata(dir.join(".git")).is_ok() {
-                    found.push(dir.clone());
-                }
-            }
-            // Nothing to find inside a git directory of another name but its own places.
-            if depth == NESTED_DEPTH || reads == 0 || git_dir {
-                continue;
-            }
-            reads -= 1;
-            later.read.push(dir.clone());
-            let Ok(entries) = std::fs::read_dir(dir) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                if budget == 0 {
-                    return found;
-                }
-                budget -= 1;
-                later.entry(dir, &entry.file_name());
-                // The entry's type as the directory gives it: a link is not followed.
-                if entry.file_name() != ".git" && entry.file_type().is_ok_and(|t| t.is_dir()) {
-                    next.push(entry.path());
-                }
-            }
-        }
-        level = next;
-    }
-    found
-}
-
-/// The places named as the caller's `runs_later` names them, found in the directories read,
-/// and those directories.
-#[derive(Default)]
-struct Later<'a> {
-    /// The names looked for, as relative paths (`.bashrc`, `.config/fish`).
-    names: &'a [&'a str],
-    /// Directories whose entries were looked at.
-    read: Vec<PathBuf>,
-    /// Places found (links not yet followed).
-    places: Vec<PathBuf>,
-}
-
-impl Later<'_> {
-    /// Looks at the entries of `dir` (a directory the walk did not read). A directory that
-    /// cannot be read holds nothing a child could write either.
-    fn read_dir(&mut self, dir: &Path) {
-        self.read.push(dir.to_path_buf());
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten().take(MAX_WALK_ENTRIES) {
-            self.entry(dir, &entry.file_name());
-        }
-    }
-
-    /// The entry `name` of `dir`: a place named, or the first part of names further down
-    /// (`.config`), beneath which those are asked for. Names are matched in any ASCII case, as
-    /// a file system that does not tell case apart finds them (docs/policy.md, "Names in any
-    /// case"); a place is kept under the name it has on disk.
-    fn entry(&mut self, dir: &Path, name: &std::ffi::OsStr) {
-        let Some(name) = name.to_str() else {
-            return;
-        };
-        // Most names looked for start with a dot, and most entries do not: those are asked
-        // only for the few names without one (`lefthook.yml`, `rust-toolchain.toml`).
-        let dotted = name.starts_with('.');
-        for wanted in self.names {
-            if wanted.starts_with('.') != dotted {
-                continue;
-            }
-            match wanted.split_once('/') {
-                None if wanted.eq_ignore_ascii_case(name) => self.places.push(dir.join(name)),
-                Some((first, rest)) if first.eq_ignore_ascii_case(name) => {
-                    let place = dir.join(name).join(rest);
-                    if std::fs::symlink_metadata(&place).is_ok() {
-                        self.places.push(place);
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
 }
 
 /// The places found so far.
@@ -576,66 +461,4 @@ fn mount_flags(path: &Path) -> Result<libc::c_ulong, String> {
         .iter()
         .filter(|(st, _)| flags & st == *st)
         .fold(0, |acc, (_, ms)| acc | ms))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// What the walk finds: a `.git` of any kind one to three levels down, not the root's own,
-    /// not four levels down, never through a link, and nothing past its budget.
-    #[test]
-    fn the_walk_finds_repositories_three_levels_down_and_no_further() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().to_path_buf();
-        let at = |rel: &str| root.join(rel);
-        for repo in ["one", "a/two", "a/b/three", "a/b/c/four", "x/y/z"] {
-            std::fs::create_dir_all(at(repo).join(".git")).unwrap();
-        }
-        std::fs::create_dir(at(".git")).unwrap();
-        std::fs::create_dir_all(at("a/file-pointer")).unwrap();
-        std::fs::write(at("a/file-pointer/.git"), "gitdir: ../one/.git\n").unwrap();
-        // A link to a repository elsewhere is not followed into.
-        let outside = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(outside.path().join("r/.git")).unwrap();
-        std::os::unix::fs::symlink(outside.path(), at("link")).unwrap();
-        let mut found = nested(std::slice::from_ref(&root), &mut Later::default());
-        found.sort();
-        let mut want: Vec<PathBuf> = ["a/b/three", "a/file-pointer", "a/two", "one", "x/y/z"]
-            .iter()
-            .map(|r| at(r))
-            .collect();
-        want.sort();
-        assert_eq!(found, want);
-
-        // Past the budgets, the walk stops: a root of more entries than it reads, or of more
-        // directories than it reads, finds none of what lies past them.
-        let wide = tempfile::tempdir().unwrap();
-        for i in 0..MAX_WALK_ENTRIES + 10 {
-            std::fs::create_dir(wide.path().join(format!("d{i}"))).unwrap();
-        }
-        std::fs::create_dir_all(wide.path().join("d0/deeper/.git")).unwrap();
-        assert!(nested(&[wide.path().to_path_buf()], &mut Later::default()).is_empty());
-        // Every directory of a level is asked for a `.git` before any is read: a workspace of
-        // more repositories than the walk reads directories has them all found.
-        let many = tempfile::tempdir().unwrap();
-        for i in 0..MAX_WALK_DIRS * 4 {
-            std::fs::create_dir_all(many.path().join(format!("d{i:03}/.git"))).unwrap();
-        }
-        assert_eq!(
-            nested(&[many.path().to_path_buf()], &mut Later::default()).len(),
-            MAX_WALK_DIRS * 4
-        );
-        // Past the reads, deeper levels are not asked: `e` two levels down in the last
-        // directories of the first level is not reached.
-        for i in 0..MAX_WALK_DIRS * 4 {
-            std::fs::create_dir_all(many.path().join(format!("d{i:03}/e/.git"))).unwrap();
-        }
-        let found = nested(&[many.path().to_path_buf()], &mut Later::default());
-        assert_eq!(
-            found.len(),
-            MAX_WALK_DIRS * 4 + (MAX_WALK_DIRS - 1),
-            "{found:?}"
-        );
-    }
 }

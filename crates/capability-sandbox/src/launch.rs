@@ -207,6 +207,7 @@ impl PreparedSandbox {
             runs_later,
             elsewhere,
             &self.inner.scratch,
+            &self.inner.covered,
         )
         .map_err(|e| {
             CapabilityError::not_available(format!(

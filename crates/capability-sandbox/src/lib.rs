@@ -103,6 +103,8 @@ mod scratch;
 #[cfg(target_os = "linux")]
 mod sys;
 #[cfg(target_os = "linux")]
+mod walk;
+#[cfg(target_os = "linux")]
 mod watch;
 
 #[cfg(unix)]

@@ -83,6 +83,11 @@ pub(crate) struct Prepared {
     /// one missing when a child starts is looked for when it ends, since no mount can cover
     /// what is not there ([`crate::Watch`]).
     pub(crate) denied: Vec<PathBuf>,
+    /// The places covered or replaced in a child's mount namespace beneath the write roots
+    /// (those a deny rule or the floor protects, kernel file systems, `/proc`, `/sys` and
+    /// `/dev`), where no child reaches what the host sees: the walk for what children are kept
+    /// from does not look in them (`walk.rs`).
+    pub(crate) covered: Vec<PathBuf>,
 }
 
 impl fmt::Debug for Prepared {
@@ -145,7 +150,7 @@ pub(crate) fn prepare(
 
     let decisions = decisions(policy);
     let filter = bpf::compile(&decisions).map_err(|e| failed("seccomp filter", e))?;
-    let ns = namespaces(policy, support)?;
+    let (ns, hidden) = namespaces(policy, support)?;
     Ok(Prepared {
         ruleset,
         filter,
@@ -172,12 +177,22 @@ pub(crate) fn prepare(
             .filter(|h| !h.as_os_str().as_encoded_bytes().contains(&b'*'))
             .cloned()
             .collect(),
+        // `/proc`, `/sys` and `/dev` beneath a write root are the child's own, not the host's.
+        covered: hidden
+            .into_iter()
+            .chain(["/proc", "/sys", "/dev"].map(PathBuf::from))
+            .filter(|h| policy.write.iter().any(|w| h.starts_with(w) && h != w))
+            .filter(|h| !h.as_os_str().as_encoded_bytes().contains(&b'*'))
+            .collect(),
     })
 }
 
 /// The namespaces of a child under `policy`: what to hide in its mount namespace, and how its
-/// process limit is held.
-fn namespaces(policy: &SandboxPolicy, support: &Support) -> Result<Namespaces, CapabilityError> {
+/// process limit is held; and the places hidden (kernel file systems in the reach among them).
+fn namespaces(
+    policy: &SandboxPolicy,
+    support: &Support,
+) -> Result<(Namespaces, Vec<PathBuf>), CapabilityError> {
     let (uid, gid) = sys::effective_ids();
     let root = uid == 0;
     let granted: Vec<&std::path::Path> = policy
@@ -249,7 +264,7 @@ fn namespaces(policy: &SandboxPolicy, support: &Support) -> Result<Namespaces, C
         }
         _ => None,
     };
-    Ok(Namespaces {
+    let ns = Namespaces {
         root,
         uid_map: format!("{uid} {uid} 1").into_bytes(),
         gid_map: format!("{gid} {gid} 1").into_bytes(),
@@ -272,7 +287,8 @@ fn namespaces(policy: &SandboxPolicy, support: &Support) -> Result<Namespaces, C
             }
             None => None,
         },
-    })
+    };
+    Ok((ns, hidden))
 }
 
 /// Nothing granted, not even the system directories (a capsule worker's policy): no path may

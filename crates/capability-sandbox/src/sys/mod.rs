@@ -62,6 +62,46 @@ pub(crate) fn mount_flags(path: &std::path::Path) -> std::io::Result<libc::c_ulo
     Ok(stat.f_flag)
 }
 
+/// Whether this process may search (enter) the directory `path`, by its effective ids
+/// (`faccessat(X_OK, AT_EACCESS)`).
+pub(crate) fn may_search(path: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt as _;
+    let Ok(path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: a NUL-terminated path; faccessat reads nothing else.
+    unsafe { libc::faccessat(libc::AT_FDCWD, path.as_ptr(), libc::X_OK, libc::AT_EACCESS) == 0 }
+}
+
+/// The type bits (`S_IFMT`) of what `name` names relative to the open directory `dir`, not
+/// following a final link (`fstatat(AT_SYMLINK_NOFOLLOW)`): `None` when nothing is there (`ENOENT`,
+/// `ENOTDIR`), an error when it cannot be looked at.
+pub(crate) fn type_at(
+    dir: &std::fs::File,
+    name: &std::ffi::CStr,
+) -> io::Result<Option<libc::mode_t>> {
+    use std::os::fd::AsRawFd as _;
+    // SAFETY: stat is plain data, valid all zeroes.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a live descriptor, a NUL-terminated name and a live out-parameter.
+    let done = unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            &mut stat,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if done == 0 {
+        return Ok(Some(stat.st_mode & libc::S_IFMT));
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::ENOENT | libc::ENOTDIR) => Ok(None),
+        _ => Err(e),
+    }
+}
+
 /// This process's effective user and group ids.
 pub(crate) fn effective_ids() -> (u32, u32) {
     // SAFETY: geteuid and getegid cannot fail.
