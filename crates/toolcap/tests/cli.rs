@@ -81,6 +81,14 @@ fn mkfifo(path: &Path) {
     );
 }
 
+/// Whether this process runs as root.
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+}
+
 fn code(o: &Output) -> i32 {
     o.status.code().unwrap()
 }
@@ -3533,24 +3541,57 @@ fn an_audit_fifo_nobody_reads_is_refused_and_one_that_is_read_gets_the_events() 
         stderr(&refused)
     );
     assert!(refused.stdout.is_empty(), "nothing ran");
-    // Read by another process: the events arrive, in order.
-    let reader = Command::new("cat")
-        .arg(&fifo)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // `cat` is reading once its open returns; opening for writing before that would find no
-    // reader, so wait for it.
-    let mut done = None;
-    for _ in 0..100 {
-        let out = call();
-        if code(&out) == 0 {
-            done = Some(out);
+    // Read by another process: the events arrive, in order. The reader is `cat`, which stops
+    // at its first end of file, as many log shippers do; on the same processor as toolcap, and
+    // with a real-time priority where it may have one (root, as CI runs), it runs the moment a
+    // writer lets go of the FIFO. Toolcap used to open it for reading and writing to look at
+    // it, and close that before opening it to write: an end of file before any event, which
+    // ended such a reader, and then the call found nobody reading.
+    let mut reader = if is_root() {
+        Command::new("chrt")
+            .args(["-f", "10", "taskset", "-c", "0", "cat"])
+            .arg(&fifo)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    } else {
+        Command::new("taskset")
+            .args(["-c", "0", "cat"])
+            .arg(&fifo)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // `cat` counts as reading once it waits in `open` for a writer.
+    let waits = format!("/proc/{}/wchan", reader.id());
+    for _ in 0..500 {
+        if std::fs::read_to_string(&waits).is_ok_and(|w| w.contains("partner")) {
             break;
         }
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let done = done.expect("the call ran once the FIFO was read");
+    let done = Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(env!("CARGO_BIN_EXE_toolcap"))
+        .args([
+            "call",
+            "--personality",
+            &p,
+            "--audit",
+            fifo.to_str().unwrap(),
+            "read_file",
+            r#"{"path": "notes.md"}"#,
+        ])
+        .env("XDG_DATA_HOME", env.root.join("data"))
+        .env("HOME", &env.root)
+        .env_remove("RUST_LOG")
+        .current_dir(env.root.join("work"))
+        .output()
+        .unwrap();
+    if code(&done) != 0 {
+        let _ = reader.kill();
+    }
+    assert_eq!(code(&done), 0, "{}", stderr(&done));
     assert!(String::from_utf8_lossy(&done.stdout).contains("\"ok\":true"));
     let read = reader.wait_with_output().unwrap();
     let events: Vec<serde_json::Value> = String::from_utf8_lossy(&read.stdout)

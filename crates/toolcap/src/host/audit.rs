@@ -105,15 +105,43 @@ pub(crate) fn audit_file(path: &Path) -> Result<Arc<dyn AuditSink>, Usage> {
     if to_be_a_file {
         super::in_directories_of_ours(path, "audit file", "the record of what the agent did")?;
     }
-    let opened = OpenOptions::new()
-        .create(true)
-        .read(true)
-        .append(true)
-        .mode(0o600)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(path);
+    // A FIFO (or a pipe, `--audit >(logger)`) is written, not read: held open for reading too,
+    // as a file is, it never lacks a reader, so one nobody read took the events into its buffer
+    // and lost them, and once the buffer was full every call hung. So it is opened for writing
+    // only, and without waiting (nobody reading it is `ENXIO`, refused here; a reader that goes
+    // away later fails the next event, `EPIPE`, and with it the call), and never opened any
+    // other way first: a look opened and closed before the events is an end of file to its
+    // reader, which ends one that stops there (`cat`, many log shippers).
+    let fifo = std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo());
+    let open = |follow: bool| {
+        let mut options = OpenOptions::new();
+        let mut flags = if follow {
+            0
+        } else {
+            rustix::fs::OFlags::NOFOLLOW.bits() as i32
+        };
+        if fifo {
+            options.append(true);
+            flags |= rustix::fs::OFlags::NONBLOCK.bits() as i32;
+        } else {
+            options.create(true).read(true).append(true).mode(0o600);
+        }
+        options.custom_flags(flags).open(path)
+    };
     let owner = rustix::process::geteuid().as_raw();
-    let file = match opened {
+    // Nobody reading a FIFO is refused; so is another user's, which is said first.
+    let nobody_reads = |e: &std::io::Error| {
+        (e.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error())).then(|| {
+            match std::fs::metadata(path) {
+                Ok(meta) if meta.uid() != owner => theirs(path, meta.uid()),
+                _ => Usage(format!(
+                    "audit file {shown} is a FIFO nobody reads, so the events would be lost; \
+                     start what reads it first"
+                )),
+            }
+        })
+    };
+    let file = match open(false) {
         Ok(file) => file,
         // A symbolic link (O_NOFOLLOW's refusal): followed, never created through, unless it is
         // another user's. A link the user or root made (`/dev/stderr`) leads where they meant;
@@ -127,21 +155,13 @@ pub(crate) fn audit_file(path: &Path) -> Result<Arc<dyn AuditSink>, Usage> {
                     link.uid()
                 )));
             }
-            OpenOptions::new()
-                .read(true)
-                .append(true)
-                .open(path)
-                .map_err(cannot)?
+            open(true).map_err(|e| nobody_reads(&e).unwrap_or_else(|| cannot(e)))?
         }
-        Err(e) => return Err(cannot(e)),
+        Err(e) => return Err(nobody_reads(&e).unwrap_or_else(|| cannot(e))),
     };
     let meta = file.metadata().map_err(cannot)?;
     if (meta.file_type().is_file() || meta.file_type().is_fifo()) && meta.uid() != owner {
-        return Err(Usage(format!(
-            "audit file {shown} is owned by another user (uid {}); toolcap writes its audit \
-             only to a file of its own user",
-            meta.uid()
-        )));
+        return Err(theirs(path, meta.uid()));
     }
     // Whoever else may write it can forge events, or cut the record short.
     if (meta.file_type().is_file() || meta.file_type().is_fifo())
@@ -153,40 +173,17 @@ pub(crate) fn audit_file(path: &Path) -> Result<Arc<dyn AuditSink>, Usage> {
             how.remedy(path)
         )));
     }
-    // A FIFO (or a pipe, `--audit >(logger)`) is written, not read: held open for reading too,
-    // as a file is, it never lacks a reader, so one nobody read took the events into its buffer
-    // and lost them, and once the buffer was full every call hung. Opened again for writing
-    // only, and without waiting: nobody reading it is `ENXIO`, refused here; a reader that goes
-    // away later fails the next event (`EPIPE`), and with it the call.
-    let mut file = if meta.file_type().is_fifo() {
-        drop(file);
-        let nonblock = rustix::fs::OFlags::NONBLOCK.bits() as i32;
-        let writer = match OpenOptions::new()
-            .append(true)
-            .custom_flags(nonblock)
-            .open(path)
-        {
-            Ok(writer) => writer,
-            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) => {
-                return Err(Usage(format!(
-                    "audit file {shown} is a FIFO nobody reads, so the events would be lost; \
-                     start what reads it first"
-                )));
-            }
-            Err(e) => return Err(cannot(e)),
-        };
-        let again = writer.metadata().map_err(cannot)?;
-        if (again.dev(), again.ino()) != (meta.dev(), meta.ino()) {
-            return Err(Usage(format!(
-                "audit file {shown} was replaced while it was opened"
-            )));
-        }
-        rustix::fs::fcntl_setfl(&writer, rustix::fs::OFlags::APPEND)
-            .map_err(|e| cannot(e.into()))?;
-        writer
-    } else {
-        file
-    };
+    // Opened as what it was looked at as: a FIFO put there since, or a file in a FIFO's place,
+    // is not what was meant.
+    if meta.file_type().is_fifo() != fifo {
+        return Err(Usage(format!(
+            "audit file {shown} was replaced while it was opened"
+        )));
+    }
+    if fifo {
+        rustix::fs::fcntl_setfl(&file, rustix::fs::OFlags::APPEND).map_err(|e| cannot(e.into()))?;
+    }
+    let mut file = file;
     let regular = meta.file_type().is_file();
     if regular {
         // Not an audit file (a slip of the path: `--audit notes.md`): nothing is written to it
@@ -212,6 +209,15 @@ pub(crate) fn audit_file(path: &Path) -> Result<Arc<dyn AuditSink>, Usage> {
         },
         FsyncPolicy::EveryEvent,
     )))
+}
+
+/// The refusal of an audit file another user owns.
+fn theirs(path: &Path, uid: u32) -> Usage {
+    Usage(format!(
+        "audit file {} is owned by another user (uid {uid}); toolcap writes its audit only to a \
+         file of its own user",
+        path.display()
+    ))
 }
 
 /// Reads the first bytes of `file` into `buf`, as many as there are: how many.
