@@ -89,7 +89,7 @@ impl PathAccess {
 /// matches exactly these (its tests hold the two together); the kernel layer looks for them
 /// beneath a child's write roots and keeps those that exist from the child (docs/policy.md,
 /// "Kept from children").
-pub const RUNS_LATER_NAMES: [&str; 68] = [
+pub const RUNS_LATER_NAMES: [&str; 80] = [
     ".bashrc",
     ".bash_profile",
     ".bash_login",
@@ -124,6 +124,11 @@ pub const RUNS_LATER_NAMES: [&str; 68] = [
     ".config/autostart",
     ".config/environment.d",
     ".mcp.json",
+    "opencode.json",
+    "opencode.jsonc",
+    "crush.json",
+    ".crush.json",
+    ".aider.conf.yml",
     ".claude",
     ".cursor",
     ".codex",
@@ -135,6 +140,13 @@ pub const RUNS_LATER_NAMES: [&str; 68] = [
     ".roo",
     ".continue",
     ".zed",
+    ".windsurf",
+    ".clinerules",
+    ".opencode",
+    ".qwen",
+    ".kilocode",
+    ".amazonq",
+    ".junie",
     ".husky",
     ".pre-commit-config.yaml",
     "lefthook.yml",

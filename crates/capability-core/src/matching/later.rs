@@ -95,10 +95,11 @@ pub enum RunsLater {
     /// reads the user's configuration (`.gitconfig`, `.config/git/config`), or the user's login
     /// session (`.pam_environment`, `.xprofile`, systemd user units, autostart entries).
     Startup,
-    /// An AI agent's client or an editor, when it next opens the project: the hooks and MCP
-    /// servers of `.mcp.json`, `.claude`, `.cursor`, `.codex`, `.agents`, `.gemini`, `.kiro`,
-    /// `.roo` and `.continue`, the tasks, servers and run configurations of `.vscode`, `.zed`
-    /// and `.idea`.
+    /// An AI agent's client or an editor, when it next opens the project: the hooks, plugins
+    /// and MCP servers of `.mcp.json`, `opencode.json`, `crush.json`, `.claude`, `.cursor`,
+    /// `.codex`, `.agents`, `.gemini`, `.kiro`, `.roo`, `.continue`, `.windsurf`, `.clinerules`,
+    /// `.opencode`, `.qwen`, `.kilocode`, `.amazonq` and `.junie`, aider's lint and test
+    /// commands, the tasks, servers and run configurations of `.vscode`, `.zed` and `.idea`.
     Client,
     /// A build tool or package manager, when the user next builds or installs in the project:
     /// cargo's `.cargo/config.toml`, rustup's `rust-toolchain.toml`, npm's `.npmrc`, yarn's
@@ -132,8 +133,18 @@ impl RunsLater {
     }
 }
 
-/// The file in a project whose MCP servers (commands) an agent's client starts as it opens it.
-const CLIENT_FILES: [&[u8]; 1] = [b".mcp.json"];
+/// The files in a project whose commands an agent's client runs as it opens it or as it works
+/// there: the MCP servers of `.mcp.json` (Claude Code), `opencode.json` and `opencode.jsonc`
+/// (OpenCode), `crush.json` and `.crush.json` (Crush), and the lint and test commands of
+/// `.aider.conf.yml` (aider runs them after its edits).
+const CLIENT_FILES: [&[u8]; 6] = [
+    b".mcp.json",
+    b"opencode.json",
+    b"opencode.jsonc",
+    b"crush.json",
+    b".crush.json",
+    b".aider.conf.yml",
+];
 
 /// The files in a project (in any directory of it) that a build tool or package manager reads
 /// as the user builds or installs there, and whose settings name a program it runs: rustup's
@@ -166,8 +177,12 @@ const BUILD_DIRS: [&[u8]; 2] = [b".devcontainer", b".mvn"];
 /// line and MCP servers; Cursor's, Codex's (and its `.agents` skills, which Codex keeps
 /// read-only itself), Gemini CLI's, Kiro's, Roo Code's and Continue's MCP servers; VS Code's
 /// tasks (some run when the folder opens) and settings that name programs; Zed's language
-/// servers and context servers; JetBrains' run configurations.
-const CLIENT_DIRS: [&[u8]; 11] = [
+/// servers and context servers; JetBrains' run configurations; Windsurf's hooks and MCP servers
+/// (`.windsurf/hooks.json`, `mcp_config.json`), Cline's hook scripts (`.clinerules/hooks`),
+/// OpenCode's plugins (`.opencode/plugin`), Qwen Code's MCP servers (`.qwen/settings.json`),
+/// Kilo Code's (`.kilocode/mcp.json`), Amazon Q's agents with their hooks and MCP servers
+/// (`.amazonq/cli-agents`, `.amazonq/mcp.json`) and Junie's MCP servers (`.junie/mcp`).
+const CLIENT_DIRS: [&[u8]; 18] = [
     b".claude",
     b".cursor",
     b".codex",
@@ -179,6 +194,13 @@ const CLIENT_DIRS: [&[u8]; 11] = [
     b".vscode",
     b".zed",
     b".idea",
+    b".windsurf",
+    b".clinerules",
+    b".opencode",
+    b".qwen",
+    b".kilocode",
+    b".amazonq",
+    b".junie",
 ];
 
 /// Where the git hook managers keep what a repository's hooks run, in its working tree: husky's
@@ -523,6 +545,19 @@ mod tests {
             ("/p/.roo/mcp.json", "/p/.roo"),
             ("/p/.continue/mcpServers/db.yaml", "/p/.continue"),
             ("/p/.zed/settings.json", "/p/.zed"),
+            ("/p/opencode.json", "/p/opencode.json"),
+            ("/p/web/opencode.jsonc", "/p/web/opencode.jsonc"),
+            ("/p/crush.json", "/p/crush.json"),
+            ("/p/.crush.json", "/p/.crush.json"),
+            ("/p/.aider.conf.yml", "/p/.aider.conf.yml"),
+            ("/p/.windsurf/hooks.json", "/p/.windsurf"),
+            ("/p/.clinerules/hooks/PreToolUse", "/p/.clinerules"),
+            ("/p/.clinerules", "/p/.clinerules"),
+            ("/p/.opencode/plugin/x.ts", "/p/.opencode"),
+            ("/p/.qwen/settings.json", "/p/.qwen"),
+            ("/p/.kilocode/mcp.json", "/p/.kilocode"),
+            ("/p/.amazonq/cli-agents/a.json", "/p/.amazonq"),
+            ("/p/.junie/mcp/mcp.json", "/p/.junie"),
             ("/.vscode/x", "/.vscode"),
             ("/p/.vscode/.claude/x", "/p/.vscode"),
         ] {
@@ -539,6 +574,10 @@ mod tests {
             "/p/.claudeignore",
             "/p/.vscodeignore",
             "/p/.cursorrules",
+            "/p/opencode.json.bak",
+            "/p/docs/crush.md",
+            "/p/.aider.chat.history.md",
+            "/p/.windsurfrules",
             "/p/.codexx/config.toml",
             "/p/docs/.idea.md",
             "/p/.cache/x",
