@@ -1196,6 +1196,37 @@ async fn a_child_cannot_use_up_the_search_for_what_it_is_kept_from() {
     unchanged();
 }
 
+// guarantee: G-FS-11
+/// Now that the walk looks at every directory within its levels, a workspace of a few hundred
+/// projects, each with its editor's settings, has them all kept, and its children still start:
+/// the limit on places kept for one child (past which none starts) is above what such a
+/// workspace holds. Checked on disk.
+#[tokio::test]
+async fn a_workspace_of_many_projects_has_every_one_kept_and_its_children_start() {
+    let fx = fixture();
+    for i in 0..400 {
+        std::fs::create_dir_all(fx.root.join(format!("p{i}/.vscode"))).unwrap();
+    }
+    let p = writing_spawner(&fx);
+    let script = "echo '{}' > p399/.vscode/tasks.json; echo last=$?; \
+                  echo '{}' > p0/.vscode/tasks.json; echo first=$?; echo made > p7/notes.md";
+    let out = p
+        .spawn("sh", &argv(&["-c", script]), SpawnOptions::default())
+        .await
+        .unwrap();
+    let said = stdout(&out);
+    assert!(said.contains("last=") && !said.contains("last=0"), "{said}");
+    assert!(
+        said.contains("first=") && !said.contains("first=0"),
+        "{said}"
+    );
+    assert!(!fx.root.join("p399/.vscode/tasks.json").exists());
+    assert_eq!(
+        std::fs::read_to_string(fx.root.join("p7/notes.md")).unwrap(),
+        "made\n"
+    );
+}
+
 // guarantee: G-FS-09
 /// A directory the walk cannot read hides what lies in it, and a child may take the read
 /// permission of a directory it owns away and keep the others (`chmod 300`): it then wrote a hook
