@@ -1116,6 +1116,17 @@ fn repository(dir: &Path) {
     assert!(init.success());
 }
 
+/// Asserts that a spawn ran and printed exactly `want`.
+fn says(result: Result<ProcessOutput, CapabilityError>, want: &str) {
+    let out = result.unwrap();
+    assert_eq!(
+        stdout(&out),
+        want,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Asserts that a spawn was not started because the walk for what children are kept from could
 /// not look at everything (`NOT_AVAILABLE`), naming `name`.
 fn not_started_for(result: Result<ProcessOutput, CapabilityError>, name: &str) {
@@ -1265,24 +1276,13 @@ async fn a_child_cannot_hide_a_repository_by_taking_its_directorys_read_permissi
         let p = Arc::clone(&p);
         async move { p.spawn("sh", &args, SpawnOptions::default()).await }
     };
-    let out = run("echo fine").await.unwrap();
-    assert_eq!(
-        stdout(&out),
-        "fine\n",
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    says(run("echo fine").await, "fine\n");
     // Without its read permission (entered by name) or its search permission (given back by
     // the next child, which owns it).
     for mode in ["300", "600"] {
-        let out = run(&format!("chmod {mode} zz && echo hidden"))
-            .await
-            .unwrap();
-        assert_eq!(
-            stdout(&out),
+        says(
+            run(&format!("chmod {mode} zz && echo hidden")).await,
             "hidden\n",
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
         );
         not_started_for(
             run("chmod 700 zz; echo evil > zz/repo/.git/hooks/post-checkout").await,
@@ -1295,14 +1295,9 @@ async fn a_child_cannot_hide_a_repository_by_taking_its_directorys_read_permissi
         std::fs::set_permissions(fx.root.join("zz"), open).unwrap();
     }
     // One the child made and closed to everyone, itself included, it could open again.
-    let out = run("mkdir made && chmod 0 made && echo closed")
-        .await
-        .unwrap();
-    assert_eq!(
-        stdout(&out),
+    says(
+        run("mkdir made && chmod 0 made && echo closed").await,
         "closed\n",
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     not_started_for(
         run("echo evil > zz/repo/.git/hooks/post-checkout").await,

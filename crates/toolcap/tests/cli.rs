@@ -46,7 +46,21 @@ impl Env {
     }
 
     fn toolcap(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_toolcap"))
+        self.toolcap_under(&[], args)
+    }
+
+    /// [`Env::toolcap`] started by `wrapper` (`taskset -c 0`), when it is given.
+    fn toolcap_under(&self, wrapper: &[&str], args: &[&str]) -> Output {
+        let toolcap = env!("CARGO_BIN_EXE_toolcap");
+        let mut command = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut command = Command::new(program);
+                command.args(rest).arg(toolcap);
+                command
+            }
+            None => Command::new(toolcap),
+        };
+        command
             .args(args)
             .env("XDG_DATA_HOME", self.root.join("data"))
             .env("HOME", &self.root)
@@ -3522,17 +3536,16 @@ fn an_audit_fifo_nobody_reads_is_refused_and_one_that_is_read_gets_the_events() 
     let fifo = env.root.join("audit.fifo");
     mkfifo(&fifo);
     let p = env.path("p.toml");
-    let call = || {
-        env.toolcap(&[
-            "call",
-            "--personality",
-            &p,
-            "--audit",
-            fifo.to_str().unwrap(),
-            "read_file",
-            r#"{"path": "notes.md"}"#,
-        ])
-    };
+    let args = [
+        "call",
+        "--personality",
+        &p,
+        "--audit",
+        fifo.to_str().unwrap(),
+        "read_file",
+        r#"{"path": "notes.md"}"#,
+    ];
+    let call = || env.toolcap(&args);
     let refused = call();
     assert_eq!(code(&refused), 2, "{}", stderr(&refused));
     assert!(
@@ -3570,24 +3583,7 @@ fn an_audit_fifo_nobody_reads_is_refused_and_one_that_is_read_gets_the_events() 
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let done = Command::new("taskset")
-        .args(["-c", "0"])
-        .arg(env!("CARGO_BIN_EXE_toolcap"))
-        .args([
-            "call",
-            "--personality",
-            &p,
-            "--audit",
-            fifo.to_str().unwrap(),
-            "read_file",
-            r#"{"path": "notes.md"}"#,
-        ])
-        .env("XDG_DATA_HOME", env.root.join("data"))
-        .env("HOME", &env.root)
-        .env_remove("RUST_LOG")
-        .current_dir(env.root.join("work"))
-        .output()
-        .unwrap();
+    let done = env.toolcap_under(&["taskset", "-c", "0"], &args);
     if code(&done) != 0 {
         let _ = reader.kill();
     }
