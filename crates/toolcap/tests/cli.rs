@@ -3627,18 +3627,32 @@ fn a_file_that_is_a_fifo_or_a_device_ends_the_command_at_once() {
     }
     let piped = crates.join("piped").display().to_string();
     let zeroes = crates.join("zeroes").display().to_string();
-    for args in [
-        &["validate", "--personality", &fifo][..],
-        &["manifest", "--personality", &fifo][..],
-        &[
-            "call",
-            "--personality",
-            &fifo,
-            "read_file",
-            r#"{"path":"notes.md"}"#,
-        ][..],
-        &["lint", &piped][..],
-        &["lint", &zeroes][..],
+    let p = env.path("p.toml");
+    // What it says names the FIFO, not what an empty text fails to be.
+    let nobody = "FIFO or pipe nobody wrote to";
+    for (args, said) in [
+        (&["validate", "--personality", &fifo][..], nobody),
+        (&["manifest", "--personality", &fifo][..], nobody),
+        (
+            &[
+                "call",
+                "--personality",
+                &fifo,
+                "read_file",
+                r#"{"path":"notes.md"}"#,
+            ][..],
+            nobody,
+        ),
+        (
+            &["validate", "--personality", &p, "--guard-config", &fifo][..],
+            nobody,
+        ),
+        (
+            &["mcp", "guard", "--personality", &p, "--config", &fifo][..],
+            nobody,
+        ),
+        (&["lint", &piped][..], ""),
+        (&["lint", &zeroes][..], ""),
     ] {
         let mut child = env.spawn(args, Stdio::null());
         let status =
@@ -3646,7 +3660,7 @@ fn a_file_that_is_a_fifo_or_a_device_ends_the_command_at_once() {
         let out = child.wait_with_output().unwrap();
         assert_eq!(status.code(), Some(2), "{args:?}: {}", stderr(&out));
         assert!(
-            stderr(&out).starts_with("toolcap: "),
+            stderr(&out).starts_with("toolcap: ") && stderr(&out).contains(said),
             "{args:?}: {}",
             stderr(&out)
         );

@@ -81,11 +81,18 @@ fn read_checked(
             .map_err(cannot)?
     };
     rustix::fs::fcntl_setfl(&file, rustix::fs::OFlags::empty()).map_err(|e| cannot(e.into()))?;
-    check(&file.metadata().map_err(cannot)?)?;
+    let meta = file.metadata().map_err(cannot)?;
+    check(&meta)?;
     let mut bytes = Vec::new();
     file.take(limit as u64 + 1)
         .read_to_end(&mut bytes)
         .map_err(cannot)?;
+    // Said as it is, not as whatever an empty text fails to be (`missing field id`).
+    if bytes.is_empty() && std::os::unix::fs::FileTypeExt::is_fifo(&meta.file_type()) {
+        return Err(Usage(format!(
+            "{what} {shown} is a FIFO or pipe nobody wrote to: nothing was read"
+        )));
+    }
     if bytes.len() > limit {
         return Err(Usage(format!(
             "{what} {shown} is larger than {limit} bytes, the most accepted; it was not read further"
