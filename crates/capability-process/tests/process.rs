@@ -1208,6 +1208,59 @@ async fn a_child_cannot_use_up_the_search_for_what_it_is_kept_from() {
 }
 
 // guarantee: G-FS-11
+/// A child working in a project's root made what runs later in the project's other directories,
+/// where no mount could keep it since it did not exist: `packages/web/.mcp.json` (Claude Code
+/// started in `packages/web` runs its servers), `packages/web/.vscode/tasks.json`, a `.bashrc`
+/// in `apps/api`. Each directory the walk read is looked at again when the child ends, and what it made there is set aside and the call refused, as in its project
+/// directories; a place the user had there already is left, and so is one the personality lists
+/// among its write roots. Checked on disk.
+#[tokio::test]
+async fn what_a_child_makes_in_the_projects_other_directories_is_set_aside() {
+    let fx = fixture();
+    std::fs::create_dir_all(fx.root.join("packages/web")).unwrap();
+    std::fs::create_dir_all(fx.root.join("apps/api/src")).unwrap();
+    std::fs::write(fx.root.join("apps/api/.mcp.json"), "the user's\n").unwrap();
+    let p = writing_spawner(&fx);
+    let script = "echo '{}' > packages/web/.mcp.json; mkdir packages/web/.vscode; \
+                  echo '{}' > packages/web/.vscode/tasks.json; echo evil > apps/api/.bashrc; \
+                  echo fine > apps/api/src/main.rs";
+    let err = p
+        .spawn("sh", &argv(&["-c", script]), SpawnOptions::default())
+        .await
+        .unwrap_err();
+    for made in [
+        "packages/web/.mcp.json",
+        "packages/web/.vscode",
+        "apps/api/.bashrc",
+    ] {
+        assert!(err.to_string().contains(made), "{made}: {err}");
+        assert!(!fx.root.join(made).exists(), "{made} stayed");
+        assert!(
+            fx.root.join(format!("{made}.refused-by-toolcap")).exists(),
+            "{made} was not set aside"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(fx.root.join("apps/api/.mcp.json")).unwrap(),
+        "the user's\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.root.join("apps/api/src/main.rs")).unwrap(),
+        "fine\n"
+    );
+    // Nothing made of the kind: the next child runs as before.
+    let out = p
+        .spawn(
+            "sh",
+            &argv(&["-c", "echo again > apps/api/src/main.rs"]),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, Some(0));
+}
+
+// guarantee: G-FS-11
 /// Now that the walk looks at every directory within its levels, a workspace of a few hundred
 /// projects, each with its editor's settings, has them all kept, and its children still start:
 /// the limit on places kept for one child (past which none starts) is above what such a
@@ -1243,7 +1296,8 @@ async fn a_workspace_of_many_projects_has_every_one_kept_and_its_children_start(
 /// permission of a directory it owns away and keep the others (`chmod 300`): it then wrote a hook
 /// into the repository inside by name. A directory a child could enter (toolcap may, or owns it
 /// and so may give the permission back: `chmod 0` of one it made stops the next child too) stops
-/// the next child from starting (`not_available`, naming it); another account's that a child
+/// the next child from starting (`not_available`, naming it), and the child that took the
+/// permission of a directory the walk had read is refused as it ends; another account's that a child
 /// cannot enter either (a container's volume, say) is passed. Only a host that is not root is
 /// stopped by permission bits, so as root (as CI runs) the test runs itself again as `nobody`,
 /// in a write root holding such a directory of root's.
@@ -1279,11 +1333,21 @@ async fn a_child_cannot_hide_a_repository_by_taking_its_directorys_read_permissi
     says(run("echo fine").await, "fine\n");
     // Without its read permission (entered by name) or its search permission (given back by
     // the next child, which owns it).
-    for mode in ["300", "600"] {
-        says(
-            run(&format!("chmod {mode} zz && echo hidden")).await,
-            "hidden\n",
-        );
+    // The child that took the read permission is refused as it ends, when what the directory
+    // holds is looked at again and cannot be told; one that took only the search permission
+    // leaves it listable, and is found by the next child's walk, which asks inside.
+    for (mode, refused_as_it_ends) in [("300", true), ("600", false)] {
+        let hid = run(&format!("chmod {mode} zz")).await;
+        match hid {
+            Err(e) => assert!(
+                refused_as_it_ends && e.to_string().contains("cannot be looked into"),
+                "{mode}: {e}"
+            ),
+            Ok(_) => assert!(
+                !refused_as_it_ends,
+                "{mode}: the child that hid zz ended well"
+            ),
+        }
         not_started_for(
             run("chmod 700 zz; echo evil > zz/repo/.git/hooks/post-checkout").await,
             &fx.root.join("zz").display().to_string(),

@@ -170,10 +170,10 @@ impl<'a> Later<'a> {
         format!(
             "{}: the write roots hold more than the {} directories and {} entries within {} \
              levels that toolcap looks at for the repositories and the places a shell, an agent's \
-             client or an editor runs code from, which it keeps from a child; what lies past them \
-             would not be kept (a child could fill a write root to hide one), so the child is \
-             not started: narrow the write roots, or move what fills them elsewhere (a \
-             `{NOT_WALKED}` directory is not looked into)",
+             client or an editor runs code from, to keep them from children; what lies past them \
+             cannot be told (a child could fill a write root to hide one there): narrow the \
+             write roots, or move what fills them elsewhere (a `{NOT_WALKED}` directory is not \
+             looked into)",
             dir.display(),
             WALK_BUDGET.dirs,
             WALK_BUDGET.entries,
@@ -257,10 +257,10 @@ fn passable(dir: &Path, e: &io::Error) -> bool {
 /// The refusal for a directory the walk cannot read.
 fn unreadable(dir: &Path, e: &io::Error) -> String {
     format!(
-        "{} cannot be looked into ({e}), and a child could reach what lies in it: toolcap looks there \
-         for the repositories and the places a shell, an agent's client or an editor runs code \
-         from, which it keeps from a child, so the child is not started; give the directory its \
-         read permission back (`chmod u+r`), or move it out of the write roots",
+        "{} cannot be looked into ({e}), though a child could reach what lies in it: toolcap \
+         looks there for the repositories and the places a shell, an agent's client or an editor \
+         runs code from, to keep them from children; give the directory its read permission \
+         back (`chmod u+r`), or move it out of the write roots",
         dir.display()
     )
 }
@@ -334,7 +334,7 @@ mod tests {
             },
         ] {
             let err = walk(root, short).unwrap_err();
-            assert!(err.contains("not started"), "{short:?}: {err}");
+            assert!(err.contains("cannot be told"), "{short:?}: {err}");
         }
     }
 }

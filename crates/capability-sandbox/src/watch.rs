@@ -32,6 +32,13 @@ pub struct Watch {
     /// The places that were there when the child started, as spelled on disk: a name is
     /// matched in any case, and one of these is not the child's making.
     present: Vec<PathBuf>,
+    /// The other directories the walk read (beneath the project directories), listed again
+    /// when the child ends for the same names ([`also_in`](Self::also_in)).
+    others: Vec<PathBuf>,
+    /// The names looked for there.
+    names: Vec<String>,
+    /// The places there the caller's policy lets children write.
+    exempt: Vec<PathBuf>,
 }
 
 /// What a walk from a write root down to a directory found, following no link.
@@ -76,7 +83,19 @@ impl Watch {
             roots: roots.to_vec(),
             denied: Vec::new(),
             present: present.to_vec(),
+            others: Vec::new(),
+            names: names.iter().map(|n| (*n).to_owned()).collect(),
+            exempt: Vec::new(),
         }
+    }
+
+    /// Watches `dirs` too, the other directories the walk read, for the names of
+    /// [`new`](Self::new): listed again when the child ends (a child may make what runs later
+    /// in any of them, `packages/web/.mcp.json`), but for `exempt`, the places among them the
+    /// caller's policy lets children write.
+    pub(crate) fn also_in(&mut self, dirs: Vec<PathBuf>, exempt: Vec<PathBuf>) {
+        self.others = dirs;
+        self.exempt = exempt;
     }
 
     /// Watches `place` too (one of the caller's places by another name, missing when the child
@@ -169,6 +188,22 @@ impl Watch {
                     }
                 }
             }
+        }
+        // The other directories the walk read, listed as the walk lists them (within its
+        // budget; one a child could enter but toolcap cannot read is an error, so the caller
+        // refuses).
+        if !self.others.is_empty() {
+            let names: Vec<&str> = self.names.iter().map(String::as_str).collect();
+            let mut later = crate::walk::Later::new(&names, &[]);
+            for dir in &self.others {
+                later.read_dir(dir, false).map_err(io::Error::other)?;
+            }
+            made.extend(
+                later
+                    .places
+                    .into_iter()
+                    .filter(|p| !self.present.contains(p) && !self.exempt.contains(p)),
+            );
         }
         // A link where a denied place's directory would be: the user's next write of the place
         // would go where it leads.
