@@ -1146,7 +1146,8 @@ fn not_started_for(result: Result<ProcessOutput, CapabilityError>, name: &str) {
 /// next checkout there, outside any sandbox) and rewrote a subdirectory's `.mcp.json`; a child
 /// filled its working directory with files, and the next rewrote the `.mcp.json` there. Now the
 /// walk looks at every entry within its levels, or the child is not started (`not_available`,
-/// naming the directory where it stopped). Checked on disk.
+/// naming the directory where it stopped), and the child that filled it is refused as it ends.
+/// Checked on disk.
 #[tokio::test]
 async fn a_child_cannot_use_up_the_search_for_what_it_is_kept_from() {
     let fx = fixture();
@@ -1191,14 +1192,11 @@ async fn a_child_cannot_use_up_the_search_for_what_it_is_kept_from() {
     );
     unchanged();
     // More directories beside the repository than the walk reads.
+    // The child that fills it is refused as it ends (what it made cannot all be looked at),
+    // and the next is not started.
     let dirs = "mkdir $(i=0; while [ $i -lt 5000 ]; do echo d$i; i=$((i+1)); done) && echo made";
-    let out = run(dirs, &fx.root).await.unwrap();
-    assert_eq!(
-        out.exit_code,
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let filled = run(dirs, &fx.root).await.unwrap_err();
+    assert!(filled.to_string().contains("cannot be told"), "{filled}");
     let plant = "echo evil > zz/repo/.git/hooks/post-checkout; echo evil > zz/web/.mcp.json";
     match run(plant, &fx.root).await {
         Ok(out) => panic!("the child started: {}", stdout(&out)),
@@ -1211,7 +1209,8 @@ async fn a_child_cannot_use_up_the_search_for_what_it_is_kept_from() {
 /// A child working in a project's root made what runs later in the project's other directories,
 /// where no mount could keep it since it did not exist: `packages/web/.mcp.json` (Claude Code
 /// started in `packages/web` runs its servers), `packages/web/.vscode/tasks.json`, a `.bashrc`
-/// in `apps/api`. Each directory the walk read is looked at again when the child ends, and what it made there is set aside and the call refused, as in its project
+/// in `apps/api`, a `.mcp.json` in a `packages/new` it made. Each directory the walk read is
+/// looked at again when the child ends, with the directories the child made there, and what it made there is set aside and the call refused, as in its project
 /// directories; a place the user had there already is left, and so is one the personality lists
 /// among its write roots. Checked on disk.
 #[tokio::test]
@@ -1223,6 +1222,7 @@ async fn what_a_child_makes_in_the_projects_other_directories_is_set_aside() {
     let p = writing_spawner(&fx);
     let script = "echo '{}' > packages/web/.mcp.json; mkdir packages/web/.vscode; \
                   echo '{}' > packages/web/.vscode/tasks.json; echo evil > apps/api/.bashrc; \
+                  mkdir -p packages/new/src && echo '{}' > packages/new/.mcp.json; \
                   echo fine > apps/api/src/main.rs";
     let err = p
         .spawn("sh", &argv(&["-c", script]), SpawnOptions::default())
@@ -1232,6 +1232,7 @@ async fn what_a_child_makes_in_the_projects_other_directories_is_set_aside() {
         "packages/web/.mcp.json",
         "packages/web/.vscode",
         "apps/api/.bashrc",
+        "packages/new/.mcp.json",
     ] {
         assert!(err.to_string().contains(made), "{made}: {err}");
         assert!(!fx.root.join(made).exists(), "{made} stayed");
@@ -1358,10 +1359,12 @@ async fn a_child_cannot_hide_a_repository_by_taking_its_directorys_read_permissi
         let open = std::fs::Permissions::from_mode(0o755);
         std::fs::set_permissions(fx.root.join("zz"), open).unwrap();
     }
-    // One the child made and closed to everyone, itself included, it could open again.
-    says(
-        run("mkdir made && chmod 0 made && echo closed").await,
-        "closed\n",
+    // One the child made and closed to everyone, itself included, it could open again: the
+    // child is refused as it ends, and the next is not started.
+    let closed = run("mkdir made && chmod 0 made").await.unwrap_err();
+    assert!(
+        closed.to_string().contains("cannot be looked into"),
+        "{closed}"
     );
     not_started_for(
         run("echo evil > zz/repo/.git/hooks/post-checkout").await,

@@ -138,22 +138,16 @@ pub(crate) fn masks(
         .cloned()
         .collect();
     let mut watch = Watch::new(&projects, runs_later, &later.places, writable, write);
-    // The other directories the walk read are looked at again too (what a child makes in
-    // `packages/web`), but for what the caller lets children write there: only a place a write
-    // root lies at or beneath can be that, so only those are asked.
-    let walked: Vec<PathBuf> = later
-        .read
-        .iter()
-        .filter(|d| !projects.contains(d) && !scratch.iter().any(|s| d.starts_with(s)))
-        .cloned()
-        .collect();
+    // What the walk read is looked at again too (what a child makes in `packages/web`, or in
+    // a directory it made), but for what the caller lets children write there: only a place a
+    // write root lies at or beneath can be that, so only those are asked.
     let exempt: Vec<PathBuf> = write
         .iter()
         .flat_map(|w| w.ancestors())
         .filter(|a| beneath(a) && writable.is_some_and(|rule| rule(a)))
         .map(Path::to_path_buf)
         .collect();
-    watch.also_in(walked, exempt);
+    watch.also_in(&later, scratch, covered, exempt);
     dirs.extend(others);
     // The same places by another name (a home's `.bashrc` linked into a write root): kept
     // where they are, when they exist.

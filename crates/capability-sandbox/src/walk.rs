@@ -94,6 +94,8 @@ pub(crate) struct Later<'a> {
     pub(crate) read: Vec<PathBuf>,
     /// Places found (links not yet followed).
     pub(crate) places: Vec<PathBuf>,
+    /// Every subdirectory the reads gave, read later or not.
+    pub(crate) seen: Vec<PathBuf>,
     /// What is left of the walk's budget.
     pub(crate) budget: Budget,
     /// Places covered in the child's mount namespace, which no child reaches into: not
@@ -108,14 +110,15 @@ impl<'a> Later<'a> {
             names,
             read: Vec::new(),
             places: Vec::new(),
+            seen: Vec::new(),
             budget: WALK_BUDGET,
             covered,
         }
     }
 
-    /// Reads `dir` and looks at each of its entries; with `ask`, each subdirectory the walk
-    /// goes on into (not a link, a `.git`, a [`NOT_WALKED`] nor a covered place) is asked what it holds, relative
-    /// to `dir`. A directory that no longer exists holds nothing; one that cannot be read or
+    /// Reads `dir` and looks at each of its entries, and gives the subdirectories the walk goes
+    /// on into (not a link, a `.git`, a [`NOT_WALKED`] nor a covered place); with `ask`, each is
+    /// asked what it holds, relative to `dir`. A directory that no longer exists holds nothing; one that cannot be read or
     /// looked into is an error when a child could enter it, since what lies in it would be a
     /// child's to write and nobody's to see.
     pub(crate) fn read_dir(&mut self, dir: &Path, ask: bool) -> Result<Vec<Sub>, String> {
@@ -144,13 +147,22 @@ impl<'a> Later<'a> {
             // The entry's type as the directory gives it: a link is not followed.
             let walked =
                 name != ".git" && name != NOT_WALKED && entry.file_type().is_ok_and(|t| t.is_dir());
-            if ask && walked {
+            if walked {
                 let path = entry.path();
                 if self.covered.contains(&path) {
                     continue;
                 }
-                self.spend_entry(dir)?;
-                subs.push(ask_into(&handle, path)?);
+                self.seen.push(path.clone());
+                if ask {
+                    self.spend_entry(dir)?;
+                    subs.push(ask_into(&handle, path)?);
+                } else {
+                    subs.push(Sub {
+                        path,
+                        repository: false,
+                        bare: false,
+                    });
+                }
             }
         }
         Ok(subs)

@@ -32,12 +32,23 @@ pub struct Watch {
     /// The places that were there when the child started, as spelled on disk: a name is
     /// matched in any case, and one of these is not the child's making.
     present: Vec<PathBuf>,
-    /// The other directories the walk read (beneath the project directories), listed again
-    /// when the child ends for the same names ([`also_in`](Self::also_in)).
-    others: Vec<PathBuf>,
-    /// The names looked for there.
+    /// What the walk saw as the child started ([`also_in`](Self::also_in)), looked at again
+    /// when it ends for the same names.
+    walked: Walked,
+}
+
+/// The walk's directories, for [`Watch::also_in`].
+#[derive(Debug, Default)]
+struct Walked {
+    /// The directories it read.
+    read: Vec<PathBuf>,
+    /// The subdirectories those held (read or not): one that is not among them is new.
+    seen: std::collections::BTreeSet<PathBuf>,
+    /// The places covered in the child's namespace, not looked into.
+    covered: Vec<PathBuf>,
+    /// The names looked for.
     names: Vec<String>,
-    /// The places there the caller's policy lets children write.
+    /// The places among them the caller's policy lets children write.
     exempt: Vec<PathBuf>,
 }
 
@@ -83,19 +94,41 @@ impl Watch {
             roots: roots.to_vec(),
             denied: Vec::new(),
             present: present.to_vec(),
-            others: Vec::new(),
-            names: names.iter().map(|n| (*n).to_owned()).collect(),
-            exempt: Vec::new(),
+            walked: Walked {
+                names: names.iter().map(|n| (*n).to_owned()).collect(),
+                ..Walked::default()
+            },
         }
     }
 
-    /// Watches `dirs` too, the other directories the walk read, for the names of
-    /// [`new`](Self::new): listed again when the child ends (a child may make what runs later
-    /// in any of them, `packages/web/.mcp.json`), but for `exempt`, the places among them the
-    /// caller's policy lets children write.
-    pub(crate) fn also_in(&mut self, dirs: Vec<PathBuf>, exempt: Vec<PathBuf>) {
-        self.others = dirs;
-        self.exempt = exempt;
+    /// Watches what the walk read too (`later`'s directories, but `scratch`), for the names of
+    /// [`new`](Self::new): when the child ends each is listed again, and each directory the
+    /// child made in them, within the walk's levels, is read as well (a child may make what
+    /// runs later in any of them, `packages/web/.mcp.json`, or in one it made,
+    /// `packages/new/.vscode`); but for what is `covered` in its namespace, and for `exempt`,
+    /// the places the caller's policy lets children write.
+    pub(crate) fn also_in(
+        &mut self,
+        later: &crate::walk::Later<'_>,
+        scratch: &[PathBuf],
+        covered: &[PathBuf],
+        exempt: Vec<PathBuf>,
+    ) {
+        let ours = |d: &PathBuf| !scratch.iter().any(|s| d.starts_with(s));
+        self.walked.read = later.read.iter().filter(|d| ours(d)).cloned().collect();
+        self.walked.seen = later.seen.iter().cloned().collect();
+        self.walked.covered = covered.to_vec();
+        self.walked.exempt = exempt;
+    }
+
+    /// How many levels `dir` lies beneath the nearest write root above it.
+    fn depth(&self, dir: &Path) -> usize {
+        self.roots
+            .iter()
+            .filter(|r| dir.starts_with(r))
+            .map(|r| dir.components().count() - r.components().count())
+            .min()
+            .unwrap_or(usize::MAX)
     }
 
     /// Watches `place` too (one of the caller's places by another name, missing when the child
@@ -189,20 +222,29 @@ impl Watch {
                 }
             }
         }
-        // The other directories the walk read, listed as the walk lists them (within its
-        // budget; one a child could enter but toolcap cannot read is an error, so the caller
-        // refuses).
-        if !self.others.is_empty() {
-            let names: Vec<&str> = self.names.iter().map(String::as_str).collect();
-            let mut later = crate::walk::Later::new(&names, &[]);
-            for dir in &self.others {
-                later.read_dir(dir, false).map_err(io::Error::other)?;
+        // What the walk read, listed as the walk lists them, and the directories the child
+        // made there (within its budget; one a child could enter but toolcap cannot read is an
+        // error, so the caller refuses).
+        let walked = &self.walked;
+        if !walked.read.is_empty() {
+            let names: Vec<&str> = walked.names.iter().map(String::as_str).collect();
+            let mut later = crate::walk::Later::new(&names, &walked.covered);
+            let mut queue = walked.read.clone();
+            while let Some(dir) = queue.pop() {
+                for sub in later.read_dir(&dir, false).map_err(io::Error::other)? {
+                    // A directory the child made, within the walk's levels.
+                    if !walked.seen.contains(&sub.path)
+                        && self.depth(&sub.path) < crate::walk::NESTED_DEPTH
+                    {
+                        queue.push(sub.path);
+                    }
+                }
             }
             made.extend(
                 later
                     .places
                     .into_iter()
-                    .filter(|p| !self.present.contains(p) && !self.exempt.contains(p)),
+                    .filter(|p| !self.present.contains(p) && !walked.exempt.contains(p)),
             );
         }
         // A link where a denied place's directory would be: the user's next write of the place
