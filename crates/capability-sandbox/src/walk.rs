@@ -88,8 +88,10 @@ pub(crate) struct Sub {
 /// The places named as the caller's `runs_later` names them, found in the directories read,
 /// and those directories, within the walk's budget.
 pub(crate) struct Later<'a> {
-    /// The names looked for, as relative paths (`.bashrc`, `.config/fish`).
-    pub(crate) names: &'a [&'a str],
+    /// The names looked for, as relative paths (`.bashrc`, `.config/fish`), those starting
+    /// with a dot apart from the others.
+    dotted: Vec<&'a str>,
+    undotted: Vec<&'a str>,
     /// Directories whose entries were looked at.
     pub(crate) read: Vec<PathBuf>,
     /// Places found (links not yet followed).
@@ -106,8 +108,10 @@ pub(crate) struct Later<'a> {
 impl<'a> Later<'a> {
     /// A walk looking for `names`, with the whole [`WALK_BUDGET`], passing what is `covered`.
     pub(crate) fn new(names: &'a [&'a str], covered: &'a [PathBuf]) -> Self {
+        let (dotted, undotted) = names.iter().partition(|n| n.starts_with('.'));
         Self {
-            names,
+            dotted,
+            undotted,
             read: Vec::new(),
             places: Vec::new(),
             seen: Vec::new(),
@@ -128,11 +132,16 @@ impl<'a> Later<'a> {
         self.budget.dirs -= 1;
         self.read.push(dir.to_path_buf());
         // `O_DIRECTORY`: a FIFO a child left where a directory was is not waited on.
-        let opened = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY)
-            .open(dir)
-            .and_then(|f| Ok((std::fs::read_dir(dir)?, f)));
+        let opened = if ask {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECTORY)
+                .open(dir)
+                .and_then(|f| Ok((std::fs::read_dir(dir)?, Some(f))))
+        } else {
+            // `opendir` opens with `O_DIRECTORY` too.
+            std::fs::read_dir(dir).map(|entries| (entries, None))
+        };
         let (entries, handle) = match opened {
             Ok(opened) => opened,
             Err(e) if passable(dir, &e) => return Ok(Vec::new()),
@@ -149,13 +158,18 @@ impl<'a> Later<'a> {
                 name != ".git" && name != NOT_WALKED && entry.file_type().is_ok_and(|t| t.is_dir());
             if walked {
                 let path = entry.path();
-                if self.covered.contains(&path) {
+                // Compared as bytes: a path's own comparison goes part by part.
+                if self
+                    .covered
+                    .iter()
+                    .any(|c| c.as_os_str() == path.as_os_str())
+                {
                     continue;
                 }
                 self.seen.push(path.clone());
-                if ask {
+                if let Some(handle) = &handle {
                     self.spend_entry(dir)?;
-                    subs.push(ask_into(&handle, path)?);
+                    subs.push(ask_into(handle, path)?);
                 } else {
                     subs.push(Sub {
                         path,
@@ -203,11 +217,12 @@ impl<'a> Later<'a> {
         };
         // Most names looked for start with a dot, and most entries do not: those are asked
         // only for the few names without one (`lefthook.yml`, `rust-toolchain.toml`).
-        let dotted = name.starts_with('.');
-        for wanted in self.names {
-            if wanted.starts_with('.') != dotted {
-                continue;
-            }
+        let wanted = if name.starts_with('.') {
+            &self.dotted
+        } else {
+            &self.undotted
+        };
+        for wanted in wanted {
             match wanted.split_once('/') {
                 None if wanted.eq_ignore_ascii_case(name) => self.places.push(dir.join(name)),
                 Some((first, rest)) if first.eq_ignore_ascii_case(name) => {

@@ -42,8 +42,9 @@ pub struct Watch {
 struct Walked {
     /// The directories it read.
     read: Vec<PathBuf>,
-    /// The subdirectories those held (read or not): one that is not among them is new.
-    seen: std::collections::BTreeSet<PathBuf>,
+    /// The subdirectories those held (read or not): one that is not among them is new. By
+    /// their bytes: a path's own comparison goes part by part, and these are many.
+    seen: std::collections::HashSet<OsString>,
     /// The places covered in the child's namespace, not looked into.
     covered: Vec<PathBuf>,
     /// The names looked for.
@@ -116,7 +117,11 @@ impl Watch {
     ) {
         let ours = |d: &PathBuf| !scratch.iter().any(|s| d.starts_with(s));
         self.walked.read = later.read.iter().filter(|d| ours(d)).cloned().collect();
-        self.walked.seen = later.seen.iter().cloned().collect();
+        self.walked.seen = later
+            .seen
+            .iter()
+            .map(|d| d.as_os_str().to_owned())
+            .collect();
         self.walked.covered = covered.to_vec();
         self.walked.exempt = exempt;
     }
@@ -233,18 +238,20 @@ impl Watch {
             while let Some(dir) = queue.pop() {
                 for sub in later.read_dir(&dir, false).map_err(io::Error::other)? {
                     // A directory the child made, within the walk's levels.
-                    if !walked.seen.contains(&sub.path)
+                    if !walked.seen.contains(sub.path.as_os_str())
                         && self.depth(&sub.path) < crate::walk::NESTED_DEPTH
                     {
                         queue.push(sub.path);
                     }
                 }
             }
+            let present: std::collections::HashSet<&OsStr> =
+                self.present.iter().map(|p| p.as_os_str()).collect();
             made.extend(
                 later
                     .places
                     .into_iter()
-                    .filter(|p| !self.present.contains(p) && !walked.exempt.contains(p)),
+                    .filter(|p| !present.contains(p.as_os_str()) && !walked.exempt.contains(p)),
             );
         }
         // A link where a denied place's directory would be: the user's next write of the place
