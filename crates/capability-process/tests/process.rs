@@ -1262,6 +1262,33 @@ async fn what_a_child_makes_in_the_projects_other_directories_is_set_aside() {
 }
 
 // guarantee: G-FS-11
+/// A look that cannot see everything still sets aside what it found: a child that made a
+/// `.bashrc` in its write root and a directory it closed to everyone (`chmod 0`, which stops a
+/// host that is not root) had the call refused and the `.bashrc` left where the user's next
+/// shell runs it, the closed directory having stopped the whole look. Now the `.bashrc` is set
+/// aside and the call refused, naming the directory that could not be looked into. As root (as
+/// CI runs) the test runs itself again as `nobody`.
+#[tokio::test]
+async fn what_a_child_made_is_set_aside_though_another_of_its_directories_cannot_be_read() {
+    const NAME: &str =
+        "what_a_child_made_is_set_aside_though_another_of_its_directories_cannot_be_read";
+    if again_as_nobody(NAME) {
+        return;
+    }
+    let fx = fixture();
+    let p = writing_spawner(&fx);
+    let script = "echo evil > .bashrc; mkdir closed && echo x > closed/notes && chmod 0 closed";
+    let err = p
+        .spawn("sh", &argv(&["-c", script]), SpawnOptions::default())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("closed"), "{err}");
+    assert!(!fx.root.join(".bashrc").exists(), ".bashrc stayed: {err}");
+    assert!(fx.root.join(".bashrc.refused-by-toolcap").exists(), "{err}");
+    assert!(err.to_string().contains(".bashrc"), "{err}");
+}
+
+// guarantee: G-FS-11
 /// Now that the walk looks at every directory within its levels, a workspace of a few hundred
 /// projects, each with its editor's settings, has them all kept, and its children still start:
 /// the limit on places kept for one child (past which none starts) is above what such a

@@ -190,82 +190,117 @@ impl Watch {
     /// A directory that exists but cannot be read, even by its owner: what is in it cannot be
     /// told, so the caller refuses.
     pub fn made(&self) -> io::Result<Vec<PathBuf>> {
+        let (made, failed) = self.found();
+        failed.map_or(Ok(made), Err)
+    }
+
+    /// [`made`](Self::made), looking at everything it can: what it found, and the first
+    /// directory it could not look into (one such does not keep the others from being looked
+    /// at, nor what was found there from being set aside).
+    fn found(&self) -> (Vec<PathBuf>, Option<io::Error>) {
         let mut made = Vec::new();
+        let mut failed = None;
         for (dir, names) in &self.missing {
-            let entries = match std::fs::read_dir(dir) {
-                Ok(entries) => entries,
-                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
-                    continue;
-                }
-                Err(e) if e.raw_os_error() == Some(libc::EACCES) => match self.walk(dir)? {
-                    Walk::Dir(fd) => {
-                        // Listing it needs its search and read permissions.
-                        with_permissions(&fd, || {
-                            rustix::fs::statat(&fd, ".", AtFlags::empty())
-                                .and_then(|_| readable(&fd))
-                        })
-                        .map_err(|e| at(dir, e.into()))?;
-                        std::fs::read_dir(dir).map_err(|e| at(dir, e))?
-                    }
-                    Walk::Link(_, _, link) => {
-                        made.push(link);
-                        continue;
-                    }
-                    Walk::Missing => continue,
-                },
-                Err(e) => return Err(at(dir, e)),
-            };
-            for entry in entries {
-                let entry = entry.map_err(|e| at(dir, e))?;
-                // In any case: where case is not told apart, `.CLAUDE` is `.claude`.
-                let name = entry.file_name();
-                if names.iter().any(|n| n.eq_ignore_ascii_case(&name)) {
-                    let place = entry.path();
-                    if !self.present.contains(&place) {
-                        made.push(place);
-                    }
-                }
+            if let Err(e) = self.look_in(dir, names, &mut made) {
+                failed.get_or_insert(e);
             }
         }
-        // What the walk read, listed as the walk lists them, and the directories the child
-        // made there (within its budget; one a child could enter but toolcap cannot read is an
-        // error, so the caller refuses).
-        let walked = &self.walked;
-        if !walked.read.is_empty() {
-            let names: Vec<&str> = walked.names.iter().map(String::as_str).collect();
-            let mut later = crate::walk::Later::new(&names, &walked.covered);
-            let mut queue = walked.read.clone();
-            while let Some(dir) = queue.pop() {
-                for sub in later.read_dir(&dir, false).map_err(io::Error::other)? {
-                    // A directory the child made, within the walk's levels.
-                    if !walked.seen.contains(sub.path.as_os_str())
-                        && self.depth(&sub.path) < crate::walk::NESTED_DEPTH
-                    {
-                        queue.push(sub.path);
-                    }
-                }
-            }
-            let present: std::collections::HashSet<&OsStr> =
-                self.present.iter().map(|p| p.as_os_str()).collect();
-            made.extend(
-                later
-                    .places
-                    .into_iter()
-                    .filter(|p| !present.contains(p.as_os_str()) && !walked.exempt.contains(p)),
-            );
+        if let Err(e) = self.look_through_the_walk(&mut made) {
+            failed.get_or_insert(e);
         }
         // A link where a denied place's directory would be: the user's next write of the place
         // would go where it leads.
         for place in &self.denied {
-            if let Some(dir) = place.parent()
-                && let Walk::Link(_, _, link) = self.walk(dir)?
-            {
-                made.push(link);
+            match place.parent().map(|dir| self.walk(dir)) {
+                Some(Ok(Walk::Link(_, _, link))) => made.push(link),
+                Some(Err(e)) => {
+                    failed.get_or_insert(e);
+                }
+                _ => {}
             }
         }
         made.sort();
         made.dedup();
-        Ok(made)
+        (made, failed)
+    }
+
+    /// The places of `names` made in the project directory `dir`.
+    fn look_in(&self, dir: &Path, names: &[OsString], made: &mut Vec<PathBuf>) -> io::Result<()> {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+                return Ok(());
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EACCES) => match self.walk(dir)? {
+                Walk::Dir(fd) => {
+                    // Listing it needs its search and read permissions.
+                    with_permissions(&fd, || {
+                        rustix::fs::statat(&fd, ".", AtFlags::empty()).and_then(|_| readable(&fd))
+                    })
+                    .map_err(|e| at(dir, e.into()))?;
+                    std::fs::read_dir(dir).map_err(|e| at(dir, e))?
+                }
+                Walk::Link(_, _, link) => {
+                    made.push(link);
+                    return Ok(());
+                }
+                Walk::Missing => return Ok(()),
+            },
+            Err(e) => return Err(at(dir, e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| at(dir, e))?;
+            // In any case: where case is not told apart, `.CLAUDE` is `.claude`.
+            let name = entry.file_name();
+            if names.iter().any(|n| n.eq_ignore_ascii_case(&name)) {
+                let place = entry.path();
+                if !self.present.contains(&place) {
+                    made.push(place);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What the walk read, listed as the walk lists them, and the directories the child made
+    /// there within its levels: the places of the names made in them. An error for the first
+    /// that could not be looked into (one a child could enter but toolcap cannot read, or past
+    /// the walk's budget); the others are looked at all the same.
+    fn look_through_the_walk(&self, made: &mut Vec<PathBuf>) -> io::Result<()> {
+        let walked = &self.walked;
+        if walked.read.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<&str> = walked.names.iter().map(String::as_str).collect();
+        let mut later = crate::walk::Later::new(&names, &walked.covered);
+        let mut failed = None;
+        let mut queue = walked.read.clone();
+        while let Some(dir) = queue.pop() {
+            let subs = match later.read_dir(&dir, false) {
+                Ok(subs) => subs,
+                Err(e) => {
+                    failed.get_or_insert(e);
+                    continue;
+                }
+            };
+            for sub in subs {
+                // A directory the child made, within the walk's levels.
+                if !walked.seen.contains(sub.path.as_os_str())
+                    && self.depth(&sub.path) < crate::walk::NESTED_DEPTH
+                {
+                    queue.push(sub.path);
+                }
+            }
+        }
+        let present: std::collections::HashSet<&OsStr> =
+            self.present.iter().map(|p| p.as_os_str()).collect();
+        made.extend(
+            later
+                .places
+                .into_iter()
+                .filter(|p| !present.contains(p.as_os_str()) && !walked.exempt.contains(p)),
+        );
+        failed.map_or(Ok(()), |e| Err(io::Error::other(e)))
     }
 
     /// Renames each place [`made`](Self::made) finds to `NAME.refused-by-toolcap` beside it
@@ -278,10 +313,14 @@ impl Watch {
     ///
     /// # Errors
     ///
-    /// A watched directory that cannot be read, or the first place that could not be renamed.
+    /// A watched directory that cannot be read (what was found elsewhere is set aside first,
+    /// and the error names it), or the first place that could not be renamed.
     pub fn set_aside(&self) -> io::Result<Vec<(PathBuf, PathBuf)>> {
         let mut moved = Vec::new();
-        for place in self.made()? {
+        // What was found is set aside even when some directory could not be looked into; the
+        // error is then the answer, naming what was moved.
+        let (made, failed) = self.found();
+        for place in made {
             let (Some(parent), Some(name)) = (place.parent(), place.file_name()) else {
                 continue;
             };
@@ -301,7 +340,23 @@ impl Watch {
                 moved.push((path.clone(), path.with_file_name(aside)));
             }
         }
-        Ok(moved)
+        match failed {
+            None => Ok(moved),
+            Some(e) if moved.is_empty() => Err(e),
+            Some(e) => {
+                let list: Vec<String> = moved
+                    .iter()
+                    .map(|(made, aside)| self.describe(made, aside))
+                    .collect();
+                Err(io::Error::new(
+                    e.kind(),
+                    format!(
+                        "{e}; what could be found was set aside: {}",
+                        list.join("; ")
+                    ),
+                ))
+            }
+        }
     }
 
     /// Walks from the outermost write root above `dir` down to `dir`, following no link,
