@@ -26,8 +26,8 @@
 //! repository), and the directories up to three levels beneath each write root (the other
 //! repositories of a workspace, one inside the working tree), read breadth first, every one of
 //! them or the child is not started (`crate::walk`). A `.git` that is a symbolic link cannot be
-//! kept (a child could point it elsewhere), and the child is not started. A repository a child makes itself (`git init`) is kept from the next child, not
-//! from the one that made it.
+//! kept (a child could point it elsewhere), and the child is not started. A repository a child
+//! makes itself (`git init`) is kept from the next child, not from the one that made it.
 //!
 //! The same walk keeps what a shell runs as it starts and what an AI agent's client or an
 //! editor runs when it next opens the project (the caller's names, `Launch::runs_later`: a
