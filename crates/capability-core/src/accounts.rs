@@ -70,12 +70,22 @@ const SYSTEM_DIRS: [&str; 8] = [
     reason = "policy loading reads the machine's account list; no tool reaches this"
 )]
 fn account_homes() -> Vec<PathBuf> {
-    let mut text = String::new();
-    // toolcap: allow(std::fs::File::open, reason = "policy loading reads the machine's account list for the deny floor")
-    let read = std::fs::File::open("/etc/passwd")
-        .and_then(|file| file.take(MAX_PASSWD).read_to_string(&mut text));
+    homes_in_file(Path::new("/etc/passwd"))
+}
+
+/// The home directories the account file `path` lists, or none when it cannot be read.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "policy loading reads the machine's account list; no tool reaches this"
+)]
+fn homes_in_file(path: &Path) -> Vec<PathBuf> {
+    // Bytes, not text: a comment field in another encoding is no reason to protect nobody.
+    let mut bytes = Vec::new();
+    let read =
+        // toolcap: allow(std::fs::File::open, reason = "policy loading reads the machine's account list for the deny floor")
+        std::fs::File::open(path).and_then(|file| file.take(MAX_PASSWD).read_to_end(&mut bytes));
     match read {
-        Ok(_) => homes_in(&text),
+        Ok(_) => homes_in(&bytes),
         Err(_) => Vec::new(),
     }
 }
@@ -118,12 +128,15 @@ fn exists(path: &Path) -> bool {
 /// The home directories of the account lines of `passwd` (the sixth field), each absolute and
 /// normalised, `/` and duplicates left out. Lines that are not an account (a NIS `+` or `-`
 /// entry, a comment, a line without its fields) are passed over.
-fn homes_in(passwd: &str) -> Vec<PathBuf> {
+fn homes_in(passwd: &[u8]) -> Vec<PathBuf> {
+    use std::os::unix::ffi::OsStrExt as _;
     let mut homes: Vec<PathBuf> = passwd
-        .lines()
-        .filter(|line| !line.starts_with(['+', '-', '#']))
-        .filter_map(|line| line.split(':').nth(5))
-        .map(Path::new)
+        .split(|b| *b == b'\n')
+        .filter(|line| {
+            !line.starts_with(b"+") && !line.starts_with(b"-") && !line.starts_with(b"#")
+        })
+        .filter_map(|line| line.split(|b| *b == b':').nth(5))
+        .map(|home| Path::new(std::ffi::OsStr::from_bytes(home)))
         .filter(|home| home.is_absolute())
         .map(normalize_lexically)
         .filter(|home| home.as_os_str() != "/")
@@ -179,6 +192,34 @@ mod tests {
         assert!(places_in(&homes, &[root.join("other")]).is_empty());
     }
 
+    /// An account file is bytes: a name written in Latin-1 in one account's comment field
+    /// (`José`, as older systems wrote it) is no UTF-8, and reading the file as text failed, so
+    /// no account's home was protected at all. Every home is read whatever the other fields
+    /// hold, a home of bytes that are no UTF-8 too.
+    #[test]
+    #[allow(clippy::disallowed_methods, reason = "the test writes an account file")]
+    fn an_account_file_that_is_no_utf8_still_gives_every_home() {
+        use std::os::unix::ffi::OsStrExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let passwd = dir.path().join("passwd");
+        // toolcap: allow(std::fs::write, reason = "the test writes an account file")
+        std::fs::write(
+            &passwd,
+            b"root:x:0:0:root:/root:/bin/bash\n\
+              jose:x:1001:1001:Jos\xe9 Garc\xeda,,,:/home/jose:/bin/bash\n\
+              ana:x:1002:1002::/home/an\xe4:/bin/sh\n",
+        )
+        .unwrap();
+        assert_eq!(
+            homes_in_file(&passwd),
+            [
+                PathBuf::from(std::ffi::OsStr::from_bytes(b"/home/an\xe4")),
+                PathBuf::from("/home/jose"),
+                PathBuf::from("/root"),
+            ]
+        );
+    }
+
     #[test]
     fn the_homes_of_the_account_lines() {
         let passwd = "root:x:0:0:root:/root:/bin/bash\n\
@@ -191,7 +232,7 @@ mod tests {
                       # a comment:a:b:c:d:/commented\n\
                       short:x:1\n";
         assert_eq!(
-            homes_in(passwd),
+            homes_in(passwd.as_bytes()),
             ["/home/ada", "/nonexistent", "/root"].map(PathBuf::from)
         );
     }
