@@ -113,7 +113,8 @@ impl AccountFiles {
     /// Reads `/etc/passwd` and `/etc/group`; a failure is kept, and every group is then open.
     pub(crate) fn read() -> Self {
         AccountFiles {
-            files: read_capped("/etc/passwd").and_then(|p| Ok((p, read_capped("/etc/group")?))),
+            files: read_capped("/etc/passwd", ACCOUNT_FIELDS)
+                .and_then(|p| Ok((p, read_capped("/etc/group", GROUP_FIELDS)?))),
         }
     }
 
@@ -133,16 +134,47 @@ impl AccountFiles {
     clippy::disallowed_methods,
     reason = "reads the system's account files to tell who may write a user's policy, not a tool's reach"
 )]
-fn read_capped(path: &str) -> Result<String, String> {
+fn read_capped(path: &str, used: &[usize]) -> Result<String, String> {
     use std::io::Read as _;
     // toolcap: allow(std::fs::File::open, reason = "the system's account files, read to tell who may write a user's policy, not a tool's reach")
     let file = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     file.take(MAX_ACCOUNT_FILE + 1)
-        .read_to_string(&mut text)
+        .read_to_end(&mut bytes)
         .map_err(|e| format!("{path}: {e}"))?;
-    if text.len() as u64 > MAX_ACCOUNT_FILE {
+    if bytes.len() as u64 > MAX_ACCOUNT_FILE {
         return Err(format!("{path} is over {MAX_ACCOUNT_FILE} bytes"));
+    }
+    as_text(&bytes, path, used)
+}
+
+/// The fields of `/etc/passwd` the decision reads: the name, the user id and the group id.
+const ACCOUNT_FIELDS: &[usize] = &[0, 2, 3];
+
+/// The fields of `/etc/group` it reads: the name, the group id and the members.
+const GROUP_FIELDS: &[usize] = &[0, 2, 3];
+
+/// An account file's bytes as text: the `used` fields of each line must be UTF-8 (a name that
+/// is not could not be compared with another), the others (a comment field in Latin-1, a home)
+/// are read as whatever they are, since nothing here reads them.
+fn as_text(bytes: &[u8], path: &str, used: &[usize]) -> Result<String, String> {
+    let mut text = String::with_capacity(bytes.len());
+    for (n, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        if n > 0 {
+            text.push('\n');
+        }
+        for (i, field) in line.split(|b| *b == b':').enumerate() {
+            if i > 0 {
+                text.push(':');
+            }
+            match std::str::from_utf8(field) {
+                Ok(field) => text.push_str(field),
+                Err(_) if used.contains(&i) => {
+                    return Err(format!("line {} of {path} is not text", n + 1));
+                }
+                Err(_) => text.push_str(&String::from_utf8_lossy(field)),
+            }
+        }
     }
     Ok(text)
 }
@@ -266,6 +298,32 @@ mail:x:8:
 solo:x:1005:alice
 ghost:x:1006:dave
 ";
+
+    /// An account file is bytes: a name written in Latin-1 in an account's comment field
+    /// (`José`) is no UTF-8, and reading the files as text failed, so every group counted as
+    /// open and every group-writable policy was refused. The fields the decision reads (names,
+    /// ids, members) are still required to be text; the others may hold anything.
+    #[test]
+    #[allow(clippy::disallowed_methods, reason = "the test writes account files")]
+    fn account_files_are_read_whatever_the_fields_not_used_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let passwd = dir.path().join("passwd");
+        std::fs::write(
+            &passwd,
+            b"root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000:Jos\xe9,,,:/home/al\xefce:/bin/sh\n",
+        )
+        .unwrap();
+        let text = read_capped(passwd.to_str().unwrap(), ACCOUNT_FIELDS).unwrap();
+        let accounts = accounts(&text).unwrap();
+        assert_eq!(
+            accounts.iter().map(|a| (a.name, a.uid)).collect::<Vec<_>>(),
+            [("root", 0), ("alice", 1000)]
+        );
+        // A name that is no text cannot be compared with a group's members: refused.
+        std::fs::write(&passwd, b"al\xefce:x:1000:1000::/home/a:/bin/sh\n").unwrap();
+        let err = read_capped(passwd.to_str().unwrap(), ACCOUNT_FIELDS).unwrap_err();
+        assert!(err.contains("line 1"), "{err}");
+    }
 
     #[test]
     fn a_private_group_is_its_users_alone_and_root_counts_as_ours() {
