@@ -20,6 +20,10 @@ use capability_types::{
     ToolCapabilities,
 };
 
+#[path = "../../../tests/shared/accounts.rs"]
+mod accounts;
+use accounts::{copy_program, is_root};
+
 struct Fixture {
     _dirs: Vec<tempfile::TempDir>,
     root: PathBuf,
@@ -1431,28 +1435,17 @@ fn again_as_nobody_with(name: &str, env: &[(&str, &Path)]) -> bool {
     let bin = tempfile::tempdir().unwrap();
     std::fs::set_permissions(bin.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let exe = bin.path().join("process-test");
-    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
-    // Another test's spawn that forked while the copy was open for writing holds that
-    // descriptor until it executes: `Text file busy` for a moment, so ask again.
-    let mut tries = 0;
-    let out = loop {
-        let out = std::process::Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(&exe)
-            .args(["--exact", name, "--nocapture"])
-            .env("TOOLCAP_TEST_AS_NOBODY", "1")
-            .env("TMPDIR", "/tmp")
-            .envs(env.iter().copied())
-            .current_dir(bin.path())
-            .output()
-            .unwrap();
-        tries += 1;
-        if tries < 50 && String::from_utf8_lossy(&out.stderr).contains("Text file busy") {
-            std::thread::sleep(Duration::from_millis(20));
-            continue;
-        }
-        break out;
-    };
+    copy_program(&std::env::current_exe().unwrap(), &exe);
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&exe)
+        .args(["--exact", name, "--nocapture"])
+        .env("TOOLCAP_TEST_AS_NOBODY", "1")
+        .env("TMPDIR", "/tmp")
+        .envs(env.iter().copied())
+        .current_dir(bin.path())
+        .output()
+        .unwrap();
     let said = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -1463,14 +1456,6 @@ fn again_as_nobody_with(name: &str, env: &[(&str, &Path)]) -> bool {
         "as nobody: {said}"
     );
     true
-}
-
-/// Whether this process runs as root.
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
 }
 
 #[tokio::test]

@@ -9,6 +9,10 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+#[path = "../../../tests/shared/accounts.rs"]
+mod accounts;
+use accounts::{copy_program, is_root};
+
 struct Env {
     dir: tempfile::TempDir,
     root: PathBuf,
@@ -93,14 +97,6 @@ fn mkfifo(path: &Path) {
         Command::new("mkfifo").arg(path).status().unwrap().success(),
         "mkfifo {path:?}"
     );
-}
-
-/// Whether this process runs as root.
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
 }
 
 fn code(o: &Output) -> i32 {
@@ -2246,7 +2242,7 @@ fn capsule_workers_are_the_running_program_after_an_upgrade() {
     let env = Env::new();
     let installed = env.root.join("bin/toolcap");
     std::fs::create_dir_all(installed.parent().unwrap()).unwrap();
-    std::fs::copy(env!("CARGO_BIN_EXE_toolcap"), &installed).unwrap();
+    copy_program(Path::new(env!("CARGO_BIN_EXE_toolcap")), &installed);
     let mut server = Command::new(&installed)
         .args([
             "mcp",
@@ -3241,7 +3237,10 @@ fn a_rewritten_file_keeps_its_owner_group_and_mode() {
     }
     let bin = env.root.join("bin");
     std::fs::create_dir(&bin).unwrap();
-    std::fs::copy(env!("CARGO_BIN_EXE_toolcap"), bin.join("toolcap")).unwrap();
+    copy_program(
+        Path::new(env!("CARGO_BIN_EXE_toolcap")),
+        &bin.join("toolcap"),
+    );
     let nobody = env.root.join("nobody");
     std::fs::create_dir(&nobody).unwrap();
     chown(&nobody, Some(65534), Some(65534)).unwrap();

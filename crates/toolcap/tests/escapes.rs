@@ -19,6 +19,10 @@ mod mounted;
 mod support;
 use mounted::Mounted;
 
+#[path = "../../../tests/shared/accounts.rs"]
+mod accounts;
+use accounts::{copy_program, is_root};
+
 const MODES: [&[&str]; 2] = [&[], &["--capsule"]];
 const EPERM: i32 = 1;
 const EACCES: i32 = 13;
@@ -230,13 +234,6 @@ fn stdout_of(result: &Value) -> String {
         .as_str()
         .unwrap_or_default()
         .to_owned()
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
 }
 
 // guarantee: G-KERN-02
@@ -3109,7 +3106,10 @@ fn what_a_child_leaves_in_its_home_is_removed_however_it_is_built() {
     // Run as `nobody` when root: root's removal is not stopped by permission bits.
     let bin = env.root.join("bin");
     std::fs::create_dir(&bin).unwrap();
-    std::fs::copy(env!("CARGO_BIN_EXE_toolcap"), bin.join("toolcap")).unwrap();
+    copy_program(
+        Path::new(env!("CARGO_BIN_EXE_toolcap")),
+        &bin.join("toolcap"),
+    );
     let as_nobody = is_root();
     for dir in [&env.root, &env.root.join("work"), &bin] {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
