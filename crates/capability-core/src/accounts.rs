@@ -192,6 +192,7 @@ mod tests {
         assert!(places_in(&homes, &[root.join("other")]).is_empty());
     }
 
+    // guarantee: G-FS-03
     /// An account file is bytes: a name written in Latin-1 in one account's comment field
     /// (`José`, as older systems wrote it) is no UTF-8, and reading the file as text failed, so
     /// no account's home was protected at all. Every home is read whatever the other fields
