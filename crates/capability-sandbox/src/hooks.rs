@@ -379,13 +379,26 @@ pub(crate) fn named_by_git(dir: &Path) -> bool {
 /// gits made it), and an `objects` directory or a `commondir` (a linked worktree's); the last
 /// two not through a link.
 pub(crate) fn is_git_dir(dir: &Path) -> bool {
-    let is = |name: &str, dir_wanted: bool| {
-        std::fs::symlink_metadata(dir.join(name))
-            .is_ok_and(|m| if dir_wanted { m.is_dir() } else { m.is_file() })
+    use std::os::unix::fs::MetadataExt as _;
+    let kind = |name: &str| {
+        Ok::<_, std::convert::Infallible>(
+            std::fs::symlink_metadata(dir.join(name))
+                .ok()
+                .map(|m| m.mode() & libc::S_IFMT),
+        )
     };
-    let head = std::fs::symlink_metadata(dir.join("HEAD"))
-        .is_ok_and(|m| m.is_file() || m.file_type().is_symlink());
-    head && (is("objects", true) || is("commondir", false))
+    git_dir_by(kind).unwrap_or(false)
+}
+
+/// [`is_git_dir`]'s rule over `kind`, which gives the type bits (`S_IFMT`) of a name inside the
+/// directory, not following a final link, or `None` when nothing is there: how the walk asks
+/// it relative to a descriptor (`walk.rs`).
+pub(crate) fn git_dir_by<E>(
+    mut kind: impl FnMut(&str) -> Result<Option<u32>, E>,
+) -> Result<bool, E> {
+    let head = kind("HEAD")?;
+    Ok(matches!(head, Some(libc::S_IFREG | libc::S_IFLNK))
+        && (kind("objects")? == Some(libc::S_IFDIR) || kind("commondir")? == Some(libc::S_IFREG)))
 }
 
 /// `path` with its `.` and `..` parts taken away, as written (no link followed).

@@ -262,9 +262,7 @@ fn ask_into(parent: &std::fs::File, path: PathBuf) -> Result<Sub, String> {
         }
     };
     let repository = kind(".git")?.is_some();
-    let head = kind("HEAD")?;
-    let bare = matches!(head, Some(libc::S_IFREG | libc::S_IFLNK))
-        && (kind("objects")? == Some(libc::S_IFDIR) || kind("commondir")? == Some(libc::S_IFREG));
+    let bare = crate::hooks::git_dir_by(kind)?;
     Ok(Sub {
         path,
         repository,
