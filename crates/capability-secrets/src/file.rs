@@ -15,7 +15,8 @@ use crate::sys::{OpenError, read_private_file};
 #[non_exhaustive]
 pub enum SecretsFileFormat {
     /// A TOML table of strings; nested tables join names with `/`
-    /// (`[providers.exa] key = "..."` is `providers/exa/key`).
+    /// (`[providers.exa] key = "..."` is `providers/exa/key`). A name spelled twice (that and
+    /// `"providers/exa/key" = "..."`) is refused, as a dotenv name defined twice is.
     Toml,
     /// `NAME=value` lines; `#` comments, blank lines and a leading `export ` are allowed; a value
     /// may be wrapped in single quotes (taken literally) or double quotes (`\n`, `\"`, `\\`
@@ -164,6 +165,11 @@ fn flatten(
         match value {
             toml::Value::String(s) => {
                 check_name(&name, None)?;
+                // `"a/b" = …` and `[a] b = …` are two TOML keys and one secret: which value a
+                // tool is given must not be the table's order.
+                if out.contains_key(&name) {
+                    return Err(format!("{name:?} is defined twice"));
+                }
                 out.insert(name, SecretString::from(s.clone()));
             }
             toml::Value::Table(t) => flatten(t, &name, out)?,

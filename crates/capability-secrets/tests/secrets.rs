@@ -428,3 +428,33 @@ fn a_fifo_secrets_file_is_refused_without_waiting() {
         .unwrap_err();
     assert!(err.contains("is not a regular file"), "{err}");
 }
+
+// guarantee: G-SEC-01
+/// TOML can spell one secret's name twice, as a dotted key and as a key with `/` in it
+/// (`"providers/exa/key"` beside `[providers.exa] key`): which value a tool would be given was
+/// the table's iteration order. Refused, naming the secret, as a dotenv file that defines a
+/// name twice is; no value is quoted.
+#[test]
+fn a_secret_named_twice_in_a_toml_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in [
+        (
+            "quoted-then-table.toml",
+            format!(
+                "\"providers/exa/key\" = \"{VALUE}-a\"\n[providers.exa]\nkey = \"{VALUE}-b\"\n"
+            ),
+        ),
+        (
+            "dotted.toml",
+            format!("[providers]\n\"exa/key\" = \"{VALUE}-a\"\nexa.key = \"{VALUE}-b\"\n"),
+        ),
+    ] {
+        let path = write_file(&dir, name, &text, 0o600);
+        let err = FileSecrets::open(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("\"providers/exa/key\" is defined twice"),
+            "{name}: {err}"
+        );
+        assert!(!err.contains(VALUE), "{err}");
+    }
+}
