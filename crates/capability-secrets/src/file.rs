@@ -20,7 +20,9 @@ pub enum SecretsFileFormat {
     Toml,
     /// `NAME=value` lines; `#` comments, blank lines and a leading `export ` are allowed; a value
     /// may be wrapped in single quotes (taken literally) or double quotes (`\n`, `\"`, `\\`
-    /// escapes).
+    /// escapes). A comment may follow a value, as the dotenv readers of Node, Python and Rust
+    /// take one: after an unquoted value, from a `#` that follows a space or a tab (`sk#4` is
+    /// one value); after a quoted value, nothing else may.
     Dotenv,
 }
 
@@ -207,32 +209,46 @@ fn parse_dotenv(text: &str) -> Result<HashMap<String, SecretString>, String> {
     Ok(out)
 }
 
+/// A value as the dotenv readers of Node, Python and Rust read it: unquoted, it ends at a `#`
+/// that follows a space or a tab (a comment); quoted, at its closing quote, after which only a
+/// comment may follow.
 fn unquote(value: &str) -> Result<String, &'static str> {
     if let Some(inner) = value.strip_prefix('\'') {
-        return inner
-            .strip_suffix('\'')
-            .map(str::to_owned)
-            .ok_or("unterminated single quote");
+        let (inner, rest) = inner.split_once('\'').ok_or("unterminated single quote")?;
+        return only_a_comment(rest).map(|()| inner.to_owned());
     }
     let Some(inner) = value.strip_prefix('"') else {
-        return Ok(value.to_owned());
+        let end = value
+            .char_indices()
+            .find(|&(i, c)| c == '#' && value[..i].ends_with([' ', '\t']))
+            .map_or(value.len(), |(i, _)| i);
+        return Ok(value[..end].trim_end().to_owned());
     };
-    let inner = inner.strip_suffix('"').ok_or("unterminated double quote")?;
     let mut out = String::with_capacity(inner.len());
-    let mut chars = inner.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('n') => out.push('\n'),
-            Some('"') => out.push('"'),
-            Some('\\') => out.push('\\'),
-            _ => return Err("unknown escape in a double-quoted value"),
+    let mut chars = inner.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '"' => return only_a_comment(&inner[i + 1..]).map(|()| out),
+            '\\' => match chars.next() {
+                Some((_, 'n')) => out.push('\n'),
+                Some((_, '"')) => out.push('"'),
+                Some((_, '\\')) => out.push('\\'),
+                _ => return Err("unknown escape in a double-quoted value"),
+            },
+            c => out.push(c),
         }
     }
-    Ok(out)
+    Err("unterminated double quote")
+}
+
+/// What follows a quoted value: nothing, or a comment.
+fn only_a_comment(rest: &str) -> Result<(), &'static str> {
+    let rest = rest.trim_start();
+    if rest.is_empty() || rest.starts_with('#') {
+        Ok(())
+    } else {
+        Err("only a comment may follow a quoted value")
+    }
 }
 
 #[cfg(test)]

@@ -458,3 +458,42 @@ fn a_secret_named_twice_in_a_toml_file_is_refused() {
         assert!(!err.contains(VALUE), "{err}");
     }
 }
+
+/// A comment after a value, as the dotenv readers of Node, Python and Rust (`dotenv`,
+/// `python-dotenv`, `dotenvy`) read one: after an unquoted value, a `#` that follows a space
+/// or a tab starts it (`sk#4` is one value, as Python's and Rust's readers take it); after a quoted value, anything but a comment is an error. Before, the comment
+/// was part of the secret (`sk-1 # production` was sent as the key) and a quoted value with a
+/// comment after it was refused as unterminated.
+#[tokio::test]
+async fn a_comment_after_a_dotenv_value_is_not_part_of_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_file(
+        &dir,
+        "commented.env",
+        "A=sk-1 # production\nB=\"sk-2\" # staging\nC='sk-3'\t# old\nD=sk#4\nE=\"a # b\"\n",
+        0o600,
+    );
+    let file = FileSecrets::open(&path).unwrap();
+    for (name, want) in [
+        ("A", "sk-1"),
+        ("B", "sk-2"),
+        ("C", "sk-3"),
+        ("D", "sk#4"),
+        ("E", "a # b"),
+    ] {
+        let got = file.lookup(name).await.unwrap().unwrap();
+        assert_eq!(got.expose_secret(), want, "{name}");
+    }
+    for text in [
+        format!("A=\"{VALUE}\" trailing\n"),
+        format!("A='{VALUE}'x\n"),
+    ] {
+        let path = write_file(&dir, "after-quote.env", &text, 0o600);
+        let err = FileSecrets::open(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("line 1: only a comment may follow a quoted value"),
+            "{err}"
+        );
+        assert!(!err.contains(VALUE), "{err}");
+    }
+}
