@@ -60,6 +60,25 @@ pub(crate) const BANNED: &[(&str, &str)] = &[
         "std::env::remove_var",
         "explicit values; the process environment is shared state",
     ),
+    (
+        "std::env::set_current_dir",
+        "paths relative to the ToolContext's working directory; the process's is shared state",
+    ),
+    // What the building machine's environment holds, read into the tool when it is built
+    // (Cargo's own variables are not findings: `is_cargos_own`).
+    ("env!", COMPILE_TIME_ENV),
+    ("option_env!", COMPILE_TIME_ENV),
+    // `Path`'s methods that look at the file system: `std::fs` by another name.
+    ("std::path::Path::exists", PATH_PROBE),
+    ("std::path::Path::try_exists", PATH_PROBE),
+    ("std::path::Path::metadata", PATH_PROBE),
+    ("std::path::Path::symlink_metadata", PATH_PROBE),
+    ("std::path::Path::canonicalize", PATH_PROBE),
+    ("std::path::Path::read_link", PATH_PROBE),
+    ("std::path::Path::read_dir", PATH_PROBE),
+    ("std::path::Path::is_file", PATH_PROBE),
+    ("std::path::Path::is_dir", PATH_PROBE),
+    ("std::path::Path::is_symlink", PATH_PROBE),
     ("tokio::fs", "ScopedFs from the ToolContext"),
     ("tokio::process", "ScopedProcess from the ToolContext"),
     ("tokio::net", "ScopedFetch from the ToolContext"),
@@ -96,6 +115,49 @@ pub(crate) const BANNED: &[(&str, &str)] = &[
     ("extern", RAW),
 ];
 
+/// What to use instead of a `Path` method that looks at the file system.
+const PATH_PROBE: &str = "ScopedFs from the ToolContext (its exists, metadata and list); a \
+                          Path method that looks at the file system is std::fs by another name";
+
+/// What to use instead of `env!` and `option_env!` of a variable Cargo does not set.
+const COMPILE_TIME_ENV: &str = "values passed in the arguments or ToolContext; secrets through \
+                                ScopedSecretsResolver (env! reads the building machine's \
+                                environment into the tool)";
+
+/// The `Path` methods of [`PATH_PROBE`], none of which takes an argument: a method of that name
+/// called with arguments (`ScopedFs::exists(path)`) is not one of them.
+const PATH_PROBES: &[&str] = &[
+    "exists",
+    "try_exists",
+    "metadata",
+    "symlink_metadata",
+    "canonicalize",
+    "read_link",
+    "read_dir",
+    "is_file",
+    "is_dir",
+    "is_symlink",
+];
+
+/// The variables Cargo sets for the crate it builds, which `env!` may read: what the crate is
+/// and where, nothing of the machine's own environment. `CARGO_REGISTRY_TOKEN` and the like
+/// are the user's, not Cargo's, and are findings.
+fn is_cargos_own(name: &str) -> bool {
+    const EXACT: &[&str] = &[
+        "CARGO",
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_MANIFEST_LINKS",
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_RUSTC_CURRENT_DIR",
+        "OUT_DIR",
+    ];
+    EXACT.contains(&name) || name.starts_with("CARGO_PKG_") || name.starts_with("CARGO_BIN_EXE_")
+}
+
 /// What to use instead of a system call made directly.
 const RAW: &str = "the scoped objects of the ToolContext (a system call made directly reaches \
                    around every one of them)";
@@ -123,6 +185,7 @@ pub(crate) fn lint_source(
         let banned = BANNED.iter().find(|(b, _)| {
             hit.what == *b
                 || hit.what.starts_with(&format!("{b}::"))
+                || hit.what.starts_with(&format!("{b}("))
                 || b.starts_with(&format!("{}::", hit.what.trim_end_matches("::*")))
         });
         let instead = banned
@@ -173,7 +236,9 @@ fn exemption_for(lines: &[&str], line: usize, what: &str) -> Option<Result<Strin
             Some((t, r)) => (t.trim(), r.trim()),
             None => (inner.trim(), ""),
         };
-        let covers = what == target || what.starts_with(&format!("{target}::"));
+        let covers = what == target
+            || what.starts_with(&format!("{target}::"))
+            || what.starts_with(&format!("{target}("));
         if !covers {
             continue;
         }
@@ -271,6 +336,36 @@ impl Collector {
         }
     }
 
+    /// A call of `name` without arguments, where `name` is one of [`PATH_PROBES`].
+    fn path_probe(&mut self, name: &str, line: usize) {
+        if PATH_PROBES.contains(&name) {
+            self.hits.push(Hit {
+                line,
+                what: format!("std::path::Path::{name}"),
+            });
+        }
+    }
+
+    /// `env!(args)` or `option_env!(args)` when `mac` is one of them, unless it names one of
+    /// Cargo's own variables; one whose name is not a literal is a finding too.
+    fn compile_time_env(&mut self, mac: &str, args: &TokenStream, line: usize) {
+        let mac = mac.trim_start_matches("r#");
+        if mac != "env" && mac != "option_env" {
+            return;
+        }
+        let first: TokenStream = args
+            .clone()
+            .into_iter()
+            .take_while(|t| !matches!(t, TokenTree::Punct(p) if p.as_char() == ','))
+            .collect();
+        let what = match syn::parse2::<syn::LitStr>(first) {
+            Ok(name) if is_cargos_own(&name.value()) => return,
+            Ok(name) => format!("{mac}!(\"{}\")", name.value()),
+            Err(_) => format!("{mac}!(…)"),
+        };
+        self.hits.push(Hit { line, what });
+    }
+
     fn scan_tokens(&mut self, tokens: TokenStream) {
         let tokens: Vec<TokenTree> = tokens.into_iter().collect();
         let mut i = 0;
@@ -278,6 +373,17 @@ impl Collector {
             match &tokens[i] {
                 TokenTree::Group(g) => {
                     self.scan_tokens(g.stream());
+                    i += 1;
+                }
+                TokenTree::Punct(dot) if dot.as_char() == '.' => {
+                    // `.exists()` in a macro's body, which is not parsed as code.
+                    if let (Some(TokenTree::Ident(name)), Some(TokenTree::Group(args))) =
+                        (tokens.get(i + 1), tokens.get(i + 2))
+                        && args.delimiter() == proc_macro2::Delimiter::Parenthesis
+                        && args.stream().is_empty()
+                    {
+                        self.path_probe(&name.to_string(), name.span().start().line);
+                    }
                     i += 1;
                 }
                 TokenTree::Ident(first) => {
@@ -296,6 +402,14 @@ impl Collector {
                             }
                             _ => break,
                         }
+                    }
+                    // `env!("…")` in a macro's body (`format!("{}", env!("HOME"))`).
+                    if let (Some(TokenTree::Punct(bang)), Some(TokenTree::Group(args))) =
+                        (tokens.get(j), tokens.get(j + 1))
+                        && bang.as_char() == '!'
+                        && let Some(name) = segments.last()
+                    {
+                        self.compile_time_env(name, &args.stream(), line);
                     }
                     if segments.len() > 1 {
                         let segments = segments
@@ -398,6 +512,13 @@ impl<'ast> Visit<'ast> for Collector {
         syn::visit::visit_item_foreign_mod(self, m);
     }
 
+    fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+        if m.args.is_empty() {
+            self.path_probe(&m.method.to_string(), m.method.span().start().line);
+        }
+        syn::visit::visit_expr_method_call(self, m);
+    }
+
     fn visit_path(&mut self, p: &'ast syn::Path) {
         let segments: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
         if let Some(first) = p.segments.first() {
@@ -408,6 +529,10 @@ impl<'ast> Visit<'ast> for Collector {
     }
 
     fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        if let Some(last) = m.path.segments.last() {
+            let line = last.ident.span().start().line;
+            self.compile_time_env(&last.ident.to_string(), &m.tokens, line);
+        }
         self.scan_tokens(m.tokens.clone());
         syn::visit::visit_macro(self, m);
     }

@@ -95,7 +95,7 @@ impl Rule {
     pub fn description(self) -> &'static str {
         match self {
             Rule::AmbientAuthority => {
-                "A crate that holds tools reaches files, processes, sockets, the environment or HTTP only through the scoped objects of the ToolContext."
+                "A crate that holds tools reaches files, processes, sockets, the environment (the building machine's too, through env!) or HTTP only through the scoped objects of the ToolContext."
             }
             Rule::UndeclaredUse => {
                 "A tool's execute uses only the scoped objects its capabilities() declares (an undeclared one is None at run time)."
@@ -107,7 +107,7 @@ impl Rule {
                 "Crates depend only across the boundaries of the workspace's crate graph."
             }
             Rule::UncheckedSource => {
-                "Every file the compiler builds into a crate that holds tools is a file the lint reads: no symbolic link among the sources, nothing outside the crate's directory, no include! of a computed path."
+                "Every file the compiler builds into a crate that holds tools is a file of the crate: no symbolic link among the sources, no source or include_str!/include_bytes! data outside the crate's directory, no include! of a computed path."
             }
         }
     }
@@ -154,15 +154,15 @@ impl Finding {
 }
 
 impl fmt::Display for Finding {
-    /// One line; the file's name, which the checked sources choose, shown escaped
-    /// ([`shown`]).
+    /// One line; the file's name and what was found, which the checked sources choose (a
+    /// string literal's text, a path), shown escaped ([`shown`]).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "{}:{}: {} [{} {}] — use {}",
             shown(&self.file.display().to_string()),
             self.line,
-            self.what,
+            shown(&self.what),
             self.rule.id(),
             self.rule.name(),
             self.instead
@@ -245,7 +245,7 @@ impl Report {
                 "exempt: {}:{}: {} (reason: {})\n",
                 shown(&e.file.display().to_string()),
                 e.line,
-                e.what,
+                shown(&e.what),
                 shown(&e.reason)
             ));
         }

@@ -86,6 +86,19 @@ pub(crate) fn collect(
                         "an `include!` of a path the lint cannot read statically",
                     ));
                 }
+                Pull::Data {
+                    line,
+                    which,
+                    path: Some(path),
+                } => walk.data(&here.join(path), which, &rel, line),
+                Pull::Data {
+                    line,
+                    which,
+                    path: None,
+                } => {
+                    let what = format!("an `{which}!` of a path the lint cannot read statically");
+                    walk.unchecked.push(finding(&rel, line, &what));
+                }
             }
         }
         sources.push((file, text, ast));
@@ -115,30 +128,46 @@ struct Walk<'a> {
 }
 
 impl Walk<'_> {
+    /// Where `file` (named at `from:line` as `what`: "a source", "an `include_str!` of a
+    /// file") lies, when that is inside the crate's directory; a finding otherwise. A target that
+    /// is not there is the compiler's to report; one that is there but cannot be resolved (a
+    /// link to nowhere, a directory it may not search) is ours.
+    fn inside(&mut self, file: &Path, what: &str, from: &Path, line: usize) -> Option<PathBuf> {
+        let Ok(real) = std::fs::canonicalize(file) else {
+            if std::fs::symlink_metadata(file).is_ok() {
+                let what = format!("{what} that cannot be resolved ({})", file.display());
+                self.unchecked.push(finding(from, line, &what));
+            }
+            return None;
+        };
+        if real.starts_with(self.dir) {
+            return Some(real);
+        }
+        let what = format!("{what} outside the crate's directory ({})", real.display());
+        self.unchecked.push(finding(from, line, &what));
+        None
+    }
+
     /// Queues `file` (named at `from:line`) unless it was seen; refuses a file outside the
     /// crate's directory, or one that is not a regular file.
     fn follow(&mut self, file: &Path, from: &Path, line: usize) {
-        let Ok(real) = std::fs::canonicalize(file) else {
-            // A target that is not there is the compiler's to report; one that is there but
-            // cannot be resolved (a link to nowhere, a directory it may not search) is ours.
-            if std::fs::symlink_metadata(file).is_ok() {
-                let what = format!("a source that cannot be resolved ({})", file.display());
-                self.unchecked.push(finding(from, line, &what));
-            }
+        let Some(real) = self.inside(file, "a source", from, line) else {
             return;
         };
-        if !real.starts_with(self.dir) {
-            let what = format!(
-                "a source outside the crate's directory ({})",
-                real.display()
-            );
-            self.unchecked.push(finding(from, line, &what));
-        } else if !std::fs::metadata(&real).is_ok_and(|m| m.is_file()) {
+        if !std::fs::metadata(&real).is_ok_and(|m| m.is_file()) {
             let what = format!("a source that is not a regular file ({})", real.display());
             self.unchecked.push(finding(from, line, &what));
         } else if self.seen.insert(real.clone()) {
             self.queue.push_back((real, true));
         }
+    }
+
+    /// An `include_str!` or `include_bytes!` of `file` (named at `from:line`): the compiler reads
+    /// it from the building machine and builds it into the tool, so it must be a file of the
+    /// crate, where a reviewer sees it (not `~/.ssh/id_ed25519`, nor a link in the crate that
+    /// leads there). It is not read as a source.
+    fn data(&mut self, file: &Path, which: &str, from: &Path, line: usize) {
+        self.inside(file, &format!("an `{which}!` of a file"), from, line);
     }
 }
 
@@ -271,6 +300,13 @@ enum Pull {
     },
     /// An `include!`, with its path when it is a string literal.
     Include { line: usize, path: Option<String> },
+    /// An `include_str!` or `include_bytes!` (`which`), with its path when it is a string
+    /// literal: a file read when the crate is built, and built into it.
+    Data {
+        line: usize,
+        which: &'static str,
+        path: Option<String>,
+    },
 }
 
 /// The pulls of one file, in order.
@@ -316,12 +352,9 @@ impl<'ast> Visit<'ast> for Pulls {
 
     fn visit_macro(&mut self, mac: &'ast syn::Macro) {
         if let Some(last) = mac.path.segments.last()
-            && last.ident == "include"
+            && let Some(pull) = pull_of(&last.ident, &mac.tokens)
         {
-            self.found.push(Pull::Include {
-                line: last.ident.span().start().line,
-                path: literal(&mac.tokens),
-            });
+            self.found.push(pull);
         }
         includes_in(&mac.tokens, &mut self.found);
     }
@@ -374,20 +407,40 @@ fn literal(tokens: &TokenStream) -> Option<String> {
         .map(|s| s.value())
 }
 
-/// `include ! (…)` anywhere in a macro's tokens (a macro body is not parsed as code).
+/// What the macro `name!(args)` pulls in, if it is `include!`, `include_str!` or
+/// `include_bytes!`.
+fn pull_of(name: &proc_macro2::Ident, args: &TokenStream) -> Option<Pull> {
+    let line = name.span().start().line;
+    let path = literal(args);
+    match name.to_string().as_str() {
+        "include" => Some(Pull::Include { line, path }),
+        "include_str" => Some(Pull::Data {
+            line,
+            which: "include_str",
+            path,
+        }),
+        "include_bytes" => Some(Pull::Data {
+            line,
+            which: "include_bytes",
+            path,
+        }),
+        _ => None,
+    }
+}
+
+/// `include ! (…)`, `include_str ! (…)` and `include_bytes ! (…)` anywhere in a macro's tokens
+/// (a macro body is not parsed as code).
 fn includes_in(tokens: &TokenStream, out: &mut Vec<Pull>) {
     let trees: Vec<TokenTree> = tokens.clone().into_iter().collect();
     for (i, tree) in trees.iter().enumerate() {
         match tree {
-            TokenTree::Ident(id) if id == "include" => {
+            TokenTree::Ident(id) => {
                 if let (Some(TokenTree::Punct(bang)), Some(TokenTree::Group(args))) =
                     (trees.get(i + 1), trees.get(i + 2))
                     && bang.as_char() == '!'
+                    && let Some(pull) = pull_of(id, &args.stream())
                 {
-                    out.push(Pull::Include {
-                        line: id.span().start().line,
-                        path: literal(&args.stream()),
-                    });
+                    out.push(pull);
                 }
             }
             TokenTree::Group(group) => includes_in(&group.stream(), out),

@@ -256,8 +256,15 @@ impl Inner {
         tool: &str,
     ) -> std::io::Result<Arc<capability_sandbox::ScratchDir>> {
         let mut homes = self.homes.lock().unwrap_or_else(PoisonError::into_inner);
+        // The scratch parent may have been removed by another process's clean-up; asked of
+        // this crate's own directory, not of a tool's path.
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "a look at the process backend's own scratch directory"
+        )]
+        let still_there = |parent: &capability_sandbox::ScratchDir| parent.path().is_dir();
         if let Some(parent) = homes.get(tool)
-            && parent.path().is_dir()
+            && still_there(parent)
         {
             return Ok(Arc::clone(parent));
         }

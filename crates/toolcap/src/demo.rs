@@ -192,6 +192,10 @@ pub(crate) async fn run(keep: bool) -> Result<ExitCode> {
         .prefix("toolcap-demo-")
         .tempdir()
         .context("creating a scratch directory")?;
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the demo's own scratch directory, resolved once so that the tour's paths are real"
+    )]
     let root = scratch.path().canonicalize()?;
     let workspace = root.join("workspace");
     host::write(

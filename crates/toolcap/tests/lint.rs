@@ -96,6 +96,16 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// `toolcap lint` of `krate` with `extra` added to its `src/util.rs` for the one run: the exit
+/// code and the report.
+fn lint_adding(krate: &Path, extra: &str) -> (Option<i32>, String) {
+    let base = std::fs::read_to_string(krate.join("src/util.rs")).unwrap();
+    std::fs::write(krate.join("src/util.rs"), format!("{base}{extra}\n")).unwrap();
+    let out = toolcap(&["lint", krate.to_str().unwrap()]);
+    std::fs::write(krate.join("src/util.rs"), base).unwrap();
+    (out.status.code(), text(&out.stdout))
+}
+
 // guarantee: G-LINT-01
 #[test]
 fn findings_name_file_line_and_rule_and_fail_the_check() {
@@ -380,6 +390,91 @@ fn sarif_output_is_valid_sarif_2_1_0() {
     );
 }
 
+/// What reaches the building machine or the file system by another name than `std::fs` and
+/// `std::env::var` is found as they are: `Path`'s methods that look at the file system
+/// (`exists`, `read_dir`, `metadata`, ...), also inside a macro's body; `env!` and
+/// `option_env!` of a variable Cargo does not set (the builder's `HOME`, a token in its
+/// environment, built into the tool); `include_str!` and `include_bytes!` of a file outside the
+/// crate, named so or through a link in the crate (`~/.ssh/id_ed25519` built into the tool, to
+/// be handed to the model); and `std::env::set_current_dir`. Before, a crate doing each of
+/// these passed clean. What a tool may do stays clean: a `ScopedFs` method of the same name
+/// with its path argument, Cargo's own variables, a data file of the crate.
+// guarantee: G-LINT-01
+#[test]
+fn what_reaches_around_the_lint_by_other_names_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let krate = dir.path().join("p");
+    plugin(&krate);
+    std::fs::write(krate.join("src/lib.rs"), "mod clean;\nmod util;\n").unwrap();
+    std::fs::create_dir_all(krate.join("data")).unwrap();
+    std::fs::write(krate.join("data/words.txt"), "a b c\n").unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", krate.join("data/linked.txt")).unwrap();
+    let lint = |extra: &str| lint_adding(&krate, extra);
+    for clean in [
+        "pub async fn f(fs: &dyn capability_types::ScopedFs, p: &std::path::Path) -> bool { fs.exists(p).await.unwrap_or(false) }",
+        "pub const V: &str = concat!(env!(\"CARGO_PKG_NAME\"), \"/\", env!(\"CARGO_PKG_VERSION\"));",
+        "pub const WORDS: &str = include_str!(\"../data/words.txt\");",
+        "// toolcap: allow(env!, reason = \"the build script sets it for this crate\")\npub const B: &str = env!(\"MY_BUILD_STAMP\");",
+    ] {
+        let (code, said) = lint(clean);
+        assert_eq!(code, Some(0), "{clean}: {said}");
+    }
+    for (extra, found) in [
+        (
+            "pub fn f() -> bool { std::path::Path::new(\"/root/.ssh/id_ed25519\").exists() }",
+            "src/util.rs:3: std::path::Path::exists [TC001",
+        ),
+        (
+            "pub fn f() -> usize { std::path::Path::new(\"/home\").read_dir().map(|d| d.count()).unwrap_or(0) }",
+            "src/util.rs:3: std::path::Path::read_dir [TC001",
+        ),
+        (
+            "pub fn f(p: &std::path::Path) { println!(\"{}\", p.is_file()); }",
+            "src/util.rs:3: std::path::Path::is_file [TC001",
+        ),
+        (
+            "pub fn f(p: &std::path::Path) -> bool { p.metadata().is_ok() }",
+            "src/util.rs:3: std::path::Path::metadata [TC001",
+        ),
+        (
+            "pub const H: &str = env!(\"HOME\");",
+            "src/util.rs:3: env!(\"HOME\") [TC001",
+        ),
+        (
+            "pub fn f() -> Option<&'static str> { option_env!(\"AWS_SECRET_ACCESS_KEY\") }",
+            "src/util.rs:3: option_env!(\"AWS_SECRET_ACCESS_KEY\") [TC001",
+        ),
+        (
+            "pub fn f() -> String { format!(\"{}\", std::env!(\"CARGO_REGISTRY_TOKEN\")) }",
+            "src/util.rs:3: env!(\"CARGO_REGISTRY_TOKEN\") [TC001",
+        ),
+        (
+            "pub fn f() { let _ = std::env::set_current_dir(\"/\"); }",
+            "src/util.rs:3: std::env::set_current_dir [TC001",
+        ),
+        (
+            "pub const K: &[u8] = include_bytes!(\"/etc/hostname\");",
+            "src/util.rs:3: an `include_bytes!` of a file outside the crate's directory (/etc/hostname)",
+        ),
+        (
+            "pub const K: &str = include_str!(\"../data/linked.txt\");",
+            "src/util.rs:3: an `include_str!` of a file outside the crate's directory (/etc/hostname)",
+        ),
+        (
+            "macro_rules! m { () => { include_str!(\"../../../../../../etc/hostname\") }; }",
+            "src/util.rs:3: an `include_str!` of a file outside the crate's directory (/etc/hostname)",
+        ),
+        (
+            "pub const K: &str = include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/../x\"));",
+            "src/util.rs:3: an `include_str!` of a path the lint cannot read statically",
+        ),
+    ] {
+        let (code, said) = lint(extra);
+        assert_eq!(code, Some(1), "{extra}: {said}");
+        assert!(said.contains(&format!("error: {found}")), "{extra}: {said}");
+    }
+}
+
 /// Code the compiler builds from outside `src/` is checked where the lint can follow it (a
 /// `#[path]` module, also inside an inline module or under `cfg_attr`, an `include!`, a
 /// `[lib]` path, and the plain modules of such a file), and refused where it cannot (a symbolic
@@ -412,13 +507,7 @@ fn code_brought_in_from_outside_src_is_checked_or_refused() {
         .unwrap();
     };
     // Each case: what src/util.rs adds, and the finding it must give (file, rule).
-    let lint = |extra: &str| {
-        let base = std::fs::read_to_string(krate.join("src/util.rs")).unwrap();
-        std::fs::write(krate.join("src/util.rs"), format!("{base}{extra}\n")).unwrap();
-        let out = toolcap(&["lint", krate.to_str().unwrap()]);
-        std::fs::write(krate.join("src/util.rs"), base).unwrap();
-        (out.status.code(), text(&out.stdout))
-    };
+    let lint = |extra: &str| lint_adding(&krate, extra);
     assert_eq!(lint("").0, Some(0), "{}", lint("").1);
     ambient("by_path.rs");
     ambient("included.rs");
