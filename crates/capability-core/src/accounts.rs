@@ -164,6 +164,7 @@ mod tests {
 
     #[test]
     fn the_places_there_in_the_homes_the_reach_spans() {
+        // toolcap: allow(tempfile, reason = "the test's own scratch directory")
         let dir = tempfile::tempdir().unwrap();
         let root = normalize_lexically(dir.path());
         let (ada, bob, eve) = (
@@ -201,6 +202,7 @@ mod tests {
     #[allow(clippy::disallowed_methods, reason = "the test writes an account file")]
     fn an_account_file_that_is_no_utf8_still_gives_every_home() {
         use std::os::unix::ffi::OsStrExt as _;
+        // toolcap: allow(tempfile, reason = "the test's own scratch directory")
         let dir = tempfile::tempdir().unwrap();
         let passwd = dir.path().join("passwd");
         // toolcap: allow(std::fs::write, reason = "the test writes an account file")
