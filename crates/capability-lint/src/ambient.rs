@@ -579,6 +579,25 @@ impl<'ast> Visit<'ast> for Collector {
         syn::visit::visit_expr_method_call(self, m);
     }
 
+    /// `<std::path::Path>::exists(p)`: the type in the angle brackets is the path's start.
+    fn visit_expr_path(&mut self, e: &'ast syn::ExprPath) {
+        if let Some(qself) = &e.qself
+            && qself.position == 0
+            && let syn::Type::Path(ty) = &*qself.ty
+            && let Some(first) = e.path.segments.first()
+        {
+            let segments = ty
+                .path
+                .segments
+                .iter()
+                .chain(&e.path.segments)
+                .map(|s| s.ident.to_string())
+                .collect();
+            self.check(segments, first.ident.span().start().line);
+        }
+        syn::visit::visit_expr_path(self, e);
+    }
+
     fn visit_path(&mut self, p: &'ast syn::Path) {
         let segments: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
         if let Some(first) = p.segments.first() {
