@@ -162,6 +162,8 @@ pub(crate) const BANNED: &[(&str, &str)] = &[
     ("libc", RAW),
     ("rustix", RAW),
     ("nix", RAW),
+    // A library loaded by name runs its own code and calls what it likes.
+    ("libloading", RAW),
     ("std::arch::asm", RAW),
     ("core::arch::asm", RAW),
     ("std::arch::global_asm", RAW),
