@@ -133,7 +133,21 @@ const SENSITIVE: &[&str] = &[
     "cookie",
     "credential",
     "private_key",
+    "privatekey",
+    "private-key",
+    "passphrase",
+    "bearer",
+    "jwt",
+    "signature",
 ];
+
+/// Names too short to look for inside others (`sig` is in `signal`, `auth` in `author`),
+/// masked when they are the whole name: Azure's signed URLs carry their signature as `sig`.
+const SENSITIVE_WHOLE: &[&str] = &["sig", "auth", "pwd", "pass"];
+
+/// Options whose value is `user:password` (curl's `-u`, `--user`, `-U`, `--proxy-user`): the
+/// part after the first `:` is masked.
+const USER_PASSWORD_OPTIONS: &[&str] = &["-u", "--user", "-U", "--proxy-user"];
 
 /// A copy of `args` with the values of credential-like keys replaced by `"***"`.
 pub fn mask_arguments(args: &Value) -> Value {
@@ -150,6 +164,7 @@ pub fn mask_arguments_with(args: &Value, extra: &[String]) -> Value {
     let sensitive = |name: &str| {
         let lower = name.to_ascii_lowercase();
         SENSITIVE.iter().any(|s| lower.contains(s))
+            || SENSITIVE_WHOLE.contains(&lower.as_str())
             || extra
                 .iter()
                 .any(|s| lower.contains(&s.to_ascii_lowercase()))
@@ -173,12 +188,23 @@ fn mask_value(value: &Value, sensitive: &dyn Fn(&str) -> bool) -> Value {
         Value::Array(items) => {
             let mut masked = Vec::with_capacity(items.len());
             let mut next_is_secret = false;
+            let mut next_is_user = false;
             for item in items {
                 if next_is_secret {
                     next_is_secret = false;
                     masked.push(Value::String("***".to_owned()));
                     continue;
                 }
+                // `-u user:password`: the user stays, the password goes.
+                if std::mem::take(&mut next_is_user)
+                    && let Some((user, _)) = item.as_str().and_then(|t| t.split_once(':'))
+                {
+                    masked.push(Value::String(format!("{user}:***")));
+                    continue;
+                }
+                next_is_user = item
+                    .as_str()
+                    .is_some_and(|t| USER_PASSWORD_OPTIONS.contains(&t));
                 // `--token VALUE`: the option alone, its value the next item.
                 next_is_secret = item
                     .as_str()
@@ -487,6 +513,33 @@ mod tests {
                 "args": ["-H", "Authorization: ***", "--password=***", "--token", "***", "--user", "ada", "-v"],
                 "note": "a sentence about a token: not a header",
                 "hook": "https://hooks.example.com/services/T0/B0/XXXX"
+            })
+        );
+    }
+
+    // guarantee: G-REG-15
+    /// Names credentials go by that the first list missed: a key in camel case or with a hyphen,
+    /// a passphrase, a bearer token or a JWT under its own name, a signed URL's signature (S3's
+    /// `X-Amz-Signature`, Azure's `sig`), and the password of `curl -u user:password`.
+    #[test]
+    fn credentials_by_their_other_names_are_masked() {
+        let masked = mask_arguments(&json!({
+            "privateKey": "-----BEGIN", "private-key": "k", "sshPassphrase": "p", "bearer": "b",
+            "jwt": "eyJ", "pwd": "p2", "auth": {"user": "ada", "pass": "p3"},
+            "url": "https://b.s3.amazonaws.com/o?X-Amz-Signature=s1&X-Amz-Date=d",
+            "blob": "https://a.blob.core.windows.net/c/b?sv=2024&sig=s2&se=e",
+            "args": ["-u", "ada:pw", "--user", "bob:pw2", "--proxy-user", "eve:pw3", "-u", "ada"],
+            "author": "Ada", "session": "s", "keys": ["a"], "path": "/srv/signatures.txt"
+        }));
+        assert_eq!(
+            masked,
+            json!({
+                "privateKey": "***", "private-key": "***", "sshPassphrase": "***", "bearer": "***",
+                "jwt": "***", "pwd": "***", "auth": "***",
+                "url": "https://b.s3.amazonaws.com/o?X-Amz-Signature=***&X-Amz-Date=d",
+                "blob": "https://a.blob.core.windows.net/c/b?sv=2024&sig=***&se=e",
+                "args": ["-u", "ada:***", "--user", "bob:***", "--proxy-user", "eve:***", "-u", "ada"],
+                "author": "Ada", "session": "s", "keys": ["a"], "path": "/srv/signatures.txt"
             })
         );
     }
