@@ -34,10 +34,10 @@ fuzz_target!(|data: &[u8]| {
             "{resolved:?} kept in {area:?}"
         );
         // The area's own name, as the kernel layer looks for it (`RUNS_LATER_NAMES`: the
-        // client's, the startup files' and the hook managers' places), in any ASCII case
-        // (docs/policy.md, "Names in any case").
+        // client's, the startup files' and the hook managers' places), folded as a file
+        // system that does not tell names apart folds it (docs/policy.md, "Names in any case").
         let named = area.file_name().and_then(|n| n.to_str());
-        let lower = area.as_os_str().as_encoded_bytes().to_ascii_lowercase();
+        let lower = capability_types::fold_path(area.as_os_str().as_encoded_bytes());
         let listed = RUNS_LATER_NAMES
             .iter()
             .any(|n| lower.ends_with(format!("/{n}").as_bytes()));
@@ -45,7 +45,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(
                 resolved
                     .components()
-                    .any(|c| c.as_os_str().eq_ignore_ascii_case(".git"))
+                    .any(|c| capability_types::same_name(c.as_os_str().as_encoded_bytes(), b".git"))
                     || listed,
                 "{resolved:?} is git's"
             );

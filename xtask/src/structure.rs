@@ -32,8 +32,10 @@ pub(crate) const MAX_FILE_LINES: usize = 700;
 /// 2,500 when `RUNS_LATER_NAMES` gained the build tools' and package managers' configuration,
 /// ten names, one a line, and from 2,520 when it gained the other shells' startup files and
 /// directories, eleven more, and from 2,535 when it gained the project configuration of nine
-/// more agents' clients, twelve names).
-pub(crate) const MAX_TYPES_LINES: usize = 2547;
+/// more agents' clients, twelve names, and from 2,547 when `fold_name` joined the names it
+/// folds: the path policy and the kernel layer must take the same spellings of them for one
+/// name, as a file system that does not tell names apart does).
+pub(crate) const MAX_TYPES_LINES: usize = 2645;
 
 pub(crate) fn run(root: &Path) -> Result<()> {
     let mut findings = Vec::new();

@@ -1109,6 +1109,42 @@ async fn a_child_cannot_change_the_places_without_a_dot_that_run_later() {
     assert!(!fx.root.join("lefthook.yaml").exists());
 }
 
+// guarantee: G-FS-11
+/// Where names are not told apart (Windows' drives under WSL, casefold, HFS+), `.mcp.json.`,
+/// `.cla\u{200D}ude` and `.ba\u{17F}hrc` are `.mcp.json`, `.claude` and `.bashrc`: one a
+/// child makes is set aside when it ends, as the ASCII spellings are, and one that was there
+/// is kept from it. Before, only ASCII case was folded, and both stayed. Checked on disk.
+#[tokio::test]
+async fn a_child_cannot_keep_a_place_that_runs_later_under_another_spelling() {
+    let fx = fixture();
+    let kept = fx.root.join(".ba\u{17F}hrc");
+    std::fs::write(&kept, "as it was\n").unwrap();
+    let p = writing_spawner(&fx);
+    let out = p
+        .spawn(
+            "sh",
+            &argv(&["-c", "echo evil >> .ba\u{17F}hrc; echo appended=$?"]),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(!stdout(&out).contains("appended=0"), "{}", stdout(&out));
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), "as it was\n");
+    for made in [".mcp.json.", ".cla\u{200D}ude", ".vscode\u{FEFF}"] {
+        let script = if made.starts_with(".mcp") {
+            format!("echo '{{}}' > '{made}'")
+        } else {
+            format!("mkdir '{made}' && echo '{{}}' > '{made}/settings.json'")
+        };
+        refused_for(
+            p.spawn("sh", &argv(&["-c", &script]), SpawnOptions::default())
+                .await,
+            made,
+        );
+        assert!(!fx.root.join(made).exists(), "{made} stayed");
+    }
+}
+
 /// `git init` of `dir` (made first).
 fn repository(dir: &Path) {
     std::fs::create_dir_all(dir).unwrap();

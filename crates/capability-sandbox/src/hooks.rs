@@ -344,7 +344,7 @@ pub fn would_make_git_dir(path: &Path, within: &Path) -> Option<PathBuf> {
 /// as a git directory, when it is none now.
 fn completed_by(part: &Path) -> Option<PathBuf> {
     let name = part.file_name()?;
-    let is = |wanted: &str| name.eq_ignore_ascii_case(wanted);
+    let is = |wanted: &str| capability_types::same_name(name.as_encoded_bytes(), wanted.as_bytes());
     if !is("HEAD") && !is("objects") && !is("commondir") {
         return None;
     }

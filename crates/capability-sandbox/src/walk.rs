@@ -208,24 +208,27 @@ impl<'a> Later<'a> {
     }
 
     /// The entry `name` of `dir`: a place named, or the first part of names further down
-    /// (`.config`), beneath which those are asked for. Names are matched in any ASCII case, as
-    /// a file system that does not tell case apart finds them (docs/policy.md, "Names in any
-    /// case"); a place is kept under the name it has on disk.
+    /// (`.config`), beneath which those are asked for. Names are matched folded, as a file
+    /// system that does not tell names apart finds them (`capability_types::fold_name`: any
+    /// case, `.g\u{131}t`, `.cla\u{200D}ude`; docs/policy.md, "Names in any case"); a place is
+    /// kept under the name it has on disk.
     fn entry(&mut self, dir: &Path, name: &std::ffi::OsStr) {
         let Some(name) = name.to_str() else {
             return;
         };
+        let folded = capability_types::fold_name(name.as_bytes());
         // Most names looked for start with a dot, and most entries do not: those are asked
         // only for the few names without one (`lefthook.yml`, `rust-toolchain.toml`).
-        let wanted = if name.starts_with('.') {
+        let wanted = if folded.first() == Some(&b'.') {
             &self.dotted
         } else {
             &self.undotted
         };
+        let is = |wanted: &str| capability_types::fold_name(wanted.as_bytes()) == folded;
         for wanted in wanted {
             match wanted.split_once('/') {
-                None if wanted.eq_ignore_ascii_case(name) => self.places.push(dir.join(name)),
-                Some((first, rest)) if first.eq_ignore_ascii_case(name) => {
+                None if is(wanted) => self.places.push(dir.join(name)),
+                Some((first, rest)) if is(first) => {
                     let place = dir.join(name).join(rest);
                     if std::fs::symlink_metadata(&place).is_ok() {
                         self.places.push(place);

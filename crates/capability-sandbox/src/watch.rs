@@ -250,9 +250,13 @@ impl Watch {
         };
         for entry in entries {
             let entry = entry.map_err(|e| at(dir, e))?;
-            // In any case: where case is not told apart, `.CLAUDE` is `.claude`.
+            // Folded: where names are not told apart, `.CLAUDE` and `.cla\u{200D}ude` are
+            // `.claude` (docs/policy.md, "Names in any case").
             let name = entry.file_name();
-            if names.iter().any(|n| n.eq_ignore_ascii_case(&name)) {
+            if names
+                .iter()
+                .any(|n| capability_types::same_name(n.as_encoded_bytes(), name.as_encoded_bytes()))
+            {
                 let place = entry.path();
                 if !self.present.contains(&place) {
                     made.push(place);

@@ -51,6 +51,7 @@ mod cancel;
 mod capabilities;
 mod context;
 mod error;
+mod fold;
 mod scoped;
 mod secret_ref;
 mod serde_util;
@@ -76,6 +77,7 @@ pub use crate::context::ToolContext;
 pub use crate::error::{
     CapabilityError, DenialCode, ErrorCode, MAX_VALUE_DEPTH, ToolResult, value_depth,
 };
+pub use crate::fold::{fold_name, fold_path, same_name};
 pub use crate::scoped::{
     DirEntry, FileKind, FsMetadata, KeyValueStore, ProcessOutput, ScopedFetch, ScopedFs,
     ScopedProcess, ScopedSecretsResolver, SpawnOptions,

@@ -64,10 +64,15 @@ pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
 /// Whether `c` changes how what follows looks, or is drawn as nothing though a program reads
 /// it: a control character, or one of [`UNSEEN`].
 fn unseen(c: char) -> bool {
-    c.is_control()
-        || UNSEEN
-            .iter()
-            .any(|&(first, last)| (first..=last).contains(&u32::from(c)))
+    c.is_control() || drawn_as_nothing(c)
+}
+
+/// Whether `c` is one of [`UNSEEN`]: drawn as nothing, and skipped by the file systems that
+/// skip Unicode's default-ignorable code points ([`fold_name`](crate::fold_name)).
+pub(crate) fn drawn_as_nothing(c: char) -> bool {
+    UNSEEN
+        .iter()
+        .any(|&(first, last)| (first..=last).contains(&u32::from(c)))
 }
 
 /// Unseen but read (inclusive ranges): the format characters (general category Cf, the soft

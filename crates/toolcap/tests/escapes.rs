@@ -2872,6 +2872,60 @@ fn the_places_that_run_later_are_refused_in_every_case() {
     );
 }
 
+// guarantee: G-FS-09
+// guarantee: G-FS-10
+// guarantee: G-FS-11
+/// The file systems that do not tell case apart take more spellings for one name than ASCII
+/// case: Linux's casefold folds `ſ` (long s) to `s`, the Kelvin sign `K` to `k` and the
+/// ligature `ﬁ` to `fi`; Windows upcases the dotless `ı` to `I`; HFS+ and the casefold of
+/// Linux before 6.12 skip the characters nobody sees (a zero-width joiner, a byte-order mark);
+/// Windows drops a name's trailing dots and spaces. So `.gıt/hooks/pre-commit`,
+/// `.baſhrc`, `.gitconﬁg`, `.\u{212A}iro/hooks.json`, `.cla\u{200D}ude/settings.json` and
+/// `.mcp.json.` are the places git, a shell or an agent's client runs on such a drive, and a
+/// tool's write of each is refused, as git refuses `.gıt` in a tree (`core.protectNTFS`,
+/// `core.protectHFS`). Before, ASCII case alone was folded, and each was written. (Here, where
+/// names are told apart, each is a file of its own, refused all the same.)
+#[test]
+fn the_places_that_run_later_are_refused_by_every_spelling_a_drive_folds() {
+    let env = Env::new("");
+    let out = env.root.join("work/out");
+    let o = out.display();
+    let p = env.personality(
+        "folds.toml",
+        &format!("id = \"folds\"\n[fs_reach]\nread = [\"{o}\"]\nwrite = [\"{o}\"]\n"),
+    );
+    for dir in [
+        ".g\u{131}t/hooks",
+        ".\u{212A}iro",
+        ".cla\u{200D}ude",
+        ".vscode\u{FEFF}",
+        ".claude ",
+        ".Ca\u{AD}rgo",
+        "\u{17F}rc",
+    ] {
+        std::fs::create_dir_all(out.join(dir)).unwrap();
+    }
+    refuses_planting(
+        &env,
+        &p,
+        &out,
+        &[
+            ".g\u{131}t/hooks/pre-commit",
+            ".ba\u{17F}hrc",
+            ".gitcon\u{FB01}g",
+            ".bash_pro\u{FB01}le",
+            ".\u{212A}iro/hooks.json",
+            ".cla\u{200D}ude/settings.json",
+            ".vscode\u{FEFF}/tasks.json",
+            ".mcp.json.",
+            ".claude /settings.json",
+            ".Ca\u{AD}rgo/config.toml",
+        ],
+        &["caf\u{E9}.md", "notes.md.", "\u{17F}rc/main.rs"],
+        "write not permitted",
+    );
+}
+
 // guarantee: G-POL-03
 /// On a file system that does not tell case apart, `.ENV` is `.env`: a deny rule is matched in
 /// any ASCII case, so a read or a write of another spelling of a denied place is refused, in
@@ -2883,7 +2937,15 @@ fn a_deny_rule_holds_in_every_case() {
     let env = Env::new("");
     let out = env.root.join("work/out");
     std::fs::create_dir_all(out.join("Secrets")).unwrap();
-    for file in [".ENV", "Secrets/prod.KEY", "notes.md"] {
+    std::fs::create_dir_all(out.join("\u{17F}ecrets")).unwrap();
+    for file in [
+        ".ENV",
+        "Secrets/prod.KEY",
+        "notes.md",
+        ".env.",
+        ".e\u{200B}nv",
+        "\u{17F}ecrets/prod.key",
+    ] {
         std::fs::write(out.join(file), "canary\n").unwrap();
     }
     let o = out.display();
@@ -2895,7 +2957,14 @@ fn a_deny_rule_holds_in_every_case() {
         ),
     );
     for mode in MODES {
-        for file in [".ENV", "Secrets/prod.KEY", "SECRETS/prod.key"] {
+        for file in [
+            ".ENV",
+            "Secrets/prod.KEY",
+            "SECRETS/prod.key",
+            ".env.",
+            ".e\u{200B}nv",
+            "\u{17F}ecrets/prod.key",
+        ] {
             let path = out.join(file).display().to_string();
             let read = read_file(&env, mode, &p, &path);
             assert_eq!(read["code"], "denied", "{mode:?} read {file}: {read}");

@@ -33,19 +33,26 @@ pub fn git_run_area(path: &Path) -> Option<PathBuf> {
     folded(path, |p| git_run_area_as_written(p).map(|area| (area, ()))).map(|(area, ())| area)
 }
 
-/// `find` of `path` with its ASCII letters in lower case, when it has capitals: a file system
-/// that does not tell case apart (Windows' drives under WSL, exFAT, ext4 or tmpfs with
-/// casefold) takes `.Git/HOOKS` for `.git/hooks`, so the names are matched as such a file
-/// system would (docs/policy.md, "Names in any case"). The area found is the same part of
-/// `path` as written: folding ASCII case keeps every byte where it is.
+/// `find` of `path` with each name folded as a file system that does not tell names apart
+/// folds it ([`capability_types::fold_name`]): such a file system (Windows' drives under WSL,
+/// exFAT, ext4 or tmpfs with casefold, HFS+) takes `.Git/HOOKS`, `.g\u{131}t/hooks` and
+/// `.claude\u{200D}` for `.git/hooks` and `.claude`, so the names are matched as it would
+/// (docs/policy.md, "Names in any case"). The area found is the same part of `path` as
+/// written: as many names from the start, since folding keeps every `/`.
 fn folded<T>(path: &Path, find: impl Fn(&Path) -> Option<(PathBuf, T)>) -> Option<(PathBuf, T)> {
     let bytes = path.as_os_str().as_bytes();
-    if !bytes.iter().any(u8::is_ascii_uppercase) {
+    let std::borrow::Cow::Owned(folded) = capability_types::fold_path(bytes) else {
         return find(path);
-    }
-    let lower = bytes.to_ascii_lowercase();
-    let (area, what) = find(Path::new(std::ffi::OsStr::from_bytes(&lower)))?;
-    let len = area.as_os_str().len().min(bytes.len());
+    };
+    let (area, what) = find(Path::new(std::ffi::OsStr::from_bytes(&folded)))?;
+    let names = area.as_os_str().as_bytes().split(|b| *b == b'/').count();
+    let len = bytes
+        .split(|b| *b == b'/')
+        .take(names)
+        .map(|name| name.len() + 1)
+        .sum::<usize>()
+        .saturating_sub(1)
+        .min(bytes.len());
     Some((
         PathBuf::from(std::ffi::OsStr::from_bytes(&bytes[..len])),
         what,

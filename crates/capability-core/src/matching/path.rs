@@ -86,11 +86,32 @@ fn within(path: &Path, root: &Path, same: impl Fn(&[u8], &[u8]) -> bool) -> bool
     p.len() >= r.len() && same(&p[..r.len()], r) && (p.len() == r.len() || p[r.len()] == b'/')
 }
 
-/// [`is_within`], with ASCII letters compared in any case: how a deny rule is matched, since a
-/// file system that does not tell case apart takes `.ENV` for `.env` (docs/policy.md, "Names in
-/// any case"). Where case is told apart it refuses a place or two more, never fewer.
+/// [`is_within`], each name compared as a file system that does not tell names apart compares
+/// it ([`capability_types::fold_name`]: ASCII case, `ſ`, `ı`, ligatures, invisible characters,
+/// trailing dots): how a deny rule is matched, since such a file system takes `.ENV`, `.env.`
+/// and `.e\u{200B}nv` for `.env` (docs/policy.md, "Names in any case"). Where names are told
+/// apart it refuses a place or two more, never fewer.
 pub fn is_within_any_case(path: &Path, root: &Path) -> bool {
-    within(path, root, <[u8]>::eq_ignore_ascii_case)
+    let (p, r) = (path.as_os_str().as_bytes(), root.as_os_str().as_bytes());
+    if p.is_ascii() && r.is_ascii() && !trails(p) && !trails(r) {
+        return within(path, root, <[u8]>::eq_ignore_ascii_case);
+    }
+    let (p, r) = (
+        capability_types::fold_path(p),
+        capability_types::fold_path(r),
+    );
+    within(
+        Path::new(std::ffi::OsStr::from_bytes(&p)),
+        Path::new(std::ffi::OsStr::from_bytes(&r)),
+        |a, b| a == b,
+    )
+}
+
+/// Whether a name of `path` ends with a dot or a space (which Windows drops), other than `.`
+/// and `..`.
+fn trails(path: &[u8]) -> bool {
+    path.split(|b| *b == b'/')
+        .any(|name| matches!(name.last(), Some(b'.' | b' ')) && name != b"." && name != b"..")
 }
 
 /// One protected area of the deny floor.
