@@ -1966,11 +1966,49 @@ fn a_tool_cannot_plant_what_a_shell_runs_as_it_starts() {
     let env = Env::new("");
     let home = env.root.join("work/out");
     let personality = writing_beneath(&env, "home", &home, &["notes", ".config/git"], ".zshenv");
+    for dir in [
+        ".config/tmux",
+        ".local/bin",
+        ".vim/plugin",
+        ".emacs.d",
+        ".config/nvim",
+        ".config/emacs",
+    ] {
+        std::fs::create_dir_all(home.join(dir)).unwrap();
+    }
     refuses_planting(
         &env,
         &personality,
         &home,
         &[
+            // What the programs a user starts in a terminal run as they start: R's and Octave's
+            // startup code and R's environment (read from the working directory first), irb's and
+            // pry's (likewise), tmux's and screen's configuration (`run-shell`, `exec`), psql's and
+            // sqlite's (`\!`, `.shell`), gdb's and lldb's (their home files are always read); and a
+            // command put first on the `PATH` (`~/.local/bin`, which Debian's and Ubuntu's
+            // `.profile` put there, and pip's and pipx's user installs fill).
+            ".Rprofile",
+            ".Renviron",
+            ".irbrc",
+            ".pryrc",
+            ".octaverc",
+            ".tmux.conf",
+            ".config/tmux/tmux.conf",
+            ".screenrc",
+            ".psqlrc",
+            ".sqliterc",
+            ".gdbinit",
+            ".lldbinit",
+            ".local/bin/git",
+            // The editors' startup: vim's and emacs's files and directories, neovim's.
+            ".vimrc",
+            ".gvimrc",
+            ".exrc",
+            ".emacs",
+            ".vim/plugin/x.vim",
+            ".emacs.d/init.el",
+            ".config/nvim/init.lua",
+            ".config/emacs/init.el",
             ".bashrc",
             ".bash_profile",
             ".bash_login",
@@ -2005,6 +2043,10 @@ fn a_tool_cannot_plant_what_a_shell_runs_as_it_starts() {
             "notes/profile",
             ".config/git/ignore",
             ".zshenv",
+            ".local/share.txt",
+            "Rprofile.md",
+            ".vimrc.bak",
+            "notes/vim",
         ],
         "as it starts",
     );

@@ -236,8 +236,14 @@ const HOOK_FILES: [&[u8]; 10] = [
 /// set) and xonsh (`.xonshrc`); of git's user configuration (`core.hooksPath`, `core.fsmonitor`
 /// and `!` aliases there run commands in every repository); and of what a graphical or PAM
 /// login reads into the session (`.pam_environment`, `.xprofile`, `.xsessionrc`, `.xsession`,
-/// `.xinitrc`: an `LD_PRELOAD` there, or a command).
-const STARTUP_NAMES: [&[u8]; 24] = [
+/// `.xinitrc`: an `LD_PRELOAD` there, or a command); and of what the programs a user starts in
+/// a terminal run as they start: R's and Octave's startup code and R's environment (`.Rprofile`,
+/// `.Renviron`, `.octaverc`, read from the working directory first), irb's and pry's (likewise),
+/// tmux's and screen's configuration (`run-shell`, `exec`), psql's and sqlite's (`\!`,
+/// `.shell`), gdb's and lldb's (a home's are always read), and the editors' (vim's, emacs's: a
+/// command there runs as the editor starts). Written in lower case, as they are matched
+/// ([`folded`]).
+const STARTUP_NAMES: [&[u8]; 39] = [
     b".bashrc",
     b".bash_profile",
     b".bash_login",
@@ -262,13 +268,32 @@ const STARTUP_NAMES: [&[u8]; 24] = [
     b".xsessionrc",
     b".xsession",
     b".xinitrc",
+    b".rprofile",
+    b".renviron",
+    b".octaverc",
+    b".irbrc",
+    b".pryrc",
+    b".tmux.conf",
+    b".screenrc",
+    b".psqlrc",
+    b".sqliterc",
+    b".gdbinit",
+    b".lldbinit",
+    b".vimrc",
+    b".gvimrc",
+    b".exrc",
+    b".emacs",
 ];
+
+/// The editors' own directories, whose every file the editor may run as it starts (vim's
+/// `plugin` scripts, emacs's `init.el`).
+const EDITOR_DIRS: [&[u8]; 2] = [b".vim", b".emacs.d"];
 
 /// The directories whose every file a login or a shell runs or reads into the session: the
 /// configuration of fish, nushell, PowerShell, xonsh and elvish, the user's systemd units
 /// (started at login), the desktop's autostart entries and the session's environment
-/// (`environment.d`).
-const STARTUP_DIRS: [&[u8]; 8] = [
+/// (`environment.d`), and tmux's, neovim's and emacs's.
+const STARTUP_DIRS: [&[u8]; 11] = [
     b"/.config/fish",
     b"/.config/nushell",
     b"/.config/powershell",
@@ -277,7 +302,15 @@ const STARTUP_DIRS: [&[u8]; 8] = [
     b"/.config/systemd/user",
     b"/.config/autostart",
     b"/.config/environment.d",
+    b"/.config/tmux",
+    b"/.config/nvim",
+    b"/.config/emacs",
 ];
+
+/// The directory whose commands a login puts first on the `PATH` (Debian's and Ubuntu's
+/// `.profile` add `~/.local/bin` when it exists; pip's and pipx's user installs fill it): a
+/// `git` or an `ls` there runs in the user's next terminal instead of the system's.
+const PATH_DIRS: [&[u8]; 1] = [b"/.local/bin"];
 
 /// Every place [`runs_later`] names outside a repository's git directory, as a relative path
 /// from the directory it is found in (kept in `capability-types`, where the kernel layer reads
@@ -345,19 +378,30 @@ fn runs_later_as_written(path: &Path) -> Option<(PathBuf, RunsLater)> {
     if let Some(area) = component_area(bytes, &BUILD_DIRS) {
         return Some((area, RunsLater::Build));
     }
+    if let Some(area) = component_area(bytes, &EDITOR_DIRS) {
+        return Some((area, RunsLater::Startup));
+    }
+    if let Some(area) = dir_area(bytes, &PATH_DIRS) {
+        return Some((area, RunsLater::Startup));
+    }
     // Most paths have no `/.config/` at all: one pass finds out.
     if !bytes.windows(9).any(|w| w == b"/.config/") {
         return None;
     }
-    STARTUP_DIRS.iter().find_map(|dir| {
-        let at = bytes.windows(dir.len()).position(|w| w == *dir)?;
-        let end = at + dir.len();
-        (bytes.len() == end || bytes[end] == b'/').then(|| {
-            (
-                PathBuf::from(std::ffi::OsStr::from_bytes(&bytes[..end])),
-                RunsLater::Startup,
-            )
-        })
+    dir_area(bytes, &STARTUP_DIRS).map(|area| (area, RunsLater::Startup))
+}
+
+/// The path up to and with the first of `dirs` (each `/`-led, of one or more names) that `path`
+/// holds as whole names.
+fn dir_area(path: &[u8], dirs: &[&[u8]]) -> Option<PathBuf> {
+    dirs.iter().find_map(|dir| {
+        // Every place it is spelled, not only the first (`/.config/fishy/.config/fish`).
+        let end = path
+            .windows(dir.len())
+            .enumerate()
+            .map(|(at, _)| at + dir.len())
+            .find(|&end| path[..end].ends_with(dir) && (path.len() == end || path[end] == b'/'))?;
+        Some(PathBuf::from(std::ffi::OsStr::from_bytes(&path[..end])))
     })
 }
 
@@ -406,6 +450,7 @@ mod tests {
             .chain(HOOK_FILES.iter())
             .chain(BUILD_FILES.iter())
             .chain(BUILD_DIRS.iter())
+            .chain(EDITOR_DIRS.iter())
             .map(|n| String::from_utf8(n.to_vec()).unwrap())
             .chain(std::iter::once(".config/git/config".to_owned()))
             .chain(
@@ -416,6 +461,7 @@ mod tests {
             .chain(
                 STARTUP_DIRS
                     .iter()
+                    .chain(PATH_DIRS.iter())
                     .map(|d| String::from_utf8(d[1..].to_vec()).unwrap()),
             )
             .collect();
@@ -458,6 +504,32 @@ mod tests {
         }
         assert_eq!(runs_later(Path::new("/srv/App/README.md")), None);
         assert_eq!(runs_later(Path::new("/srv/App/.BashRC.orig")), None);
+    }
+
+    // guarantee: G-FS-10
+    /// A directory of the lists is found wherever it is spelled as whole names, not only where
+    /// its spelling first appears.
+    #[test]
+    fn a_startup_directory_is_found_after_a_name_that_begins_like_it() {
+        for (path, area) in [
+            (
+                "/h/.config/fishy/.config/fish/x.fish",
+                "/h/.config/fishy/.config/fish",
+            ),
+            (
+                "/h/.local/binaries/.local/bin/git",
+                "/h/.local/binaries/.local/bin",
+            ),
+            ("/h/.local/bin", "/h/.local/bin"),
+        ] {
+            assert_eq!(
+                runs_later(Path::new(path)).map(|(a, _)| a),
+                Some(PathBuf::from(area)),
+                "{path}"
+            );
+        }
+        assert_eq!(runs_later(Path::new("/h/.local/binaries/x")), None);
+        assert_eq!(runs_later(Path::new("/h/.config/fishy/x")), None);
     }
 
     // guarantee: G-FS-10
