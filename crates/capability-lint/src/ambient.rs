@@ -164,6 +164,16 @@ pub(crate) const BANNED: &[(&str, &str)] = &[
     ("nix", RAW),
     // A library loaded by name runs its own code and calls what it likes.
     ("libloading", RAW),
+    // cap-std's door to the whole file system, by its own name.
+    ("cap_std::ambient_authority", "ScopedFs from the ToolContext"),
+    ("cap_async_std::ambient_authority", "ScopedFs from the ToolContext"),
+    ("cap_primitives::ambient_authority", "ScopedFs from the ToolContext"),
+    // The host's standard input and output: in an MCP server over stdio, the protocol itself,
+    // into which a tool that prints writes messages of its own (`print!`, `println!`).
+    ("std::io::stdout", STDIO),
+    ("std::io::stdin", STDIO),
+    ("print!", STDIO),
+    ("println!", STDIO),
     ("std::arch::asm", RAW),
     ("core::arch::asm", RAW),
     ("std::arch::global_asm", RAW),
@@ -177,6 +187,10 @@ pub(crate) const BANNED: &[(&str, &str)] = &[
 /// What to use instead of a `Path` method that looks at the file system.
 const PATH_PROBE: &str = "ScopedFs from the ToolContext (its exists, metadata and list); a \
                           Path method that looks at the file system is std::fs by another name";
+
+/// What to use instead of the host's standard input and output.
+const STDIO: &str = "the tool's result (and tracing for logs); the host's standard output is, \
+                     in an MCP server over stdio, the protocol itself";
 
 /// What to use instead of `env!` and `option_env!` of a variable Cargo does not set.
 const COMPILE_TIME_ENV: &str = "values passed in the arguments or ToolContext; secrets through \
@@ -408,6 +422,17 @@ impl Collector {
         }
     }
 
+    /// `print!` or `println!` (`mac`), which write to the host's standard output.
+    fn printing(&mut self, mac: &str, line: usize) {
+        let mac = mac.trim_start_matches("r#");
+        if mac == "print" || mac == "println" {
+            self.hits.push(Hit {
+                line,
+                what: format!("{mac}!"),
+            });
+        }
+    }
+
     /// `env!(args)` or `option_env!(args)` when `mac` is one of them, unless it names one of
     /// Cargo's own variables; one whose name is not a literal is a finding too.
     fn compile_time_env(&mut self, mac: &str, args: &TokenStream, line: usize) {
@@ -472,6 +497,7 @@ impl Collector {
                         && let Some(name) = segments.last()
                     {
                         self.compile_time_env(name, &args.stream(), line);
+                        self.printing(name, line);
                     }
                     if segments.len() > 1 {
                         let segments = segments
@@ -613,6 +639,7 @@ impl<'ast> Visit<'ast> for Collector {
         if let Some(last) = m.path.segments.last() {
             let line = last.ident.span().start().line;
             self.compile_time_env(&last.ident.to_string(), &m.tokens, line);
+            self.printing(&last.ident.to_string(), line);
         }
         self.scan_tokens(m.tokens.clone());
         syn::visit::visit_macro(self, m);
