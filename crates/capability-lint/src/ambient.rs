@@ -165,9 +165,18 @@ pub(crate) const BANNED: &[(&str, &str)] = &[
     // A library loaded by name runs its own code and calls what it likes.
     ("libloading", RAW),
     // cap-std's door to the whole file system, by its own name.
-    ("cap_std::ambient_authority", "ScopedFs from the ToolContext"),
-    ("cap_async_std::ambient_authority", "ScopedFs from the ToolContext"),
-    ("cap_primitives::ambient_authority", "ScopedFs from the ToolContext"),
+    (
+        "cap_std::ambient_authority",
+        "ScopedFs from the ToolContext",
+    ),
+    (
+        "cap_async_std::ambient_authority",
+        "ScopedFs from the ToolContext",
+    ),
+    (
+        "cap_primitives::ambient_authority",
+        "ScopedFs from the ToolContext",
+    ),
     // The host's standard input and output: in an MCP server over stdio, the protocol itself,
     // into which a tool that prints writes messages of its own (`print!`, `println!`).
     ("std::io::stdout", STDIO),

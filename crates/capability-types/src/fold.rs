@@ -46,6 +46,11 @@ pub fn fold_name(name: &[u8]) -> Cow<'_, [u8]> {
     if kept > 0 {
         out.truncate(kept);
     }
+    // A name of nothing but what folding drops is no name, and `.` and `..` are the path's own:
+    // such a name stays as it is, so that folding never takes a path elsewhere.
+    if out.is_empty() || out == b"." || out == b".." {
+        return Cow::Borrowed(name);
+    }
     Cow::Owned(out)
 }
 
@@ -136,6 +141,10 @@ mod tests {
         assert_eq!(&*fold_name(b"A\xff."), b"a\xff");
         assert_eq!(&*fold_path(b"/A./b /c"), b"/a/b/c");
         assert_eq!(&*fold_path(b"/a/./b/../c"), b"/a/./b/../c");
+        // Folding never makes an empty name, a `.` or a `..`.
+        for name in ["\u{6DD}", ".\u{200B}.", "\u{200B}.", "\u{FEFF}"] {
+            assert_eq!(&*fold_name(name.as_bytes()), name.as_bytes(), "{name}");
+        }
         assert!(matches!(fold_path(b"/srv/ws/notes.md"), Cow::Borrowed(_)));
         assert!(same_name(".MCP.json.".as_bytes(), b".mcp.json"));
         assert!(!same_name(b".mcp.jso", b".mcp.json"));
