@@ -2968,6 +2968,58 @@ fn the_places_that_run_later_are_refused_by_every_spelling_a_drive_folds() {
     );
 }
 
+// guarantee: G-FS-09
+// guarantee: G-FS-11
+// guarantee: G-POL-03
+/// A Windows drive that makes short names (8.3 names, on by default on a system drive) takes
+/// `GIT~1` for `.git`, `CLAUDE~1` for `.claude`, `MCP~1.JSO` for `.mcp.json` and `ENV~1` for
+/// `.env`, and so does WSL reaching it under `/mnt/c`: git refuses such names in a tree for
+/// this reason (`core.protectNTFS`, on by default since 2.24.1, CVE-2019-1353). A tool's
+/// write through a name of that form is refused, in both modes, and a read of a denied place
+/// by its short name is refused as the place is. Names that only resemble one are written.
+/// (Here, where no short names are made, each is a name of its own, refused all the same.)
+#[test]
+fn a_windows_short_name_is_not_another_way_to_the_places_kept() {
+    let env = Env::new("");
+    let out = env.root.join("work/out");
+    for dir in ["GIT~1/hooks", "CLAUDE~1", "pkg/VSCODE~2"] {
+        std::fs::create_dir_all(out.join(dir)).unwrap();
+    }
+    std::fs::write(out.join("ENV~1"), "canary\n").unwrap();
+    let o = out.display();
+    let p = env.personality(
+        "short.toml",
+        &format!(
+            "id = \"short\"\n[fs_reach]\nread = [\"{o}\"]\nwrite = [\"{o}\"]\ndeny = [\"{o}/.env\"]\n"
+        ),
+    );
+    refuses_planting(
+        &env,
+        &p,
+        &out,
+        &[
+            "GIT~1/hooks/pre-commit",
+            "CLAUDE~1/settings.json",
+            "pkg/VSCODE~2/tasks.json",
+            "MCP~1.JSO",
+            "bashrc~1",
+        ],
+        &[
+            "notes~draft.md",
+            "file.txt~",
+            "backup.~1~",
+            "a~b",
+            "x~1y.md",
+        ],
+        "write not permitted",
+    );
+    for mode in MODES {
+        let read = read_file(&env, mode, &p, &out.join("ENV~1").display().to_string());
+        assert_eq!(read["code"], "denied", "{mode:?}: {read}");
+        assert!(!read.to_string().contains("canary"), "{mode:?}: {read}");
+    }
+}
+
 // guarantee: G-POL-03
 /// On a file system that does not tell case apart, `.ENV` is `.env`: a deny rule is matched in
 /// any ASCII case, so a read or a write of another spelling of a denied place is refused, in

@@ -113,6 +113,10 @@ pub enum RunsLater {
     /// `.yarnrc.yml`, pnpm's `.pnpmfile.cjs`, bun's `bunfig.toml`, Maven's `.mvn`, and a dev
     /// container's configuration.
     Build,
+    /// A name of the form of a Windows short name (`GIT~1`, `CLAUDE~1`, `MCP~1.JSO`), which a
+    /// drive that makes them (Windows' drives under WSL) takes for a longer name, perhaps one
+    /// of the places above.
+    ShortName,
 }
 
 impl RunsLater {
@@ -135,6 +139,11 @@ impl RunsLater {
                 "a build tool or package manager (cargo, rustup, npm, yarn, pnpm, bun, Maven) or \
                  a dev container runs what it names when the user next builds or installs in \
                  the project, outside any sandbox"
+            }
+            RunsLater::ShortName => {
+                "the name has the form of a Windows short name, which a drive that makes them \
+                 (a Windows drive under WSL) takes for a longer name, perhaps `.git`, `.claude` \
+                 or another place whose code runs outside any sandbox; write the long name"
             }
         }
     }
@@ -328,9 +337,11 @@ pub use capability_types::backend::RUNS_LATER_NAMES;
 /// everything under a `.claude`, `.cursor`, `.codex`, `.gemini`, `.vscode` or `.idea`, in any
 /// directory; a build tool's or package manager's configuration (`.cargo/config.toml`,
 /// `rust-toolchain.toml`, `.npmrc`, `.yarnrc.yml`, `.pnpmfile.cjs`, `bunfig.toml`, `.mvn`, a
-/// dev container's), in any directory. Decided from the path's spelling, the names in any
-/// ASCII case (`.Claude`, `.BASHRC`: one file where case is not told apart); `path` must be
-/// normalised and absolute.
+/// dev container's), in any directory; and, failing those, a name of the form of a Windows short
+/// name (`GIT~1`, [`RunsLater::ShortName`]). Decided from the path's spelling, the names folded
+/// as a file system that does not tell names apart folds them (`.Claude`, `.BASHRC`,
+/// `.g\u{131}t`: one file there; [`capability_types::fold_name`]); `path` must be normalised
+/// and absolute.
 ///
 /// ```
 /// use capability_core::matching::path::{RunsLater, runs_later};
@@ -347,7 +358,10 @@ pub use capability_types::backend::RUNS_LATER_NAMES;
 /// assert_eq!(runs("/srv/app/.pre-commit-config.yaml"), Some(RunsLater::Git));
 /// ```
 pub fn runs_later(path: &Path) -> Option<(PathBuf, RunsLater)> {
-    folded(path, runs_later_as_written)
+    folded(path, runs_later_as_written).or_else(|| {
+        super::short::short_name_area(path.as_os_str().as_bytes())
+            .map(|area| (area, RunsLater::ShortName))
+    })
 }
 
 /// [`runs_later`] of `path` as it is spelled.

@@ -8,6 +8,7 @@ pub mod host;
 mod later;
 pub mod path;
 pub mod scheme;
+mod short;
 
 /// The outcome of intersecting a tool's declaration with a personality's rules for one
 /// category: what is granted, and what was dropped and why.

@@ -93,18 +93,24 @@ fn within(path: &Path, root: &Path, same: impl Fn(&[u8], &[u8]) -> bool) -> bool
 /// apart it refuses a place or two more, never fewer.
 pub fn is_within_any_case(path: &Path, root: &Path) -> bool {
     let (p, r) = (path.as_os_str().as_bytes(), root.as_os_str().as_bytes());
-    if p.is_ascii() && r.is_ascii() && !trails(p) && !trails(r) {
+    if p.is_ascii() && r.is_ascii() && !trails(p) && !trails(r) && !p.contains(&b'~') {
         return within(path, root, <[u8]>::eq_ignore_ascii_case);
     }
+    // Name by name: each folded, or the path's a short name the drive could have made for the
+    // root's (`ENV~1` for `.env`).
     let (p, r) = (
         capability_types::fold_path(p),
         capability_types::fold_path(r),
     );
-    within(
-        Path::new(std::ffi::OsStr::from_bytes(&p)),
-        Path::new(std::ffi::OsStr::from_bytes(&r)),
-        |a, b| a == b,
-    )
+    if r.as_ref() == b"/" {
+        return p.first() == Some(&b'/');
+    }
+    let (mut p, r) = (p.split(|b| *b == b'/'), r.split(|b| *b == b'/'));
+    r.into_iter().all(|root_name| {
+        p.next().is_some_and(|name| {
+            name == root_name || super::short::may_be_short_for(name, root_name)
+        })
+    })
 }
 
 /// Whether a name of `path` ends with a dot or a space (which Windows drops), other than `.`
