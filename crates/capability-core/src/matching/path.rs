@@ -92,8 +92,20 @@ fn within(path: &Path, root: &Path, same: impl Fn(&[u8], &[u8]) -> bool) -> bool
 /// and `.e\u{200B}nv` for `.env` (docs/policy.md, "Names in any case"). Where names are told
 /// apart it refuses a place or two more, never fewer.
 pub fn is_within_any_case(path: &Path, root: &Path) -> bool {
+    within_any_case(path, plain(path.as_os_str().as_bytes()), root)
+}
+
+/// Whether `path` lies within any of `roots` as [`is_within_any_case`] says: how the deny rules
+/// are asked, `path` looked at once for all of them.
+pub fn is_within_any_of_any_case(path: &Path, roots: &[PathBuf]) -> bool {
+    let path_plain = plain(path.as_os_str().as_bytes());
+    roots.iter().any(|r| within_any_case(path, path_plain, r))
+}
+
+/// [`is_within_any_case`], told whether `path` is [`plain`].
+fn within_any_case(path: &Path, path_plain: bool, root: &Path) -> bool {
     let (p, r) = (path.as_os_str().as_bytes(), root.as_os_str().as_bytes());
-    if p.is_ascii() && r.is_ascii() && !trails(p) && !trails(r) && !p.contains(&b'~') {
+    if path_plain && plain(r) {
         return within(path, root, <[u8]>::eq_ignore_ascii_case);
     }
     // Name by name: each folded, or the path's a short name the drive could have made for the
@@ -113,11 +125,18 @@ pub fn is_within_any_case(path: &Path, root: &Path) -> bool {
     })
 }
 
-/// Whether a name of `path` ends with a dot or a space (which Windows drops), other than `.`
-/// and `..`.
-fn trails(path: &[u8]) -> bool {
-    path.split(|b| *b == b'/')
-        .any(|name| matches!(name.last(), Some(b'.' | b' ')) && name != b"." && name != b"..")
+/// Whether `path` is the same however a file system that does not tell names apart folds it,
+/// but for ASCII case: ASCII, no `~` (a short name's mark), no name ending in a dot or a space.
+/// One pass, no allocation: the deny rules ask it of every path checked.
+fn plain(path: &[u8]) -> bool {
+    let mut last = b'/';
+    for &b in path {
+        if !b.is_ascii() || b == b'~' || (b == b'/' && matches!(last, b'.' | b' ')) {
+            return false;
+        }
+        last = b;
+    }
+    !matches!(last, b'.' | b' ')
 }
 
 /// One protected area of the deny floor.

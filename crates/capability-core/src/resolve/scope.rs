@@ -17,7 +17,7 @@ use crate::matching::binary::ArgvPattern;
 use crate::matching::exec_options;
 use crate::matching::host::{HostSet, normalize_host};
 use crate::matching::path::{
-    DenyFloor, RunsLater, is_within, is_within_any_case, resolve_path, runs_later,
+    DenyFloor, RunsLater, is_within, is_within_any_of_any_case, resolve_path, runs_later,
 };
 use crate::realpath::{Aliases, LaterAlias};
 
@@ -199,7 +199,7 @@ impl PathPolicy for ResolvedPaths {
         // Deny rules and the floor can only bite under a root they overlap (decided once per
         // intersection); a missing flag counts as overlapping.
         if guarded.get(index).copied().unwrap_or(true)
-            && (self.deny.iter().any(|d| is_within_any_case(&full, d))
+            && (is_within_any_of_any_case(&full, &self.deny)
                 || self.floor.blocks(&full, personality))
         {
             return Err(refuse());
