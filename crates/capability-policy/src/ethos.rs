@@ -41,15 +41,14 @@ pub const ETHOS_POLICY_FILES: [&str; 3] = ["config.yaml", "toolset.yaml", "mcp.y
 pub const ETHOS_OTHER_FILES: [&str; 4] = ["SOUL.md", "skills", "tools.yaml", "README.md"];
 
 /// What Ethos refuses every personality, whatever its `fs_reach`: its `sensitiveDenyPaths` (the
-/// always-deny floor of its `storage-fs`: credentials, shell histories, its own keys and
-/// secrets, system places), then the app state its file tools refuse to write (its
-/// configuration, web token, pairing database and sessions), which a deny rule here refuses to
-/// read too. An Ethos personality gets them as deny rules, so that it reaches here no more than
-/// it does in Ethos; without a known home directory for the entries under `~`, it does not load. Its
-/// `/proc/self/environ` and `/proc/self/cmdline` are not among them (a rule on `/proc/self`
-/// would be a rule on this process's number, another in every run): toolcap's own floor keeps
-/// all of `/proc`, and an Ethos personality may not lift it (`from_ethos` refuses a root there).
-pub const ETHOS_ALWAYS_DENY: [&str; 25] = [
+/// always-deny floor of its `storage-fs`: credentials, shell histories, system places) but for
+/// its state dir's own entries, which are [`ETHOS_STATE_DENY`]. An Ethos personality gets them
+/// as deny rules, so that it reaches here no more than it does in Ethos; without a known home
+/// directory for the entries under `~`, it does not load. Its `/proc/self/environ` and
+/// `/proc/self/cmdline` are not among them (a rule on `/proc/self` would be a rule on this
+/// process's number, another in every run): toolcap's own floor keeps all of `/proc`, and an
+/// Ethos personality may not lift it (`from_ethos` refuses a root there).
+pub const ETHOS_ALWAYS_DENY: [&str; 19] = [
     "~/.ssh",
     "~/.aws/credentials",
     "~/.aws/config",
@@ -60,8 +59,6 @@ pub const ETHOS_ALWAYS_DENY: [&str; 25] = [
     "~/.psql_history",
     "~/.mysql_history",
     "~/.npmrc",
-    "~/.ethos/keys.json",
-    "~/.ethos/secrets",
     "~/Library/Keychains",
     "/etc/passwd",
     "/etc/shadow",
@@ -71,10 +68,36 @@ pub const ETHOS_ALWAYS_DENY: [&str; 25] = [
     "/boot",
     "/sys",
     "/proc/sys",
-    "~/.ethos/config.yaml",
-    "~/.ethos/web-token",
-    "~/.ethos/pairing.db",
-    "~/.ethos/sessions",
+];
+
+/// The entries of Ethos's state dir it keeps from every personality, kept here beneath
+/// `~/.ethos` and beneath `$ETHOS_HOME` when that is elsewhere (Ethos keeps them in every
+/// state dir it has): its keys and secrets, its configuration and web token, the pairing
+/// database and sessions its file tools refuse to write (a deny rule here refuses reading them
+/// too), and since its `STATE_DIR_DENY_ENTRIES` (2026-09) what its next boot or cron run
+/// executes on the host (`mcp.json`, `plugins`, `scripts`), every personality's transcripts,
+/// telemetry and memory (the SQLite databases, with the side files it keeps beside them), and
+/// the learning inbox.
+pub const ETHOS_STATE_DENY: [&str; 19] = [
+    "keys.json",
+    "secrets",
+    "config.yaml",
+    "web-token",
+    "pairing.db",
+    "sessions",
+    "mcp.json",
+    "plugins",
+    "scripts",
+    "sessions.db",
+    "sessions.db-wal",
+    "sessions.db-shm",
+    "observability.db",
+    "observability.db-wal",
+    "observability.db-shm",
+    "memory.db",
+    "memory.db-wal",
+    "memory.db-shm",
+    "learning",
 ];
 
 /// The tools every Ethos surface with an approval flow asks about, whatever the personality's
@@ -251,6 +274,11 @@ impl PersonalityPolicy {
             .fs_reach
             .deny
             .extend(ETHOS_ALWAYS_DENY.iter().map(PathBuf::from));
+        for state in [Path::new("~/.ethos"), vars.ethos_home] {
+            let entries = ETHOS_STATE_DENY.iter().map(|entry| state.join(entry));
+            policy.fs_reach.deny.extend(entries);
+        }
+        policy.fs_reach.deny.dedup();
         (policy.escalate.tools).extend(ETHOS_ALWAYS_ASKS.iter().map(|t| t.to_string()));
 
         let mut toolset: Vec<String> = match files.toolset {

@@ -54,7 +54,7 @@ pub use crate::error::PolicyError;
 #[cfg(feature = "yaml")]
 pub use crate::ethos::{
     ETHOS_ALWAYS_ASKS, ETHOS_ALWAYS_DENY, ETHOS_OTHER_FILES, ETHOS_POLICY_FILES, ETHOS_SMART_ASKS,
-    EthosFiles, EthosVars,
+    ETHOS_STATE_DENY, EthosFiles, EthosVars,
 };
 pub use crate::names::{is_mcp_server_entry, valid_tool_name};
 pub use crate::personality::{

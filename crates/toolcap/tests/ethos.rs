@@ -373,6 +373,83 @@ fn paths_ethos_does_not_expand_are_read_where_ethos_reads_them() {
 }
 
 // guarantee: G-POL-05
+/// Ethos's later floor (its `storage-fs` after 2026-09: `STATE_DIR_DENY_ENTRIES`) keeps more of
+/// its state dir from every personality: `mcp.json`, `plugins` and `scripts` (code its next boot
+/// or cron run executes on the host), the transcripts, telemetry and memory databases with the
+/// side files SQLite keeps beside them, and the learning inbox; and it keeps them in the state
+/// dir an override names as well as in `~/.ethos`. Loaded here, an Ethos personality whose
+/// reach is `/` reads and writes none of them, under `~/.ethos` and under `$ETHOS_HOME`.
+/// Before, only the entries of the older floor were kept, and a tool wrote `~/.ethos/mcp.json`,
+/// which Ethos starts as a server when it next boots.
+#[test]
+fn ethos_later_floor_keeps_its_state_dir_from_its_personalities() {
+    let env = Env::new();
+    let state = env.home.join("state");
+    let dir = env.cwd.join("p/everything");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.yaml"),
+        "name: E\nfs_reach.read: /\nfs_reach.write: /\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("toolset.yaml"), "- read_file\n- write_file\n").unwrap();
+    let entries = [
+        "mcp.json",
+        "plugins/p.js",
+        "scripts/nightly.sh",
+        "sessions.db",
+        "sessions.db-wal",
+        "observability.db-shm",
+        "memory.db",
+        "learning/candidate.json",
+    ];
+    for base in [env.home.join(".ethos"), state.clone()] {
+        for entry in entries {
+            let file = base.join(entry);
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, "the user's own\n").unwrap();
+        }
+    }
+    let call = |tool: &str, args: serde_json::Value| -> Value {
+        let out = Command::new(TOOLCAP)
+            .args(["call", "--personality", dir.to_str().unwrap(), tool])
+            .arg(args.to_string())
+            .env("HOME", &env.home)
+            .env("ETHOS_HOME", &state)
+            .env("XDG_DATA_HOME", env.home.join("data"))
+            .env_remove("RUST_LOG")
+            .current_dir(&env.cwd)
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)))
+    };
+    for base in [env.home.join(".ethos"), state.clone()] {
+        for entry in entries {
+            let path = base.join(entry).display().to_string();
+            let read = call("read_file", serde_json::json!({"path": path}));
+            assert!(
+                error(&read).starts_with("PATH_NOT_REACHABLE"),
+                "read {path}: {read}"
+            );
+            let written = call(
+                "write_file",
+                serde_json::json!({"path": path, "content": "{\"mcpServers\": {}}"}),
+            );
+            assert!(
+                error(&written).starts_with("PATH_NOT_REACHABLE"),
+                "write {path}: {written}"
+            );
+            assert_eq!(
+                std::fs::read_to_string(base.join(entry)).unwrap(),
+                "the user's own\n",
+                "{path}"
+            );
+        }
+    }
+}
+
+// guarantee: G-POL-05
 /// Ethos refuses every personality, whatever its `fs_reach`, a floor of credential and system
 /// paths (`sensitiveDenyPaths` in its `storage-fs`): shell histories, `~/.npmrc`, the AWS
 /// credentials, Ethos's own `keys.json` and `secrets`, `/etc/passwd`, `/root`, `/boot` and the
