@@ -253,9 +253,10 @@ impl Watch {
             // Folded: where names are not told apart, `.CLAUDE` and `.cla\u{200D}ude` are
             // `.claude` (docs/policy.md, "Names in any case").
             let name = entry.file_name();
+            let folded = capability_types::fold_name(name.as_encoded_bytes());
             if names
                 .iter()
-                .any(|n| capability_types::same_name(n.as_encoded_bytes(), name.as_encoded_bytes()))
+                .any(|n| capability_types::fold_name(n.as_encoded_bytes()) == folded)
             {
                 let place = entry.path();
                 if !self.present.contains(&place) {
