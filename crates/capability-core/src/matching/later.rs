@@ -436,10 +436,15 @@ fn component_area(path: &[u8], names: &[&[u8]]) -> Option<PathBuf> {
     {
         return None;
     }
+    area_through_first(path, |part| names.contains(&part))
+}
+
+/// `path` up to and with its first name for which `is` holds.
+pub(super) fn area_through_first(path: &[u8], is: impl Fn(&[u8]) -> bool) -> Option<PathBuf> {
     let mut end = 0;
     for part in path.split(|c| *c == b'/') {
         end += part.len();
-        if names.contains(&part) {
+        if is(part) {
             return Some(PathBuf::from(std::ffi::OsStr::from_bytes(&path[..end])));
         }
         end += 1;

@@ -3,7 +3,6 @@
 //! also when WSL reaches the drive under `/mnt/c` (docs/policy.md, "Names in any case"). Git
 //! refuses them in a tree for the same reason (`core.protectNTFS`).
 
-use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 /// Whether `name` has the form of a short name: a stem of at most eight characters ending in
@@ -68,15 +67,7 @@ pub(crate) fn short_name_area(path: &[u8]) -> Option<PathBuf> {
     if !path.contains(&b'~') {
         return None;
     }
-    let mut end = 0;
-    for name in path.split(|b| *b == b'/') {
-        end += name.len();
-        if is_short_name(name) {
-            return Some(PathBuf::from(std::ffi::OsStr::from_bytes(&path[..end])));
-        }
-        end += 1;
-    }
-    None
+    super::later::area_through_first(path, is_short_name)
 }
 
 #[cfg(test)]
