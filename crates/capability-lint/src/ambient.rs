@@ -181,6 +181,10 @@ pub(crate) const BANNED: &[(&str, &str)] = &[
     // into which a tool that prints writes messages of its own (`print!`, `println!`).
     ("std::io::stdout", STDIO),
     ("std::io::stdin", STDIO),
+    ("tokio::io::stdout", STDIO),
+    ("tokio::io::stdin", STDIO),
+    ("async_std::io::stdout", STDIO),
+    ("async_std::io::stdin", STDIO),
     ("print!", STDIO),
     ("println!", STDIO),
     ("std::arch::asm", RAW),
