@@ -378,13 +378,15 @@ fn paths_ethos_does_not_expand_are_read_where_ethos_reads_them() {
 /// or cron run executes on the host), the transcripts, telemetry and memory databases with the
 /// side files SQLite keeps beside them, and the learning inbox; and it keeps them in the state
 /// dir an override names as well as in `~/.ethos`. Loaded here, an Ethos personality whose
-/// reach is `/` reads and writes none of them, under `~/.ethos` and under `$ETHOS_HOME`.
+/// reach is `/` reads and writes none of them, under `~/.ethos`, under `$ETHOS_HOME` and under
+/// `$ETHOS_STATE_DIR` (the later Ethos's name for its state dir's override).
 /// Before, only the entries of the older floor were kept, and a tool wrote `~/.ethos/mcp.json`,
 /// which Ethos starts as a server when it next boots.
 #[test]
 fn ethos_later_floor_keeps_its_state_dir_from_its_personalities() {
     let env = Env::new();
     let state = env.home.join("state");
+    let state_dir = env.home.join("state-dir");
     let dir = env.cwd.join("p/everything");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
@@ -403,7 +405,7 @@ fn ethos_later_floor_keeps_its_state_dir_from_its_personalities() {
         "memory.db",
         "learning/candidate.json",
     ];
-    for base in [env.home.join(".ethos"), state.clone()] {
+    for base in [env.home.join(".ethos"), state.clone(), state_dir.clone()] {
         for entry in entries {
             let file = base.join(entry);
             std::fs::create_dir_all(file.parent().unwrap()).unwrap();
@@ -416,6 +418,7 @@ fn ethos_later_floor_keeps_its_state_dir_from_its_personalities() {
             .arg(args.to_string())
             .env("HOME", &env.home)
             .env("ETHOS_HOME", &state)
+            .env("ETHOS_STATE_DIR", &state_dir)
             .env("XDG_DATA_HOME", env.home.join("data"))
             .env_remove("RUST_LOG")
             .current_dir(&env.cwd)
@@ -424,7 +427,7 @@ fn ethos_later_floor_keeps_its_state_dir_from_its_personalities() {
         serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)))
     };
-    for base in [env.home.join(".ethos"), state.clone()] {
+    for base in [env.home.join(".ethos"), state.clone(), state_dir.clone()] {
         for entry in entries {
             let path = base.join(entry).display().to_string();
             let read = call("read_file", serde_json::json!({"path": path}));

@@ -218,7 +218,9 @@ fn kept_place(path: &Path) -> Result<PathBuf, Usage> {
 /// policy files are read; other files Ethos keeps there are left alone; a `.yaml`, `.yml`,
 /// `.json` or `.toml` file toolcap does not know is an error (it may be policy).
 fn load_ethos_dir(dir: &Path) -> Result<CompiledPolicy, Usage> {
-    use capability_core::{ETHOS_OTHER_FILES, ETHOS_POLICY_FILES, EthosFiles, EthosVars};
+    use capability_core::{
+        ETHOS_OTHER_FILES, ETHOS_POLICY_FILES, ETHOS_STATE_DENY, EthosFiles, EthosVars,
+    };
     let shown = dir.display();
     let dir = std::fs::canonicalize(dir)
         .map_err(|e| Usage(format!("cannot read personality directory {shown}: {e}")))?;
@@ -294,7 +296,26 @@ fn load_ethos_dir(dir: &Path) -> Result<CompiledPolicy, Usage> {
     let policy = capability_core::PersonalityPolicy::from_ethos(&id, files, vars, home.as_deref())
         .and_then(|p| CompiledPolicy::compile(p, home.as_deref()))
         .map_err(|e| Usage(format!("invalid Ethos personality {shown}: {e}")))?;
-    Ok(policy)
+    // The later Ethos keeps its state in `$ETHOS_STATE_DIR` as well when that is set, and keeps
+    // the same entries from every personality there (docs/policy.md, "Ethos personality
+    // directories").
+    match std::env::var_os("ETHOS_STATE_DIR").map(PathBuf::from) {
+        None => Ok(policy),
+        Some(dir) if dir.is_absolute() => {
+            let mut narrowing = capability_core::Narrowing::default();
+            narrowing.fs_reach.deny = ETHOS_STATE_DENY.iter().map(|e| dir.join(e)).collect();
+            policy.narrow(&narrowing).map_err(|e| {
+                Usage(format!(
+                    "cannot keep the Ethos state in {} out of reach: {e}",
+                    dir.display()
+                ))
+            })
+        }
+        Some(dir) => Err(Usage(format!(
+            "ETHOS_STATE_DIR={} is not an absolute path",
+            dir.display()
+        ))),
+    }
 }
 
 /// What the attachments of one command line may hold in all.
