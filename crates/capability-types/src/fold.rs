@@ -7,9 +7,9 @@ use std::borrow::Cow;
 /// `name` (one path component) as a file system that does not tell names apart takes it:
 ///
 /// - letters in lower case: ASCII's, and the letters that fold or upcase onto them, the long
-///   `ſ` (s) and the Kelvin sign `K` (k) as Linux's casefold folds them, the dotless `ı` (i) as
-///   Windows upcases it, the ligatures `ﬀ ﬁ ﬂ ﬃ ﬄ ﬅ ﬆ` and `ß`, `ẞ` (ss) as full case folding
-///   writes them out;
+///   `ſ` (s) and the Kelvin sign `\u{212A}` (k) as Linux's casefold folds them, the dotless
+///   `ı` (i) as Windows upcases it, the ligatures `ﬀ ﬁ ﬂ ﬃ ﬄ ﬅ ﬆ` and `ß`, `ẞ` (ss) as full
+///   case folding writes them out;
 /// - without the characters a terminal draws as nothing (zero-width spaces and joiners,
 ///   direction marks, a byte-order mark, a soft hyphen, variation selectors, tags: Unicode's
 ///   default-ignorable code points and the other format characters), which HFS+ and Linux's

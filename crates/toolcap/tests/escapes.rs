@@ -2918,8 +2918,8 @@ fn the_places_that_run_later_are_refused_in_every_case() {
 // guarantee: G-FS-10
 // guarantee: G-FS-11
 /// The file systems that do not tell case apart take more spellings for one name than ASCII
-/// case: Linux's casefold folds `ſ` (long s) to `s`, the Kelvin sign `K` to `k` and the
-/// ligature `ﬁ` to `fi`; Windows upcases the dotless `ı` to `I`; HFS+ and the casefold of
+/// case: Linux's casefold folds `ſ` (long s) to `s`, the Kelvin sign `\u{212A}` to `k` and
+/// the ligature `ﬁ` to `fi`; Windows upcases the dotless `ı` to `I`; HFS+ and the casefold of
 /// Linux before 6.12 skip the characters nobody sees (a zero-width joiner, a byte-order mark);
 /// Windows drops a name's trailing dots and spaces. So `.gıt/hooks/pre-commit`,
 /// `.baſhrc`, `.gitconﬁg`, `.\u{212A}iro/hooks.json`, `.cla\u{200D}ude/settings.json` and
