@@ -379,7 +379,8 @@ fn paths_ethos_does_not_expand_are_read_where_ethos_reads_them() {
 /// side files SQLite keeps beside them, and the learning inbox; and it keeps them in the state
 /// dir an override names as well as in `~/.ethos`. Loaded here, an Ethos personality whose
 /// reach is `/` reads and writes none of them, under `~/.ethos`, under `$ETHOS_HOME` and under
-/// `$ETHOS_STATE_DIR` (the later Ethos's name for its state dir's override).
+/// `$ETHOS_STATE_DIR` (the later Ethos's name for its state dir's override), in process mode
+/// and in the capsule: what they hold comes out nowhere, and they are as they were.
 /// Before, only the entries of the older floor were kept, and a tool wrote `~/.ethos/mcp.json`,
 /// which Ethos starts as a server when it next boots.
 #[test]
@@ -412,9 +413,11 @@ fn ethos_later_floor_keeps_its_state_dir_from_its_personalities() {
             std::fs::write(&file, "the user's own\n").unwrap();
         }
     }
-    let call = |tool: &str, args: serde_json::Value| -> Value {
+    let call = |mode: &[&str], tool: &str, args: serde_json::Value| -> (Value, String) {
         let out = Command::new(TOOLCAP)
-            .args(["call", "--personality", dir.to_str().unwrap(), tool])
+            .arg("call")
+            .args(mode)
+            .args(["--personality", dir.to_str().unwrap(), tool])
             .arg(args.to_string())
             .env("HOME", &env.home)
             .env("ETHOS_HOME", &state)
@@ -424,30 +427,41 @@ fn ethos_later_floor_keeps_its_state_dir_from_its_personalities() {
             .current_dir(&env.cwd)
             .output()
             .unwrap();
-        serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)))
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let result = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+        (result, all)
     };
-    for base in [env.home.join(".ethos"), state.clone(), state_dir.clone()] {
-        for entry in entries {
-            let path = base.join(entry).display().to_string();
-            let read = call("read_file", serde_json::json!({"path": path}));
-            assert!(
-                error(&read).starts_with("PATH_NOT_REACHABLE"),
-                "read {path}: {read}"
-            );
-            let written = call(
-                "write_file",
-                serde_json::json!({"path": path, "content": "{\"mcpServers\": {}}"}),
-            );
-            assert!(
-                error(&written).starts_with("PATH_NOT_REACHABLE"),
-                "write {path}: {written}"
-            );
-            assert_eq!(
-                std::fs::read_to_string(base.join(entry)).unwrap(),
-                "the user's own\n",
-                "{path}"
-            );
+    for mode in MODES {
+        for base in [env.home.join(".ethos"), state.clone(), state_dir.clone()] {
+            for entry in entries {
+                let path = base.join(entry).display().to_string();
+                let (read, all) = call(mode, "read_file", serde_json::json!({"path": path}));
+                assert!(
+                    error(&read).starts_with("PATH_NOT_REACHABLE"),
+                    "{mode:?} read {path}: {read}"
+                );
+                // What the file holds came out nowhere.
+                assert!(!all.contains("the user's own"), "{mode:?} {path}: {all}");
+                let (written, _) = call(
+                    mode,
+                    "write_file",
+                    serde_json::json!({"path": path, "content": "{\"mcpServers\": {}}"}),
+                );
+                assert!(
+                    error(&written).starts_with("PATH_NOT_REACHABLE"),
+                    "{mode:?} write {path}: {written}"
+                );
+                assert_eq!(
+                    std::fs::read_to_string(base.join(entry)).unwrap(),
+                    "the user's own\n",
+                    "{mode:?} {path}"
+                );
+            }
         }
     }
 }
