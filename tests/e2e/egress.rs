@@ -183,6 +183,25 @@ async fn children_reach_exactly_their_tools_hosts_through_the_proxy() {
         "{out}"
     );
 
+    // Inside the tunnel, the request asks the allowed address for another site: an address that
+    // serves many names would answer for it. Refused by the proxy before the server sees it.
+    let out = run(
+        "net_curl",
+        curl(&["--proxytunnel", "-H", "Host: evil.example"], allowed),
+    )
+    .await;
+    assert!(
+        out["stdout"]
+            .as_str()
+            .unwrap()
+            .starts_with("HOST_NOT_ALLOWED: evil.example"),
+        "{out}"
+    );
+    assert!(
+        out["stdout"].as_str().unwrap().ends_with("status=403"),
+        "{out}"
+    );
+
     // The forbidden host: refused by the proxy, both ways.
     let out = run("net_curl", curl(&[], forbidden)).await;
     assert_eq!(
@@ -214,8 +233,9 @@ async fn children_reach_exactly_their_tools_hosts_through_the_proxy() {
     );
     let log = String::from_utf8_lossy(&captured.0.lock().unwrap_or_else(PoisonError::into_inner))
         .to_string();
-    assert_eq!(log.matches("kind=\"egress_allowed\"").count(), 3, "{log}");
-    assert_eq!(log.matches("kind=\"egress_denied\"").count(), 2, "{log}");
+    assert_eq!(log.matches("kind=\"egress_allowed\"").count(), 4, "{log}");
+    assert_eq!(log.matches("kind=\"egress_denied\"").count(), 3, "{log}");
+    assert!(log.contains("host=\"evil.example\""), "{log}");
     assert!(log.contains(&format!("port={forbidden}")), "{log}");
     assert!(log.contains("tool=net_curl"), "{log}");
 }

@@ -4,10 +4,13 @@
 //! socket; the host accepts on that socket (its descriptor was handed over before the child
 //! ran), so nothing in the child's namespace reaches anything but this proxy. For each request
 //! the proxy decides on the CONNECT target (HTTPS) or the absolute-form request URI (HTTP) —
-//! never on the `Host` header — with the tool's own host policy, then resolves once, applies
-//! the same address checks as [`ScopedFetch`](capability_types::ScopedFetch) (restricted
-//! address classes only for explicitly named hosts) and connects to the checked address.
-//! Every decision is an audit event (`toolcap::audit`, `egress_allowed` / `egress_denied`).
+//! never on the `Host` header of a request to the proxy — with the tool's own host policy, then
+//! resolves once, applies the same address checks as
+//! [`ScopedFetch`](capability_types::ScopedFetch) (restricted address classes only for
+//! explicitly named hosts) and connects to the checked address. Inside a tunnel, the names a
+//! server at that address would route by (a ClientHello's, each plain request's `Host`) must be
+//! allowed too ([`crate::sni`], [`crate::tunnel`]). Every decision is an audit event
+//! (`toolcap::audit`, `egress_allowed` / `egress_denied`).
 
 use std::convert::Infallible;
 use std::fmt;
@@ -30,9 +33,10 @@ use tokio::task::{AbortHandle, JoinSet};
 use crate::connect::{ConnectError, connect_checked};
 use crate::resolver::SystemResolver;
 use crate::sni::Opening;
+use crate::tunnel::{self, Prefixed, Refused, name_allowed};
 use crate::{CONNECTION_HEADERS, FetchConfig};
 
-type Body = BoxBody<Bytes, hyper::Error>;
+pub(crate) type Body = BoxBody<Bytes, hyper::Error>;
 
 /// How many connections one child's proxy serves at once (docs/isolation-model.md, "Limits").
 /// Each costs the host a descriptor (a tunnel, two), and the host's descriptors are shared by
@@ -166,7 +170,7 @@ struct Proxy {
     tasks: Arc<Mutex<Vec<AbortHandle>>>,
 }
 
-fn full(status: StatusCode, text: String) -> Response<Body> {
+pub(crate) fn full(status: StatusCode, text: String) -> Response<Body> {
     let mut response = Response::new(
         Full::new(Bytes::from(text))
             .map_err(|never: Infallible| match never {})
@@ -182,7 +186,7 @@ fn full(status: StatusCode, text: String) -> Response<Body> {
 
 /// Headers that belong to the hop to the proxy, beside [`CONNECTION_HEADERS`], and are not
 /// forwarded.
-const PROXY_HEADERS: [&str; 3] = [
+pub(crate) const PROXY_HEADERS: [&str; 3] = [
     "proxy-connection",
     "proxy-authorization",
     "proxy-authenticate",
@@ -296,14 +300,35 @@ impl Proxy {
             };
             let mut client = TokioIo::new(upgraded);
             let mut first = Vec::new();
+            match tunnel::child_speaks_first(&mut client, &upstream, &mut first).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                    return;
+                }
+                Err(_) => return,
+            }
             let refused = match crate::sni::opening(&mut client, &mut first).await {
                 Ok(Opening::NotTls | Opening::Hello(None)) => None,
-                Ok(Opening::Hello(Some(name))) => proxy
-                    .grant
-                    .hosts
-                    .check(&name, port)
+                Ok(Opening::Hello(Some(name))) => name_allowed(&*proxy.grant.hosts, &name, port)
                     .err()
-                    .map(|e| (name, e.to_string())),
+                    .map(|why| (name, why)),
+                Ok(Opening::Http) => {
+                    // Served as HTTP, each request's names checked, until either side ends.
+                    let hosts = Arc::clone(&proxy.grant.hosts);
+                    let audit = Arc::clone(&proxy);
+                    let refused =
+                        move |r: Refused| audit.audit(false, "tunnel-http", &r.name, r.port, Some(&r.why));
+                    tunnel::serve_http(
+                        Prefixed::new(first, client),
+                        upstream,
+                        hosts,
+                        port,
+                        refused,
+                    )
+                    .await;
+                    return;
+                }
                 Err(why) => Some((authority.host().to_owned(), why)),
             };
             if let Some((name, why)) = refused {

@@ -35,6 +35,7 @@ mod egress;
 mod resolver;
 mod scoped;
 mod sni;
+mod tunnel;
 
 use std::collections::HashMap;
 use std::fmt;

@@ -146,14 +146,18 @@ async fn decisions_follow_the_target_never_the_host_header() {
         "{}",
         String::from_utf8_lossy(&head)
     );
+    // Inside it, a request's Host is checked too (a_plain_tunnel_asks_the_allowed_address_only_for_allowed_names).
     stream
-        .write_all(b"GET / HTTP/1.1\r\nHost: tunneled\r\n\r\n")
+        .write_all(format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{allowed}\r\n\r\n").as_bytes())
         .await
         .unwrap();
     let mut out = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(2), stream.read_to_end(&mut out)).await;
     let out = String::from_utf8_lossy(&out);
-    assert!(out.ends_with("allowed host=tunneled"), "{out:?}");
+    assert!(
+        out.ends_with(&format!("allowed host=127.0.0.1:{allowed}")),
+        "{out:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -448,5 +452,282 @@ async fn a_real_tls_client_gets_through_for_its_allowed_name_only() {
         handshakes.load(Ordering::SeqCst),
         1,
         "only the allowed name reached the server"
+    );
+}
+
+/// A server that stands for an address serving many names (a shared front, a pages host): it
+/// keeps each connection open and answers every request with the name it was asked for (the
+/// `Host` header, or the authority of an absolute-form target). Returns its port, every name it
+/// answered for, and every byte it received.
+#[allow(
+    clippy::type_complexity,
+    reason = "a test helper's three handles, each read once"
+)]
+async fn many_names_server() -> (
+    u16,
+    Arc<std::sync::Mutex<Vec<String>>>,
+    Arc<std::sync::Mutex<Vec<u8>>>,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let received = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (kept, all) = (Arc::clone(&seen), Arc::clone(&received));
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let (seen, all) = (Arc::clone(&kept), Arc::clone(&all));
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                loop {
+                    // Leading empty lines are skipped, as RFC 9112 lets a server do.
+                    while buf.starts_with(b"\r\n") {
+                        buf.drain(..2);
+                    }
+                    if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+                        buf.drain(..end + 4);
+                        let target = head.split_whitespace().nth(1).unwrap_or("").to_owned();
+                        let name = target
+                            .strip_prefix("http://")
+                            .map(|rest| rest.split('/').next().unwrap_or("").to_owned())
+                            .or_else(|| {
+                                head.lines()
+                                    .find_map(|l| l.strip_prefix("host:"))
+                                    .map(|h| h.trim().to_owned())
+                            })
+                            .unwrap_or_default();
+                        seen.lock().unwrap().push(name.clone());
+                        let body = format!("site {name}");
+                        let response = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if stream.write_all(response.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    let mut chunk = [0u8; 4096];
+                    match stream.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => {
+                            all.lock().unwrap().extend_from_slice(&chunk[..n]);
+                            buf.extend_from_slice(&chunk[..n]);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (port, seen, received)
+}
+
+/// Sends `pieces` through `stream` a little apart (a child may send a request a byte at a
+/// time), then returns what came back within 2 s.
+async fn drip(stream: &mut TcpStream, pieces: &[&[u8]]) -> String {
+    for piece in pieces {
+        stream.write_all(piece).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(2), stream.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).to_string()
+}
+
+// guarantee: G-KERN-07
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_tunnel_asks_the_allowed_address_only_for_allowed_names() {
+    // Through a tunnel that does not open with TLS, an HTTP request names its site in the clear,
+    // in its Host header (or its target): an address that serves many names answers for the one
+    // asked, so a child allowed one site of a shared host could otherwise reach every other one
+    // (and leave what it likes in their logs, in a path or a query).
+    let (front, seen, received) = many_names_server().await;
+    let (port, _session) = proxy(&format!("127.0.0.1:{front}")).await;
+    let allowed = format!("127.0.0.1:{front}");
+    let hostile: Vec<Vec<Vec<u8>>> = vec![
+        vec![b"GET / HTTP/1.1\r\nHost: evil.example\r\n\r\n".to_vec()],
+        // An empty line first, which servers skip.
+        vec![b"\r\nGET / HTTP/1.1\r\nHost: evil.example\r\n\r\n".to_vec()],
+        // A byte at a time at first: the first read holds no whole line.
+        vec![
+            b"G".to_vec(),
+            b"ET /x?leak=1 HTTP/1.1\r\n".to_vec(),
+            b"Host: evil.example\r\n\r\n".to_vec(),
+        ],
+        // The target in absolute form names the site, whatever Host says.
+        vec![format!("GET http://evil.example/ HTTP/1.1\r\nHost: {allowed}\r\n\r\n").into_bytes()],
+        // Methods in lower case, and an extension method.
+        vec![b"get / HTTP/1.1\r\nHost: evil.example\r\n\r\n".to_vec()],
+        vec![b"PROPFIND / HTTP/1.1\r\nHost: evil.example\r\n\r\n".to_vec()],
+        // A line ended by a bare CR, which a lenient server may take for a line's end.
+        vec![b"GET / HTTP/1.1\rHost: evil.example\r\r\x00".to_vec()],
+        // An allowed first request, then another site on the same tunnel.
+        vec![
+            format!("GET / HTTP/1.1\r\nHost: {allowed}\r\n\r\n").into_bytes(),
+            b"GET /second HTTP/1.1\r\nHost: evil.example\r\n\r\n".to_vec(),
+        ],
+    ];
+    for pieces in &hostile {
+        let mut stream = tunnel_to(port, "127.0.0.1", front).await;
+        let pieces: Vec<&[u8]> = pieces.iter().map(Vec::as_slice).collect();
+        let out = drip(&mut stream, &pieces).await;
+        assert!(!out.contains("site evil"), "{pieces:?} -> {out:?}");
+    }
+    let names = seen.lock().unwrap().clone();
+    assert!(
+        names.iter().all(|n| n == &allowed),
+        "the address was asked for another site: {names:?}"
+    );
+    let bytes = String::from_utf8_lossy(&received.lock().unwrap()).to_string();
+    assert!(
+        !bytes.contains("evil"),
+        "the other site's name reached the address: {bytes:?}"
+    );
+    // What the tunnel's target may be asked still goes through, on one tunnel, twice.
+    let mut stream = tunnel_to(port, "127.0.0.1", front).await;
+    let first = format!("GET / HTTP/1.1\r\nHost: {allowed}\r\n\r\n");
+    let second = format!("GET /again HTTP/1.1\r\nHost: {allowed}\r\nConnection: close\r\n\r\n");
+    let out = drip(&mut stream, &[first.as_bytes(), second.as_bytes()]).await;
+    assert_eq!(
+        out.matches(&format!("site {allowed}")).count(),
+        2,
+        "{out:?}"
+    );
+}
+
+/// `hello` with one more extension, of type `kind`, holding `body`: the lengths of the
+/// extensions, the message and the record are mended to fit.
+fn with_extension(hello: &[u8], kind: u16, body: &[u8]) -> Vec<u8> {
+    // Record header (5), message type and length (4), version and random (34).
+    let mut at = 5 + 4 + 34;
+    at += 1 + usize::from(hello[at]);
+    at += 2 + usize::from(u16::from_be_bytes([hello[at], hello[at + 1]]));
+    at += 1 + usize::from(hello[at]);
+    let extensions = u16::from_be_bytes([hello[at], hello[at + 1]]);
+    let added = 4 + body.len();
+    let mut out = hello.to_vec();
+    out.splice(at..at + 2, (extensions + added as u16).to_be_bytes());
+    let end = at + 2 + usize::from(extensions);
+    let mut extension = kind.to_be_bytes().to_vec();
+    extension.extend_from_slice(&(body.len() as u16).to_be_bytes());
+    extension.extend_from_slice(body);
+    out.splice(end..end, extension);
+    let message = out.len() - 9;
+    out[6..9].copy_from_slice(&(message as u32).to_be_bytes()[1..]);
+    let record = out.len() - 5;
+    out[3..5].copy_from_slice(&(record as u16).to_be_bytes());
+    out
+}
+
+// guarantee: G-KERN-07
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_hello_that_hides_its_name_is_refused() {
+    // With Encrypted Client Hello the name in the clear is a cover, and the front routes by the
+    // name encrypted to it: an outer name the personality allows could carry any other.
+    let (allowed, _) = server("allowed").await;
+    let (port, _session) = proxy(&format!("localhost:{allowed}")).await;
+    let plain = client_hello("localhost");
+    // The outer ClientHello's `encrypted_client_hello` (0xfe0d): type outer, a cipher suite, a
+    // config id, an encapsulated key and a payload; and the draft's `encrypted_server_name`
+    // (0xffce).
+    let mut ech = vec![0u8, 0x00, 0x01, 0x00, 0x01, 0x2a, 0x00, 0x20];
+    ech.extend_from_slice(&[7u8; 32]);
+    ech.extend_from_slice(&[0x00, 0x40]);
+    ech.extend_from_slice(&[9u8; 64]);
+    for hidden in [
+        with_extension(&plain, 0xfe0d, &ech),
+        with_extension(&plain, 0xffce, &[1u8; 40]),
+    ] {
+        let refused = tunnel_and_send(port, "localhost", allowed, &hidden).await;
+        assert_eq!(
+            refused, "",
+            "a ClientHello that hides its name was forwarded"
+        );
+    }
+    // The same hello with another extension of no such kind still goes through.
+    let other = with_extension(&plain, 0x0017, &[]);
+    let answer = tunnel_and_send(port, "localhost", allowed, &other).await;
+    assert!(answer.contains("allowed"), "{answer:?}");
+}
+
+/// Opens a tunnel to `host:target` through the proxy on `port`, sends `first`, and returns what
+/// came back through it within 2 s.
+async fn tunnel_and_send(port: u16, host: &str, target: u16, first: &[u8]) -> String {
+    let mut stream = tunnel_to(port, host, target).await;
+    stream.write_all(first).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(2), stream.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).to_string()
+}
+
+// guarantee: G-KERN-07
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_tunnel_carries_that_is_not_a_request_still_goes_through() {
+    // A server that speaks first (SMTP, FTP, a database's greeting): its greeting reaches the
+    // child before the child has said anything, and the child's answer reaches the server.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let greeting = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                stream.write_all(b"220 mail ready\r\n").await.unwrap();
+                let mut line = [0u8; 64];
+                let n = stream.read(&mut line).await.unwrap_or(0);
+                let _ = stream
+                    .write_all(
+                        format!("250 got {}", String::from_utf8_lossy(&line[..n])).as_bytes(),
+                    )
+                    .await;
+            });
+        }
+    });
+    let (port, _session) = proxy(&format!("127.0.0.1:{greeting}")).await;
+    let mut stream = tunnel_to(port, "127.0.0.1", greeting).await;
+    let mut hello = [0u8; 16];
+    tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut hello))
+        .await
+        .expect("the server's greeting never came through")
+        .unwrap();
+    assert_eq!(&hello, b"220 mail ready\r\n");
+    stream.write_all(b"EHLO child\r\n").await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(2), stream.read_to_end(&mut out)).await;
+    assert_eq!(String::from_utf8_lossy(&out), "250 got EHLO child\r\n");
+
+    // A binary request that the server answers (a length-prefixed protocol): relayed as it is,
+    // at once, though its first bytes hold no line.
+    let (echo, _) = server("binary").await;
+    let (port, _session) = proxy(&format!("127.0.0.1:{echo}")).await;
+    let answer = tunnel_and_send(port, "127.0.0.1", echo, b"\x00\x05hello").await;
+    assert!(answer.contains("binary"), "{answer:?}");
+    // Text that is no request line, ended: relayed as it is.
+    let answer = tunnel_and_send(port, "127.0.0.1", echo, b"SSH-2.0-OpenSSH_9.6\r\n").await;
+    assert!(answer.contains("binary"), "{answer:?}");
+}
+
+// guarantee: G-KERN-07
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_line_held_back_is_refused_not_relayed() {
+    // A child that sends the start of a request line and waits, to have it relayed unread and
+    // send the rest (and another site's name) after: the tunnel ends instead.
+    let (front, _, received) = many_names_server().await;
+    let (port, _session) = proxy(&format!("127.0.0.1:{front}")).await;
+    let mut stream = tunnel_to(port, "127.0.0.1", front).await;
+    stream.write_all(b"GET /x HTTP/1.1").await.unwrap();
+    let started = std::time::Instant::now();
+    let mut out = Vec::new();
+    let ended = tokio::time::timeout(Duration::from_secs(15), stream.read_to_end(&mut out)).await;
+    assert!(ended.is_ok(), "the tunnel stayed open");
+    assert!(
+        started.elapsed() >= Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    // Too late: nothing more goes through.
+    let _ = stream.write_all(b"\r\nHost: evil.example\r\n\r\n").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        received.lock().unwrap().is_empty(),
+        "the held-back line was relayed"
     );
 }
