@@ -317,8 +317,9 @@ impl Proxy {
                     // Served as HTTP, each request's names checked, until either side ends.
                     let hosts = Arc::clone(&proxy.grant.hosts);
                     let audit = Arc::clone(&proxy);
-                    let refused =
-                        move |r: Refused| audit.audit(false, "tunnel-http", &r.name, r.port, Some(&r.why));
+                    let refused = move |r: Refused| {
+                        audit.audit(false, "tunnel-http", &r.name, r.port, Some(&r.why))
+                    };
                     tunnel::serve_http(
                         Prefixed::new(first, client),
                         upstream,
