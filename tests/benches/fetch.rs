@@ -204,6 +204,100 @@ fn egress(c: &mut Criterion) {
     }
 }
 
+/// One GET on a kept-alive connection, its `ok` answer read whole.
+fn http_get(stream: &mut std::net::TcpStream, host: &str) {
+    use std::io::{Read as _, Write as _};
+    stream
+        .write_all(format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 512];
+    loop {
+        let n = stream.read(&mut chunk).unwrap();
+        assert!(n > 0, "the connection ended: {got:?}");
+        got.extend_from_slice(&chunk[..n]);
+        if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n")
+            && got.len() >= end + 4 + 2
+        {
+            return;
+        }
+    }
+}
+
+/// An HTTP server on loopback that keeps connections alive and answers each request `ok`; a
+/// direct connection to it and one through a CONNECT tunnel of the egress proxy (which serves
+/// the tunnel as HTTP, each request's `Host` checked: docs/isolation-model.md, "The egress proxy
+/// reads what a tunnel opens with"). GETs on each; criterion's means only (no paired budget: a
+/// round's ratio swings with which side's threads the other left awake).
+fn egress_http(c: &mut Criterion) {
+    use std::io::{Read as _, Write as _};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in server.incoming() {
+            let Ok(mut stream) = stream else { return };
+            stream.set_nodelay(true).unwrap();
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 512];
+                loop {
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..end + 4);
+                        if stream
+                            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                    match stream.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+            });
+        }
+    });
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy_port = listener.local_addr().unwrap().port();
+    let _session = {
+        let _entered = rt.enter();
+        EgressProxy::new(&FetchConfig::default())
+            .serve(loopback_grant("tunnel_http", port), listener)
+            .unwrap()
+    };
+    let direct = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    direct.set_nodelay(true).unwrap();
+    let mut tunnel = std::net::TcpStream::connect(("127.0.0.1", proxy_port)).unwrap();
+    tunnel.set_nodelay(true).unwrap();
+    tunnel
+        .write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        tunnel.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 200"), "{head:?}");
+    let host = format!("127.0.0.1:{port}");
+    let (direct, tunnel) = (
+        std::cell::RefCell::new(direct),
+        std::cell::RefCell::new(tunnel),
+    );
+    let direct_get = || http_get(&mut direct.borrow_mut(), &host);
+    let tunnel_get = || http_get(&mut tunnel.borrow_mut(), &host);
+    let mut group = c.benchmark_group("egress");
+    group.bench_function("direct_http_get", |b| b.iter(direct_get));
+    group.bench_function("tunnel_http_get", |b| b.iter(tunnel_get));
+    group.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_millis(500))
@@ -211,5 +305,5 @@ fn config() -> Criterion {
         .sample_size(40)
 }
 
-criterion_group! { name = benches; config = config(); targets = fetch, egress }
+criterion_group! { name = benches; config = config(); targets = fetch, egress, egress_http }
 criterion_main!(benches);

@@ -169,12 +169,17 @@ pub(crate) async fn serve_http<C, U>(
     });
     let server =
         hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(client), service);
-    // The upstream connection is driven beside the server. When it ends (the server closed it),
-    // the answer it brought is still written to the child, and a request after it is answered
-    // `502`, which ends the tunnel.
+    // The upstream connection is driven beside the server, in this task: the server first (a
+    // request it reads goes out when the connection is polled next, in the same pass), then the
+    // connection, then the server again (an answer the connection read is written at once). When
+    // the connection ends (the server closed it), the answer it brought is still written to the
+    // child, and a request after it is answered `502`, which ends the tunnel.
     let (mut server, mut conn) = (std::pin::pin!(server), std::pin::pin!(conn));
     let mut upstream_open = true;
     std::future::poll_fn(|cx| {
+        if server.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(());
+        }
         if upstream_open && conn.as_mut().poll(cx).is_ready() {
             upstream_open = false;
         }
