@@ -108,6 +108,28 @@ fn fetch(c: &mut Criterion) {
     }
 }
 
+/// A connection to the loopback `port` and one through a CONNECT tunnel of the proxy on
+/// `proxy_port` (its answer read a byte at a time, so nothing after it is taken), both without
+/// Nagle's algorithm.
+fn direct_and_tunneled(port: u16, proxy_port: u16) -> (std::net::TcpStream, std::net::TcpStream) {
+    use std::io::{Read as _, Write as _};
+    let direct = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    direct.set_nodelay(true).unwrap();
+    let mut tunnel = std::net::TcpStream::connect(("127.0.0.1", proxy_port)).unwrap();
+    tunnel.set_nodelay(true).unwrap();
+    tunnel
+        .write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        tunnel.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 200"), "{head:?}");
+    (direct, tunnel)
+}
+
 /// One exchange of a request/answer protocol whose client writes each request in two parts, as
 /// an HTTP client writes a head and then a body: 50 bytes (a binary frame: two bytes of length,
 /// then its content, so the proxy relays it as it is rather than reading it as the start of an
@@ -159,20 +181,7 @@ fn egress_connections(
             .serve(grant, listener)
             .unwrap()
     };
-    let direct = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    direct.set_nodelay(true).unwrap();
-    let mut tunnel = std::net::TcpStream::connect(("127.0.0.1", proxy_port)).unwrap();
-    tunnel.set_nodelay(true).unwrap();
-    tunnel
-        .write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
-        .unwrap();
-    let mut head = Vec::new();
-    while !head.ends_with(b"\r\n\r\n") {
-        let mut byte = [0u8; 1];
-        tunnel.read_exact(&mut byte).unwrap();
-        head.push(byte[0]);
-    }
-    assert!(head.starts_with(b"HTTP/1.1 200"), "{head:?}");
+    let (direct, tunnel) = direct_and_tunneled(port, proxy_port);
     (direct, tunnel, session)
 }
 
@@ -271,20 +280,7 @@ fn egress_http(c: &mut Criterion) {
             .serve(loopback_grant("tunnel_http", port), listener)
             .unwrap()
     };
-    let direct = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    direct.set_nodelay(true).unwrap();
-    let mut tunnel = std::net::TcpStream::connect(("127.0.0.1", proxy_port)).unwrap();
-    tunnel.set_nodelay(true).unwrap();
-    tunnel
-        .write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
-        .unwrap();
-    let mut head = Vec::new();
-    while !head.ends_with(b"\r\n\r\n") {
-        let mut byte = [0u8; 1];
-        tunnel.read_exact(&mut byte).unwrap();
-        head.push(byte[0]);
-    }
-    assert!(head.starts_with(b"HTTP/1.1 200"), "{head:?}");
+    let (direct, tunnel) = direct_and_tunneled(port, proxy_port);
     let host = format!("127.0.0.1:{port}");
     let (direct, tunnel) = (
         std::cell::RefCell::new(direct),

@@ -186,7 +186,7 @@ pub(crate) fn full(status: StatusCode, text: String) -> Response<Body> {
 
 /// Headers that belong to the hop to the proxy, beside [`CONNECTION_HEADERS`], and are not
 /// forwarded.
-pub(crate) const PROXY_HEADERS: [&str; 3] = [
+const PROXY_HEADERS: [&str; 3] = [
     "proxy-connection",
     "proxy-authorization",
     "proxy-authenticate",
@@ -380,22 +380,29 @@ impl Proxy {
         });
         self.track(task.abort_handle());
         // Origin-form to the server, with the Host the decision was made on.
-        let origin = uri
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .parse()
-            .unwrap_or_else(|_| http::Uri::from_static("/"));
-        *req.uri_mut() = origin;
-        let headers = req.headers_mut();
-        for name in CONNECTION_HEADERS.iter().chain(&PROXY_HEADERS) {
-            headers.remove(*name);
-        }
+        for_the_server(&mut req);
         if let Ok(value) = header::HeaderValue::from_str(authority.as_str()) {
-            headers.insert(header::HOST, value);
+            req.headers_mut().insert(header::HOST, value);
         }
         match sender.send_request(req).await {
             Ok(response) => response.map(BodyExt::boxed),
             Err(e) => full(StatusCode::BAD_GATEWAY, format!("upstream: {e}")),
         }
+    }
+}
+
+/// `req` as it goes on to the server: its target in origin form, without the headers that
+/// belong to the hop to the proxy.
+pub(crate) fn for_the_server<B>(req: &mut Request<B>) {
+    let origin = req
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .parse()
+        .unwrap_or_else(|_| http::Uri::from_static("/"));
+    *req.uri_mut() = origin;
+    let headers = req.headers_mut();
+    for name in CONNECTION_HEADERS.iter().chain(&PROXY_HEADERS) {
+        headers.remove(*name);
     }
 }

@@ -24,9 +24,8 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::sync::Mutex;
 
-use crate::CONNECTION_HEADERS;
 use crate::addr::restricted;
-use crate::egress::{Body, PROXY_HEADERS, full};
+use crate::egress::{Body, for_the_server, full};
 
 /// Whether a server at an allowed address may be asked for `name` on `port`, the name a TLS
 /// client or an HTTP request inside a tunnel gives: the tool's host policy must allow it, and a
@@ -239,17 +238,7 @@ async fn relay(
     mut req: Request<Incoming>,
     sender: &Mutex<hyper::client::conn::http1::SendRequest<Incoming>>,
 ) -> Response<Body> {
-    let origin = req
-        .uri()
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .parse()
-        .unwrap_or_else(|_| http::Uri::from_static("/"));
-    *req.uri_mut() = origin;
-    let headers = req.headers_mut();
-    for name in CONNECTION_HEADERS.iter().chain(&PROXY_HEADERS) {
-        headers.remove(*name);
-    }
+    for_the_server(&mut req);
     let mut sender = sender.lock().await;
     if sender.ready().await.is_err() {
         return closing(full(StatusCode::BAD_GATEWAY, "upstream: closed".to_owned()));
