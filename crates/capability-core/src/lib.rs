@@ -49,8 +49,8 @@ pub use capability_policy::{
 };
 #[cfg(feature = "yaml")]
 pub use capability_policy::{
-    ETHOS_ALWAYS_DENY, ETHOS_OTHER_FILES, ETHOS_POLICY_FILES, ETHOS_STATE_DENY, EthosFiles,
-    EthosVars,
+    ETHOS_ALWAYS_DENY, ETHOS_DEFINITION_ENTRIES, ETHOS_OTHER_FILES, ETHOS_POLICY_FILES,
+    ETHOS_STATE_DEFINITIONS, ETHOS_STATE_DENY, EthosFiles, EthosVars, ethos_definition_rules,
 };
 
 pub use crate::attachments::{Attachment, AttachmentCache};

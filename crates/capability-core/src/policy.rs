@@ -42,6 +42,10 @@ pub struct CompiledPolicy {
     /// The deny rules as written (`fs_deny` adds where each really leads): what a manifest
     /// records, the same in every run (`/proc/self/environ`, not this process's number).
     pub(crate) fs_deny_written: Arc<[PathBuf]>,
+    /// `[fs_reach] deny_write`, each also where its fixed part really leads (docs/policy.md,
+    /// "Kept from writes"), and as written, for manifests.
+    pub(crate) fs_deny_write: Arc<[PathBuf]>,
+    pub(crate) fs_deny_write_written: Arc<[PathBuf]>,
     pub(crate) floor: Arc<DenyFloor>,
     /// Roots the policy named through a symbolic link, with where they lead.
     pub(crate) aliases: Arc<Aliases>,
@@ -183,6 +187,8 @@ impl CompiledPolicy {
             fs_write: fs_write.into(),
             fs_deny: both_spellings(&policy.fs_reach.deny).into(),
             fs_deny_written: policy.fs_reach.deny.clone().into(),
+            fs_deny_write: both_spellings(&policy.fs_reach.deny_write).into(),
+            fs_deny_write_written: policy.fs_reach.deny_write.clone().into(),
             floor: Arc::new(floor),
             aliases: Arc::new(aliases),
             later_aliases: later_aliases.into(),
@@ -221,6 +227,8 @@ impl CompiledPolicy {
             fs_write: Arc::new([]),
             fs_deny: Arc::new([]),
             fs_deny_written: Arc::new([]),
+            fs_deny_write: Arc::new([]),
+            fs_deny_write_written: Arc::new([]),
             floor: Arc::new(floor_for(home, &[])),
             aliases: Arc::new(Aliases::default()),
             later_aliases: Arc::new([]),
@@ -449,6 +457,10 @@ impl CompiledPolicy {
         fs_deny.extend(both_spellings(&n.fs_reach.deny));
         let mut fs_deny_written: Vec<PathBuf> = self.fs_deny_written.to_vec();
         fs_deny_written.extend(n.fs_reach.deny.iter().cloned());
+        let mut fs_deny_write: Vec<PathBuf> = self.fs_deny_write.to_vec();
+        fs_deny_write.extend(both_spellings(&n.fs_reach.deny_write));
+        let mut fs_deny_write_written: Vec<PathBuf> = self.fs_deny_write_written.to_vec();
+        fs_deny_write_written.extend(n.fs_reach.deny_write.iter().cloned());
         let mut deny_args: Vec<ArgvPattern> = self.deny_args.to_vec();
         for (i, text) in n.process.deny_args.iter().enumerate() {
             deny_args.push(
@@ -558,6 +570,8 @@ impl CompiledPolicy {
             later_aliases: later.into(),
             fs_deny: fs_deny.into(),
             fs_deny_written: fs_deny_written.into(),
+            fs_deny_write: fs_deny_write.into(),
+            fs_deny_write_written: fs_deny_write_written.into(),
             floor: Arc::clone(&self.floor),
             escalate_hosts: Arc::new(HostSet::new(escalate_hosts)),
             escalate_write: escalate_write.into(),

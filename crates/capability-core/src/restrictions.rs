@@ -23,6 +23,10 @@ pub struct Restrictions {
     /// a reach.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fs_deny: Vec<PathBuf>,
+    /// Paths refused for writing (`[fs_reach] deny_write`, as written), for a tool that
+    /// declares a reach.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fs_deny_write: Vec<PathBuf>,
     /// Host patterns refused (`[safety.network] deny`), for a tool that declares network.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub network_deny: Vec<String>,
@@ -103,6 +107,11 @@ impl Restrictions {
             } else {
                 Vec::new()
             },
+            fs_deny_write: if fs {
+                policy.fs_deny_write_written.to_vec()
+            } else {
+                Vec::new()
+            },
             network_deny: if caps.network.is_some() {
                 hosts(&policy.network_deny)
             } else {
@@ -136,7 +145,7 @@ impl Restrictions {
 }
 
 /// How `new` loosens `old`, as (code, detail): a rule of `old` that `new` no longer has (a deny
-/// path no deny of `new` covers, a deny host pattern no deny pattern of `new` covers, a
+/// or `deny_write` path no such rule of `new` covers, a deny host pattern no deny pattern of `new` covers, a
 /// `deny_args` pattern or an escalation missing from `new`), a child variable `new` adds, the
 /// sandbox turned off, a constraint dropped or relaxed.
 pub(crate) fn loosened(old: &Restrictions, new: &Restrictions) -> Vec<(WideningCode, String)> {
@@ -154,6 +163,11 @@ pub(crate) fn loosened(old: &Restrictions, new: &Restrictions) -> Vec<(WideningC
     gone(
         "fs_reach.deny",
         uncovered_paths(&new.fs_deny, &old.fs_deny),
+        &mut out,
+    );
+    gone(
+        "fs_reach.deny_write",
+        uncovered_paths(&new.fs_deny_write, &old.fs_deny_write),
         &mut out,
     );
     gone(

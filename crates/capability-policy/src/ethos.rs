@@ -100,6 +100,44 @@ pub const ETHOS_STATE_DENY: [&str; 19] = [
     "learning",
 ];
 
+/// The entries of a personality's directory that define it, which Ethos keeps every turn from
+/// writing, for every personality beneath every state dir (its `PERSONALITY_DEFINITION_ENTRIES`
+/// and the snapshots `ethos personality revert` restores): a personality that wrote its own
+/// `toolset.yaml`, or another's, would grant itself tools at the next load. Kept here from
+/// writes beneath `personalities/*/` of `~/.ethos` and `$ETHOS_HOME` (docs/policy.md, "Kept
+/// from writes"); reading them stays open, as in Ethos.
+pub const ETHOS_DEFINITION_ENTRIES: [&str; 9] = [
+    "SOUL.md",
+    "config.yaml",
+    "toolset.yaml",
+    "mcp.yaml",
+    "tools.yaml",
+    "ETHOS.md",
+    "skills",
+    "commands",
+    ".expression-history",
+];
+
+/// The entries of Ethos's state dir every personality loads, kept from writes as a
+/// personality's own definition is (Ethos's `STATE_DIR_DEFINITION_ENTRIES`).
+pub const ETHOS_STATE_DEFINITIONS: [&str; 2] = ["skills", "commands"];
+
+/// The `deny_write` rules of Ethos's definition floor for the state dir `state`: every
+/// personality's definition entries ([`ETHOS_DEFINITION_ENTRIES`], beneath
+/// `personalities/*/`) and the state dir's own ([`ETHOS_STATE_DEFINITIONS`]).
+pub fn ethos_definition_rules(state: &Path) -> Vec<PathBuf> {
+    let personalities = state.join("personalities").join("*");
+    ETHOS_DEFINITION_ENTRIES
+        .iter()
+        .map(|entry| personalities.join(entry))
+        .chain(
+            ETHOS_STATE_DEFINITIONS
+                .iter()
+                .map(|entry| state.join(entry)),
+        )
+        .collect()
+}
+
 /// The tools every Ethos surface with an approval flow asks about, whatever the personality's
 /// `approvalMode` (its `APPROVAL_SURFACE_ALWAYS_ASK`): an Ethos personality's `[escalate]`
 /// `tools` here.
@@ -277,8 +315,10 @@ impl PersonalityPolicy {
         for state in [Path::new("~/.ethos"), vars.ethos_home] {
             let entries = ETHOS_STATE_DENY.iter().map(|entry| state.join(entry));
             policy.fs_reach.deny.extend(entries);
+            (policy.fs_reach.deny_write).extend(ethos_definition_rules(state));
         }
         policy.fs_reach.deny.dedup();
+        policy.fs_reach.deny_write.dedup();
         (policy.escalate.tools).extend(ETHOS_ALWAYS_ASKS.iter().map(|t| t.to_string()));
 
         let mut toolset: Vec<String> = match files.toolset {

@@ -53,8 +53,9 @@ pub use crate::env::{is_fixed_env_name, is_refused_env_name, is_safe_env_name, v
 pub use crate::error::PolicyError;
 #[cfg(feature = "yaml")]
 pub use crate::ethos::{
-    ETHOS_ALWAYS_ASKS, ETHOS_ALWAYS_DENY, ETHOS_OTHER_FILES, ETHOS_POLICY_FILES, ETHOS_SMART_ASKS,
-    ETHOS_STATE_DENY, EthosFiles, EthosVars,
+    ETHOS_ALWAYS_ASKS, ETHOS_ALWAYS_DENY, ETHOS_DEFINITION_ENTRIES, ETHOS_OTHER_FILES,
+    ETHOS_POLICY_FILES, ETHOS_SMART_ASKS, ETHOS_STATE_DEFINITIONS, ETHOS_STATE_DENY, EthosFiles,
+    EthosVars, ethos_definition_rules,
 };
 pub use crate::names::{is_mcp_server_entry, valid_tool_name};
 pub use crate::personality::{

@@ -160,6 +160,11 @@ pub struct PolicyFsReach {
     /// Paths refused for both, whatever `read` and `write` say.
     #[serde(default)]
     pub deny: Vec<PathBuf>,
+    /// Paths refused for writing (and for being made, replaced or removed), whatever `write`
+    /// says; reading them is untouched. A name that is `*` stands for any one name
+    /// (`~/.ethos/personalities/*/toolset.yaml`). docs/policy.md, "Kept from writes".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_write: Vec<PathBuf>,
 }
 
 /// `[safety]` of a personality.
@@ -300,6 +305,9 @@ pub struct NarrowFs {
     /// Added to the personality's deny list.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny: Vec<PathBuf>,
+    /// Added to the personality's `deny_write` list.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_write: Vec<PathBuf>,
 }
 
 /// `[network]` of a [`Narrowing`].
@@ -351,6 +359,7 @@ impl Narrowing {
         probe.fs_reach.read = self.fs_reach.read.clone().unwrap_or_default();
         probe.fs_reach.write = self.fs_reach.write.clone().unwrap_or_default();
         probe.fs_reach.deny = self.fs_reach.deny.clone();
+        probe.fs_reach.deny_write = self.fs_reach.deny_write.clone();
         probe.safety.process.allow = self.process.allow.clone().unwrap_or_default();
         probe.safety.process.deny_args = self.process.deny_args.clone();
         probe.safety.env.allow = self.env_allow.clone().unwrap_or_default();
@@ -366,6 +375,7 @@ impl Narrowing {
             self.fs_reach.write = Some(probe.fs_reach.write);
         }
         self.fs_reach.deny = probe.fs_reach.deny;
+        self.fs_reach.deny_write = probe.fs_reach.deny_write;
         Ok(())
     }
 }
@@ -445,11 +455,16 @@ impl PersonalityPolicy {
             ("fs_reach.read", &mut self.fs_reach.read),
             ("fs_reach.write", &mut self.fs_reach.write),
             ("fs_reach.deny", &mut self.fs_reach.deny),
+            ("fs_reach.deny_write", &mut self.fs_reach.deny_write),
         ] {
             for (i, path) in list.iter_mut().enumerate() {
                 *path = absolute_policy_path(path, home)
                     .map_err(|why| PolicyError::invalid(format!("{field}[{i}]"), why))?;
             }
+        }
+        for (i, path) in self.fs_reach.deny_write.iter().enumerate() {
+            check_write_pattern(path)
+                .map_err(|why| PolicyError::invalid(format!("fs_reach.deny_write[{i}]"), why))?;
         }
         for (i, kind) in self.attachments.kinds.iter().enumerate() {
             capability_types::check_kind_pattern(kind)
@@ -553,6 +568,35 @@ impl PersonalityPolicy {
         }
         Ok(())
     }
+}
+
+/// A `deny_write` entry's wildcards: `*` only as a whole name, and never for the whole of
+/// what follows the root (`/*` would keep every write out, which `write = []` says plainly).
+fn check_write_pattern(path: &Path) -> Result<(), String> {
+    let names: Vec<&std::ffi::OsStr> = path
+        .components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(name) => Some(name),
+            _ => None,
+        })
+        .collect();
+    for name in &names {
+        let text = name.to_string_lossy();
+        if text.contains('*') && text != "*" {
+            return Err(format!(
+                "{}: `*` stands for a whole name only (`dir/*/file`), not part of one ({text:?})",
+                path.display()
+            ));
+        }
+    }
+    if names.first().is_none_or(|first| *first == "*") {
+        return Err(format!(
+            "{}: names no place (a first name of `*` is every place; write = [] keeps every \
+             write out)",
+            path.display()
+        ));
+    }
+    Ok(())
 }
 
 fn absolute_policy_path(path: &Path, home: Option<&Path>) -> Result<PathBuf, String> {
@@ -708,6 +752,31 @@ mod tests {
                 r#"{"id":"x","fs_reach":{"deny":["/a\u0000"]}}"#,
                 Some("fs_reach.deny[0]"),
                 "NUL",
+            ),
+            (
+                r#"{"id":"x","fs_reach":{"deny_write":["/srv/a*/toolset.yaml"]}}"#,
+                Some("fs_reach.deny_write[0]"),
+                "whole name only",
+            ),
+            (
+                r#"{"id":"x","fs_reach":{"deny_write":["/srv/ok","/srv/**/x"]}}"#,
+                Some("fs_reach.deny_write[1]"),
+                "whole name only",
+            ),
+            (
+                r#"{"id":"x","fs_reach":{"deny_write":["/*/x"]}}"#,
+                Some("fs_reach.deny_write[0]"),
+                "names no place",
+            ),
+            (
+                r#"{"id":"x","fs_reach":{"deny_write":["/"]}}"#,
+                Some("fs_reach.deny_write[0]"),
+                "names no place",
+            ),
+            (
+                r#"{"id":"x","fs_reach":{"deny_write":["personalities/*/toolset.yaml"]}}"#,
+                Some("fs_reach.deny_write[0]"),
+                "not absolute",
             ),
             (r#"{"id":""}"#, Some("id"), "must be 1-128"),
             (r#"{"id":"a b"}"#, Some("id"), "must be 1-128"),

@@ -2273,3 +2273,109 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     found
 }
+
+// guarantee: G-FS-14
+/// A confined child with a write reach is kept from what the policy keeps from writes
+/// (`[fs_reach] deny_write`): a place that exists is read-only to it, the directory where a
+/// rule's `*` stands is kept whole (no new name made there), and beneath a write root where the
+/// `*` stands, the rule's place can be neither changed nor made; what lies beside is written.
+#[tokio::test]
+async fn a_child_is_kept_from_what_the_policy_keeps_from_writes() {
+    let fx = fixture();
+    for file in ["defs/a/toolset.yaml", "shared/x"] {
+        std::fs::create_dir_all(fx.root.join(file).parent().unwrap()).unwrap();
+        std::fs::write(fx.root.join(file), "as it was\n").unwrap();
+    }
+    std::fs::create_dir_all(fx.root.join("defs/b")).unwrap();
+    let spawner = |write: &[&str]| {
+        let r = fx.root.display();
+        let write: Vec<String> = write.iter().map(|w| format!("\"{r}/{w}\"")).collect();
+        let toml = format!(
+            "id = \"p\"\n[fs_reach]\nread = [\"{r}\"]\nwrite = [{}]\ndeny_write = [\"{r}/defs/*/toolset.yaml\", \"{r}/shared\"]\n[safety.process]\nallow = [\"sh\"]\n",
+            write.join(", ")
+        );
+        let policy = CompiledPolicy::load(&toml, PolicyFormat::Toml, None).unwrap();
+        let caps = ToolCapabilities::none()
+            .with_process(["*"])
+            .with_fs_read(FsPaths::FromPersonality)
+            .with_fs_write(FsPaths::FromPersonality);
+        let resolved = resolve("builder", &caps, &policy, "s", &fx.root);
+        let grant = ProcessGrant::new(
+            "builder",
+            resolved.process.unwrap() as Arc<dyn ProcessPolicy>,
+            resolved.fs.unwrap() as Arc<dyn PathPolicy>,
+        );
+        let config = ProcessConfig::with_host_env(host_env()).scratch_root(fx.scratch.clone());
+        ProcessBackend::new(config).scoped_process(grant).unwrap()
+    };
+    let sh = |script: &str| argv(&["-c", script]);
+
+    // A write root over everything.
+    let p = spawner(&[""]);
+    let out = p
+        .spawn(
+            "sh",
+            &sh(
+                "for f in defs/a/toolset.yaml shared/x shared/y defs/a/other.md; do \
+                 echo evil > $f 2>/dev/null; echo \"$f=$?\"; done; \
+                 mkdir defs/new 2>/dev/null; echo new=$?; echo free > free.txt; echo free=$?",
+            ),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap();
+    let said = stdout(&out);
+    for place in [
+        "defs/a/toolset.yaml",
+        "shared/x",
+        "shared/y",
+        "defs/a/other.md",
+        "new",
+    ] {
+        assert!(!said.contains(&format!("{place}=0")), "{place}: {said}");
+    }
+    assert!(said.contains("free=0"), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(fx.root.join("defs/a/toolset.yaml")).unwrap(),
+        "as it was\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.root.join("shared/x")).unwrap(),
+        "as it was\n"
+    );
+    for made in ["shared/y", "defs/new", "defs/a/other.md"] {
+        assert!(!fx.root.join(made).exists(), "{made} was made");
+    }
+
+    // Write roots where the `*` stands: written, but not the rule's place, which exists in one
+    // and not in the other.
+    let p = spawner(&["defs/a", "defs/b"]);
+    let out = p
+        .spawn(
+            "sh",
+            &sh("echo evil > defs/a/toolset.yaml 2>/dev/null; echo a=$?; \
+                 echo mine > defs/b/notes.md; echo notes=$?"),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap();
+    let said = stdout(&out);
+    assert!(!said.contains("a=0") && said.contains("notes=0"), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(fx.root.join("defs/a/toolset.yaml")).unwrap(),
+        "as it was\n"
+    );
+    refused_for(
+        p.spawn(
+            "sh",
+            &sh("echo evil > defs/b/toolset.yaml"),
+            SpawnOptions::default(),
+        )
+        .await,
+        "toolset.yaml",
+    );
+    assert!(
+        !fx.root.join("defs/b/toolset.yaml").exists(),
+        "made by a child and kept"
+    );
+}

@@ -3388,3 +3388,107 @@ fn an_empty_or_relative_tmpdir_puts_no_home_in_the_working_directory() {
         );
     }
 }
+
+// guarantee: G-FS-14
+/// `[fs_reach] deny_write` keeps places from writes and leaves them readable: a tool writes none
+/// of them, in any spelling, in process mode and in the capsule, nor makes one where a `*`
+/// stands; and a manifest records the rules, so that `diff` reports one dropped. (A confined
+/// child with a write reach: `a_child_is_kept_from_what_the_policy_keeps_from_writes`.)
+#[test]
+fn what_a_policy_keeps_from_writes_is_kept_from_tools() {
+    let env = Env::new("");
+    let w = env.root.join("work");
+    for file in [
+        "out/defs/a/toolset.yaml",
+        "out/defs/a/notes.md",
+        "out/shared/x",
+    ] {
+        std::fs::create_dir_all(w.join(file).parent().unwrap()).unwrap();
+        std::fs::write(w.join(file), "as it was\n").unwrap();
+    }
+    let rules = format!(
+        "deny_write = [\"{w}/out/defs/*/toolset.yaml\", \"{w}/out/shared\"]",
+        w = w.display()
+    );
+    let processes = "";
+    let wide = env.personality(
+        "wide.toml",
+        &format!(
+            "id = \"wide\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}/out\"]\n{rules}\n{processes}",
+            w = w.display()
+        ),
+    );
+    let kept = [
+        "out/defs/a/toolset.yaml",
+        "out/defs/a/TOOLSET.yaml",
+        "out/defs/a/toolset.yaml.",
+        "out/defs/new/toolset.yaml",
+        "out/shared/x",
+        "out/shared/y",
+    ];
+    for mode in MODES {
+        for place in kept {
+            let path = w.join(place).display().to_string();
+            let result = write_file(&env, mode, &wide, &path, "- run_command\n");
+            assert!(
+                result["error"].as_str().is_some_and(
+                    |m| m.starts_with("PATH_NOT_REACHABLE") && m.contains("deny_write")
+                ),
+                "{mode:?} {place}: {result}"
+            );
+        }
+        let read = read_file(
+            &env,
+            mode,
+            &wide,
+            &w.join("out/defs/a/toolset.yaml").display().to_string(),
+        );
+        assert_eq!(read["value"], "as it was\n", "{mode:?}: {read}");
+        let beside = w.join("out/defs/a/notes.md").display().to_string();
+        assert_eq!(
+            write_file(&env, mode, &wide, &beside, "n\n")["ok"],
+            true,
+            "{mode:?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(w.join("out/defs/a/toolset.yaml")).unwrap(),
+        "as it was\n"
+    );
+    assert!(!w.join("out/defs/new").exists());
+    assert!(!w.join("out/shared/y").exists());
+
+    // The manifest records the rules; dropping one is a widening.
+    let manifest = |personality: &str, name: &str| {
+        let out = env.toolcap(&["manifest", "--personality", personality]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let path = env.root.join(name);
+        std::fs::write(&path, &out.stdout).unwrap();
+        path.display().to_string()
+    };
+    let before = manifest(&wide, "before.json");
+    assert!(
+        std::fs::read_to_string(&before)
+            .unwrap()
+            .contains("out/defs/*/toolset.yaml")
+    );
+    let loosened = env.personality(
+        "loosened.toml",
+        &format!(
+            "id = \"wide\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}/out\"]\ndeny_write = [\"{w}/out/shared\"]\n{processes}",
+            w = w.display()
+        ),
+    );
+    let after = manifest(&loosened, "after.json");
+    let diff = env.toolcap(&["diff", &before, &after]);
+    let said = String::from_utf8_lossy(&diff.stdout);
+    assert_eq!(diff.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("fs_reach.deny_write no longer") && said.contains("toolset.yaml"),
+        "{said}"
+    );
+}

@@ -467,6 +467,122 @@ fn ethos_later_floor_keeps_its_state_dir_from_its_personalities() {
 }
 
 // guarantee: G-POL-05
+/// Ethos keeps every turn from writing what defines a personality (its
+/// `PERSONALITY_DEFINITION_ENTRIES`: `SOUL.md`, `config.yaml`, `toolset.yaml`, `mcp.yaml`,
+/// `tools.yaml`, `ETHOS.md`, `skills/`, `commands/`, the `.expression-history/` snapshots), its
+/// own and every other personality's, one made mid-turn included, and the state dir's own
+/// `skills/` and `commands/`, under every state dir; reading them stays open. A personality that
+/// wrote another's `toolset.yaml` would grant it any tool at its next load. Loaded here with a
+/// reach of `/`, an Ethos personality writes none of them, in any spelling, in process mode and
+/// in the capsule, and still reads them and writes beside them (`MEMORY.md`). Before, the
+/// tool wrote `personalities/other/toolset.yaml` under each state dir.
+#[test]
+fn ethos_personalities_cannot_rewrite_what_defines_a_personality() {
+    let env = Env::new();
+    let state = env.home.join("state");
+    let state_dir = env.home.join("state-dir");
+    let dir = env.cwd.join("p/architect");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.yaml"),
+        "name: A\nfs_reach.read: /\nfs_reach.write: /\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("toolset.yaml"), "- read_file\n- write_file\n").unwrap();
+    let defined = [
+        "personalities/other/toolset.yaml",
+        "personalities/other/config.yaml",
+        "personalities/other/SOUL.md",
+        "personalities/other/skills/s/SKILL.md",
+        "personalities/other/.expression-history/1.md",
+        "skills/shared/SKILL.md",
+        "commands/c.md",
+    ];
+    for base in [env.home.join(".ethos"), state.clone(), state_dir.clone()] {
+        for entry in defined {
+            let file = base.join(entry);
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, "the user's own\n").unwrap();
+        }
+    }
+    let call = |mode: &[&str], tool: &str, args: Value| -> Value {
+        let out = Command::new(TOOLCAP)
+            .arg("call")
+            .args(mode)
+            .args(["--personality", dir.to_str().unwrap(), tool])
+            .arg(args.to_string())
+            .env("HOME", &env.home)
+            .env("ETHOS_HOME", &state)
+            .env("ETHOS_STATE_DIR", &state_dir)
+            .env("XDG_DATA_HOME", env.home.join("data"))
+            .env_remove("RUST_LOG")
+            .current_dir(&env.cwd)
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)))
+    };
+    let grant = "- read_file\n- write_file\n- run_command\n";
+    for mode in MODES {
+        for base in [env.home.join(".ethos"), state.clone(), state_dir.clone()] {
+            let at = |entry: &str| base.join(entry).display().to_string();
+            for entry in defined.iter().copied().chain([
+                // In another spelling, and in a personality made now.
+                "personalities/other/TOOLSET.yaml",
+                "personalities/other/toolset.yaml.",
+                "personalities/made-now/toolset.yaml",
+                "personalities/made-now/skills/x/SKILL.md",
+            ]) {
+                let written = call(
+                    mode,
+                    "write_file",
+                    json!({"path": at(entry), "content": grant}),
+                );
+                assert!(
+                    error(&written).starts_with("PATH_NOT_REACHABLE"),
+                    "{mode:?} write {entry}: {written}"
+                );
+            }
+            for entry in defined {
+                assert_eq!(
+                    std::fs::read_to_string(base.join(entry)).unwrap(),
+                    "the user's own\n",
+                    "{mode:?} {entry}"
+                );
+                // Reading stays open, as in Ethos.
+                let read = call(mode, "read_file", json!({"path": at(entry)}));
+                assert_eq!(
+                    read["value"], "the user's own\n",
+                    "{mode:?} {entry}: {read}"
+                );
+            }
+            assert!(!base.join("personalities/made-now").exists(), "{mode:?}");
+            // What a personality keeps for itself is written as in Ethos.
+            let memory = at("personalities/other/MEMORY.md");
+            let written = call(mode, "write_file", json!({"path": memory, "content": "m"}));
+            assert_eq!(written["ok"], true, "{mode:?}: {written}");
+        }
+    }
+    // The rules are in the personality's manifest, where a reviewer reads them.
+    let out = Command::new(TOOLCAP)
+        .args(["manifest", "--personality", dir.to_str().unwrap()])
+        .env("HOME", &env.home)
+        .env("ETHOS_HOME", &state)
+        .env("ETHOS_STATE_DIR", &state_dir)
+        .current_dir(&env.cwd)
+        .output()
+        .unwrap();
+    let manifest = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        manifest.contains(&format!(
+            "{}/personalities/*/toolset.yaml",
+            state_dir.display()
+        )),
+        "{manifest}"
+    );
+}
+
+// guarantee: G-POL-05
 /// Ethos refuses every personality, whatever its `fs_reach`, a floor of credential and system
 /// paths (`sensitiveDenyPaths` in its `storage-fs`): shell histories, `~/.npmrc`, the AWS
 /// credentials, Ethos's own `keys.json` and `secrets`, `/etc/passwd`, `/root`, `/boot` and the

@@ -757,6 +757,73 @@ fn a_guarded_server_is_not_handed_what_an_agent_a_shell_or_git_runs() {
 }
 
 // guarantee: G-MCP-11
+/// What the personality keeps from writes (`[fs_reach] deny_write`) is handed to a guarded
+/// server neither to write nor to read (which it will do cannot be told), and the server cannot
+/// change it: a place beneath its write reach that toolcap's own `write_file` refuses.
+#[test]
+fn a_guarded_server_is_not_handed_what_the_personality_keeps_from_writes() {
+    let Some(modules) = npm_servers() else { return };
+    let (_dir, root) = scratch();
+    let ws = root.join("ws");
+    std::fs::create_dir_all(ws.join("defs/a")).unwrap();
+    std::fs::write(ws.join("defs/a/toolset.yaml"), "as it was\n").unwrap();
+    let server = modules.join("@modelcontextprotocol/server-filesystem/dist/index.js");
+    let config = root.join("files.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.files]\ncommand = \"/usr/bin/node\"\nargs = [\"{server}\", \"{ws}\"]\n\
+             runtime = [\"{modules}\"]\ntools = [\"read_text_file\", \"write_file\"]\n\
+             [servers.files.reach]\nread = [\"{ws}\"]\nwrite = [\"{ws}\"]\n",
+            server = server.display(),
+            modules = modules.display(),
+            ws = ws.display()
+        ),
+    )
+    .unwrap();
+    let personality = root.join("p.toml");
+    std::fs::write(
+        &personality,
+        format!(
+            "id = \"files\"\ntoolset = [\"mcp__files__read_text_file\", \"mcp__files__write_file\"]\n\
+             [fs_reach]\nread = [\"{ws}\"]\nwrite = [\"{ws}\"]\ndeny_write = [\"{ws}/defs/*/toolset.yaml\"]\n",
+            ws = ws.display()
+        ),
+    )
+    .unwrap();
+    let mut guard = Guarded::start(&root, &personality, &config);
+    for path in [
+        ws.join("defs/a/toolset.yaml").display().to_string(),
+        "defs/a/TOOLSET.yaml".to_owned(),
+        ws.join("defs/new/toolset.yaml").display().to_string(),
+    ] {
+        let (failed, text, _) = guard.call(
+            "mcp__files__write_file",
+            json!({"path": path, "content": "- everything\n"}),
+        );
+        assert!(
+            failed && text.starts_with("PATH_NOT_REACHABLE: ") && text.contains("deny_write"),
+            "{path}: {text}"
+        );
+        let (failed, text, _) = guard.call("mcp__files__read_text_file", json!({"path": path}));
+        assert!(
+            failed && text.starts_with("PATH_NOT_REACHABLE: "),
+            "read {path}: {text}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.join("defs/a/toolset.yaml")).unwrap(),
+        "as it was\n"
+    );
+    assert!(!ws.join("defs/new").exists());
+    let (failed, text, _) = guard.call(
+        "mcp__files__write_file",
+        json!({"path": ws.join("notes.md").display().to_string(), "content": "fine\n"}),
+    );
+    assert!(!failed, "{text}");
+}
+
+// guarantee: G-MCP-11
 /// What a guarded server writes of its own accord, not named in any argument: the hooks of
 /// `.claude/settings.json`, a `.vscode/tasks.json`, a `.bashrc` that exist in its write reach are
 /// read-only to it, as git's places are; a file beside them is written. Checked on disk.

@@ -5,6 +5,7 @@
 pub mod binary;
 pub mod exec_options;
 pub mod host;
+mod keep;
 mod later;
 pub mod path;
 pub mod scheme;

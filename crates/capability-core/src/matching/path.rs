@@ -8,6 +8,7 @@ use capability_policy::normalize_lexically;
 
 use super::{Dropped, Intersection};
 
+pub use super::keep::{kept_from_writes, kept_places};
 pub use super::later::{RUNS_LATER_NAMES, RunsLater, git_run_area, runs_later};
 
 /// Resolves `path` for matching: relative paths join `working_dir` (never the process's

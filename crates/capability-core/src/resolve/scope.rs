@@ -17,7 +17,8 @@ use crate::matching::binary::ArgvPattern;
 use crate::matching::exec_options;
 use crate::matching::host::{HostSet, normalize_host};
 use crate::matching::path::{
-    DenyFloor, RunsLater, is_within, is_within_any_of_any_case, resolve_path, runs_later,
+    DenyFloor, RunsLater, is_within, is_within_any_of_any_case, kept_from_writes, kept_places,
+    resolve_path, runs_later,
 };
 use crate::realpath::{Aliases, LaterAlias};
 
@@ -86,6 +87,8 @@ pub struct ResolvedPaths {
     pub(super) read_guarded: Arc<[bool]>,
     pub(super) write_guarded: Arc<[bool]>,
     pub(super) deny: Arc<[PathBuf]>,
+    /// `[fs_reach] deny_write` (docs/policy.md, "Kept from writes").
+    pub(super) deny_write: Arc<[PathBuf]>,
     pub(super) floor: Arc<DenyFloor>,
     pub(super) aliases: Arc<Aliases>,
     /// The places whose contents run later, reached by another name.
@@ -133,6 +136,19 @@ impl ResolvedPaths {
         Some((full, area, runs))
     }
 
+    /// Where `path` lies beneath a write root in a place the policy keeps from writes
+    /// (`[fs_reach] deny_write`, docs/policy.md, "Kept from writes"): `path` resolved, and the
+    /// rule. What a process that writes wherever its kernel confinement lets it (a guarded MCP
+    /// server) must not be handed, as for [`runs_later_beneath_write_root`](Self::runs_later_beneath_write_root).
+    pub fn kept_from_writes_beneath_write_root(&self, path: &Path) -> Option<(PathBuf, PathBuf)> {
+        let full = self.full(path).ok()?;
+        if !self.write.iter().any(|r| is_within(&full, r)) {
+            return None;
+        }
+        let rule = kept_from_writes(&full, &self.deny_write)?.clone();
+        Some((full, rule))
+    }
+
     /// Whether `path`, resolved as [`check`](PathPolicy::check) resolves it, lies beneath a
     /// root for `access` (whether or not a rule then refuses it there).
     fn beneath_a_root(&self, path: &Path, access: FsAccess) -> bool {
@@ -166,6 +182,7 @@ impl ResolvedPaths {
             read_guarded: Arc::clone(&self.read_guarded),
             write_guarded: Arc::clone(&self.write_guarded),
             deny: Arc::clone(&self.deny),
+            deny_write: Arc::clone(&self.deny_write),
             floor: Arc::clone(&self.floor),
             aliases: Arc::clone(&self.aliases),
             later_aliases: Arc::clone(&self.later_aliases),
@@ -205,6 +222,19 @@ impl PathPolicy for ResolvedPaths {
             return Err(refuse());
         }
         if access == FsAccess::Write
+            && let Some(rule) = kept_from_writes(&full, &self.deny_write)
+        {
+            return Err(CapabilityError::denied(
+                DenialCode::PathNotReachable,
+                format!(
+                    "write not permitted for {}: the policy keeps {} from writes \
+                     (fs_reach.deny_write)",
+                    full.display(),
+                    rule.display()
+                ),
+            ));
+        }
+        if access == FsAccess::Write
             && let Some(refusal) = runs_later_refusal(&full, personality, &self.later_aliases)
         {
             return Err(refusal);
@@ -234,7 +264,14 @@ impl PathPolicy for ResolvedPaths {
     fn roots(&self, access: FsAccess) -> Vec<PathBuf> {
         match access {
             FsAccess::Read => self.read.to_vec(),
-            FsAccess::Write => self.write.to_vec(),
+            // A root kept from writes whole grants no write: a child's kernel layer is not given
+            // it (it would bind it writable inside the place kept).
+            FsAccess::Write => self
+                .write
+                .iter()
+                .filter(|root| kept_from_writes(root, &self.deny_write).is_none())
+                .cloned()
+                .collect(),
         }
     }
 
@@ -247,7 +284,9 @@ impl PathPolicy for ResolvedPaths {
     }
 
     fn runs_later_places(&self) -> Vec<PathBuf> {
-        self.later_aliases.iter().map(|a| a.real.clone()).collect()
+        let mut places: Vec<PathBuf> = self.later_aliases.iter().map(|a| a.real.clone()).collect();
+        places.extend(kept_places(&self.deny_write, &self.roots(FsAccess::Write)));
+        places
     }
 
     fn hidden(&self) -> Vec<PathBuf> {

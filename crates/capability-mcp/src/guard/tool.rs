@@ -320,8 +320,8 @@ impl ArgumentCheck {
     }
 
     /// The refusal of `path` (named by the argument `text`) where the server could write what
-    /// git, a shell, an agent's client or an editor runs later (docs/guard.md, "Argument
-    /// checks").
+    /// git, a shell, an agent's client or an editor runs later, or what the personality keeps
+    /// from writes (docs/guard.md, "Argument checks").
     fn runs_later(&self, path: &Path, text: &str) -> Result<(), CapabilityError> {
         let Some(paths) = &self.paths else {
             return Ok(());
@@ -338,6 +338,14 @@ impl ArgumentCheck {
         let found = paths
             .runs_later_beneath_write_root(path)
             .map(|(full, area, runs)| (full, runs.why(), allow(&area)))
+            .or_else(|| {
+                let (full, rule) = paths.kept_from_writes_beneath_write_root(path)?;
+                Some((
+                    full,
+                    "the personality keeps it from writes",
+                    format!("fs_reach.deny_write {}", rule.display()),
+                ))
+            })
             .or_else(|| {
                 let a = paths.check(path, FsAccess::Write).ok()?;
                 let place = capability_sandbox::git_place_of(&a.path, &a.root)?;

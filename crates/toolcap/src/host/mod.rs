@@ -304,6 +304,7 @@ fn load_ethos_dir(dir: &Path) -> Result<CompiledPolicy, Usage> {
         Some(dir) if dir.is_absolute() => {
             let mut narrowing = capability_core::Narrowing::default();
             narrowing.fs_reach.deny = ETHOS_STATE_DENY.iter().map(|e| dir.join(e)).collect();
+            narrowing.fs_reach.deny_write = capability_core::ethos_definition_rules(&dir);
             policy.narrow(&narrowing).map_err(|e| {
                 Usage(format!(
                     "cannot keep the Ethos state in {} out of reach: {e}",
