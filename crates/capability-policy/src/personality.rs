@@ -466,6 +466,11 @@ impl PersonalityPolicy {
             check_write_pattern(path)
                 .map_err(|why| PolicyError::invalid(format!("fs_reach.deny_write[{i}]"), why))?;
         }
+        // A rule given twice (`~/.ethos` and an `$ETHOS_HOME` that is the same place) once.
+        for list in [&mut self.fs_reach.deny, &mut self.fs_reach.deny_write] {
+            let mut seen = std::collections::HashSet::new();
+            list.retain(|path| seen.insert(path.clone()));
+        }
         for (i, kind) in self.attachments.kinds.iter().enumerate() {
             capability_types::check_kind_pattern(kind)
                 .map_err(|why| PolicyError::invalid(format!("attachments.kinds[{i}]"), why))?;
@@ -723,6 +728,24 @@ mod tests {
             let p = PersonalityPolicy::parse(text, format, None).unwrap();
             assert_eq!(p.id, "b", "{format:?}");
         }
+    }
+
+    #[test]
+    fn a_rule_given_twice_is_kept_once_in_its_first_place() {
+        let p = PersonalityPolicy::parse(
+            r#"{"id":"x","fs_reach":{"deny":["~/a","/b","/h/a"],"deny_write":["/c/*/d","~/e","/c/*/d"]}}"#,
+            PolicyFormat::Json,
+            Some(Path::new("/h")),
+        )
+        .unwrap();
+        assert_eq!(
+            p.fs_reach.deny,
+            [PathBuf::from("/h/a"), PathBuf::from("/b")]
+        );
+        assert_eq!(
+            p.fs_reach.deny_write,
+            [PathBuf::from("/c/*/d"), PathBuf::from("/h/e")]
+        );
     }
 
     #[test]
