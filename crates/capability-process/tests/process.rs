@@ -139,7 +139,13 @@ fn writing_spawner_with(
         "id = \"p\"\n[fs_reach]\nread = [\"{r}\"{extra}]\nwrite = [\"{r}\"]\ndeny = [{deny}]\n[safety.process]\nallow = [\"sh\"]\n",
         r = fx.root.display()
     );
-    let policy = CompiledPolicy::load(&toml, PolicyFormat::Toml, home).unwrap();
+    spawner_for(fx, &toml, home)
+}
+
+/// A spawner for a tool that declares every binary and the personality's reach, under the
+/// personality `toml` loaded for the home directory `home`, working in the fixture's root.
+fn spawner_for(fx: &Fixture, toml: &str, home: Option<&Path>) -> Arc<dyn ScopedProcess> {
+    let policy = CompiledPolicy::load(toml, PolicyFormat::Toml, home).unwrap();
     let caps = ToolCapabilities::none()
         .with_process(["*"])
         .with_fs_read(FsPaths::FromPersonality)
@@ -2294,19 +2300,7 @@ async fn a_child_is_kept_from_what_the_policy_keeps_from_writes() {
             "id = \"p\"\n[fs_reach]\nread = [\"{r}\"]\nwrite = [{}]\ndeny_write = [\"{r}/defs/*/toolset.yaml\", \"{r}/shared\"]\n[safety.process]\nallow = [\"sh\"]\n",
             write.join(", ")
         );
-        let policy = CompiledPolicy::load(&toml, PolicyFormat::Toml, None).unwrap();
-        let caps = ToolCapabilities::none()
-            .with_process(["*"])
-            .with_fs_read(FsPaths::FromPersonality)
-            .with_fs_write(FsPaths::FromPersonality);
-        let resolved = resolve("builder", &caps, &policy, "s", &fx.root);
-        let grant = ProcessGrant::new(
-            "builder",
-            resolved.process.unwrap() as Arc<dyn ProcessPolicy>,
-            resolved.fs.unwrap() as Arc<dyn PathPolicy>,
-        );
-        let config = ProcessConfig::with_host_env(host_env()).scratch_root(fx.scratch.clone());
-        ProcessBackend::new(config).scoped_process(grant).unwrap()
+        spawner_for(&fx, &toml, None)
     };
     let sh = |script: &str| argv(&["-c", script]);
 

@@ -46,15 +46,49 @@ impl Env {
     }
 
     fn toolcap(&self, args: &[&str]) -> Output {
-        Command::new(TOOLCAP)
+        self.toolcap_with(args, &[])
+    }
+
+    /// [`toolcap`](Self::toolcap) with the variables `vars` set (`ETHOS_HOME` is otherwise
+    /// unset).
+    fn toolcap_with(&self, args: &[&str], vars: &[(&str, &Path)]) -> Output {
+        let mut command = Command::new(TOOLCAP);
+        command
             .args(args)
             .env("HOME", &self.home)
             .env_remove("ETHOS_HOME")
             .env("XDG_DATA_HOME", self.home.join("data"))
             .env_remove("RUST_LOG")
-            .current_dir(&self.cwd)
-            .output()
-            .unwrap()
+            .current_dir(&self.cwd);
+        for (name, value) in vars {
+            command.env(name, value);
+        }
+        command.output().unwrap()
+    }
+
+    /// `tool` called with `args` in `mode` under `personality`, the variables `vars` set: its
+    /// result, and all it wrote on both outputs.
+    fn call_with(
+        &self,
+        mode: &[&str],
+        personality: &Path,
+        tool: &str,
+        args: &Value,
+        vars: &[(&str, &Path)],
+    ) -> (Value, String) {
+        let args = args.to_string();
+        let mut argv = vec!["call"];
+        argv.extend_from_slice(mode);
+        argv.extend(["--personality", personality.to_str().unwrap(), tool, &args]);
+        let out = self.toolcap_with(&argv, vars);
+        let result = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (result, all)
     }
 
     fn manifest(&self, personality: &Path) -> Value {
@@ -81,18 +115,8 @@ impl Env {
         tool: &str,
         args: &str,
     ) -> (Value, String) {
-        let mut argv = vec!["call"];
-        argv.extend_from_slice(mode);
-        argv.extend(["--personality", personality.to_str().unwrap(), tool, args]);
-        let out = self.toolcap(&argv);
-        let result = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
-        let all = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (result, all)
+        let args: Value = serde_json::from_str(args).unwrap();
+        self.call_with(mode, personality, tool, &args, &[])
     }
 }
 
@@ -413,28 +437,12 @@ fn ethos_later_floor_keeps_its_state_dir_from_its_personalities() {
             std::fs::write(&file, "the user's own\n").unwrap();
         }
     }
-    let call = |mode: &[&str], tool: &str, args: serde_json::Value| -> (Value, String) {
-        let out = Command::new(TOOLCAP)
-            .arg("call")
-            .args(mode)
-            .args(["--personality", dir.to_str().unwrap(), tool])
-            .arg(args.to_string())
-            .env("HOME", &env.home)
-            .env("ETHOS_HOME", &state)
-            .env("ETHOS_STATE_DIR", &state_dir)
-            .env("XDG_DATA_HOME", env.home.join("data"))
-            .env_remove("RUST_LOG")
-            .current_dir(&env.cwd)
-            .output()
-            .unwrap();
-        let all = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let result = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
-        (result, all)
+    let vars = [
+        ("ETHOS_HOME", state.as_path()),
+        ("ETHOS_STATE_DIR", &state_dir),
+    ];
+    let call = |mode: &[&str], tool: &str, args: Value| -> (Value, String) {
+        env.call_with(mode, &dir, tool, &args, &vars)
     };
     for mode in MODES {
         for base in [env.home.join(".ethos"), state.clone(), state_dir.clone()] {
@@ -505,22 +513,12 @@ fn ethos_personalities_cannot_rewrite_what_defines_a_personality() {
             std::fs::write(&file, "the user's own\n").unwrap();
         }
     }
+    let vars = [
+        ("ETHOS_HOME", state.as_path()),
+        ("ETHOS_STATE_DIR", &state_dir),
+    ];
     let call = |mode: &[&str], tool: &str, args: Value| -> Value {
-        let out = Command::new(TOOLCAP)
-            .arg("call")
-            .args(mode)
-            .args(["--personality", dir.to_str().unwrap(), tool])
-            .arg(args.to_string())
-            .env("HOME", &env.home)
-            .env("ETHOS_HOME", &state)
-            .env("ETHOS_STATE_DIR", &state_dir)
-            .env("XDG_DATA_HOME", env.home.join("data"))
-            .env_remove("RUST_LOG")
-            .current_dir(&env.cwd)
-            .output()
-            .unwrap();
-        serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)))
+        env.call_with(mode, &dir, tool, &args, &vars).0
     };
     let grant = "- read_file\n- write_file\n- run_command\n";
     for mode in MODES {
@@ -564,14 +562,7 @@ fn ethos_personalities_cannot_rewrite_what_defines_a_personality() {
         }
     }
     // The rules are in the personality's manifest, where a reviewer reads them.
-    let out = Command::new(TOOLCAP)
-        .args(["manifest", "--personality", dir.to_str().unwrap()])
-        .env("HOME", &env.home)
-        .env("ETHOS_HOME", &state)
-        .env("ETHOS_STATE_DIR", &state_dir)
-        .current_dir(&env.cwd)
-        .output()
-        .unwrap();
+    let out = env.toolcap_with(&["manifest", "--personality", dir.to_str().unwrap()], &vars);
     let manifest = String::from_utf8_lossy(&out.stdout);
     assert!(
         manifest.contains(&format!(
