@@ -166,8 +166,11 @@ pub(crate) async fn serve_http<C, U>(
             Ok::<_, std::convert::Infallible>(response)
         }
     });
-    let server =
-        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(client), service);
+    let server = hyper::server::conn::http1::Builder::new()
+        // A client may shut its side once its request is written and still wait for the
+        // answer, as it could through the bytes relayed before.
+        .half_close(true)
+        .serve_connection(TokioIo::new(client), service);
     // The upstream connection is driven beside the server, in this task: the server first (a
     // request it reads goes out when the connection is polled next, in the same pass), then the
     // connection, then the server again (an answer the connection read is written at once). When

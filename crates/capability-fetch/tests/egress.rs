@@ -593,6 +593,14 @@ async fn a_plain_tunnel_asks_the_allowed_address_only_for_allowed_names() {
         2,
         "{out:?}"
     );
+    // A client that shuts its side once its request is written still gets the answer.
+    let mut stream = tunnel_to(port, "127.0.0.1", front).await;
+    stream.write_all(first.as_bytes()).await.unwrap();
+    stream.shutdown().await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(2), stream.read_to_end(&mut out)).await;
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.ends_with(&format!("site {allowed}")), "{out:?}");
 }
 
 /// `hello` with one more extension, of type `kind`, holding `body`: the lengths of the
