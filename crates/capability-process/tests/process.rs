@@ -2372,4 +2372,23 @@ async fn a_child_is_kept_from_what_the_policy_keeps_from_writes() {
         !fx.root.join("defs/b/toolset.yaml").exists(),
         "made by a child and kept"
     );
+
+    // A write root the rules keep whole, at or inside a kept place, grants the child no
+    // write there.
+    std::fs::create_dir_all(fx.root.join("shared/sub")).unwrap();
+    let p = spawner(&["shared/sub", "defs"]);
+    let out = p
+        .spawn(
+            "sh",
+            &sh("echo evil > shared/sub/f 2>/dev/null; echo x=$?; \
+                 mkdir defs/c 2>/dev/null; echo c=$?; cat shared/x"),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap();
+    let said = stdout(&out);
+    assert!(!said.contains("x=0") && !said.contains("c=0"), "{said}");
+    assert!(said.contains("as it was"), "still readable: {said}");
+    assert!(!fx.root.join("defs/c").exists());
+    assert!(!fx.root.join("shared/sub/f").exists());
 }
