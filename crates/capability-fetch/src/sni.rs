@@ -48,12 +48,14 @@ pub(crate) enum Opening {
 }
 
 /// Reads the first record of a tunnel from `client` onto `first` (which may hold its first
-/// bytes already; everything read, to forward once decided, in one piece: a tunnel's first bytes reach the server as they left the child)
+/// bytes already; everything read, to forward once decided, in one piece: a tunnel's first
+/// bytes reach the server as they left the child)
 /// and says what it is. A record that starts like TLS but is not a whole ClientHello in one
 /// record (cut short, longer than TLS allows, or a ClientHello spread over records), or that
 /// hides its name, is an error: its name cannot be known, so it is refused. A tunnel that opens
-/// like text is read until its first line is whole (a child may send a byte at a time), and one
-/// whose first line is longer than [`MAX_FIRST_LINE`] is refused.
+/// like text is read until its first line is whole (a child may send a byte at a time); one
+/// whose first line is longer than [`MAX_FIRST_LINE`], or still unfinished after
+/// [`LINE_WAIT`], is refused.
 pub(crate) async fn opening<R: AsyncRead + Unpin>(
     client: &mut R,
     first: &mut Vec<u8>,
