@@ -174,8 +174,10 @@ pub(crate) async fn serve_http<C, U>(
     // The upstream connection is driven beside the server, in this task: the server first (a
     // request it reads goes out when the connection is polled next, in the same pass), then the
     // connection, then the server again (an answer the connection read is written at once). When
-    // the connection ends (the server closed it), the answer it brought is still written to the
-    // child, and a request after it is answered `502`, which ends the tunnel.
+    // the connection ends (the server closed it, as a server closes an idle kept-alive one), the
+    // answer it brought is still written to the child and then the tunnel ends, as the relayed
+    // bytes ended, so the child's client sends its next request on a new connection; a request
+    // already on its way is answered `502`.
     let (mut server, mut conn) = (std::pin::pin!(server), std::pin::pin!(conn));
     let mut upstream_open = true;
     std::future::poll_fn(|cx| {
@@ -184,6 +186,7 @@ pub(crate) async fn serve_http<C, U>(
         }
         if upstream_open && conn.as_mut().poll(cx).is_ready() {
             upstream_open = false;
+            server.as_mut().graceful_shutdown();
         }
         server.as_mut().poll(cx).map(drop)
     })

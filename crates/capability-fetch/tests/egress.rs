@@ -749,3 +749,45 @@ async fn a_request_line_held_back_is_refused_not_relayed() {
         "the held-back line was relayed"
     );
 }
+
+// guarantee: G-KERN-07
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_closes_a_kept_alive_connection_closes_the_tunnel() {
+    // A server closes an idle kept-alive connection when it likes; a client then sees its
+    // connection end and sends its next request on a new one. Through a tunnel served as HTTP
+    // the child must see the same, not an error answer for a request it would have resent.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port_up = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf).await;
+                let _ = stream
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                    .await;
+                // Closed after a pause, as an idle connection is.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            });
+        }
+    });
+    let (port, _session) = proxy(&format!("127.0.0.1:{port_up}")).await;
+    let mut stream = tunnel_to(port, "127.0.0.1", port_up).await;
+    let request = format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{port_up}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = vec![0u8; 512];
+    let mut got = Vec::new();
+    while !got.ends_with(b"ok") {
+        let n = stream.read(&mut answer).await.unwrap();
+        assert!(n > 0, "{got:?}");
+        got.extend_from_slice(&answer[..n]);
+    }
+    // The server has closed its side: the tunnel ends without another word.
+    let mut rest = Vec::new();
+    let ended = tokio::time::timeout(Duration::from_secs(2), stream.read_to_end(&mut rest)).await;
+    assert!(
+        ended.is_ok(),
+        "the tunnel stayed open after the server closed"
+    );
+    assert!(rest.is_empty(), "{:?}", String::from_utf8_lossy(&rest));
+}
