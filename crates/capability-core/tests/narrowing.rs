@@ -101,6 +101,8 @@ fn hostile_narrowings_are_refused() {
         ("[process]\nallow = [\"*\"]\n", "safety.process.allow[0]"),
         ("[netwrok]\nallow = []\n", "netwrok"),
         ("toolset = [\"Bad Name\"]\n", "toolset[0]"),
+        ("[fs_reach]\ndeny_write = [\"/srv/x*\"]\n", "fs_reach.deny_write[0]"),
+        ("[fs_reach]\ndeny_write = [\"/*/x\"]\n", "fs_reach.deny_write[0]"),
     ];
     let base =
         capability_core::CompiledPolicy::load(PERSONALITY, PolicyFormat::Toml, None).unwrap();
@@ -110,4 +112,59 @@ fn hostile_narrowings_are_refused() {
             .unwrap_err();
         assert_eq!(err.field(), Some(field), "{text}: {err}");
     }
+}
+
+// guarantee: G-FS-14
+#[test]
+fn a_narrowing_keeps_more_from_writes_and_never_less() {
+    use capability_core::{CompiledPolicy, resolve};
+    use capability_types::backend::{FsAccess, PathPolicy};
+    use std::path::Path;
+    let personality = CompiledPolicy::load(
+        "id = \"p\"\n[fs_reach]\nread = [\"/srv/ws\"]\nwrite = [\"/srv/ws\"]\ndeny_write = [\"/srv/ws/*/toolset.yaml\"]\n",
+        PolicyFormat::Toml,
+        None,
+    )
+    .unwrap();
+    let narrowing = Narrowing::parse(
+        "[fs_reach]\ndeny_write = [\"/srv/ws/shared\"]\n",
+        PolicyFormat::Toml,
+        None,
+    )
+    .unwrap();
+    let narrowed = personality.narrow(&narrowing).unwrap();
+    let caps = ToolCapabilities::none()
+        .with_fs_read(FsPaths::FromPersonality)
+        .with_fs_write(FsPaths::FromPersonality);
+    let paths = resolve("writer", &caps, &narrowed, "s", Path::new("/srv/ws"))
+        .fs
+        .unwrap();
+    for kept in [
+        "/srv/ws/a/toolset.yaml",
+        "/srv/ws/shared/x",
+        "/srv/ws/Shared/y",
+    ] {
+        let refused = paths.check(Path::new(kept), FsAccess::Write).unwrap_err();
+        assert!(
+            refused.to_string().contains("deny_write"),
+            "{kept}: {refused}"
+        );
+        assert!(
+            paths.check(Path::new(kept), FsAccess::Read).is_ok(),
+            "{kept}"
+        );
+    }
+    assert!(
+        paths
+            .check(Path::new("/srv/ws/a/notes.md"), FsAccess::Write)
+            .is_ok()
+    );
+    // The personality's own rule holds under the narrowing too (it only adds).
+    let only = resolve("writer", &caps, &personality, "s", Path::new("/srv/ws"))
+        .fs
+        .unwrap();
+    assert!(
+        only.check(Path::new("/srv/ws/shared/x"), FsAccess::Write)
+            .is_ok()
+    );
 }
