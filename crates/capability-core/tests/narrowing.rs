@@ -101,8 +101,14 @@ fn hostile_narrowings_are_refused() {
         ("[process]\nallow = [\"*\"]\n", "safety.process.allow[0]"),
         ("[netwrok]\nallow = []\n", "netwrok"),
         ("toolset = [\"Bad Name\"]\n", "toolset[0]"),
-        ("[fs_reach]\ndeny_write = [\"/srv/x*\"]\n", "fs_reach.deny_write[0]"),
-        ("[fs_reach]\ndeny_write = [\"/*/x\"]\n", "fs_reach.deny_write[0]"),
+        (
+            "[fs_reach]\ndeny_write = [\"/srv/x*\"]\n",
+            "fs_reach.deny_write[0]",
+        ),
+        (
+            "[fs_reach]\ndeny_write = [\"/*/x\"]\n",
+            "fs_reach.deny_write[0]",
+        ),
     ];
     let base =
         capability_core::CompiledPolicy::load(PERSONALITY, PolicyFormat::Toml, None).unwrap();
