@@ -353,10 +353,10 @@ fn client_hello(name: &str) -> Vec<u8> {
     first
 }
 
-/// Opens a tunnel to `target` through the proxy on `port`, sends `first`, and returns what
+/// Opens a tunnel to `host:target` through the proxy on `port`, sends `first`, and returns what
 /// came back through it within 2 s.
-async fn through_tunnel(port: u16, target: u16, first: &[u8]) -> String {
-    let mut stream = tunnel_to(port, "127.0.0.1", target).await;
+async fn through_tunnel(port: u16, host: &str, target: u16, first: &[u8]) -> String {
+    let mut stream = tunnel_to(port, host, target).await;
     stream.write_all(first).await.unwrap();
     let mut out = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(2), stream.read_to_end(&mut out)).await;
@@ -372,11 +372,11 @@ async fn a_tunnel_asks_the_allowed_address_only_for_allowed_names() {
     // reaches it answers with its name, so an empty answer means nothing was forwarded.
     let (allowed, _) = server("allowed").await;
     let (port, _session) = proxy(&format!("127.0.0.1:{allowed}")).await;
-    let refused = through_tunnel(port, allowed, &client_hello("evil.example")).await;
+    let refused = through_tunnel(port, "127.0.0.1", allowed, &client_hello("evil.example")).await;
     assert_eq!(refused, "", "a ClientHello for another name was forwarded");
     // Cut short, or spread over records: its name cannot be known, so it is refused too.
     let whole = client_hello("evil.example");
-    let refused = through_tunnel(port, allowed, &whole[..whole.len() - 3]).await;
+    let refused = through_tunnel(port, "127.0.0.1", allowed, &whole[..whole.len() - 3]).await;
     assert_eq!(refused, "", "a ClientHello cut short was forwarded");
     // What the tunnel's target may be asked still goes through: a ClientHello that names no
     // host (a client addressing an IP sends none), and what is not TLS at all; an allowed name
@@ -385,7 +385,7 @@ async fn a_tunnel_asks_the_allowed_address_only_for_allowed_names() {
         client_hello("127.0.0.1"),
         b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".to_vec(),
     ] {
-        let answer = through_tunnel(port, allowed, &first).await;
+        let answer = through_tunnel(port, "127.0.0.1", allowed, &first).await;
         assert!(answer.contains("allowed"), "{answer:?}");
     }
 }
@@ -632,7 +632,8 @@ fn with_extension(hello: &[u8], kind: u16, body: &[u8]) -> Vec<u8> {
 async fn a_client_hello_that_hides_its_name_is_refused() {
     // With Encrypted Client Hello the name in the clear is a cover, and the front routes by the
     // name encrypted to it: an outer name the personality allows could carry any other.
-    let (allowed, _) = server("allowed").await;
+    // The server records every byte it gets: nothing of a refused hello may reach it.
+    let (allowed, _, received) = many_names_server().await;
     let (port, _session) = proxy(&format!("localhost:{allowed}")).await;
     let plain = client_hello("localhost");
     // The outer ClientHello's `encrypted_client_hello` (0xfe0d): type outer, a cipher suite, a
@@ -646,26 +647,17 @@ async fn a_client_hello_that_hides_its_name_is_refused() {
         with_extension(&plain, 0xfe0d, &ech),
         with_extension(&plain, 0xffce, &[1u8; 40]),
     ] {
-        let refused = tunnel_and_send(port, "localhost", allowed, &hidden).await;
-        assert_eq!(
-            refused, "",
-            "a ClientHello that hides its name was forwarded"
+        let refused = through_tunnel(port, "localhost", allowed, &hidden).await;
+        assert_eq!(refused, "", "the tunnel answered");
+        assert!(
+            received.lock().unwrap().is_empty(),
+            "a ClientHello that hides its name reached the server"
         );
     }
-    // The same hello with another extension of no such kind still goes through.
+    // The same hello with another extension of no such kind still goes through, whole.
     let other = with_extension(&plain, 0x0017, &[]);
-    let answer = tunnel_and_send(port, "localhost", allowed, &other).await;
-    assert!(answer.contains("allowed"), "{answer:?}");
-}
-
-/// Opens a tunnel to `host:target` through the proxy on `port`, sends `first`, and returns what
-/// came back through it within 2 s.
-async fn tunnel_and_send(port: u16, host: &str, target: u16, first: &[u8]) -> String {
-    let mut stream = tunnel_to(port, host, target).await;
-    stream.write_all(first).await.unwrap();
-    let mut out = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(2), stream.read_to_end(&mut out)).await;
-    String::from_utf8_lossy(&out).to_string()
+    through_tunnel(port, "localhost", allowed, &other).await;
+    assert_eq!(*received.lock().unwrap(), other);
 }
 
 // guarantee: G-KERN-07
@@ -716,10 +708,10 @@ async fn what_a_tunnel_carries_that_is_not_a_request_still_goes_through() {
     // at once, though its first bytes hold no line.
     let (echo, _) = server("binary").await;
     let (port, _session) = proxy(&format!("127.0.0.1:{echo}")).await;
-    let answer = tunnel_and_send(port, "127.0.0.1", echo, b"\x00\x05hello").await;
+    let answer = through_tunnel(port, "127.0.0.1", echo, b"\x00\x05hello").await;
     assert!(answer.contains("binary"), "{answer:?}");
     // Text that is no request line, ended: relayed as it is.
-    let answer = tunnel_and_send(port, "127.0.0.1", echo, b"SSH-2.0-OpenSSH_9.6\r\n").await;
+    let answer = through_tunnel(port, "127.0.0.1", echo, b"SSH-2.0-OpenSSH_9.6\r\n").await;
     assert!(answer.contains("binary"), "{answer:?}");
 }
 
