@@ -58,6 +58,18 @@ fn arg(args: &Value, key: &str) -> String {
         .to_owned()
 }
 
+/// `keyctl` operations and the user keyring's special id (`linux/keyctl.h`).
+const KEYCTL_SEARCH: libc::c_long = 10;
+const KEYCTL_READ: libc::c_long = 11;
+const KEY_SPEC_USER_KEYRING: libc::c_long = -4;
+const NO_KEYRING: libc::c_long = 0;
+
+/// `text` as a C string (a NUL inside ends it).
+fn c_string(text: &str) -> std::ffi::CString {
+    let head = text.split('\0').next().unwrap_or_default();
+    std::ffi::CString::new(head).unwrap_or_default()
+}
+
 /// The outcome of an attempt: whether it got through, and the error when it did not.
 fn outcome<T>(result: std::io::Result<T>) -> Value {
     match result {
@@ -274,6 +286,54 @@ fn escape(args: &Value) -> Value {
             let r =
                 unsafe { libc::syscall(libc::SYS_capget, header.as_mut_ptr(), data.as_mut_ptr()) };
             json!({"ok": r == 0, "effective": [data[0], data[3]], "permitted": [data[1], data[4]]})
+        }
+        // A key of the user's keyring (`@u`, which every process of the account shares),
+        // found by its name and read; or one added there for the host to find.
+        "key_read" => {
+            let name = c_string(&arg(args, "name"));
+            let mut buf = [0u8; 64];
+            // SAFETY: KEYCTL_SEARCH takes a keyring, two C strings and a keyring to link into
+            // (none); KEYCTL_READ writes at most the buffer's length into it.
+            let key = unsafe {
+                libc::syscall(
+                    libc::SYS_keyctl,
+                    KEYCTL_SEARCH,
+                    KEY_SPEC_USER_KEYRING,
+                    c"user".as_ptr(),
+                    name.as_ptr(),
+                    NO_KEYRING,
+                )
+            };
+            if key < 0 {
+                return errno_of(key);
+            }
+            // SAFETY: as above.
+            let read = unsafe {
+                libc::syscall(
+                    libc::SYS_keyctl,
+                    KEYCTL_READ,
+                    key,
+                    buf.as_mut_ptr(),
+                    buf.len(),
+                )
+            };
+            let len = usize::try_from(read).unwrap_or(0).min(buf.len());
+            json!({"escaped": true, "value": String::from_utf8_lossy(&buf[..len])})
+        }
+        "key_add" => {
+            let name = c_string(&arg(args, "name"));
+            // SAFETY: add_key reads two C strings and `len` bytes of payload.
+            let made = unsafe {
+                libc::syscall(
+                    libc::SYS_add_key,
+                    c"user".as_ptr(),
+                    name.as_ptr(),
+                    b"worker".as_ptr(),
+                    6usize,
+                    KEY_SPEC_USER_KEYRING,
+                )
+            };
+            errno_of(made)
         }
         "io_uring" => {
             let mut params = [0u8; 120];

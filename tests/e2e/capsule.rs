@@ -351,6 +351,63 @@ fn refused_eperm(outcome: &Value, what: &str) {
     assert_eq!(outcome["errno"], libc::EPERM, "{what}: {outcome}");
 }
 
+/// Adds (`make`) or removes (`take`) the key `name` in this account's user keyring (`@u`),
+/// through python's ctypes; `take` says whether the key was there.
+fn user_key(what: &str, name: &str) -> bool {
+    let out = std::process::Command::new("/usr/bin/python3")
+        .args([
+            "-c",
+            "import ctypes, platform, sys\n\
+             libc = ctypes.CDLL(None, use_errno=True)\n\
+             ADD, KEYCTL = {'x86_64': (248, 250), 'aarch64': (217, 219)}[platform.machine()]\n\
+             USER = ctypes.c_long(-4)\n\
+             name = sys.argv[2].encode()\n\
+             if sys.argv[1] == 'make':\n\
+             \x20   assert libc.syscall(ADD, b'user', name, b'host-secret', 11, USER) > 0\n\
+             else:\n\
+             \x20   key = libc.syscall(KEYCTL, 10, USER, b'user', name, 0)\n\
+             \x20   print('there' if key > 0 else 'not there')\n\
+             \x20   if key > 0:\n        libc.syscall(KEYCTL, 21, ctypes.c_long(key))\n",
+            what,
+            name,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{what} {name}: {out:?}");
+    out.stdout == b"there\n"
+}
+
+// guarantee: G-KERN-15
+/// A tool in a capsule reads no key of its user's keyring and plants none there: the host's
+/// key (a token, a ticket, a file system's key, which every process of the account shares)
+/// is not found, and a key the worker would add is not made. In process the same code reads
+/// the host's key and adds its own, the control.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workers_keyring_calls_are_refused() {
+    let lab = lab_default().await;
+    let tag = std::process::id();
+    let (host, planted) = (
+        format!("toolcap-host-{tag}"),
+        format!("toolcap-worker-{tag}"),
+    );
+    user_key("make", &host);
+    let read = json!({"attempt": "key_read", "name": host});
+    let add = json!({"attempt": "key_add", "name": planted});
+    let confined = [
+        lab.value("escape", read.clone()).await,
+        lab.value("escape", add.clone()).await,
+    ];
+    let controls = [control(&lab, read).await, control(&lab, add).await];
+    let control_planted = user_key("take", &planted);
+    assert!(user_key("take", &host), "the host's key went");
+    refused_eperm(&confined[0], "key_read");
+    refused_eperm(&confined[1], "key_add");
+    assert_eq!(controls[0]["value"], "host-secret", "{}", controls[0]);
+    assert_eq!(controls[1]["escaped"], true, "{}", controls[1]);
+    assert!(control_planted, "the control's key was made");
+    lab.assert_alive().await;
+}
+
 // guarantee: G-KERN-02, G-KERN-03, G-KERN-08, G-KERN-10
 /// issue 13, classes 1 and 3, in the capsule: a Unix socket outside the reach (the listener
 /// counts its connections), the kernel log, the clock, and the capabilities of a root host;

@@ -309,6 +309,103 @@ fn the_new_mount_api_kexec_and_descriptor_theft_fail_with_eperm() {
     }
 }
 
+// guarantee: G-KERN-03, G-KERN-15
+/// Every call the filter refuses outright fails with `EPERM` in a confined child, each with
+/// arguments that do nothing anywhere (null pointers, no descriptor, flags the kernel rejects,
+/// a query), so that what answers is the filter or a dropped capability, never a change. The
+/// calls that need no capability are also made unconfined, where the kernel answers them
+/// itself: for those the filter is the only thing in the way (the keyring calls reach the
+/// keys every process of the account shares; `unshare(0)` and `personality` change nothing
+/// here but would succeed).
+#[test]
+fn every_call_the_filter_refuses_outright_fails_with_eperm() {
+    let t = tree();
+    let open: &[(&str, libc::c_long, &[i64])] = &[
+        ("add_key", libc::SYS_add_key, &[0, 0, 0, 0, 0]),
+        ("request_key", libc::SYS_request_key, &[0, 0, 0, 0]),
+        // KEYCTL_GET_KEYRING_ID of the user keyring, not created.
+        ("keyctl", libc::SYS_keyctl, &[0, -4, 0]),
+        ("unshare", libc::SYS_unshare, &[0]),
+        ("setns", libc::SYS_setns, &[-1, 0]),
+        // The query form: the persona is read, not set.
+        ("personality", libc::SYS_personality, &[0xffff_ffff]),
+        (
+            "perf_event_open",
+            libc::SYS_perf_event_open,
+            &[0, 0, -1, -1, 0],
+        ),
+        (
+            "process_vm_readv",
+            libc::SYS_process_vm_readv,
+            &[0, 0, 0, 0, 0, 1],
+        ),
+        (
+            "process_vm_writev",
+            libc::SYS_process_vm_writev,
+            &[0, 0, 0, 0, 0, 1],
+        ),
+        (
+            "name_to_handle_at",
+            libc::SYS_name_to_handle_at,
+            &[-1, 0, 0, 0, 0],
+        ),
+        ("adjtimex", libc::SYS_adjtimex, &[0]),
+        ("clock_adjtime", libc::SYS_clock_adjtime, &[0, 0]),
+    ];
+    let guarded: &[(&str, libc::c_long, &[i64])] = &[
+        ("userfaultfd", libc::SYS_userfaultfd, &[-1]),
+        ("mount", libc::SYS_mount, &[0, 0, 0, 0, 0]),
+        ("umount2", libc::SYS_umount2, &[0, -1]),
+        ("pivot_root", libc::SYS_pivot_root, &[0, 0]),
+        ("chroot", libc::SYS_chroot, &[0]),
+        ("move_mount", libc::SYS_move_mount, &[-1, 0, -1, 0, -1]),
+        ("open_tree", libc::SYS_open_tree, &[-1, 0, -1]),
+        ("fsopen", libc::SYS_fsopen, &[0, -1]),
+        ("fsmount", libc::SYS_fsmount, &[-1, -1, -1]),
+        ("fsconfig", libc::SYS_fsconfig, &[-1, -1, 0, 0, 0]),
+        ("init_module", libc::SYS_init_module, &[0, 0, 0]),
+        ("finit_module", libc::SYS_finit_module, &[-1, 0, -1]),
+        ("delete_module", libc::SYS_delete_module, &[0, -1]),
+        ("kexec_load", libc::SYS_kexec_load, &[0, 0, 0, -1]),
+        ("lookup_dcookie", libc::SYS_lookup_dcookie, &[0, 0, 0]),
+        ("nfsservctl", libc::SYS_nfsservctl, &[0, 0, 0]),
+        ("settimeofday", libc::SYS_settimeofday, &[0, 0]),
+        ("clock_settime", libc::SYS_clock_settime, &[0, 0]),
+        ("reboot", libc::SYS_reboot, &[0, 0, 0, 0]),
+        ("swapon", libc::SYS_swapon, &[0, 0]),
+        ("swapoff", libc::SYS_swapoff, &[0]),
+        ("sethostname", libc::SYS_sethostname, &[0, 100_000]),
+        ("setdomainname", libc::SYS_setdomainname, &[0, 100_000]),
+        ("acct", libc::SYS_acct, &[0]),
+        ("quotactl", libc::SYS_quotactl, &[0, 0, 0, 0]),
+        ("vhangup", libc::SYS_vhangup, &[]),
+        (
+            "open_by_handle_at",
+            libc::SYS_open_by_handle_at,
+            &[-1, 0, 0],
+        ),
+        ("fanotify_init", libc::SYS_fanotify_init, &[-1, 0]),
+        #[cfg(target_arch = "x86_64")]
+        ("uselib", libc::SYS_uselib, &[0]),
+        #[cfg(target_arch = "x86_64")]
+        ("iopl", libc::SYS_iopl, &[0]),
+        #[cfg(target_arch = "x86_64")]
+        ("ioperm", libc::SYS_ioperm, &[0, 0, 0]),
+    ];
+    let eperm = libc::EPERM.to_string();
+    for calls in [open, guarded] {
+        let raw: Vec<(libc::c_long, &[i64])> = calls.iter().map(|&(_, n, a)| (n, a)).collect();
+        for ((name, ..), errno) in calls.iter().zip(errnos(&raw, Some(&policy(&t)))) {
+            assert_eq!(errno, eperm, "{name} confined");
+        }
+    }
+    // Unconfined, only the calls that need no capability and change nothing.
+    let raw: Vec<(libc::c_long, &[i64])> = open.iter().map(|&(_, n, a)| (n, a)).collect();
+    for ((name, ..), errno) in open.iter().zip(errnos(&raw, None)) {
+        assert_ne!(errno, eperm, "{name} unconfined");
+    }
+}
+
 #[test]
 fn one_prepared_sandbox_confines_every_command_it_is_applied_to() {
     let t = tree();

@@ -2453,6 +2453,82 @@ fn a_child_reaches_no_ipc_object_of_the_host_and_leaves_none() {
     }
 }
 
+// guarantee: G-KERN-15
+/// A confined child reads no key the host keeps in its user's keyring and plants none there:
+/// keys are not files, so Landlock does not see them, and a root host's child is root in the
+/// host's user namespace, whose user keyring (`@u`) every process of the account shares. A
+/// key there (a token, a Kerberos ticket, a file system's key) was read by the child, and a
+/// key the child added was the host's to find; `request_key` would also have the kernel start
+/// `/sbin/request-key` outside the sandbox for a key it does not have. Checked on the host's
+/// side, in both modes.
+#[test]
+fn a_child_reads_no_key_of_the_hosts_keyring_and_plants_none() {
+    let env = Env::new("");
+    let tag = std::process::id();
+    let (host_key, child_key) = (
+        format!("toolcap-host-{tag}"),
+        format!("toolcap-child-{tag}"),
+    );
+    let calls = "import ctypes, sys\n\
+         import platform\n\
+         libc = ctypes.CDLL(None, use_errno=True)\n\
+         ADD, REQUEST, KEYCTL = {'x86_64': (248, 249, 250), 'aarch64': (217, 218, 219)}[platform.machine()]\n\
+         USER = ctypes.c_long(-4)\n\
+         def search(name):\n\
+         \x20   return libc.syscall(KEYCTL, 10, USER, b'user', name.encode(), 0)\n";
+    let host = |what: &str| {
+        let script = format!(
+            "{calls}\
+             if sys.argv[1] == 'make':\n\
+             \x20   made = libc.syscall(ADD, b'user', sys.argv[2].encode(), b'host-secret', 11, USER)\n\
+             \x20   assert made > 0, ctypes.get_errno()\n\
+             else:\n\
+             \x20   for name in sys.argv[2:]:\n\
+             \x20       key = search(name)\n\
+             \x20       print(name.split('-')[1], 'key left' if key > 0 else 'no key')\n\
+             \x20       if key > 0:\n\
+             \x20           libc.syscall(KEYCTL, 21, ctypes.c_long(key))\n"
+        );
+        let out = Command::new("/usr/bin/python3")
+            .args(["-c", &script, what, &host_key, &child_key])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{what}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let probe = format!(
+        "{calls}\
+         buf = ctypes.create_string_buffer(64)\n\
+         key = search('{host_key}')\n\
+         if key > 0:\n\
+         \x20   libc.syscall(KEYCTL, 11, ctypes.c_long(key), buf, 64)\n\
+         \x20   print('read', buf.value)\n\
+         else:\n\
+         \x20   print('search', ctypes.get_errno())\n\
+         key = libc.syscall(REQUEST, b'user', b'{host_key}', None, USER)\n\
+         print('request', ctypes.get_errno() if key < 0 else 'found')\n\
+         made = libc.syscall(ADD, b'user', b'{child_key}', b'child', 5, USER)\n\
+         print('add', ctypes.get_errno() if made < 0 else 'made')\n"
+    );
+    let p = env.root.join("p.toml").display().to_string();
+    let eperm = 1;
+    for mode in MODES {
+        host("make");
+        let (result, all) = env.run(mode, &p, "python3", &["-c", &probe]);
+        let left = host("clean");
+        assert_eq!(
+            stdout_of(&result),
+            format!("search {eperm}\nrequest {eperm}\nadd {eperm}\n"),
+            "{mode:?}: {all}"
+        );
+        assert!(!all.contains("host-secret"), "{mode:?}: {all}");
+        assert_eq!(
+            left, "host key left\nchild no key\n",
+            "{mode:?}: the child's key outlived it, or the host's went"
+        );
+    }
+}
+
 /// `ENXIO`: what opening `/dev/tty` without a controlling terminal fails with.
 fn libc_enxio() -> i32 {
     6
