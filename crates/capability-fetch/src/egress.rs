@@ -32,6 +32,7 @@ use tokio::task::{AbortHandle, JoinSet};
 
 use crate::connect::{ConnectError, connect_checked};
 use crate::resolver::SystemResolver;
+use crate::retry::Refusal;
 use crate::sni::Opening;
 use crate::tunnel::{self, Prefixed, Refused, name_allowed};
 use crate::{CONNECTION_HEADERS, FetchConfig};
@@ -308,11 +309,23 @@ impl Proxy {
                 }
                 Err(_) => return,
             }
-            let refused = match crate::sni::opening(&mut client, &mut first).await {
-                Ok(Opening::NotTls | Opening::Hello(None)) => None,
-                Ok(Opening::Hello(Some(name))) => name_allowed(&*proxy.grant.hosts, &name, port)
-                    .err()
-                    .map(|why| (name, why)),
+            let allowed = |name: &str| name_allowed(&*proxy.grant.hosts, name, port);
+            let refusal = match crate::sni::opening(&mut client, &mut first).await {
+                Ok(Opening::NotTls) => {
+                    if upstream.write_all(&first).await.is_ok() {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                    }
+                    return;
+                }
+                Ok(Opening::Hello(name)) => match name.as_deref().map(allowed) {
+                    Some(Err(why)) => Refusal { name, why },
+                    // The server's answer decides whether another ClientHello follows, which
+                    // is decided on in turn.
+                    _ => match crate::retry::relay(client, upstream, first, allowed).await {
+                        Some(refusal) => refusal,
+                        None => return,
+                    },
+                },
                 Ok(Opening::Http) => {
                     // Served as HTTP, each request's names checked, until either side ends.
                     let hosts = Arc::clone(&proxy.grant.hosts);
@@ -330,16 +343,11 @@ impl Proxy {
                     .await;
                     return;
                 }
-                Err(why) => Some((authority.host().to_owned(), why)),
+                Err(why) => Refusal { name: None, why },
             };
-            if let Some((name, why)) = refused {
-                // The tunnel ends here: the child sees its connection closed.
-                proxy.audit(false, "tls", &name, port, Some(&why));
-                return;
-            }
-            if upstream.write_all(&first).await.is_ok() {
-                let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
-            }
+            // The tunnel ends here: the child sees its connection closed.
+            let name = refusal.name.unwrap_or_else(|| authority.host().to_owned());
+            proxy.audit(false, "tls", &name, port, Some(&refusal.why));
         });
         self.track(task.abort_handle());
         Response::new(

@@ -33,6 +33,7 @@ mod addr;
 mod connect;
 mod egress;
 mod resolver;
+mod retry;
 mod scoped;
 mod sni;
 mod tunnel;

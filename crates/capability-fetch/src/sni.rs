@@ -15,11 +15,11 @@
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// A TLS record's header: type, version, length.
-const HEADER: usize = 5;
+pub(crate) const HEADER: usize = 5;
 /// The longest plaintext record TLS allows (2^14 bytes).
-const MAX_RECORD: usize = 1 << 14;
+pub(crate) const MAX_RECORD: usize = 1 << 14;
 /// A handshake record.
-const HANDSHAKE: u8 = 22;
+pub(crate) const HANDSHAKE: u8 = 22;
 /// A ClientHello handshake message.
 const CLIENT_HELLO: u8 = 1;
 /// The `server_name` extension.
@@ -268,7 +268,7 @@ impl<'a> Reader<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A ClientHello record naming `name` (none for `None`).

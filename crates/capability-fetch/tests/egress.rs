@@ -22,7 +22,7 @@ use tokio::net::TcpStream;
 
 #[path = "support/tls.rs"]
 mod tls;
-use tls::tls_material;
+use tls::{tls_material, tls_material_with};
 
 /// A server that answers with its name and the Host header it saw; counts connections.
 async fn server(name: &'static str) -> (u16, Arc<AtomicUsize>) {
@@ -393,7 +393,13 @@ async fn a_tunnel_asks_the_allowed_address_only_for_allowed_names() {
 /// A TLS server on loopback (its certificate names `localhost`), answering one line; counts the
 /// handshakes it completed. Returns its port, the count and the certificate.
 async fn tls_server() -> (u16, Arc<AtomicUsize>, Vec<u8>) {
-    let (acceptor, der) = tls_material();
+    tls_server_of(tls_material()).await
+}
+
+/// [`tls_server`] with the acceptor and certificate given.
+async fn tls_server_of(
+    (acceptor, der): (tokio_rustls::TlsAcceptor, Vec<u8>),
+) -> (u16, Arc<AtomicUsize>, Vec<u8>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let handshakes = Arc::new(AtomicUsize::new(0));
@@ -782,4 +788,207 @@ async fn an_upstream_that_closes_a_kept_alive_connection_closes_the_tunnel() {
         "the tunnel stayed open after the server closed"
     );
     assert!(rest.is_empty(), "{:?}", String::from_utf8_lossy(&rest));
+}
+
+/// A TLS server of OpenSSL's (python's `ssl` module) serving two names at one address, as a
+/// shared front does: `localhost` and `evil.example`, each with a certificate and context of
+/// its own, chosen by the name each ClientHello asks for. It prints `asked <name>` for every
+/// ClientHello's name and `ended` when a connection's handshake ends, one line each.
+const TWO_NAMES_SERVER: &str = "import socket, ssl, sys\n\
+    contexts = {}\n\
+    for name, cert, key in zip(sys.argv[1::3], sys.argv[2::3], sys.argv[3::3]):\n\
+    \x20   c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n\
+    \x20   c.load_cert_chain(cert, key)\n\
+    \x20   contexts[name] = c\n\
+    first = contexts['localhost']\n\
+    def chosen(sslobj, name, ctx):\n\
+    \x20   print('asked', name, flush=True)\n\
+    \x20   if name in contexts:\n\
+    \x20       sslobj.context = contexts[name]\n\
+    first.sni_callback = chosen\n\
+    listener = socket.create_server(('127.0.0.1', 0))\n\
+    print(listener.getsockname()[1], flush=True)\n\
+    while True:\n\
+    \x20   conn, _ = listener.accept()\n\
+    \x20   try:\n\
+    \x20       first.wrap_socket(conn, server_side=True).close()\n\
+    \x20   except (OSError, ssl.SSLError):\n\
+    \x20       pass\n\
+    \x20   conn.close()\n\
+    \x20   print('ended', flush=True)\n";
+
+/// A server process, killed when dropped (a failing test must not leave it running).
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The OpenSSL server of [`TWO_NAMES_SERVER`], started: its process, its port, and the lines
+/// it prints as they come.
+fn two_names_server(dir: &Path) -> (Killed, u16, std::sync::mpsc::Receiver<String>) {
+    use std::io::BufRead as _;
+    let mut args = vec!["-c".to_owned(), TWO_NAMES_SERVER.to_owned()];
+    for name in ["localhost", "evil.example"] {
+        let cert = rcgen::generate_simple_self_signed(vec![name.to_owned()]).unwrap();
+        let (crt, key) = (
+            dir.join(format!("{name}.crt")),
+            dir.join(format!("{name}.key")),
+        );
+        std::fs::write(&crt, cert.cert.pem()).unwrap();
+        std::fs::write(&key, cert.signing_key.serialize_pem()).unwrap();
+        args.extend([name.to_owned(), crt.display().to_string()]);
+        args.push(key.display().to_string());
+    }
+    let mut child = Killed(
+        std::process::Command::new("/usr/bin/python3")
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let (lines, said) = std::sync::mpsc::channel();
+    let stdout = std::io::BufReader::new(child.0.stdout.take().unwrap());
+    std::thread::spawn(move || {
+        for line in stdout.lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let port = said.recv_timeout(Duration::from_secs(10)).unwrap();
+    (child, port.parse().unwrap(), said)
+}
+
+/// A TLS 1.3 ClientHello record asking for `name`, offering X25519 with the key `share`, or
+/// no key at all (`None`), which makes any server answer with a HelloRetryRequest for one.
+fn hello_offering(name: &str, share: Option<[u8; 32]>) -> Vec<u8> {
+    fn extension(kind: u16, body: &[u8]) -> Vec<u8> {
+        let mut out = kind.to_be_bytes().to_vec();
+        out.extend_from_slice(&(body.len() as u16).to_be_bytes());
+        out.extend_from_slice(body);
+        out
+    }
+    let mut sni = ((name.len() + 3) as u16).to_be_bytes().to_vec();
+    sni.push(0);
+    sni.extend_from_slice(&(name.len() as u16).to_be_bytes());
+    sni.extend_from_slice(name.as_bytes());
+    let mut shares = Vec::new();
+    if let Some(key) = share {
+        shares.extend_from_slice(&[0x00, 0x1d, 0x00, 0x20]);
+        shares.extend_from_slice(&key);
+    }
+    let mut key_share = (shares.len() as u16).to_be_bytes().to_vec();
+    key_share.extend_from_slice(&shares);
+    let extensions = [
+        extension(0, &sni),
+        extension(10, &[0x00, 0x02, 0x00, 0x1d]),
+        extension(13, &[0x00, 0x06, 0x08, 0x04, 0x04, 0x03, 0x04, 0x01]),
+        extension(43, &[0x02, 0x03, 0x04]),
+        extension(51, &key_share),
+    ]
+    .concat();
+    let mut body = vec![0x03, 0x03];
+    body.extend_from_slice(&[1u8; 32]);
+    body.push(32);
+    body.extend_from_slice(&[3u8; 32]);
+    body.extend_from_slice(&[0x00, 0x02, 0x13, 0x01, 0x01, 0x00]);
+    body.extend_from_slice(&(extensions.len() as u16).to_be_bytes());
+    body.extend_from_slice(&extensions);
+    let mut record = vec![0x16, 0x03, 0x01];
+    record.extend_from_slice(&((body.len() + 4) as u16).to_be_bytes());
+    record.push(1);
+    record.extend_from_slice(&(body.len() as u32).to_be_bytes()[1..]);
+    record.extend_from_slice(&body);
+    record
+}
+
+/// The `random` of a HelloRetryRequest (RFC 8446, 4.1.3).
+const RETRY_RANDOM: [u8; 32] = [
+    0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11, 0xbe, 0x1d, 0x8c, 0x02, 0x1e, 0x65, 0xb8, 0x91,
+    0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb, 0x8c, 0x5e, 0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c,
+];
+
+/// What `stream` sends within 2 s or until it closes.
+async fn answer_of(stream: &mut TcpStream) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    let until = tokio::time::Instant::now() + Duration::from_secs(2);
+    while let Ok(Ok(n)) = tokio::time::timeout_at(until, stream.read(&mut buf)).await {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+        // A ServerHello's head is enough to tell what it is.
+        if out.len() >= 5 + 4 + 2 + 32 {
+            break;
+        }
+    }
+    out
+}
+
+// guarantee: G-KERN-07
+/// A TLS 1.3 server that answers a ClientHello with a HelloRetryRequest reads a second one,
+/// and OpenSSL's takes the name the second asks for (openssl/openssl#32472): a child that asked
+/// for an allowed name first and another second reached the other name's context at the
+/// allowed address, past a proxy that read only the first. Against a real OpenSSL server with
+/// two names: the second ClientHello, after the change_cipher_spec a client in compatibility
+/// mode sends first, must ask for an allowed name too, or the tunnel ends before the server
+/// sees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_client_hello_after_a_retry_asks_for_an_allowed_name_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, target, said) = two_names_server(dir.path());
+    let (port, _session) = proxy(&format!("localhost:{target}")).await;
+    let change_cipher_spec = [0x14, 0x03, 0x03, 0x00, 0x01, 0x01];
+    for (second, reached) in [("evil.example", false), ("localhost", true)] {
+        let mut stream = tunnel_to(port, "localhost", target).await;
+        stream
+            .write_all(&hello_offering("localhost", None))
+            .await
+            .unwrap();
+        let retry = answer_of(&mut stream).await;
+        assert!(
+            retry.len() >= 43 && retry[..6] == [0x16, 0x03, 0x03, retry[3], retry[4], 2],
+            "no ServerHello: {retry:02x?}"
+        );
+        assert_eq!(retry[11..43], RETRY_RANDOM, "not a HelloRetryRequest");
+        let mut next = change_cipher_spec.to_vec();
+        next.extend_from_slice(&hello_offering(second, Some([9u8; 32])));
+        stream.write_all(&next).await.unwrap();
+        let answer = answer_of(&mut stream).await;
+        drop(stream);
+        let mut lines = Vec::new();
+        while let Ok(line) = said.recv_timeout(Duration::from_secs(5)) {
+            if line == "ended" {
+                break;
+            }
+            lines.push(line);
+        }
+        let asked_second = lines.contains(&format!("asked {second}")) && lines.len() == 2;
+        assert_eq!(asked_second, reached, "{second}: the server saw {lines:?}");
+        assert!(
+            lines.starts_with(&["asked localhost".to_owned()]),
+            "{lines:?}"
+        );
+        // Let through, the server goes on with its ServerHello; refused, the tunnel ends.
+        let server_hello = answer.len() >= 43 && answer[5] == 2 && answer[11..43] != RETRY_RANDOM;
+        assert_eq!(server_hello, reached, "{second}: {answer:02x?}");
+    }
+    // A real client asked to retry (rustls offers X25519 first; this server takes P-256 only)
+    // completes its handshake through the tunnel, its second ClientHello let through.
+    let mut provider = rustls::crypto::ring::default_provider();
+    provider.kx_groups = vec![rustls::crypto::ring::kx_group::SECP256R1];
+    let (target, handshakes, root) = tls_server_of(tls_material_with(provider)).await;
+    let (port, _session) = proxy(&format!("localhost:{target}")).await;
+    assert_eq!(
+        tls_through(port, target, "localhost", &root)
+            .await
+            .as_deref(),
+        Ok("hello over tls\n")
+    );
+    assert_eq!(handshakes.load(Ordering::SeqCst), 1);
 }
