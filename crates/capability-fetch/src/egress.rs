@@ -32,7 +32,7 @@ use tokio::task::{AbortHandle, JoinSet};
 
 use crate::connect::{ConnectError, connect_checked};
 use crate::resolver::SystemResolver;
-use crate::retry::Refusal;
+use crate::retry::{self, Refusal};
 use crate::sni::Opening;
 use crate::tunnel::{self, Prefixed, Refused, name_allowed};
 use crate::{CONNECTION_HEADERS, FetchConfig};
@@ -317,15 +317,20 @@ impl Proxy {
                     }
                     return;
                 }
-                Ok(Opening::Hello(name)) => match name.as_deref().map(allowed) {
-                    Some(Err(why)) => Refusal { name, why },
-                    // The server's answer decides whether another ClientHello follows, which
-                    // is decided on in turn.
-                    _ => match crate::retry::relay(client, upstream, first, allowed).await {
+                // The server's answer decides whether another ClientHello follows, which is
+                // decided on in turn.
+                Ok(Opening::Hello(name)) => {
+                    match retry::hello(client, upstream, first, name, allowed).await {
                         Some(refusal) => refusal,
                         None => return,
-                    },
-                },
+                    }
+                }
+                Ok(Opening::TlsRequest) => {
+                    match retry::after_tls_request(client, upstream, first, allowed).await {
+                        Some(refusal) => refusal,
+                        None => return,
+                    }
+                }
                 Ok(Opening::Http) => {
                     // Served as HTTP, each request's names checked, until either side ends.
                     let hosts = Arc::clone(&proxy.grant.hosts);

@@ -7,7 +7,7 @@
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::sni::{HANDSHAKE, HEADER, MAX_RECORD, server_name};
+use crate::sni::{HANDSHAKE, HEADER, MAX_RECORD, Opening, POSTGRES_SSL_REQUEST, server_name};
 use crate::tunnel::Prefixed;
 
 /// The `random` a ServerHello carries when it is a HelloRetryRequest (RFC 8446, 4.1.3).
@@ -31,6 +31,59 @@ pub(crate) struct Refusal {
     pub(crate) why: String,
 }
 
+/// A tunnel that opened with a request to start TLS ([`Opening::TlsRequest`], read onto `sent`):
+/// the request goes on alone and the server's one-byte answer comes back. When the server
+/// agrees (`S`), what the child sends next must be a ClientHello, decided on as a tunnel's
+/// first one is ([`hello`]); otherwise the tunnel is relayed as bytes.
+pub(crate) async fn after_tls_request<C, U>(
+    mut client: C,
+    mut upstream: U,
+    mut sent: Vec<u8>,
+    allowed: impl Fn(&str) -> Result<(), String>,
+) -> Option<Refusal>
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+    U: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut next = sent.split_off(POSTGRES_SSL_REQUEST.len());
+    upstream.write_all(&sent).await.ok()?;
+    let mut answer = [0u8; 1];
+    upstream.read_exact(&mut answer).await.ok()?;
+    client.write_all(&answer).await.ok()?;
+    if answer != *b"S" {
+        let mut client = Prefixed::new(next, client);
+        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+        return None;
+    }
+    match crate::sni::opening(&mut client, &mut next).await {
+        Ok(Opening::Hello(name)) => hello(client, upstream, next, name, allowed).await,
+        Ok(_) => Some(Refusal {
+            name: None,
+            why: "after the server agreed to start TLS, what is not a ClientHello".to_owned(),
+        }),
+        Err(why) => Some(Refusal { name: None, why }),
+    }
+}
+
+/// A tunnel whose first ClientHello, read onto `sent`, asks for `name`: refused when
+/// `allowed` refuses the name, relayed otherwise ([`relay`]).
+pub(crate) async fn hello<C, U>(
+    client: C,
+    upstream: U,
+    sent: Vec<u8>,
+    name: Option<String>,
+    allowed: impl Fn(&str) -> Result<(), String>,
+) -> Option<Refusal>
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+    U: AsyncRead + AsyncWrite + Unpin,
+{
+    if let Some(why) = name.as_deref().and_then(|name| allowed(name).err()) {
+        return Some(Refusal { name, why });
+    }
+    relay(client, upstream, sent, allowed).await
+}
+
 /// Relays a TLS tunnel whose first ClientHello has been decided on. `sent` is what the child
 /// sent so far, its first record that ClientHello: that record goes to the server, and
 /// nothing more of the child's until the server's answer shows what it is. While the server
@@ -39,7 +92,7 @@ pub(crate) struct Refusal {
 /// must pass `allowed`; then the tunnel is relayed as bytes until either side ends. A tunnel
 /// ended for what it asked is a [`Refusal`]; one that ended on its own (a side closing, a
 /// read or write failing) is `None`.
-pub(crate) async fn relay<C, U>(
+async fn relay<C, U>(
     client: C,
     mut upstream: U,
     mut sent: Vec<u8>,
@@ -281,6 +334,50 @@ mod tests {
         ] {
             let got = second(bytes).await.unwrap_err();
             assert!(got.contains(expected), "{got} / {expected}");
+        }
+    }
+
+    /// A child (its end of a duplex pipe) and a server (likewise) around
+    /// [`after_tls_request`]; the server answers the request with `answer`, then the child
+    /// sends `then`. Returns the refusal's reason, if any, and what the server got after the
+    /// request.
+    async fn after_request(answer: &[u8], then: &[u8]) -> (Option<String>, Vec<u8>) {
+        use tokio::io::duplex;
+        let (mut child, proxy_child) = duplex(1 << 16);
+        let (proxy_server, mut server) = duplex(1 << 16);
+        // The request, as the proxy read it off the child.
+        let sent = POSTGRES_SSL_REQUEST.to_vec();
+        let proxy = tokio::spawn(after_tls_request(proxy_child, proxy_server, sent, |_| {
+            Err("no name is allowed".to_owned())
+        }));
+        let mut request = [0u8; 8];
+        server.read_exact(&mut request).await.unwrap();
+        assert_eq!(request, POSTGRES_SSL_REQUEST);
+        server.write_all(answer).await.unwrap();
+        let mut got = [0u8; 1];
+        child.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, answer[..1]);
+        child.write_all(then).await.unwrap();
+        drop(child);
+        // The child's end closed: the proxy closes the server's too, whatever it decided.
+        let mut rest = Vec::new();
+        server.read_to_end(&mut rest).await.unwrap();
+        drop(server);
+        (proxy.await.unwrap().map(|r| r.why), rest)
+    }
+
+    #[tokio::test]
+    async fn after_a_request_to_start_tls_only_a_client_hello_goes_on() {
+        // Refused TLS (`N`): the connection goes on in the clear, relayed as bytes.
+        let (refused, got) = after_request(b"N", b"startup").await;
+        assert_eq!((refused, got), (None, b"startup".to_vec()));
+        // Agreed (`S`): a ClientHello whose name is refused, or anything that is not a
+        // ClientHello, ends the tunnel before the server gets a byte of it.
+        let hello = crate::sni::tests::hello(Some("evil.example"));
+        for then in [&hello[..], b"GET / HTTP/1.1\r\n\r\n", b"startup"] {
+            let (refused, got) = after_request(b"S", then).await;
+            assert!(refused.is_some(), "{then:?}");
+            assert!(got.is_empty(), "{then:?}: {got:?}");
         }
     }
 }

@@ -45,7 +45,15 @@ pub(crate) enum Opening {
     Hello(Option<String>),
     /// A first line that reads as an HTTP request line: the tunnel is served as HTTP.
     Http,
+    /// A request to start TLS before anything else ([`POSTGRES_SSL_REQUEST`], whole): a
+    /// ClientHello follows once the server agrees.
+    TlsRequest,
 }
+
+/// PostgreSQL's SSLRequest: a message of length 8 with the code 80877103. The server answers
+/// `S` and the client starts TLS, whose ClientHello names the database a front routes by (Neon
+/// picks its endpoint by it).
+pub(crate) const POSTGRES_SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
 
 /// Reads the first record of a tunnel from `client` onto `first` (which may hold its first
 /// bytes already; everything read, to forward once decided, in one piece: a tunnel's first
@@ -62,6 +70,9 @@ pub(crate) async fn opening<R: AsyncRead + Unpin>(
 ) -> Result<Opening, String> {
     if first.is_empty() && more(client, first).await? == 0 {
         return Ok(Opening::NotTls);
+    }
+    if POSTGRES_SSL_REQUEST.starts_with(&first[..first.len().min(POSTGRES_SSL_REQUEST.len())]) {
+        return ssl_request(client, first).await;
     }
     if first[0] != HANDSHAKE {
         return text_opening(client, first).await;
@@ -84,6 +95,33 @@ pub(crate) async fn opening<R: AsyncRead + Unpin>(
         }
     }
     server_name(&first[HEADER..HEADER + length]).map(Opening::Hello)
+}
+
+/// What a tunnel opens with whose first bytes are those of [`POSTGRES_SSL_REQUEST`]: read until
+/// they are the whole request ([`Opening::TlsRequest`]) or not; a request held back unfinished
+/// for [`LINE_WAIT`] is refused, as a first line is.
+async fn ssl_request<R: AsyncRead + Unpin>(
+    client: &mut R,
+    first: &mut Vec<u8>,
+) -> Result<Opening, String> {
+    let request = POSTGRES_SSL_REQUEST.len();
+    let whole = async {
+        while first.len() < request && POSTGRES_SSL_REQUEST.starts_with(first) {
+            if more(client, first).await? == 0 {
+                return Ok(false);
+            }
+        }
+        Ok::<_, String>(first.starts_with(&POSTGRES_SSL_REQUEST))
+    };
+    match tokio::time::timeout(LINE_WAIT, whole).await {
+        Ok(Ok(true)) => Ok(Opening::TlsRequest),
+        Ok(Ok(false)) => Ok(Opening::NotTls),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(format!(
+            "a request to start TLS not whole after {} s",
+            LINE_WAIT.as_secs()
+        )),
+    }
 }
 
 /// What a tunnel that does not open with a TLS record opens with: [`Opening::Http`] when its
@@ -377,7 +415,11 @@ pub(crate) mod tests {
         for other in [
             &b"SSH-2.0-OpenSSH_9.6\r\n"[..],
             b"*1\r\n$4\r\nPING\r\n",
-            b"\x00\x00\x00\x08\x04\xd2\x16\x2f",
+            // PostgreSQL's request for GSSAPI encryption, and a startup message without TLS.
+            b"\x00\x00\x00\x08\x04\xd2\x16\x30",
+            b"\x00\x00\x00\x54\x00\x03\x00\x00user\x00",
+            // A request to start TLS cut short.
+            b"\x00\x00\x00\x08\x04",
             // Ended before its first line was whole: no request can be in it.
             b"GET / HTTP/1.1",
             b"",
@@ -388,6 +430,11 @@ pub(crate) mod tests {
                 "{other:?}"
             );
         }
+        // PostgreSQL's SSLRequest, whole: TLS follows once the server agrees.
+        assert_eq!(
+            read(POSTGRES_SSL_REQUEST.to_vec()).await.0,
+            Ok(Opening::TlsRequest)
+        );
         // A first line not whole past the bound is refused, not forwarded unread (a whole one
         // is served as HTTP, whose own limits refuse it).
         let mut long = b"GET /".to_vec();

@@ -793,10 +793,13 @@ async fn an_upstream_that_closes_a_kept_alive_connection_closes_the_tunnel() {
 /// A TLS server of OpenSSL's (python's `ssl` module) serving two names at one address, as a
 /// shared front does: `localhost` and `evil.example`, each with a certificate and context of
 /// its own, chosen by the name each ClientHello asks for. It prints `asked <name>` for every
-/// ClientHello's name and `ended` when a connection's handshake ends, one line each.
+/// ClientHello's name and `ended` when a connection's handshake ends, one line each. With
+/// `postgres` as its first argument it is a PostgreSQL front that routes by name (as Neon's
+/// does): a connection opens with an SSLRequest, answered `S`, and TLS follows.
 const TWO_NAMES_SERVER: &str = "import socket, ssl, sys\n\
+    postgres = sys.argv[1] == 'postgres'\n\
     contexts = {}\n\
-    for name, cert, key in zip(sys.argv[1::3], sys.argv[2::3], sys.argv[3::3]):\n\
+    for name, cert, key in zip(sys.argv[2::3], sys.argv[3::3], sys.argv[4::3]):\n\
     \x20   c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n\
     \x20   c.load_cert_chain(cert, key)\n\
     \x20   contexts[name] = c\n\
@@ -811,6 +814,8 @@ const TWO_NAMES_SERVER: &str = "import socket, ssl, sys\n\
     while True:\n\
     \x20   conn, _ = listener.accept()\n\
     \x20   try:\n\
+    \x20       if postgres and conn.makefile('rb').read(8) == bytes([0, 0, 0, 8, 4, 210, 22, 47]):\n\
+    \x20           conn.sendall(b'S')\n\
     \x20       first.wrap_socket(conn, server_side=True).close()\n\
     \x20   except (OSError, ssl.SSLError):\n\
     \x20       pass\n\
@@ -827,13 +832,24 @@ impl Drop for Killed {
     }
 }
 
-/// The OpenSSL server of [`TWO_NAMES_SERVER`], started: its process, its port, and the lines
-/// it prints as they come.
-fn two_names_server(dir: &Path) -> (Killed, u16, std::sync::mpsc::Receiver<String>) {
+/// The lines a server prints, as they come.
+type Said = std::sync::mpsc::Receiver<String>;
+
+/// The OpenSSL server of [`TWO_NAMES_SERVER`] (`mode` its first argument), started: its
+/// process, its port, the lines it prints, and the certificate it serves for `localhost`.
+fn two_names_server(dir: &Path, mode: &str) -> (Killed, u16, Said, Vec<u8>) {
     use std::io::BufRead as _;
-    let mut args = vec!["-c".to_owned(), TWO_NAMES_SERVER.to_owned()];
+    let mut args = vec![
+        "-c".to_owned(),
+        TWO_NAMES_SERVER.to_owned(),
+        mode.to_owned(),
+    ];
+    let mut root = Vec::new();
     for name in ["localhost", "evil.example"] {
         let cert = rcgen::generate_simple_self_signed(vec![name.to_owned()]).unwrap();
+        if root.is_empty() {
+            root = cert.cert.der().to_vec();
+        }
         let (crt, key) = (
             dir.join(format!("{name}.crt")),
             dir.join(format!("{name}.key")),
@@ -860,7 +876,19 @@ fn two_names_server(dir: &Path) -> (Killed, u16, std::sync::mpsc::Receiver<Strin
         }
     });
     let port = said.recv_timeout(Duration::from_secs(10)).unwrap();
-    (child, port.parse().unwrap(), said)
+    (child, port.parse().unwrap(), said, root)
+}
+
+/// The names the server asked for on one connection, once its handshake ended.
+fn asked_until_ended(said: &Said) -> Vec<String> {
+    let mut lines = Vec::new();
+    while let Ok(line) = said.recv_timeout(Duration::from_secs(5)) {
+        if line == "ended" {
+            break;
+        }
+        lines.push(line);
+    }
+    lines
 }
 
 /// A TLS 1.3 ClientHello record asking for `name`, offering X25519 with the key `share`, or
@@ -941,7 +969,7 @@ async fn answer_of(stream: &mut TcpStream) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_client_hello_after_a_retry_asks_for_an_allowed_name_only() {
     let dir = tempfile::tempdir().unwrap();
-    let (_server, target, said) = two_names_server(dir.path());
+    let (_server, target, said, _) = two_names_server(dir.path(), "tls");
     let (port, _session) = proxy(&format!("localhost:{target}")).await;
     let change_cipher_spec = [0x14, 0x03, 0x03, 0x00, 0x01, 0x01];
     for (second, reached) in [("evil.example", false), ("localhost", true)] {
@@ -961,13 +989,7 @@ async fn a_second_client_hello_after_a_retry_asks_for_an_allowed_name_only() {
         stream.write_all(&next).await.unwrap();
         let answer = answer_of(&mut stream).await;
         drop(stream);
-        let mut lines = Vec::new();
-        while let Ok(line) = said.recv_timeout(Duration::from_secs(5)) {
-            if line == "ended" {
-                break;
-            }
-            lines.push(line);
-        }
+        let lines = asked_until_ended(&said);
         let asked_second = lines.contains(&format!("asked {second}")) && lines.len() == 2;
         assert_eq!(asked_second, reached, "{second}: the server saw {lines:?}");
         assert!(
@@ -991,4 +1013,43 @@ async fn a_second_client_hello_after_a_retry_asks_for_an_allowed_name_only() {
         Ok("hello over tls\n")
     );
     assert_eq!(handshakes.load(Ordering::SeqCst), 1);
+}
+
+// guarantee: G-KERN-07
+/// A PostgreSQL client asks the server to start TLS (an SSLRequest, answered `S`) and then
+/// sends its ClientHello, whose name a front that serves many databases at one address routes
+/// by (Neon picks the endpoint by it): a proxy that took the request for a protocol it relays
+/// as bytes let a child allowed one endpoint reach another through its address. The ClientHello
+/// after the server's `S` is read and decided on as a tunnel's first one is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_hello_after_a_postgres_ssl_request_asks_for_an_allowed_name_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, target, said, root) = two_names_server(dir.path(), "postgres");
+    let (port, _session) = proxy(&format!("localhost:{target}")).await;
+    for (name, reached) in [("evil.example", false), ("localhost", true)] {
+        let mut stream = tunnel_to(port, "localhost", target).await;
+        // The request a byte at a time: read whole all the same.
+        for byte in [0u8, 0, 0, 8, 4, 210, 22, 47] {
+            stream.write_all(&[byte]).await.unwrap();
+        }
+        let mut answer = [0u8; 1];
+        stream.read_exact(&mut answer).await.unwrap();
+        assert_eq!(&answer, b"S");
+        let connector = tokio_rustls::TlsConnector::from(client_config(Some(&root)));
+        let server_name = rustls::pki_types::ServerName::try_from(name.to_owned()).unwrap();
+        let handshake = tokio::time::timeout(
+            Duration::from_secs(5),
+            connector.connect(server_name, stream),
+        )
+        .await
+        .unwrap();
+        assert_eq!(handshake.is_ok(), reached, "{name}: {:?}", handshake.err());
+        drop(handshake);
+        let lines = asked_until_ended(&said);
+        assert_eq!(
+            lines,
+            [format!("asked {name}")][..usize::from(reached)],
+            "{name}: what the server was asked"
+        );
+    }
 }
