@@ -174,9 +174,9 @@ async fn fill<R: AsyncRead + Unpin>(
 }
 
 /// Reads the server's answer to a ClientHello onto `answer` until its first handshake message
-/// shows what it is: `true` for a HelloRetryRequest. Anything else (a ServerHello, an alert,
-/// a record of another kind) is `false`: what the server reads next from the child is
-/// encrypted, or nothing.
+/// shows what it is (past a change_cipher_spec record): `true` for a HelloRetryRequest.
+/// Anything else (a ServerHello, an alert, a record of another kind) is `false`: what the
+/// server reads next from the child is encrypted, or nothing.
 async fn asks_again<U: AsyncRead + Unpin>(
     upstream: &mut U,
     answer: &mut Vec<u8>,
@@ -191,10 +191,17 @@ async fn asks_again<U: AsyncRead + Unpin>(
             )));
         }
         fill(upstream, answer, at + HEADER).await?;
+        let end = record_end(&answer[at..]);
+        // A server in compatibility mode sends a change_cipher_spec after a retry: past it,
+        // as past the record boundaries of a message, the next message is what counts.
+        if answer[at] == CHANGE_CIPHER_SPEC && message.is_empty() && end <= HEADER + 1 {
+            fill(upstream, answer, at + end).await?;
+            at += end;
+            continue;
+        }
         if answer[at] != HANDSHAKE {
             return Ok(false);
         }
-        let end = record_end(&answer[at..]);
         if end > HEADER + MAX_RECORD {
             return Ok(false);
         }
@@ -287,6 +294,10 @@ mod tests {
         ]
         .concat();
         assert_eq!(answered(split).await, Ok(true));
+        // A change_cipher_spec before it, as a server in compatibility mode sends one after
+        // a retry: the message after it counts.
+        let after = [record(CHANGE_CIPHER_SPEC, &[1]), record(HANDSHAKE, &retry)].concat();
+        assert_eq!(answered(after).await, Ok(true));
         // An alert, or what is not TLS: nothing to ask again.
         assert_eq!(answered(record(21, &[2, 40])).await, Ok(false));
         assert_eq!(answered(b"SSH-2.0-x\r\n".to_vec()).await, Ok(false));
