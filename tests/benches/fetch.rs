@@ -1,6 +1,6 @@
 //! ScopedFetch GET on loopback against a bare hyper-util client (pooled, keep-alive) in the same
-//! run (docs/semantics.md, "Performance budgets"); and an exchange through the egress proxy's
-//! tunnel against the same exchange on a direct connection.
+//! run (docs/semantics.md, "Performance budgets"); and an exchange, a GET and a TLS connection
+//! through the egress proxy's tunnel against the same on a direct connection.
 #![allow(
     missing_docs,
     clippy::disallowed_methods,
@@ -30,8 +30,14 @@ mod paired;
 /// What a tool declaring every host (`["*"]`) is granted under a personality that allows one
 /// loopback port.
 fn loopback_grant(tool: &str, port: u16) -> NetworkGrant {
+    grant_of(tool, &format!("127.0.0.1:{port}"))
+}
+
+/// What a tool declaring every host (`["*"]`) is granted under a personality that allows
+/// `host` (with its port).
+fn grant_of(tool: &str, host: &str) -> NetworkGrant {
     let policy = CompiledPolicy::load(
-        &format!("id = \"bench\"\n[safety.network]\nallow = [\"127.0.0.1:{port}\"]\n"),
+        &format!("id = \"bench\"\n[safety.network]\nallow = [\"{host}\"]\n"),
         PolicyFormat::Toml,
         None,
     )
@@ -109,16 +115,26 @@ fn fetch(c: &mut Criterion) {
 }
 
 /// A connection to the loopback `port` and one through a CONNECT tunnel of the proxy on
-/// `proxy_port` (its answer read a byte at a time, so nothing after it is taken), both without
-/// Nagle's algorithm.
+/// `proxy_port`, both without Nagle's algorithm.
 fn direct_and_tunneled(port: u16, proxy_port: u16) -> (std::net::TcpStream, std::net::TcpStream) {
-    use std::io::{Read as _, Write as _};
+    (direct(port), tunneled("127.0.0.1", port, proxy_port))
+}
+
+/// A connection to the loopback `port`, without Nagle's algorithm.
+fn direct(port: u16) -> std::net::TcpStream {
     let direct = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     direct.set_nodelay(true).unwrap();
+    direct
+}
+
+/// A connection through a CONNECT tunnel to `host:port` of the proxy on `proxy_port` (its
+/// answer read a byte at a time, so nothing after it is taken), without Nagle's algorithm.
+fn tunneled(host: &str, port: u16, proxy_port: u16) -> std::net::TcpStream {
+    use std::io::{Read as _, Write as _};
     let mut tunnel = std::net::TcpStream::connect(("127.0.0.1", proxy_port)).unwrap();
     tunnel.set_nodelay(true).unwrap();
     tunnel
-        .write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .write_all(format!("CONNECT {host}:{port} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
         .unwrap();
     let mut head = Vec::new();
     while !head.ends_with(b"\r\n\r\n") {
@@ -127,7 +143,7 @@ fn direct_and_tunneled(port: u16, proxy_port: u16) -> (std::net::TcpStream, std:
         head.push(byte[0]);
     }
     assert!(head.starts_with(b"HTTP/1.1 200"), "{head:?}");
-    (direct, tunnel)
+    tunnel
 }
 
 /// One exchange of a request/answer protocol whose client writes each request in two parts, as
@@ -294,6 +310,105 @@ fn egress_http(c: &mut Criterion) {
     group.finish();
 }
 
+/// A TLS server on loopback for `localhost` that answers each connection's handshake with one
+/// line and closes; its key exchange groups are `groups` (P-256 alone makes a client that
+/// offers X25519 first be asked again). Returns its port and certificate.
+fn tls_line_server(groups: Vec<&'static dyn rustls::crypto::SupportedKxGroup>) -> (u16, Vec<u8>) {
+    use std::io::Write as _;
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let der = cert.cert.der().to_vec();
+    let key = rustls::pki_types::PrivateKeyDer::try_from(cert.signing_key.serialize_der()).unwrap();
+    let mut provider = rustls::crypto::ring::default_provider();
+    provider.kx_groups = groups;
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(provider))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![der.clone().into()], key)
+        .unwrap();
+    let config = Arc::new(config);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            stream.set_nodelay(true).unwrap();
+            let config = Arc::clone(&config);
+            std::thread::spawn(move || {
+                let connection = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::StreamOwned::new(connection, stream);
+                let _ = tls.write_all(b"hi\n");
+                tls.conn.send_close_notify();
+                let _ = tls.flush();
+            });
+        }
+    });
+    (port, der)
+}
+
+/// A TLS connection for `localhost` over `stream` (direct, or a tunnel's), its one line read.
+fn tls_line(stream: std::net::TcpStream, client: &Arc<rustls::ClientConfig>) {
+    use std::io::Read as _;
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let connection = rustls::ClientConnection::new(Arc::clone(client), name).unwrap();
+    let mut tls = rustls::StreamOwned::new(connection, stream);
+    let mut line = Vec::new();
+    tls.read_to_end(&mut line).unwrap();
+    assert_eq!(line, b"hi\n");
+}
+
+/// A new TLS connection a call, direct and through a CONNECT tunnel (whose ClientHello the
+/// proxy reads, and the server's first message before the rest: docs/isolation-model.md, "The
+/// egress proxy reads what a tunnel opens with"); once with a server that takes the client's
+/// first key share, once with one that asks for another (a HelloRetryRequest, and a second
+/// ClientHello the proxy reads too). Criterion's means only.
+fn egress_tls(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut group = c.benchmark_group("egress");
+    for (name, groups) in [
+        (
+            "tls_connect",
+            rustls::crypto::ring::default_provider().kx_groups,
+        ),
+        (
+            "tls_connect_retry",
+            vec![rustls::crypto::ring::kx_group::SECP256R1],
+        ),
+    ] {
+        let (port, der) = tls_line_server(groups);
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(der.into()).unwrap();
+        let client = Arc::new(
+            rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+        );
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let proxy_port = listener.local_addr().unwrap().port();
+        let _session = {
+            let _entered = rt.enter();
+            EgressProxy::new(&FetchConfig::default())
+                .serve(grant_of(name, &format!("localhost:{port}")), listener)
+                .unwrap()
+        };
+        group.bench_function(format!("direct_{name}"), |b| {
+            b.iter(|| tls_line(direct(port), &client))
+        });
+        group.bench_function(format!("tunnel_{name}"), |b| {
+            b.iter(|| tls_line(tunneled("localhost", port, proxy_port), &client))
+        });
+    }
+    group.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_millis(500))
@@ -301,5 +416,5 @@ fn config() -> Criterion {
         .sample_size(40)
 }
 
-criterion_group! { name = benches; config = config(); targets = fetch, egress, egress_http }
+criterion_group! { name = benches; config = config(); targets = fetch, egress, egress_http, egress_tls }
 criterion_main!(benches);

@@ -93,7 +93,7 @@ where
 /// ended for what it asked is a [`Refusal`]; one that ended on its own (a side closing, a
 /// read or write failing) is `None`.
 async fn relay<C, U>(
-    client: C,
+    mut client: C,
     mut upstream: U,
     mut sent: Vec<u8>,
     allowed: impl Fn(&str) -> Result<(), String>,
@@ -102,7 +102,6 @@ where
     C: AsyncRead + AsyncWrite + Unpin,
     U: AsyncRead + AsyncWrite + Unpin,
 {
-    let mut client = client;
     let mut held = sent.split_off(record_end(&sent).min(sent.len()));
     upstream.write_all(&sent).await.ok()?;
     let mut retried = false;
