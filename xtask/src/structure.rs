@@ -96,9 +96,13 @@ pub(crate) fn cited(text: &str, in_docs: bool) -> Vec<(usize, String, Option<Str
         let mut rest = line;
         while let Some(at) = rest.find(".md") {
             let before = &rest[..at];
+            // Past the last character that cannot be in a path (a letter beyond ASCII is more
+            // than one byte).
             let start = before
-                .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '/' | '.')))
-                .map_or(0, |i| i + 1);
+                .char_indices()
+                .rev()
+                .find(|&(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '/' | '.')))
+                .map_or(0, |(i, c)| i + c.len_utf8());
             let name = &before[start..];
             let after = &rest[at + 3..];
             let page = if let Some(page) = name.strip_prefix("docs/") {
@@ -341,6 +345,11 @@ mod tests {
         );
         // Outside docs/, a bare page name is not a citation of docs/.
         assert!(cited("README.md and CHANGELOG.md", false).is_empty());
+        // A letter beyond ASCII before a page name ends the name, whatever its length.
+        assert_eq!(
+            cited("\"DONNÉES/plan.md\" (Édocs/policy.md)", false),
+            [(1, "policy".to_owned(), None)]
+        );
     }
 
     #[test]

@@ -9,7 +9,8 @@ use std::borrow::Cow;
 /// - letters in lower case: ASCII's, and the letters that fold or upcase onto them, the long
 ///   `ſ` (s) and the Kelvin sign `\u{212A}` (k) as Linux's casefold folds them, the dotless
 ///   `ı` (i) as Windows upcases it, the ligatures `ﬀ ﬁ ﬂ ﬃ ﬄ ﬅ ﬆ` and `ß`, `ẞ` (ss) as full
-///   case folding writes them out;
+///   case folding writes them out; every other letter as a case table takes it (`DONNÉES`
+///   is `données`);
 /// - without the characters a terminal draws as nothing (zero-width spaces and joiners,
 ///   direction marks, a byte-order mark, a soft hyphen, variation selectors, tags: Unicode's
 ///   default-ignorable code points and the other format characters), which HFS+ and Linux's
@@ -84,31 +85,21 @@ pub fn same_name(a: &[u8], b: &[u8]) -> bool {
     fold_name(a) == fold_name(b)
 }
 
-/// `c` folded onto `out`, as [`fold_name`] says.
+/// `c` folded onto `out`, as [`fold_name`] says: lowered, raised and lowered again, which is
+/// full case folding as the standard library can do it (it takes `ſ`, the Kelvin sign, `ı`,
+/// the ligatures and `ß` onto ASCII, `É` onto `é` and the final `ς` onto `σ`).
 fn fold_char(c: char, out: &mut Vec<u8>) {
-    let ascii: &[u8] = match c {
-        'A'..='Z' => {
-            out.push(c.to_ascii_lowercase() as u8);
-            return;
-        }
-        '\u{17F}' => b"s",
-        '\u{212A}' => b"k",
-        '\u{131}' => b"i",
-        '\u{DF}' | '\u{1E9E}' => b"ss",
-        '\u{FB00}' => b"ff",
-        '\u{FB01}' => b"fi",
-        '\u{FB02}' => b"fl",
-        '\u{FB03}' => b"ffi",
-        '\u{FB04}' => b"ffl",
-        '\u{FB05}' | '\u{FB06}' => b"st",
-        c if crate::text::drawn_as_nothing(c) => b"",
-        c => {
-            let mut buf = [0; 4];
-            out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-            return;
-        }
-    };
-    out.extend_from_slice(ascii);
+    if crate::text::drawn_as_nothing(c) {
+        return;
+    }
+    let mut buf = [0; 4];
+    for folded in c
+        .to_lowercase()
+        .flat_map(char::to_uppercase)
+        .flat_map(char::to_lowercase)
+    {
+        out.extend_from_slice(folded.encode_utf8(&mut buf).as_bytes());
+    }
 }
 
 #[cfg(test)]
@@ -130,12 +121,28 @@ mod tests {
             ". .",
             "a\u{E0041}b",
             "\u{212A}ey",
+            "\u{130}stanbul",
+            "\u{3A3}\u{3BF}\u{3C2}",
+            "\u{149}",
         ] {
             let once = fold_name(name.as_bytes()).into_owned();
             assert_eq!(&*fold_name(&once), &once[..], "{name}");
         }
         assert_eq!(&*fold_name("STRA\u{DF}E".as_bytes()), b"strasse");
-        assert_eq!(&*fold_name("caf\u{C9}".as_bytes()), "caf\u{C9}".as_bytes());
+        // Letters beyond ASCII: folded as a case table takes them, composed as they come.
+        assert_eq!(&*fold_name("CAF\u{C9}".as_bytes()), "caf\u{E9}".as_bytes());
+        assert_eq!(
+            &*fold_name("\u{3A3}\u{3BF}\u{3C2}".as_bytes()),
+            "\u{3C3}\u{3BF}\u{3C3}".as_bytes()
+        );
+        assert_eq!(
+            &*fold_name("\u{41F}\u{410}".as_bytes()),
+            "\u{43F}\u{430}".as_bytes()
+        );
+        assert_eq!(
+            &*fold_name("cafe\u{301}".as_bytes()),
+            "cafe\u{301}".as_bytes()
+        );
         assert_eq!(&*fold_name(b"..."), b"...");
         assert_eq!(&*fold_name(b". ."), b". .");
         assert_eq!(&*fold_name(b"A\xff."), b"a\xff");

@@ -3108,6 +3108,9 @@ fn a_deny_rule_holds_in_every_case() {
     let out = env.root.join("work/out");
     std::fs::create_dir_all(out.join("Secrets")).unwrap();
     std::fs::create_dir_all(out.join("\u{17F}ecrets")).unwrap();
+    for dir in ["DONNÉES", "Données", "ПАРОЛИ"] {
+        std::fs::create_dir_all(out.join(dir)).unwrap();
+    }
     for file in [
         ".ENV",
         "Secrets/prod.KEY",
@@ -3115,6 +3118,9 @@ fn a_deny_rule_holds_in_every_case() {
         ".env.",
         ".e\u{200B}nv",
         "\u{17F}ecrets/prod.key",
+        "DONNÉES/plan.md",
+        "Données/plan.md",
+        "ПАРОЛИ/bank.txt",
     ] {
         std::fs::write(out.join(file), "canary\n").unwrap();
     }
@@ -3123,7 +3129,7 @@ fn a_deny_rule_holds_in_every_case() {
         "denied.toml",
         &format!(
             "id = \"denied\"\n[fs_reach]\nread = [\"{o}\"]\nwrite = [\"{o}\"]\n\
-             deny = [\"{o}/.env\", \"{o}/secrets\"]\n"
+             deny = [\"{o}/.env\", \"{o}/secrets\", \"{o}/données\", \"{o}/пароли\"]\n"
         ),
     );
     for mode in MODES {
@@ -3134,6 +3140,11 @@ fn a_deny_rule_holds_in_every_case() {
             ".env.",
             ".e\u{200B}nv",
             "\u{17F}ecrets/prod.key",
+            // Letters beyond ASCII in any case: a drive that does not tell case apart (WSL's
+            // `/mnt/c`) takes `DONNÉES` for `données`, and `ПАРОЛИ` for `пароли`.
+            "DONNÉES/plan.md",
+            "Données/plan.md",
+            "ПАРОЛИ/bank.txt",
         ] {
             let path = out.join(file).display().to_string();
             let read = read_file(&env, mode, &p, &path);
