@@ -46,6 +46,10 @@ pub struct CompiledPolicy {
     /// "Kept from writes"), and as written, for manifests.
     pub(crate) fs_deny_write: Arc<[PathBuf]>,
     pub(crate) fs_deny_write_written: Arc<[PathBuf]>,
+    /// `[fs_reach] apart`, each also where it really leads (docs/policy.md, "Kept apart"), and
+    /// as written.
+    pub(crate) fs_apart: Arc<[PathBuf]>,
+    pub(crate) fs_apart_written: Arc<[PathBuf]>,
     pub(crate) floor: Arc<DenyFloor>,
     /// Roots the policy named through a symbolic link, with where they lead.
     pub(crate) aliases: Arc<Aliases>,
@@ -189,6 +193,8 @@ impl CompiledPolicy {
             fs_deny_written: policy.fs_reach.deny.clone().into(),
             fs_deny_write: both_spellings(&policy.fs_reach.deny_write).into(),
             fs_deny_write_written: policy.fs_reach.deny_write.clone().into(),
+            fs_apart: both_spellings(&policy.fs_reach.apart).into(),
+            fs_apart_written: policy.fs_reach.apart.clone().into(),
             floor: Arc::new(floor),
             aliases: Arc::new(aliases),
             later_aliases: later_aliases.into(),
@@ -229,6 +235,8 @@ impl CompiledPolicy {
             fs_deny_written: Arc::new([]),
             fs_deny_write: Arc::new([]),
             fs_deny_write_written: Arc::new([]),
+            fs_apart: Arc::new([]),
+            fs_apart_written: Arc::new([]),
             floor: Arc::new(floor_for(home, &[])),
             aliases: Arc::new(Aliases::default()),
             later_aliases: Arc::new([]),
@@ -461,6 +469,10 @@ impl CompiledPolicy {
         fs_deny_write.extend(both_spellings(&n.fs_reach.deny_write));
         let mut fs_deny_write_written: Vec<PathBuf> = self.fs_deny_write_written.to_vec();
         fs_deny_write_written.extend(n.fs_reach.deny_write.iter().cloned());
+        let mut fs_apart: Vec<PathBuf> = self.fs_apart.to_vec();
+        fs_apart.extend(both_spellings(&n.fs_reach.apart));
+        let mut fs_apart_written: Vec<PathBuf> = self.fs_apart_written.to_vec();
+        fs_apart_written.extend(n.fs_reach.apart.iter().cloned());
         let mut deny_args: Vec<ArgvPattern> = self.deny_args.to_vec();
         for (i, text) in n.process.deny_args.iter().enumerate() {
             deny_args.push(
@@ -572,6 +584,8 @@ impl CompiledPolicy {
             fs_deny_written: fs_deny_written.into(),
             fs_deny_write: fs_deny_write.into(),
             fs_deny_write_written: fs_deny_write_written.into(),
+            fs_apart: fs_apart.into(),
+            fs_apart_written: fs_apart_written.into(),
             floor: Arc::clone(&self.floor),
             escalate_hosts: Arc::new(HostSet::new(escalate_hosts)),
             escalate_write: escalate_write.into(),

@@ -27,6 +27,10 @@ pub struct Restrictions {
     /// declares a reach.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fs_deny_write: Vec<PathBuf>,
+    /// Places kept apart, reached only through a root at or beneath them (`[fs_reach] apart`,
+    /// as written), for a tool that declares a reach.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fs_apart: Vec<PathBuf>,
     /// Host patterns refused (`[safety.network] deny`), for a tool that declares network.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub network_deny: Vec<String>,
@@ -112,6 +116,11 @@ impl Restrictions {
             } else {
                 Vec::new()
             },
+            fs_apart: if fs {
+                policy.fs_apart_written.to_vec()
+            } else {
+                Vec::new()
+            },
             network_deny: if caps.network.is_some() {
                 hosts(&policy.network_deny)
             } else {
@@ -168,6 +177,16 @@ pub(crate) fn loosened(old: &Restrictions, new: &Restrictions) -> Vec<(WideningC
     gone(
         "fs_reach.deny_write",
         uncovered_paths(&new.fs_deny_write, &old.fs_deny_write),
+        &mut out,
+    );
+    // A place kept apart holds only as itself: a larger one lets the roots between the two
+    // reach into the smaller.
+    gone(
+        "fs_reach.apart",
+        (old.fs_apart.iter())
+            .filter(|place| !new.fs_apart.contains(place))
+            .map(|place| place.display().to_string())
+            .collect(),
         &mut out,
     );
     gone(

@@ -283,7 +283,7 @@ fn loosening_the_personality_s_restrictions_is_a_widening() {
     let load = |toml: &str| {
         CompiledPolicy::load(toml, PolicyFormat::Toml, Some(Path::new("/home/u"))).unwrap()
     };
-    let base = "id = \"p\"\n[fs_reach]\nread = [\"/srv\"]\nwrite = [\"/srv/out\"]\ndeny = [\"/srv/keys\"]\n\
+    let base = "id = \"p\"\n[fs_reach]\nread = [\"/srv\"]\nwrite = [\"/srv/out\"]\ndeny = [\"/srv/keys\"]\napart = [\"/srv/state\"]\n\
          [safety.network]\nallow = [\"*.x.com\"]\ndeny = [\"admin.x.com\"]\n\
          [safety.process]\nallow = [\"git\"]\ndeny_args = [\"git push*\"]\n\
          [safety.env]\nallow = [\"TZ\"]\n\
@@ -310,6 +310,16 @@ fn loosening_the_personality_s_restrictions_is_a_widening() {
     let fetch = |code| vec![(code, "fetch".to_owned())];
     assert_eq!(
         found("deny = [\"/srv/keys\"]", "deny = []"),
+        shell(WideningCode::Restriction)
+    );
+    // A place kept apart dropped, or replaced by a larger one (whose roots between the two would
+    // reach into the smaller): no longer in force.
+    assert_eq!(
+        found("apart = [\"/srv/state\"]", "apart = []"),
+        shell(WideningCode::Restriction)
+    );
+    assert_eq!(
+        found("apart = [\"/srv/state\"]", "apart = [\"/srv\"]"),
         shell(WideningCode::Restriction)
     );
     assert_eq!(

@@ -174,3 +174,60 @@ fn a_narrowing_keeps_more_from_writes_and_never_less() {
             .is_ok()
     );
 }
+
+// guarantee: G-FS-15
+/// A narrowing may keep more places apart, never fewer: its `apart` adds to the personality's,
+/// and a place kept apart is reached only through a root at or beneath it, under the
+/// narrowing as under the personality. Hostile entries are refused naming the field.
+#[test]
+fn a_narrowing_keeps_more_places_apart_and_never_fewer() {
+    use capability_core::{CompiledPolicy, resolve};
+    use capability_types::backend::{FsAccess, PathPolicy};
+    use std::path::Path;
+    let personality = CompiledPolicy::load(
+        "id = \"p\"\n[fs_reach]\nread = [\"/srv\", \"/srv/state/me\"]\napart = [\"/srv/state\"]\n",
+        PolicyFormat::Toml,
+        None,
+    )
+    .unwrap();
+    let narrowing = Narrowing::parse(
+        "[fs_reach]\napart = [\"/srv/cache\"]\n",
+        PolicyFormat::Toml,
+        None,
+    )
+    .unwrap();
+    let narrowed = personality.narrow(&narrowing).unwrap();
+    let caps = ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality);
+    let paths = resolve("reader", &caps, &narrowed, "s", Path::new("/srv"))
+        .fs
+        .unwrap();
+    for apart in [
+        "/srv/state/other/MEMORY.md",
+        "/srv/State/x",
+        "/srv/cache/x",
+        "/srv/state",
+    ] {
+        let refused = paths.check(Path::new(apart), FsAccess::Read).unwrap_err();
+        assert!(
+            refused.to_string().contains("fs_reach.apart"),
+            "{apart}: {refused}"
+        );
+    }
+    for open in ["/srv/notes.md", "/srv/state/me/MEMORY.md", "/srv/stately"] {
+        assert!(
+            paths.check(Path::new(open), FsAccess::Read).is_ok(),
+            "{open}"
+        );
+    }
+    for (hostile, field) in [
+        ("[fs_reach]\napart = [\"/\"]\n", "fs_reach.apart[0]"),
+        (
+            "[fs_reach]\napart = [\"/srv\", \"state\"]\n",
+            "fs_reach.apart[1]",
+        ),
+        ("[fs_reach]\napart = \"/srv\"\n", "apart"),
+    ] {
+        let err = Narrowing::parse(hostile, PolicyFormat::Toml, None).unwrap_err();
+        assert!(err.to_string().contains(field), "{hostile}: {err}");
+    }
+}

@@ -316,6 +316,9 @@ impl PersonalityPolicy {
             let entries = ETHOS_STATE_DENY.iter().map(|entry| state.join(entry));
             policy.fs_reach.deny.extend(entries);
             (policy.fs_reach.deny_write).extend(ethos_definition_rules(state));
+            // A root above a state dir does not reach into it (UBP-047): only the personality's
+            // own places there, or a state dir it names (docs/policy.md, "Kept apart").
+            policy.fs_reach.apart.push(state.to_path_buf());
         }
         policy.fs_reach.deny.dedup();
         policy.fs_reach.deny_write.dedup();

@@ -45,6 +45,7 @@ mod ethos_lines;
 #[cfg(feature = "yaml")]
 mod ethos_mcp;
 mod names;
+mod narrowing;
 mod parse;
 mod personality;
 mod strict;
@@ -58,10 +59,10 @@ pub use crate::ethos::{
     EthosVars, ethos_definition_rules,
 };
 pub use crate::names::{is_mcp_server_entry, valid_tool_name};
+pub use crate::narrowing::{NarrowFs, NarrowNetwork, NarrowProcess, Narrowing};
 pub use crate::personality::{
-    AttachmentRules, EnvRules, EscalateRules, NarrowFs, NarrowNetwork, NarrowProcess, Narrowing,
-    NetworkRules, PersonalityPolicy, PolicyFormat, PolicyFsReach, ProcessRules,
-    RestrictedAddresses, Safety, ToolConstraints, normalize_lexically,
+    AttachmentRules, EnvRules, EscalateRules, NetworkRules, PersonalityPolicy, PolicyFormat,
+    PolicyFsReach, ProcessRules, RestrictedAddresses, Safety, ToolConstraints, normalize_lexically,
 };
 pub use crate::strict::{
     MAX_POLICY_BYTES, MAX_POLICY_DEPTH, check_policy_text, check_text_within, json_duplicate_key,

@@ -165,6 +165,11 @@ pub struct PolicyFsReach {
     /// (`~/.ethos/personalities/*/toolset.yaml`). docs/policy.md, "Kept from writes".
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny_write: Vec<PathBuf>,
+    /// Places kept apart: reached only through a root at or beneath them, never through a root
+    /// above them (a reach of `~` does not reach into `~/.ethos`; a root of
+    /// `~/.ethos/personalities/me` does). docs/policy.md, "Kept apart".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub apart: Vec<PathBuf>,
 }
 
 /// `[safety]` of a personality.
@@ -247,139 +252,6 @@ pub struct EnvRules {
     pub allow: Vec<String>,
 }
 
-/// An extra policy for one batch (or one invocation) that can only restrict the personality.
-///
-/// Every field is optional: absent means "not narrowed". A list that is present is intersected
-/// with the personality's, rule by rule; deny lists add up; constraints combine to the stricter
-/// of the two. Parsed strictly, like a personality (`Narrowing::parse`).
-///
-/// ```
-/// # #[cfg(feature = "toml")] {
-/// use capability_policy::{Narrowing, PolicyFormat};
-/// let n = Narrowing::parse("toolset = [\"read_file\"]\n[network]\ndeny = [\"*.example.com\"]\n", PolicyFormat::Toml, None).unwrap();
-/// assert_eq!(n.toolset.as_deref(), Some(&["read_file".to_owned()][..]));
-/// # }
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, remote = "Self")]
-#[non_exhaustive]
-pub struct Narrowing {
-    /// Tools that may run: intersected with the personality's toolset.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub toolset: Option<Vec<String>>,
-    /// File reach.
-    #[serde(default)]
-    pub fs_reach: NarrowFs,
-    /// Hosts.
-    #[serde(default)]
-    pub network: NarrowNetwork,
-    /// Binaries and argv rules.
-    #[serde(default)]
-    pub process: NarrowProcess,
-    /// Variables a child may inherit: intersected.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub env_allow: Option<Vec<String>>,
-    /// Extra constraints per tool, combined with the personality's to the stricter.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub constraints: BTreeMap<String, ToolConstraints>,
-    /// Escalation patterns added to the personality's (an escalation in either layer stays).
-    #[serde(default)]
-    pub escalate: EscalateRules,
-    /// Kinds of attachment tools may receive: intersected with the personality's (an empty
-    /// list: none). Absent: the personality's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub attachments: Option<AttachmentRules>,
-}
-
-/// `[fs_reach]` of a [`Narrowing`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, remote = "Self")]
-#[non_exhaustive]
-pub struct NarrowFs {
-    /// Read roots, intersected with the personality's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub read: Option<Vec<PathBuf>>,
-    /// Write roots, intersected with the personality's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub write: Option<Vec<PathBuf>>,
-    /// Added to the personality's deny list.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub deny: Vec<PathBuf>,
-    /// Added to the personality's `deny_write` list.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub deny_write: Vec<PathBuf>,
-}
-
-/// `[network]` of a [`Narrowing`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, remote = "Self")]
-#[non_exhaustive]
-pub struct NarrowNetwork {
-    /// Host patterns, kept where the personality's allow list covers them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub allow: Option<Vec<String>>,
-    /// Added to the personality's deny list.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub deny: Vec<String>,
-}
-
-/// `[process]` of a [`Narrowing`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, remote = "Self")]
-#[non_exhaustive]
-pub struct NarrowProcess {
-    /// Binaries, intersected with the personality's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub allow: Option<Vec<String>>,
-    /// Added to the personality's `deny_args`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub deny_args: Vec<String>,
-}
-
-impl Narrowing {
-    /// Parses and checks a narrowing (same formats and `~` rules as a personality).
-    pub fn parse(
-        text: &str,
-        format: PolicyFormat,
-        home: Option<&Path>,
-    ) -> Result<Self, PolicyError> {
-        let mut n: Narrowing = parse_any(text, format)?;
-        n.check(home)?;
-        Ok(n)
-    }
-
-    /// Checks and normalises a narrowing built in code.
-    pub fn check(&mut self, home: Option<&Path>) -> Result<(), PolicyError> {
-        // The same rules as a personality: build one carrying the narrowing's lists and check it.
-        let mut probe = PersonalityPolicy {
-            id: "narrowing".to_owned(),
-            ..PersonalityPolicy::default()
-        };
-        probe.toolset = self.toolset.clone();
-        probe.fs_reach.read = self.fs_reach.read.clone().unwrap_or_default();
-        probe.fs_reach.write = self.fs_reach.write.clone().unwrap_or_default();
-        probe.fs_reach.deny = self.fs_reach.deny.clone();
-        probe.fs_reach.deny_write = self.fs_reach.deny_write.clone();
-        probe.safety.process.allow = self.process.allow.clone().unwrap_or_default();
-        probe.safety.process.deny_args = self.process.deny_args.clone();
-        probe.safety.env.allow = self.env_allow.clone().unwrap_or_default();
-        probe.constraints = self.constraints.clone();
-        probe.escalate = self.escalate.clone();
-        probe.attachments = self.attachments.clone().unwrap_or_default();
-        probe.check(home)?;
-        self.escalate = probe.escalate.clone();
-        if self.fs_reach.read.is_some() {
-            self.fs_reach.read = Some(probe.fs_reach.read);
-        }
-        if self.fs_reach.write.is_some() {
-            self.fs_reach.write = Some(probe.fs_reach.write);
-        }
-        self.fs_reach.deny = probe.fs_reach.deny;
-        self.fs_reach.deny_write = probe.fs_reach.deny_write;
-        Ok(())
-    }
-}
-
 /// The syntax a policy file is written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -456,10 +328,19 @@ impl PersonalityPolicy {
             ("fs_reach.write", &mut self.fs_reach.write),
             ("fs_reach.deny", &mut self.fs_reach.deny),
             ("fs_reach.deny_write", &mut self.fs_reach.deny_write),
+            ("fs_reach.apart", &mut self.fs_reach.apart),
         ] {
             for (i, path) in list.iter_mut().enumerate() {
                 *path = absolute_policy_path(path, home)
                     .map_err(|why| PolicyError::invalid(format!("{field}[{i}]"), why))?;
+            }
+        }
+        for (i, path) in self.fs_reach.apart.iter().enumerate() {
+            if path.parent().is_none() {
+                return Err(PolicyError::invalid(
+                    format!("fs_reach.apart[{i}]"),
+                    "/ has no root above it to be kept apart from",
+                ));
             }
         }
         for (i, path) in self.fs_reach.deny_write.iter().enumerate() {
@@ -467,7 +348,11 @@ impl PersonalityPolicy {
                 .map_err(|why| PolicyError::invalid(format!("fs_reach.deny_write[{i}]"), why))?;
         }
         // A rule given twice (`~/.ethos` and an `$ETHOS_HOME` that is the same place) once.
-        for list in [&mut self.fs_reach.deny, &mut self.fs_reach.deny_write] {
+        for list in [
+            &mut self.fs_reach.deny,
+            &mut self.fs_reach.deny_write,
+            &mut self.fs_reach.apart,
+        ] {
             let mut seen = std::collections::HashSet::new();
             list.retain(|path| seen.insert(path.clone()));
         }
@@ -679,10 +564,6 @@ capability_types::__map_only!(
     ProcessRules,
     EnvRules,
     ToolConstraints,
-    Narrowing,
-    NarrowFs,
-    NarrowNetwork,
-    NarrowProcess,
     EscalateRules,
     AttachmentRules
 );
@@ -799,6 +680,16 @@ mod tests {
             (
                 r#"{"id":"x","fs_reach":{"deny_write":["personalities/*/toolset.yaml"]}}"#,
                 Some("fs_reach.deny_write[0]"),
+                "not absolute",
+            ),
+            (
+                r#"{"id":"x","fs_reach":{"apart":["/srv/state","/"]}}"#,
+                Some("fs_reach.apart[1]"),
+                "no root above it",
+            ),
+            (
+                r#"{"id":"x","fs_reach":{"apart":["state"]}}"#,
+                Some("fs_reach.apart[0]"),
                 "not absolute",
             ),
             (r#"{"id":""}"#, Some("id"), "must be 1-128"),

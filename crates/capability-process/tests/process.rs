@@ -2392,3 +2392,50 @@ async fn a_child_is_kept_from_what_the_policy_keeps_from_writes() {
     assert!(!fx.root.join("defs/c").exists());
     assert!(!fx.root.join("shared/sub/f").exists());
 }
+
+// guarantee: G-FS-15
+/// A confined child is kept from a place the policy keeps apart (`[fs_reach] apart`) beneath
+/// one of its roots: it neither reads nor writes what lies there, not through a link from
+/// beside it either, while what lies beside stays its own. The kernel cannot tell by which
+/// root a child reached a path, so the place is kept whole, a root inside it included.
+#[tokio::test]
+async fn a_child_is_kept_from_a_place_kept_apart() {
+    let fx = fixture();
+    for file in ["state/other/MEMORY.md", "state/me/MEMORY.md", "notes.md"] {
+        std::fs::create_dir_all(fx.root.join(file).parent().unwrap()).unwrap();
+        std::fs::write(fx.root.join(file), "as it was\n").unwrap();
+    }
+    std::os::unix::fs::symlink(fx.root.join("state/other"), fx.root.join("link")).unwrap();
+    let r = fx.root.display();
+    let toml = format!(
+        "id = \"p\"\n[fs_reach]\nread = [\"{r}\", \"{r}/state/me\"]\nwrite = [\"{r}\", \"{r}/state/me\"]\n\
+         apart = [\"{r}/state\"]\n[safety.process]\nallow = [\"sh\"]\n"
+    );
+    let p = spawner_for(&fx, &toml, None);
+    let out = p
+        .spawn(
+            "sh",
+            &argv(&[
+                "-c",
+                "for f in state/other/MEMORY.md link/MEMORY.md state/me/MEMORY.md; do \
+                 cat $f 2>/dev/null && echo \"read $f\"; echo evil >> $f 2>/dev/null && echo \"wrote $f\"; \
+                 done; ls state 2>/dev/null && echo listed; cat notes.md; echo free > free.txt && echo free",
+            ]),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap();
+    let said = stdout(&out);
+    assert!(
+        !said.contains("read ") && !said.contains("wrote ") && !said.contains("listed"),
+        "{said}"
+    );
+    assert!(said.contains("as it was\nfree"), "{said}");
+    for file in ["state/other/MEMORY.md", "state/me/MEMORY.md"] {
+        assert_eq!(
+            std::fs::read_to_string(fx.root.join(file)).unwrap(),
+            "as it was\n",
+            "{file}"
+        );
+    }
+}

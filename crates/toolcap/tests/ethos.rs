@@ -52,6 +52,11 @@ impl Env {
     /// [`toolcap`](Self::toolcap) with the variables `vars` set (`ETHOS_HOME` is otherwise
     /// unset).
     fn toolcap_with(&self, args: &[&str], vars: &[(&str, &Path)]) -> Output {
+        self.toolcap_in(&self.cwd, args, vars)
+    }
+
+    /// [`toolcap_with`](Self::toolcap_with) started in `cwd`.
+    fn toolcap_in(&self, cwd: &Path, args: &[&str], vars: &[(&str, &Path)]) -> Output {
         let mut command = Command::new(TOOLCAP);
         command
             .args(args)
@@ -59,7 +64,7 @@ impl Env {
             .env_remove("ETHOS_HOME")
             .env("XDG_DATA_HOME", self.home.join("data"))
             .env_remove("RUST_LOG")
-            .current_dir(&self.cwd);
+            .current_dir(cwd);
         for (name, value) in vars {
             command.env(name, value);
         }
@@ -402,9 +407,10 @@ fn paths_ethos_does_not_expand_are_read_where_ethos_reads_them() {
 /// or cron run executes on the host), the transcripts, telemetry and memory databases with the
 /// side files SQLite keeps beside them, and the learning inbox; and it keeps them in the state
 /// dir an override names as well as in `~/.ethos`. Loaded here, an Ethos personality whose
-/// reach is `/` reads and writes none of them, under `~/.ethos`, under `$ETHOS_HOME` and under
-/// `$ETHOS_STATE_DIR` (the later Ethos's name for its state dir's override), in process mode
-/// and in the capsule: what they hold comes out nowhere, and they are as they were.
+/// reach names each state dir reads and writes none of them, under `~/.ethos`, under
+/// `$ETHOS_HOME` and under `$ETHOS_STATE_DIR` (the later Ethos's name for its state dir's
+/// override), in process mode and in the capsule: what they hold comes out nowhere, and they
+/// are as they were.
 /// Before, only the entries of the older floor were kept, and a tool wrote `~/.ethos/mcp.json`,
 /// which Ethos starts as a server when it next boots.
 #[test]
@@ -414,9 +420,17 @@ fn ethos_later_floor_keeps_its_state_dir_from_its_personalities() {
     let state_dir = env.home.join("state-dir");
     let dir = env.cwd.join("p/everything");
     std::fs::create_dir_all(&dir).unwrap();
+    // Each state dir named, so that the floor and not the state dirs' being kept apart from
+    // `/` is what holds.
+    let named = format!(
+        "/, {}, {}, {}",
+        env.home.join(".ethos").display(),
+        state.display(),
+        state_dir.display()
+    );
     std::fs::write(
         dir.join("config.yaml"),
-        "name: E\nfs_reach.read: /\nfs_reach.write: /\n",
+        format!("name: E\nfs_reach.read: {named}\nfs_reach.write: {named}\n"),
     )
     .unwrap();
     std::fs::write(dir.join("toolset.yaml"), "- read_file\n- write_file\n").unwrap();
@@ -481,9 +495,11 @@ fn ethos_later_floor_keeps_its_state_dir_from_its_personalities() {
 /// own and every other personality's, one made mid-turn included, and the state dir's own
 /// `skills/` and `commands/`, under every state dir; reading them stays open. A personality that
 /// wrote another's `toolset.yaml` would grant it any tool at its next load. Loaded here with a
-/// reach of `/`, an Ethos personality writes none of them, in any spelling, in process mode and
-/// in the capsule, and still reads them and writes beside them (`MEMORY.md`). Before, the
-/// tool wrote `personalities/other/toolset.yaml` under each state dir.
+/// reach that names each state dir (a reach above one does not reach into it:
+/// `a_reach_above_the_state_dir_does_not_reach_into_it`), an Ethos personality writes none of
+/// them, in any spelling, in process mode and in the capsule, and still reads them and writes
+/// beside them (`MEMORY.md`). Before, the tool wrote `personalities/other/toolset.yaml` under
+/// each state dir.
 #[test]
 fn ethos_personalities_cannot_rewrite_what_defines_a_personality() {
     let env = Env::new();
@@ -491,9 +507,15 @@ fn ethos_personalities_cannot_rewrite_what_defines_a_personality() {
     let state_dir = env.home.join("state-dir");
     let dir = env.cwd.join("p/architect");
     std::fs::create_dir_all(&dir).unwrap();
+    let named = format!(
+        "/, {}, {}, {}",
+        env.home.join(".ethos").display(),
+        state.display(),
+        state_dir.display()
+    );
     std::fs::write(
         dir.join("config.yaml"),
-        "name: A\nfs_reach.read: /\nfs_reach.write: /\n",
+        format!("name: A\nfs_reach.read: {named}\nfs_reach.write: {named}\n"),
     )
     .unwrap();
     std::fs::write(dir.join("toolset.yaml"), "- read_file\n- write_file\n").unwrap();
@@ -1216,4 +1238,108 @@ fn an_ethos_personality_started_in_slash_does_not_reach_the_whole_file_system() 
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+// guarantee: G-POL-05
+/// The later Ethos keeps its state dir apart (UBP-047): a reach root above it (the current
+/// directory when Ethos runs from the home directory, a declared `/`) does not reach into it;
+/// only a root at or beneath it does (the personality's own directory and `skills/` by default,
+/// or a state dir the personality names). So a personality started from `~` neither reads nor
+/// writes another personality's `MEMORY.md` or `files/`, nor the stores Ethos's floor does not
+/// list (`cron/`), not through a link in its reach either; the shared `skills/` (a root of its
+/// own) and the rest of the home directory stay in reach. Before, `~` reached all of it, in
+/// both modes.
+#[test]
+fn a_reach_above_the_state_dir_does_not_reach_into_it() {
+    let env = Env::new();
+    let ethos = env.home.join(".ethos");
+    let me = ethos.join("personalities/me");
+    std::fs::create_dir_all(&me).unwrap();
+    std::fs::write(me.join("config.yaml"), "name: Me\n").unwrap();
+    std::fs::write(
+        me.join("toolset.yaml"),
+        "- read_file\n- write_file\n- list_dir\n",
+    )
+    .unwrap();
+    let theirs = [
+        "personalities/other/MEMORY.md",
+        "personalities/other/files/plan.md",
+        "cron/jobs.json",
+    ];
+    for entry in theirs {
+        let file = ethos.join(entry);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, "kept apart\n").unwrap();
+    }
+    std::fs::write(env.home.join("notes.md"), "mine\n").unwrap();
+    std::fs::create_dir_all(ethos.join("skills/s")).unwrap();
+    std::fs::write(ethos.join("skills/s/SKILL.md"), "a skill\n").unwrap();
+    std::os::unix::fs::symlink(ethos.join("personalities/other"), env.home.join("link")).unwrap();
+    let declared = env.cwd.join("p/everything");
+    std::fs::create_dir_all(&declared).unwrap();
+    std::fs::write(
+        declared.join("config.yaml"),
+        "name: E\nfs_reach.read: /\nfs_reach.write: /\n",
+    )
+    .unwrap();
+    std::fs::write(declared.join("toolset.yaml"), "- read_file\n- write_file\n").unwrap();
+    let call = |cwd: &Path, personality: &Path, mode: &[&str], tool: &str, args: Value| {
+        let mut argv = vec!["call"];
+        argv.extend_from_slice(mode);
+        let args = args.to_string();
+        argv.extend(["--personality", personality.to_str().unwrap(), tool, &args]);
+        let out = env.toolcap_in(cwd, &argv, &[]);
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let value: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{all}"));
+        (value, all)
+    };
+    for mode in MODES {
+        // Started from the home directory, its default reach (own directory, skills, the
+        // current directory); and a reach of `/` declared.
+        for (cwd, personality) in [(&env.home, &me), (&env.cwd, &declared)] {
+            let paths = theirs
+                .iter()
+                .map(|entry| ethos.join(entry))
+                .chain([env.home.join("link/MEMORY.md")]);
+            for path in paths {
+                let path = path.display().to_string();
+                let (read, all) = call(cwd, personality, mode, "read_file", json!({"path": path}));
+                assert!(
+                    error(&read).starts_with("PATH_NOT_REACHABLE"),
+                    "{mode:?} {personality:?} read {path}: {read}"
+                );
+                assert!(!all.contains("kept apart"), "{mode:?} {path}: {all}");
+                let args = json!({"path": path, "content": "planted"});
+                let (written, _) = call(cwd, personality, mode, "write_file", args);
+                assert!(
+                    error(&written).starts_with("PATH_NOT_REACHABLE"),
+                    "{mode:?} {personality:?} write {path}: {written}"
+                );
+            }
+        }
+        for entry in theirs {
+            assert_eq!(
+                std::fs::read_to_string(ethos.join(entry)).unwrap(),
+                "kept apart\n",
+                "{mode:?} {entry}"
+            );
+        }
+        let (listed, _) = call(&env.home, &me, mode, "list_dir", json!({"path": ethos}));
+        assert!(
+            error(&listed).starts_with("PATH_NOT_REACHABLE"),
+            "{mode:?}: {listed}"
+        );
+        // What a root at or beneath the state dir reaches stays reached (the shared skills),
+        // and the home directory around the state dir.
+        let skill = ethos.join("skills/s/SKILL.md").display().to_string();
+        let (read, _) = call(&env.home, &me, mode, "read_file", json!({"path": skill}));
+        assert_eq!(read["value"], "a skill\n", "{mode:?}: {read}");
+        let notes = env.home.join("notes.md").display().to_string();
+        let (read, _) = call(&env.home, &me, mode, "read_file", json!({"path": notes}));
+        assert_eq!(read["value"], "mine\n", "{mode:?}: {read}");
+    }
 }

@@ -17,8 +17,8 @@ use crate::matching::binary::ArgvPattern;
 use crate::matching::exec_options;
 use crate::matching::host::{HostSet, normalize_host};
 use crate::matching::path::{
-    DenyFloor, RunsLater, is_within, is_within_any_of_any_case, kept_from_writes, kept_places,
-    resolve_path, runs_later,
+    DenyFloor, RunsLater, is_within, is_within_any_case, is_within_any_of_any_case,
+    kept_from_writes, kept_places, resolve_path, runs_later,
 };
 use crate::realpath::{Aliases, LaterAlias};
 
@@ -89,6 +89,8 @@ pub struct ResolvedPaths {
     pub(super) deny: Arc<[PathBuf]>,
     /// `[fs_reach] deny_write` (docs/policy.md, "Kept from writes").
     pub(super) deny_write: Arc<[PathBuf]>,
+    /// `[fs_reach] apart` (docs/policy.md, "Kept apart").
+    pub(super) apart: Arc<[PathBuf]>,
     pub(super) floor: Arc<DenyFloor>,
     pub(super) aliases: Arc<Aliases>,
     /// The places whose contents run later, reached by another name.
@@ -100,6 +102,17 @@ pub struct ResolvedPaths {
 }
 
 impl ResolvedPaths {
+    /// The places kept apart that lie strictly beneath a root, which a child's mount namespace
+    /// covers (docs/policy.md, "Kept apart"): the kernel layer cannot tell the roots a path was
+    /// reached through apart, so it keeps the whole place from a child.
+    fn apart_covered(&self) -> Vec<PathBuf> {
+        let above = |place: &PathBuf| {
+            (self.read.iter().chain(self.write.iter()))
+                .any(|root| root != place && is_within(place, root))
+        };
+        self.apart.iter().filter(|p| above(p)).cloned().collect()
+    }
+
     /// Whether `path` lies within the read or the write reach: what the argument gate asks of a
     /// path named in a call's arguments, which may be read or written (docs/semantics.md,
     /// "Paths"). The read refusal when neither holds it.
@@ -183,6 +196,7 @@ impl ResolvedPaths {
             write_guarded: Arc::clone(&self.write_guarded),
             deny: Arc::clone(&self.deny),
             deny_write: Arc::clone(&self.deny_write),
+            apart: Arc::clone(&self.apart),
             floor: Arc::clone(&self.floor),
             aliases: Arc::clone(&self.aliases),
             later_aliases: Arc::clone(&self.later_aliases),
@@ -220,6 +234,17 @@ impl PathPolicy for ResolvedPaths {
                 || self.floor.blocks(&full, personality))
         {
             return Err(refuse());
+        }
+        if let Some(place) = apart_above(&full, root, &self.apart) {
+            return Err(CapabilityError::denied(
+                DenialCode::PathNotReachable,
+                format!(
+                    "{access} not permitted for {}: the policy keeps {} apart, reached only \
+                     through a root at or beneath it (fs_reach.apart)",
+                    full.display(),
+                    place.display()
+                ),
+            ));
         }
         if access == FsAccess::Write
             && let Some(rule) = kept_from_writes(&full, &self.deny_write)
@@ -262,14 +287,19 @@ impl PathPolicy for ResolvedPaths {
     }
 
     fn roots(&self, access: FsAccess) -> Vec<PathBuf> {
+        // A place kept apart beneath another root is covered in a child's mount namespace, so a
+        // root inside it is not given to the child (docs/policy.md, "Kept apart").
+        let covered = self.apart_covered();
+        let open = |root: &&PathBuf| !covered.iter().any(|place| is_within(root, place));
         match access {
-            FsAccess::Read => self.read.to_vec(),
+            FsAccess::Read => self.read.iter().filter(open).cloned().collect(),
             // A root kept from writes whole grants no write: a child's kernel layer is not given
             // it (it would bind it writable inside the place kept).
             FsAccess::Write => self
                 .write
                 .iter()
                 .filter(|root| kept_from_writes(root, &self.deny_write).is_none())
+                .filter(open)
                 .cloned()
                 .collect(),
         }
@@ -298,6 +328,7 @@ impl PathPolicy for ResolvedPaths {
             .collect();
         let mut out: Vec<PathBuf> = self.deny.to_vec();
         out.extend(self.floor.areas(&lifting));
+        out.extend(self.apart_covered());
         out
     }
 }
@@ -470,6 +501,15 @@ fn runs_later_refusal(
             listed.display()
         ),
     ))
+}
+
+/// The place of `apart` that holds `path` (in any case, as deny rules are matched) and lies
+/// strictly beneath `root`, the root `path` was reached through: such a place is reached only
+/// through a root at or beneath it (docs/policy.md, "Kept apart").
+fn apart_above<'a>(path: &Path, root: &Path, apart: &'a [PathBuf]) -> Option<&'a PathBuf> {
+    apart.iter().find(|place| {
+        place.as_path() != root && is_within(place, root) && is_within_any_case(path, place)
+    })
 }
 
 #[cfg(test)]

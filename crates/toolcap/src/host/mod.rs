@@ -305,6 +305,7 @@ fn load_ethos_dir(dir: &Path) -> Result<CompiledPolicy, Usage> {
             let mut narrowing = capability_core::Narrowing::default();
             narrowing.fs_reach.deny = ETHOS_STATE_DENY.iter().map(|e| dir.join(e)).collect();
             narrowing.fs_reach.deny_write = capability_core::ethos_definition_rules(&dir);
+            narrowing.fs_reach.apart = vec![dir.clone()];
             policy.narrow(&narrowing).map_err(|e| {
                 Usage(format!(
                     "cannot keep the Ethos state in {} out of reach: {e}",
