@@ -276,7 +276,7 @@ impl PersonalityPolicy {
         // unless `allow_private_urls`, and cloud metadata always: never here, which is the
         // same, or less (docs/policy.md, "Ethos personality directories").
         policy.safety.network.restricted_addresses = crate::RestrictedAddresses::Never;
-        reach.apply(id, vars, &mut policy)?;
+        reach.apply(id, vars, home, &mut policy)?;
         // Naming `/proc` lifts toolcap's floor there, while Ethos keeps `/proc/self/environ`
         // and `cmdline` from every personality, places no rule here can name for every process.
         for (field, roots) in [
@@ -422,6 +422,7 @@ impl EthosReach {
         self,
         id: &str,
         vars: EthosVars<'_>,
+        home: Option<&Path>,
         policy: &mut PersonalityPolicy,
     ) -> Result<(), PolicyError> {
         // An entry is substituted, then read where Ethos reads it: Ethos expands no `~` and
@@ -444,12 +445,32 @@ impl EthosReach {
                     .collect::<Result<Vec<_>, _>>(),
                 _ => Ok(defaults),
             };
+        // A current directory at or inside a state dir is no default root (UBP-047): it would
+        // reach the state dir from within, past its being kept apart (docs/policy.md, "Ethos
+        // personality directories").
+        let in_state = |dir: &Path| {
+            let dir = crate::normalize_lexically(dir);
+            (home.map(|h| h.join(".ethos")).into_iter())
+                .chain([vars.ethos_home.to_path_buf()])
+                .any(|state| dir.starts_with(crate::normalize_lexically(&state)))
+        };
+        let default_workdir: Vec<PathBuf> = Some(workdir.clone())
+            .filter(|w| self.workdir.is_some() || !in_state(w))
+            .into_iter()
+            .collect();
         let mut read = list(
             "fs_reach.read",
             &self.read,
-            vec![own.clone(), vars.ethos_home.join("skills"), workdir.clone()],
+            [own.clone(), vars.ethos_home.join("skills")]
+                .into_iter()
+                .chain(default_workdir.iter().cloned())
+                .collect(),
         )?;
-        let mut write = list("fs_reach.write", &self.write, vec![own, workdir.clone()])?;
+        let mut write = list(
+            "fs_reach.write",
+            &self.write,
+            [own].into_iter().chain(default_workdir).collect(),
+        )?;
         if self.workdir.is_some() {
             for l in [&mut read, &mut write] {
                 if !l.iter().any(|p| p == &workdir) {

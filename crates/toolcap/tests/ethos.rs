@@ -1247,8 +1247,9 @@ fn an_ethos_personality_started_in_slash_does_not_reach_the_whole_file_system() 
 /// or a state dir the personality names). So a personality started from `~` neither reads nor
 /// writes another personality's `MEMORY.md` or `files/`, nor the stores Ethos's floor does not
 /// list (`cron/`), not through a link in its reach either; the shared `skills/` (a root of its
-/// own) and the rest of the home directory stay in reach. Before, `~` reached all of it, in
-/// both modes.
+/// own) and the rest of the home directory stay in reach. Started inside the state dir, its
+/// current directory is no default root. Before, `~` reached all of it, in both modes, and a
+/// current directory in another personality's directory reached that.
 #[test]
 fn a_reach_above_the_state_dir_does_not_reach_into_it() {
     let env = Env::new();
@@ -1342,4 +1343,26 @@ fn a_reach_above_the_state_dir_does_not_reach_into_it() {
         let (read, _) = call(&env.home, &me, mode, "read_file", json!({"path": notes}));
         assert_eq!(read["value"], "mine\n", "{mode:?}: {read}");
     }
+    // Started inside the state dir, the current directory is no default root (Ethos drops it),
+    // so it does not reach the state dir from within either.
+    let inside = ethos.join("personalities/other");
+    let memory = inside.join("MEMORY.md").display().to_string();
+    let (read, all) = call(&inside, &me, &[], "read_file", json!({"path": memory}));
+    assert!(error(&read).starts_with("PATH_NOT_REACHABLE"), "{read}");
+    assert!(!all.contains("kept apart"), "{all}");
+    // Inside `$ETHOS_STATE_DIR`, which the command line keeps apart by a narrowing that cannot
+    // drop a root: refused at load, saying why.
+    let argv = [
+        "call",
+        "--personality",
+        me.to_str().unwrap(),
+        "read_file",
+        "{}",
+    ];
+    let out = env.toolcap_in(&inside, &argv, &[("ETHOS_STATE_DIR", ethos.as_path())]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("lies in ETHOS_STATE_DIR"),
+        "{out:?}"
+    );
 }

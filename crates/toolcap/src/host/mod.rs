@@ -301,6 +301,15 @@ fn load_ethos_dir(dir: &Path) -> Result<CompiledPolicy, Usage> {
     // directories").
     match std::env::var_os("ETHOS_STATE_DIR").map(PathBuf::from) {
         None => Ok(policy),
+        // Started inside it, the current directory would be a default root within the state
+        // dir, past its being kept apart; Ethos drops it, which a narrowing cannot (docs/policy.md,
+        // "Ethos personality directories").
+        Some(dir) if cwd.starts_with(&dir) => Err(Usage(format!(
+            "toolcap's current directory {} lies in ETHOS_STATE_DIR={}: an Ethos personality's \
+             default reach would reach the state dir from within; start toolcap elsewhere",
+            cwd.display(),
+            dir.display()
+        ))),
         Some(dir) if dir.is_absolute() => {
             let mut narrowing = capability_core::Narrowing::default();
             narrowing.fs_reach.deny = ETHOS_STATE_DENY.iter().map(|e| dir.join(e)).collect();
