@@ -44,6 +44,8 @@ mod ethos;
 mod ethos_lines;
 #[cfg(feature = "yaml")]
 mod ethos_mcp;
+#[cfg(feature = "yaml")]
+mod ethos_reach;
 mod names;
 mod narrowing;
 mod parse;
