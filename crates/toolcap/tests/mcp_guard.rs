@@ -2402,8 +2402,8 @@ fn a_pinned_server_offers_its_tools_only_as_they_were_pinned() {
         let (failed, text, _) = guard.call("mcp__hostile__echo", json!({"n": 1}));
         assert!(!failed && text.contains("\"n\": 1"), "{text}");
         // Both pinned tools offered; only `exfiltrate`, which the server does not list yet,
-        // is said not to be.
-        let said = guard.said();
+        // is said not to be (its line waited for: stderr is read in a thread of its own).
+        let said = guard.said_once("mcp__hostile__exfiltrate is not offered");
         let not_offered: Vec<&str> = said
             .lines()
             .filter(|line| line.contains("is not offered"))
@@ -2942,13 +2942,14 @@ fn the_real_everything_server_reaches_the_client_only_through_its_tools_results(
         "{}",
         guard.said()
     );
-    // And the guard says why the toolset's others are not offered.
-    let said = guard.said();
+    // And the guard says why the toolset's others are not offered (each line waited for:
+    // stderr is read in a thread of its own).
     for tool in [
         "trigger-sampling-request",
         "trigger-elicitation-request",
         "get-roots-list",
     ] {
+        let said = guard.said_once(&format!("tool mcp__everything__{tool} is not offered"));
         assert!(
             said.contains(&format!(
                 "tool mcp__everything__{tool} is not offered: the MCP server everything does not list it"
@@ -3086,12 +3087,11 @@ fn the_real_everything_wrong_server_is_offered_as_reviewed_and_contained() {
         "{}",
         guard.said()
     );
-    let said = guard.said();
+    // Its stderr is read in a thread of its own: each line waited for, not looked for once.
     for withheld in ["joke_teller", "shadowing_attack", "echo", "send_email"] {
-        assert!(
-            said.contains(&format!("mcp__wrong__{withheld} is not offered")),
-            "{withheld}: {said}"
-        );
+        let needle = format!("mcp__wrong__{withheld} is not offered");
+        let said = guard.said_once(&needle);
+        assert!(said.contains(&needle), "{withheld}: {said}");
     }
 
     // The environment holds nothing of the guard's; the URL and the key are out of reach.
