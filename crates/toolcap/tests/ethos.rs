@@ -1365,4 +1365,26 @@ fn a_reach_above_the_state_dir_does_not_reach_into_it() {
         String::from_utf8_lossy(&out.stderr).contains("lies in ETHOS_STATE_DIR"),
         "{out:?}"
     );
+    // The same state dir named through a link: refused by where it leads, and what lies there
+    // comes out nowhere.
+    let real = env.home.join("elsewhere");
+    std::fs::create_dir_all(real.join("personalities/other")).unwrap();
+    std::fs::write(real.join("personalities/other/MEMORY.md"), "kept apart\n").unwrap();
+    let link = env.home.join("state-link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let inside = real.join("personalities/other");
+    let argv = [
+        "call",
+        "--personality",
+        me.to_str().unwrap(),
+        "read_file",
+        r#"{"path": "MEMORY.md"}"#,
+    ];
+    let out = env.toolcap_in(&inside, &argv, &[("ETHOS_STATE_DIR", link.as_path())]);
+    let all = format!("{out:?}");
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(
+        all.contains("reached through a link") && !all.contains("kept apart"),
+        "{all}"
+    );
 }

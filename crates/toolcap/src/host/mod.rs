@@ -284,6 +284,24 @@ fn load_ethos_dir(dir: &Path) -> Result<CompiledPolicy, Usage> {
     };
     let cwd = std::env::current_dir()
         .map_err(|e| Usage(format!("cannot determine the current directory: {e}")))?;
+    // A current directory inside a state dir is no default root (UBP-047); the personality's
+    // loading finds it by the state dir's spelling, so one spelled through a link (an
+    // `ETHOS_HOME` that is a link to where it is) is refused here, by where it leads.
+    let state_dirs: Vec<PathBuf> = (home.as_deref().map(|h| h.join(".ethos")).into_iter())
+        .chain([ethos_home.clone()])
+        .chain(std::env::var_os("ETHOS_STATE_DIR").map(PathBuf::from))
+        .collect();
+    if let Some(dir) = state_dirs.iter().find(|dir| {
+        std::fs::canonicalize(dir).is_ok_and(|real| cwd.starts_with(&real) && !cwd.starts_with(dir))
+    }) {
+        return Err(Usage(format!(
+            "toolcap's current directory {} lies in the Ethos state dir {}, reached through a \
+             link: an Ethos personality's default reach would reach the state dir from within; \
+             start toolcap elsewhere",
+            cwd.display(),
+            dir.display()
+        )));
+    }
     let files = EthosFiles {
         config: config.as_deref(),
         toolset: toolset.as_deref(),
