@@ -225,7 +225,14 @@ async fn second_hello<C: AsyncRead + Unpin>(
     let mut at = 0;
     fill(client, held, HEADER).await?;
     if held[0] == CHANGE_CIPHER_SPEC {
+        // TLS 1.3's is one byte; one that carries more is not a client's, and what it carried
+        // would reach the server unread.
         at = record_end(held);
+        if at != HEADER + 1 {
+            return Err(Ended::Refused(
+                "a change_cipher_spec record that is not one byte".to_owned(),
+            ));
+        }
         fill(client, held, at + HEADER).await?;
     }
     if held[at] != HANDSHAKE {
@@ -339,6 +346,10 @@ mod tests {
                 "not a ClientHello",
             ),
             (record(23, &[0; 40]), "not a ClientHello"),
+            (
+                [record(CHANGE_CIPHER_SPEC, &hello), hello.clone()].concat(),
+                "not one byte",
+            ),
             (hello[..hello.len() - 1].to_vec(), "closed"),
             (record(HANDSHAKE, &[1, 0, 0, 5, 0]), "fill its one record"),
         ] {
