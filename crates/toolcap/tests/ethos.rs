@@ -81,11 +81,24 @@ impl Env {
         args: &Value,
         vars: &[(&str, &Path)],
     ) -> (Value, String) {
+        self.call_from(&self.cwd, mode, personality, tool, args, vars)
+    }
+
+    /// [`call_with`](Self::call_with) started in `cwd`.
+    fn call_from(
+        &self,
+        cwd: &Path,
+        mode: &[&str],
+        personality: &Path,
+        tool: &str,
+        args: &Value,
+        vars: &[(&str, &Path)],
+    ) -> (Value, String) {
         let args = args.to_string();
         let mut argv = vec!["call"];
         argv.extend_from_slice(mode);
         argv.extend(["--personality", personality.to_str().unwrap(), tool, &args]);
-        let out = self.toolcap_with(&argv, vars);
+        let out = self.toolcap_in(cwd, &argv, vars);
         let result = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
         let all = format!(
@@ -94,6 +107,36 @@ impl Env {
             String::from_utf8_lossy(&out.stderr)
         );
         (result, all)
+    }
+
+    /// A personality `p/<name>` that may read and write `/` and names each state dir (so that
+    /// a floor, not their being kept apart from `/`, is what holds), `entries` planted in each
+    /// state dir as "the user's own"; with `$ETHOS_HOME` and `$ETHOS_STATE_DIR` (the state
+    /// dirs besides `~/.ethos`) to set for it.
+    fn reaching_every_state_dir(&self, name: &str, entries: &[&str]) -> (PathBuf, StateVars) {
+        let (state, state_dir) = (self.home.join("state"), self.home.join("state-dir"));
+        let dir = self.cwd.join("p").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let named = format!(
+            "/, {}, {}, {}",
+            self.home.join(".ethos").display(),
+            state.display(),
+            state_dir.display()
+        );
+        std::fs::write(
+            dir.join("config.yaml"),
+            format!("name: {name}\nfs_reach.read: {named}\nfs_reach.write: {named}\n"),
+        )
+        .unwrap();
+        std::fs::write(dir.join("toolset.yaml"), "- read_file\n- write_file\n").unwrap();
+        for base in [self.home.join(".ethos"), state.clone(), state_dir.clone()] {
+            for entry in entries {
+                let file = base.join(entry);
+                std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+                std::fs::write(&file, "the user's own\n").unwrap();
+            }
+        }
+        (dir, StateVars { state, state_dir })
     }
 
     fn manifest(&self, personality: &Path) -> Value {
@@ -122,6 +165,21 @@ impl Env {
     ) -> (Value, String) {
         let args: Value = serde_json::from_str(args).unwrap();
         self.call_with(mode, personality, tool, &args, &[])
+    }
+}
+
+/// The state dirs besides `~/.ethos` a test sets: `$ETHOS_HOME` and `$ETHOS_STATE_DIR`.
+struct StateVars {
+    state: PathBuf,
+    state_dir: PathBuf,
+}
+
+impl StateVars {
+    fn vars(&self) -> [(&'static str, &Path); 2] {
+        [
+            ("ETHOS_HOME", self.state.as_path()),
+            ("ETHOS_STATE_DIR", self.state_dir.as_path()),
+        ]
     }
 }
 
@@ -416,24 +474,6 @@ fn paths_ethos_does_not_expand_are_read_where_ethos_reads_them() {
 #[test]
 fn ethos_later_floor_keeps_its_state_dir_from_its_personalities() {
     let env = Env::new();
-    let state = env.home.join("state");
-    let state_dir = env.home.join("state-dir");
-    let dir = env.cwd.join("p/everything");
-    std::fs::create_dir_all(&dir).unwrap();
-    // Each state dir named, so that the floor and not the state dirs' being kept apart from
-    // `/` is what holds.
-    let named = format!(
-        "/, {}, {}, {}",
-        env.home.join(".ethos").display(),
-        state.display(),
-        state_dir.display()
-    );
-    std::fs::write(
-        dir.join("config.yaml"),
-        format!("name: E\nfs_reach.read: {named}\nfs_reach.write: {named}\n"),
-    )
-    .unwrap();
-    std::fs::write(dir.join("toolset.yaml"), "- read_file\n- write_file\n").unwrap();
     let entries = [
         "mcp.json",
         "plugins/p.js",
@@ -444,17 +484,9 @@ fn ethos_later_floor_keeps_its_state_dir_from_its_personalities() {
         "memory.db",
         "learning/candidate.json",
     ];
-    for base in [env.home.join(".ethos"), state.clone(), state_dir.clone()] {
-        for entry in entries {
-            let file = base.join(entry);
-            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-            std::fs::write(&file, "the user's own\n").unwrap();
-        }
-    }
-    let vars = [
-        ("ETHOS_HOME", state.as_path()),
-        ("ETHOS_STATE_DIR", &state_dir),
-    ];
+    let (dir, dirs) = env.reaching_every_state_dir("everything", &entries);
+    let (state, state_dir) = (dirs.state.clone(), dirs.state_dir.clone());
+    let vars = dirs.vars();
     let call = |mode: &[&str], tool: &str, args: Value| -> (Value, String) {
         env.call_with(mode, &dir, tool, &args, &vars)
     };
@@ -503,22 +535,6 @@ fn ethos_later_floor_keeps_its_state_dir_from_its_personalities() {
 #[test]
 fn ethos_personalities_cannot_rewrite_what_defines_a_personality() {
     let env = Env::new();
-    let state = env.home.join("state");
-    let state_dir = env.home.join("state-dir");
-    let dir = env.cwd.join("p/architect");
-    std::fs::create_dir_all(&dir).unwrap();
-    let named = format!(
-        "/, {}, {}, {}",
-        env.home.join(".ethos").display(),
-        state.display(),
-        state_dir.display()
-    );
-    std::fs::write(
-        dir.join("config.yaml"),
-        format!("name: A\nfs_reach.read: {named}\nfs_reach.write: {named}\n"),
-    )
-    .unwrap();
-    std::fs::write(dir.join("toolset.yaml"), "- read_file\n- write_file\n").unwrap();
     let defined = [
         "personalities/other/toolset.yaml",
         "personalities/other/config.yaml",
@@ -528,17 +544,9 @@ fn ethos_personalities_cannot_rewrite_what_defines_a_personality() {
         "skills/shared/SKILL.md",
         "commands/c.md",
     ];
-    for base in [env.home.join(".ethos"), state.clone(), state_dir.clone()] {
-        for entry in defined {
-            let file = base.join(entry);
-            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-            std::fs::write(&file, "the user's own\n").unwrap();
-        }
-    }
-    let vars = [
-        ("ETHOS_HOME", state.as_path()),
-        ("ETHOS_STATE_DIR", &state_dir),
-    ];
+    let (dir, dirs) = env.reaching_every_state_dir("architect", &defined);
+    let (state, state_dir) = (dirs.state.clone(), dirs.state_dir.clone());
+    let vars = dirs.vars();
     let call = |mode: &[&str], tool: &str, args: Value| -> Value {
         env.call_with(mode, &dir, tool, &args, &vars).0
     };
@@ -1285,18 +1293,7 @@ fn a_reach_above_the_state_dir_does_not_reach_into_it() {
     .unwrap();
     std::fs::write(declared.join("toolset.yaml"), "- read_file\n- write_file\n").unwrap();
     let call = |cwd: &Path, personality: &Path, mode: &[&str], tool: &str, args: Value| {
-        let mut argv = vec!["call"];
-        argv.extend_from_slice(mode);
-        let args = args.to_string();
-        argv.extend(["--personality", personality.to_str().unwrap(), tool, &args]);
-        let out = env.toolcap_in(cwd, &argv, &[]);
-        let all = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let value: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{all}"));
-        (value, all)
+        env.call_from(cwd, mode, personality, tool, &args, &[])
     };
     for mode in MODES {
         // Started from the home directory, its default reach (own directory, skills, the
