@@ -1407,20 +1407,17 @@ async fn a_child_cannot_hide_a_repository_by_taking_its_directorys_read_permissi
     says(run("echo fine").await, "fine\n");
     // Without its read permission (entered by name) or its search permission (given back by
     // the next child, which owns it).
-    // The child that took the read permission is refused as it ends, when what the directory
-    // holds is looked at again and cannot be told; one that took only the search permission
-    // leaves it listable, and is found by the next child's walk, which asks inside.
-    for (mode, refused_as_it_ends) in [("300", true), ("600", false)] {
-        let hid = run(&format!("chmod {mode} zz")).await;
-        match hid {
+    // Either child is refused as it ends, when what the directory holds is looked at again
+    // and cannot be told: without the read permission it cannot be listed, without the search
+    // permission its subdirectories cannot be asked whether the child made a repository in
+    // them; and the next child's walk, which asks inside, does not start it.
+    for mode in ["300", "600"] {
+        match run(&format!("chmod {mode} zz")).await {
             Err(e) => assert!(
-                refused_as_it_ends && e.to_string().contains("cannot be looked into"),
+                e.to_string().contains("cannot be looked into"),
                 "{mode}: {e}"
             ),
-            Ok(_) => assert!(
-                !refused_as_it_ends,
-                "{mode}: the child that hid zz ended well"
-            ),
+            Ok(_) => panic!("{mode}: the child that hid zz ended well"),
         }
         not_started_for(
             run("chmod 700 zz; echo evil > zz/repo/.git/hooks/post-checkout").await,
@@ -2437,5 +2434,119 @@ async fn a_child_is_kept_from_a_place_kept_apart() {
             "as it was\n",
             "{file}"
         );
+    }
+}
+
+/// The user's own git, run in `dir` outside any sandbox as the user would run it later (a
+/// shell prompt's `git status`), with a home of its own so that no configuration of the
+/// machine's user takes part.
+fn users_git_status(dir: &Path) {
+    let home = tempfile::tempdir().unwrap();
+    let _ = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["status", "--short"])
+        .env("HOME", home.path())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+}
+
+// guarantee: G-FS-09
+/// A repository a child makes in its own run (`git init`, `git clone`, by hand), which no
+/// mount could keep since it did not exist, is set aside when the child ends if git would run
+/// what it holds: a configuration naming a program (`core.fsmonitor`, which the user's next
+/// `git status` runs), a hook, in a `.git`, in a git directory of another name, or behind a
+/// `.git` file; and the call is refused saying so. One holding only what git writes itself (a
+/// commit, a clone, a user's name) stays. Checked by running the user's git there afterwards:
+/// the canary it would make is never made.
+#[tokio::test]
+async fn a_repository_a_child_makes_runs_nothing_outside_the_sandbox() {
+    for (script, found, aside) in [
+        (
+            "git init -q . && git config core.fsmonitor 'touch CANARY'",
+            "core.fsmonitor",
+            ".git",
+        ),
+        (
+            "git init -q a/b && printf '#!/bin/sh\\ntouch CANARY\\n' > a/b/.git/hooks/post-checkout \
+             && chmod +x a/b/.git/hooks/post-checkout",
+            "hooks/post-checkout",
+            "a/b/.git",
+        ),
+        (
+            "git init -q --bare store.git && git --git-dir=store.git config core.pager 'touch CANARY'",
+            "core.pager",
+            "store.git",
+        ),
+        (
+            "mkdir k && git init -q --separate-git-dir=k/x w && git -C w config alias.st '!touch CANARY'",
+            "alias.st",
+            "w/.git",
+        ),
+        (
+            "mkdir -p h/.git/objects h/.git/refs && echo 'ref: refs/heads/main' > h/.git/HEAD \
+             && printf '[core]\\n\\tfsmonitor = touch CANARY\\n' > h/.git/config",
+            "core.fsmonitor",
+            "h/.git",
+        ),
+    ] {
+        let fx = fixture();
+        let p = writing_spawner(&fx);
+        let err = p
+            .spawn("sh", &argv(&["-c", script]), SpawnOptions::default())
+            .await
+            .unwrap_err();
+        let said = err.to_string();
+        assert!(
+            matches!(
+                err,
+                CapabilityError::Denied {
+                    code: DenialCode::PathNotReachable,
+                    ..
+                }
+            ) && said.contains(found)
+                && said.contains("a repository the child made"),
+            "{script}: {said}"
+        );
+        assert!(!fx.root.join(aside).exists(), "{script}: {aside} stayed");
+        assert!(
+            fx.root.join(format!("{aside}.refused-by-toolcap")).exists(),
+            "{script}: {aside} was not set aside"
+        );
+        for dir in [".", "a/b", "store.git", "w", "h"] {
+            let dir = fx.root.join(dir);
+            if dir.is_dir() {
+                users_git_status(&dir);
+            }
+        }
+        assert!(
+            !fx.root.join("CANARY").exists()
+                && ["a/b", "store.git", "w", "h"].iter().all(|d| !fx
+                    .root
+                    .join(d)
+                    .join("CANARY")
+                    .exists()),
+            "{script}: the user's git ran what the child configured"
+        );
+    }
+    // What git writes itself names no program: the repositories stay, the call succeeds.
+    let fx = fixture();
+    let p = writing_spawner(&fx);
+    let script = "git init -q fine && git -C fine -c user.name=a -c user.email=b commit -q \
+                  --allow-empty -m x && git clone -q fine copy && git -C copy config user.name me \
+                  && git -C copy checkout -q -b topic && git init -q --bare b.git";
+    let out = p
+        .spawn("sh", &argv(&["-c", script]), SpawnOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        out.exit_code,
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for kept in ["fine/.git", "copy/.git", "b.git"] {
+        assert!(fx.root.join(kept).is_dir(), "{kept} was set aside");
     }
 }

@@ -241,6 +241,7 @@ pub(crate) fn masks(
         }
     }
     found.later(later.places, write)?;
+    watch.keep_repositories(std::mem::take(&mut found.kept));
     let keep = |p: &PathBuf| beneath(p) && !writable.is_some_and(|w| w(p));
     // First the directories above what is bound, so that none is moved away with them.
     let bound = found
@@ -315,6 +316,9 @@ struct Found<'a> {
     hooks: Vec<PathBuf>,
     /// Git directories looked at, against [`MAX_GIT_DIRS`].
     seen: usize,
+    /// The git directories kept, whatever the caller lets children write of them: their hooks
+    /// and configuration are not the child's to change.
+    kept: Vec<PathBuf>,
     /// Entries of `modules` directories looked at, against [`MAX_MODULE_ENTRIES`].
     entries: usize,
 }
@@ -368,6 +372,7 @@ impl Found<'_> {
         if !self.roots.iter().any(|w| dir.starts_with(w)) {
             return;
         }
+        self.kept.push(dir.to_path_buf());
         self.seen += 1;
         if self.seen > MAX_GIT_DIRS {
             self.read_only.push(dir.to_path_buf());

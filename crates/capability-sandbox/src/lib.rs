@@ -82,6 +82,8 @@ mod accounts;
 mod bpf;
 #[cfg(unix)]
 mod changeable;
+#[cfg(target_os = "linux")]
+mod child_repo;
 mod env;
 #[cfg(target_os = "linux")]
 mod git;

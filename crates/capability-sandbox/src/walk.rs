@@ -79,10 +79,10 @@ pub(crate) fn nested(roots: &[PathBuf], later: &mut Later<'_>) -> Result<Vec<Pat
 pub(crate) struct Sub {
     pub(crate) path: PathBuf,
     /// It holds a `.git` (of any kind).
-    repository: bool,
+    pub(crate) repository: bool,
     /// It is a git directory of another name (a bare repository): its `HEAD`, and its
     /// `objects` or `commondir`.
-    bare: bool,
+    pub(crate) bare: bool,
 }
 
 /// The places named as the caller's `runs_later` names them, found in the directories read,

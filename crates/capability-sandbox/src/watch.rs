@@ -35,6 +35,9 @@ pub struct Watch {
     /// What the walk saw as the child started ([`also_in`](Self::also_in)), looked at again
     /// when it ends for the same names.
     walked: Walked,
+    /// The git directories kept from the child as it started: any other found when it ends is
+    /// one it made, looked at for what git would run (`child_repo.rs`).
+    repositories: Vec<PathBuf>,
 }
 
 /// The walk's directories, for [`Watch::also_in`].
@@ -99,7 +102,16 @@ impl Watch {
                 names: names.iter().map(|n| (*n).to_owned()).collect(),
                 ..Walked::default()
             },
+            repositories: Vec::new(),
         }
+    }
+
+    /// The git directories kept from the child as it starts (`kept`): every other one the
+    /// child's project directories hold when it ends is one it made, and is set aside when its
+    /// configuration or hooks would make git run a program (docs/policy.md, "A repository a
+    /// child makes").
+    pub(crate) fn keep_repositories(&mut self, kept: Vec<PathBuf>) {
+        self.repositories = kept;
     }
 
     /// Watches what the walk read too (`later`'s directories, but `scratch`), for the names of
@@ -172,6 +184,14 @@ impl Watch {
     /// A place [`set_aside`](Self::set_aside) moved, as a refusal names it: where it was, where
     /// it went, and [`why`](Self::why).
     pub fn describe(&self, made: &Path, aside: &Path) -> String {
+        if let Some(what) = self.repository_runs(aside) {
+            return format!(
+                "{} (now {}), a repository the child made: {what}, which git would run outside \
+                 any sandbox when the user next runs git there",
+                made.display(),
+                aside.display()
+            );
+        }
         format!(
             "{} (now {}), {}",
             made.display(),
@@ -280,8 +300,15 @@ impl Watch {
         let mut later = crate::walk::Later::new(&names, &walked.covered);
         let mut failed = None;
         let mut queue = walked.read.clone();
+        let mut repositories = Vec::new();
         while let Some(dir) = queue.pop() {
-            let subs = match later.read_dir(&dir, false) {
+            if std::fs::symlink_metadata(dir.join(".git")).is_ok() {
+                repositories.push(dir.join(".git"));
+            }
+            if !crate::hooks::named_by_git(&dir) && crate::hooks::is_git_dir(&dir) {
+                repositories.push(dir.clone());
+            }
+            let subs = match later.read_dir(&dir, true) {
                 Ok(subs) => subs,
                 Err(e) => {
                     failed.get_or_insert(e);
@@ -289,6 +316,12 @@ impl Watch {
                 }
             };
             for sub in subs {
+                if sub.repository {
+                    repositories.push(sub.path.join(".git"));
+                }
+                if sub.bare {
+                    repositories.push(sub.path.clone());
+                }
                 // A directory the child made, within the walk's levels.
                 if !walked.seen.contains(sub.path.as_os_str())
                     && self.depth(&sub.path) < crate::walk::NESTED_DEPTH
@@ -305,7 +338,32 @@ impl Watch {
                 .into_iter()
                 .filter(|p| !present.contains(p.as_os_str()) && !walked.exempt.contains(p)),
         );
+        repositories.sort();
+        repositories.dedup();
+        made.extend(
+            repositories
+                .into_iter()
+                .filter(|r| self.repository_runs(r).is_some()),
+        );
         failed.map_or(Ok(()), |e| Err(io::Error::other(e)))
+    }
+
+    /// What git would run of `place`, a git directory or a `.git` file, when it is one the
+    /// child made: not kept as it started, and (a `.git` file's) leading to a git directory
+    /// beneath its write roots that was not kept either.
+    fn repository_runs(&self, place: &Path) -> Option<String> {
+        let meta = std::fs::symlink_metadata(place).ok()?;
+        let dir = if meta.is_file() {
+            crate::hooks::pointed_at(place, place.parent()?)?
+        } else if meta.is_dir() {
+            place.to_path_buf()
+        } else {
+            return None;
+        };
+        if self.repositories.contains(&dir) || !self.roots.iter().any(|r| dir.starts_with(r)) {
+            return None;
+        }
+        crate::child_repo::runs_a_program(&dir, &self.roots, &self.repositories)
     }
 
     /// Renames each place [`made`](Self::made) finds to `NAME.refused-by-toolcap` beside it

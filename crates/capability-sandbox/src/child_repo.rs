@@ -1,0 +1,481 @@
+//! A repository a child made in its own run: what in it git would run outside any sandbox
+//! (docs/policy.md, "A repository a child makes").
+//!
+//! The repositories that exist as a child starts are kept from it by mounts; one it makes
+//! (`git init`, `git clone`, or by hand) no mount can keep, since it did not exist. So when the
+//! child has ended, each git directory in its project directories that was not kept is looked
+//! at, and one whose configuration or hooks would make the user's own git run a program is set
+//! aside. What git writes itself when it makes, clones and fetches into a repository names no
+//! program; everything else is refused, so the rule reads the configuration towards a refusal:
+//! a setting outside the short list of those that name none ([`named_none`]), a line git would
+//! read that this reading cannot, a file too large to read whole, a link where a file should be,
+//! a hook that is not one of `git init`'s samples.
+
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a repository a child made is looked at when it has ended"
+)]
+
+use std::path::{Path, PathBuf};
+
+use crate::hooks::small_file;
+
+/// The most of a configuration file read; one larger is refused (git writes a few hundred
+/// bytes).
+const CONFIG_LIMIT: u64 = 64 * 1024;
+
+/// The most entries of a repository's `hooks`, `worktrees` and `modules` directories looked
+/// at; past it the repository is refused.
+const MAX_ENTRIES: usize = 1024;
+
+/// How deep `commondir`, `worktrees` and `modules` are followed from the repository found.
+const MAX_DEPTH: usize = 4;
+
+/// What in the git directory `dir` would make git run a program, as a refusal says it, or
+/// `None` when nothing would. `roots`: the child's write roots (a git directory elsewhere, which
+/// a `commondir` may name, was not the child's to write); `kept`: the git directories kept from
+/// the child as it started, which it could not change.
+pub(crate) fn runs_a_program(dir: &Path, roots: &[PathBuf], kept: &[PathBuf]) -> Option<String> {
+    let mut budget = MAX_ENTRIES;
+    look(dir, roots, kept, 0, &mut budget)
+}
+
+fn look(
+    dir: &Path,
+    roots: &[PathBuf],
+    kept: &[PathBuf],
+    depth: usize,
+    budget: &mut usize,
+) -> Option<String> {
+    let here = |what: String| Some(format!("{}: {what}", dir.display()));
+    if depth > MAX_DEPTH {
+        return here(format!("git directories nested more than {MAX_DEPTH} deep"));
+    }
+    for name in ["config", "config.worktree"] {
+        let path = dir.join(name);
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !meta.is_file() {
+            return here(format!("its `{name}` is not a plain file"));
+        }
+        if meta.len() > CONFIG_LIMIT {
+            return here(format!("its `{name}` is larger than {CONFIG_LIMIT} bytes"));
+        }
+        let Some(text) = small_file(&path, CONFIG_LIMIT) else {
+            return here(format!("its `{name}` cannot be read"));
+        };
+        if let Some(what) = first_unsafe_setting(&text) {
+            return here(format!("its `{name}` {what}"));
+        }
+    }
+    let entries = |sub: &str, budget: &mut usize| -> Result<Vec<(String, PathBuf)>, String> {
+        let path = dir.join(sub);
+        match std::fs::symlink_metadata(&path) {
+            Err(_) => return Ok(Vec::new()),
+            Ok(meta) if !meta.is_dir() => return Err(format!("its `{sub}` is not a directory")),
+            Ok(_) => {}
+        }
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&path).map_err(|e| format!("its `{sub}`: {e}"))? {
+            let entry = entry.map_err(|e| format!("its `{sub}`: {e}"))?;
+            *budget = budget
+                .checked_sub(1)
+                .ok_or_else(|| format!("more than {MAX_ENTRIES} entries to look at"))?;
+            out.push((
+                entry.file_name().to_string_lossy().into_owned(),
+                entry.path(),
+            ));
+        }
+        Ok(out)
+    };
+    // A hook is run by its exact name; `git init` copies only samples.
+    match entries("hooks", budget) {
+        Err(what) => return here(what),
+        Ok(hooks) => {
+            if let Some((name, _)) = hooks.iter().find(|(name, _)| !name.ends_with(".sample")) {
+                return here(format!("a hook `hooks/{name}`"));
+            }
+        }
+    }
+    // `commondir` makes another git directory's hooks and configuration this one's.
+    if let Ok(meta) = std::fs::symlink_metadata(dir.join("commondir")) {
+        let common = meta
+            .is_file()
+            .then(|| small_file(&dir.join("commondir"), 4096))
+            .flatten()
+            .and_then(|text| std::fs::canonicalize(dir.join(text.trim())).ok());
+        match common {
+            None => return here("a `commondir` that cannot be read".to_owned()),
+            Some(common)
+                if common != dir
+                    && !kept.contains(&common)
+                    && roots.iter().any(|r| common.starts_with(r)) =>
+            {
+                if let Some(what) = look(&common, roots, kept, depth + 1, budget) {
+                    return Some(what);
+                }
+            }
+            Some(_) => {}
+        }
+    }
+    // Linked worktrees' and submodules' git directories, which git uses in their working trees
+    // (a submodule's name may hold `/`: a directory without a `HEAD` is looked into).
+    for sub in ["worktrees", "modules"] {
+        let mut pending = match entries(sub, budget) {
+            Err(what) => return here(what),
+            Ok(found) => found,
+        };
+        while let Some((_, path)) = pending.pop() {
+            if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+                continue;
+            }
+            if std::fs::symlink_metadata(path.join("HEAD")).is_ok() {
+                if let Some(what) = look(&path, roots, kept, depth + 1, budget) {
+                    return Some(what);
+                }
+                continue;
+            }
+            if path.strip_prefix(dir).map_or(0, |p| p.components().count()) > MAX_DEPTH {
+                return here(format!("its `{sub}` nests more than {MAX_DEPTH} deep"));
+            }
+            for entry in std::fs::read_dir(&path)
+                .ok()
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                *budget = match budget.checked_sub(1) {
+                    Some(left) => left,
+                    None => return here(format!("more than {MAX_ENTRIES} entries to look at")),
+                };
+                pending.push((String::new(), entry.path()));
+            }
+        }
+    }
+    None
+}
+
+/// Whether git's setting `section.subsection.key` (section and key lower case) names no
+/// program: what `git init`, `git clone`, `git fetch`, `git branch -u`, `git submodule` and
+/// `git config` of a user's name write, and settings of the same sections that only change
+/// how git itself behaves. Not `core.fsmonitor`, `core.hooksPath`, `core.pager`,
+/// `core.editor`, `core.sshCommand`, aliases, filters, diff and merge drivers, credential
+/// helpers, includes, `remote.*.uploadpack` and their kin.
+fn named_none(section: &str, subsection: Option<&str>, key: &str) -> bool {
+    match (section, subsection.is_some()) {
+        ("core", false) => matches!(
+            key,
+            "repositoryformatversion"
+                | "filemode"
+                | "bare"
+                | "logallrefupdates"
+                | "ignorecase"
+                | "precomposeunicode"
+                | "symlinks"
+                | "worktree"
+                | "sparsecheckout"
+                | "sparsecheckoutcone"
+                | "autocrlf"
+                | "eol"
+                | "safecrlf"
+                | "untrackedcache"
+                | "splitindex"
+                | "sharedrepository"
+                | "quotepath"
+                | "commitgraph"
+                | "multipackindex"
+                | "preloadindex"
+                | "abbrev"
+                | "compression"
+                | "loosecompression"
+        ),
+        ("extensions" | "user" | "author" | "committer" | "branch" | "status" | "gc", _)
+        | ("maintenance" | "index" | "pack" | "feature" | "color" | "advice" | "column", _) => true,
+        // `vcs` runs `git-remote-<vcs>`; `uploadpack` and `receivepack` run programs at a fetch
+        // or push from a path on this machine.
+        ("remote", true) => !matches!(key, "uploadpack" | "receivepack" | "vcs"),
+        ("submodule", _) => matches!(
+            key,
+            "url"
+                | "active"
+                | "branch"
+                | "shallow"
+                | "fetchrecursesubmodules"
+                | "ignore"
+                | "update"
+                | "recurse"
+                | "fetchjobs"
+        ),
+        ("init", false) => key == "defaultbranch",
+        ("pull", false) => matches!(key, "rebase" | "ff"),
+        ("push", false) => matches!(key, "default" | "autosetupremote" | "followtags"),
+        ("fetch", false) => matches!(
+            key,
+            "prune" | "prunetags" | "recursesubmodules" | "writecommitgraph" | "parallel"
+        ),
+        ("merge", false) => matches!(
+            key,
+            "ff" | "conflictstyle" | "log" | "renames" | "autostash" | "stat"
+        ),
+        ("rebase", false) => matches!(
+            key,
+            "autosquash" | "autostash" | "updaterefs" | "stat" | "missingcommitscheck"
+        ),
+        ("diff", false) => matches!(
+            key,
+            "algorithm"
+                | "renames"
+                | "colormoved"
+                | "context"
+                | "submodule"
+                | "mnemonicprefix"
+                | "noprefix"
+                | "indentheuristic"
+        ),
+        ("commit" | "tag", false) => matches!(key, "gpgsign" | "verbose" | "cleanup" | "sort"),
+        ("lfs", false) => key == "repositoryformatversion",
+        ("protocol", false) => key == "version",
+        ("rerere", false) => matches!(key, "enabled" | "autoupdate"),
+        _ => false,
+    }
+}
+
+/// The first thing in a git configuration's text that could make git run a program, as a
+/// refusal says it (`sets core.fsmonitor`), or `None`. Read as git reads it (sections in any
+/// case, `[section "subsection"]` and `[section.subsection]`, a setting after a section's
+/// header on the same line, quotes, escapes and comments), and towards a refusal: a line it
+/// cannot read, or a value continued on the next line, is one.
+pub(crate) fn first_unsafe_setting(text: &str) -> Option<String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut section: Option<(String, Option<String>)> = None;
+    for (number, line) in text.lines().enumerate() {
+        let unreadable = || {
+            Some(format!(
+                "has a line git reads and toolcap cannot (line {})",
+                number + 1
+            ))
+        };
+        let mut rest = line.trim_start();
+        if let Some(header) = rest.strip_prefix('[') {
+            let Some((parsed, after)) = header_of(header) else {
+                return unreadable();
+            };
+            section = Some(parsed);
+            rest = after.trim_start();
+        }
+        if rest.is_empty() || rest.starts_with(['#', ';']) {
+            continue;
+        }
+        let Some((section, subsection)) = &section else {
+            return unreadable();
+        };
+        let key_len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .unwrap_or(rest.len());
+        let (key, after) = rest.split_at(key_len);
+        if !key.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            return unreadable();
+        }
+        let key = key.to_ascii_lowercase();
+        let after = after.trim_start();
+        let value = if let Some(value) = after.strip_prefix('=') {
+            match value_of(value) {
+                Some(value) => value,
+                None => return unreadable(),
+            }
+        } else if after.is_empty() || after.starts_with(['#', ';']) {
+            String::new()
+        } else {
+            return unreadable();
+        };
+        let name = match subsection {
+            Some(sub) => format!("{section}.{sub}.{key}"),
+            None => format!("{section}.{key}"),
+        };
+        let refused = !named_none(section, subsection.as_deref(), &key)
+            // `!command` runs the command at `git submodule update`.
+            || (section == "submodule" && key == "update" && value.trim_start().starts_with('!'))
+            // A transport that runs a command (refused by git's defaults, kept out all the same).
+            || (section == "remote"
+                && matches!(key.as_str(), "url" | "pushurl")
+                && value.trim_start().to_ascii_lowercase().starts_with("ext::"));
+        if refused {
+            return Some(format!("sets `{name}`"));
+        }
+    }
+    None
+}
+
+/// A section's header after its `[`: the section (lower case) and subsection, and what follows
+/// the `]`; `None` for one git would not read.
+fn header_of(header: &str) -> Option<((String, Option<String>), &str)> {
+    let name_len = header
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '.'))
+        .unwrap_or(header.len());
+    let (name, rest) = header.split_at(name_len);
+    if name.is_empty() {
+        return None;
+    }
+    if let Some(after) = rest.strip_prefix(']') {
+        // `[section.subsection]`: the subsection in lower case, as git reads it.
+        let name = name.to_ascii_lowercase();
+        return Some(match name.split_once('.') {
+            Some((section, sub)) => ((section.to_owned(), Some(sub.to_owned())), after),
+            None => ((name, None), after),
+        });
+    }
+    if name.contains('.') {
+        return None;
+    }
+    let quoted = rest.trim_start().strip_prefix('"')?;
+    let mut sub = String::new();
+    let mut chars = quoted.char_indices();
+    while let Some((at, c)) = chars.next() {
+        match c {
+            '\\' => sub.push(chars.next()?.1),
+            '"' => {
+                let after = quoted[at + 1..].strip_prefix(']')?;
+                return Some(((name.to_ascii_lowercase(), Some(sub)), after));
+            }
+            c => sub.push(c),
+        }
+    }
+    None
+}
+
+/// A value after its `=`, as git reads it: quotes removed, escapes taken, a comment after it
+/// dropped; `None` for one continued on the next line or with an escape git refuses.
+fn value_of(value: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut quoted = false;
+    let mut chars = value.trim_start().chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => quoted = !quoted,
+            '\\' => match chars.next()? {
+                'n' => out.push('\n'),
+                't' => out.push('\t'),
+                'b' => {
+                    out.pop();
+                }
+                c @ ('"' | '\\') => out.push(c),
+                _ => return None,
+            },
+            '#' | ';' if !quoted => break,
+            c => out.push(c),
+        }
+    }
+    (!quoted).then(|| out.trim_end().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What git writes itself, when it makes, clones and fetches into a repository and sets a
+    /// user's name, names no program.
+    #[test]
+    fn what_git_writes_itself_is_no_refusal() {
+        let cloned = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\
+                      \tlogallrefupdates = true\n[remote \"origin\"]\n\turl = https://example.com/r\n\
+                      \tfetch = +refs/heads/*:refs/remotes/origin/*\n[branch \"main\"]\n\
+                      \tremote = origin\n\tmerge = refs/heads/main\n[user]\n\tname = me\n\
+                      [submodule \"lib\"]\n\turl = ../lib\n\tactive = true\n\
+                      [extensions]\n\tobjectformat = sha256\n; a comment\n# another\n";
+        assert_eq!(first_unsafe_setting(cloned), None);
+        assert_eq!(first_unsafe_setting("\u{feff}[core]\nbare\n"), None);
+        assert_eq!(first_unsafe_setting(""), None);
+    }
+
+    /// Every way of spelling a setting that runs a program is found: any case, the old
+    /// subsection form, a setting on its header's line, quotes, comments, and a line that
+    /// cannot be read or a value continued over lines is a refusal.
+    #[test]
+    fn a_setting_that_runs_a_program_is_found_in_every_spelling() {
+        for (text, found) in [
+            ("[core]\n\tfsmonitor = touch /tmp/x\n", "core.fsmonitor"),
+            ("[CORE]\nFsMonitor=x", "core.fsmonitor"),
+            ("[core] hooksPath = .githooks", "core.hookspath"),
+            ("[core]\n\tpager = \"less; sh\"", "core.pager"),
+            ("[alias]\n\tx = !sh", "alias.x"),
+            (
+                "[filter \"lfs\"]\n\tclean = git-lfs clean",
+                "filter.lfs.clean",
+            ),
+            ("[diff.X]\ntextconv = cat", "diff.x.textconv"),
+            ("[include]\npath = ../evil", "include.path"),
+            (
+                "[includeIf \"gitdir:/\"]\npath = x",
+                "includeif.gitdir:/.path",
+            ),
+            ("[remote \"o\"]\nuploadpack = sh", "remote.o.uploadpack"),
+            ("[remote \"o\"]\nurl = ext::sh -c x", "remote.o.url"),
+            ("[submodule \"s\"]\nupdate = !sh", "submodule.s.update"),
+            ("[credential]\nhelper = x", "credential.helper"),
+            ("[core]\n\teditor = vim\n", "core.editor"),
+            ("[sequence]\n\teditor = x\n", "sequence.editor"),
+            ("[gpg]\n\tprogram = x\n", "gpg.program"),
+            ("[user] name = a\n[core] sshCommand = x", "core.sshcommand"),
+        ] {
+            let said = first_unsafe_setting(text).unwrap_or_default();
+            assert!(said.contains(found), "{text:?}: {said:?}");
+        }
+        for unreadable in [
+            "fsmonitor = x",
+            "[core\nfsmonitor = x",
+            "[core]\nfsmonitor = \"x\\\ny\"",
+            "[core]\nbare = \"unterminated",
+            "[core]\n=x",
+            "[core]\nbare = x\\q",
+            "[a \"b]\nx=1",
+        ] {
+            assert!(
+                first_unsafe_setting(unreadable).is_some_and(|s| s.contains("cannot")),
+                "{unreadable:?}"
+            );
+        }
+    }
+
+    /// A git directory is looked at whole: its hooks (samples aside), a `commondir` it names
+    /// beneath the write roots, its worktrees' and submodules' git directories.
+    #[test]
+    fn a_repository_is_looked_at_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let roots = [root.clone()];
+        let git = root.join(".git");
+        std::fs::create_dir_all(git.join("hooks")).unwrap();
+        std::fs::write(git.join("config"), "[core]\n\tbare = false\n").unwrap();
+        std::fs::write(git.join("hooks/pre-commit.sample"), "").unwrap();
+        assert_eq!(runs_a_program(&git, &roots, &[]), None);
+        std::fs::write(git.join("hooks/pre-commit"), "#!/bin/sh\n").unwrap();
+        let said = runs_a_program(&git, &roots, &[]).unwrap();
+        assert!(said.contains("hooks/pre-commit"), "{said}");
+        std::fs::remove_file(git.join("hooks/pre-commit")).unwrap();
+        // A submodule's git directory, two names down.
+        let module = git.join("modules/a/b");
+        std::fs::create_dir_all(&module).unwrap();
+        std::fs::write(module.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(module.join("config"), "[core]\npager = x\n").unwrap();
+        let said = runs_a_program(&git, &roots, &[]).unwrap();
+        assert!(said.contains("core.pager"), "{said}");
+        std::fs::remove_dir_all(git.join("modules")).unwrap();
+        // A `commondir` naming another git directory beneath the roots, unless it was kept.
+        let other = root.join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("config"), "[alias]\nx = !sh\n").unwrap();
+        std::fs::write(git.join("commondir"), "../other\n").unwrap();
+        assert!(runs_a_program(&git, &roots, &[]).is_some());
+        assert_eq!(
+            runs_a_program(&git, &roots, std::slice::from_ref(&other)),
+            None
+        );
+        // A configuration that is a link is refused, not followed.
+        std::fs::remove_file(git.join("commondir")).unwrap();
+        std::fs::remove_file(git.join("config")).unwrap();
+        std::os::unix::fs::symlink(other.join("config"), git.join("config")).unwrap();
+        let said = runs_a_program(&git, &roots, &[]).unwrap();
+        assert!(said.contains("not a plain file"), "{said}");
+    }
+}
