@@ -67,7 +67,19 @@ fn spawn(c: &mut Criterion) {
     ] {
         std::fs::write(root.join(file), "").unwrap();
     }
-    let in_project = {
+    // A child that writes a tree of 16 × 16 × 16 directories: the walk reads 273 of them and
+    // asks 4,096 what they hold as the child starts, and again when it ends (docs/policy.md,
+    // "A repository a child makes").
+    let tree = tempfile::tempdir().unwrap();
+    let tree_root = tree.path().canonicalize().unwrap();
+    for a in 0..16 {
+        for b in 0..16 {
+            for c in 0..16 {
+                std::fs::create_dir_all(tree_root.join(format!("{a}/{b}/{c}"))).unwrap();
+            }
+        }
+    }
+    let writer_in = |root: &Path| {
         let policy = CompiledPolicy::load(
             &format!(
                 "id = \"bench\"\n[fs_reach]\nread = [\"{r}\"]\nwrite = [\"{r}\"]\n\
@@ -82,7 +94,7 @@ fn spawn(c: &mut Criterion) {
             .with_process(["*"])
             .with_fs_read(FsPaths::FromPersonality)
             .with_fs_write(FsPaths::FromPersonality);
-        let resolved = resolve("builder", &caps, &policy, "s", &root);
+        let resolved = resolve("builder", &caps, &policy, "s", root);
         let grant = ProcessGrant::new(
             "builder",
             resolved.process.unwrap() as Arc<dyn ProcessPolicy>,
@@ -90,6 +102,8 @@ fn spawn(c: &mut Criterion) {
         );
         backend.scoped_process(grant).unwrap()
     };
+    let in_project = writer_in(&root);
+    let in_tree = writer_in(&tree_root);
 
     let std_true = || std::process::Command::new("/bin/true").status().unwrap();
     let scoped_true = || {
@@ -98,6 +112,10 @@ fn spawn(c: &mut Criterion) {
     };
     let in_project_true = || {
         rt.block_on(in_project.spawn("true", &[], SpawnOptions::default()))
+            .unwrap()
+    };
+    let in_tree_true = || {
+        rt.block_on(in_tree.spawn("true", &[], SpawnOptions::default()))
             .unwrap()
     };
     let unsandboxed_true = || {
@@ -119,6 +137,7 @@ fn spawn(c: &mut Criterion) {
     });
     group.bench_function("scoped_spawn_true", |b| b.iter(scoped_true));
     group.bench_function("scoped_spawn_true_in_project", |b| b.iter(in_project_true));
+    group.bench_function("scoped_spawn_true_in_tree", |b| b.iter(in_tree_true));
     group.bench_function("scoped_spawn_true_unsandboxed", |b| {
         b.iter(unsandboxed_true)
     });
