@@ -37,17 +37,26 @@ const MAX_DEPTH: usize = 4;
 /// the child as it started, which it could not change.
 pub(crate) fn runs_a_program(dir: &Path, roots: &[PathBuf], kept: &[PathBuf]) -> Option<String> {
     let mut budget = MAX_ENTRIES;
-    look(dir, roots, kept, 0, &mut budget)
+    look(dir, roots, kept, 0, &mut budget, &mut Vec::new())
 }
 
+/// [`runs_a_program`] of `dir`, reached `depth` steps from the first, with what is left of the
+/// entries' budget and the git directories already looked at (a linked worktree's `commondir`
+/// leads back to the one that holds it).
 fn look(
     dir: &Path,
     roots: &[PathBuf],
     kept: &[PathBuf],
     depth: usize,
     budget: &mut usize,
+    seen: &mut Vec<PathBuf>,
 ) -> Option<String> {
     let here = |what: String| Some(format!("{}: {what}", dir.display()));
+    let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    if seen.contains(&real) {
+        return None;
+    }
+    seen.push(real);
     if depth > MAX_DEPTH {
         return here(format!("git directories nested more than {MAX_DEPTH} deep"));
     }
@@ -112,7 +121,7 @@ fn look(
                     && !kept.contains(&common)
                     && roots.iter().any(|r| common.starts_with(r)) =>
             {
-                if let Some(what) = look(&common, roots, kept, depth + 1, budget) {
+                if let Some(what) = look(&common, roots, kept, depth + 1, budget, seen) {
                     return Some(what);
                 }
             }
@@ -131,7 +140,7 @@ fn look(
                 continue;
             }
             if std::fs::symlink_metadata(path.join("HEAD")).is_ok() {
-                if let Some(what) = look(&path, roots, kept, depth + 1, budget) {
+                if let Some(what) = look(&path, roots, kept, depth + 1, budget, seen) {
                     return Some(what);
                 }
                 continue;
@@ -297,7 +306,7 @@ pub(crate) fn first_unsafe_setting(text: &str) -> Option<String> {
             // `!command` runs the command at `git submodule update`.
             || (section == "submodule" && key == "update" && value.trim_start().starts_with('!'))
             // A transport that runs a command (refused by git's defaults, kept out all the same).
-            || (section == "remote"
+            || (matches!(section.as_str(), "remote" | "submodule")
                 && matches!(key.as_str(), "url" | "pushurl")
                 && value.trim_start().to_ascii_lowercase().starts_with("ext::"));
         if refused {
@@ -434,6 +443,45 @@ mod tests {
                 first_unsafe_setting(unreadable).is_some_and(|s| s.contains("cannot")),
                 "{unreadable:?}"
             );
+        }
+    }
+
+    /// What real git makes of a repository with a linked worktree and a submodule (whose
+    /// `commondir` leads back to the repository, and whose git directory lies in `modules`)
+    /// names no program; a hook put in the worktree's or the submodule's git directory is
+    /// refused (git runs the submodule's; the worktree's it does not, refused all the same).
+    #[test]
+    fn real_gits_worktrees_and_submodules_name_no_program() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(["-c", "user.name=a", "-c", "user.email=b"])
+                .args(["-c", "protocol.file.allow=always"])
+                .args(args)
+                .current_dir(&root)
+                .env("HOME", &root)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{args:?}: {out:?}");
+        };
+        git(&["init", "-q", "lib"]);
+        git(&["-C", "lib", "commit", "-q", "--allow-empty", "-m", "x"]);
+        git(&["init", "-q", "app"]);
+        git(&["-C", "app", "commit", "-q", "--allow-empty", "-m", "x"]);
+        git(&["-C", "app", "worktree", "add", "-q", "../wt"]);
+        git(&["-C", "app", "submodule", "add", "-q", "../lib", "lib"]);
+        let roots = [root.clone()];
+        let app = root.join("app/.git");
+        assert_eq!(runs_a_program(&app, &roots, &[]), None);
+        assert!(app.join("modules/lib/HEAD").is_file());
+        for hooks in ["worktrees/wt/hooks", "modules/lib/hooks"] {
+            std::fs::create_dir_all(app.join(hooks)).unwrap();
+            std::fs::write(app.join(hooks).join("post-checkout"), "#!/bin/sh\n").unwrap();
+            let said = runs_a_program(&app, &roots, &[]).unwrap_or_default();
+            assert!(said.contains("hooks/post-checkout"), "{hooks}: {said}");
+            std::fs::remove_file(app.join(hooks).join("post-checkout")).unwrap();
         }
     }
 
