@@ -74,7 +74,11 @@ fn look(
         let Some(text) = small_file(&path, CONFIG_LIMIT) else {
             return here(format!("its `{name}` cannot be read"));
         };
-        if let Some(what) = first_unsafe_setting(&text) {
+        let within = |value: &str| {
+            std::fs::canonicalize(dir.join(value))
+                .is_ok_and(|place| roots.iter().any(|r| place.starts_with(r)))
+        };
+        if let Some(what) = first_unsafe_setting(&text, &within) {
             return here(format!("its `{name}` {what}"));
         }
     }
@@ -243,6 +247,11 @@ fn named_none(section: &str, subsection: Option<&str>, key: &str) -> bool {
                 | "indentheuristic"
         ),
         ("commit" | "tag", false) => matches!(key, "gpgsign" | "verbose" | "cleanup" | "sort"),
+        // Not `http.cookieFile` with `http.saveCookies`: git writes a server's cookies there.
+        ("http", false) => matches!(
+            key,
+            "postbuffer" | "version" | "lowspeedlimit" | "lowspeedtime" | "maxrequests"
+        ),
         ("lfs", false) => key == "repositoryformatversion",
         ("protocol", false) => key == "version",
         ("rerere", false) => matches!(key, "enabled" | "autoupdate"),
@@ -255,7 +264,14 @@ fn named_none(section: &str, subsection: Option<&str>, key: &str) -> bool {
 /// case, `[section "subsection"]` and `[section.subsection]`, a setting after a section's
 /// header on the same line, quotes, escapes and comments), and towards a refusal: a line it
 /// cannot read, or a value continued on the next line, is one.
-pub(crate) fn first_unsafe_setting(text: &str) -> Option<String> {
+/// `core.worktree` is taken only where `worktree_within` says its value leads beneath the
+/// child's write roots: git writes the working tree there at the user's next `checkout` or
+/// `pull`, and one that led to the home directory would have git write the repository's
+/// `.bashrc` there.
+pub(crate) fn first_unsafe_setting(
+    text: &str,
+    worktree_within: &dyn Fn(&str) -> bool,
+) -> Option<String> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut section: Option<(String, Option<String>)> = None;
     for (number, line) in text.lines().enumerate() {
@@ -308,7 +324,8 @@ pub(crate) fn first_unsafe_setting(text: &str) -> Option<String> {
             // A transport that runs a command (refused by git's defaults, kept out all the same).
             || (matches!(section.as_str(), "remote" | "submodule")
                 && matches!(key.as_str(), "url" | "pushurl")
-                && value.trim_start().to_ascii_lowercase().starts_with("ext::"));
+                && value.trim_start().to_ascii_lowercase().starts_with("ext::"))
+            || (section == "core" && key == "worktree" && !worktree_within(&value));
         if refused {
             return Some(format!("sets `{name}`"));
         }
@@ -387,14 +404,19 @@ mod tests {
     #[test]
     fn what_git_writes_itself_is_no_refusal() {
         let cloned = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\
+                      \tworktree = ../../lib\n\
                       \tlogallrefupdates = true\n[remote \"origin\"]\n\turl = https://example.com/r\n\
                       \tfetch = +refs/heads/*:refs/remotes/origin/*\n[branch \"main\"]\n\
                       \tremote = origin\n\tmerge = refs/heads/main\n[user]\n\tname = me\n\
                       [submodule \"lib\"]\n\turl = ../lib\n\tactive = true\n\
-                      [extensions]\n\tobjectformat = sha256\n; a comment\n# another\n";
-        assert_eq!(first_unsafe_setting(cloned), None);
-        assert_eq!(first_unsafe_setting("\u{feff}[core]\nbare\n"), None);
-        assert_eq!(first_unsafe_setting(""), None);
+                      [extensions]\n\tobjectformat = sha256\n; a comment\n# another\n\
+                      [http]\n\tpostBuffer = 524288000\n";
+        assert_eq!(first_unsafe_setting(cloned, &|v| v == "../../lib"), None);
+        assert_eq!(
+            first_unsafe_setting("\u{feff}[core]\nbare\n", &|_| true),
+            None
+        );
+        assert_eq!(first_unsafe_setting("", &|_| true), None);
     }
 
     /// Every way of spelling a setting that runs a program is found: any case, the old
@@ -426,8 +448,11 @@ mod tests {
             ("[sequence]\n\teditor = x\n", "sequence.editor"),
             ("[gpg]\n\tprogram = x\n", "gpg.program"),
             ("[user] name = a\n[core] sshCommand = x", "core.sshcommand"),
+            ("[core]\n\tworktree = /home/user\n", "core.worktree"),
+            ("[http]\n\tcookieFile = ~/.bashrc\n", "http.cookiefile"),
+            ("[submodule \"s\"]\nurl = ext::sh", "submodule.s.url"),
         ] {
-            let said = first_unsafe_setting(text).unwrap_or_default();
+            let said = first_unsafe_setting(text, &|v| v == "../../lib").unwrap_or_default();
             assert!(said.contains(found), "{text:?}: {said:?}");
         }
         for unreadable in [
@@ -440,7 +465,7 @@ mod tests {
             "[a \"b]\nx=1",
         ] {
             assert!(
-                first_unsafe_setting(unreadable).is_some_and(|s| s.contains("cannot")),
+                first_unsafe_setting(unreadable, &|_| true).is_some_and(|s| s.contains("cannot")),
                 "{unreadable:?}"
             );
         }
