@@ -69,6 +69,8 @@ pub struct CompiledPolicy {
     /// `None`: every tool.
     toolset: Option<Arc<[String]>>,
     constraints: Arc<BTreeMap<String, ToolConstraints>>,
+    /// `[after_untrusted]` (docs/policy.md, "After untrusted output"); a narrowing keeps it.
+    after_untrusted: Option<Arc<capability_policy::AfterUntrusted>>,
 }
 
 /// A reach root that lifts part of the deny floor ([`CompiledPolicy::floor_lifts`]).
@@ -210,6 +212,7 @@ impl CompiledPolicy {
             attachment_kinds: policy.attachments.kinds.clone().into(),
             toolset,
             constraints,
+            after_untrusted: policy.after_untrusted.clone().map(Arc::new),
             shared_id: Some(Arc::from(policy.id.as_str())),
             source: Some(Arc::new(policy)),
         })
@@ -249,6 +252,7 @@ impl CompiledPolicy {
             attachment_kinds: Arc::new([]),
             toolset: None,
             constraints: Arc::default(),
+            after_untrusted: None,
         }
     }
 
@@ -379,13 +383,14 @@ impl CompiledPolicy {
     pub fn allows_tool(&self, tool: &str) -> bool {
         match &self.toolset {
             None => true,
-            Some(toolset) => toolset.iter().any(|t| {
-                t == tool
-                    || (capability_policy::is_mcp_server_entry(t)
-                        && tool.len() > t.len() - 1
-                        && tool.starts_with(&t[..t.len() - 1]))
-            }),
+            Some(toolset) => toolset.iter().any(|t| names_tool(t, tool)),
         }
+    }
+
+    /// `[after_untrusted]`, when the personality has one (docs/policy.md, "After untrusted
+    /// output").
+    pub fn after_untrusted(&self) -> Option<&capability_policy::AfterUntrusted> {
+        self.after_untrusted.as_deref()
     }
 
     /// The toolset in force (after narrowing), `None` for every tool.
@@ -596,8 +601,18 @@ impl CompiledPolicy {
             attachment_kinds,
             toolset,
             constraints: Arc::new(constraints),
+            after_untrusted: self.after_untrusted.clone(),
         })
     }
+}
+
+/// Whether the toolset-style `entry` names `tool`: the tool itself, or `mcp__SERVER__*` every
+/// tool of that server.
+pub(crate) fn names_tool(entry: &str, tool: &str) -> bool {
+    entry == tool
+        || (capability_policy::is_mcp_server_entry(entry)
+            && tool.len() > entry.len() - 1
+            && tool.starts_with(&entry[..entry.len() - 1]))
 }
 
 /// The deny floor for `home` and the places in the machine's accounts' homes that hold what it

@@ -59,6 +59,14 @@ pub struct Restrictions {
     /// `[constraints]` of each of the server's tools the personality names.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tool_constraints: BTreeMap<String, ToolConstraints>,
+    /// For how many batches the tool is paused after untrusted output (`[after_untrusted]
+    /// pause`, docs/policy.md, "After untrusted output"), when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_after_untrusted: Option<u32>,
+    /// Whether the tool is held for the rest of an invocation that has seen untrusted output
+    /// (`[after_untrusted] hold`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub held_after_untrusted: bool,
 }
 
 impl Restrictions {
@@ -105,6 +113,14 @@ impl Restrictions {
                 .map(|t| format!("tool {t}")),
         );
         escalate.extend(policy.escalate_calls.iter().map(|c| format!("call {c}")));
+        // An `[after_untrusted]` entry naming the tool, or, for a server's entry, naming it or
+        // one of its tools.
+        let named = |list: &[String]| {
+            list.iter().any(|entry| {
+                crate::policy::names_tool(entry, tool)
+                    || server.is_some_and(|s| entry.starts_with(s))
+            })
+        };
         Restrictions {
             fs_deny: if fs {
                 policy.fs_deny_written.to_vec()
@@ -141,6 +157,11 @@ impl Restrictions {
             sandbox_off: spawns && policy.sandbox == SandboxMode::Off,
             escalate,
             constraints: policy.constraints(tool).cloned(),
+            paused_after_untrusted: policy
+                .after_untrusted()
+                .filter(|a| named(&a.pause))
+                .map(|a| a.batches),
+            held_after_untrusted: policy.after_untrusted().is_some_and(|a| named(&a.hold)),
             tool_constraints: match server {
                 Some(server) => policy
                     .constrained_tools()
@@ -238,6 +259,18 @@ pub(crate) fn loosened(old: &Restrictions, new: &Restrictions) -> Vec<(WideningC
                 .into_iter()
                 .map(|r| format!("{tool}: {r}")),
         );
+    }
+    match (old.paused_after_untrusted, new.paused_after_untrusted) {
+        (Some(a), None) => relaxed.push(format!(
+            "no longer paused after untrusted output (for {a} batch(es))"
+        )),
+        (Some(a), Some(b)) if b < a => relaxed.push(format!(
+            "paused after untrusted output for {b} batch(es) instead of {a}"
+        )),
+        _ => {}
+    }
+    if old.held_after_untrusted && !new.held_after_untrusted {
+        relaxed.push("no longer held after untrusted output".to_owned());
     }
     if !relaxed.is_empty() {
         out.push((WideningCode::Constraints, relaxed.join("; ")));

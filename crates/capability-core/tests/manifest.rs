@@ -289,7 +289,8 @@ fn loosening_the_personality_s_restrictions_is_a_widening() {
          [safety.env]\nallow = [\"TZ\"]\n\
          [escalate]\nwrite_paths = [\"/srv/out/releases\"]\nhosts = [\"uploads.x.com\"]\n\
          tools = [\"shell\"]\ncalls = [\"rm -rf\"]\n\
-         [constraints.shell]\nmax_invocations = 2\nreject_args = { mode = [\"force\", \"hard\"] }\n";
+         [constraints.shell]\nmax_invocations = 2\nreject_args = { mode = [\"force\", \"hard\"] }\n\
+         [after_untrusted]\npause = [\"shell\"]\nbatches = 2\nhold = [\"fetch\"]\n";
     let tools = [
         (
             "shell",
@@ -355,6 +356,19 @@ fn loosening_the_personality_s_restrictions_is_a_widening() {
         found("max_invocations = 2", "max_invocations = 3"),
         shell(WideningCode::Constraints)
     );
+    // A shorter pause after untrusted output, none, or no hold.
+    assert_eq!(
+        found("batches = 2", "batches = 1"),
+        shell(WideningCode::Constraints)
+    );
+    assert_eq!(
+        found("pause = [\"shell\"]", "pause = []"),
+        shell(WideningCode::Constraints)
+    );
+    assert_eq!(
+        found("hold = [\"fetch\"]", "hold = []"),
+        fetch(WideningCode::Constraints)
+    );
     assert_eq!(
         found("max_invocations = 2\n", "\n"),
         shell(WideningCode::Constraints)
@@ -418,6 +432,8 @@ fn loosening_the_personality_s_restrictions_is_a_widening() {
         ("deny = [\"/srv/keys\"]", "deny = [\"/srv\"]"),
         ("deny = [\"admin.x.com\"]", "deny = [\"*.x.com\"]"),
         ("max_invocations = 2", "max_invocations = 1"),
+        ("batches = 2", "batches = 3"),
+        ("hold = [\"fetch\"]", "hold = [\"fetch\", \"shell\"]"),
         (
             "max_invocations = 2",
             "max_invocations = 2\nforbidden = true",

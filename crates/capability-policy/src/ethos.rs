@@ -179,7 +179,8 @@ const NOT_POLICY_PREFIXES: &[&str] = &[
     "display.",
 ];
 
-/// `safety:` keys that are about content and logging, not access. Ignored.
+/// `safety:` keys that are about content and logging, not access. Ignored, but for
+/// `injectionDefense.postReadDowngrade`, which `ethos_downgrade` reads.
 const SAFETY_NOT_ACCESS: &[&str] = &[
     "observability",
     "injectionDefense",
@@ -273,6 +274,11 @@ impl PersonalityPolicy {
             }
         }
         crate::ethos_lines::same_as_ethos_reads(files.config.unwrap_or(""), &config)?;
+        // Ethos's post-read downgrade, on unless both readings turn it off.
+        policy.after_untrusted = crate::ethos_downgrade::after_untrusted(
+            config.get("safety"),
+            crate::ethos_lines::safety(files.config.unwrap_or("")).as_ref(),
+        );
         // Ethos refuses loopback, private and link-local addresses whatever host names them,
         // unless `allow_private_urls`, and cloud metadata always: never here, which is the
         // same, or less (docs/policy.md, "Ethos personality directories").

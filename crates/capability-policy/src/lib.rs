@@ -41,6 +41,8 @@ mod error;
 #[cfg(feature = "yaml")]
 mod ethos;
 #[cfg(feature = "yaml")]
+mod ethos_downgrade;
+#[cfg(feature = "yaml")]
 mod ethos_lines;
 #[cfg(feature = "yaml")]
 mod ethos_mcp;
@@ -60,11 +62,14 @@ pub use crate::ethos::{
     ETHOS_POLICY_FILES, ETHOS_SMART_ASKS, ETHOS_STATE_DEFINITIONS, ETHOS_STATE_DENY, EthosFiles,
     EthosVars, ethos_definition_rules,
 };
+#[cfg(feature = "yaml")]
+pub use crate::ethos_downgrade::{ETHOS_DOWNGRADED, ETHOS_RUN_SCOPED, ETHOS_SCHEDULERS};
 pub use crate::names::{is_mcp_server_entry, valid_tool_name};
 pub use crate::narrowing::{NarrowFs, NarrowNetwork, NarrowProcess, Narrowing};
 pub use crate::personality::{
-    AttachmentRules, EnvRules, EscalateRules, NetworkRules, PersonalityPolicy, PolicyFormat,
-    PolicyFsReach, ProcessRules, RestrictedAddresses, Safety, ToolConstraints, normalize_lexically,
+    AfterUntrusted, AttachmentRules, EnvRules, EscalateRules, NetworkRules, PersonalityPolicy,
+    PolicyFormat, PolicyFsReach, ProcessRules, RestrictedAddresses, Safety, ToolConstraints,
+    normalize_lexically,
 };
 pub use crate::strict::{
     MAX_POLICY_BYTES, MAX_POLICY_DEPTH, check_policy_text, check_text_within, json_duplicate_key,

@@ -63,6 +63,47 @@ pub struct PersonalityPolicy {
     /// Kinds of attachment tools may receive (`[attachments]`; absent: none).
     #[serde(default)]
     pub attachments: AttachmentRules,
+    /// Tools refused for a while after a result of a tool whose output is untrusted
+    /// (`[after_untrusted]`; absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_untrusted: Option<AfterUntrusted>,
+}
+
+/// `[after_untrusted]`: the tools refused after a batch of the agent loop in which a tool ran
+/// whose output is untrusted (a file's or a web page's text, a command's or an MCP server's
+/// output: `Tool::output_is_untrusted` in `capability-types`), so that text the model has just
+/// read cannot at once have a shell run or a file written (docs/policy.md, "After untrusted
+/// output"). Names as in `toolset`: a tool, or `mcp__SERVER__*` for every tool of a server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+#[non_exhaustive]
+pub struct AfterUntrusted {
+    /// Refused in the `batches` batches of the invocation that begin after such a tool was
+    /// admitted.
+    #[serde(default)]
+    pub pause: Vec<String>,
+    /// How many batches a pause lasts (2 when not said; 0: `pause` refuses nothing).
+    #[serde(default = "two_batches")]
+    pub batches: u32,
+    /// Refused for the rest of the invocation once such a tool was admitted in it (what
+    /// writes text a later run reads: a memory, a scheduled job's prompt).
+    #[serde(default)]
+    pub hold: Vec<String>,
+}
+
+fn two_batches() -> u32 {
+    2
+}
+
+impl Default for AfterUntrusted {
+    /// Nothing paused or held, for two batches.
+    fn default() -> Self {
+        Self {
+            pause: Vec::new(),
+            batches: two_batches(),
+            hold: Vec::new(),
+        }
+    }
 }
 
 /// `[attachments]`: the kinds of attachment (docs/semantics.md, "Attachments") a tool may be
@@ -310,6 +351,22 @@ impl PersonalityPolicy {
                     self.id
                 ),
             ));
+        }
+        if let Some(after) = &self.after_untrusted {
+            for (field, list) in [("pause", &after.pause), ("hold", &after.hold)] {
+                if let Some((i, name)) = list
+                    .iter()
+                    .enumerate()
+                    .find(|(_, n)| !valid_tool_name(n) && !is_mcp_server_entry(n))
+                {
+                    return Err(PolicyError::invalid(
+                        format!("after_untrusted.{field}[{i}]"),
+                        format!(
+                            "{name:?} is not a tool name or every tool of an MCP server (mcp__SERVER__*)"
+                        ),
+                    ));
+                }
+            }
         }
         if let Some(toolset) = &self.toolset {
             for (i, name) in toolset.iter().enumerate() {
@@ -565,7 +622,8 @@ capability_types::__map_only!(
     EnvRules,
     ToolConstraints,
     EscalateRules,
-    AttachmentRules
+    AttachmentRules,
+    AfterUntrusted
 );
 
 #[cfg(test)]
@@ -733,6 +791,36 @@ mod tests {
                 r#"{"id":"x","safety":{"env":{"allow":["A=B"]}}}"#,
                 Some("safety.env.allow[0]"),
                 "not a variable name",
+            ),
+            (
+                r#"{"id":"x","after_untrusted":{"pause":["shell","Not A Tool"]}}"#,
+                Some("after_untrusted.pause[1]"),
+                "not a tool name",
+            ),
+            (
+                r#"{"id":"x","after_untrusted":{"hold":["web tool"]}}"#,
+                Some("after_untrusted.hold[0]"),
+                "not a tool name",
+            ),
+            (
+                r#"{"id":"x","after_untrusted":{"pauses":["shell"]}}"#,
+                Some("after_untrusted.pauses"),
+                "unknown field `pauses`",
+            ),
+            (
+                r#"{"id":"x","after_untrusted":{"batches":-1}}"#,
+                Some("after_untrusted.batches"),
+                "invalid value",
+            ),
+            (
+                r#"{"id":"x","after_untrusted":{"batches":"2"}}"#,
+                Some("after_untrusted.batches"),
+                "invalid type",
+            ),
+            (
+                r#"{"id":"x","after_untrusted":{"batches":4294967296}}"#,
+                Some("after_untrusted.batches"),
+                "invalid value",
             ),
             (r#"{"id":"x"} trailing"#, None, "trailing"),
             (r#"{}"#, None, "missing field `id`"),

@@ -29,6 +29,11 @@ pub(crate) struct PathArgs {
 
 #[async_trait]
 impl Tool for ReadFile {
+    /// A file's contents are text anyone who could write the file chose.
+    fn output_is_untrusted(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &str {
         "read_file"
     }
@@ -138,6 +143,11 @@ pub(crate) struct FetchArgs {
 
 #[async_trait]
 impl Tool for FetchUrl {
+    /// A web page's text is its author's.
+    fn output_is_untrusted(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &str {
         "fetch_url"
     }
@@ -216,6 +226,11 @@ pub(crate) struct RunArgs {
 
 #[async_trait]
 impl Tool for RunCommand {
+    /// A program's output is text its inputs chose.
+    fn output_is_untrusted(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &str {
         "run_command"
     }
@@ -453,6 +468,11 @@ struct AttachmentArgs {
 
 #[async_trait]
 impl Tool for ReadAttachment {
+    /// An attachment's contents are its sender's.
+    fn output_is_untrusted(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &str {
         "read_attachment"
     }

@@ -40,6 +40,14 @@ pub trait Tool: Send + Sync {
         &[]
     }
 
+    /// Whether its results carry text from outside the user's control: a file's or a web
+    /// page's contents, a command's or an MCP server's output. A personality's
+    /// `[after_untrusted]` pauses tools after a batch in which such a tool ran
+    /// (docs/policy.md, "After untrusted output"). Read once at registration.
+    fn output_is_untrusted(&self) -> bool {
+        false
+    }
+
     /// Whether it can run here at all (a missing binary, an unsupported platform). A tool that
     /// is not available yields `not_available` and never runs.
     fn is_available(&self) -> bool {

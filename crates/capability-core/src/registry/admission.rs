@@ -78,6 +78,8 @@ pub(super) struct Ready<'r> {
     pub(super) spare: &'r super::spare::SpareSlot,
     /// Its arguments that are data, not places ([`Tool::data_arguments`]).
     pub(super) data: &'r [String],
+    /// Whether its results are untrusted text ([`Tool::output_is_untrusted`]).
+    pub(super) untrusted: bool,
 }
 
 /// Whether admission is for a call that will run, or a dry run that stops before execution.
@@ -176,7 +178,13 @@ impl DefaultToolRegistry {
             Ok(ready) => ready,
             Err(r) => return refused(r),
         };
-        if let Err(r) = self.admit_as(call, &ready, ctx, &mut None, Run::Dry) {
+        if let Err(r) = self.admit_as(
+            call,
+            &ready,
+            ctx,
+            &mut super::call::BatchState::peek(ctx),
+            Run::Dry,
+        ) {
             return refused(r);
         }
         if ctx.cancellation.is_cancelled() {
@@ -247,6 +255,7 @@ impl DefaultToolRegistry {
             completed_in: &entry.completed_in,
             spare: &entry.spare,
             data: &entry.data,
+            untrusted: entry.untrusted,
         })
     }
 
@@ -257,9 +266,9 @@ impl DefaultToolRegistry {
         call: &ToolCall,
         ready: &Ready<'_>,
         ctx: &ExecutionContext,
-        completed_before: &mut Option<super::call::CompletedBefore>,
+        batch: &mut super::call::BatchState,
     ) -> Result<(), Refusal> {
-        self.admit_as(call, ready, ctx, completed_before, Run::Real)
+        self.admit_as(call, ready, ctx, batch, Run::Real)
             .map(|_| ())
     }
 
@@ -271,9 +280,9 @@ impl DefaultToolRegistry {
         call: &ToolCall,
         ready: &Ready<'_>,
         ctx: &ExecutionContext,
-        completed_before: &mut Option<super::call::CompletedBefore>,
+        batch: &mut super::call::BatchState,
     ) -> Result<bool, Refusal> {
-        self.admit_as(call, ready, ctx, completed_before, Run::Batch)
+        self.admit_as(call, ready, ctx, batch, Run::Batch)
     }
 
     /// [`admit`](Self::admit); a dry run counts nothing against `max_invocations`.
@@ -282,7 +291,7 @@ impl DefaultToolRegistry {
         call: &ToolCall,
         ready: &Ready<'_>,
         ctx: &ExecutionContext,
-        completed_before: &mut Option<super::call::CompletedBefore>,
+        batch: &mut super::call::BatchState,
         run: Run,
     ) -> Result<bool, Refusal> {
         // The constraints in force: the personality's, combined with any narrowing.
@@ -297,6 +306,9 @@ impl DefaultToolRegistry {
         if let Some(c) = constraints.filter(|c| !c.reject_args.is_empty()) {
             refused_value(call, &c.reject_args, personality)?;
         }
+        if let Some(after) = ctx.policy.after_untrusted() {
+            paused_after_untrusted(&call.tool, after, batch, personality)?;
+        }
         let gated = constraints.is_none_or(|c| c.path_gate);
         super::gate::check_arguments(
             &call.args,
@@ -307,8 +319,9 @@ impl DefaultToolRegistry {
         if let Some(c) = constraints.filter(|c| !c.only_after.is_empty()) {
             // What had completed when the batch began, taken once per batch and only when a
             // constraint asks.
-            let completed_before =
-                completed_before.get_or_insert_with(|| ctx.invocation.completed_snapshot());
+            let completed_before = batch
+                .completed_before
+                .get_or_insert_with(|| ctx.invocation.completed_snapshot());
             let missing: Vec<&str> = c
                 .only_after
                 .iter()
@@ -339,6 +352,14 @@ impl DefaultToolRegistry {
                 call.tool,
                 max.unwrap_or(0)
             )));
+        }
+        // A tool whose results are untrusted, admitted: the batches that begin after this one
+        // are paused (docs/policy.md, "After untrusted output").
+        if ready.untrusted
+            && run != Run::Dry
+            && let Some(after) = ctx.policy.after_untrusted()
+        {
+            ctx.invocation.saw_untrusted(after.batches);
         }
         Ok(counted)
     }
@@ -450,6 +471,39 @@ pub(super) fn check_declaration(caps: &ToolCapabilities) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Refuses `tool` when `[after_untrusted]` holds it now: paused in a batch that began within
+/// `batches` batches after one that admitted a tool whose results are untrusted, or held for the
+/// rest of an invocation that has admitted one (docs/policy.md, "After untrusted output"). As
+/// the batch began: what its own calls admit counts from the next batch on.
+fn paused_after_untrusted(
+    tool: &str,
+    after: &capability_policy::AfterUntrusted,
+    batch: &super::call::BatchState,
+    personality: &str,
+) -> Result<(), Refusal> {
+    let named = |list: &[String]| {
+        list.iter()
+            .any(|entry| crate::policy::names_tool(entry, tool))
+    };
+    let why = if batch.untrusted.paused && named(&after.pause) {
+        format!(
+            "it is paused for {} batch(es) after one in which a tool whose output is untrusted \
+             ran (text from a file, a web page or a program the model has just read)",
+            after.batches
+        )
+    } else if batch.untrusted.held && named(&after.hold) {
+        "it is held for the rest of this invocation, which has run a tool whose output is \
+         untrusted (what it writes, a later run reads)"
+            .to_owned()
+    } else {
+        return Ok(());
+    };
+    Err(Refusal::constraint(format!(
+        "{tool} does not run under personality {personality}: {why}; a new invocation (the \
+         user's next message) lifts it"
+    )))
 }
 
 /// `reject_args`: a top-level argument that is a string equal to one the rule lists refuses the

@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -99,6 +99,59 @@ pub struct Invocation {
     first_count: AtomicU32,
     dispatched: Mutex<HashMap<String, u32, ByName>>,
     completed: Mutex<HashSet<String, ByName>>,
+    /// For `[after_untrusted]` (docs/policy.md, "After untrusted output"): how many batches
+    /// have begun, counted only under a personality that has the table; the first batch not
+    /// paused; and whether a tool whose results are untrusted has been admitted.
+    batches: AtomicU64,
+    paused_below: AtomicU64,
+    held: AtomicBool,
+}
+
+/// The `[after_untrusted]` state a batch began with.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Untrusted {
+    /// Its `pause` tools are refused.
+    pub(super) paused: bool,
+    /// Its `hold` tools are refused.
+    pub(super) held: bool,
+}
+
+/// What a batch's admissions share: taken as the batch begins, or when first needed.
+#[derive(Default)]
+pub(super) struct BatchState {
+    /// What had completed when the batch began (for `only_after`), taken when a constraint
+    /// first asks.
+    pub(super) completed_before: Option<CompletedBefore>,
+    /// The `[after_untrusted]` state as the batch began.
+    pub(super) untrusted: Untrusted,
+}
+
+impl BatchState {
+    /// A batch of `ctx` beginning: counted, under a personality with `[after_untrusted]`.
+    pub(super) fn begin(ctx: &ExecutionContext) -> Self {
+        let untrusted = if ctx.policy.after_untrusted().is_some() {
+            ctx.invocation.begin_batch()
+        } else {
+            Untrusted::default()
+        };
+        BatchState {
+            completed_before: None,
+            untrusted,
+        }
+    }
+
+    /// What a batch of `ctx` beginning now would have, counting nothing (a dry run).
+    pub(super) fn peek(ctx: &ExecutionContext) -> Self {
+        let untrusted = if ctx.policy.after_untrusted().is_some() {
+            ctx.invocation.next_batch()
+        } else {
+            Untrusted::default()
+        };
+        BatchState {
+            completed_before: None,
+            untrusted,
+        }
+    }
 }
 
 impl Default for Invocation {
@@ -110,6 +163,9 @@ impl Default for Invocation {
             first_count: AtomicU32::new(0),
             dispatched: Mutex::default(),
             completed: Mutex::default(),
+            batches: AtomicU64::new(0),
+            paused_below: AtomicU64::new(0),
+            held: AtomicBool::new(false),
         }
     }
 }
@@ -154,6 +210,41 @@ impl Invocation {
     /// registry remembers per tool the last invocation it completed in.
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// A batch begins: its `[after_untrusted]` state.
+    pub(super) fn begin_batch(&self) -> Untrusted {
+        let index = self.batches.fetch_add(1, Ordering::AcqRel);
+        self.state_of(index)
+    }
+
+    /// The `[after_untrusted]` state of the next batch to begin, which is not counted.
+    pub(super) fn next_batch(&self) -> Untrusted {
+        self.state_of(self.batches.load(Ordering::Acquire))
+    }
+
+    fn state_of(&self, index: u64) -> Untrusted {
+        Untrusted {
+            paused: index < self.paused_below.load(Ordering::Acquire),
+            held: self.held.load(Ordering::Acquire),
+        }
+    }
+
+    /// A tool whose results are untrusted was admitted: the `batches` batches that begin after
+    /// now are paused, and the rest of the invocation held.
+    pub(super) fn saw_untrusted(&self, batches: u32) {
+        let until = self
+            .batches
+            .load(Ordering::Acquire)
+            .saturating_add(u64::from(batches));
+        self.paused_below.fetch_max(until, Ordering::AcqRel);
+        self.held.store(true, Ordering::Release);
+    }
+
+    /// Whether a tool whose results are untrusted has been admitted in this invocation, which
+    /// holds `[after_untrusted]`'s `hold` tools for the rest of it.
+    pub fn saw_untrusted_output(&self) -> bool {
+        self.held.load(Ordering::Acquire)
     }
 
     /// How many calls of `tool` were dispatched.

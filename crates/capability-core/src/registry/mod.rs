@@ -59,6 +59,9 @@ struct Entry {
     /// Its arguments that are data, not places ([`Tool::data_arguments`]), read at
     /// registration.
     data: Box<[String]>,
+    /// Whether its results are untrusted text ([`Tool::output_is_untrusted`]), read at
+    /// registration.
+    untrusted: bool,
 }
 
 /// The registry an agent loop calls tools through.
@@ -224,12 +227,14 @@ impl DefaultToolRegistry {
             .iter()
             .map(|d| (*d).to_owned())
             .collect();
+        let untrusted = tool.output_is_untrusted();
         let at = self.tools.partition_point(|e| e.name < name);
         self.tools.insert(
             at,
             Entry {
                 name,
                 undeclared,
+                untrusted,
                 tool,
                 capabilities: Arc::new(capabilities),
                 completed_in: AtomicU64::new(0),
@@ -309,16 +314,15 @@ impl DefaultToolRegistry {
         };
         let total = calls.len();
         let timeout = ctx.call_timeout.unwrap_or(self.config.call_timeout);
-        let mut completed_before = None;
+        let mut batch = call::BatchState::begin(ctx);
         if total == 1
             && let Some(mut call) = calls.pop()
         {
             // A batch of one: no task, no stream, no table of prepared tools.
             let clock = Clock::start();
-            let prep = self.prepare(&call.tool, ctx).and_then(|ready| {
-                self.admit(&call, &ready, ctx, &mut completed_before)
-                    .map(|()| ready)
-            });
+            let prep = self
+                .prepare(&call.tool, ctx)
+                .and_then(|ready| self.admit(&call, &ready, ctx, &mut batch).map(|()| ready));
             let prep = prep.as_ref().map_err(Refusal::clone);
             return vec![
                 self.run_one(&mut call, prep, ctx, timeout, &clock, Placement::Only)
@@ -371,7 +375,7 @@ impl DefaultToolRegistry {
             };
             let entry = &mut prepared[at];
             let outcome = match &entry.ready {
-                Ok(ready) => match self.admit_in_batch(call, ready, ctx, &mut completed_before) {
+                Ok(ready) => match self.admit_in_batch(call, ready, ctx, &mut batch) {
                     Ok(counted) => {
                         entry.uncounted += u32::from(!counted);
                         Decided::Prepared(at)

@@ -21,6 +21,10 @@ struct StandIn {
 
 #[async_trait]
 impl Tool for StandIn {
+    /// What a server answers is its own text (docs/policy.md, "After untrusted output").
+    fn output_is_untrusted(&self) -> bool {
+        true
+    }
     fn name(&self) -> &str {
         &self.name
     }

@@ -398,6 +398,10 @@ impl ArgumentCheck {
 
 #[async_trait]
 impl Tool for GuardedTool {
+    /// What a server answers is its own text (docs/policy.md, "After untrusted output").
+    fn output_is_untrusted(&self) -> bool {
+        true
+    }
     fn name(&self) -> &str {
         &self.name
     }
