@@ -129,27 +129,23 @@ pub(super) struct BatchState {
 impl BatchState {
     /// A batch of `ctx` beginning: counted, under a personality with `[after_untrusted]`.
     pub(super) fn begin(ctx: &ExecutionContext) -> Self {
-        let untrusted = if ctx.policy.after_untrusted().is_some() {
-            ctx.invocation.begin_batch()
-        } else {
-            Untrusted::default()
-        };
-        BatchState {
-            completed_before: None,
-            untrusted,
-        }
+        Self::under(ctx, Invocation::begin_batch)
     }
 
     /// What a batch of `ctx` beginning now would have, counting nothing (a dry run).
     pub(super) fn peek(ctx: &ExecutionContext) -> Self {
-        let untrusted = if ctx.policy.after_untrusted().is_some() {
-            ctx.invocation.next_batch()
-        } else {
-            Untrusted::default()
-        };
+        Self::under(ctx, Invocation::next_batch)
+    }
+
+    /// The state `untrusted` gives, asked only under a personality with `[after_untrusted]`.
+    fn under(ctx: &ExecutionContext, untrusted: fn(&Invocation) -> Untrusted) -> Self {
         BatchState {
             completed_before: None,
-            untrusted,
+            untrusted: if ctx.policy.after_untrusted().is_some() {
+                untrusted(&ctx.invocation)
+            } else {
+                Untrusted::default()
+            },
         }
     }
 }
