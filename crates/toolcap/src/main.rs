@@ -138,9 +138,10 @@ enum Command {
     },
     /// Report what the standard tools declare that the personality will not grant.
     ///
-    /// Also reported: a toolset entry, a constraints table or an only_after entry whose tool
-    /// name is a typo away from a standard tool (the tool would be left out, its constraint
-    /// unapplied, or it refused every time). Exit 0 when there is nothing to report, 1 when
+    /// Also reported: a toolset entry, a constraints table, an only_after, escalate tools or
+    /// after_untrusted entry whose tool name is a typo away from a standard tool (the tool would
+    /// be left out, its constraint unapplied, it refused every time, never asked about or never
+    /// paused). Exit 0 when there is nothing to report, 1 when
     /// there are findings.
     Validate {
         /// The personality policy file.

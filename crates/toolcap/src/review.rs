@@ -315,10 +315,11 @@ fn programs_in_write_reach(policy: &CompiledPolicy) -> Vec<String> {
         .collect()
 }
 
-/// The personality's toolset entries, `[constraints]` tables, `only_after` entries and
-/// `[escalate] tools` entries that name no tool of `known` but nearly one (at most two letters
-/// off): a typo that would leave the tool out of the toolset, its constraint unapplied, it
-/// refused for ever, or its calls never asked about, without a word. A name
+/// The personality's toolset entries, `[constraints]` tables, `only_after` entries,
+/// `[escalate] tools` entries and `[after_untrusted]` entries that name no tool of `known` but
+/// nearly one (at most two letters off): a typo that would leave the tool out of the toolset,
+/// its constraint unapplied, it refused for ever, its calls never asked about, or it unpaused,
+/// without a word. A name
 /// far from every known tool may be a tool of another registry (an `mcp__` name is far from
 /// every standard tool), and a pattern (`mcp__github__*`) names no one tool: neither is
 /// reported.
@@ -359,10 +360,24 @@ pub(crate) fn misspelt_tools(policy: &CompiledPolicy, known: &[&str]) -> Vec<Str
         let shown = capability_core::shown(name);
         (name, format!("[escalate] tools entry {shown}"))
     });
+    // A tool to pause or hold after untrusted output, misspelt, runs straight after it.
+    let after_untrusted = policy.after_untrusted().into_iter().flat_map(|a| {
+        let pause = a.pause.iter().map(|n| (n, "pause"));
+        pause
+            .chain(a.hold.iter().map(|n| (n, "hold")))
+            .map(|(name, list)| {
+                let shown = capability_core::shown(name);
+                (
+                    name.as_str(),
+                    format!("[after_untrusted] {list} entry {shown}"),
+                )
+            })
+    });
     toolset
         .chain(constraints)
         .chain(only_after)
         .chain(escalated)
+        .chain(after_untrusted)
         .filter_map(|(name, field)| {
             near(name).map(|k| format!("{field} names no tool; did you mean {k}?"))
         })

@@ -659,9 +659,9 @@ fn validate_reports_findings() {
     );
     assert!(String::from_utf8_lossy(&clean.stdout).starts_with("ok: 2 standard tool(s)"));
 
-    // A tool name a typo away from a standard tool, in the toolset, in [constraints] or in
-    // [escalate] tools: the tool would be left out, its constraint unapplied or its calls never
-    // asked about, without a word. Names far from every
+    // A tool name a typo away from a standard tool, in the toolset, in [constraints], in
+    // [escalate] tools or in [after_untrusted]: the tool would be left out, its constraint
+    // unapplied, its calls never asked about or it unpaused, without a word. Names far from every
     // standard tool (another registry's) and MCP names are not reported.
     std::fs::write(
         env.root.join("typo.toml"),
@@ -669,7 +669,8 @@ fn validate_reports_findings() {
             "id = \"typo\"\ntoolset = [\"read_file\", \"list_dirs\", \"shell\", \"mcp__gh__*\"]\n\
              [fs_reach]\nread = [\"{}\"]\n[constraints.read_fiel]\nmax_invocations = 1\n\
              [constraints.summarize]\nmax_invocations = 1\nonly_after = [\"list_dri\"]\n\
-             [escalate]\ntools = [\"write_fil\", \"deploy\"]\n",
+             [escalate]\ntools = [\"write_fil\", \"deploy\"]\n\
+             [after_untrusted]\npause = [\"run_comand\", \"write_file\"]\nhold = [\"kv_sett\"]\n",
             env.path("work")
         ),
     )
@@ -682,7 +683,9 @@ fn validate_reports_findings() {
          [constraints.read_fiel] names no tool; did you mean read_file?\n\
          [constraints.summarize] only_after entry list_dri names no tool; did you mean list_dir?\n\
          [escalate] tools entry write_fil names no tool; did you mean write_file?\n\
-         4 finding(s) for personality typo\n"
+         [after_untrusted] pause entry run_comand names no tool; did you mean run_command?\n\
+         [after_untrusted] hold entry kv_sett names no tool; did you mean kv_set?\n\
+         6 finding(s) for personality typo\n"
     );
 }
 
