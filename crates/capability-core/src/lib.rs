@@ -25,6 +25,7 @@
 #![deny(missing_docs)]
 
 mod accounts;
+mod after_untrusted;
 mod attachments;
 pub mod audit;
 pub(crate) mod canonical;

@@ -70,7 +70,10 @@ pub struct CompiledPolicy {
     toolset: Option<Arc<[String]>>,
     constraints: Arc<BTreeMap<String, ToolConstraints>>,
     /// `[after_untrusted]` (docs/policy.md, "After untrusted output"); a narrowing keeps it.
-    after_untrusted: Option<Arc<capability_policy::AfterUntrusted>>,
+    pub(crate) after_untrusted: Option<Arc<capability_policy::AfterUntrusted>>,
+    /// This policy with `[after_untrusted] hold_writes` kept from writes, for the batches of an
+    /// invocation that has seen untrusted output (`after_untrusted.rs`).
+    pub(crate) held: Option<Arc<CompiledPolicy>>,
 }
 
 /// A reach root that lifts part of the deny floor ([`CompiledPolicy::floor_lifts`]).
@@ -180,7 +183,7 @@ impl CompiledPolicy {
         )?;
         let later_aliases =
             later_aliases(home.into_iter().chain(fs_write.iter().map(|r| r.as_path())));
-        Ok(Self {
+        Self {
             generation: next_generation(),
             network_allow: Arc::new(network_allow),
             network_deny: Arc::new(network_deny),
@@ -213,9 +216,11 @@ impl CompiledPolicy {
             toolset,
             constraints,
             after_untrusted: policy.after_untrusted.clone().map(Arc::new),
+            held: None,
             shared_id: Some(Arc::from(policy.id.as_str())),
             source: Some(Arc::new(policy)),
-        })
+        }
+        .with_held()
     }
 
     /// No personality: nothing is allowed in any category; every registered tool may be called
@@ -253,6 +258,7 @@ impl CompiledPolicy {
             toolset: None,
             constraints: Arc::default(),
             after_untrusted: None,
+            held: None,
         }
     }
 
@@ -383,14 +389,10 @@ impl CompiledPolicy {
     pub fn allows_tool(&self, tool: &str) -> bool {
         match &self.toolset {
             None => true,
-            Some(toolset) => toolset.iter().any(|t| names_tool(t, tool)),
+            Some(toolset) => toolset
+                .iter()
+                .any(|t| crate::after_untrusted::names_tool(t, tool)),
         }
-    }
-
-    /// `[after_untrusted]`, when the personality has one (docs/policy.md, "After untrusted
-    /// output").
-    pub fn after_untrusted(&self) -> Option<&capability_policy::AfterUntrusted> {
-        self.after_untrusted.as_deref()
     }
 
     /// The toolset in force (after narrowing), `None` for every tool.
@@ -423,6 +425,11 @@ impl CompiledPolicy {
     /// up, and constraints combine to the stricter. The result is never wider than `self` in any
     /// category; the storage namespace (the personality's id) is unchanged.
     pub fn narrow(&self, narrowing: &Narrowing) -> Result<CompiledPolicy, PolicyError> {
+        self.narrowed(narrowing)?.with_held()
+    }
+
+    /// [`narrow`](Self::narrow), without the variant for held batches.
+    pub(crate) fn narrowed(&self, narrowing: &Narrowing) -> Result<CompiledPolicy, PolicyError> {
         let mut n = narrowing.clone();
         n.check(None)?;
         let parse_hosts = |field: &str, list: &[String]| -> Result<Vec<HostPattern>, PolicyError> {
@@ -602,17 +609,9 @@ impl CompiledPolicy {
             toolset,
             constraints: Arc::new(constraints),
             after_untrusted: self.after_untrusted.clone(),
+            held: None,
         })
     }
-}
-
-/// Whether the toolset-style `entry` names `tool`: the tool itself, or `mcp__SERVER__*` every
-/// tool of that server.
-pub(crate) fn names_tool(entry: &str, tool: &str) -> bool {
-    entry == tool
-        || (capability_policy::is_mcp_server_entry(entry)
-            && tool.len() > entry.len() - 1
-            && tool.starts_with(&entry[..entry.len() - 1]))
 }
 
 /// The deny floor for `home` and the places in the machine's accounts' homes that hold what it

@@ -67,6 +67,10 @@ pub struct Restrictions {
     /// (`[after_untrusted] hold`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub held_after_untrusted: bool,
+    /// Places kept from writes for the rest of an invocation that has seen untrusted output
+    /// (`[after_untrusted] hold_writes`, as written), for a tool that declares a reach.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_writes_after_untrusted: Vec<PathBuf>,
 }
 
 impl Restrictions {
@@ -117,7 +121,7 @@ impl Restrictions {
         // one of its tools.
         let named = |list: &[String]| {
             list.iter().any(|entry| {
-                crate::policy::names_tool(entry, tool)
+                crate::after_untrusted::names_tool(entry, tool)
                     || server.is_some_and(|s| entry.starts_with(s))
             })
         };
@@ -162,6 +166,10 @@ impl Restrictions {
                 .filter(|a| named(&a.pause))
                 .map(|a| a.batches),
             held_after_untrusted: policy.after_untrusted().is_some_and(|a| named(&a.hold)),
+            held_writes_after_untrusted: match policy.after_untrusted() {
+                Some(a) if fs => a.hold_writes.clone(),
+                _ => Vec::new(),
+            },
             tool_constraints: match server {
                 Some(server) => policy
                     .constrained_tools()
@@ -271,6 +279,16 @@ pub(crate) fn loosened(old: &Restrictions, new: &Restrictions) -> Vec<(WideningC
     }
     if old.held_after_untrusted && !new.held_after_untrusted {
         relaxed.push("no longer held after untrusted output".to_owned());
+    }
+    let unheld = uncovered_paths(
+        &new.held_writes_after_untrusted,
+        &old.held_writes_after_untrusted,
+    );
+    if !unheld.is_empty() {
+        relaxed.push(format!(
+            "written after untrusted output again: {}",
+            unheld.join(", ")
+        ));
     }
     if !relaxed.is_empty() {
         out.push((WideningCode::Constraints, relaxed.join("; ")));

@@ -216,3 +216,63 @@ async fn the_dry_run_answers_as_the_next_batch_and_counts_nothing() {
     assert_eq!(batch(&registry, &ctx, &["shell"]).await, ["paused"]);
     assert_eq!(batch(&registry, &ctx, &["shell"]).await, ["ok"]);
 }
+
+// guarantee: G-REG-17
+/// `hold_writes`: the policy a held batch runs under keeps those places from writes, and only
+/// those, in the personality and in any narrowing of it; a place that is no absolute path, or
+/// `/`, refuses the policy naming the field.
+#[test]
+fn a_held_invocation_keeps_its_hold_writes_places_from_writes_in_every_narrowing() {
+    use capability_core::{CompiledPolicy, Narrowing, PolicyFormat, resolve};
+    use capability_types::FsPaths;
+    use capability_types::backend::{FsAccess, PathPolicy};
+    use std::path::Path;
+    let toml = "id = \"p\"\n[fs_reach]\nread = [\"/srv\"]\nwrite = [\"/srv\"]\n\
+                [after_untrusted]\nhold_writes = [\"/srv/state\", \"~/.agent\"]\n";
+    let home = Some(Path::new("/srv/home"));
+    let base = CompiledPolicy::load(toml, PolicyFormat::Toml, home).unwrap();
+    let caps = ToolCapabilities::none()
+        .with_fs_read(FsPaths::FromPersonality)
+        .with_fs_write(FsPaths::FromPersonality);
+    let write = |policy: &CompiledPolicy, path: &str| {
+        let resolved = resolve("w", &caps, policy, "s", Path::new("/srv"));
+        resolved.fs.unwrap().check(Path::new(path), FsAccess::Write)
+    };
+    for policy in [base.clone(), base.narrow(&Narrowing::default()).unwrap()] {
+        assert!(write(&policy, "/srv/state/MEMORY.md").is_ok());
+        let held = policy
+            .held_after_untrusted()
+            .expect("a variant for held batches");
+        for kept in ["/srv/state/MEMORY.md", "/srv/state", "/srv/home/.agent/x"] {
+            let err = write(held, kept).unwrap_err().to_string();
+            assert!(err.starts_with("PATH_NOT_REACHABLE"), "{kept}: {err}");
+        }
+        assert!(write(held, "/srv/project/main.rs").is_ok());
+        assert!(
+            resolve("w", &caps, held, "s", Path::new("/srv"))
+                .fs
+                .unwrap()
+                .check(Path::new("/srv/state/MEMORY.md"), FsAccess::Read)
+                .is_ok(),
+            "reading stays"
+        );
+    }
+    // Without places to hold, there is no variant.
+    let plain = CompiledPolicy::load(
+        "id = \"p\"\n[after_untrusted]\npause = [\"x\"]\n",
+        PolicyFormat::Toml,
+        home,
+    )
+    .unwrap();
+    assert!(plain.held_after_untrusted().is_none());
+    for (entry, why) in [("\"state\"", "absolute"), ("\"/\"", "names no place")] {
+        let err = CompiledPolicy::load(
+            &format!("id = \"p\"\n[after_untrusted]\nhold_writes = [{entry}]\n"),
+            PolicyFormat::Toml,
+            home,
+        )
+        .unwrap_err();
+        assert_eq!(err.field(), Some("after_untrusted.hold_writes[0]"), "{err}");
+        assert!(err.to_string().contains(why), "{err}");
+    }
+}

@@ -290,7 +290,8 @@ fn loosening_the_personality_s_restrictions_is_a_widening() {
          [escalate]\nwrite_paths = [\"/srv/out/releases\"]\nhosts = [\"uploads.x.com\"]\n\
          tools = [\"shell\"]\ncalls = [\"rm -rf\"]\n\
          [constraints.shell]\nmax_invocations = 2\nreject_args = { mode = [\"force\", \"hard\"] }\n\
-         [after_untrusted]\npause = [\"shell\"]\nbatches = 2\nhold = [\"fetch\"]\n";
+         [after_untrusted]\npause = [\"shell\"]\nbatches = 2\nhold = [\"fetch\"]\n\
+         hold_writes = [\"/srv/out/state\"]\n";
     let tools = [
         (
             "shell",
@@ -370,6 +371,10 @@ fn loosening_the_personality_s_restrictions_is_a_widening() {
         fetch(WideningCode::Constraints)
     );
     assert_eq!(
+        found("hold_writes = [\"/srv/out/state\"]", "hold_writes = []"),
+        shell(WideningCode::Constraints)
+    );
+    assert_eq!(
         found("max_invocations = 2\n", "\n"),
         shell(WideningCode::Constraints)
     );
@@ -433,6 +438,10 @@ fn loosening_the_personality_s_restrictions_is_a_widening() {
         ("deny = [\"admin.x.com\"]", "deny = [\"*.x.com\"]"),
         ("max_invocations = 2", "max_invocations = 1"),
         ("batches = 2", "batches = 3"),
+        (
+            "hold_writes = [\"/srv/out/state\"]",
+            "hold_writes = [\"/srv/out\"]",
+        ),
         ("hold = [\"fetch\"]", "hold = [\"fetch\", \"shell\"]"),
         (
             "max_invocations = 2",

@@ -279,6 +279,11 @@ impl PersonalityPolicy {
             config.get("safety"),
             crate::ethos_lines::safety(files.config.unwrap_or("")).as_ref(),
         );
+        // The later Ethos refuses a run that has read untrusted text every write into its state
+        // dirs: what is there, a later prompt reads.
+        if let Some(after) = &mut policy.after_untrusted {
+            after.hold_writes = vec![PathBuf::from("~/.ethos"), vars.ethos_home.to_path_buf()];
+        }
         // Ethos refuses loopback, private and link-local addresses whatever host names them,
         // unless `allow_private_urls`, and cloud metadata always: never here, which is the
         // same, or less (docs/policy.md, "Ethos personality directories").

@@ -132,6 +132,8 @@ pub(crate) fn after_untrusted(
         pause,
         batches: a.turns.max(b.turns),
         hold,
+        // The state dirs, which the caller knows.
+        hold_writes: Vec::new(),
     })
 }
 

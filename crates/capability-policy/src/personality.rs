@@ -89,6 +89,11 @@ pub struct AfterUntrusted {
     /// writes text a later run reads: a memory, a scheduled job's prompt).
     #[serde(default)]
     pub hold: Vec<String>,
+    /// Places no tool (nor child) writes for the rest of such an invocation, as `deny_write`
+    /// places are kept (an agent's state: its memory, its skills, what its next run reads);
+    /// absolute, or `~/…`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hold_writes: Vec<PathBuf>,
 }
 
 fn two_batches() -> u32 {
@@ -102,6 +107,7 @@ impl Default for AfterUntrusted {
             pause: Vec::new(),
             batches: two_batches(),
             hold: Vec::new(),
+            hold_writes: Vec::new(),
         }
     }
 }
@@ -403,6 +409,14 @@ impl PersonalityPolicy {
         for (i, path) in self.fs_reach.deny_write.iter().enumerate() {
             check_write_pattern(path)
                 .map_err(|why| PolicyError::invalid(format!("fs_reach.deny_write[{i}]"), why))?;
+        }
+        if let Some(after) = &mut self.after_untrusted {
+            for (i, path) in after.hold_writes.iter_mut().enumerate() {
+                let field = format!("after_untrusted.hold_writes[{i}]");
+                *path = absolute_policy_path(path, home)
+                    .map_err(|why| PolicyError::invalid(field.clone(), why))?;
+                check_write_pattern(path).map_err(|why| PolicyError::invalid(field, why))?;
+            }
         }
         // A rule given twice (`~/.ethos` and an `$ETHOS_HOME` that is the same place) once.
         for list in [

@@ -174,17 +174,14 @@ impl DefaultToolRegistry {
             denial: r.denial,
             message: r.message,
         };
+        let mut batch = super::call::BatchState::peek(ctx);
+        let held = batch.held_context(ctx);
+        let ctx = held.as_ref().unwrap_or(ctx);
         let ready = match self.prepare(&call.tool, ctx) {
             Ok(ready) => ready,
             Err(r) => return refused(r),
         };
-        if let Err(r) = self.admit_as(
-            call,
-            &ready,
-            ctx,
-            &mut super::call::BatchState::peek(ctx),
-            Run::Dry,
-        ) {
+        if let Err(r) = self.admit_as(call, &ready, ctx, &mut batch, Run::Dry) {
             return refused(r);
         }
         if ctx.cancellation.is_cancelled() {
@@ -485,7 +482,7 @@ fn paused_after_untrusted(
 ) -> Result<(), Refusal> {
     let named = |list: &[String]| {
         list.iter()
-            .any(|entry| crate::policy::names_tool(entry, tool))
+            .any(|entry| crate::after_untrusted::names_tool(entry, tool))
     };
     let why = if batch.untrusted.paused && named(&after.pause) {
         format!(

@@ -137,6 +137,19 @@ impl BatchState {
         Self::under(ctx, Invocation::next_batch)
     }
 
+    /// The context a held batch of `ctx` runs under: its policy with `[after_untrusted]
+    /// hold_writes` kept from writes; `None` when the batch is not held or there is nothing
+    /// to keep (docs/policy.md, "After untrusted output").
+    pub(super) fn held_context(&self, ctx: &ExecutionContext) -> Option<ExecutionContext> {
+        let policy = ctx
+            .policy
+            .held_after_untrusted()
+            .filter(|_| self.untrusted.held)?;
+        let mut held = ctx.clone();
+        held.policy = Arc::clone(policy);
+        Some(held)
+    }
+
     /// The state `untrusted` gives, asked only under a personality with `[after_untrusted]`.
     fn under(ctx: &ExecutionContext, untrusted: fn(&Invocation) -> Untrusted) -> Self {
         BatchState {

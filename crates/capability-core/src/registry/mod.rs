@@ -315,6 +315,8 @@ impl DefaultToolRegistry {
         let total = calls.len();
         let timeout = ctx.call_timeout.unwrap_or(self.config.call_timeout);
         let mut batch = call::BatchState::begin(ctx);
+        let held = batch.held_context(ctx);
+        let ctx = held.as_ref().unwrap_or(ctx);
         if total == 1
             && let Some(mut call) = calls.pop()
         {

@@ -311,7 +311,18 @@ fn load_ethos_dir(dir: &Path) -> Result<CompiledPolicy, Usage> {
         ethos_home: &ethos_home,
         cwd: &cwd,
     };
+    // `$ETHOS_STATE_DIR`, a state dir too, is held from writes after untrusted output as the
+    // others are (docs/policy.md, "Ethos personality directories").
+    let state_dir = std::env::var_os("ETHOS_STATE_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute());
     let policy = capability_core::PersonalityPolicy::from_ethos(&id, files, vars, home.as_deref())
+        .map(|mut p| {
+            if let (Some(after), Some(dir)) = (&mut p.after_untrusted, &state_dir) {
+                after.hold_writes.push(dir.clone());
+            }
+            p
+        })
         .and_then(|p| CompiledPolicy::compile(p, home.as_deref()))
         .map_err(|e| Usage(format!("invalid Ethos personality {shown}: {e}")))?;
     // The later Ethos keeps its state in `$ETHOS_STATE_DIR` as well when that is set, and keeps
