@@ -714,8 +714,9 @@ async fn what_a_child_makes_for_an_agent_or_a_shell_to_run_is_set_aside() {
         .await
         .unwrap();
     assert_eq!(out.exit_code, Some(0));
-    let script = "echo '{\"mcpServers\":{}}' > .mcp.json; mkdir .claude; \
-         echo '{\"hooks\":{}}' > .claude/settings.json; echo evil > .bashrc; \
+    let script = "echo '{\"mcpServers\":{}}' > .mcp.json; mkdir -p .claude/hooks; \
+         echo '{\"hooks\":{}}' > .claude/settings.json; echo x > .claude/hooks/stop.sh; \
+         echo evil > .bashrc; \
          mkdir .cargo; echo '[build]' > .cargo/config.toml; echo 'node-options=-r x' > .npmrc";
     let err = p
         .spawn("sh", &argv(&["-c", script]), SpawnOptions::default())
@@ -731,6 +732,8 @@ async fn what_a_child_makes_for_an_agent_or_a_shell_to_run_is_set_aside() {
         ),
         "{err}"
     );
+    // None is taken for a repository the child made (`.claude` holds a `hooks` too).
+    assert!(!err.to_string().contains("repository"), "{err}");
     for name in [
         ".mcp.json",
         ".claude",
@@ -2490,6 +2493,14 @@ async fn a_repository_a_child_makes_runs_nothing_outside_the_sandbox() {
             "core.fsmonitor",
             "h/.git",
         ),
+        // A `.git` that is a link, to a repository deeper than the walk looks.
+        (
+            "mkdir -p d1/d2/d3/d4 w2 && git init -q d1/d2/d3/d4/r \
+             && git -C d1/d2/d3/d4/r config core.fsmonitor 'touch CANARY' \
+             && ln -s ../d1/d2/d3/d4/r/.git w2/.git",
+            "core.fsmonitor",
+            "w2/.git",
+        ),
     ] {
         let fx = fixture();
         let p = writing_spawner(&fx);
@@ -2514,7 +2525,7 @@ async fn a_repository_a_child_makes_runs_nothing_outside_the_sandbox() {
             fx.root.join(format!("{aside}.refused-by-toolcap")).exists(),
             "{script}: {aside} was not set aside"
         );
-        for dir in [".", "a/b", "store.git", "w", "h"] {
+        for dir in [".", "a/b", "store.git", "w", "h", "w2"] {
             let dir = fx.root.join(dir);
             if dir.is_dir() {
                 users_git_status(&dir);
@@ -2522,7 +2533,7 @@ async fn a_repository_a_child_makes_runs_nothing_outside_the_sandbox() {
         }
         assert!(
             !fx.root.join("CANARY").exists()
-                && ["a/b", "store.git", "w", "h"].iter().all(|d| !fx
+                && ["a/b", "store.git", "w", "h", "w2"].iter().all(|d| !fx
                     .root
                     .join(d)
                     .join("CANARY")

@@ -184,7 +184,9 @@ impl Watch {
     /// A place [`set_aside`](Self::set_aside) moved, as a refusal names it: where it was, where
     /// it went, and [`why`](Self::why).
     pub fn describe(&self, made: &Path, aside: &Path) -> String {
-        if let Some(what) = self.repository_runs(aside) {
+        let repository =
+            made.file_name() == Some(OsStr::new(".git")) || crate::hooks::is_git_dir(aside);
+        if let Some(what) = repository.then(|| self.repository_runs(aside)).flatten() {
             return format!(
                 "{} (now {}), a repository the child made: {what}, which git would run outside \
                  any sandbox when the user next runs git there",
@@ -348,13 +350,17 @@ impl Watch {
         failed.map_or(Ok(()), |e| Err(io::Error::other(e)))
     }
 
-    /// What git would run of `place`, a git directory or a `.git` file, when it is one the
-    /// child made: not kept as it started, and (a `.git` file's) leading to a git directory
-    /// beneath its write roots that was not kept either.
+    /// What git would run of `place` (a `.git`, or a git directory of another name) when it is
+    /// one the child made: not kept as it started, and, a `.git` file or link, leading to a git
+    /// directory beneath its write roots that was not kept either.
     fn repository_runs(&self, place: &Path) -> Option<String> {
         let meta = std::fs::symlink_metadata(place).ok()?;
         let dir = if meta.is_file() {
             crate::hooks::pointed_at(place, place.parent()?)?
+        } else if meta.file_type().is_symlink() {
+            // Git follows a `.git` that is a link; the sandbox refuses to start a child beside
+            // one, and one a child made is looked at where it leads.
+            std::fs::canonicalize(place).ok().filter(|d| d.is_dir())?
         } else if meta.is_dir() {
             place.to_path_buf()
         } else {
