@@ -164,6 +164,13 @@ async fn the_pause_follows_what_was_admitted_and_only_under_the_table() {
         batch(&registry, &ctx, &["shell", "note"]).await,
         ["ok", "ok"]
     );
+    // A batch of no call is no step of the pause.
+    let ctx = ExecutionContext::new("s", policy(POLICY), "/tmp");
+    assert_eq!(batch(&registry, &ctx, &["fetch"]).await, ["ok"]);
+    for _ in 0..3 {
+        assert!(batch(&registry, &ctx, &[]).await.is_empty());
+    }
+    assert_eq!(batch(&registry, &ctx, &["shell"]).await, ["paused"]);
     // Read again in each batch: each pauses the next two.
     let ctx = ExecutionContext::new("s", policy(POLICY), "/tmp");
     for _ in 0..3 {

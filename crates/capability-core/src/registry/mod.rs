@@ -313,6 +313,10 @@ impl DefaultToolRegistry {
                 .collect();
         };
         let total = calls.len();
+        // No call, no batch: nothing to run, and no step of an `[after_untrusted]` pause.
+        if total == 0 {
+            return Vec::new();
+        }
         let timeout = ctx.call_timeout.unwrap_or(self.config.call_timeout);
         let mut batch = call::BatchState::begin(ctx);
         let held = batch.held_context(ctx);
