@@ -63,6 +63,8 @@ pub struct CompiledPolicy {
     /// Tools every call of which asks, and text whose presence in a call's text asks.
     pub(crate) escalate_tools: Arc<[String]>,
     pub(crate) escalate_calls: Arc<[String]>,
+    /// `[refuse] calls`: text that refuses a call whose text holds it (a narrowing keeps it).
+    pub(crate) refuse_calls: Arc<[String]>,
     pub(crate) escalate_timeout: Option<std::time::Duration>,
     /// `[attachments] kinds`: what a tool may be handed (docs/semantics.md, "Attachments").
     pub(crate) attachment_kinds: Arc<[String]>,
@@ -208,6 +210,7 @@ impl CompiledPolicy {
             escalate_args: escalate_args.into(),
             escalate_tools: policy.escalate.tools.clone().into(),
             escalate_calls: policy.escalate.calls.clone().into(),
+            refuse_calls: policy.refuse.calls.clone().into(),
             escalate_timeout: policy
                 .escalate
                 .timeout_seconds
@@ -253,6 +256,7 @@ impl CompiledPolicy {
             escalate_args: Arc::new([]),
             escalate_tools: Arc::new([]),
             escalate_calls: Arc::new([]),
+            refuse_calls: Arc::new([]),
             escalate_timeout: None,
             attachment_kinds: Arc::new([]),
             toolset: None,
@@ -604,6 +608,7 @@ impl CompiledPolicy {
             escalate_args: escalate_args.into(),
             escalate_tools,
             escalate_calls,
+            refuse_calls: Arc::clone(&self.refuse_calls),
             escalate_timeout,
             attachment_kinds,
             toolset,

@@ -52,6 +52,9 @@ pub struct Restrictions {
     /// tool itself (or a guarded server's tools), `call <text>` for every tool.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub escalate: Vec<String>,
+    /// Text that refuses a call holding it (`[refuse] calls`), for every tool.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refuse_calls: Vec<String>,
     /// The tool's `[constraints]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub constraints: Option<ToolConstraints>,
@@ -160,6 +163,7 @@ impl Restrictions {
             },
             sandbox_off: spawns && policy.sandbox == SandboxMode::Off,
             escalate,
+            refuse_calls: policy.refuse_calls.to_vec(),
             constraints: policy.constraints(tool).cloned(),
             paused_after_untrusted: policy
                 .after_untrusted()
@@ -229,6 +233,11 @@ pub(crate) fn loosened(old: &Restrictions, new: &Restrictions) -> Vec<(WideningC
     gone(
         "safety.process.deny_args",
         missing(&old.deny_args, &new.deny_args),
+        &mut out,
+    );
+    gone(
+        "refuse.calls",
+        missing(&old.refuse_calls, &new.refuse_calls),
         &mut out,
     );
     let asks = missing(&old.escalate, &new.escalate);

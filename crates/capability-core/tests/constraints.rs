@@ -595,3 +595,68 @@ fn hostile_constraint_sections_are_refused() {
         assert!(err.to_string().contains(needle), "{toml}: {err}");
     }
 }
+
+// guarantee: G-REG-18
+/// `[refuse] calls`: a call whose text (the tool's name and its arguments as JSON, keys sorted)
+/// holds a rule is refused before anything runs, whoever would approve it, and the dry run
+/// says the same; a call that holds none runs; a blank rule refuses the policy.
+#[tokio::test]
+async fn a_call_whose_text_holds_a_refuse_rule_never_runs_and_nobody_is_asked() {
+    use capability_core::{Admission, ApprovalHandler, ApprovalRequest};
+    #[derive(Debug)]
+    struct Yes(Arc<std::sync::atomic::AtomicUsize>);
+    #[async_trait::async_trait]
+    impl ApprovalHandler for Yes {
+        async fn approve(&self, _: &ApprovalRequest) -> Result<bool, String> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(true)
+        }
+    }
+    let echo = TestTool::new("echo", ToolCapabilities::none(), Behaviour::Echo);
+    let runs = Arc::clone(&echo.runs);
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut registry =
+        DefaultToolRegistry::new(None).with_approval_handler(Arc::new(Yes(Arc::clone(&asked))));
+    registry.register(echo).unwrap();
+    let ctx = ExecutionContext::new(
+        "s",
+        policy(
+            "id = \"p\"\n[refuse]\ncalls = [\"rm -rf\", \"echo {\\\"a\\\":1,\\\"b\\\"\"]\n\
+             [escalate]\ncalls = [\"rm -rf\"]\n",
+        ),
+        "/tmp",
+    );
+    let results = registry
+        .execute_parallel(
+            vec![
+                call("1", "echo", json!({"cmd": "rm -rf /"})),
+                call("2", "echo", json!({"cmd": "ls"})),
+                // Keys sorted: `{"b":2,"a":1}` reads as `{"a":1,"b":2}`.
+                call("3", "echo", json!({"b": 2, "a": 1})),
+            ],
+            &ctx,
+        )
+        .await;
+    assert_eq!(
+        outcomes(&results),
+        [
+            "CONSTRAINT_NOT_MET: echo is refused under personality p: the call holds rm -rf (refuse.calls)",
+            "ok",
+            "CONSTRAINT_NOT_MET: echo is refused under personality p: the call holds echo {\"a\":1,\"b\" (refuse.calls)",
+        ]
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "refused calls never ran");
+    assert_eq!(asked.load(Ordering::SeqCst), 0, "nobody was asked");
+    let dry = registry.admission(&call("4", "echo", json!({"cmd": "rm -rf ~"})), &ctx);
+    assert!(
+        matches!(&dry, Admission::Refused { message, .. } if message.contains("refuse.calls")),
+        "{dry:?}"
+    );
+    let blank = capability_core::CompiledPolicy::load(
+        "id = \"p\"\n[refuse]\ncalls = [\"x\", \"  \"]\n",
+        PolicyFormat::Toml,
+        None,
+    )
+    .unwrap_err();
+    assert_eq!(blank.field(), Some("refuse.calls[1]"), "{blank}");
+}

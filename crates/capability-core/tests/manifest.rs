@@ -291,7 +291,7 @@ fn loosening_the_personality_s_restrictions_is_a_widening() {
          tools = [\"shell\"]\ncalls = [\"rm -rf\"]\n\
          [constraints.shell]\nmax_invocations = 2\nreject_args = { mode = [\"force\", \"hard\"] }\n\
          [after_untrusted]\npause = [\"shell\"]\nbatches = 2\nhold = [\"fetch\"]\n\
-         hold_writes = [\"/srv/out/state\"]\n";
+         hold_writes = [\"/srv/out/state\"]\n[refuse]\ncalls = [\"--force\"]\n";
     let tools = [
         (
             "shell",
@@ -374,6 +374,14 @@ fn loosening_the_personality_s_restrictions_is_a_widening() {
         found("hold_writes = [\"/srv/out/state\"]", "hold_writes = []"),
         shell(WideningCode::Constraints)
     );
+    // A call text no longer refused, for every tool.
+    assert_eq!(
+        found("calls = [\"--force\"]", "calls = []"),
+        [
+            (WideningCode::Restriction, "fetch".to_owned()),
+            (WideningCode::Restriction, "shell".to_owned())
+        ]
+    );
     assert_eq!(
         found("max_invocations = 2\n", "\n"),
         shell(WideningCode::Constraints)
@@ -438,6 +446,7 @@ fn loosening_the_personality_s_restrictions_is_a_widening() {
         ("deny = [\"admin.x.com\"]", "deny = [\"*.x.com\"]"),
         ("max_invocations = 2", "max_invocations = 1"),
         ("batches = 2", "batches = 3"),
+        ("calls = [\"--force\"]", "calls = [\"--force\", \"-f\"]"),
         (
             "hold_writes = [\"/srv/out/state\"]",
             "hold_writes = [\"/srv/out\"]",

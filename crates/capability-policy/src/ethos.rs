@@ -196,8 +196,9 @@ impl PersonalityPolicy {
     /// Where Ethos and toolcap differ, toolcap is stricter (docs/policy.md): no `toolset.yaml`
     /// means no tool; no `safety.network.allow` means no host; a `safety` setting toolcap does
     /// not know is an error, never silently dropped. Ethos's approval flow becomes `[escalate]`
-    /// (`tools`: [`ETHOS_ALWAYS_ASKS`], and [`ETHOS_SMART_ASKS`] under `approvalMode: smart`;
-    /// `calls`: `denyRules`), with toolcap's approver in place of Ethos's modal or model.
+    /// (`tools`: [`ETHOS_ALWAYS_ASKS`], and [`ETHOS_SMART_ASKS`] under `approvalMode: smart`),
+    /// with toolcap's approver in place of Ethos's modal or model; its `denyRules` become
+    /// `[refuse] calls`, which no approval passes, as in the later Ethos.
     /// `mcp.yaml`'s `reject_args` become `[constraints.mcp__<server>__<tool>]` `reject_args`,
     /// read both as YAML and as Ethos reads the file.
     ///
@@ -457,7 +458,8 @@ fn memory_scope(value: &Value) -> Result<(), PolicyError> {
 }
 
 /// The `safety:` block: `network.allow` / `network.deny` map onto `safety.network`; what
-/// toolcap does not know is an error; `approvalMode` and `denyRules` become `[escalate]` rules;
+/// toolcap does not know is an error; `approvalMode` becomes `[escalate]` rules and `denyRules`
+/// `[refuse]` rules;
 /// content and logging settings are ignored.
 fn safety(value: &Value, policy: &mut PersonalityPolicy) -> Result<(), PolicyError> {
     let Value::Object(block) = value else {
@@ -524,7 +526,8 @@ fn safety(value: &Value, policy: &mut PersonalityPolicy) -> Result<(), PolicyErr
                     ));
                 }
             },
-            // Ethos asks before a call whose text holds a rule (its `denyRules`).
+            // The later Ethos refuses a call whose text holds a rule (its `denyRules`, a hard
+            // floor no approval passes; an earlier Ethos asked).
             "denyRules" => {
                 let rules = v.as_array().ok_or_else(|| {
                     PolicyError::invalid(field.clone(), "expected a list of match strings")
@@ -532,7 +535,7 @@ fn safety(value: &Value, policy: &mut PersonalityPolicy) -> Result<(), PolicyErr
                 for rule in rules {
                     match rule.as_str() {
                         Some(text) if !text.trim().is_empty() => {
-                            policy.escalate.calls.push(text.to_owned());
+                            policy.refuse.calls.push(text.to_owned());
                         }
                         _ => {
                             return Err(PolicyError::invalid(

@@ -67,6 +67,21 @@ pub struct PersonalityPolicy {
     /// (`[after_untrusted]`; absent: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_untrusted: Option<AfterUntrusted>,
+    /// Calls refused outright by what their text holds (`[refuse]`).
+    #[serde(default)]
+    pub refuse: RefuseRules,
+}
+
+/// `[refuse]`: calls refused before anything runs, with no one asked (docs/policy.md,
+/// "Refused calls").
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+#[non_exhaustive]
+pub struct RefuseRules {
+    /// Text that, held by a call's text (the tool's name, a space, and its arguments as JSON
+    /// with keys sorted, as `[escalate] calls` reads it), refuses the call. Case-sensitive.
+    #[serde(default)]
+    pub calls: Vec<String>,
 }
 
 /// `[after_untrusted]`: the tools refused after a batch of the agent loop in which a tool ran
@@ -463,6 +478,13 @@ impl PersonalityPolicy {
                 ));
             }
         }
+        if let Some(i) = self.refuse.calls.iter().position(|c| c.trim().is_empty()) {
+            return Err(PolicyError::invalid(
+                format!("refuse.calls[{i}]"),
+                "blank: every call's text holds it (use forbidden = true in [constraints.TOOL] \
+                 to refuse a tool)",
+            ));
+        }
         if let Some(i) = self.escalate.calls.iter().position(|c| c.trim().is_empty()) {
             return Err(PolicyError::invalid(
                 format!("escalate.calls[{i}]"),
@@ -637,7 +659,8 @@ capability_types::__map_only!(
     ToolConstraints,
     EscalateRules,
     AttachmentRules,
-    AfterUntrusted
+    AfterUntrusted,
+    RefuseRules
 );
 
 #[cfg(test)]
@@ -835,6 +858,16 @@ mod tests {
                 r#"{"id":"x","after_untrusted":{"batches":4294967296}}"#,
                 Some("after_untrusted.batches"),
                 "invalid value",
+            ),
+            (
+                r#"{"id":"x","refuse":{"call":["rm -rf"]}}"#,
+                Some("refuse.call"),
+                "unknown field `call`",
+            ),
+            (
+                r#"{"id":"x","refuse":{"calls":[" "]}}"#,
+                Some("refuse.calls[0]"),
+                "blank",
             ),
             (r#"{"id":"x"} trailing"#, None, "trailing"),
             (r#"{}"#, None, "missing field `id`"),

@@ -1017,9 +1017,9 @@ fn what_toolcap_cannot_enforce_or_does_not_know_is_an_error() {
 /// Ethos's approval settings ask here what they ask in Ethos, with toolcap's approver in place of
 /// Ethos's modal (and of its model, for `smart`): `manual`, its default, and `off` ask about no
 /// standard tool; `smart` asks before every call of `write_file` (one of the tools it has
-/// reviewed); a `denyRules` entry asks before a call whose text (the tool's name and its
-/// arguments as JSON, keys sorted) holds it. `toolcap call` has no approver, so what asks is
-/// refused, and nothing is written.
+/// reviewed); a `denyRules` entry refuses a call whose text (the tool's name and its arguments
+/// as JSON, keys sorted) holds it, with no one asked, as the later Ethos does (an earlier one
+/// asked). `toolcap call` has no approver, so what asks is refused, and nothing is written.
 #[test]
 fn ethos_approval_settings_ask_what_they_ask_in_ethos() {
     let env = Env::new();
@@ -1068,17 +1068,19 @@ fn ethos_approval_settings_ask_what_they_ask_in_ethos() {
         let path = work.join("rm -rf.txt").display().to_string();
         let args = json!({"path": path}).to_string();
         let (refused, all) = env.call_in(mode, &smart, "read_file", &args);
-        assert!(
-            error(&refused).starts_with("ESCALATION_REFUSED: call rm -rf"),
+        assert_eq!(
+            error(&refused),
+            "CONSTRAINT_NOT_MET: read_file is refused under personality smart: the call holds \
+             rm -rf (refuse.calls)",
             "{mode:?}: {refused}"
         );
         assert!(!all.contains("named badly"), "{mode:?}: {all}");
     }
-    // The second rule holds `read_file {"path":"/`, so every absolute read asks; a relative one
-    // does not hold it.
+    // The second rule holds `read_file {"path":"/`, so every absolute read is refused; a
+    // relative one does not hold it.
     let refused = read(&smart, "plain.txt");
     assert!(
-        error(&refused).starts_with("ESCALATION_REFUSED: call read_file {\"path\":\"/"),
+        error(&refused).ends_with("the call holds read_file {\"path\":\"/ (refuse.calls)"),
         "{refused}"
     );
     let relative = env.call(
@@ -1088,11 +1090,17 @@ fn ethos_approval_settings_ask_what_they_ask_in_ethos() {
     );
     assert_eq!(relative["value"], "plain", "{relative}");
     let m = env.manifest(&smart);
-    let escalate = &m["tools"]["write_file"]["effective"]["restrictions"]["escalate"];
+    let restrictions = &m["tools"]["write_file"]["effective"]["restrictions"];
     assert!(
-        escalate.as_array().is_some_and(
-            |e| e.contains(&json!("tool write_file")) && e.contains(&json!("call rm -rf"))
-        ),
+        restrictions["escalate"]
+            .as_array()
+            .is_some_and(|e| e.contains(&json!("tool write_file"))),
+        "{m}"
+    );
+    assert!(
+        restrictions["refuse_calls"]
+            .as_array()
+            .is_some_and(|e| e.contains(&json!("rm -rf"))),
         "{m}"
     );
 }

@@ -303,6 +303,9 @@ impl DefaultToolRegistry {
         if let Some(c) = constraints.filter(|c| !c.reject_args.is_empty()) {
             refused_value(call, &c.reject_args, personality)?;
         }
+        if !ctx.policy.refuse_calls.is_empty() {
+            refused_call(call, &ctx.policy.refuse_calls, personality)?;
+        }
         if let Some(after) = ctx.policy.after_untrusted() {
             paused_after_untrusted(&call.tool, after, batch, personality)?;
         }
@@ -468,6 +471,21 @@ pub(super) fn check_declaration(caps: &ToolCapabilities) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Refuses `call` when its text (the tool's name and its arguments as JSON, keys sorted, as
+/// `[escalate] calls` reads it) holds one of `rules` (`[refuse] calls`, docs/policy.md,
+/// "Refused calls"): before anything runs, with no one asked.
+fn refused_call(call: &ToolCall, rules: &[String], personality: &str) -> Result<(), Refusal> {
+    let text = crate::escalation::call_text(&call.tool, &call.args);
+    match rules.iter().find(|rule| text.contains(rule.as_str())) {
+        Some(rule) => Err(Refusal::constraint(format!(
+            "{} is refused under personality {personality}: the call holds {} (refuse.calls)",
+            call.tool,
+            crate::shown(rule)
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Refuses `tool` when `[after_untrusted]` holds it now: paused in a batch that began within
