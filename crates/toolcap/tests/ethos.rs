@@ -1089,6 +1089,53 @@ fn ethos_approval_settings_ask_what_they_ask_in_ethos() {
         &json!({"path": "work/plain.txt"}).to_string(),
     );
     assert_eq!(relative["value"], "plain", "{relative}");
+    // With someone to ask who says yes (`--ask`, answered `y`): what `smart` asks about runs,
+    // what a deny rule holds does not, and no one was asked about it.
+    let approved = |tool: &str, args: &Value| {
+        use std::io::Write as _;
+        let mut child = Command::new(TOOLCAP)
+            .args([
+                "call",
+                "--ask",
+                "--personality",
+                smart.to_str().unwrap(),
+                tool,
+            ])
+            .arg(args.to_string())
+            .env("HOME", &env.home)
+            .env_remove("ETHOS_HOME")
+            .env("XDG_DATA_HOME", env.home.join("data"))
+            .env_remove("RUST_LOG")
+            .current_dir(&env.cwd)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(b"y\n").unwrap();
+        let out = child.wait_with_output().unwrap();
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (serde_json::from_slice::<Value>(&out.stdout).unwrap(), all)
+    };
+    let (written, asked) = approved(
+        "write_file",
+        &json!({"path": work.join("asked.txt"), "content": "x"}),
+    );
+    assert_eq!(written["ok"], true, "{written}");
+    assert!(asked.contains("approve?"), "{asked}");
+    let (denied, all) = approved("read_file", &json!({"path": work.join("rm -rf.txt")}));
+    assert!(
+        error(&denied).ends_with("the call holds rm -rf (refuse.calls)"),
+        "{denied}"
+    );
+    assert!(
+        !all.contains("named badly") && !all.contains("approve?"),
+        "{all}"
+    );
     let m = env.manifest(&smart);
     let restrictions = &m["tools"]["write_file"]["effective"]["restrictions"];
     assert!(
