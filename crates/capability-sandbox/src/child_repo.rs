@@ -60,10 +60,15 @@ fn look(
     if depth > MAX_DEPTH {
         return here(format!("git directories nested more than {MAX_DEPTH} deep"));
     }
+    // Anything but a name that is not there is looked at, or refuses: a child may take a
+    // directory's permissions away, which stops toolcap's user and not root's git.
+    let absent = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
     for name in ["config", "config.worktree"] {
         let path = dir.join(name);
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
-            continue;
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) if absent(&e) => continue,
+            Err(e) => return here(format!("its `{name}` cannot be looked at ({e})")),
         };
         if !meta.is_file() {
             return here(format!("its `{name}` is not a plain file"));
@@ -85,7 +90,8 @@ fn look(
     let entries = |sub: &str, budget: &mut usize| -> Result<Vec<(String, PathBuf)>, String> {
         let path = dir.join(sub);
         match std::fs::symlink_metadata(&path) {
-            Err(_) => return Ok(Vec::new()),
+            Err(e) if absent(&e) => return Ok(Vec::new()),
+            Err(e) => return Err(format!("its `{sub}` cannot be looked at ({e})")),
             Ok(meta) if !meta.is_dir() => return Err(format!("its `{sub}` is not a directory")),
             Ok(_) => {}
         }
@@ -112,7 +118,13 @@ fn look(
         }
     }
     // `commondir` makes another git directory's hooks and configuration this one's.
-    if let Ok(meta) = std::fs::symlink_metadata(dir.join("commondir")) {
+    let common = std::fs::symlink_metadata(dir.join("commondir"));
+    if let Err(e) = &common
+        && !absent(e)
+    {
+        return here(format!("its `commondir` cannot be looked at ({e})"));
+    }
+    if let Ok(meta) = common {
         let common = meta
             .is_file()
             .then(|| small_file(&dir.join("commondir"), 4096))
@@ -143,7 +155,13 @@ fn look(
             if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
                 continue;
             }
-            if std::fs::symlink_metadata(path.join("HEAD")).is_ok() {
+            let head = std::fs::symlink_metadata(path.join("HEAD"));
+            if let Err(e) = &head
+                && !absent(e)
+            {
+                return here(format!("{} cannot be looked at ({e})", path.display()));
+            }
+            if head.is_ok() {
                 if let Some(what) = look(&path, roots, kept, depth + 1, budget, seen) {
                     return Some(what);
                 }
@@ -152,12 +170,14 @@ fn look(
             if path.strip_prefix(dir).map_or(0, |p| p.components().count()) > MAX_DEPTH {
                 return here(format!("its `{sub}` nests more than {MAX_DEPTH} deep"));
             }
-            for entry in std::fs::read_dir(&path)
-                .ok()
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
+            let listing = match std::fs::read_dir(&path) {
+                Ok(listing) => listing,
+                Err(e) => return here(format!("{} cannot be read ({e})", path.display())),
+            };
+            for entry in listing {
+                let Ok(entry) = entry else {
+                    return here(format!("{} cannot be read", path.display()));
+                };
                 *budget = match budget.checked_sub(1) {
                     Some(left) => left,
                     None => return here(format!("more than {MAX_ENTRIES} entries to look at")),
@@ -508,6 +528,57 @@ mod tests {
             assert!(said.contains("hooks/post-checkout"), "{hooks}: {said}");
             std::fs::remove_file(app.join(hooks).join("post-checkout")).unwrap();
         }
+    }
+
+    /// A git directory, or a submodule's directory in it, whose permissions were taken away is
+    /// refused, whether toolcap can still look into it (root) or not: a child may `chmod 000`
+    /// what it made, which stops toolcap's user and not root's git.
+    #[test]
+    fn a_repository_closed_to_its_owner_is_refused() {
+        use std::os::unix::fs::PermissionsExt as _;
+        // As root the closed directories are read all the same; the same test again as an
+        // account that cannot read them.
+        if rustix::process::geteuid().is_root()
+            && std::env::var_os("TOOLCAP_TEST_AS_NOBODY").is_none()
+        {
+            let bin = tempfile::tempdir().unwrap();
+            std::fs::set_permissions(bin.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+            let exe = bin.path().join("sandbox-test");
+            std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+            std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let out = std::process::Command::new("setpriv")
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                .arg(&exe)
+                .args([
+                    "--exact",
+                    "child_repo::tests::a_repository_closed_to_its_owner_is_refused",
+                ])
+                .env("TOOLCAP_TEST_AS_NOBODY", "1")
+                .env("TMPDIR", "/tmp")
+                .current_dir(bin.path())
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success() && said.contains("1 passed"), "{said}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let git = root.join(".git");
+        std::fs::create_dir_all(git.join("modules/a/b")).unwrap();
+        std::fs::write(git.join("modules/a/b/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(git.join("modules/a/b/config"), "[core]\nfsmonitor = x\n").unwrap();
+        let closed = |p: &Path, mode: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        closed(&git.join("modules/a"), 0o000);
+        assert!(runs_a_program(&git, std::slice::from_ref(&root), &[]).is_some());
+        closed(&git.join("modules/a"), 0o755);
+        std::fs::remove_dir_all(git.join("modules")).unwrap();
+        std::fs::write(git.join("config"), "[core]\nfsmonitor = x\n").unwrap();
+        closed(&git, 0o000);
+        let said = runs_a_program(&git, std::slice::from_ref(&root), &[]);
+        closed(&git, 0o755);
+        assert!(said.is_some());
     }
 
     /// A git directory is looked at whole: its hooks (samples aside), a `commondir` it names
