@@ -491,6 +491,59 @@ mod tests {
         }
     }
 
+    /// Whatever a child writes before it, a setting that runs a program is found: thousands of
+    /// texts made of what git's configuration syntax is made of (sections, quotes, escapes,
+    /// comments, continuations, keys git knows), each read with `[core] fsmonitor` after it,
+    /// never reads as naming no program, and no text makes the reader panic.
+    #[test]
+    fn nothing_before_a_setting_hides_it() {
+        const PIECES: [&str; 24] = [
+            "[",
+            "]",
+            "\"",
+            "\\",
+            "=",
+            "#",
+            ";",
+            ".",
+            " ",
+            "\t",
+            "\n",
+            "\r\n",
+            "core",
+            "remote",
+            "url",
+            "fsmonitor",
+            "bare",
+            "true",
+            "[core]",
+            "[remote \"o",
+            "\\\n",
+            "\u{feff}",
+            "é",
+            "[branch.Main]",
+        ];
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..20_000 {
+            let len = next() % 24;
+            let text: String = (0..len)
+                .map(|_| PIECES[(next() % PIECES.len() as u64) as usize])
+                .collect();
+            let _ = first_unsafe_setting(&text, &|_| true);
+            let with = format!("{text}\n[core]\nfsmonitor = touch x\n");
+            assert!(
+                first_unsafe_setting(&with, &|_| true).is_some(),
+                "{text:?} hid the setting after it"
+            );
+        }
+    }
+
     /// What real git makes of a repository with a linked worktree and a submodule (whose
     /// `commondir` leads back to the repository, and whose git directory lies in `modules`)
     /// names no program; a hook put in the worktree's or the submodule's git directory is
