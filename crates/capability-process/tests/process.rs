@@ -717,7 +717,8 @@ async fn what_a_child_makes_for_an_agent_or_a_shell_to_run_is_set_aside() {
     let script = "echo '{\"mcpServers\":{}}' > .mcp.json; mkdir -p .claude/hooks; \
          echo '{\"hooks\":{}}' > .claude/settings.json; echo x > .claude/hooks/stop.sh; \
          echo evil > .bashrc; \
-         mkdir .cargo; echo '[build]' > .cargo/config.toml; echo 'node-options=-r x' > .npmrc";
+         mkdir .cargo; echo '[build]' > .cargo/config.toml; echo 'node-options=-r x' > .npmrc; \
+         mkdir .hg; printf '[hooks]\\npre-status = touch x\\n' > .hg/hgrc";
     let err = p
         .spawn("sh", &argv(&["-c", script]), SpawnOptions::default())
         .await
@@ -740,6 +741,7 @@ async fn what_a_child_makes_for_an_agent_or_a_shell_to_run_is_set_aside() {
         ".bashrc",
         ".cargo/config.toml",
         ".npmrc",
+        ".hg/hgrc",
     ] {
         assert!(err.to_string().contains(name), "{err}");
         assert!(!fx.root.join(name).exists(), "{name} stayed");

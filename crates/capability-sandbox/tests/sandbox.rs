@@ -843,10 +843,12 @@ fn a_child_cannot_change_what_an_agent_an_editor_or_a_shell_runs_later() {
         ".config/fish",
         ".config/git",
         "linked-target",
+        "hgrepo/.hg",
     ] {
         std::fs::create_dir_all(w.join(dir)).unwrap();
     }
     let planted = [
+        "hgrepo/.hg/hgrc",
         ".claude/settings.json",
         ".mcp.json",
         ".vscode/tasks.json",

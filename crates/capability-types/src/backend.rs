@@ -89,7 +89,7 @@ impl PathAccess {
 /// matches exactly these (its tests hold the two together); the kernel layer looks for them
 /// beneath a child's write roots and keeps those that exist from the child (docs/policy.md,
 /// "Kept from children").
-pub const RUNS_LATER_NAMES: [&str; 101] = [
+pub const RUNS_LATER_NAMES: [&str; 102] = [
     ".bashrc",
     ".bash_profile",
     ".bash_login",
@@ -181,6 +181,7 @@ pub const RUNS_LATER_NAMES: [&str; 101] = [
     ".overcommit.yml",
     ".cargo/config.toml",
     ".cargo/config",
+    ".hg/hgrc",
     "rust-toolchain.toml",
     "rust-toolchain",
     ".npmrc",

@@ -2174,6 +2174,36 @@ fn a_tool_cannot_plant_what_a_build_tool_runs_at_the_next_build() {
     );
 }
 
+// guarantee: G-FS-11
+/// What Mercurial runs at the user's next `hg` command in a repository (a hook or an extension
+/// its `.hg/hgrc` names) is not a tool's to write: refused in either mode, in any directory and
+/// any case; the rest of a `.hg` and names beside it stay writable.
+#[test]
+fn a_tool_cannot_plant_what_mercurial_runs() {
+    let env = Env::new("");
+    let project = env.root.join("work/out");
+    let personality = writing_beneath(
+        &env,
+        "hg",
+        &project,
+        &[".hg/store", "sub/.hg", ".HG"],
+        "notes",
+    );
+    refuses_planting(
+        &env,
+        &personality,
+        &project,
+        &[".hg/hgrc", "sub/.hg/hgrc", ".HG/HGRC"],
+        &[
+            ".hg/store/data.i",
+            "hgrc",
+            ".hgignore",
+            "sub/.hg/hgrc.example",
+        ],
+        "when the user next runs hg there",
+    );
+}
+
 // guarantee: G-NET-06
 /// A request's framing and its connection are the client's, not the caller's: a model that gave
 /// `fetch_url` a `Content-Length` of its own had its body cut to that length without a word (the

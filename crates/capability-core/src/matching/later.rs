@@ -113,6 +113,9 @@ pub enum RunsLater {
     /// `.yarnrc.yml`, pnpm's `.pnpmfile.cjs`, bun's `bunfig.toml`, Maven's `.mvn`, and a dev
     /// container's configuration.
     Build,
+    /// Mercurial, when the user next runs it in the repository: the hooks and extensions of
+    /// its `.hg/hgrc`.
+    Mercurial,
     /// A name of the form of a Windows short name (`GIT~1`, `CLAUDE~1`, `MCP~1.JSO`), which a
     /// drive that makes them (Windows' drives under WSL) takes for a longer name, perhaps one
     /// of the places above.
@@ -139,6 +142,10 @@ impl RunsLater {
                 "a build tool or package manager (cargo, rustup, npm, yarn, pnpm, bun, Maven) or \
                  a dev container runs what it names when the user next builds or installs in \
                  the project, outside any sandbox"
+            }
+            RunsLater::Mercurial => {
+                "Mercurial runs the hooks and loads the extensions a repository's .hg/hgrc \
+                 names, outside any sandbox, when the user next runs hg there"
             }
             RunsLater::ShortName => {
                 "the name has the form of a Windows short name, which a drive that makes them \
@@ -178,6 +185,11 @@ const BUILD_FILES: [&[u8]; 8] = [
     b".devcontainer.json",
     b".pnpmfile.cjs",
 ];
+
+/// Mercurial's configuration of a repository, which it reads at every `hg` command there: a
+/// hook (`[hooks] pre-status = …`, run before `hg status`) or an extension
+/// (`[extensions] x = /path/x.py`, Python loaded into every command) runs a program.
+const HG_CONFIGS: [&[u8]; 1] = [b"/.hg/hgrc"];
 
 /// cargo's configuration, which it reads in the directory it builds in and every one above it
 /// (`build.rustc-wrapper`, a target's `runner` and `linker` run at the next `cargo build`).
@@ -386,6 +398,9 @@ fn runs_later_as_written(path: &Path) -> Option<(PathBuf, RunsLater)> {
     if let Some(area) = client_area(bytes) {
         return Some((area, RunsLater::Client));
     }
+    if HG_CONFIGS.iter().any(|c| bytes.ends_with(c)) {
+        return Some((path.to_path_buf(), RunsLater::Mercurial));
+    }
     if BUILD_FILES.contains(&name) || CARGO_CONFIGS.iter().any(|c| bytes.ends_with(c)) {
         return Some((path.to_path_buf(), RunsLater::Build));
     }
@@ -475,6 +490,7 @@ mod tests {
             .chain(
                 CARGO_CONFIGS
                     .iter()
+                    .chain(HG_CONFIGS.iter())
                     .map(|c| String::from_utf8(c[1..].to_vec()).unwrap()),
             )
             .chain(
