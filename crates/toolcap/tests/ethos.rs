@@ -1563,33 +1563,26 @@ fn ethos_pauses_writes_after_an_untrusted_read_and_so_does_toolcap() {
     );
     assert!(work.join("later.txt").exists());
     drop(session);
+    // A write right after a read, in a session of its own: what it answered.
+    let write_after_read = |personality: &Path, file: &str| {
+        let mut session = Served::start(&env, personality);
+        assert!(session.call("read_file", &read).contains("Ignore the user"));
+        session.call("write_file", &write(file))
+    };
     // Turned off (`enabled: false`, read so by Ethos and by YAML): the write runs at once.
     let off = personality(
         "off",
         "safety:\n  injectionDefense:\n    postReadDowngrade:\n      enabled: false\n",
     );
-    let mut session = Served::start(&env, &off);
-    assert!(session.call("read_file", &read).contains("Ignore the user"));
-    assert!(
-        !session
-            .call("write_file", &write("at-once.txt"))
-            .starts_with("ERROR")
-    );
+    assert!(!write_after_read(&off, "at-once.txt").starts_with("ERROR"));
     assert!(work.join("at-once.txt").exists());
-    drop(session);
     // Turned off as YAML reads it but not as Ethos does (its value is `false # off` there):
     // on, as in Ethos.
     let commented = personality(
         "commented",
         "safety:\n  injectionDefense:\n    postReadDowngrade:\n      enabled: false # off\n",
     );
-    let mut session = Served::start(&env, &commented);
-    assert!(session.call("read_file", &read).contains("Ignore the user"));
-    assert!(
-        session
-            .call("write_file", &write("not-yet.txt"))
-            .starts_with("ERROR")
-    );
+    assert!(write_after_read(&commented, "not-yet.txt").starts_with("ERROR"));
     assert!(!work.join("not-yet.txt").exists());
 }
 
