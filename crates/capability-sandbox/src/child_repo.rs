@@ -18,6 +18,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::gitconfig::Entry;
 use crate::hooks::small_file;
 
 /// The most of a configuration file read; one larger is refused (git writes a few hundred
@@ -292,53 +293,25 @@ pub(crate) fn first_unsafe_setting(
     text: &str,
     worktree_within: &dyn Fn(&str) -> bool,
 ) -> Option<String> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut section: Option<(String, Option<String>)> = None;
-    for (number, line) in text.lines().enumerate() {
-        let unreadable = || {
-            Some(format!(
-                "has a line git reads and toolcap cannot (line {})",
-                number + 1
-            ))
-        };
-        let mut rest = line.trim_start();
-        if let Some(header) = rest.strip_prefix('[') {
-            let Some((parsed, after)) = header_of(header) else {
-                return unreadable();
-            };
-            section = Some(parsed);
-            rest = after.trim_start();
-        }
-        if rest.is_empty() || rest.starts_with(['#', ';']) {
-            continue;
-        }
-        let Some((section, subsection)) = &section else {
-            return unreadable();
-        };
-        let key_len = rest
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
-            .unwrap_or(rest.len());
-        let (key, after) = rest.split_at(key_len);
-        if !key.starts_with(|c: char| c.is_ascii_alphabetic()) {
-            return unreadable();
-        }
-        let key = key.to_ascii_lowercase();
-        let after = after.trim_start();
-        let value = if let Some(value) = after.strip_prefix('=') {
-            match value_of(value) {
-                Some(value) => value,
-                None => return unreadable(),
+    for entry in crate::gitconfig::entries(text) {
+        let Entry {
+            section,
+            subsection,
+            key,
+            value,
+        } = match entry {
+            Ok(entry) => entry,
+            Err(line) => {
+                return Some(format!(
+                    "has a line git reads and toolcap cannot (line {line})"
+                ));
             }
-        } else if after.is_empty() || after.starts_with(['#', ';']) {
-            String::new()
-        } else {
-            return unreadable();
         };
-        let name = match subsection {
+        let name = match &subsection {
             Some(sub) => format!("{section}.{sub}.{key}"),
             None => format!("{section}.{key}"),
         };
-        let refused = !named_none(section, subsection.as_deref(), &key)
+        let refused = !named_none(&section, subsection.as_deref(), &key)
             // `!command` runs the command at `git submodule update`.
             || (section == "submodule" && key == "update" && value.trim_start().starts_with('!'))
             // A transport that runs a command (refused by git's defaults, kept out all the same).
@@ -351,68 +324,6 @@ pub(crate) fn first_unsafe_setting(
         }
     }
     None
-}
-
-/// A section's header after its `[`: the section (lower case) and subsection, and what follows
-/// the `]`; `None` for one git would not read.
-fn header_of(header: &str) -> Option<((String, Option<String>), &str)> {
-    let name_len = header
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '.'))
-        .unwrap_or(header.len());
-    let (name, rest) = header.split_at(name_len);
-    if name.is_empty() {
-        return None;
-    }
-    if let Some(after) = rest.strip_prefix(']') {
-        // `[section.subsection]`: the subsection in lower case, as git reads it.
-        let name = name.to_ascii_lowercase();
-        return Some(match name.split_once('.') {
-            Some((section, sub)) => ((section.to_owned(), Some(sub.to_owned())), after),
-            None => ((name, None), after),
-        });
-    }
-    if name.contains('.') {
-        return None;
-    }
-    let quoted = rest.trim_start().strip_prefix('"')?;
-    let mut sub = String::new();
-    let mut chars = quoted.char_indices();
-    while let Some((at, c)) = chars.next() {
-        match c {
-            '\\' => sub.push(chars.next()?.1),
-            '"' => {
-                let after = quoted[at + 1..].strip_prefix(']')?;
-                return Some(((name.to_ascii_lowercase(), Some(sub)), after));
-            }
-            c => sub.push(c),
-        }
-    }
-    None
-}
-
-/// A value after its `=`, as git reads it: quotes removed, escapes taken, a comment after it
-/// dropped; `None` for one continued on the next line or with an escape git refuses.
-fn value_of(value: &str) -> Option<String> {
-    let mut out = String::new();
-    let mut quoted = false;
-    let mut chars = value.trim_start().chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => quoted = !quoted,
-            '\\' => match chars.next()? {
-                'n' => out.push('\n'),
-                't' => out.push('\t'),
-                'b' => {
-                    out.pop();
-                }
-                c @ ('"' | '\\') => out.push(c),
-                _ => return None,
-            },
-            '#' | ';' if !quoted => break,
-            c => out.push(c),
-        }
-    }
-    (!quoted).then(|| out.trim_end().to_owned())
 }
 
 #[cfg(test)]

@@ -187,6 +187,135 @@ pub(crate) fn settings(text: &str) -> Vec<Setting> {
     out
 }
 
+/// One setting of a configuration's text: its section and key in lower case, its subsection as
+/// written (lower case in the older `[section.subsection]` form, as git reads it), its value
+/// without quotes, escapes taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub(crate) section: String,
+    pub(crate) subsection: Option<String>,
+    pub(crate) key: String,
+    pub(crate) value: String,
+}
+
+/// The settings of a configuration's text in order, read as git reads them: a UTF-8 byte-order
+/// mark skipped, sections in any case, `[section "subsection"]` and `[section.subsection]`, a
+/// setting after a section's header on the same line, quotes, escapes and comments. `Err` with
+/// the line's number (from 1) for a line git reads and this reading cannot: a header that does
+/// not close, a setting before any section, a key that is none, a value continued on the next
+/// line or with an escape git refuses. After a header that cannot be read, its settings are not
+/// given either.
+pub(crate) fn entries(text: &str) -> Vec<Result<Entry, usize>> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut section: Option<(String, Option<String>)> = None;
+    let mut out = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let mut rest = line.trim_start();
+        if let Some(header) = rest.strip_prefix('[') {
+            let Some((parsed, after)) = header_of(header) else {
+                section = None;
+                out.push(Err(number + 1));
+                continue;
+            };
+            section = Some(parsed);
+            rest = after.trim_start();
+        }
+        if rest.is_empty() || rest.starts_with(['#', ';']) {
+            continue;
+        }
+        out.push(entry(section.as_ref(), rest).ok_or(number + 1));
+    }
+    out
+}
+
+/// The setting `rest` of a line (past its section's header, if on the same line) in `section`.
+fn entry(section: Option<&(String, Option<String>)>, rest: &str) -> Option<Entry> {
+    let (section, subsection) = section?;
+    let key_len = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .unwrap_or(rest.len());
+    let (key, after) = rest.split_at(key_len);
+    if !key.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        return None;
+    }
+    let after = after.trim_start();
+    let value = if let Some(value) = after.strip_prefix('=') {
+        value_of(value)?
+    } else if after.is_empty() || after.starts_with(['#', ';']) {
+        String::new()
+    } else {
+        return None;
+    };
+    Some(Entry {
+        section: section.clone(),
+        subsection: subsection.clone(),
+        key: key.to_ascii_lowercase(),
+        value,
+    })
+}
+
+/// A section's header after its `[`: the section (lower case) and subsection, and what follows
+/// the `]`; `None` for one git would not read.
+fn header_of(header: &str) -> Option<((String, Option<String>), &str)> {
+    let name_len = header
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '.'))
+        .unwrap_or(header.len());
+    let (name, rest) = header.split_at(name_len);
+    if name.is_empty() {
+        return None;
+    }
+    if let Some(after) = rest.strip_prefix(']') {
+        // `[section.subsection]`: the subsection in lower case, as git reads it.
+        let name = name.to_ascii_lowercase();
+        return Some(match name.split_once('.') {
+            Some((section, sub)) => ((section.to_owned(), Some(sub.to_owned())), after),
+            None => ((name, None), after),
+        });
+    }
+    if name.contains('.') {
+        return None;
+    }
+    let quoted = rest.trim_start().strip_prefix('"')?;
+    let mut sub = String::new();
+    let mut chars = quoted.char_indices();
+    while let Some((at, c)) = chars.next() {
+        match c {
+            '\\' => sub.push(chars.next()?.1),
+            '"' => {
+                let after = quoted[at + 1..].strip_prefix(']')?;
+                return Some(((name.to_ascii_lowercase(), Some(sub)), after));
+            }
+            c => sub.push(c),
+        }
+    }
+    None
+}
+
+/// A value after its `=`, as git reads it: quotes removed, escapes taken, a comment after it
+/// dropped; `None` for one continued on the next line or with an escape git refuses.
+fn value_of(value: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut quoted = false;
+    let mut chars = value.trim_start().chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => quoted = !quoted,
+            '\\' => match chars.next()? {
+                'n' => out.push('\n'),
+                't' => out.push('\t'),
+                'b' => {
+                    out.pop();
+                }
+                c @ ('"' | '\\') => out.push(c),
+                _ => return None,
+            },
+            '#' | ';' if !quoted => break,
+            c => out.push(c),
+        }
+    }
+    (!quoted).then(|| out.trim_end().to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
