@@ -138,53 +138,22 @@ fn from_home(value: &str) -> Option<Option<PathBuf>> {
     Some(home.map(|h| normalized(&h.join(rest))))
 }
 
-/// The settings of a configuration's text toolcap reads, in order: section and key in any
-/// case, a value without its quotes or a comment after it.
+/// The settings of a configuration's text toolcap reads, in order ([`entries`]: as git reads
+/// them); a line that cannot be read gives none.
 pub(crate) fn settings(text: &str) -> Vec<Setting> {
-    #[derive(PartialEq)]
-    enum Section {
-        Core,
-        Include,
-        Other,
-    }
-    let mut section = Section::Other;
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if let Some(header) = line.strip_prefix('[') {
-            let name = header.split([']', ' ', '"']).next().unwrap_or("");
-            section = if name.eq_ignore_ascii_case("core") && !header.contains('"') {
-                Section::Core
-            } else if (name.eq_ignore_ascii_case("include") && !header.contains('"'))
-                || name.eq_ignore_ascii_case("includeif")
-            {
-                Section::Include
-            } else {
-                Section::Other
-            };
-            continue;
-        }
-        let Some((key, rest)) = line.split_once('=') else {
-            continue;
-        };
-        let key = key.trim();
-        let rest = rest.trim();
-        let value = match rest.strip_prefix('"') {
-            Some(quoted) => quoted.split('"').next().unwrap_or(""),
-            None => rest.split(['#', ';']).next().unwrap_or("").trim(),
-        }
-        .to_owned();
-        match section {
-            Section::Core if key.eq_ignore_ascii_case("hookspath") => {
-                out.push(Setting::HooksPath(value));
-            }
-            Section::Include if key.eq_ignore_ascii_case("path") => {
-                out.push(Setting::Include(value));
-            }
-            _ => {}
-        }
-    }
-    out
+    entries(text)
+        .into_iter()
+        .flatten()
+        .filter_map(
+            |e| match (e.section.as_str(), e.subsection.is_some(), e.key.as_str()) {
+                ("core", false, "hookspath") => Some(Setting::HooksPath(e.value)),
+                ("include", false, "path") | ("includeif", true, "path") => {
+                    Some(Setting::Include(e.value))
+                }
+                _ => None,
+            },
+        )
+        .collect()
 }
 
 /// One setting of a configuration's text: its section and key in lower case, its subsection as
@@ -351,6 +320,18 @@ mod tests {
             vec![Setting::Include("a".into()), Setting::Include("b c".into())]
         );
         assert_eq!(settings("[include \"x\"]\npath = a\n"), vec![]);
+        // A setting on its section's header line, which git reads as any other.
+        assert_eq!(
+            hooks_path("[core] hooksPath = .githooks\n"),
+            Some(".githooks".into())
+        );
+        assert_eq!(
+            settings("[include]path=a\n[includeIf \"gitdir:/w/\"] path = \"b\\\"c\"\n"),
+            vec![
+                Setting::Include("a".into()),
+                Setting::Include("b\"c".into())
+            ]
+        );
     }
 
     /// Includes are followed from the including file's directory, at most ten deep, each file

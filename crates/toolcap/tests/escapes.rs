@@ -1842,6 +1842,31 @@ fn a_tool_cannot_plant_a_hook_where_the_repository_points_git() {
         "#!/bin/sh\nexit 0\n"
     );
     assert!(!repo.join(".githooks/pre-push").exists());
+    // A configuration written by hand, the setting on its section's line (git reads it: asked,
+    // it answers `.hooks`): kept all the same.
+    let other = env.root.join("work/out/other");
+    std::fs::create_dir_all(other.join(".hooks")).unwrap();
+    git_in(&other, &["init", "-q"]);
+    let config = other.join(".git/config");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("[core] hooksPath = .hooks\n");
+    std::fs::write(&config, text).unwrap();
+    let asked = std::process::Command::new("git")
+        .args(["-C", other.to_str().unwrap(), "config", "core.hooksPath"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&asked.stdout), ".hooks\n");
+    for mode in MODES {
+        let target = other.join(".hooks/pre-commit");
+        let result = write_file(&env, mode, &plain, &target.display().to_string(), "x\n");
+        assert!(
+            result["error"].as_str().is_some_and(
+                |m| m.starts_with("PATH_NOT_REACHABLE") && m.contains("core.hooksPath")
+            ),
+            "{mode:?}: {result}"
+        );
+        assert!(!target.exists(), "{mode:?}: the hook was written");
+    }
     // `explain` answers as the call does (G-REG-09).
     let call = serde_json::json!({"path": hook.display().to_string(), "content": "x"}).to_string();
     let out = env.toolcap(&["explain", "--personality", &plain, "write_file", &call]);
