@@ -302,14 +302,24 @@ impl Watch {
         let mut later = crate::walk::Later::new(&names, &walked.covered);
         let mut failed = None;
         let mut queue = walked.read.clone();
+        // A directory read here is asked what it holds when its parent is read; the others
+        // (the write roots, the project directories above the walk's levels) are asked here.
+        let read: std::collections::HashSet<&Path> =
+            walked.read.iter().map(PathBuf::as_path).collect();
         let mut repositories = Vec::new();
-        while let Some(dir) = queue.pop() {
+        for dir in walked
+            .read
+            .iter()
+            .filter(|d| d.parent().is_none_or(|p| !read.contains(p)))
+        {
             if std::fs::symlink_metadata(dir.join(".git")).is_ok() {
                 repositories.push(dir.join(".git"));
             }
-            if !crate::hooks::named_by_git(&dir) && crate::hooks::is_git_dir(&dir) {
+            if !crate::hooks::named_by_git(dir) && crate::hooks::is_git_dir(dir) {
                 repositories.push(dir.clone());
             }
+        }
+        while let Some(dir) = queue.pop() {
             let subs = match later.read_dir(&dir, true) {
                 Ok(subs) => subs,
                 Err(e) => {
