@@ -2563,3 +2563,24 @@ async fn a_repository_a_child_makes_runs_nothing_outside_the_sandbox() {
         assert!(fx.root.join(kept).is_dir(), "{kept} was set aside");
     }
 }
+
+// guarantee: G-FS-09
+/// A `.git` file a child made and then closed (`chmod 000`), which a host that is not root
+/// cannot read and root's git can (it may name any git directory), is set aside and the call
+/// refused rather than passed over. Run as `nobody` when the tests run as root.
+#[tokio::test]
+async fn a_git_file_a_child_made_and_closed_is_set_aside() {
+    if again_as_nobody("a_git_file_a_child_made_and_closed_is_set_aside") {
+        return;
+    }
+    let fx = fixture();
+    let p = writing_spawner(&fx);
+    let script = "mkdir w && echo 'gitdir: ../k' > w/.git && chmod 000 w/.git";
+    let err = p
+        .spawn("sh", &argv(&["-c", script]), SpawnOptions::default())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("cannot read"), "{err}");
+    assert!(!fx.root.join("w/.git").exists());
+    assert!(fx.root.join("w/.git.refused-by-toolcap").exists());
+}

@@ -200,8 +200,9 @@ pub(crate) fn masks(
             Some(dot_git.clone())
         } else {
             // A file pointing at a git directory, or anything else a child left there (a FIFO,
-            // which git cannot use either): kept read-only.
+            // which git cannot use either): kept read-only, and not the child's making.
             found.read_only.push(dot_git.clone());
+            found.kept.push(dot_git.clone());
             let target = meta.is_file().then(|| pointed_at(&dot_git, dir)).flatten();
             if let Some(target) = &target {
                 found.git_dir(target);

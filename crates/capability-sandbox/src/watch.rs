@@ -364,8 +364,18 @@ impl Watch {
     /// one the child made: not kept as it started, and, a `.git` file or link, leading to a git
     /// directory beneath its write roots that was not kept either.
     fn repository_runs(&self, place: &Path) -> Option<String> {
+        if self.repositories.iter().any(|r| r == place) {
+            return None;
+        }
         let meta = std::fs::symlink_metadata(place).ok()?;
         let dir = if meta.is_file() {
+            // One toolcap cannot read may name any git directory (root's git reads it).
+            if crate::hooks::small_file(place, 4096).is_none() {
+                return Some(format!(
+                    "{}: a .git file toolcap cannot read",
+                    place.display()
+                ));
+            }
             crate::hooks::pointed_at(place, place.parent()?)?
         } else if meta.file_type().is_symlink() {
             // Git follows a `.git` that is a link; the sandbox refuses to start a child beside
