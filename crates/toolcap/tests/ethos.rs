@@ -1458,14 +1458,16 @@ struct Served {
 
 impl Served {
     fn start(env: &Env, personality: &Path) -> Self {
+        Self::start_in(&[], env, personality)
+    }
+
+    /// [`start`](Self::start) in `mode` (`--capsule` or not).
+    fn start_in(mode: &[&str], env: &Env, personality: &Path) -> Self {
         use std::io::{BufRead as _, Write as _};
         let mut server = Command::new(TOOLCAP)
-            .args([
-                "mcp",
-                "serve",
-                "--personality",
-                personality.to_str().unwrap(),
-            ])
+            .args(["mcp", "serve"])
+            .args(mode)
+            .args(["--personality", personality.to_str().unwrap()])
             .env("HOME", &env.home)
             .env_remove("ETHOS_HOME")
             .env("XDG_DATA_HOME", env.home.join("data"))
@@ -1539,30 +1541,27 @@ fn ethos_pauses_writes_after_an_untrusted_read_and_so_does_toolcap() {
     let read = json!({"path": work.join("page.md")});
     let write = |file: &str| json!({"path": work.join(file), "content": "x"});
     let default = personality("default", "");
-    let mut session = Served::start(&env, &default);
-    // Before any untrusted read, a write runs.
-    assert!(
-        !session
-            .call("write_file", &write("first.txt"))
-            .starts_with("ERROR")
-    );
-    assert!(session.call("read_file", &read).contains("Ignore the user"));
-    for step in ["evil.txt", "evil2.txt"] {
-        let refused = session.call("write_file", &write(step));
-        assert!(
-            refused.starts_with("ERROR CONSTRAINT_NOT_MET: write_file")
-                && refused.contains("paused"),
-            "{refused}"
-        );
-        assert!(!work.join(step).exists(), "{step} was written");
+    // In process mode and in the capsule (whose admission is the host's all the same).
+    for mode in MODES {
+        let mut session = Served::start_in(mode, &env, &default);
+        // Before any untrusted read, a write runs.
+        let first = session.call("write_file", &write("first.txt"));
+        assert!(!first.starts_with("ERROR"), "{mode:?}: {first}");
+        assert!(session.call("read_file", &read).contains("Ignore the user"));
+        for step in ["evil.txt", "evil2.txt"] {
+            let refused = session.call("write_file", &write(step));
+            assert!(
+                refused.starts_with("ERROR CONSTRAINT_NOT_MET: write_file")
+                    && refused.contains("paused"),
+                "{mode:?}: {refused}"
+            );
+            assert!(!work.join(step).exists(), "{mode:?}: {step} was written");
+        }
+        let later = session.call("write_file", &write("later.txt"));
+        assert!(!later.starts_with("ERROR"), "{mode:?}: {later}");
+        assert!(work.join("later.txt").exists());
+        std::fs::remove_file(work.join("later.txt")).unwrap();
     }
-    assert!(
-        !session
-            .call("write_file", &write("later.txt"))
-            .starts_with("ERROR")
-    );
-    assert!(work.join("later.txt").exists());
-    drop(session);
     // A write right after a read, in a session of its own: what it answered.
     let write_after_read = |personality: &Path, file: &str| {
         let mut session = Served::start(&env, personality);
