@@ -718,7 +718,8 @@ async fn what_a_child_makes_for_an_agent_or_a_shell_to_run_is_set_aside() {
          echo '{\"hooks\":{}}' > .claude/settings.json; echo x > .claude/hooks/stop.sh; \
          echo evil > .bashrc; \
          mkdir .cargo; echo '[build]' > .cargo/config.toml; echo 'node-options=-r x' > .npmrc; \
-         mkdir .hg; printf '[hooks]\\npre-status = touch x\\n' > .hg/hgrc";
+         mkdir .hg; printf '[hooks]\\npre-status = touch x\\n' > .hg/hgrc; \
+         echo '!import os' > .pdbrc; mkdir -p .local/lib/p; echo 'import os' > .local/lib/p/x.pth";
     let err = p
         .spawn("sh", &argv(&["-c", script]), SpawnOptions::default())
         .await
@@ -742,6 +743,8 @@ async fn what_a_child_makes_for_an_agent_or_a_shell_to_run_is_set_aside() {
         ".cargo/config.toml",
         ".npmrc",
         ".hg/hgrc",
+        ".pdbrc",
+        ".local/lib",
     ] {
         assert!(err.to_string().contains(name), "{err}");
         assert!(!fx.root.join(name).exists(), "{name} stayed");

@@ -844,11 +844,18 @@ fn a_child_cannot_change_what_an_agent_an_editor_or_a_shell_runs_later() {
         ".config/git",
         "linked-target",
         "hgrepo/.hg",
+        ".cargo",
+        ".local/lib/python3.11/site-packages",
+        "gem/.bundle",
     ] {
         std::fs::create_dir_all(w.join(dir)).unwrap();
     }
     let planted = [
         "hgrepo/.hg/hgrc",
+        ".pdbrc",
+        ".cargo/env",
+        ".local/lib/python3.11/site-packages/x.pth",
+        "gem/.bundle/config",
         ".claude/settings.json",
         ".mcp.json",
         ".vscode/tasks.json",

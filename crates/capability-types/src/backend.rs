@@ -83,13 +83,13 @@ impl PathAccess {
 
 /// Every place whose contents run later outside any sandbox, outside a repository's git
 /// directory, as a relative path from the directory it is found in: the shells' startup files,
-/// git's user configuration, the startup directories beneath `.config`, what agents and editors
-/// run, the git hook managers' places, and the build tools' and package managers'
-/// configuration. `capability_core::matching::path::runs_later`
+/// git's user configuration, what the programs a user starts and the user's session read as
+/// they start, what agents and editors run, the git hook managers' places, and the build
+/// tools' and package managers' configuration. `capability_core::matching::path::runs_later`
 /// matches exactly these (its tests hold the two together); the kernel layer looks for them
 /// beneath a child's write roots and keeps those that exist from the child (docs/policy.md,
 /// "Kept from children").
-pub const RUNS_LATER_NAMES: [&str; 102] = [
+pub const RUNS_LATER_NAMES: [&str; 129] = [
     ".bashrc",
     ".bash_profile",
     ".bash_login",
@@ -192,6 +192,33 @@ pub const RUNS_LATER_NAMES: [&str; 102] = [
     ".devcontainer.json",
     ".pnpmfile.cjs",
     ".mvn",
+    ".pdbrc",
+    ".iex.exs",
+    ".ghci",
+    ".ocamlinit",
+    ".perldb",
+    ".ghc/ghci.conf",
+    ".cargo/env",
+    ".cargo/env.fish",
+    ".cargo/bin",
+    ".kube/config",
+    ".local/lib",
+    ".julia/config",
+    ".local/share/direnv",
+    ".local/share/applications",
+    ".local/share/systemd/user",
+    ".local/share/dbus-1/services",
+    ".config/plasma-workspace/env",
+    ".config/direnv",
+    ".config/mise",
+    ".mavenrc",
+    ".jvmopts",
+    ".sbtopts",
+    ".gradle/init.gradle",
+    ".gradle/init.gradle.kts",
+    ".gradle/gradle.properties",
+    ".gradle/init.d",
+    ".bundle",
 ];
 
 /// The resolved read and write reach of one tool for one call.

@@ -2199,6 +2199,130 @@ fn a_tool_cannot_plant_what_a_build_tool_runs_at_the_next_build() {
     );
 }
 
+// guarantee: G-FS-10
+/// What the debuggers, interpreters and installers a user starts run as they start, found in
+/// the working directory or the home: pdb's `.pdbrc` (its `!` lines are Python), IEx's
+/// `.iex.exs`, GHCi's `.ghci` and `.ghc/ghci.conf` (`:!` runs a shell), the OCaml toplevel's
+/// `.ocamlinit`, the Perl debugger's `.perldb`, Julia's `.julia/config/startup.jl`, the `.pth`
+/// files of Python's user site (their `import` lines run at every Python start), rustup's
+/// `.cargo/env` (sourced by the `.profile` and `.bashrc` its installer edits) and `.cargo/bin`
+/// (first on the `PATH` it sets), kubectl's `.kube/config` (a credential plugin's `exec` runs at
+/// every command), direnv's and mise's configuration and direnv's allow records (what runs at
+/// every `cd`), and what a desktop session starts (a desktop entry, a user unit or a D-Bus
+/// service under `.local/share`, Plasma's `env` scripts). A tool may not write them beneath a
+/// write root, in either mode; names beside them stay writable.
+#[test]
+fn a_tool_cannot_plant_what_a_debugger_an_interpreter_or_a_session_runs_as_it_starts() {
+    let env = Env::new("");
+    let home = env.root.join("work/out");
+    let personality = writing_beneath(
+        &env,
+        "starts",
+        &home,
+        &[
+            ".ghc",
+            ".julia/config",
+            ".local/lib/python3.11/site-packages",
+            ".local/share/applications",
+            ".local/share/systemd/user",
+            ".local/share/dbus-1/services",
+            ".local/share/direnv/allow",
+            ".cargo/bin",
+            ".kube",
+            ".config/direnv",
+            ".config/mise",
+            ".config/plasma-workspace/env",
+            "notes",
+        ],
+        "notes/list",
+    );
+    refuses_planting(
+        &env,
+        &personality,
+        &home,
+        &[
+            ".pdbrc",
+            "src/.pdbrc",
+            ".iex.exs",
+            ".ghci",
+            ".ghc/ghci.conf",
+            ".ocamlinit",
+            ".perldb",
+            ".julia/config/startup.jl",
+            ".local/lib/python3.11/site-packages/x.pth",
+            ".local/lib/python3.11/site-packages/usercustomize.py",
+            ".cargo/env",
+            ".cargo/env.fish",
+            ".cargo/bin/git",
+            ".kube/config",
+            ".config/direnv/direnvrc",
+            ".config/direnv/direnv.toml",
+            ".local/share/direnv/allow/0123abcd",
+            ".config/mise/config.toml",
+            ".local/share/applications/firefox.desktop",
+            ".local/share/systemd/user/agent.service",
+            ".local/share/dbus-1/services/org.freedesktop.Notifications.service",
+            ".config/plasma-workspace/env/agent.sh",
+            ".PDBRC",
+        ],
+        &[
+            ".pdbrc.bak",
+            "notes/ghci",
+            ".ghc/package.conf.d",
+            ".kube/cache.json",
+            ".cargo/registry.txt",
+            ".local/share/notes.txt",
+            ".julia/logs.txt",
+        ],
+        "as it starts",
+    );
+}
+
+// guarantee: G-FS-11
+/// Maven's launcher sources `~/.mavenrc` as shell code before every `mvn`; sbt's reads the
+/// JVM options of a project's `.jvmopts` and `.sbtopts` (a `-javaagent`); Gradle runs the init
+/// scripts of its user home (`.gradle/init.gradle`, `.gradle/init.d`) at every build and starts
+/// its daemon with the options of `.gradle/gradle.properties`; Bundler's `.bundle/config` names
+/// the Gemfile `bundle exec` evaluates. A tool may not write them beneath a write root, in
+/// either mode; names beside them, the project's own `build.sbt` and `gradle.properties`, stay
+/// writable.
+#[test]
+fn a_tool_cannot_plant_what_a_jvm_or_ruby_build_runs_at_the_next_build() {
+    let env = Env::new("");
+    let project = env.root.join("work/out");
+    let personality = writing_beneath(
+        &env,
+        "jvm",
+        &project,
+        &[".gradle/init.d", ".gradle/8.5", ".bundle", "notes"],
+        "notes/list",
+    );
+    refuses_planting(
+        &env,
+        &personality,
+        &project,
+        &[
+            ".mavenrc",
+            ".jvmopts",
+            ".sbtopts",
+            "sub/.sbtopts",
+            ".gradle/init.gradle",
+            ".gradle/init.gradle.kts",
+            ".gradle/init.d/agent.gradle",
+            ".gradle/gradle.properties",
+            ".bundle/config",
+        ],
+        &[
+            "build.sbt",
+            "gradle.properties",
+            ".gradle/8.5/fileHashes.lock",
+            ".mavenrc.example",
+            "notes/bundle",
+        ],
+        "when the user next builds",
+    );
+}
+
 // guarantee: G-FS-11
 /// What Mercurial runs at the user's next `hg` command in a repository (a hook or an extension
 /// its `.hg/hgrc` names) is not a tool's to write: refused in either mode, in any directory and

@@ -99,8 +99,10 @@ pub enum RunsLater {
     /// Git, when the user next runs it in the repository ([`git_run_area`]).
     Git,
     /// A shell as it starts (`.bashrc`, `.profile`, `.zshrc`, fish's configuration), git as it
-    /// reads the user's configuration (`.gitconfig`, `.config/git/config`), or the user's login
-    /// session (`.pam_environment`, `.xprofile`, systemd user units, autostart entries).
+    /// reads the user's configuration (`.gitconfig`, `.config/git/config`), the user's login
+    /// session (`.pam_environment`, `.xprofile`, systemd user units, autostart entries), or a
+    /// program the user starts (an editor, a debugger, an interpreter, kubectl, direnv at a
+    /// `cd`), or a command first on the `PATH`.
     Startup,
     /// An AI agent's client or an editor, when it next opens the project: the hooks, plugins
     /// and MCP servers of `.mcp.json`, `opencode.json`, `crush.json`, `.claude`, `.cursor`,
@@ -110,8 +112,9 @@ pub enum RunsLater {
     Client,
     /// A build tool or package manager, when the user next builds or installs in the project:
     /// cargo's `.cargo/config.toml`, rustup's `rust-toolchain.toml`, npm's `.npmrc`, yarn's
-    /// `.yarnrc.yml`, pnpm's `.pnpmfile.cjs`, bun's `bunfig.toml`, Maven's `.mvn`, and a dev
-    /// container's configuration.
+    /// `.yarnrc.yml`, pnpm's `.pnpmfile.cjs`, bun's `bunfig.toml`, Maven's `.mvn` and `.mavenrc`,
+    /// sbt's `.jvmopts` and `.sbtopts`, Gradle's init scripts and properties, Bundler's
+    /// `.bundle`, and a dev container's configuration.
     Build,
     /// Mercurial, when the user next runs it in the repository: the hooks and extensions of
     /// its `.hg/hgrc`.
@@ -135,11 +138,13 @@ impl RunsLater {
                  project, outside any sandbox"
             }
             RunsLater::Startup => {
-                "a shell, git or the user's login session reads it as it starts, and runs what \
+                "a shell, git, the user's login session or a program the user starts reads it \
+                 as it starts, and runs what \
                  it says outside any sandbox"
             }
             RunsLater::Build => {
-                "a build tool or package manager (cargo, rustup, npm, yarn, pnpm, bun, Maven) or \
+                "a build tool or package manager (cargo, rustup, npm, yarn, pnpm, bun, Maven, sbt, \
+                 Gradle, Bundler) or \
                  a dev container runs what it names when the user next builds or installs in \
                  the project, outside any sandbox"
             }
@@ -173,9 +178,11 @@ const CLIENT_FILES: [&[u8]; 6] = [
 /// as the user builds or installs there, and whose settings name a program it runs: rustup's
 /// toolchain file (`path` = a toolchain of any binaries), npm's `.npmrc` (`node-options`,
 /// `script-shell`), yarn's (`yarnPath`, `yarn-path`), bun's `bunfig.toml` (`preload`), pnpm's
-/// hooks (`.pnpmfile.cjs`, run at every install), and the dev container file VS Code offers to
-/// open (its `initializeCommand` runs on the host).
-const BUILD_FILES: [&[u8]; 8] = [
+/// hooks (`.pnpmfile.cjs`, run at every install), the dev container file VS Code offers to
+/// open (its `initializeCommand` runs on the host), Maven's `.mavenrc` (its launcher sources it
+/// as shell code before every `mvn`) and sbt's `.jvmopts` and `.sbtopts` (the JVM's options, a
+/// `-javaagent` among them, read in the project by sbt's launcher).
+const BUILD_FILES: [&[u8]; 11] = [
     b"rust-toolchain.toml",
     b"rust-toolchain",
     b".npmrc",
@@ -184,6 +191,9 @@ const BUILD_FILES: [&[u8]; 8] = [
     b"bunfig.toml",
     b".devcontainer.json",
     b".pnpmfile.cjs",
+    b".mavenrc",
+    b".jvmopts",
+    b".sbtopts",
 ];
 
 /// Mercurial's configuration of a repository, which it reads at every `hg` command there: a
@@ -195,10 +205,23 @@ const HG_CONFIGS: [&[u8]; 1] = [b"/.hg/hgrc"];
 /// (`build.rustc-wrapper`, a target's `runner` and `linker` run at the next `cargo build`).
 const CARGO_CONFIGS: [&[u8]; 2] = [b"/.cargo/config.toml", b"/.cargo/config"];
 
+/// What Gradle reads from its user home at every build: the init scripts it runs before the
+/// build's own (`init.gradle`, `init.gradle.kts`, everything under `init.d`) and the properties
+/// it starts its daemon with (`org.gradle.jvmargs`, a `-javaagent` among them).
+const GRADLE_FILES: [&[u8]; 3] = [
+    b"/.gradle/init.gradle",
+    b"/.gradle/init.gradle.kts",
+    b"/.gradle/gradle.properties",
+];
+
+/// The directory of Gradle's init scripts (see [`GRADLE_FILES`]).
+const GRADLE_DIRS: [&[u8]; 1] = [b"/.gradle/init.d"];
+
 /// The dev container directory (`.devcontainer/devcontainer.json` and the files it names), and
 /// Maven's (`.mvn/jvm.config`'s options, a `-javaagent` among them, and the extensions of
-/// `.mvn/extensions.xml`, loaded at the next `mvn` or `./mvnw`).
-const BUILD_DIRS: [&[u8]; 2] = [b".devcontainer", b".mvn"];
+/// `.mvn/extensions.xml`, loaded at the next `mvn` or `./mvnw`), and Bundler's (`.bundle/config`
+/// names the Gemfile `bundle exec` evaluates, in the project or the home).
+const BUILD_DIRS: [&[u8]; 3] = [b".devcontainer", b".mvn", b".bundle"];
 
 /// The directories in a project whose settings make an agent's client or an editor run a
 /// command as it opens the project, or as the user works in it: Claude Code's hooks, status
@@ -262,9 +285,11 @@ const HOOK_FILES: [&[u8]; 10] = [
 /// `.Renviron`, `.octaverc`, read from the working directory first), irb's and pry's (likewise),
 /// tmux's and screen's configuration (`run-shell`, `exec`), psql's and sqlite's (`\!`,
 /// `.shell`), gdb's and lldb's (a home's are always read), and the editors' (vim's, emacs's: a
-/// command there runs as the editor starts). Written in lower case, as they are matched
-/// ([`folded`]).
-const STARTUP_NAMES: [&[u8]; 39] = [
+/// command there runs as the editor starts); and the debuggers' and interpreters' that read one
+/// in the working directory as well as the home: pdb's `.pdbrc` (a `!` line is Python), IEx's
+/// `.iex.exs`, GHCi's `.ghci` (`:!` runs a shell), the OCaml toplevel's `.ocamlinit` and the
+/// Perl debugger's `.perldb`. Written in lower case, as they are matched ([`folded`]).
+const STARTUP_NAMES: [&[u8]; 44] = [
     b".bashrc",
     b".bash_profile",
     b".bash_login",
@@ -304,6 +329,11 @@ const STARTUP_NAMES: [&[u8]; 39] = [
     b".gvimrc",
     b".exrc",
     b".emacs",
+    b".pdbrc",
+    b".iex.exs",
+    b".ghci",
+    b".ocamlinit",
+    b".perldb",
 ];
 
 /// The editors' own directories, whose every file the editor may run as it starts (vim's
@@ -313,8 +343,11 @@ const EDITOR_DIRS: [&[u8]; 2] = [b".vim", b".emacs.d"];
 /// The directories whose every file a login or a shell runs or reads into the session: the
 /// configuration of fish, nushell, PowerShell, xonsh and elvish, the user's systemd units
 /// (started at login), the desktop's autostart entries and the session's environment
-/// (`environment.d`), and tmux's, neovim's and emacs's.
-const STARTUP_DIRS: [&[u8]; 11] = [
+/// (`environment.d`), tmux's, neovim's and emacs's, Plasma's `env` scripts (sourced at login),
+/// and what direnv and mise run at every `cd` (direnv's `direnvrc`, sourced before every
+/// `.envrc`, and the prefixes its `direnv.toml` trusts; mise's global configuration, trusted
+/// as it is, whose hooks and sourced scripts run).
+const STARTUP_DIRS: [&[u8]; 14] = [
     b"/.config/fish",
     b"/.config/nushell",
     b"/.config/powershell",
@@ -326,12 +359,44 @@ const STARTUP_DIRS: [&[u8]; 11] = [
     b"/.config/tmux",
     b"/.config/nvim",
     b"/.config/emacs",
+    b"/.config/plasma-workspace/env",
+    b"/.config/direnv",
+    b"/.config/mise",
 ];
 
-/// The directory whose commands a login puts first on the `PATH` (Debian's and Ubuntu's
-/// `.profile` add `~/.local/bin` when it exists; pip's and pipx's user installs fill it): a
-/// `git` or an `ls` there runs in the user's next terminal instead of the system's.
-const PATH_DIRS: [&[u8]; 1] = [b"/.local/bin"];
+/// The files of a home a program the user starts reads as it starts, and runs what it says:
+/// git's user configuration, rustup's `.cargo/env` (sourced by the `.profile` and `.bashrc` its
+/// installer edits; `env.fish` by fish), kubectl's `.kube/config` (a user's credential plugin,
+/// `exec`, runs at every command) and GHCi's `.ghc/ghci.conf`.
+const STARTUP_FILES: [&[u8]; 5] = [
+    b"/.config/git/config",
+    b"/.cargo/env",
+    b"/.cargo/env.fish",
+    b"/.kube/config",
+    b"/.ghc/ghci.conf",
+];
+
+/// The directories of a home outside `.config` whose files a program or the user's session runs
+/// as it starts: Python's user site (`.local/lib/pythonX.Y/site-packages`, imported at every
+/// Python start, where the `import` lines of a `.pth` file run, and `usercustomize`), Julia's
+/// `startup.jl`, direnv's allow records (an `.envrc` recorded there runs at the next `cd`
+/// without asking), and what a desktop session starts from `.local/share`: a desktop entry
+/// (one of an application's name replaces the system's, and runs when the user opens it or a
+/// file of its type), a user unit, a D-Bus service (started when a program asks for its name).
+const HOME_DIRS: [&[u8]; 6] = [
+    b"/.local/lib",
+    b"/.julia/config",
+    b"/.local/share/direnv",
+    b"/.local/share/applications",
+    b"/.local/share/systemd/user",
+    b"/.local/share/dbus-1/services",
+];
+
+/// The directories whose commands a login puts first on the `PATH` (Debian's and Ubuntu's
+/// `.profile` add `~/.local/bin` when it exists, and pip's and pipx's user installs fill it;
+/// rustup's `.cargo/env` puts `~/.cargo/bin` first, and `cargo install` fills it): a `git` or an
+/// `ls` there runs in the user's next terminal instead of the system's.
+const PATH_DIRS: [&[u8]; 2] = [b"/.local/bin", b"/.cargo/bin"];
 
 /// Every place [`runs_later`] names outside a repository's git directory, as a relative path
 /// from the directory it is found in (kept in `capability-types`, where the kernel layer reads
@@ -389,7 +454,7 @@ fn runs_later_as_written(path: &Path) -> Option<(PathBuf, RunsLater)> {
     if let Some(area) = component_area(bytes, &HOOK_DIRS) {
         return Some((area, RunsLater::Git));
     }
-    if STARTUP_NAMES.contains(&name) || bytes.ends_with(b"/.config/git/config") {
+    if STARTUP_NAMES.contains(&name) || STARTUP_FILES.iter().any(|f| bytes.ends_with(f)) {
         return Some((path.to_path_buf(), RunsLater::Startup));
     }
     if CLIENT_FILES.contains(&name) {
@@ -401,16 +466,26 @@ fn runs_later_as_written(path: &Path) -> Option<(PathBuf, RunsLater)> {
     if HG_CONFIGS.iter().any(|c| bytes.ends_with(c)) {
         return Some((path.to_path_buf(), RunsLater::Mercurial));
     }
-    if BUILD_FILES.contains(&name) || CARGO_CONFIGS.iter().any(|c| bytes.ends_with(c)) {
+    if BUILD_FILES.contains(&name)
+        || CARGO_CONFIGS
+            .iter()
+            .chain(GRADLE_FILES.iter())
+            .any(|c| bytes.ends_with(c))
+    {
         return Some((path.to_path_buf(), RunsLater::Build));
     }
-    if let Some(area) = component_area(bytes, &BUILD_DIRS) {
+    // The directories below all start with a dot, and most paths have no such name.
+    if !bytes.windows(2).any(|w| w == b"/.") {
+        return None;
+    }
+    if let Some(area) = component_area(bytes, &BUILD_DIRS).or_else(|| dir_area(bytes, &GRADLE_DIRS))
+    {
         return Some((area, RunsLater::Build));
     }
     if let Some(area) = component_area(bytes, &EDITOR_DIRS) {
         return Some((area, RunsLater::Startup));
     }
-    if let Some(area) = dir_area(bytes, &PATH_DIRS) {
+    if let Some(area) = dir_area(bytes, &PATH_DIRS).or_else(|| dir_area(bytes, &HOME_DIRS)) {
         return Some((area, RunsLater::Startup));
     }
     // Most paths have no `/.config/` at all: one pass finds out.
@@ -486,17 +561,16 @@ mod tests {
             .chain(BUILD_DIRS.iter())
             .chain(EDITOR_DIRS.iter())
             .map(|n| String::from_utf8(n.to_vec()).unwrap())
-            .chain(std::iter::once(".config/git/config".to_owned()))
             .chain(
                 CARGO_CONFIGS
                     .iter()
                     .chain(HG_CONFIGS.iter())
-                    .map(|c| String::from_utf8(c[1..].to_vec()).unwrap()),
-            )
-            .chain(
-                STARTUP_DIRS
-                    .iter()
+                    .chain(GRADLE_FILES.iter())
+                    .chain(STARTUP_FILES.iter())
+                    .chain(STARTUP_DIRS.iter())
                     .chain(PATH_DIRS.iter())
+                    .chain(HOME_DIRS.iter())
+                    .chain(GRADLE_DIRS.iter())
                     .map(|d| String::from_utf8(d[1..].to_vec()).unwrap()),
             )
             .collect();
@@ -634,6 +708,97 @@ mod tests {
             "/h/.config/autostarted/x",
             "/h/profile",
             "/",
+        ] {
+            assert_eq!(runs(path), None, "{path}");
+        }
+    }
+
+    // guarantee: G-FS-10
+    // guarantee: G-FS-11
+    /// What debuggers, interpreters, rustup's environment, kubectl, direnv, mise, a desktop
+    /// session, sbt, Gradle and Bundler read as they start is matched, with the area that
+    /// keeps it; names that only begin like them are not.
+    #[test]
+    fn programs_and_sessions_run_what_they_read_as_they_start_and_nothing_named_like_it() {
+        let runs = |p: &str| runs_later(Path::new(p)).map(|(a, w)| (a.display().to_string(), w));
+        for (path, area, what) in [
+            ("/p/.pdbrc", "/p/.pdbrc", RunsLater::Startup),
+            ("/p/src/.iex.exs", "/p/src/.iex.exs", RunsLater::Startup),
+            ("/p/.ghci", "/p/.ghci", RunsLater::Startup),
+            ("/h/.ghc/ghci.conf", "/h/.ghc/ghci.conf", RunsLater::Startup),
+            ("/p/.ocamlinit", "/p/.ocamlinit", RunsLater::Startup),
+            ("/p/.perldb", "/p/.perldb", RunsLater::Startup),
+            ("/h/.cargo/env", "/h/.cargo/env", RunsLater::Startup),
+            ("/h/.cargo/bin/git", "/h/.cargo/bin", RunsLater::Startup),
+            ("/h/.kube/config", "/h/.kube/config", RunsLater::Startup),
+            (
+                "/h/.local/lib/python3.11/site-packages/x.pth",
+                "/h/.local/lib",
+                RunsLater::Startup,
+            ),
+            (
+                "/h/.julia/config/startup.jl",
+                "/h/.julia/config",
+                RunsLater::Startup,
+            ),
+            (
+                "/h/.local/share/applications/x.desktop",
+                "/h/.local/share/applications",
+                RunsLater::Startup,
+            ),
+            (
+                "/h/.local/share/direnv/allow/ab",
+                "/h/.local/share/direnv",
+                RunsLater::Startup,
+            ),
+            (
+                "/h/.config/direnv/direnvrc",
+                "/h/.config/direnv",
+                RunsLater::Startup,
+            ),
+            (
+                "/h/.config/mise/config.toml",
+                "/h/.config/mise",
+                RunsLater::Startup,
+            ),
+            (
+                "/h/.config/plasma-workspace/env/x.sh",
+                "/h/.config/plasma-workspace/env",
+                RunsLater::Startup,
+            ),
+            ("/h/.mavenrc", "/h/.mavenrc", RunsLater::Build),
+            ("/p/.jvmopts", "/p/.jvmopts", RunsLater::Build),
+            ("/p/.sbtopts", "/p/.sbtopts", RunsLater::Build),
+            (
+                "/h/.gradle/init.gradle",
+                "/h/.gradle/init.gradle",
+                RunsLater::Build,
+            ),
+            (
+                "/h/.gradle/init.d/x.gradle",
+                "/h/.gradle/init.d",
+                RunsLater::Build,
+            ),
+            ("/p/.bundle/config", "/p/.bundle", RunsLater::Build),
+            ("/P/.PDBRC", "/P/.PDBRC", RunsLater::Startup),
+        ] {
+            assert_eq!(runs(path), Some((area.to_owned(), what)), "{path}");
+        }
+        for path in [
+            "/p/pdbrc",
+            "/p/.pdbrc.bak",
+            "/h/.cargo/environment",
+            "/h/.cargo/registry/x",
+            "/h/.cargo/binaries/x",
+            "/h/.kube/cache/x",
+            "/h/.local/library/x",
+            "/h/.local/share/x",
+            "/h/.julia/logs/x",
+            "/h/.gradle/caches/x",
+            "/h/.gradle/init.d.bak",
+            "/p/gradle.properties",
+            "/p/bundle/config",
+            "/h/.config/miser/x",
         ] {
             assert_eq!(runs(path), None, "{path}");
         }
