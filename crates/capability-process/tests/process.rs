@@ -2587,3 +2587,31 @@ async fn a_git_file_a_child_made_and_closed_is_set_aside() {
     assert!(!fx.root.join("w/.git").exists());
     assert!(fx.root.join("w/.git.refused-by-toolcap").exists());
 }
+
+// guarantee: G-KERN-01
+/// A second name inside the write reach for a file outside it would let the next write through
+/// that name land in the file: `/etc/passwd` or `/etc/shadow` (root's, as the child is in a
+/// container, whom the kernel's `protected_hardlinks` lets link them), a set-user-ID program
+/// kept past its upgrade. A writing child can make none (`Invalid cross-device link`), and
+/// nothing is left in its write root. Checked on disk.
+#[tokio::test]
+async fn a_child_cannot_give_a_file_outside_its_reach_a_name_inside_it() {
+    let fx = fixture();
+    let p = writing_spawner(&fx);
+    let script = "for f in /etc/passwd /etc/shadow /usr/bin/passwd /bin/sh; do \
+                  ln \"$f\" \"linked-$(basename $f)\"; echo \"$f=$?\"; done";
+    let out = p
+        .spawn("sh", &argv(&["-c", script]), SpawnOptions::default())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for f in ["passwd", "shadow", "sh"] {
+        assert!(
+            std::fs::symlink_metadata(fx.root.join(format!("linked-{f}"))).is_err(),
+            "linked-{f} was made: {stdout}"
+        );
+    }
+    for f in ["/etc/passwd", "/etc/shadow", "/usr/bin/passwd", "/bin/sh"] {
+        assert!(stdout.contains(&format!("{f}=1")), "{f}: {out:?}");
+    }
+}
