@@ -231,3 +231,90 @@ fn a_narrowing_keeps_more_places_apart_and_never_fewer() {
         assert!(err.to_string().contains(field), "{hostile}: {err}");
     }
 }
+
+// guarantee: G-REG-19
+/// A tool whose process was confined once, as it started (a guarded MCP server), to its
+/// declaration under the personality then, is called only where the call resolves to that same
+/// reach: under the personality it runs; in an invocation narrowed where its reach lies (a
+/// place beneath its write root kept from writes, a root taken away, a host taken away) it is
+/// refused with the stable code, saying what differs, and never runs; a narrowing that leaves
+/// its reach as it was (a place kept from writes elsewhere) lets it run.
+#[tokio::test]
+async fn a_tool_confined_once_is_not_called_under_a_narrower_reach() {
+    let (backends, _) = recording_backends();
+    let personality = policy(
+        "id = \"p\"\n[fs_reach]\nread = [\"/srv\"]\nwrite = [\"/srv/ws\", \"/srv/notes\"]\n\
+         [safety.network]\nallow = [\"api.example.com\", \"cdn.example.com\"]\n",
+    );
+    let caps = ToolCapabilities::none()
+        .with_fs_read(FsPaths::Paths(vec!["/srv/ws".into()]))
+        .with_fs_write(FsPaths::Paths(vec!["/srv/ws".into()]))
+        .with_network(["api.example.com"]);
+    let confined = Arc::new(capability_core::resolve(
+        "mcp__s",
+        &caps,
+        &personality,
+        "start",
+        std::path::Path::new("/srv"),
+    ));
+    let tool = Arc::new(TestTool::new("mcp__s__t", caps, Behaviour::Echo));
+    let runs = Arc::clone(&tool.runs);
+    let mut registry = DefaultToolRegistry::new(Some(backends));
+    registry
+        .register_confined(Arc::clone(&tool) as _, confined)
+        .unwrap();
+    let ctx = ExecutionContext::new("s", personality, "/srv");
+    let call = || ToolCall::new("1", "mcp__s__t", json!({}));
+    let outcome = |narrowing: Option<&str>| {
+        let ctx = match narrowing {
+            Some(text) => ctx
+                .narrowed(&Narrowing::parse(text, PolicyFormat::Toml, None).unwrap())
+                .unwrap(),
+            None => ctx.clone(),
+        };
+        let registry = &registry;
+        async move {
+            registry
+                .execute(call(), &ctx)
+                .await
+                .result
+                .error_message()
+                .map(str::to_owned)
+        }
+    };
+    assert_eq!(outcome(None).await, None);
+    assert_eq!(
+        outcome(Some("[fs_reach]\ndeny_write = [\"/srv/notes\"]\n")).await,
+        None
+    );
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 2);
+    for (narrowing, code, names) in [
+        (
+            "[fs_reach]\ndeny_write = [\"/srv/ws/held\"]\n",
+            "PATH_NOT_REACHABLE: ",
+            "/srv/ws/held",
+        ),
+        (
+            "[fs_reach]\ndeny = [\"/srv/ws/secret\"]\n",
+            "PATH_NOT_REACHABLE: ",
+            "/srv/ws/secret",
+        ),
+        (
+            "[fs_reach]\nwrite = [\"/srv/notes\"]\n",
+            "PATH_NOT_REACHABLE: ",
+            "/srv/ws",
+        ),
+        (
+            "[network]\nallow = [\"cdn.example.com\"]\n",
+            "HOST_NOT_ALLOWED: ",
+            "hosts",
+        ),
+    ] {
+        let refused = outcome(Some(narrowing)).await.unwrap_or_default();
+        assert!(
+            refused.starts_with(code) && refused.contains(names) && refused.contains("mcp__s__t"),
+            "{narrowing}: {refused}"
+        );
+    }
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 2);
+}

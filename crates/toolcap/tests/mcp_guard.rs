@@ -932,6 +932,70 @@ fn a_guarded_server_cannot_change_what_an_agent_or_a_shell_runs_of_its_own_accor
     }
 }
 
+// guarantee: G-REG-17
+// guarantee: G-REG-19
+/// A guarded server is confined once, as it starts, to the reach of the personality then; the
+/// places `[after_untrusted] hold_writes` keeps from writes once untrusted output came in are
+/// not in that confinement, and a server's writes are its own (no argument names them). So
+/// after a guarded tool's output (untrusted, as every guarded tool's is), a call of a server
+/// that may write where the hold keeps writes is refused, saying why, and nothing is written
+/// there; a server whose write reach holds none of those places is called as before. Checked
+/// on disk.
+#[test]
+fn a_held_invocation_calls_no_guarded_server_that_could_write_where_it_holds_writes() {
+    let (_dir, root) = scratch();
+    let ws = root.join("ws");
+    let held = ws.join("held");
+    std::fs::create_dir_all(&held).unwrap();
+    let extra = format!(
+        "[after_untrusted]\nhold_writes = [\"{}\"]\n",
+        held.display()
+    );
+    let (config, personality) = hostile_writing(&root, &[&ws], &["shell"], "", &extra);
+    // A second server of the same program, writing only `ws/other`.
+    let other = ws.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let text = std::fs::read_to_string(&config).unwrap();
+    let second = text
+        .split("[servers.hostile.limits]")
+        .next()
+        .unwrap()
+        .replace("[servers.hostile", "[servers.other")
+        .replace(
+            &format!("write = [\"{}\"]", ws.display()),
+            &format!("write = [\"{}\"]", other.display()),
+        );
+    std::fs::write(&config, format!("{text}\n{second}")).unwrap();
+    let text = std::fs::read_to_string(&personality).unwrap();
+    std::fs::write(
+        &personality,
+        text.replace(
+            "toolset = [\"mcp__hostile__shell\"]",
+            "toolset = [\"mcp__hostile__shell\", \"mcp__other__shell\"]",
+        ),
+    )
+    .unwrap();
+    let mut guard = Guarded::start(&root, &personality, &config);
+    let write = |name: &str| format!("echo x > {}/{name}; echo {name}=$?", held.display());
+    // The first request runs before any untrusted output.
+    let (failed, text, _) = guard.call("mcp__hostile__shell", json!({"script": write("one")}));
+    assert!(!failed && text.contains("one=0"), "{text}");
+    // Its output was untrusted: from the next request on, the server, which may write the held
+    // place, is not called.
+    let (failed, text, _) = guard.call("mcp__hostile__shell", json!({"script": write("two")}));
+    assert!(
+        failed && text.contains("after_untrusted") && text.contains(&held.display().to_string()),
+        "{text}"
+    );
+    assert!(!held.join("two").exists(), "the held place was written");
+    assert!(held.join("one").exists());
+    // The server that may not write there is called as before.
+    let script = format!("echo x > {}/three; echo three=$?", other.display());
+    let (failed, text, _) = guard.call("mcp__other__shell", json!({"script": script}));
+    assert!(!failed && text.contains("three=0"), "{text}");
+    assert!(other.join("three").exists());
+}
+
 // guarantee: G-FS-09
 /// A guarded server kept in the project its personality and its guard configuration reach:
 /// they are deny rules, covered in the server's namespace, but a cover moves with the directory

@@ -245,6 +245,9 @@ impl DefaultToolRegistry {
                 self.backends.as_ref(),
             )?),
         };
+        if let Some(confined) = &entry.confined {
+            confined.confines_alike(&plan.resolved)?;
+        }
         Ok(Ready {
             tool: &entry.tool,
             caps: &entry.capabilities,

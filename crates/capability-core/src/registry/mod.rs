@@ -41,7 +41,7 @@ use crate::audit::{AuditEvent, AuditKind, AuditSink};
 use crate::escalation::ApprovalHandler;
 use crate::isolation::{IsolationSelection, ToolIsolation};
 use crate::policy::CompiledPolicy;
-use crate::resolve::{CapabilityBackends, Plan, ResolutionCache};
+use crate::resolve::{CapabilityBackends, Plan, ResolutionCache, ResolvedCapabilities};
 use crate::validate::validate_declaration;
 
 struct Entry {
@@ -62,6 +62,9 @@ struct Entry {
     /// Whether its results are untrusted text ([`Tool::output_is_untrusted`]), read at
     /// registration.
     untrusted: bool,
+    /// The resolution its process was confined to as it started, for a tool registered with
+    /// [`DefaultToolRegistry::register_confined`].
+    confined: Option<Arc<ResolvedCapabilities>>,
 }
 
 /// The registry an agent loop calls tools through.
@@ -207,6 +210,27 @@ impl DefaultToolRegistry {
 
     /// Registers a shared tool, reading its declaration once.
     pub fn register_arc(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+        self.register_entry(tool, None)
+    }
+
+    /// Registers a tool whose code runs in a process confined once, as it started, to
+    /// `confined` (its declaration resolved under the personality then; a guarded MCP server):
+    /// a call of it is refused unless its resolution in the call's context confines alike
+    /// ([`ResolvedCapabilities::confines_alike`]), since the process cannot be held to a
+    /// narrower reach per call (docs/policy.md, "Tools confined once, as they start").
+    pub fn register_confined(
+        &mut self,
+        tool: Arc<dyn Tool>,
+        confined: Arc<ResolvedCapabilities>,
+    ) -> Result<(), RegistryError> {
+        self.register_entry(tool, Some(confined))
+    }
+
+    fn register_entry(
+        &mut self,
+        tool: Arc<dyn Tool>,
+        confined: Option<Arc<ResolvedCapabilities>>,
+    ) -> Result<(), RegistryError> {
         let name = tool.name().to_owned();
         if !valid_tool_name(&name) {
             return Err(RegistryError::InvalidName(name));
@@ -240,6 +264,7 @@ impl DefaultToolRegistry {
                 completed_in: AtomicU64::new(0),
                 spare: spare::SpareSlot::default(),
                 data,
+                confined,
             },
         );
         // The tools after the new one moved up by one.

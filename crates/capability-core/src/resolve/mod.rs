@@ -4,9 +4,12 @@
 //!
 //! - [`backends`]: the fail-closed guard and building scoped objects from the factories;
 //! - [`scope`]: the policy objects themselves, which answer every call-time check (hosts,
-//!   paths, binaries, argv, environment) with the personality's deny rules and escalation.
+//!   paths, binaries, argv, environment) with the personality's deny rules and escalation;
+//! - [`confined`]: whether a call's resolution confines as a process confined once, as it
+//!   started, is confined.
 
 mod backends;
+mod confined;
 mod memo;
 mod scope;
 

@@ -157,6 +157,9 @@ impl Guard {
         let handed = Self::secrets_for(server, secrets).await?;
         let caps = tool::declaration(server);
         let resolved = resolve(&format!("mcp__{name}"), &caps, policy, "guard", working_dir);
+        // What the server is confined to for its life: a call resolved otherwise is refused
+        // (docs/policy.md, "Tools confined once, as they start").
+        let confined = Arc::new(resolved.clone());
         // Its user's alone (mode 0700): a server keeps tokens and caches in its home, and the
         // temporary directory is listed to every account. Removed when the server ends, or by
         // the next guard if this one is killed first (docs/isolation-model.md, "Scratch
@@ -257,6 +260,7 @@ impl Guard {
                 upstream,
                 caps.clone(),
                 checks.clone(),
+                Arc::clone(&confined),
             );
             if !valid_tool_name(&tool.name) {
                 tracing::warn!(target: "toolcap::guard", server = %name,
@@ -342,14 +346,17 @@ impl Guard {
         &self.listings
     }
 
-    /// Registers every offered tool in `registry`.
+    /// Registers every offered tool in `registry`, each as confined once, as its server
+    /// started ([`DefaultToolRegistry::register_confined`]): a call resolved to another reach
+    /// than the one the guard started the server under (a narrowed invocation, one held after
+    /// untrusted output, another personality) is refused.
     ///
     /// # Errors
     ///
     /// When a name is already registered or a declaration is refused.
     pub fn register_into(&self, registry: &mut DefaultToolRegistry) -> Result<(), RegistryError> {
         for tool in &self.tools {
-            registry.register_arc(Arc::clone(tool) as _)?;
+            registry.register_confined(Arc::clone(tool) as _, Arc::clone(&tool.confined))?;
         }
         Ok(())
     }

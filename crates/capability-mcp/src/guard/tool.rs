@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use capability_core::matching::path::RunsLater;
-use capability_core::{ResolvedHosts, ResolvedPaths, normalize_lexically};
+use capability_core::{ResolvedCapabilities, ResolvedHosts, ResolvedPaths, normalize_lexically};
 use capability_types::backend::{FsAccess, HostPolicy, PathPolicy};
 use capability_types::{
     CapabilityError, DenialCode, FsPaths, Tool, ToolCapabilities, ToolContext, async_trait,
@@ -26,6 +26,9 @@ pub(crate) struct GuardedTool {
     caps: ToolCapabilities,
     supervisor: Arc<Supervisor>,
     checks: ArgumentCheck,
+    /// The declaration resolved under the personality the server was started under: what its
+    /// process is confined to for its life.
+    pub(crate) confined: Arc<ResolvedCapabilities>,
 }
 
 impl GuardedTool {
@@ -34,6 +37,7 @@ impl GuardedTool {
         upstream: &rmcp::model::Tool,
         caps: ToolCapabilities,
         checks: ArgumentCheck,
+        confined: Arc<ResolvedCapabilities>,
     ) -> Self {
         let name = format!("mcp__{}__{}", supervisor.name, upstream.name);
         Self {
@@ -50,6 +54,7 @@ impl GuardedTool {
             schema: readable(Value::Object((*upstream.input_schema).clone())),
             caps,
             supervisor,
+            confined,
         }
     }
 }
