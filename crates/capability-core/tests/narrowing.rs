@@ -244,6 +244,7 @@ async fn a_tool_confined_once_is_not_called_under_a_narrower_reach() {
     let (backends, _) = recording_backends();
     let personality = policy(
         "id = \"p\"\n[fs_reach]\nread = [\"/srv\"]\nwrite = [\"/srv/ws\", \"/srv/notes\"]\n\
+         deny = [\"/srv/ws/private\"]\n\
          [safety.network]\nallow = [\"api.example.com\", \"cdn.example.com\"]\n",
     );
     let caps = ToolCapabilities::none()
@@ -283,11 +284,16 @@ async fn a_tool_confined_once_is_not_called_under_a_narrower_reach() {
         }
     };
     assert_eq!(outcome(None).await, None);
-    assert_eq!(
-        outcome(Some("[fs_reach]\ndeny_write = [\"/srv/notes\"]\n")).await,
-        None
-    );
-    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 2);
+    // Kept from writes elsewhere, or where the process could not reach already (a place it
+    // was started with hidden): nothing it could do changes.
+    for narrowing in [
+        "[fs_reach]\ndeny_write = [\"/srv/notes\"]\n",
+        "[fs_reach]\ndeny_write = [\"/srv/ws/private\"]\n",
+        "[fs_reach]\ndeny = [\"/srv/ws/private/keys\"]\n",
+    ] {
+        assert_eq!(outcome(Some(narrowing)).await, None, "{narrowing}");
+    }
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 4);
     for (narrowing, code, names) in [
         (
             "[fs_reach]\ndeny_write = [\"/srv/ws/held\"]\n",
@@ -316,5 +322,5 @@ async fn a_tool_confined_once_is_not_called_under_a_narrower_reach() {
             "{narrowing}: {refused}"
         );
     }
-    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 4);
 }

@@ -10,9 +10,11 @@ use capability_types::{CapabilityError, DenialCode};
 use super::{ResolvedCapabilities, ResolvedHosts};
 
 impl ResolvedCapabilities {
-    /// `Ok` when `call`, this tool's resolution for one call, confines as `self`, the
-    /// resolution its process was confined to as it started: the same read and write roots,
-    /// the same places hidden and kept from writes, the same hosts. A process's kernel
+    /// `Ok` when `call`, this tool's resolution for one call, confines no more narrowly than
+    /// `self`, the resolution its process was confined to as it started: every root of the
+    /// process is the call's too, every place the call hides or keeps from writes the process
+    /// already cannot reach or write, every host of the process the call's too and none it
+    /// refuses. A process's kernel
     /// confinement and its egress proxy are fixed for its life, and what it writes of its own
     /// accord is named in no argument, so a call resolved to a narrower reach (a narrowed
     /// invocation, one held after untrusted output, another personality) could not be held to
@@ -55,7 +57,7 @@ impl ResolvedCapabilities {
         if !same_hosts(self.network.as_deref(), call.network.as_deref()) {
             return Err(refused(
                 DenialCode::HostNotAllowed,
-                "this call may reach other hosts than those its process may reach".to_owned(),
+                "that process may reach hosts this call may not".to_owned(),
             ));
         }
         Ok(())
@@ -88,56 +90,90 @@ impl PathView {
         }
     }
 
-    /// What `call` confines otherwise than `start`, in words; `None` when they are alike.
+    /// Where `call` confines more narrowly than `start`, in words; `None` when it does not:
+    /// every root the process has is one the call has (or lies within one), and every place
+    /// the call hides or keeps from writes beneath the process's roots is one the process
+    /// already cannot reach or write (a place it was started with hidden or kept read-only, or
+    /// one within such a place). A call wider than the process's confinement is not refused:
+    /// the process is held to less than the call allows.
     fn difference(start: Option<Self>, call: Option<Self>) -> Option<String> {
         let (start, call) = match (start, call) {
-            (None, None) => return None,
+            (None, None) | (None, Some(_)) => return None,
+            (Some(_), None) => {
+                return Some("this call has no file reach, and that process has".to_owned());
+            }
             (Some(start), Some(call)) => (start, call),
-            _ => return Some("this call's file reach is not the one it started with".to_owned()),
         };
         if start == call {
             return None;
         }
-        let first_new = |at_start: &[PathBuf], now: &[PathBuf]| {
-            now.iter().find(|p| !at_start.contains(p)).cloned()
+        let within_any = |place: &PathBuf, places: &[PathBuf]| {
+            places
+                .iter()
+                .any(|p| crate::matching::path::is_within(place, p))
         };
-        if let Some(place) = first_new(&start.kept, &call.kept) {
-            return Some(format!(
-                "this call keeps {} from writes, which that process may still write",
-                place.display()
-            ));
-        }
-        if let Some(place) = first_new(&start.hidden, &call.hidden) {
-            return Some(format!(
-                "this call keeps {} out of reach, which that process may still reach",
-                place.display()
-            ));
-        }
-        if let Some(root) = first_new(&call.write, &start.write) {
+        if let Some(root) = start.write.iter().find(|r| !within_any(r, &call.write)) {
             return Some(format!(
                 "that process may write {}, which this call may not",
                 root.display()
             ));
         }
-        if let Some(root) = first_new(&call.read, &start.read) {
+        if let Some(root) = start.read.iter().find(|r| !within_any(r, &call.read)) {
             return Some(format!(
                 "that process may read {}, which this call may not",
                 root.display()
             ));
         }
-        Some("this call's file reach is not the one it started with".to_owned())
+        let roots: Vec<PathBuf> = start.read.iter().chain(&start.write).cloned().collect();
+        // Within a root, or above one (a place that holds a whole root).
+        let touches = |place: &PathBuf| {
+            roots.iter().any(|r| {
+                crate::matching::path::is_within(place, r)
+                    || crate::matching::path::is_within(r, place)
+            })
+        };
+        if let Some(place) = call
+            .hidden
+            .iter()
+            .find(|h| touches(h) && !within_any(h, &start.hidden))
+        {
+            return Some(format!(
+                "this call keeps {} out of reach, which that process may still reach",
+                place.display()
+            ));
+        }
+        let unwritable: Vec<PathBuf> = start.hidden.iter().chain(&start.kept).cloned().collect();
+        if let Some(place) = call
+            .kept
+            .iter()
+            .find(|k| within_any(k, &start.write) && !within_any(k, &unwritable))
+        {
+            return Some(format!(
+                "this call keeps {} from writes, which that process may still write",
+                place.display()
+            ));
+        }
+        None
     }
 }
 
-/// Whether two host sets allow and refuse the same hosts, written the same way.
+/// Whether the call's host set is no narrower than the process's: each pattern the process's
+/// proxy allows is the call's too (as written), the call refuses no pattern the process's does
+/// not, and it keeps no restricted address the process's reaches.
 fn same_hosts(start: Option<&ResolvedHosts>, call: Option<&ResolvedHosts>) -> bool {
     match (start, call) {
-        (None, None) => true,
+        (None, _) => true,
         (Some(a), Some(b)) => {
-            a.allow.patterns() == b.allow.patterns()
-                && a.deny.patterns() == b.deny.patterns()
-                && a.never_restricted == b.never_restricted
+            a.allow
+                .patterns()
+                .iter()
+                .all(|p| b.allow.patterns().contains(p))
+                && b.deny
+                    .patterns()
+                    .iter()
+                    .all(|p| a.deny.patterns().contains(p))
+                && (a.never_restricted || !b.never_restricted)
         }
-        _ => false,
+        (Some(_), None) => false,
     }
 }
