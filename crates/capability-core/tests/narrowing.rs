@@ -245,12 +245,14 @@ async fn a_tool_confined_once_is_not_called_under_a_narrower_reach() {
     let personality = policy(
         "id = \"p\"\n[fs_reach]\nread = [\"/srv\"]\nwrite = [\"/srv/ws\", \"/srv/notes\"]\n\
          deny = [\"/srv/ws/private\"]\n\
-         [safety.network]\nallow = [\"api.example.com\", \"cdn.example.com\"]\n",
+         [safety.network]\nallow = [\"api.example.com\", \"cdn.example.com\"]\n\
+         [safety.process]\nallow = [\"sh\", \"ls\"]\n",
     );
     let caps = ToolCapabilities::none()
         .with_fs_read(FsPaths::Paths(vec!["/srv/ws".into()]))
         .with_fs_write(FsPaths::Paths(vec!["/srv/ws".into()]))
-        .with_network(["api.example.com"]);
+        .with_network(["api.example.com"])
+        .with_process(["sh"]);
     let confined = Arc::new(capability_core::resolve(
         "mcp__s",
         &caps,
@@ -314,6 +316,26 @@ async fn a_tool_confined_once_is_not_called_under_a_narrower_reach() {
             "[network]\nallow = [\"cdn.example.com\"]\n",
             "HOST_NOT_ALLOWED: ",
             "hosts",
+        ),
+        (
+            "[process]\nallow = [\"ls\"]\n",
+            "BINARY_NOT_ALLOWED: ",
+            "sh",
+        ),
+        (
+            "[process]\ndeny_args = [\"sh -c*\"]\n",
+            "BINARY_NOT_ALLOWED: ",
+            "sh -c*",
+        ),
+        (
+            "[escalate]\nhosts = [\"api.example.com\"]\n",
+            "HOST_NOT_ALLOWED: ",
+            "approval",
+        ),
+        (
+            "[escalate]\nwrite_paths = [\"/srv/ws\"]\n",
+            "PATH_NOT_REACHABLE: ",
+            "approval",
         ),
     ] {
         let refused = outcome(Some(narrowing)).await.unwrap_or_default();

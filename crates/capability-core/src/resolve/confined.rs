@@ -7,19 +7,21 @@ use std::path::PathBuf;
 use capability_types::backend::{FsAccess, PathPolicy};
 use capability_types::{CapabilityError, DenialCode};
 
-use super::{ResolvedCapabilities, ResolvedHosts};
+use super::{Escalation, ResolvedCapabilities, ResolvedHosts, ResolvedProcess};
 
 impl ResolvedCapabilities {
     /// `Ok` when `call`, this tool's resolution for one call, confines no more narrowly than
     /// `self`, the resolution its process was confined to as it started: every root of the
     /// process is the call's too, every place the call hides or keeps from writes the process
     /// already cannot reach or write, every host of the process the call's too and none it
-    /// refuses. A process's kernel
+    /// refuses, every binary, argument pattern and variable of its process rules the call's
+    /// too, every secret it was handed one the call declares. A process's kernel
     /// confinement and its egress proxy are fixed for its life, and what it writes of its own
     /// accord is named in no argument, so a call resolved to a narrower reach (a narrowed
     /// invocation, one held after untrusted output, another personality) could not be held to
     /// it; it is refused, saying what differs (`PATH_NOT_REACHABLE` for the files,
-    /// `HOST_NOT_ALLOWED` for the hosts).
+    /// `HOST_NOT_ALLOWED` for the hosts, `BINARY_NOT_ALLOWED` for the process rules,
+    /// `SECRET_NOT_DECLARED` for the secrets).
     ///
     /// ```
     /// use capability_core::{CompiledPolicy, resolve};
@@ -54,14 +56,126 @@ impl ResolvedCapabilities {
         if let Some(what) = PathView::difference(paths(self), paths(call)) {
             return Err(refused(DenialCode::PathNotReachable, what));
         }
+        // What the call would ask approval for, that process does without asking.
+        let escalations = [
+            (
+                DenialCode::PathNotReachable,
+                Asked::Writes,
+                self.fs.as_deref().map(|p| &p.escalate),
+                call.fs.as_deref().map(|p| &p.escalate),
+            ),
+            (
+                DenialCode::HostNotAllowed,
+                Asked::Hosts,
+                self.network.as_deref().map(|h| &h.escalate),
+                call.network.as_deref().map(|h| &h.escalate),
+            ),
+            (
+                DenialCode::ArgsNotAllowed,
+                Asked::Args,
+                self.process.as_deref().map(|p| &p.escalate),
+                call.process.as_deref().map(|p| &p.escalate),
+            ),
+        ];
+        for (code, which, start, now) in escalations {
+            if let (Some(start), Some(now)) = (start, now)
+                && let Some(what) = asks_more(start, now, which)
+            {
+                return Err(refused(code, what));
+            }
+        }
         if !same_hosts(self.network.as_deref(), call.network.as_deref()) {
             return Err(refused(
                 DenialCode::HostNotAllowed,
                 "that process may reach hosts this call may not".to_owned(),
             ));
         }
+        if let Some(what) = process_difference(self.process.as_deref(), call.process.as_deref()) {
+            return Err(refused(DenialCode::BinaryNotAllowed, what));
+        }
+        let secrets = |r: &ResolvedCapabilities| r.secrets.clone().unwrap_or_default();
+        if let Some(secret) = secrets(self).iter().find(|s| !secrets(call).contains(s)) {
+            return Err(refused(
+                DenialCode::SecretNotDeclared,
+                format!(
+                    "that process was handed the secret {secret}, which this call may not read"
+                ),
+            ));
+        }
         Ok(())
     }
+}
+
+/// The part of an escalation that concerns one category: hosts, written places, arguments.
+#[derive(Clone, Copy)]
+enum Asked {
+    Hosts,
+    Writes,
+    Args,
+}
+
+/// What `call` asks approval for (`[escalate]`, a narrowing's among it) in `which` that `start`
+/// does not: the process, started under `start`, does it without asking.
+fn asks_more(start: &Escalation, call: &Escalation, which: Asked) -> Option<String> {
+    let what = match which {
+        Asked::Hosts => call
+            .hosts
+            .patterns()
+            .iter()
+            .find(|p| !start.hosts.patterns().contains(p))
+            .map(|p| format!("the hosts {p}")),
+        Asked::Writes => call
+            .write
+            .iter()
+            .find(|w| !start.write.contains(w))
+            .map(|place| format!("writes beneath {}", place.display())),
+        Asked::Args => call
+            .args
+            .iter()
+            .find(|a| !start.args.iter().any(|b| b.as_str() == a.as_str()))
+            .map(|pattern| format!("the arguments `{}`", pattern.as_str())),
+    }?;
+    Some(format!(
+        "this call asks approval for {what}, which that process does without asking"
+    ))
+}
+
+/// Where the call's process rules are narrower than those the process started under: a binary
+/// it may run that the call may not, an argument pattern or a variable the call refuses that it
+/// does not, another confinement mode for its children.
+fn process_difference(
+    start: Option<&ResolvedProcess>,
+    call: Option<&ResolvedProcess>,
+) -> Option<String> {
+    let (start, call) = match (start, call) {
+        (None, _) => return None,
+        (Some(_), None) => {
+            return Some("this call may start no program, and that process may".to_owned());
+        }
+        (Some(start), Some(call)) => (start, call),
+    };
+    if let Some(binary) = start.binaries.iter().find(|b| !call.binaries.contains(b)) {
+        return Some(format!(
+            "that process may run {binary}, which this call may not"
+        ));
+    }
+    if let Some(pattern) = call
+        .deny_args
+        .iter()
+        .find(|p| !start.deny_args.iter().any(|q| q.as_str() == p.as_str()))
+    {
+        return Some(format!(
+            "this call refuses the arguments `{}`, which that process may still pass",
+            pattern.as_str()
+        ));
+    }
+    if let Some(name) = start.env_allow.iter().find(|v| !call.env_allow.contains(v)) {
+        return Some(format!(
+            "that process may hand its children {name}, which this call may not"
+        ));
+    }
+    (start.sandbox != call.sandbox)
+        .then(|| "this call confines children otherwise than that process does".to_owned())
 }
 
 /// What a process's kernel confinement is made of, from a path policy (as
