@@ -15,13 +15,15 @@ impl ResolvedCapabilities {
     /// process is the call's too, every place the call hides or keeps from writes the process
     /// already cannot reach or write, every host of the process the call's too and none it
     /// refuses, every binary, argument pattern and variable of its process rules the call's
-    /// too, every secret it was handed one the call declares. A process's kernel
+    /// too, every secret it was handed one the call declares, and nothing the call would ask
+    /// approval for (`[escalate]`) that the process does without asking. A process's kernel
     /// confinement and its egress proxy are fixed for its life, and what it writes of its own
     /// accord is named in no argument, so a call resolved to a narrower reach (a narrowed
     /// invocation, one held after untrusted output, another personality) could not be held to
     /// it; it is refused, saying what differs (`PATH_NOT_REACHABLE` for the files,
     /// `HOST_NOT_ALLOWED` for the hosts, `BINARY_NOT_ALLOWED` for the process rules,
-    /// `SECRET_NOT_DECLARED` for the secrets).
+    /// `SECRET_NOT_DECLARED` for the secrets, `ARGS_NOT_ALLOWED` for argument patterns to
+    /// approve).
     ///
     /// ```
     /// use capability_core::{CompiledPolicy, resolve};
