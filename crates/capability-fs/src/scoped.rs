@@ -185,9 +185,26 @@ impl ScopedFiles {
     }
 
     fn root(&self, a: &PathAccess, access: FsAccess) -> Result<Arc<Root>, CapabilityError> {
-        self.roots
-            .get(&a.root)
-            .map_err(sys_failure(access, &a.path))
+        self.roots.get(&a.root).map_err(|e| match e {
+            // A link on the root's way, made since the policy resolved it (docs/policy.md,
+            // "Symbolic links in a policy").
+            SysError::Escape => match sys::link_on_the_way(&a.root) {
+                Some(link) => CapabilityError::denied(
+                    DenialCode::PathNotReachable,
+                    format!(
+                        "{access} not permitted for {}: its root {} is reached through the \
+                         symbolic link {}, which toolcap does not follow to a root (made since \
+                         the policy loaded, or inside the reach, where a child may have made \
+                         it); list the place it leads to, if it is meant",
+                        a.path.display(),
+                        a.root.display(),
+                        link.display()
+                    ),
+                ),
+                None => refuse(access, &a.path),
+            },
+            e => sys_failure(access, &a.path)(e),
+        })
     }
 
     fn walk(&self) -> bool {

@@ -46,14 +46,35 @@ pub(crate) type SysResult<T> = Result<T, SysError>;
 /// Whether `openat2` was found missing once; then the walk is used from then on.
 static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
 
-/// Opens a root directory (following symlinks in the root path itself: roots come from the
-/// policy, not from the tool).
+/// Opens a root directory where the policy put it, following no symbolic link on the way
+/// ([`SysError::Escape`] at one). The policy resolved its roots' links when it loaded, so a link
+/// on the way now was made since, perhaps by a child that may write a directory above the root,
+/// and would lead the root anywhere (docs/policy.md, "Symbolic links in a policy").
 pub(crate) fn open_root(root: &Path) -> SysResult<OwnedFd> {
-    Ok(rustix::fs::open(
-        root,
+    let top = rustix::fs::open(
+        "/",
         OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
-    )?)
+    )?;
+    let relative = root.strip_prefix("/").unwrap_or(root);
+    walk_beneath(
+        top.as_fd(),
+        relative,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+    )
+}
+
+/// The first symbolic link on the way to `path` (absolute), itself included: what a refusal of
+/// [`open_root`] names.
+pub(crate) fn link_on_the_way(path: &Path) -> Option<PathBuf> {
+    let mut at = PathBuf::from("/");
+    for name in path.components().skip(1) {
+        at.push(name);
+        if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Some(at);
+        }
+    }
+    None
 }
 
 /// Whether `path` exists and is not a directory (following symlinks in the path: it comes from

@@ -923,3 +923,59 @@ async fn a_procfs_mounted_inside_the_reach_is_out_of_it() {
         assert!(status.starts_with("Name:"), "{mode}: {status}");
     }
 }
+
+// guarantee: G-FS-01
+/// A root is opened where the policy resolved it, never through a symbolic link that lies on
+/// its way now: a tool that declares a root narrower than the personality's (`…/b/c` beneath
+/// a personality's `…`), where a child of another tool, which may write the personality's root,
+/// has since put a link (`b` → a directory outside), had its reads and writes land outside
+/// the personality's reach. Refused (`PATH_NOT_REACHABLE`, naming the link), in both modes;
+/// nothing is written outside; the root works again once it is a directory.
+#[tokio::test]
+async fn a_root_is_never_opened_through_a_link_on_its_way() {
+    for (mode, config) in modes() {
+        let t = tree();
+        std::fs::create_dir_all(t.root.join("b/c")).unwrap();
+        std::fs::create_dir_all(t.outside.join("c")).unwrap();
+        std::fs::write(t.outside.join("c/s.txt"), "outside").unwrap();
+        let toml = format!(
+            "id = \"p\"\n[fs_reach]\nread = [\"{r}\"]\nwrite = [\"{r}\"]\n",
+            r = t.root.display()
+        );
+        let policy =
+            CompiledPolicy::load(&toml, PolicyFormat::Toml, Some(Path::new("/home/nobody")))
+                .unwrap();
+        let declared = FsPaths::Paths(vec![t.root.join("b/c")]);
+        let caps = ToolCapabilities::none()
+            .with_fs_read(declared.clone())
+            .with_fs_write(declared);
+        let resolved = resolve("t", &caps, &policy, "s", &t.root);
+        let fs = FsBackend::new(config)
+            .scoped_fs(FsGrant::new(
+                "t",
+                resolved.fs.unwrap() as Arc<dyn PathPolicy>,
+            ))
+            .unwrap();
+        std::fs::remove_dir_all(t.root.join("b")).unwrap();
+        std::os::unix::fs::symlink(&t.outside, t.root.join("b")).unwrap();
+        let wrote = fs.write(&t.root.join("b/c/x.txt"), b"pwned").await;
+        assert!(
+            refused(wrote).contains(&t.root.join("b").display().to_string()),
+            "{mode}"
+        );
+        assert!(
+            !t.outside.join("c/x.txt").exists(),
+            "{mode}: written outside"
+        );
+        assert!(
+            fs.read(&t.root.join("b/c/s.txt")).await.is_err(),
+            "{mode}: read outside"
+        );
+        std::fs::remove_file(t.root.join("b")).unwrap();
+        std::fs::create_dir_all(t.root.join("b/c")).unwrap();
+        assert_eq!(
+            fs.write(&t.root.join("b/c/x.txt"), b"fine").await.unwrap(),
+            4
+        );
+    }
+}

@@ -2615,3 +2615,56 @@ async fn a_child_cannot_give_a_file_outside_its_reach_a_name_inside_it() {
         assert!(stdout.contains(&format!("{f}=1")), "{f}: {out:?}");
     }
 }
+
+// guarantee: G-KERN-01
+/// A child is granted its roots where the policy resolved them, never through a symbolic link
+/// that lies on their way now: after the personality loaded, a directory above a write root
+/// (`b` of `…/b/c`) was swapped for a link to a directory outside the reach (by a child of
+/// another tool, which may write above the root), and the next child's Landlock rule followed
+/// the link: it wrote outside (watched failing). Now the child is not started, saying which
+/// link; nothing is written outside; once the directory is back, children start again. The
+/// root itself swapped for a link is refused the same way.
+#[tokio::test]
+async fn a_child_is_never_granted_a_root_through_a_link_on_its_way() {
+    let fx = fixture();
+    let outside = tempfile::tempdir().unwrap();
+    let outside = outside.path().canonicalize().unwrap();
+    std::fs::create_dir_all(fx.root.join("b/c")).unwrap();
+    std::fs::create_dir_all(outside.join("c")).unwrap();
+    let toml = format!(
+        "id = \"p\"\n[fs_reach]\nread = [\"{r}\"]\nwrite = [\"{r}/b/c\"]\n[safety.process]\nallow = [\"sh\"]\n",
+        r = fx.root.display()
+    );
+    let p = spawner_for(&fx, &toml, None);
+    let script = format!("echo pwned > {}/c/x; echo w=$?", outside.display());
+    for swapped in ["b", "b/c"] {
+        std::fs::remove_dir_all(fx.root.join("b")).unwrap();
+        if swapped == "b" {
+            std::os::unix::fs::symlink(&outside, fx.root.join("b")).unwrap();
+        } else {
+            std::fs::create_dir(fx.root.join("b")).unwrap();
+            std::os::unix::fs::symlink(outside.join("c"), fx.root.join("b/c")).unwrap();
+        }
+        let err = p
+            .spawn("sh", &argv(&["-c", &script]), SpawnOptions::default())
+            .await
+            .unwrap_err();
+        let link = fx.root.join(swapped).display().to_string();
+        assert!(
+            err.to_string().contains("symbolic link") && err.to_string().contains(&link),
+            "{swapped}: {err}"
+        );
+        assert!(!outside.join("c/x").exists(), "{swapped}: written outside");
+    }
+    std::fs::remove_dir_all(fx.root.join("b")).unwrap();
+    std::fs::create_dir_all(fx.root.join("b/c")).unwrap();
+    let out = p
+        .spawn(
+            "sh",
+            &argv(&["-c", "echo fine > b/c/x; echo w=$?"]),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "w=0\n");
+}

@@ -100,6 +100,8 @@ mod launch;
 mod linux;
 #[cfg(unix)]
 mod remove;
+#[cfg(target_os = "linux")]
+mod roots;
 #[cfg(unix)]
 mod scratch;
 #[cfg(target_os = "linux")]
@@ -262,6 +264,9 @@ pub struct SandboxPolicy {
     homes: Option<(PathBuf, PathBuf)>,
     exec: Vec<PathBuf>,
     hidden: Vec<PathBuf>,
+    /// The roots a path policy resolved through links as it loaded ([`from_paths`](Self::from_paths)):
+    /// granted only where no link lies on their way when the sandbox is prepared.
+    resolved: Vec<PathBuf>,
     limits: ResourceLimits,
     system_dirs: bool,
     new_processes: bool,
@@ -286,6 +291,7 @@ impl SandboxPolicy {
             homes: None,
             exec: Vec::new(),
             hidden: Vec::new(),
+            resolved: Vec::new(),
             limits: ResourceLimits::default(),
             system_dirs: true,
             new_processes: true,
@@ -315,12 +321,15 @@ impl SandboxPolicy {
 
     /// The policy for a tool's resolved path policy: its read roots readable, its write roots
     /// readable and writable, and the places its deny rules and the deny floor protect inside
-    /// them hidden ([`PathPolicy::hidden`]).
+    /// them hidden ([`PathPolicy::hidden`]). The roots are granted where the path policy
+    /// resolved them: [`prepare`](Self::prepare) refuses (`not_available`, naming it) where a
+    /// symbolic link lies on a root's way by then, which would lead the grant elsewhere.
     pub fn from_paths(paths: &dyn PathPolicy) -> Self {
         let mut policy = Self::new();
         policy.read = paths.roots(FsAccess::Read);
         policy.write = paths.roots(FsAccess::Write);
         policy.hidden = paths.hidden();
+        policy.resolved = policy.read.iter().chain(&policy.write).cloned().collect();
         policy
     }
 

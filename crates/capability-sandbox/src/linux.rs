@@ -14,8 +14,8 @@ use crate::sys::ns::{self, Mode, Namespaces};
 use crate::sys::{self, Egress, failed};
 use capability_types::CapabilityError;
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, Scope, path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
+    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetError, Scope, path_beneath_rules,
 };
 
 use crate::{
@@ -98,6 +98,49 @@ impl fmt::Debug for Prepared {
     }
 }
 
+/// The Landlock rules for `paths` granted `access`: those the policy's path policy resolved
+/// ([`SandboxPolicy::from_paths`]), opened where it resolved them, and the others, to be opened
+/// as given. A link on a resolved root's way refuses the confinement, naming it.
+#[allow(clippy::type_complexity)]
+fn reach_rules<'p>(
+    policy: &SandboxPolicy,
+    paths: &'p [PathBuf],
+    access: BitFlags<AccessFs>,
+    abi: ABI,
+) -> Result<(Vec<PathBeneath<OwnedFd>>, Vec<&'p PathBuf>), CapabilityError> {
+    let mut resolved = Vec::new();
+    let mut given = Vec::new();
+    for path in paths {
+        if !policy.resolved.contains(path) {
+            given.push(path);
+            continue;
+        }
+        match crate::roots::open_unlinked(path) {
+            Ok((fd, is_dir)) => {
+                let access = if is_dir {
+                    access
+                } else {
+                    access & AccessFs::from_file(abi)
+                };
+                resolved.push(PathBeneath::new(fd, access));
+            }
+            Err(crate::roots::Unopened::Link(link)) => {
+                return Err(CapabilityError::not_available(format!(
+                    "{} is reached through the symbolic link {}, which toolcap does not \
+                     follow to a root (made since the policy loaded, or inside the reach, \
+                     where a child may have made it); list the place it leads to, if it is \
+                     meant",
+                    path.display(),
+                    link.display()
+                )));
+            }
+            // As a root that cannot be opened always was: it grants nothing.
+            Err(crate::roots::Unopened::Other) => {}
+        }
+    }
+    Ok((resolved, given))
+}
+
 pub(crate) fn prepare(
     policy: &SandboxPolicy,
     support: &Support,
@@ -114,6 +157,10 @@ pub(crate) fn prepare(
     } else {
         hide::SystemRules::default()
     };
+    // The roots a path policy resolved, each opened here where it resolved them (no link on
+    // the way: docs/policy.md, "Symbolic links in a policy"); a builder's own paths as given.
+    let (read_resolved, read_given) = reach_rules(policy, &policy.read, read, abi)?;
+    let (write_resolved, write_given) = reach_rules(policy, &policy.write, write, abi)?;
     let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(abi))
@@ -123,8 +170,10 @@ pub(crate) fn prepare(
         .and_then(|r| r.add_rules(path_beneath_rules(policy.exec_paths(), exec)))
         .and_then(|r| r.add_rules(path_beneath_rules(&system.whole, read)))
         .and_then(|r| r.add_rules(path_beneath_rules(&system.list_only, AccessFs::ReadDir)))
-        .and_then(|r| r.add_rules(path_beneath_rules(&policy.read, read)))
-        .and_then(|r| r.add_rules(path_beneath_rules(&policy.write, write)))
+        .and_then(|r| r.add_rules(path_beneath_rules(&read_given, read)))
+        .and_then(|r| r.add_rules(read_resolved.into_iter().map(Ok::<_, RulesetError>)))
+        .and_then(|r| r.add_rules(path_beneath_rules(&write_given, write)))
+        .and_then(|r| r.add_rules(write_resolved.into_iter().map(Ok::<_, RulesetError>)))
         .and_then(|r| {
             r.add_rules(path_beneath_rules(
                 policy.system(SYSTEM_DEVICES),
