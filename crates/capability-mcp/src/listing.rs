@@ -39,10 +39,13 @@ fn input_schema(schema: Value) -> serde_json::Map<String, Value> {
 /// The MCP annotations a declaration implies (hints for the client; the declaration, not the
 /// hint, is what toolcap enforces):
 ///
-/// - `readOnlyHint`: nothing is written: no filesystem write, no command, no key-value state
-///   (a declaration cannot tell a key-value read from a write, so storage counts as writing);
+/// - `readOnlyHint`: nothing is changed: no filesystem write, no command, no key-value state
+///   and no network (a declaration cannot tell a key-value read from a write, nor a `GET` from
+///   a `POST`, so storage and hosts count as writing: a client may ask nothing before a tool it
+///   is told is read-only, and a guarded GitHub server's `merge_pull_request` declares hosts and
+///   nothing else);
 /// - `destructiveHint`: the opposite of read-only (a write can overwrite, a command can do
-///   anything, a key can be deleted);
+///   anything, a key can be deleted, a request can delete what lies at the other end);
 /// - `openWorldHint`: the tool reaches the network or runs commands.
 ///
 /// ```
@@ -61,9 +64,10 @@ pub fn tool_annotations(caps: &ToolCapabilities) -> ToolAnnotations {
         .is_some_and(|reach| reach.write.is_some());
     let spawns = caps.process.is_some();
     let stores = caps.storage.is_some();
-    let read_only = !(writes || spawns || stores);
+    let reaches = caps.network.is_some();
+    let read_only = !(writes || spawns || stores || reaches);
     ToolAnnotations::new()
         .read_only(read_only)
         .destructive(!read_only)
-        .open_world(caps.network.is_some() || spawns)
+        .open_world(reaches || spawns)
 }

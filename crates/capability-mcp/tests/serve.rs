@@ -54,6 +54,47 @@ async fn tools_list_is_the_toolset_with_schemas_and_annotations() {
     );
 }
 
+// guarantee: G-MCP-15
+/// A client may ask no approval for a tool it is told is read-only. A tool that reaches the
+/// network can change what lies at the other end (a `POST`, a guarded GitHub server's
+/// `merge_pull_request`, which declares hosts and nothing else), so it is not read-only and may
+/// be destructive; a tool that only reads files is read-only; each kind of effect a
+/// declaration names takes the hint away.
+#[test]
+fn a_tool_that_reaches_the_network_is_not_called_read_only() {
+    use capability_types::{FsPaths, ToolCapabilities};
+    let hints = |caps: &ToolCapabilities| {
+        let a = capability_mcp::tool_annotations(caps);
+        (a.read_only_hint, a.destructive_hint, a.open_world_hint)
+    };
+    assert_eq!(
+        hints(&ToolCapabilities::none().with_network(["api.github.com"])),
+        (Some(false), Some(true), Some(true))
+    );
+    assert_eq!(
+        hints(
+            &ToolCapabilities::none()
+                .with_network(["*"])
+                .with_fs_read(FsPaths::FromPersonality)
+        ),
+        (Some(false), Some(true), Some(true))
+    );
+    assert_eq!(
+        hints(&ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality)),
+        (Some(true), Some(false), Some(false))
+    );
+    assert_eq!(
+        hints(&ToolCapabilities::none()),
+        (Some(true), Some(false), Some(false))
+    );
+    for caps in [
+        ToolCapabilities::none().with_fs_write(FsPaths::FromPersonality),
+        ToolCapabilities::none().with_process(["git"]),
+    ] {
+        assert_eq!(hints(&caps).0, Some(false), "{caps:?}");
+    }
+}
+
 // guarantee: G-MCP-01
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_run_through_the_registry_and_refusals_carry_their_code() {
