@@ -17,7 +17,13 @@ pub(crate) fn list(registry: &DefaultToolRegistry, policy: &CompiledPolicy) -> V
             listed.name = tool.name().to_owned().into();
             listed.description = Some(tool.description().to_owned().into());
             listed.input_schema = Arc::new(input_schema(tool.input_schema()));
-            listed.annotations = Some(tool_annotations(caps));
+            let mut hints = tool_annotations(caps);
+            // A process confined once (a guarded server) does what its declaration cannot
+            // show, in a home it keeps for its life: never read-only (docs/mcp.md, "Tools").
+            if registry.is_confined_once(tool.name()) {
+                hints = hints.read_only(false).destructive(true);
+            }
+            listed.annotations = Some(hints);
             listed
         })
         .collect()

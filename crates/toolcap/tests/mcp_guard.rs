@@ -932,6 +932,26 @@ fn a_guarded_server_cannot_change_what_an_agent_or_a_shell_runs_of_its_own_accor
     }
 }
 
+// guarantee: G-MCP-15
+/// A guarded server runs code of its own in a process that keeps a home for its life (a
+/// memory server's graph, a browser's profile) and does what it likes there: its declaration
+/// cannot show that a tool only reads. So no guarded tool is listed to the client as read-only,
+/// even of a server that declares no reach at all, as the standard `read_file` is.
+#[test]
+fn no_guarded_tool_is_listed_as_read_only() {
+    let (_dir, root) = scratch();
+    let (config, personality) = hostile_writing(&root, &[], &["echo"], "", "");
+    let mut guard = Guarded::start(&root, &personality, &config);
+    let listing = guard.listing();
+    let tools = listing["result"]["tools"].as_array().unwrap();
+    let echo = tools
+        .iter()
+        .find(|t| t["name"] == "mcp__hostile__echo")
+        .unwrap_or_else(|| panic!("{listing}"));
+    assert_eq!(echo["annotations"]["readOnlyHint"], false, "{echo}");
+    assert_eq!(echo["annotations"]["destructiveHint"], true, "{echo}");
+}
+
 // guarantee: G-REG-17
 // guarantee: G-REG-19
 /// A guarded server is confined once, as it starts, to the reach of the personality then; the

@@ -277,6 +277,13 @@ impl DefaultToolRegistry {
         Ok(())
     }
 
+    /// Whether `name` was registered with [`register_confined`](Self::register_confined): its
+    /// code runs in a process confined once, as it started, which does what its declaration
+    /// cannot show (a guarded MCP server keeps a home of its own for its life).
+    pub fn is_confined_once(&self, name: &str) -> bool {
+        self.entry(name).is_some_and(|e| e.confined.is_some())
+    }
+
     /// The registered tools and their declarations, sorted by name.
     pub fn tools(&self) -> impl Iterator<Item = (&dyn Tool, &ToolCapabilities)> {
         self.tools
