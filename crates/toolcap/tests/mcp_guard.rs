@@ -932,6 +932,57 @@ fn a_guarded_server_cannot_change_what_an_agent_or_a_shell_runs_of_its_own_accor
     }
 }
 
+// guarantee: G-MCP-06
+/// A server's code must not lie where the personality lets its tools write: a model handed
+/// `write_file` (or a child, or another guarded server) could change what the server runs, and
+/// the next start ran it with that server's secrets and reach (a project-local
+/// `node_modules` or `.venv` as its `runtime`; watched failing: the planted code ran). Such a
+/// server is not started, saying why; one whose code lies outside the write roots is.
+#[test]
+fn a_server_whose_code_a_tool_may_write_is_not_started() {
+    let (_dir, root) = scratch();
+    let ws = root.join("ws");
+    let (config, personality) = hostile_writing(&root, &[&ws], &["echo"], "", "");
+    let runtime = ws.join("node_modules/srv");
+    std::fs::create_dir_all(&runtime).unwrap();
+    let program = runtime.join("server.sh");
+    std::fs::write(&program, "#!/bin/sh\necho RAN:planted >&2\nexit 0\n").unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!(
+        "[servers.local]\ncommand = \"{}\"\n[servers.vendored]\ncommand = \"/bin/sh\"\nargs = [\"{}\"]\nruntime = [\"{}\"]\n",
+        program.display(),
+        program.display(),
+        runtime.display()
+    ));
+    std::fs::write(&config, text).unwrap();
+    let out = guard_command(&personality, &config)
+        .arg("-v")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    for name in ["local", "vendored"] {
+        let line = said
+            .lines()
+            .find(|l| l.contains(&format!("MCP server {name} is not offered")))
+            .unwrap_or_else(|| panic!("{name}: {said}"));
+        assert!(
+            line.contains(&ws.display().to_string()) && line.contains("lets its tools write"),
+            "{line}"
+        );
+    }
+    assert!(
+        !said.contains("RAN:planted"),
+        "the planted code ran: {said}"
+    );
+    assert!(
+        !said.contains("MCP server hostile is not offered"),
+        "{said}"
+    );
+}
+
 // guarantee: G-MCP-15
 /// A guarded server runs code of its own in a process that keeps a home for its life (a
 /// memory server's graph, a browser's profile) and does what it likes there: its declaration

@@ -154,6 +154,7 @@ impl Guard {
         secrets: &[Arc<dyn SecretsBackend>],
     ) -> Result<Started, String> {
         only_ours_to_change(server)?;
+        outside_the_write_roots(server, policy, working_dir)?;
         let handed = Self::secrets_for(server, secrets).await?;
         let caps = tool::declaration(server);
         let resolved = resolve(&format!("mcp__{name}"), &caps, policy, "guard", working_dir);
@@ -392,6 +393,50 @@ fn unpinned(pinned: Option<&String>, pin: &str) -> Option<String> {
 /// 64 MiB limit and `2^44` MiB none at all (zero bytes, a server that cannot start).
 fn address_space(memory_mib: u64) -> u64 {
     memory_mib.saturating_mul(1 << 20)
+}
+
+/// Refuses a server whose code (its `command`, a `runtime` root) lies at or beneath a write root
+/// of the personality (docs/guard.md, "Confinement"): a tool handed `write_file`, a child or
+/// another guarded server could change what this server runs, and the next start would run it
+/// with this server's secrets and reach.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the guard examines the program it will start, not a tool's reach"
+)]
+fn outside_the_write_roots(
+    server: &ServerConfig,
+    policy: &CompiledPolicy,
+    working_dir: &Path,
+) -> Result<(), String> {
+    use capability_types::backend::{FsAccess, PathPolicy as _};
+    let caps = capability_types::ToolCapabilities::none()
+        .with_fs_write(capability_types::FsPaths::FromPersonality);
+    let Some(paths) = resolve("guard", &caps, policy, "guard", working_dir).fs else {
+        return Ok(());
+    };
+    let roots = paths.roots(FsAccess::Write);
+    let code = std::iter::once(("command", &server.command))
+        .chain(server.runtime.iter().map(|p| ("runtime", p)));
+    for (field, path) in code {
+        // Where it really is, as the roots are (links resolved).
+        // toolcap: allow(std::fs::canonicalize, reason = "the guard examines the program it will start, where it really lies, not a tool's reach")
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+        let within = |r: &std::path::PathBuf| {
+            capability_core::matching::path::is_within(&real, r)
+                || capability_core::matching::path::is_within(path, r)
+        };
+        if let Some(root) = roots.iter().find(|r| within(r)) {
+            return Err(format!(
+                "its {field} {} lies in {}, which the personality lets its tools write: a tool, \
+                 a child or another server could change what this server runs, and it would \
+                 run with this server's secrets and reach, so it is not started (keep the \
+                 server's code outside the write roots)",
+                capability_types::shown(&path.display().to_string()),
+                capability_types::shown(&root.display().to_string())
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Refuses a server whose code another account can change (docs/guard.md, "Confinement"): its
