@@ -2623,7 +2623,7 @@ async fn a_child_cannot_give_a_file_outside_its_reach_a_name_inside_it() {
 /// another tool, which may write above the root), and the next child's Landlock rule followed
 /// the link: it wrote outside (watched failing). Now the child is not started, saying which
 /// link; nothing is written outside; once the directory is back, children start again. The
-/// root itself swapped for a link is refused the same way.
+/// root itself swapped for a link is refused the same way. Run as root and as `nobody`.
 #[tokio::test]
 async fn a_child_is_never_granted_a_root_through_a_link_on_its_way() {
     let fx = fixture();
@@ -2667,4 +2667,6 @@ async fn a_child_is_never_granted_a_root_through_a_link_on_its_way() {
         .await
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "w=0\n");
+    // And as an account without root's powers (CI runs as root).
+    again_as_nobody("a_child_is_never_granted_a_root_through_a_link_on_its_way");
 }

@@ -37,6 +37,17 @@ fn npm_servers() -> Option<PathBuf> {
     .map(|cache| cache.join("servers/node_modules"))
 }
 
+/// What `toolcap mcp guard -v` says on stderr, with no client (stdin closed): which servers it
+/// offers, why the others are not, and what the servers it started wrote there.
+fn guard_says(personality: &Path, config: &Path) -> String {
+    let out = guard_command(personality, config)
+        .arg("-v")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// `toolcap mcp guard --personality P --config C`, `RUST_LOG` cleared: the rest is the caller's.
 fn guard_command(personality: &Path, config: &Path) -> Command {
     let mut command = Command::new(TOOLCAP);
@@ -949,20 +960,28 @@ fn a_server_whose_code_a_tool_may_write_is_not_started() {
     std::fs::write(&program, "#!/bin/sh\necho RAN:planted >&2\nexit 0\n").unwrap();
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The same program outside the write roots runs (what it writes on stderr is shown: the
+    // channel the planted one would have spoken on).
+    let elsewhere = root.join("elsewhere/server.sh");
+    std::fs::create_dir_all(elsewhere.parent().unwrap()).unwrap();
+    std::fs::write(&elsewhere, "#!/bin/sh\necho RAN:elsewhere >&2\nexit 0\n").unwrap();
+    std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut text = std::fs::read_to_string(&config).unwrap();
     text.push_str(&format!(
-        "[servers.local]\ncommand = \"{}\"\n[servers.vendored]\ncommand = \"/bin/sh\"\nargs = [\"{}\"]\nruntime = [\"{}\"]\n",
+        "[servers.local]\ncommand = \"{}\"\n[servers.vendored]\ncommand = \"/bin/sh\"\nargs = [\"{}\"]\nruntime = [\"{}\"]\n[servers.elsewhere]\ncommand = \"{}\"\n",
         program.display(),
         program.display(),
-        runtime.display()
+        runtime.display(),
+        elsewhere.display()
     ));
     std::fs::write(&config, text).unwrap();
-    let out = guard_command(&personality, &config)
-        .arg("-v")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stderr);
+    let said = guard_says(&personality, &config);
+    // Checked first on its own side: the planted program never ran, where the other did.
+    assert!(said.contains("RAN:elsewhere"), "{said}");
+    assert!(
+        !said.contains("RAN:planted"),
+        "the planted code ran: {said}"
+    );
     for name in ["local", "vendored"] {
         let line = said
             .lines()
@@ -973,10 +992,7 @@ fn a_server_whose_code_a_tool_may_write_is_not_started() {
             "{line}"
         );
     }
-    assert!(
-        !said.contains("RAN:planted"),
-        "the planted code ran: {said}"
-    );
+
     assert!(
         !said.contains("MCP server hostile is not offered"),
         "{said}"
@@ -1471,12 +1487,7 @@ fn a_server_whose_code_another_account_can_change_is_not_started() {
         ));
     }
     std::fs::write(&config, text).unwrap();
-    let out = guard_command(&personality, &config)
-        .arg("-v")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stderr);
+    let said = guard_says(&personality, &config);
     if by_group {
         let line = said
             .lines()
