@@ -119,11 +119,17 @@ impl SecretsBackend for FileSecrets {
     }
 }
 
+/// Whether `name` is a secret's name; a TOML key that is not is quoted in the error (it is a
+/// key by the file's syntax), a `.env` line's text before its `=` is not: a value pasted on a
+/// line of its own, base64 with its `=` padding, would be shown.
 fn check_name(name: &str, line: Option<usize>) -> Result<(), String> {
     match SecretRef::parse(name) {
         Ok(r) if !r.is_glob() => Ok(()),
         _ => Err(match line {
-            Some(l) => format!("line {l}: {:?} is not a valid secret name", name),
+            Some(l) => format!(
+                "line {l}: the text before `=` is not a valid secret name (letters, digits, `_`, \
+                 `-`, `.` and `/` between names)"
+            ),
             None => format!("{name:?} is not a valid secret name"),
         }),
     }
@@ -280,7 +286,14 @@ mod tests {
             ("A=1\nA=2\n", "line 2: A is defined twice"),
             (
                 "../x=sk-live-secret-value\n",
-                "line 1: \"../x\" is not a valid secret name",
+                "line 1: the text before `=` is not a valid secret name (letters, digits, `_`, \
+                 `-`, `.` and `/` between names)",
+            ),
+            // A value pasted on a line of its own, its base64 padding taken for the `=`.
+            (
+                "A=1\nsk-live+secret/value==\n",
+                "line 2: the text before `=` is not a valid secret name (letters, digits, `_`, \
+                 `-`, `.` and `/` between names)",
             ),
             (
                 "A=\"sk-live-secret-value\n",
