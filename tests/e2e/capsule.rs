@@ -662,6 +662,30 @@ async fn a_worker_cannot_dump_core() {
     lab.assert_alive().await;
 }
 
+// guarantee: G-KERN-16
+/// A worker is the first process the kernel's out-of-memory killer ends: its `oom_score_adj`
+/// is 1000, read from outside (a worker has no `/proc` to read or lower it in: its root is
+/// empty), while the host keeps its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_is_the_first_the_out_of_memory_killer_ends() {
+    let lab = lab_default().await;
+    let worker = lab.value("counter", json!({})).await;
+    let pid = worker["pid"].as_u64().unwrap();
+    assert_ne!(pid, u64::from(std::process::id()));
+    let score = |path: String| std::fs::read_to_string(path).unwrap().trim().to_owned();
+    assert_eq!(
+        score(format!("/proc/{pid}/oom_score_adj")),
+        "1000",
+        "{worker}"
+    );
+    assert_ne!(
+        score("/proc/self/oom_score_adj".to_owned()),
+        "1000",
+        "the host's own"
+    );
+    lab.assert_alive().await;
+}
+
 // guarantee: G-CAP-01
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_planted_secret_in_the_hosts_environment_is_out_of_reach() {

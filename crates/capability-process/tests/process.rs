@@ -2670,3 +2670,65 @@ async fn a_child_is_never_granted_a_root_through_a_link_on_its_way() {
     // And as an account without root's powers (CI runs as root).
     again_as_nobody("a_child_is_never_granted_a_root_through_a_link_on_its_way");
 }
+
+// guarantee: G-KERN-16
+/// A child and what it starts are the first processes the kernel's out-of-memory killer ends
+/// (`oom_score_adj` 1000, read from outside while they wait), while the host keeps its own
+/// score: the program sets it as a `vfork` child, since a process that shares the host's
+/// memory (as the reaper does) would set the host's too. As root and as an account without
+/// root's powers, whose child sets it from inside a user namespace of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_is_the_first_the_out_of_memory_killer_ends() {
+    let fx = fixture();
+    let toml = format!(
+        "id = \"p\"\n[fs_reach]\nread = [\"{r}\"]\nwrite = [\"{r}\"]\n[safety.process]\nallow = [\"sh\"]\n",
+        r = fx.root.display()
+    );
+    let p = spawner_for(&fx, &toml, None);
+    let marker = format!("oom-{}", std::process::id());
+    let wait = "while [ ! -e go ]; do sleep 0.01; done";
+    let script = format!("sh -c '{wait}' {marker}-grandchild & {wait}; wait");
+    let child = {
+        let p = Arc::clone(&p);
+        let args = argv(&["-c", &script, &format!("{marker}-child")]);
+        tokio::spawn(async move { p.spawn("sh", &args, SpawnOptions::default()).await })
+    };
+    let score_of = |end: &str| -> Vec<String> {
+        let needle = format!("{marker}-{end}\0");
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            let found: Vec<String> = std::fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .filter(|e| {
+                    std::fs::read(e.path().join("cmdline"))
+                        .is_ok_and(|c| c.ends_with(needle.as_bytes()))
+                })
+                .filter_map(|e| std::fs::read_to_string(e.path().join("oom_score_adj")).ok())
+                .map(|s| s.trim().to_owned())
+                .collect();
+            if !found.is_empty() || std::time::Instant::now() > deadline {
+                return found;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let scores = (score_of("child"), score_of("grandchild"));
+    std::fs::write(fx.root.join("go"), "").unwrap();
+    let out = child.await.unwrap().unwrap();
+    assert_eq!(
+        out.exit_code,
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(scores.0, ["1000"], "the child's score");
+    assert_eq!(scores.1, ["1000"], "its own child's");
+    let own = std::fs::read_to_string("/proc/self/oom_score_adj").unwrap();
+    assert_ne!(
+        own.trim(),
+        "1000",
+        "the host's own score was changed with the child's"
+    );
+    again_as_nobody("a_child_is_the_first_the_out_of_memory_killer_ends");
+}

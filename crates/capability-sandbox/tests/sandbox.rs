@@ -1674,3 +1674,32 @@ fn a_procfs_beneath_a_root_is_covered() {
         assert_eq!(said, "13\n13\n13\n", "{how}: each refused (EACCES)");
     }
 }
+
+// guarantee: G-KERN-16
+/// A command the sandbox is applied to is the first process the kernel's out-of-memory killer
+/// ends (`oom_score_adj` 1000, set in the forked process before it executes, read once it has),
+/// and the host keeps its own score.
+#[test]
+fn a_confined_command_is_the_first_the_out_of_memory_killer_ends() {
+    let t = tree();
+    let mut command = Command::new("/bin/sh");
+    command.arg("-c").arg("read line");
+    command.stdin(std::process::Stdio::piped());
+    policy(&t)
+        .prepare()
+        .unwrap()
+        .apply_to(&mut command)
+        .unwrap();
+    // `spawn` returns once the program has executed.
+    let mut child = command.spawn().expect("the confined child starts");
+    let score = std::fs::read_to_string(format!("/proc/{}/oom_score_adj", child.id()));
+    drop(child.stdin.take());
+    let _ = child.wait();
+    assert_eq!(score.unwrap().trim(), "1000");
+    let own = std::fs::read_to_string("/proc/self/oom_score_adj").unwrap();
+    assert_ne!(
+        own.trim(),
+        "1000",
+        "the host's own score was changed with the child's"
+    );
+}

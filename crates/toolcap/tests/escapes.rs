@@ -2743,6 +2743,104 @@ fn a_crashing_child_leaves_no_core_dump() {
     }
 }
 
+// guarantee: G-KERN-16
+/// A child of `run_command` is the first process the kernel's out-of-memory killer ends, in
+/// both modes: its `oom_score_adj`, read from outside while it waits, is 1000 whatever the
+/// host's (lowered here to -500 first when the test runs as root, as a service's
+/// `OOMScoreAdjust=` would, where the kernel lets it: a child inheriting that, up to a thousand
+/// processes of 4 GiB each, would have the killer end the user's other programs first), and so
+/// is its own child's; it cannot lower it (its `/proc` is read-only and outside its write
+/// reach).
+#[test]
+fn a_child_is_the_first_the_out_of_memory_killer_ends() {
+    let env = Env::new("");
+    let p = env.root.join("p.toml").display().to_string();
+    let go = env.root.join("work/out/go");
+    for (round, mode) in MODES.iter().enumerate() {
+        let marker = format!("oom-marker-{}-{round}", std::process::id());
+        let script = format!(
+            "import os, subprocess, sys, time\n\
+             tried = []\n\
+             for value in ['0', '-1000']:\n\
+             \x20   try:\n\
+             \x20       with open('/proc/self/oom_score_adj', 'w') as f:\n\
+             \x20           f.write(value)\n\
+             \x20       tried.append('wrote ' + value)\n\
+             \x20   except OSError as e:\n\
+             \x20       tried.append(e.strerror)\n\
+             wait = 'import os, sys, time\\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)'\n\
+             grandchild = subprocess.Popen(['python3', '-c', wait, {go:?}, '{marker}-grandchild'])\n\
+             while not os.path.exists({go:?}): time.sleep(0.01)\n\
+             grandchild.wait()\n\
+             print(*tried)\n",
+            go = go.display().to_string(),
+        );
+        let call = serde_json::json!({"binary": "python3", "args": ["-c", script, format!("{marker}-child")], "timeout_ms": 20_000}).to_string();
+        let mut argv = vec!["call"];
+        argv.extend_from_slice(mode);
+        argv.extend(["--personality", &p, "run_command", &call]);
+        let _ = std::fs::remove_file(&go);
+        // The host's own score lowered first where it may be (root); `nobody` keeps its 0.
+        let toolcap = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("echo -500 > /proc/self/oom_score_adj 2>/dev/null; exec \"$@\"")
+            .arg("sh")
+            .arg(env!("CARGO_BIN_EXE_toolcap"))
+            .args(&argv)
+            .env("XDG_DATA_HOME", env.root.join("data"))
+            .env("HOME", &env.root)
+            .current_dir(env.root.join("work"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let host = toolcap.id();
+        let scores = |end: &str| -> Vec<String> {
+            let deadline = Instant::now() + Duration::from_secs(15);
+            loop {
+                let found: Vec<String> = std::fs::read_dir("/proc")
+                    .unwrap()
+                    .flatten()
+                    .filter(|e| {
+                        std::fs::read(e.path().join("cmdline"))
+                            .is_ok_and(|c| c.ends_with(format!("{marker}-{end}\0").as_bytes()))
+                    })
+                    .filter_map(|e| std::fs::read_to_string(e.path().join("oom_score_adj")).ok())
+                    .map(|s| s.trim().to_owned())
+                    .collect();
+                if !found.is_empty() || Instant::now() > deadline {
+                    return found;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        };
+        let child = scores("child");
+        let grandchild = scores("grandchild");
+        let host_score =
+            std::fs::read_to_string(format!("/proc/{host}/oom_score_adj")).unwrap_or_default();
+        std::fs::write(&go, "").unwrap();
+        let out = toolcap.wait_with_output().unwrap();
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(child, ["1000"], "{mode:?}: the child's score: {all}");
+        assert_eq!(grandchild, ["1000"], "{mode:?}: its own child's: {all}");
+        assert!(
+            !host_score.is_empty() && host_score.trim() != "1000",
+            "{mode:?}: the host keeps its own: {host_score}"
+        );
+        let result: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{mode:?}: {e}: {all}"));
+        let tried = stdout_of(&result);
+        assert!(
+            result["value"]["exit_code"] == 0 && !tried.contains("wrote"),
+            "{mode:?}: the child could lower its score: {all}"
+        );
+    }
+}
+
 // guarantee: G-KERN-01
 /// Code a child runs from memory or loads from its write reach is confined as the child is.
 /// Landlock's execute right covers `execve` of a file on a path, not a file made in memory

@@ -4,6 +4,7 @@
 //! memory prepared in the parent only.
 use std::ffi::{CStr, CString};
 use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 use crate::hide::Mask;
 
@@ -120,6 +121,45 @@ pub(crate) fn write_file(path: &CStr, contents: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// The host's `/proc`, for a spawned program to set its score through ([`first_to_end`]).
+pub(crate) fn host_proc() -> io::Result<OwnedFd> {
+    // SAFETY: open of a NUL-terminated literal path.
+    let fd = unsafe {
+        libc::open(
+            c"/proc".as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(last_error());
+    }
+    // SAFETY: open just returned it, and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Makes this process the first the kernel's out-of-memory killer ends (`oom_score_adj` 1000,
+/// `path` beneath `dir`), whatever the host's own score, which it inherited (a service's
+/// `OOMScoreAdjust=`); written while a root host still holds `CAP_SYS_RESOURCE`, it is the
+/// floor as well (docs/isolation-model.md, "Memory"). Only for a process that shares no memory
+/// with the host: the kernel writes one process's score into every other that shares its
+/// memory, but a `vfork` child's.
+pub(crate) fn first_to_end(dir: RawFd, path: &CStr) -> io::Result<()> {
+    // SAFETY: openat/write/close on a NUL-terminated path and a live buffer.
+    unsafe {
+        let fd = libc::openat(dir, path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(last_error());
+        }
+        let written = libc::write(fd, b"1000".as_ptr().cast(), 4);
+        let err = last_error();
+        libc::close(fd);
+        if written != 4 {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
 /// Creates an empty file with mode `000` at `path` (a mount point for a bind mount).
 fn create_empty(path: &CStr) -> io::Result<()> {
     // SAFETY: open of a NUL-terminated path; the descriptor is closed here.
@@ -187,6 +227,11 @@ pub(crate) fn enter(
     flags: libc::c_int,
     home: Option<&CStr>,
 ) -> io::Result<()> {
+    if mode == Mode::Apply {
+        // A process confining itself (a worker, a guarded server before it executes) shares
+        // no memory with the host; a spawned program sets its own (`spawn.rs`).
+        first_to_end(libc::AT_FDCWD, c"/proc/self/oom_score_adj")?;
+    }
     if flags & libc::CLONE_NEWUSER != 0 {
         write_file(c"/proc/self/setgroups", b"deny")?;
         write_file(c"/proc/self/uid_map", &ns.uid_map)?;

@@ -78,6 +78,9 @@ struct ChildArgs<'a> {
     stderr: RawFd,
     report: RawFd,
     ruleset: RawFd,
+    /// The host's `/proc`, opened before the clone: the program sets its out-of-memory score
+    /// through it, its own `/proc` being read-only by then.
+    proc: RawFd,
     filter: &'a [libc::sock_filter],
     limits: &'a ResourceLimits,
     egress: Option<&'a Egress>,
@@ -101,6 +104,7 @@ const STEP_CONFINE: u32 = 5;
 const STEP_EXEC: u32 = 6;
 const STEP_NAMESPACES: u32 = 7;
 const STEP_START: u32 = 8;
+const STEP_OOM: u32 = 9;
 /// The program runs (the reaper's report).
 const STEP_RUNNING: u32 = 0x100;
 /// The program ended; the second word is its wait status.
@@ -116,6 +120,7 @@ fn step_name(step: u32) -> &'static str {
         STEP_EXEC => "executing the program",
         STEP_NAMESPACES => "setting up its namespaces (fresh /proc, hidden places, process limit)",
         STEP_START => "starting the program in its PID namespace",
+        STEP_OOM => "setting its out-of-memory score",
         _ => "starting",
     }
 }
@@ -172,6 +177,10 @@ extern "C" fn program_main(arg: *mut libc::c_void) -> libc::c_int {
         if libc::chdir(a.cwd.as_ptr()) != 0 {
             return fail(STEP_CWD, errno());
         }
+    }
+    // Here, not in the reaper, which shares the host's memory (docs/isolation-model.md, "Memory").
+    if let Err(e) = ns::first_to_end(a.proc, c"self/oom_score_adj") {
+        return fail(STEP_OOM, e.raw_os_error());
     }
     if let Err(e) = confine(
         a.ruleset,
@@ -458,6 +467,9 @@ impl Prepared {
         let (stderr_read, stderr_write) = pipe().map_err(|e| io_failed("stderr pipe", e))?;
         let (report_read, report_write) = pipe().map_err(|e| io_failed("report pipe", e))?;
         let (egress, egress_host) = self.egress_channel()?;
+        let proc = ns::host_proc()
+            .and_then(above_stderr)
+            .map_err(|e| io_failed("/proc", e))?;
         let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
         argv_ptrs.push(std::ptr::null());
         let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|e| e.as_ptr()).collect();
@@ -489,6 +501,7 @@ impl Prepared {
             stderr: stderr_write.as_raw_fd(),
             report: report_write.as_raw_fd(),
             ruleset: self.ruleset.as_raw_fd(),
+            proc: proc.as_raw_fd(),
             filter: &self.filter,
             limits: &self.limits,
             egress: egress.as_ref(),
