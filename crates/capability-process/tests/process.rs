@@ -2732,3 +2732,31 @@ async fn a_child_is_the_first_the_out_of_memory_killer_ends() {
     );
     again_as_nobody("a_child_is_the_first_the_out_of_memory_killer_ends");
 }
+
+/// A child's `SIGPIPE` is the default, as `std::process::Command` leaves it, not the host's: a
+/// Rust program ignores it, and a child that inherited that got `EPIPE` where a pipeline's
+/// reader had gone (`yes | head -1` said "Broken pipe" and failed) instead of ending quietly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_ends_at_a_closed_pipe_as_a_program_does_outside() {
+    let fx = fixture();
+    let toml = format!(
+        "id = \"p\"\n[fs_reach]\nread = [\"{r}\"]\n[safety.process]\nallow = [\"sh\"]\n",
+        r = fx.root.display()
+    );
+    let p = spawner_for(&fx, &toml, None);
+    let out = p
+        .spawn(
+            "sh",
+            &argv(&["-c", "yes | head -1"]),
+            SpawnOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(stdout(&out), "y\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "",
+        "the writer was not ended by SIGPIPE"
+    );
+    assert_eq!(out.exit_code, Some(0));
+}

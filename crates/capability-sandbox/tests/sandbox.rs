@@ -1703,3 +1703,48 @@ fn a_confined_command_is_the_first_the_out_of_memory_killer_ends() {
         "the host's own score was changed with the child's"
     );
 }
+
+/// A spawned program starts with no signal blocked, as `std::process::Command` starts one,
+/// whatever the host's thread had blocked: a blocked `SIGTERM` or `SIGINT` inherited would keep
+/// a child from ever hearing it. The host's own mask is as it was.
+#[test]
+fn a_spawned_program_starts_with_no_signal_blocked() {
+    let t = tree();
+    let prepared = policy(&t).prepare().unwrap();
+    let args = vec![
+        "-c".to_owned(),
+        "import signal; print(sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])))"
+            .to_owned(),
+    ];
+    // A thread of its own, whose mask the test may change.
+    std::thread::spawn(move || {
+        #[allow(unsafe_code, reason = "blocking signals in the test's own thread")]
+        // SAFETY: sigset_t is plain data; the libc helpers only fill it and swap the mask.
+        let before = unsafe {
+            let mut blocked: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut blocked);
+            libc::sigaddset(&mut blocked, libc::SIGTERM);
+            libc::sigaddset(&mut blocked, libc::SIGUSR1);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &blocked, std::ptr::null_mut());
+            let mut now: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut now);
+            libc::sigismember(&now, libc::SIGTERM)
+        };
+        assert_eq!(before, 1);
+        let mut python = launch(Path::new("/usr/bin/python3"), &args, &t.write, false);
+        python.arg0 = std::ffi::OsStr::new("python3");
+        let child = prepared.spawn(&python).unwrap();
+        let (status, stdout, stderr) = run_spawned(child, b"");
+        assert_eq!((status, stdout.as_str()), (0, "[]\n"), "{stderr}");
+        #[allow(unsafe_code, reason = "reading the test's own thread's mask")]
+        // SAFETY: as above.
+        let after = unsafe {
+            let mut now: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut now);
+            libc::sigismember(&now, libc::SIGTERM)
+        };
+        assert_eq!(after, 1, "the host's own mask changed");
+    })
+    .join()
+    .unwrap();
+}

@@ -88,7 +88,6 @@ struct ChildArgs<'a> {
     /// The child's own home, in the sandbox's homes (`ns::Homes`).
     home: Option<&'a CStr>,
     flags: libc::c_int,
-    mask: libc::sigset_t,
     /// The program's stack (it runs on it until it executes).
     program_stack: *mut u8,
     /// Set by the program when it reported a failure (the reaper then reports nothing more).
@@ -158,7 +157,11 @@ extern "C" fn program_main(arg: *mut libc::c_void) -> libc::c_int {
             if libc::sigaction(signal, std::ptr::null(), &mut old) != 0 {
                 continue;
             }
-            if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
+            // An ignored signal stays ignored across `exec` (`nohup`'s `SIGHUP`), but for
+            // `SIGPIPE`, which Rust's runtime ignores, as `std::process::Command` resets it.
+            if old.sa_sigaction != libc::SIG_DFL
+                && (old.sa_sigaction != libc::SIG_IGN || signal == libc::SIGPIPE)
+            {
                 let mut default: libc::sigaction = std::mem::zeroed();
                 default.sa_sigaction = libc::SIG_DFL;
                 if libc::sigaction(signal, &default, std::ptr::null_mut()) != 0 {
@@ -191,9 +194,13 @@ extern "C" fn program_main(arg: *mut libc::c_void) -> libc::c_int {
     ) {
         return fail(STEP_CONFINE, e.raw_os_error());
     }
+    // No signal blocked, as `std::process::Command` starts a program, not the host thread's mask
+    // (a `SIGTERM` it blocked would never reach the child).
     // SAFETY: as above; execve only returns on failure.
     unsafe {
-        libc::pthread_sigmask(libc::SIG_SETMASK, &a.mask, std::ptr::null_mut());
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
         libc::execve(a.program.as_ptr(), a.argv.as_ptr(), a.envp.as_ptr());
     }
     fail(STEP_EXEC, errno())
@@ -508,7 +515,6 @@ impl Prepared {
             ns,
             home,
             flags,
-            mask,
             program_stack: program_stack.as_mut_ptr().cast::<u8>(),
             failed: AtomicBool::new(false),
         };
