@@ -50,6 +50,34 @@ fn set_limit(resource: libc::__rlimit_resource_t, value: Option<u64>) -> io::Res
     check(unsafe { libc::setrlimit(resource, &limit) })
 }
 
+/// Every handler the host installed back to the default, and `SIGPIPE`, which Rust's runtime
+/// ignores, too, as `std::process::Command` leaves a program's (docs/decisions.md,
+/// "capability-sandbox"); other ignored signals stay ignored, as across any `exec` (`nohup`'s
+/// `SIGHUP`). Runs between clone and exec: system calls only.
+pub(crate) fn default_handlers() -> io::Result<()> {
+    for signal in 1..=libc::SIGRTMAX() {
+        if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: sigaction is plain data, valid all zeroes; the calls only read and set this
+        // process's disposition of `signal`.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(signal, std::ptr::null(), &mut old) != 0 {
+                continue;
+            }
+            if old.sa_sigaction != libc::SIG_DFL
+                && (old.sa_sigaction != libc::SIG_IGN || signal == libc::SIGPIPE)
+            {
+                let mut default: libc::sigaction = std::mem::zeroed();
+                default.sa_sigaction = libc::SIG_DFL;
+                check(libc::sigaction(signal, &default, std::ptr::null_mut()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// What to do with inherited descriptors above stderr.
 #[derive(Clone, Copy)]
 pub(crate) enum Descriptors {

@@ -23,7 +23,7 @@ use capability_types::CapabilityError;
 use crate::ResourceLimits;
 use crate::hide::Mask;
 use crate::linux::Prepared;
-use crate::sys::confine::{Descriptors, check, confine, last_error};
+use crate::sys::confine::{self, Descriptors, check, confine, last_error};
 use crate::sys::ns::{self, Mode, Namespaces};
 use crate::sys::{Egress, failed};
 
@@ -147,27 +147,10 @@ extern "C" fn program_main(arg: *mut libc::c_void) -> libc::c_int {
     let errno = || io::Error::last_os_error().raw_os_error();
     // SAFETY: system calls on integers and on memory built by the host.
     unsafe {
-        // The host's handlers must never run here, in its memory: back to the defaults, then
-        // the host's signal mask (all signals were blocked around the clone).
-        for signal in 1..=libc::SIGRTMAX() {
-            if signal == libc::SIGKILL || signal == libc::SIGSTOP {
-                continue;
-            }
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(signal, std::ptr::null(), &mut old) != 0 {
-                continue;
-            }
-            // An ignored signal stays ignored across `exec` (`nohup`'s `SIGHUP`), but for
-            // `SIGPIPE`, which Rust's runtime ignores, as `std::process::Command` resets it.
-            if old.sa_sigaction != libc::SIG_DFL
-                && (old.sa_sigaction != libc::SIG_IGN || signal == libc::SIGPIPE)
-            {
-                let mut default: libc::sigaction = std::mem::zeroed();
-                default.sa_sigaction = libc::SIG_DFL;
-                if libc::sigaction(signal, &default, std::ptr::null_mut()) != 0 {
-                    return fail(STEP_SIGNALS, errno());
-                }
-            }
+        // The host's handlers must never run here, in its memory (all signals were blocked
+        // around the clone); the mask is cleared just before the program executes.
+        if let Err(e) = confine::default_handlers() {
+            return fail(STEP_SIGNALS, e.raw_os_error());
         }
         if libc::setpgid(0, 0) != 0 {
             return fail(STEP_GROUP, errno());
