@@ -3983,3 +3983,64 @@ fn arguments_can_come_from_standard_input() {
     assert_eq!(code(&out), 2);
     assert!(stderr(&out).contains("longer than"), "{}", stderr(&out));
 }
+
+// guarantee: G-REG-15
+/// `-v` logs toolcap's decisions, not every MCP message whole: an MCP client keeps the server's
+/// stderr as its log, and the SDK's debug events quote each request and answer, credentials in
+/// arguments (a header, a URL's query) and a file's contents among them. Before, both reached
+/// the log; the decisions are still there.
+#[test]
+fn verbose_logs_keep_no_credential_of_an_mcp_call() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let env = Env::new();
+    std::fs::write(
+        env.root.join("work/notes.md"),
+        "hello notes sk-FILE-CONTENT",
+    )
+    .unwrap();
+    let p = env.path("f.toml");
+    std::fs::write(
+        &p,
+        format!(
+            "id = \"f\"\ntoolset = [\"fetch_url\", \"read_file\"]\n[fs_reach]\nread = [\"{w}\"]\n[safety.network]\nallow = [\"127.0.0.1:1\"]\n",
+            w = env.root.join("work").display()
+        ),
+    )
+    .unwrap();
+    let mut server = env.spawn(
+        &["mcp", "serve", "-v", "--personality", &p],
+        std::process::Stdio::piped(),
+    );
+    let mut stdin = server.stdin.take().unwrap();
+    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
+    for message in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fetch_url","arguments":{"url":"http://127.0.0.1:1/x?token=sk-QUERY","headers":{"Authorization":"Bearer sk-HEADER"}}}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"notes.md"}}}"#,
+    ] {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    let answers: Vec<String> = (0..3).map(|_| lines.next().unwrap().unwrap()).collect();
+    // The answers come as the calls end, in either order.
+    assert!(
+        answers.iter().any(|a| a.contains("sk-FILE-CONTENT")),
+        "{answers:?}"
+    );
+    drop(stdin);
+    let mut log = String::new();
+    server
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    server.wait().unwrap();
+    for secret in ["sk-QUERY", "sk-HEADER", "sk-FILE-CONTENT"] {
+        assert!(!log.contains(secret), "{secret} in the log:\n{log}");
+    }
+    assert!(
+        log.contains("fetch_url") && log.contains("read_file"),
+        "the decisions are logged:\n{log}"
+    );
+}

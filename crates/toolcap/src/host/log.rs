@@ -8,8 +8,8 @@ use std::io::Write;
 /// Logs to stderr: warnings by default (audit events go to `--audit FILE`, not here; the MCP
 /// SDK's own only when they are errors, since it warns once per message a peer sends that it
 /// answers with an error, and a guarded server's or a client's messages are not to write the
-/// log); everything, audit included, with `--verbose`; `RUST_LOG` (`target=level,...`) replaces
-/// either.
+/// log); everything, audit included, with `--verbose`, but the SDK's debug events, which quote
+/// each message whole; `RUST_LOG` (`target=level,...`) replaces either.
 pub(crate) fn init_logging(verbose: bool) {
     use tracing_subscriber::filter::{LevelFilter, Targets};
     use tracing_subscriber::prelude::*;
@@ -18,7 +18,12 @@ pub(crate) fn init_logging(verbose: bool) {
         .and_then(|spec| spec.parse::<Targets>().ok())
         .unwrap_or_else(|| {
             if verbose {
-                Targets::new().with_default(LevelFilter::DEBUG)
+                // Not the MCP SDK's debug events: they quote every message whole, a call's
+                // credentials and a file's contents among them, into what a client keeps as
+                // the server's log (docs/mcp.md, "Logs").
+                Targets::new()
+                    .with_default(LevelFilter::DEBUG)
+                    .with_target("rmcp", LevelFilter::INFO)
             } else {
                 Targets::new()
                     .with_default(LevelFilter::WARN)
