@@ -966,23 +966,29 @@ fn a_server_whose_code_a_tool_may_write_is_not_started() {
     std::fs::create_dir_all(elsewhere.parent().unwrap()).unwrap();
     std::fs::write(&elsewhere, "#!/bin/sh\necho RAN:elsewhere >&2\nexit 0\n").unwrap();
     std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // A script named only in the arguments, which its server may read (its reach).
+    let script = ws.join("app/server.sh");
+    std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+    std::fs::write(&script, "echo RAN:scripted >&2\nexit 0\n").unwrap();
     let mut text = std::fs::read_to_string(&config).unwrap();
     text.push_str(&format!(
-        "[servers.local]\ncommand = \"{}\"\n[servers.vendored]\ncommand = \"/bin/sh\"\nargs = [\"{}\"]\nruntime = [\"{}\"]\n[servers.elsewhere]\ncommand = \"{}\"\n",
+        "[servers.local]\ncommand = \"{}\"\n[servers.vendored]\ncommand = \"/bin/sh\"\nargs = [\"{}\"]\nruntime = [\"{}\"]\n[servers.elsewhere]\ncommand = \"{}\"\n\
+         [servers.scripted]\ncommand = \"/bin/sh\"\nargs = [\"-e\", \"{}\"]\n[servers.scripted.reach]\nread = [\"{}\"]\n",
         program.display(),
         program.display(),
         runtime.display(),
-        elsewhere.display()
+        elsewhere.display(),
+        script.display(),
+        ws.display()
     ));
     std::fs::write(&config, text).unwrap();
     let said = guard_says(&personality, &config);
     // Checked first on its own side: the planted program never ran, where the other did.
     assert!(said.contains("RAN:elsewhere"), "{said}");
-    assert!(
-        !said.contains("RAN:planted"),
-        "the planted code ran: {said}"
-    );
-    for name in ["local", "vendored"] {
+    for planted in ["RAN:planted", "RAN:scripted"] {
+        assert!(!said.contains(planted), "the planted code ran: {said}");
+    }
+    for name in ["local", "vendored", "scripted"] {
         let line = said
             .lines()
             .find(|l| l.contains(&format!("MCP server {name} is not offered")))

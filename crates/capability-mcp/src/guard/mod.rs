@@ -8,6 +8,7 @@
 //! server process runs under the kernel confinement of the same intersection.
 
 mod client;
+mod code;
 mod config;
 mod dry;
 mod linecap;
@@ -153,8 +154,8 @@ impl Guard {
         egress: Arc<dyn EgressFactory>,
         secrets: &[Arc<dyn SecretsBackend>],
     ) -> Result<Started, String> {
-        only_ours_to_change(server)?;
-        outside_the_write_roots(server, policy, working_dir)?;
+        code::only_ours_to_change(server)?;
+        code::outside_the_write_roots(server, policy, working_dir)?;
         let handed = Self::secrets_for(server, secrets).await?;
         let caps = tool::declaration(server);
         let resolved = resolve(&format!("mcp__{name}"), &caps, policy, "guard", working_dir);
@@ -393,98 +394,6 @@ fn unpinned(pinned: Option<&String>, pin: &str) -> Option<String> {
 /// 64 MiB limit and `2^44` MiB none at all (zero bytes, a server that cannot start).
 fn address_space(memory_mib: u64) -> u64 {
     memory_mib.saturating_mul(1 << 20)
-}
-
-/// Refuses a server whose code (its `command`, a `runtime` root) lies at or beneath a write root
-/// of the personality (docs/guard.md, "Confinement"): a tool handed `write_file`, a child or
-/// another guarded server could change what this server runs, and the next start would run it
-/// with this server's secrets and reach.
-#[allow(
-    clippy::disallowed_methods,
-    reason = "the guard examines the program it will start, not a tool's reach"
-)]
-fn outside_the_write_roots(
-    server: &ServerConfig,
-    policy: &CompiledPolicy,
-    working_dir: &Path,
-) -> Result<(), String> {
-    use capability_types::backend::{FsAccess, PathPolicy as _};
-    let caps = capability_types::ToolCapabilities::none()
-        .with_fs_write(capability_types::FsPaths::FromPersonality);
-    let Some(paths) = resolve("guard", &caps, policy, "guard", working_dir).fs else {
-        return Ok(());
-    };
-    let roots = paths.roots(FsAccess::Write);
-    let code = std::iter::once(("command", &server.command))
-        .chain(server.runtime.iter().map(|p| ("runtime", p)));
-    for (field, path) in code {
-        // Where it really is, as the roots are (links resolved).
-        // toolcap: allow(std::fs::canonicalize, reason = "the guard examines the program it will start, where it really lies, not a tool's reach")
-        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
-        let within = |r: &std::path::PathBuf| {
-            capability_core::matching::path::is_within(&real, r)
-                || capability_core::matching::path::is_within(path, r)
-        };
-        if let Some(root) = roots.iter().find(|r| within(r)) {
-            return Err(format!(
-                "its {field} {} lies in {}, which the personality lets its tools write: a tool, \
-                 a child or another server could change what this server runs, and it would \
-                 run with this server's secrets and reach, so it is not started (keep the \
-                 server's code outside the write roots)",
-                capability_types::shown(&path.display().to_string()),
-                capability_types::shown(&root.display().to_string())
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Refuses a server whose code another account can change (docs/guard.md, "Confinement"): its
-/// program or a runtime root writable by all, writable by a group somebody else is in, or owned
-/// by another user than this one and root, or lying in a directory (at any depth) others may
-/// replace entries in (so writable without the sticky bit) or another user owns. Such a server would run their code with the
-/// user's reach.
-#[allow(
-    clippy::disallowed_methods,
-    reason = "the guard examines the program it will start, not a tool's reach"
-)]
-fn only_ours_to_change(server: &ServerConfig) -> Result<(), String> {
-    // toolcap: allow(std::os::unix::fs::MetadataExt, reason = "the guard checks who can change the program it will start, not a tool's reach")
-    use std::os::unix::fs::MetadataExt as _;
-    let examined = |field: &str, path: &std::path::Path| {
-        // toolcap: allow(std::fs::metadata, reason = "the guard checks who can change the program it will start, not a tool's reach")
-        std::fs::metadata(path)
-            .map_err(|e| format!("its {field} {} cannot be examined: {e}", path.display()))
-    };
-    // The path itself (the program, or a runtime root): nobody else may write it or own it.
-    // Then every directory it lies in, up to `/`: one others may write without the sticky bit,
-    // or one of another user's, lets them rename what is in it away and put their own in its
-    // place (in a sticky one, such as `/tmp`, only the owner of an entry can).
-    let check = |field: &str, path: &std::path::Path| -> Result<(), String> {
-        let meta = examined(field, path)?;
-        if let Some(how) =
-            capability_sandbox::changeable_by_others(path, meta.mode(), meta.uid(), meta.gid())
-        {
-            return Err(format!(
-                "its {field} {} {how}, and with it the code the guard would run",
-                path.display()
-            ));
-        }
-        let swap = capability_sandbox::swappable_through(path)
-            .map_err(|e| format!("its {field} {} cannot be examined: {e}", path.display()))?;
-        if let Some(swap) = swap {
-            return Err(format!(
-                "its {field} {} {swap}, and with it the code the guard would run",
-                path.display()
-            ));
-        }
-        Ok(())
-    };
-    check("command", &server.command)?;
-    for root in &server.runtime {
-        check("runtime", root)?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
