@@ -583,6 +583,43 @@ fn the_users_credential_files_are_out_of_a_reach_of_the_home_directory() {
         ".zsh_history",
         ".psql_history",
         ".mysql_history",
+        // Databases' and version control's password files, package registries' keys, cloud
+        // and platform command lines' tokens, password managers and keyrings, browsers'
+        // profiles (cookies, saved passwords) and what interpreters' prompts kept typed.
+        ".pgpass",
+        ".my.cnf",
+        ".config/git/credentials",
+        ".authinfo",
+        ".authinfo.gpg",
+        ".gem/credentials",
+        ".composer/auth.json",
+        ".config/composer/auth.json",
+        ".config/hub",
+        ".config/glab-cli/config.yml",
+        ".config/doctl/config.yaml",
+        ".config/netlify/config.json",
+        ".terraformrc",
+        ".s3cfg",
+        ".boto",
+        ".mc/config.json",
+        ".config/rclone/rclone.conf",
+        ".databrickscfg",
+        ".fly/config.yml",
+        ".oci/config",
+        ".config/op/config",
+        ".config/1Password/settings/settings.json",
+        ".password-store/bank.gpg",
+        ".local/share/keyrings/login.keyring",
+        ".pki/nssdb/key4.db",
+        ".mozilla/firefox/x.default/cookies.sqlite",
+        ".config/google-chrome/Default/Cookies",
+        ".config/chromium/Default/Login Data",
+        ".config/BraveSoftware/Brave-Browser/Default/Cookies",
+        ".config/microsoft-edge/Default/Cookies",
+        ".python_history",
+        ".node_repl_history",
+        ".sqlite_history",
+        ".rediscli_history",
     ];
     let open = [
         ".cargo/config.toml",
@@ -592,6 +629,9 @@ fn the_users_credential_files_are_out_of_a_reach_of_the_home_directory() {
         ".codex/config.toml",
         ".m2/repository/x.pom",
         ".gradle/caches/x",
+        ".config/git/ignore",
+        ".local/share/other/x",
+        ".config/glab-cli-other",
     ];
     for name in protected.iter().chain(&open) {
         let path = home.join(name);

@@ -183,7 +183,7 @@ impl FloorEntry {
 /// the files where tools (AI agents' clients among them) keep their credentials and tokens, and
 /// the histories where typed secrets stay. Each begins with a dot, which [`DenyFloor::blocks`]
 /// relies on when the home directory is unknown (a test holds it).
-pub(crate) const HOME_ENTRIES: [&str; 26] = [
+pub(crate) const HOME_ENTRIES: [&str; 60] = [
     ".ssh",
     ".aws",
     ".gnupg",
@@ -210,6 +210,47 @@ pub(crate) const HOME_ENTRIES: [&str; 26] = [
     ".zsh_history",
     ".psql_history",
     ".mysql_history",
+    // Databases' and version control's password files (git's own store where XDG puts it,
+    // Emacs's netrc).
+    ".pgpass",
+    ".my.cnf",
+    ".config/git/credentials",
+    ".authinfo",
+    ".authinfo.gpg",
+    // Package registries' keys.
+    ".gem/credentials",
+    ".composer/auth.json",
+    ".config/composer/auth.json",
+    // Platforms' and clouds' command lines: their tokens and keys.
+    ".config/hub",
+    ".config/glab-cli",
+    ".config/doctl",
+    ".config/netlify",
+    ".terraformrc",
+    ".s3cfg",
+    ".boto",
+    ".mc/config.json",
+    ".config/rclone",
+    ".databrickscfg",
+    ".fly",
+    ".oci",
+    // Password managers, keyrings and the NSS certificate and key database.
+    ".config/op",
+    ".config/1Password",
+    ".password-store",
+    ".local/share/keyrings",
+    ".pki",
+    // Browsers' profiles: their cookies are signed-in sessions, and they keep saved passwords.
+    ".mozilla",
+    ".config/google-chrome",
+    ".config/chromium",
+    ".config/BraveSoftware",
+    ".config/microsoft-edge",
+    // What interpreters' prompts kept of what was typed (a `redis-cli` `AUTH` among it).
+    ".python_history",
+    ".node_repl_history",
+    ".sqlite_history",
+    ".rediscli_history",
 ];
 
 /// The built-in deny floor of docs/semantics.md, "Paths": `~/.ssh`, `~/.aws`, `~/.gnupg`, `~/.netrc`
