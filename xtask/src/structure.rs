@@ -39,8 +39,9 @@ pub(crate) const MAX_FILE_LINES: usize = 700;
 /// the editors' startup and `~/.local/bin`, twenty-one names, and the rule that folding never
 /// makes a name empty, `.` or `..`, and from 2,677 when it gained what debuggers, interpreters,
 /// rustup's environment, kubectl, direnv, mise, a desktop session, sbt, Gradle and Bundler run
-/// as they start, twenty-seven names).
-pub(crate) const MAX_TYPES_LINES: usize = 2704;
+/// as they start, twenty-seven names, and from 2,704 when it gained Helix's workspace
+/// configuration, one name).
+pub(crate) const MAX_TYPES_LINES: usize = 2705;
 
 pub(crate) fn run(root: &Path) -> Result<()> {
     let mut findings = Vec::new();

@@ -89,7 +89,7 @@ impl PathAccess {
 /// matches exactly these (its tests hold the two together); the kernel layer looks for them
 /// beneath a child's write roots and keeps those that exist from the child (docs/policy.md,
 /// "Kept from children").
-pub const RUNS_LATER_NAMES: [&str; 129] = [
+pub const RUNS_LATER_NAMES: [&str; 130] = [
     ".bashrc",
     ".bash_profile",
     ".bash_login",
@@ -161,6 +161,7 @@ pub const RUNS_LATER_NAMES: [&str; 129] = [
     ".roo",
     ".continue",
     ".zed",
+    ".helix",
     ".windsurf",
     ".clinerules",
     ".opencode",

@@ -2154,6 +2154,7 @@ fn a_tool_cannot_plant_what_an_agent_or_editor_runs_when_it_opens_the_project() 
             ".roo/mcp.json",
             ".continue/mcpServers/db.yaml",
             ".zed/settings.json",
+            ".helix/languages.toml",
             "opencode.json",
             ".opencode/plugin/audit.ts",
             "crush.json",

@@ -108,7 +108,8 @@ pub enum RunsLater {
     /// and MCP servers of `.mcp.json`, `opencode.json`, `crush.json`, `.claude`, `.cursor`,
     /// `.codex`, `.agents`, `.gemini`, `.kiro`, `.roo`, `.continue`, `.windsurf`, `.clinerules`,
     /// `.opencode`, `.qwen`, `.kilocode`, `.amazonq` and `.junie`, aider's lint and test
-    /// commands, the tasks, servers and run configurations of `.vscode`, `.zed` and `.idea`.
+    /// commands, the tasks, servers and run configurations of `.vscode`, `.zed`, `.helix` and
+    /// `.idea`.
     Client,
     /// A build tool or package manager, when the user next builds or installs in the project:
     /// cargo's `.cargo/config.toml`, rustup's `rust-toolchain.toml`, npm's `.npmrc`, yarn's
@@ -228,12 +229,13 @@ const BUILD_DIRS: [&[u8]; 3] = [b".devcontainer", b".mvn", b".bundle"];
 /// line and MCP servers; Cursor's, Codex's (and its `.agents` skills, which Codex keeps
 /// read-only itself), Gemini CLI's, Kiro's, Roo Code's and Continue's MCP servers; VS Code's
 /// tasks (some run when the folder opens) and settings that name programs; Zed's language
-/// servers and context servers; JetBrains' run configurations; Windsurf's hooks and MCP servers
+/// servers and context servers; Helix's language servers (`.helix/languages.toml`, loaded
+/// for a workspace the user once trusted, whatever it holds now); JetBrains' run configurations; Windsurf's hooks and MCP servers
 /// (`.windsurf/hooks.json`, `mcp_config.json`), Cline's hook scripts (`.clinerules/hooks`),
 /// OpenCode's plugins (`.opencode/plugin`), Qwen Code's MCP servers (`.qwen/settings.json`),
 /// Kilo Code's (`.kilocode/mcp.json`), Amazon Q's agents with their hooks and MCP servers
 /// (`.amazonq/cli-agents`, `.amazonq/mcp.json`) and Junie's MCP servers (`.junie/mcp`).
-const CLIENT_DIRS: [&[u8]; 18] = [
+const CLIENT_DIRS: [&[u8]; 19] = [
     b".claude",
     b".cursor",
     b".codex",
@@ -244,6 +246,7 @@ const CLIENT_DIRS: [&[u8]; 18] = [
     b".continue",
     b".vscode",
     b".zed",
+    b".helix",
     b".idea",
     b".windsurf",
     b".clinerules",
@@ -824,6 +827,7 @@ mod tests {
             ("/p/.roo/mcp.json", "/p/.roo"),
             ("/p/.continue/mcpServers/db.yaml", "/p/.continue"),
             ("/p/.zed/settings.json", "/p/.zed"),
+            ("/p/.helix/languages.toml", "/p/.helix"),
             ("/p/opencode.json", "/p/opencode.json"),
             ("/p/web/opencode.jsonc", "/p/web/opencode.jsonc"),
             ("/p/crush.json", "/p/crush.json"),
