@@ -322,7 +322,8 @@ fn registry(c: &mut Criterion) {
 /// The path check every `ScopedFs` operation makes (a relative name under the read root), with
 /// the home directory known, as the command line loads a personality from `$HOME`, and unknown
 /// (no `$HOME`), when the deny floor protects `.ssh`, `.aws`, `.gnupg` and `.netrc` wherever
-/// they appear and so looks at every path checked.
+/// they appear and so looks at every path checked; and under a root of the whole home
+/// directory, where every home entry of the floor is compared with each path.
 fn paths(c: &mut Criterion) {
     let text = "id = \"p\"\n[fs_reach]\nread = [\"/srv/data\"]\n";
     let caps = ToolCapabilities::none().with_fs_read(FsPaths::FromPersonality);
@@ -339,6 +340,23 @@ fn paths(c: &mut Criterion) {
         fs.reaches(path).unwrap();
         group.bench_function(name, |b| b.iter(|| fs.reaches(black_box(path))));
     }
+    // The floor at its widest: a personality that reaches the whole home directory (an Ethos
+    // personality started there), where every home entry of the floor lies beneath the root
+    // and each path checked is compared with all of them.
+    let policy = CompiledPolicy::load(
+        "id = \"p\"\n[fs_reach]\nread = [\"~\"]\n",
+        PolicyFormat::Toml,
+        Some(Path::new("/home/user")),
+    )
+    .unwrap();
+    let fs = resolve("t", &caps, &policy, "s", Path::new("/home/user"))
+        .fs
+        .unwrap();
+    let path = Path::new("/home/user/src/app/reports/q3-summary.txt");
+    fs.reaches(path).unwrap();
+    group.bench_function("check_under_home_root", |b| {
+        b.iter(|| fs.reaches(black_box(path)))
+    });
     group.finish();
 }
 
