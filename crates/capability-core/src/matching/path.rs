@@ -143,10 +143,13 @@ fn plain(path: &[u8]) -> bool {
 /// One protected area of the deny floor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum FloorEntry {
-    /// A path and everything under it, optionally except one exact path.
+    /// A path and everything under it, optionally except one exact path. `dotted`: whether a
+    /// component of `root` begins with a dot (every home entry's does), so that a path with no
+    /// such component is known not to lie beneath it without comparing them.
     Tree {
         root: PathBuf,
         except: Option<PathBuf>,
+        dotted: bool,
     },
     /// Entries of `dir` whose name starts with `prefix` (`/etc/sudoers*`), and everything under them.
     NamePrefix { dir: PathBuf, prefix: &'static str },
@@ -158,9 +161,19 @@ enum FloorEntry {
 }
 
 impl FloorEntry {
+    /// `root` and everything under it but `except`.
+    fn tree(root: PathBuf, except: Option<PathBuf>) -> Self {
+        let dotted = DotParts::of(root.as_os_str().as_bytes()).next().is_some();
+        FloorEntry::Tree {
+            root,
+            except,
+            dotted,
+        }
+    }
+
     fn covers(&self, path: &Path) -> bool {
         match self {
-            FloorEntry::Tree { root, except } => {
+            FloorEntry::Tree { root, except, .. } => {
                 is_within(path, root) && except.as_deref() != Some(path)
             }
             FloorEntry::NamePrefix { dir, prefix } => {
@@ -264,7 +277,12 @@ pub(crate) const HOME_ENTRIES: [&str; 60] = [
 /// lists `/` may not). Deny rules are never lifted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DenyFloor {
-    entries: Vec<FloorEntry>,
+    /// The areas only a path with a component beginning with a dot can lie in (every home
+    /// entry's), apart from the others, so that a path without one is compared with none of
+    /// them ([`DenyFloor::blocks`]).
+    dotted: Vec<FloorEntry>,
+    /// The other areas (`/etc/shadow`, `/proc`, ...).
+    plain: Vec<FloorEntry>,
 }
 
 impl DenyFloor {
@@ -280,20 +298,14 @@ impl DenyFloor {
         let mut entries: Vec<FloorEntry> = match home.as_deref() {
             Some(home) => HOME_ENTRIES
                 .iter()
-                .map(|name| FloorEntry::Tree {
-                    root: normalize_lexically(&home.join(name)),
-                    except: None,
-                })
+                .map(|name| FloorEntry::tree(normalize_lexically(&home.join(name)), None))
                 .collect(),
             None => HOME_ENTRIES
                 .iter()
                 .map(|name| FloorEntry::Component(name))
                 .collect(),
         };
-        let tree = |root: &str| FloorEntry::Tree {
-            root: PathBuf::from(root),
-            except: None,
-        };
+        let tree = |root: &str| FloorEntry::tree(PathBuf::from(root), None);
         entries.extend([
             tree("/etc/shadow"),
             tree("/etc/gshadow"),
@@ -311,18 +323,37 @@ impl DenyFloor {
             tree("/etc/ssl/private"),
             tree("/proc"),
             tree("/sys"),
-            FloorEntry::Tree {
-                root: PathBuf::from("/dev"),
-                except: Some(PathBuf::from("/dev/null")),
-            },
+            FloorEntry::tree(PathBuf::from("/dev"), Some(PathBuf::from("/dev/null"))),
         ]);
-        Self { entries }
+        let mut floor = Self {
+            dotted: Vec::new(),
+            plain: Vec::new(),
+        };
+        floor.extend(entries);
+        floor
+    }
+
+    /// Every area, the dotted ones first.
+    fn entries(&self) -> impl Iterator<Item = &FloorEntry> {
+        self.dotted.iter().chain(&self.plain)
+    }
+
+    /// Adds `entries`, each where it belongs.
+    fn extend(&mut self, entries: impl IntoIterator<Item = FloorEntry>) {
+        for entry in entries {
+            match entry {
+                FloorEntry::Component(_) | FloorEntry::Tree { dotted: true, .. } => {
+                    self.dotted.push(entry);
+                }
+                _ => self.plain.push(entry),
+            }
+        }
     }
 
     /// Whether some protected area overlaps `root` (lies inside it, or contains it). When none
     /// does, no path under `root` can be blocked by the floor, and the check can be skipped.
     pub fn overlaps(&self, root: &Path) -> bool {
-        self.entries.iter().any(|entry| match entry {
+        self.entries().any(|entry| match entry {
             FloorEntry::Tree { root: area, .. } => is_within(root, area) || is_within(area, root),
             FloorEntry::NamePrefix { dir, .. } => entry.covers(root) || is_within(dir, root),
             FloorEntry::Component(_) => true,
@@ -334,7 +365,8 @@ impl DenyFloor {
     pub fn blocks(&self, path: &Path, personality_roots: &[PathBuf]) -> bool {
         // The names protected wherever they appear all begin with a dot (`HOME_ENTRIES`): a
         // path without a component that does is covered by none of them, found in one pass
-        // instead of one per name.
+        // instead of one per name; nor by an area whose own path has one (every home entry's,
+        // where the home is known: a project beneath the home is compared with none of them).
         let p = path.as_os_str().as_bytes();
         // Where the components that begin with a dot start, found once for every name.
         let mut dots = [0usize; 8];
@@ -347,9 +379,13 @@ impl DenyFloor {
             dots[found] = start;
             found += 1;
         }
-        self.entries.iter().any(|entry| {
+        let areas = if found == 0 {
+            &self.dotted[..0]
+        } else {
+            &self.dotted[..]
+        };
+        areas.iter().chain(&self.plain).any(|entry| {
             let covers = match entry {
-                FloorEntry::Component(_) if found == 0 => false,
                 FloorEntry::Component(name) if found != usize::MAX => {
                     dots[..found].iter().any(|&start| names_at(p, start, name))
                 }
@@ -397,14 +433,11 @@ fn names_at(path: &[u8], start: usize, name: &str) -> bool {
 impl DenyFloor {
     /// The protected area that covers `path`, as a path (`dir/prefix*` for a name prefix).
     pub fn area_of(&self, path: &Path) -> Option<PathBuf> {
-        self.entries
-            .iter()
-            .find(|e| e.covers(path))
-            .map(|e| match e {
-                FloorEntry::Tree { root, .. } => root.clone(),
-                FloorEntry::NamePrefix { dir, prefix } => dir.join(format!("{prefix}*")),
-                FloorEntry::Component(name) => PathBuf::from(name),
-            })
+        self.entries().find(|e| e.covers(path)).map(|e| match e {
+            FloorEntry::Tree { root, .. } => root.clone(),
+            FloorEntry::NamePrefix { dir, prefix } => dir.join(format!("{prefix}*")),
+            FloorEntry::Component(name) => PathBuf::from(name),
+        })
     }
 
     /// This floor with `places` too (another account's `~/.ssh`, found where it is by
@@ -415,11 +448,10 @@ impl DenyFloor {
         for root in places {
             let root = normalize_lexically(&root);
             let known = self
-                .entries
-                .iter()
+                .entries()
                 .any(|e| !matches!(e, FloorEntry::Component(_)) && e.covers(&root));
             if root.is_absolute() && !known {
-                self.entries.push(FloorEntry::Tree { root, except: None });
+                self.extend([FloorEntry::tree(root, None)]);
             }
         }
         self
@@ -429,15 +461,12 @@ impl DenyFloor {
     /// `/etc` reached through a symbolic link is protected under both names).
     pub fn with_real(mut self, real: impl Fn(&Path) -> PathBuf) -> Self {
         let mut extra = Vec::new();
-        for entry in &self.entries {
+        for entry in self.entries() {
             match entry {
-                FloorEntry::Tree { root, except } => {
+                FloorEntry::Tree { root, except, .. } => {
                     let resolved = real(root);
                     if &resolved != root {
-                        extra.push(FloorEntry::Tree {
-                            root: resolved,
-                            except: except.as_deref().map(&real),
-                        });
+                        extra.push(FloorEntry::tree(resolved, except.as_deref().map(&real)));
                     }
                 }
                 FloorEntry::NamePrefix { dir, prefix } => {
@@ -452,7 +481,7 @@ impl DenyFloor {
                 FloorEntry::Component(_) => {}
             }
         }
-        self.entries.extend(extra);
+        self.extend(extra);
         self
     }
 
@@ -460,8 +489,7 @@ impl DenyFloor {
     /// lies inside (lifted). Entries of a directory that start with a prefix are written
     /// `dir/prefix*`; component entries (no known home) have no path and are left out.
     pub fn areas(&self, personality_roots: &[PathBuf]) -> Vec<PathBuf> {
-        self.entries
-            .iter()
+        self.entries()
             .filter_map(|entry| {
                 let area = match entry {
                     FloorEntry::Tree { root, .. } => root.clone(),
