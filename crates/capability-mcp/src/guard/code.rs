@@ -56,10 +56,24 @@ fn is_script(path: &Path) -> bool {
         .is_some_and(|e| SCRIPT_ENDINGS.iter().any(|s| e.eq_ignore_ascii_case(s)));
     ending || {
         use std::io::Read as _;
+        // toolcap: allow(std::os::unix::fs::OpenOptionsExt, reason = "the guard examines the program it will start, not a tool's reach")
+        use std::os::unix::fs::OpenOptionsExt as _;
         let mut start = [0u8; 2];
-        // toolcap: allow(std::fs::File::open, reason = "the guard examines the program it will start, not a tool's reach")
-        std::fs::File::open(path)
-            .and_then(|mut f| f.read_exact(&mut start))
+        // Without waiting: a FIFO put where the file was is not read (it is not a file).
+        // toolcap: allow(rustix::fs::OFlags::NONBLOCK, reason = "the guard examines the program it will start, not a tool's reach")
+        let nonblock = rustix::fs::OFlags::NONBLOCK.bits() as i32;
+        // toolcap: allow(std::fs::OpenOptions::new, reason = "the guard examines the program it will start, not a tool's reach")
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nonblock)
+            .open(path)
+            .and_then(|mut f| {
+                // toolcap: allow(std::path::Path, reason = "the opened file's own kind, of the program the guard will start")
+                if !f.metadata()?.is_file() {
+                    return Err(std::io::ErrorKind::InvalidInput.into());
+                }
+                f.read_exact(&mut start)
+            })
             .is_ok_and(|()| &start == b"#!")
     }
 }
