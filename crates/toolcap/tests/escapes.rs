@@ -616,6 +616,7 @@ fn the_users_credential_files_are_out_of_a_reach_of_the_home_directory() {
         ".config/chromium/Default/Login Data",
         ".config/BraveSoftware/Brave-Browser/Default/Cookies",
         ".config/microsoft-edge/Default/Cookies",
+        ".var/app/org.mozilla.firefox/.mozilla/firefox/x.default/cookies.sqlite",
         ".python_history",
         ".node_repl_history",
         ".sqlite_history",

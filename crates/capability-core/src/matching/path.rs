@@ -196,7 +196,7 @@ impl FloorEntry {
 /// the files where tools (AI agents' clients among them) keep their credentials and tokens, and
 /// the histories where typed secrets stay. Each begins with a dot, which [`DenyFloor::blocks`]
 /// relies on when the home directory is unknown (a test holds it).
-pub(crate) const HOME_ENTRIES: [&str; 60] = [
+pub(crate) const HOME_ENTRIES: [&str; 61] = [
     ".ssh",
     ".aws",
     ".gnupg",
@@ -259,6 +259,9 @@ pub(crate) const HOME_ENTRIES: [&str; 60] = [
     ".config/chromium",
     ".config/BraveSoftware",
     ".config/microsoft-edge",
+    // What Flatpak keeps of each application it runs: browsers' profiles, password managers',
+    // chat clients' keys.
+    ".var/app",
     // What interpreters' prompts kept of what was typed (a `redis-cli` `AUTH` among it).
     ".python_history",
     ".node_repl_history",
