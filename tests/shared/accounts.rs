@@ -1,5 +1,6 @@
-//! Who a test runs as, and copying a program to run it from elsewhere (shared by the test files
-//! of several crates through `#[path]`: capability-process, toolcap).
+//! Who a test runs as, copying a program to run it from elsewhere, and the out-of-memory scores
+//! of processes seen from outside (shared by the test files of several crates through
+//! `#[path]`: capability-process, toolcap).
 #![allow(dead_code, reason = "each test binary uses part of this")]
 
 use std::path::Path;
@@ -22,4 +23,28 @@ pub(crate) fn copy_program(from: &Path, to: &Path) {
         .status()
         .unwrap();
     assert!(done.success(), "cp {from:?} {to:?}");
+}
+
+/// The out-of-memory scores (`oom_score_adj`) of the processes whose last argument is
+/// `last_argument`, once at least one is there (read from outside, as the kernel's killer sees
+/// them; a confined child cannot read its own `/proc`), or none after 15 seconds.
+pub(crate) fn oom_scores_of(last_argument: &str) -> Vec<String> {
+    let needle = format!("{last_argument}\0");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let found: Vec<String> = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                std::fs::read(e.path().join("cmdline"))
+                    .is_ok_and(|c| c.ends_with(needle.as_bytes()))
+            })
+            .filter_map(|e| std::fs::read_to_string(e.path().join("oom_score_adj")).ok())
+            .map(|s| s.trim().to_owned())
+            .collect();
+        if !found.is_empty() || std::time::Instant::now() > deadline {
+            return found;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }

@@ -2693,27 +2693,10 @@ async fn a_child_is_the_first_the_out_of_memory_killer_ends() {
         let args = argv(&["-c", &script, &format!("{marker}-child")]);
         tokio::spawn(async move { p.spawn("sh", &args, SpawnOptions::default()).await })
     };
-    let score_of = |end: &str| -> Vec<String> {
-        let needle = format!("{marker}-{end}\0");
-        let deadline = std::time::Instant::now() + Duration::from_secs(15);
-        loop {
-            let found: Vec<String> = std::fs::read_dir("/proc")
-                .unwrap()
-                .flatten()
-                .filter(|e| {
-                    std::fs::read(e.path().join("cmdline"))
-                        .is_ok_and(|c| c.ends_with(needle.as_bytes()))
-                })
-                .filter_map(|e| std::fs::read_to_string(e.path().join("oom_score_adj")).ok())
-                .map(|s| s.trim().to_owned())
-                .collect();
-            if !found.is_empty() || std::time::Instant::now() > deadline {
-                return found;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    };
-    let scores = (score_of("child"), score_of("grandchild"));
+    let scores = (
+        accounts::oom_scores_of(&format!("{marker}-child")),
+        accounts::oom_scores_of(&format!("{marker}-grandchild")),
+    );
     std::fs::write(fx.root.join("go"), "").unwrap();
     let out = child.await.unwrap().unwrap();
     assert_eq!(

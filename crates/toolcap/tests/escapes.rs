@@ -2837,27 +2837,8 @@ fn a_child_is_the_first_the_out_of_memory_killer_ends() {
             .spawn()
             .unwrap();
         let host = toolcap.id();
-        let scores = |end: &str| -> Vec<String> {
-            let deadline = Instant::now() + Duration::from_secs(15);
-            loop {
-                let found: Vec<String> = std::fs::read_dir("/proc")
-                    .unwrap()
-                    .flatten()
-                    .filter(|e| {
-                        std::fs::read(e.path().join("cmdline"))
-                            .is_ok_and(|c| c.ends_with(format!("{marker}-{end}\0").as_bytes()))
-                    })
-                    .filter_map(|e| std::fs::read_to_string(e.path().join("oom_score_adj")).ok())
-                    .map(|s| s.trim().to_owned())
-                    .collect();
-                if !found.is_empty() || Instant::now() > deadline {
-                    return found;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        };
-        let child = scores("child");
-        let grandchild = scores("grandchild");
+        let child = accounts::oom_scores_of(&format!("{marker}-child"));
+        let grandchild = accounts::oom_scores_of(&format!("{marker}-grandchild"));
         let host_score =
             std::fs::read_to_string(format!("/proc/{host}/oom_score_adj")).unwrap_or_default();
         std::fs::write(&go, "").unwrap();
