@@ -2848,8 +2848,17 @@ fn a_child_is_the_first_the_out_of_memory_killer_ends() {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        assert_eq!(child, ["1000"], "{mode:?}: the child's score: {all}");
-        assert_eq!(grandchild, ["1000"], "{mode:?}: its own child's: {all}");
+        // A fork that has not executed yet carries its parent's command line too: every
+        // process found must have the score, and there must be one.
+        let all_first = |found: &[String]| !found.is_empty() && found.iter().all(|s| s == "1000");
+        assert!(
+            all_first(&child),
+            "{mode:?}: the child's score {child:?}: {all}"
+        );
+        assert!(
+            all_first(&grandchild),
+            "{mode:?}: its own child's {grandchild:?}: {all}"
+        );
         assert!(
             !host_score.is_empty() && host_score.trim() != "1000",
             "{mode:?}: the host keeps its own: {host_score}"
