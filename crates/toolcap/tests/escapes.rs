@@ -617,6 +617,21 @@ fn the_users_credential_files_are_out_of_a_reach_of_the_home_directory() {
         ".config/BraveSoftware/Brave-Browser/Default/Cookies",
         ".config/microsoft-edge/Default/Cookies",
         ".var/app/org.mozilla.firefox/.mozilla/firefox/x.default/cookies.sqlite",
+        // AI agents' and their editors' own keys: a dotenv in the home directory (Gemini CLI
+        // and aider read it), OpenCode's, Crush's, Qwen Code's, Continue's, and the editors'
+        // global storage, where Cursor keeps its session tokens.
+        ".env",
+        ".gemini/.env",
+        ".local/share/opencode/auth.json",
+        ".local/share/crush/crush.json",
+        ".qwen/oauth_creds.json",
+        ".continue/config.yaml",
+        ".continue/config.json",
+        ".continue/.env",
+        ".aider.conf.yml",
+        ".config/Cursor/User/globalStorage/state.vscdb",
+        ".config/Code/User/globalStorage/state.vscdb",
+        ".config/Windsurf/User/globalStorage/state.vscdb",
         ".python_history",
         ".node_repl_history",
         ".sqlite_history",
@@ -633,6 +648,9 @@ fn the_users_credential_files_are_out_of_a_reach_of_the_home_directory() {
         ".config/git/ignore",
         ".local/share/other/x",
         ".config/glab-cli-other",
+        ".local/share/opencode/log/x.log",
+        ".continue/sessions/x.json",
+        ".config/Code/User/settings.json",
     ];
     for name in protected.iter().chain(&open) {
         let path = home.join(name);
