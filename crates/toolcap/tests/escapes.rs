@@ -570,6 +570,8 @@ fn the_users_credential_files_are_out_of_a_reach_of_the_home_directory() {
         ".config/gcloud/credentials.db",
         ".docker/config.json",
         ".kube/config",
+        ".kube/prod-cluster.yaml",
+        ".kube/cache/oidc-login/0a1b2c",
         ".azure/msal_token_cache.json",
         ".codex/auth.json",
         ".claude/.credentials.json",

@@ -205,7 +205,8 @@ pub(crate) const HOME_ENTRIES: [&str; 73] = [
     ".npmrc",
     ".pypirc",
     ".docker/config.json",
-    ".kube/config",
+    // Every kubeconfig kept there, and the OIDC tokens kubelogin caches beneath it.
+    ".kube",
     ".cargo/credentials",
     ".cargo/credentials.toml",
     ".config/gh",
