@@ -626,6 +626,8 @@ fn the_users_credential_files_are_out_of_a_reach_of_the_home_directory() {
         ".gemini/.env",
         ".local/share/opencode/auth.json",
         ".local/share/crush/crush.json",
+        ".local/share/amp/secrets.json",
+        ".config/goose/secrets.yaml",
         ".qwen/oauth_creds.json",
         ".continue/config.yaml",
         ".continue/config.json",

@@ -196,7 +196,7 @@ impl FloorEntry {
 /// the files where tools (AI agents' clients among them) keep their credentials and tokens, and
 /// the histories where typed secrets stay. Each begins with a dot, which [`DenyFloor::blocks`]
 /// relies on when the home directory is unknown (a test holds it).
-pub(crate) const HOME_ENTRIES: [&str; 73] = [
+pub(crate) const HOME_ENTRIES: [&str; 75] = [
     ".ssh",
     ".aws",
     ".gnupg",
@@ -264,13 +264,15 @@ pub(crate) const HOME_ENTRIES: [&str; 73] = [
     // chat clients' keys.
     ".var/app",
     // AI agents' and their editors' own keys: the home directory's dotenv (Gemini CLI and aider
-    // read it) and Gemini CLI's, OpenCode's and Crush's stores, Qwen Code's sign-in,
+    // read it) and Gemini CLI's, OpenCode's, Crush's, Amp's and Goose's stores, Qwen Code's sign-in,
     // Continue's and aider's configurations (they hold API keys), and the editors' global
     // storage (Cursor keeps its session tokens there).
     ".env",
     ".gemini/.env",
     ".local/share/opencode/auth.json",
     ".local/share/crush/crush.json",
+    ".local/share/amp/secrets.json",
+    ".config/goose/secrets.yaml",
     ".qwen/oauth_creds.json",
     ".continue/config.yaml",
     ".continue/config.json",
