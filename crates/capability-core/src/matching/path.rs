@@ -264,9 +264,9 @@ pub(crate) const HOME_ENTRIES: [&str; 75] = [
     // chat clients' keys.
     ".var/app",
     // AI agents' and their editors' own keys: the home directory's dotenv (Gemini CLI and aider
-    // read it) and Gemini CLI's, OpenCode's, Crush's, Amp's and Goose's stores, Qwen Code's sign-in,
-    // Continue's and aider's configurations (they hold API keys), and the editors' global
-    // storage (Cursor keeps its session tokens there).
+    // read it) and Gemini CLI's, OpenCode's, Crush's, Amp's and Goose's stores, Qwen Code's
+    // sign-in, Continue's and aider's configurations (they hold API keys), and the editors'
+    // global storage (Cursor keeps its session tokens there).
     ".env",
     ".gemini/.env",
     ".local/share/opencode/auth.json",
