@@ -143,13 +143,10 @@ fn plain(path: &[u8]) -> bool {
 /// One protected area of the deny floor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum FloorEntry {
-    /// A path and everything under it, optionally except one exact path. `dotted`: whether a
-    /// component of `root` begins with a dot (every home entry's does), so that a path with no
-    /// such component is known not to lie beneath it without comparing them.
+    /// A path and everything under it, optionally except one exact path.
     Tree {
         root: PathBuf,
         except: Option<PathBuf>,
-        dotted: bool,
     },
     /// Entries of `dir` whose name starts with `prefix` (`/etc/sudoers*`), and everything under them.
     NamePrefix { dir: PathBuf, prefix: &'static str },
@@ -163,17 +160,23 @@ enum FloorEntry {
 impl FloorEntry {
     /// `root` and everything under it but `except`.
     fn tree(root: PathBuf, except: Option<PathBuf>) -> Self {
-        let dotted = DotParts::of(root.as_os_str().as_bytes()).next().is_some();
-        FloorEntry::Tree {
-            root,
-            except,
-            dotted,
+        FloorEntry::Tree { root, except }
+    }
+
+    /// Whether only a path with a component beginning with a dot can lie in this area (every
+    /// home entry, where the home is known or not): a path without one is covered by none.
+    fn needs_dot(&self) -> bool {
+        let has_dot = |p: &Path| DotParts::of(p.as_os_str().as_bytes()).next().is_some();
+        match self {
+            FloorEntry::Tree { root, .. } => has_dot(root),
+            FloorEntry::NamePrefix { dir, .. } => has_dot(dir),
+            FloorEntry::Component(_) => true,
         }
     }
 
     fn covers(&self, path: &Path) -> bool {
         match self {
-            FloorEntry::Tree { root, except, .. } => {
+            FloorEntry::Tree { root, except } => {
                 is_within(path, root) && except.as_deref() != Some(path)
             }
             FloorEntry::NamePrefix { dir, prefix } => {
@@ -363,11 +366,10 @@ impl DenyFloor {
     /// Adds `entries`, each where it belongs.
     fn extend(&mut self, entries: impl IntoIterator<Item = FloorEntry>) {
         for entry in entries {
-            match entry {
-                FloorEntry::Component(_) | FloorEntry::Tree { dotted: true, .. } => {
-                    self.dotted.push(entry);
-                }
-                _ => self.plain.push(entry),
+            if entry.needs_dot() {
+                self.dotted.push(entry);
+            } else {
+                self.plain.push(entry);
             }
         }
     }
@@ -485,7 +487,7 @@ impl DenyFloor {
         let mut extra = Vec::new();
         for entry in self.entries() {
             match entry {
-                FloorEntry::Tree { root, except, .. } => {
+                FloorEntry::Tree { root, except } => {
                     let resolved = real(root);
                     if &resolved != root {
                         extra.push(FloorEntry::tree(resolved, except.as_deref().map(&real)));
