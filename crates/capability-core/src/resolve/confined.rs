@@ -95,8 +95,9 @@ impl ResolvedCapabilities {
         if let Some(what) = process_difference(self.process.as_deref(), call.process.as_deref()) {
             return Err(refused(DenialCode::BinaryNotAllowed, what));
         }
-        let secrets = |r: &ResolvedCapabilities| r.secrets.clone().unwrap_or_default();
-        if let Some(secret) = secrets(self).iter().find(|s| !secrets(call).contains(s)) {
+        let handed = self.secrets.as_deref().unwrap_or_default();
+        let readable = call.secrets.as_deref().unwrap_or_default();
+        if let Some(secret) = handed.iter().find(|s| !readable.contains(s)) {
             return Err(refused(
                 DenialCode::SecretNotDeclared,
                 format!(
