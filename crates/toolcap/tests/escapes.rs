@@ -669,6 +669,11 @@ fn the_users_credential_files_are_out_of_a_reach_of_the_home_directory() {
     for mode in MODES {
         for name in protected {
             let result = read_file(&env, mode, &homely, &path_of(name));
+            // The forbidden side first: nothing of the file in the answer.
+            assert!(
+                !result.to_string().contains(&canary()),
+                "{mode:?} {name} leaked: {result}"
+            );
             assert_eq!(result["code"], "denied", "{mode:?} {name}: {result}");
         }
         for name in open {
