@@ -37,6 +37,18 @@ fn code_of(server: &ServerConfig) -> Vec<(&'static str, &Path)> {
     code
 }
 
+/// Refuses a server whose code ([`code_of`], looked for once) another account can change, or
+/// that lies where the personality lets its tools write (docs/guard.md, "Confinement").
+pub(super) fn examined(
+    server: &ServerConfig,
+    policy: &CompiledPolicy,
+    working_dir: &Path,
+) -> Result<(), String> {
+    let code = code_of(server);
+    only_ours_to_change(&code)?;
+    outside_the_write_roots(&code, policy, working_dir)
+}
+
 /// Whether `path` is an existing file an interpreter would run: its name ends as a script's
 /// does, or it begins with `#!`.
 #[allow(
@@ -86,8 +98,8 @@ fn is_script(path: &Path) -> bool {
     clippy::disallowed_methods,
     reason = "the guard examines the program it will start, not a tool's reach"
 )]
-pub(super) fn outside_the_write_roots(
-    server: &ServerConfig,
+fn outside_the_write_roots(
+    code: &[(&str, &Path)],
     policy: &CompiledPolicy,
     working_dir: &Path,
 ) -> Result<(), String> {
@@ -98,7 +110,7 @@ pub(super) fn outside_the_write_roots(
         return Ok(());
     };
     let roots = paths.roots(FsAccess::Write);
-    for (field, path) in code_of(server) {
+    for &(field, path) in code {
         // Where it really is, as the roots are (links resolved).
         // toolcap: allow(std::fs::canonicalize, reason = "the guard examines the program it will start, where it really lies, not a tool's reach")
         let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
@@ -129,7 +141,7 @@ pub(super) fn outside_the_write_roots(
     clippy::disallowed_methods,
     reason = "the guard examines the program it will start, not a tool's reach"
 )]
-pub(super) fn only_ours_to_change(server: &ServerConfig) -> Result<(), String> {
+fn only_ours_to_change(code: &[(&str, &Path)]) -> Result<(), String> {
     // toolcap: allow(std::os::unix::fs::MetadataExt, reason = "the guard checks who can change the program it will start, not a tool's reach")
     use std::os::unix::fs::MetadataExt as _;
     let examined = |field: &str, path: &std::path::Path| {
@@ -161,7 +173,7 @@ pub(super) fn only_ours_to_change(server: &ServerConfig) -> Result<(), String> {
         }
         Ok(())
     };
-    for (field, path) in code_of(server) {
+    for &(field, path) in code {
         check(field, path)?;
     }
     Ok(())

@@ -154,8 +154,7 @@ impl Guard {
         egress: Arc<dyn EgressFactory>,
         secrets: &[Arc<dyn SecretsBackend>],
     ) -> Result<Started, String> {
-        code::only_ours_to_change(server)?;
-        code::outside_the_write_roots(server, policy, working_dir)?;
+        code::examined(server, policy, working_dir)?;
         let handed = Self::secrets_for(server, secrets).await?;
         let caps = tool::declaration(server);
         let resolved = resolve(&format!("mcp__{name}"), &caps, policy, "guard", working_dir);
