@@ -1005,6 +1005,87 @@ fn a_server_whose_code_a_tool_may_write_is_not_started() {
     );
 }
 
+// guarantee: G-MCP-06
+/// A server started in a working directory where the personality lets its tools write runs
+/// code from there even when no argument names it as an absolute path: a script named
+/// relative to it (`sh -e app/server.sh`, `node build/index.js`, from the guard's `--workdir`
+/// when the configuration sets no `cwd`), and Python started with `-m` or `-c` (how the
+/// reference servers are started: `python -m mcp_server_git`), which imports from its working
+/// directory before its own packages, so a `mcp_server_git.py` or a `json.py` a tool wrote
+/// there ran in the server's place (watched failing: both planted markers on the guard's
+/// stderr). Such a server is not started, saying why; the same server started elsewhere is.
+#[test]
+fn a_server_whose_working_directory_gives_it_code_a_tool_may_write_is_not_started() {
+    let (_dir, root) = scratch();
+    // The personality reads the workspace and writes `out` in it.
+    let ws = root.join("ws").join("out");
+    std::fs::create_dir_all(&ws).unwrap();
+    let (config, personality) = hostile_writing(&root, &[&ws], &["echo"], "", "");
+    let app = ws.join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::write(app.join("server.sh"), "echo RAN:relative >&2\nexit 0\n").unwrap();
+    // What a tool would write to take the place of a module the server imports.
+    std::fs::write(
+        ws.join("planted_server.py"),
+        "import sys\nprint('RAN:module', file=sys.stderr)\nsys.exit(0)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("json.py"),
+        "import sys\nprint('RAN:shadowed', file=sys.stderr)\nsys.exit(0)\n",
+    )
+    .unwrap();
+    // Started outside the write roots, the same kind of server runs (its marker shows that a
+    // refused one would have spoken on the same channel).
+    let elsewhere = root.join("ws").join("lib");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(
+        elsewhere.join("other_server.py"),
+        "import sys\nprint('RAN:elsewhere', file=sys.stderr)\nsys.exit(0)\n",
+    )
+    .unwrap();
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    let reach = format!("read = [\"{}\", \"{}\"]", ws.display(), elsewhere.display());
+    text.push_str(&format!(
+        "[servers.relative]\ncommand = \"/bin/sh\"\nargs = [\"-e\", \"app/server.sh\"]\ncwd = \"{ws}\"\n\
+         [servers.relative.reach]\n{reach}\n\
+         [servers.module]\ncommand = \"/usr/bin/python3\"\nargs = [\"-m\", \"planted_server\"]\ncwd = \"{ws}\"\n\
+         [servers.module.reach]\n{reach}\n\
+         [servers.inline]\ncommand = \"/usr/bin/python3\"\nargs = [\"-c\", \"import json\"]\ncwd = \"{ws}\"\n\
+         [servers.inline.reach]\n{reach}\n\
+         [servers.elsewhere]\ncommand = \"/usr/bin/python3\"\nargs = [\"-m\", \"other_server\"]\ncwd = \"{elsewhere}\"\n\
+         [servers.elsewhere.reach]\n{reach}\n",
+        ws = ws.display(),
+        elsewhere = elsewhere.display(),
+    ));
+    std::fs::write(&config, text).unwrap();
+    let said = guard_says(&personality, &config);
+    // Checked first on its own side: the planted code never ran, where the other did.
+    assert!(said.contains("RAN:elsewhere"), "{said}");
+    for planted in ["RAN:relative", "RAN:module", "RAN:shadowed"] {
+        assert!(!said.contains(planted), "the planted code ran: {said}");
+    }
+    for name in ["relative", "module", "inline"] {
+        let line = said
+            .lines()
+            .find(|l| l.contains(&format!("MCP server {name} is not offered")))
+            .unwrap_or_else(|| panic!("{name}: {said}"));
+        assert!(
+            line.contains(&ws.display().to_string()) && line.contains("lets its tools write"),
+            "{line}"
+        );
+    }
+    // The one started elsewhere was started (it ends at once: it is no MCP server), and the
+    // server of the write reach itself is offered.
+    assert!(
+        !said
+            .lines()
+            .any(|l| l.contains("server elsewhere") && l.contains("lets its tools write"))
+            && !said.contains("MCP server hostile is not offered"),
+        "{said}"
+    );
+}
+
 // guarantee: G-MCP-15
 /// A guarded server runs code of its own in a process that keeps a home for its life (a
 /// memory server's graph, a browser's profile) and does what it likes there: its declaration

@@ -16,25 +16,193 @@ const SCRIPT_ENDINGS: &[&str] = &[
     "pm", "php", "lua", "sh", "bash", "zsh", "fish", "ksh", "r", "jl", "jar", "wasm",
 ];
 
-/// What a server runs, each with the field it was named in: its `command`, its `runtime` roots,
-/// and each script its arguments name (an absolute path, alone or as an option's `=` value, to
-/// an existing file whose name ends as a script's does or that begins with `#!`), which an
-/// interpreter (`node server.js`, `python3 server.py`, `sh -e run.sh`) runs. An argument that
-/// names code otherwise (a module, `-m pkg`, a file relative to the server's working directory,
-/// which is its own home) is not examined: name the directory such code lies in as `runtime`.
-fn code_of(server: &ServerConfig) -> Vec<(&'static str, &Path)> {
-    let mut code = vec![("command", server.command.as_path())];
-    code.extend(server.runtime.iter().map(|p| ("runtime", p.as_path())));
+/// One place a server's code comes from: the configuration field it was found through, the
+/// place, and for a working directory, why its launcher takes code from there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Code {
+    field: &'static str,
+    path: PathBuf,
+    why: Option<String>,
+}
+
+impl Code {
+    fn new(field: &'static str, path: impl Into<PathBuf>) -> Self {
+        Code {
+            field,
+            path: path.into(),
+            why: None,
+        }
+    }
+
+    /// `its command /usr/bin/node`, `its working directory /ws (python3 -m imports …)`.
+    fn named(&self) -> String {
+        let path = self.path.display().to_string();
+        let path = capability_types::shown(&path);
+        match &self.why {
+            Some(why) => format!("its {} {path} ({why})", self.field),
+            None => format!("its {} {path}", self.field),
+        }
+    }
+}
+
+/// What a server runs ([`Code`]): its `command`, its `runtime` roots, each script its
+/// arguments name (a path, alone or as an option's `=` value, to an existing file whose name
+/// ends as a script's does or that begins with `#!`, which an interpreter runs: `node
+/// server.js`, `python3 /opt/s/server.py`, `sh -e run.sh`; a relative one from the server's
+/// working directory), and its working directory when its launcher takes code from there
+/// whatever its arguments name ([`reads_its_working_directory`]). The working directory is
+/// `cwd`, or the guard's own (`working_dir`) when the configuration sets none. An argument
+/// that names code otherwise (a module, a file without such an ending) is not examined: name
+/// the directory such code lies in as `runtime`.
+fn code_of(server: &ServerConfig, working_dir: &Path) -> Vec<Code> {
+    let cwd = server.cwd.as_deref().unwrap_or(working_dir);
+    let mut code = vec![Code::new("command", &server.command)];
+    code.extend(server.runtime.iter().map(|p| Code::new("runtime", p)));
     code.extend(
         server
             .args
             .iter()
             .map(|arg| arg.split_once('=').map_or(arg.as_str(), |(_, value)| value))
-            .map(Path::new)
-            .filter(|path| path.is_absolute() && is_script(path))
-            .map(|path| ("script argument", path)),
+            .filter(|arg| !arg.is_empty())
+            .map(|arg| cwd.join(arg))
+            .filter(|path| is_script(path))
+            .map(|path| Code::new("script argument", path)),
     );
+    if let Some(why) = reads_its_working_directory(server) {
+        code.push(Code {
+            field: "working directory",
+            path: cwd.to_path_buf(),
+            why: Some(why),
+        });
+    }
     code
+}
+
+/// Launchers that take the code they run, or what decides which code that is, from their
+/// working directory whatever their arguments name, and what they take there (docs/guard.md,
+/// "Confinement"): a package manager's runner runs the project's installed packages and
+/// scripts first (`npx -y @scope/server` runs a `node_modules/@scope/server` there in place
+/// of the published one), uv and Deno read their project's settings and dependencies, PHP
+/// looks there first for the files a script includes, Bundler reads the project's `Gemfile`.
+const READS_ITS_DIRECTORY: &[(&str, &str)] = &[
+    (
+        "npx",
+        "runs a package installed there before the published one",
+    ),
+    ("npm", "runs the packages and scripts of the project there"),
+    ("pnpm", "runs the packages and scripts of the project there"),
+    (
+        "pnpx",
+        "runs a package installed there before the published one",
+    ),
+    ("yarn", "runs the packages and scripts of the project there"),
+    (
+        "bun",
+        "runs the packages, scripts and preloads of the project there",
+    ),
+    (
+        "bunx",
+        "runs a package installed there before the published one",
+    ),
+    (
+        "uv",
+        "reads the project and the settings there, which choose what it installs and runs",
+    ),
+    (
+        "uvx",
+        "reads the settings there, which choose where it installs from",
+    ),
+    ("deno", "reads the configuration and import map there"),
+    ("php", "looks there first for the files its scripts include"),
+    ("bundle", "runs the Gemfile there"),
+];
+
+/// Why the server's launcher takes code from its working directory, if it does: Python
+/// started with `-m` or `-c` (or without a script) puts its working directory first on its
+/// module path, before its own packages, unless `-I` or `-P` (which a Python before 3.11
+/// refuses, so nothing runs) keeps it off; the launchers of [`READS_ITS_DIRECTORY`] always.
+/// A `command` of `env` is looked through to the program it starts.
+fn reads_its_working_directory(server: &ServerConfig) -> Option<String> {
+    let (program, args) = through_env(&server.command, &server.args)?;
+    let name = Path::new(program)
+        .file_name()?
+        .to_str()?
+        .to_ascii_lowercase();
+    let python = ["python", "pypy"].iter().any(|p| {
+        name.strip_prefix(p)
+            .is_some_and(|rest| rest.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
+    });
+    if python {
+        return python_imports_from_its_directory(args).map(|how| match how {
+            "" => format!("`{name}`, given no script, imports from it before its own packages"),
+            how => format!("`{name} {how}` imports from it before its own packages"),
+        });
+    }
+    READS_ITS_DIRECTORY
+        .iter()
+        .find(|(launcher, _)| *launcher == name)
+        .map(|(launcher, why)| format!("`{launcher}` {why}"))
+}
+
+/// The program a command line runs and its arguments, looking through `env` (its options and
+/// `NAME=value` assignments): `None` when `env` is given no program.
+fn through_env<'a>(command: &'a Path, args: &'a [String]) -> Option<(&'a str, &'a [String])> {
+    let command = command.to_str()?;
+    if Path::new(command).file_name().and_then(|n| n.to_str()) != Some("env") {
+        return Some((command, args));
+    }
+    let mut i = 0;
+    while let Some(arg) = args.get(i) {
+        match arg.as_str() {
+            // The options that take a value in the next argument.
+            "-u" | "--unset" | "-C" | "--chdir" | "-S" | "--split-string" => i += 2,
+            "--" => return args.get(i + 1).map(|p| (p.as_str(), &args[i + 2..])),
+            a if a.starts_with('-') || a.contains('=') => i += 1,
+            program => return Some((program, &args[i + 1..])),
+        }
+    }
+    None
+}
+
+/// How Python is told to run code that imports from its working directory first (`-m`, `-c`,
+/// `-` for its standard input, or `""`: no script at all), reading its options as Python
+/// does; `None` when it runs a script (whose own directory goes first: examined as a script)
+/// or is isolated (`-I`, `-P`).
+fn python_imports_from_its_directory(args: &[String]) -> Option<&'static str> {
+    let mut safe = false;
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        // The first argument that is no option is the script.
+        let flags = arg.strip_prefix('-')?;
+        match flags {
+            "" => return (!safe).then_some("-"),
+            "-" => return None,
+            f if f.starts_with('-') => {
+                // Long options; one takes a value.
+                if f == "-check-hash-based-pycs" {
+                    args.next();
+                }
+                continue;
+            }
+            _ => {}
+        }
+        for (at, flag) in flags.char_indices() {
+            match flag {
+                'I' | 'P' => safe = true,
+                'c' => return (!safe).then_some("-c"),
+                'm' => return (!safe).then_some("-m"),
+                'W' | 'X' => {
+                    // Their value is the rest of this argument, or the next one.
+                    if at + 1 == flags.len() {
+                        args.next();
+                    }
+                    break;
+                }
+                _ => {}
+            }
+        }
+    }
+    (!safe).then_some("")
 }
 
 /// Refuses a server whose code ([`code_of`], looked for once) another account can change, or
@@ -44,7 +212,7 @@ pub(super) fn examined(
     policy: &CompiledPolicy,
     working_dir: &Path,
 ) -> Result<(), String> {
-    let code = code_of(server);
+    let code = code_of(server, working_dir);
     only_ours_to_change(&code)?;
     outside_the_write_roots(&code, policy, working_dir)
 }
@@ -99,7 +267,7 @@ fn is_script(path: &Path) -> bool {
     reason = "the guard examines the program it will start, not a tool's reach"
 )]
 fn outside_the_write_roots(
-    code: &[(&str, &Path)],
+    code: &[Code],
     policy: &CompiledPolicy,
     working_dir: &Path,
 ) -> Result<(), String> {
@@ -110,7 +278,8 @@ fn outside_the_write_roots(
         return Ok(());
     };
     let roots = paths.roots(FsAccess::Write);
-    for &(field, path) in code {
+    for code in code {
+        let path = code.path.as_path();
         // Where it really is, as the roots are (links resolved).
         // toolcap: allow(std::fs::canonicalize, reason = "the guard examines the program it will start, where it really lies, not a tool's reach")
         let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
@@ -119,12 +288,16 @@ fn outside_the_write_roots(
                 || capability_core::matching::path::is_within(path, r)
         };
         if let Some(root) = roots.iter().find(|r| within(r)) {
+            let keep = if code.why.is_some() {
+                "set its `cwd` outside the write roots"
+            } else {
+                "keep the server's code outside the write roots"
+            };
             return Err(format!(
-                "its {field} {} lies in {}, which the personality lets its tools write: a tool, \
-                 a child or another server could change what this server runs, and it would \
-                 run with this server's secrets and reach, so it is not started (keep the \
-                 server's code outside the write roots)",
-                capability_types::shown(&path.display().to_string()),
+                "{} lies in {}, which the personality lets its tools write: a tool, a child or \
+                 another server could change what this server runs, and it would run with this \
+                 server's secrets and reach, so it is not started ({keep})",
+                code.named(),
                 capability_types::shown(&root.display().to_string())
             ));
         }
@@ -141,40 +314,33 @@ fn outside_the_write_roots(
     clippy::disallowed_methods,
     reason = "the guard examines the program it will start, not a tool's reach"
 )]
-fn only_ours_to_change(code: &[(&str, &Path)]) -> Result<(), String> {
+fn only_ours_to_change(code: &[Code]) -> Result<(), String> {
     // toolcap: allow(std::os::unix::fs::MetadataExt, reason = "the guard checks who can change the program it will start, not a tool's reach")
     use std::os::unix::fs::MetadataExt as _;
-    let examined = |field: &str, path: &std::path::Path| {
+    // The path itself (the program, a runtime root, a working directory code is taken from):
+    // nobody else may write it or own it. Then every directory it lies in, up to `/`: one
+    // others may write without the sticky bit, or one of another user's, lets them rename what
+    // is in it away and put their own in its place (in a sticky one, such as `/tmp`, only the
+    // owner of an entry can).
+    for code in code {
+        let (named, path) = (code.named(), code.path.as_path());
         // toolcap: allow(std::fs::metadata, reason = "the guard checks who can change the program it will start, not a tool's reach")
-        std::fs::metadata(path)
-            .map_err(|e| format!("its {field} {} cannot be examined: {e}", path.display()))
-    };
-    // The path itself (the program, or a runtime root): nobody else may write it or own it.
-    // Then every directory it lies in, up to `/`: one others may write without the sticky bit,
-    // or one of another user's, lets them rename what is in it away and put their own in its
-    // place (in a sticky one, such as `/tmp`, only the owner of an entry can).
-    let check = |field: &str, path: &std::path::Path| -> Result<(), String> {
-        let meta = examined(field, path)?;
+        let meta = std::fs::metadata(path);
+        let meta = meta.map_err(|e| format!("{named} cannot be examined: {e}"))?;
         if let Some(how) =
             capability_sandbox::changeable_by_others(path, meta.mode(), meta.uid(), meta.gid())
         {
             return Err(format!(
-                "its {field} {} {how}, and with it the code the guard would run",
-                path.display()
+                "{named} {how}, and with it the code the guard would run"
             ));
         }
         let swap = capability_sandbox::swappable_through(path)
-            .map_err(|e| format!("its {field} {} cannot be examined: {e}", path.display()))?;
+            .map_err(|e| format!("{named} cannot be examined: {e}"))?;
         if let Some(swap) = swap {
             return Err(format!(
-                "its {field} {} {swap}, and with it the code the guard would run",
-                path.display()
+                "{named} {swap}, and with it the code the guard would run"
             ));
         }
-        Ok(())
-    };
-    for &(field, path) in code {
-        check(field, path)?;
     }
     Ok(())
 }
@@ -221,18 +387,108 @@ mod tests {
         );
         let config = crate::guard::config::GuardConfig::parse(&text).unwrap();
         let server = &config.servers["s"];
-        let code: Vec<(&str, PathBuf)> = code_of(server)
-            .into_iter()
-            .map(|(field, path)| (field, path.to_path_buf()))
-            .collect();
-        assert_eq!(
-            code,
-            [
-                ("command", PathBuf::from("/usr/bin/node")),
-                ("runtime", PathBuf::from("/opt/r")),
-                ("script argument", d.join("server.JS")),
-                ("script argument", d.join("run")),
-            ]
-        );
+        let found = |working_dir: &Path| -> Vec<(&str, PathBuf)> {
+            code_of(server, working_dir)
+                .into_iter()
+                .map(|code| (code.field, code.path))
+                .collect()
+        };
+        let mut expected = vec![
+            ("command", PathBuf::from("/usr/bin/node")),
+            ("runtime", PathBuf::from("/opt/r")),
+            ("script argument", d.join("server.JS")),
+            ("script argument", d.join("run")),
+        ];
+        assert_eq!(found(Path::new("/nowhere")), expected);
+        // A relative script is found from the working directory (the guard's, with no `cwd`).
+        write("relative.py", "print(1)");
+        expected.push(("script argument", d.join("relative.py")));
+        assert_eq!(found(d), expected);
+    }
+
+    /// The launchers that take code from their working directory, whatever their arguments
+    /// name, read the way they read their command lines.
+    #[test]
+    fn a_launcher_that_takes_code_from_its_working_directory_makes_it_code() {
+        let takes = |command: &str, args: &[&str]| {
+            let text =
+                format!("[servers.s]\ncommand = {command:?}\nargs = {args:?}\ncwd = \"/srv/ws\"\n");
+            let config = crate::guard::config::GuardConfig::parse(&text).unwrap();
+            let code = code_of(&config.servers["s"], Path::new("/elsewhere"));
+            code.into_iter()
+                .find(|c| c.field == "working directory")
+                .map(|c| {
+                    assert_eq!(c.path, Path::new("/srv/ws"), "{command} {args:?}");
+                    c.why.unwrap()
+                })
+        };
+        for (command, args, how) in [
+            (
+                "/usr/bin/python3",
+                &["-m", "mcp_server_git"][..],
+                "`python3 -m`",
+            ),
+            (
+                "/usr/bin/python3.12",
+                &["-u", "-m", "srv"][..],
+                "`python3.12 -m`",
+            ),
+            ("/usr/bin/python3", &["-Bm", "srv"][..], "`python3 -m`"),
+            (
+                "/usr/bin/python3",
+                &["-W", "ignore", "-c", "import srv"][..],
+                "`python3 -c`",
+            ),
+            (
+                "/usr/bin/python3",
+                &["-Wignore", "-m", "srv"][..],
+                "`python3 -m`",
+            ),
+            (
+                "/usr/bin/python3",
+                &["-X", "utf8", "-m", "srv"][..],
+                "`python3 -m`",
+            ),
+            ("/usr/bin/python3", &["-"][..], "`python3 -`"),
+            ("/usr/bin/python3", &[][..], "`python3`, given no script"),
+            ("/opt/pypy/bin/pypy3", &["-m", "srv"][..], "`pypy3 -m`"),
+            (
+                "/usr/bin/env",
+                &["-u", "X", "A=b", "python3", "-m", "srv"][..],
+                "`python3 -m`",
+            ),
+            (
+                "/usr/bin/npx",
+                &["-y", "@modelcontextprotocol/server-filesystem", "/srv/ws"][..],
+                "`npx`",
+            ),
+            ("/usr/local/bin/uvx", &["mcp-server-fetch"][..], "`uvx`"),
+            ("/usr/bin/env", &["--", "npm", "start"][..], "`npm`"),
+            ("/usr/bin/deno", &["run", "jsr:@x/server"][..], "`deno`"),
+            ("/usr/bin/php", &["/opt/s/server.php"][..], "`php`"),
+        ] {
+            let why = takes(command, args).unwrap_or_else(|| panic!("{command} {args:?}"));
+            assert!(why.starts_with(how), "{command} {args:?}: {why}");
+        }
+        for (command, args) in [
+            // A script's own directory goes first, not the working directory.
+            ("/usr/bin/python3", &["/opt/s/server.py"][..]),
+            (
+                "/usr/bin/python3",
+                &["-u", "/opt/s/server.py", "-m", "x"][..],
+            ),
+            ("/usr/bin/python3", &["--", "/opt/s/server.py"][..]),
+            // Isolated: the working directory is not on the module path.
+            ("/usr/bin/python3", &["-I", "-m", "srv"][..]),
+            ("/usr/bin/python3", &["-Pm", "srv"][..]),
+            // `-W`'s value is not a flag, nor a script.
+            ("/usr/bin/python3", &["-W", "m", "/opt/s/server.py"][..]),
+            ("/usr/bin/node", &["/opt/s/index.js"][..]),
+            ("/usr/bin/env", &["A=b"][..]),
+            ("/opt/bin/npx-like", &["x"][..]),
+            ("/opt/bin/python-config", &["-m"][..]),
+        ] {
+            assert_eq!(takes(command, args), None, "{command} {args:?}");
+        }
     }
 }
