@@ -146,6 +146,25 @@ fn homes_in(passwd: &[u8]) -> Vec<PathBuf> {
     homes
 }
 
+/// The temporary directories toolcap's processes make their scratch directories in: `/tmp`,
+/// and `TMPDIR` when it is an absolute path, as `capability_sandbox::temp_root` takes it
+/// (docs/isolation-model.md, "Scratch directories"); another toolcap process may have been
+/// started with either.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "policy loading places the deny floor's scratch directories where this process makes them"
+)]
+pub(crate) fn temp_dirs() -> Vec<PathBuf> {
+    let mut dirs = vec![PathBuf::from("/tmp")];
+    // toolcap: allow(std::env::var_os, reason = "policy loading places the deny floor's scratch directories where this process makes them")
+    if let Some(tmpdir) = std::env::var_os("TMPDIR").map(PathBuf::from)
+        && tmpdir.is_absolute()
+    {
+        dirs.push(tmpdir);
+    }
+    dirs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

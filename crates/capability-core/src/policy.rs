@@ -619,12 +619,13 @@ impl CompiledPolicy {
     }
 }
 
-/// The deny floor for `home` and the places in the machine's accounts' homes that hold what it
-/// protects where `roots` reach them, each area under the name it is written with and the place
-/// it really leads.
+/// The deny floor for `home`, the places in the machine's accounts' homes that hold what it
+/// protects where `roots` reach them, and toolcap's scratch directories, each area under the
+/// name it is written with and the place it really leads.
 fn floor_for(home: Option<&Path>, roots: &[PathBuf]) -> DenyFloor {
     DenyFloor::new(home)
         .with_places(crate::accounts::account_places(&both_spellings(roots)))
+        .with_scratch(crate::accounts::temp_dirs())
         .with_real(resolve_real)
 }
 

@@ -54,7 +54,9 @@ pub(crate) fn canonical_dir(path: &Path) -> std::io::Result<PathBuf> {
     }
 }
 
-/// How the names of scratch directories begin.
+/// How the names of scratch directories begin: the deny floor's
+/// `capability_core::matching::path::CHILD_HOMES_PREFIX` (docs/semantics.md, "Paths"; this
+/// crate does not depend on `capability-core`, so a test holds the two alike).
 pub(crate) const SCRATCH_PREFIX: &str = "toolcap-home-";
 
 /// How the names of scratch homes on their way out begin ([`ScratchHome`]'s drop).
@@ -251,4 +253,17 @@ pub(crate) fn pipe_writer(
     fd: std::os::fd::OwnedFd,
 ) -> std::io::Result<tokio::net::unix::pipe::Sender> {
     tokio::net::unix::pipe::Sender::from_owned_fd(fd)
+}
+
+#[cfg(test)]
+mod tests {
+    /// The children's homes are made under the name the deny floor keeps out of every tool's
+    /// and child's reach (docs/semantics.md, "Paths").
+    #[test]
+    fn the_homes_are_named_as_the_floor_knows_them() {
+        assert_eq!(
+            super::SCRATCH_PREFIX,
+            capability_core::matching::path::CHILD_HOMES_PREFIX
+        );
+    }
 }

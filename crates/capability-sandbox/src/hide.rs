@@ -178,8 +178,11 @@ fn c_path(path: &Path) -> Result<CString, String> {
         .map_err(|_| format!("{} contains a NUL byte", path.display()))
 }
 
-/// `dir/prefix*` becomes every entry of `dir` whose name starts with `prefix`, as it is now.
-fn expand_prefixes(hidden: &[PathBuf]) -> Vec<PathBuf> {
+/// `dir/prefix*` becomes every entry of `dir` whose name starts with `prefix`, as it is now, but
+/// an entry that holds one of `own`: the child's own scratch space, which the sandbox grants it
+/// (the floor's `toolcap-home-*` names the directory its home lies in too, and another
+/// process's beside it; docs/isolation-model.md, "Scratch directories").
+fn expand_prefixes(hidden: &[PathBuf], own: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::with_capacity(hidden.len());
     for path in hidden {
         let name = path.file_name().map(|n| n.as_bytes()).unwrap_or_default();
@@ -192,7 +195,8 @@ fn expand_prefixes(hidden: &[PathBuf]) -> Vec<PathBuf> {
                 entries
                     .filter_map(Result::ok)
                     .filter(|e| e.file_name().as_bytes().starts_with(prefix))
-                    .map(|e| e.path()),
+                    .map(|e| e.path())
+                    .filter(|place| !own.iter().any(|o| o.starts_with(place))),
             );
         }
     }
@@ -242,13 +246,15 @@ pub(crate) fn pins_above<'a>(
 
 /// The masks for `hidden` places that lie beneath one of `granted` (a place outside every grant
 /// is out of reach already). A place that does not exist is not covered: there is nothing to
-/// read there. `devices` are kept inside a hidden directory that holds them.
+/// read there. `devices` are kept inside a hidden directory that holds them. A name prefix's
+/// entry that holds one of `own` (the child's scratch space) is not covered.
 pub(crate) fn masks(
     hidden: &[PathBuf],
     granted: &[&Path],
     devices: &[&str],
+    own: &[PathBuf],
 ) -> Result<Vec<Mask>, String> {
-    let hidden = expand_prefixes(hidden);
+    let hidden = expand_prefixes(hidden, own);
     let mut places: Vec<&PathBuf> = hidden
         .iter()
         .filter(|h| granted.iter().any(|g| h.starts_with(g)))

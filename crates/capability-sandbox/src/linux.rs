@@ -260,8 +260,13 @@ fn namespaces(
     let mut masks = hide::pins_above(hidden.iter().map(PathBuf::as_path), &policy.write)
         .map_err(|e| failed("hiding denied places", e))?;
     masks.extend(
-        hide::masks(&hidden, &granted, policy.system(SYSTEM_DEVICES))
-            .map_err(|e| failed("hiding denied places", e))?,
+        hide::masks(
+            &hidden,
+            &granted,
+            policy.system(SYSTEM_DEVICES),
+            &policy.scratch,
+        )
+        .map_err(|e| failed("hiding denied places", e))?,
     );
     if masks
         .iter()

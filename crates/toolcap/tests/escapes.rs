@@ -545,6 +545,128 @@ fn the_password_backups_and_the_machines_keys_are_out_of_a_wide_reach() {
     }
 }
 
+// guarantee: G-PROC-06
+/// Toolcap's scratch directories in the temporary directory, another process's as much as its
+/// own (a child's home, where it keeps a token or a credential cache for the length of its
+/// call; a guarded server's home, for the guard's life), are out of every tool's and child's
+/// reach, also for a personality whose reach includes the temporary directory. Before, such a
+/// personality's `read_file` was handed the token another `toolcap` process's running child
+/// kept in its home, and its own child read it too (watched failing: the token in both
+/// answers); G-PROC-06 held only among the children of one process.
+#[test]
+fn another_processs_scratch_home_is_out_of_a_reach_of_the_temporary_directory() {
+    let env = Env::new("");
+    let tmp = env.root.join("work/out/tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let scratchy = env.personality(
+        "scratchy.toml",
+        &format!(
+            "id = \"scratchy\"\n[fs_reach]\nread = [\"{t}\"]\nwrite = [\"{t}\"]\n\
+             [safety.process]\nallow = [\"sh\", \"cat\", \"sleep\", \"ls\"]\n",
+            t = tmp.display()
+        ),
+    );
+    std::fs::write(tmp.join("visible"), "visible\n").unwrap();
+    let token = format!("{}-token", canary());
+    // Another toolcap process, whose child keeps a token in its home while it runs.
+    let keeper = serde_json::json!({
+        "binary": "sh",
+        "args": ["-c", format!("echo {token} > \"$HOME/token\"; sleep 60")],
+        "timeout_ms": 90_000,
+    })
+    .to_string();
+    let mut other = Command::new(env!("CARGO_BIN_EXE_toolcap"))
+        .args(["call", "--personality", &scratchy, "run_command", &keeper])
+        .env("TMPDIR", &tmp)
+        .env("HOME", &env.root)
+        .env("XDG_DATA_HOME", env.root.join("data"))
+        .env_remove("RUST_LOG")
+        .current_dir(env.root.join("work"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Its home is `<tmp>/toolcap-home-*/d/toolcap-home-*`.
+    let token_of = || -> Option<PathBuf> {
+        let mut dirs = vec![tmp.clone()];
+        for _ in 0..3 {
+            dirs = dirs
+                .iter()
+                .filter_map(|d| std::fs::read_dir(d).ok())
+                .flatten()
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_dir())
+                .collect();
+        }
+        dirs.into_iter()
+            .map(|d| d.join("token"))
+            .find(|t| t.is_file())
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let kept = loop {
+        if let Some(found) = token_of() {
+            break found;
+        }
+        assert!(Instant::now() < deadline, "the keeper made no token");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let outcome = std::panic::catch_unwind(|| {
+        let dir = kept.parent().unwrap().display().to_string();
+        for mode in MODES {
+            let probe = |args: &[&str]| {
+                let mut argv = vec!["call"];
+                argv.extend_from_slice(mode);
+                argv.extend(["--personality", &scratchy]);
+                argv.extend_from_slice(args);
+                let out = env.command(
+                    Command::new(env!("CARGO_BIN_EXE_toolcap"))
+                        .args(&argv)
+                        .env("TMPDIR", &tmp),
+                );
+                let said = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let value: Value = serde_json::from_slice(&out.stdout)
+                    .unwrap_or_else(|e| panic!("{mode:?} {args:?}: {e}: {said}"));
+                (value, said)
+            };
+            // The forbidden side first: the token in no answer.
+            let read = serde_json::json!({"path": kept}).to_string();
+            let (result, said) = probe(&["read_file", &read]);
+            assert!(!said.contains(&token), "{mode:?}: read_file leaked: {said}");
+            assert_eq!(result["code"], "denied", "{mode:?}: {said}");
+            let planted = format!("{dir}/planted");
+            let write = serde_json::json!({"path": planted, "content": "x"}).to_string();
+            let (result, said) = probe(&["write_file", &write]);
+            assert_eq!(result["code"], "denied", "{mode:?}: {said}");
+            assert!(!Path::new(&planted).exists(), "{mode:?}: planted");
+            let script = format!(
+                "cat {t}/toolcap-home-*/d/*/token 2>/dev/null; cat {kept} 2>/dev/null; \
+                 echo own > \"$HOME/own\" && cat \"$HOME/own\"; cat {t}/visible; echo end",
+                t = tmp.display(),
+                kept = kept.display()
+            );
+            let call = serde_json::json!({"binary": "sh", "args": ["-c", script]}).to_string();
+            let (result, said) = probe(&["run_command", &call]);
+            assert!(!said.contains(&token), "{mode:?}: a child read it: {said}");
+            // The child's own home and the rest of the temporary directory are its reach
+            // (`run_command` declares reads only).
+            assert_eq!(
+                stdout_of(&result),
+                "own\nvisible\nend\n",
+                "{mode:?}: {said}"
+            );
+        }
+    });
+    let _ = other.kill();
+    let _ = other.wait();
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
 // guarantee: G-FS-03
 // guarantee: G-KERN-05
 /// With the home directory in reach (`read = ["~"]`, a personal assistant's), the files where

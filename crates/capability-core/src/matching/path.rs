@@ -291,11 +291,20 @@ pub(crate) const HOME_ENTRIES: [&str; 75] = [
     ".rediscli_history",
 ];
 
+/// How the name of the directory of children's homes that a process's tool makes in the
+/// temporary directory begins (`capability-process`).
+pub const CHILD_HOMES_PREFIX: &str = "toolcap-home-";
+
+/// How the name of a guarded MCP server's home in the temporary directory begins
+/// (`capability-mcp`).
+pub const GUARD_HOME_PREFIX: &str = "toolcap-guard-";
+
 /// The built-in deny floor of docs/semantics.md, "Paths": `~/.ssh`, `~/.aws`, `~/.gnupg`, `~/.netrc`
 /// and the other credential files and histories of a home directory (`HOME_ENTRIES`),
 /// `/etc/shadow`, `/etc/gshadow` and their backups `/etc/shadow-` and `/etc/gshadow-`,
 /// `/etc/sudoers*`, the host keys `/etc/ssh/ssh_host_*`, `/etc/ssl/private`, `/proc`, `/sys`,
-/// `/dev` except `/dev/null`.
+/// `/dev` except `/dev/null`, and, with [`DenyFloor::with_scratch`], toolcap's scratch
+/// directories in the temporary directory (the children's homes, guarded servers' homes).
 ///
 /// A floor entry is lifted only for paths under a personality root that lies inside the
 /// protected area itself (a personality that lists `/proc` may read `/proc/cpuinfo`; one that
@@ -478,6 +487,32 @@ impl DenyFloor {
                 self.extend([FloorEntry::tree(root, None)]);
             }
         }
+        self
+    }
+
+    /// This floor with toolcap's scratch directories in each of `temp_dirs`: every directory
+    /// there whose name begins with [`CHILD_HOMES_PREFIX`] or [`GUARD_HOME_PREFIX`], another
+    /// process's as much as this one's. What a child or a guarded server keeps in its home (a
+    /// token, a credential cache) is its own, not a tool's, nor another child's: the kernel
+    /// layer leaves a child only its own home of them (docs/semantics.md, "Paths").
+    pub fn with_scratch(mut self, temp_dirs: impl IntoIterator<Item = PathBuf>) -> Self {
+        let mut entries = Vec::new();
+        for dir in temp_dirs {
+            let dir = normalize_lexically(&dir);
+            if !dir.is_absolute() || dir.as_os_str() == "/" {
+                continue;
+            }
+            for prefix in [CHILD_HOMES_PREFIX, GUARD_HOME_PREFIX] {
+                let entry = FloorEntry::NamePrefix {
+                    dir: dir.clone(),
+                    prefix,
+                };
+                if !entries.contains(&entry) && !self.entries().any(|e| e == &entry) {
+                    entries.push(entry);
+                }
+            }
+        }
+        self.extend(entries);
         self
     }
 
@@ -682,6 +717,46 @@ mod tests {
                 assert!(is_normalized_absolute(&got), "{path} under {dir}: {got:?}");
             }
         }
+    }
+
+    /// Toolcap's scratch directories in each temporary directory are floor places, by their
+    /// names' prefixes: another process's as much as this one's, and only those.
+    #[test]
+    fn the_scratch_directories_are_floor_places() {
+        let floor = DenyFloor::new(Some(Path::new("/home/ada"))).with_scratch([
+            pb("/tmp"),
+            pb("/run/user/1000/tmp/"),
+            pb("/tmp"),
+            pb("rel"),
+            pb("/"),
+        ]);
+        for blocked in [
+            "/tmp/toolcap-home-AbC123",
+            "/tmp/toolcap-home-AbC123/d/toolcap-home-x/.cache/token",
+            "/tmp/toolcap-guard-Q1/d/memory.json",
+            "/run/user/1000/tmp/toolcap-home-z/d",
+        ] {
+            assert!(floor.blocks(&pb(blocked), &[pb("/")]), "{blocked}");
+        }
+        for open in [
+            "/tmp",
+            "/tmp/toolcap-homework/x",
+            "/tmp/other/toolcap-home-x",
+            "/srv/toolcap-home-x",
+            "/toolcap-home-x",
+        ] {
+            assert!(!floor.blocks(&pb(open), &[pb("/")]), "{open}");
+        }
+        // Named twice, added once; a relative directory or `/` adds nothing.
+        let once = DenyFloor::new(Some(Path::new("/home/ada")))
+            .with_scratch([pb("/tmp"), pb("/run/user/1000/tmp")]);
+        assert_eq!(floor, once);
+        // A personality root inside one lifts it, as for any floor place.
+        let root = pb("/tmp/toolcap-guard-Q1");
+        assert!(!floor.blocks(
+            &pb("/tmp/toolcap-guard-Q1/d/m"),
+            std::slice::from_ref(&root)
+        ));
     }
 
     #[test]

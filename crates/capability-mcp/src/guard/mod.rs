@@ -167,7 +167,7 @@ impl Guard {
         // directories").
         let home = capability_sandbox::ScratchDir::new_in(
             &capability_sandbox::temp_root(),
-            "toolcap-guard-",
+            capability_core::matching::path::GUARD_HOME_PREFIX,
         )
         .map_err(|e| format!("cannot create its home directory: {e}"))?;
         let mut sandbox = match &resolved.fs {
