@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use capability_policy::normalize_lexically;
 
-use crate::matching::path::{HOME_ENTRIES, is_within};
+use crate::matching::path::{HOME_ENTRIES, SNAP_ENTRIES, is_within};
 
 /// The most of `/etc/passwd` read; an account listed past it is not looked at.
 const MAX_PASSWD: u64 = 16 << 20;
@@ -41,7 +41,7 @@ fn places_in(homes: &[PathBuf], roots: &[PathBuf]) -> Vec<PathBuf> {
             continue;
         }
         let names = dot_names_in(home);
-        for entry in HOME_ENTRIES {
+        for entry in HOME_ENTRIES.iter().chain(&SNAP_ENTRIES) {
             let (first, rest) = entry.split_once('/').unwrap_or((entry, ""));
             let there = match &names {
                 Some(names) => {
@@ -94,7 +94,8 @@ fn homes_in_file(path: &Path) -> Vec<PathBuf> {
 const MAX_LISTED: usize = 4096;
 
 /// The names beginning with a dot in directory `dir` (every entry of [`HOME_ENTRIES`] does),
-/// if it can be listed whole within [`MAX_LISTED`] entries.
+/// and `snap` (where [`SNAP_ENTRIES`] lie), if it can be listed whole within [`MAX_LISTED`]
+/// entries.
 #[allow(
     clippy::disallowed_methods,
     reason = "policy loading looks for the places of the deny floor; no tool reaches this"
@@ -108,7 +109,7 @@ fn dot_names_in(dir: &Path) -> Option<Vec<std::ffi::OsString>> {
             return None;
         }
         let name = entry.ok()?.file_name();
-        if name.as_encoded_bytes().first() == Some(&b'.') {
+        if name.as_encoded_bytes().first() == Some(&b'.') || name == "snap" {
             names.push(name);
         }
     }
@@ -199,16 +200,26 @@ mod tests {
             make(&bob.join(format!("f{n}")), true);
         }
         make(&bob.join(".npmrc"), true);
+        // A snap's profile, beneath a name without a dot, whether the home is listed or not.
+        make(&ada.join("snap/chromium/common/chromium"), false);
+        make(&ada.join("snap/other/common"), false);
+        make(&bob.join("snap/firefox/common/.mozilla"), false);
         make(&eve.join(".ssh"), false);
         let homes = [ada.clone(), bob.clone(), eve.clone(), root.join("missing")];
         let mut places = places_in(&homes, &[root.join("ada"), root.join("bob")]);
         places.sort();
         assert_eq!(
             places,
-            [ada.join(".config/gh"), ada.join(".ssh"), bob.join(".npmrc")]
+            [
+                ada.join(".config/gh"),
+                ada.join(".ssh"),
+                ada.join("snap/chromium/common/chromium"),
+                bob.join(".npmrc"),
+                bob.join("snap/firefox/common/.mozilla"),
+            ]
         );
         // A root inside a home reaches its places; no root, no home looked at.
-        assert_eq!(places_in(&homes, &[ada.join(".config")]).len(), 2);
+        assert_eq!(places_in(&homes, &[ada.join(".config")]).len(), 3);
         assert!(places_in(&homes, &[root.join("other")]).is_empty());
     }
 

@@ -762,6 +762,23 @@ fn the_users_credential_files_are_out_of_a_reach_of_the_home_directory() {
         ".node_repl_history",
         ".sqlite_history",
         ".rediscli_history",
+        // Ubuntu's own browsers and mail are snaps, whose profiles lie under `~/snap`; a mail
+        // client's saved passwords; the signed-in sessions of the chat applications and the
+        // saved passwords of the file transfer, remote desktop and chat clients.
+        "snap/firefox/common/.mozilla/firefox/x.default/cookies.sqlite",
+        "snap/chromium/common/chromium/Default/Cookies",
+        "snap/thunderbird/common/.thunderbird/x.default/logins.json",
+        ".thunderbird/x.default/logins.json",
+        ".config/vivaldi/Default/Cookies",
+        ".config/opera/Cookies",
+        ".config/Slack/Cookies",
+        ".config/discord/Local Storage/leveldb/000003.log",
+        ".config/Signal/config.json",
+        ".local/share/TelegramDesktop/tdata/key_datas",
+        ".config/filezilla/sitemanager.xml",
+        ".purple/accounts.xml",
+        ".config/remmina/remmina.pref",
+        ".local/share/remmina/group_rdp_x.remmina",
     ];
     let open = [
         ".cargo/config.toml",
@@ -777,6 +794,8 @@ fn the_users_credential_files_are_out_of_a_reach_of_the_home_directory() {
         ".local/share/opencode/log/x.log",
         ".continue/sessions/x.json",
         ".config/Code/User/settings.json",
+        "snap/firefox/common/Downloads/report.pdf",
+        "snap/other/common/notes",
     ];
     for name in protected.iter().chain(&open) {
         let path = home.join(name);

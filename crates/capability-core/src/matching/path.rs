@@ -170,7 +170,7 @@ impl FloorEntry {
         match self {
             FloorEntry::Tree { root, .. } => has_dot(root),
             FloorEntry::NamePrefix { dir, .. } => has_dot(dir),
-            FloorEntry::Component(_) => true,
+            FloorEntry::Component(name) => name.starts_with('.'),
         }
     }
 
@@ -187,9 +187,17 @@ impl FloorEntry {
                     && p[d.len()] == b'/'
                     && p[d.len() + 1..].starts_with(prefix.as_bytes())
             }
-            FloorEntry::Component(name) => {
+            FloorEntry::Component(name) if name.starts_with('.') => {
                 let p = path.as_os_str().as_bytes();
                 DotParts::of(p).any(|start| names_at(p, start, name))
+            }
+            FloorEntry::Component(name) => {
+                // At every name (`SNAP_ENTRIES`), not only at those that begin with a dot.
+                let p = path.as_os_str().as_bytes();
+                p.iter()
+                    .enumerate()
+                    .filter(|(_, b)| **b == b'/')
+                    .any(|(at, _)| names_at(p, at + 1, name))
             }
         }
     }
@@ -199,7 +207,7 @@ impl FloorEntry {
 /// the files where tools (AI agents' clients among them) keep their credentials and tokens, and
 /// the histories where typed secrets stay. Each begins with a dot, which [`DenyFloor::blocks`]
 /// relies on when the home directory is unknown (a test holds it).
-pub(crate) const HOME_ENTRIES: [&str; 75] = [
+pub(crate) const HOME_ENTRIES: [&str; 86] = [
     ".ssh",
     ".aws",
     ".gnupg",
@@ -289,6 +297,31 @@ pub(crate) const HOME_ENTRIES: [&str; 75] = [
     ".node_repl_history",
     ".sqlite_history",
     ".rediscli_history",
+    // A mail client's profile (its saved passwords), the browsers besides the four above, the
+    // chat applications' signed-in sessions (Slack's cookies, Discord's token, Signal's
+    // database key, Telegram's session), and the saved passwords of FileZilla, Pidgin and
+    // Remmina.
+    ".thunderbird",
+    ".config/vivaldi",
+    ".config/opera",
+    ".config/Slack",
+    ".config/discord",
+    ".config/Signal",
+    ".local/share/TelegramDesktop",
+    ".config/filezilla",
+    ".purple",
+    ".config/remmina",
+    ".local/share/remmina",
+];
+
+/// The home directory's places beneath `~/snap`, where a snap keeps its profile: Ubuntu's own
+/// Firefox, Chromium and Thunderbird are snaps. They do not begin with a dot, so where the home
+/// directory is unknown each is looked for as a run of names anywhere in a path, at every name
+/// rather than only at those that begin with a dot (docs/semantics.md, "Paths").
+pub(crate) const SNAP_ENTRIES: [&str; 3] = [
+    "snap/firefox/common/.mozilla",
+    "snap/chromium/common/chromium",
+    "snap/thunderbird/common/.thunderbird",
 ];
 
 /// How the name of the directory of children's homes that a process's tool makes in the
@@ -332,10 +365,12 @@ impl DenyFloor {
         let mut entries: Vec<FloorEntry> = match home.as_deref() {
             Some(home) => HOME_ENTRIES
                 .iter()
+                .chain(&SNAP_ENTRIES)
                 .map(|name| FloorEntry::tree(normalize_lexically(&home.join(name)), None))
                 .collect(),
             None => HOME_ENTRIES
                 .iter()
+                .chain(&SNAP_ENTRIES)
                 .map(|name| FloorEntry::Component(name))
                 .collect(),
         };
@@ -396,10 +431,11 @@ impl DenyFloor {
     /// Whether `path` is protected, given the personality roots (of the access in question)
     /// that could lift an entry.
     pub fn blocks(&self, path: &Path, personality_roots: &[PathBuf]) -> bool {
-        // The names protected wherever they appear all begin with a dot (`HOME_ENTRIES`): a
-        // path without a component that does is covered by none of them, found in one pass
-        // instead of one per name; nor by an area whose own path has one (every home entry's,
-        // where the home is known: a project beneath the home is compared with none of them).
+        // The names protected wherever they appear all begin with a dot (`HOME_ENTRIES`; the
+        // snap places are among the other areas): a path without a component that does is
+        // covered by none of them, found in one pass instead of one per name; nor by an area
+        // whose own path has one (every home entry's, where the home is known: a project
+        // beneath the home is compared with none of them).
         let p = path.as_os_str().as_bytes();
         // Where the components that begin with a dot start, found once for every name.
         let mut dots = [0usize; 8];
@@ -419,7 +455,7 @@ impl DenyFloor {
         };
         areas.iter().chain(&self.plain).any(|entry| {
             let covers = match entry {
-                FloorEntry::Component(name) if found != usize::MAX => {
+                FloorEntry::Component(name) if found != usize::MAX && name.starts_with('.') => {
                     dots[..found].iter().any(|&start| names_at(p, start, name))
                 }
                 _ => entry.covers(path),
@@ -716,6 +752,52 @@ mod tests {
                 assert_eq!(got, want, "{path} under {dir}");
                 assert!(is_normalized_absolute(&got), "{path} under {dir}: {got:?}");
             }
+        }
+    }
+
+    /// The snap places (no leading dot) are places beneath a known home, and runs of names
+    /// anywhere in a path when the home is unknown, matched at whole names only.
+    #[test]
+    fn the_snap_profiles_are_floor_places_with_a_home_or_without() {
+        let known = DenyFloor::new(Some(Path::new("/home/ada")));
+        let blind = DenyFloor::new(None);
+        let root = [pb("/")];
+        for (floor, blocked) in [
+            (
+                &known,
+                "/home/ada/snap/chromium/common/chromium/Default/Cookies",
+            ),
+            (
+                &known,
+                "/home/ada/snap/firefox/common/.mozilla/firefox/p/key4.db",
+            ),
+            (&known, "/home/ada/snap/thunderbird/common/.thunderbird"),
+            (
+                &blind,
+                "/srv/u/snap/chromium/common/chromium/Default/Cookies",
+            ),
+            (&blind, "/snap/chromium/common/chromium"),
+            (
+                &blind,
+                "/x/snap/thunderbird/common/.thunderbird/p/logins.json",
+            ),
+        ] {
+            assert!(floor.blocks(&pb(blocked), &root), "{blocked}");
+        }
+        for (floor, open) in [
+            (&known, "/home/ada/snap/chromium/common/Downloads/a.pdf"),
+            (
+                &known,
+                "/home/bob/snap/chromium/common/chromium/Default/Cookies",
+            ),
+            (
+                &blind,
+                "/srv/u/mysnap/chromium/common/chromium/Default/Cookies",
+            ),
+            (&blind, "/srv/u/snap/chromium/common/chromium-old/x"),
+            (&blind, "/srv/u/snap/chromium/common"),
+        ] {
+            assert!(!floor.blocks(&pb(open), &root), "{open}");
         }
     }
 
