@@ -252,6 +252,36 @@ pub fn probe() -> Support {
     }
 }
 
+/// Keeps this process from leaving an image of its memory when it crashes: its core limit is
+/// set to 0, soft and hard, for good (docs/isolation-model.md, "Core dumps"). The process that
+/// confines children holds what none of them sees (the secrets it resolves, a server's token,
+/// every session's calls); a crash (an abort on a failed allocation, a stack overflow) would
+/// otherwise have the kernel write that memory where the process runs, often the project its
+/// tools read, or hand it to the crash handler `core_pattern` names. Call it first in a host's
+/// `main`; the `toolcap` binary does. What it starts inherits the limit.
+///
+/// # Errors
+///
+/// The kernel's refusal, as `io::Error` (lowering a limit is always allowed), or
+/// `Unsupported` off Linux.
+///
+/// # Ambient Authority
+///
+/// Changes this process's resource limits.
+pub fn dump_no_core() -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        sys::confine::dump_no_core()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "kernel confinement is implemented for Linux only",
+        ))
+    }
+}
+
 /// What a sandboxed child may touch. Paths are absolute; a path that does not exist when the
 /// sandbox is prepared grants nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]

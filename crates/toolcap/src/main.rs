@@ -228,6 +228,13 @@ impl<E: std::fmt::Display> From<E> for Usage {
 }
 
 fn main() -> ExitCode {
+    // No image of this process's memory (its secrets, every session's calls) is left where it
+    // runs if it crashes (docs/isolation-model.md, "Core dumps"); lowering a limit cannot fail,
+    // but if it did, nothing runs.
+    if let Err(e) = capability_sandbox::dump_no_core() {
+        errln!("toolcap: cannot keep this process from dumping core: {e}");
+        return ExitCode::from(2);
+    }
     // A capsule worker (`toolcap call --capsule` re-executes this binary) never gets past here.
     capability_capsule::run_worker_if_requested(standard_tools);
     let cli = match Cli::try_parse() {

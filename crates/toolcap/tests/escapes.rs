@@ -2953,6 +2953,74 @@ fn a_crashing_child_leaves_no_core_dump() {
     }
 }
 
+// guarantee: G-KERN-13
+/// toolcap's own process holds what no child sees: the secrets it resolves (its
+/// `TOOLCAP_SECRET_` variables among them), an HTTP server's token, every session's calls. One
+/// that crashes (an abort on a failed allocation, a stack overflow) is dumped by the kernel
+/// where it runs, which for `toolcap mcp serve` is the project its tools read (watched failing:
+/// `mcp serve` started with its core limit raised, as a service's `LimitCORE=infinity` or a
+/// container's `--ulimit core=-1` leaves it, and aborted, left a `core` in its working
+/// directory holding its secret). Its core limit is 0 from its start, soft and hard.
+#[test]
+fn a_crashing_toolcap_leaves_no_image_of_its_memory() {
+    use std::io::BufRead as _;
+    let env = Env::new("");
+    let p = env.root.join("p.toml").display().to_string();
+    let work = env.root.join("work");
+    let secret = format!("{}-secret", canary());
+    let mut serve = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -c unlimited 2>/dev/null; exec \"$@\"")
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_toolcap"))
+        .args(["mcp", "serve", "--personality", &p])
+        .env("TOOLCAP_SECRET_API_KEY", &secret)
+        .env("HOME", &env.root)
+        .env("XDG_DATA_HOME", env.root.join("data"))
+        .env_remove("RUST_LOG")
+        .current_dir(&work)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = std::io::BufReader::new(serve.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("serving") {
+        line.clear();
+        assert!(said.read_line(&mut line).unwrap() > 0, "mcp serve ended");
+    }
+    let pid = serve.id();
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let core: Vec<&str> = limits
+        .lines()
+        .find(|l| l.starts_with("Max core file size"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    let killed = Command::new("kill")
+        .args(["-ABRT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    use std::os::unix::process::ExitStatusExt as _;
+    assert_eq!(
+        serve.wait().unwrap().signal(),
+        Some(6),
+        "it ended by the abort"
+    );
+    // The forbidden side first: nothing in the project holds the secret.
+    for entry in std::fs::read_dir(&work).unwrap() {
+        let path = entry.unwrap().path();
+        let holds = std::fs::read(&path)
+            .is_ok_and(|bytes| bytes.windows(secret.len()).any(|w| w == secret.as_bytes()));
+        assert!(!holds, "{} holds the secret", path.display());
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(!name.starts_with("core"), "a core dump: {name}");
+    }
+    assert_eq!(core[4..6], ["0", "0"], "{limits}");
+}
+
 // guarantee: G-KERN-16
 /// A child of `run_command` is the first process the kernel's out-of-memory killer ends, in
 /// both modes: its `oom_score_adj`, read from outside while it waits, is 1000 whatever the

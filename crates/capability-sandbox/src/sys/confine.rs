@@ -28,6 +28,11 @@ pub(crate) fn check(result: libc::c_int) -> io::Result<()> {
     }
 }
 
+/// This process's core limit set to 0, soft and hard ([`crate::dump_no_core`]).
+pub(crate) fn dump_no_core() -> io::Result<()> {
+    set_limit(libc::RLIMIT_CORE, Some(0))
+}
+
 fn set_limit(resource: libc::__rlimit_resource_t, value: Option<u64>) -> io::Result<()> {
     let Some(value) = value else {
         return Ok(());
