@@ -943,6 +943,26 @@ fn a_guarded_server_cannot_change_what_an_agent_or_a_shell_runs_of_its_own_accor
     }
 }
 
+/// What the guard said (`said`) shows the code of the servers `refused` never ran, each refused
+/// for lying in the write root `root`, checked on the forbidden side first: none of the
+/// `planted` markers, and the marker of the server started elsewhere, `RAN:elsewhere`.
+fn refused_for_writable_code(said: &str, root: &Path, planted: &[&str], refused: &[&str]) {
+    assert!(said.contains("RAN:elsewhere"), "{said}");
+    for marker in planted {
+        assert!(!said.contains(marker), "the planted code ran: {said}");
+    }
+    for name in refused {
+        let line = said
+            .lines()
+            .find(|l| l.contains(&format!("MCP server {name} is not offered")))
+            .unwrap_or_else(|| panic!("{name}: {said}"));
+        assert!(
+            line.contains(&root.display().to_string()) && line.contains("lets its tools write"),
+            "{line}"
+        );
+    }
+}
+
 // guarantee: G-MCP-06
 /// A server's code must not lie where the personality lets its tools write: a model handed
 /// `write_file` (or a child, or another guarded server) could change what the server runs, and
@@ -983,21 +1003,12 @@ fn a_server_whose_code_a_tool_may_write_is_not_started() {
     ));
     std::fs::write(&config, text).unwrap();
     let said = guard_says(&personality, &config);
-    // Checked first on its own side: the planted program never ran, where the other did.
-    assert!(said.contains("RAN:elsewhere"), "{said}");
-    for planted in ["RAN:planted", "RAN:scripted"] {
-        assert!(!said.contains(planted), "the planted code ran: {said}");
-    }
-    for name in ["local", "vendored", "scripted"] {
-        let line = said
-            .lines()
-            .find(|l| l.contains(&format!("MCP server {name} is not offered")))
-            .unwrap_or_else(|| panic!("{name}: {said}"));
-        assert!(
-            line.contains(&ws.display().to_string()) && line.contains("lets its tools write"),
-            "{line}"
-        );
-    }
+    refused_for_writable_code(
+        &said,
+        &ws,
+        &["RAN:planted", "RAN:scripted"],
+        &["local", "vendored", "scripted"],
+    );
 
     assert!(
         !said.contains("MCP server hostile is not offered"),
@@ -1060,21 +1071,12 @@ fn a_server_whose_working_directory_gives_it_code_a_tool_may_write_is_not_starte
     ));
     std::fs::write(&config, text).unwrap();
     let said = guard_says(&personality, &config);
-    // Checked first on its own side: the planted code never ran, where the other did.
-    assert!(said.contains("RAN:elsewhere"), "{said}");
-    for planted in ["RAN:relative", "RAN:module", "RAN:shadowed"] {
-        assert!(!said.contains(planted), "the planted code ran: {said}");
-    }
-    for name in ["relative", "module", "inline"] {
-        let line = said
-            .lines()
-            .find(|l| l.contains(&format!("MCP server {name} is not offered")))
-            .unwrap_or_else(|| panic!("{name}: {said}"));
-        assert!(
-            line.contains(&ws.display().to_string()) && line.contains("lets its tools write"),
-            "{line}"
-        );
-    }
+    refused_for_writable_code(
+        &said,
+        &ws,
+        &["RAN:relative", "RAN:module", "RAN:shadowed"],
+        &["relative", "module", "inline"],
+    );
     // The one started elsewhere was started (it ends at once: it is no MCP server), and the
     // server of the write reach itself is offered.
     assert!(
