@@ -1083,6 +1083,61 @@ fn the_example_personalities_validate() {
     }
 }
 
+/// The example coding personality says force-pushes are refused, and a reader copies it as
+/// the way to write that: so it refuses them in the spellings git takes, which its patterns,
+/// matched token by token, once did not: a cluster of short options (`-fu`), a refspec that
+/// forces (`+main`, `+HEAD:main`), a mirror push, and the ones that delete a branch (`--delete`,
+/// `-d`, `:main`). An ordinary push and the rest of git still run.
+#[test]
+fn the_example_coder_refuses_force_pushes_in_every_spelling_git_takes() {
+    let env = Env::new();
+    let example =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/personalities/coder.toml");
+    let text = std::fs::read_to_string(example).unwrap();
+    let coder = env.dir.path().join("coder.toml");
+    std::fs::write(
+        &coder,
+        text.replace("/work/repo", &env.dir.path().display().to_string()),
+    )
+    .unwrap();
+    let allowed = |args: &[&str]| {
+        let call = serde_json::json!({"binary": "git", "args": args}).to_string();
+        let out = env.toolcap(&[
+            "explain",
+            "--personality",
+            coder.to_str().unwrap(),
+            "run_command",
+            &call,
+        ]);
+        let verdict: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", stderr(&out)));
+        verdict["allowed"].as_bool().unwrap()
+    };
+    for refused in [
+        &["push", "--force"][..],
+        &["push", "-f"],
+        &["push", "--force-with-lease"],
+        &["push", "-fu", "origin", "main"],
+        &["push", "-uf", "origin", "main"],
+        &["push", "origin", "+main"],
+        &["push", "origin", "+HEAD:main"],
+        &["push", "--mirror"],
+        &["push", "--delete", "origin", "main"],
+        &["push", "-d", "origin", "main"],
+        &["push", "origin", ":main"],
+    ] {
+        assert!(!allowed(refused), "{refused:?} was allowed");
+    }
+    for fine in [
+        &["push", "origin", "main"][..],
+        &["push", "-u", "origin", "feature"],
+        &["status"],
+        &["commit", "-m", "+1: fix"],
+    ] {
+        assert!(allowed(fine), "{fine:?} was refused");
+    }
+}
+
 #[test]
 fn demo_runs_and_its_state_persists() {
     let env = Env::new();
