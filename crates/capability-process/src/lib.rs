@@ -213,6 +213,11 @@ pub(crate) struct SandboxKey {
     /// hidden place that appears after the sandbox was prepared, must not reuse a sandbox
     /// prepared without its cover.
     pub(crate) hidden: Vec<(PathBuf, Option<(u64, u64)>)>,
+    /// The directories within the reach where a hidden name prefix (`/tmp/toolcap-home-*`) is
+    /// matched, with when each last changed: an entry made there after the sandbox was
+    /// prepared (another process's scratch directory) changes it, and must not find a sandbox
+    /// that covers only the entries there before it.
+    pub(crate) listed: Vec<(PathBuf, Option<std::time::SystemTime>)>,
     pub(crate) program: (PathBuf, Option<(u64, u64)>),
     pub(crate) limits: capability_sandbox::ResourceLimits,
     pub(crate) egress: bool,

@@ -225,6 +225,9 @@ impl ScopedProcess for ScopedSpawner {
                 read: identified(policy.read_paths()),
                 write: identified(policy.write_paths()),
                 hidden: identified(policy.hidden_paths()),
+                // Looked at before the sandbox is prepared, so an entry made while it is
+                // changes the time and is found by the next call.
+                listed: listed(&policy),
                 program: identify(&plan.program),
                 limits,
                 egress: policy.has_egress_proxy(),
@@ -499,6 +502,27 @@ fn identified(paths: &[std::path::PathBuf]) -> Vec<(std::path::PathBuf, Option<(
 
 fn identify(path: &std::path::Path) -> (std::path::PathBuf, Option<(u64, u64)>) {
     (path.to_path_buf(), sys::identity(path))
+}
+
+/// The directories within `policy`'s reach where one of its hidden name prefixes is matched
+/// (`dir/prefix*`), each with when it last changed (see [`SandboxKey`]'s `listed`).
+fn listed(policy: &SandboxPolicy) -> Vec<(std::path::PathBuf, Option<std::time::SystemTime>)> {
+    let granted = || policy.read_paths().iter().chain(policy.write_paths());
+    let mut dirs: Vec<&std::path::Path> = policy
+        .hidden_paths()
+        .iter()
+        .filter(|h| {
+            h.file_name()
+                .is_some_and(|n| n.as_encoded_bytes().ends_with(b"*"))
+        })
+        .filter_map(|h| h.parent())
+        .filter(|dir| granted().any(|g| dir.starts_with(g)))
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    dirs.into_iter()
+        .map(|dir| (dir.to_path_buf(), sys::changed(dir)))
+        .collect()
 }
 
 /// Kills the process group when dropped (a cancelled call, an error on the way).

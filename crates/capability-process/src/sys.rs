@@ -148,6 +148,13 @@ pub(crate) fn identity(path: &Path) -> Option<(u64, u64)> {
     })
 }
 
+/// When the directory at `path` last changed (an entry made, removed or renamed in it).
+pub(crate) fn changed(path: &Path) -> Option<std::time::SystemTime> {
+    std::fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+}
+
 /// Waits for a child started outside tokio, through a pidfd the runtime watches; reaps it even
 /// when dropped before it ended (the group is killed by then).
 pub(crate) struct PidWaiter {

@@ -1673,6 +1673,116 @@ fn running(needle: &str) -> bool {
     })
 }
 
+/// A `toolcap mcp serve` that runs for hours keeps its children from the scratch directories
+/// other `toolcap` processes make in the temporary directory after it started, as from those
+/// there before: its personality reaches the temporary directory, a first call prepares its
+/// tool's sandbox, then another process's child keeps a token in its home, and a second call's
+/// child cannot read it (watched failing: the sandbox prepared for the first call, reused,
+/// covered only the scratch directories there when it was prepared).
+// guarantee: G-PROC-06
+#[test]
+fn a_running_servers_children_are_kept_from_scratch_directories_made_after_it_started() {
+    let scratch = Scratch::new();
+    let tmp = scratch.root.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let t = tmp.display().to_string();
+    let personality = scratch.root.join("tmp-reach.toml");
+    std::fs::write(
+        &personality,
+        format!(
+            "id = \"tmp-reach\"\ntoolset = [\"run_command\"]\n[fs_reach]\nread = [\"{t}\"]\n\
+             [safety.process]\nallow = [\"sh\", \"cat\", \"sleep\"]\n"
+        ),
+    )
+    .unwrap();
+    let personality = personality.display().to_string();
+    for (n, mode) in [&[][..], &["--capsule"][..]].into_iter().enumerate() {
+        let token = format!("token-made-later-{n}-{}", std::process::id());
+        let mut serve = Command::new(TOOLCAP)
+            .args([
+                "mcp",
+                "serve",
+                "--personality",
+                &personality,
+                "--workdir",
+                &t,
+            ])
+            .args(mode)
+            .env("HOME", &scratch.root)
+            .env("TMPDIR", &tmp)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let (mut stdin, mut lines) = handshake(
+            serve.stdin.take().unwrap(),
+            serve.stdout.take().unwrap(),
+            json!({}),
+        );
+        let mut call = |id: i64, script: &str| -> String {
+            let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "run_command", "arguments": {"binary": "sh", "args": ["-c", script]}}});
+            writeln!(stdin, "{request}").unwrap();
+            let answer = loop {
+                let line = lines.next().expect("an answer").unwrap();
+                let message: Value = serde_json::from_str(&line).unwrap();
+                if message["id"] == json!(id) {
+                    break message;
+                }
+            };
+            answer["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        };
+        // The first call prepares the tool's sandbox.
+        let first = call(2, "echo first");
+        assert!(first.contains("first"), "{mode:?}: {first}");
+        // Then another toolcap process's child keeps a token in its home.
+        let keeper = json!({"binary": "sh", "timeout_ms": 90_000,
+            "args": ["-c", format!("echo {token} > \"$HOME/token\"; sleep 60")]})
+        .to_string();
+        let mut other = Command::new(TOOLCAP)
+            .args([
+                "call",
+                "--personality",
+                &personality,
+                "run_command",
+                &keeper,
+            ])
+            .env("HOME", &scratch.root)
+            .env("TMPDIR", &tmp)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let made = (0..1500).any(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            std::fs::read_dir(&tmp).unwrap().flatten().any(|top| {
+                std::fs::read_dir(top.path().join("d"))
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .any(|home| home.path().join("token").is_file())
+            })
+        });
+        let second = call(
+            3,
+            &format!("cat {t}/toolcap-home-*/d/*/token 2>/dev/null; echo end"),
+        );
+        let _ = other.kill();
+        let _ = other.wait();
+        drop(stdin);
+        let _ = serve.wait();
+        assert!(made, "{mode:?}: the other process kept no token");
+        assert!(!second.contains(&token), "{mode:?}: read: {second}");
+        assert!(second.contains("end"), "{mode:?}: {second}");
+    }
+}
+
 /// `toolcap mcp serve` over stdio, in process mode and with `--capsule`: two `run_command`
 /// calls of one session run at once, and the second child finds nothing of what the first
 /// keeps in its `HOME`, neither beside its own home nor by the first's path.
