@@ -549,6 +549,16 @@ pub(crate) fn validate_guard(
             findings += 1;
         }
     }
+    // What the guard checks of each server's code before it starts it, from the directory it
+    // would start in by default (docs/guard.md, "Confinement").
+    let working_dir = std::env::current_dir()
+        .map_err(|e| Usage(format!("cannot read the current directory: {e}")))?;
+    for (name, server) in &config.servers {
+        if let Some(why) = capability_mcp::code_refused(server, policy, &working_dir) {
+            outln!("servers.{name}: the guard would not start it: {why}")?;
+            findings += 1;
+        }
+    }
     let offered = policy
         .toolset()
         .map(|t| t.iter().filter(|t| config.server_of(t).is_some()).count());

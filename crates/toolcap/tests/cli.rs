@@ -835,6 +835,51 @@ fn validate_says_which_roots_lift_the_deny_floor() {
     assert!(!String::from_utf8_lossy(&plain.stdout).contains("note:"));
 }
 
+// guarantee: G-MCP-06
+/// `toolcap validate --guard-config` tells a reviewer which servers the guard would not start
+/// for their code, as the guard says it when it starts: a server started by `python -m` in a
+/// write root, a script named relative to the working directory (the guard's own when the
+/// configuration sets none, as here the current directory), each a finding (exit 1) naming the
+/// server and why; a server whose code lies elsewhere is none.
+#[test]
+fn validate_reports_the_servers_the_guard_would_not_start_for_their_code() {
+    let env = Env::new();
+    let out_dir = env.path("work/out");
+    std::fs::write(env.root.join("work/out/run.sh"), "echo hi\n").unwrap();
+    std::fs::write(
+        env.root.join("servers.toml"),
+        format!(
+            "[servers.module]\ncommand = \"/usr/bin/python3\"\nargs = [\"-m\", \"srv\"]\ncwd = \"{out_dir}\"\n\
+             [servers.relative]\ncommand = \"/bin/sh\"\nargs = [\"-e\", \"out/run.sh\"]\n\
+             [servers.fine]\ncommand = \"/usr/bin/true\"\n"
+        ),
+    )
+    .unwrap();
+    let out = env.toolcap(&[
+        "validate",
+        "--personality",
+        &env.path("p.toml"),
+        "--guard-config",
+        &env.path("servers.toml"),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(code(&out), 1, "{text}{}", stderr(&out));
+    for (server, why) in [
+        ("module", "`python3 -m` imports from it"),
+        ("relative", "script argument"),
+    ] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("servers.{server}: ")))
+            .unwrap_or_else(|| panic!("{server}: {text}"));
+        assert!(
+            line.contains("would not start") && line.contains(why) && line.contains(&out_dir),
+            "{line}"
+        );
+    }
+    assert!(!text.contains("servers.fine:"), "{text}");
+}
+
 // guarantee: G-POL-07
 /// A reach root at or beneath a deny rule reaches nothing (a deny rule wins), yet reads like a
 /// grant; `toolcap validate` notes each one with the rule that takes it, so that a personality

@@ -206,8 +206,9 @@ fn python_imports_from_its_directory(args: &[String]) -> Option<&'static str> {
 }
 
 /// Refuses a server whose code ([`code_of`], looked for once) another account can change, or
-/// that lies where the personality lets its tools write (docs/guard.md, "Confinement").
-pub(super) fn examined(
+/// that lies where the personality lets its tools write (docs/guard.md, "Confinement"): what
+/// the guard checks before it starts a server, and `toolcap validate --guard-config` reports.
+pub(crate) fn examined(
     server: &ServerConfig,
     policy: &CompiledPolicy,
     working_dir: &Path,

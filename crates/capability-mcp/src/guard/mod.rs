@@ -28,6 +28,25 @@ use capability_types::backend::EgressFactory;
 use secrecy::SecretString;
 
 pub use self::config::{GuardConfig, GuardConfigError, Limits, Reach, ServerConfig};
+
+/// Why the guard would not start `server` for its code, if it would not: its `command`, a
+/// `runtime` root, a script its arguments name, or the working directory its launcher takes
+/// code from, lies where the personality lets its tools write, or where another account can
+/// change it (docs/guard.md, "Confinement"). `working_dir` is the guard's (`--workdir`), the
+/// server's when its configuration sets no `cwd`. What [`Guard`] checks before it starts a
+/// server; for a review before anything runs (`toolcap validate --guard-config`).
+///
+/// # Ambient Authority
+///
+/// Looks at the files the configuration names (their kind, owner and mode, a script's first
+/// two bytes) and the directories they lie in.
+pub fn code_refused(
+    server: &ServerConfig,
+    policy: &CompiledPolicy,
+    working_dir: &Path,
+) -> Option<String> {
+    code::examined(server, policy, working_dir).err()
+}
 use self::supervisor::{CallFailure, Supervisor};
 use self::tool::GuardedTool;
 
