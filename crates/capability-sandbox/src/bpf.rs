@@ -43,6 +43,9 @@ pub(crate) enum Decision {
     /// `ioctl`: `EPERM` for these requests (the low 32 bits of argument 1, all the kernel
     /// reads of it), allowed otherwise.
     IoctlRequests(Vec<u32>),
+    /// Allowed when argument `arg` has `bit` set (the low 32 bits), `EPERM` otherwise: the
+    /// mask `umask` sets must keep other accounts' write bit.
+    KeepsBit { arg: u32, bit: u32 },
 }
 
 /// Offsets into `struct seccomp_data`.
@@ -293,6 +296,10 @@ pub(crate) fn compile(decisions: &BTreeMap<u32, Decision>) -> Result<Vec<sock_fi
                 b.any_of(ARG1_LO, requests, eperm);
                 b.push(Insn::Ret(RET_ALLOW));
             }
+            Decision::KeepsBit { arg, bit } => {
+                b.push(Insn::Load(arg_lo(*arg)));
+                b.push(Insn::Set(*bit, allow, eperm));
+            }
         }
     }
     b.push(Insn::Mark(eperm));
@@ -391,6 +398,7 @@ mod tests {
             Decision::IoctlRequests(vec![libc::TIOCSTI as u32, libc::TIOCLINUX as u32]),
         );
         d.insert(140 + 1000, Decision::Args01In(vec![7, 8], vec![1, 2]));
+        d.insert(95 + 1000, Decision::KeepsBit { arg: 0, bit: 0o002 });
         d.insert(
             90 + 1000,
             Decision::ModeBits {
@@ -534,8 +542,29 @@ mod tests {
                 Some(Decision::CloneFlags { .. }) => eperm, // no CLONE_THREAD
                 Some(Decision::IoctlRequests(_)) => RET_ALLOW, // request 0 is not refused
                 Some(Decision::ModeBits { .. }) => RET_ALLOW, // mode 0 has no refused bit
+                Some(Decision::KeepsBit { .. }) => eperm, // mask 0 keeps no bit
             };
             assert_eq!(got, want, "syscall {nr}");
+        }
+    }
+
+    /// `umask`'s mask must keep the write bit of others: any mask with it passes, whatever
+    /// else it holds (only the low 32 bits are read); one without it is refused.
+    #[test]
+    fn a_mask_must_keep_its_bit() {
+        let program = compile(&sample()).unwrap();
+        let eperm = errno(libc::EPERM as u32);
+        for (mask, want) in [
+            (0o022, RET_ALLOW),
+            (0o002, RET_ALLOW),
+            (0o077, RET_ALLOW),
+            (0o000, eperm),
+            (0o020, eperm),
+            (0o775, eperm),
+            (0xffff_ffff_0000_0000, eperm),
+            (0xffff_ffff_0000_0002, RET_ALLOW),
+        ] {
+            assert_eq!(run(&program, 95 + 1000, AUDIT_ARCH, mask), want, "{mask:o}");
         }
     }
 
@@ -598,8 +627,8 @@ mod tests {
     #[test]
     fn the_tree_stays_short() {
         let program = compile(&sample()).unwrap();
-        // 17 decisions: the search and a short block for each that reads an argument.
-        assert!(program.len() < 80, "{} instructions", program.len());
+        // 18 decisions: the search and a short block for each that reads an argument.
+        assert!(program.len() < 85, "{} instructions", program.len());
         let empty = compile(&BTreeMap::new()).unwrap();
         assert_eq!(run(&empty, 7, AUDIT_ARCH, 0), RET_ALLOW);
     }

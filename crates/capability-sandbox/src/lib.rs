@@ -33,9 +33,10 @@
 //!    Landlock ABI has them); `no_new_privs`;
 //! 8. seccomp: `socket` (every family), `io_uring_*`, `ptrace`, `process_vm_*`, `bpf`,
 //!    `perf_event_open`, `keyctl`, mount and namespace calls, kernel modules, `syslog`, clock
-//!    setting, `reboot`, swap, host names and `open_by_handle_at` fail with `EPERM`; `clone3`
-//!    fails with `ENOSYS` so that the C library falls back to `clone`, whose namespace flags the
-//!    filter can see.
+//!    setting, `reboot`, swap, host names, `open_by_handle_at` and extended attributes fail
+//!    with `EPERM`, as do a mode with the set-ID bits or (in a change) the write bit of others,
+//!    and a `umask` that drops that bit; `clone3` fails with `ENOSYS` so that the C library
+//!    falls back to `clone`, whose namespace flags the filter can see.
 //!
 //! So the child has no network and no socket: it cannot create an Internet, netlink, packet or
 //! Unix socket at all (a pathname Unix socket would reach whatever listens there: Landlock does
@@ -104,6 +105,8 @@ mod remove;
 mod roots;
 #[cfg(unix)]
 mod scratch;
+#[cfg(target_os = "linux")]
+mod seccomp;
 #[cfg(target_os = "linux")]
 mod sys;
 #[cfg(target_os = "linux")]

@@ -118,6 +118,14 @@ pub(crate) fn confine(
     // hand it to the host's crash handler outside the sandbox (docs/isolation-model.md, "Core
     // dumps").
     set_limit(libc::RLIMIT_CORE, Some(0))?;
+    // Nothing it makes is writable by other accounts: the file mode creation mask keeps their
+    // write bit, and seccomp refuses a mask that does not (docs/isolation-model.md, "Modes
+    // that open a place to others").
+    // SAFETY: umask takes and returns a mode; it cannot fail.
+    unsafe {
+        let mask = libc::umask(0);
+        libc::umask(mask | libc::S_IWOTH);
+    }
     if let Descriptors::CloseOnExec = descriptors {
         // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets flags on descriptors.
         let marked = unsafe {
