@@ -74,7 +74,7 @@ use rmcp::ServiceExt as _;
 
 pub use crate::guard::{
     Guard, GuardConfig, GuardConfigError, Limits, ListedTool, Listing, Reach, ServerConfig,
-    code_refused,
+    code_not_here, code_refused,
 };
 pub use crate::http::{
     BearerToken, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, HttpError,

@@ -43,8 +43,11 @@ pub(crate) enum Decision {
     /// `ioctl`: `EPERM` for these requests (the low 32 bits of argument 1, all the kernel
     /// reads of it), allowed otherwise.
     IoctlRequests(Vec<u32>),
-    /// Allowed when argument `arg` has `bit` set (the low 32 bits), `EPERM` otherwise: the
-    /// mask `umask` sets must keep other accounts' write bit.
+    /// Allowed when argument `arg` has `bit` set (the low 32 bits); otherwise the call does
+    /// nothing and returns 0: a `umask` that would drop other accounts' write bit leaves the
+    /// mask as it is. Not `EPERM`: `umask` cannot fail, and a program that reads the mask by
+    /// setting it (`old = umask(0); umask(old)`, Node's `process.umask()`) would take the
+    /// error for a mask of every bit and set that, and make every file after it mode 000.
     KeepsBit { arg: u32, bit: u32 },
 }
 
@@ -297,8 +300,11 @@ pub(crate) fn compile(decisions: &BTreeMap<u32, Decision>) -> Result<Vec<sock_fi
                 b.push(Insn::Ret(RET_ALLOW));
             }
             Decision::KeepsBit { arg, bit } => {
+                let nothing = b.label();
                 b.push(Insn::Load(arg_lo(*arg)));
-                b.push(Insn::Set(*bit, allow, eperm));
+                b.push(Insn::Set(*bit, allow, nothing));
+                b.push(Insn::Mark(nothing));
+                b.push(Insn::Ret(errno(0)));
             }
         }
     }
@@ -542,26 +548,27 @@ mod tests {
                 Some(Decision::CloneFlags { .. }) => eperm, // no CLONE_THREAD
                 Some(Decision::IoctlRequests(_)) => RET_ALLOW, // request 0 is not refused
                 Some(Decision::ModeBits { .. }) => RET_ALLOW, // mode 0 has no refused bit
-                Some(Decision::KeepsBit { .. }) => eperm, // mask 0 keeps no bit
+                Some(Decision::KeepsBit { .. }) => errno(0), // mask 0: nothing done
             };
             assert_eq!(got, want, "syscall {nr}");
         }
     }
 
     /// `umask`'s mask must keep the write bit of others: any mask with it passes, whatever
-    /// else it holds (only the low 32 bits are read); one without it is refused.
+    /// else it holds (only the low 32 bits are read); one without it does nothing and returns
+    /// 0 (the mask stays as it was).
     #[test]
     fn a_mask_must_keep_its_bit() {
         let program = compile(&sample()).unwrap();
-        let eperm = errno(libc::EPERM as u32);
+        let nothing = errno(0);
         for (mask, want) in [
             (0o022, RET_ALLOW),
             (0o002, RET_ALLOW),
             (0o077, RET_ALLOW),
-            (0o000, eperm),
-            (0o020, eperm),
-            (0o775, eperm),
-            (0xffff_ffff_0000_0000, eperm),
+            (0o000, nothing),
+            (0o020, nothing),
+            (0o775, nothing),
+            (0xffff_ffff_0000_0000, nothing),
             (0xffff_ffff_0000_0002, RET_ALLOW),
         ] {
             assert_eq!(run(&program, 95 + 1000, AUDIT_ARCH, mask), want, "{mask:o}");

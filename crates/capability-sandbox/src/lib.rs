@@ -34,9 +34,9 @@
 //! 8. seccomp: `socket` (every family), `io_uring_*`, `ptrace`, `process_vm_*`, `bpf`,
 //!    `perf_event_open`, `keyctl`, mount and namespace calls, kernel modules, `syslog`, clock
 //!    setting, `reboot`, swap, host names, `open_by_handle_at` and extended attributes fail
-//!    with `EPERM`, as do a mode with the set-ID bits or (in a change) the write bit of others,
-//!    and a `umask` that drops that bit; `clone3` fails with `ENOSYS` so that the C library
-//!    falls back to `clone`, whose namespace flags the filter can see.
+//!    with `EPERM`, as does a mode with the set-ID bits or (in a change) the write bit of
+//!    others; a `umask` that drops that bit does nothing; `clone3` fails with `ENOSYS` so that
+//!    the C library falls back to `clone`, whose namespace flags the filter can see.
 //!
 //! So the child has no network and no socket: it cannot create an Internet, netlink, packet or
 //! Unix socket at all (a pathname Unix socket would reach whatever listens there: Landlock does

@@ -1381,13 +1381,11 @@ const OPEN_TO_OTHERS_PROBE: &str = "import ctypes, os, struct, sys\n\
          \x20       raise OSError(e, os.strerror(e))\n\
          attempt('fchmodat2 646', fchmodat2)\n\
          print('umask', oct(os.umask(0o022)))\n\
-         def cleared():\n\
-         \x20   old = libc.umask(0)\n\
-         \x20   now = libc.umask(0)\n\
-         \x20   libc.umask(old)\n\
-         \x20   if now & 0o002 == 0:\n        return\n\
-         \x20   raise OSError(1, 'umask kept others from writing')\n\
-         attempt('umask 0', cleared)\n\
+         libc.umask.restype = ctypes.c_uint\n\
+         old = libc.umask(0)\n\
+         libc.umask(old)\n\
+         fd = os.open(os.path.join(out, 'after-reading-the-mask'), os.O_CREAT | os.O_WRONLY, 0o644)\n\
+         os.close(fd)\n\
          libc.umask(0)\n\
          fd = os.open(os.path.join(out, 'created'), os.O_CREAT | os.O_WRONLY, 0o666)\n\
          os.close(fd)\n\
@@ -1463,6 +1461,13 @@ fn a_child_cannot_open_its_write_reach_to_other_accounts() {
             open.is_empty(),
             "{how}: left open to others: {open:?}\n{said}"
         );
+        // A program that reads the mask by setting it (`old = umask(0); umask(old)`, as Node's
+        // `process.umask()` does) still makes files its owner can read and write.
+        let read_back = std::fs::metadata(t.write.join("after-reading-the-mask"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(read_back & 0o777, 0o644, "{how}: {read_back:o}\n{said}");
         for line in ["chmod 644 done", "chmod dir 755 done", "umask 0o2"] {
             assert!(
                 said.lines().any(|l| l.starts_with(line)),

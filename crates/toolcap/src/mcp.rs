@@ -553,8 +553,11 @@ pub(crate) fn validate_guard(
     // would start in by default (docs/guard.md, "Confinement").
     let working_dir = std::env::current_dir()
         .map_err(|e| Usage(format!("cannot read the current directory: {e}")))?;
+    let mut not_here = Vec::new();
     for (name, server) in &config.servers {
-        if let Some(why) = capability_mcp::code_refused(server, policy, &working_dir) {
+        if let Some(missing) = capability_mcp::code_not_here(server) {
+            not_here.push((name, missing));
+        } else if let Some(why) = capability_mcp::code_refused(server, policy, &working_dir) {
             outln!("servers.{name}: the guard would not start it: {why}")?;
             findings += 1;
         }
@@ -575,6 +578,13 @@ pub(crate) fn validate_guard(
     })?;
     // Not a finding: pinning is the reviewer's choice, but what the model is told without it
     // must be seen (docs/guard.md, "Pinning what the model is shown").
+    for (name, missing) in not_here {
+        outln!(
+            "note: servers.{name} is not installed here ({} is missing): its code is examined \
+             where the guard starts it",
+            capability_types::shown(&missing.display().to_string())
+        )?;
+    }
     for (name, _) in config.servers.iter().filter(|(_, s)| s.pins.is_none()) {
         outln!(
             "note: servers.{name} has no pins: its tools are offered as it describes them when \

@@ -840,7 +840,8 @@ fn validate_says_which_roots_lift_the_deny_floor() {
 /// for their code, as the guard says it when it starts: a server started by `python -m` in a
 /// write root, a script named relative to the working directory (the guard's own when the
 /// configuration sets none, as here the current directory), each a finding (exit 1) naming the
-/// server and why; a server whose code lies elsewhere is none.
+/// server and why; a server whose code lies elsewhere is none, and one not installed where the
+/// review runs is a note.
 #[test]
 fn validate_reports_the_servers_the_guard_would_not_start_for_their_code() {
     let env = Env::new();
@@ -851,7 +852,8 @@ fn validate_reports_the_servers_the_guard_would_not_start_for_their_code() {
         format!(
             "[servers.module]\ncommand = \"/usr/bin/python3\"\nargs = [\"-m\", \"srv\"]\ncwd = \"{out_dir}\"\n\
              [servers.relative]\ncommand = \"/bin/sh\"\nargs = [\"-e\", \"out/run.sh\"]\n\
-             [servers.fine]\ncommand = \"/usr/bin/true\"\n"
+             [servers.fine]\ncommand = \"/usr/bin/true\"\n\
+             [servers.elsewhere]\ncommand = \"/opt/not-installed-here/server\"\n"
         ),
     )
     .unwrap();
@@ -878,6 +880,16 @@ fn validate_reports_the_servers_the_guard_would_not_start_for_their_code() {
         );
     }
     assert!(!text.contains("servers.fine:"), "{text}");
+    // A server not installed where the review runs is a note, not a finding: its code is
+    // examined where the guard starts it.
+    assert!(!text.contains("servers.elsewhere:"), "{text}");
+    assert!(
+        text.lines().any(
+            |l| l.starts_with("note: servers.elsewhere is not installed here")
+                && l.contains("/opt/not-installed-here/server")
+        ),
+        "{text}"
+    );
 }
 
 // guarantee: G-POL-07

@@ -218,6 +218,19 @@ pub(crate) fn examined(
     outside_the_write_roots(&code, policy, working_dir)
 }
 
+/// The first of `server`'s `command` and `runtime` roots that does not exist
+/// ([`super::code_not_here`]).
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the guard examines the program it will start, not a tool's reach"
+)]
+pub(super) fn not_here(server: &ServerConfig) -> Option<&Path> {
+    std::iter::once(server.command.as_path())
+        .chain(server.runtime.iter().map(PathBuf::as_path))
+        // toolcap: allow(std::fs::symlink_metadata, reason = "the guard examines the program it will start, not a tool's reach")
+        .find(|path| std::fs::symlink_metadata(path).is_err())
+}
+
 /// Whether `path` is an existing file an interpreter would run: its name ends as a script's
 /// does, or it begins with `#!`.
 #[allow(

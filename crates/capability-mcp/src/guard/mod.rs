@@ -47,6 +47,17 @@ pub fn code_refused(
 ) -> Option<String> {
     code::examined(server, policy, working_dir).err()
 }
+
+/// The first of `server`'s `command` and `runtime` roots that is not on this machine, if one
+/// is not: the server is not installed here, and its code can be examined only where it is (a
+/// review run elsewhere than the guard).
+///
+/// # Ambient Authority
+///
+/// Looks whether the paths the configuration names exist.
+pub fn code_not_here(server: &ServerConfig) -> Option<&Path> {
+    code::not_here(server)
+}
 use self::supervisor::{CallFailure, Supervisor};
 use self::tool::GuardedTool;
 
