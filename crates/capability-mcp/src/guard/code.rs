@@ -18,7 +18,7 @@ const SCRIPT_ENDINGS: &[&str] = &[
 
 /// One place a server's code comes from: the configuration field it was found through, the
 /// place, and for a working directory, why its launcher takes code from there.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 struct Code {
     field: &'static str,
     path: PathBuf,
@@ -208,7 +208,7 @@ fn python_imports_from_its_directory(args: &[String]) -> Option<&'static str> {
 /// Refuses a server whose code ([`code_of`], looked for once) another account can change, or
 /// that lies where the personality lets its tools write (docs/guard.md, "Confinement"): what
 /// the guard checks before it starts a server, and `toolcap validate --guard-config` reports.
-pub(crate) fn examined(
+pub(super) fn examined(
     server: &ServerConfig,
     policy: &CompiledPolicy,
     working_dir: &Path,
