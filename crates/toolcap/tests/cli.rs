@@ -3194,6 +3194,60 @@ fn toolcaps_own_files_are_out_of_every_tools_reach() {
     );
 }
 
+/// Toolcap's data directory (`$XDG_DATA_HOME/toolcap`, `~/.local/share/toolcap`) holds every
+/// store a run of it made there, not only this run's: the demo's, one another personality's
+/// `mcp serve` keeps with `--store`, with every session's values. A personality that reaches
+/// the home directory read them (watched failing: another store's canary in `read_file`'s
+/// answer, and listed); the whole directory is kept out of every tool's reach now, in process
+/// mode and in the capsule, and a child finds it covered.
+// guarantee: G-POL-06
+#[test]
+fn toolcaps_data_directory_is_out_of_a_reach_of_the_home_directory() {
+    let env = Env::new();
+    let data = env.root.join("data/toolcap");
+    std::fs::create_dir_all(&data).unwrap();
+    let other = data.join("ops-agent.redb");
+    std::fs::write(&other, "canary-of-another-store\n").unwrap();
+    let personality = env.root.join("homely.toml");
+    std::fs::write(
+        &personality,
+        "id = \"homely\"\n[fs_reach]\nread = [\"~\"]\n[safety.process]\nallow = [\"cat\"]\n",
+    )
+    .unwrap();
+    let p = personality.display().to_string();
+    for mode in [&[][..], &["--capsule"][..]] {
+        let call = |tool: &str, args: Value| {
+            let mut argv = vec!["call"];
+            argv.extend_from_slice(mode);
+            let args = args.to_string();
+            argv.extend(["--personality", &p, tool, &args]);
+            stdout_json(&env.toolcap(&argv))
+        };
+        let read = call("read_file", serde_json::json!({"path": other}));
+        assert!(
+            !read.to_string().contains("canary-of-another-store"),
+            "{mode:?}: {read}"
+        );
+        assert_eq!(read["code"], "denied", "{mode:?}: {read}");
+        let listed = call("list_dir", serde_json::json!({"path": data}));
+        assert_eq!(listed["code"], "denied", "{mode:?}: {listed}");
+        let cat = call(
+            "run_command",
+            serde_json::json!({"binary": "cat", "args": [other]}),
+        );
+        assert!(
+            !cat.to_string().contains("canary-of-another-store"),
+            "{mode:?}: {cat}"
+        );
+        // The rest of the home directory is as the personality says.
+        let notes = call(
+            "read_file",
+            serde_json::json!({"path": env.root.join("work/notes.md")}),
+        );
+        assert_eq!(notes["ok"], true, "{mode:?}: {notes}");
+    }
+}
+
 // guarantee: G-REG-13
 /// What a tool writes, sends or feeds a child is data, not a path: `write_file` writes a C file
 /// that opens with a `/* ... */` comment or a note that names `/etc/passwd`, in process and in

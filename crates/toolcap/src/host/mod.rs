@@ -187,8 +187,12 @@ pub(crate) fn load_policy(path: &Path) -> Result<CompiledPolicy, Usage> {
 pub(crate) fn load_policy_keeping(path: &Path, own: &[&Path]) -> Result<CompiledPolicy, Usage> {
     let policy = load_policy(path)?;
     let mut narrowing = capability_core::Narrowing::default();
+    // The data directory whole, where it is: it holds every store a run made there, not only
+    // this run's (docs/policy.md, "Toolcap's own files").
+    let data = data_dir().filter(|dir| dir.is_dir());
     narrowing.fs_reach.deny = std::iter::once(path)
         .chain(own.iter().copied())
+        .chain(data.as_deref())
         .map(kept_place)
         .collect::<Result<_, _>>()?;
     policy
@@ -484,17 +488,22 @@ pub(crate) fn store(given: Option<String>, env: Option<&str>) -> Result<Store, U
     }
 }
 
-/// `$XDG_DATA_HOME/toolcap/NAME`, or `~/.local/share/toolcap/NAME`; the directory is created
-/// private to the user.
-pub(crate) fn default_store(name: &str) -> Result<PathBuf, Usage> {
-    let base = std::env::var_os("XDG_DATA_HOME")
+/// Toolcap's data directory, `$XDG_DATA_HOME/toolcap` or `~/.local/share/toolcap`, if either
+/// is known; it may not exist yet.
+fn data_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_DATA_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .or_else(|| home().map(|h| h.join(".local/share")))
-        .ok_or_else(|| {
-            Usage("no data directory: set HOME or XDG_DATA_HOME, or pass --store".to_owned())
-        })?;
-    let dir = base.join("toolcap");
+        .map(|base| base.join("toolcap"))
+}
+
+/// `$XDG_DATA_HOME/toolcap/NAME`, or `~/.local/share/toolcap/NAME`; the directory is created
+/// private to the user.
+pub(crate) fn default_store(name: &str) -> Result<PathBuf, Usage> {
+    let dir = data_dir().ok_or_else(|| {
+        Usage("no data directory: set HOME or XDG_DATA_HOME, or pass --store".to_owned())
+    })?;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
