@@ -779,6 +779,14 @@ fn the_users_credential_files_are_out_of_a_reach_of_the_home_directory() {
         ".purple/accounts.xml",
         ".config/remmina/remmina.pref",
         ".local/share/remmina/group_rdp_x.remmina",
+        // The MCP clients' own server lists, where a server's token sits in its `env`, and
+        // Claude Desktop's signed-in session beside its list.
+        ".claude.json",
+        ".config/Claude/claude_desktop_config.json",
+        ".config/Claude/Cookies",
+        ".cursor/mcp.json",
+        ".codeium/windsurf/mcp_config.json",
+        ".config/Code/User/mcp.json",
     ];
     let open = [
         ".cargo/config.toml",

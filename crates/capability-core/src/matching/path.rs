@@ -207,7 +207,7 @@ impl FloorEntry {
 /// the files where tools (AI agents' clients among them) keep their credentials and tokens, and
 /// the histories where typed secrets stay. Each begins with a dot, which [`DenyFloor::blocks`]
 /// relies on when the home directory is unknown (a test holds it).
-pub(crate) const HOME_ENTRIES: [&str; 86] = [
+pub(crate) const HOME_ENTRIES: [&str; 91] = [
     ".ssh",
     ".aws",
     ".gnupg",
@@ -312,6 +312,14 @@ pub(crate) const HOME_ENTRIES: [&str; 86] = [
     ".purple",
     ".config/remmina",
     ".local/share/remmina",
+    // The MCP clients' own lists of servers, where a server's token sits in its `env` (Claude
+    // Code's `~/.claude.json` holds an API key too), and Claude Desktop's configuration with
+    // its signed-in session beside it.
+    ".claude.json",
+    ".config/Claude",
+    ".cursor/mcp.json",
+    ".codeium/windsurf/mcp_config.json",
+    ".config/Code/User/mcp.json",
 ];
 
 /// The home directory's places beneath `~/snap`, where a snap keeps its profile: Ubuntu's own
