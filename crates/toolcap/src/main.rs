@@ -148,9 +148,14 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         personality: PathBuf,
         /// Report what the servers of this guard configuration declare that the personality
-        /// will not grant (instead of the standard tools).
+        /// will not grant (instead of the standard tools), and which the guard would not start
+        /// for their code.
         #[arg(long, value_name = "FILE")]
         guard_config: Option<PathBuf>,
+        /// The guard's working directory, a server's when its configuration sets no `cwd`
+        /// (default: the current directory, as the guard's).
+        #[arg(long, value_name = "DIR", requires = "guard_config")]
+        workdir: Option<PathBuf>,
     },
     /// Print the permission manifest of the standard tools: every declaration and, with a
     /// personality, the effective access. Deterministic JSON with a SHA-256 of its content.
@@ -512,13 +517,15 @@ async fn run(command: Command) -> Result<ExitCode, Usage> {
         Command::Validate {
             personality,
             guard_config: Some(path),
+            workdir,
         } => {
             let policy = host::load_policy(&personality)?;
-            mcp::validate_guard(&host::load_guard_config(&path)?, &policy)
+            mcp::validate_guard(&host::load_guard_config(&path)?, &policy, workdir)
         }
         Command::Validate {
             personality,
             guard_config: None,
+            ..
         } => {
             let policy = host::load_policy(&personality)?;
             let mut registry = DefaultToolRegistry::new(None);

@@ -541,6 +541,7 @@ pub(crate) fn explain_guarded(
 pub(crate) fn validate_guard(
     config: &capability_mcp::GuardConfig,
     policy: &capability_core::CompiledPolicy,
+    workdir: Option<PathBuf>,
 ) -> Result<ExitCode, Usage> {
     let mut findings = 0usize;
     for (name, caps) in config.declarations() {
@@ -551,8 +552,7 @@ pub(crate) fn validate_guard(
     }
     // What the guard checks of each server's code before it starts it, from the directory it
     // would start in by default (docs/guard.md, "Confinement").
-    let working_dir = std::env::current_dir()
-        .map_err(|e| Usage(format!("cannot read the current directory: {e}")))?;
+    let working_dir = host::workdir(workdir)?;
     let mut not_here = Vec::new();
     for (name, server) in &config.servers {
         if let Some(missing) = capability_mcp::code_not_here(server) {

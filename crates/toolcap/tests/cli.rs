@@ -839,9 +839,9 @@ fn validate_says_which_roots_lift_the_deny_floor() {
 /// `toolcap validate --guard-config` tells a reviewer which servers the guard would not start
 /// for their code, as the guard says it when it starts: a server started by `python -m` in a
 /// write root, a script named relative to the working directory (the guard's own when the
-/// configuration sets none, as here the current directory), each a finding (exit 1) naming the
-/// server and why; a server whose code lies elsewhere is none, and one not installed where the
-/// review runs is a note.
+/// configuration sets none: the current directory, or `--workdir`), each a finding (exit 1)
+/// naming the server and why; a server whose code lies elsewhere is none, and one not
+/// installed where the review runs is a note.
 #[test]
 fn validate_reports_the_servers_the_guard_would_not_start_for_their_code() {
     let env = Env::new();
@@ -853,6 +853,7 @@ fn validate_reports_the_servers_the_guard_would_not_start_for_their_code() {
             "[servers.module]\ncommand = \"/usr/bin/python3\"\nargs = [\"-m\", \"srv\"]\ncwd = \"{out_dir}\"\n\
              [servers.relative]\ncommand = \"/bin/sh\"\nargs = [\"-e\", \"out/run.sh\"]\n\
              [servers.fine]\ncommand = \"/usr/bin/true\"\n\
+             [servers.bare]\ncommand = \"/usr/bin/python3\"\nargs = [\"-m\", \"srv\"]\n\
              [servers.elsewhere]\ncommand = \"/opt/not-installed-here/server\"\n"
         ),
     )
@@ -880,6 +881,26 @@ fn validate_reports_the_servers_the_guard_would_not_start_for_their_code() {
         );
     }
     assert!(!text.contains("servers.fine:"), "{text}");
+    // Without a `cwd`, a server starts in the guard's working directory: here the current
+    // one, which the personality reads only; `--workdir` names another, as the guard's does.
+    assert!(!text.contains("servers.bare:"), "{text}");
+    let out = env.toolcap(&[
+        "validate",
+        "--personality",
+        &env.path("p.toml"),
+        "--guard-config",
+        &env.path("servers.toml"),
+        "--workdir",
+        &out_dir,
+    ]);
+    let moved = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        moved.lines().any(
+            |l| l.starts_with("servers.bare: the guard would not start it")
+                && l.contains("`python3 -m`")
+        ),
+        "{moved}"
+    );
     // A server not installed where the review runs is a note, not a finding: its code is
     // examined where the guard starts it.
     assert!(!text.contains("servers.elsewhere:"), "{text}");
