@@ -74,6 +74,15 @@ impl Env {
             .unwrap()
     }
 
+    /// `toolcap validate --personality P --guard-config C`, the files named in this
+    /// environment, then `more`.
+    fn validate_guard(&self, personality: &str, config: &str, more: &[&str]) -> Output {
+        let (p, c) = (self.path(personality), self.path(config));
+        let mut args = vec!["validate", "--personality", &p, "--guard-config", &c];
+        args.extend_from_slice(more);
+        self.toolcap(&args)
+    }
+
     /// `toolcap mcp guard` with `personality` and `config`, its stdin closed.
     fn guard(&self, personality: &Path, config: &Path) -> Output {
         self.toolcap(&[
@@ -810,13 +819,7 @@ fn validate_says_which_roots_lift_the_deny_floor() {
         ),
     )
     .unwrap();
-    let guarded = env.toolcap(&[
-        "validate",
-        "--personality",
-        &env.path("lifts.toml"),
-        "--guard-config",
-        &env.path("servers.toml"),
-    ]);
+    let guarded = env.validate_guard("lifts.toml", "servers.toml", &[]);
     let guarded_text = String::from_utf8_lossy(&guarded.stdout);
     assert_eq!(code(&guarded), 0, "{guarded_text}");
     // The same notes, then the guard's own: a server without pins.
@@ -858,13 +861,7 @@ fn validate_reports_the_servers_the_guard_would_not_start_for_their_code() {
         ),
     )
     .unwrap();
-    let out = env.toolcap(&[
-        "validate",
-        "--personality",
-        &env.path("p.toml"),
-        "--guard-config",
-        &env.path("servers.toml"),
-    ]);
+    let out = env.validate_guard("p.toml", "servers.toml", &[]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(code(&out), 1, "{text}{}", stderr(&out));
     for (server, why) in [
@@ -884,15 +881,7 @@ fn validate_reports_the_servers_the_guard_would_not_start_for_their_code() {
     // Without a `cwd`, a server starts in the guard's working directory: here the current
     // one, which the personality reads only; `--workdir` names another, as the guard's does.
     assert!(!text.contains("servers.bare:"), "{text}");
-    let out = env.toolcap(&[
-        "validate",
-        "--personality",
-        &env.path("p.toml"),
-        "--guard-config",
-        &env.path("servers.toml"),
-        "--workdir",
-        &out_dir,
-    ]);
+    let out = env.validate_guard("p.toml", "servers.toml", &["--workdir", &out_dir]);
     let moved = String::from_utf8_lossy(&out.stdout);
     assert!(
         moved.lines().any(
