@@ -504,23 +504,13 @@ fn identify(path: &std::path::Path) -> (std::path::PathBuf, Option<(u64, u64)>) 
     (path.to_path_buf(), sys::identity(path))
 }
 
-/// The directories within `policy`'s reach where one of its hidden name prefixes is matched
-/// (`dir/prefix*`), each with when it last changed (see [`SandboxKey`]'s `listed`).
+/// The directories where one of `policy`'s hidden name prefixes is matched
+/// ([`SandboxPolicy::prefix_dirs`]), each with when it last changed (see [`SandboxKey`]'s
+/// `listed`).
 fn listed(policy: &SandboxPolicy) -> Vec<(std::path::PathBuf, Option<std::time::SystemTime>)> {
-    let granted = || policy.read_paths().iter().chain(policy.write_paths());
-    let mut dirs: Vec<&std::path::Path> = policy
-        .hidden_paths()
-        .iter()
-        .filter(|h| {
-            h.file_name()
-                .is_some_and(|n| n.as_encoded_bytes().ends_with(b"*"))
-        })
-        .filter_map(|h| h.parent())
-        .filter(|dir| granted().any(|g| dir.starts_with(g)))
-        .collect();
-    dirs.sort();
-    dirs.dedup();
-    dirs.into_iter()
+    policy
+        .prefix_dirs()
+        .into_iter()
         .map(|dir| (dir.to_path_buf(), sys::changed(dir)))
         .collect()
 }

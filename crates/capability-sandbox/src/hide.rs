@@ -185,8 +185,7 @@ fn c_path(path: &Path) -> Result<CString, String> {
 fn expand_prefixes(hidden: &[PathBuf], own: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::with_capacity(hidden.len());
     for path in hidden {
-        let name = path.file_name().map(|n| n.as_bytes()).unwrap_or_default();
-        let (Some(prefix), Some(dir)) = (name.strip_suffix(b"*"), path.parent()) else {
+        let Some((dir, prefix)) = crate::name_prefix(path) else {
             out.push(path.clone());
             continue;
         };

@@ -285,6 +285,13 @@ pub fn dump_no_core() -> std::io::Result<()> {
     }
 }
 
+/// A hidden place written `dir/prefix*` (every entry of `dir` whose name starts with
+/// `prefix`), as its directory and its prefix; `None` for a place named as it is.
+pub(crate) fn name_prefix(path: &Path) -> Option<(&Path, &[u8])> {
+    let prefix = path.file_name()?.as_encoded_bytes().strip_suffix(b"*")?;
+    Some((path.parent()?, prefix))
+}
+
 /// What a sandboxed child may touch. Paths are absolute; a path that does not exist when the
 /// sandbox is prepared grants nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -380,6 +387,30 @@ impl SandboxPolicy {
     /// The hidden places (see [`hide`](Self::hide)).
     pub fn hidden_paths(&self) -> &[PathBuf] {
         &self.hidden
+    }
+
+    /// The directories within the grants where a hidden name prefix (`dir/prefix*`, such as
+    /// the deny floor's `/tmp/toolcap-home-*`) is matched, each once. A prepared sandbox covers
+    /// the entries there as they were when it was prepared; a caller that keeps one for later
+    /// children looks at when these directories last changed (docs/isolation-model.md,
+    /// "Scratch directories").
+    pub fn prefix_dirs(&self) -> Vec<&Path> {
+        let mut dirs: Vec<&Path> = self
+            .hidden
+            .iter()
+            .filter_map(|h| name_prefix(h))
+            .map(|(dir, _)| dir)
+            .filter(|dir| {
+                self.read
+                    .iter()
+                    .chain(&self.write)
+                    .chain(&self.exec)
+                    .any(|g| dir.starts_with(g))
+            })
+            .collect();
+        dirs.sort();
+        dirs.dedup();
+        dirs
     }
 
     /// Adds a directory or file the child may read.
@@ -640,5 +671,34 @@ impl PreparedSandbox {
                 "kernel confinement is implemented for Linux only",
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The directories a hidden name prefix is matched in, within the grants (read, write or
+    /// execution), each once; a place named as it is, and a prefix outside every grant, are
+    /// none.
+    #[test]
+    fn prefix_dirs_are_those_within_the_grants() {
+        let policy = SandboxPolicy::new()
+            .read("/tmp")
+            .exec("/opt/run")
+            .hide("/tmp/toolcap-home-*")
+            .hide("/tmp/toolcap-guard-*")
+            .hide("/opt/run/cache-*")
+            .hide("/etc/sudoers*")
+            .hide("/tmp/secret");
+        assert_eq!(
+            policy.prefix_dirs(),
+            [Path::new("/opt/run"), Path::new("/tmp")]
+        );
+        assert_eq!(
+            name_prefix(Path::new("/etc/ssh/ssh_host_*")),
+            Some((Path::new("/etc/ssh"), &b"ssh_host_"[..]))
+        );
+        assert_eq!(name_prefix(Path::new("/tmp/secret")), None);
     }
 }

@@ -117,7 +117,7 @@ pub(crate) fn confine(
     // No core dump, soft or hard: a crash would write the process's memory where it runs, or
     // hand it to the host's crash handler outside the sandbox (docs/isolation-model.md, "Core
     // dumps").
-    set_limit(libc::RLIMIT_CORE, Some(0))?;
+    dump_no_core()?;
     // Nothing it makes is writable by other accounts: the file mode creation mask keeps their
     // write bit, and seccomp refuses a mask that does not (docs/isolation-model.md, "Modes
     // that open a place to others").
