@@ -3030,6 +3030,56 @@ fn a_crashing_toolcap_leaves_no_image_of_its_memory() {
     assert_eq!(core[4..6], ["0", "0"], "{limits}");
 }
 
+// guarantee: G-KERN-17
+/// Through the command line, in process mode and in the capsule: a child of `run_command`
+/// leaves nothing in its write reach (its home) that other accounts may write: `chmod 666`,
+/// `umask 0` before making a file and a directory, an extended attribute, all fail or are
+/// masked, as the child itself finds them on disk; a mode that opens nothing to others still
+/// changes, and reading the mask by setting it leaves files the owner can read and write.
+#[test]
+fn a_child_leaves_nothing_others_may_write_in_both_modes() {
+    let env = Env::new("");
+    let script = "import ctypes, json, os\n\
+         libc = ctypes.CDLL(None, use_errno=True)\n\
+         libc.umask.restype = ctypes.c_uint\n\
+         home = os.environ['HOME']\n\
+         r = {}\n\
+         def attempt(name, call):\n\
+         \x20   try:\n        call()\n        r[name] = 0\n\
+         \x20   except OSError as e:\n        r[name] = e.errno\n\
+         f = os.path.join(home, 'f')\n\
+         open(f, 'w').close()\n\
+         attempt('chmod 666', lambda: os.chmod(f, 0o666))\n\
+         h = os.path.join(home, 'h')\n\
+         open(h, 'w').close()\n\
+         attempt('chmod 640', lambda: os.chmod(h, 0o640))\n\
+         attempt('setxattr', lambda: os.setxattr(f, 'user.toolcap', b'x'))\n\
+         old = libc.umask(0)\n\
+         libc.umask(old)\n\
+         open(os.path.join(home, 'after'), 'w').close()\n\
+         libc.umask(0)\n\
+         os.close(os.open(os.path.join(home, 'g'), os.O_CREAT | os.O_WRONLY, 0o666))\n\
+         os.mkdir(os.path.join(home, 'd'), 0o777)\n\
+         modes = {n: oct(os.stat(os.path.join(home, n)).st_mode & 0o7777) for n in ('f', 'g', 'd', 'h', 'after')}\n\
+         print(json.dumps({'r': r, 'modes': modes, 'xattrs': os.listxattr(f)}))\n";
+    for mode in MODES {
+        let got = env.python_json(mode, script);
+        // The forbidden side first: nothing the child made may be written by others.
+        for (name, m) in got["modes"].as_object().unwrap() {
+            let bits =
+                u32::from_str_radix(m.as_str().unwrap().trim_start_matches("0o"), 8).unwrap();
+            assert_eq!(bits & 0o002, 0, "{mode:?}: {name} is {m}: {got}");
+        }
+        assert_eq!(got["xattrs"], serde_json::json!([]), "{mode:?}: {got}");
+        assert_eq!(got["r"]["chmod 666"], EPERM, "{mode:?}: {got}");
+        assert_eq!(got["r"]["setxattr"], EPERM, "{mode:?}: {got}");
+        assert_eq!(got["r"]["chmod 640"], 0, "{mode:?}: {got}");
+        assert_eq!(got["modes"]["h"], "0o640", "{mode:?}: {got}");
+        let after = &got["modes"]["after"];
+        assert!(after == "0o644" || after == "0o664", "{mode:?}: {got}");
+    }
+}
+
 // guarantee: G-KERN-16
 /// A child of `run_command` is the first process the kernel's out-of-memory killer ends, in
 /// both modes: its `oom_score_adj`, read from outside while it waits, is 1000 whatever the
