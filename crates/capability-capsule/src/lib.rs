@@ -11,7 +11,9 @@
 //!   of its own (no path names anything, so not even a file's size or existence can be learnt),
 //!   Landlock with no file system access at all, seccomp refusing new sockets, new processes,
 //!   `ptrace`, `io_uring`, `inotify` and the rest, resource limits, a cleared environment —
-//!   *before* any tool code runs, not even the tools' constructors;
+//!   *before* it builds or calls any tool (what the loader runs before `main`, and functions
+//!   exported under a C library's name, are outside this: docs/isolation-model.md, "Code linked
+//!   into the binary");
 //! * every scoped object the tool receives in the worker is a proxy: fetch, fs, secrets,
 //!   process and kv calls travel as framed requests over the worker's channel (rings in memory
 //!   shared with the host, a socket as their doorbell; see [`ring`]) and are answered by

@@ -2,7 +2,9 @@
 //! backstop): in a crate that holds tools, any reach for `std::fs`, `std::process`, `std::net`
 //! sockets, `std::env::var*`, `tokio::{fs,process,net}` and the other runtimes' and common
 //! crates' equivalents, an HTTP client crate, or a system call made directly (`libc`, `rustix`,
-//! `nix`, inline assembly, an `extern` block) is a finding — through `use` (with aliases,
+//! `nix`, inline assembly, an `extern` block), unsafe code, and a function handed to the linker
+//! or the loader (`no_mangle`, `export_name`, `link_section`, the `ctor` crates) is a finding
+//! (the list is `banned.rs`) — through `use` (with aliases,
 //! groups and globs), fully qualified paths, `extern crate` renames and paths inside macro
 //! bodies (docs/lint.md, "Rules"). Parsed with `syn`, not grepped.
 //!
@@ -15,238 +17,8 @@ use std::path::Path;
 use proc_macro2::{TokenStream, TokenTree};
 use syn::visit::Visit;
 
+use crate::banned::{BANNED, PATH_PROBES, PLACING, is_cargos_own};
 use crate::{Exemption, Finding, Rule};
-
-/// Banned paths and what to use instead.
-pub(crate) const BANNED: &[(&str, &str)] = &[
-    ("std::fs", "ScopedFs from the ToolContext"),
-    ("std::os::unix::fs", "ScopedFs from the ToolContext"),
-    ("std::process", "ScopedProcess from the ToolContext"),
-    (
-        "std::os::unix::process",
-        "ScopedProcess from the ToolContext",
-    ),
-    // Address types (`IpAddr`, `SocketAddr`) are plain values; sockets and name resolution
-    // are authority.
-    ("std::net::TcpStream", "ScopedFetch from the ToolContext"),
-    ("std::net::TcpListener", "ScopedFetch from the ToolContext"),
-    ("std::net::UdpSocket", "ScopedFetch from the ToolContext"),
-    (
-        "std::net::ToSocketAddrs",
-        "ScopedFetch from the ToolContext (it resolves names itself)",
-    ),
-    ("std::os::unix::net", "ScopedFetch from the ToolContext"),
-    (
-        "std::env::var",
-        "values passed in the arguments or ToolContext; secrets through ScopedSecretsResolver",
-    ),
-    (
-        "std::env::var_os",
-        "values passed in the arguments or ToolContext; secrets through ScopedSecretsResolver",
-    ),
-    (
-        "std::env::vars",
-        "values passed in the arguments or ToolContext; secrets through ScopedSecretsResolver",
-    ),
-    (
-        "std::env::vars_os",
-        "values passed in the arguments or ToolContext; secrets through ScopedSecretsResolver",
-    ),
-    (
-        "std::env::set_var",
-        "explicit values; the process environment is shared state",
-    ),
-    (
-        "std::env::remove_var",
-        "explicit values; the process environment is shared state",
-    ),
-    (
-        "std::env::set_current_dir",
-        "paths relative to the ToolContext's working directory; the process's is shared state",
-    ),
-    // What the building machine's environment holds, read into the tool when it is built
-    // (Cargo's own variables are not findings: `is_cargos_own`).
-    ("env!", COMPILE_TIME_ENV),
-    ("option_env!", COMPILE_TIME_ENV),
-    // `Path`'s methods that look at the file system: `std::fs` by another name.
-    ("std::path::Path::exists", PATH_PROBE),
-    ("std::path::Path::try_exists", PATH_PROBE),
-    ("std::path::Path::metadata", PATH_PROBE),
-    ("std::path::Path::symlink_metadata", PATH_PROBE),
-    ("std::path::Path::canonicalize", PATH_PROBE),
-    ("std::path::Path::read_link", PATH_PROBE),
-    ("std::path::Path::read_dir", PATH_PROBE),
-    ("std::path::Path::is_file", PATH_PROBE),
-    ("std::path::Path::is_dir", PATH_PROBE),
-    ("std::path::Path::is_symlink", PATH_PROBE),
-    ("tokio::fs", "ScopedFs from the ToolContext"),
-    ("tokio::process", "ScopedProcess from the ToolContext"),
-    ("tokio::net", "ScopedFetch from the ToolContext"),
-    ("hyper", "ScopedFetch from the ToolContext"),
-    ("hyper_util", "ScopedFetch from the ToolContext"),
-    ("reqwest", "ScopedFetch from the ToolContext"),
-    ("ureq", "ScopedFetch from the ToolContext"),
-    ("isahc", "ScopedFetch from the ToolContext"),
-    // The other common crates whose business is a file, a socket or a process: each reaches
-    // around a scoped object in its own functions, so it is known by name (docs/lint.md,
-    // "Rules": the list cannot be complete).
-    ("surf", "ScopedFetch from the ToolContext"),
-    ("attohttpc", "ScopedFetch from the ToolContext"),
-    ("minreq", "ScopedFetch from the ToolContext"),
-    ("curl", "ScopedFetch from the ToolContext"),
-    ("tungstenite", "ScopedFetch from the ToolContext"),
-    ("tokio_tungstenite", "ScopedFetch from the ToolContext"),
-    ("async_tungstenite", "ScopedFetch from the ToolContext"),
-    ("lettre", "ScopedFetch from the ToolContext"),
-    ("ssh2", "ScopedProcess or ScopedFetch from the ToolContext"),
-    ("russh", "ScopedProcess or ScopedFetch from the ToolContext"),
-    (
-        "redis",
-        "the key-value store of the ToolContext, or ScopedFetch",
-    ),
-    ("postgres", "ScopedFetch from the ToolContext"),
-    ("tokio_postgres", "ScopedFetch from the ToolContext"),
-    ("sqlx", "ScopedFetch or ScopedFs from the ToolContext"),
-    ("mysql", "ScopedFetch from the ToolContext"),
-    ("mysql_async", "ScopedFetch from the ToolContext"),
-    ("mongodb", "ScopedFetch from the ToolContext"),
-    (
-        "rusqlite",
-        "ScopedFs from the ToolContext, or its key-value store",
-    ),
-    ("sled", "the key-value store of the ToolContext"),
-    ("walkdir", "ScopedFs::list from the ToolContext"),
-    ("ignore", "ScopedFs::list from the ToolContext"),
-    ("glob", "ScopedFs::list from the ToolContext"),
-    (
-        "tempfile",
-        "ScopedFs from the ToolContext (a write root of the personality's)",
-    ),
-    ("memmap2", "ScopedFs from the ToolContext"),
-    ("notify", "ScopedFs from the ToolContext"),
-    (
-        "dirs",
-        "paths from the ToolContext (its working directory) or the arguments",
-    ),
-    (
-        "home",
-        "paths from the ToolContext (its working directory) or the arguments",
-    ),
-    (
-        "which",
-        "ScopedProcess from the ToolContext (it finds allowed binaries itself)",
-    ),
-    ("duct", "ScopedProcess from the ToolContext"),
-    ("subprocess", "ScopedProcess from the ToolContext"),
-    ("xshell", "ScopedProcess from the ToolContext"),
-    ("cmd_lib", "ScopedProcess from the ToolContext"),
-    (
-        "sysinfo",
-        "nothing: a tool has no business with the machine's processes",
-    ),
-    // The other async runtimes' and the common crates' files, sockets and processes.
-    ("async_std::fs", "ScopedFs from the ToolContext"),
-    ("async_std::net", "ScopedFetch from the ToolContext"),
-    ("async_std::process", "ScopedProcess from the ToolContext"),
-    ("smol::fs", "ScopedFs from the ToolContext"),
-    ("smol::net", "ScopedFetch from the ToolContext"),
-    ("smol::process", "ScopedProcess from the ToolContext"),
-    ("async_fs", "ScopedFs from the ToolContext"),
-    ("async_net", "ScopedFetch from the ToolContext"),
-    ("async_process", "ScopedProcess from the ToolContext"),
-    ("fs_err", "ScopedFs from the ToolContext"),
-    ("socket2", "ScopedFetch from the ToolContext"),
-    ("mio::net", "ScopedFetch from the ToolContext"),
-    // System calls made directly: each of the scoped objects can be reached around with them,
-    // so a tool's code makes none (an `extern` block of foreign functions is the same finding).
-    ("libc", RAW),
-    ("rustix", RAW),
-    ("nix", RAW),
-    // A library loaded by name runs its own code and calls what it likes.
-    ("libloading", RAW),
-    // cap-std's door to the whole file system, by its own name.
-    (
-        "cap_std::ambient_authority",
-        "ScopedFs from the ToolContext",
-    ),
-    (
-        "cap_async_std::ambient_authority",
-        "ScopedFs from the ToolContext",
-    ),
-    (
-        "cap_primitives::ambient_authority",
-        "ScopedFs from the ToolContext",
-    ),
-    // The host's standard input and output: in an MCP server over stdio, the protocol itself,
-    // into which a tool that prints writes messages of its own (`print!`, `println!`).
-    ("std::io::stdout", STDIO),
-    ("std::io::stdin", STDIO),
-    ("tokio::io::stdout", STDIO),
-    ("tokio::io::stdin", STDIO),
-    ("async_std::io::stdout", STDIO),
-    ("async_std::io::stdin", STDIO),
-    ("print!", STDIO),
-    ("println!", STDIO),
-    ("std::arch::asm", RAW),
-    ("core::arch::asm", RAW),
-    ("std::arch::global_asm", RAW),
-    ("core::arch::global_asm", RAW),
-    ("std::arch::naked_asm", RAW),
-    ("core::arch::naked_asm", RAW),
-    // Not a path: the finding of an `extern` block.
-    ("extern", RAW),
-];
-
-/// What to use instead of a `Path` method that looks at the file system.
-const PATH_PROBE: &str = "ScopedFs from the ToolContext (its exists, metadata and list); a \
-                          Path method that looks at the file system is std::fs by another name";
-
-/// What to use instead of the host's standard input and output.
-const STDIO: &str = "the tool's result (and tracing for logs); the host's standard output is, \
-                     in an MCP server over stdio, the protocol itself";
-
-/// What to use instead of `env!` and `option_env!` of a variable Cargo does not set.
-const COMPILE_TIME_ENV: &str = "values passed in the arguments or ToolContext; secrets through \
-                                ScopedSecretsResolver (env! reads the building machine's \
-                                environment into the tool)";
-
-/// The `Path` methods of [`PATH_PROBE`], none of which takes an argument: a method of that name
-/// called with arguments (`ScopedFs::exists(path)`) is not one of them.
-const PATH_PROBES: &[&str] = &[
-    "exists",
-    "try_exists",
-    "metadata",
-    "symlink_metadata",
-    "canonicalize",
-    "read_link",
-    "read_dir",
-    "is_file",
-    "is_dir",
-    "is_symlink",
-];
-
-/// The variables Cargo sets for the crate it builds, which `env!` may read: what the crate is
-/// and where, nothing of the machine's own environment. `CARGO_REGISTRY_TOKEN` and the like
-/// are the user's, not Cargo's, and are findings.
-fn is_cargos_own(name: &str) -> bool {
-    const EXACT: &[&str] = &[
-        "CARGO",
-        "CARGO_MANIFEST_DIR",
-        "CARGO_MANIFEST_PATH",
-        "CARGO_MANIFEST_LINKS",
-        "CARGO_CRATE_NAME",
-        "CARGO_BIN_NAME",
-        "CARGO_PRIMARY_PACKAGE",
-        "CARGO_TARGET_TMPDIR",
-        "CARGO_RUSTC_CURRENT_DIR",
-        "OUT_DIR",
-    ];
-    EXACT.contains(&name) || name.starts_with("CARGO_PKG_") || name.starts_with("CARGO_BIN_EXE_")
-}
-
-/// What to use instead of a system call made directly.
-const RAW: &str = "the scoped objects of the ToolContext (a system call made directly reaches \
-                   around every one of them)";
 
 /// Lints one parsed source file. `path` is used for reporting only.
 pub(crate) fn lint_source(
@@ -466,6 +238,25 @@ impl Collector {
         self.hits.push(Hit { line, what });
     }
 
+    /// `unsafe` or one of [`PLACING`] as a word of a macro's body or an attribute.
+    fn placing_or_unsafe(&mut self, word: &proc_macro2::Ident) {
+        let name = word.to_string();
+        if name == "unsafe" || PLACING.contains(&name.as_str()) {
+            self.hits.push(Hit {
+                line: word.span().start().line,
+                what: name,
+            });
+        }
+    }
+
+    /// `unsafe` at `span`: an unsafe block, function, impl or trait.
+    fn unsafe_at(&mut self, span: proc_macro2::Span) {
+        self.hits.push(Hit {
+            line: span.start().line,
+            what: "unsafe".to_owned(),
+        });
+    }
+
     fn scan_tokens(&mut self, tokens: TokenStream) {
         let tokens: Vec<TokenTree> = tokens.into_iter().collect();
         let mut i = 0;
@@ -487,6 +278,7 @@ impl Collector {
                     i += 1;
                 }
                 TokenTree::Ident(first) => {
+                    self.placing_or_unsafe(first);
                     let line = first.span().start().line;
                     let mut segments = vec![first.to_string()];
                     let mut j = i + 1;
@@ -611,6 +403,64 @@ impl<'ast> Visit<'ast> for Collector {
             what: "extern".to_owned(),
         });
         syn::visit::visit_item_foreign_mod(self, m);
+    }
+
+    fn visit_expr_unsafe(&mut self, e: &'ast syn::ExprUnsafe) {
+        self.unsafe_at(e.unsafe_token.span);
+        syn::visit::visit_expr_unsafe(self, e);
+    }
+
+    /// An unsafe function, of the crate's own or in an impl or a trait: its body is unsafe code.
+    fn visit_signature(&mut self, s: &'ast syn::Signature) {
+        if let Some(token) = &s.unsafety {
+            self.unsafe_at(token.span);
+        }
+        syn::visit::visit_signature(self, s);
+    }
+
+    fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+        if let Some(token) = &i.unsafety {
+            self.unsafe_at(token.span);
+        }
+        syn::visit::visit_item_impl(self, i);
+    }
+
+    fn visit_item_trait(&mut self, t: &'ast syn::ItemTrait) {
+        if let Some(token) = &t.unsafety {
+            self.unsafe_at(token.span);
+        }
+        syn::visit::visit_item_trait(self, t);
+    }
+
+    /// `#[no_mangle]`, `#[export_name = …]`, `#[link_section = …]`, in any spelling: the
+    /// attribute's words are read wherever they nest (`unsafe(…)`, `cfg_attr(…)`), its strings
+    /// are not (`#[doc = "no_mangle"]`).
+    fn visit_attribute(&mut self, a: &'ast syn::Attribute) {
+        fn words(tokens: TokenStream, out: &mut Vec<proc_macro2::Ident>) {
+            for t in tokens {
+                match t {
+                    TokenTree::Ident(i) => out.push(i),
+                    TokenTree::Group(g) => words(g.stream(), out),
+                    TokenTree::Punct(_) | TokenTree::Literal(_) => {}
+                }
+            }
+        }
+        let (path, tokens) = match &a.meta {
+            syn::Meta::Path(path) => (path, None),
+            syn::Meta::List(list) => (&list.path, Some(list.tokens.clone())),
+            syn::Meta::NameValue(nv) => (&nv.path, None),
+        };
+        let mut found: Vec<proc_macro2::Ident> =
+            path.segments.iter().map(|s| s.ident.clone()).collect();
+        if let Some(tokens) = tokens {
+            words(tokens, &mut found);
+        }
+        for word in found {
+            if PLACING.contains(&word.to_string().as_str()) {
+                self.placing_or_unsafe(&word);
+            }
+        }
+        syn::visit::visit_attribute(self, a);
     }
 
     fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {

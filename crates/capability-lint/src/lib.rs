@@ -30,6 +30,7 @@
 )]
 
 mod ambient;
+mod banned;
 mod declared;
 mod sarif;
 mod sources;

@@ -475,6 +475,80 @@ fn what_reaches_around_the_lint_by_other_names_is_found() {
     }
 }
 
+/// Code that reaches the process without naming anything the lint knows: unsafe code (a raw
+/// pointer reads the host's memory, where resolved secrets and other sessions' data are, and
+/// calls any function found there), a function exported under a C library name (`prctl`,
+/// `syscall`: every caller in the binary then calls it, the sandbox that confines children and
+/// capsule workers included, and one that returns 0 leaves them unconfined), and one placed
+/// where the loader runs it (`.init_array`, or the `ctor` crate's attribute), in the host and
+/// in a capsule worker before its confinement. Before, each passed clean. Checked also through
+/// the 2021 spelling, `cfg_attr` and a macro's body; an exemption names `unsafe` or the
+/// attribute.
+// guarantee: G-LINT-01
+#[test]
+fn code_that_runs_at_load_or_replaces_the_c_library_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let krate = dir.path().join("p");
+    plugin(&krate);
+    std::fs::write(krate.join("src/lib.rs"), "mod clean;\nmod util;\n").unwrap();
+    let lint = |extra: &str| lint_adding(&krate, extra);
+    for clean in [
+        "pub extern \"C\" fn callback(x: i32) -> i32 { x + 1 }",
+        "pub fn f() -> &'static str { \"unsafe no_mangle link_section\" }",
+        "#[doc = \"no_mangle\"]\npub fn g() {}",
+        "// toolcap: allow(unsafe, reason = \"a checked cast of our own buffer\")\npub fn h(b: &[u8]) -> u8 { unsafe { *b.as_ptr() } }",
+    ] {
+        let (code, said) = lint(clean);
+        assert_eq!(code, Some(0), "{clean}: {said}");
+    }
+    for (extra, found) in [
+        (
+            "#[unsafe(no_mangle)]\npub extern \"C\" fn prctl(_o: i32, _a: u64, _b: u64, _c: u64, _d: u64) -> i32 { 0 }",
+            "src/util.rs:3: no_mangle [TC001",
+        ),
+        (
+            "#[no_mangle]\npub extern \"C\" fn getaddrinfo() -> i32 { 0 }",
+            "src/util.rs:3: no_mangle [TC001",
+        ),
+        (
+            "#[cfg_attr(all(), unsafe(export_name = \"syscall\"))]\npub extern \"C\" fn s() -> i64 { 0 }",
+            "src/util.rs:3: export_name [TC001",
+        ),
+        (
+            "#[used]\n#[unsafe(link_section = \".init_array\")]\nstatic AT_LOAD: extern \"C\" fn() = {\n    extern \"C\" fn at_load() {}\n    at_load\n};",
+            "src/util.rs:4: link_section [TC001",
+        ),
+        (
+            "#[ctor::ctor]\nfn at_load() {}",
+            "src/util.rs:3: ctor::ctor [TC001",
+        ),
+        (
+            "pub fn peek(at: usize) -> u8 { unsafe { *(at as *const u8) } }",
+            "src/util.rs:3: unsafe [TC001",
+        ),
+        (
+            "pub unsafe fn peek(at: *const u8) -> u8 { *at }",
+            "src/util.rs:3: unsafe [TC001",
+        ),
+        (
+            "pub struct A;\nunsafe impl std::alloc::GlobalAlloc for A {\n    unsafe fn alloc(&self, _: std::alloc::Layout) -> *mut u8 { std::ptr::null_mut() }\n    unsafe fn dealloc(&self, _: *mut u8, _: std::alloc::Layout) {}\n}",
+            "src/util.rs:4: unsafe [TC001",
+        ),
+        (
+            "macro_rules! hidden { () => { #[unsafe(no_mangle)] pub extern \"C\" fn prctl() -> i32 { 0 } }; }\nhidden!();",
+            "src/util.rs:3: no_mangle [TC001",
+        ),
+        (
+            "// toolcap: allow(unsafe, reason = \"covers unsafe, not the symbol\")\n#[unsafe(no_mangle)]\npub extern \"C\" fn prctl() -> i32 { 0 }",
+            "src/util.rs:4: no_mangle [TC001",
+        ),
+    ] {
+        let (code, said) = lint(extra);
+        assert_eq!(code, Some(1), "{extra}: {said}");
+        assert!(said.contains(&format!("error: {found}")), "{extra}: {said}");
+    }
+}
+
 /// Code the compiler builds from outside `src/` is checked where the lint can follow it (a
 /// `#[path]` module, also inside an inline module or under `cfg_attr`, an `include!`, a
 /// `[lib]` path, and the plain modules of such a file), and refused where it cannot (a symbolic
