@@ -1088,6 +1088,72 @@ fn a_server_whose_working_directory_gives_it_code_a_tool_may_write_is_not_starte
     );
 }
 
+// guarantee: G-MCP-06
+/// A server started through a command string (`sh -c "…"`, `bash -lc`, `env -S "…"`, how
+/// client configurations often start one: `bash -c "source .venv/bin/activate && python
+/// server.py"`) runs what the string names, which no argument of its own names as a file: a
+/// script relative to its working directory, an absolute one, or one in a directory the string
+/// changes to. Each ran what a tool had planted in the write reach (watched failing: the
+/// planted markers on the guard's stderr). Such a server is not started, saying why; one whose
+/// string names only code outside the write roots, from a working directory outside them, is.
+#[test]
+fn a_server_started_through_a_command_string_is_examined_as_the_string_runs() {
+    let (_dir, root) = scratch();
+    let ws = root.join("ws").join("out");
+    std::fs::create_dir_all(ws.join("app")).unwrap();
+    let (config, personality) = hostile_writing(&root, &[&ws], &["echo"], "", "");
+    std::fs::write(ws.join("app/server.sh"), "echo RAN:string >&2\nexit 0\n").unwrap();
+    let elsewhere = root.join("ws").join("lib");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    let reach = format!("read = [\"{}\", \"{}\"]", ws.display(), elsewhere.display());
+    let server = |name: &str, command: &str, args: &str, cwd: &Path| {
+        format!(
+            "[servers.{name}]\ncommand = \"{command}\"\nargs = {args}\ncwd = \"{}\"\n[servers.{name}.reach]\n{reach}\n",
+            cwd.display()
+        )
+    };
+    let ws_shown = ws.display().to_string();
+    text.push_str(&server(
+        "relative",
+        "/bin/sh",
+        r#"["-c", "sh app/server.sh"]"#,
+        &ws,
+    ));
+    text.push_str(&server(
+        "absolute",
+        "/bin/sh",
+        &format!(r#"["-ec", "exec sh {ws_shown}/app/server.sh 2>&1"]"#),
+        &elsewhere,
+    ));
+    text.push_str(&server(
+        "changing",
+        "/bin/sh",
+        &format!(r#"["-c", "cd '{ws_shown}/app' && sh ./server.sh"]"#),
+        &elsewhere,
+    ));
+    text.push_str(&server(
+        "split",
+        "/usr/bin/env",
+        r#"["-S", "sh app/server.sh"]"#,
+        &ws,
+    ));
+    text.push_str(&server(
+        "elsewhere",
+        "/bin/sh",
+        r#"["-c", "echo RAN:elsewhere >&2"]"#,
+        &elsewhere,
+    ));
+    std::fs::write(&config, text).unwrap();
+    let said = guard_says(&personality, &config);
+    refused_for_writable_code(
+        &said,
+        &ws,
+        &["RAN:string"],
+        &["relative", "absolute", "changing", "split"],
+    );
+}
+
 // guarantee: G-MCP-15
 /// A guarded server runs code of its own in a process that keeps a home for its life (a
 /// memory server's graph, a browser's profile) and does what it likes there: its declaration

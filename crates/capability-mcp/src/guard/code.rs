@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use capability_core::{CompiledPolicy, resolve};
 
 use super::config::ServerConfig;
+use super::strings;
 
 /// The endings of the files interpreters run as scripts (JavaScript and TypeScript, Python,
 /// Ruby, Perl, PHP, Lua, the shells, R, Julia, Java archives, WebAssembly), compared ignoring
@@ -58,22 +59,78 @@ fn code_of(server: &ServerConfig, working_dir: &Path) -> Vec<Code> {
     let cwd = server.cwd.as_deref().unwrap_or(working_dir);
     let mut code = vec![Code::new("command", &server.command)];
     code.extend(server.runtime.iter().map(|p| Code::new("runtime", p)));
+    // The program `env` starts, with the words of its `-S` string, is read as the command.
+    let command = server.command.to_str().unwrap_or_default();
+    let started = strings::through_env(command, &server.args);
+    let args = server
+        .args
+        .iter()
+        .chain(started.iter().flat_map(|(_, args)| args));
     code.extend(
-        server
-            .args
-            .iter()
-            .map(|arg| arg.split_once('=').map_or(arg.as_str(), |(_, value)| value))
+        args.map(|arg| arg.split_once('=').map_or(arg.as_str(), |(_, value)| value))
             .filter(|arg| !arg.is_empty())
             .map(|arg| cwd.join(arg))
             .filter(|path| is_script(path))
             .map(|path| Code::new("script argument", path)),
     );
-    if let Some(why) = reads_its_working_directory(server) {
+    let Some((program, args)) = started else {
+        return code;
+    };
+    if let Some(why) = reads_its_working_directory(&program, &args) {
         code.push(Code {
             field: "working directory",
             path: cwd.to_path_buf(),
             why: Some(why),
         });
+    }
+    if let Some((how, string)) =
+        strings::program_name(&program).and_then(|name| strings::code_string(&name, &args))
+    {
+        code.extend(named_in(&string, &how, cwd));
+    }
+    // A script named both to `env` and in its `-S` string, say, is examined once.
+    let mut seen = std::collections::HashSet::new();
+    code.retain(|c| seen.insert((c.field, c.path.clone())));
+    code
+}
+
+/// What a string of code names that it may run ([`strings::words`], each found from the
+/// working directory `cwd`): a script or a program (an existing file an interpreter runs, or
+/// one that may be executed), a file it reads as code (after `source` or `.`), a directory it
+/// changes to (after `cd` or `pushd`).
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the guard examines the program it will start, not a tool's reach"
+)]
+fn named_in(string: &str, how: &str, cwd: &Path) -> Vec<Code> {
+    // toolcap: allow(std::os::unix::fs::PermissionsExt, reason = "the guard examines the program it will start, not a tool's reach")
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut code = Vec::new();
+    for (before, word) in strings::words(string) {
+        let path = cwd.join(&word);
+        // toolcap: allow(std::fs::metadata, reason = "the guard examines the program it will start, not a tool's reach")
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        let before = before.as_deref().unwrap_or_default();
+        // toolcap: allow(std::path::Path::is_dir, reason = "a metadata's kind, of the program the guard will start")
+        let field = if meta.is_dir() {
+            matches!(before, "cd" | "pushd").then_some("directory")
+        } else {
+            // toolcap: allow(std::path::Path::is_file, reason = "a metadata's kind, of the program the guard will start")
+            (meta.is_file()
+                && (matches!(before, "source" | ".")
+                    || meta.permissions().mode() & 0o111 != 0
+                    || is_script(&path)))
+            .then_some("code")
+        };
+        if let Some(field) = field {
+            code.push(Code {
+                field,
+                path,
+                why: Some(format!("named in its `{how}` string")),
+            });
+        }
     }
     code
 }
@@ -122,17 +179,14 @@ const READS_ITS_DIRECTORY: &[(&str, &str)] = &[
 /// module path, before its own packages, unless `-I` or `-P` (which a Python before 3.11
 /// refuses, so nothing runs) keeps it off; the launchers of [`READS_ITS_DIRECTORY`] always.
 /// A `command` of `env` is looked through to the program it starts.
-fn reads_its_working_directory(server: &ServerConfig) -> Option<String> {
-    let (program, args) = through_env(&server.command, &server.args)?;
-    let name = Path::new(program)
-        .file_name()?
-        .to_str()?
-        .to_ascii_lowercase();
-    let python = ["python", "pypy"].iter().any(|p| {
-        name.strip_prefix(p)
-            .is_some_and(|rest| rest.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
-    });
-    if python {
+fn reads_its_working_directory(program: &str, args: &[String]) -> Option<String> {
+    let name = strings::program_name(program)?;
+    if let Some((how, _)) = strings::code_string(&name, args) {
+        return Some(format!(
+            "`{how}` runs a string of code whose relative names are found there"
+        ));
+    }
+    if strings::is_python(&name) {
         return python_imports_from_its_directory(args).map(|how| match how {
             "" => format!("`{name}`, given no script, imports from it before its own packages"),
             how => format!("`{name} {how}` imports from it before its own packages"),
@@ -142,26 +196,6 @@ fn reads_its_working_directory(server: &ServerConfig) -> Option<String> {
         .iter()
         .find(|(launcher, _)| *launcher == name)
         .map(|(launcher, why)| format!("`{launcher}` {why}"))
-}
-
-/// The program a command line runs and its arguments, looking through `env` (its options and
-/// `NAME=value` assignments): `None` when `env` is given no program.
-fn through_env<'a>(command: &'a Path, args: &'a [String]) -> Option<(&'a str, &'a [String])> {
-    let command = command.to_str()?;
-    if Path::new(command).file_name().and_then(|n| n.to_str()) != Some("env") {
-        return Some((command, args));
-    }
-    let mut i = 0;
-    while let Some(arg) = args.get(i) {
-        match arg.as_str() {
-            // The options that take a value in the next argument.
-            "-u" | "--unset" | "-C" | "--chdir" | "-S" | "--split-string" => i += 2,
-            "--" => return args.get(i + 1).map(|p| (p.as_str(), &args[i + 2..])),
-            a if a.starts_with('-') || a.contains('=') => i += 1,
-            program => return Some((program, &args[i + 1..])),
-        }
-    }
-    None
 }
 
 /// How Python is told to run code that imports from its working directory first (`-m`, `-c`,
@@ -302,7 +336,7 @@ fn outside_the_write_roots(
                 || capability_core::matching::path::is_within(path, r)
         };
         if let Some(root) = roots.iter().find(|r| within(r)) {
-            let keep = if code.why.is_some() {
+            let keep = if code.field == "working directory" {
                 "set its `cwd` outside the write roots"
             } else {
                 "keep the server's code outside the write roots"

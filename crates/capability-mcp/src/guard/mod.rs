@@ -13,6 +13,7 @@ mod config;
 mod dry;
 mod linecap;
 mod pin;
+mod strings;
 mod supervisor;
 mod tool;
 

@@ -1,0 +1,307 @@
+//! Command lines read as the programs a guarded server is started with read them, for the
+//! guard's examination of its code (docs/guard.md, "Confinement"): `env` looked through (its
+//! `-S` string split into the words it stands for), and the code a launcher is handed as a
+//! string (`sh -c`, `node -e`, `python3 -c`) found, with the words of that string that may name
+//! a file or a directory.
+
+/// Shells: `-c` in a cluster of their options makes their first operand the command string.
+const SHELLS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "posh", "fish",
+];
+
+/// Interpreters and the options whose value is code to run (`node -e "…"`, `ruby -e'…'`).
+/// Every argument is looked at, not only those before the script: an option that takes a
+/// value (`node -r ./hook.js -e …`) would otherwise be read as the script, and a refusal too
+/// many is the error of the two to make.
+const EVALUATORS: &[(&[&str], &[&str])] = &[
+    (&["node", "nodejs"], &["-e", "--eval", "-p", "--print"]),
+    (&["ruby"], &["-e"]),
+    (&["perl"], &["-e", "-E"]),
+    (&["lua", "luajit"], &["-e"]),
+    (&["rscript"], &["-e"]),
+    (&["julia"], &["-e", "--eval", "-E", "--print"]),
+];
+
+/// The program a command line runs and its arguments, looking through `env`: its options,
+/// `NAME=value` assignments, and `-S`/`--split-string`, whose string stands for words of the
+/// command line (split at white space, quotes taken away). `None` when `env` is given no
+/// program.
+pub(super) fn through_env(command: &str, args: &[String]) -> Option<(String, Vec<String>)> {
+    if program_name(command).as_deref() != Some("env") {
+        return Some((command.to_owned(), args.to_vec()));
+    }
+    let mut args: Vec<String> = args.to_vec();
+    let mut i = 0;
+    while let Some(arg) = args.get(i) {
+        let split = match arg.as_str() {
+            "-S" | "--split-string" => Some((i + 2, args.get(i + 1).cloned().unwrap_or_default())),
+            a if a.starts_with("--split-string=") => {
+                Some((i + 1, a["--split-string=".len()..].to_owned()))
+            }
+            a if a.starts_with("-S") => Some((i + 1, a[2..].to_owned())),
+            _ => None,
+        };
+        if let Some((rest, string)) = split {
+            let mut words: Vec<String> = string
+                .split_whitespace()
+                .map(|w| w.replace(['\'', '"'], ""))
+                .collect();
+            words.extend(args.get(rest..).unwrap_or_default().iter().cloned());
+            args = words;
+            i = 0;
+            continue;
+        }
+        match arg.as_str() {
+            // The options that take a value in the next argument.
+            "-u" | "--unset" | "-C" | "--chdir" => i += 2,
+            "--" => return args.get(i + 1).map(|p| (p.clone(), args[i + 2..].to_vec())),
+            a if a.starts_with('-') || a.contains('=') => i += 1,
+            program => return Some((program.to_owned(), args[i + 1..].to_vec())),
+        }
+    }
+    None
+}
+
+/// The file name of `program`, in lower case.
+pub(super) fn program_name(program: &str) -> Option<String> {
+    let name = program.rsplit('/').next()?;
+    (!name.is_empty()).then(|| name.to_ascii_lowercase())
+}
+
+/// Whether `name` is a Python (`python3`, `python3.12`, `pypy3`).
+pub(super) fn is_python(name: &str) -> bool {
+    ["python", "pypy"].iter().any(|p| {
+        name.strip_prefix(p)
+            .is_some_and(|rest| rest.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
+    })
+}
+
+/// The code `program` (a name from [`program_name`]) is handed as a string in `args`, and how
+/// (`sh -c`), if it is.
+pub(super) fn code_string(program: &str, args: &[String]) -> Option<(String, String)> {
+    if SHELLS.contains(&program) {
+        return shell_string(args).map(|s| (format!("{program} -c"), s));
+    }
+    if is_python(program) {
+        return python_string(args).map(|s| (format!("{program} -c"), s));
+    }
+    let (_, flags) = EVALUATORS
+        .iter()
+        .find(|(names, _)| names.contains(&program))?;
+    for (at, arg) in args.iter().enumerate() {
+        if arg == "--" {
+            break;
+        }
+        for flag in *flags {
+            let value = if arg == flag {
+                args.get(at + 1).cloned()
+            } else if flag.starts_with("--") {
+                arg.strip_prefix(&format!("{flag}=")).map(str::to_owned)
+            } else {
+                arg.strip_prefix(flag).map(str::to_owned)
+            };
+            if let Some(value) = value.filter(|v| !v.is_empty()) {
+                return Some((format!("{program} {flag}"), value));
+            }
+        }
+    }
+    None
+}
+
+/// A shell's command string: its first operand when a cluster of its options holds `c`.
+fn shell_string(args: &[String]) -> Option<String> {
+    let mut string = false;
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--" | "-" => return args.next().filter(|_| string).cloned(),
+            // bash's long options; two take a file.
+            "--rcfile" | "--init-file" => {
+                args.next();
+            }
+            a if a.starts_with("--") => {}
+            a if (a.starts_with('-') || a.starts_with('+')) && a.len() > 1 => {
+                string |= a.starts_with('-') && a.contains('c');
+                // `-o name`, bash's `-O name`: the name is the next argument.
+                for _ in a.chars().filter(|c| *c == 'o' || *c == 'O') {
+                    args.next();
+                }
+            }
+            operand => return string.then(|| operand.to_owned()),
+        }
+    }
+    None
+}
+
+/// Python's `-c` string: the rest of the argument after `c` in a cluster, or the next one.
+fn python_string(args: &[String]) -> Option<String> {
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let flags = arg.strip_prefix('-')?;
+        if flags.is_empty() || flags.starts_with('-') {
+            return None;
+        }
+        for (at, flag) in flags.char_indices() {
+            match flag {
+                'c' => {
+                    let rest = &flags[at + 1..];
+                    return if rest.is_empty() {
+                        args.next().cloned()
+                    } else {
+                        Some(rest.to_owned())
+                    };
+                }
+                'm' => return None,
+                'W' | 'X' => {
+                    if at + 1 == flags.len() {
+                        args.next();
+                    }
+                    break;
+                }
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
+/// The words of a code string that may name a file or a directory, each with the word before
+/// it (`cd`, `source`): split at white space, quotes, brackets and the shell's operators, and a
+/// word's value after `=` (`--config=/x`, `X=/y`) taken as a word of its own.
+pub(super) fn words(string: &str) -> Vec<(Option<String>, String)> {
+    let mut out: Vec<(Option<String>, String)> = Vec::new();
+    let mut before: Option<String> = None;
+    for word in string.split(|c: char| c.is_whitespace() || "'\"`;&|<>(){}[],$".contains(c)) {
+        if word.is_empty() {
+            continue;
+        }
+        let value = word.rsplit('=').next().unwrap_or(word);
+        if !value.is_empty() && !value.starts_with('-') {
+            out.push((before.clone(), value.to_owned()));
+        }
+        before = Some(word.to_owned());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|a| (*a).to_owned()).collect()
+    }
+
+    // guarantee: G-MCP-06
+    #[test]
+    fn the_code_a_launcher_is_handed_as_a_string_is_found() {
+        for (program, args, how, string) in [
+            ("sh", &["-c", "node x.js"][..], "sh -c", "node x.js"),
+            ("bash", &["-lc", "node x.js"][..], "bash -c", "node x.js"),
+            ("bash", &["-e", "-c", "a"][..], "bash -c", "a"),
+            ("bash", &["-o", "pipefail", "-c", "a"][..], "bash -c", "a"),
+            ("bash", &["--norc", "-c", "a", "name"][..], "bash -c", "a"),
+            ("sh", &["-c", "--", "a"][..], "sh -c", "a"),
+            (
+                "node",
+                &["-e", "require('./s')"][..],
+                "node -e",
+                "require('./s')",
+            ),
+            (
+                "node",
+                &["-r", "./hook.js", "--eval=x()"][..],
+                "node --eval",
+                "x()",
+            ),
+            (
+                "ruby",
+                &["-e'load \"s.rb\"'"][..],
+                "ruby -e",
+                "'load \"s.rb\"'",
+            ),
+            ("python3", &["-c", "import s"][..], "python3 -c", "import s"),
+            (
+                "python3",
+                &["-Ic", "import s"][..],
+                "python3 -c",
+                "import s",
+            ),
+            ("python3", &["-cimport s"][..], "python3 -c", "import s"),
+        ] {
+            assert_eq!(
+                code_string(program, &strings(args)),
+                Some((how.to_owned(), string.to_owned())),
+                "{program} {args:?}"
+            );
+        }
+        for (program, args) in [
+            ("sh", &["-e", "run.sh"][..]),
+            ("sh", &["run.sh", "-c", "x"][..]),
+            ("bash", &["-o", "c", "run.sh"][..]),
+            ("bash", &["+c"][..]),
+            ("node", &["server.js"][..]),
+            ("python3", &["-m", "srv"][..]),
+            ("python3", &["s.py", "-c", "x"][..]),
+            ("cat", &["-c", "x"][..]),
+        ] {
+            assert_eq!(
+                code_string(program, &strings(args)),
+                None,
+                "{program} {args:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn env_is_looked_through_and_its_split_string_is_words() {
+        let through = |args: &[&str]| through_env("/usr/bin/env", &strings(args));
+        assert_eq!(
+            through(&["-S", "node 'server.js' --x", "extra"]),
+            Some(("node".to_owned(), strings(&["server.js", "--x", "extra"])))
+        );
+        assert_eq!(
+            through(&["-S-u X python3 -m srv"]),
+            Some(("python3".to_owned(), strings(&["-m", "srv"])))
+        );
+        assert_eq!(
+            through(&["--split-string=A=b sh -c 'x y'"]),
+            Some(("sh".to_owned(), strings(&["-c", "x", "y"])))
+        );
+        assert_eq!(
+            through(&["-u", "X", "--", "npm", "start"]),
+            Some(("npm".to_owned(), strings(&["start"])))
+        );
+        assert_eq!(through(&["A=b"]), None);
+        assert_eq!(
+            through_env("/bin/sh", &strings(&["-c", "x"])),
+            Some(("/bin/sh".to_owned(), strings(&["-c", "x"])))
+        );
+    }
+
+    #[test]
+    fn the_words_of_a_string_are_split_as_a_shell_would() {
+        let found: Vec<(Option<String>, String)> = words(
+            "cd '/ws/app' && exec node --config=/ws/c.json ./s.js 2>/tmp/log; . .venv/bin/activate",
+        );
+        let plain: Vec<(Option<&str>, &str)> = found
+            .iter()
+            .map(|(b, w)| (b.as_deref(), w.as_str()))
+            .collect();
+        assert_eq!(
+            plain,
+            [
+                (None, "cd"),
+                (Some("cd"), "/ws/app"),
+                (Some("/ws/app"), "exec"),
+                (Some("exec"), "node"),
+                (Some("node"), "/ws/c.json"),
+                (Some("--config=/ws/c.json"), "./s.js"),
+                (Some("./s.js"), "2"),
+                (Some("2"), "/tmp/log"),
+                (Some("/tmp/log"), "."),
+                (Some("."), ".venv/bin/activate"),
+            ]
+        );
+    }
+}
