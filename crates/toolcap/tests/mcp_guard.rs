@@ -1154,6 +1154,61 @@ fn a_server_started_through_a_command_string_is_examined_as_the_string_runs() {
     );
 }
 
+// guarantee: G-MCP-06
+/// A launcher that takes code from its working directory can be told to take it from another
+/// one (`npm --prefix DIR start`, `uv --directory DIR run`, `pnpm -C DIR`, `yarn --cwd DIR`),
+/// which the working directory's examination does not see: `npm --prefix` into the write
+/// reach ran the `start` script a tool had written there (watched failing: its marker on the
+/// guard's stderr). That directory is examined as the working directory would be; the same
+/// server pointed at a directory outside the write roots starts.
+#[test]
+fn a_launcher_pointed_at_another_directory_is_examined_there() {
+    if !Path::new("/usr/bin/npm").exists() {
+        // `.ci/run` installs Node and npm with the MCP servers; a machine without them cannot
+        // run the launcher this is about.
+        panic!("npm is not installed at /usr/bin/npm (bash .ci/mcp-deps installs it)");
+    }
+    let (_dir, root) = scratch();
+    let ws = root.join("ws").join("out");
+    let planted = ws.join("srv");
+    std::fs::create_dir_all(&planted).unwrap();
+    let (config, personality) = hostile_writing(&root, &[&ws], &["echo"], "", "");
+    let package = |marker: &str| {
+        format!(
+            "{{\"name\": \"srv\", \"version\": \"1.0.0\", \"scripts\": {{\"start\": \"echo {marker} >&2\"}}}}"
+        )
+    };
+    std::fs::write(planted.join("package.json"), package("RAN:prefix")).unwrap();
+    let elsewhere = root.join("ws").join("lib");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("package.json"), package("RAN:elsewhere")).unwrap();
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    let reach = format!("read = [\"{}\", \"{}\"]", ws.display(), elsewhere.display());
+    for (name, args) in [
+        (
+            "prefix",
+            format!(r#"["--prefix", "{}", "start"]"#, planted.display()),
+        ),
+        (
+            "joined",
+            format!(r#"["start", "--prefix={}"]"#, planted.display()),
+        ),
+        (
+            "elsewhere",
+            format!(r#"["--prefix", "{}", "start"]"#, elsewhere.display()),
+        ),
+    ] {
+        text.push_str(&format!(
+            "[servers.{name}]\ncommand = \"/usr/bin/npm\"\nargs = {args}\ncwd = \"{}\"\n\
+             [servers.{name}.reach]\n{reach}\n",
+            elsewhere.display()
+        ));
+    }
+    std::fs::write(&config, text).unwrap();
+    let said = guard_says(&personality, &config);
+    refused_for_writable_code(&said, &ws, &["RAN:prefix"], &["prefix", "joined"]);
+}
+
 // guarantee: G-MCP-15
 /// A guarded server runs code of its own in a process that keeps a home for its life (a
 /// memory server's graph, a browser's profile) and does what it likes there: its declaration

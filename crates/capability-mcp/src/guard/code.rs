@@ -54,7 +54,13 @@ impl Code {
 /// whatever its arguments name ([`reads_its_working_directory`]). The working directory is
 /// `cwd`, or the guard's own (`working_dir`) when the configuration sets none. An argument
 /// that names code otherwise (a module, a file without such an ending) is not examined: name
-/// the directory such code lies in as `runtime`.
+/// the directory such code lies in as `runtime`. A launcher told to take its code from another
+/// directory or a file ([`strings::elsewhere`]: `npm --prefix DIR`) makes that place code
+/// too, and a string of code ([`strings::code_string`]: `sh -c`) what it names ([`named_in`]).
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the guard examines the program it will start, not a tool's reach"
+)]
 fn code_of(server: &ServerConfig, working_dir: &Path) -> Vec<Code> {
     let cwd = server.cwd.as_deref().unwrap_or(working_dir);
     let mut code = vec![Code::new("command", &server.command)];
@@ -82,6 +88,20 @@ fn code_of(server: &ServerConfig, working_dir: &Path) -> Vec<Code> {
             path: cwd.to_path_buf(),
             why: Some(why),
         });
+    }
+    if let Some(name) = strings::program_name(&program) {
+        // A value that names no place here is a package (`uvx --from mcp-server-fetch==1.0`).
+        for (option, value) in strings::elsewhere(&name, &args) {
+            // toolcap: allow(std::fs::symlink_metadata, reason = "the guard examines the program it will start, not a tool's reach")
+            if std::fs::symlink_metadata(cwd.join(&value)).is_err() {
+                continue;
+            }
+            code.push(Code {
+                field: "code",
+                path: cwd.join(value),
+                why: Some(format!("`{name} {option}` takes code from it")),
+            });
+        }
     }
     if let Some((how, string)) =
         strings::program_name(&program).and_then(|name| strings::code_string(&name, &args))
@@ -452,6 +472,40 @@ mod tests {
         write("relative.py", "print(1)");
         expected.push(("script argument", d.join("relative.py")));
         assert_eq!(found(d), expected);
+    }
+
+    // guarantee: G-MCP-06
+    /// A launcher told to take its code from another place makes that place code when it is
+    /// one here; a package it is told to take (`uvx --from mcp-server-fetch==1.0`) is not.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the test makes the places a configuration names"
+    )]
+    #[test]
+    fn the_place_a_launcher_is_told_to_take_code_from_is_code() {
+        // toolcap: allow(tempfile::tempdir, reason = "the test makes the places a configuration names")
+        let dir = tempfile::tempdir().unwrap();
+        let code = |args: &[&str]| -> Vec<(&str, PathBuf)> {
+            let text = format!("[servers.s]\ncommand = \"/usr/bin/uvx\"\nargs = {args:?}\n");
+            let config = crate::guard::config::GuardConfig::parse(&text).unwrap();
+            code_of(&config.servers["s"], dir.path())
+                .into_iter()
+                .filter(|c| c.field == "code")
+                .map(|c| (c.field, c.path))
+                .collect()
+        };
+        assert!(code(&["--from", "mcp-server-fetch==1.0", "mcp-server-fetch"]).is_empty());
+        let local = dir.path().join("pkg");
+        // toolcap: allow(std::fs::create_dir, reason = "the test makes the places a configuration names")
+        std::fs::create_dir(&local).unwrap();
+        assert_eq!(
+            code(&["--from", "./pkg", "srv"]),
+            [("code", dir.path().join("./pkg"))]
+        );
+        assert_eq!(
+            code(&["--from", &format!("file://{}", local.display()), "srv"]),
+            [("code", local.clone())]
+        );
     }
 
     /// The launchers that take code from their working directory, whatever their arguments

@@ -62,6 +62,60 @@ pub(super) fn through_env(command: &str, args: &[String]) -> Option<(String, Vec
     None
 }
 
+/// The options by which a launcher that takes code from its working directory is told to take
+/// it from another directory, or from a file that chooses it (docs/guard.md, "Confinement"),
+/// by the launchers' names.
+const ELSEWHERE: &[(&[&str], &[&str])] = &[
+    (
+        &["npm", "npx", "pnpm", "pnpx", "yarn", "bun", "bunx"],
+        &["--prefix", "-C", "--dir", "--cwd"],
+    ),
+    (
+        &["uv", "uvx"],
+        &[
+            "--directory",
+            "--project",
+            "--from",
+            "--with",
+            "--with-editable",
+            "--with-requirements",
+            "--config-file",
+        ],
+    ),
+    (&["deno"], &["--config", "-c", "--import-map"]),
+    (&["php"], &["-c"]),
+    (&["bundle"], &["--gemfile"]),
+];
+
+/// Where `program` (a name from [`program_name`]) is told by its `args` to take code instead of
+/// its working directory ([`ELSEWHERE`]): each option with its value (`--prefix DIR`,
+/// `--prefix=DIR`, `-CDIR`), wherever it stands, as the launchers read most of their options.
+pub(super) fn elsewhere(program: &str, args: &[String]) -> Vec<(&'static str, String)> {
+    let Some((_, options)) = ELSEWHERE.iter().find(|(names, _)| names.contains(&program)) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for (at, arg) in args.iter().enumerate() {
+        if arg == "--" {
+            break;
+        }
+        for option in *options {
+            let value = if arg == option {
+                args.get(at + 1).cloned()
+            } else if option.starts_with("--") {
+                arg.strip_prefix(&format!("{option}=")).map(str::to_owned)
+            } else {
+                arg.strip_prefix(option).map(str::to_owned)
+            };
+            if let Some(value) = value.filter(|v| !v.is_empty()) {
+                let value = value.strip_prefix("file://").unwrap_or(&value).to_owned();
+                found.push((*option, value));
+            }
+        }
+    }
+    found
+}
+
 /// The file name of `program`, in lower case.
 pub(super) fn program_name(program: &str) -> Option<String> {
     let name = program.rsplit('/').next()?;
@@ -251,6 +305,50 @@ mod tests {
                 "{program} {args:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_launcher_told_to_take_code_elsewhere_is_read_as_it_reads_its_options() {
+        let found = |program: &str, args: &[&str]| -> Vec<(&'static str, String)> {
+            elsewhere(program, &strings(args))
+        };
+        assert_eq!(
+            found("npm", &["--prefix", "/ws/srv", "start"]),
+            [("--prefix", "/ws/srv".to_owned())]
+        );
+        assert_eq!(
+            found("npm", &["start", "--prefix=/ws/srv"]),
+            [("--prefix", "/ws/srv".to_owned())]
+        );
+        assert_eq!(
+            found("pnpm", &["-C/ws/srv", "start"]),
+            [("-C", "/ws/srv".to_owned())]
+        );
+        assert_eq!(
+            found("yarn", &["--cwd", "srv", "start"]),
+            [("--cwd", "srv".to_owned())]
+        );
+        assert_eq!(
+            found(
+                "uvx",
+                &["--from", "file:///ws/pkg", "--with", "./extra", "srv"]
+            ),
+            [
+                ("--from", "/ws/pkg".to_owned()),
+                ("--with", "./extra".to_owned())
+            ]
+        );
+        assert_eq!(
+            found("uv", &["--directory=/ws/srv", "run", "s.py"]),
+            [("--directory", "/ws/srv".to_owned())]
+        );
+        assert_eq!(
+            found("deno", &["run", "-c", "/ws/deno.json", "x.ts"]),
+            [("-c", "/ws/deno.json".to_owned())]
+        );
+        assert!(found("npm", &["start", "--", "--prefix", "/x"]).is_empty());
+        assert!(found("npx", &["-y", "@scope/server", "/home/u/project"]).is_empty());
+        assert!(found("node", &["--prefix", "/ws"]).is_empty());
     }
 
     #[test]
