@@ -857,16 +857,21 @@ fn validate_reports_the_servers_the_guard_would_not_start_for_their_code() {
              [servers.relative]\ncommand = \"/bin/sh\"\nargs = [\"-e\", \"out/run.sh\"]\n\
              [servers.fine]\ncommand = \"/usr/bin/true\"\n\
              [servers.bare]\ncommand = \"/usr/bin/python3\"\nargs = [\"-m\", \"srv\"]\n\
-             [servers.elsewhere]\ncommand = \"/opt/not-installed-here/server\"\n"
+             [servers.elsewhere]\ncommand = \"/opt/not-installed-here/server\"\n\
+             [servers.classes]\ncommand = \"/usr/bin/java\"\nargs = [\"-cp\", \"/usr/share/java:{out_dir}/classes\", \"srv.Main\"]\n\
+             [servers.agent]\ncommand = \"/usr/bin/java\"\nargs = [\"-javaagent:{out_dir}/classes=verbose\", \"-jar\", \"/usr/share/java/x.jar\"]\n"
         ),
     )
     .unwrap();
+    std::fs::create_dir_all(env.root.join("work/out/classes")).unwrap();
     let out = env.validate_guard("p.toml", "servers.toml", &[]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(code(&out), 1, "{text}{}", stderr(&out));
     for (server, why) in [
         ("module", "`python3 -m` imports from it"),
         ("relative", "script argument"),
+        ("classes", "`java -cp` takes code from it"),
+        ("agent", "`java -javaagent:` takes code from it"),
     ] {
         let line = text
             .lines()

@@ -85,6 +85,19 @@ const ELSEWHERE: &[(&[&str], &[&str])] = &[
     (&["deno"], &["--config", "-c", "--import-map"]),
     (&["php"], &["-c"]),
     (&["bundle"], &["--gemfile"]),
+    // A class path is a list (`a.jar:classes`), an agent's value ends at `=` (its options):
+    // `elsewhere` splits both.
+    (
+        &["java", "javaw"],
+        &[
+            "-cp",
+            "-classpath",
+            "--class-path",
+            "--module-path",
+            "--upgrade-module-path",
+            "-javaagent:",
+        ],
+    ),
 ];
 
 /// Where `program` (a name from [`program_name`]) is told by its `args` to take code instead of
@@ -107,9 +120,20 @@ pub(super) fn elsewhere(program: &str, args: &[String]) -> Vec<(&'static str, St
             } else {
                 arg.strip_prefix(option).map(str::to_owned)
             };
-            if let Some(value) = value.filter(|v| !v.is_empty()) {
-                let value = value.strip_prefix("file://").unwrap_or(&value).to_owned();
-                found.push((*option, value));
+            let Some(value) = value.filter(|v| !v.is_empty()) else {
+                continue;
+            };
+            let value = value.strip_prefix("file://").unwrap_or(&value);
+            if program.starts_with("java") {
+                let value = value.split('=').next().unwrap_or_default();
+                found.extend(
+                    value
+                        .split(':')
+                        .filter(|p| !p.is_empty())
+                        .map(|p| (*option, p.trim_end_matches("/*").to_owned())),
+                );
+            } else {
+                found.push((*option, value.to_owned()));
             }
         }
     }
@@ -349,6 +373,20 @@ mod tests {
         assert!(found("npm", &["start", "--", "--prefix", "/x"]).is_empty());
         assert!(found("npx", &["-y", "@scope/server", "/home/u/project"]).is_empty());
         assert!(found("node", &["--prefix", "/ws"]).is_empty());
+        assert_eq!(
+            found(
+                "java",
+                &["-cp", "/usr/share/java/*:/ws/classes", "srv.Main"]
+            ),
+            [
+                ("-cp", "/usr/share/java".to_owned()),
+                ("-cp", "/ws/classes".to_owned())
+            ]
+        );
+        assert_eq!(
+            found("java", &["-javaagent:/ws/a.jar=x", "-jar", "/opt/s.jar"]),
+            [("-javaagent:", "/ws/a.jar".to_owned())]
+        );
     }
 
     #[test]
