@@ -212,6 +212,26 @@ fn reads_its_working_directory(program: &str, args: &[String]) -> Option<String>
             how => format!("`{name} {how}` imports from it before its own packages"),
         });
     }
+    // Java's class path is its working directory unless one is given (`-cp`, `-jar`, a
+    // `CLASSPATH` the guard does not pass on).
+    let given = |a: &String| {
+        [
+            "-cp",
+            "-classpath",
+            "--class-path",
+            "-jar",
+            "--module-path",
+            "-m",
+            "--module",
+        ]
+        .iter()
+        .any(|o| a == o || a.starts_with(&format!("{o}=")))
+    };
+    if (name == "java" || name == "javaw") && !args.iter().any(given) {
+        return Some(format!(
+            "`{name}`, given no class path, loads classes from it"
+        ));
+    }
     READS_ITS_DIRECTORY
         .iter()
         .find(|(launcher, _)| *launcher == name)
@@ -568,6 +588,16 @@ mod tests {
             ("/usr/bin/env", &["--", "npm", "start"][..], "`npm`"),
             ("/usr/bin/deno", &["run", "jsr:@x/server"][..], "`deno`"),
             ("/usr/bin/php", &["/opt/s/server.php"][..], "`php`"),
+            (
+                "/usr/bin/java",
+                &["-Xmx1g", "srv.Main"][..],
+                "`java`, given no class path",
+            ),
+            (
+                "/usr/bin/bash",
+                &["-lc", "python3 srv.py"][..],
+                "`bash -c` runs a string",
+            ),
         ] {
             let why = takes(command, args).unwrap_or_else(|| panic!("{command} {args:?}"));
             assert!(why.starts_with(how), "{command} {args:?}: {why}");
@@ -586,6 +616,8 @@ mod tests {
             // `-W`'s value is not a flag, nor a script.
             ("/usr/bin/python3", &["-W", "m", "/opt/s/server.py"][..]),
             ("/usr/bin/node", &["/opt/s/index.js"][..]),
+            ("/usr/bin/java", &["-jar", "/opt/s/server.jar"][..]),
+            ("/usr/bin/java", &["-cp", "/opt/s/lib", "srv.Main"][..]),
             ("/usr/bin/env", &["A=b"][..]),
             ("/opt/bin/npx-like", &["x"][..]),
             ("/opt/bin/python-config", &["-m"][..]),
