@@ -108,11 +108,32 @@ pub(super) fn elsewhere(program: &str, args: &[String]) -> Vec<(&'static str, St
         return Vec::new();
     };
     let mut found = Vec::new();
+    for (option, value) in option_values(args, options) {
+        let value = value.strip_prefix("file://").unwrap_or(&value);
+        if program.starts_with("java") {
+            let value = value.split('=').next().unwrap_or_default();
+            found.extend(
+                value
+                    .split(':')
+                    .filter(|p| !p.is_empty())
+                    .map(|p| (option, p.trim_end_matches("/*").to_owned())),
+            );
+        } else {
+            found.push((option, value.to_owned()));
+        }
+    }
+    found
+}
+
+/// Each of `options` in `args` with its non-empty value (`-e VALUE`, `--eval=VALUE`, `-eVALUE`),
+/// in order, up to a `--`.
+fn option_values(args: &[String], options: &[&'static str]) -> Vec<(&'static str, String)> {
+    let mut found = Vec::new();
     for (at, arg) in args.iter().enumerate() {
         if arg == "--" {
             break;
         }
-        for option in *options {
+        for option in options {
             let value = if arg == option {
                 args.get(at + 1).cloned()
             } else if option.starts_with("--") {
@@ -120,20 +141,8 @@ pub(super) fn elsewhere(program: &str, args: &[String]) -> Vec<(&'static str, St
             } else {
                 arg.strip_prefix(option).map(str::to_owned)
             };
-            let Some(value) = value.filter(|v| !v.is_empty()) else {
-                continue;
-            };
-            let value = value.strip_prefix("file://").unwrap_or(&value);
-            if program.starts_with("java") {
-                let value = value.split('=').next().unwrap_or_default();
-                found.extend(
-                    value
-                        .split(':')
-                        .filter(|p| !p.is_empty())
-                        .map(|p| (*option, p.trim_end_matches("/*").to_owned())),
-                );
-            } else {
-                found.push((*option, value.to_owned()));
+            if let Some(value) = value.filter(|v| !v.is_empty()) {
+                found.push((*option, value));
             }
         }
     }
@@ -166,24 +175,10 @@ pub(super) fn code_string(program: &str, args: &[String]) -> Option<(String, Str
     let (_, flags) = EVALUATORS
         .iter()
         .find(|(names, _)| names.contains(&program))?;
-    for (at, arg) in args.iter().enumerate() {
-        if arg == "--" {
-            break;
-        }
-        for flag in *flags {
-            let value = if arg == flag {
-                args.get(at + 1).cloned()
-            } else if flag.starts_with("--") {
-                arg.strip_prefix(&format!("{flag}=")).map(str::to_owned)
-            } else {
-                arg.strip_prefix(flag).map(str::to_owned)
-            };
-            if let Some(value) = value.filter(|v| !v.is_empty()) {
-                return Some((format!("{program} {flag}"), value));
-            }
-        }
-    }
-    None
+    option_values(args, flags)
+        .into_iter()
+        .next()
+        .map(|(flag, value)| (format!("{program} {flag}"), value))
 }
 
 /// A shell's command string: its first operand when a cluster of its options holds `c`.
