@@ -252,7 +252,7 @@ impl Report {
         }
         for name in &self.skipped_crates {
             out.push_str(&format!(
-                "note: crate {name} holds no tools (no `impl Tool`, no holds-tools = true); not checked\n"
+                "note: crate {name} holds no tools (docs/lint.md, \"Rules\": which crates are checked); not checked\n"
             ));
         }
         out.push_str(&format!(
@@ -321,10 +321,40 @@ pub fn implements_tool(ast: &syn::File) -> bool {
             }
             syn::visit::visit_item_impl(self, i);
         }
+        /// `impl … Tool for` written in a macro's body, which is not parsed as an item.
+        fn visit_macro(&mut self, m: &'ast syn::Macro) {
+            self.0 |= impl_tool_in(m.tokens.clone());
+            syn::visit::visit_macro(self, m);
+        }
     }
     let mut v = V(false);
     v.visit_file(ast);
     v.0
+}
+
+/// Whether `tokens` (a macro's body, at any depth) hold `impl`, then, before the item's body or
+/// its end, `Tool for`.
+fn impl_tool_in(tokens: proc_macro2::TokenStream) -> bool {
+    use proc_macro2::TokenTree;
+    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    tokens.iter().enumerate().any(|(at, t)| match t {
+        TokenTree::Group(g) => impl_tool_in(g.stream()),
+        TokenTree::Ident(i) if i == "impl" => {
+            let header = tokens[at + 1..].iter().take_while(|t| match t {
+                TokenTree::Group(g) => g.delimiter() != proc_macro2::Delimiter::Brace,
+                TokenTree::Punct(p) => p.as_char() != ';',
+                _ => true,
+            });
+            let words: Vec<String> = header
+                .filter_map(|t| match t {
+                    TokenTree::Ident(i) => Some(i.to_string()),
+                    _ => None,
+                })
+                .collect();
+            words.windows(2).any(|w| w[0] == "Tool" && w[1] == "for")
+        }
+        _ => false,
+    })
 }
 
 /// One crate, read from disk: its name, manifest and parsed sources.
@@ -392,6 +422,25 @@ impl CrateSources {
         marked || self.sources.iter().any(|(_, _, ast)| implements_tool(ast))
     }
 
+    /// The crate's dependencies, by the name it gives them, each with its table (a version
+    /// alone reads as an empty one): `[dependencies]` and every `[target.….dependencies]`.
+    fn dependencies(&self) -> impl Iterator<Item = (&str, toml::Table)> {
+        let target_tables = self
+            .manifest
+            .get("target")
+            .and_then(toml::Value::as_table)
+            .into_iter()
+            .flat_map(|targets| targets.values())
+            .filter_map(|t| t.get("dependencies"));
+        self.manifest
+            .get("dependencies")
+            .into_iter()
+            .chain(target_tables)
+            .filter_map(toml::Value::as_table)
+            .flat_map(|deps| deps.iter())
+            .map(|(name, spec)| (name.as_str(), spec.as_table().cloned().unwrap_or_default()))
+    }
+
     /// Applies the rules to every source file, naming files relative to `root`.
     pub fn lint(&self, root: &Path, report: &mut Report) {
         // The sources' paths are canonical (`read`); so must the root be for them to be named
@@ -439,21 +488,76 @@ pub fn lint_dir(dir: &Path) -> Result<Report, LintError> {
             }
         }
     }
+    let workspace_deps = top
+        .manifest
+        .get("workspace")
+        .and_then(|w| w.get("dependencies"))
+        .and_then(toml::Value::as_table)
+        .cloned()
+        .unwrap_or_default();
     if top.manifest.contains_key("package") {
         crates.insert(0, top);
     }
+    let checked = crates_to_check(&root, &workspace_deps, &mut crates)?;
     let mut report = Report {
         root: root.clone(),
         ..Report::default()
     };
-    for krate in &crates {
-        if krate.holds_tools() {
+    for (krate, checked) in crates.iter().zip(checked) {
+        if checked {
             krate.lint(&root, &mut report);
         } else {
             report.skipped_crates.push(krate.name.clone());
         }
     }
     Ok(report)
+}
+
+/// Which of `crates` `toolcap lint` applies the rules to (docs/lint.md, "Rules"): those that
+/// hold tools, those that depend on `capability-types` (a tool made by another crate's derive
+/// has no `impl` in its sources), and, at any depth, the crates beneath `root` that a checked
+/// crate depends on by path (its own code, moved next door), which are read and added to
+/// `crates` when the workspace does not list them.
+fn crates_to_check(
+    root: &Path,
+    workspace_deps: &toml::Table,
+    crates: &mut Vec<CrateSources>,
+) -> Result<Vec<bool>, LintError> {
+    let mut checked: Vec<bool> = crates
+        .iter()
+        .map(|k| k.holds_tools() || k.dependencies().any(|(name, _)| name == "capability-types"))
+        .collect();
+    let mut queue: Vec<usize> = (0..crates.len()).filter(|&i| checked[i]).collect();
+    while let Some(i) = queue.pop() {
+        let paths: Vec<PathBuf> = crates[i]
+            .dependencies()
+            .filter_map(|(name, spec)| {
+                let path = match spec.get("path") {
+                    Some(path) => crates[i].dir.join(path.as_str()?),
+                    None if spec.get("workspace").and_then(toml::Value::as_bool) == Some(true) => {
+                        root.join(workspace_deps.get(name)?.get("path")?.as_str()?)
+                    }
+                    None => return None,
+                };
+                std::fs::canonicalize(path).ok()
+            })
+            .filter(|path| path.starts_with(root))
+            .collect();
+        for path in paths {
+            let at = match crates.iter().position(|k| k.dir == path) {
+                Some(at) if checked[at] => continue,
+                Some(at) => at,
+                None => {
+                    crates.push(CrateSources::read(&path)?);
+                    checked.push(false);
+                    crates.len() - 1
+                }
+            };
+            checked[at] = true;
+            queue.push(at);
+        }
+    }
+    Ok(checked)
 }
 
 /// A workspace `members` entry: a directory, or a directory ending in `/*` (each
