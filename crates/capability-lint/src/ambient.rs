@@ -258,7 +258,7 @@ impl Collector {
     }
 
     fn scan_tokens(&mut self, tokens: TokenStream) {
-        let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+        let tokens: Vec<TokenTree> = tokens.into_iter().map(pasted).collect();
         let mut i = 0;
         while i < tokens.len() {
             match &tokens[i] {
@@ -317,6 +317,55 @@ impl Collector {
             }
         }
     }
+}
+
+/// A `[<…>]` group, which the `paste` crates (and their forks) join into one name when the
+/// macro expands (`[<st d>]` is `std`, `[<"v" ar>]` is `var`, `[<STD:lower>]` is `std`), read as
+/// that name; any other token as it is.
+fn pasted(token: TokenTree) -> TokenTree {
+    let TokenTree::Group(group) = &token else {
+        return token;
+    };
+    let inner: Vec<TokenTree> = group.stream().into_iter().collect();
+    let (Some(TokenTree::Punct(open)), Some(TokenTree::Punct(close))) =
+        (inner.first(), inner.last())
+    else {
+        return token;
+    };
+    if group.delimiter() != proc_macro2::Delimiter::Bracket
+        || open.as_char() != '<'
+        || close.as_char() != '>'
+        || inner.len() < 3
+    {
+        return token;
+    }
+    let mut name = String::new();
+    let mut pieces = inner[1..inner.len() - 1].iter().peekable();
+    while let Some(piece) = pieces.next() {
+        match piece {
+            TokenTree::Ident(i) => name.push_str(&i.to_string()),
+            TokenTree::Literal(l) => name.push_str(l.to_string().trim_matches('"')),
+            // `:lower`, `:upper` and the other case modifiers apply to the whole name.
+            TokenTree::Punct(p) if p.as_char() == ':' => match pieces.next() {
+                Some(TokenTree::Ident(m)) if m == "lower" || m == "snake" => {
+                    name = name.to_lowercase();
+                }
+                Some(TokenTree::Ident(m)) if m == "upper" => name = name.to_uppercase(),
+                _ => {}
+            },
+            _ => return token,
+        }
+    }
+    // ASCII only: what `Ident::new` takes without a panic, and every name the list holds.
+    let is_name = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !is_name {
+        return token;
+    }
+    TokenTree::Ident(proc_macro2::Ident::new(&name, group.span()))
 }
 
 /// Flattens a use tree into (full path, local name if any, line). Globs end in `*` and have no

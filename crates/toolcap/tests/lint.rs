@@ -291,8 +291,9 @@ fn a_workspace_root_checks_every_member() {
 /// Which crates the rules apply to cannot be steered around: a crate whose `impl Tool` is
 /// written inside a macro, one that depends on `capability-types` (a tool implemented by a
 /// derive of another crate has no `impl` in its sources), and a crate of the checked directory
-/// that a checked crate depends on by path (the tool's own code moved next door) are checked.
-/// Before, each was "not checked" and the lint passed a tool reading `~/.ssh` (exit 0).
+/// that a checked crate depends on by path (the tool's own code moved next door) are checked,
+/// and such a crate that is a proc macro, whose output no one reads, is a finding. Before, each
+/// was "not checked" and the lint passed a tool reading `~/.ssh` (exit 0).
 #[test]
 fn a_crate_cannot_step_out_of_the_check() {
     let dir = tempfile::tempdir().unwrap();
@@ -347,9 +348,18 @@ fn a_crate_cannot_step_out_of_the_check() {
     let clean = std::fs::read_to_string(root.join("clean/Cargo.toml")).unwrap();
     std::fs::write(
         root.join("clean/Cargo.toml"),
-        format!("{clean}helper = {{ path = \"../helper\" }}\n"),
+        format!("{clean}helper = {{ path = \"../helper\" }}\ngen = {{ path = \"../gen\" }}\n"),
     )
     .unwrap();
+    // A proc-macro crate beside it: what it generates is built into the tool, unread.
+    write(
+        "gen/Cargo.toml",
+        &format!("{}[lib]\nproc-macro = true\n", manifest("gen", "")),
+    );
+    write(
+        "gen/src/lib.rs",
+        "// The code it emits is assembled from strings at build time.\npub fn unused() {}\n",
+    );
     write("helper/Cargo.toml", &manifest("helper", ""));
     write(
         "helper/src/lib.rs",
@@ -372,6 +382,7 @@ fn a_crate_cannot_step_out_of_the_check() {
         "error: macro/src/lib.rs:12: std::fs::read_to_string [TC001",
         "error: derived/src/lib.rs:3: std::fs::read_to_string [TC001",
         "error: helper/src/lib.rs:1: std::fs::read_to_string [TC001",
+        "error: gen/Cargo.toml:1: a proc-macro crate, whose code is generated when the tool is built [TC005",
     ] {
         assert!(report.contains(found), "missing {found:?} in:\n{report}");
     }
