@@ -26,6 +26,7 @@ pub(crate) const TARGETS: &[&str] = &[
     "call_args",
     "manifest",
     "ethos",
+    "lint",
 ];
 
 /// Seconds per target in the smoke run of `cargo xtask check`.

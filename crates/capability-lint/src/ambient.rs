@@ -18,6 +18,7 @@ use proc_macro2::{TokenStream, TokenTree};
 use syn::visit::Visit;
 
 use crate::banned::{BANNED, PATH_PROBES, PLACING, is_cargos_own};
+use crate::expand::{MAX_DEPTH, Macros};
 use crate::{Exemption, Finding, Rule};
 
 /// Lints one parsed source file. `path` is used for reporting only.
@@ -25,15 +26,32 @@ pub(crate) fn lint_source(
     path: &Path,
     source: &str,
     ast: &syn::File,
+    macros: &Macros,
 ) -> (Vec<Finding>, Vec<Exemption>) {
     let mut collector = Collector {
         aliases: HashMap::new(),
         hits: Vec::new(),
+        macros,
+        depth: 0,
+        budget: EXPANSION_BUDGET,
+        past_budget: None,
     };
     collector.collect_aliases(ast);
     collector.visit_file(ast);
     let lines: Vec<&str> = source.lines().collect();
     let mut findings = Vec::new();
+    if let Some(line) = collector.past_budget {
+        findings.push(Finding::new(
+            Rule::UncheckedSource,
+            path,
+            line,
+            "a macro call that expands deeper or larger than the lint reads",
+            format!(
+                "macros that expand to less (at most {MAX_DEPTH} calls deep, {EXPANSION_BUDGET} \
+                 tokens a file)"
+            ),
+        ));
+    }
     let mut exemptions = Vec::new();
     collector
         .hits
@@ -124,11 +142,23 @@ struct Hit {
     what: String,
 }
 
-struct Collector {
+struct Collector<'m> {
     /// Local name → full path, from `use` renames, plain imports and `extern crate` renames.
     aliases: HashMap<String, Vec<String>>,
     hits: Vec<Hit>,
+    /// The crate's `macro_rules!`, whose calls are read expanded too.
+    macros: &'m Macros,
+    /// How many expansions deep the reading is.
+    depth: usize,
+    /// How many more tokens expansions may bring into the file's reading.
+    budget: usize,
+    /// The line of the first call not read expanded for the depth or the budget: a finding, so
+    /// that a crate cannot hide a path behind a pile of expansions.
+    past_budget: Option<usize>,
 }
+
+/// How many tokens the expansions of one file may add to its reading.
+const EXPANSION_BUDGET: usize = 250_000;
 
 fn is_banned(path: &[String]) -> bool {
     BANNED.iter().any(|(b, _)| {
@@ -145,7 +175,7 @@ fn glob_brings_banned(prefix: &[String]) -> bool {
     }) || is_banned(prefix)
 }
 
-impl Collector {
+impl Collector<'_> {
     fn collect_aliases(&mut self, ast: &syn::File) {
         struct A<'a>(&'a mut HashMap<String, Vec<String>>);
         impl<'ast> Visit<'ast> for A<'_> {
@@ -238,6 +268,29 @@ impl Collector {
         self.hits.push(Hit { line, what });
     }
 
+    /// A call of one of the crate's `macro_rules!` (`name`, with `input`), read expanded
+    /// ([`Macros::expand`]); what the expansion holds is reported at the call's `line`.
+    fn expanded(&mut self, name: &str, input: &TokenStream, line: usize) {
+        let Some(expansion) = self.macros.expand(name, input, self.budget) else {
+            return;
+        };
+        let (expansion, size) = match expansion {
+            Ok(expanded) if self.depth < MAX_DEPTH => expanded,
+            _ => {
+                self.past_budget.get_or_insert(line);
+                return;
+            }
+        };
+        self.budget -= size;
+        let before = self.hits.len();
+        self.depth += 1;
+        self.scan_tokens(expansion);
+        self.depth -= 1;
+        for hit in &mut self.hits[before..] {
+            hit.line = line;
+        }
+    }
+
     /// `unsafe` or one of [`PLACING`] as a word of a macro's body or an attribute.
     fn placing_or_unsafe(&mut self, word: &proc_macro2::Ident) {
         let name = word.to_string();
@@ -303,6 +356,9 @@ impl Collector {
                     {
                         self.compile_time_env(name, &args.stream(), line);
                         self.printing(name, line);
+                        if segments.len() == 1 {
+                            self.expanded(name, &args.stream(), line);
+                        }
                     }
                     if segments.len() > 1 {
                         let segments = segments
@@ -412,7 +468,7 @@ fn use_leaves(
     }
 }
 
-impl<'ast> Visit<'ast> for Collector {
+impl<'ast> Visit<'ast> for Collector<'_> {
     fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
         let mut leaves = Vec::new();
         use_leaves(&u.tree, &mut Vec::new(), &mut leaves);
@@ -552,6 +608,9 @@ impl<'ast> Visit<'ast> for Collector {
             let line = last.ident.span().start().line;
             self.compile_time_env(&last.ident.to_string(), &m.tokens, line);
             self.printing(&last.ident.to_string(), line);
+            if m.path.segments.len() == 1 {
+                self.expanded(&last.ident.to_string(), &m.tokens, line);
+            }
         }
         self.scan_tokens(m.tokens.clone());
         syn::visit::visit_macro(self, m);
@@ -566,7 +625,8 @@ mod tests {
 
     fn lint(source: &str) -> (Vec<String>, Vec<Exemption>) {
         let ast = syn::parse_file(source).unwrap();
-        let (f, e) = lint_source(Path::new("fixture.rs"), source, &ast);
+        let macros = Macros::collect([&ast]);
+        let (f, e) = lint_source(Path::new("fixture.rs"), source, &ast, &macros);
         (
             f.into_iter()
                 .map(|f| format!("{}:{}", f.line, f.what))
@@ -606,6 +666,34 @@ mod tests {
             evasions >= 20 && clean >= 5,
             "the fixture set is there: {evasions} evasions, {clean} clean files"
         );
+    }
+
+    /// A macro that calls itself ten times over, or with arguments that double at each call,
+    /// would take the lint longer than any review; past its depth and its budget of tokens,
+    /// the call is a finding, not a pass, and the reading ends at once.
+    #[test]
+    fn a_pile_of_expansions_is_a_finding_not_a_hang() {
+        let fan = format!(
+            "macro_rules! m {{ ($x:ident) => {{ {} }}; }}\nfn f() {{ m!(a); }}\n",
+            "m!($x);".repeat(10)
+        );
+        let doubling = "macro_rules! d { ($($x:tt)*) => {}; ($x:tt) => { d!(($x $x)); }; }\n\
+                        macro_rules! e { ($x:tt) => { e!(($x $x)); }; }\nfn g() { e!(a); }\n";
+        for source in [fan.as_str(), doubling] {
+            let (findings, _) = lint(source);
+            assert!(
+                findings
+                    .iter()
+                    .any(|f| f.contains("expands deeper or larger than the lint reads")),
+                "{source}: {findings:?}"
+            );
+        }
+        // Within its depth, the same kind of macro is read expanded.
+        let (findings, _) = lint(
+            "macro_rules! deep { (0 $p:ident) => { std::$p::read(\"x\") }; (1 $p:ident) => { deep!(0 $p) }; }\n\
+             fn h() { deep!(1 fs); }\n",
+        );
+        assert_eq!(findings, ["2:std::fs::read"]);
     }
 
     #[test]

@@ -32,6 +32,7 @@
 mod ambient;
 mod banned;
 mod declared;
+mod expand;
 mod sarif;
 mod sources;
 
@@ -278,12 +279,18 @@ impl Report {
 pub fn lint_source(path: &Path, source: &str) -> Result<(Vec<Finding>, Vec<Exemption>), LintError> {
     let ast = syn::parse_file(source)
         .map_err(|e| LintError::new(path, format!("line {}: {e}", e.span().start().line)))?;
-    Ok(lint_parsed(path, source, &ast))
+    let macros = expand::Macros::collect([&ast]);
+    Ok(lint_parsed(path, source, &ast, &macros))
 }
 
 /// [`lint_source`] on an already parsed file.
-fn lint_parsed(path: &Path, source: &str, ast: &syn::File) -> (Vec<Finding>, Vec<Exemption>) {
-    let (mut findings, exemptions) = ambient::lint_source(path, source, ast);
+fn lint_parsed(
+    path: &Path,
+    source: &str,
+    ast: &syn::File,
+    macros: &expand::Macros,
+) -> (Vec<Finding>, Vec<Exemption>) {
+    let (mut findings, exemptions) = ambient::lint_source(path, source, ast, macros);
     let (mismatches, _unreadable) = declared::check_file(ast);
     for m in mismatches {
         let (rule, instead) = if m.undeclared_use {
@@ -446,9 +453,11 @@ impl CrateSources {
         // The sources' paths are canonical (`read`); so must the root be for them to be named
         // relative to it.
         let root = &std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+        // A macro is called in files other than the one that defines it (`#[macro_use]`).
+        let macros = expand::Macros::collect(self.sources.iter().map(|(_, _, ast)| ast));
         for (file, source, ast) in &self.sources {
             let rel = file.strip_prefix(root).unwrap_or(file);
-            let (findings, exemptions) = lint_parsed(rel, source, ast);
+            let (findings, exemptions) = lint_parsed(rel, source, ast, &macros);
             report.findings.extend(findings);
             report.exemptions.extend(exemptions);
             report.files += 1;

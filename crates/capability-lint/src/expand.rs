@@ -1,0 +1,272 @@
+//! The crate's own `macro_rules!`, expanded where a call matches one of their arms, so that a
+//! path the macro puts together from what its caller passes (`call!(std, fs)` into
+//! `$a::$b::read_to_string`) is read as the path it becomes (docs/lint.md, "Rules").
+//!
+//! A small matcher, not the compiler's: an arm is matched when its pattern is made of plain
+//! tokens, groups and fragments (`$name:ident`, `$name:path`, `$name:expr`, …); an arm with a
+//! repetition (`$(…)*`) is not matched, and a call no arm matches is read as written, as before.
+//! The macro's body is read as tokens in any case.
+
+use std::collections::HashMap;
+
+use proc_macro2::{Group, Ident, TokenStream, TokenTree};
+use syn::visit::Visit;
+
+/// How deep one expansion may lead through others (a macro that calls itself stops there).
+pub(crate) const MAX_DEPTH: usize = 8;
+
+/// The `macro_rules!` of a crate, by name: each arm's pattern and body.
+#[derive(Default)]
+pub(crate) struct Macros {
+    rules: HashMap<String, Vec<(Vec<TokenTree>, TokenStream)>>,
+}
+
+impl Macros {
+    /// The `macro_rules!` defined in `files` (a later definition of a name adds its arms after
+    /// the earlier one's: either may be what a call means).
+    pub(crate) fn collect<'a>(files: impl IntoIterator<Item = &'a syn::File>) -> Self {
+        struct V<'m>(&'m mut Macros);
+        impl<'ast> Visit<'ast> for V<'_> {
+            fn visit_item_macro(&mut self, m: &'ast syn::ItemMacro) {
+                if m.mac.path.is_ident("macro_rules")
+                    && let Some(name) = &m.ident
+                {
+                    let arms = arms(m.mac.tokens.clone());
+                    self.0
+                        .rules
+                        .entry(name.to_string())
+                        .or_default()
+                        .extend(arms);
+                }
+                syn::visit::visit_item_macro(self, m);
+            }
+        }
+        let mut macros = Macros::default();
+        for file in files {
+            V(&mut macros).visit_file(file);
+        }
+        macros
+    }
+
+    /// The expansion of a call of `name` with `input`, by its first arm that matches, with its
+    /// size in tokens; `Err(())` when it would hold more than `limit` tokens (it is not built
+    /// past that).
+    pub(crate) fn expand(
+        &self,
+        name: &str,
+        input: &TokenStream,
+        limit: usize,
+    ) -> Option<Result<(TokenStream, usize), ()>> {
+        let input: Vec<TokenTree> = input.clone().into_iter().collect();
+        self.rules.get(name)?.iter().find_map(|(pattern, body)| {
+            let mut bound = HashMap::new();
+            matches(pattern, &input, &mut bound).then(|| {
+                let mut size = 0;
+                let tokens = substitute(body.clone(), &bound, &mut size, limit);
+                if size > limit {
+                    Err(())
+                } else {
+                    Ok((tokens, size))
+                }
+            })
+        })
+    }
+}
+
+/// The arms of a `macro_rules!` body: `(pattern) => { body }`, separated by `;`.
+fn arms(tokens: TokenStream) -> Vec<(Vec<TokenTree>, TokenStream)> {
+    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 3 < tokens.len() + 1 {
+        if let (
+            Some(TokenTree::Group(pattern)),
+            Some(TokenTree::Punct(eq)),
+            Some(TokenTree::Punct(gt)),
+            Some(TokenTree::Group(body)),
+        ) = (
+            tokens.get(at),
+            tokens.get(at + 1),
+            tokens.get(at + 2),
+            tokens.get(at + 3),
+        ) && eq.as_char() == '='
+            && gt.as_char() == '>'
+        {
+            out.push((pattern.stream().into_iter().collect(), body.stream()));
+            at += 4;
+        } else {
+            at += 1;
+        }
+    }
+    out
+}
+
+/// The fragments that take one token tree; the others take tokens up to what follows them.
+const ONE_TREE: &[&str] = &["ident", "tt", "literal", "lifetime"];
+
+/// Whether `input` matches `pattern` whole, binding each fragment's tokens.
+fn matches(
+    pattern: &[TokenTree],
+    input: &[TokenTree],
+    bound: &mut HashMap<String, Vec<TokenTree>>,
+) -> bool {
+    let (mut p, mut i) = (0, 0);
+    while p < pattern.len() {
+        match (&pattern[p], pattern.get(p + 1)) {
+            (TokenTree::Punct(dollar), Some(TokenTree::Ident(name))) if dollar.as_char() == '$' => {
+                let fragment = match (pattern.get(p + 2), pattern.get(p + 3)) {
+                    (Some(TokenTree::Punct(colon)), Some(TokenTree::Ident(f)))
+                        if colon.as_char() == ':' =>
+                    {
+                        f.to_string()
+                    }
+                    _ => return false,
+                };
+                p += 4;
+                let end = if ONE_TREE.contains(&fragment.as_str()) {
+                    i + 1
+                } else {
+                    // Up to the next token the pattern names, or the end of the input.
+                    match pattern.get(p) {
+                        Some(next) => match input[i..].iter().position(|t| same(t, next)) {
+                            Some(at) => i + at,
+                            None => return false,
+                        },
+                        None => input.len(),
+                    }
+                };
+                if end <= i || end > input.len() {
+                    return false;
+                }
+                bound.insert(name.to_string(), input[i..end].to_vec());
+                i = end;
+            }
+            // A repetition: not matched here.
+            (TokenTree::Punct(dollar), Some(TokenTree::Group(_))) if dollar.as_char() == '$' => {
+                return false;
+            }
+            (TokenTree::Group(g), _) => {
+                let Some(TokenTree::Group(h)) = input.get(i) else {
+                    return false;
+                };
+                let (gs, hs): (Vec<TokenTree>, Vec<TokenTree>) = (
+                    g.stream().into_iter().collect(),
+                    h.stream().into_iter().collect(),
+                );
+                if g.delimiter() != h.delimiter() || !matches(&gs, &hs, bound) {
+                    return false;
+                }
+                p += 1;
+                i += 1;
+            }
+            (plain, _) => {
+                if !input.get(i).is_some_and(|t| same(t, plain)) {
+                    return false;
+                }
+                p += 1;
+                i += 1;
+            }
+        }
+    }
+    i == input.len()
+}
+
+/// Whether two plain tokens are the same token.
+fn same(a: &TokenTree, b: &TokenTree) -> bool {
+    match (a, b) {
+        (TokenTree::Ident(a), TokenTree::Ident(b)) => a == b,
+        (TokenTree::Punct(a), TokenTree::Punct(b)) => a.as_char() == b.as_char(),
+        (TokenTree::Literal(a), TokenTree::Literal(b)) => a.to_string() == b.to_string(),
+        (TokenTree::Group(a), TokenTree::Group(b)) => a.delimiter() == b.delimiter(),
+        _ => false,
+    }
+}
+
+/// `body` with each `$name` replaced by what it was bound to, `$crate` by `crate`, counting
+/// the tokens made (at every depth) in `size` and stopping once it is past `limit`.
+fn substitute(
+    body: TokenStream,
+    bound: &HashMap<String, Vec<TokenTree>>,
+    size: &mut usize,
+    limit: usize,
+) -> TokenStream {
+    let tokens: Vec<TokenTree> = body.into_iter().collect();
+    let mut out: Vec<TokenTree> = Vec::with_capacity(tokens.len());
+    let mut at = 0;
+    while at < tokens.len() && *size <= limit {
+        *size += 1;
+        match (&tokens[at], tokens.get(at + 1)) {
+            (TokenTree::Punct(dollar), Some(TokenTree::Ident(name))) if dollar.as_char() == '$' => {
+                match bound.get(&name.to_string()) {
+                    Some(tokens) => {
+                        *size += tokens.iter().map(tree_size).sum::<usize>();
+                        if *size > limit {
+                            break;
+                        }
+                        out.extend(tokens.iter().cloned());
+                    }
+                    None if name == "crate" => {
+                        out.push(TokenTree::Ident(Ident::new("crate", name.span())));
+                    }
+                    None => out.extend([tokens[at].clone(), tokens[at + 1].clone()]),
+                }
+                at += 2;
+            }
+            (TokenTree::Group(g), _) => {
+                let mut group =
+                    Group::new(g.delimiter(), substitute(g.stream(), bound, size, limit));
+                group.set_span(g.span());
+                out.push(TokenTree::Group(group));
+                at += 1;
+            }
+            (token, _) => {
+                out.push(token.clone());
+                at += 1;
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// The tokens of one token tree, at every depth.
+pub(crate) fn tree_size(tree: &TokenTree) -> usize {
+    match tree {
+        TokenTree::Group(g) => 1 + g.stream().into_iter().map(|t| tree_size(&t)).sum::<usize>(),
+        _ => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expanded(defs: &str, name: &str, input: &str) -> Option<String> {
+        let file = syn::parse_file(defs).unwrap();
+        let macros = Macros::collect([&file]);
+        macros
+            .expand(name, &input.parse().unwrap(), usize::MAX)
+            .map(|t| t.unwrap().0.to_string())
+    }
+
+    #[test]
+    fn a_call_is_expanded_by_the_first_arm_it_matches() {
+        let defs = "macro_rules! m {\n\
+                    (one $a:ident) => { first $a };\n\
+                    ($a:ident, $b:ident) => { $a :: $b :: read() };\n\
+                    ($p:path; $e:expr) => { $p($e) };\n\
+                    ($($x:tt)*) => { many };\n\
+                    }";
+        assert_eq!(expanded(defs, "m", "one x").as_deref(), Some("first x"));
+        assert_eq!(
+            expanded(defs, "m", "std, fs").as_deref(),
+            Some("std :: fs :: read ()")
+        );
+        assert_eq!(
+            expanded(defs, "m", "std::env::var; \"X\"").as_deref(),
+            Some("std :: env :: var (\"X\")")
+        );
+        // Only a repetition would match: not expanded.
+        assert_eq!(expanded(defs, "m", "a b c d").as_deref(), None);
+        assert_eq!(expanded(defs, "other", "x").as_deref(), None);
+    }
+}
