@@ -519,6 +519,32 @@ pub(crate) fn explain_guarded(
     let ctx = capability_core::ExecutionContext::new("explain", Arc::clone(&policy), workdir);
     let call = capability_core::ToolCall::new("explain", tool, args.clone());
     let mut explanation = capability_tools::explain_call(&registry, &call, &ctx);
+    // The guard does not start a server whose code a tool may change or another account may
+    // (docs/guard.md, "Confinement"): a call of its tools finds no server. One not installed
+    // here is examined where the guard starts it.
+    let server = tool
+        .strip_prefix("mcp__")
+        .and_then(|rest| rest.split_once("__"))
+        .and_then(|(server, _)| Some((server, config.servers.get(server)?)));
+    if explanation.allowed
+        && let Some((name, server)) = server
+        && capability_mcp::code_not_here(server).is_none()
+    {
+        let refused = capability_mcp::code_refused(server, &policy, workdir);
+        explanation.push_check(
+            "guard.code",
+            name,
+            refused.clone().map_or_else(
+                || Ok("the server's code is neither in the write reach nor another account's to change".to_owned()),
+                Err,
+            ),
+        );
+        if let Some(why) = refused {
+            explanation.refuse(&capability_types::CapabilityError::not_available(format!(
+                "the guard does not start MCP server {name}: {why}"
+            )));
+        }
+    }
     if explanation.allowed {
         let verdict = config.check_arguments(tool, args, &policy, workdir);
         explanation.push_check(

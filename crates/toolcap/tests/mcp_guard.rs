@@ -2011,6 +2011,85 @@ fn the_readme_guard_configuration_works_as_written() {
     assert_eq!(tools.len(), 3, "{tools:?}");
 }
 
+/// `explain` of a guarded tool answers what a call would get, and a call of a tool whose server
+/// the guard does not start for its code (a script in the write reach) gets no server at all:
+/// explain says so (`not_available`, a `guard.code` check naming why), where it said
+/// `allowed` before. A server not installed where explain runs is examined where the guard
+/// starts it, and explained from its declaration as before.
+// guarantee: G-MCP-07
+#[test]
+fn explain_refuses_a_tool_whose_server_the_guard_would_not_start() {
+    let (_dir, root) = scratch();
+    let ws = root.join("ws");
+    let out = ws.join("out");
+    std::fs::create_dir_all(out.join("app")).unwrap();
+    std::fs::write(out.join("app/server.sh"), "echo planted\n").unwrap();
+    let write = |name: &str, text: String| {
+        let path = root.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let config = write(
+        "guard.toml",
+        format!(
+            "[servers.planted]\ncommand = \"/bin/sh\"\nargs = [\"-e\", \"app/server.sh\"]\ncwd = \"{out}\"\ntools = [\"x\"]\n\
+             [servers.planted.reach]\nread = [\"{ws}\"]\n\
+             [servers.away]\ncommand = \"/nonexistent/never-started\"\ntools = [\"x\"]\n\
+             [servers.away.reach]\nread = [\"{ws}\"]\n",
+            out = out.display(),
+            ws = ws.display()
+        ),
+    );
+    let personality = write(
+        "p.toml",
+        format!(
+            "id = \"g\"\ntoolset = [\"mcp__planted__x\", \"mcp__away__x\"]\n[fs_reach]\nread = [\"{ws}\"]\nwrite = [\"{out}\"]\n",
+            ws = ws.display(),
+            out = out.display()
+        ),
+    );
+    let explain = |tool: &str| {
+        let out = Command::new(TOOLCAP)
+            .args([
+                "explain",
+                "--personality",
+                &personality,
+                "--guard-config",
+                &config,
+                tool,
+                "{}",
+            ])
+            .current_dir(&ws)
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            serde_json::from_slice::<Value>(&out.stdout).unwrap(),
+        )
+    };
+    let (code, refused) = explain("mcp__planted__x");
+    assert_eq!(code, Some(1), "{refused}");
+    assert_eq!(refused["allowed"], false, "{refused}");
+    assert_eq!(refused["code"], "not_available", "{refused}");
+    let check = refused["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["capability"] == "guard.code")
+        .unwrap_or_else(|| panic!("{refused}"));
+    assert_eq!(check["allowed"], false, "{check}");
+    assert!(
+        check["rule"]
+            .as_str()
+            .unwrap()
+            .contains("lets its tools write"),
+        "{check}"
+    );
+    let (code, away) = explain("mcp__away__x");
+    assert_eq!(code, Some(0), "{away}");
+}
+
 /// explain, validate, manifest and diff read a guard configuration without starting a server.
 // guarantee: G-MCP-07
 #[test]
