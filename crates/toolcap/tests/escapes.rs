@@ -3080,6 +3080,72 @@ fn a_child_leaves_nothing_others_may_write_in_both_modes() {
     }
 }
 
+/// A child's limits are its own, not what the host's happened to be: a host started with real-
+/// time priority allowed (`ulimit -r 99`, `LimitRTPRIO=` in a unit file, a container's
+/// `--ulimit rtprio=99`) let a confined child switch itself to `SCHED_FIFO` and hold a core the
+/// host needs, and one with the host's locked-memory limit (8 MiB by default, unlimited under
+/// `--ulimit memlock=-1`, common for databases) pin that much where no swap can take it
+/// (watched failing here: 1 MiB locked). Now a child has no real-time priority, cannot raise
+/// its own priority, and locks at most 64 KiB, in both modes, however the host was started.
+/// Where the host cannot be started with real-time priority allowed (this CI's root has no
+/// `CAP_SYS_RESOURCE` to raise a hard limit), that half checks what the child is left with.
+// guarantee: G-KERN-18
+#[test]
+fn a_child_takes_no_real_time_priority_and_locks_little_memory() {
+    let env = Env::new("");
+    let p = env.root.join("p.toml").display().to_string();
+    let script = "import ctypes, json, mmap, os, resource\n\
+                  r = {'rtprio': resource.getrlimit(resource.RLIMIT_RTPRIO),\n\
+                  \x20    'memlock': resource.getrlimit(resource.RLIMIT_MEMLOCK),\n\
+                  \x20    'nice': resource.getrlimit(resource.RLIMIT_NICE)}\n\
+                  try:\n\
+                  \x20   os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10)); r['fifo'] = 'set'\n\
+                  except OSError as e:\n\
+                  \x20   r['fifo'] = e.errno\n\
+                  libc = ctypes.CDLL(None, use_errno=True)\n\
+                  buf = mmap.mmap(-1, 64 << 20)\n\
+                  at = ctypes.addressof(ctypes.c_char.from_buffer(buf))\n\
+                  r['mlock'] = 'locked' if libc.mlock(ctypes.c_void_p(at), ctypes.c_size_t(1 << 20)) == 0 else ctypes.get_errno()\n\
+                  print(json.dumps(r))\n";
+    for mode in MODES {
+        let call =
+            serde_json::json!({"binary": "python3", "args": ["-c", script], "timeout_ms": 20_000})
+                .to_string();
+        let mut argv = vec!["call"];
+        argv.extend_from_slice(mode);
+        argv.extend(["--personality", &p, "run_command", &call]);
+        // The host started with both allowed, where it may raise them (root); otherwise with
+        // what it has.
+        let out = env.command(
+            Command::new("sh")
+                .arg("-c")
+                .arg("ulimit -r 99 2>/dev/null; ulimit -l unlimited 2>/dev/null; ulimit -e 40 2>/dev/null; exec \"$@\"")
+                .arg("sh")
+                .arg(env!("CARGO_BIN_EXE_toolcap"))
+                .args(&argv),
+        );
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let result: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {all}"));
+        let said: Value = serde_json::from_str(stdout_of(&result).trim())
+            .unwrap_or_else(|e| panic!("{mode:?}: {e}: {all}"));
+        assert_eq!(
+            said["rtprio"],
+            serde_json::json!([0, 0]),
+            "{mode:?}: {said}"
+        );
+        assert_eq!(said["nice"], serde_json::json!([0, 0]), "{mode:?}: {said}");
+        assert_eq!(said["fifo"], EPERM, "{mode:?}: {said}");
+        let memlock = said["memlock"][1].as_u64().unwrap();
+        assert!(memlock <= 64 << 10, "{mode:?}: {said}");
+        assert_ne!(said["mlock"], "locked", "{mode:?}: {said}");
+    }
+}
+
 // guarantee: G-KERN-16
 /// A child of `run_command` is the first process the kernel's out-of-memory killer ends, in
 /// both modes: its `oom_score_adj`, read from outside while it waits, is 1000 whatever the

@@ -92,6 +92,10 @@ pub(crate) enum Descriptors {
     Keep,
 }
 
+/// The most memory a confined process may lock (`RLIMIT_MEMLOCK`): Linux's own default before
+/// 5.16, enough for the secure memory of gpg and its kin.
+const LOCKED_MEMORY: u64 = 64 << 10;
+
 /// The confinement itself: system calls on memory prepared before, in the order the crate
 /// documents. Runs between fork and exec, or at the top of a worker's `main`.
 pub(crate) fn confine(
@@ -118,6 +122,12 @@ pub(crate) fn confine(
     // hand it to the host's crash handler outside the sandbox (docs/isolation-model.md, "Core
     // dumps").
     dump_no_core()?;
+    // No real-time priority and no raising of its own, and little memory locked where no swap
+    // can take it, whatever the host was started with (docs/isolation-model.md, "Priority and
+    // locked memory").
+    set_limit(libc::RLIMIT_RTPRIO, Some(0))?;
+    set_limit(libc::RLIMIT_NICE, Some(0))?;
+    set_limit(libc::RLIMIT_MEMLOCK, Some(LOCKED_MEMORY))?;
     // Nothing it makes is writable by other accounts: the file mode creation mask keeps their
     // write bit, and seccomp refuses a mask that does not (docs/isolation-model.md, "Modes
     // that open a place to others").
