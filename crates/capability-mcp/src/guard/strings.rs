@@ -252,7 +252,10 @@ pub(super) fn words(string: &str) -> Vec<(Option<String>, String)> {
         if !value.is_empty() && !value.starts_with('-') {
             out.push((before.clone(), value.to_owned()));
         }
-        before = Some(word.to_owned());
+        // An option stands between a command and its operand (`cd -P dir`, `cd -- dir`).
+        if !word.starts_with('-') {
+            before = Some(word.to_owned());
+        }
     }
     out
 }
@@ -413,7 +416,7 @@ mod tests {
     #[test]
     fn the_words_of_a_string_are_split_as_a_shell_would() {
         let found: Vec<(Option<String>, String)> = words(
-            "cd '/ws/app' && exec node --config=/ws/c.json ./s.js 2>/tmp/log; . .venv/bin/activate",
+            "cd '/ws/app' && exec node --config=/ws/c.json ./s.js 2>/tmp/log; . .venv/bin/activate; cd -P -- /ws/b",
         );
         let plain: Vec<(Option<&str>, &str)> = found
             .iter()
@@ -427,11 +430,13 @@ mod tests {
                 (Some("/ws/app"), "exec"),
                 (Some("exec"), "node"),
                 (Some("node"), "/ws/c.json"),
-                (Some("--config=/ws/c.json"), "./s.js"),
+                (Some("node"), "./s.js"),
                 (Some("./s.js"), "2"),
                 (Some("2"), "/tmp/log"),
                 (Some("/tmp/log"), "."),
                 (Some("."), ".venv/bin/activate"),
+                (Some(".venv/bin/activate"), "cd"),
+                (Some("cd"), "/ws/b"),
             ]
         );
     }
