@@ -221,6 +221,9 @@ pub struct Report {
     pub skipped_crates: Vec<String>,
     /// How many source files were checked.
     pub files: usize,
+    /// The checked crates that have a build script, each with the script's path relative to
+    /// the root: code that runs where the crate is built, which the lint does not read.
+    pub build_scripts: Vec<(String, PathBuf)>,
 }
 
 impl Report {
@@ -249,6 +252,12 @@ impl Report {
                 e.line,
                 shown(&e.what),
                 shown(&e.reason)
+            ));
+        }
+        for (name, script) in &self.build_scripts {
+            out.push_str(&format!(
+                "note: crate {name} has a build script ({}), which runs where the crate is built and which the lint does not read (docs/lint.md, \"What it does not see\")\n",
+                shown(&script.display().to_string())
             ));
         }
         for name in &self.skipped_crates {
@@ -486,7 +495,24 @@ impl CrateSources {
             finding.file = file.strip_prefix(root).unwrap_or(&file).to_path_buf();
             report.findings.push(finding);
         }
+        if let Some(script) = self.build_script() {
+            let script = script.strip_prefix(root).unwrap_or(&script).to_path_buf();
+            report.build_scripts.push((self.name.clone(), script));
+        }
         report.checked_crates.push(self.name.clone());
+    }
+
+    /// The crate's build script, if it has one: `package.build` when it names a file,
+    /// `build.rs` beside the manifest when the manifest says nothing (Cargo's own rule); none
+    /// for `build = false`.
+    fn build_script(&self) -> Option<PathBuf> {
+        let named = self.manifest.get("package").and_then(|p| p.get("build"));
+        let script = match named {
+            Some(toml::Value::String(path)) => self.dir.join(path),
+            Some(_) => return None,
+            None => self.dir.join("build.rs"),
+        };
+        script.is_file().then_some(script)
     }
 }
 

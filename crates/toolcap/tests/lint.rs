@@ -390,6 +390,18 @@ fn a_crate_cannot_step_out_of_the_check() {
         report.contains("note: crate other holds no tools") && !report.contains("other/src/lib.rs"),
         "{report}"
     );
+    // A build script runs where the crate is built and is not read: the report says so.
+    write("helper/build.rs", "fn main() {}\n");
+    let out = toolcap(&["lint", root.to_str().unwrap()]);
+    let report = text(&out.stdout);
+    assert!(
+        report.contains("note: crate helper has a build script (helper/build.rs), which runs where the crate is built and which the lint does not read"),
+        "{report}"
+    );
+    assert!(
+        !report.contains("crate other has a build script"),
+        "{report}"
+    );
 }
 
 // guarantee: G-LINT-01
