@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use proc_macro2::{TokenStream, TokenTree};
+use proc_macro2::{LineColumn, TokenStream, TokenTree};
 use syn::visit::Visit;
 
 use crate::banned::{BANNED, PATH_PROBES, PLACING, is_cargos_own};
@@ -39,6 +39,7 @@ pub(crate) fn lint_source(
     collector.collect_aliases(ast);
     collector.visit_file(ast);
     let lines: Vec<&str> = source.lines().collect();
+    let strings = literals(source);
     let mut findings = Vec::new();
     if let Some(line) = collector.past_budget {
         findings.push(Finding::new(
@@ -67,7 +68,7 @@ pub(crate) fn lint_source(
         let instead = banned
             .map(|(_, i)| *i)
             .unwrap_or("the scoped objects of the ToolContext");
-        match exemption_for(&lines, hit.line, &hit.what) {
+        match exemption_for(&lines, &strings, hit.line, &hit.what) {
             Some(Ok(reason)) => exemptions.push(Exemption {
                 file: path.to_path_buf(),
                 line: hit.line,
@@ -95,7 +96,12 @@ pub(crate) fn lint_source(
 
 /// Looks for `// toolcap: allow(<what>, reason = "...")` on `line` or the line above, whose
 /// `<what>` covers the flagged path. `Err` when the comment is there but has no reason.
-fn exemption_for(lines: &[&str], line: usize, what: &str) -> Option<Result<String, String>> {
+fn exemption_for(
+    lines: &[&str],
+    strings: &[(LineColumn, LineColumn)],
+    line: usize,
+    what: &str,
+) -> Option<Result<String, String>> {
     for l in [line, line.saturating_sub(1)] {
         let Some(text) = l.checked_sub(1).and_then(|i| lines.get(i)) else {
             continue;
@@ -103,6 +109,17 @@ fn exemption_for(lines: &[&str], line: usize, what: &str) -> Option<Result<Strin
         let Some(at) = text.find("// toolcap: allow(") else {
             continue;
         };
+        // The words inside a string (or on a line of one that spans lines) are no comment.
+        let here = LineColumn {
+            line: l,
+            column: text[..at].chars().count(),
+        };
+        if strings
+            .iter()
+            .any(|(start, end)| *start <= here && here < *end)
+        {
+            continue;
+        }
         let rest = &text[at + "// toolcap: allow(".len()..];
         let Some(close) = rest.rfind(')') else {
             continue;
@@ -134,6 +151,26 @@ fn exemption_for(lines: &[&str], line: usize, what: &str) -> Option<Result<Strin
         );
     }
     None
+}
+
+/// Where each literal of `source` begins and ends (strings, raw strings, byte strings and
+/// characters, at every depth), for [`exemption_for`]; none when the source does not tokenize
+/// (it did parse, so it does).
+fn literals(source: &str) -> Vec<(LineColumn, LineColumn)> {
+    fn walk(tokens: TokenStream, out: &mut Vec<(LineColumn, LineColumn)>) {
+        for token in tokens {
+            match token {
+                TokenTree::Literal(l) => out.push((l.span().start(), l.span().end())),
+                TokenTree::Group(g) => walk(g.stream(), out),
+                TokenTree::Ident(_) | TokenTree::Punct(_) => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if let Ok(tokens) = source.parse::<TokenStream>() {
+        walk(tokens, &mut out);
+    }
+    out
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
