@@ -62,16 +62,22 @@ impl Code {
     reason = "the guard examines the program it will start, not a tool's reach"
 )]
 fn code_of(server: &ServerConfig, working_dir: &Path) -> Vec<Code> {
-    let cwd = server.cwd.as_deref().unwrap_or(working_dir);
     let mut code = vec![Code::new("command", &server.command)];
     code.extend(server.runtime.iter().map(|p| Code::new("runtime", p)));
-    // The program `env` starts, with the words of its `-S` string, is read as the command.
+    // The program `env` starts, with the words of its `-S` string, is read as the command, in
+    // the directory its `-C` moves it to.
     let command = server.command.to_str().unwrap_or_default();
     let started = strings::through_env(command, &server.args);
+    let configured = server.cwd.as_deref().unwrap_or(working_dir);
+    let moved = started
+        .as_ref()
+        .and_then(|s| s.chdir.as_deref())
+        .map(|dir| configured.join(dir));
+    let cwd = moved.as_deref().unwrap_or(configured);
     let args = server
         .args
         .iter()
-        .chain(started.iter().flat_map(|(_, args)| args));
+        .chain(started.iter().flat_map(|s| &s.args));
     code.extend(
         args.map(|arg| arg.split_once('=').map_or(arg.as_str(), |(_, value)| value))
             .filter(|arg| !arg.is_empty())
@@ -79,7 +85,7 @@ fn code_of(server: &ServerConfig, working_dir: &Path) -> Vec<Code> {
             .filter(|path| is_script(path))
             .map(|path| Code::new("script argument", path)),
     );
-    let Some((program, args)) = started else {
+    let Some(strings::Started { program, args, .. }) = started else {
         return code;
     };
     if let Some(why) = reads_its_working_directory(&program, &args) {

@@ -22,15 +22,32 @@ const EVALUATORS: &[(&[&str], &[&str])] = &[
     (&["julia"], &["-e", "--eval", "-E", "--print"]),
 ];
 
+/// What a command line starts, looking through `env` ([`through_env`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Started {
+    /// The program, as named.
+    pub(super) program: String,
+    /// Its arguments.
+    pub(super) args: Vec<String>,
+    /// The directory `env -C` / `--chdir` moves it to, as written (relative to the server's
+    /// working directory when it is not absolute).
+    pub(super) chdir: Option<String>,
+}
+
 /// The program a command line runs and its arguments, looking through `env`: its options,
-/// `NAME=value` assignments, and `-S`/`--split-string`, whose string stands for words of the
-/// command line (split at white space, quotes taken away). `None` when `env` is given no
-/// program.
-pub(super) fn through_env(command: &str, args: &[String]) -> Option<(String, Vec<String>)> {
+/// `NAME=value` assignments, `-C`/`--chdir` (the directory the program starts in), and
+/// `-S`/`--split-string`, whose string stands for words of the command line (split at white
+/// space, quotes taken away). `None` when `env` is given no program.
+pub(super) fn through_env(command: &str, args: &[String]) -> Option<Started> {
     if program_name(command).as_deref() != Some("env") {
-        return Some((command.to_owned(), args.to_vec()));
+        return Some(Started {
+            program: command.to_owned(),
+            args: args.to_vec(),
+            chdir: None,
+        });
     }
     let mut args: Vec<String> = args.to_vec();
+    let mut chdir = None;
     let mut i = 0;
     while let Some(arg) = args.get(i) {
         let split = match arg.as_str() {
@@ -51,12 +68,29 @@ pub(super) fn through_env(command: &str, args: &[String]) -> Option<(String, Vec
             i = 0;
             continue;
         }
+        let started = |at: usize, chdir: Option<String>| Started {
+            program: args[at].clone(),
+            args: args[at + 1..].to_vec(),
+            chdir,
+        };
         match arg.as_str() {
-            // The options that take a value in the next argument.
-            "-u" | "--unset" | "-C" | "--chdir" => i += 2,
-            "--" => return args.get(i + 1).map(|p| (p.clone(), args[i + 2..].to_vec())),
+            "-C" | "--chdir" => {
+                chdir = args.get(i + 1).cloned();
+                i += 2;
+            }
+            a if a.starts_with("--chdir=") => {
+                chdir = Some(a["--chdir=".len()..].to_owned());
+                i += 1;
+            }
+            a if a.starts_with("-C") => {
+                chdir = Some(a[2..].to_owned());
+                i += 1;
+            }
+            // The other option that takes a value in the next argument.
+            "-u" | "--unset" => i += 2,
+            "--" => return (i + 1 < args.len()).then(|| started(i + 1, chdir)),
             a if a.starts_with('-') || a.contains('=') => i += 1,
-            program => return Some((program.to_owned(), args[i + 1..].to_vec())),
+            _ => return Some(started(i, chdir)),
         }
     }
     None
@@ -389,26 +423,48 @@ mod tests {
 
     #[test]
     fn env_is_looked_through_and_its_split_string_is_words() {
-        let through = |args: &[&str]| through_env("/usr/bin/env", &strings(args));
+        let through = |args: &[&str]| {
+            through_env("/usr/bin/env", &strings(args)).map(|s| (s.program, s.args, s.chdir))
+        };
+        let plain = |program: &str, args: &[&str]| Some((program.to_owned(), strings(args), None));
         assert_eq!(
             through(&["-S", "node 'server.js' --x", "extra"]),
-            Some(("node".to_owned(), strings(&["server.js", "--x", "extra"])))
+            plain("node", &["server.js", "--x", "extra"])
         );
         assert_eq!(
             through(&["-S-u X python3 -m srv"]),
-            Some(("python3".to_owned(), strings(&["-m", "srv"])))
+            plain("python3", &["-m", "srv"])
         );
         assert_eq!(
             through(&["--split-string=A=b sh -c 'x y'"]),
-            Some(("sh".to_owned(), strings(&["-c", "x", "y"])))
+            plain("sh", &["-c", "x", "y"])
         );
         assert_eq!(
             through(&["-u", "X", "--", "npm", "start"]),
-            Some(("npm".to_owned(), strings(&["start"])))
+            plain("npm", &["start"])
         );
+        for chdir in [
+            &["-C", "/ws"][..],
+            &["-C/ws"],
+            &["--chdir", "/ws"],
+            &["--chdir=/ws"],
+        ] {
+            let mut args = chdir.to_vec();
+            args.extend(["python3", "-m", "srv"]);
+            assert_eq!(
+                through(&args),
+                Some((
+                    "python3".to_owned(),
+                    strings(&["-m", "srv"]),
+                    Some("/ws".to_owned())
+                )),
+                "{args:?}"
+            );
+        }
         assert_eq!(through(&["A=b"]), None);
+        assert_eq!(through(&["--"]), None);
         assert_eq!(
-            through_env("/bin/sh", &strings(&["-c", "x"])),
+            through_env("/bin/sh", &strings(&["-c", "x"])).map(|s| (s.program, s.args)),
             Some(("/bin/sh".to_owned(), strings(&["-c", "x"])))
         );
     }
