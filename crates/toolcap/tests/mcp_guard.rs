@@ -1024,8 +1024,9 @@ fn a_server_whose_code_a_tool_may_write_is_not_started() {
 /// reference servers are started: `python -m mcp_server_git`), which imports from its working
 /// directory before its own packages, so a `mcp_server_git.py` or a `json.py` a tool wrote
 /// there ran in the server's place (watched failing: both planted markers on the guard's
-/// stderr); so did one whose `env --chdir` moved it there from a `cwd` elsewhere. Such a server
-/// is not started, saying why; the same server started elsewhere is.
+/// stderr); so did one whose `env --chdir` moved it there from a `cwd` elsewhere, and one
+/// started through `timeout` and `nice`. Such a server is not started, saying why; the same
+/// server started elsewhere is.
 #[test]
 fn a_server_whose_working_directory_gives_it_code_a_tool_may_write_is_not_started() {
     let (_dir, root) = scratch();
@@ -1068,7 +1069,9 @@ fn a_server_whose_working_directory_gives_it_code_a_tool_may_write_is_not_starte
          [servers.elsewhere]\ncommand = \"/usr/bin/python3\"\nargs = [\"-m\", \"other_server\"]\ncwd = \"{elsewhere}\"\n\
          [servers.elsewhere.reach]\n{reach}\n\
          [servers.chdir]\ncommand = \"/usr/bin/env\"\nargs = [\"--chdir={ws}\", \"/usr/bin/python3\", \"-m\", \"planted_server\"]\ncwd = \"{elsewhere}\"\n\
-         [servers.chdir.reach]\n{reach}\n",
+         [servers.chdir.reach]\n{reach}\n\
+         [servers.wrapped]\ncommand = \"/usr/bin/timeout\"\nargs = [\"-k\", \"5\", \"3600\", \"/usr/bin/nice\", \"-n\", \"5\", \"python3\", \"-m\", \"planted_server\"]\ncwd = \"{ws}\"\n\
+         [servers.wrapped.reach]\n{reach}\n",
         ws = ws.display(),
         elsewhere = elsewhere.display(),
     ));
@@ -1078,7 +1081,7 @@ fn a_server_whose_working_directory_gives_it_code_a_tool_may_write_is_not_starte
         &said,
         &ws,
         &["RAN:relative", "RAN:module", "RAN:shadowed"],
-        &["relative", "module", "inline", "chdir"],
+        &["relative", "module", "inline", "chdir", "wrapped"],
     );
     // The one started elsewhere was started (it ends at once: it is no MCP server), and the
     // server of the write reach itself is offered.

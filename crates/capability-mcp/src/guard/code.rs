@@ -67,7 +67,7 @@ fn code_of(server: &ServerConfig, working_dir: &Path) -> Vec<Code> {
     // The program `env` starts, with the words of its `-S` string, is read as the command, in
     // the directory its `-C` moves it to.
     let command = server.command.to_str().unwrap_or_default();
-    let started = strings::through_env(command, &server.args);
+    let started = strings::through_env(command, &server.args).map(strings::through_wrappers);
     let configured = server.cwd.as_deref().unwrap_or(working_dir);
     let moved = started
         .as_ref()
@@ -167,7 +167,7 @@ fn named_in(string: &str, how: &str, cwd: &Path) -> Vec<Code> {
 /// scripts first (`npx -y @scope/server` runs a `node_modules/@scope/server` there in place
 /// of the published one), uv and Deno read their project's settings and dependencies, PHP
 /// looks there first for the files a script includes, Bundler reads the project's `Gemfile`.
-const READS_ITS_DIRECTORY: &[(&str, &str)] = &[
+pub(super) const READS_ITS_DIRECTORY: &[(&str, &str)] = &[
     (
         "npx",
         "runs a package installed there before the published one",

@@ -96,6 +96,83 @@ pub(super) fn through_env(command: &str, args: &[String]) -> Option<Started> {
     None
 }
 
+/// Programs that run another program given among their arguments, after options and
+/// operands of their own (`timeout 3600 python3 -m srv`, `nice -n 5 node s.js`, `stdbuf -oL`):
+/// looked through to the launcher they start ([`through_wrappers`]).
+const WRAPPERS: &[&str] = &[
+    "timeout",
+    "nice",
+    "setsid",
+    "stdbuf",
+    "nohup",
+    "ionice",
+    "chrt",
+    "taskset",
+    "flock",
+    "time",
+    "xvfb-run",
+    "unbuffer",
+    "tini",
+    "dumb-init",
+    "strace",
+    "ltrace",
+    "valgrind",
+    "numactl",
+    "prlimit",
+    "setpriv",
+    "runuser",
+    "sudo",
+    "doas",
+    "cgexec",
+    "catchsegv",
+];
+
+/// `started` looked through the [`WRAPPERS`] it begins with, to the first argument that names a
+/// program the guard reads as code's launcher (an interpreter, a shell, a package runner,
+/// `env`, Java): where a wrapper's own options end is not read, which a program name ends
+/// whatever the wrapper (a refusal too many, never one too few).
+pub(super) fn through_wrappers(started: Started) -> Started {
+    let mut started = started;
+    for _ in 0..8 {
+        let Some(name) = program_name(&started.program) else {
+            break;
+        };
+        if !WRAPPERS.contains(&name.as_str()) {
+            break;
+        }
+        let Some(at) = started
+            .args
+            .iter()
+            .position(|a| program_name(a).is_some_and(|n| is_launcher(&n)))
+        else {
+            break;
+        };
+        let inner = through_env(&started.args[at], &started.args[at + 1..]);
+        let Some(inner) = inner else {
+            break;
+        };
+        started = Started {
+            chdir: inner.chdir.or(started.chdir),
+            ..inner
+        };
+    }
+    started
+}
+
+/// Whether the guard reads a program of this name as a launcher of code: one whose code or
+/// working directory it examines.
+fn is_launcher(name: &str) -> bool {
+    is_python(name)
+        || name == "env"
+        || SHELLS.contains(&name)
+        || EVALUATORS.iter().any(|(names, _)| names.contains(&name))
+        || ELSEWHERE.iter().any(|(names, _)| names.contains(&name))
+        || super::code::READS_ITS_DIRECTORY
+            .iter()
+            .any(|(n, _)| *n == name)
+        || WRAPPERS.contains(&name)
+}
+
 /// The options by which a launcher that takes code from its working directory is told to take
 /// it from another directory, or from a file that chooses it (docs/guard.md, "Confinement"),
 /// by the launchers' names.
@@ -466,6 +543,55 @@ mod tests {
         assert_eq!(
             through_env("/bin/sh", &strings(&["-c", "x"])).map(|s| (s.program, s.args)),
             Some(("/bin/sh".to_owned(), strings(&["-c", "x"])))
+        );
+    }
+
+    #[test]
+    fn a_wrapper_is_looked_through_to_the_launcher_it_starts() {
+        let through = |command: &str, args: &[&str]| {
+            let s = through_wrappers(through_env(command, &strings(args)).unwrap());
+            (s.program, s.args, s.chdir)
+        };
+        assert_eq!(
+            through(
+                "/usr/bin/timeout",
+                &[
+                    "-k",
+                    "5",
+                    "3600",
+                    "/usr/bin/nice",
+                    "-n",
+                    "5",
+                    "python3",
+                    "-m",
+                    "srv"
+                ]
+            ),
+            ("python3".to_owned(), strings(&["-m", "srv"]), None)
+        );
+        assert_eq!(
+            through(
+                "/usr/bin/env",
+                &["-C", "/ws", "stdbuf", "-oL", "node", "s.js"]
+            ),
+            (
+                "node".to_owned(),
+                strings(&["s.js"]),
+                Some("/ws".to_owned())
+            )
+        );
+        assert_eq!(
+            through("/usr/bin/setsid", &["env", "--chdir=/ws", "uvx", "srv"]),
+            ("uvx".to_owned(), strings(&["srv"]), Some("/ws".to_owned()))
+        );
+        // A wrapper of no launcher the guard reads stays as it is.
+        assert_eq!(
+            through("/usr/bin/timeout", &["10", "/opt/srv/server"]),
+            (
+                "/usr/bin/timeout".to_owned(),
+                strings(&["10", "/opt/srv/server"]),
+                None
+            )
         );
     }
 
