@@ -859,7 +859,9 @@ fn validate_reports_the_servers_the_guard_would_not_start_for_their_code() {
              [servers.bare]\ncommand = \"/usr/bin/python3\"\nargs = [\"-m\", \"srv\"]\n\
              [servers.elsewhere]\ncommand = \"/opt/not-installed-here/server\"\n\
              [servers.classes]\ncommand = \"/usr/bin/java\"\nargs = [\"-cp\", \"/usr/share/java:{out_dir}/classes\", \"srv.Main\"]\n\
-             [servers.agent]\ncommand = \"/usr/bin/java\"\nargs = [\"-javaagent:{out_dir}/classes=verbose\", \"-jar\", \"/usr/share/java/x.jar\"]\n"
+             [servers.agent]\ncommand = \"/usr/bin/java\"\nargs = [\"-javaagent:{out_dir}/classes=verbose\", \"-jar\", \"/usr/share/java/x.jar\"]\n\
+             [servers.project]\ncommand = \"/usr/bin/true\"\n[servers.project.env]\nUV_PROJECT = \"{out_dir}\"\n\
+             [servers.index]\ncommand = \"/usr/bin/true\"\n[servers.index.env]\nUV_PROJECT_ENVIRONMENT = \"/opt/venvs/srv\"\n"
         ),
     )
     .unwrap();
@@ -872,6 +874,7 @@ fn validate_reports_the_servers_the_guard_would_not_start_for_their_code() {
         ("relative", "script argument"),
         ("classes", "`java -cp` takes code from it"),
         ("agent", "`java -javaagent:` takes code from it"),
+        ("project", "`UV_PROJECT` in its env takes code from it"),
     ] {
         let line = text
             .lines()
@@ -883,6 +886,8 @@ fn validate_reports_the_servers_the_guard_would_not_start_for_their_code() {
         );
     }
     assert!(!text.contains("servers.fine:"), "{text}");
+    // A place that is not here (a virtual environment made where the guard runs) is not one.
+    assert!(!text.contains("servers.index:"), "{text}");
     // Without a `cwd`, a server starts in the guard's working directory: here the current
     // one, which the personality reads only; `--workdir` names another, as the guard's does.
     assert!(!text.contains("servers.bare:"), "{text}");

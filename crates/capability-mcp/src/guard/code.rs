@@ -109,6 +109,23 @@ fn code_of(server: &ServerConfig, working_dir: &Path) -> Vec<Code> {
             });
         }
     }
+    for (var, value) in &server.env {
+        if !strings::ENV_ELSEWHERE.contains(&var.as_str()) {
+            continue;
+        }
+        // A list of places (`JULIA_LOAD_PATH=a:b`), each examined that is one here.
+        for place in value.split(':').filter(|p| !p.is_empty()) {
+            let path = cwd.join(place);
+            // toolcap: allow(std::fs::symlink_metadata, reason = "the guard examines the program it will start, not a tool's reach")
+            if std::fs::symlink_metadata(&path).is_ok() {
+                code.push(Code {
+                    field: "code",
+                    path,
+                    why: Some(format!("`{var}` in its env takes code from it")),
+                });
+            }
+        }
+    }
     if let Some((how, string)) =
         strings::program_name(&program).and_then(|name| strings::code_string(&name, &args))
     {

@@ -211,6 +211,27 @@ const ELSEWHERE: &[(&[&str], &[&str])] = &[
     ),
 ];
 
+/// Variables of a server's `env` that tell its launcher where to take code from, as the
+/// options of [`ELSEWHERE`] do (`UV_PROJECT` is `uv --project`): the place each names is
+/// examined as code when it is one here. Variables that load code directly (`PYTHONPATH`,
+/// `NODE_OPTIONS`) are not allowed in `env` at all.
+pub(super) const ENV_ELSEWHERE: &[&str] = &[
+    "UV_PROJECT",
+    "UV_PROJECT_ENVIRONMENT",
+    "UV_CONFIG_FILE",
+    "UV_WORKING_DIRECTORY",
+    "UV_WORKING_DIR",
+    "VIRTUAL_ENV",
+    "BUNDLE_GEMFILE",
+    "BUNDLE_APP_CONFIG",
+    "YARN_RC_FILENAME",
+    "YARN_YARN_PATH",
+    "DENO_DIR",
+    "JULIA_PROJECT",
+    "JULIA_LOAD_PATH",
+    "JULIA_DEPOT_PATH",
+];
+
 /// Where `program` (a name from [`program_name`]) is told by its `args` to take code instead of
 /// its working directory ([`ELSEWHERE`]): each option with its value (`--prefix DIR`,
 /// `--prefix=DIR`, `-CDIR`), wherever it stands, as the launchers read most of their options.
