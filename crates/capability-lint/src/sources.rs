@@ -357,6 +357,7 @@ impl<'ast> Visit<'ast> for Pulls {
             self.found.push(pull);
         }
         includes_in(&mac.tokens, &mut self.found);
+        modules_in(&mac.tokens, &self.inline, &mut self.found);
     }
 }
 
@@ -398,6 +399,78 @@ fn path_values(attrs: &[syn::Attribute]) -> (Vec<String>, bool) {
         }
     }
     (out, always)
+}
+
+/// `mod name;` anywhere in a macro's tokens (a macro body is not parsed as code), with the
+/// attributes right before it (`#[path = "…"]`, `#[cfg_attr(…, path = "…")]`), read as the
+/// module it declares where the macro is called: the compiler builds it once the macro expands.
+fn modules_in(tokens: &TokenStream, inline: &[String], out: &mut Vec<Pull>) {
+    let trees: Vec<TokenTree> = tokens.clone().into_iter().collect();
+    for (i, tree) in trees.iter().enumerate() {
+        match tree {
+            TokenTree::Ident(word) if word == "mod" => {
+                let (Some(TokenTree::Ident(name)), Some(TokenTree::Punct(end))) =
+                    (trees.get(i + 1), trees.get(i + 2))
+                else {
+                    continue;
+                };
+                if end.as_char() != ';' {
+                    continue;
+                }
+                // The attributes before it: `#` and a bracketed group, back to back (a `pub`
+                // or other visibility between them and `mod` too).
+                let mut attrs = Vec::new();
+                let mut at = i;
+                while at >= 1 {
+                    match &trees[at - 1] {
+                        TokenTree::Ident(v) if v == "pub" || v == "crate" || v == "super" => {
+                            at -= 1;
+                        }
+                        TokenTree::Group(g)
+                            if g.delimiter() == proc_macro2::Delimiter::Parenthesis =>
+                        {
+                            at -= 1;
+                        }
+                        TokenTree::Group(g)
+                            if g.delimiter() == proc_macro2::Delimiter::Bracket
+                                && at >= 2
+                                && matches!(&trees[at - 2], TokenTree::Punct(p) if p.as_char() == '#') =>
+                        {
+                            let meta = syn::parse2::<syn::Meta>(g.stream());
+                            if let Ok(meta) = meta {
+                                attrs.push(syn::Attribute {
+                                    pound_token: Default::default(),
+                                    style: syn::AttrStyle::Outer,
+                                    bracket_token: Default::default(),
+                                    meta,
+                                });
+                            }
+                            at -= 2;
+                        }
+                        _ => break,
+                    }
+                }
+                let (paths, always) = path_values(&attrs);
+                let line = name.span().start().line;
+                let mut pull = |path| {
+                    out.push(Pull::Module {
+                        line,
+                        path,
+                        inline: inline.to_vec(),
+                        name: name.to_string(),
+                    });
+                };
+                if !always {
+                    pull(None);
+                }
+                for path in paths {
+                    pull(Some(path));
+                }
+            }
+            TokenTree::Group(group) => modules_in(&group.stream(), inline, out),
+            _ => {}
+        }
+    }
 }
 
 /// The string literal that is all of `tokens`, if it is one.

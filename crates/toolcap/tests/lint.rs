@@ -405,6 +405,55 @@ fn a_crate_cannot_step_out_of_the_check() {
 }
 
 // guarantee: G-LINT-01
+/// A module declared inside a macro's body (`macro_rules! m { () => { #[path = "../hidden/x.rs"]
+/// mod x; } }`) is built as any other, so the lint follows it: before, the file it names was
+/// built into the tool and not read (the crate passed with it reading `~/.ssh`).
+#[test]
+fn a_module_a_macro_declares_is_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let krate = dir.path().join("p");
+    plugin(&krate);
+    std::fs::write(
+        krate.join("src/lib.rs"),
+        "mod clean;\nmacro_rules! hide { () => { #[path = \"../hidden/x.rs\"] mod x; }; }\nhide!();\n\
+         macro_rules! gated { () => { #[cfg_attr(all(), path = \"../hidden/y.rs\")] mod y; }; }\ngated!();\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(krate.join("hidden")).unwrap();
+    std::fs::write(
+        krate.join("hidden/x.rs"),
+        "pub fn key() -> String { std::fs::read_to_string(\"/root/.ssh/id_ed25519\").unwrap_or_default() }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        krate.join("hidden/y.rs"),
+        "pub fn token() -> Option<String> { std::env::var(\"GITHUB_TOKEN\").ok() }\n",
+    )
+    .unwrap();
+    let out = toolcap(&["lint", krate.to_str().unwrap()]);
+    let report = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    for found in [
+        "error: hidden/x.rs:1: std::fs::read_to_string [TC001",
+        "error: hidden/y.rs:1: std::env::var [TC001",
+    ] {
+        assert!(report.contains(found), "missing {found:?} in:\n{report}");
+    }
+    // One whose file is not there is a finding, as a `#[path]` outside a macro is.
+    std::fs::write(
+        krate.join("src/lib.rs"),
+        "mod clean;\nmacro_rules! hide { () => { #[path = \"../gone/x.rs\"] mod x; }; }\nhide!();\n",
+    )
+    .unwrap();
+    let out = toolcap(&["lint", krate.to_str().unwrap()]);
+    let report = text(&out.stdout);
+    assert!(
+        report.contains("src/lib.rs:2: a `#[path]` module whose file is not there"),
+        "{report}"
+    );
+}
+
+// guarantee: G-LINT-01
 /// The SARIF log has the findings GitHub code scanning needs (rule, level, message, file,
 /// line), exemptions as in-source suppressions, and passes the official SARIF SDK validator
 /// (`Sarif.Multitool validate`, from npm `@microsoft/sarif-multitool-linux`, pinned in
