@@ -227,7 +227,7 @@ impl Collector<'_> {
             }
             fn visit_item_extern_crate(&mut self, e: &'ast syn::ItemExternCrate) {
                 if let Some((_, rename)) = &e.rename {
-                    self.0.insert(rename.to_string(), vec![e.ident.to_string()]);
+                    self.0.insert(unraw(rename), vec![unraw(&e.ident)]);
                 }
             }
         }
@@ -330,7 +330,7 @@ impl Collector<'_> {
 
     /// `unsafe` or one of [`PLACING`] as a word of a macro's body or an attribute.
     fn placing_or_unsafe(&mut self, word: &proc_macro2::Ident) {
-        let name = word.to_string();
+        let name = unraw(word);
         if name == "unsafe" || PLACING.contains(&name.as_str()) {
             self.hits.push(Hit {
                 line: word.span().start().line,
@@ -363,14 +363,14 @@ impl Collector<'_> {
                         && args.delimiter() == proc_macro2::Delimiter::Parenthesis
                         && args.stream().is_empty()
                     {
-                        self.path_probe(&name.to_string(), name.span().start().line);
+                        self.path_probe(&unraw(name), name.span().start().line);
                     }
                     i += 1;
                 }
                 TokenTree::Ident(first) => {
                     self.placing_or_unsafe(first);
                     let line = first.span().start().line;
-                    let mut segments = vec![first.to_string()];
+                    let mut segments = vec![unraw(first)];
                     let mut j = i + 1;
                     while j + 2 < tokens.len() + 1 {
                         match (&tokens.get(j), &tokens.get(j + 1), &tokens.get(j + 2)) {
@@ -379,7 +379,7 @@ impl Collector<'_> {
                                 Some(TokenTree::Punct(b)),
                                 Some(TokenTree::Ident(next)),
                             ) if a.as_char() == ':' && b.as_char() == ':' => {
-                                segments.push(next.to_string());
+                                segments.push(unraw(next));
                                 j += 3;
                             }
                             _ => break,
@@ -412,6 +412,15 @@ impl Collector<'_> {
     }
 }
 
+/// An identifier's name, a raw one's without its `r#` (`r#std` names `std`).
+pub(crate) fn unraw(ident: &proc_macro2::Ident) -> String {
+    let name = ident.to_string();
+    match name.strip_prefix("r#") {
+        Some(plain) => plain.to_owned(),
+        None => name,
+    }
+}
+
 /// A `[<…>]` group, which the `paste` crates (and their forks) join into one name when the
 /// macro expands (`[<st d>]` is `std`, `[<"v" ar>]` is `var`, `[<STD:lower>]` is `std`), read as
 /// that name; any other token as it is.
@@ -436,7 +445,7 @@ fn pasted(token: TokenTree) -> TokenTree {
     let mut pieces = inner[1..inner.len() - 1].iter().peekable();
     while let Some(piece) = pieces.next() {
         match piece {
-            TokenTree::Ident(i) => name.push_str(&i.to_string()),
+            TokenTree::Ident(i) => name.push_str(&unraw(i)),
             TokenTree::Literal(l) => name.push_str(l.to_string().trim_matches('"')),
             // `:lower`, `:upper` and the other case modifiers apply to the whole name.
             TokenTree::Punct(p) if p.as_char() == ':' => match pieces.next() {
@@ -470,7 +479,7 @@ fn use_leaves(
 ) {
     match tree {
         syn::UseTree::Path(p) => {
-            prefix.push(p.ident.to_string());
+            prefix.push(unraw(&p.ident));
             use_leaves(&p.tree, prefix, out);
             prefix.pop();
         }
@@ -480,17 +489,17 @@ fn use_leaves(
                 out.push((prefix.clone(), prefix.last().cloned(), line));
             } else {
                 let mut full = prefix.clone();
-                full.push(n.ident.to_string());
-                out.push((full, Some(n.ident.to_string()), line));
+                full.push(unraw(&n.ident));
+                out.push((full, Some(unraw(&n.ident)), line));
             }
         }
         syn::UseTree::Rename(r) => {
             let line = r.ident.span().start().line;
             let mut full = prefix.clone();
             if r.ident != "self" {
-                full.push(r.ident.to_string());
+                full.push(unraw(&r.ident));
             }
-            out.push((full, Some(r.rename.to_string()), line));
+            out.push((full, Some(unraw(&r.rename)), line));
         }
         syn::UseTree::Glob(g) => {
             let mut full = prefix.clone();
@@ -529,7 +538,7 @@ impl<'ast> Visit<'ast> for Collector<'_> {
     }
 
     fn visit_item_extern_crate(&mut self, e: &'ast syn::ItemExternCrate) {
-        let name = e.ident.to_string();
+        let name = unraw(&e.ident);
         if is_banned(std::slice::from_ref(&name)) {
             self.hits.push(Hit {
                 line: e.ident.span().start().line,
@@ -598,7 +607,7 @@ impl<'ast> Visit<'ast> for Collector<'_> {
             words(tokens, &mut found);
         }
         for word in found {
-            if PLACING.contains(&word.to_string().as_str()) {
+            if PLACING.contains(&unraw(&word).as_str()) {
                 self.placing_or_unsafe(&word);
             }
         }
@@ -607,7 +616,7 @@ impl<'ast> Visit<'ast> for Collector<'_> {
 
     fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
         if m.args.is_empty() {
-            self.path_probe(&m.method.to_string(), m.method.span().start().line);
+            self.path_probe(&unraw(&m.method), m.method.span().start().line);
         }
         syn::visit::visit_expr_method_call(self, m);
     }
@@ -624,7 +633,7 @@ impl<'ast> Visit<'ast> for Collector<'_> {
                 .segments
                 .iter()
                 .chain(&e.path.segments)
-                .map(|s| s.ident.to_string())
+                .map(|s| unraw(&s.ident))
                 .collect();
             self.check(segments, first.ident.span().start().line);
         }
@@ -632,7 +641,7 @@ impl<'ast> Visit<'ast> for Collector<'_> {
     }
 
     fn visit_path(&mut self, p: &'ast syn::Path) {
-        let segments: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
+        let segments: Vec<String> = p.segments.iter().map(|s| unraw(&s.ident)).collect();
         if let Some(first) = p.segments.first() {
             let line = first.ident.span().start().line;
             self.check(segments, line);
@@ -643,10 +652,10 @@ impl<'ast> Visit<'ast> for Collector<'_> {
     fn visit_macro(&mut self, m: &'ast syn::Macro) {
         if let Some(last) = m.path.segments.last() {
             let line = last.ident.span().start().line;
-            self.compile_time_env(&last.ident.to_string(), &m.tokens, line);
-            self.printing(&last.ident.to_string(), line);
+            self.compile_time_env(&unraw(&last.ident), &m.tokens, line);
+            self.printing(&unraw(&last.ident), line);
             if m.path.segments.len() == 1 {
-                self.expanded(&last.ident.to_string(), &m.tokens, line);
+                self.expanded(&unraw(&last.ident), &m.tokens, line);
             }
         }
         self.scan_tokens(m.tokens.clone());

@@ -368,7 +368,13 @@ fn path_values(attrs: &[syn::Attribute]) -> (Vec<String>, bool) {
     let mut out = Vec::new();
     let mut always = false;
     for attr in attrs {
-        if attr.path().is_ident("path") {
+        // `#[r#path = …]` is `#[path = …]`.
+        let named = |word: &str| {
+            attr.path()
+                .get_ident()
+                .is_some_and(|i| crate::ambient::unraw(i) == word)
+        };
+        if named("path") {
             always = true;
             out.push(match &attr.meta {
                 syn::Meta::NameValue(syn::MetaNameValue {
@@ -381,13 +387,13 @@ fn path_values(attrs: &[syn::Attribute]) -> (Vec<String>, bool) {
                 }) => s.value(),
                 _ => String::from("\0"),
             });
-        } else if attr.path().is_ident("cfg_attr")
+        } else if named("cfg_attr")
             && let syn::Meta::List(list) = &attr.meta
         {
             let trees: Vec<TokenTree> = list.tokens.clone().into_iter().collect();
             for (i, tree) in trees.iter().enumerate() {
                 if let TokenTree::Ident(id) = tree
-                    && id == "path"
+                    && crate::ambient::unraw(id) == "path"
                     && matches!(trees.get(i + 1), Some(TokenTree::Punct(p)) if p.as_char() == '=')
                 {
                     let value = trees
@@ -485,7 +491,8 @@ fn literal(tokens: &TokenStream) -> Option<String> {
 fn pull_of(name: &proc_macro2::Ident, args: &TokenStream) -> Option<Pull> {
     let line = name.span().start().line;
     let path = literal(args);
-    match name.to_string().as_str() {
+    // `r#include!` is `include!`.
+    match crate::ambient::unraw(name).as_str() {
         "include" => Some(Pull::Include { line, path }),
         "include_str" => Some(Pull::Data {
             line,

@@ -407,7 +407,8 @@ fn a_crate_cannot_step_out_of_the_check() {
 // guarantee: G-LINT-01
 /// A module declared inside a macro's body (`macro_rules! m { () => { #[path = "../hidden/x.rs"]
 /// mod x; } }`) is built as any other, so the lint follows it: before, the file it names was
-/// built into the tool and not read (the crate passed with it reading `~/.ssh`).
+/// built into the tool and not read (the crate passed with it reading `~/.ssh`); and so are
+/// `#[r#path]`, `r#include!` and `r#include_str!`, which rustc builds as the plain ones.
 #[test]
 fn a_module_a_macro_declares_is_checked() {
     let dir = tempfile::tempdir().unwrap();
@@ -436,6 +437,23 @@ fn a_module_a_macro_declares_is_checked() {
     for found in [
         "error: hidden/x.rs:1: std::fs::read_to_string [TC001",
         "error: hidden/y.rs:1: std::env::var [TC001",
+    ] {
+        assert!(report.contains(found), "missing {found:?} in:\n{report}");
+    }
+    // A raw identifier names the same attribute or macro (`#[r#path]`, `r#include!`,
+    // `r#include_str!`), which rustc builds as the plain ones: before, none was followed.
+    std::fs::write(
+        krate.join("src/lib.rs"),
+        "mod clean;\n#[r#path = \"../hidden/x.rs\"]\nmod x;\nr#include!(\"../hidden/y.rs\");\n\
+         pub const K: &str = r#include_str!(\"/etc/hostname\");\n",
+    )
+    .unwrap();
+    let out = toolcap(&["lint", krate.to_str().unwrap()]);
+    let report = text(&out.stdout);
+    for found in [
+        "error: hidden/x.rs:1: std::fs::read_to_string [TC001",
+        "error: hidden/y.rs:1: std::env::var [TC001",
+        "error: src/lib.rs:5: an `include_str!` of a file outside the crate's directory (/etc/hostname)",
     ] {
         assert!(report.contains(found), "missing {found:?} in:\n{report}");
     }
