@@ -130,6 +130,66 @@ pub(crate) const BANNED: &[(&str, &str)] = &[
         "sysinfo",
         "nothing: a tool has no business with the machine's processes",
     ),
+    (
+        "procfs",
+        "nothing: a tool has no business with the machine's processes",
+    ),
+    // The user's secrets, clipboard, terminal and desktop: none is a tool's to reach.
+    ("keyring", "ScopedSecretsResolver from the ToolContext"),
+    (
+        "secret_service",
+        "ScopedSecretsResolver from the ToolContext",
+    ),
+    ("rpassword", "ScopedSecretsResolver from the ToolContext"),
+    ("arboard", "the tool's arguments and result"),
+    ("copypasta", "the tool's arguments and result"),
+    ("cli_clipboard", "the tool's arguments and result"),
+    ("webbrowser", "ScopedFetch from the ToolContext"),
+    ("opener", "ScopedProcess from the ToolContext"),
+    (
+        "zbus",
+        "nothing: the session bus reaches the user's services",
+    ),
+    (
+        "dbus",
+        "nothing: the session bus reaches the user's services",
+    ),
+    // Repositories (a repository's configuration runs programs), more file and socket crates.
+    (
+        "git2",
+        "ScopedProcess from the ToolContext (git, which the sandbox confines)",
+    ),
+    (
+        "gix",
+        "ScopedProcess from the ToolContext (git, which the sandbox confines)",
+    ),
+    ("filetime", "ScopedFs from the ToolContext"),
+    ("fs_extra", "ScopedFs from the ToolContext"),
+    ("fs2", "ScopedFs from the ToolContext"),
+    ("fs4", "ScopedFs from the ToolContext"),
+    ("dunce", "ScopedFs from the ToolContext"),
+    ("remove_dir_all", "ScopedFs from the ToolContext"),
+    ("jwalk", "ScopedFs from the ToolContext"),
+    ("diesel", "ScopedKv from the ToolContext"),
+    ("rocksdb", "ScopedKv from the ToolContext"),
+    ("redb", "ScopedKv from the ToolContext"),
+    ("heed", "ScopedKv from the ToolContext"),
+    ("lmdb", "ScopedKv from the ToolContext"),
+    (
+        "hickory_resolver",
+        "ScopedFetch from the ToolContext (it resolves names itself)",
+    ),
+    (
+        "hickory_client",
+        "ScopedFetch from the ToolContext (it resolves names itself)",
+    ),
+    (
+        "trust_dns_resolver",
+        "ScopedFetch from the ToolContext (it resolves names itself)",
+    ),
+    ("quinn", "ScopedFetch from the ToolContext"),
+    ("pnet", "ScopedFetch from the ToolContext"),
+    ("awc", "ScopedFetch from the ToolContext"),
     // The other async runtimes' and the common crates' files, sockets and processes.
     ("async_std::fs", "ScopedFs from the ToolContext"),
     ("async_std::net", "ScopedFetch from the ToolContext"),
