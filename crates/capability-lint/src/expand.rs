@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use proc_macro2::{Group, Ident, TokenStream, TokenTree};
+use proc_macro2::{Delimiter, Group, Ident, TokenStream, TokenTree};
 use syn::visit::Visit;
 
 /// How deep one expansion may lead through others (a macro that calls itself stops there).
@@ -48,9 +48,12 @@ impl Macros {
         macros
     }
 
-    /// The expansion of a call of `name` with `input`, by its first arm that matches, with its
-    /// size in tokens; `Err(())` when it would hold more than `limit` tokens (it is not built
-    /// past that).
+    /// The expansions of a call of `name` with `input` by every arm that matches, each in a
+    /// block of its own, with their size in tokens; `None` when no arm matches, `Err(())` when
+    /// they would hold more than `limit` tokens (they are not built past that). The compiler
+    /// takes the first arm that matches; this matcher is not the compiler's (it may match an arm
+    /// the compiler would not), so every arm it matches is read: a refusal too many, never one
+    /// too few.
     pub(crate) fn expand(
         &self,
         name: &str,
@@ -58,18 +61,20 @@ impl Macros {
         limit: usize,
     ) -> Option<Result<(TokenStream, usize), ()>> {
         let input: Vec<TokenTree> = input.clone().into_iter().collect();
-        self.rules.get(name)?.iter().find_map(|(pattern, body)| {
+        let mut out: Vec<TokenTree> = Vec::new();
+        let mut size = 0;
+        for (pattern, body) in self.rules.get(name)? {
             let mut bound = HashMap::new();
-            matches(pattern, &input, &mut bound).then(|| {
-                let mut size = 0;
-                let tokens = substitute(body.clone(), &bound, &mut size, limit);
-                if size > limit {
-                    Err(())
-                } else {
-                    Ok((tokens, size))
-                }
-            })
-        })
+            if !matches(pattern, &input, &mut bound) {
+                continue;
+            }
+            let tokens = substitute(body.clone(), &bound, &mut size, limit);
+            if size > limit {
+                return Some(Err(()));
+            }
+            out.push(TokenTree::Group(Group::new(Delimiter::Brace, tokens)));
+        }
+        (!out.is_empty()).then(|| Ok((out.into_iter().collect(), size)))
     }
 }
 
@@ -124,6 +129,10 @@ fn matches(
                 };
                 p += 4;
                 let end = if ONE_TREE.contains(&fragment.as_str()) {
+                    // An `ident` is one identifier, as the compiler has it.
+                    if fragment == "ident" && !matches!(input.get(i), Some(TokenTree::Ident(_))) {
+                        return false;
+                    }
                     i + 1
                 } else {
                     // Up to the next token the pattern names, or the end of the input.
@@ -249,24 +258,28 @@ mod tests {
     }
 
     #[test]
-    fn a_call_is_expanded_by_the_first_arm_it_matches() {
+    fn a_call_is_expanded_by_every_arm_it_matches() {
         let defs = "macro_rules! m {\n\
                     (one $a:ident) => { first $a };\n\
                     ($a:ident, $b:ident) => { $a :: $b :: read() };\n\
                     ($p:path; $e:expr) => { $p($e) };\n\
                     ($($x:tt)*) => { many };\n\
                     }";
-        assert_eq!(expanded(defs, "m", "one x").as_deref(), Some("first x"));
+        assert_eq!(expanded(defs, "m", "one x").as_deref(), Some("{ first x }"));
         assert_eq!(
             expanded(defs, "m", "std, fs").as_deref(),
-            Some("std :: fs :: read ()")
+            Some("{ std :: fs :: read () }")
         );
         assert_eq!(
             expanded(defs, "m", "std::env::var; \"X\"").as_deref(),
-            Some("std :: env :: var (\"X\")")
+            Some("{ std :: env :: var (\"X\") }")
         );
         // Only a repetition would match: not expanded.
         assert_eq!(expanded(defs, "m", "a b c d").as_deref(), None);
         assert_eq!(expanded(defs, "other", "x").as_deref(), None);
+        // Two arms match: both are read. An `ident` is an identifier, not any token.
+        let both = "macro_rules! b { ($a:expr) => { e $a }; ($a:ident) => { i $a }; }";
+        assert_eq!(expanded(both, "b", "x").as_deref(), Some("{ e x } { i x }"));
+        assert_eq!(expanded(both, "b", "1").as_deref(), Some("{ e 1 }"));
     }
 }
