@@ -740,6 +740,13 @@ mod tests {
              fn h() { deep!(1 fs); }\n",
         );
         assert_eq!(findings, ["2:std::fs::read"]);
+        // A macro that takes its input a token at a time, twenty calls deep, is read to its end.
+        let (findings, _) = lint(&format!(
+            "macro_rules! munch {{ (; $p:ident) => {{ std::$p::read(\"x\") }}; ($t:tt $($rest:tt)*) => {{ munch!($($rest)*) }}; }}\n\
+             fn m() {{ munch!({} ; fs); }}\n",
+            "a ".repeat(20)
+        ));
+        assert_eq!(findings, ["2:std::fs::read"]);
     }
 
     #[test]

@@ -12,8 +12,10 @@ use std::collections::HashMap;
 use proc_macro2::{Delimiter, Group, Ident, TokenStream, TokenTree};
 use syn::visit::Visit;
 
-/// How deep one expansion may lead through others (a macro that calls itself stops there).
-pub(crate) const MAX_DEPTH: usize = 8;
+/// How deep one expansion may lead through others (a macro that calls itself stops there): half
+/// the compiler's own default `recursion_limit`, deep enough for a macro that takes its input a
+/// token at a time.
+pub(crate) const MAX_DEPTH: usize = 64;
 
 /// The `macro_rules!` of a crate, by name: each arm's pattern and body.
 #[derive(Default)]
@@ -109,13 +111,62 @@ fn arms(tokens: TokenStream) -> Vec<(Vec<TokenTree>, TokenStream)> {
 /// The fragments that take one token tree; the others take tokens up to what follows them.
 const ONE_TREE: &[&str] = &["ident", "tt", "literal", "lifetime"];
 
+/// What a fragment was bound to: its tokens, or, inside a repetition, its tokens in each round.
+/// One level of repetition is read; a repetition inside another is not matched.
+#[derive(Clone, Debug)]
+enum Bound {
+    One(Vec<TokenTree>),
+    Many(Vec<Vec<TokenTree>>),
+}
+
 /// Whether `input` matches `pattern` whole, binding each fragment's tokens.
-fn matches(
+fn matches(pattern: &[TokenTree], input: &[TokenTree], bound: &mut HashMap<String, Bound>) -> bool {
+    match_from(pattern, input, 0, None, bound, false) == Some(input.len())
+}
+
+/// A repetition's separator (none, or one token: `,`, `;`, `::`, `=>`, which are several
+/// joined punctuation marks here), its operator, `*`, `+` or `?`, after the `$(…)` at `at`,
+/// and where the pattern goes on after them.
+fn repetition(tokens: &[TokenTree], at: usize) -> Option<(Vec<TokenTree>, char, usize)> {
+    let op = |t: Option<&TokenTree>| match t {
+        Some(TokenTree::Punct(p)) if matches!(p.as_char(), '*' | '+' | '?') => Some(p.as_char()),
+        _ => None,
+    };
+    if let Some(op) = op(tokens.get(at + 2)) {
+        return Some((Vec::new(), op, at + 3));
+    }
+    // A separator of one token (`,+` is `,` then `+`, joined or not), else of two or three
+    // joined punctuation marks (`::*`, `=>*`, `..=*`).
+    (1..=3).find_map(|len| {
+        let separator = tokens.get(at + 2..at + 2 + len)?;
+        let joined = separator[..len - 1].iter().all(
+            |t| matches!(t, TokenTree::Punct(p) if p.spacing() == proc_macro2::Spacing::Joint),
+        );
+        let op = op(tokens.get(at + 2 + len))?;
+        (len == 1 || joined).then(|| (separator.to_vec(), op, at + 3 + len))
+    })
+}
+
+/// Whether `input` holds `separator` at `at`.
+fn separated(input: &[TokenTree], at: usize, separator: &[TokenTree]) -> bool {
+    separator
+        .iter()
+        .enumerate()
+        .all(|(k, s)| input.get(at + k).is_some_and(|t| same(t, s)))
+}
+
+/// Matches `pattern` against `input` from `start`, as far as the pattern goes: where the input
+/// it matched ends, or `None`. `follow` is the token that comes after this pattern where it is
+/// nested (a repetition's separator, or what follows the repetition), for a fragment at its end.
+fn match_from(
     pattern: &[TokenTree],
     input: &[TokenTree],
-    bound: &mut HashMap<String, Vec<TokenTree>>,
-) -> bool {
-    let (mut p, mut i) = (0, 0);
+    start: usize,
+    follow: Option<&TokenTree>,
+    bound: &mut HashMap<String, Bound>,
+    repeated: bool,
+) -> Option<usize> {
+    let (mut p, mut i) = (0, start);
     while p < pattern.len() {
         match (&pattern[p], pattern.get(p + 1)) {
             (TokenTree::Punct(dollar), Some(TokenTree::Ident(name))) if dollar.as_char() == '$' => {
@@ -125,59 +176,106 @@ fn matches(
                     {
                         f.to_string()
                     }
-                    _ => return false,
+                    _ => return None,
                 };
                 p += 4;
                 let end = if ONE_TREE.contains(&fragment.as_str()) {
                     // An `ident` is one identifier, as the compiler has it.
                     if fragment == "ident" && !matches!(input.get(i), Some(TokenTree::Ident(_))) {
-                        return false;
+                        return None;
                     }
                     i + 1
                 } else {
-                    // Up to the next token the pattern names, or the end of the input.
-                    match pattern.get(p) {
-                        Some(next) => match input[i..].iter().position(|t| same(t, next)) {
-                            Some(at) => i + at,
-                            None => return false,
-                        },
+                    // Up to the next token the pattern names (another fragment cannot follow
+                    // these directly), or the end of the input.
+                    let next = match pattern.get(p) {
+                        Some(TokenTree::Punct(d)) if d.as_char() == '$' => return None,
+                        Some(next) => Some(next),
+                        None => follow,
+                    };
+                    match next {
+                        Some(next) => i + input.get(i..)?.iter().position(|t| same(t, next))?,
                         None => input.len(),
                     }
                 };
                 if end <= i || end > input.len() {
-                    return false;
+                    return None;
                 }
-                bound.insert(name.to_string(), input[i..end].to_vec());
+                bound.insert(name.to_string(), Bound::One(input[i..end].to_vec()));
                 i = end;
             }
-            // A repetition: not matched here.
-            (TokenTree::Punct(dollar), Some(TokenTree::Group(_))) if dollar.as_char() == '$' => {
-                return false;
+            (TokenTree::Punct(dollar), Some(TokenTree::Group(group)))
+                if dollar.as_char() == '$' =>
+            {
+                let (separator, op, next) = repetition(pattern, p)?;
+                if repeated {
+                    return None;
+                }
+                let inner: Vec<TokenTree> = group.stream().into_iter().collect();
+                let follow_inner = separator.first().or(pattern.get(next)).or(follow);
+                let mut rounds: Vec<HashMap<String, Bound>> = Vec::new();
+                loop {
+                    if op == '?' && rounds.len() == 1 {
+                        break;
+                    }
+                    let mut at = i;
+                    if !rounds.is_empty() && !separator.is_empty() {
+                        if !separated(input, at, &separator) {
+                            break;
+                        }
+                        at += separator.len();
+                    }
+                    let mut round = HashMap::new();
+                    match match_from(&inner, input, at, follow_inner, &mut round, true) {
+                        Some(end) if end > at => {
+                            rounds.push(round);
+                            i = end;
+                        }
+                        _ => break,
+                    }
+                }
+                if op == '+' && rounds.is_empty() {
+                    return None;
+                }
+                let names: Vec<String> = rounds.iter().flat_map(|r| r.keys().cloned()).collect();
+                for name in names {
+                    let each = rounds
+                        .iter()
+                        .map(|r| match r.get(&name) {
+                            Some(Bound::One(tokens)) => tokens.clone(),
+                            _ => Vec::new(),
+                        })
+                        .collect();
+                    bound.insert(name, Bound::Many(each));
+                }
+                p = next;
             }
             (TokenTree::Group(g), _) => {
                 let Some(TokenTree::Group(h)) = input.get(i) else {
-                    return false;
+                    return None;
                 };
                 let (gs, hs): (Vec<TokenTree>, Vec<TokenTree>) = (
                     g.stream().into_iter().collect(),
                     h.stream().into_iter().collect(),
                 );
-                if g.delimiter() != h.delimiter() || !matches(&gs, &hs, bound) {
-                    return false;
+                if g.delimiter() != h.delimiter()
+                    || match_from(&gs, &hs, 0, None, bound, repeated) != Some(hs.len())
+                {
+                    return None;
                 }
                 p += 1;
                 i += 1;
             }
             (plain, _) => {
                 if !input.get(i).is_some_and(|t| same(t, plain)) {
-                    return false;
+                    return None;
                 }
                 p += 1;
                 i += 1;
             }
         }
     }
-    i == input.len()
+    Some(i)
 }
 
 /// Whether two plain tokens are the same token.
@@ -191,11 +289,26 @@ fn same(a: &TokenTree, b: &TokenTree) -> bool {
     }
 }
 
-/// `body` with each `$name` replaced by what it was bound to, `$crate` by `crate`, counting
-/// the tokens made (at every depth) in `size` and stopping once it is past `limit`.
+/// The names `$name` stands for in `tokens`, at every depth.
+fn named_in(tokens: &TokenStream, out: &mut Vec<String>) {
+    let tokens: Vec<TokenTree> = tokens.clone().into_iter().collect();
+    for (at, token) in tokens.iter().enumerate() {
+        match (token, tokens.get(at + 1)) {
+            (TokenTree::Punct(d), Some(TokenTree::Ident(name))) if d.as_char() == '$' => {
+                out.push(name.to_string());
+            }
+            (TokenTree::Group(g), _) => named_in(&g.stream(), out),
+            _ => {}
+        }
+    }
+}
+
+/// `body` with each `$name` replaced by what it was bound to, each `$(…)` repetition by its
+/// rounds, `$crate` by `crate`, counting the tokens made (at every depth) in `size` and
+/// stopping once it is past `limit`.
 fn substitute(
     body: TokenStream,
-    bound: &HashMap<String, Vec<TokenTree>>,
+    bound: &HashMap<String, Bound>,
     size: &mut usize,
     limit: usize,
 ) -> TokenStream {
@@ -207,19 +320,57 @@ fn substitute(
         match (&tokens[at], tokens.get(at + 1)) {
             (TokenTree::Punct(dollar), Some(TokenTree::Ident(name))) if dollar.as_char() == '$' => {
                 match bound.get(&name.to_string()) {
-                    Some(tokens) => {
+                    Some(Bound::One(tokens)) => {
                         *size += tokens.iter().map(tree_size).sum::<usize>();
                         if *size > limit {
                             break;
                         }
                         out.extend(tokens.iter().cloned());
                     }
+                    // A repeated fragment outside its repetition: the compiler refuses it.
+                    Some(Bound::Many(_)) => {}
                     None if name == "crate" => {
                         out.push(TokenTree::Ident(Ident::new("crate", name.span())));
                     }
                     None => out.extend([tokens[at].clone(), tokens[at + 1].clone()]),
                 }
                 at += 2;
+            }
+            (TokenTree::Punct(dollar), Some(TokenTree::Group(group)))
+                if dollar.as_char() == '$' && repetition(&tokens, at).is_some() =>
+            {
+                let Some((separator, _, next)) = repetition(&tokens, at) else {
+                    break;
+                };
+                let mut names = Vec::new();
+                named_in(&group.stream(), &mut names);
+                let rounds = names
+                    .iter()
+                    .filter_map(|n| match bound.get(n) {
+                        Some(Bound::Many(each)) => Some(each.len()),
+                        _ => None,
+                    })
+                    .max()
+                    .unwrap_or(0);
+                for round in 0..rounds {
+                    if round > 0 {
+                        out.extend(separator.iter().cloned());
+                    }
+                    let mut this = bound.clone();
+                    for name in &names {
+                        if let Some(Bound::Many(each)) = bound.get(name) {
+                            this.insert(
+                                name.clone(),
+                                Bound::One(each.get(round).cloned().unwrap_or_default()),
+                            );
+                        }
+                    }
+                    out.extend(substitute(group.stream(), &this, size, limit));
+                    if *size > limit {
+                        break;
+                    }
+                }
+                at = next;
             }
             (TokenTree::Group(g), _) => {
                 let mut group =
@@ -254,7 +405,7 @@ mod tests {
         let macros = Macros::collect([&file]);
         macros
             .expand(name, &input.parse().unwrap(), usize::MAX)
-            .map(|t| t.unwrap().0.to_string())
+            .map(|t| t.unwrap().0.to_string().replace(' ', ""))
     }
 
     #[test]
@@ -265,21 +416,35 @@ mod tests {
                     ($p:path; $e:expr) => { $p($e) };\n\
                     ($($x:tt)*) => { many };\n\
                     }";
-        assert_eq!(expanded(defs, "m", "one x").as_deref(), Some("{ first x }"));
+        assert_eq!(
+            expanded(defs, "m", "one x").as_deref(),
+            Some("{firstx}{many}")
+        );
         assert_eq!(
             expanded(defs, "m", "std, fs").as_deref(),
-            Some("{ std :: fs :: read () }")
+            Some("{std::fs::read()}{many}")
         );
         assert_eq!(
             expanded(defs, "m", "std::env::var; \"X\"").as_deref(),
-            Some("{ std :: env :: var (\"X\") }")
+            Some("{std::env::var(\"X\")}{many}")
         );
-        // Only a repetition would match: not expanded.
-        assert_eq!(expanded(defs, "m", "a b c d").as_deref(), None);
+        assert_eq!(expanded(defs, "m", "a b c d").as_deref(), Some("{many}"));
         assert_eq!(expanded(defs, "other", "x").as_deref(), None);
         // Two arms match: both are read. An `ident` is an identifier, not any token.
         let both = "macro_rules! b { ($a:expr) => { e $a }; ($a:ident) => { i $a }; }";
-        assert_eq!(expanded(both, "b", "x").as_deref(), Some("{ e x } { i x }"));
-        assert_eq!(expanded(both, "b", "1").as_deref(), Some("{ e 1 }"));
+        assert_eq!(expanded(both, "b", "x").as_deref(), Some("{ex}{ix}"));
+        assert_eq!(expanded(both, "b", "1").as_deref(), Some("{e1}"));
+        // A repetition, one level deep, with its separator, in the pattern and in the body.
+        let joined = "macro_rules! j { ($($p:ident),+ ; $f:ident) => { $($p)::* :: $f () }; \
+                      ($($($x:tt)*),*) => { nested }; }";
+        assert_eq!(
+            expanded(joined, "j", "std, fs; read").as_deref(),
+            Some("{std::fs::read()}")
+        );
+        assert_eq!(
+            expanded(joined, "j", "; read").as_deref(),
+            None,
+            "`+` needs one"
+        );
     }
 }
