@@ -1215,6 +1215,60 @@ fn a_launcher_pointed_at_another_directory_is_examined_there() {
     refused_for_writable_code(&said, &ws, &["RAN:prefix"], &["prefix", "joined"]);
 }
 
+// guarantee: G-MCP-06
+/// A build tool runs what its working directory (or the one it is pointed at) holds: `make`
+/// its `Makefile`, as `cargo run`, `go run .`, `poetry run` and the like run their project; and
+/// `xargs -a FILE` runs the command line a file gives it. Started from the write reach, or
+/// pointed into it (`make -C`), each ran what a tool had planted (watched failing: the markers
+/// on the guard's stderr). Such a server is not started; the same started elsewhere is.
+#[test]
+fn a_build_tool_or_an_argument_file_in_the_write_reach_is_not_started() {
+    let (_dir, root) = scratch();
+    let ws = root.join("ws").join("out");
+    std::fs::create_dir_all(&ws).unwrap();
+    let (config, personality) = hostile_writing(&root, &[&ws], &["echo"], "", "");
+    std::fs::write(ws.join("Makefile"), "all:\n\t@echo RAN:make >&2\n").unwrap();
+    std::fs::write(ws.join("planted.sh"), "echo RAN:xargs >&2\n").unwrap();
+    std::fs::write(
+        ws.join("args.txt"),
+        format!("{}\n", ws.join("planted.sh").display()),
+    )
+    .unwrap();
+    let elsewhere = root.join("ws").join("lib");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(
+        elsewhere.join("Makefile"),
+        "all:\n\t@echo RAN:elsewhere >&2\n",
+    )
+    .unwrap();
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    let reach = format!("read = [\"{}\", \"{}\"]", ws.display(), elsewhere.display());
+    let (w, e) = (ws.display().to_string(), elsewhere.display().to_string());
+    for (name, command, args, cwd) in [
+        ("make", "/usr/bin/make", "[]".to_owned(), &w),
+        ("makedir", "/usr/bin/make", format!(r#"["-C", "{w}"]"#), &e),
+        (
+            "xargs",
+            "/usr/bin/xargs",
+            format!(r#"["-a", "{w}/args.txt", "sh"]"#),
+            &e,
+        ),
+        ("elsewhere", "/usr/bin/make", "[]".to_owned(), &e),
+    ] {
+        text.push_str(&format!(
+            "[servers.{name}]\ncommand = \"{command}\"\nargs = {args}\ncwd = \"{cwd}\"\n[servers.{name}.reach]\n{reach}\n"
+        ));
+    }
+    std::fs::write(&config, text).unwrap();
+    let said = guard_says(&personality, &config);
+    refused_for_writable_code(
+        &said,
+        &ws,
+        &["RAN:make", "RAN:xargs"],
+        &["make", "makedir", "xargs"],
+    );
+}
+
 // guarantee: G-MCP-15
 /// A guarded server runs code of its own in a process that keeps a home for its life (a
 /// memory server's graph, a browser's profile) and does what it likes there: its declaration

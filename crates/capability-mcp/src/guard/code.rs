@@ -67,17 +67,17 @@ fn code_of(server: &ServerConfig, working_dir: &Path) -> Vec<Code> {
     // The program `env` starts, with the words of its `-S` string, is read as the command, in
     // the directory its `-C` moves it to.
     let command = server.command.to_str().unwrap_or_default();
-    let started = strings::through_env(command, &server.args).map(strings::through_wrappers);
+    let chain = strings::through_env(command, &server.args)
+        .map(strings::through_wrappers)
+        .unwrap_or_default();
+    let started = chain.last().cloned();
     let configured = server.cwd.as_deref().unwrap_or(working_dir);
     let moved = started
         .as_ref()
         .and_then(|s| s.chdir.as_deref())
         .map(|dir| configured.join(dir));
     let cwd = moved.as_deref().unwrap_or(configured);
-    let args = server
-        .args
-        .iter()
-        .chain(started.iter().flat_map(|s| &s.args));
+    let args = server.args.iter().chain(chain.iter().flat_map(|s| &s.args));
     code.extend(
         args.map(|arg| arg.split_once('=').map_or(arg.as_str(), |(_, value)| value))
             .filter(|arg| !arg.is_empty())
@@ -95,9 +95,13 @@ fn code_of(server: &ServerConfig, working_dir: &Path) -> Vec<Code> {
             why: Some(why),
         });
     }
-    if let Some(name) = strings::program_name(&program) {
+    // Every program of the way: a wrapper's own options may name code too (`xargs -a FILE`).
+    for (name, args) in chain
+        .iter()
+        .filter_map(|s| Some((strings::program_name(&s.program)?, &s.args)))
+    {
         // A value that names no place here is a package (`uvx --from mcp-server-fetch==1.0`).
-        for (option, value) in strings::elsewhere(&name, &args) {
+        for (option, value) in strings::elsewhere(&name, args) {
             // toolcap: allow(std::fs::symlink_metadata, reason = "the guard examines the program it will start, not a tool's reach")
             if std::fs::symlink_metadata(cwd.join(&value)).is_err() {
                 continue;
@@ -215,6 +219,21 @@ pub(super) const READS_ITS_DIRECTORY: &[(&str, &str)] = &[
     ("deno", "reads the configuration and import map there"),
     ("php", "looks there first for the files its scripts include"),
     ("bundle", "runs the Gemfile there"),
+    // Build tools and project runners: what they build and run is the project there.
+    ("make", "runs the Makefile there"),
+    ("just", "runs the justfile there"),
+    ("rake", "runs the Rakefile there"),
+    ("cargo", "builds and runs the crate there"),
+    ("go", "builds and runs the module there"),
+    ("dotnet", "builds and runs the project there"),
+    ("mvn", "builds and runs the project there"),
+    ("gradle", "builds and runs the project there"),
+    ("poetry", "runs the project and its environment there"),
+    ("pipenv", "runs the project and its environment there"),
+    ("pdm", "runs the project and its environment there"),
+    ("hatch", "runs the project and its environment there"),
+    ("rye", "runs the project and its environment there"),
+    ("mix", "builds and runs the project there"),
 ];
 
 /// Why the server's launcher takes code from its working directory, if it does: Python

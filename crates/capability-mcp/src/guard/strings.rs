@@ -23,7 +23,7 @@ const EVALUATORS: &[(&[&str], &[&str])] = &[
 ];
 
 /// What a command line starts, looking through `env` ([`through_env`]).
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Started {
     /// The program, as named.
     pub(super) program: String,
@@ -100,6 +100,7 @@ pub(super) fn through_env(command: &str, args: &[String]) -> Option<Started> {
 /// operands of their own (`timeout 3600 python3 -m srv`, `nice -n 5 node s.js`, `stdbuf -oL`):
 /// looked through to the launcher they start ([`through_wrappers`]).
 const WRAPPERS: &[&str] = &[
+    "xargs",
     "timeout",
     "nice",
     "setsid",
@@ -130,33 +131,35 @@ const WRAPPERS: &[&str] = &[
 /// `started` looked through the [`WRAPPERS`] it begins with, to the first argument that names a
 /// program the guard reads as code's launcher (an interpreter, a shell, a package runner,
 /// `env`, Java): where a wrapper's own options end is not read, which a program name ends
-/// whatever the wrapper (a refusal too many, never one too few).
-pub(super) fn through_wrappers(started: Started) -> Started {
-    let mut started = started;
+/// whatever the wrapper (a refusal too many, never one too few). Every program of the way, the
+/// first and the last included, in order: a wrapper's own options may name code too
+/// (`xargs -a FILE`).
+pub(super) fn through_wrappers(started: Started) -> Vec<Started> {
+    let mut chain = vec![started];
     for _ in 0..8 {
-        let Some(name) = program_name(&started.program) else {
+        let Some(last) = chain.last() else {
+            break;
+        };
+        let Some(name) = program_name(&last.program) else {
             break;
         };
         if !WRAPPERS.contains(&name.as_str()) {
             break;
         }
-        let Some(at) = started
+        let Some(at) = last
             .args
             .iter()
             .position(|a| program_name(a).is_some_and(|n| is_launcher(&n)))
         else {
             break;
         };
-        let inner = through_env(&started.args[at], &started.args[at + 1..]);
-        let Some(inner) = inner else {
+        let Some(inner) = through_env(&last.args[at], &last.args[at + 1..]) else {
             break;
         };
-        started = Started {
-            chdir: inner.chdir.or(started.chdir),
-            ..inner
-        };
+        let chdir = inner.chdir.clone().or_else(|| last.chdir.clone());
+        chain.push(Started { chdir, ..inner });
     }
-    started
+    chain
 }
 
 /// Whether the guard reads a program of this name as a launcher of code: one whose code or
@@ -196,6 +199,23 @@ const ELSEWHERE: &[(&[&str], &[&str])] = &[
     (&["deno"], &["--config", "-c", "--import-map"]),
     (&["php"], &["-c"]),
     (&["bundle"], &["--gemfile"]),
+    (
+        &["make"],
+        &["-C", "--directory", "-f", "--file", "--makefile"],
+    ),
+    (
+        &["just"],
+        &["-f", "--justfile", "-d", "--working-directory"],
+    ),
+    (&["cargo"], &["--manifest-path", "-C"]),
+    (&["go"], &["-C"]),
+    (&["dotnet"], &["--project"]),
+    (&["mvn"], &["-f", "--file"]),
+    (&["gradle"], &["-p", "--project-dir", "-b", "--build-file"]),
+    (&["poetry"], &["-C", "--directory", "-P", "--project"]),
+    (&["pdm"], &["-p", "--project"]),
+    // The command line itself, read from a file.
+    (&["xargs"], &["-a", "--arg-file"]),
     // A class path is a list (`a.jar:classes`), an agent's value ends at `=` (its options):
     // `elsewhere` splits both.
     (
@@ -567,10 +587,12 @@ mod tests {
         );
     }
 
+    // guarantee: G-MCP-06
     #[test]
     fn a_wrapper_is_looked_through_to_the_launcher_it_starts() {
         let through = |command: &str, args: &[&str]| {
-            let s = through_wrappers(through_env(command, &strings(args)).unwrap());
+            let chain = through_wrappers(through_env(command, &strings(args)).unwrap());
+            let s = chain.last().cloned().unwrap();
             (s.program, s.args, s.chdir)
         };
         assert_eq!(
