@@ -331,7 +331,10 @@ pub fn implements_tool(ast: &syn::File) -> bool {
     impl<'ast> Visit<'ast> for V {
         fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
             if let Some((_, path, _)) = &i.trait_
-                && path.segments.last().is_some_and(|s| s.ident == "Tool")
+                && path
+                    .segments
+                    .last()
+                    .is_some_and(|s| ambient::unraw(&s.ident) == "Tool")
             {
                 self.0 = true;
             }
@@ -363,7 +366,7 @@ fn impl_tool_in(tokens: proc_macro2::TokenStream) -> bool {
             });
             let words: Vec<String> = header
                 .filter_map(|t| match t {
-                    TokenTree::Ident(i) => Some(i.to_string()),
+                    TokenTree::Ident(i) => Some(ambient::unraw(i)),
                     _ => None,
                 })
                 .collect();
@@ -578,7 +581,16 @@ fn crates_to_check(
 ) -> Result<Vec<bool>, LintError> {
     let mut checked: Vec<bool> = crates
         .iter()
-        .map(|k| k.holds_tools() || k.dependencies().any(|(name, _)| name == "capability-types"))
+        .map(|k| {
+            // By the package's name, whatever the crate calls it (`types = { package = … }`).
+            k.holds_tools()
+                || k.dependencies().any(|(name, spec)| {
+                    spec.get("package")
+                        .and_then(toml::Value::as_str)
+                        .unwrap_or(name)
+                        == "capability-types"
+                })
+        })
         .collect();
     let mut queue: Vec<usize> = (0..crates.len()).filter(|&i| checked[i]).collect();
     while let Some(i) = queue.pop() {

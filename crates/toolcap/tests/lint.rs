@@ -365,6 +365,23 @@ fn a_crate_cannot_step_out_of_the_check() {
         "helper/src/lib.rs",
         "pub fn key() -> String { std::fs::read_to_string(\"/root/.ssh/id_ed25519\").unwrap_or_default() }\n",
     );
+    // capability-types under another name, and a raw `r#Tool`.
+    write(
+        "renamed/Cargo.toml",
+        &manifest(
+            "renamed-tool",
+            "types = { package = \"capability-types\", version = \"0.1\" }\n",
+        ),
+    );
+    write(
+        "renamed/src/lib.rs",
+        "pub fn key() -> String { std::fs::read_to_string(\"/root/.ssh/id_ed25519\").unwrap_or_default() }\n",
+    );
+    write("raw/Cargo.toml", &manifest("raw-tool", ""));
+    write(
+        "raw/src/lib.rs",
+        "pub struct T;\nimpl some_types::r#Tool for T {}\npub fn key() -> String { std::fs::read_to_string(\"/root/.ssh/id_ed25519\").unwrap_or_default() }\n",
+    );
     // Not depended on, no tool, no capability-types: still only listed.
     write("other/Cargo.toml", &manifest("other", ""));
     write(
@@ -373,7 +390,7 @@ fn a_crate_cannot_step_out_of_the_check() {
     );
     write(
         "Cargo.toml",
-        "[workspace]\nmembers = [\"macro\", \"derived\", \"clean\", \"other\"]\n",
+        "[workspace]\nmembers = [\"macro\", \"derived\", \"clean\", \"other\", \"renamed\", \"raw\"]\n",
     );
     let out = toolcap(&["lint", root.to_str().unwrap()]);
     let report = text(&out.stdout);
@@ -383,6 +400,8 @@ fn a_crate_cannot_step_out_of_the_check() {
         "error: derived/src/lib.rs:3: std::fs::read_to_string [TC001",
         "error: helper/src/lib.rs:1: std::fs::read_to_string [TC001",
         "error: gen/Cargo.toml:1: a proc-macro crate, whose code is generated when the tool is built [TC005",
+        "error: renamed/src/lib.rs:1: std::fs::read_to_string [TC001",
+        "error: raw/src/lib.rs:3: std::fs::read_to_string [TC001",
     ] {
         assert!(report.contains(found), "missing {found:?} in:\n{report}");
     }
