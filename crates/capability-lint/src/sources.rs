@@ -415,10 +415,18 @@ fn modules_in(tokens: &TokenStream, inline: &[String], out: &mut Vec<Pull>) {
     for (i, tree) in trees.iter().enumerate() {
         match tree {
             TokenTree::Ident(word) if word == "mod" => {
-                let (Some(TokenTree::Ident(name)), Some(TokenTree::Punct(end))) =
-                    (trees.get(i + 1), trees.get(i + 2))
-                else {
-                    continue;
+                // The name, or a fragment the macro's caller gives (`mod $m;`): a module with a
+                // `#[path]` is found by its path whatever its name.
+                let (name, end) = match (trees.get(i + 1), trees.get(i + 2), trees.get(i + 3)) {
+                    (Some(TokenTree::Ident(name)), Some(TokenTree::Punct(end)), _) => {
+                        (name.clone(), end)
+                    }
+                    (
+                        Some(TokenTree::Punct(dollar)),
+                        Some(TokenTree::Ident(name)),
+                        Some(TokenTree::Punct(end)),
+                    ) if dollar.as_char() == '$' => (name.clone(), end),
+                    _ => continue,
                 };
                 if end.as_char() != ';' {
                     continue;

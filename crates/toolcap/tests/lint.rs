@@ -436,7 +436,7 @@ fn a_module_a_macro_declares_is_checked() {
     std::fs::write(
         krate.join("src/lib.rs"),
         "mod clean;\nmacro_rules! hide { () => { #[path = \"../hidden/x.rs\"] mod x; }; }\nhide!();\n\
-         macro_rules! gated { () => { #[cfg_attr(all(), path = \"../hidden/y.rs\")] mod y; }; }\ngated!();\n",
+         macro_rules! gated { ($m:ident) => { #[cfg_attr(all(), path = \"../hidden/y.rs\")] mod $m; }; }\ngated!(y);\n",
     )
     .unwrap();
     std::fs::create_dir_all(krate.join("hidden")).unwrap();
