@@ -861,7 +861,9 @@ fn validate_reports_the_servers_the_guard_would_not_start_for_their_code() {
              [servers.classes]\ncommand = \"/usr/bin/java\"\nargs = [\"-cp\", \"/usr/share/java:{out_dir}/classes\", \"srv.Main\"]\n\
              [servers.agent]\ncommand = \"/usr/bin/java\"\nargs = [\"-javaagent:{out_dir}/classes=verbose\", \"-jar\", \"/usr/share/java/x.jar\"]\n\
              [servers.project]\ncommand = \"/usr/bin/true\"\n[servers.project.env]\nUV_PROJECT = \"{out_dir}\"\n\
-             [servers.index]\ncommand = \"/usr/bin/true\"\n[servers.index.env]\nUV_PROJECT_ENVIRONMENT = \"/opt/venvs/srv\"\n"
+             [servers.index]\ncommand = \"/usr/bin/true\"\n[servers.index.env]\nUV_PROJECT_ENVIRONMENT = \"/opt/venvs/srv\"\n\
+             [servers.jvm]\ncommand = \"/usr/bin/true\"\n[servers.jvm.env]\nJAVA_HOME = \"{out_dir}\"\n\
+             [servers.toolchain]\ncommand = \"/usr/bin/true\"\n[servers.toolchain.env]\nCARGO_HOME = \"{out_dir}\"\n"
         ),
     )
     .unwrap();
@@ -875,6 +877,8 @@ fn validate_reports_the_servers_the_guard_would_not_start_for_their_code() {
         ("classes", "`java -cp` takes code from it"),
         ("agent", "`java -javaagent:` takes code from it"),
         ("project", "`UV_PROJECT` in its env takes code from it"),
+        ("jvm", "`JAVA_HOME` in its env takes code from it"),
+        ("toolchain", "`CARGO_HOME` in its env takes code from it"),
     ] {
         let line = text
             .lines()

@@ -250,6 +250,24 @@ pub(super) const ENV_ELSEWHERE: &[&str] = &[
     "JULIA_PROJECT",
     "JULIA_LOAD_PATH",
     "JULIA_DEPOT_PATH",
+    // Where a toolchain, its configuration or its packages live: the code a launcher runs, or
+    // what chooses it (`CARGO_HOME/config.toml` names a `rustc-wrapper`, a Gradle home holds
+    // init scripts).
+    "JAVA_HOME",
+    "GRADLE_USER_HOME",
+    "MAVEN_HOME",
+    "M2_HOME",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "GOROOT",
+    "GOPATH",
+    "GOMODCACHE",
+    "DOTNET_ROOT",
+    "CONDA_PREFIX",
+    "PIPX_HOME",
+    "PNPM_HOME",
+    "BUN_INSTALL",
+    "DENO_INSTALL_ROOT",
 ];
 
 /// Where `program` (a name from [`program_name`]) is told by its `args` to take code instead of
