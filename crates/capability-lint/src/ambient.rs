@@ -414,11 +414,7 @@ impl Collector<'_> {
 
 /// An identifier's name, a raw one's without its `r#` (`r#std` names `std`).
 pub(crate) fn unraw(ident: &proc_macro2::Ident) -> String {
-    let name = ident.to_string();
-    match name.strip_prefix("r#") {
-        Some(plain) => plain.to_owned(),
-        None => name,
-    }
+    syn::ext::IdentExt::unraw(ident).to_string()
 }
 
 /// A `[<…>]` group, which the `paste` crates (and their forks) join into one name when the
