@@ -1129,7 +1129,7 @@ fn a_server_started_through_a_command_string_is_examined_as_the_string_runs() {
     text.push_str(&server(
         "absolute",
         "/bin/sh",
-        &format!(r#"["-ec", "exec sh {ws_shown}/app/server.sh 2>&1"]"#),
+        &format!(r#"["-ec", "exec sh {ws_shown}/app/server.sh"]"#),
         &elsewhere,
     ));
     text.push_str(&server(
