@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 
 use capability_core::CompiledPolicy;
+use capability_core::matching::binary::STARTS_ANOTHER;
 
 use crate::{Usage, outln};
 
@@ -79,81 +80,17 @@ pub(crate) fn notes(policy: &CompiledPolicy) -> Vec<String> {
         .collect()
 }
 
-/// Programs that run whatever program they are asked to: shells, interpreters, the commands
-/// that exist to start another (`env`, `xargs`, `nohup`, `timeout`, `watch`, `time`, a tracer,
-/// `sudo` and its kin, a package runner such as `npx`, ...), and those whose own language runs
-/// one (`awk`'s `system`, GNU `sed`'s `e`, a `Makefile`). Allowing one allows
+/// Programs that run whatever program they are asked to: shells, interpreters, a package
+/// runner such as `npx`, and those whose own language runs one (besides the commands that exist
+/// to start another, `capability_core::matching::binary::STARTS_ANOTHER`: `env`, `xargs`,
+/// `timeout`, a tracer, `sudo` and its kin) (`awk`'s `system`, GNU `sed`'s `e`, a `Makefile`). Allowing one allows
 /// every program a confined child may execute (docs/review.md). `find` is not among them: its
 /// `-exec` is refused for every personality (docs/policy.md, "Options that run programs").
 const LAUNCHERS: &[&str] = &[
-    "sh",
-    "bash",
-    "dash",
-    "zsh",
-    "ksh",
-    "mksh",
-    "fish",
-    "csh",
-    "tcsh",
-    "busybox",
-    "python",
-    "python2",
-    "python3",
-    "perl",
-    "ruby",
-    "node",
-    "nodejs",
-    "deno",
-    "bun",
-    "php",
-    "lua",
-    "tclsh",
-    "wish",
-    "awk",
-    "gawk",
-    "mawk",
-    "nawk",
-    "env",
-    "xargs",
-    "nohup",
-    "timeout",
-    "nice",
-    "ionice",
-    "stdbuf",
-    "setsid",
-    "chrt",
-    "taskset",
-    "flock",
-    "unshare",
-    "nsenter",
-    "script",
-    "expect",
-    "make",
-    "gdb",
-    "vim",
-    "vi",
-    "nvim",
-    "emacs",
-    "ed",
-    "sed",
-    "watch",
-    "strace",
-    "ltrace",
-    "valgrind",
-    "time",
-    "chroot",
-    "sudo",
-    "su",
-    "doas",
-    "runuser",
-    "systemd-run",
-    "parallel",
-    "entr",
-    "npx",
-    "pnpx",
-    "bunx",
-    "uvx",
-    "pipx",
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "csh", "tcsh", "busybox", "python",
+    "python2", "python3", "perl", "ruby", "node", "nodejs", "deno", "bun", "php", "lua", "tclsh",
+    "wish", "awk", "gawk", "mawk", "nawk", "expect", "make", "gdb", "vim", "vi", "nvim", "emacs",
+    "ed", "sed", "npx", "pnpx", "bunx", "uvx", "pipx",
 ];
 
 /// Each program `safety.process.allow` names (by name or by path) that runs whatever program
@@ -172,7 +109,7 @@ fn launchers(policy: &CompiledPolicy) -> Vec<String> {
             let name = program.rsplit('/').next().unwrap_or(program);
             // `python3.12` is `python3`.
             let stem = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
-            LAUNCHERS.contains(&name) || LAUNCHERS.contains(&stem)
+            LAUNCHERS.contains(&name) || LAUNCHERS.contains(&stem) || STARTS_ANOTHER.contains(&name)
         })
         .map(|(i, program)| {
             format!(

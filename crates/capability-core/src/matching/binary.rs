@@ -8,6 +8,51 @@ use wildmatch::WildMatch;
 
 use super::{Dropped, Intersection};
 
+/// Programs whose business is to start another program given among their arguments, after
+/// options of their own (`env`, `xargs`, `timeout 10 cmd`, `nice -n 5 cmd`, a tracer, `sudo`
+/// and its kin). Allowing one to a tool allows whatever it is asked to start; a guarded MCP
+/// server started through one runs the program it names. One list for the review of a
+/// personality (`toolcap validate`) and for the guard's examination of a server's code
+/// (docs/guard.md, "Confinement").
+pub const STARTS_ANOTHER: &[&str] = &[
+    "env",
+    "xargs",
+    "nohup",
+    "timeout",
+    "nice",
+    "ionice",
+    "stdbuf",
+    "setsid",
+    "chrt",
+    "taskset",
+    "flock",
+    "time",
+    "watch",
+    "strace",
+    "ltrace",
+    "valgrind",
+    "sudo",
+    "su",
+    "doas",
+    "runuser",
+    "setpriv",
+    "prlimit",
+    "numactl",
+    "cgexec",
+    "catchsegv",
+    "unbuffer",
+    "tini",
+    "dumb-init",
+    "xvfb-run",
+    "systemd-run",
+    "chroot",
+    "unshare",
+    "nsenter",
+    "script",
+    "parallel",
+    "entr",
+];
+
 /// Intersects declared binaries with a personality's `safety.process.allow`: `*` in the
 /// declaration yields the personality's list; otherwise each declared binary is kept when the
 /// personality lists the same spec (bare name or absolute path). Which file a bare name means is

@@ -98,35 +98,9 @@ pub(super) fn through_env(command: &str, args: &[String]) -> Option<Started> {
 
 /// Programs that run another program given among their arguments, after options and
 /// operands of their own (`timeout 3600 python3 -m srv`, `nice -n 5 node s.js`, `stdbuf -oL`):
-/// looked through to the launcher they start ([`through_wrappers`]).
-const WRAPPERS: &[&str] = &[
-    "xargs",
-    "timeout",
-    "nice",
-    "setsid",
-    "stdbuf",
-    "nohup",
-    "ionice",
-    "chrt",
-    "taskset",
-    "flock",
-    "time",
-    "xvfb-run",
-    "unbuffer",
-    "tini",
-    "dumb-init",
-    "strace",
-    "ltrace",
-    "valgrind",
-    "numactl",
-    "prlimit",
-    "setpriv",
-    "runuser",
-    "sudo",
-    "doas",
-    "cgexec",
-    "catchsegv",
-];
+/// looked through to the launcher they start ([`through_wrappers`]). The same list
+/// `toolcap validate` reports a personality's allowed programs by.
+const WRAPPERS: &[&str] = capability_core::matching::binary::STARTS_ANOTHER;
 
 /// `started` looked through the [`WRAPPERS`] it begins with, to the first argument that names a
 /// program the guard reads as code's launcher (an interpreter, a shell, a package runner,
