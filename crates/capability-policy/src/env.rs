@@ -90,6 +90,10 @@ const REFUSED_EXACT: &[&str] = &[
     "WGETRC",
     "SYSTEM_WGETRC",
     "ZIPOPT",
+    // zip reads its options from `ZIP` as from `ZIPOPT`, `-TT` among them.
+    "ZIP",
+    // ripgrep reads its options from the file this names, `--pre` among them.
+    "RIPGREP_CONFIG_PATH",
     "MANOPT",
     // Where a library an allowed program links loads code from: OpenSSL's configuration (its
     // provider and engine sections name shared objects; curl, wget, python and node read it),
@@ -291,6 +295,9 @@ mod tests {
             "CLASSPATH",
             "WGETRC",
             "SYSTEM_WGETRC",
+            "ZIP",
+            "ZIPOPT",
+            "RIPGREP_CONFIG_PATH",
             "NODE_REPL_EXTERNAL_MODULE",
             "RSYNC_CONNECT_PROG",
             "CURL_HOME",
@@ -308,9 +315,30 @@ mod tests {
             "ld_preload",
             "GIT_AUTHOR_NAME",
             "ENVIRONMENT",
+            "ZIPCODE",
         ] {
             assert!(!is_refused_env_name(name), "{name} must not be refused");
         }
+    }
+
+    /// docs/reference.md lists every refused name and family (policy.md sends readers there
+    /// for the whole list): a name added here and not there fails.
+    #[test]
+    fn the_reference_lists_every_refused_name() {
+        let reference = include_str!("../../../docs/reference.md");
+        let start = reference
+            .find("**Refused environment names**")
+            .expect("reference.md has the list");
+        let list = &reference[start..];
+        let list = &list[..list.find("\n\n").unwrap_or(list.len())];
+        let listed = |name: String| list.contains(&format!("`{name}`"));
+        let missing: Vec<String> = REFUSED_EXACT
+            .iter()
+            .map(|n| n.to_string())
+            .chain(REFUSED_PREFIXES.iter().map(|p| format!("{p}*")))
+            .filter(|n| !listed(n.clone()))
+            .collect();
+        assert!(missing.is_empty(), "not in docs/reference.md: {missing:?}");
     }
 
     #[test]

@@ -1500,7 +1500,8 @@ fn a_bare_repository_planted_in_the_workspace_runs_nothing() {
 
 // guarantee: G-PROC-02
 /// Variables that carry a program's options or point it at another program are the options
-/// themselves: `TAR_OPTIONS` holds tar's (`--to-command`), `GIT_TEST_FSMONITOR` names a program
+/// themselves: `TAR_OPTIONS` holds tar's (`--to-command`), `ZIP` zip's (`-TT`),
+/// `RIPGREP_CONFIG_PATH` names a file of ripgrep's (`--pre`), `GIT_TEST_FSMONITOR` names a program
 /// `git status` runs, `GIT_COMMON_DIR` takes a repository's hooks and configuration from
 /// elsewhere, and `BASH_FUNC_<name>%%` replaces a command bash runs. With a personality that
 /// listed one in `safety.env.allow`, the real tar and git ran the payload; such a personality
@@ -1518,6 +1519,12 @@ fn a_variable_that_carries_a_programs_options_cannot_be_allowed() {
         .status()
         .unwrap();
     assert!(archive.success());
+    let zipped = Command::new("zip")
+        .args(["-q", "a.zip", "a.txt"])
+        .current_dir(&w)
+        .status()
+        .unwrap();
+    assert!(zipped.success());
     // Each ran the payload's `echo` and `touch`, which no personality here allows, before the
     // fix (the child's write reach then kept the marker from being made; the mark came back in
     // the result).
@@ -1541,7 +1548,21 @@ fn a_variable_that_carries_a_programs_options_cannot_be_allowed() {
             "git",
             vec!["status"],
         ),
+        // Info-ZIP's zip reads its options from `ZIP` as from `ZIPOPT`: `-TT` names the
+        // command that tests the archive (`-T`, refused on the command line, is accepted
+        // there).
+        ("ZIP", format!("-T -TT \"{touch} #\""), "zip", vec!["a.zip"]),
+        // ripgrep reads its options from the file `RIPGREP_CONFIG_PATH` names: `--pre=sh` runs
+        // each file searched as a shell script.
+        (
+            "RIPGREP_CONFIG_PATH",
+            w.join("rgrc").display().to_string(),
+            "rg",
+            vec!["RAN", "script.sh"],
+        ),
     ];
+    std::fs::write(w.join("rgrc"), "--pre=sh\n").unwrap();
+    std::fs::write(w.join("script.sh"), format!("{touch}\n")).unwrap();
     for (name, value, binary, args) in cases {
         let p = env.personality(
             "variable.toml",
