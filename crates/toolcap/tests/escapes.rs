@@ -1323,8 +1323,9 @@ fn nothing_steers_a_trusted_binary_into_running_a_program() {
 /// abbreviation (`--upl=`, `--use-compr=`), a short option with its value attached (`-ucmd`,
 /// `-ccore.sshCommand=cmd`) or inside a cluster (`-qu cmd`, `-cvI cmd`), and tar reads its
 /// first argument as a cluster without a dash (`tar cIf cmd`); git's `rebase -x`, `grep -O`
-/// and `difftool -x` run a program too, as do GNU sort's `--compress-program` and diff3's
-/// `--diff-program`. Each of these ran its program through the real program; each is refused
+/// and `difftool -x` run a program too, as do GNU sort's `--compress-program`, diff3's
+/// `--diff-program`, and wget's `use_askpass` set by `-e` or read from `--config`'s file.
+/// Each of these ran its program through the real program; each is refused
 /// before the child starts, and the marker the payload would create stays absent.
 #[test]
 fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accepts() {
@@ -1334,12 +1335,19 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         "spelling.toml",
         &format!(
             "id = \"spelling\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}\"]\n\
-             [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\"]\n",
+             [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\", \"wget\"]\n",
             w = w.display()
         ),
     );
     let marker = w.join("out/pwned");
     let payload = payload(&marker);
+    // wget runs its askpass program with the question as its one argument: `sh` given
+    // "Username for 'http://127.0.0.1': " runs the file of that name, planted here.
+    let question = w.join("Username for 'http:/");
+    std::fs::create_dir_all(&question).unwrap();
+    std::fs::write(question.join("127.0.0.1': "), format!("{payload}\n")).unwrap();
+    std::fs::write(w.join("wgetrc"), "use_askpass = sh\n").unwrap();
+    let url = "http://127.0.0.1:9/";
     let git = |args: Vec<String>| serde_json::json!({"binary": "git", "args": args});
     let tar = |args: Vec<String>| serde_json::json!({"binary": "tar", "args": args});
     let other =
@@ -1410,6 +1418,15 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
                 "a.txt",
             ]),
         ),
+        // wget sets any line of its configuration from `-e` (the command's name read without
+        // `-` and `_`, in any case), and reads a whole file of it from `--config`.
+        other("wget", s(&["-e", "use_askpass=sh", url])),
+        other("wget", s(&["-qe", "Use-AskPass=sh", url])),
+        other("wget", s(&["-euse_askpass=sh", url])),
+        other("wget", s(&["--exe", "use_askpass = sh", url])),
+        other("wget", s(&["--execute=USEASKPASS=sh", url])),
+        other("wget", s(&["--config=wgetrc", url])),
+        other("wget", s(&["--conf", "wgetrc", url])),
     ];
     for mode in MODES {
         for call in &cases {
@@ -1430,6 +1447,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         tar(s(&["-cf", "kept.tar", "--checkpoint=1", "a.txt"])),
         tar(s(&["-tvf", "kept.tar"])),
         git(s(&["--version"])),
+        other("wget", s(&["-e", "robots=off", "--version"])),
     ] {
         let call_text = call.to_string();
         let out = env.toolcap(&["call", "--personality", &p, "run_command", &call_text]);

@@ -41,6 +41,21 @@ struct Rule {
     prefixes: &'static [&'static str],
     /// Whether a first argument without a dash is a cluster of short options (tar's old style).
     old_style: bool,
+    /// An option whose value is a line of the program's own configuration file (wget's `-e`),
+    /// which can name a program as its options can.
+    setting: Option<Setting>,
+}
+
+/// An option that sets one line of a program's configuration (`name = value`), refused when
+/// the line sets one of `names`.
+struct Setting {
+    /// Its short letter: alone with the line next, the line attached, or ending a cluster.
+    short: char,
+    /// Its long name, taken by any prefix (the programs with such an option abbreviate).
+    long: &'static str,
+    /// The settings that run a program, as the program compares names: in small letters,
+    /// without `-` and `_` (wget reads `Use-AskPass` as `useaskpass`).
+    names: &'static [&'static str],
 }
 
 impl Rule {
@@ -55,6 +70,7 @@ impl Rule {
         words: &[],
         prefixes: &[],
         old_style: false,
+        setting: None,
     };
 }
 
@@ -146,7 +162,10 @@ const RULES: &[Rule] = &[
     },
     Rule {
         programs: &["ssh"],
-        short: "oF",
+        // `-I` names a PKCS#11 library that ssh's helper loads: code of the caller's choosing,
+        // as `-o PKCS11Provider=` is.
+        short: "oFI",
+        valued: "BbcDEeiJLlmOpQRSWw",
         ..Rule::NONE
     },
     Rule {
@@ -191,14 +210,21 @@ const RULES: &[Rule] = &[
     },
     Rule {
         programs: &["wget"],
-        long: &["use-askpass"],
+        // `--config` reads a whole configuration file, whose `use_askpass` names a program.
+        long: &["use-askpass", "config"],
         abbreviated: true,
+        setting: Some(Setting {
+            short: 'e',
+            long: "execute",
+            names: &["useaskpass"],
+        }),
         ..Rule::NONE
     },
-    // ripgrep and fd parse with clap, which takes no abbreviation.
+    // ripgrep and fd parse with clap, which takes no abbreviation. ripgrep 14 runs the program
+    // `--hostname-bin` names for its hyperlinks.
     Rule {
         programs: &["rg"],
-        long: &["pre"],
+        long: &["pre", "hostname-bin"],
         ..Rule::NONE
     },
     Rule {
@@ -228,9 +254,51 @@ pub fn runs_a_program(requested: &str, resolved: &Path, args: &[String]) -> Opti
         args.iter()
             .enumerate()
             .skip(start)
-            .find_map(|(i, arg)| refused(rule, arg, i == 0))
+            .find_map(|(i, arg)| {
+                refused(rule, arg, i == 0).or_else(|| sets_a_program(rule, arg, args.get(i + 1)))
+            })
             .map(|why| format!("{program} {why}"))
     })
+}
+
+/// Why `arg` (with `next` after it) sets a line of the program's configuration that runs a
+/// program, if it does ([`Setting`]). A letter of a cluster is not known to be another option's
+/// value, so the line is looked for after the setting's letter wherever it stands: a refusal
+/// too many only when that line names such a setting.
+fn sets_a_program(rule: &Rule, arg: &str, next: Option<&String>) -> Option<String> {
+    let setting = rule.setting.as_ref()?;
+    let next = next.map(String::as_str);
+    let line = if let Some(long) = arg.strip_prefix("--") {
+        let (name, attached) = match long.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (long, None),
+        };
+        if name.is_empty() || !setting.long.starts_with(name) {
+            return None;
+        }
+        attached.or(next)
+    } else {
+        let cluster = arg.strip_prefix('-')?;
+        let at = cluster.find(setting.short)?;
+        let attached = &cluster[at + setting.short.len_utf8()..];
+        if attached.is_empty() {
+            next
+        } else {
+            Some(attached)
+        }
+    }?;
+    let name: String = line
+        .split('=')
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| !matches!(c, '-' | '_') && !c.is_whitespace())
+        .flat_map(char::to_lowercase)
+        .collect();
+    setting
+        .names
+        .contains(&name.as_str())
+        .then(|| format!("`{arg}` sets `{name}`, which runs a program"))
 }
 
 /// Why `rule` refuses `arg` (the first argument when `first`), if it does.
@@ -381,6 +449,17 @@ mod tests {
             ("zip", &["--unzip-command=x", "a.zip", "b"]),
             ("wget", &["--use-askpass=x", "https://h/"]),
             ("wget", &["--use-ask=x", "https://h/"]),
+            ("wget", &["-e", "use_askpass=x", "https://h/"]),
+            ("wget", &["-qe", "Use-AskPass = x", "https://h/"]),
+            ("wget", &["-euseaskpass=x", "https://h/"]),
+            ("wget", &["--execute=USE_ASKPASS=x", "https://h/"]),
+            ("wget", &["--exe", "use_askpass=x", "https://h/"]),
+            ("wget", &["--config=rc", "https://h/"]),
+            ("wget", &["--conf", "rc", "https://h/"]),
+            ("rg", &["--hostname-bin=x", "pattern"]),
+            ("ssh", &["-I", "lib.so", "h"]),
+            ("ssh", &["-vI", "lib.so", "h"]),
+            ("ssh", &["-Ilib.so", "h"]),
             ("rg", &["--pre", "x", "pattern"]),
             ("rg", &["--pre=x", "pattern"]),
             ("fd", &["-x", "x", "."]),
@@ -427,6 +506,11 @@ mod tests {
             ("diff3", &["a", "b", "c"]),
             ("zip", &["-r", "a.zip", "dir"]),
             ("wget", &["-q", "-O", "-", "https://h/"]),
+            ("wget", &["-e", "robots=off", "-r", "https://h/"]),
+            ("wget", &["--execute", "use_proxy=off", "https://h/"]),
+            ("wget", &["--continue", "https://h/"]),
+            ("ssh", &["-i", "Id_rsa", "h"]),
+            ("ssh", &["-iIdentity", "h"]),
             ("rg", &["-n", "pattern", "src"]),
             ("rg", &["--pretty", "pattern"]),
             ("fd", &["-e", "rs", "main"]),
