@@ -1324,7 +1324,8 @@ fn nothing_steers_a_trusted_binary_into_running_a_program() {
 /// `-ccore.sshCommand=cmd`) or inside a cluster (`-qu cmd`, `-cvI cmd`), and tar reads its
 /// first argument as a cluster without a dash (`tar cIf cmd`); git's `rebase -x`, `grep -O`
 /// and `difftool -x` run a program too, as do GNU sort's `--compress-program`, diff3's
-/// `--diff-program`, and wget's `use_askpass` set by `-e` or read from `--config`'s file.
+/// `--diff-program`, wget's `use_askpass` set by `-e` or read from `--config`'s file, and
+/// sftp's `-D`.
 /// Each of these ran its program through the real program; each is refused
 /// before the child starts, and the marker the payload would create stays absent.
 #[test]
@@ -1335,7 +1336,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         "spelling.toml",
         &format!(
             "id = \"spelling\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}\"]\n\
-             [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\", \"wget\"]\n",
+             [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\", \"wget\", \"sftp\"]\n",
             w = w.display()
         ),
     );
@@ -1427,6 +1428,9 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         other("wget", s(&["--execute=USEASKPASS=sh", url])),
         other("wget", s(&["--config=wgetrc", url])),
         other("wget", s(&["--conf", "wgetrc", url])),
+        // sftp runs the program `-D` names, split into its words, as its local server.
+        other("sftp", s(&["-D", &format!("sh -c '{payload}'"), "h"])),
+        other("sftp", s(&["-qD", &format!("sh -c '{payload}'"), "h"])),
     ];
     for mode in MODES {
         for call in &cases {

@@ -170,7 +170,10 @@ const RULES: &[Rule] = &[
     },
     Rule {
         programs: &["scp", "sftp"],
-        short: "oFS",
+        // `-D` runs a local SFTP server program instead of ssh (sftp splits it into a command
+        // and its arguments).
+        short: "oFSD",
+        valued: "BbciJlPRsX",
         ..Rule::NONE
     },
     Rule {
@@ -431,6 +434,9 @@ mod tests {
             ("ssh", &["-F", "cfg", "h"]),
             ("scp", &["-S", "x", "a", "h:b"]),
             ("sftp", &["-qS", "x", "h"]),
+            ("sftp", &["-D", "x -y", "h"]),
+            ("sftp", &["-qD", "x", "h"]),
+            ("scp", &["-Dx", "a", "h:b"]),
             ("rsync", &["-e", "x", "a", "h:b"]),
             ("rsync", &["-ave", "x", "a", "h:b"]),
             ("rsync", &["--rsh=x", "a", "h:b"]),
@@ -511,6 +517,8 @@ mod tests {
             ("wget", &["--continue", "https://h/"]),
             ("ssh", &["-i", "Id_rsa", "h"]),
             ("ssh", &["-iIdentity", "h"]),
+            ("scp", &["-iDeploy", "a", "h:b"]),
+            ("sftp", &["-P", "2222", "-b", "batch", "h"]),
             ("rg", &["-n", "pattern", "src"]),
             ("rg", &["--pretty", "pattern"]),
             ("fd", &["-e", "rs", "main"]),
