@@ -44,11 +44,17 @@ pub fn point_at_egress_proxy(env: &mut Vec<(String, String)>) {
 /// an agent clones can carry a directory laid out as one (`HEAD`, `config`, `objects`, `refs`
 /// are ordinary files in a tree) whose configuration names a program (`core.fsmonitor`); git
 /// run in that directory would take it as a repository and run the program (docs/policy.md,
-/// "Git's hooks and configuration").
-pub const CHILD_GIT_CONFIG: [(&str, &str); 3] = [
-    ("GIT_CONFIG_COUNT", "1"),
+/// "Git's hooks and configuration"). And `core.editor` and `sequence.editor` are `false`: with
+/// none set git starts `vi`, which takes its keys from the child's standard input when that is
+/// not a terminal, and `:!cmd` runs a program (docs/policy.md, "Options that run programs").
+pub const CHILD_GIT_CONFIG: [(&str, &str); 7] = [
+    ("GIT_CONFIG_COUNT", "3"),
     ("GIT_CONFIG_KEY_0", "safe.bareRepository"),
     ("GIT_CONFIG_VALUE_0", "explicit"),
+    ("GIT_CONFIG_KEY_1", "core.editor"),
+    ("GIT_CONFIG_VALUE_1", "false"),
+    ("GIT_CONFIG_KEY_2", "sequence.editor"),
+    ("GIT_CONFIG_VALUE_2", "false"),
 ];
 
 /// [`CHILD_GIT_CONFIG`] as the owned pairs an environment holds.
