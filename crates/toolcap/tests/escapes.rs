@@ -1324,8 +1324,8 @@ fn nothing_steers_a_trusted_binary_into_running_a_program() {
 /// `-ccore.sshCommand=cmd`) or inside a cluster (`-qu cmd`, `-cvI cmd`), and tar reads its
 /// first argument as a cluster without a dash (`tar cIf cmd`); git's `rebase -x`, `grep -O`
 /// and `difftool -x` run a program too, as do GNU sort's `--compress-program`, diff3's
-/// `--diff-program`, wget's `use_askpass` set by `-e` or read from `--config`'s file, and
-/// sftp's `-D`.
+/// `--diff-program`, wget's `use_askpass` set by `-e` or read from `--config`'s file, sftp's
+/// `-D`, and git's own `remote-ext` and `daemon --access-hook`.
 /// Each of these ran its program through the real program; each is refused
 /// before the child starts, and the marker the payload would create stays absent.
 #[test]
@@ -1349,6 +1349,21 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
     std::fs::write(question.join("127.0.0.1': "), format!("{payload}\n")).unwrap();
     std::fs::write(w.join("wgetrc"), "use_askpass = sh\n").unwrap();
     let url = "http://127.0.0.1:9/";
+    let bare = w.join("r.git");
+    let made = Command::new("git")
+        .args(["init", "-q", "--bare"])
+        .arg(&bare)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // The hook's first line of output is the refusal `--informative-errors` sends back.
+    std::fs::write(
+        bare.join("upload-pack"),
+        format!("{payload}\necho {RAN}\nexit 1\n"),
+    )
+    .unwrap();
+    let request = format!("git-upload-pack {}\0host=localhost\0", bare.display());
+    let daemon_request = format!("{:04x}{request}", request.len() + 4);
     let git = |args: Vec<String>| serde_json::json!({"binary": "git", "args": args});
     let tar = |args: Vec<String>| serde_json::json!({"binary": "tar", "args": args});
     let other =
@@ -1428,6 +1443,17 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         other("wget", s(&["--execute=USEASKPASS=sh", url])),
         other("wget", s(&["--config=wgetrc", url])),
         other("wget", s(&["--conf", "wgetrc", url])),
+        // git's transport helper for `ext::` addresses, started as a command of its own, runs
+        // its argument (`% ` is its escaped space) when asked to connect on its standard input.
+        serde_json::json!({"binary": "git",
+            "args": ["remote-ext", "x", format!("sh -c {}", payload.replace(' ', "% "))],
+            "stdin": "connect git-upload-pack\n"}),
+        // git daemon runs its `--access-hook` for each request, read from its standard input
+        // with `--inetd`: `sh` runs the planted `upload-pack` in the repository asked for.
+        serde_json::json!({"binary": "git",
+            "args": ["daemon", "--inetd", "--export-all", "--informative-errors",
+                "--access-hook=sh"],
+            "stdin": daemon_request}),
         // sftp runs the program `-D` names, split into its words, as its local server.
         other("sftp", s(&["-D", &format!("sh -c '{payload}'"), "h"])),
         other("sftp", s(&["-qD", &format!("sh -c '{payload}'"), "h"])),

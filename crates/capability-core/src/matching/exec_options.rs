@@ -93,13 +93,18 @@ const RULES: &[Rule] = &[
         // of `clone`, which refuses them, so stopping there misses no `-c` that would run.
         short: "c",
         valued: "bmoCFj",
-        // Subcommands whose purpose is to run programs or whose options run them.
+        // Subcommands whose purpose is to run programs or whose options run them:
+        // `remote-ext` runs its argument (the helper of `ext::` addresses), `daemon` its
+        // `--access-hook`, `merge-index` the program it is given for each unmerged file.
         words: &[
             "filter-branch",
             "difftool",
             "mergetool",
             "send-email",
             "instaweb",
+            "remote-ext",
+            "daemon",
+            "merge-index",
         ],
         prefixes: &["ext::"],
         ..Rule::NONE
@@ -128,6 +133,12 @@ const RULES: &[Rule] = &[
     Rule {
         programs: &["git"],
         after: Some("submodule"),
+        words: &["foreach"],
+        ..Rule::NONE
+    },
+    Rule {
+        programs: &["git"],
+        after: Some("submodule--helper"),
         words: &["foreach"],
         ..Rule::NONE
     },
@@ -403,6 +414,10 @@ mod tests {
             ("git", &["difftool", "--extcmd=x"]),
             ("git", &["filter-branch", "--tree-filter", "x"]),
             ("git", &["submodule", "foreach", "x"]),
+            ("git", &["submodule--helper", "foreach", "x"]),
+            ("git", &["remote-ext", "origin", "sh -c x"]),
+            ("git", &["daemon", "--inetd", "--access-hook=x"]),
+            ("git", &["merge-index", "x", "-a"]),
             ("git", &["bisect", "run", "x"]),
             ("git", &["send-email", "--sendmail-cmd=x"]),
             // tar, in every style.
