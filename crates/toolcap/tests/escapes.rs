@@ -1325,7 +1325,8 @@ fn nothing_steers_a_trusted_binary_into_running_a_program() {
 /// first argument as a cluster without a dash (`tar cIf cmd`); git's `rebase -x`, `grep -O`
 /// and `difftool -x` run a program too, as do GNU sort's `--compress-program`, diff3's
 /// `--diff-program`, wget's `use_askpass` set by `-e` or read from `--config`'s file, sftp's
-/// `-D`, and git's own `remote-ext` and `daemon --access-hook`.
+/// `-D`, git's own `remote-ext` and `daemon --access-hook`, and tar's `-M`, whose prompt for
+/// the next volume starts a shell.
 /// Each of these ran its program through the real program; each is refused
 /// before the child starts, and the marker the payload would create stays absent.
 #[test]
@@ -1349,6 +1350,13 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
     std::fs::write(question.join("127.0.0.1': "), format!("{payload}\n")).unwrap();
     std::fs::write(w.join("wgetrc"), "use_askpass = sh\n").unwrap();
     let url = "http://127.0.0.1:9/";
+    std::fs::write(w.join("big"), vec![7u8; 30_000]).unwrap();
+    let volumes = Command::new("tar")
+        .args(["-cM", "-L", "20", "-f", "v1.tar", "-f", "v2.tar", "big"])
+        .current_dir(&w)
+        .status()
+        .unwrap();
+    assert!(volumes.success());
     let bare = w.join("r.git");
     let made = Command::new("git")
         .args(["init", "-q", "--bare"])
@@ -1454,6 +1462,14 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
             "args": ["daemon", "--inetd", "--export-all", "--informative-errors",
                 "--access-hook=sh"],
             "stdin": daemon_request}),
+        // GNU tar asks for the next volume of a multi-volume archive on its standard input,
+        // where `!` starts a shell that reads what follows (past the 8 KiB tar's stdio reads).
+        serde_json::json!({"binary": "tar", "args": ["-tM", "-f", "v1.tar"],
+            "stdin": format!("!\n{}\n{payload}\nexit\n", "#".repeat(8190))}),
+        serde_json::json!({"binary": "tar", "args": ["--multi-vol", "-tf", "v1.tar"],
+            "stdin": format!("!\n{}\n{payload}\nexit\n", "#".repeat(8190))}),
+        serde_json::json!({"binary": "tar", "args": ["tMf", "v1.tar"],
+            "stdin": format!("!\n{}\n{payload}\nexit\n", "#".repeat(8190))}),
         // sftp runs the program `-D` names, split into its words, as its local server.
         other("sftp", s(&["-D", &format!("sh -c '{payload}'"), "h"])),
         other("sftp", s(&["-qD", &format!("sh -c '{payload}'"), "h"])),

@@ -158,10 +158,13 @@ const RULES: &[Rule] = &[
             "rmt-command",
             "info-script",
             "new-volume-script",
+            // Its prompt for the next volume reads the standard input, where `!` starts a
+            // shell (docs/policy.md, "Options that run programs").
+            "multi-volume",
         ],
         abbreviated: true,
         exact: &["checkpoint"],
-        short: "IF",
+        short: "IFM",
         valued: "bCfgHKLNTVX",
         old_style: true,
         ..Rule::NONE
@@ -212,6 +215,16 @@ const RULES: &[Rule] = &[
         programs: &["diff3", "sdiff"],
         long: &["diff-program"],
         abbreviated: true,
+        ..Rule::NONE
+    },
+    // sdiff's interactive merge (`-o`) reads its commands from the standard input, and `e`
+    // starts an editor (`ed`, with `EDITOR` refused), which runs `!cmd`.
+    Rule {
+        programs: &["sdiff"],
+        long: &["output"],
+        abbreviated: true,
+        short: "o",
+        valued: "Iw",
         ..Rule::NONE
     },
     Rule {
@@ -439,6 +452,13 @@ mod tests {
             ("tar", &["-cf", "h:a.tar", "--rmt=x", "b"]),
             ("tar", &["-cMf", "a.tar", "--info=x", "b"]),
             ("tar", &["-cMf", "a.tar", "--new-volume-script=x", "b"]),
+            ("tar", &["-tM", "-f", "a.tar"]),
+            ("tar", &["tMf", "a.tar"]),
+            ("tar", &["--multi-vol", "-tf", "a.tar"]),
+            ("sdiff", &["-o", "out", "a", "b"]),
+            ("sdiff", &["-so", "out", "a", "b"]),
+            ("sdiff", &["--output=out", "a", "b"]),
+            ("sdiff", &["--out", "out", "a", "b"]),
             // The rest.
             ("find", &[".", "-exec", "x", ";"]),
             ("find", &[".", "-execdir", "x", ";"]),
@@ -525,6 +545,9 @@ mod tests {
             ("curl", &["--connect-timeout", "5", "https://h/"]),
             ("sort", &["-n", "-k2", "--parallel=2", "file"]),
             ("diff3", &["a", "b", "c"]),
+            ("sdiff", &["-w", "80", "a", "b"]),
+            ("sdiff", &["-Io", "a", "b"]),
+            ("tar", &["-cf", "a.tar", "--mode=644", "b"]),
             ("zip", &["-r", "a.zip", "dir"]),
             ("wget", &["-q", "-O", "-", "https://h/"]),
             ("wget", &["-e", "robots=off", "-r", "https://h/"]),
