@@ -70,6 +70,22 @@ const REFUSED_EXACT: &[&str] = &[
     "SSH_AUTH_SOCK",
     "SUDO_ASKPASS",
     "VISUAL",
+    // The editors and pagers programs take from variables of their own, before `EDITOR`,
+    // `VISUAL` and `PAGER`.
+    "SELECTED_EDITOR",
+    "SUDO_EDITOR",
+    "FCEDIT",
+    "KUBE_EDITOR",
+    "SYSTEMD_EDITOR",
+    "SYSTEMD_PAGER",
+    "SYSTEMD_PAGERSECURE",
+    "GH_EDITOR",
+    "GH_PAGER",
+    "GLAB_EDITOR",
+    "SVN_EDITOR",
+    "HGEDITOR",
+    "PSQL_EDITOR",
+    "PSQL_PAGER",
     "XDG_CONFIG_DIRS",
     "XDG_CONFIG_HOME",
     "XDG_DATA_DIRS",
@@ -304,6 +320,8 @@ mod tests {
             "GIT_COMMON_DIR",
             "GIT_TEST_FSMONITOR",
             "BASH_FUNC_ls%%",
+            "KUBE_EDITOR",
+            "PSQL_PAGER",
         ] {
             assert!(is_refused_env_name(name), "{name} must be refused");
         }

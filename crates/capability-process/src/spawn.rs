@@ -103,8 +103,9 @@ impl ScopedSpawner {
             .cloned()
             .unwrap_or_else(|| "C.UTF-8".to_owned());
         env.push(("LANG".to_owned(), lang));
-        // Git uses only the repositories it is pointed at; no call can set these names.
-        env.extend(capability_sandbox::child_git_config());
+        // Git uses only the repositories it is pointed at, and no program starts an editor; no
+        // call can set these names.
+        env.extend(capability_sandbox::child_fixed_env());
         for name in self.grant.process.env_allow() {
             if let Some(value) = config.host_env.get(name) {
                 env.push((name.clone(), value.clone()));

@@ -368,10 +368,12 @@ async fn the_child_environment_is_cleared_and_fixed() {
         "passed by the call"
     );
     assert!(!env.contains_key("SECRET_TOKEN"), "{env:?}");
-    // Git uses only the repositories it is pointed at.
-    for (name, value) in capability_sandbox::CHILD_GIT_CONFIG {
+    // Git uses only the repositories it is pointed at, and no program starts an editor.
+    for (name, value) in capability_sandbox::CHILD_FIXED_ENV {
         assert_eq!(env.get(name).map(String::as_str), Some(value), "{name}");
     }
+    assert_eq!(env.get("EDITOR").map(String::as_str), Some("false"));
+    assert_eq!(env.get("VISUAL").map(String::as_str), Some("false"));
     let home = PathBuf::from(&env["HOME"]);
     assert!(
         home.starts_with(&fx.scratch),
@@ -391,7 +393,7 @@ async fn the_child_environment_is_cleared_and_fixed() {
                 "PATH", "LANG", "TZ", "MY_FLAG", "HOME", "TMPDIR", "PWD", "SHLVL", "_", "OLDPWD",
             ]
             .contains(k)
-                && !capability_sandbox::CHILD_GIT_CONFIG
+                && !capability_sandbox::CHILD_FIXED_ENV
                     .iter()
                     .any(|(name, _)| name == k)
         })

@@ -1,5 +1,6 @@
 //! What toolcap sets in a confined child's environment beside `PATH` and `HOME`: the egress
-//! proxy's variables, and git's rule for which repositories it may use.
+//! proxy's variables, and what no call may change (git's rule for which repositories it may use, no
+//! editor).
 
 /// The port of the egress proxy on a confined child's own loopback.
 pub const EGRESS_PROXY_PORT: u16 = 3128;
@@ -37,17 +38,20 @@ pub fn point_at_egress_proxy(env: &mut Vec<(String, String)>) {
     }
 }
 
-/// Git's configuration every child gets, as command-line configuration (which a repository's
-/// own cannot override, and which no call or personality may set: `GIT_CONFIG_*` are refused
-/// names): `safe.bareRepository=explicit`, so git uses a bare repository only when it is named
-/// (`--git-dir`), never one it finds by walking up from the working directory. A repository
-/// an agent clones can carry a directory laid out as one (`HEAD`, `config`, `objects`, `refs`
-/// are ordinary files in a tree) whose configuration names a program (`core.fsmonitor`); git
-/// run in that directory would take it as a repository and run the program (docs/policy.md,
-/// "Git's hooks and configuration"). And `core.editor` and `sequence.editor` are `false`: with
-/// none set git starts `vi`, which takes its keys from the child's standard input when that is
-/// not a terminal, and `:!cmd` runs a program (docs/policy.md, "Options that run programs").
-pub const CHILD_GIT_CONFIG: [(&str, &str); 7] = [
+/// What every child's environment holds whatever a call or a personality says (no call or
+/// personality may set these names: `GIT_CONFIG_*`, `EDITOR` and `VISUAL` are refused):
+///
+/// - git's command-line configuration, which a repository's own cannot override:
+///   `safe.bareRepository=explicit`, so git uses a bare repository only when it is named
+///   (`--git-dir`), never one it finds by walking up from the working directory (a repository
+///   an agent clones can carry a directory laid out as one whose configuration names a
+///   program, `core.fsmonitor`; docs/policy.md, "Git's hooks and configuration"); and
+///   `core.editor` and `sequence.editor`, `false`;
+/// - `EDITOR` and `VISUAL`, `false`: with no editor set, git, npm, kubectl, crontab and most
+///   programs that edit start `vi`, which takes its keys from the child's standard input when
+///   that is not a terminal, and `:!cmd` runs a program (docs/policy.md, "Options that run
+///   programs"). With `false` an edit fails and nothing runs.
+pub const CHILD_FIXED_ENV: [(&str, &str); 9] = [
     ("GIT_CONFIG_COUNT", "3"),
     ("GIT_CONFIG_KEY_0", "safe.bareRepository"),
     ("GIT_CONFIG_VALUE_0", "explicit"),
@@ -55,11 +59,13 @@ pub const CHILD_GIT_CONFIG: [(&str, &str); 7] = [
     ("GIT_CONFIG_VALUE_1", "false"),
     ("GIT_CONFIG_KEY_2", "sequence.editor"),
     ("GIT_CONFIG_VALUE_2", "false"),
+    ("EDITOR", "false"),
+    ("VISUAL", "false"),
 ];
 
-/// [`CHILD_GIT_CONFIG`] as the owned pairs an environment holds.
-pub fn child_git_config() -> impl Iterator<Item = (String, String)> {
-    CHILD_GIT_CONFIG
+/// [`CHILD_FIXED_ENV`] as the owned pairs an environment holds.
+pub fn child_fixed_env() -> impl Iterator<Item = (String, String)> {
+    CHILD_FIXED_ENV
         .iter()
         .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
 }

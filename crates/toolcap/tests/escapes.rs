@@ -1563,15 +1563,16 @@ fn a_bare_repository_planted_in_the_workspace_runs_nothing() {
 }
 
 // guarantee: G-PROC-02
-/// Git starts an editor for a message or a configuration, and with nothing else set it starts
-/// `vi`, which reads its keys from the call's `stdin` when that is not a terminal: `:!cmd` runs
-/// any program the sandbox lets the child execute. `TERM` is a variable every call may set, and
-/// `git config --global --edit` needs no write reach (the global file is in the child's own
-/// home), so a personality allowing `git` with a reach to read only ran the payload. Every
-/// child's git has `core.editor` and `sequence.editor` set to `false`, as command-line
-/// configuration no repository can override: an edit fails and nothing runs.
+/// Programs start an editor for a message or a configuration, and with no editor set they
+/// start `vi`, which reads its keys from the call's `stdin` when that is not a terminal: `:!cmd`
+/// runs any program the sandbox lets the child execute. `TERM` is a variable every call may
+/// set, and `git config --global --edit` or `npm config edit` needs no write reach (the file
+/// edited is in the child's own home), so a personality allowing `git` with a reach to read
+/// only ran the payload, and so did one allowing `npm`. Every child has `EDITOR` and `VISUAL`
+/// set to `false`, and its git `core.editor` and `sequence.editor` (command-line configuration
+/// no repository can override): an edit fails and nothing runs.
 #[test]
-fn git_starts_no_editor_a_call_can_type_into() {
+fn no_child_starts_an_editor_a_call_can_type_into() {
     assert!(
         Command::new("vi").arg("--version").output().is_ok(),
         "vi is installed (.ci/run installs it), so the editor route is really tried"
@@ -1580,23 +1581,26 @@ fn git_starts_no_editor_a_call_can_type_into() {
     let w = env.root.join("work");
     let marker = w.join("out/pwned");
     let p = env.personality(
-        "git.toml",
+        "editors.toml",
         &format!(
-            "id = \"git\"\n[fs_reach]\nread = [\"{w}\"]\n[safety.process]\nallow = [\"git\"]\n",
+            "id = \"editors\"\n[fs_reach]\nread = [\"{w}\"]\n[safety.process]\n\
+             allow = [\"git\", \"npm\"]\n",
             w = w.display()
         ),
     );
     let keys = format!(":!{}\n:q!\n", payload(&marker));
-    let edit = serde_json::json!({"binary": "git", "args": ["config", "--global", "--edit"],
-        "cwd": w, "env": {"TERM": "xterm"}, "stdin": keys});
+    let edits = [
+        serde_json::json!({"binary": "git", "args": ["config", "--global", "--edit"],
+            "cwd": w, "env": {"TERM": "xterm"}, "stdin": keys}),
+        serde_json::json!({"binary": "npm", "args": ["config", "edit"],
+            "cwd": w, "env": {"TERM": "xterm"}, "stdin": keys}),
+    ];
     let editor = serde_json::json!({"binary": "git", "args": ["var", "GIT_EDITOR"], "cwd": w});
     for mode in MODES {
-        let out = env.run_command(mode, &p, &edit);
-        nothing_ran(
-            &out,
-            &marker,
-            &format!("{mode:?} git config --global --edit"),
-        );
+        for edit in &edits {
+            let out = env.run_command(mode, &p, edit);
+            nothing_ran(&out, &marker, &format!("{mode:?} {edit}"));
+        }
         let out = env.run_command(mode, &p, &editor);
         let result: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(

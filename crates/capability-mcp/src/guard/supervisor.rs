@@ -145,8 +145,9 @@ impl Supervisor {
             ("TMPDIR".to_owned(), home.path().display().to_string()),
             ("LANG".to_owned(), "C.UTF-8".to_owned()),
         ];
-        // Git uses only the repositories it is pointed at; a configuration cannot set these.
-        env.extend(capability_sandbox::child_git_config());
+        // Git uses only the repositories it is pointed at, and no program starts an editor; a
+        // configuration cannot set these.
+        env.extend(capability_sandbox::child_fixed_env());
         for (name, value) in &config.env {
             env.retain(|(n, _)| n != name);
             env.push((name.clone(), value.clone()));
