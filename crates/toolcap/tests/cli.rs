@@ -3906,8 +3906,9 @@ fn a_stop_signal_ends_a_command_blocked_on_a_pipe() {
 
 // guarantee: G-POL-07
 /// A program that runs whatever it is asked to (a shell, an interpreter, `env`, `xargs`, and
-/// `watch`, `strace`, `time`, `sudo` or `npx`, or a client whose commands run a program, as
-/// sqlite3's `.shell`, psql's `\!` and dc's `!` do, which it once did not say) makes
+/// `watch`, `strace`, `time`, `sudo` or `npx`, a project runner (`npm exec`, `uv run`), or a
+/// client whose commands run a program, as sqlite3's `.shell`, psql's `\!` and dc's `!` do,
+/// which it once did not say) makes
 /// an allowlist of one a grant of every program a child may execute: `validate` says so for
 /// each, by its name or its path, so the review does not read `allow = ["python3"]` as one
 /// program.
@@ -3918,7 +3919,7 @@ fn validate_notes_an_allowed_program_that_runs_other_programs() {
         env.root.join("launchers.toml"),
         "id = \"launchers\"\ntoolset = [\"run_command\"]\n[fs_reach]\nread = [\"/srv\"]\n\
          [safety.process]\nallow = [\"git\", \"sh\", \"/usr/bin/python3\", \"env\", \"echo\", \
-         \"watch\", \"strace\", \"time\", \"sudo\", \"npx\", \"sqlite3\", \"psql\", \"dc\"]\n",
+         \"watch\", \"strace\", \"time\", \"sudo\", \"npx\", \"sqlite3\", \"psql\", \"dc\", \"npm\", \"uv\"]\n",
     )
     .unwrap();
     let out = env.toolcap(&["validate", "--personality", &env.path("launchers.toml")]);
@@ -3944,6 +3945,8 @@ fn validate_notes_an_allowed_program_that_runs_other_programs() {
             runs(10, "sqlite3"),
             runs(11, "psql"),
             runs(12, "dc"),
+            runs(13, "npm"),
+            runs(14, "uv"),
         ],
         "{text}"
     );
