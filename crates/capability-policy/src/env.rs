@@ -111,6 +111,43 @@ const REFUSED_EXACT: &[&str] = &[
     // ripgrep reads its options from the file this names, `--pre` among them.
     "RIPGREP_CONFIG_PATH",
     "MANOPT",
+    // What carries the options of the JVM behind a build tool's launcher (`-XX:OnError` and
+    // `-XX:OnOutOfMemoryError` are commands run through `sh -c`, `-javaagent:` loads code), of
+    // go (`-toolexec`), rustc (`-C linker=`), make (`SHELL=`, more makefiles) and the C
+    // compilers (`-wrapper`, `-fplugin=`, `-B`), and the compilers and helpers builds run.
+    "MAVEN_OPTS",
+    "MAVEN_ARGS",
+    "GRADLE_OPTS",
+    "JAVA_OPTS",
+    "SBT_OPTS",
+    "ANT_OPTS",
+    "GOFLAGS",
+    "RUSTFLAGS",
+    "RUSTDOCFLAGS",
+    "CARGO_ENCODED_RUSTFLAGS",
+    "CARGO_ENCODED_RUSTDOCFLAGS",
+    "CARGO_BUILD_RUSTDOC",
+    "CARGO_BUILD_RUSTFLAGS",
+    "CARGO_BUILD_RUSTDOCFLAGS",
+    "CARGO_REGISTRY_CREDENTIAL_PROVIDER",
+    "CARGO_REGISTRY_GLOBAL_CREDENTIAL_PROVIDERS",
+    "MAKEFLAGS",
+    "GNUMAKEFLAGS",
+    "MAKEFILES",
+    "CC",
+    "CXX",
+    "CPP",
+    "LD",
+    "AR",
+    "CFLAGS",
+    "CXXFLAGS",
+    "CPPFLAGS",
+    "LDFLAGS",
+    "CGO_CFLAGS",
+    "CGO_CPPFLAGS",
+    "CGO_CXXFLAGS",
+    "CGO_FFLAGS",
+    "CGO_LDFLAGS",
     // Where a library an allowed program links loads code from: OpenSSL's configuration (its
     // provider and engine sections name shared objects; curl, wget, python and node read it),
     // its module and engine directories, Kerberos' configuration (plugin modules; curl's
@@ -174,6 +211,8 @@ const REFUSED_PREFIXES: &[&str] = &[
     "npm_config_",
     "CARGO_BUILD_RUSTC",
     "CARGO_TARGET_",
+    // A registry's credential provider is a program cargo runs.
+    "CARGO_REGISTRIES_",
     // git's test switches (`GIT_TEST_FSMONITOR` names a program `git status` runs), and bash's
     // exported functions (`BASH_FUNC_ls%%` replaces `ls` in every bash script the child runs).
     "GIT_TEST_",
@@ -322,6 +361,12 @@ mod tests {
             "BASH_FUNC_ls%%",
             "KUBE_EDITOR",
             "PSQL_PAGER",
+            "MAVEN_OPTS",
+            "GOFLAGS",
+            "RUSTFLAGS",
+            "CC",
+            "CFLAGS",
+            "CARGO_REGISTRIES_CRATES_IO_CREDENTIAL_PROVIDER",
         ] {
             assert!(is_refused_env_name(name), "{name} must be refused");
         }
@@ -334,6 +379,9 @@ mod tests {
             "GIT_AUTHOR_NAME",
             "ENVIRONMENT",
             "ZIPCODE",
+            "CARGO_BUILD_JOBS",
+            "CGO_ENABLED",
+            "CCACHE_DIR",
         ] {
             assert!(!is_refused_env_name(name), "{name} must not be refused");
         }

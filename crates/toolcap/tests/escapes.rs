@@ -1613,7 +1613,8 @@ fn no_child_starts_an_editor_a_call_can_type_into() {
 
 // guarantee: G-PROC-02
 /// Variables that carry a program's options or point it at another program are the options
-/// themselves: `TAR_OPTIONS` holds tar's (`--to-command`), `ZIP` zip's (`-TT`),
+/// themselves: `TAR_OPTIONS` holds tar's (`--to-command`), `ZIP` zip's (`-TT`), `MAVEN_OPTS`
+/// the JVM's (`-XX:OnOutOfMemoryError`),
 /// `RIPGREP_CONFIG_PATH` names a file of ripgrep's (`--pre`), `GIT_TEST_FSMONITOR` names a program
 /// `git status` runs, `GIT_COMMON_DIR` takes a repository's hooks and configuration from
 /// elsewhere, and `BASH_FUNC_<name>%%` replaces a command bash runs. With a personality that
@@ -1665,6 +1666,18 @@ fn a_variable_that_carries_a_programs_options_cannot_be_allowed() {
         // command that tests the archive (`-T`, refused on the command line, is accepted
         // there).
         ("ZIP", format!("-T -TT \"{touch} #\""), "zip", vec!["a.zip"]),
+        // Maven hands `MAVEN_OPTS` to the JVM, whose `-XX:OnOutOfMemoryError` is a command it
+        // runs through `sh -c` (with a heap too small for Maven, at once; `${IFS}` for the
+        // spaces the launcher's word splitting would take).
+        (
+            "MAVEN_OPTS",
+            format!(
+                "-Xmx3m -XX:OnOutOfMemoryError={}",
+                touch.replace(' ', "${IFS}")
+            ),
+            "mvn",
+            vec!["--version"],
+        ),
         // ripgrep reads its options from the file `RIPGREP_CONFIG_PATH` names: `--pre=sh` runs
         // each file searched as a shell script.
         (
