@@ -54,7 +54,10 @@ mod parse;
 mod personality;
 mod strict;
 
-pub use crate::env::{is_fixed_env_name, is_refused_env_name, is_safe_env_name, valid_env_name};
+pub use crate::env::{
+    REFUSED_ENV_NAMES, REFUSED_ENV_PREFIXES, is_fixed_env_name, is_refused_env_name,
+    is_safe_env_name, valid_env_name,
+};
 pub use crate::error::PolicyError;
 #[cfg(feature = "yaml")]
 pub use crate::ethos::{
