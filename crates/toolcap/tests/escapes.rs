@@ -1325,8 +1325,8 @@ fn nothing_steers_a_trusted_binary_into_running_a_program() {
 /// first argument as a cluster without a dash (`tar cIf cmd`); git's `rebase -x`, `grep -O`
 /// and `difftool -x` run a program too, as do GNU sort's `--compress-program`, diff3's
 /// `--diff-program`, wget's `use_askpass` set by `-e` or read from `--config`'s file, sftp's
-/// `-D`, git's own `remote-ext` and `daemon --access-hook`, and tar's `-M`, whose prompt for
-/// the next volume starts a shell.
+/// `-D`, git's own `remote-ext` and `daemon --access-hook`, tar's `-M`, whose prompt for the
+/// next volume starts a shell, and the C compiler's `-wrapper`.
 /// Each of these ran its program through the real program; each is refused
 /// before the child starts, and the marker the payload would create stays absent.
 #[test]
@@ -1337,7 +1337,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         "spelling.toml",
         &format!(
             "id = \"spelling\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}\"]\n\
-             [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\", \"wget\", \"sftp\"]\n",
+             [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\", \"wget\", \"sftp\", \"cc\", \"gcc\"]\n",
             w = w.display()
         ),
     );
@@ -1350,6 +1350,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
     std::fs::write(question.join("127.0.0.1': "), format!("{payload}\n")).unwrap();
     std::fs::write(w.join("wgetrc"), "use_askpass = sh\n").unwrap();
     let url = "http://127.0.0.1:9/";
+    std::fs::write(w.join("t.c"), "int main(void) { return 0; }\n").unwrap();
     std::fs::write(w.join("big"), vec![7u8; 30_000]).unwrap();
     let volumes = Command::new("tar")
         .args(["-cM", "-L", "20", "-f", "v1.tar", "-f", "v2.tar", "big"])
@@ -1470,6 +1471,25 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
             "stdin": format!("!\n{}\n{payload}\nexit\n", "#".repeat(8190))}),
         serde_json::json!({"binary": "tar", "args": ["tMf", "v1.tar"],
             "stdin": format!("!\n{}\n{payload}\nexit\n", "#".repeat(8190))}),
+        // The C compiler runs each of its stages under the program `-wrapper` names.
+        other(
+            "gcc",
+            s(&[
+                "-wrapper",
+                &format!("sh,-c,{payload}"),
+                "-fsyntax-only",
+                "t.c",
+            ]),
+        ),
+        other(
+            "cc",
+            s(&[
+                "-fsyntax-only",
+                "-wrapper",
+                &format!("sh,-c,{payload}"),
+                "t.c",
+            ]),
+        ),
         // sftp runs the program `-D` names, split into its words, as its local server.
         other("sftp", s(&["-D", &format!("sh -c '{payload}'"), "h"])),
         other("sftp", s(&["-qD", &format!("sh -c '{payload}'"), "h"])),

@@ -247,6 +247,41 @@ const RULES: &[Rule] = &[
         }),
         ..Rule::NONE
     },
+    // The C compilers: `-wrapper` runs each stage under a program, `-fplugin=` (clang's
+    // `-fpass-plugin=`, `-Xclang -load`) loads a library, `-B` is where the stages are looked
+    // for first, `-specs=` redefines the commands of the stages, `--ld-path=` and `-fuse-ld=`
+    // name the linker. Their single-dash long options are whole words or begin with these.
+    Rule {
+        programs: &[
+            "cc",
+            "c++",
+            "gcc",
+            "g++",
+            "clang",
+            "clang++",
+            "gcc-12",
+            "g++-12",
+            "gcc-13",
+            "g++-13",
+            "gcc-14",
+            "g++-14",
+            "x86_64-linux-gnu-gcc",
+            "x86_64-linux-gnu-g++",
+            "aarch64-linux-gnu-gcc",
+            "aarch64-linux-gnu-g++",
+        ],
+        words: &["-wrapper", "-load", "-plugin"],
+        prefixes: &[
+            "-fplugin",
+            "-fpass-plugin",
+            "-specs",
+            "--specs",
+            "-B",
+            "--ld-path",
+            "-fuse-ld",
+        ],
+        ..Rule::NONE
+    },
     // ripgrep and fd parse with clap, which takes no abbreviation. ripgrep 14 runs the program
     // `--hostname-bin` names for its hyperlinks.
     Rule {
@@ -334,7 +369,7 @@ fn refused(rule: &Rule, arg: &str, first: bool) -> Option<String> {
         return Some(format!("`{arg}` runs a program"));
     }
     if let Some(prefix) = rule.prefixes.iter().find(|p| arg.starts_with(*p)) {
-        return Some(format!("`{prefix}` addresses run a program"));
+        return Some(format!("`{prefix}…` runs a program"));
     }
     if let Some(long) = arg.strip_prefix("--") {
         let name = long.split_once('=').map_or(long, |(name, _)| name);
@@ -498,6 +533,15 @@ mod tests {
             ("wget", &["--config=rc", "https://h/"]),
             ("wget", &["--conf", "rc", "https://h/"]),
             ("rg", &["--hostname-bin=x", "pattern"]),
+            ("gcc", &["-wrapper", "sh,-c,x", "t.c"]),
+            ("cc", &["-fplugin=./p.so", "t.c"]),
+            ("clang", &["-fpass-plugin=./p.so", "t.c"]),
+            ("clang", &["-Xclang", "-load", "-Xclang", "./p.so", "t.c"]),
+            ("g++", &["-B", "./bin", "t.cc"]),
+            ("gcc", &["-B./bin", "t.c"]),
+            ("gcc", &["-specs=./s", "t.c"]),
+            ("gcc", &["--ld-path=./ld", "t.c"]),
+            ("clang", &["-fuse-ld=./ld", "t.c"]),
             ("ssh", &["-I", "lib.so", "h"]),
             ("ssh", &["-vI", "lib.so", "h"]),
             ("ssh", &["-Ilib.so", "h"]),
@@ -560,6 +604,8 @@ mod tests {
             ("rg", &["-n", "pattern", "src"]),
             ("rg", &["--pretty", "pattern"]),
             ("fd", &["-e", "rs", "main"]),
+            ("gcc", &["-O2", "-Wall", "-o", "t", "t.c"]),
+            ("cc", &["-c", "-fPIC", "-I", "include", "t.c"]),
             // A rule is for its program only.
             ("echo", &["--upload-pack=x"]),
             ("ls", &["-I", "x"]),
