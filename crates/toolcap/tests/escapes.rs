@@ -1326,7 +1326,8 @@ fn nothing_steers_a_trusted_binary_into_running_a_program() {
 /// and `difftool -x` run a program too, as do GNU sort's `--compress-program`, diff3's
 /// `--diff-program`, wget's `use_askpass` set by `-e` or read from `--config`'s file, sftp's
 /// `-D`, git's own `remote-ext` and `daemon --access-hook`, tar's `-M`, whose prompt for the
-/// next volume starts a shell, and the C compiler's `-wrapper`.
+/// next volume starts a shell, the C compiler's `-wrapper`, and less's key file, whose
+/// `LESSOPEN` is a command.
 /// Each of these ran its program through the real program; each is refused
 /// before the child starts, and the marker the payload would create stays absent.
 #[test]
@@ -1337,7 +1338,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         "spelling.toml",
         &format!(
             "id = \"spelling\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}\"]\n\
-             [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\", \"wget\", \"sftp\", \"cc\", \"gcc\"]\n",
+             [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\", \"wget\", \"sftp\", \"cc\", \"gcc\", \"less\"]\n",
             w = w.display()
         ),
     );
@@ -1351,6 +1352,12 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
     std::fs::write(w.join("wgetrc"), "use_askpass = sh\n").unwrap();
     let url = "http://127.0.0.1:9/";
     std::fs::write(w.join("t.c"), "int main(void) { return 0; }\n").unwrap();
+    std::fs::write(
+        w.join("keys"),
+        format!("#env\nLESSOPEN=|{payload}; cat %s\n"),
+    )
+    .unwrap();
+    std::fs::write(w.join("a.txt"), "alpha").unwrap();
     std::fs::write(w.join("big"), vec![7u8; 30_000]).unwrap();
     let volumes = Command::new("tar")
         .args(["-cM", "-L", "20", "-f", "v1.tar", "-f", "v2.tar", "big"])
@@ -1490,6 +1497,10 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
                 "t.c",
             ]),
         ),
+        // less reads a key file's `#env` section, whose `LESSOPEN` is a command it runs for
+        // each file, also when its output is not a terminal.
+        other("less", s(&["--lesskey-src=keys", "a.txt"])),
+        other("less", s(&["--lesskey-s", "keys", "a.txt"])),
         // sftp runs the program `-D` names, split into its words, as its local server.
         other("sftp", s(&["-D", &format!("sh -c '{payload}'"), "h"])),
         other("sftp", s(&["-qD", &format!("sh -c '{payload}'"), "h"])),
@@ -1634,7 +1645,8 @@ fn no_child_starts_an_editor_a_call_can_type_into() {
 // guarantee: G-PROC-02
 /// Variables that carry a program's options or point it at another program are the options
 /// themselves: `TAR_OPTIONS` holds tar's (`--to-command`), `ZIP` zip's (`-TT`), `MAVEN_OPTS`
-/// the JVM's (`-XX:OnOutOfMemoryError`),
+/// the JVM's (`-XX:OnOutOfMemoryError`), `LESS` and `LESSKEYIN` less's (a key file that sets
+/// `LESSOPEN`),
 /// `RIPGREP_CONFIG_PATH` names a file of ripgrep's (`--pre`), `GIT_TEST_FSMONITOR` names a program
 /// `git status` runs, `GIT_COMMON_DIR` takes a repository's hooks and configuration from
 /// elsewhere, and `BASH_FUNC_<name>%%` replaces a command bash runs. With a personality that
@@ -1698,6 +1710,20 @@ fn a_variable_that_carries_a_programs_options_cannot_be_allowed() {
             "mvn",
             vec!["--version"],
         ),
+        // less reads its options from `LESS`, and a key file (whose `#env` section sets
+        // `LESSOPEN`, a command it runs) from `LESSKEYIN`.
+        (
+            "LESS",
+            format!("--lesskey-src={}", w.join("keys").display()),
+            "less",
+            vec!["a.txt"],
+        ),
+        (
+            "LESSKEYIN",
+            w.join("keys").display().to_string(),
+            "less",
+            vec!["a.txt"],
+        ),
         // ripgrep reads its options from the file `RIPGREP_CONFIG_PATH` names: `--pre=sh` runs
         // each file searched as a shell script.
         (
@@ -1708,6 +1734,7 @@ fn a_variable_that_carries_a_programs_options_cannot_be_allowed() {
         ),
     ];
     std::fs::write(w.join("rgrc"), "--pre=sh\n").unwrap();
+    std::fs::write(w.join("keys"), format!("#env\nLESSOPEN=|{touch}; cat %s\n")).unwrap();
     std::fs::write(w.join("script.sh"), format!("{touch}\n")).unwrap();
     for (name, value, binary, args) in cases {
         let p = env.personality(

@@ -282,6 +282,17 @@ const RULES: &[Rule] = &[
         ],
         ..Rule::NONE
     },
+    // less reads a key file (`-k` compiled, `--lesskey-src` as text, `--lesskey-content`
+    // inline) whose `#env` section sets `LESSOPEN`, a command it runs for each file, also when
+    // its output is not a terminal; it takes a long option by any unambiguous prefix.
+    Rule {
+        programs: &["less"],
+        long: &["lesskey-file", "lesskey-src", "lesskey-content"],
+        abbreviated: true,
+        short: "k",
+        valued: "bDhjopPtTxyz#",
+        ..Rule::NONE
+    },
     // ripgrep and fd parse with clap, which takes no abbreviation. ripgrep 14 runs the program
     // `--hostname-bin` names for its hyperlinks.
     Rule {
@@ -534,6 +545,11 @@ mod tests {
             ("wget", &["--conf", "rc", "https://h/"]),
             ("rg", &["--hostname-bin=x", "pattern"]),
             ("gcc", &["-wrapper", "sh,-c,x", "t.c"]),
+            ("less", &["--lesskey-src=k", "a"]),
+            ("less", &["--lesskey-s", "k", "a"]),
+            ("less", &["-k", "k", "a"]),
+            ("less", &["-Rk", "k", "a"]),
+            ("less", &["--lesskey-content=#env", "a"]),
             ("cc", &["-fplugin=./p.so", "t.c"]),
             ("clang", &["-fpass-plugin=./p.so", "t.c"]),
             ("clang", &["-Xclang", "-load", "-Xclang", "./p.so", "t.c"]),
@@ -605,6 +621,10 @@ mod tests {
             ("rg", &["--pretty", "pattern"]),
             ("fd", &["-e", "rs", "main"]),
             ("gcc", &["-O2", "-Wall", "-o", "t", "t.c"]),
+            ("less", &["-R", "-S", "a"]),
+            ("less", &["-pkey", "a"]),
+            ("less", &["-tkey"]),
+            ("less", &["--pattern=key", "a"]),
             ("cc", &["-c", "-fPIC", "-I", "include", "t.c"]),
             // A rule is for its program only.
             ("echo", &["--upload-pack=x"]),
