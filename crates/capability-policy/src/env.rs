@@ -122,6 +122,11 @@ pub const REFUSED_ENV_NAMES: &[&str] = &[
     // ripgrep reads its options from the file this names, `--pre` among them.
     "RIPGREP_CONFIG_PATH",
     "MANOPT",
+    // The options man hands groff (`-U` runs a page's `.sy` requests), and where groff looks
+    // for the programs it runs or what it prefixes their names with.
+    "MANROFFOPT",
+    "GROFF_BIN_PATH",
+    "GROFF_COMMAND_PREFIX",
     // What carries the options of the JVM behind a build tool's launcher (`-XX:OnError` and
     // `-XX:OnOutOfMemoryError` are commands run through `sh -c`, `-javaagent:` loads code), of
     // go (`-toolexec`), rustc (`-C linker=`), make (`SHELL=`, more makefiles) and the C
@@ -375,6 +380,7 @@ mod tests {
             "MAVEN_OPTS",
             "LESS",
             "LESSKEYIN",
+            "MANROFFOPT",
             "GOFLAGS",
             "RUSTFLAGS",
             "CC",

@@ -1326,8 +1326,8 @@ fn nothing_steers_a_trusted_binary_into_running_a_program() {
 /// and `difftool -x` run a program too, as do GNU sort's `--compress-program`, diff3's
 /// `--diff-program`, wget's `use_askpass` set by `-e` or read from `--config`'s file, sftp's
 /// `-D`, git's own `remote-ext` and `daemon --access-hook`, tar's `-M`, whose prompt for the
-/// next volume starts a shell, the C compiler's `-wrapper`, and less's key file, whose
-/// `LESSOPEN` is a command.
+/// next volume starts a shell, the C compiler's `-wrapper`, less's key file, whose
+/// `LESSOPEN` is a command, man's configuration file and groff's unsafe mode.
 /// Each of these ran its program through the real program; each is refused
 /// before the child starts, and the marker the payload would create stays absent.
 #[test]
@@ -1338,7 +1338,8 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         "spelling.toml",
         &format!(
             "id = \"spelling\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}\"]\n\
-             [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\", \"wget\", \"sftp\", \"cc\", \"gcc\", \"less\"]\n",
+             [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\", \"wget\", \"sftp\", \"cc\", \"gcc\", \"less\", \"man\", \
+             \"groff\", \"nroff\"]\n",
             w = w.display()
         ),
     );
@@ -1358,6 +1359,12 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
     )
     .unwrap();
     std::fs::write(w.join("a.txt"), "alpha").unwrap();
+    std::fs::write(w.join("page.1"), format!(".TH X 1\n.sy {payload}\nhello\n")).unwrap();
+    std::fs::write(
+        w.join("man.conf"),
+        format!("DEFINE\tnroff\tsh -c '{payload}; cat'\nDEFINE\ttbl\tsh -c '{payload}; cat'\n"),
+    )
+    .unwrap();
     std::fs::write(w.join("big"), vec![7u8; 30_000]).unwrap();
     let volumes = Command::new("tar")
         .args(["-cM", "-L", "20", "-f", "v1.tar", "-f", "v2.tar", "big"])
@@ -1501,6 +1508,12 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         // each file, also when its output is not a terminal.
         other("less", s(&["--lesskey-src=keys", "a.txt"])),
         other("less", s(&["--lesskey-s", "keys", "a.txt"])),
+        // man runs the programs its configuration file defines (`-C`) as its formatters, and
+        // groff in its unsafe mode (`-U`) the `.sy` requests of the page it formats.
+        other("man", s(&["-C", "man.conf", "-l", "page.1"])),
+        other("man", s(&["--config-f=man.conf", "-l", "page.1"])),
+        other("groff", s(&["-U", "-Tutf8", "page.1"])),
+        other("nroff", s(&["-U", "page.1"])),
         // sftp runs the program `-D` names, split into its words, as its local server.
         other("sftp", s(&["-D", &format!("sh -c '{payload}'"), "h"])),
         other("sftp", s(&["-qD", &format!("sh -c '{payload}'"), "h"])),
@@ -1646,7 +1659,7 @@ fn no_child_starts_an_editor_a_call_can_type_into() {
 /// Variables that carry a program's options or point it at another program are the options
 /// themselves: `TAR_OPTIONS` holds tar's (`--to-command`), `ZIP` zip's (`-TT`), `MAVEN_OPTS`
 /// the JVM's (`-XX:OnOutOfMemoryError`), `LESS` and `LESSKEYIN` less's (a key file that sets
-/// `LESSOPEN`),
+/// `LESSOPEN`), `MANROFFOPT` groff's (`-U`),
 /// `RIPGREP_CONFIG_PATH` names a file of ripgrep's (`--pre`), `GIT_TEST_FSMONITOR` names a program
 /// `git status` runs, `GIT_COMMON_DIR` takes a repository's hooks and configuration from
 /// elsewhere, and `BASH_FUNC_<name>%%` replaces a command bash runs. With a personality that
@@ -1724,6 +1737,8 @@ fn a_variable_that_carries_a_programs_options_cannot_be_allowed() {
             "less",
             vec!["a.txt"],
         ),
+        // man hands `MANROFFOPT` to groff, whose `-U` runs the `.sy` requests of a page.
+        ("MANROFFOPT", "-U".to_owned(), "man", vec!["-l", "page.1"]),
         // ripgrep reads its options from the file `RIPGREP_CONFIG_PATH` names: `--pre=sh` runs
         // each file searched as a shell script.
         (
@@ -1734,6 +1749,7 @@ fn a_variable_that_carries_a_programs_options_cannot_be_allowed() {
         ),
     ];
     std::fs::write(w.join("rgrc"), "--pre=sh\n").unwrap();
+    std::fs::write(w.join("page.1"), format!(".TH X 1\n.sy {touch}\nhello\n")).unwrap();
     std::fs::write(w.join("keys"), format!("#env\nLESSOPEN=|{touch}; cat %s\n")).unwrap();
     std::fs::write(w.join("script.sh"), format!("{touch}\n")).unwrap();
     for (name, value, binary, args) in cases {

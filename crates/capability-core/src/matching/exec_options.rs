@@ -293,6 +293,25 @@ const RULES: &[Rule] = &[
         valued: "bDhjopPtTxyz#",
         ..Rule::NONE
     },
+    // man runs the programs the configuration file `-C` names (its `DEFINE`s of the pager,
+    // the formatters, the browser), the browser `-H` names, `gxditview` for `-X`, and the
+    // pager `-P` names; it takes a long option by any unambiguous prefix.
+    Rule {
+        programs: &["man"],
+        long: &["config-file", "html", "gxditview", "pager"],
+        abbreviated: true,
+        short: "CHXP",
+        valued: "LmMSeprERT",
+        ..Rule::NONE
+    },
+    // groff and its front ends in unsafe mode (`-U`) run the `.sy` and `.pso` requests of the
+    // document they format.
+    Rule {
+        programs: &["groff", "nroff", "troff"],
+        short: "U",
+        valued: "mMTFIdrnowWfKLPD",
+        ..Rule::NONE
+    },
     // ripgrep and fd parse with clap, which takes no abbreviation. ripgrep 14 runs the program
     // `--hostname-bin` names for its hyperlinks.
     Rule {
@@ -545,6 +564,15 @@ mod tests {
             ("wget", &["--conf", "rc", "https://h/"]),
             ("rg", &["--hostname-bin=x", "pattern"]),
             ("gcc", &["-wrapper", "sh,-c,x", "t.c"]),
+            ("man", &["-C", "man.conf", "ls"]),
+            ("man", &["--config-f=man.conf", "ls"]),
+            ("man", &["-Hx", "ls"]),
+            ("man", &["--html=x", "ls"]),
+            ("man", &["-X", "ls"]),
+            ("man", &["-P", "x", "ls"]),
+            ("groff", &["-U", "-Tutf8", "x.1"]),
+            ("nroff", &["-Umandoc", "x.1"]),
+            ("troff", &["-zU", "x.1"]),
             ("less", &["--lesskey-src=k", "a"]),
             ("less", &["--lesskey-s", "k", "a"]),
             ("less", &["-k", "k", "a"]),
@@ -621,6 +649,11 @@ mod tests {
             ("rg", &["--pretty", "pattern"]),
             ("fd", &["-e", "rs", "main"]),
             ("gcc", &["-O2", "-Wall", "-o", "t", "t.c"]),
+            ("man", &["-k", "printf"]),
+            ("man", &["-l", "x.1"]),
+            ("man", &["-LC", "ls"]),
+            ("groff", &["-man", "-Tutf8", "x.1"]),
+            ("groff", &["-mU", "x.1"]),
             ("less", &["-R", "-S", "a"]),
             ("less", &["-pkey", "a"]),
             ("less", &["-tkey"]),
