@@ -1327,7 +1327,8 @@ fn nothing_steers_a_trusted_binary_into_running_a_program() {
 /// `--diff-program`, wget's `use_askpass` set by `-e` or read from `--config`'s file, sftp's
 /// `-D`, git's own `remote-ext` and `daemon --access-hook`, tar's `-M`, whose prompt for the
 /// next volume starts a shell, the C compiler's `-wrapper`, less's key file, whose
-/// `LESSOPEN` is a command, man's configuration file and groff's unsafe mode.
+/// `LESSOPEN` is a command, man's configuration file, groff's unsafe mode, and the libraries
+/// openssl loads as an engine or a provider.
 /// Each of these ran its program through the real program; each is refused
 /// before the child starts, and the marker the payload would create stays absent.
 #[test]
@@ -1339,7 +1340,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         &format!(
             "id = \"spelling\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}\"]\n\
              [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\", \"wget\", \"sftp\", \"cc\", \"gcc\", \"less\", \"man\", \
-             \"groff\", \"nroff\"]\n",
+             \"groff\", \"nroff\", \"openssl\"]\n",
             w = w.display()
         ),
     );
@@ -1363,6 +1364,31 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
     std::fs::write(
         w.join("man.conf"),
         format!("DEFINE\tnroff\tsh -c '{payload}; cat'\nDEFINE\ttbl\tsh -c '{payload}; cat'\n"),
+    )
+    .unwrap();
+    // A library whose constructor prints the payload's mark when anything loads it.
+    std::fs::write(
+        w.join("hook.c"),
+        format!(
+            "#include <unistd.h>\n#include <string.h>\n\
+             __attribute__((constructor)) static void hook(void) {{\n\
+             const char *m = \"{RAN}\\n\"; write(2, m, strlen(m)); }}\n"
+        ),
+    )
+    .unwrap();
+    let built = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o", "hook.so", "hook.c"])
+        .current_dir(&w)
+        .status()
+        .unwrap();
+    assert!(built.success(), "cc builds the hook library");
+    std::fs::write(
+        w.join("hook.cnf"),
+        format!(
+            "openssl_conf = init\n[init]\nproviders = p\n[p]\nhook = hook\n[hook]\n\
+             module = {}\nactivate = 1\n",
+            w.join("hook.so").display()
+        ),
     )
     .unwrap();
     std::fs::write(w.join("big"), vec![7u8; 30_000]).unwrap();
@@ -1514,6 +1540,21 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         other("man", s(&["--config-f=man.conf", "-l", "page.1"])),
         other("groff", s(&["-U", "-Tutf8", "page.1"])),
         other("nroff", s(&["-U", "page.1"])),
+        // openssl loads the library `-engine` names (a path is tried as the file of a dynamic
+        // engine), and the providers of `-provider`/`-provider-path` and of `-config`'s file.
+        other(
+            "openssl",
+            s(&["dgst", "-sha256", "-engine", "./hook.so", "a.txt"]),
+        ),
+        other(
+            "openssl",
+            s(&["dgst", "-sha256", "-engine=./hook.so", "a.txt"]),
+        ),
+        other(
+            "openssl",
+            s(&["dgst", "-provider-path", ".", "-provider", "hook", "a.txt"]),
+        ),
+        other("openssl", s(&["req", "-config", "hook.cnf", "-new"])),
         // sftp runs the program `-D` names, split into its words, as its local server.
         other("sftp", s(&["-D", &format!("sh -c '{payload}'"), "h"])),
         other("sftp", s(&["-qD", &format!("sh -c '{payload}'"), "h"])),

@@ -312,6 +312,27 @@ const RULES: &[Rule] = &[
         valued: "mMTFIdrnowWfKLPD",
         ..Rule::NONE
     },
+    // openssl loads a library: the one `-engine` names (a path is the file of a dynamic
+    // engine; also `-keygen_engine`, s_client's `-ssl_client_engine`, the `engine` command),
+    // the providers `-provider` and `-provider-path` name, and those `-config`'s file does.
+    // Its options take one dash or two, and `=` before a value.
+    Rule {
+        programs: &["openssl"],
+        words: &["engine"],
+        prefixes: &[
+            "-engine",
+            "--engine",
+            "-keygen_engine",
+            "--keygen_engine",
+            "-ssl_client_engine",
+            "--ssl_client_engine",
+            "-provider",
+            "--provider",
+            "-config",
+            "--config",
+        ],
+        ..Rule::NONE
+    },
     // ripgrep and fd parse with clap, which takes no abbreviation. ripgrep 14 runs the program
     // `--hostname-bin` names for its hyperlinks.
     Rule {
@@ -564,6 +585,16 @@ mod tests {
             ("wget", &["--conf", "rc", "https://h/"]),
             ("rg", &["--hostname-bin=x", "pattern"]),
             ("gcc", &["-wrapper", "sh,-c,x", "t.c"]),
+            ("openssl", &["dgst", "-engine", "./x.so", "f"]),
+            ("openssl", &["dgst", "--engine=./x.so", "f"]),
+            ("openssl", &["req", "-new", "-keygen_engine", "./x.so"]),
+            ("openssl", &["s_client", "-ssl_client_engine", "./x.so"]),
+            (
+                "openssl",
+                &["dgst", "-provider-path", ".", "-provider", "x", "f"],
+            ),
+            ("openssl", &["req", "-config", "x.cnf", "-new"]),
+            ("openssl", &["engine", "dynamic", "-pre", "SO_PATH:./x.so"]),
             ("man", &["-C", "man.conf", "ls"]),
             ("man", &["--config-f=man.conf", "ls"]),
             ("man", &["-Hx", "ls"]),
@@ -649,6 +680,12 @@ mod tests {
             ("rg", &["--pretty", "pattern"]),
             ("fd", &["-e", "rs", "main"]),
             ("gcc", &["-O2", "-Wall", "-o", "t", "t.c"]),
+            ("openssl", &["dgst", "-sha256", "f"]),
+            ("openssl", &["x509", "-in", "c.pem", "-noout", "-text"]),
+            (
+                "openssl",
+                &["s_client", "-connect", "h:443", "-servername", "h"],
+            ),
             ("man", &["-k", "printf"]),
             ("man", &["-l", "x.1"]),
             ("man", &["-LC", "ls"]),
