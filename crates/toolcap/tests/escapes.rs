@@ -1328,7 +1328,7 @@ fn nothing_steers_a_trusted_binary_into_running_a_program() {
 /// `-D`, git's own `remote-ext` and `daemon --access-hook`, tar's `-M`, whose prompt for the
 /// next volume starts a shell, the C compiler's `-wrapper`, less's key file, whose
 /// `LESSOPEN` is a command, man's configuration file, groff's unsafe mode, and the libraries
-/// openssl loads as an engine or a provider.
+/// openssl (and curl, through it) loads as an engine or a provider.
 /// Each of these ran its program through the real program; each is refused
 /// before the child starts, and the marker the payload would create stays absent.
 #[test]
@@ -1340,7 +1340,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         &format!(
             "id = \"spelling\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}\"]\n\
              [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\", \"wget\", \"sftp\", \"cc\", \"gcc\", \"less\", \"man\", \
-             \"groff\", \"nroff\", \"openssl\"]\n",
+             \"groff\", \"nroff\", \"openssl\", \"curl\"]\n",
             w = w.display()
         ),
     );
@@ -1382,6 +1382,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         .status()
         .unwrap();
     assert!(built.success(), "cc builds the hook library");
+    let hook = w.join("hook.so").display().to_string();
     std::fs::write(
         w.join("hook.cnf"),
         format!(
@@ -1555,6 +1556,9 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
             s(&["dgst", "-provider-path", ".", "-provider", "hook", "a.txt"]),
         ),
         other("openssl", s(&["req", "-config", "hook.cnf", "-new"])),
+        // curl hands `--engine` to OpenSSL, which loads an absolute path as an engine's file.
+        other("curl", s(&["--engine", &hook, "-s", url])),
+        other("curl", s(&[&format!("--eng={hook}"), "-s", url])),
         // sftp runs the program `-D` names, split into its words, as its local server.
         other("sftp", s(&["-D", &format!("sh -c '{payload}'"), "h"])),
         other("sftp", s(&["-qD", &format!("sh -c '{payload}'"), "h"])),

@@ -199,7 +199,8 @@ const RULES: &[Rule] = &[
     },
     Rule {
         programs: &["curl"],
-        long: &["config"],
+        // `--engine` is handed to OpenSSL, which loads an absolute path as an engine's file.
+        long: &["config", "engine"],
         abbreviated: true,
         short: "K",
         ..Rule::NONE
@@ -567,6 +568,8 @@ mod tests {
             ("curl", &["-sK", "cfg"]),
             ("curl", &["--config", "cfg"]),
             ("curl", &["--conf", "cfg"]),
+            ("curl", &["--engine", "/x.so", "https://h/"]),
+            ("curl", &["--eng=/x.so", "https://h/"]),
             ("sort", &["--compress-program=x", "-S", "1K"]),
             ("sort", &["-S", "1K", "--compress-p", "x"]),
             ("diff3", &["--diff-program=x", "a", "b", "c"]),
