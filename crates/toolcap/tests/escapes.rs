@@ -1328,7 +1328,8 @@ fn nothing_steers_a_trusted_binary_into_running_a_program() {
 /// `-D`, git's own `remote-ext` and `daemon --access-hook`, tar's `-M`, whose prompt for the
 /// next volume starts a shell, the C compiler's `-wrapper`, less's key file, whose
 /// `LESSOPEN` is a command, man's configuration file, groff's unsafe mode, and the libraries
-/// openssl (and curl, through it) loads as an engine or a provider.
+/// openssl (and curl, through it) loads as an engine or a provider, and GNU split's
+/// `--filter`.
 /// Each of these ran its program through the real program; each is refused
 /// before the child starts, and the marker the payload would create stays absent.
 #[test]
@@ -1340,7 +1341,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         &format!(
             "id = \"spelling\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}\"]\n\
              [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\", \"wget\", \"sftp\", \"cc\", \"gcc\", \"less\", \"man\", \
-             \"groff\", \"nroff\", \"openssl\", \"curl\"]\n",
+             \"groff\", \"nroff\", \"openssl\", \"curl\", \"split\"]\n",
             w = w.display()
         ),
     );
@@ -1559,6 +1560,11 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         // curl hands `--engine` to OpenSSL, which loads an absolute path as an engine's file.
         other("curl", s(&["--engine", &hook, "-s", url])),
         other("curl", s(&[&format!("--eng={hook}"), "-s", url])),
+        // GNU split hands each piece to `--filter`'s shell command, and needs no write for it.
+        serde_json::json!({"binary": "split", "args": [format!("--filter={payload}")],
+            "stdin": "abc\n"}),
+        serde_json::json!({"binary": "split", "args": ["-l", "1", "--filt", &payload],
+            "stdin": "abc\n"}),
         // sftp runs the program `-D` names, split into its words, as its local server.
         other("sftp", s(&["-D", &format!("sh -c '{payload}'"), "h"])),
         other("sftp", s(&["-qD", &format!("sh -c '{payload}'"), "h"])),

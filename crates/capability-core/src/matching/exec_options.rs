@@ -212,6 +212,20 @@ const RULES: &[Rule] = &[
         abbreviated: true,
         ..Rule::NONE
     },
+    // GNU split hands each piece to `--filter`'s shell command; GNU install runs
+    // `--strip-program` on what it installs.
+    Rule {
+        programs: &["split"],
+        long: &["filter"],
+        abbreviated: true,
+        ..Rule::NONE
+    },
+    Rule {
+        programs: &["install"],
+        long: &["strip-program"],
+        abbreviated: true,
+        ..Rule::NONE
+    },
     Rule {
         programs: &["diff3", "sdiff"],
         long: &["diff-program"],
@@ -569,6 +583,10 @@ mod tests {
             ("curl", &["--config", "cfg"]),
             ("curl", &["--conf", "cfg"]),
             ("curl", &["--engine", "/x.so", "https://h/"]),
+            ("split", &["--filter=x"]),
+            ("split", &["-l", "1", "--fil", "x", "f"]),
+            ("install", &["-s", "--strip-program=x", "a", "b"]),
+            ("install", &["--strip-p", "x", "a", "b"]),
             ("curl", &["--eng=/x.so", "https://h/"]),
             ("sort", &["--compress-program=x", "-S", "1K"]),
             ("sort", &["-S", "1K", "--compress-p", "x"]),
@@ -667,6 +685,8 @@ mod tests {
             ("curl", &["--connect-timeout", "5", "https://h/"]),
             ("sort", &["-n", "-k2", "--parallel=2", "file"]),
             ("diff3", &["a", "b", "c"]),
+            ("split", &["-l", "100", "f", "part-"]),
+            ("install", &["-m", "0644", "-s", "a", "b"]),
             ("sdiff", &["-w", "80", "a", "b"]),
             ("sdiff", &["-Io", "a", "b"]),
             ("tar", &["-cf", "a.tar", "--mode=644", "b"]),
