@@ -1328,8 +1328,8 @@ fn nothing_steers_a_trusted_binary_into_running_a_program() {
 /// `-D`, git's own `remote-ext` and `daemon --access-hook`, tar's `-M`, whose prompt for the
 /// next volume starts a shell, the C compiler's `-wrapper`, less's key file, whose
 /// `LESSOPEN` is a command, man's configuration file, groff's unsafe mode, and the libraries
-/// openssl (and curl, through it) loads as an engine or a provider, and GNU split's
-/// `--filter`.
+/// openssl (and curl, through it) loads as an engine or a provider, GNU split's `--filter`,
+/// and the agent, dirmngr and photo viewer programs gpg is given.
 /// Each of these ran its program through the real program; each is refused
 /// before the child starts, and the marker the payload would create stays absent.
 #[test]
@@ -1341,7 +1341,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         &format!(
             "id = \"spelling\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}\"]\n\
              [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\", \"wget\", \"sftp\", \"cc\", \"gcc\", \"less\", \"man\", \
-             \"groff\", \"nroff\", \"openssl\", \"curl\", \"split\"]\n",
+             \"groff\", \"nroff\", \"openssl\", \"curl\", \"split\", \"gpg\"]\n",
             w = w.display()
         ),
     );
@@ -1565,6 +1565,20 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
             "stdin": "abc\n"}),
         serde_json::json!({"binary": "split", "args": ["-l", "1", "--filt", &payload],
             "stdin": "abc\n"}),
+        // gpg starts the agent and dirmngr programs it is given (`PGM|OPTIONS` adds options;
+        // outside the sandbox a planted script ran: in it only system programs run, with the
+        // arguments gpg puts first).
+        serde_json::json!({"binary": "gpg", "args": ["--batch", "--agent-program",
+            "sh|-c|true", "--pinentry-mode", "loopback", "--passphrase", "x", "-c"],
+            "stdin": "hi\n"}),
+        other(
+            "gpg",
+            s(&["--batch", "--dirmngr-prog=sh", "--recv-keys", "0x12345678"]),
+        ),
+        other(
+            "gpg",
+            s(&["--photo-viewer", "sh -c x", "--show-keys", "a.txt"]),
+        ),
         // sftp runs the program `-D` names, split into its words, as its local server.
         other("sftp", s(&["-D", &format!("sh -c '{payload}'"), "h"])),
         other("sftp", s(&["-qD", &format!("sh -c '{payload}'"), "h"])),

@@ -348,6 +348,24 @@ const RULES: &[Rule] = &[
         ],
         ..Rule::NONE
     },
+    // gpg starts the agent, dirmngr and keyboxd programs it is given (`PGM|OPTIONS` adds
+    // options), the photo viewer, and the helpers of `--exec-path`; `--options` and
+    // `--homedir` name the configuration that can say the same (`GNUPGHOME` is refused too).
+    // It takes a long option by any unambiguous prefix.
+    Rule {
+        programs: &["gpg", "gpg2"],
+        long: &[
+            "agent-program",
+            "dirmngr-program",
+            "keyboxd-program",
+            "photo-viewer",
+            "exec-path",
+            "options",
+            "homedir",
+        ],
+        abbreviated: true,
+        ..Rule::NONE
+    },
     // ripgrep and fd parse with clap, which takes no abbreviation. ripgrep 14 runs the program
     // `--hostname-bin` names for its hyperlinks.
     Rule {
@@ -583,6 +601,11 @@ mod tests {
             ("curl", &["--config", "cfg"]),
             ("curl", &["--conf", "cfg"]),
             ("curl", &["--engine", "/x.so", "https://h/"]),
+            ("gpg", &["--agent-program", "sh|-c|x", "-c"]),
+            ("gpg", &["--dirmngr-prog=x", "--recv-keys", "k"]),
+            ("gpg", &["--photo-viewer", "x", "--show-keys", "k.asc"]),
+            ("gpg", &["--homedir", "./keys", "--verify", "s.asc"]),
+            ("gpg2", &["--options", "./gpg.conf", "-k"]),
             ("split", &["--filter=x"]),
             ("split", &["-l", "1", "--fil", "x", "f"]),
             ("install", &["-s", "--strip-program=x", "a", "b"]),
@@ -685,6 +708,8 @@ mod tests {
             ("curl", &["--connect-timeout", "5", "https://h/"]),
             ("sort", &["-n", "-k2", "--parallel=2", "file"]),
             ("diff3", &["a", "b", "c"]),
+            ("gpg", &["--batch", "--verify", "s.asc", "f"]),
+            ("gpg", &["--output", "f", "--decrypt", "f.gpg"]),
             ("split", &["-l", "100", "f", "part-"]),
             ("install", &["-m", "0644", "-s", "a", "b"]),
             ("sdiff", &["-w", "80", "a", "b"]),
