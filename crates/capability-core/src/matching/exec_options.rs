@@ -149,7 +149,9 @@ const RULES: &[Rule] = &[
         ..Rule::NONE
     },
     Rule {
-        programs: &["tar"],
+        // GNU tar by its other names, and libarchive's, which takes `--use-compress-program`
+        // too (what it lacks of the rest is only refused in vain).
+        programs: &["tar", "gtar", "bsdtar"],
         long: &[
             "to-command",
             "checkpoint-action",
@@ -203,6 +205,12 @@ const RULES: &[Rule] = &[
         long: &["config", "engine"],
         abbreviated: true,
         short: "K",
+        ..Rule::NONE
+    },
+    Rule {
+        programs: &["cpio"],
+        long: &["rsh-command"],
+        abbreviated: true,
         ..Rule::NONE
     },
     // Text utilities that look harmless and are not.
@@ -572,6 +580,9 @@ mod tests {
             ("tar", &["-cMf", "a.tar", "--info=x", "b"]),
             ("tar", &["-cMf", "a.tar", "--new-volume-script=x", "b"]),
             ("tar", &["-tM", "-f", "a.tar"]),
+            ("bsdtar", &["--use-compress-program=x", "-cf", "a.tar", "b"]),
+            ("gtar", &["-xf", "a.tar", "--to-command=x"]),
+            ("cpio", &["-o", "-F", "h:a", "--rsh-command=x"]),
             ("tar", &["tMf", "a.tar"]),
             ("tar", &["--multi-vol", "-tf", "a.tar"]),
             ("sdiff", &["-o", "out", "a", "b"]),
