@@ -81,6 +81,8 @@ pub const REFUSED_ENV_NAMES: &[&str] = &[
     "SSH_AUTH_SOCK",
     "SUDO_ASKPASS",
     "VISUAL",
+    // The shell a program starts for `!` or a command (tar's volume prompt, vi, less, sftp).
+    "SHELL",
     // The editors and pagers programs take from variables of their own, before `EDITOR`,
     // `VISUAL` and `PAGER`.
     "SELECTED_EDITOR",
@@ -377,6 +379,7 @@ mod tests {
             "BASH_FUNC_ls%%",
             "KUBE_EDITOR",
             "PSQL_PAGER",
+            "SHELL",
             "MAVEN_OPTS",
             "LESS",
             "LESSKEYIN",
