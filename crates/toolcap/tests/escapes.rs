@@ -1329,7 +1329,7 @@ fn nothing_steers_a_trusted_binary_into_running_a_program() {
 /// next volume starts a shell, the C compiler's `-wrapper`, less's key file, whose
 /// `LESSOPEN` is a command, man's configuration file, groff's unsafe mode, and the libraries
 /// openssl (and curl, through it) loads as an engine or a provider, GNU split's `--filter`,
-/// and the agent, dirmngr and photo viewer programs gpg is given.
+/// the agent, dirmngr and photo viewer programs gpg is given, and rsync's daemon mode.
 /// Each of these ran its program through the real program; each is refused
 /// before the child starts, and the marker the payload would create stays absent.
 #[test]
@@ -1341,7 +1341,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         &format!(
             "id = \"spelling\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}\"]\n\
              [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\", \"wget\", \"sftp\", \"cc\", \"gcc\", \"less\", \"man\", \
-             \"groff\", \"nroff\", \"openssl\", \"curl\", \"split\", \"gpg\"]\n",
+             \"groff\", \"nroff\", \"openssl\", \"curl\", \"split\", \"gpg\", \"rsync\"]\n",
             w = w.display()
         ),
     );
@@ -1390,6 +1390,20 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
             "openssl_conf = init\n[init]\nproviders = p\n[p]\nhook = hook\n[hook]\n\
              module = {}\nactivate = 1\n",
             w.join("hook.so").display()
+        ),
+    )
+    .unwrap();
+    // As whoever runs the test (a daemon started by root otherwise takes `nobody`'s ids, which
+    // a child without capabilities cannot).
+    let owner = std::fs::metadata(&w).unwrap();
+    std::fs::write(
+        w.join("rsyncd.conf"),
+        format!(
+            "use chroot = no\nuid = {}\ngid = {}\n[m]\npath = {}\nread only = yes\n\
+             pre-xfer exec = {payload}\n",
+            std::os::unix::fs::MetadataExt::uid(&owner),
+            std::os::unix::fs::MetadataExt::gid(&owner),
+            w.display()
         ),
     )
     .unwrap();
@@ -1579,6 +1593,15 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
             "gpg",
             s(&["--photo-viewer", "sh -c x", "--show-keys", "a.txt"]),
         ),
+        // rsync as a daemon speaking its protocol on its standard input runs the `pre-xfer
+        // exec` command of the module asked for in the configuration `--config` names (it ran
+        // outside toolcap; a confined child run by root stops at `setgroups` first, having no
+        // capability, and one run by another user would not).
+        serde_json::json!({"binary": "rsync",
+            "args": ["--server", "--daemon", "--config=rsyncd.conf", "."],
+            "stdin": "@RSYNCD: 31.0\nm\n--server\n--sender\n.\nm/\n\n"}),
+        serde_json::json!({"binary": "rsync", "args": ["--daem", "--conf", "rsyncd.conf"],
+            "stdin": "@RSYNCD: 31.0\nm\n\n"}),
         // sftp runs the program `-D` names, split into its words, as its local server.
         other("sftp", s(&["-D", &format!("sh -c '{payload}'"), "h"])),
         other("sftp", s(&["-qD", &format!("sh -c '{payload}'"), "h"])),

@@ -194,7 +194,10 @@ const RULES: &[Rule] = &[
     },
     Rule {
         programs: &["rsync"],
-        long: &["rsh", "rsync-path"],
+        // As a daemon (`--server --daemon` speaks the protocol on its standard input) rsync
+        // runs the `pre-xfer exec` and `post-xfer exec` commands of its configuration
+        // (`--config`, `--dparam`); `--server` is only ever rsync's own remote side.
+        long: &["rsh", "rsync-path", "daemon", "server", "config", "dparam"],
         abbreviated: true,
         short: "e",
         ..Rule::NONE
@@ -607,6 +610,9 @@ mod tests {
             ("rsync", &["--rsh=x", "a", "h:b"]),
             ("rsync", &["--rs=x", "a", "h:b"]),
             ("rsync", &["--rsync-p=x", "a", "h:b"]),
+            ("rsync", &["--server", "--daemon", "--config=r.conf", "."]),
+            ("rsync", &["--daem", "--conf", "r.conf"]),
+            ("rsync", &["--daemon", "--dparam=pre-xfer exec=x"]),
             ("curl", &["-K", "cfg"]),
             ("curl", &["-sK", "cfg"]),
             ("curl", &["--config", "cfg"]),
