@@ -304,7 +304,9 @@ pub fn is_safe_env_name(name: &str) -> bool {
     SAFE_EXACT.contains(&name) || (name.starts_with("LC_") && !is_refused_env_name(name))
 }
 
-/// Whether `name` is a loader or interpreter hook that may never be passed to a child process.
+/// Whether `name` steers what a program loads or runs (a loader or interpreter hook, a program
+/// to run, options or a configuration that can name one) and may never be passed to a child
+/// process.
 ///
 /// The comparison is exact-case, as the environment is on Unix.
 ///

@@ -538,7 +538,9 @@ impl PersonalityPolicy {
                 return Err(PolicyError::invalid(
                     field,
                     format!(
-                        "{name} is a loader or interpreter hook and may never be passed to a child"
+                        "{name} steers what a program loads or runs (a hook, a program to run, \
+                         options or configuration that can name one) and may never be passed to \
+                         a child (docs/reference.md, \"Refused environment names\")"
                     ),
                 ));
             }
