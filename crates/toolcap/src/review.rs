@@ -84,7 +84,9 @@ pub(crate) fn notes(policy: &CompiledPolicy) -> Vec<String> {
 /// runner such as `npx`, and those whose own language runs one (besides the commands that exist
 /// to start another, `capability_core::matching::binary::STARTS_ANOTHER`: `env`, `xargs`,
 /// `timeout`, a tracer, `sudo` and its kin) (`awk`'s `system`, GNU `sed`'s `e`, a `Makefile`),
-/// the project runners (`npm exec`, `uv run`, `poetry run`, ...),
+/// the project runners (`npm exec`, `uv run`, `poetry run`, ...), the JVM's and .NET's
+/// launchers (a class or an assembly is code; `-XX:OnError` a command), `go` (`go generate`
+/// runs the commands its sources name),
 /// and the clients and calculators whose commands, read from the standard input a call gives,
 /// run one (sqlite3's `.shell`, psql's and mysql's `\!`, dc's `!`, ftp's `!`). Allowing one
 /// allows every program a confined child may execute (docs/review.md). `find` is not among
@@ -95,8 +97,9 @@ const LAUNCHERS: &[&str] = &[
     "python2", "python3", "perl", "ruby", "node", "nodejs", "deno", "bun", "php", "lua", "tclsh",
     "wish", "awk", "gawk", "mawk", "nawk", "expect", "make", "gdb", "vim", "vi", "nvim", "emacs",
     "ed", "sed", "npx", "pnpx", "bunx", "uvx", "pipx", "npm", "pnpm", "yarn", "uv", "poetry",
-    "pipenv", "pdm", "hatch", "rye", "sqlite3", "psql", "mysql", "mariadb", "dc", "ftp", "lftp",
-    "gnuplot", "R", "Rscript", "julia", "octave", "jshell", "irb", "pwsh", "ghci",
+    "pipenv", "pdm", "hatch", "rye", "java", "javac", "kotlin", "scala", "groovy", "dotnet",
+    "mono", "go", "sqlite3", "psql", "mysql", "mariadb", "dc", "ftp", "lftp", "gnuplot", "R",
+    "Rscript", "julia", "octave", "jshell", "irb", "pwsh", "ghci",
 ];
 
 /// Each program `safety.process.allow` names (by name or by path) that runs whatever program

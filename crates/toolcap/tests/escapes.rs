@@ -1356,6 +1356,11 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
     let url = "http://127.0.0.1:9/";
     std::fs::write(w.join("t.c"), "int main(void) { return 0; }\n").unwrap();
     std::fs::write(
+        w.join("gcc-options"),
+        format!("-wrapper sh,-c,\"{payload}\"\n"),
+    )
+    .unwrap();
+    std::fs::write(
         w.join("keys"),
         format!("#env\nLESSOPEN=|{payload}; cat %s\n"),
     )
@@ -1602,6 +1607,8 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
             "stdin": "@RSYNCD: 31.0\nm\n--server\n--sender\n.\nm/\n\n"}),
         serde_json::json!({"binary": "rsync", "args": ["--daem", "--conf", "rsyncd.conf"],
             "stdin": "@RSYNCD: 31.0\nm\n\n"}),
+        // ... and reads more options from a response file (`@file`), `-wrapper` among them.
+        other("gcc", s(&["@gcc-options", "-fsyntax-only", "t.c"])),
         // sftp runs the program `-D` names, split into its words, as its local server.
         other("sftp", s(&["-D", &format!("sh -c '{payload}'"), "h"])),
         other("sftp", s(&["-qD", &format!("sh -c '{payload}'"), "h"])),

@@ -74,6 +74,10 @@ impl Rule {
     };
 }
 
+/// How the C compilers name a response file (`@file`), whose options are read as if given on
+/// the command line: refused whole, since what it holds is not read here.
+const OPTIONS_FROM_A_FILE: &str = "@";
+
 /// Every rule, for every personality (docs/policy.md, "Options that run programs").
 const RULES: &[Rule] = &[
     Rule {
@@ -298,6 +302,8 @@ const RULES: &[Rule] = &[
         ],
         words: &["-wrapper", "-load", "-plugin"],
         prefixes: &[
+            // A response file: more options read from a file, which could hold any of these.
+            OPTIONS_FROM_A_FILE,
             "-fplugin",
             "-fpass-plugin",
             "-specs",
@@ -464,6 +470,11 @@ fn refused(rule: &Rule, arg: &str, first: bool) -> Option<String> {
         return Some(format!("`{arg}` runs a program"));
     }
     if let Some(prefix) = rule.prefixes.iter().find(|p| arg.starts_with(*p)) {
+        if *prefix == OPTIONS_FROM_A_FILE {
+            return Some(format!(
+                "`{arg}` reads more options from a file, which may run a program"
+            ));
+        }
         return Some(format!("`{prefix}…` runs a program"));
     }
     if let Some(long) = arg.strip_prefix("--") {
@@ -646,6 +657,8 @@ mod tests {
             ("wget", &["--conf", "rc", "https://h/"]),
             ("rg", &["--hostname-bin=x", "pattern"]),
             ("gcc", &["-wrapper", "sh,-c,x", "t.c"]),
+            ("gcc", &["@opts", "t.c"]),
+            ("clang", &["-c", "@/dev/stdin"]),
             ("openssl", &["dgst", "-engine", "./x.so", "f"]),
             ("openssl", &["dgst", "--engine=./x.so", "f"]),
             ("openssl", &["req", "-new", "-keygen_engine", "./x.so"]),
