@@ -209,7 +209,8 @@ const RULES: &[Rule] = &[
     Rule {
         programs: &["curl"],
         // `--engine` is handed to OpenSSL, which loads an absolute path as an engine's file.
-        long: &["config", "engine"],
+        // curl 8.3's `--expand-<option>` is the option with variables expanded in its value.
+        long: &["config", "engine", "expand-config", "expand-engine"],
         abbreviated: true,
         short: "K",
         ..Rule::NONE
@@ -639,6 +640,8 @@ mod tests {
             ("install", &["-s", "--strip-program=x", "a", "b"]),
             ("install", &["--strip-p", "x", "a", "b"]),
             ("curl", &["--eng=/x.so", "https://h/"]),
+            ("curl", &["--expand-engine", "{{e}}", "https://h/"]),
+            ("curl", &["--expand-config={{c}}", "https://h/"]),
             ("sort", &["--compress-program=x", "-S", "1K"]),
             ("sort", &["-S", "1K", "--compress-p", "x"]),
             ("diff3", &["--diff-program=x", "a", "b", "c"]),
