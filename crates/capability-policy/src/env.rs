@@ -166,6 +166,9 @@ pub const REFUSED_ENV_NAMES: &[&str] = &[
     "CGO_CXXFLAGS",
     "CGO_FFLAGS",
     "CGO_LDFLAGS",
+    // Where gcc looks for the programs of its stages first, as its `-B` says.
+    "GCC_EXEC_PREFIX",
+    "COMPILER_PATH",
     // Where a library an allowed program links loads code from: OpenSSL's configuration (its
     // provider and engine sections name shared objects; curl, wget, python and node read it),
     // its module and engine directories, Kerberos' configuration (plugin modules; curl's
