@@ -3919,7 +3919,7 @@ fn validate_notes_an_allowed_program_that_runs_other_programs() {
         env.root.join("launchers.toml"),
         "id = \"launchers\"\ntoolset = [\"run_command\"]\n[fs_reach]\nread = [\"/srv\"]\n\
          [safety.process]\nallow = [\"git\", \"sh\", \"/usr/bin/python3\", \"env\", \"echo\", \
-         \"watch\", \"strace\", \"time\", \"sudo\", \"npx\", \"sqlite3\", \"psql\", \"dc\", \"npm\", \"uv\", \"java\", \"go\"]\n",
+         \"watch\", \"strace\", \"time\", \"sudo\", \"npx\", \"sqlite3\", \"psql\", \"dc\", \"npm\", \"uv\", \"java\", \"go\", \"ccache\", \"ssh-agent\", \"run-parts\", \"hyperfine\"]\n",
     )
     .unwrap();
     let out = env.toolcap(&["validate", "--personality", &env.path("launchers.toml")]);
@@ -3949,6 +3949,10 @@ fn validate_notes_an_allowed_program_that_runs_other_programs() {
             runs(14, "uv"),
             runs(15, "java"),
             runs(16, "go"),
+            runs(17, "ccache"),
+            runs(18, "ssh-agent"),
+            runs(19, "run-parts"),
+            runs(20, "hyperfine"),
         ],
         "{text}"
     );
