@@ -88,7 +88,9 @@ pub(crate) fn notes(policy: &CompiledPolicy) -> Vec<String> {
 /// launchers (a class or an assembly is code; `-XX:OnError` a command), `go` (`go generate`
 /// runs the commands its sources name), the wrappers `STARTS_ANOTHER` leaves out because the
 /// guard need not look through them (`ccache`, `ssh-agent`, `run-parts`, `fakeroot`, `perf`,
-/// `hyperfine`, `tmux`, ...),
+/// `hyperfine`, `tmux`, ...), the build and task runners that run the commands of a file in
+/// their directory as `make` does (`ninja`, `cmake`, `gradle`, `mvn`, `just`, `tox`,
+/// `pre-commit`, ...), the package installers that run a package's build code (`pip`, `conda`),
 /// and the clients and calculators whose commands, read from the standard input a call gives,
 /// run one (sqlite3's `.shell`, psql's and mysql's `\!`, dc's `!`, ftp's `!`). Allowing one
 /// allows every program a confined child may execute (docs/review.md). `find` is not among
@@ -185,6 +187,25 @@ const LAUNCHERS: &[&str] = &[
     "tmux",
     "screen",
     "xdg-open",
+    "cmake",
+    "ninja",
+    "meson",
+    "bazel",
+    "gradle",
+    "mvn",
+    "ant",
+    "rake",
+    "just",
+    "task",
+    "tox",
+    "nox",
+    "pre-commit",
+    "invoke",
+    "pip",
+    "pip3",
+    "conda",
+    "mamba",
+    "pixi",
     "sqlite3",
     "psql",
     "mysql",

@@ -3919,7 +3919,7 @@ fn validate_notes_an_allowed_program_that_runs_other_programs() {
         env.root.join("launchers.toml"),
         "id = \"launchers\"\ntoolset = [\"run_command\"]\n[fs_reach]\nread = [\"/srv\"]\n\
          [safety.process]\nallow = [\"git\", \"sh\", \"/usr/bin/python3\", \"env\", \"echo\", \
-         \"watch\", \"strace\", \"time\", \"sudo\", \"npx\", \"sqlite3\", \"psql\", \"dc\", \"npm\", \"uv\", \"java\", \"go\", \"ccache\", \"ssh-agent\", \"run-parts\", \"hyperfine\"]\n",
+         \"watch\", \"strace\", \"time\", \"sudo\", \"npx\", \"sqlite3\", \"psql\", \"dc\", \"npm\", \"uv\", \"java\", \"go\", \"ccache\", \"ssh-agent\", \"run-parts\", \"hyperfine\", \"ninja\", \"tox\", \"pre-commit\", \"pip\"]\n",
     )
     .unwrap();
     let out = env.toolcap(&["validate", "--personality", &env.path("launchers.toml")]);
@@ -3953,6 +3953,10 @@ fn validate_notes_an_allowed_program_that_runs_other_programs() {
             runs(18, "ssh-agent"),
             runs(19, "run-parts"),
             runs(20, "hyperfine"),
+            runs(21, "ninja"),
+            runs(22, "tox"),
+            runs(23, "pre-commit"),
+            runs(24, "pip"),
         ],
         "{text}"
     );
