@@ -1221,6 +1221,40 @@ fn payload(marker: &Path) -> String {
     format!("echo RAN-$((6*7)) >&2; touch {}", marker.display())
 }
 
+/// Builds `hook.so` in `dir`: a library whose constructor prints [`RAN`] on stderr when anything
+/// loads it.
+fn hook_library(dir: &Path) -> PathBuf {
+    let source = dir.join("hook.c");
+    std::fs::write(
+        &source,
+        format!(
+            "#include <unistd.h>\n#include <string.h>\n\
+             __attribute__((constructor)) static void hook(void) {{\n\
+             const char *m = \"{RAN}\\n\"; write(2, m, strlen(m)); }}\n"
+        ),
+    )
+    .unwrap();
+    let library = dir.join("hook.so");
+    let built = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&library)
+        .arg(&source)
+        .status()
+        .unwrap();
+    assert!(built.success(), "cc builds the hook library");
+    library
+}
+
+/// An OpenSSL configuration whose provider section loads `library` (curl, wget, python and
+/// openssl itself read one).
+fn openssl_config_loading(library: &Path) -> String {
+    format!(
+        "openssl_conf = init\n[init]\nproviders = providers\n[providers]\nhook = hook\n\
+         [hook]\nmodule = {}\nactivate = 1\n",
+        library.display()
+    )
+}
+
 /// What [`payload`] prints when it runs.
 const RAN: &str = "RAN-42";
 
@@ -1372,32 +1406,9 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         format!("DEFINE\tnroff\tsh -c '{payload}; cat'\nDEFINE\ttbl\tsh -c '{payload}; cat'\n"),
     )
     .unwrap();
-    // A library whose constructor prints the payload's mark when anything loads it.
-    std::fs::write(
-        w.join("hook.c"),
-        format!(
-            "#include <unistd.h>\n#include <string.h>\n\
-             __attribute__((constructor)) static void hook(void) {{\n\
-             const char *m = \"{RAN}\\n\"; write(2, m, strlen(m)); }}\n"
-        ),
-    )
-    .unwrap();
-    let built = Command::new("cc")
-        .args(["-shared", "-fPIC", "-o", "hook.so", "hook.c"])
-        .current_dir(&w)
-        .status()
-        .unwrap();
-    assert!(built.success(), "cc builds the hook library");
-    let hook = w.join("hook.so").display().to_string();
-    std::fs::write(
-        w.join("hook.cnf"),
-        format!(
-            "openssl_conf = init\n[init]\nproviders = p\n[p]\nhook = hook\n[hook]\n\
-             module = {}\nactivate = 1\n",
-            w.join("hook.so").display()
-        ),
-    )
-    .unwrap();
+    let library = hook_library(&w);
+    let hook = library.display().to_string();
+    std::fs::write(w.join("hook.cnf"), openssl_config_loading(&library)).unwrap();
     // As whoever runs the test (a daemon started by root otherwise takes `nobody`'s ids, which
     // a child without capabilities cannot).
     let owner = std::fs::metadata(&w).unwrap();
@@ -1877,34 +1888,9 @@ fn a_library_hook_variable_cannot_be_allowed() {
     let env = Env::new("");
     let w = env.root.join("work");
     let out_dir = w.join("out");
-    let source = out_dir.join("hook.c");
-    std::fs::write(
-        &source,
-        format!(
-            "#include <unistd.h>\n#include <string.h>\n\
-             __attribute__((constructor)) static void hook(void) {{\n\
-             const char *m = \"{RAN}\\n\"; write(2, m, strlen(m)); }}\n"
-        ),
-    )
-    .unwrap();
-    let library = out_dir.join("hook.so");
-    let built = Command::new("cc")
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(&library)
-        .arg(&source)
-        .status()
-        .unwrap();
-    assert!(built.success(), "cc builds the hook library");
+    let library = hook_library(&out_dir);
     let config = out_dir.join("openssl.cnf");
-    std::fs::write(
-        &config,
-        format!(
-            "openssl_conf = init\n[init]\nproviders = providers\n[providers]\nhook = hook\n\
-             [hook]\nmodule = {}\nactivate = 1\n",
-            library.display()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&config, openssl_config_loading(&library)).unwrap();
     // The control: outside toolcap, curl linked with OpenSSL loads the library and its
     // constructor prints the mark. (A curl built with another TLS library reads no
     // `OPENSSL_CONF`; then there is nothing to show, and the refusals below still hold.)
