@@ -619,6 +619,22 @@ mod tests {
             through("/usr/bin/setsid", &["env", "--chdir=/ws", "uvx", "srv"]),
             ("uvx".to_owned(), strings(&["srv"]), Some("/ws".to_owned()))
         );
+        // The wrappers of a build or a test run are looked through too.
+        assert_eq!(
+            through(
+                "/usr/bin/eatmydata",
+                &[
+                    "faketime",
+                    "2020-01-01",
+                    "firejail",
+                    "--quiet",
+                    "python3",
+                    "-m",
+                    "srv"
+                ]
+            ),
+            ("python3".to_owned(), strings(&["-m", "srv"]), None)
+        );
         // A wrapper of no launcher the guard reads stays as it is.
         assert_eq!(
             through("/usr/bin/timeout", &["10", "/opt/srv/server"]),
