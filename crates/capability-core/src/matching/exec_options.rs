@@ -44,6 +44,9 @@ struct Rule {
     /// An option whose value is a line of the program's own configuration file (wget's `-e`),
     /// which can name a program as its options can.
     setting: Option<Setting>,
+    /// Whether an argument `@file` (a response file) is read as more options, which could hold
+    /// any of these: refused whole, since what it holds is not read here.
+    response_files: bool,
 }
 
 /// An option that sets one line of a program's configuration (`name = value`), refused when
@@ -71,12 +74,9 @@ impl Rule {
         prefixes: &[],
         old_style: false,
         setting: None,
+        response_files: false,
     };
 }
-
-/// How the C compilers name a response file (`@file`), whose options are read as if given on
-/// the command line: refused whole, since what it holds is not read here.
-const OPTIONS_FROM_A_FILE: &str = "@";
 
 /// Every rule, for every personality (docs/policy.md, "Options that run programs").
 const RULES: &[Rule] = &[
@@ -303,8 +303,6 @@ const RULES: &[Rule] = &[
         ],
         words: &["-wrapper", "-load", "-plugin"],
         prefixes: &[
-            // A response file: more options read from a file, which could hold any of these.
-            OPTIONS_FROM_A_FILE,
             "-fplugin",
             "-fpass-plugin",
             "-specs",
@@ -313,6 +311,7 @@ const RULES: &[Rule] = &[
             "--ld-path",
             "-fuse-ld",
         ],
+        response_files: true,
         ..Rule::NONE
     },
     // less reads a key file (`-k` compiled, `--lesskey-src` as text, `--lesskey-content`
@@ -470,12 +469,12 @@ fn refused(rule: &Rule, arg: &str, first: bool) -> Option<String> {
     if rule.words.contains(&arg) {
         return Some(format!("`{arg}` runs a program"));
     }
+    if rule.response_files && arg.starts_with('@') {
+        return Some(format!(
+            "`{arg}` reads more options from a file, which may run a program"
+        ));
+    }
     if let Some(prefix) = rule.prefixes.iter().find(|p| arg.starts_with(*p)) {
-        if *prefix == OPTIONS_FROM_A_FILE {
-            return Some(format!(
-                "`{arg}` reads more options from a file, which may run a program"
-            ));
-        }
         return Some(format!("`{prefix}…` runs a program"));
     }
     if let Some(long) = arg.strip_prefix("--") {
