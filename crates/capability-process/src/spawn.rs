@@ -118,6 +118,9 @@ impl ScopedSpawner {
                     "the value of {name} contains a NUL byte"
                 )));
             }
+            if let Some(why) = capability_sandbox::call_env_value_refusal(name, value) {
+                return Err(CapabilityError::denied(DenialCode::EnvNotAllowed, why));
+            }
             env.retain(|(k, _)| k != name);
             env.push((name.clone(), value.clone()));
         }

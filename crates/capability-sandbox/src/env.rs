@@ -1,6 +1,6 @@
 //! What toolcap sets in a confined child's environment beside `PATH` and `HOME`: the egress
-//! proxy's variables, and what no call may change (git's rule for which repositories it may use, no
-//! editor).
+//! proxy's variables, what no call may change (git's rule for which repositories it may use, no
+//! editor), and what a call's value for a locale variable may not hold.
 
 /// The port of the egress proxy on a confined child's own loopback.
 pub const EGRESS_PROXY_PORT: u16 = 3128;
@@ -62,6 +62,38 @@ pub const CHILD_FIXED_ENV: [(&str, &str); 9] = [
     ("EDITOR", "false"),
     ("VISUAL", "false"),
 ];
+
+/// Whether `name` is a locale variable: `LANG`, `LANGUAGE` or a category's `LC_*`.
+fn is_locale_name(name: &str) -> bool {
+    matches!(name, "LANG" | "LANGUAGE") || name.starts_with("LC_")
+}
+
+/// Why a call may not give the variable `name` the value `value`, if it may not: a locale
+/// variable's value names a locale (`de_DE.UTF-8`, `sr_RS@latin`, `LANGUAGE`'s `fr:en`),
+/// never a place. gettext reads each of `LANGUAGE`'s names as a directory beneath
+/// `/usr/share/locale` and follows `..` in it, so `../../../<reach>/xx` makes every program
+/// that translates its messages load a catalog the call chose, and a program prints its
+/// messages through `printf`: a `%n` in a planted translation writes its memory (docs/policy.md,
+/// "Child environment"). glibc drops such names only in set-user-ID programs. No locale name
+/// holds a `/`, so a value with one is refused, for every locale variable alike.
+///
+/// ```
+/// use capability_sandbox::call_env_value_refusal;
+/// assert!(call_env_value_refusal("LANGUAGE", "../../../tmp/x").is_some());
+/// assert!(call_env_value_refusal("LC_MESSAGES", "/tmp/x").is_some());
+/// assert!(call_env_value_refusal("LANGUAGE", "fr_FR@euro:de").is_none());
+/// assert!(call_env_value_refusal("TZ", "Europe/Paris").is_none());
+/// ```
+pub fn call_env_value_refusal(name: &str, value: &str) -> Option<String> {
+    (is_locale_name(name) && value.contains('/')).then(|| {
+        format!(
+            "{} names a locale (de_DE.UTF-8, fr:en), never a place: with a / in it, programs \
+             would load the message catalogs they print through printf from where the call \
+             chose (docs/policy.md, \"Child environment\")",
+            name.escape_debug()
+        )
+    })
+}
 
 /// [`CHILD_FIXED_ENV`] as the owned pairs an environment holds.
 pub fn child_fixed_env() -> impl Iterator<Item = (String, String)> {

@@ -120,8 +120,8 @@ pub use accounts::{GroupOpen, group_open};
 pub use changeable::{Changeable, Swappable, Writer, changeable_by_others, swappable_through};
 #[cfg(unix)]
 pub use env::{
-    CHILD_FIXED_ENV, EGRESS_PROXY_PORT, EGRESS_PROXY_URL, EGRESS_PROXY_VARIABLES, child_fixed_env,
-    point_at_egress_proxy,
+    CHILD_FIXED_ENV, EGRESS_PROXY_PORT, EGRESS_PROXY_URL, EGRESS_PROXY_VARIABLES,
+    call_env_value_refusal, child_fixed_env, point_at_egress_proxy,
 };
 #[cfg(unix)]
 pub use hooks::{GitPlace, git_dir_area, git_place_of, would_make_git_dir};

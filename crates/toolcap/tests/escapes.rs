@@ -1762,6 +1762,112 @@ fn no_child_starts_an_editor_a_call_can_type_into() {
 }
 
 // guarantee: G-PROC-02
+/// A message catalog is code's format strings: a program prints its translated messages
+/// through `printf`, so a catalog of the call's choosing makes `%n` write memory in an allowed
+/// program. `LANG` and `LANGUAGE` are variables every call may set, and gettext reads
+/// `LANGUAGE` as a directory beneath `/usr/share/locale` with no check for `..`: `ls`, given
+/// `LANGUAGE=../../../<reach>/xx`, printed its error through a catalog in its write reach
+/// (and with `%n` in it, crashed). A locale variable's value names a locale, never a place: a
+/// call's value with a `/` in it is `ENV_NOT_ALLOWED`, and nothing is loaded.
+#[test]
+fn a_call_cannot_hand_a_program_a_message_catalog_of_its_choosing() {
+    let env = Env::new("");
+    let p = env.root.join("p.toml").display().to_string();
+    let planted = env.root.join("work/out/xx");
+    std::fs::create_dir_all(planted.join("LC_MESSAGES")).unwrap();
+    std::fs::write(
+        planted.join("LC_MESSAGES/coreutils.mo"),
+        message_catalog(&[("cannot access %s", "PLANTED-CATALOG %s")]),
+    )
+    .unwrap();
+    let up = format!("../../..{}", planted.display());
+    let calls = [
+        serde_json::json!({"LANG": "C.UTF-8", "LANGUAGE": up}),
+        serde_json::json!({"LANG": "C.UTF-8", "LANGUAGE": format!("fr:{up}:en")}),
+        serde_json::json!({"LC_ALL": "C.UTF-8", "LANGUAGE": up}),
+        serde_json::json!({"LANG": format!("{up}"), "LANGUAGE": up}),
+        serde_json::json!({"LC_MESSAGES": planted}),
+        serde_json::json!({"LANG": planted}),
+    ];
+    for mode in MODES {
+        for vars in &calls {
+            let call = serde_json::json!({"binary": "ls", "args": ["missing-file"], "cwd": env.root.join("work"),
+                "env": vars, "timeout_ms": 20_000});
+            let out = env.run_command(mode, &p, &call);
+            let everything = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(
+                !everything.contains("PLANTED-CATALOG"),
+                "{mode:?} {vars}: the planted catalog was used: {everything}"
+            );
+            let result: Value = serde_json::from_slice(&out.stdout)
+                .unwrap_or_else(|e| panic!("{mode:?} {vars}: {e}: {everything}"));
+            let error = result["error"].as_str().unwrap_or_default();
+            assert!(
+                error.starts_with("ENV_NOT_ALLOWED") && error.contains("names a locale"),
+                "{mode:?} {vars}: {result}"
+            );
+        }
+        // A locale as locales are named still works (the message is the catalog's of the
+        // language, where the machine has one, or the original).
+        let call = serde_json::json!({"binary": "ls", "args": ["missing-file"], "cwd": env.root.join("work"),
+            "env": {"LANG": "C.UTF-8", "LANGUAGE": "fr_FR@euro:de", "LC_TIME": "C"},
+            "timeout_ms": 20_000});
+        let out = env.run_command(mode, &p, &call);
+        let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(
+            result["value"]["exit_code"] == 2
+                && result["value"]["stderr"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("'missing-file'")),
+            "{mode:?}: {result}"
+        );
+    }
+}
+
+/// A GNU message catalog (`.mo`, as `msgfmt` writes it) translating each `(original,
+/// translation)` of `messages`, with a header that says UTF-8. No hash table: gettext then
+/// looks the original up by bisection, so the originals are sorted here.
+fn message_catalog(messages: &[(&str, &str)]) -> Vec<u8> {
+    let mut entries: Vec<(&str, &str)> = vec![("", "Content-Type: text/plain; charset=UTF-8\n")];
+    entries.extend_from_slice(messages);
+    entries.sort_unstable();
+    let count = u32::try_from(entries.len()).unwrap();
+    let header = 28;
+    let originals = header;
+    let translations = originals + 8 * count;
+    let mut strings = translations + 8 * count;
+    let mut out = Vec::new();
+    for word in [
+        0x9504_12de_u32,
+        0,
+        count,
+        originals,
+        translations,
+        0,
+        strings,
+    ] {
+        out.extend_from_slice(&word.to_le_bytes());
+    }
+    let mut text = Vec::new();
+    let originals = entries.iter().map(|e| e.0);
+    let translations = entries.iter().map(|e| e.1);
+    for s in originals.chain(translations) {
+        let len = u32::try_from(s.len()).unwrap();
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&strings.to_le_bytes());
+        text.extend_from_slice(s.as_bytes());
+        text.push(0);
+        strings += len + 1;
+    }
+    out.extend_from_slice(&text);
+    out
+}
+
+// guarantee: G-PROC-02
 /// Variables that carry a program's options or point it at another program are the options
 /// themselves: `TAR_OPTIONS` holds tar's (`--to-command`), `ZIP` zip's (`-TT`), `MAVEN_OPTS`
 /// the JVM's (`-XX:OnOutOfMemoryError`), `LESS` and `LESSKEYIN` less's (a key file that sets
