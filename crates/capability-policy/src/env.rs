@@ -169,6 +169,21 @@ pub const REFUSED_ENV_NAMES: &[&str] = &[
     // Where gcc looks for the programs of its stages first, as its `-B` says.
     "GCC_EXEC_PREFIX",
     "COMPILER_PATH",
+    // Where a toolchain reads a configuration that names a program or code it runs: cargo's
+    // `config.toml` (a target's `runner`, `build.rustc-wrapper`, a credential provider: a
+    // `cargo run` with `CARGO_HOME` at a planted one ran `sh -c`), rustup's settings and
+    // toolchains (a toolchain is the programs it runs; `RUSTUP_TOOLCHAIN` may be a path),
+    // Gradle's home (the init scripts of `init.d` run at every build), go's configuration file
+    // and its root's `go.env` (`GOFLAGS`, `CC`), the .NET host's root (the `hostfxr` library it
+    // loads), and yarn's configuration file and the `yarnPath` it runs.
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "RUSTUP_TOOLCHAIN",
+    "GRADLE_USER_HOME",
+    "GOENV",
+    "GOROOT",
+    "YARN_RC_FILENAME",
+    "YARN_YARN_PATH",
     // Where a library an allowed program links loads code from: OpenSSL's configuration (its
     // provider and engine sections name shared objects; curl, wget, python and node read it),
     // its module and engine directories, Kerberos' configuration (plugin modules; curl's
@@ -245,6 +260,7 @@ pub const REFUSED_ENV_PREFIXES: &[&str] = &[
     "LUA_CPATH",
     "GST_PLUGIN_",
     "CORECLR_PROFILER_PATH",
+    "DOTNET_ROOT",
     "VK_ICD_FILENAMES",
     "VK_DRIVER_FILES",
     "VK_ADD_DRIVER_FILES",
@@ -394,6 +410,16 @@ mod tests {
             "CC",
             "CFLAGS",
             "CARGO_REGISTRIES_CRATES_IO_CREDENTIAL_PROVIDER",
+            "CARGO_HOME",
+            "RUSTUP_HOME",
+            "RUSTUP_TOOLCHAIN",
+            "GRADLE_USER_HOME",
+            "GOENV",
+            "GOROOT",
+            "DOTNET_ROOT",
+            "DOTNET_ROOT_X64",
+            "YARN_RC_FILENAME",
+            "YARN_YARN_PATH",
         ] {
             assert!(is_refused_env_name(name), "{name} must be refused");
         }
@@ -409,6 +435,9 @@ mod tests {
             "CARGO_BUILD_JOBS",
             "CGO_ENABLED",
             "CCACHE_DIR",
+            "GOPATH",
+            "JAVA_HOME",
+            "YARN_CACHE_FOLDER",
         ] {
             assert!(!is_refused_env_name(name), "{name} must not be refused");
         }

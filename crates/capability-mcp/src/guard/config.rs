@@ -183,12 +183,14 @@ pub(crate) const PATH_ARGUMENTS: &[&str] = &[
 
 /// Whether a configuration may set the variable `var` for a server: a plain name, not a loader
 /// or interpreter hook, and not one the guard fixes itself (`PATH`, `HOME`, and the egress proxy
-/// variables, which always point at the proxy).
+/// variables, which always point at the proxy). Where a toolchain or its configuration lives
+/// (`CARGO_HOME`, `GOROOT`, ...) is refused to a call, whose value nobody reviews, but is the
+/// user's to configure: the place it names is examined as code (docs/guard.md, "Confinement").
 fn settable(var: &str) -> Result<(), String> {
     if var.is_empty() || !var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return Err(format!("{var:?} is not a variable name"));
     }
-    if capability_core::is_refused_env_name(var) {
+    if capability_core::is_refused_env_name(var) && !super::strings::ENV_ELSEWHERE.contains(&var) {
         return Err(format!(
             "{var} steers how programs load or run and cannot be set"
         ));
@@ -374,6 +376,12 @@ mod tests {
             (
                 "[servers.a]\ncommand = \"/bin/x\"\n[servers.a.env]\nLD_PRELOAD = \"/x.so\"\n",
                 "LD_PRELOAD",
+            ),
+            // Where a toolchain lives may be configured (and is examined); a family that only
+            // shares its prefix is a refused name still.
+            (
+                "[servers.a]\ncommand = \"/bin/x\"\n[servers.a.env]\nDOTNET_ROOT_X64 = \"/x\"\n",
+                "DOTNET_ROOT_X64 steers",
             ),
             (
                 "[servers.a]\ncommand = \"/bin/x\"\n[servers.a.env]\nHOME = \"/root\"\n",
