@@ -208,6 +208,16 @@ pub const REFUSED_ENV_NAMES: &[&str] = &[
     "LIBGL_DRIVERS_PATH",
     "__EGL_VENDOR_LIBRARY_DIRS",
     "__EGL_VENDOR_LIBRARY_FILENAMES",
+    // gdk-pixbuf's and GTK's module lists (each names the shared objects a program loads to read
+    // an image or type text), and ImageMagick's configuration (its `delegates.xml` is commands
+    // run to convert a file) and coder and filter module paths.
+    "GDK_PIXBUF_MODULE_FILE",
+    "GDK_PIXBUF_MODULEDIR",
+    "GTK_IM_MODULE_FILE",
+    "MAGICK_CONFIGURE_PATH",
+    "MAGICK_CODER_MODULE_PATH",
+    "MAGICK_CODER_FILTER_PATH",
+    "MAGICK_HOME",
     // Interpreters' start-up code and module paths, beside Python's, Perl's, Ruby's and Node's
     // above: Lua, PHP, RubyGems, Tcl, R, Vim, Emacs, Java's class path, .NET's start-up hooks
     // and profiler.
@@ -233,6 +243,17 @@ pub const REFUSED_ENV_NAMES: &[&str] = &[
     "DOTNET_STARTUP_HOOKS",
     "DOTNET_ADDITIONAL_DEPS",
     "CORECLR_ENABLE_PROFILING",
+    // Erlang's emulator flags (`-eval` runs an expression, `-pa` adds code) and code path.
+    "ERL_AFLAGS",
+    "ERL_FLAGS",
+    "ERL_ZFLAGS",
+    "ERL_LIBS",
+    // Where a runtime keeps the compiled form of the code it runs and trusts it without
+    // compiling again: Python's compiled modules (a module there is taken whole when it names
+    // its source's time and size: a system program written in Python ran bytecode planted
+    // beneath the prefix) and Node's V8 code cache.
+    "PYTHONPYCACHEPREFIX",
+    "NODE_COMPILE_CACHE",
 ];
 
 /// Prefixes of variable families that are refused: dynamic-loader hooks on Linux and macOS,
@@ -410,6 +431,11 @@ mod tests {
             "CC",
             "CFLAGS",
             "CARGO_REGISTRIES_CRATES_IO_CREDENTIAL_PROVIDER",
+            "PYTHONPYCACHEPREFIX",
+            "NODE_COMPILE_CACHE",
+            "ERL_AFLAGS",
+            "MAGICK_CONFIGURE_PATH",
+            "GDK_PIXBUF_MODULE_FILE",
             "CARGO_HOME",
             "RUSTUP_HOME",
             "RUSTUP_TOOLCHAIN",

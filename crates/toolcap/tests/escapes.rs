@@ -1828,6 +1828,34 @@ fn a_call_cannot_hand_a_program_a_message_catalog_of_its_choosing() {
     }
 }
 
+/// Writes beneath `prefix`, as `PYTHONPYCACHEPREFIX` lays them out, the compiled form of the
+/// system Python's module `module` with `shell` run before its own code, stamped with its
+/// source's time and size so that Python takes it for the module's own cache. Returns `prefix`.
+fn planted_bytecode(prefix: &Path, module: &str, shell: &str) -> String {
+    let script = format!(
+        "import importlib.util, importlib._bootstrap_external as b, os, sys\n\
+         sys.pycache_prefix = {prefix:?}\n\
+         src = importlib.util.find_spec({module:?}).origin\n\
+         st = os.stat(src)\n\
+         code = compile('import os\\nos.system(' + repr({shell:?}) + ')\\n' + open(src).read(), src, 'exec')\n\
+         target = importlib.util.cache_from_source(src)\n\
+         os.makedirs(os.path.dirname(target), exist_ok=True)\n\
+         open(target, 'wb').write(bytes(b._code_to_timestamp_pyc(code, int(st.st_mtime), st.st_size)))\n",
+        prefix = prefix.display().to_string(),
+    );
+    let made = Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg(script)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "the system Python compiles the planted module: {}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    prefix.display().to_string()
+}
+
 /// A GNU message catalog (`.mo`, as `msgfmt` writes it) translating each `(original,
 /// translation)` of `messages`, with a header that says UTF-8. No hash table: gettext then
 /// looks the original up by bisection, so the originals are sorted here.
@@ -1872,7 +1900,8 @@ fn message_catalog(messages: &[(&str, &str)]) -> Vec<u8> {
 /// themselves: `TAR_OPTIONS` holds tar's (`--to-command`), `ZIP` zip's (`-TT`), `MAVEN_OPTS`
 /// the JVM's (`-XX:OnOutOfMemoryError`), `LESS` and `LESSKEYIN` less's (a key file that sets
 /// `LESSOPEN`), `MANROFFOPT` groff's (`-U`),
-/// `RIPGREP_CONFIG_PATH` names a file of ripgrep's (`--pre`), `GIT_TEST_FSMONITOR` names a program
+/// `RIPGREP_CONFIG_PATH` names a file of ripgrep's (`--pre`), `PYTHONPYCACHEPREFIX` where Python
+/// takes a program's compiled modules from, `GIT_TEST_FSMONITOR` names a program
 /// `git status` runs, `GIT_COMMON_DIR` takes a repository's hooks and configuration from
 /// elsewhere, and `BASH_FUNC_<name>%%` replaces a command bash runs. With a personality that
 /// listed one in `safety.env.allow`, the real tar and git ran the payload; such a personality
@@ -1958,6 +1987,16 @@ fn a_variable_that_carries_a_programs_options_cannot_be_allowed() {
             w.join("rgrc").display().to_string(),
             "rg",
             vec!["RAN", "script.sh"],
+        ),
+        // Python takes the compiled modules of every program it runs from beneath
+        // `PYTHONPYCACHEPREFIX`, and a compiled module is trusted whole when it names its
+        // source's time and size: a system program written in Python (pygmentize) ran the
+        // bytecode planted there.
+        (
+            "PYTHONPYCACHEPREFIX",
+            planted_bytecode(&w.join("pycache"), "pygments", &touch),
+            "pygmentize",
+            vec!["-l", "text", "a.txt"],
         ),
     ];
     std::fs::write(w.join("rgrc"), "--pre=sh\n").unwrap();
