@@ -68,14 +68,20 @@ fn is_locale_name(name: &str) -> bool {
     matches!(name, "LANG" | "LANGUAGE") || name.starts_with("LC_")
 }
 
-/// Why a call may not give the variable `name` the value `value`, if it may not: a locale
-/// variable's value names a locale (`de_DE.UTF-8`, `sr_RS@latin`, `LANGUAGE`'s `fr:en`),
-/// never a place. gettext reads each of `LANGUAGE`'s names as a directory beneath
-/// `/usr/share/locale` and follows `..` in it, so `../../../<reach>/xx` makes every program
-/// that translates its messages load a catalog the call chose, and a program prints its
-/// messages through `printf`: a `%n` in a planted translation writes its memory (docs/policy.md,
-/// "Child environment"). glibc drops such names only in set-user-ID programs. No locale name
-/// holds a `/`, so a value with one is refused, for every locale variable alike.
+/// Why a call may not give the variable `name` the value `value`, if it may not. The values of
+/// the variables every call may set are held to what the C library holds a set-user-ID
+/// program's caller to (docs/policy.md, "Child environment"):
+///
+/// - a locale variable's value names a locale (`de_DE.UTF-8`, `sr_RS@latin`, `LANGUAGE`'s
+///   `fr:en`), never a place. gettext reads each of `LANGUAGE`'s names as a directory beneath
+///   `/usr/share/locale` and follows `..` in it, so `../../../<reach>/xx` makes every program
+///   that translates its messages load a catalog the call chose, and a program prints its
+///   messages through `printf`: a `%n` in a planted translation writes its memory. No locale
+///   name holds a `/`, so a value with one is refused, for every locale variable alike;
+/// - `TZ` names a zone of the system's database (`Europe/Paris`, `:/etc/localtime`,
+///   `/usr/share/zoneinfo/UTC`) or is a rule (`EST5EDT,M3.2.0/2,M11.1.0/2`), never a file
+///   elsewhere: a zone file is parsed by the C library as it loads, and one of the call's
+///   choosing is input nobody checked.
 ///
 /// ```
 /// use capability_sandbox::call_env_value_refusal;
@@ -83,16 +89,42 @@ fn is_locale_name(name: &str) -> bool {
 /// assert!(call_env_value_refusal("LC_MESSAGES", "/tmp/x").is_some());
 /// assert!(call_env_value_refusal("LANGUAGE", "fr_FR@euro:de").is_none());
 /// assert!(call_env_value_refusal("TZ", "Europe/Paris").is_none());
+/// assert!(call_env_value_refusal("TZ", "EST5EDT,M3.2.0/2,M11.1.0/2").is_none());
+/// assert!(call_env_value_refusal("TZ", ":/usr/share/zoneinfo/Asia/Tokyo").is_none());
+/// assert!(call_env_value_refusal("TZ", "../../../tmp/zone").is_some());
+/// assert!(call_env_value_refusal("TZ", "/tmp/zone").is_some());
+/// assert!(call_env_value_refusal("TZ", "/usr/share/zoneinfo/../../../tmp/zone").is_some());
 /// ```
 pub fn call_env_value_refusal(name: &str, value: &str) -> Option<String> {
-    (is_locale_name(name) && value.contains('/')).then(|| {
-        format!(
+    if is_locale_name(name) && value.contains('/') {
+        return Some(format!(
             "{} names a locale (de_DE.UTF-8, fr:en), never a place: with a / in it, programs \
              would load the message catalogs they print through printf from where the call \
              chose (docs/policy.md, \"Child environment\")",
             name.escape_debug()
-        )
-    })
+        ));
+    }
+    if name == "TZ" && !system_zone(value) {
+        return Some(
+            "TZ names a zone of the system's database (Europe/Paris, \
+             /usr/share/zoneinfo/UTC, :/etc/localtime) or is a rule (EST5EDT), never a file \
+             elsewhere (docs/policy.md, \"Child environment\")"
+                .to_owned(),
+        );
+    }
+    None
+}
+
+/// Whether the C library reads `TZ=value` from the system's zone database or as a rule: no
+/// `..` component, and a name that starts with `/` is `/etc/localtime` or lies in
+/// `/usr/share/zoneinfo`, as tzcode requires of a privileged program.
+fn system_zone(value: &str) -> bool {
+    let zone = value.strip_prefix(':').unwrap_or(value);
+    let climbs = zone.split('/').any(|part| part == "..");
+    let elsewhere = zone.starts_with('/')
+        && zone != "/etc/localtime"
+        && !zone.starts_with("/usr/share/zoneinfo/");
+    !climbs && !elsewhere
 }
 
 /// [`CHILD_FIXED_ENV`] as the owned pairs an environment holds.

@@ -1767,13 +1767,24 @@ fn no_child_starts_an_editor_a_call_can_type_into() {
 /// program. `LANG` and `LANGUAGE` are variables every call may set, and gettext reads
 /// `LANGUAGE` as a directory beneath `/usr/share/locale` with no check for `..`: `ls`, given
 /// `LANGUAGE=../../../<reach>/xx`, printed its error through a catalog in its write reach
-/// (and with `%n` in it, crashed). A locale variable's value names a locale, never a place: a
-/// call's value with a `/` in it is `ENV_NOT_ALLOWED`, and nothing is loaded.
+/// (and with `%p %p %s` in it, died of `SIGSEGV`). A locale variable's value names a locale,
+/// never a place: a call's value with a `/` in it is `ENV_NOT_ALLOWED`, and nothing is loaded.
+/// `TZ` is held to the same: a zone of the system's database or a rule, never a zone file a
+/// call planted (`date` read one from the reach, by `..` or by its absolute path), which the
+/// C library parses as it loads.
 #[test]
-fn a_call_cannot_hand_a_program_a_message_catalog_of_its_choosing() {
+fn a_call_cannot_point_a_program_at_locale_or_zone_data_of_its_choosing() {
     let env = Env::new("");
-    let p = env.root.join("p.toml").display().to_string();
-    let planted = env.root.join("work/out/xx");
+    let w = env.root.join("work");
+    let p = env.personality(
+        "locale.toml",
+        &format!(
+            "id = \"locale\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}/out\"]\n\
+             [safety.process]\nallow = [\"ls\", \"date\"]\n",
+            w = w.display()
+        ),
+    );
+    let planted = w.join("out/xx");
     std::fs::create_dir_all(planted.join("LC_MESSAGES")).unwrap();
     std::fs::write(
         planted.join("LC_MESSAGES/coreutils.mo"),
@@ -1781,17 +1792,27 @@ fn a_call_cannot_hand_a_program_a_message_catalog_of_its_choosing() {
     )
     .unwrap();
     let up = format!("../../..{}", planted.display());
-    let calls = [
-        serde_json::json!({"LANG": "C.UTF-8", "LANGUAGE": up}),
-        serde_json::json!({"LANG": "C.UTF-8", "LANGUAGE": format!("fr:{up}:en")}),
-        serde_json::json!({"LC_ALL": "C.UTF-8", "LANGUAGE": up}),
-        serde_json::json!({"LANG": format!("{up}"), "LANGUAGE": up}),
-        serde_json::json!({"LC_MESSAGES": planted}),
-        serde_json::json!({"LANG": planted}),
+    // A zone whose abbreviation no zone the tests pick shows: Tokyo's.
+    let zone = w.join("out/zone");
+    std::fs::copy("/usr/share/zoneinfo/Asia/Tokyo", &zone).unwrap();
+    let zone_up = format!("../../..{}", zone.display());
+    let ls = |vars: Value| (vars, "ls", vec!["missing-file"], "PLANTED-CATALOG");
+    let date = |vars: Value| (vars, "date", vec!["+%Z"], "JST");
+    let refused = [
+        ls(serde_json::json!({"LANG": "C.UTF-8", "LANGUAGE": up})),
+        ls(serde_json::json!({"LANG": "C.UTF-8", "LANGUAGE": format!("fr:{up}:en")})),
+        ls(serde_json::json!({"LC_ALL": "C.UTF-8", "LANGUAGE": up})),
+        ls(serde_json::json!({"LANG": up, "LANGUAGE": up})),
+        ls(serde_json::json!({"LC_MESSAGES": planted})),
+        ls(serde_json::json!({"LANG": planted})),
+        date(serde_json::json!({"TZ": zone_up})),
+        date(serde_json::json!({"TZ": format!(":{zone_up}")})),
+        date(serde_json::json!({"TZ": zone})),
+        date(serde_json::json!({"TZ": format!("/usr/share/zoneinfo/../../..{}", zone.display())})),
     ];
     for mode in MODES {
-        for vars in &calls {
-            let call = serde_json::json!({"binary": "ls", "args": ["missing-file"], "cwd": env.root.join("work"),
+        for (vars, binary, args, mark) in &refused {
+            let call = serde_json::json!({"binary": binary, "args": args, "cwd": w,
                 "env": vars, "timeout_ms": 20_000});
             let out = env.run_command(mode, &p, &call);
             let everything = format!(
@@ -1800,20 +1821,22 @@ fn a_call_cannot_hand_a_program_a_message_catalog_of_its_choosing() {
                 String::from_utf8_lossy(&out.stderr)
             );
             assert!(
-                !everything.contains("PLANTED-CATALOG"),
-                "{mode:?} {vars}: the planted catalog was used: {everything}"
+                !everything.contains(mark),
+                "{mode:?} {vars}: the planted data was used: {everything}"
             );
             let result: Value = serde_json::from_slice(&out.stdout)
                 .unwrap_or_else(|e| panic!("{mode:?} {vars}: {e}: {everything}"));
             let error = result["error"].as_str().unwrap_or_default();
             assert!(
-                error.starts_with("ENV_NOT_ALLOWED") && error.contains("names a locale"),
+                error.starts_with("ENV_NOT_ALLOWED")
+                    && (error.contains("names a locale") || error.contains("zone")),
                 "{mode:?} {vars}: {result}"
             );
         }
-        // A locale as locales are named still works (the message is the catalog's of the
-        // language, where the machine has one, or the original).
-        let call = serde_json::json!({"binary": "ls", "args": ["missing-file"], "cwd": env.root.join("work"),
+        // Locales and zones as they are named still work: the message is the catalog's of the
+        // language, where the machine has one, or the original; the zones are the database's
+        // or a rule.
+        let call = serde_json::json!({"binary": "ls", "args": ["missing-file"], "cwd": w,
             "env": {"LANG": "C.UTF-8", "LANGUAGE": "fr_FR@euro:de", "LC_TIME": "C"},
             "timeout_ms": 20_000});
         let out = env.run_command(mode, &p, &call);
@@ -1825,6 +1848,23 @@ fn a_call_cannot_hand_a_program_a_message_catalog_of_its_choosing() {
                     .is_some_and(|e| e.contains("'missing-file'")),
             "{mode:?}: {result}"
         );
+        for (tz, shown) in [
+            ("Asia/Tokyo", "JST"),
+            (":/usr/share/zoneinfo/Asia/Tokyo", "JST"),
+            ("EST5EDT,M3.2.0/2,M11.1.0/2", "E"),
+            ("UTC", "UTC"),
+        ] {
+            let call = serde_json::json!({"binary": "date", "args": ["+%Z"], "cwd": w,
+                "env": {"TZ": tz}, "timeout_ms": 20_000});
+            let out = env.run_command(mode, &p, &call);
+            let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert!(
+                result["value"]["stdout"]
+                    .as_str()
+                    .is_some_and(|o| o.starts_with(shown)),
+                "{mode:?} {tz}: {result}"
+            );
+        }
     }
 }
 
