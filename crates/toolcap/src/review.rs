@@ -86,7 +86,9 @@ pub(crate) fn notes(policy: &CompiledPolicy) -> Vec<String> {
 /// `timeout`, a tracer, `sudo` and its kin) (`awk`'s `system`, GNU `sed`'s `e`, a `Makefile`),
 /// the project runners (`npm exec`, `uv run`, `poetry run`, ...), the JVM's and .NET's
 /// launchers (a class or an assembly is code; `-XX:OnError` a command), `go` (`go generate`
-/// runs the commands its sources name), the programs that start what a string or a
+/// runs the commands its sources name), the Rust compiler and cargo (a procedural macro the
+/// project builds is a library the compiler loads and runs; `rustc -C linker=python3` ran a
+/// `64.py` from its directory, cargo's `--config` names a runner), the programs that start what a string or a
 /// directory names rather than an argument (`run-parts`, `sg -c`, `hyperfine`, `nix-shell
 /// --run`, `tmux`, `xdg-open`), the build and task runners that run the commands of a file in
 /// their directory as `make` does (`ninja`, `cmake`, `gradle`, `mvn`, `just`, `tox`,
@@ -155,6 +157,9 @@ const LAUNCHERS: &[&str] = &[
     "dotnet",
     "mono",
     "go",
+    "cargo",
+    "rustc",
+    "rustdoc",
     "run-parts",
     "sg",
     "hyperfine",
