@@ -78,6 +78,10 @@ pub const REFUSED_ENV_NAMES: &[&str] = &[
     "RUSTDOC",
     "SSH_ASKPASS",
     "SSH_ASKPASS_REQUIRE",
+    // OpenSSH's security key provider (a library ssh, ssh-keygen and ssh-add load) and the
+    // helper program they run to load it.
+    "SSH_SK_PROVIDER",
+    "SSH_SK_HELPER",
     "SSH_AUTH_SOCK",
     "SUDO_ASKPASS",
     "VISUAL",
@@ -433,6 +437,8 @@ mod tests {
             "CARGO_REGISTRIES_CRATES_IO_CREDENTIAL_PROVIDER",
             "PYTHONPYCACHEPREFIX",
             "NODE_COMPILE_CACHE",
+            "SSH_SK_PROVIDER",
+            "SSH_SK_HELPER",
             "ERL_AFLAGS",
             "MAGICK_CONFIGURE_PATH",
             "GDK_PIXBUF_MODULE_FILE",

@@ -1222,7 +1222,8 @@ fn payload(marker: &Path) -> String {
 }
 
 /// Builds `hook.so` in `dir`: a library whose constructor prints [`RAN`] on stderr when anything
-/// loads it.
+/// loads it. It names the entry points OpenSSH looks for in a file before it loads it as a
+/// PKCS#11 or security key provider.
 fn hook_library(dir: &Path) -> PathBuf {
     let source = dir.join("hook.c");
     std::fs::write(
@@ -1230,7 +1231,9 @@ fn hook_library(dir: &Path) -> PathBuf {
         format!(
             "#include <unistd.h>\n#include <string.h>\n\
              __attribute__((constructor)) static void hook(void) {{\n\
-             const char *m = \"{RAN}\\n\"; write(2, m, strlen(m)); }}\n"
+             const char *m = \"{RAN}\\n\"; write(2, m, strlen(m)); }}\n\
+             int C_GetFunctionList(void *list) {{ return 1; }}\n\
+             unsigned int sk_api_version(void) {{ return 0; }}\n"
         ),
     )
     .unwrap();
@@ -1375,7 +1378,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         &format!(
             "id = \"spelling\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}\"]\n\
              [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\", \"wget\", \"sftp\", \"cc\", \"gcc\", \"less\", \"man\", \
-             \"groff\", \"nroff\", \"openssl\", \"curl\", \"split\", \"gpg\", \"rsync\"]\n",
+             \"groff\", \"nroff\", \"openssl\", \"curl\", \"split\", \"gpg\", \"rsync\", \"ssh-keygen\"]\n",
             w = w.display()
         ),
     );
@@ -1620,6 +1623,18 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
             "stdin": "@RSYNCD: 31.0\nm\n\n"}),
         // ... and reads more options from a response file (`@file`), `-wrapper` among them.
         other("gcc", s(&["@gcc-options", "-fsyntax-only", "t.c"])),
+        // ssh-keygen loads the PKCS#11 library `-D` names and the security key provider `-w`
+        // names (each ran the library's code, in both modes).
+        other("ssh-keygen", s(&["-D", "./hook.so"])),
+        other("ssh-keygen", s(&["-lD./hook.so"])),
+        other(
+            "ssh-keygen",
+            s(&["-t", "ed25519-sk", "-w", "./hook.so", "-f", "key", "-N", ""]),
+        ),
+        other(
+            "ssh-keygen",
+            s(&["-qt", "ed25519-sk", "-w./hook.so", "-f", "key", "-N", ""]),
+        ),
         // sftp runs the program `-D` names, split into its words, as its local server.
         other("sftp", s(&["-D", &format!("sh -c '{payload}'"), "h"])),
         other("sftp", s(&["-qD", &format!("sh -c '{payload}'"), "h"])),
@@ -2037,6 +2052,14 @@ fn a_variable_that_carries_a_programs_options_cannot_be_allowed() {
             planted_bytecode(&w.join("pycache"), "pygments", &touch),
             "pygmentize",
             vec!["-l", "text", "a.txt"],
+        ),
+        // ssh-keygen, ssh and ssh-add load the security key provider `SSH_SK_PROVIDER` names
+        // when a key is made or used.
+        (
+            "SSH_SK_PROVIDER",
+            hook_library(&w).display().to_string(),
+            "ssh-keygen",
+            vec!["-t", "ed25519-sk", "-f", "key", "-N", ""],
         ),
     ];
     std::fs::write(w.join("rgrc"), "--pre=sh\n").unwrap();

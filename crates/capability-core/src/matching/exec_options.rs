@@ -189,6 +189,14 @@ const RULES: &[Rule] = &[
         ..Rule::NONE
     },
     Rule {
+        // ssh-keygen loads the PKCS#11 library `-D` names and the security key provider `-w`
+        // names (its `getopt` string gives the letters that take a value).
+        programs: &["ssh-keygen"],
+        short: "Dw",
+        valued: "CDEFIMNOPRVYZabfgmnrstwz",
+        ..Rule::NONE
+    },
+    Rule {
         programs: &["scp", "sftp"],
         // `-D` runs a local SFTP server program instead of ssh (sftp splits it into a command
         // and its arguments).
@@ -534,6 +542,10 @@ mod tests {
         for (program, args) in [
             // As documented.
             ("git", &["ls-remote", "--upload-pack=x", "."][..]),
+            ("ssh-keygen", &["-D", "./p.so"]),
+            ("ssh-keygen", &["-lD./p.so"]),
+            ("ssh-keygen", &["-t", "ed25519-sk", "-w", "./p.so"]),
+            ("ssh-keygen", &["-qw./p.so", "-t", "ed25519-sk"]),
             ("git", &["ls-remote", "--upload-pack", "x", "."]),
             ("git", &["push", "--receive-pack=x"]),
             ("git", &["archive", "--exec=x", "--remote=r"]),
@@ -713,6 +725,15 @@ mod tests {
     fn what_runs_nothing_else_is_left_alone() {
         for (program, args) in [
             ("git", &["status"][..]),
+            ("ssh-keygen", &["-lf", "key.pub"]),
+            ("ssh-keygen", &["-E", "sha256", "-l", "-f", "D.pub"]),
+            ("ssh-keygen", &["-fD", "-l"]),
+            (
+                "ssh-keygen",
+                &[
+                    "-Y", "verify", "-n", "file", "-f", "allowed", "-I", "w", "-s", "s",
+                ],
+            ),
             ("git", &["commit", "-m", "fix the cache"]),
             ("git", &["commit", "-mfix the cache"]),
             ("git", &["commit", "-am", "fix"]),
