@@ -1378,7 +1378,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         &format!(
             "id = \"spelling\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}\"]\n\
              [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\", \"wget\", \"sftp\", \"cc\", \"gcc\", \"less\", \"man\", \
-             \"groff\", \"nroff\", \"openssl\", \"curl\", \"split\", \"gpg\", \"rsync\", \"ssh-keygen\"]\n",
+             \"groff\", \"nroff\", \"openssl\", \"curl\", \"split\", \"gpg\", \"rsync\", \"ssh-keygen\", \"nm\", \"ld\"]\n",
             w = w.display()
         ),
     );
@@ -1392,6 +1392,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
     std::fs::write(w.join("wgetrc"), "use_askpass = sh\n").unwrap();
     let url = "http://127.0.0.1:9/";
     std::fs::write(w.join("t.c"), "int main(void) { return 0; }\n").unwrap();
+    std::fs::write(w.join("ld-options"), "-plugin ./hook.so\n").unwrap();
     std::fs::write(
         w.join("gcc-options"),
         format!("-wrapper sh,-c,\"{payload}\"\n"),
@@ -1621,6 +1622,24 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
             "stdin": "@RSYNCD: 31.0\nm\n--server\n--sender\n.\nm/\n\n"}),
         serde_json::json!({"binary": "rsync", "args": ["--daem", "--conf", "rsyncd.conf"],
             "stdin": "@RSYNCD: 31.0\nm\n\n"}),
+        // gcc hands the linker the options of `-Wl,` and `-Xlinker`, and the compiler proper
+        // those of `-Wp,`: ld loads the plugin `-plugin` names, cc1 the one `-fplugin` names
+        // (each ran the library's code from a call); nm and ld load theirs themselves.
+        other("gcc", s(&["-Wl,-plugin,./hook.so", "-o", "t.out", "t.c"])),
+        other("gcc", s(&["-Wl,--plugin=./hook.so", "-o", "t.out", "t.c"])),
+        other(
+            "gcc",
+            s(&["-Xlinker", "--plugin=./hook.so", "-o", "t.out", "t.c"]),
+        ),
+        other(
+            "gcc",
+            s(&["-Wp,-fplugin=./hook.so", "-fsyntax-only", "t.c"]),
+        ),
+        other("cc", s(&["-Wl,-O1,@ld-options", "-o", "t.out", "t.c"])),
+        other("nm", s(&["--plugin", "./hook.so", "hook.so"])),
+        other("nm", s(&["--plu=./hook.so", "hook.so"])),
+        other("ld", s(&["-plugin", "./hook.so", "-o", "x", "t.o"])),
+        other("ld", s(&["--plugin=./hook.so", "-o", "x", "t.o"])),
         // ... and reads more options from a response file (`@file`), `-wrapper` among them.
         other("gcc", s(&["@gcc-options", "-fsyntax-only", "t.c"])),
         // ssh-keygen loads the PKCS#11 library `-D` names and the security key provider `-w`

@@ -47,6 +47,11 @@ struct Rule {
     /// Whether an argument `@file` (a response file) is read as more options, which could hold
     /// any of these: refused whole, since what it holds is not read here.
     response_files: bool,
+    /// Whether the program hands options on to the stages it runs, as the C compilers do: the
+    /// comma-separated list of `-Wl,` and the argument after `-Xlinker` to the linker (read by
+    /// [`LINKER`]), those of `-Wp,` and `-Xpreprocessor` to the compiler proper (read by this
+    /// rule).
+    stages: bool,
 }
 
 /// An option that sets one line of a program's configuration (`name = value`), refused when
@@ -75,11 +80,41 @@ impl Rule {
         old_style: false,
         setting: None,
         response_files: false,
+        stages: false,
     };
 }
 
+/// The linkers, which load the plugin `-plugin` names (GNU ld and gold take their long options
+/// with one dash or two, by any unambiguous prefix; `-plugin-opt` hands the plugin its
+/// options, the first of which, for gcc's own, is the program it runs), lld the pass plugin
+/// `--load-pass-plugin` names, and each reads more options from a response file. The C
+/// compilers hand it what `-Wl,` and `-Xlinker` carry.
+const LINKER: Rule = Rule {
+    programs: &["ld", "ld.bfd", "ld.gold", "ld.lld", "lld"],
+    prefixes: &[
+        "-plugin",
+        "--plugin",
+        "-pl",
+        "--pl",
+        "-load-pass-plugin",
+        "--load-pass-plugin",
+    ],
+    response_files: true,
+    ..Rule::NONE
+};
+
 /// Every rule, for every personality (docs/policy.md, "Options that run programs").
 const RULES: &[Rule] = &[
+    LINKER,
+    // binutils' nm, ar and ranlib load the plugin `--plugin` names (as gcc's wrappers of them
+    // do), and read more options from a response file.
+    Rule {
+        programs: &["nm", "ar", "ranlib", "gcc-nm", "gcc-ar", "gcc-ranlib"],
+        long: &["plugin"],
+        abbreviated: true,
+        response_files: true,
+        ..Rule::NONE
+    },
     Rule {
         programs: &["git"],
         long: &[
@@ -320,6 +355,7 @@ const RULES: &[Rule] = &[
             "-fuse-ld",
         ],
         response_files: true,
+        stages: true,
         ..Rule::NONE
     },
     // less reads a key file (`-k` compiled, `--lesskey-src` as text, `--lesskey-content`
@@ -426,10 +462,36 @@ pub fn runs_a_program(requested: &str, resolved: &Path, args: &[String]) -> Opti
             .enumerate()
             .skip(start)
             .find_map(|(i, arg)| {
-                refused(rule, arg, i == 0).or_else(|| sets_a_program(rule, arg, args.get(i + 1)))
+                refused(rule, arg, i == 0)
+                    .or_else(|| sets_a_program(rule, arg, args.get(i + 1)))
+                    .or_else(|| handed_on(rule, arg, args.get(i + 1)))
             })
             .map(|why| format!("{program} {why}"))
     })
+}
+
+/// Why an option `arg` (with `next` after it) hands a stage of the program one that runs a
+/// program, if it does ([`Rule::stages`]): each piece of a `-Wl,` or `-Wp,` list, or the
+/// argument after `-Xlinker` or `-Xpreprocessor`, read as the stage reads its own.
+fn handed_on(rule: &Rule, arg: &str, next: Option<&String>) -> Option<String> {
+    if !rule.stages {
+        return None;
+    }
+    let (stage, pieces): (&Rule, Vec<&str>) = if let Some(list) = arg.strip_prefix("-Wl,") {
+        (&LINKER, list.split(',').collect())
+    } else if let Some(list) = arg.strip_prefix("-Wp,") {
+        (rule, list.split(',').collect())
+    } else if arg == "-Xlinker" {
+        (&LINKER, next.map(String::as_str).into_iter().collect())
+    } else if arg == "-Xpreprocessor" {
+        (rule, next.map(String::as_str).into_iter().collect())
+    } else {
+        return None;
+    };
+    let why = pieces
+        .iter()
+        .find_map(|piece| refused(stage, piece, false))?;
+    Some(format!("`{arg}` hands on an option: {why}"))
 }
 
 /// Why `arg` (with `next` after it) sets a line of the program's configuration that runs a
@@ -543,6 +605,23 @@ mod tests {
             // As documented.
             ("git", &["ls-remote", "--upload-pack=x", "."][..]),
             ("ssh-keygen", &["-D", "./p.so"]),
+            ("gcc", &["-Wl,-plugin,./p.so", "t.c"]),
+            ("gcc", &["-Wl,-O1,--plugin=./p.so", "t.c"]),
+            ("gcc", &["-Xlinker", "-plugin-opt=/bin/sh", "t.c"]),
+            ("gcc", &["-Wp,-fplugin=./p.so", "t.c"]),
+            ("gcc", &["-Xpreprocessor", "-fplugin=./p.so", "t.c"]),
+            ("cc", &["-Wl,@options", "t.c"]),
+            ("nm", &["--plugin", "./p.so", "a.o"]),
+            ("nm", &["--plu=./p.so", "a.o"]),
+            ("ar", &["--plugin", "./p.so", "t", "a.a"]),
+            ("ranlib", &["--plugin", "./p.so", "a.a"]),
+            ("gcc-nm", &["--plugin=./p.so", "a.o"]),
+            ("nm", &["@options"]),
+            ("ld", &["-plugin", "./p.so", "a.o"]),
+            ("ld", &["--plugin=./p.so", "a.o"]),
+            ("ld.gold", &["-plugin-opt=/bin/sh", "a.o"]),
+            ("ld", &["@options"]),
+            ("ld.lld", &["--load-pass-plugin=./p.so", "a.o"]),
             ("ssh-keygen", &["-lD./p.so"]),
             ("ssh-keygen", &["-t", "ed25519-sk", "-w", "./p.so"]),
             ("ssh-keygen", &["-qw./p.so", "-t", "ed25519-sk"]),
@@ -726,6 +805,16 @@ mod tests {
         for (program, args) in [
             ("git", &["status"][..]),
             ("ssh-keygen", &["-lf", "key.pub"]),
+            ("gcc", &["-Wl,-O1,--as-needed", "-o", "t", "t.c"]),
+            (
+                "gcc",
+                &["-Wl,-rpath,/opt/lib", "-Wl,-Bstatic", "t.c", "-lz"],
+            ),
+            ("gcc", &["-Xlinker", "--gc-sections", "t.c"]),
+            ("gcc", &["-Wp,-MD,dep.d", "-c", "t.c"]),
+            ("nm", &["-C", "--print-size", "a.o"]),
+            ("ar", &["rcs", "lib.a", "a.o"]),
+            ("ld", &["-o", "out", "a.o", "-lc", "-pie"]),
             ("ssh-keygen", &["-E", "sha256", "-l", "-f", "D.pub"]),
             ("ssh-keygen", &["-fD", "-l"]),
             (
