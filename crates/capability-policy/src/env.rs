@@ -83,6 +83,10 @@ pub const REFUSED_ENV_NAMES: &[&str] = &[
     "SSH_SK_PROVIDER",
     "SSH_SK_HELPER",
     "SSH_AUTH_SOCK",
+    // Ghostscript's options (`-dNOSAFER`, an output `|cmd`) and the directories of its
+    // initialisation files, which run before it turns safe.
+    "GS_OPTIONS",
+    "GS_LIB",
     "SUDO_ASKPASS",
     "VISUAL",
     // The shell a program starts for `!` or a command (tar's volume prompt, vi, less, sftp).
@@ -439,6 +443,8 @@ mod tests {
             "NODE_COMPILE_CACHE",
             "SSH_SK_PROVIDER",
             "SSH_SK_HELPER",
+            "GS_OPTIONS",
+            "GS_LIB",
             "ERL_AFLAGS",
             "MAGICK_CONFIGURE_PATH",
             "GDK_PIXBUF_MODULE_FILE",

@@ -1378,7 +1378,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         &format!(
             "id = \"spelling\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}\"]\n\
              [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\", \"wget\", \"sftp\", \"cc\", \"gcc\", \"less\", \"man\", \
-             \"groff\", \"nroff\", \"openssl\", \"curl\", \"split\", \"gpg\", \"rsync\", \"ssh-keygen\", \"nm\", \"ld\"]\n",
+             \"groff\", \"nroff\", \"openssl\", \"curl\", \"split\", \"gpg\", \"rsync\", \"ssh-keygen\", \"nm\", \"ld\", \"gs\", \"ps2pdf\"]\n",
             w = w.display()
         ),
     );
@@ -1393,6 +1393,14 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
     let url = "http://127.0.0.1:9/";
     std::fs::write(w.join("t.c"), "int main(void) { return 0; }\n").unwrap();
     std::fs::write(w.join("ld-options"), "-plugin ./hook.so\n").unwrap();
+    std::fs::write(w.join("a.ps"), "%!PS\nshowpage\n").unwrap();
+    std::fs::write(w.join("gs-options"), "-dNOSAFER\n").unwrap();
+    std::fs::create_dir_all(w.join("gslib")).unwrap();
+    std::fs::write(
+        w.join("gslib/gs_init.ps"),
+        format!("10000\n(%pipe%{payload}) (w) file closefile\n"),
+    )
+    .unwrap();
     std::fs::write(
         w.join("gcc-options"),
         format!("-wrapper sh,-c,\"{payload}\"\n"),
@@ -1640,6 +1648,81 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         other("nm", s(&["--plu=./hook.so", "hook.so"])),
         other("ld", s(&["-plugin", "./hook.so", "-o", "x", "t.o"])),
         other("ld", s(&["--plugin=./hook.so", "-o", "x", "t.o"])),
+        // Ghostscript writes its output into a command's standard input (`|cmd`, `%pipe%cmd`) and
+        // starts the IJS server program it is given, under its default `-dSAFER`; without it
+        // (`-dNOSAFER`, `-dDELAYSAFER`) a document opens `%pipe%` itself; it runs the
+        // initialisation files of the directories `-I` names (and of the working directory,
+        // with `-P`) before it turns safe; and reads more options from `@file`. Each ran the
+        // payload from a call.
+        other(
+            "gs",
+            s(&[
+                "-q",
+                "-dBATCH",
+                "-dNOPAUSE",
+                "-sDEVICE=pbmraw",
+                &format!("-sOutputFile=|{payload}"),
+                "a.ps",
+            ]),
+        ),
+        other(
+            "gs",
+            s(&[
+                "-q",
+                "-dBATCH",
+                "-dNOPAUSE",
+                "-sDEVICE=pbmraw",
+                "-o",
+                &format!("%pipe%{payload}"),
+                "a.ps",
+            ]),
+        ),
+        other(
+            "gs",
+            s(&[
+                "-q",
+                "-dBATCH",
+                "-dNOPAUSE",
+                "-sDEVICE=ijs",
+                &format!("-sIjsServer={payload}"),
+                "-sOutputFile=-",
+                "a.ps",
+            ]),
+        ),
+        other(
+            "gs",
+            s(&[
+                "-q",
+                "-DNOSAFER",
+                "-dBATCH",
+                "-dNODISPLAY",
+                "-c",
+                &format!("(%pipe%{payload}) (w) file closefile"),
+            ]),
+        ),
+        other(
+            "gs",
+            s(&[
+                "-q",
+                "-Igslib",
+                "-dBATCH",
+                "-dNOPAUSE",
+                "-sDEVICE=bbox",
+                "a.ps",
+            ]),
+        ),
+        other(
+            "gs",
+            s(&[
+                "-q",
+                "@gs-options",
+                "-dBATCH",
+                "-dNODISPLAY",
+                "-c",
+                &format!("(%pipe%{payload}) (w) file closefile"),
+            ]),
+        ),
+        other("ps2pdf", s(&["a.ps", &format!("|{payload}")])),
         // ... and reads more options from a response file (`@file`), `-wrapper` among them.
         other("gcc", s(&["@gcc-options", "-fsyntax-only", "t.c"])),
         // ssh-keygen loads the PKCS#11 library `-D` names and the security key provider `-w`

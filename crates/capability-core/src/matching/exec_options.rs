@@ -223,6 +223,59 @@ const RULES: &[Rule] = &[
         valued: "BbcDEeiJLlmOpQRSWw",
         ..Rule::NONE
     },
+    // Ghostscript and the scripts that hand it their arguments and name its output: an output
+    // that is `|cmd` or `%pipe%cmd` is a command's standard input, and `IjsServer` a program it
+    // starts, under its default `-dSAFER`; `-dNOSAFER` and `-dDELAYSAFER` (`-D` is `-d`) let a
+    // document open `%pipe%` itself, `--permit-…` lifts parts of the safety; the
+    // initialisation files of a directory `-I` names (of the working directory, with `-P`) run
+    // before it turns safe; `@file` reads more options.
+    Rule {
+        programs: &[
+            "gs",
+            "gsc",
+            "gsx",
+            "gsnd",
+            "ghostscript",
+            "ps2pdf",
+            "ps2pdf12",
+            "ps2pdf13",
+            "ps2pdf14",
+            "ps2pdfwr",
+            "pdf2ps",
+            "ps2ps",
+            "ps2ps2",
+            "eps2eps",
+            "ps2ascii",
+            "ps2epsi",
+            "pdf2dsc",
+            "dvipdf",
+        ],
+        words: &["-P"],
+        prefixes: &[
+            "|",
+            "%pipe%",
+            "-o|",
+            "-o%pipe%",
+            "-sOutputFile=|",
+            "-sOutputFile=%pipe%",
+            "-SOutputFile=|",
+            "-SOutputFile=%pipe%",
+            "-sIjsServer",
+            "-SIjsServer",
+            "-dIjsServer",
+            "-DIjsServer",
+            "-dNOSAFER",
+            "-DNOSAFER",
+            "-dDELAYSAFER",
+            "-DDELAYSAFER",
+            "-dSAFER=",
+            "-DSAFER=",
+            "--permit-",
+            "-I",
+        ],
+        response_files: true,
+        ..Rule::NONE
+    },
     Rule {
         // ssh-keygen loads the PKCS#11 library `-D` names and the security key provider `-w`
         // names (its `getopt` string gives the letters that take a value).
@@ -605,6 +658,21 @@ mod tests {
             // As documented.
             ("git", &["ls-remote", "--upload-pack=x", "."][..]),
             ("ssh-keygen", &["-D", "./p.so"]),
+            ("gs", &["-sDEVICE=pbmraw", "-sOutputFile=|x", "a.ps"]),
+            ("gs", &["-SOutputFile=%pipe%x", "a.ps"]),
+            ("gs", &["-o", "|x", "a.ps"]),
+            ("gs", &["-o%pipe%x", "a.ps"]),
+            ("gs", &["-sDEVICE=ijs", "-sIjsServer=x", "a.ps"]),
+            ("gs", &["-dNOSAFER", "a.ps"]),
+            ("gs", &["-DNOSAFER=true", "a.ps"]),
+            ("gs", &["-dDELAYSAFER", "a.ps"]),
+            ("gs", &["-Ilib", "a.ps"]),
+            ("gs", &["-I", "lib", "a.ps"]),
+            ("gs", &["-P", "a.ps"]),
+            ("gs", &["--permit-file-all=*", "a.ps"]),
+            ("gs", &["@options", "a.ps"]),
+            ("ps2pdf", &["a.ps", "|x"]),
+            ("pdf2ps", &["a.pdf", "%pipe%x"]),
             ("gcc", &["-Wl,-plugin,./p.so", "t.c"]),
             ("gcc", &["-Wl,-O1,--plugin=./p.so", "t.c"]),
             ("gcc", &["-Xlinker", "-plugin-opt=/bin/sh", "t.c"]),
@@ -805,6 +873,20 @@ mod tests {
         for (program, args) in [
             ("git", &["status"][..]),
             ("ssh-keygen", &["-lf", "key.pub"]),
+            (
+                "gs",
+                &[
+                    "-q",
+                    "-dSAFER",
+                    "-dBATCH",
+                    "-dNOPAUSE",
+                    "-sDEVICE=png16m",
+                    "-r150",
+                ],
+            ),
+            ("gs", &["-o", "out-%d.png", "-sDEVICE=png16m", "in.pdf"]),
+            ("gs", &["-sOutputFile=out.pdf", "-P-", "in.ps"]),
+            ("ps2pdf", &["a.ps", "a.pdf"]),
             ("gcc", &["-Wl,-O1,--as-needed", "-o", "t", "t.c"]),
             (
                 "gcc",
