@@ -1378,7 +1378,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         &format!(
             "id = \"spelling\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}\"]\n\
              [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\", \"wget\", \"sftp\", \"cc\", \"gcc\", \"less\", \"man\", \
-             \"groff\", \"nroff\", \"openssl\", \"curl\", \"split\", \"gpg\", \"rsync\", \"ssh-keygen\", \"nm\", \"ld\", \"gs\", \"ps2pdf\"]\n",
+             \"groff\", \"nroff\", \"openssl\", \"curl\", \"split\", \"gpg\", \"rsync\", \"ssh-keygen\", \"nm\", \"ld\", \"gs\", \"ps2pdf\", \"keytool\"]\n",
             w = w.display()
         ),
     );
@@ -1723,6 +1723,33 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
             ]),
         ),
         other("ps2pdf", s(&["a.ps", &format!("|{payload}")])),
+        // The JDK's tools hand `-J` options to the JVM that runs them, whose
+        // `-XX:OnOutOfMemoryError` is a command (keytool reading the system's certificates in a
+        // heap too small for them triggers it at once) and `-javaagent:` code; keytool and
+        // jarsigner load a provider's classes from `-providerpath`.
+        other(
+            "keytool",
+            s(&[
+                &format!("-J-XX:OnOutOfMemoryError={payload}"),
+                "-J-Xms2m",
+                "-J-Xmx3m",
+                "-J-XX:MaxMetaspaceSize=8m",
+                "-list",
+                "-cacerts",
+            ]),
+        ),
+        other(
+            "keytool",
+            s(&[
+                "-list",
+                "-providerpath",
+                ".",
+                "-providerclass",
+                "Hook",
+                "-storetype",
+                "x",
+            ]),
+        ),
         // ... and reads more options from a response file (`@file`), `-wrapper` among them.
         other("gcc", s(&["@gcc-options", "-fsyntax-only", "t.c"])),
         // ssh-keygen loads the PKCS#11 library `-D` names and the security key provider `-w`
