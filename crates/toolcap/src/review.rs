@@ -85,7 +85,8 @@ pub(crate) fn notes(policy: &CompiledPolicy) -> Vec<String> {
 /// to start another, `capability_core::matching::binary::STARTS_ANOTHER`: `env`, `xargs`,
 /// `timeout`, a tracer, `sudo` and its kin) (`awk`'s `system`, GNU `sed`'s `e`, a `Makefile`),
 /// the project runners (`npm exec`, `uv run`, `poetry run`, ...), the JVM's and .NET's
-/// launchers (a class or an assembly is code; `-XX:OnError` a command), `go` (`go generate`
+/// launchers and the JDK's script runner and debugger (a class or an assembly is code;
+/// `-XX:OnError` a command), `go` (`go generate`
 /// runs the commands its sources name), the Rust compiler and cargo (a procedural macro the
 /// project builds is a library the compiler loads and runs; `rustc -C linker=python3` ran a
 /// `64.py` from its directory, cargo's `--config` names a runner), the programs that start what a string or a
@@ -198,6 +199,8 @@ const LAUNCHERS: &[&str] = &[
     "julia",
     "octave",
     "jshell",
+    "jrunscript",
+    "jdb",
     "irb",
     "pwsh",
     "ghci",
