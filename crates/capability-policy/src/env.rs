@@ -87,6 +87,11 @@ pub const REFUSED_ENV_NAMES: &[&str] = &[
     // initialisation files, which run before it turns safe.
     "GS_OPTIONS",
     "GS_LIB",
+    // apt's configuration file (its hooks are commands) and dpkg's database and root (whose
+    // maintainer scripts dpkg runs).
+    "APT_CONFIG",
+    "DPKG_ADMINDIR",
+    "DPKG_ROOT",
     "SUDO_ASKPASS",
     "VISUAL",
     // The shell a program starts for `!` or a command (tar's volume prompt, vi, less, sftp).
@@ -445,6 +450,8 @@ mod tests {
             "SSH_SK_HELPER",
             "GS_OPTIONS",
             "GS_LIB",
+            "APT_CONFIG",
+            "DPKG_ADMINDIR",
             "ERL_AFLAGS",
             "MAGICK_CONFIGURE_PATH",
             "GDK_PIXBUF_MODULE_FILE",

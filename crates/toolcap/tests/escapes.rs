@@ -1378,7 +1378,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         &format!(
             "id = \"spelling\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}\"]\n\
              [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\", \"wget\", \"sftp\", \"cc\", \"gcc\", \"less\", \"man\", \
-             \"groff\", \"nroff\", \"openssl\", \"curl\", \"split\", \"gpg\", \"rsync\", \"ssh-keygen\", \"nm\", \"ld\", \"gs\", \"ps2pdf\", \"keytool\"]\n",
+             \"groff\", \"nroff\", \"openssl\", \"curl\", \"split\", \"gpg\", \"rsync\", \"ssh-keygen\", \"nm\", \"ld\", \"gs\", \"ps2pdf\", \"keytool\", \"apt-get\", \"dpkg\"]\n",
             w = w.display()
         ),
     );
@@ -1394,6 +1394,11 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
     std::fs::write(w.join("t.c"), "int main(void) { return 0; }\n").unwrap();
     std::fs::write(w.join("ld-options"), "-plugin ./hook.so\n").unwrap();
     std::fs::write(w.join("a.ps"), "%!PS\nshowpage\n").unwrap();
+    std::fs::write(
+        w.join("apt.conf"),
+        format!("APT::Update::Pre-Invoke {{ \"{payload}\"; }};\n"),
+    )
+    .unwrap();
     std::fs::write(w.join("gs-options"), "-dNOSAFER\n").unwrap();
     std::fs::create_dir_all(w.join("gslib")).unwrap();
     std::fs::write(
@@ -1723,6 +1728,41 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
             ]),
         ),
         other("ps2pdf", s(&["a.ps", &format!("|{payload}")])),
+        // apt's programs set any line of their configuration from `-o` (`APT::Update::Pre-Invoke`
+        // is a command, `Dir::Bin::dpkg` a program) and read a whole file of it from `-c`;
+        // dpkg runs the commands of `--pre-invoke`, `--post-invoke` and `--status-logger`.
+        other(
+            "apt-get",
+            s(&[
+                "-o",
+                &format!("APT::Update::Pre-Invoke::={payload}"),
+                "update",
+            ]),
+        ),
+        other(
+            "apt-get",
+            s(&[
+                "-qo",
+                &format!("APT::Update::Pre-Invoke::={payload}"),
+                "update",
+            ]),
+        ),
+        other(
+            "apt-get",
+            s(&[
+                &format!("--option=APT::Update::Post-Invoke::={payload}"),
+                "update",
+            ]),
+        ),
+        other("apt-get", s(&["-c", "apt.conf", "update"])),
+        other(
+            "dpkg",
+            s(&[&format!("--pre-invoke={payload}"), "--configure", "-a"]),
+        ),
+        other(
+            "dpkg",
+            s(&["--status-logger", &payload, "--configure", "-a"]),
+        ),
         // The JDK's tools hand `-J` options to the JVM that runs them, whose
         // `-XX:OnOutOfMemoryError` is a command (keytool reading the system's certificates in a
         // heap too small for them triggers it at once) and `-javaagent:` code; keytool and

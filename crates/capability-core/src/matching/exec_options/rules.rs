@@ -196,6 +196,41 @@ pub(super) const RULES: &[Rule] = &[
         response_files: true,
         ..Rule::NONE
     },
+    // apt's programs set any line of their configuration from `-o` (`APT::Update::Pre-Invoke`
+    // and `DPkg::Pre-Invoke` are commands, `Dir::Bin::…` programs) and read a file of it from
+    // `-c`, as the one parser they share reads them.
+    Rule {
+        programs: &[
+            "apt",
+            "apt-get",
+            "apt-cache",
+            "apt-config",
+            "apt-mark",
+            "apt-key",
+            "apt-cdrom",
+            "apt-ftparchive",
+            "apt-sortpkgs",
+            "apt-extracttemplates",
+        ],
+        long: &["option", "config-file"],
+        short: "oc",
+        valued: "otahS",
+        ..Rule::NONE
+    },
+    // dpkg runs the shell commands of `--pre-invoke`, `--post-invoke` and `--status-logger`, and
+    // the maintainer scripts of the database `--admindir` or `--root` names.
+    Rule {
+        programs: &["dpkg"],
+        long: &[
+            "pre-invoke",
+            "post-invoke",
+            "status-logger",
+            "admindir",
+            "root",
+            "instdir",
+        ],
+        ..Rule::NONE
+    },
     // The JDK's tools (`java`, `javac`, `jshell` run code by purpose) hand every `-J` option to
     // the JVM that runs them, whose `-XX:OnOutOfMemoryError` and `-XX:OnError` are commands and
     // `-javaagent:` code; keytool and jarsigner load a security provider's classes from
