@@ -328,6 +328,7 @@ fn process_policy_binaries_args_env() {
     assert_eq!(
         denial(process.check_args(
             "git",
+            "git",
             Path::new("/usr/bin/git"),
             &argv(&["push", "--force"])
         )),
@@ -338,7 +339,7 @@ fn process_policy_binaries_args_env() {
     );
     assert!(
         process
-            .check_args("git", Path::new("/usr/bin/git"), &argv(&["status"]))
+            .check_args("git", "git", Path::new("/usr/bin/git"), &argv(&["status"]))
             .is_ok()
     );
     assert_eq!(

@@ -93,7 +93,9 @@ impl ScopedSpawner {
                 "an argument contains a NUL byte",
             ));
         }
-        self.grant.process.check_args(binary, &program, args)?;
+        self.grant
+            .process
+            .check_args(binary, allowed, &program, args)?;
 
         let config = &self.inner.config;
         let mut env: Vec<(String, String)> = vec![("PATH".to_owned(), config.child_path.clone())];

@@ -253,11 +253,15 @@ pub trait ProcessPolicy: Send + Sync + fmt::Debug {
     /// The binaries the tool may spawn: bare names (to resolve through the trusted search path)
     /// and absolute paths.
     fn allowed_binaries(&self) -> &[String];
-    /// Whether the argv may run: `binary` as requested, `resolved` the canonical file it
-    /// resolved to. Refusals carry [`DenialCode::ArgsNotAllowed`](crate::DenialCode).
+    /// Whether the argv may run: `binary` as requested, `allowed` the entry of
+    /// [`allowed_binaries`](Self::allowed_binaries) it was found to be (the name the child runs
+    /// under; a call may name the same file otherwise, by its path or the name a link leads
+    /// to), `resolved` the canonical file. A rule is read against each of the three names.
+    /// Refusals carry [`DenialCode::ArgsNotAllowed`](crate::DenialCode).
     fn check_args(
         &self,
         binary: &str,
+        allowed: &str,
         resolved: &Path,
         args: &[String],
     ) -> Result<(), CapabilityError>;

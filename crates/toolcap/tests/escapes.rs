@@ -1836,6 +1836,104 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
     }
 }
 
+// guarantee: G-PROC-03
+/// A call may name an allowed program by another name for the same file (its canonical path,
+/// the versioned name a link leads to: `gcc` is `x86_64-linux-gnu-gcc-12` here), and the child
+/// runs under the allowed name; the options that run a program, the personality's `deny_args`
+/// and its `escalate` patterns were read against the name the call used and the file's own
+/// name, so `x86_64-linux-gnu-gcc-12 -wrapper sh,-c,…` ran the payload where `gcc -wrapper` is
+/// refused. Each is now read against the allowed name as well.
+#[test]
+fn a_program_asked_for_by_another_name_is_held_to_its_rules() {
+    let env = Env::new("");
+    let w = env.root.join("work");
+    let marker = w.join("out/pwned");
+    let payload = payload(&marker);
+    let hook = hook_library(&w);
+    std::fs::write(w.join("t.c"), "int main(void) { return 0; }\n").unwrap();
+    let canonical = |name: &str| {
+        std::fs::canonicalize(Path::new("/usr/bin").join(name))
+            .unwrap()
+            .display()
+            .to_string()
+    };
+    let (gcc, nm) = (canonical("gcc"), canonical("nm"));
+    let p = env.personality(
+        "aliases.toml",
+        &format!(
+            "id = \"aliases\"\n[fs_reach]\nread = [\"{w}\"]\n[safety.process]\n\
+             allow = [\"gcc\", \"nm\"]\ndeny_args = [\"nm --defined-only\"]\n\
+             [escalate]\nargs = [\"gcc -S\"]\n",
+            w = w.display()
+        ),
+    );
+    let name_of = |path: &str| {
+        Path::new(path)
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    for binary in [gcc.clone(), name_of(&gcc)] {
+        let call = serde_json::json!({"binary": binary, "cwd": w,
+            "args": ["-wrapper", format!("sh,-c,{payload}"), "-fsyntax-only", "t.c"]});
+        for mode in MODES {
+            let out = env.run_command(mode, &p, &call);
+            nothing_ran(&out, &marker, &format!("{mode:?} {call}"));
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                stdout.contains("ARGS_NOT_ALLOWED"),
+                "{mode:?} {call}: {stdout}"
+            );
+        }
+    }
+    for (args, says) in [
+        (
+            vec![
+                "--plugin".to_owned(),
+                hook.display().to_string(),
+                "t.c".to_owned(),
+            ],
+            "--plugin",
+        ),
+        (
+            vec!["--defined-only".to_owned(), "t.c".to_owned()],
+            "nm --defined-only",
+        ),
+    ] {
+        for binary in [nm.clone(), name_of(&nm)] {
+            let call = serde_json::json!({"binary": binary, "cwd": w, "args": args});
+            for mode in MODES {
+                let out = env.run_command(mode, &p, &call);
+                nothing_ran(&out, &marker, &format!("{mode:?} {call}"));
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    stdout.contains("ARGS_NOT_ALLOWED") && stdout.contains(says),
+                    "{mode:?} {call}: {stdout}"
+                );
+            }
+        }
+    }
+    // An `escalate` pattern asks for approval whatever the name: with none given, refused.
+    let call = serde_json::json!({"binary": name_of(&gcc), "cwd": w,
+        "args": ["-S", "-o", "-", "t.c"]});
+    for mode in MODES {
+        let out = env.run_command(mode, &p, &call);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("ARGS_NOT_ALLOWED") && stdout.contains("approv"),
+            "{mode:?} {call}: {stdout}"
+        );
+    }
+    // The allowed names themselves still run what is not refused.
+    let call = serde_json::json!({"binary": name_of(&gcc), "cwd": w,
+        "args": ["-fsyntax-only", "t.c"]});
+    let out = env.run_command(&[], &p, &call);
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["value"]["exit_code"], 0, "{result}");
+}
+
 // guarantee: G-PROC-02
 /// A repository an agent clones can carry a directory laid out as a bare repository (`HEAD`,
 /// `config`, `objects`, `refs` are ordinary files in a tree), whose configuration names a

@@ -353,9 +353,14 @@ impl ProcessPolicy for ResolvedProcess {
     fn check_args(
         &self,
         binary: &str,
+        allowed: &str,
         resolved: &Path,
         args: &[String],
     ) -> Result<(), CapabilityError> {
+        // A call may name the allowed program otherwise (`x86_64-linux-gnu-gcc-12` for `gcc`):
+        // every rule is read against the name it used and the allowed one (docs/semantics.md,
+        // "Binaries").
+        let names = [binary, allowed];
         let shown = || {
             std::iter::once(binary)
                 .chain(args.iter().map(String::as_str))
@@ -364,7 +369,10 @@ impl ProcessPolicy for ResolvedProcess {
         };
         // Before the personality's own patterns, and whatever they say: an option that makes
         // the program run another one (docs/policy.md, "Options that run programs").
-        if let Some(why) = exec_options::runs_a_program(binary, resolved, args) {
+        if let Some(why) = names
+            .iter()
+            .find_map(|name| exec_options::runs_a_program(name, resolved, args))
+        {
             return Err(CapabilityError::denied(
                 DenialCode::ArgsNotAllowed,
                 format!("{} refused for every personality: {why}", shown()),
@@ -373,7 +381,7 @@ impl ProcessPolicy for ResolvedProcess {
         if let Some(pattern) = self
             .deny_args
             .iter()
-            .find(|p| p.matches(binary, resolved, args))
+            .find(|p| names.iter().any(|name| p.matches(name, resolved, args)))
         {
             // The one pattern that matched, so the refusal says which rule decided.
             return Err(CapabilityError::denied(
@@ -389,12 +397,15 @@ impl ProcessPolicy for ResolvedProcess {
             .escalate
             .args
             .iter()
-            .any(|p| p.matches(binary, resolved, args))
+            .any(|p| names.iter().any(|name| p.matches(name, resolved, args)))
         {
-            let argv: Vec<String> = std::iter::once(binary.to_owned())
-                .chain(args.iter().cloned())
-                .collect();
-            if !self.escalate.approved.argv.contains(&argv) {
+            let approved = names.iter().any(|name| {
+                self.escalate.approved.argv.iter().any(|argv| {
+                    argv.split_first()
+                        .is_some_and(|(first, rest)| first == name && rest == args)
+                })
+            });
+            if !approved {
                 return Err(CapabilityError::denied(
                     DenialCode::ArgsNotAllowed,
                     needs_approval(shown()),
@@ -589,6 +600,7 @@ mod tests {
         let refused = process
             .check_args(
                 "git",
+                "git",
                 Path::new("/usr/bin/git"),
                 &args(&["push", "--force-with-lease"]),
             )
@@ -599,9 +611,24 @@ mod tests {
         );
         assert!(
             process
-                .check_args("git", Path::new("/usr/bin/git"), &args(&["status"]))
+                .check_args("git", "git", Path::new("/usr/bin/git"), &args(&["status"]))
                 .is_ok()
         );
+        // Named otherwise (a path to a link, the file a link leads to), the program is held
+        // to the rules of the name it was allowed as.
+        for (binary, resolved, argv) in [
+            ("/opt/bin/g", "/opt/git-2.47/bin/git-2.47", &["push", "--force"][..]),
+            ("git-2.47", "/opt/git-2.47/bin/git-2.47", &["-c", "alias.x=!sh", "x"]),
+        ] {
+            let refused = process
+                .check_args(binary, "git", Path::new(resolved), &args(argv))
+                .unwrap_err();
+            assert_eq!(
+                refused.denial_code(),
+                Some(DenialCode::ArgsNotAllowed),
+                "{binary}"
+            );
+        }
         assert_eq!(
             process.check_env("LD_PRELOAD").unwrap_err().denial_code(),
             Some(DenialCode::EnvNotAllowed)

@@ -304,7 +304,9 @@ impl ScopedProcess for PolicyProcess {
                 format!("{binary} is not in the declared allowedBinaries"),
             ));
         }
-        self.0.process.check_args(binary, Path::new(binary), args)?;
+        self.0
+            .process
+            .check_args(binary, binary, Path::new(binary), args)?;
         Ok(ProcessOutput::new(
             Some(0),
             None,
