@@ -253,10 +253,8 @@ pub trait ProcessPolicy: Send + Sync + fmt::Debug {
     /// The binaries the tool may spawn: bare names (to resolve through the trusted search path)
     /// and absolute paths.
     fn allowed_binaries(&self) -> &[String];
-    /// Whether the argv may run: `binary` as requested, `allowed` the entry of
-    /// [`allowed_binaries`](Self::allowed_binaries) it was found to be (the name the child runs
-    /// under; a call may name the same file otherwise, by its path or the name a link leads
-    /// to), `resolved` the canonical file. A rule is read against each of the three names.
+    /// Whether the argv may run: `binary` as requested, `allowed` the allowed entry it was found
+    /// to be (the child's name), `resolved` the canonical file; a rule is read against each.
     /// Refusals carry [`DenialCode::ArgsNotAllowed`](crate::DenialCode).
     fn check_args(
         &self,

@@ -2,6 +2,7 @@
 //! from a known one, a reach root that lifts the deny floor, a host written in another script
 //! (docs/review.md). Pure functions of a compiled policy; nothing here touches the host.
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use capability_core::CompiledPolicy;
@@ -219,10 +220,16 @@ fn launchers(policy: &CompiledPolicy) -> Vec<String> {
         .iter()
         .enumerate()
         .filter(|(_, program)| {
+            // A child runs the canonical file: a link of the personality's own, or a name the
+            // system's alternatives lead on (`editor` to `vim.basic`), is the program it leads
+            // to.
             let name = program.rsplit('/').next().unwrap_or(program);
-            // `python3.12` is `python3`.
-            let stem = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
-            LAUNCHERS.contains(&name) || LAUNCHERS.contains(&stem) || STARTS_ANOTHER.contains(&name)
+            let canonical = canonical_program(program);
+            let file = canonical
+                .as_deref()
+                .and_then(Path::file_name)
+                .and_then(|n| n.to_str());
+            [Some(name), file].into_iter().flatten().any(runs_others)
         })
         .map(|(i, program)| {
             format!(
@@ -235,6 +242,36 @@ fn launchers(policy: &CompiledPolicy) -> Vec<String> {
         .collect()
 }
 
+/// Whether the program of file name `name` runs whatever it is asked to ([`LAUNCHERS`],
+/// `STARTS_ANOTHER`), under a version (`python3.12` is `python3`, `perl5.36.0` is `perl`) or a
+/// suffix (`vim.basic` is `vim`).
+fn runs_others(name: &str) -> bool {
+    let trim = |n: &'_ str| -> String {
+        n.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.')
+            .to_owned()
+    };
+    let base = name.split('.').next().unwrap_or(name);
+    [name.to_owned(), trim(name), base.to_owned(), trim(base)]
+        .iter()
+        .any(|n| LAUNCHERS.contains(&n.as_str()) || STARTS_ANOTHER.contains(&n.as_str()))
+}
+
+/// The canonical file `program` (an allowlist entry) is on this machine: a path as it leads, a
+/// bare name through the trusted search path. `None` where there is none.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "validate reads the machine it runs on: which file an allowlist entry is here"
+)]
+fn canonical_program(program: &str) -> Option<PathBuf> {
+    if program.starts_with('/') {
+        return std::fs::canonicalize(program).ok();
+    }
+    std::env::split_paths(capability_process::TRUSTED_PATH)
+        .map(|dir| dir.join(program))
+        .find(|path| path.is_file())
+        .and_then(|path| std::fs::canonicalize(path).ok())
+}
+
 /// Each reach root that is the whole file system (`/`, however spelled), each `*` (every host)
 /// of the network allowlist, and each directory of the trusted search path a write root holds (and no deny rule covers): a program a tool
 /// writes there is found before the system's, by confined children and by whoever else
@@ -242,7 +279,6 @@ fn launchers(policy: &CompiledPolicy) -> Vec<String> {
 fn wide_reach(policy: &CompiledPolicy) -> Vec<String> {
     use capability_core::matching::path::is_within;
     use capability_core::normalize_lexically;
-    use std::path::{Path, PathBuf};
     let Some(source) = policy.policy() else {
         return Vec::new();
     };

@@ -3966,6 +3966,43 @@ fn validate_notes_an_allowed_program_that_runs_other_programs() {
     );
 }
 
+// guarantee: G-POL-07
+/// A program that runs whatever it is asked to is noted under any name the personality gives
+/// it: a link of its own that leads to the interpreter (a name no list holds), a versioned
+/// name, or a name that is the program under a suffix (`vim.basic`, `perl5.36.0`), as the
+/// canonical file is what a child runs.
+#[test]
+fn validate_notes_a_program_that_runs_others_under_another_name() {
+    let env = Env::new();
+    let bin = env.root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink("/usr/bin/python3", bin.join("tool")).unwrap();
+    std::fs::write(
+        env.root.join("aliases.toml"),
+        format!(
+            "id = \"aliases\"\ntoolset = [\"run_command\"]\n[fs_reach]\nread = [\"/srv\"]\n\
+             [safety.process]\nallow = [\"git\", \"{}\", \"perl5.36.0\", \"vim.basic\", \"ld.bfd\"]\n",
+            bin.join("tool").display()
+        ),
+    )
+    .unwrap();
+    let out = env.toolcap(&["validate", "--personality", &env.path("aliases.toml")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let notes: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("note:") && l.contains("runs whatever program"))
+        .collect();
+    for i in [1, 2, 3] {
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with(&format!("note: safety.process.allow[{i}] is "))),
+            "allow[{i}]: {text}"
+        );
+    }
+    assert_eq!(notes.len(), 3, "{text}");
+}
+
 // guarantee: G-CLI-05
 /// A call's arguments say exactly what they look like: `ARGS_JSON` with a key given twice is
 /// refused (exit 2), as a personality with one is. Before, the last `path` won, so a command

@@ -617,8 +617,16 @@ mod tests {
         // Named otherwise (a path to a link, the file a link leads to), the program is held
         // to the rules of the name it was allowed as.
         for (binary, resolved, argv) in [
-            ("/opt/bin/g", "/opt/git-2.47/bin/git-2.47", &["push", "--force"][..]),
-            ("git-2.47", "/opt/git-2.47/bin/git-2.47", &["-c", "alias.x=!sh", "x"]),
+            (
+                "/opt/bin/g",
+                "/opt/git-2.47/bin/git-2.47",
+                &["push", "--force"][..],
+            ),
+            (
+                "git-2.47",
+                "/opt/git-2.47/bin/git-2.47",
+                &["-c", "alias.x=!sh", "x"],
+            ),
         ] {
             let refused = process
                 .check_args(binary, "git", Path::new(resolved), &args(argv))
