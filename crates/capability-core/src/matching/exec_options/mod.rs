@@ -92,14 +92,14 @@ impl Rule {
 /// option the program reads it as. `requested` is the program as the call named it, `resolved`
 /// the file it resolved to; a rule applies when either's file name is the rule's program.
 pub fn runs_a_program(requested: &str, resolved: &Path, args: &[String]) -> Option<String> {
-    let names = [Path::new(requested).file_name(), resolved.file_name()];
+    let names: Vec<&str> = [Path::new(requested).file_name(), resolved.file_name()]
+        .into_iter()
+        .flatten()
+        .filter_map(|name| name.to_str())
+        .flat_map(toolchain_names)
+        .collect();
     RULES.iter().find_map(|rule| {
-        let program = rule.programs.iter().find(|p| {
-            names
-                .iter()
-                .flatten()
-                .any(|name| name.to_str() == Some(**p))
-        })?;
+        let program = rule.programs.iter().find(|p| names.contains(p))?;
         let start = match rule.after {
             None => 0,
             Some(after) => args.iter().position(|a| a == after)? + 1,
@@ -114,6 +114,47 @@ pub fn runs_a_program(requested: &str, resolved: &Path, args: &[String]) -> Opti
             })
             .map(|why| format!("{program} {why}"))
     })
+}
+
+/// The names a program's file name `name` may be known by in [`RULES`]: itself, without a
+/// version's suffix (`gcc-12`, `clang-14`, `ld.lld-14`), and without a target's prefix
+/// (`x86_64-linux-gnu-gcc-12` is `gcc`, `x86_64-linux-gnu-gcc-nm-12` is `nm`): a toolchain's
+/// files are named so, and a link by the plain name leads to one of them.
+fn toolchain_names(name: &str) -> [&str; 3] {
+    let unversioned = name
+        .rsplit_once('-')
+        .filter(|(_, version)| {
+            !version.is_empty() && version.chars().all(|c| c.is_ascii_digit() || c == '.')
+        })
+        .map_or(name, |(stem, _)| stem);
+    const ARCHES: &[&str] = &[
+        "x86_64",
+        "i386",
+        "i486",
+        "i586",
+        "i686",
+        "aarch64",
+        "arm",
+        "armv7l",
+        "armhf",
+        "riscv64",
+        "powerpc64le",
+        "powerpc64",
+        "powerpc",
+        "ppc64le",
+        "s390x",
+        "mips",
+        "mipsel",
+        "mips64el",
+        "loongarch64",
+        "sparc64",
+    ];
+    let untargeted = unversioned
+        .split_once('-')
+        .filter(|(arch, _)| ARCHES.contains(arch))
+        .and_then(|_| unversioned.rsplit_once('-'))
+        .map_or(unversioned, |(_, tool)| tool);
+    [name, unversioned, untargeted]
 }
 
 /// Why an option `arg` (with `next` after it) hands a stage of the program one that runs a
@@ -251,6 +292,17 @@ mod tests {
             // As documented.
             ("git", &["ls-remote", "--upload-pack=x", "."][..]),
             ("ssh-keygen", &["-D", "./p.so"]),
+            // By the names a toolchain's files have: a target's prefix, a version's suffix.
+            ("x86_64-linux-gnu-gcc-12", &["-wrapper", "sh,-c,x"]),
+            ("aarch64-linux-gnu-g++-13", &["-fplugin=./p.so"]),
+            ("x86_64-w64-mingw32-gcc", &["-B/tmp/x"]),
+            ("clang-14", &["-fpass-plugin=./p.so"]),
+            ("x86_64-linux-gnu-nm", &["--plugin", "./p.so"]),
+            ("x86_64-linux-gnu-gcc-nm-12", &["--plugin", "./p.so"]),
+            ("aarch64-linux-gnu-ld.bfd", &["-plugin", "./p.so"]),
+            ("ld.lld-14", &["--load-pass-plugin=./p.so"]),
+            ("c99", &["-wrapper", "sh,-c,x"]),
+            ("cpp", &["-fplugin=./p.so"]),
             ("gs", &["-sDEVICE=pbmraw", "-sOutputFile=|x", "a.ps"]),
             ("apt-get", &["-o", "APT::Update::Pre-Invoke::=x", "update"]),
             ("apt-get", &["-oDir::Bin::dpkg=x", "install", "p"]),
@@ -483,6 +535,8 @@ mod tests {
         for (program, args) in [
             ("git", &["status"][..]),
             ("ssh-keygen", &["-lf", "key.pub"]),
+            ("x86_64-linux-gnu-gcc-12", &["-O2", "-o", "t", "t.c"]),
+            ("ssh-keyscan", &["-D", "h"]),
             (
                 "gs",
                 &[

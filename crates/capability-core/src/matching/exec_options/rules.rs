@@ -388,6 +388,9 @@ pub(super) const RULES: &[Rule] = &[
         programs: &[
             "cc",
             "c++",
+            "c89",
+            "c99",
+            "cpp",
             "gcc",
             "g++",
             "clang",
