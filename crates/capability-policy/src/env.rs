@@ -90,6 +90,10 @@ pub const REFUSED_ENV_NAMES: &[&str] = &[
     // apt's configuration file (its hooks are commands) and dpkg's database and root (whose
     // maintainer scripts dpkg runs).
     "APT_CONFIG",
+    // kubectl's configuration (a user's `exec` credential plugin is a command: one ran from a
+    // call) and the program `kubectl diff` runs.
+    "KUBECONFIG",
+    "KUBECTL_EXTERNAL_DIFF",
     "DPKG_ADMINDIR",
     "DPKG_ROOT",
     "SUDO_ASKPASS",
@@ -451,6 +455,8 @@ mod tests {
             "GS_OPTIONS",
             "GS_LIB",
             "APT_CONFIG",
+            "KUBECONFIG",
+            "KUBECTL_EXTERNAL_DIFF",
             "DPKG_ADMINDIR",
             "ERL_AFLAGS",
             "MAGICK_CONFIGURE_PATH",

@@ -377,8 +377,8 @@ mod tests {
                 "[servers.a]\ncommand = \"/bin/x\"\n[servers.a.env]\nLD_PRELOAD = \"/x.so\"\n",
                 "LD_PRELOAD",
             ),
-            // Where a toolchain lives may be configured (and is examined); a family that only
-            // shares its prefix is a refused name still.
+            // Where a toolchain lives may be configured (and is examined), as may kubectl's
+            // configuration; a family that only shares its prefix is a refused name still.
             (
                 "[servers.a]\ncommand = \"/bin/x\"\n[servers.a.env]\nDOTNET_ROOT_X64 = \"/x\"\n",
                 "DOTNET_ROOT_X64 steers",
@@ -454,5 +454,18 @@ mod tests {
         assert_eq!(a.limits, Limits::default());
         assert!(a.tools.is_none());
         assert!(a.reach.read.is_empty());
+    }
+
+    // guarantee: G-MCP-08
+    /// Where a toolchain or kubectl's configuration lives is refused to a call but is the
+    /// user's to configure for a server (the place is examined as code when the server starts).
+    #[test]
+    fn a_servers_toolchain_and_cluster_configuration_may_be_named() {
+        let config = GuardConfig::parse(
+            "[servers.k]\ncommand = \"/bin/x\"\n[servers.k.env]\nKUBECONFIG = \"/etc/k\"\n\
+             CARGO_HOME = \"/opt/cargo\"\nGOROOT = \"/usr/lib/go\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.servers["k"].env.len(), 3);
     }
 }

@@ -241,6 +241,8 @@ pub(super) const ENV_ELSEWHERE: &[&str] = &[
     "DOTNET_ROOT",
     "CONDA_PREFIX",
     "PIPX_HOME",
+    // The configuration whose credential plugins are commands (kubectl's).
+    "KUBECONFIG",
     "PNPM_HOME",
     "BUN_INSTALL",
     "DENO_INSTALL_ROOT",

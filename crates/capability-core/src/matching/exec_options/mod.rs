@@ -292,6 +292,16 @@ mod tests {
             // As documented.
             ("git", &["ls-remote", "--upload-pack=x", "."][..]),
             ("ssh-keygen", &["-D", "./p.so"]),
+            ("kubectl", &["--kubeconfig=cfg", "get", "pods"]),
+            ("kubectl", &["get", "pods", "--kubeconfig", "cfg"]),
+            (
+                "kubectl",
+                &["kustomize", "--enable-alpha-plugins", "--enable-exec", "d"],
+            ),
+            (
+                "kubectl",
+                &["kustomize", "--enable-helm", "--helm-command=sh", "d"],
+            ),
             // By the names a toolchain's files have: a target's prefix, a version's suffix.
             ("x86_64-linux-gnu-gcc-12", &["-wrapper", "sh,-c,x"]),
             ("aarch64-linux-gnu-g++-13", &["-fplugin=./p.so"]),
@@ -535,6 +545,11 @@ mod tests {
         for (program, args) in [
             ("git", &["status"][..]),
             ("ssh-keygen", &["-lf", "key.pub"]),
+            (
+                "kubectl",
+                &["get", "pods", "-n", "kube-system", "-o", "yaml"],
+            ),
+            ("kubectl", &["--context=prod", "apply", "-f", "deploy.yaml"]),
             ("x86_64-linux-gnu-gcc-12", &["-O2", "-o", "t", "t.c"]),
             ("ssh-keyscan", &["-D", "h"]),
             (

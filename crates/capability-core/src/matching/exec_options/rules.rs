@@ -282,6 +282,20 @@ pub(super) const RULES: &[Rule] = &[
         response_files: true,
         ..Rule::NONE
     },
+    // kubectl runs the credential plugin (`users[].user.exec.command`) of the configuration
+    // `--kubeconfig` names, and `kustomize` the exec functions and the helm program it is told
+    // to (its flags are Go's: whole names, with `=` or apart).
+    Rule {
+        programs: &["kubectl", "kustomize"],
+        long: &[
+            "kubeconfig",
+            "enable-alpha-plugins",
+            "enable-exec",
+            "enable-helm",
+            "helm-command",
+        ],
+        ..Rule::NONE
+    },
     Rule {
         // ssh-keygen loads the PKCS#11 library `-D` names and the security key provider `-w`
         // names (its `getopt` string gives the letters that take a value).
