@@ -143,6 +143,7 @@ const LAUNCHERS: &[&str] = &[
     "uvx",
     "pipx",
     "npm",
+    "corepack",
     "pnpm",
     "yarn",
     "uv",

@@ -3919,7 +3919,7 @@ fn validate_notes_an_allowed_program_that_runs_other_programs() {
         env.root.join("launchers.toml"),
         "id = \"launchers\"\ntoolset = [\"run_command\"]\n[fs_reach]\nread = [\"/srv\"]\n\
          [safety.process]\nallow = [\"git\", \"sh\", \"/usr/bin/python3\", \"env\", \"echo\", \
-         \"watch\", \"strace\", \"time\", \"sudo\", \"npx\", \"sqlite3\", \"psql\", \"dc\", \"npm\", \"uv\", \"java\", \"go\", \"ccache\", \"ssh-agent\", \"run-parts\", \"hyperfine\", \"ninja\", \"tox\", \"pre-commit\", \"pip\", \"cargo\", \"rustc\", \"jrunscript\", \"jdb\"]\n",
+         \"watch\", \"strace\", \"time\", \"sudo\", \"npx\", \"sqlite3\", \"psql\", \"dc\", \"npm\", \"uv\", \"java\", \"go\", \"ccache\", \"ssh-agent\", \"run-parts\", \"hyperfine\", \"ninja\", \"tox\", \"pre-commit\", \"pip\", \"cargo\", \"rustc\", \"jrunscript\", \"jdb\", \"corepack\"]\n",
     )
     .unwrap();
     let out = env.toolcap(&["validate", "--personality", &env.path("launchers.toml")]);
@@ -3961,6 +3961,7 @@ fn validate_notes_an_allowed_program_that_runs_other_programs() {
             runs(26, "rustc"),
             runs(27, "jrunscript"),
             runs(28, "jdb"),
+            runs(29, "corepack"),
         ],
         "{text}"
     );
