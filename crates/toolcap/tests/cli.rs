@@ -3919,7 +3919,7 @@ fn validate_notes_an_allowed_program_that_runs_other_programs() {
         env.root.join("launchers.toml"),
         "id = \"launchers\"\ntoolset = [\"run_command\"]\n[fs_reach]\nread = [\"/srv\"]\n\
          [safety.process]\nallow = [\"git\", \"sh\", \"/usr/bin/python3\", \"env\", \"echo\", \
-         \"watch\", \"strace\", \"time\", \"sudo\", \"npx\", \"sqlite3\", \"psql\", \"dc\", \"npm\", \"uv\", \"java\", \"go\", \"ccache\", \"ssh-agent\", \"run-parts\", \"hyperfine\", \"ninja\", \"tox\", \"pre-commit\", \"pip\", \"cargo\", \"rustc\", \"jrunscript\", \"jdb\", \"corepack\"]\n",
+         \"watch\", \"strace\", \"time\", \"sudo\", \"npx\", \"sqlite3\", \"psql\", \"dc\", \"npm\", \"uv\", \"java\", \"go\", \"ccache\", \"ssh-agent\", \"run-parts\", \"hyperfine\", \"ninja\", \"tox\", \"pre-commit\", \"pip\", \"cargo\", \"rustc\", \"jrunscript\", \"jdb\", \"corepack\", \"pytest\", \"jest\", \"eslint\", \"sphinx-build\", \"bundle\", \"composer\"]\n",
     )
     .unwrap();
     let out = env.toolcap(&["validate", "--personality", &env.path("launchers.toml")]);
@@ -3962,6 +3962,12 @@ fn validate_notes_an_allowed_program_that_runs_other_programs() {
             runs(27, "jrunscript"),
             runs(28, "jdb"),
             runs(29, "corepack"),
+            runs(30, "pytest"),
+            runs(31, "jest"),
+            runs(32, "eslint"),
+            runs(33, "sphinx-build"),
+            runs(34, "bundle"),
+            runs(35, "composer"),
         ],
         "{text}"
     );
