@@ -96,7 +96,9 @@ pub(crate) fn notes(policy: &CompiledPolicy) -> Vec<String> {
 /// their directory as `make` does (`ninja`, `cmake`, `gradle`, `mvn`, `just`, `tox`,
 /// `pre-commit`, ...), the package installers that run a package's build code (`pip`, `conda`),
 /// the test runners, linters, documentation builders and servers that import or evaluate the
-/// project's code (`pytest`, `jest`, `eslint`, `sphinx-build`, `uvicorn`, `bundle`, `composer`),
+/// project's code (`pytest`, `prove`, `jest`, `eslint`, `sphinx-build`, `uvicorn`, `bundle`,
+/// `composer`, Python's debugger and `pydoc`, which imports what it documents, LLVM's `lli`,
+/// which runs the IR it is given, `dpkg-buildpackage` and its `debian/rules`),
 /// and the clients and calculators whose commands, read from the standard input a call gives,
 /// run one (sqlite3's `.shell`, psql's and mysql's `\!`, dc's `!`, ftp's `!`). Allowing one
 /// allows every program a confined child may execute (docs/review.md). `find` is not among
@@ -190,6 +192,11 @@ const LAUNCHERS: &[&str] = &[
     // a `Gemfile`, `composer.json`'s scripts, the application module.
     "pytest",
     "py.test",
+    "prove",
+    "pdb",
+    "pydoc",
+    "lli",
+    "dpkg-buildpackage",
     "coverage",
     "ipython",
     "jupyter",

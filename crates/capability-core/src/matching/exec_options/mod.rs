@@ -293,6 +293,11 @@ mod tests {
             ("git", &["ls-remote", "--upload-pack=x", "."][..]),
             ("ssh-keygen", &["-D", "./p.so"]),
             ("kubectl", &["--kubeconfig=cfg", "get", "pods"]),
+            ("opt", &["-load", "./p.so", "--version"]),
+            ("opt-14", &["-load=./p.so", "a.ll"]),
+            ("llc", &["--load=./p.so", "a.ll"]),
+            ("opt", &["--load-pass-plugin=./p.so", "a.ll"]),
+            ("bugpoint", &["@options"]),
             ("kubectl", &["get", "pods", "--kubeconfig", "cfg"]),
             (
                 "kubectl",
@@ -550,6 +555,8 @@ mod tests {
                 &["get", "pods", "-n", "kube-system", "-o", "yaml"],
             ),
             ("kubectl", &["--context=prod", "apply", "-f", "deploy.yaml"]),
+            ("opt", &["-O2", "-S", "a.ll", "-o", "b.ll"]),
+            ("llc", &["-O2", "-filetype=obj", "a.ll"]),
             ("x86_64-linux-gnu-gcc-12", &["-O2", "-o", "t", "t.c"]),
             ("ssh-keyscan", &["-D", "h"]),
             (

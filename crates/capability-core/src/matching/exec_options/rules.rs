@@ -296,6 +296,14 @@ pub(super) const RULES: &[Rule] = &[
         ],
         ..Rule::NONE
     },
+    // LLVM's optimiser, compiler and bug reducer load the library `-load` names (and a pass
+    // plugin), and read more options from `@file`.
+    Rule {
+        programs: &["opt", "llc", "bugpoint"],
+        prefixes: &["-load", "--load"],
+        response_files: true,
+        ..Rule::NONE
+    },
     Rule {
         // ssh-keygen loads the PKCS#11 library `-D` names and the security key provider `-w`
         // names (its `getopt` string gives the letters that take a value).
