@@ -1378,7 +1378,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         &format!(
             "id = \"spelling\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}\"]\n\
              [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\", \"wget\", \"sftp\", \"cc\", \"gcc\", \"less\", \"man\", \
-             \"groff\", \"nroff\", \"openssl\", \"curl\", \"split\", \"gpg\", \"rsync\", \"ssh-keygen\", \"nm\", \"ld\", \"gs\", \"ps2pdf\", \"keytool\", \"apt-get\", \"dpkg\"]\n",
+             \"groff\", \"nroff\", \"openssl\", \"curl\", \"split\", \"gpg\", \"rsync\", \"ssh-keygen\", \"nm\", \"ld\", \"gs\", \"ps2pdf\", \"keytool\", \"apt-get\", \"dpkg\", \"gpg-connect-agent\"]\n",
             w = w.display()
         ),
     );
@@ -1426,6 +1426,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
     let library = hook_library(&w);
     let hook = library.display().to_string();
     std::fs::write(w.join("hook.cnf"), openssl_config_loading(&library)).unwrap();
+    let to_sh = format!("{}bin/sh", "../".repeat(w.components().count() - 1));
     // As whoever runs the test (a daemon started by root otherwise takes `nobody`'s ids, which
     // a child without capabilities cannot).
     let owner = std::fs::metadata(&w).unwrap();
@@ -1622,6 +1623,10 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
             "gpg",
             s(&["--batch", "--dirmngr-prog=sh", "--recv-keys", "0x12345678"]),
         ),
+        // gpg-connect-agent runs the rest of its command line as the server it talks to (named
+        // from the working directory, as the argument gate reads no relative path).
+        other("gpg-connect-agent", s(&["--exec", &to_sh, "-c", &payload])),
+        other("gpg-connect-agent", s(&["-E", &to_sh, "-c", &payload])),
         other(
             "gpg",
             s(&["--photo-viewer", "sh -c x", "--show-keys", "a.txt"]),

@@ -498,7 +498,7 @@ pub(super) const RULES: &[Rule] = &[
     // `--homedir` name the configuration that can say the same (`GNUPGHOME` is refused too).
     // It takes a long option by any unambiguous prefix.
     Rule {
-        programs: &["gpg", "gpg2"],
+        programs: &["gpg", "gpg2", "gpgsm"],
         long: &[
             "agent-program",
             "dirmngr-program",
@@ -508,6 +508,28 @@ pub(super) const RULES: &[Rule] = &[
             "options",
             "homedir",
         ],
+        abbreviated: true,
+        ..Rule::NONE
+    },
+    // gpg-connect-agent runs the rest of its command line as the server it talks to (`--exec`,
+    // `-E`: it ran a command here), and the agent and daemons gpg's options name; gpgtar runs
+    // the program `--gpg` names with `--gpg-args`.
+    Rule {
+        programs: &["gpg-connect-agent"],
+        long: &[
+            "exec",
+            "agent-program",
+            "dirmngr-program",
+            "keyboxd-program",
+            "homedir",
+        ],
+        abbreviated: true,
+        short: "E",
+        ..Rule::NONE
+    },
+    Rule {
+        programs: &["gpgtar"],
+        long: &["gpg", "gpg-args", "homedir"],
         abbreviated: true,
         ..Rule::NONE
     },
