@@ -1468,6 +1468,14 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
     let other =
         |binary: &str, args: Vec<String>| serde_json::json!({"binary": binary, "args": args});
     let s = |parts: &[&str]| parts.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>();
+    // Ghostscript quiet, with no pause, ending when its input does.
+    let gs = |rest: &[&str]| {
+        other(
+            "gs",
+            s(&[&["-q", "-dBATCH", "-dNOPAUSE"][..], rest].concat()),
+        )
+    };
+    let postscript_pipe = format!("(%pipe%{payload}) (w) file closefile");
     let cases = [
         git(s(&["ls-remote", &format!("--upl={payload}"), "."])),
         git(s(&["fetch", &format!("--upload-p={payload}"), "."])),
@@ -1664,74 +1672,21 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         // initialisation files of the directories `-I` names (and of the working directory,
         // with `-P`) before it turns safe; and reads more options from `@file`. Each ran the
         // payload from a call.
-        other(
-            "gs",
-            s(&[
-                "-q",
-                "-dBATCH",
-                "-dNOPAUSE",
-                "-sDEVICE=pbmraw",
-                &format!("-sOutputFile=|{payload}"),
-                "a.ps",
-            ]),
-        ),
-        other(
-            "gs",
-            s(&[
-                "-q",
-                "-dBATCH",
-                "-dNOPAUSE",
-                "-sDEVICE=pbmraw",
-                "-o",
-                &format!("%pipe%{payload}"),
-                "a.ps",
-            ]),
-        ),
-        other(
-            "gs",
-            s(&[
-                "-q",
-                "-dBATCH",
-                "-dNOPAUSE",
-                "-sDEVICE=ijs",
-                &format!("-sIjsServer={payload}"),
-                "-sOutputFile=-",
-                "a.ps",
-            ]),
-        ),
-        other(
-            "gs",
-            s(&[
-                "-q",
-                "-DNOSAFER",
-                "-dBATCH",
-                "-dNODISPLAY",
-                "-c",
-                &format!("(%pipe%{payload}) (w) file closefile"),
-            ]),
-        ),
-        other(
-            "gs",
-            s(&[
-                "-q",
-                "-Igslib",
-                "-dBATCH",
-                "-dNOPAUSE",
-                "-sDEVICE=bbox",
-                "a.ps",
-            ]),
-        ),
-        other(
-            "gs",
-            s(&[
-                "-q",
-                "@gs-options",
-                "-dBATCH",
-                "-dNODISPLAY",
-                "-c",
-                &format!("(%pipe%{payload}) (w) file closefile"),
-            ]),
-        ),
+        gs(&[
+            "-sDEVICE=pbmraw",
+            &format!("-sOutputFile=|{payload}"),
+            "a.ps",
+        ]),
+        gs(&["-sDEVICE=pbmraw", "-o", &format!("%pipe%{payload}"), "a.ps"]),
+        gs(&[
+            "-sDEVICE=ijs",
+            &format!("-sIjsServer={payload}"),
+            "-sOutputFile=-",
+            "a.ps",
+        ]),
+        gs(&["-DNOSAFER", "-dNODISPLAY", "-c", &postscript_pipe]),
+        gs(&["-Igslib", "-sDEVICE=bbox", "a.ps"]),
+        gs(&["@gs-options", "-dNODISPLAY", "-c", &postscript_pipe]),
         other("ps2pdf", s(&["a.ps", &format!("|{payload}")])),
         // apt's programs set any line of their configuration from `-o` (`APT::Update::Pre-Invoke`
         // is a command, `Dir::Bin::dpkg` a program) and read a whole file of it from `-c`;
