@@ -141,6 +141,9 @@ const LAUNCHERS: &[&str] = &[
     "emacs",
     "ed",
     "sed",
+    // m4's `syscmd` and `esyscmd`; pandoc's Lua filters, readers and writers, and `--filter`.
+    "m4",
+    "pandoc",
     "npx",
     "pnpx",
     "bunx",

@@ -1378,7 +1378,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         &format!(
             "id = \"spelling\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}\"]\n\
              [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\", \"wget\", \"sftp\", \"cc\", \"gcc\", \"less\", \"man\", \
-             \"groff\", \"nroff\", \"openssl\", \"curl\", \"split\", \"gpg\", \"rsync\", \"ssh-keygen\", \"nm\", \"ld\", \"gs\", \"ps2pdf\", \"keytool\", \"apt-get\", \"dpkg\", \"gpg-connect-agent\"]\n",
+             \"groff\", \"nroff\", \"openssl\", \"curl\", \"split\", \"gpg\", \"rsync\", \"ssh-keygen\", \"nm\", \"ld\", \"gs\", \"ps2pdf\", \"keytool\", \"apt-get\", \"dpkg\", \"gpg-connect-agent\", \"pic\"]\n",
             w = w.display()
         ),
     );
@@ -1394,6 +1394,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
     std::fs::write(w.join("t.c"), "int main(void) { return 0; }\n").unwrap();
     std::fs::write(w.join("ld-options"), "-plugin ./hook.so\n").unwrap();
     std::fs::write(w.join("a.ps"), "%!PS\nshowpage\n").unwrap();
+    std::fs::write(w.join("t.pic"), format!(".PS\nsh X {payload} X\n.PE\n")).unwrap();
     std::fs::write(
         w.join("apt.conf"),
         format!("APT::Update::Pre-Invoke {{ \"{payload}\"; }};\n"),
@@ -1631,6 +1632,9 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
             "gpg",
             s(&["--batch", "--dirmngr-prog=sh", "--recv-keys", "0x12345678"]),
         ),
+        // pic runs a picture's `sh` commands when it is unsafe (`-U`).
+        other("pic", s(&["-U", "t.pic"])),
+        other("pic", s(&["-nU", "t.pic"])),
         // gpg-connect-agent runs the rest of its command line as the server it talks to (named
         // from the working directory, as the argument gate reads no relative path).
         other("gpg-connect-agent", s(&["--exec", &to_sh, "-c", &payload])),

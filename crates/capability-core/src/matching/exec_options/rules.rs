@@ -472,6 +472,13 @@ pub(super) const RULES: &[Rule] = &[
         valued: "mMTFIdrnowWfKLPD",
         ..Rule::NONE
     },
+    // pic runs a picture's `sh` commands when it is unsafe (`-U`); only `-T` takes a value.
+    Rule {
+        programs: &["pic", "gpic"],
+        short: "U",
+        valued: "T",
+        ..Rule::NONE
+    },
     // openssl loads a library: the one `-engine` names (a path is the file of a dynamic
     // engine; also `-keygen_engine`, s_client's `-ssl_client_engine`, the `engine` command),
     // the providers `-provider` and `-provider-path` name, and those `-config`'s file does.
