@@ -303,6 +303,7 @@ mod tests {
             ),
             ("opt", &["-load", "./p.so", "--version"]),
             ("pic", &["-nU", "t.pic"]),
+            ("ssh-copy-id", &["-i", "k.pub", "-o", "ProxyCommand=x", "h"]),
             ("gpic", &["-U", "t.pic"]),
             ("opt-14", &["-load=./p.so", "a.ll"]),
             ("llc", &["--load=./p.so", "a.ll"]),

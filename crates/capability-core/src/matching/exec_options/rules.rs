@@ -136,7 +136,7 @@ pub(super) const RULES: &[Rule] = &[
         ..Rule::NONE
     },
     Rule {
-        programs: &["ssh"],
+        programs: &["ssh", "ssh-copy-id"],
         // `-I` names a PKCS#11 library that ssh's helper loads: code of the caller's choosing,
         // as `-o PKCS11Provider=` is.
         short: "oFI",
