@@ -141,9 +141,15 @@ const LAUNCHERS: &[&str] = &[
     "emacs",
     "ed",
     "sed",
-    // m4's `syscmd` and `esyscmd`; pandoc's Lua filters, readers and writers, and `--filter`.
+    // m4's `syscmd` and `esyscmd`; pandoc's Lua filters, readers and writers, and `--filter`;
+    // gettext's `msgexec` and `msgfilter`, which run the command they are given for each
+    // message; `scriptlive`, which types a recorded session into a shell; `newgrp`'s shell.
     "m4",
     "pandoc",
+    "msgexec",
+    "msgfilter",
+    "scriptlive",
+    "newgrp",
     "npx",
     "pnpx",
     "bunx",

@@ -79,6 +79,24 @@ pub const STARTS_ANOTHER: &[&str] = &[
     "direnv",
     "lldb",
     "screen",
+    // A program under another architecture's name or setting, a scheduler's or the OOM
+    // killer's setting, a security context, and the profilers that run what they measure.
+    "setarch",
+    "linux32",
+    "linux64",
+    "i386",
+    "x86_64",
+    "uclampset",
+    "choom",
+    "runcon",
+    "heaptrack",
+    "memusage",
+    "sotruss",
+    "gprofng",
+    "gp-collect-app",
+    "systemd-cat",
+    "systemd-inhibit",
+    "systemd-socket-activate",
 ];
 
 /// Intersects declared binaries with a personality's `safety.process.allow`: `*` in the

@@ -639,6 +639,26 @@ mod tests {
             ),
             ("python3".to_owned(), strings(&["-m", "srv"]), None)
         );
+        // So are those that start a program under another architecture's name, a scheduler's
+        // setting or a profiler.
+        assert_eq!(
+            through(
+                "/usr/bin/setarch",
+                &[
+                    "x86_64",
+                    "-R",
+                    "choom",
+                    "-n",
+                    "0",
+                    "--",
+                    "heaptrack",
+                    "python3",
+                    "-m",
+                    "srv"
+                ]
+            ),
+            ("python3".to_owned(), strings(&["-m", "srv"]), None)
+        );
         // A wrapper of no launcher the guard reads stays as it is.
         assert_eq!(
             through("/usr/bin/timeout", &["10", "/opt/srv/server"]),
