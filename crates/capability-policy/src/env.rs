@@ -225,6 +225,33 @@ pub const REFUSED_ENV_NAMES: &[&str] = &[
     "LIBGL_DRIVERS_PATH",
     "__EGL_VENDOR_LIBRARY_DIRS",
     "__EGL_VENDOR_LIBRARY_FILENAMES",
+    // Where the C library and ncurses read data they trust as they load it, a call's value
+    // being held to the system's own for the variables every call may set (docs/policy.md,
+    // "Child environment"): compiled locales, message catalogs (`catgets`' are printf formats),
+    // zone files, terminal descriptions (a malformed one corrupted a setuid program's memory,
+    // CVE-2023-29491), libmagic's database.
+    "LOCPATH",
+    "NLSPATH",
+    "TZDIR",
+    "TERMINFO",
+    "TERMINFO_DIRS",
+    "TERMCAP",
+    "MAGIC",
+    // Where the audio, compute and media libraries load their plugins from: ALSA's
+    // configuration (its hooks name shared objects), OpenCL's drivers, LADSPA, LV2, DSSI and
+    // frei0r effects, SANE's scanner backends, VA-API, VDPAU and GBM drivers.
+    "ALSA_CONFIG_PATH",
+    "ALSA_PLUGIN_DIR",
+    "OCL_ICD_VENDORS",
+    "OPENCL_VENDOR_PATH",
+    "LADSPA_PATH",
+    "LV2_PATH",
+    "DSSI_PATH",
+    "FREI0R_PATH",
+    "SANE_CONFIG_DIR",
+    "LIBVA_DRIVERS_PATH",
+    "VDPAU_DRIVER_PATH",
+    "GBM_BACKENDS_PATH",
     // gdk-pixbuf's and GTK's module lists (each names the shared objects a program loads to read
     // an image or type text), and ImageMagick's configuration (its `delegates.xml` is commands
     // run to convert a file) and coder and filter module paths.
@@ -457,6 +484,15 @@ mod tests {
             "APT_CONFIG",
             "KUBECONFIG",
             "KUBECTL_EXTERNAL_DIFF",
+            "LOCPATH",
+            "NLSPATH",
+            "TZDIR",
+            "TERMINFO",
+            "TERMINFO_DIRS",
+            "TERMCAP",
+            "ALSA_CONFIG_PATH",
+            "OCL_ICD_VENDORS",
+            "LADSPA_PATH",
             "DPKG_ADMINDIR",
             "ERL_AFLAGS",
             "MAGICK_CONFIGURE_PATH",
