@@ -244,6 +244,8 @@ const LAUNCHERS: &[&str] = &[
     "swift",
     "pip",
     "pip3",
+    "cpan",
+    "cpanm",
     "conda",
     "mamba",
     "pixi",

@@ -377,6 +377,7 @@ mod tests {
             ("ld", &["--plugin=./p.so", "a.o"]),
             ("ld.gold", &["-plugin-opt=/bin/sh", "a.o"]),
             ("ld", &["@options"]),
+            ("gold", &["-plugin", "./p.so", "a.o"]),
             ("ld.lld", &["--load-pass-plugin=./p.so", "a.o"]),
             ("ssh-keygen", &["-lD./p.so"]),
             ("ssh-keygen", &["-t", "ed25519-sk", "-w", "./p.so"]),

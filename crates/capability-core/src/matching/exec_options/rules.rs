@@ -10,7 +10,7 @@ use super::{Rule, Setting};
 /// `--load-pass-plugin` names, and each reads more options from a response file. The C
 /// compilers hand it what `-Wl,` and `-Xlinker` carry.
 pub(super) const LINKER: Rule = Rule {
-    programs: &["ld", "ld.bfd", "ld.gold", "ld.lld", "lld"],
+    programs: &["ld", "ld.bfd", "ld.gold", "gold", "ld.lld", "lld"],
     prefixes: &[
         "-plugin",
         "--plugin",
