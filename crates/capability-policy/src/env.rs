@@ -94,6 +94,15 @@ pub const REFUSED_ENV_NAMES: &[&str] = &[
     // call) and the program `kubectl diff` runs.
     "KUBECONFIG",
     "KUBECTL_EXTERNAL_DIFF",
+    // The programs CVS and Subversion reach a server through, the AWS configuration (whose
+    // `credential_process` the AWS libraries of any program run), gh's configuration (its
+    // `!` aliases are shell), and the mailcap files that say which command opens a type.
+    "CVS_RSH",
+    "CVS_SERVER",
+    "SVN_SSH",
+    "AWS_CONFIG_FILE",
+    "GH_CONFIG_DIR",
+    "MAILCAPS",
     "DPKG_ADMINDIR",
     "DPKG_ROOT",
     "SUDO_ASKPASS",
@@ -486,6 +495,11 @@ mod tests {
             "KUBECTL_EXTERNAL_DIFF",
             "LOCPATH",
             "NLSPATH",
+            "CVS_RSH",
+            "SVN_SSH",
+            "AWS_CONFIG_FILE",
+            "GH_CONFIG_DIR",
+            "MAILCAPS",
             "TZDIR",
             "TERMINFO",
             "TERMINFO_DIRS",
