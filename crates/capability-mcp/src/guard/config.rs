@@ -463,9 +463,10 @@ mod tests {
     fn a_servers_toolchain_and_cluster_configuration_may_be_named() {
         let config = GuardConfig::parse(
             "[servers.k]\ncommand = \"/bin/x\"\n[servers.k.env]\nKUBECONFIG = \"/etc/k\"\n\
-             CARGO_HOME = \"/opt/cargo\"\nGOROOT = \"/usr/lib/go\"\n",
+             CARGO_HOME = \"/opt/cargo\"\nGOROOT = \"/usr/lib/go\"\n\
+             AWS_CONFIG_FILE = \"/etc/aws/config\"\nGH_CONFIG_DIR = \"/etc/gh\"\n",
         )
         .unwrap();
-        assert_eq!(config.servers["k"].env.len(), 3);
+        assert_eq!(config.servers["k"].env.len(), 5);
     }
 }

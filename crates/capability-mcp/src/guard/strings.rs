@@ -241,8 +241,11 @@ pub(super) const ENV_ELSEWHERE: &[&str] = &[
     "DOTNET_ROOT",
     "CONDA_PREFIX",
     "PIPX_HOME",
-    // The configuration whose credential plugins are commands (kubectl's).
+    // The configurations whose credential plugins are commands (kubectl's, AWS's
+    // `credential_process`) or whose aliases are shell (gh's).
     "KUBECONFIG",
+    "AWS_CONFIG_FILE",
+    "GH_CONFIG_DIR",
     "PNPM_HOME",
     "BUN_INSTALL",
     "DENO_INSTALL_ROOT",
