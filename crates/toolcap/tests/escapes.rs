@@ -105,11 +105,7 @@ impl Env {
     ) -> (Value, String) {
         let call = serde_json::json!({"binary": binary, "args": args, "timeout_ms": 20_000});
         let out = self.run_command(mode, personality, &call);
-        let everything = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let everything = printed(&out);
         let value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {everything}"));
         (value, everything)
@@ -623,11 +619,7 @@ fn another_processs_scratch_home_is_out_of_a_reach_of_the_temporary_directory() 
                         .args(&argv)
                         .env("TMPDIR", &tmp),
                 );
-                let said = format!(
-                    "{}{}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                );
+                let said = printed(&out);
                 let value: Value = serde_json::from_slice(&out.stdout)
                     .unwrap_or_else(|e| panic!("{mode:?} {args:?}: {e}: {said}"));
                 (value, said)
@@ -1258,17 +1250,23 @@ fn openssl_config_loading(library: &Path) -> String {
     )
 }
 
+/// Everything a `toolcap` run printed, its standard output then its error (a child's output
+/// travels in the result on the first).
+fn printed(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// What [`payload`] prints when it runs.
 const RAN: &str = "RAN-42";
 
 /// Checks on the forbidden side that a payload did not run: its mark is in nothing the call
 /// printed (the child's output travels in the result), and its marker file is absent.
 fn nothing_ran(out: &Output, marker: &Path, what: &str) {
-    let everything = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let everything = printed(out);
     assert!(
         !everything.contains(RAN),
         "{what}: the payload ran: {everything}"
@@ -2061,11 +2059,7 @@ fn a_call_cannot_point_a_program_at_locale_or_zone_data_of_its_choosing() {
             let call = serde_json::json!({"binary": binary, "args": args, "cwd": w,
                 "env": vars, "timeout_ms": 20_000});
             let out = env.run_command(mode, &p, &call);
-            let everything = format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
+            let everything = printed(&out);
             assert!(
                 !everything.contains(mark),
                 "{mode:?} {vars}: the planted data was used: {everything}"
@@ -2421,14 +2415,7 @@ fn symbolic_links_in_a_policy_lead_nowhere_new() {
             let args = serde_json::json!({"path": path}).to_string();
             argv.extend(["--personality", linked.as_str(), "read_file", args.as_str()]);
             let out = env.toolcap(&argv);
-            (
-                out.status.code(),
-                format!(
-                    "{}{}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                ),
-            )
+            (out.status.code(), printed(&out))
         };
         let (code, out) = read(w.join("ws/notes.md"));
         assert_eq!(
@@ -3854,11 +3841,7 @@ fn a_child_takes_no_real_time_priority_and_locks_little_memory() {
                 .arg(env!("CARGO_BIN_EXE_toolcap"))
                 .args(&argv),
         );
-        let all = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let all = printed(&out);
         let result: Value =
             serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {all}"));
         let said: Value = serde_json::from_str(stdout_of(&result).trim())
@@ -3934,11 +3917,7 @@ fn a_child_is_the_first_the_out_of_memory_killer_ends() {
             std::fs::read_to_string(format!("/proc/{host}/oom_score_adj")).unwrap_or_default();
         std::fs::write(&go, "").unwrap();
         let out = toolcap.wait_with_output().unwrap();
-        let all = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let all = printed(&out);
         // A fork that has not executed yet carries its parent's command line too: every
         // process found must have the score, and there must be one.
         let all_first = |found: &[String]| !found.is_empty() && found.iter().all(|s| s == "1000");
@@ -4801,11 +4780,7 @@ fn what_a_child_leaves_in_its_home_is_removed_however_it_is_built() {
             .current_dir(env.root.join("work"))
             .output()
             .unwrap();
-        let said = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let said = printed(&out);
         assert_eq!(out.status.code(), Some(0), "{mode:?}: {said}");
         assert!(said.contains("built"), "{mode:?}: {said}");
         let left: Vec<_> = std::fs::read_dir(&tmp)
