@@ -1,6 +1,6 @@
 //! What toolcap sets in a confined child's environment beside `PATH` and `HOME`: the egress
 //! proxy's variables, what no call may change (git's rule for which repositories it may use, no
-//! editor), and what a call's value for a locale variable may not hold.
+//! editor), and what a call's value for a locale variable or `TZ` may not hold.
 
 /// The port of the egress proxy on a confined child's own loopback.
 pub const EGRESS_PROXY_PORT: u16 = 3128;

@@ -359,8 +359,13 @@ impl ProcessPolicy for ResolvedProcess {
     ) -> Result<(), CapabilityError> {
         // A call may name the allowed program otherwise (`x86_64-linux-gnu-gcc-12` for `gcc`):
         // every rule is read against the name it used and the allowed one (docs/semantics.md,
-        // "Binaries").
-        let names = [binary, allowed];
+        // "Binaries"). Most calls use the allowed name itself: it is read once.
+        let both = [binary, allowed];
+        let names = if binary == allowed {
+            &both[..1]
+        } else {
+            &both[..]
+        };
         let shown = || {
             std::iter::once(binary)
                 .chain(args.iter().map(String::as_str))
