@@ -44,6 +44,7 @@ use capability_types::backend::{EgressFactory, ProcessFactory, ProcessGrant};
 use capability_types::{CapabilityError, ScopedProcess};
 
 pub use crate::spawn::ScopedSpawner;
+pub use crate::sys::resolve_binary;
 
 /// The search path bare binary names resolve through, and the `PATH` a child gets.
 pub const TRUSTED_PATH: &str = "/usr/local/bin:/usr/bin:/bin";

@@ -17,9 +17,10 @@ pub(crate) fn temp_dir() -> PathBuf {
     capability_sandbox::temp_root()
 }
 
-/// Resolves a binary spec to a canonical, executable regular file: bare names through
-/// `search_path` (first hit wins), absolute paths as they are.
-pub(crate) fn resolve_binary(spec: &str, search_path: &[PathBuf]) -> Option<PathBuf> {
+/// Resolves a binary spec to a canonical, executable regular file, as a child's program is
+/// found: bare names through `search_path` (first hit wins, as [`TRUSTED_PATH`](crate::TRUSTED_PATH)
+/// by default), absolute paths as they are, anything else (a relative path) nowhere.
+pub fn resolve_binary(spec: &str, search_path: &[PathBuf]) -> Option<PathBuf> {
     if spec.is_empty() || spec.contains('\0') {
         return None;
     }

@@ -275,6 +275,7 @@ fn launchers(policy: &CompiledPolicy) -> Vec<String> {
     let Some(source) = policy.policy() else {
         return Vec::new();
     };
+    let search: Vec<PathBuf> = std::env::split_paths(capability_process::TRUSTED_PATH).collect();
     source
         .safety
         .process
@@ -282,11 +283,11 @@ fn launchers(policy: &CompiledPolicy) -> Vec<String> {
         .iter()
         .enumerate()
         .filter(|(_, program)| {
-            // A child runs the canonical file: a link of the personality's own, or a name the
-            // system's alternatives lead on (`editor` to `vim.basic`), is the program it leads
-            // to.
+            // A child runs the canonical file, found as a child's program is: a link of the
+            // personality's own, or a name the system's alternatives lead on (`editor` to
+            // `vim.basic`), is the program it leads to.
             let name = program.rsplit('/').next().unwrap_or(program);
-            let canonical = canonical_program(program);
+            let canonical = capability_process::resolve_binary(program, &search);
             let file = canonical
                 .as_deref()
                 .and_then(Path::file_name)
@@ -308,30 +309,13 @@ fn launchers(policy: &CompiledPolicy) -> Vec<String> {
 /// `STARTS_ANOTHER`), under a version (`python3.12` is `python3`, `perl5.36.0` is `perl`) or a
 /// suffix (`vim.basic` is `vim`).
 fn runs_others(name: &str) -> bool {
-    let trim = |n: &'_ str| -> String {
+    fn unversioned(n: &str) -> &str {
         n.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.')
-            .to_owned()
-    };
-    let base = name.split('.').next().unwrap_or(name);
-    [name.to_owned(), trim(name), base.to_owned(), trim(base)]
-        .iter()
-        .any(|n| LAUNCHERS.contains(&n.as_str()) || STARTS_ANOTHER.contains(&n.as_str()))
-}
-
-/// The canonical file `program` (an allowlist entry) is on this machine: a path as it leads, a
-/// bare name through the trusted search path. `None` where there is none.
-#[allow(
-    clippy::disallowed_methods,
-    reason = "validate reads the machine it runs on: which file an allowlist entry is here"
-)]
-fn canonical_program(program: &str) -> Option<PathBuf> {
-    if program.starts_with('/') {
-        return std::fs::canonicalize(program).ok();
     }
-    std::env::split_paths(capability_process::TRUSTED_PATH)
-        .map(|dir| dir.join(program))
-        .find(|path| path.is_file())
-        .and_then(|path| std::fs::canonicalize(path).ok())
+    let base = name.split('.').next().unwrap_or(name);
+    [name, unversioned(name), base, unversioned(base)]
+        .iter()
+        .any(|n| LAUNCHERS.contains(n) || STARTS_ANOTHER.contains(n))
 }
 
 /// Each reach root that is the whole file system (`/`, however spelled), each `*` (every host)
