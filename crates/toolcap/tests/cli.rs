@@ -850,6 +850,7 @@ fn validate_reports_the_servers_the_guard_would_not_start_for_their_code() {
     let env = Env::new();
     let out_dir = env.path("work/out");
     std::fs::write(env.root.join("work/out/run.sh"), "echo hi\n").unwrap();
+    std::fs::write(env.root.join("work/out/kube.yaml"), "apiVersion: v1\n").unwrap();
     std::fs::write(
         env.root.join("servers.toml"),
         format!(
@@ -863,7 +864,8 @@ fn validate_reports_the_servers_the_guard_would_not_start_for_their_code() {
              [servers.project]\ncommand = \"/usr/bin/true\"\n[servers.project.env]\nUV_PROJECT = \"{out_dir}\"\n\
              [servers.index]\ncommand = \"/usr/bin/true\"\n[servers.index.env]\nUV_PROJECT_ENVIRONMENT = \"/opt/venvs/srv\"\n\
              [servers.jvm]\ncommand = \"/usr/bin/true\"\n[servers.jvm.env]\nJAVA_HOME = \"{out_dir}\"\n\
-             [servers.toolchain]\ncommand = \"/usr/bin/true\"\n[servers.toolchain.env]\nCARGO_HOME = \"{out_dir}\"\n"
+             [servers.toolchain]\ncommand = \"/usr/bin/true\"\n[servers.toolchain.env]\nCARGO_HOME = \"{out_dir}\"\n\
+             [servers.cluster]\ncommand = \"/usr/bin/true\"\n[servers.cluster.env]\nKUBECONFIG = \"{out_dir}/kube.yaml\"\n"
         ),
     )
     .unwrap();
@@ -879,6 +881,7 @@ fn validate_reports_the_servers_the_guard_would_not_start_for_their_code() {
         ("project", "`UV_PROJECT` in its env takes code from it"),
         ("jvm", "`JAVA_HOME` in its env takes code from it"),
         ("toolchain", "`CARGO_HOME` in its env takes code from it"),
+        ("cluster", "`KUBECONFIG` in its env takes code from it"),
     ] {
         let line = text
             .lines()
