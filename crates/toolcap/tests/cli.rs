@@ -865,7 +865,8 @@ fn validate_reports_the_servers_the_guard_would_not_start_for_their_code() {
              [servers.index]\ncommand = \"/usr/bin/true\"\n[servers.index.env]\nUV_PROJECT_ENVIRONMENT = \"/opt/venvs/srv\"\n\
              [servers.jvm]\ncommand = \"/usr/bin/true\"\n[servers.jvm.env]\nJAVA_HOME = \"{out_dir}\"\n\
              [servers.toolchain]\ncommand = \"/usr/bin/true\"\n[servers.toolchain.env]\nCARGO_HOME = \"{out_dir}\"\n\
-             [servers.cluster]\ncommand = \"/usr/bin/true\"\n[servers.cluster.env]\nKUBECONFIG = \"{out_dir}/kube.yaml\"\n"
+             [servers.cluster]\ncommand = \"/usr/bin/true\"\n[servers.cluster.env]\nKUBECONFIG = \"{out_dir}/kube.yaml\"\n\
+             [servers.later]\ncommand = \"/usr/bin/true\"\n[servers.later.env]\nAWS_CONFIG_FILE = \"{out_dir}/not-yet/config\"\n"
         ),
     )
     .unwrap();
@@ -882,6 +883,8 @@ fn validate_reports_the_servers_the_guard_would_not_start_for_their_code() {
         ("jvm", "`JAVA_HOME` in its env takes code from it"),
         ("toolchain", "`CARGO_HOME` in its env takes code from it"),
         ("cluster", "`KUBECONFIG` in its env takes code from it"),
+        // Named before it exists: a tool may write it before the server reads it.
+        ("later", "`AWS_CONFIG_FILE` in its env takes code from it"),
     ] {
         let line = text
             .lines()

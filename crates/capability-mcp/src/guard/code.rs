@@ -24,6 +24,9 @@ struct Code {
     field: &'static str,
     path: PathBuf,
     why: Option<String>,
+    /// A place named before it exists (an `env` value written as a path): none of it is
+    /// there to be another's yet, and where it lies is examined all the same.
+    named_ahead: bool,
 }
 
 impl Code {
@@ -32,6 +35,7 @@ impl Code {
             field,
             path: path.into(),
             why: None,
+            named_ahead: false,
         }
     }
 
@@ -93,6 +97,7 @@ fn code_of(server: &ServerConfig, working_dir: &Path) -> Vec<Code> {
             field: "working directory",
             path: cwd.to_path_buf(),
             why: Some(why),
+            named_ahead: false,
         });
     }
     // Every program of the way: a wrapper's own options may name code too (`xargs -a FILE`).
@@ -110,6 +115,7 @@ fn code_of(server: &ServerConfig, working_dir: &Path) -> Vec<Code> {
                 field: "code",
                 path: cwd.join(value),
                 why: Some(format!("`{name} {option}` takes code from it")),
+                named_ahead: false,
             });
         }
     }
@@ -117,15 +123,20 @@ fn code_of(server: &ServerConfig, working_dir: &Path) -> Vec<Code> {
         if !strings::ENV_ELSEWHERE.contains(&var.as_str()) {
             continue;
         }
-        // A list of places (`JULIA_LOAD_PATH=a:b`), each examined that is one here.
+        // A list of places (`JULIA_LOAD_PATH=a:b`), each examined that is one here or is written
+        // as a path: a configuration named before it exists (`KUBECONFIG=/ws/kube.yaml`) is
+        // read when the server runs, by when a tool may have written it. A name with no `/`
+        // that is no place here is a toolchain's or a package's (`RUSTUP_TOOLCHAIN=stable`).
         for place in value.split(':').filter(|p| !p.is_empty()) {
             let path = cwd.join(place);
             // toolcap: allow(std::fs::symlink_metadata, reason = "the guard examines the program it will start, not a tool's reach")
-            if std::fs::symlink_metadata(&path).is_ok() {
+            let here = std::fs::symlink_metadata(&path).is_ok();
+            if here || place.contains('/') {
                 code.push(Code {
                     field: "code",
                     path,
                     why: Some(format!("`{var}` in its env takes code from it")),
+                    named_ahead: !here,
                 });
             }
         }
@@ -176,6 +187,7 @@ fn named_in(string: &str, how: &str, cwd: &Path) -> Vec<Code> {
                 field,
                 path,
                 why: Some(format!("named in its `{how}` string")),
+                named_ahead: false,
             });
         }
     }
@@ -452,7 +464,7 @@ fn only_ours_to_change(code: &[Code]) -> Result<(), String> {
     // others may write without the sticky bit, or one of another user's, lets them rename what
     // is in it away and put their own in its place (in a sticky one, such as `/tmp`, only the
     // owner of an entry can).
-    for code in code {
+    for code in code.iter().filter(|c| !c.named_ahead) {
         let (named, path) = (code.named(), code.path.as_path());
         // toolcap: allow(std::fs::metadata, reason = "the guard checks who can change the program it will start, not a tool's reach")
         let meta = std::fs::metadata(path);
