@@ -105,17 +105,20 @@ fn code_of(server: &ServerConfig, working_dir: &Path) -> Vec<Code> {
         .iter()
         .filter_map(|s| Some((strings::program_name(&s.program)?, &s.args)))
     {
-        // A value that names no place here is a package (`uvx --from mcp-server-fetch==1.0`).
+        // A value that names no place here and is not written as a path is a package (`uvx
+        // --from mcp-server-fetch==1.0`, `git+https://…`); one written as a path (`/ws/pkg`,
+        // `./pkg`) is examined before it exists, as an `env` place is.
         for (option, value) in strings::elsewhere(&name, args) {
             // toolcap: allow(std::fs::symlink_metadata, reason = "the guard examines the program it will start, not a tool's reach")
-            if std::fs::symlink_metadata(cwd.join(&value)).is_err() {
+            let here = std::fs::symlink_metadata(cwd.join(&value)).is_ok();
+            if !here && !written_as_a_path(&value) {
                 continue;
             }
             code.push(Code {
                 field: "code",
                 path: cwd.join(value),
                 why: Some(format!("`{name} {option}` takes code from it")),
-                named_ahead: false,
+                named_ahead: !here,
             });
         }
     }
@@ -125,13 +128,13 @@ fn code_of(server: &ServerConfig, working_dir: &Path) -> Vec<Code> {
         }
         // A list of places (`JULIA_LOAD_PATH=a:b`), each examined that is one here or is written
         // as a path: a configuration named before it exists (`KUBECONFIG=/ws/kube.yaml`) is
-        // read when the server runs, by when a tool may have written it. A name with no `/`
-        // that is no place here is a toolchain's or a package's (`RUSTUP_TOOLCHAIN=stable`).
+        // read when the server runs, by when a tool may have written it. Anything else that is
+        // no place here is a toolchain's or a package's name (`RUSTUP_TOOLCHAIN=stable`).
         for place in value.split(':').filter(|p| !p.is_empty()) {
             let path = cwd.join(place);
             // toolcap: allow(std::fs::symlink_metadata, reason = "the guard examines the program it will start, not a tool's reach")
             let here = std::fs::symlink_metadata(&path).is_ok();
-            if here || place.contains('/') {
+            if here || written_as_a_path(place) {
                 code.push(Code {
                     field: "code",
                     path,
@@ -150,6 +153,12 @@ fn code_of(server: &ServerConfig, working_dir: &Path) -> Vec<Code> {
     let mut seen = std::collections::HashSet::new();
     code.retain(|c| seen.insert((c.field, c.path.clone())));
     code
+}
+
+/// Whether `value` is written as a path (absolute, or from `.` or `..`), as a place that may not
+/// exist yet is, and no package's name or address is.
+fn written_as_a_path(value: &str) -> bool {
+    value.starts_with('/') || value.starts_with("./") || value.starts_with("../")
 }
 
 /// What a string of code names that it may run ([`strings::words`], each found from the
@@ -580,6 +589,18 @@ mod tests {
             code(&["--from", &format!("file://{}", local.display()), "srv"]),
             [("code", local.clone())]
         );
+        // A place written as a path is code before it exists (a tool may make it before the
+        // server takes it); a package's address is not a place.
+        assert_eq!(
+            code(&["--from", "./later", "srv"]),
+            [("code", dir.path().join("./later"))]
+        );
+        let later = dir.path().join("later");
+        assert_eq!(
+            code(&["--from", &later.display().to_string(), "srv"]),
+            [("code", later.clone())]
+        );
+        assert!(code(&["--from", "git+https://github.com/o/r", "srv"]).is_empty());
     }
 
     /// The launchers that take code from their working directory, whatever their arguments
