@@ -43,6 +43,9 @@ struct Rule {
     words: &'static [&'static str],
     /// Arguments refused by how they begin (git's `ext::` addresses).
     prefixes: &'static [&'static str],
+    /// Arguments refused for holding one of these anywhere (Ghostscript's `%pipe%`, which it
+    /// finds after spaces too).
+    anywhere: &'static [&'static str],
     /// Whether a first argument without a dash is a cluster of short options (tar's old style).
     old_style: bool,
     /// An option whose value is a line of the program's own configuration file (wget's `-e`),
@@ -81,6 +84,7 @@ impl Rule {
         valued: "",
         words: &[],
         prefixes: &[],
+        anywhere: &[],
         old_style: false,
         setting: None,
         response_files: false,
@@ -234,6 +238,9 @@ fn refused(rule: &Rule, arg: &str, first: bool) -> Option<String> {
     if let Some(prefix) = rule.prefixes.iter().find(|p| arg.starts_with(*p)) {
         return Some(format!("`{prefix}…` runs a program"));
     }
+    if let Some(part) = rule.anywhere.iter().find(|p| arg.contains(*p)) {
+        return Some(format!("`…{part}…` runs a program"));
+    }
     if let Some(long) = arg.strip_prefix("--") {
         let name = long.split_once('=').map_or(long, |(name, _)| name);
         if name.is_empty() {
@@ -330,6 +337,9 @@ mod tests {
             ("c99", &["-wrapper", "sh,-c,x"]),
             ("cpp", &["-fplugin=./p.so"]),
             ("gs", &["-sDEVICE=pbmraw", "-sOutputFile=|x", "a.ps"]),
+            // Ghostscript passes over the spaces before `%pipe%` (one ran a command so).
+            ("gs", &["-o", " %pipe%x", "a.ps"]),
+            ("gs", &["-sOutputFile=  %pipe%x", "a.ps"]),
             ("apt-get", &["-o", "APT::Update::Pre-Invoke::=x", "update"]),
             ("apt-get", &["-oDir::Bin::dpkg=x", "install", "p"]),
             ("apt", &["-qo", "DPkg::Pre-Invoke::=x", "upgrade"]),
