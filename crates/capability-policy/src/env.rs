@@ -100,6 +100,14 @@ pub const REFUSED_ENV_NAMES: &[&str] = &[
     "CVS_RSH",
     "CVS_SERVER",
     "SVN_SSH",
+    // Mercurial's configuration files (a hook is a command: one ran from a call), its merge
+    // program, the hg that chg, its command server's client, starts and the server it reaches
+    // (outside any sandbox, when the user runs one); Subversion's merge tool.
+    "HGRCPATH",
+    "HGMERGE",
+    "CHGHG",
+    "CHGSOCKNAME",
+    "SVN_MERGE",
     "AWS_CONFIG_FILE",
     "GH_CONFIG_DIR",
     "MAILCAPS",
@@ -497,6 +505,10 @@ mod tests {
             "NLSPATH",
             "CVS_RSH",
             "SVN_SSH",
+            "HGRCPATH",
+            "HGMERGE",
+            "CHGHG",
+            "SVN_MERGE",
             "AWS_CONFIG_FILE",
             "GH_CONFIG_DIR",
             "MAILCAPS",

@@ -1364,8 +1364,11 @@ fn nothing_steers_a_trusted_binary_into_running_a_program() {
 /// next volume starts a shell, the C compiler's `-wrapper`, less's key file, whose
 /// `LESSOPEN` is a command, man's configuration file, groff's unsafe mode, and the libraries
 /// openssl (and curl, through it) loads as an engine or a provider, GNU split's `--filter`,
-/// the agent, dirmngr and photo viewer programs gpg is given, and rsync's daemon mode.
-/// Each of these ran its program through the real program; each is refused
+/// the agent, dirmngr and photo viewer programs gpg is given, and rsync's daemon mode;
+/// Mercurial's `--config`, `--debugger`, `debugshell`, command server and `-e` (by its
+/// abbreviations of options and commands), and Subversion's `--config-option`, `--config-dir`,
+/// `--diff-cmd` and `--editor-cmd`. Each of these ran its program through the real program;
+/// each is refused
 /// before the child starts, and the marker the payload would create stays absent.
 #[test]
 fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accepts() {
@@ -1376,7 +1379,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         &format!(
             "id = \"spelling\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}\"]\n\
              [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\", \"wget\", \"sftp\", \"cc\", \"gcc\", \"less\", \"man\", \
-             \"groff\", \"nroff\", \"openssl\", \"curl\", \"split\", \"gpg\", \"rsync\", \"ssh-keygen\", \"nm\", \"ld\", \"gs\", \"ps2pdf\", \"keytool\", \"apt-get\", \"dpkg\", \"gpg-connect-agent\", \"pic\"]\n",
+             \"groff\", \"nroff\", \"openssl\", \"curl\", \"split\", \"gpg\", \"rsync\", \"ssh-keygen\", \"nm\", \"ld\", \"gs\", \"ps2pdf\", \"keytool\", \"apt-get\", \"dpkg\", \"gpg-connect-agent\", \"pic\", \"hg\", \"svn\", \"svnrdump\"]\n",
             w = w.display()
         ),
     );
@@ -1447,6 +1450,42 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         .status()
         .unwrap();
     assert!(volumes.success());
+    // A Subversion working copy with a change, for `svn diff`, and what its programs run.
+    let svn = |program: &str, args: &[&str]| {
+        let done = Command::new(program)
+            .args(args)
+            .current_dir(&w)
+            .output()
+            .unwrap();
+        assert!(
+            done.status.success(),
+            "{program} {args:?}: {}",
+            printed(&done)
+        );
+    };
+    svn("svnadmin", &["create", "svnrepo"]);
+    let repository = format!("file://{}", w.join("svnrepo").display());
+    svn("svn", &["checkout", "-q", &repository, "wc"]);
+    std::fs::write(w.join("wc/f"), "one\n").unwrap();
+    svn("svn", &["add", "-q", "wc/f"]);
+    svn("svn", &["commit", "-q", "-m", "one", "wc"]);
+    std::fs::write(w.join("wc/f"), "two\n").unwrap();
+    let script = w.join("run.sh");
+    std::fs::write(&script, format!("{payload}\n")).unwrap();
+    let tunnel = format!("x=sh -c \"{payload}\"");
+    std::fs::create_dir_all(w.join("svncfg")).unwrap();
+    std::fs::write(w.join("svncfg/config"), format!("[tunnels]\n{tunnel}\n")).unwrap();
+    // Mercurial's command server reads `runcommand`, a length and the arguments from its
+    // standard input (the length one byte here, so the frame is text).
+    let frame = |args: &[&str]| {
+        let args = args.join("\0");
+        assert!(args.len() < 0x80, "{args}");
+        format!(
+            "runcommand\n\0\0\0{}{args}",
+            char::from(u8::try_from(args.len()).unwrap())
+        )
+    };
+    let alias = format!("alias.x=!{payload}");
     let bare = w.join("r.git");
     let made = Command::new("git")
         .args(["init", "-q", "--bare"])
@@ -1769,6 +1808,77 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         // sftp runs the program `-D` names, split into its words, as its local server.
         other("sftp", s(&["-D", &format!("sh -c '{payload}'"), "h"])),
         other("sftp", s(&["-qD", &format!("sh -c '{payload}'"), "h"])),
+        // Mercurial: `--config` sets any line of its configuration (an alias that is a shell
+        // command, a hook), `--debugger` and `debugshell` read Python from the standard input,
+        // `serve --cmdserver pipe` takes commands there (with their own `--config`), by any
+        // prefix of the command, and `-e`/`--ssh` is the command line a remote is reached
+        // through.
+        other("hg", s(&["--config", &alias, "x"])),
+        other(
+            "hg",
+            s(&[&format!("--config=hooks.pre-version={payload}"), "version"]),
+        ),
+        serde_json::json!({"binary": "hg", "args": ["debugsh"],
+            "stdin": format!("import os\nos.system('''{payload}''')\n")}),
+        serde_json::json!({"binary": "hg", "args": ["--debugger", "version"],
+            "stdin": format!("!import os; os.system('''{payload}''')\nc\n")}),
+        serde_json::json!({"binary": "hg", "args": ["serve", "--cmdserver", "pipe"],
+            "stdin": frame(&["--config", &alias, "x"])}),
+        serde_json::json!({"binary": "hg", "args": ["se", "--cmdserver", "pipe"],
+            "stdin": frame(&["--config", &alias, "x"])}),
+        other(
+            "hg",
+            s(&["identify", "-e", &format!("{payload};"), "ssh://h/x"]),
+        ),
+        other("hg", s(&["id", &format!("--ss={payload};"), "ssh://h/x"])),
+        other(
+            "hg",
+            s(&["clone", "-qe", &format!("{payload};"), "ssh://h/x", "d"]),
+        ),
+        // Subversion: `--config-option` sets any line of its configuration (a tunnel is the
+        // command an `svn+name://` address is reached through), `--config-dir` a directory of
+        // it, and `--diff-cmd` and `--editor-cmd` are programs; svnrdump reads the same.
+        other(
+            "svn",
+            s(&[
+                "--config-option",
+                &format!("config:tunnels:{tunnel}"),
+                "ls",
+                "svn+x://h/r",
+            ]),
+        ),
+        other(
+            "svn",
+            s(&[
+                "ls",
+                &format!("--config-option=config:tunnels:{tunnel}"),
+                "svn+x://h/r",
+            ]),
+        ),
+        other("svn", s(&["ls", "--config-dir", "svncfg", "svn+x://h/r"])),
+        other(
+            "svn",
+            s(&["diff", "--diff-cmd", "sh", "-x", "run.sh", "wc"]),
+        ),
+        other(
+            "svn",
+            s(&[
+                "propedit",
+                "svn:ignore",
+                "wc",
+                "--editor-cmd",
+                &format!("sh {}", script.display()),
+            ]),
+        ),
+        other(
+            "svnrdump",
+            s(&[
+                "dump",
+                "--config-option",
+                &format!("config:tunnels:{tunnel}"),
+                "svn+x://h/r",
+            ]),
+        ),
     ];
     for mode in MODES {
         for call in &cases {
@@ -1790,6 +1900,10 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         tar(s(&["-tvf", "kept.tar"])),
         git(s(&["--version"])),
         other("wget", s(&["-e", "robots=off", "--version"])),
+        other("hg", s(&["--debug", "version", "-q"])),
+        other("hg", s(&["--encoding", "utf-8", "version", "-q"])),
+        other("svn", s(&["diff", "wc"])),
+        other("svn", s(&["status", "-v", "wc"])),
     ] {
         let call_text = call.to_string();
         let out = env.toolcap(&["call", "--personality", &p, "run_command", &call_text]);
@@ -2183,7 +2297,8 @@ fn message_catalog(messages: &[(&str, &str)]) -> Vec<u8> {
 /// `RIPGREP_CONFIG_PATH` names a file of ripgrep's (`--pre`), `PYTHONPYCACHEPREFIX` where Python
 /// takes a program's compiled modules from, `GIT_TEST_FSMONITOR` names a program
 /// `git status` runs, `GIT_COMMON_DIR` takes a repository's hooks and configuration from
-/// elsewhere, and `BASH_FUNC_<name>%%` replaces a command bash runs. With a personality that
+/// elsewhere, `HGRCPATH` names Mercurial's configuration (a hook), and `BASH_FUNC_<name>%%`
+/// replaces a command bash runs. With a personality that
 /// listed one in `safety.env.allow`, the real tar and git ran the payload; such a personality
 /// is now refused when it loads, naming the field, and nothing runs.
 #[test]
@@ -2286,7 +2401,15 @@ fn a_variable_that_carries_a_programs_options_cannot_be_allowed() {
             "ssh-keygen",
             vec!["-t", "ed25519-sk", "-f", "key", "-N", ""],
         ),
+        // Mercurial reads its configuration from the files `HGRCPATH` lists, a hook among it.
+        (
+            "HGRCPATH",
+            w.join("hgrc").display().to_string(),
+            "hg",
+            vec!["version", "-q"],
+        ),
     ];
+    std::fs::write(w.join("hgrc"), format!("[hooks]\npre-version = {touch}\n")).unwrap();
     std::fs::write(w.join("rgrc"), "--pre=sh\n").unwrap();
     std::fs::write(w.join("page.1"), format!(".TH X 1\n.sy {touch}\nhello\n")).unwrap();
     std::fs::write(w.join("keys"), format!("#env\nLESSOPEN=|{touch}; cat %s\n")).unwrap();

@@ -20,8 +20,8 @@ use rules::{LINKER, RULES};
 struct Rule {
     /// The programs it is for, by file name.
     programs: &'static [&'static str],
-    /// Only for arguments after this one (a subcommand, anywhere before them); `None`: every
-    /// argument.
+    /// Only for arguments after this one (a subcommand, anywhere before them, as
+    /// [`is_word`] reads it); `None`: every argument.
     after: Option<&'static str>,
     /// Long options (`--name`, `--name=value`, `--name value`) that run a program.
     long: &'static [&'static str],
@@ -39,7 +39,8 @@ struct Rule {
     /// not more options. Only letters that take a value wherever `short` is dangerous: a letter
     /// missing here only refuses more.
     valued: &'static str,
-    /// Arguments refused whole (`find -exec`, `git filter-branch`).
+    /// Arguments refused whole (`find -exec`, `git filter-branch`), or by the prefixes of a
+    /// command the program takes abbreviated ([`is_word`]: `se|rve`).
     words: &'static [&'static str],
     /// Arguments refused by how they begin (git's `ext::` addresses).
     prefixes: &'static [&'static str],
@@ -106,7 +107,7 @@ pub fn runs_a_program(requested: &str, resolved: &Path, args: &[String]) -> Opti
         let program = rule.programs.iter().find(|p| names.contains(p))?;
         let start = match rule.after {
             None => 0,
-            Some(after) => args.iter().position(|a| a == after)? + 1,
+            Some(after) => args.iter().position(|a| is_word(after, a).is_some())? + 1,
         };
         args.iter()
             .enumerate()
@@ -225,10 +226,29 @@ fn sets_a_program(rule: &Rule, arg: &str, next: Option<&String>) -> Option<Strin
         .then(|| format!("`{arg}` sets `{name}`, which runs a program"))
 }
 
+/// Whether `arg` is the word `word` stands for: the word itself or, written `se|rve`, any
+/// prefix of `serve` from `se` on, for a program that takes a command by any unambiguous
+/// prefix (Mercurial's `hg se` is `hg serve`; the shorter ones are another command's too, or
+/// ambiguous). The word in full, when it is.
+fn is_word(word: &'static str, arg: &str) -> Option<(&'static str, &'static str)> {
+    match word.split_once('|') {
+        Some((least, rest)) => arg
+            .strip_prefix(least)
+            .is_some_and(|more| rest.starts_with(more))
+            .then_some((least, rest)),
+        None => (arg == word).then_some((word, "")),
+    }
+}
+
 /// Why `rule` refuses `arg` (the first argument when `first`), if it does.
 fn refused(rule: &Rule, arg: &str, first: bool) -> Option<String> {
-    if rule.words.contains(&arg) {
-        return Some(format!("`{arg}` runs a program"));
+    if let Some((least, rest)) = rule.words.iter().find_map(|word| is_word(word, arg)) {
+        let full = [least, rest].concat();
+        return Some(if arg == full {
+            format!("`{arg}` runs a program")
+        } else {
+            format!("`{arg}` is read as `{full}`, which runs a program")
+        });
     }
     if rule.response_files && arg.starts_with('@') {
         return Some(format!(
@@ -418,6 +438,57 @@ mod tests {
             // Subcommands and their options.
             ("git", &["rebase", "-x", "x", "HEAD~1"]),
             ("git", &["rebase", "-ix", "x", "HEAD~1"]),
+            // Mercurial: its configuration, its debugger and Python prompt, its command
+            // server, the command a remote is reached through, a merge tool, bisect's command;
+            // long options and commands by any unambiguous prefix.
+            ("hg", &["--config", "alias.x=!sh", "x"]),
+            ("hg", &["--config=hooks.pre-status=x", "status"]),
+            ("hg", &["status", "--conf", "hooks.post-status=x"]),
+            ("hg", &["--debugger", "version"]),
+            ("hg", &["debugshell"]),
+            ("hg", &["debugsh"]),
+            ("hg", &["-R", "r", "debugshel"]),
+            ("hg", &["serve", "--cmdserver", "pipe"]),
+            ("hg", &["se", "--stdio"]),
+            ("hg", &["serv", "--cmdserver", "pipe"]),
+            ("hg", &["clone", "-e", "x", "ssh://h/r"]),
+            ("hg", &["pull", "-qe", "x", "ssh://h/r"]),
+            ("hg", &["push", "-ex", "ssh://h/r"]),
+            ("hg", &["identify", "-be", "x", "ssh://h/r"]),
+            ("hg", &["in", "--ss=x", "ssh://h/r"]),
+            ("hg", &["outgoing", "--ssh", "x", "ssh://h/r"]),
+            ("hg", &["merge", "-t", "sh", "-r", "2"]),
+            ("hg", &["resolve", "-mt", "sh", "f"]),
+            ("hg", &["up", "--too=sh", "2"]),
+            ("hg", &["graft", "--tool", "sh", "-r", "2"]),
+            ("hg", &["bisect", "-c", "x"]),
+            ("hg", &["bis", "-U", "--command=x"]),
+            ("hg", &["bi", "-gc", "x"]),
+            ("hg", &["-q", "bisec", "--comm", "x"]),
+            ("chg", &["--config", "ui.ssh=x", "pull"]),
+            // Subversion, whole long options only.
+            (
+                "svn",
+                &["--config-option", "config:tunnels:x=y", "ls", "svn+x://h/r"],
+            ),
+            (
+                "svn",
+                &["ls", "--config-option=config:tunnels:x=y", "svn+x://h/r"],
+            ),
+            ("svn", &["ls", "--config-dir", "d", "svn+x://h/r"]),
+            ("svn", &["diff", "--diff-cmd", "x", "wc"]),
+            ("svn", &["merge", "--diff3-cmd=x", "^/trunk"]),
+            ("svn", &["commit", "--editor-cmd", "x"]),
+            ("svnlook", &["diff", "--diff-cmd", "x", "repo"]),
+            (
+                "svnmucc",
+                &["--config-option", "config:tunnels:x=y", "rm", "u"],
+            ),
+            ("svnrdump", &["dump", "--config-dir=d", "svn+x://h/r"]),
+            (
+                "svnsync",
+                &["sync", "--config-option", "config:tunnels:x=y", "u"],
+            ),
             ("git", &["-C", "r", "rebase", "--exec", "x"]),
             ("git", &["grep", "-Ox", "pattern"]),
             ("git", &["grep", "-iO", "pattern"]),
@@ -571,6 +642,19 @@ mod tests {
     fn what_runs_nothing_else_is_left_alone() {
         for (program, args) in [
             ("git", &["status"][..]),
+            ("hg", &["--debug", "version"]),
+            ("hg", &["log", "-r", "tip", "-Tjson"]),
+            ("hg", &["log", "-rtip", "-Xtests", "-k", "fix"]),
+            ("hg", &["update", "-c", "default"]),
+            ("hg", &["diff", "-c", "tip"]),
+            ("hg", &["status", "-mard"]),
+            ("hg", &["debugstate"]),
+            ("hg", &["summary", "--remote"]),
+            ("hg", &["bisect", "-g", "0"]),
+            ("hg", &["--cwd", "sub", "--color", "never", "log"]),
+            ("svn", &["log", "--diff", "-l", "3"]),
+            ("svn", &["diff", "-x", "-w", "wc"]),
+            ("svn", &["--config-options", "x"]),
             ("ssh-keygen", &["-lf", "key.pub"]),
             (
                 "kubectl",

@@ -107,6 +107,55 @@ pub(super) const RULES: &[Rule] = &[
         words: &["run"],
         ..Rule::NONE
     },
+    // Mercurial (and chg, the client of its command server): `--config` sets any line of its
+    // configuration (an alias that is a shell command, a hook, an extension's Python file,
+    // `ui.ssh`), `--debugger` starts pdb on the standard input, `-e`/`--ssh` is the command
+    // line a remote is reached through, `-t`/`--tool` a merge tool, which a name hg has no
+    // configuration for is: a program; `serve` takes commands on the standard input
+    // (`--cmdserver pipe`, whose `runcommand` takes its own `--config`) and `debugshell` is a
+    // Python prompt there. hg takes a long option and a command by any unambiguous prefix
+    // (`--config` and `--debugger` it refuses abbreviated); `-e` is also commit's `--edit`,
+    // `-t` archive's `--type`, refused with them (a refusal too many). `-r`, `-R`, `-T`, `-I`
+    // and `-X` take a value wherever `-e` or `-t` runs a program (identify's `-b` and `-B`
+    // do not).
+    Rule {
+        programs: &["hg", "chg"],
+        long: &["config", "debugger", "ssh", "tool"],
+        abbreviated: true,
+        exact: &["debug"],
+        short: "et",
+        valued: "rRTIX",
+        words: &["se|rve", "debugsh|ell"],
+        ..Rule::NONE
+    },
+    // `hg bisect --command` runs its program at each step (`-r` and `-e` are flags there).
+    Rule {
+        programs: &["hg", "chg"],
+        after: Some("bi|sect"),
+        long: &["command"],
+        abbreviated: true,
+        short: "c",
+        ..Rule::NONE
+    },
+    // Subversion's client and the programs that reach a repository as it does:
+    // `--config-option` sets any line of its configuration (a `[tunnels]` entry is the command
+    // an `svn+name://` address is reached through; `diff-cmd`, `editor-cmd` and
+    // `merge-tool-cmd` are programs), `--config-dir` names a directory of it, and svn's
+    // `--diff-cmd`, `--diff3-cmd` and `--editor-cmd` (svnlook's `--diff-cmd`) are programs.
+    // They take a long option only whole.
+    Rule {
+        programs: &[
+            "svn", "svnmucc", "svnrdump", "svnsync", "svnlook", "svnadmin",
+        ],
+        long: &[
+            "config-option",
+            "config-dir",
+            "diff-cmd",
+            "diff3-cmd",
+            "editor-cmd",
+        ],
+        ..Rule::NONE
+    },
     Rule {
         // GNU tar by its other names, and libarchive's, which takes `--use-compress-program`
         // too (what it lacks of the rest is only refused in vain).
