@@ -94,6 +94,8 @@ pub const REFUSED_ENV_NAMES: &[&str] = &[
     // call) and the program `kubectl diff` runs.
     "KUBECONFIG",
     "KUBECTL_EXTERNAL_DIFF",
+    // Where helm's plugins are, each a program it runs.
+    "HELM_PLUGINS",
     // The programs CVS and Subversion reach a server through, the AWS configuration (whose
     // `credential_process` the AWS libraries of any program run), gh's configuration (its
     // `!` aliases are shell), and the mailcap files that say which command opens a type.
@@ -501,6 +503,7 @@ mod tests {
             "APT_CONFIG",
             "KUBECONFIG",
             "KUBECTL_EXTERNAL_DIFF",
+            "HELM_PLUGINS",
             "LOCPATH",
             "NLSPATH",
             "CVS_RSH",

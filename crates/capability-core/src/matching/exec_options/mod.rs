@@ -466,6 +466,8 @@ mod tests {
             ("hg", &["bi", "-gc", "x"]),
             ("hg", &["-q", "bisec", "--comm", "x"]),
             ("chg", &["--config", "ui.ssh=x", "pull"]),
+            ("helm", &["template", "c", "--post-renderer", "x"]),
+            ("helm", &["--kubeconfig=cfg", "list"]),
             // Subversion, whole long options only.
             (
                 "svn",
@@ -655,6 +657,7 @@ mod tests {
             ("svn", &["log", "--diff", "-l", "3"]),
             ("svn", &["diff", "-x", "-w", "wc"]),
             ("svn", &["--config-options", "x"]),
+            ("helm", &["template", "c", "--kube-context", "prod"]),
             ("ssh-keygen", &["-lf", "key.pub"]),
             (
                 "kubectl",

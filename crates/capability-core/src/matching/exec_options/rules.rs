@@ -342,6 +342,13 @@ pub(super) const RULES: &[Rule] = &[
         ],
         ..Rule::NONE
     },
+    // helm reads the same configuration by `--kubeconfig`, and runs the program
+    // `--post-renderer` names on what it renders.
+    Rule {
+        programs: &["helm"],
+        long: &["kubeconfig", "post-renderer"],
+        ..Rule::NONE
+    },
     // LLVM's optimiser, compiler and bug reducer load the library `-load` names (and a pass
     // plugin), and read more options from `@file`.
     Rule {
