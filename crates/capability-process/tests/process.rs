@@ -2552,7 +2552,8 @@ async fn a_repository_a_child_makes_runs_nothing_outside_the_sandbox() {
     let fx = fixture();
     let p = writing_spawner(&fx);
     let script = "git init -q fine && git -C fine -c user.name=a -c user.email=b commit -q \
-                  --allow-empty -m x && git clone -q fine copy && git -C copy config user.name me \
+                  --allow-empty -m x && git init -q copy && git -C copy remote add origin \
+                  https://example.invalid/fine.git && git -C copy config user.name me \
                   && git -C copy checkout -q -b topic && git init -q --bare b.git";
     let out = p
         .spawn("sh", &argv(&["-c", script]), SpawnOptions::default())

@@ -45,20 +45,25 @@ pub fn point_at_egress_proxy(env: &mut Vec<(String, String)>) {
 ///   `safe.bareRepository=explicit`, so git uses a bare repository only when it is named
 ///   (`--git-dir`), never one it finds by walking up from the working directory (a repository
 ///   an agent clones can carry a directory laid out as one whose configuration names a
-///   program, `core.fsmonitor`; docs/policy.md, "Git's hooks and configuration"); and
-///   `core.editor` and `sequence.editor`, `false`;
+///   program, `core.fsmonitor`; docs/policy.md, "Git's hooks and configuration");
+///   `protocol.file.allow=never`: no local transport, whose other side (`receive-pack` in
+///   the repository a push names by its path) reads that repository's configuration without
+///   this one, and ran a planted `core.alternateRefsCommand`; and `core.editor` and
+///   `sequence.editor`, `false`;
 /// - `EDITOR` and `VISUAL`, `false`: with no editor set, git, npm, kubectl, crontab and most
 ///   programs that edit start `vi`, which takes its keys from the child's standard input when
 ///   that is not a terminal, and `:!cmd` runs a program (docs/policy.md, "Options that run
 ///   programs"). With `false` an edit fails and nothing runs.
-pub const CHILD_FIXED_ENV: [(&str, &str); 9] = [
-    ("GIT_CONFIG_COUNT", "3"),
+pub const CHILD_FIXED_ENV: [(&str, &str); 11] = [
+    ("GIT_CONFIG_COUNT", "4"),
     ("GIT_CONFIG_KEY_0", "safe.bareRepository"),
     ("GIT_CONFIG_VALUE_0", "explicit"),
     ("GIT_CONFIG_KEY_1", "core.editor"),
     ("GIT_CONFIG_VALUE_1", "false"),
     ("GIT_CONFIG_KEY_2", "sequence.editor"),
     ("GIT_CONFIG_VALUE_2", "false"),
+    ("GIT_CONFIG_KEY_3", "protocol.file.allow"),
+    ("GIT_CONFIG_VALUE_3", "never"),
     ("EDITOR", "false"),
     ("VISUAL", "false"),
 ];

@@ -2013,9 +2013,14 @@ fn a_program_asked_for_by_another_name_is_held_to_its_rules() {
 // guarantee: G-PROC-02
 /// A repository an agent clones can carry a directory laid out as a bare repository (`HEAD`,
 /// `config`, `objects`, `refs` are ordinary files in a tree), whose configuration names a
-/// program (`core.fsmonitor`); git run in that directory takes it as a repository and runs the
-/// program. Every child's git is told to use only the repositories it is pointed at
-/// (`safe.bareRepository=explicit`), so it refuses the planted one and runs nothing.
+/// program (`core.fsmonitor`, an alias `!cmd`, `core.alternateRefsCommand`); git run in that
+/// directory takes it as a repository and runs the program. Every child's git is told to use
+/// only the repositories it is pointed at (`safe.bareRepository=explicit`), so it refuses the
+/// planted one and runs nothing. A call cannot point git at it either: `--git-dir` and `--bare`
+/// before git's command, and the server side of a push (`receive-pack`, `send-pack`), are
+/// refused, and a child's git has no local transport (`protocol.file.allow=never`), by which
+/// `git push ./vendor/evil.git` ran the planted repository's `core.alternateRefsCommand` as
+/// it advertised its references.
 #[test]
 fn a_bare_repository_planted_in_the_workspace_runs_nothing() {
     let env = Env::new("");
@@ -2031,20 +2036,45 @@ fn a_bare_repository_planted_in_the_workspace_runs_nothing() {
     };
     let planted_text = planted.display().to_string();
     git(&["init", "-q", "--bare", &planted_text]);
+    // An alternate whose references the planted command is asked for when a push advertises.
+    let other = w.join("vendor/other.git");
+    git(&["init", "-q", "--bare", &other.display().to_string()]);
+    std::fs::write(
+        planted.join("objects/info/alternates"),
+        format!("{}\n", other.join("objects").display()),
+    )
+    .unwrap();
     let marker = env.root.join("work/out/pwned");
+    let ran = format!(
+        "echo planted-fsmonitor-ran >&2; touch {}; false",
+        marker.display()
+    );
     for (key, value) in [
         ("core.bare", "false".to_owned()),
         ("core.worktree", w.display().to_string()),
-        (
-            "core.fsmonitor",
-            format!(
-                "echo planted-fsmonitor-ran >&2; touch {}; false",
-                marker.display()
-            ),
-        ),
+        ("core.fsmonitor", ran.clone()),
+        ("alias.pwn", format!("!{ran}")),
+        ("core.alternateRefsCommand", ran.clone()),
     ] {
         git(&["-C", &planted_text, "config", key, &value]);
     }
+    // A repository of the user's own, which pushes.
+    let own = w.join("own");
+    let own_text = own.display().to_string();
+    git(&["init", "-q", &own_text]);
+    git(&[
+        "-C",
+        &own_text,
+        "-c",
+        "user.name=a",
+        "-c",
+        "user.email=a@b",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "x",
+    ]);
     let p = env.personality(
         "git.toml",
         &format!(
@@ -2067,6 +2097,76 @@ fn a_bare_repository_planted_in_the_workspace_runs_nothing() {
             "{mode:?}: {result}"
         );
         assert!(!marker.exists(), "{mode:?}: the planted program ran");
+    }
+    // Named by the call: refused before the child starts.
+    let named = [
+        (serde_json::json!(["--git-dir=vendor/evil.git", "pwn"]), &w),
+        (
+            serde_json::json!(["--git-dir", "vendor/evil.git", "status"]),
+            &w,
+        ),
+        (
+            serde_json::json!(["-C", "vendor/evil.git", "--bare", "pwn"]),
+            &w,
+        ),
+        (serde_json::json!(["--bare", "pwn"]), &planted),
+        (serde_json::json!(["receive-pack", "vendor/evil.git"]), &w),
+        (
+            serde_json::json!(["send-pack", "../vendor/evil.git", "HEAD"]),
+            &own,
+        ),
+    ];
+    for mode in MODES {
+        for (args, cwd) in &named {
+            let call = serde_json::json!({"binary": "git", "args": args, "cwd": cwd,
+                "stdin": "0000"});
+            let out = env.run_command(mode, &p, &call);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                stdout.contains("ARGS_NOT_ALLOWED"),
+                "{mode:?} {args}: {stdout}"
+            );
+            assert!(
+                !printed(&out).contains("planted-fsmonitor-ran"),
+                "{mode:?} {args}"
+            );
+            assert!(!marker.exists(), "{mode:?} {args}: the planted program ran");
+        }
+    }
+    // A push to it by its path: git refuses the local transport, and nothing runs.
+    for target in [
+        "../vendor/evil.git".to_owned(),
+        format!("file://{planted_text}"),
+    ] {
+        for mode in MODES {
+            let call = serde_json::json!({"binary": "git", "cwd": own,
+                "args": ["push", "--dry-run", target, "HEAD:refs/heads/x"]});
+            let out = env.run_command(mode, &p, &call);
+            let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let stderr = result["value"]["stderr"].as_str().unwrap_or_default();
+            assert!(
+                !stderr.contains("planted-fsmonitor-ran"),
+                "{mode:?} {target}: {result}"
+            );
+            assert!(
+                stderr.contains("transport 'file' not allowed"),
+                "{mode:?} {target}: {result}"
+            );
+            assert!(
+                !marker.exists(),
+                "{mode:?} {target}: the planted program ran"
+            );
+        }
+    }
+    // What asks about the repository, and the user's own repository, still work.
+    for args in [
+        serde_json::json!(["rev-parse", "--git-dir"]),
+        serde_json::json!(["-C", ".", "log", "--oneline"]),
+    ] {
+        let call = serde_json::json!({"binary": "git", "args": args, "cwd": own});
+        let out = env.run_command(&[], &p, &call);
+        let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(result["value"]["exit_code"], 0, "{args}: {result}");
     }
 }
 

@@ -23,6 +23,11 @@ struct Rule {
     /// Only for arguments after this one (a subcommand, anywhere before them, as
     /// [`is_word`] reads it); `None`: every argument.
     after: Option<&'static str>,
+    /// Only for the program's own options before its command ([`command_at`]): git's
+    /// `--git-dir`, beside `git rev-parse --git-dir`, which asks a question.
+    before_command: bool,
+    /// The options before the command that take the next argument as their value.
+    command_values: &'static [&'static str],
     /// Long options (`--name`, `--name=value`, `--name value`) that run a program.
     long: &'static [&'static str],
     /// Whether the program takes a long option by any unambiguous prefix; then every prefix of
@@ -78,6 +83,8 @@ impl Rule {
     const NONE: Rule = Rule {
         programs: &[],
         after: None,
+        before_command: false,
+        command_values: &[],
         long: &[],
         abbreviated: false,
         exact: &[],
@@ -109,8 +116,14 @@ pub fn runs_a_program(requested: &str, resolved: &Path, args: &[String]) -> Opti
             None => 0,
             Some(after) => args.iter().position(|a| is_word(after, a).is_some())? + 1,
         };
+        let end = if rule.before_command {
+            command_at(rule, args)
+        } else {
+            args.len()
+        };
         args.iter()
             .enumerate()
+            .take(end)
             .skip(start)
             .find_map(|(i, arg)| {
                 refused(rule, arg, i == 0)
@@ -119,6 +132,22 @@ pub fn runs_a_program(requested: &str, resolved: &Path, args: &[String]) -> Opti
             })
             .map(|why| format!("{program} {why}"))
     })
+}
+
+/// Where the program's command is among `args` ([`Rule::before_command`]): the first argument
+/// that is neither an option nor the value of one of [`Rule::command_values`]. A value that
+/// begins with `-` is read as an option too (a refusal too many, never one too few), and a list
+/// of options with values that holds one too many only reads on past the command.
+fn command_at(rule: &Rule, args: &[String]) -> usize {
+    let mut value_next = false;
+    for (i, arg) in args.iter().enumerate() {
+        if arg.starts_with('-') {
+            value_next = rule.command_values.contains(&arg.as_str());
+        } else if !std::mem::take(&mut value_next) {
+            return i;
+        }
+    }
+    args.len()
 }
 
 /// The names a program's file name `name` may be known by in [`RULES`]: itself, without a
@@ -421,6 +450,14 @@ mod tests {
             ("git", &["init", "--template=/tmp/t"]),
             ("git", &["clone", "ext::sh -c x", "d"]),
             ("git", &["clone", "-u", "x", ".", "d"]),
+            // A repository named by its path, before git's command; the server side of a push.
+            ("git", &["--git-dir=vendor/x.git", "status"]),
+            ("git", &["--git-dir", "vendor/x.git", "log"]),
+            ("git", &["-C", "vendor/x.git", "--bare", "log"]),
+            ("git", &["--no-pager", "-C", "d", "--git-dir=.", "log"]),
+            ("git", &["--namespace", "n", "--git-dir=x", "log"]),
+            ("git", &["receive-pack", "vendor/x.git"]),
+            ("git", &["send-pack", "../x.git", "HEAD"]),
             // Abbreviated long options.
             ("git", &["ls-remote", "--upl=x", "."]),
             ("git", &["fetch", "--upload-p", "x"]),
@@ -644,6 +681,14 @@ mod tests {
     fn what_runs_nothing_else_is_left_alone() {
         for (program, args) in [
             ("git", &["status"][..]),
+            ("git", &["rev-parse", "--git-dir"]),
+            (
+                "git",
+                &["-C", "sub", "rev-parse", "--git-dir", "--show-toplevel"],
+            ),
+            ("git", &["clone", "--bare", "https://h/r", "r.git"]),
+            ("git", &["init", "--bare", "r.git"]),
+            ("git", &["--no-pager", "log", "--bare"]),
             ("hg", &["--debug", "version"]),
             ("hg", &["log", "-r", "tip", "-Tjson"]),
             ("hg", &["log", "-rtip", "-Xtests", "-k", "fix"]),

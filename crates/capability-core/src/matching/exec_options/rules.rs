@@ -64,8 +64,36 @@ pub(super) const RULES: &[Rule] = &[
             "remote-ext",
             "daemon",
             "merge-index",
+            // The server side of a push, and its client: each reads the configuration of the
+            // repository it is given by its path (docs/policy.md, "Git's hooks and
+            // configuration").
+            "receive-pack",
+            "send-pack",
         ],
         prefixes: &["ext::"],
+        ..Rule::NONE
+    },
+    // A repository named by its path, whose configuration git then reads and runs (a
+    // directory laid out as a bare repository in a cloned project: `core.fsmonitor`, an alias);
+    // git finds the one it works in from the working directory, where only a `.git` can be
+    // one. git's own options before its command are taken whole.
+    Rule {
+        programs: &["git"],
+        before_command: true,
+        command_values: &[
+            "-C",
+            "-c",
+            "--git-dir",
+            "--work-tree",
+            "--namespace",
+            "--super-prefix",
+            "--config-env",
+            "--attr-source",
+            "--exec-path",
+            "--list-cmds",
+            "--shallow-file",
+        ],
+        long: &["git-dir", "bare"],
         ..Rule::NONE
     },
     Rule {
