@@ -58,6 +58,12 @@ pub const REFUSED_ENV_NAMES: &[&str] = &[
     "PYTHONUSERBASE",
     "RUBYLIB",
     "RUBYOPT",
+    // Where Guile and Julia load code from (Guile's compiled modules too, and Julia's depot
+    // holds its `startup.jl`).
+    "GUILE_LOAD_PATH",
+    "GUILE_LOAD_COMPILED_PATH",
+    "JULIA_LOAD_PATH",
+    "JULIA_DEPOT_PATH",
     "SHELLOPTS",
     // Programs that git, man, less and friends run, and where they read their configuration.
     "BROWSER",
@@ -111,6 +117,15 @@ pub const REFUSED_ENV_NAMES: &[&str] = &[
     "CHGSOCKNAME",
     "SVN_MERGE",
     "AWS_CONFIG_FILE",
+    // The AWS credentials file, whose `credential_process` the AWS libraries run as they do
+    // the configuration's (botocore ran one from it); the Python and the interpreter's
+    // options Google Cloud's `gcloud` runs itself with (`CLOUDSDK_PYTHON_ARGS=-c…` ran a
+    // payload from a call); the switch that lets Google's libraries run the command an
+    // external account's credentials name.
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "CLOUDSDK_PYTHON",
+    "CLOUDSDK_PYTHON_ARGS",
+    "GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES",
     "GH_CONFIG_DIR",
     "MAILCAPS",
     "DPKG_ADMINDIR",
@@ -513,6 +528,14 @@ mod tests {
             "CHGHG",
             "SVN_MERGE",
             "AWS_CONFIG_FILE",
+            "AWS_SHARED_CREDENTIALS_FILE",
+            "CLOUDSDK_PYTHON",
+            "CLOUDSDK_PYTHON_ARGS",
+            "GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES",
+            "GUILE_LOAD_PATH",
+            "GUILE_LOAD_COMPILED_PATH",
+            "JULIA_LOAD_PATH",
+            "JULIA_DEPOT_PATH",
             "GH_CONFIG_DIR",
             "MAILCAPS",
             "TZDIR",

@@ -464,9 +464,11 @@ mod tests {
         let config = GuardConfig::parse(
             "[servers.k]\ncommand = \"/bin/x\"\n[servers.k.env]\nKUBECONFIG = \"/etc/k\"\n\
              CARGO_HOME = \"/opt/cargo\"\nGOROOT = \"/usr/lib/go\"\n\
-             AWS_CONFIG_FILE = \"/etc/aws/config\"\nGH_CONFIG_DIR = \"/etc/gh\"\n",
+             AWS_CONFIG_FILE = \"/etc/aws/config\"\nGH_CONFIG_DIR = \"/etc/gh\"\n\
+             AWS_SHARED_CREDENTIALS_FILE = \"/etc/aws/credentials\"\n\
+             CLOUDSDK_PYTHON = \"/usr/bin/python3\"\n",
         )
         .unwrap();
-        assert_eq!(config.servers["k"].env.len(), 5);
+        assert_eq!(config.servers["k"].env.len(), 7);
     }
 }

@@ -245,7 +245,10 @@ pub(super) const ENV_ELSEWHERE: &[&str] = &[
     // `credential_process`) or whose aliases are shell (gh's).
     "KUBECONFIG",
     "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
     "GH_CONFIG_DIR",
+    // The Python Google Cloud's `gcloud` runs.
+    "CLOUDSDK_PYTHON",
     "PNPM_HOME",
     "BUN_INSTALL",
     "DENO_INSTALL_ROOT",
