@@ -70,7 +70,16 @@ fn code_of(server: &ServerConfig, working_dir: &Path) -> Vec<Code> {
     code.extend(server.runtime.iter().map(|p| Code::new("runtime", p)));
     // The program `env` starts, with the words of its `-S` string, is read as the command, in
     // the directory its `-C` moves it to.
-    let command = server.command.to_str().unwrap_or_default();
+    // A link of the user's own to a launcher, under a name no list holds (`~/bin/srv` leading
+    // to `python3`), is read as the launcher it leads to.
+    let named = server.command.to_str().unwrap_or_default();
+    // toolcap: allow(std::fs::canonicalize, reason = "the guard examines the program it will start, where it really lies, not a tool's reach")
+    let real = std::fs::canonicalize(&server.command).ok();
+    let command = real
+        .as_deref()
+        .and_then(Path::to_str)
+        .filter(|real| !strings::names_a_launcher(named) && strings::names_a_launcher(real))
+        .unwrap_or(named);
     let chain = strings::through_env(command, &server.args)
         .map(strings::through_wrappers)
         .unwrap_or_default();
@@ -699,5 +708,29 @@ mod tests {
         ] {
             assert_eq!(takes(command, args), None, "{command} {args:?}");
         }
+    }
+
+    /// A command that is a link of the user's own to a launcher, under a name no list holds
+    /// (`~/bin/srv` leading to `python3`), is read as the launcher it leads to; a launcher
+    /// whose file has another name (`npx` leading to `npx-cli.js`) is read by its own.
+    #[test]
+    fn a_command_linked_to_a_launcher_is_read_as_that_launcher() {
+        // toolcap: allow(tempfile::tempdir, reason = "a test's own directory, for a real link")
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("srv");
+        // toolcap: allow(std::os::unix::fs::symlink, reason = "the user's link the test reads")
+        std::os::unix::fs::symlink("/usr/bin/python3", &link).unwrap();
+        let text = format!(
+            "[servers.s]\ncommand = {:?}\nargs = [\"-m\", \"srv\"]\ncwd = \"/srv/ws\"\n",
+            link.display().to_string()
+        );
+        let config = crate::guard::config::GuardConfig::parse(&text).unwrap();
+        let code = code_of(&config.servers["s"], Path::new("/elsewhere"));
+        let read = code
+            .iter()
+            .find(|c| c.field == "working directory")
+            .unwrap_or_else(|| panic!("{code:?}"));
+        assert_eq!(read.path, Path::new("/srv/ws"));
+        assert!(read.why.as_deref().unwrap().contains(" -m`"), "{read:?}");
     }
 }

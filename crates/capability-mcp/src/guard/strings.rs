@@ -136,6 +136,12 @@ pub(super) fn through_wrappers(started: Started) -> Vec<Started> {
     chain
 }
 
+/// Whether `program` (a path or a name) is one the guard reads as a launcher of code
+/// ([`is_launcher`]).
+pub(super) fn names_a_launcher(program: &str) -> bool {
+    program_name(program).is_some_and(|name| is_launcher(&name))
+}
+
 /// Whether the guard reads a program of this name as a launcher of code: one whose code or
 /// working directory it examines.
 fn is_launcher(name: &str) -> bool {
