@@ -100,8 +100,10 @@ pub const REFUSED_ENV_NAMES: &[&str] = &[
     // call) and the program `kubectl diff` runs.
     "KUBECONFIG",
     "KUBECTL_EXTERNAL_DIFF",
-    // Where helm's plugins are, each a program it runs.
+    // Where helm's plugins are, each a program it runs, and the docker client's configuration
+    // directory, whose `cli-plugins` it runs.
     "HELM_PLUGINS",
+    "DOCKER_CONFIG",
     // The programs CVS and Subversion reach a server through, the AWS configuration (whose
     // `credential_process` the AWS libraries of any program run), gh's configuration (its
     // `!` aliases are shell), and the mailcap files that say which command opens a type.
@@ -519,6 +521,7 @@ mod tests {
             "KUBECONFIG",
             "KUBECTL_EXTERNAL_DIFF",
             "HELM_PLUGINS",
+            "DOCKER_CONFIG",
             "LOCPATH",
             "NLSPATH",
             "CVS_RSH",

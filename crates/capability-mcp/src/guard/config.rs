@@ -466,9 +466,9 @@ mod tests {
              CARGO_HOME = \"/opt/cargo\"\nGOROOT = \"/usr/lib/go\"\n\
              AWS_CONFIG_FILE = \"/etc/aws/config\"\nGH_CONFIG_DIR = \"/etc/gh\"\n\
              AWS_SHARED_CREDENTIALS_FILE = \"/etc/aws/credentials\"\n\
-             CLOUDSDK_PYTHON = \"/usr/bin/python3\"\n",
+             CLOUDSDK_PYTHON = \"/usr/bin/python3\"\nDOCKER_CONFIG = \"/etc/docker-cli\"\n",
         )
         .unwrap();
-        assert_eq!(config.servers["k"].env.len(), 7);
+        assert_eq!(config.servers["k"].env.len(), 8);
     }
 }

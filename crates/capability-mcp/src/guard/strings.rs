@@ -253,8 +253,10 @@ pub(super) const ENV_ELSEWHERE: &[&str] = &[
     "AWS_CONFIG_FILE",
     "AWS_SHARED_CREDENTIALS_FILE",
     "GH_CONFIG_DIR",
-    // The Python Google Cloud's `gcloud` runs.
+    // The Python Google Cloud's `gcloud` runs, and the docker client's configuration (its
+    // `cli-plugins` are programs).
     "CLOUDSDK_PYTHON",
+    "DOCKER_CONFIG",
     "PNPM_HOME",
     "BUN_INSTALL",
     "DENO_INSTALL_ROOT",

@@ -505,6 +505,8 @@ mod tests {
             ("chg", &["--config", "ui.ssh=x", "pull"]),
             ("helm", &["template", "c", "--post-renderer", "x"]),
             ("helm", &["--kubeconfig=cfg", "list"]),
+            ("docker", &["--config", "cfg", "foo"]),
+            ("docker", &["--config=cfg", "ps"]),
             // Subversion, whole long options only.
             (
                 "svn",
@@ -703,6 +705,7 @@ mod tests {
             ("svn", &["diff", "-x", "-w", "wc"]),
             ("svn", &["--config-options", "x"]),
             ("helm", &["template", "c", "--kube-context", "prod"]),
+            ("docker", &["--context", "prod", "ps"]),
             ("ssh-keygen", &["-lf", "key.pub"]),
             (
                 "kubectl",

@@ -370,6 +370,14 @@ pub(super) const RULES: &[Rule] = &[
         ],
         ..Rule::NONE
     },
+    // The docker client runs the programs in its configuration directory's `cli-plugins` (a
+    // link there to `sh`, which the kernel lets a child execute, ran a script from the working
+    // directory as `docker foo`'s plugin), and the credential helper its configuration names.
+    Rule {
+        programs: &["docker"],
+        long: &["config"],
+        ..Rule::NONE
+    },
     // helm reads the same configuration by `--kubeconfig`, and runs the program
     // `--post-renderer` names on what it renders.
     Rule {
