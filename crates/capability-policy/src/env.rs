@@ -104,6 +104,8 @@ pub const REFUSED_ENV_NAMES: &[&str] = &[
     // directory, whose `cli-plugins` it runs.
     "HELM_PLUGINS",
     "DOCKER_CONFIG",
+    // A file of dvips's options (`R0` lets a document's specials run commands).
+    "DVIPSRC",
     // The programs CVS and Subversion reach a server through, the AWS configuration (whose
     // `credential_process` the AWS libraries of any program run), gh's configuration (its
     // `!` aliases are shell), and the mailcap files that say which command opens a type.
@@ -367,6 +369,13 @@ pub const REFUSED_ENV_PREFIXES: &[&str] = &[
     "VK_ADD_DRIVER_FILES",
     "VK_LAYER_PATH",
     "VK_ADD_LAYER_PATH",
+    // TeX's kpathsea reads any line of its configuration from a variable of the same name, or
+    // of the name with the program's after `.` or `_`: `shell_escape=t` lets a document run
+    // commands (`\write18`), `TEXMFCNF` names the configuration files, `TEXCONFIG` where dvips
+    // finds its own (an `R0` line, an `E` command).
+    "shell_escape",
+    "TEXMFCNF",
+    "TEXCONFIG",
 ];
 
 /// Variables a call may set for its child without the personality naming them: locale, time
@@ -522,6 +531,11 @@ mod tests {
             "KUBECTL_EXTERNAL_DIFF",
             "HELM_PLUGINS",
             "DOCKER_CONFIG",
+            "shell_escape",
+            "shell_escape_commands",
+            "TEXMFCNF",
+            "TEXCONFIG",
+            "DVIPSRC",
             "LOCPATH",
             "NLSPATH",
             "CVS_RSH",

@@ -275,6 +275,8 @@ const LAUNCHERS: &[&str] = &[
     "xmake",
     "premake5",
     "autoreconf",
+    // latexmk evaluates a `latexmkrc` in the working directory, which is Perl.
+    "latexmk",
     "pip",
     "pip3",
     "cpan",

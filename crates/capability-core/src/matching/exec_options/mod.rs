@@ -505,6 +505,19 @@ mod tests {
             ("chg", &["--config", "ui.ssh=x", "pull"]),
             ("helm", &["template", "c", "--post-renderer", "x"]),
             ("helm", &["--kubeconfig=cfg", "list"]),
+            // TeX's engines: shell escape by either dash and any abbreviation, a line of
+            // kpathsea's configuration; dvips's and dvipdfmx's commands, MetaPost's TeX.
+            ("pdflatex", &["-shell-escape", "t.tex"]),
+            ("xelatex", &["--shell-escape", "t.tex"]),
+            ("pdftex", &["-shell-e", "t.tex"]),
+            ("lualatex", &["-enable-write18", "t.tex"]),
+            ("tex", &["-enable-w", "t.tex"]),
+            ("pdflatex", &["-cnf-line=shell_escape=t", "t.tex"]),
+            ("latex", &["--cn=shell_escape=t", "t.tex"]),
+            ("dvips", &["-R0", "t.dvi"]),
+            ("dvipdfmx", &["-D", "sh -c x", "t.dvi"]),
+            ("mpost", &["-tex=sh", "f.mp"]),
+            ("mpost", &["--shell-escape", "f.mp"]),
             ("docker", &["--config", "cfg", "foo"]),
             ("docker", &["--config=cfg", "ps"]),
             // Subversion, whole long options only.
@@ -706,6 +719,17 @@ mod tests {
             ("svn", &["--config-options", "x"]),
             ("helm", &["template", "c", "--kube-context", "prod"]),
             ("docker", &["--context", "prod", "ps"]),
+            (
+                "pdflatex",
+                &["-interaction=nonstopmode", "-shell-restricted", "t.tex"],
+            ),
+            (
+                "lualatex",
+                &["-halt-on-error", "-output-directory=out", "t.tex"],
+            ),
+            ("dvips", &["-R", "-o", "t.ps", "t.dvi"]),
+            ("dvips", &["-R2", "t.dvi"]),
+            ("dvipdfmx", &["-o", "t.pdf", "t.dvi"]),
             ("ssh-keygen", &["-lf", "key.pub"]),
             (
                 "kubectl",

@@ -23,6 +23,33 @@ pub(super) const LINKER: Rule = Rule {
     ..Rule::NONE
 };
 
+/// TeX's engines and their formats' names, and MetaPost.
+const TEX_ENGINES: &[&str] = &[
+    "tex",
+    "etex",
+    "pdftex",
+    "pdfetex",
+    "xetex",
+    "luatex",
+    "luahbtex",
+    "luajittex",
+    "latex",
+    "pdflatex",
+    "xelatex",
+    "lualatex",
+    "luahblatex",
+    "dvilualatex",
+    "ptex",
+    "eptex",
+    "uptex",
+    "euptex",
+    "platex",
+    "uplatex",
+    "amstex",
+    "pdfcsplain",
+    "mpost",
+];
+
 /// Every rule, for every personality (docs/policy.md, "Options that run programs").
 pub(super) const RULES: &[Rule] = &[
     LINKER,
@@ -368,6 +395,37 @@ pub(super) const RULES: &[Rule] = &[
             "enable-helm",
             "helm-command",
         ],
+        ..Rule::NONE
+    },
+    // TeX's engines run a document's `\write18` commands with shell escape on, which a line of
+    // kpathsea's configuration also turns on (`-cnf-line=shell_escape=t`); they take a long
+    // option after one dash or two, by any unambiguous prefix (`-shell-` is ambiguous,
+    // `-shell-restricted` a mode that runs only the listed programs). MetaPost runs the TeX
+    // program `-tex` names for its labels.
+    Rule {
+        programs: TEX_ENGINES,
+        prefixes: &[
+            "-shell-e",
+            "--shell-e",
+            "-enable-w",
+            "--enable-w",
+            "-cn",
+            "--cn",
+            "-tex=",
+            "--tex=",
+        ],
+        ..Rule::NONE
+    },
+    // dvips runs a document's backquoted specials at `-R0` (its default, `-R1`, refuses them);
+    // dvipdfmx runs the command `-D` names to convert PostScript.
+    Rule {
+        programs: &["dvips"],
+        prefixes: &["-R0"],
+        ..Rule::NONE
+    },
+    Rule {
+        programs: &["dvipdfmx", "xdvipdfmx", "dvipdfm"],
+        short: "D",
         ..Rule::NONE
     },
     // The docker client runs the programs in its configuration directory's `cli-plugins` (a
