@@ -13,6 +13,7 @@
 use std::path::Path;
 
 mod rules;
+mod vcs;
 
 use rules::{LINKER, RULES};
 
@@ -110,7 +111,7 @@ pub fn runs_a_program(requested: &str, resolved: &Path, args: &[String]) -> Opti
         .filter_map(|name| name.to_str())
         .flat_map(toolchain_names)
         .collect();
-    RULES.iter().find_map(|rule| {
+    RULES.iter().chain(vcs::VERSION_CONTROL).find_map(|rule| {
         let program = rule.programs.iter().find(|p| names.contains(p))?;
         let start = match rule.after {
             None => 0,
