@@ -135,6 +135,11 @@ const LAUNCHERS: &[&str] = &[
     "expect",
     "make",
     "gdb",
+    "gdbtui",
+    "gdb-multiarch",
+    // LLVM's loaders that run the object code they are given.
+    "llvm-rtdyld",
+    "llvm-jitlink",
     "vim",
     "vi",
     "nvim",

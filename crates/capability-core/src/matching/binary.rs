@@ -79,6 +79,8 @@ pub const STARTS_ANOTHER: &[&str] = &[
     "direnv",
     "lldb",
     "screen",
+    // dpkg's `-c` runs a command with a target architecture's variables set.
+    "dpkg-architecture",
     // A program under another architecture's name or setting, a scheduler's or the OOM
     // killer's setting, a security context, and the profilers that run what they measure.
     "setarch",

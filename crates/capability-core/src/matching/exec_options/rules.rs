@@ -18,6 +18,11 @@ pub(super) const LINKER: Rule = Rule {
         "--pl",
         "-load-pass-plugin",
         "--load-pass-plugin",
+        // GNU ld runs the program `--error-handling-script` names for an undefined symbol or a
+        // missing library (`sh` then runs the file `undefined-symbol` of the working
+        // directory), by any unambiguous prefix.
+        "-error-h",
+        "--error-h",
     ],
     response_files: true,
     ..Rule::NONE
