@@ -1367,7 +1367,8 @@ fn nothing_steers_a_trusted_binary_into_running_a_program() {
 /// the agent, dirmngr and photo viewer programs gpg is given, and rsync's daemon mode;
 /// Mercurial's `--config`, `--debugger`, `debugshell`, command server and `-e` (by its
 /// abbreviations of options and commands), and Subversion's `--config-option`, `--config-dir`,
-/// `--diff-cmd` and `--editor-cmd`. Each of these ran its program through the real program;
+/// `--diff-cmd` and `--editor-cmd`, and pygmentize's `-x` (a lexer from a Python file). Each of
+/// these ran its program through the real program;
 /// each is refused
 /// before the child starts, and the marker the payload would create stays absent.
 #[test]
@@ -1379,7 +1380,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         &format!(
             "id = \"spelling\"\n[fs_reach]\nread = [\"{w}\"]\nwrite = [\"{w}\"]\n\
              [safety.process]\nallow = [\"git\", \"tar\", \"sort\", \"diff3\", \"wget\", \"sftp\", \"cc\", \"gcc\", \"less\", \"man\", \
-             \"groff\", \"nroff\", \"openssl\", \"curl\", \"split\", \"gpg\", \"rsync\", \"ssh-keygen\", \"nm\", \"ld\", \"gs\", \"ps2pdf\", \"keytool\", \"apt-get\", \"dpkg\", \"gpg-connect-agent\", \"pic\", \"hg\", \"svn\", \"svnrdump\"]\n",
+             \"groff\", \"nroff\", \"openssl\", \"curl\", \"split\", \"gpg\", \"rsync\", \"ssh-keygen\", \"nm\", \"ld\", \"gs\", \"ps2pdf\", \"keytool\", \"apt-get\", \"dpkg\", \"gpg-connect-agent\", \"pic\", \"hg\", \"svn\", \"svnrdump\", \"pygmentize\"]\n",
             w = w.display()
         ),
     );
@@ -1486,6 +1487,15 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         )
     };
     let alias = format!("alias.x=!{payload}");
+    // A Pygments lexer of the caller's own: Python, run as pygmentize loads it.
+    std::fs::write(
+        w.join("lexer.py"),
+        format!(
+            "import os\nos.system('''{payload}''')\nfrom pygments.lexer import RegexLexer\n\
+             class L(RegexLexer):\n    tokens = {{'root': []}}\n"
+        ),
+    )
+    .unwrap();
     let bare = w.join("r.git");
     let made = Command::new("git")
         .args(["init", "-q", "--bare"])
@@ -1835,6 +1845,10 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
             "hg",
             s(&["clone", "-qe", &format!("{payload};"), "ssh://h/x", "d"]),
         ),
+        // pygmentize loads a lexer or a formatter from a Python file with `-x`.
+        other("pygmentize", s(&["-l", "lexer.py:L", "-x", "a.txt"])),
+        other("pygmentize", s(&["-xl", "lexer.py:L", "a.txt"])),
+        other("pygmentize", s(&["-x", "-f", "lexer.py:F", "a.txt"])),
         // Subversion: `--config-option` sets any line of its configuration (a tunnel is the
         // command an `svn+name://` address is reached through), `--config-dir` a directory of
         // it, and `--diff-cmd` and `--editor-cmd` are programs; svnrdump reads the same.
@@ -1904,6 +1918,7 @@ fn an_option_that_runs_a_program_is_refused_in_every_spelling_its_program_accept
         other("hg", s(&["--encoding", "utf-8", "version", "-q"])),
         other("svn", s(&["diff", "wc"])),
         other("svn", s(&["status", "-v", "wc"])),
+        other("pygmentize", s(&["-l", "text", "-P", "x=y", "a.txt"])),
     ] {
         let call_text = call.to_string();
         let out = env.toolcap(&["call", "--personality", &p, "run_command", &call_text]);

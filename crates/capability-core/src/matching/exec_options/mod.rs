@@ -523,6 +523,8 @@ mod tests {
             ("dvipdfmx", &["-D", "sh -c x", "t.dvi"]),
             ("mpost", &["-tex=sh", "f.mp"]),
             ("mpost", &["--shell-escape", "f.mp"]),
+            ("pygmentize", &["-x", "-l", "lexer.py:L", "a.py"]),
+            ("pygmentize", &["-gxf", "f.py:F", "a.py"]),
             ("docker", &["--config", "cfg", "foo"]),
             ("docker", &["--config=cfg", "ps"]),
             // Subversion, whole long options only.
@@ -725,6 +727,8 @@ mod tests {
             ("svn", &["--config-options", "x"]),
             ("helm", &["template", "c", "--kube-context", "prod"]),
             ("docker", &["--context", "prod", "ps"]),
+            ("pygmentize", &["-l", "python", "-O", "linenos=x", "a.py"]),
+            ("pygmentize", &["-lxml", "a.xml"]),
             (
                 "pdflatex",
                 &["-interaction=nonstopmode", "-shell-restricted", "t.tex"],

@@ -285,6 +285,14 @@ pub(super) const RULES: &[Rule] = &[
         short: "D",
         ..Rule::NONE
     },
+    // pygmentize loads a lexer or a formatter from a Python file (`-l file.py:Class`) when
+    // `-x` allows it: the file runs as it loads.
+    Rule {
+        programs: &["pygmentize"],
+        short: "x",
+        valued: "lfFoOPSaN",
+        ..Rule::NONE
+    },
     // The docker client runs the programs in its configuration directory's `cli-plugins` (a
     // link there to `sh`, which the kernel lets a child execute, ran a script from the working
     // directory as `docker foo`'s plugin), and the credential helper its configuration names.
