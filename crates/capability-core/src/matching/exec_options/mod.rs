@@ -523,6 +523,9 @@ mod tests {
             ("dvipdfmx", &["-D", "sh -c x", "t.dvi"]),
             ("mpost", &["-tex=sh", "f.mp"]),
             ("mpost", &["--shell-escape", "f.mp"]),
+            ("file", &["-m", "planted.magic", "a.bin"]),
+            ("file", &["--magic=planted.magic", "a.bin"]),
+            ("file", &["-bm", "planted.magic", "a.bin"]),
             ("pygmentize", &["-x", "-l", "lexer.py:L", "a.py"]),
             ("pygmentize", &["-gxf", "f.py:F", "a.py"]),
             ("docker", &["--config", "cfg", "foo"]),
@@ -728,6 +731,8 @@ mod tests {
             ("helm", &["template", "c", "--kube-context", "prod"]),
             ("docker", &["--context", "prod", "ps"]),
             ("pygmentize", &["-l", "python", "-O", "linenos=x", "a.py"]),
+            ("file", &["-b", "--mime-type", "a.bin"]),
+            ("file", &["-F:", "-z", "a.bin"]),
             ("pygmentize", &["-lxml", "a.xml"]),
             (
                 "pdflatex",

@@ -285,6 +285,16 @@ pub(super) const RULES: &[Rule] = &[
         short: "D",
         ..Rule::NONE
     },
+    // file parses the magic files `-m` names as it parses its system's, which it trusts: data
+    // nobody checked in a parser written for trusted input (as `MAGIC`, a refused name).
+    Rule {
+        programs: &["file"],
+        long: &["magic-file"],
+        abbreviated: true,
+        short: "m",
+        valued: "eFfP",
+        ..Rule::NONE
+    },
     // pygmentize loads a lexer or a formatter from a Python file (`-l file.py:Class`) when
     // `-x` allows it: the file runs as it loads.
     Rule {
