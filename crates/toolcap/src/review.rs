@@ -282,6 +282,18 @@ const LAUNCHERS: &[&str] = &[
     "autoreconf",
     // latexmk evaluates a `latexmkrc` in the working directory, which is Perl.
     "latexmk",
+    // Templates that are code (ERB's are Ruby, Template Toolkit's Perl, a Jinja template
+    // reaches Python's objects), and the compilers that load plugins or run what the project
+    // builds (clippy's driver as rustc, Kotlin's, Scala's and Groovy's compiler plugins).
+    "erb",
+    "tpage",
+    "j2",
+    "jinja2",
+    "clippy-driver",
+    "cargo-clippy",
+    "kotlinc",
+    "scalac",
+    "groovyc",
     "pip",
     "pip3",
     "cpan",

@@ -3925,7 +3925,7 @@ fn validate_notes_an_allowed_program_that_runs_other_programs() {
         env.root.join("launchers.toml"),
         "id = \"launchers\"\ntoolset = [\"run_command\"]\n[fs_reach]\nread = [\"/srv\"]\n\
          [safety.process]\nallow = [\"git\", \"sh\", \"/usr/bin/python3\", \"env\", \"echo\", \
-         \"watch\", \"strace\", \"time\", \"sudo\", \"npx\", \"sqlite3\", \"psql\", \"dc\", \"npm\", \"uv\", \"java\", \"go\", \"ccache\", \"ssh-agent\", \"run-parts\", \"hyperfine\", \"ninja\", \"tox\", \"pre-commit\", \"pip\", \"cargo\", \"rustc\", \"jrunscript\", \"jdb\", \"corepack\", \"pytest\", \"jest\", \"eslint\", \"sphinx-build\", \"bundle\", \"composer\", \"lli\", \"prove\", \"pdb3\", \"pydoc3\", \"dpkg-buildpackage\", \"m4\", \"pandoc\", \"setarch\", \"heaptrack\", \"msgexec\", \"scriptlive\", \"cpan\", \"terraform\", \"ansible-playbook\", \"latexmk\", \"gdbtui\", \"dpkg-architecture\", \"llvm-rtdyld\"]\n",
+         \"watch\", \"strace\", \"time\", \"sudo\", \"npx\", \"sqlite3\", \"psql\", \"dc\", \"npm\", \"uv\", \"java\", \"go\", \"ccache\", \"ssh-agent\", \"run-parts\", \"hyperfine\", \"ninja\", \"tox\", \"pre-commit\", \"pip\", \"cargo\", \"rustc\", \"jrunscript\", \"jdb\", \"corepack\", \"pytest\", \"jest\", \"eslint\", \"sphinx-build\", \"bundle\", \"composer\", \"lli\", \"prove\", \"pdb3\", \"pydoc3\", \"dpkg-buildpackage\", \"m4\", \"pandoc\", \"setarch\", \"heaptrack\", \"msgexec\", \"scriptlive\", \"cpan\", \"terraform\", \"ansible-playbook\", \"latexmk\", \"gdbtui\", \"dpkg-architecture\", \"llvm-rtdyld\", \"erb\", \"clippy-driver\"]\n",
     )
     .unwrap();
     let out = env.toolcap(&["validate", "--personality", &env.path("launchers.toml")]);
@@ -3992,6 +3992,8 @@ fn validate_notes_an_allowed_program_that_runs_other_programs() {
             runs(51, "gdbtui"),
             runs(52, "dpkg-architecture"),
             runs(53, "llvm-rtdyld"),
+            runs(54, "erb"),
+            runs(55, "clippy-driver"),
         ],
         "{text}"
     );
