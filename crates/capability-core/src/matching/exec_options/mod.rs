@@ -115,7 +115,7 @@ pub fn runs_a_program(requested: &str, resolved: &Path, args: &[String]) -> Opti
         let program = rule.programs.iter().find(|p| names.contains(p))?;
         let start = match rule.after {
             None => 0,
-            Some(after) => args.iter().position(|a| is_word(after, a).is_some())? + 1,
+            Some(after) => args.iter().position(|a| is_word(after, a))? + 1,
         };
         let end = if rule.before_command {
             command_at(rule, args)
@@ -259,21 +259,20 @@ fn sets_a_program(rule: &Rule, arg: &str, next: Option<&String>) -> Option<Strin
 /// Whether `arg` is the word `word` stands for: the word itself or, written `se|rve`, any
 /// prefix of `serve` from `se` on, for a program that takes a command by any unambiguous
 /// prefix (Mercurial's `hg se` is `hg serve`; the shorter ones are another command's too, or
-/// ambiguous). The word in full, when it is.
-fn is_word(word: &'static str, arg: &str) -> Option<(&'static str, &'static str)> {
+/// ambiguous).
+fn is_word(word: &str, arg: &str) -> bool {
     match word.split_once('|') {
         Some((least, rest)) => arg
             .strip_prefix(least)
-            .is_some_and(|more| rest.starts_with(more))
-            .then_some((least, rest)),
-        None => (arg == word).then_some((word, "")),
+            .is_some_and(|more| rest.starts_with(more)),
+        None => arg == word,
     }
 }
 
 /// Why `rule` refuses `arg` (the first argument when `first`), if it does.
 fn refused(rule: &Rule, arg: &str, first: bool) -> Option<String> {
-    if let Some((least, rest)) = rule.words.iter().find_map(|word| is_word(word, arg)) {
-        let full = [least, rest].concat();
+    if let Some(word) = rule.words.iter().find(|word| is_word(word, arg)) {
+        let full = word.replace('|', "");
         return Some(if arg == full {
             format!("`{arg}` runs a program")
         } else {
