@@ -2106,7 +2106,7 @@ fn a_bare_repository_planted_in_the_workspace_runs_nothing() {
             let result: Value = serde_json::from_slice(&out.stdout).unwrap();
             let stderr = result["value"]["stderr"].as_str().unwrap_or_default();
             assert!(
-                !stderr.contains("planted-fsmonitor-ran"),
+                !printed(&out).contains("planted-fsmonitor-ran"),
                 "{mode:?} {call}: {result}"
             );
             assert!(stderr.contains(says), "{mode:?} {call}: {result}");
